@@ -1,0 +1,199 @@
+package dag
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Pos is a position in a spec file: 1-based line and column. The zero Pos
+// means "no position" (a spec built in Go rather than loaded from YAML).
+type Pos struct {
+	File string
+	Line int
+	Col  int
+}
+
+func (p Pos) String() string {
+	if p.Line == 0 {
+		if p.File == "" {
+			return "<spec>"
+		}
+		return p.File
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+}
+
+// Buffer placement.
+const (
+	WhereDevice     = "device"      // device memory (cuMemAlloc)
+	WhereHostPinned = "host_pinned" // page-locked host memory (cuMemAllocHost)
+)
+
+// Buffer roles.
+const (
+	RoleInput  = "input"  // written by the host before the run; stages may only read it
+	RoleOutput = "output" // read back and checksummed after the run
+	RoleTemp   = "temp"   // scratch; lives only within the run
+)
+
+// Initial contents kinds.
+const (
+	InitZeros  = "zeros"  // all bytes 0
+	InitFill   = "fill"   // every float32 element = Value
+	InitFile   = "file"   // raw bytes of Path (relative to the spec file), exactly Bytes long
+	InitRandom = "random" // bytes from a seeded PRNG (Seed); see executor.RandomBytes
+)
+
+// Sync modes of a spec.
+const (
+	SyncAuto   = "auto"   // the planner derives streams, events and waits
+	SyncManual = "manual" // every stage names its stream; the spec lists its own waits
+)
+
+// Init is the initial contents of a buffer before the first iteration.
+type Init struct {
+	Kind  string  // one of InitZeros, InitFill, InitFile, InitRandom; "" means zeros
+	Value float64 // InitFill: the float32 value of every element
+	Path  string  // InitFile: path, relative to the spec's directory
+	Seed  int64   // InitRandom: PRNG seed
+}
+
+// BufferSpec declares one named buffer. Bytes is always set after loading:
+// either given directly or computed as the dtype's size × the product of Shape.
+type BufferSpec struct {
+	Name   string
+	Bytes  int64   // size in bytes, > 0
+	DType  string  // optional element type: f32, f16, bf16, i32, u32, i8, u8, f64, i64
+	Shape  []int64 // optional shape in elements; with DType it determines Bytes
+	Where  string  // WhereDevice (default) or WhereHostPinned
+	Role   string  // RoleInput, RoleOutput, RoleTemp (default temp)
+	Init   Init
+	Copies int // ring size across iterations (issue 6); 0 or 1 means one copy
+	Pos    Pos
+}
+
+func (b BufferSpec) String() string {
+	return fmt.Sprintf("buffer %s (%d bytes, %s, %s)", b.Name, b.Bytes, b.Where, b.Role)
+}
+
+// ParamSpec is one typed parameter of a user PTX kernel.
+// Type is one of: ptr (a buffer name), u32, i32, u64, i64, f32, f64.
+type ParamSpec struct {
+	Name string
+	Type string
+}
+
+// KernelSpec declares a user kernel loaded from a PTX file.
+type KernelSpec struct {
+	Name   string
+	PTX    string // path to the PTX file, relative to the spec's directory
+	Entry  string // the .entry name in the PTX
+	Params []ParamSpec
+	Pos    Pos
+}
+
+func (k KernelSpec) String() string {
+	return fmt.Sprintf("kernel %s (%s:%s)", k.Name, k.PTX, k.Entry)
+}
+
+// Access is one read or write of a stage: the byte range [Offset, Offset+Bytes)
+// of Buffer. After loading, Bytes is always > 0 (a whole-buffer access has
+// Offset 0 and Bytes = the buffer's size).
+type Access struct {
+	Buffer string
+	Offset int64 // bytes
+	Bytes  int64 // bytes
+	Pos    Pos
+}
+
+// End is the first byte past the access.
+func (a Access) End() int64 { return a.Offset + a.Bytes }
+
+// Overlaps reports whether a and b touch at least one common byte of the same buffer.
+func (a Access) Overlaps(b Access) bool {
+	return a.Buffer == b.Buffer && a.Offset < b.End() && b.Offset < a.End()
+}
+
+// Covers reports whether a includes every byte of b (same buffer).
+func (a Access) Covers(b Access) bool {
+	return a.Buffer == b.Buffer && a.Offset <= b.Offset && b.End() <= a.End()
+}
+
+func (a Access) String() string {
+	return fmt.Sprintf("%s[%d:%d]", a.Buffer, a.Offset, a.End())
+}
+
+// Launch is a kernel launch shape. Zero values mean "let the backend choose".
+type Launch struct {
+	Grid  [3]int
+	Block [3]int
+}
+
+// StageSpec declares one stage: one kernel launch (built-in or user kernel)
+// with the buffers it reads and writes.
+type StageSpec struct {
+	Name   string
+	Kernel string         // a built-in (fill, copy, scale, axpy, mix, spin, checksum) or a KernelSpec name
+	Args   map[string]any // kernel arguments by name: numbers, or buffer names for ptr params
+	Launch Launch
+	Reads  []Access
+	Writes []Access
+	After  []string // control dependencies: stage names that must happen-before this one
+	Stream string   // optional pin to a named stream; required in SyncManual
+	// Waits lists, in SyncManual specs only, the stages whose completion this
+	// stage's stream waits for before the launch (an event recorded right after
+	// each named stage, and a stream wait on it issued just before this launch).
+	Waits      []string
+	DurationUS float64 // cost estimate in µs (0 = unknown, treated as 1 µs by the planner's critical path)
+	Pos        Pos
+}
+
+func (s StageSpec) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "stage %s (%s)", s.Name, s.Kernel)
+	return b.String()
+}
+
+// Options are planner options a spec may carry; CLI flags override them.
+type Options struct {
+	Strategy   string // "default" (path cover), "single", "round-robin", "naive"; "" = default
+	MaxStreams int    // 0 = uncapped
+}
+
+// Spec is a whole pipeline spec: plain data, as loaded from YAML (LoadFile)
+// or built in Go. Stages are in declaration order, the order one stream would run them.
+type Spec struct {
+	Version int
+	Name    string
+	File    string // path the spec was loaded from ("" if built in Go)
+	Dir     string // directory relative paths are resolved against
+	Sync    string // SyncAuto (default) or SyncManual
+	Options Options
+	Buffers []BufferSpec
+	Kernels []KernelSpec
+	Stages  []StageSpec
+}
+
+func (s *Spec) String() string {
+	return fmt.Sprintf("spec %s (%d buffers, %d kernels, %d stages)", s.Name, len(s.Buffers), len(s.Kernels), len(s.Stages))
+}
+
+// Buffer returns the buffer named name, or nil.
+func (s *Spec) Buffer(name string) *BufferSpec {
+	for i := range s.Buffers {
+		if s.Buffers[i].Name == name {
+			return &s.Buffers[i]
+		}
+	}
+	return nil
+}
+
+// StageIndex returns the index of the stage named name, or -1.
+func (s *Spec) StageIndex(name string) int {
+	for i := range s.Stages {
+		if s.Stages[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,73 @@
+package executor
+
+import (
+	"github.com/dagrun/dagrun/planner"
+)
+
+// Stream, Event and Buffer are opaque handles owned by a Backend.
+type (
+	Stream any
+	Event  any
+	Buffer any
+)
+
+// BufferDesc describes a buffer to allocate.
+type BufferDesc struct {
+	Name  string
+	Bytes int64  // size in bytes, > 0
+	Where string // dag.WhereDevice or dag.WhereHostPinned
+}
+
+// Arg is one resolved buffer access of a launch: the backend's buffer handle
+// and the byte range [Offset, Offset+Bytes) the stage touches.
+type Arg struct {
+	Buffer Buffer
+	Name   string // buffer name, for messages and the race detector
+	Offset int64  // bytes
+	Bytes  int64  // bytes
+}
+
+// LaunchDesc is everything a backend needs to run one stage.
+type LaunchDesc struct {
+	Stage      int    // index in the plan's stages (the mix built-in's stage id)
+	Name       string // stage name
+	Kernel     string // built-in name or user kernel name
+	Args       map[string]any
+	Grid       [3]int
+	Block      [3]int
+	DurationUS float64
+	Reads      []Arg
+	Writes     []Arg
+	// UserKernel is set when Kernel names a user PTX kernel.
+	UserKernel *planner.Kernel
+}
+
+// Backend is what the executor drives: a device with streams, events and
+// memory. All methods are called from one goroutine (the executor's issue
+// loop); implementations may run the work asynchronously.
+//
+// CUDA semantics are the contract: Wait(s, e) orders s after the work
+// captured by the most recent Record(e, ·) issued before the Wait call; a
+// Wait on an event never recorded waits for nothing.
+type Backend interface {
+	// Name is a short name for messages ("sim", "cuda").
+	Name() string
+	NewStream() (Stream, error)
+	NewEvent() (Event, error)
+	Alloc(d BufferDesc) (Buffer, error)
+	// Write copies data into b synchronously (initial contents); len(data) == its Bytes.
+	Write(b Buffer, data []byte) error
+	// Read copies b's contents to the host synchronously, after Synchronize.
+	Read(b Buffer) ([]byte, error)
+	Record(e Event, s Stream) error
+	Wait(s Stream, e Event) error
+	Launch(s Stream, l *LaunchDesc) error
+	// Synchronize blocks until all issued work is done and returns the first
+	// asynchronous error (a fault, a race report) since the last call.
+	Synchronize() error
+	DestroyStream(s Stream) error
+	DestroyEvent(e Event) error
+	Free(b Buffer) error
+	// Close releases the backend; handles must have been destroyed or freed.
+	Close() error
+}

@@ -1,0 +1,288 @@
+package planner
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// PlanVersion is the version of the plan file format written by this package.
+const PlanVersion = 1
+
+// Plan is a stream schedule: the contract between the planner, the verifier,
+// the executor and tools. It is serialised as JSON (`dagrun plan --json`) and
+// can be run without the spec (`dagrun run --plan FILE`).
+type Plan struct {
+	Version  int    `json:"version"`
+	Spec     string `json:"spec,omitempty"`     // spec name
+	Dir      string `json:"dir,omitempty"`      // directory that relative paths (PTX, init files) resolve against
+	Strategy string `json:"strategy,omitempty"` // stream assignment strategy that made it
+	// Stages in declaration order; Stage index i is the stage's id everywhere.
+	Stages []Stage `json:"stages"`
+	// Streams, indexed by ID (Streams[i].ID == i).
+	Streams []Stream `json:"streams"`
+	// IssueOrder is the global host issue order: each op of every stream
+	// exactly once, as [stream id, op index]. Ops of one stream appear in
+	// their stream order; every record comes before each wait on its event.
+	IssueOrder [][2]int `json:"issue_order"`
+	// Events is the number of events; event ids are 0..Events-1.
+	Events    int        `json:"events"`
+	Buffers   []Buffer   `json:"buffers"`
+	Kernels   []Kernel   `json:"kernels,omitempty"`
+	Lifetimes []Lifetime `json:"lifetimes"`
+	Stats     Stats      `json:"stats"`
+}
+
+// Stage is one launch in the plan.
+type Stage struct {
+	Name       string         `json:"name"`
+	Stream     int            `json:"stream"`
+	DurationUS float64        `json:"duration_us"`
+	Kernel     string         `json:"kernel"`
+	Args       map[string]any `json:"args,omitempty"`
+	Grid       [3]int         `json:"grid,omitempty"`
+	Block      [3]int         `json:"block,omitempty"`
+	Reads      []Access       `json:"reads"`
+	Writes     []Access       `json:"writes"`
+	// Pinned is the stream name the spec pinned this stage to ("" if free).
+	Pinned string `json:"pinned,omitempty"`
+}
+
+// Access is a byte range [Offset, Offset+Bytes) of a buffer.
+type Access struct {
+	Buffer string `json:"buffer"`
+	Offset int64  `json:"offset"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// Overlaps reports whether a and b share at least one byte of the same buffer.
+func (a Access) Overlaps(b Access) bool {
+	return a.Buffer == b.Buffer && a.Offset < b.Offset+b.Bytes && b.Offset < a.Offset+a.Bytes
+}
+
+// OpKind is the kind of a stream op.
+type OpKind uint8
+
+const (
+	OpLaunch OpKind = iota // launch Stage on the stream
+	OpRecord               // record Event on the stream
+	OpWait                 // make the stream wait for the latest record of Event issued before this op
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpLaunch:
+		return "launch"
+	case OpRecord:
+		return "record"
+	case OpWait:
+		return "wait"
+	}
+	return fmt.Sprintf("OpKind(%d)", uint8(k))
+}
+
+// Op is one operation in a stream's order. JSON: {"op":"launch","stage":"name"},
+// {"op":"record","event":3} or {"op":"wait","event":3}. In memory, Stage is the
+// stage index; the JSON form names the stage, resolved on load by Plan.UnmarshalJSON.
+type Op struct {
+	Kind  OpKind
+	Stage int // OpLaunch: index into Plan.Stages
+	Event int // OpRecord, OpWait: event id
+}
+
+func (o Op) String() string {
+	if o.Kind == OpLaunch {
+		return fmt.Sprintf("launch #%d", o.Stage)
+	}
+	return fmt.Sprintf("%s e%d", o.Kind, o.Event)
+}
+
+// Stream is one stream and its ops in stream order.
+type Stream struct {
+	ID   int    `json:"id"`
+	Name string `json:"name"`
+	Ops  []Op   `json:"-"`
+}
+
+// Buffer is a buffer the plan uses.
+type Buffer struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+	Where string `json:"where"`
+	Role  string `json:"role"`
+	// Init: "zeros", "fill", "file", "random"; InitValue, InitPath, InitSeed as in dag.Init.
+	Init      string  `json:"init,omitempty"`
+	InitValue float64 `json:"init_value,omitempty"`
+	InitPath  string  `json:"init_path,omitempty"`
+	InitSeed  int64   `json:"init_seed,omitempty"`
+	Copies    int     `json:"copies,omitempty"`
+}
+
+// Kernel is a user PTX kernel used by the plan.
+type Kernel struct {
+	Name   string   `json:"name"`
+	PTX    string   `json:"ptx"` // path, relative to Plan.Dir
+	Entry  string   `json:"entry"`
+	Params []string `json:"params"` // "name:type"
+}
+
+// Lifetime says, for one buffer, which streams touch it and the event after
+// whose record each stream is done with it: bytes may be reused or freed once
+// every listed event has completed (the planned form of record_stream).
+type Lifetime struct {
+	Buffer string     `json:"buffer"`
+	Done   []StreamAt `json:"done"`
+}
+
+// StreamAt names an event recorded on a stream.
+type StreamAt struct {
+	Stream int `json:"stream"`
+	Event  int `json:"event"`
+}
+
+// Stats summarises a plan.
+type Stats struct {
+	Stages           int     `json:"stages"`
+	Streams          int     `json:"streams"`
+	Waits            int     `json:"waits"`
+	Events           int     `json:"events"`
+	CrossStreamEdges int     `json:"cross_stream_edges"` // edges of the reduced graph whose ends are on different streams
+	ReducedEdges     int     `json:"reduced_edges"`      // edges after transitive reduction
+	LowerBoundWaits  int     `json:"lower_bound_waits"`  // reduced edges − maximum matching (Nimble)
+	CriticalPathUS   float64 `json:"critical_path_us"`   // longest path by duration_us
+	IdealMakespanUS  float64 `json:"ideal_makespan_us"`  // plan simulated with durations, no launch cost, unlimited hardware
+	SumUS            float64 `json:"sum_us"`             // one-stream time: sum of durations
+	PlanningMS       float64 `json:"planning_ms"`
+}
+
+type opJSON struct {
+	Op    string `json:"op"`
+	Stage string `json:"stage,omitempty"`
+	Event *int   `json:"event,omitempty"`
+}
+
+type streamJSON struct {
+	ID   int      `json:"id"`
+	Name string   `json:"name"`
+	Ops  []opJSON `json:"ops"`
+}
+
+type planAlias Plan
+
+type planJSON struct {
+	*planAlias
+	Streams []streamJSON `json:"streams"`
+}
+
+// MarshalJSON writes launches by stage name.
+func (p *Plan) MarshalJSON() ([]byte, error) {
+	out := planJSON{planAlias: (*planAlias)(p), Streams: make([]streamJSON, len(p.Streams))}
+	for i, s := range p.Streams {
+		sj := streamJSON{ID: s.ID, Name: s.Name, Ops: make([]opJSON, len(s.Ops))}
+		for j, o := range s.Ops {
+			switch o.Kind {
+			case OpLaunch:
+				sj.Ops[j] = opJSON{Op: "launch", Stage: p.Stages[o.Stage].Name}
+			default:
+				e := o.Event
+				sj.Ops[j] = opJSON{Op: o.Kind.String(), Event: &e}
+			}
+		}
+		out.Streams[i] = sj
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads a plan and resolves launch ops to stage indices.
+// It returns an error for unknown ops, unknown stages or missing events;
+// call Validate for the structural checks.
+func (p *Plan) UnmarshalJSON(b []byte) error {
+	var in planJSON
+	in.planAlias = (*planAlias)(p)
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	idx := make(map[string]int, len(p.Stages))
+	for i, s := range p.Stages {
+		idx[s.Name] = i
+	}
+	p.Streams = make([]Stream, len(in.Streams))
+	for i, sj := range in.Streams {
+		s := Stream{ID: sj.ID, Name: sj.Name, Ops: make([]Op, len(sj.Ops))}
+		for j, oj := range sj.Ops {
+			switch oj.Op {
+			case "launch":
+				k, ok := idx[oj.Stage]
+				if !ok {
+					return fmt.Errorf("plan: stream %d op %d launches unknown stage %q", i, j, oj.Stage)
+				}
+				s.Ops[j] = Op{Kind: OpLaunch, Stage: k}
+			case "record", "wait":
+				if oj.Event == nil {
+					return fmt.Errorf("plan: stream %d op %d (%s) has no event", i, j, oj.Op)
+				}
+				kind := OpRecord
+				if oj.Op == "wait" {
+					kind = OpWait
+				}
+				s.Ops[j] = Op{Kind: kind, Event: *oj.Event}
+			default:
+				return fmt.Errorf("plan: stream %d op %d: unknown op %q (want launch, record or wait)", i, j, oj.Op)
+			}
+		}
+		p.Streams[i] = s
+	}
+	return nil
+}
+
+// Validate checks the plan's structure: stream ids, every stage launched
+// exactly once on its own stream, event ids in range, and an issue order that
+// lists each op once in stream order. It does not check ordering of accesses
+// (that is Verify's job).
+func (p *Plan) Validate() error {
+	launched := make([]int, len(p.Stages))
+	for i, s := range p.Streams {
+		if s.ID != i {
+			return fmt.Errorf("plan: stream at index %d has id %d", i, s.ID)
+		}
+		for j, o := range s.Ops {
+			switch o.Kind {
+			case OpLaunch:
+				if o.Stage < 0 || o.Stage >= len(p.Stages) {
+					return fmt.Errorf("plan: stream %d op %d launches stage %d of %d", i, j, o.Stage, len(p.Stages))
+				}
+				if p.Stages[o.Stage].Stream != i {
+					return fmt.Errorf("plan: stage %s is on stream %d but launched on stream %d", p.Stages[o.Stage].Name, p.Stages[o.Stage].Stream, i)
+				}
+				launched[o.Stage]++
+			case OpRecord, OpWait:
+				if o.Event < 0 || o.Event >= p.Events {
+					return fmt.Errorf("plan: stream %d op %d uses event %d, plan has %d events", i, j, o.Event, p.Events)
+				}
+			}
+		}
+	}
+	for i, n := range launched {
+		if n != 1 {
+			return fmt.Errorf("plan: stage %s launched %d times, want 1", p.Stages[i].Name, n)
+		}
+	}
+	next := make([]int, len(p.Streams))
+	total := 0
+	for _, s := range p.Streams {
+		total += len(s.Ops)
+	}
+	if len(p.IssueOrder) != total {
+		return fmt.Errorf("plan: issue_order has %d ops, streams have %d", len(p.IssueOrder), total)
+	}
+	for k, so := range p.IssueOrder {
+		s, j := so[0], so[1]
+		if s < 0 || s >= len(p.Streams) {
+			return fmt.Errorf("plan: issue_order[%d] names stream %d of %d", k, s, len(p.Streams))
+		}
+		if j != next[s] {
+			return fmt.Errorf("plan: issue_order[%d] issues stream %d op %d, want op %d (stream order)", k, s, j, next[s])
+		}
+		next[s]++
+	}
+	return nil
+}
