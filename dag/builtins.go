@@ -20,7 +20,10 @@ package dag
 //	          where w is the write's index, i the word index in the write range and
 //	          n_k the number of words of read k. A read that overlaps a write of the
 //	          same stage must be the identical range (in-place). args: spin_us
-//	          (optional, float): also stay busy that long, as spin.
+//	          (optional, float): also stay busy that long, as spin; max_words
+//	          (optional, int > 0): only words i < max_words of each write range
+//	          are written (the rest keep their contents), so a stage that stands
+//	          for a large tensor costs little more than its spin.
 //	spin      busy for args.us µs, or the stage's duration_us if us is absent.
 //	          Reads and writes are allowed and only order the stage.
 //	checksum  reads: 1, writes: 1 of ≥ 8 bytes. out word 0 = wrapping sum of the
