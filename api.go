@@ -1,0 +1,98 @@
+// Package dagrun is the embedded Go API of dagrun, a declarative DAG
+// scheduler for CUDA streams. The whole API is three steps:
+//
+//	spec, err := dagrun.Load("pipeline.yaml")          // or build a *dag.Spec in Go
+//	plan, err := dagrun.Plan(spec, planner.Options{})   // streams, events, waits, lifetimes; verified
+//	res, err  := dagrun.Run(ctx, plan, dagrun.RunOptions{Backend: "auto"})
+//
+// Load reports spec mistakes as *dag.Error / dag.ErrorList (file:line:column).
+// Plan returns a plan that Verify has proved race-free, or an error.
+// Run returns *executor.RaceError when the simulator's detector sees a race.
+package dagrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dagrun/dagrun/cudart"
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/planner"
+)
+
+// Load reads and strictly validates a YAML spec. Errors are dag.ErrorList
+// (each with file:line:column, what is wrong, and what to do).
+func Load(path string) (*dag.Spec, error) { return dag.LoadFile(path) }
+
+// Plan builds the stream plan of spec and verifies it. For specs with
+// `sync: manual` the plan is the spec's own streams and waits, and a race is
+// returned as *planner.RaceError (check it with errors.As).
+func Plan(spec *dag.Spec, o planner.Options) (*planner.Plan, error) {
+	p, err := planner.Build(spec, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := planner.Verify(p); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// Backend names accepted by RunOptions.Backend and NewBackend.
+const (
+	BackendAuto = "auto" // cuda when built with the cuda tag and a device answers, else sim
+	BackendSim  = "sim"
+	BackendCUDA = "cuda"
+)
+
+// RunOptions configure Run.
+type RunOptions struct {
+	Backend    string // BackendAuto (default), BackendSim or BackendCUDA
+	Iterations int    // times the plan is issued; default 1
+	Seed       int64  // simulator: seed of the random per-op delays
+	SyncEach   bool   // cuda: synchronize after every op to attribute faults to a stage
+}
+
+// NewBackend opens the named backend. For BackendAuto it returns the CUDA
+// backend when this binary has it and a device answers, and the simulator
+// otherwise; reason says which was picked and why. Errors: an unknown name,
+// or for BackendCUDA, cudart.ErrNotSupported (built without the cuda tag) or
+// a driver error.
+func NewBackend(name string, o RunOptions) (b executor.Backend, reason string, err error) {
+	switch name {
+	case "", BackendAuto:
+		cb, cerr := cudart.New(cudart.Options{SyncEach: o.SyncEach})
+		if cerr == nil {
+			return cb, "auto: picked cuda (a device answered)", nil
+		}
+		if errors.Is(cerr, cudart.ErrNotSupported) {
+			return sim.New(sim.Options{Seed: o.Seed}), "auto: picked sim (this binary was built without the cuda tag)", nil
+		}
+		return sim.New(sim.Options{Seed: o.Seed}), fmt.Sprintf("auto: picked sim (no CUDA device: %v)", cerr), nil
+	case BackendSim:
+		return sim.New(sim.Options{Seed: o.Seed}), "sim", nil
+	case BackendCUDA:
+		cb, err := cudart.New(cudart.Options{SyncEach: o.SyncEach})
+		if err != nil {
+			return nil, "", err
+		}
+		return cb, "cuda", nil
+	}
+	return nil, "", fmt.Errorf("unknown backend %q: want auto, sim or cuda", name)
+}
+
+// Run runs plan on the backend o.Backend names and returns each output
+// buffer's checksum. It closes the backend before returning.
+func Run(ctx context.Context, p *planner.Plan, o RunOptions) (*executor.Result, error) {
+	b, _, err := NewBackend(o.Backend, o)
+	if err != nil {
+		return nil, err
+	}
+	res, err := executor.Run(ctx, p, b, executor.Options{Iterations: o.Iterations})
+	if cerr := b.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return res, err
+}

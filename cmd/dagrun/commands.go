@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/planner"
+)
+
+// run is the whole command line: main only maps its error to an exit code.
+// Output to stdout is buffered and written only when the command succeeds
+// (or, for check, when the report is the result), so bad input leaves no
+// partial output behind.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	_, err := root.ExecuteContextC(ctx)
+	if err != nil && !isTyped(err) {
+		// cobra's own flag and argument errors are usage errors.
+		err = usageError{err}
+	}
+	return err
+}
+
+// failure marks an error that is a failure (exit 1), not bad input.
+type failure struct{ err error }
+
+func (e failure) Error() string { return e.err.Error() }
+func (e failure) Unwrap() error { return e.err }
+
+func isTyped(err error) bool {
+	var ue usageError
+	var f failure
+	return errors.As(err, &ue) || errors.As(err, &f)
+}
+
+type planFlags struct {
+	strategy   string
+	maxStreams int
+	checkPass  bool
+	dumpAfter  string
+}
+
+func (f *planFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.strategy, "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive (default: the spec's options, else default)")
+	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams (0 = uncapped; default: the spec's options)")
+	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass")
+	cmd.Flags().StringVar(&f.dumpAfter, "dump-after", "", "print the plan to stderr after the named pass (reduce, assign, sync, lifetimes, stats)")
+}
+
+func (f *planFlags) options(stderr io.Writer) (planner.Options, error) {
+	o := planner.Options{Strategy: f.strategy, MaxStreams: f.maxStreams, Check: f.checkPass, DumpAfter: f.dumpAfter}
+	switch f.strategy {
+	case "", "default", "single", "round-robin", "naive":
+	default:
+		return o, usagef("--strategy %q: want default, single, round-robin or naive", f.strategy)
+	}
+	if f.maxStreams < -1 {
+		return o, usagef("--max-streams %d: want 0 (uncapped) or a positive cap", f.maxStreams)
+	}
+	if f.dumpAfter != "" {
+		o.Dump = stderr
+	}
+	return o, nil
+}
+
+// loadSpec loads a spec; every loader error is bad input (exit 2).
+func loadSpec(path string) (*dag.Spec, error) {
+	s, err := dag.LoadFile(path)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return s, nil
+}
+
+// buildPlan loads and plans a spec. Planning errors are bad input (exit 2).
+func buildPlan(path string, f *planFlags, stderr io.Writer) (*planner.Plan, error) {
+	o, err := f.options(stderr)
+	if err != nil {
+		return nil, err
+	}
+	s, err := loadSpec(path)
+	if err != nil {
+		return nil, err
+	}
+	p, err := planner.Build(s, o)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s: %w", path, err)}
+	}
+	return p, nil
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "dagrun",
+		Short: "Declarative DAG scheduler for CUDA streams",
+		Long: `dagrun turns a YAML list of stages and the buffers each reads and writes into
+a race-free multi-stream plan: streams from a minimum path cover, only the
+event record/wait pairs that are needed, and buffer lifetimes. It verifies
+the plan and runs it on the GPU or on a CPU simulator.
+
+Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr))
+	return root
+}
+
+func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
+	var pf planFlags
+	var asJSON, noVerify bool
+	var format string
+	cmd := &cobra.Command{
+		Use:   "plan SPEC",
+		Short: "Print the stream plan of a spec (table, JSON or DOT)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON {
+				if cmd.Flags().Changed("format") && format != "json" {
+					return usagef("--json conflicts with --format %s", format)
+				}
+				format = "json"
+			}
+			switch format {
+			case "table", "json", "dot":
+			default:
+				return usagef("--format %q: want table, json or dot", format)
+			}
+			p, err := buildPlan(args[0], &pf, stderr)
+			if err != nil {
+				return err
+			}
+			if !noVerify {
+				if err := planner.Verify(p); err != nil {
+					return failure{fmt.Errorf("%s: the plan has races (use `dagrun check` for the report, --no-verify to print it anyway):\n%w", args[0], err)}
+				}
+			}
+			var out bytes.Buffer
+			switch format {
+			case "table":
+				p.WriteTable(&out)
+			case "json":
+				b, err := json.MarshalIndent(p, "", "  ")
+				if err != nil {
+					return failure{err}
+				}
+				out.Write(b)
+				out.WriteByte('\n')
+			case "dot":
+				if err := p.WriteDOT(&out); err != nil {
+					return failure{err}
+				}
+			}
+			_, err = stdout.Write(out.Bytes())
+			return err
+		},
+	}
+	pf.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan file (JSON); same as --format json")
+	cmd.Flags().StringVar(&format, "format", "table", "output: table, json or dot (Graphviz; stages clustered by stream)")
+	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "print the plan even if the verifier finds a race")
+	return cmd
+}
+
+func newCheckCmd(stdout, stderr io.Writer) *cobra.Command {
+	var pf planFlags
+	cmd := &cobra.Command{
+		Use:   "check SPEC",
+		Short: "Verify that a spec's plan (planned or hand-synchronized) has no race",
+		Long: `check builds the plan of SPEC (for sync: manual specs, the spec's own streams
+and waits) and proves from the plan alone (stream order plus event record/wait
+in host issue order) that every conflicting pair of accesses is ordered as in
+declaration order. On a race it prints both stages, their streams, the buffer
+and bytes, and the wait that would fix it, and exits 1.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := buildPlan(args[0], &pf, stderr)
+			if err != nil {
+				return err
+			}
+			if err := planner.Verify(p); err != nil {
+				fmt.Fprintf(stdout, "%s: RACE\n%v\n", args[0], err)
+				return failure{fmt.Errorf("%s: race found", args[0])}
+			}
+			st := p.Stats
+			fmt.Fprintf(stdout, "%s: ok: no race (%d stages on %d streams, %d waits, %d events)\n",
+				args[0], st.Stages, st.Streams, st.Waits, st.Events)
+			return nil
+		},
+	}
+	pf.add(cmd)
+	return cmd
+}
+
+func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
+	var pf planFlags
+	var ro dagrun.RunOptions
+	var planFile string
+	var allowRace, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "run [SPEC]",
+		Short: "Run a spec (or a plan file) on the GPU or the simulator and print output checksums",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (planFile == "") == (len(args) == 0) {
+				return usagef("run takes a SPEC or --plan FILE (exactly one)")
+			}
+			if ro.Iterations < 1 {
+				return usagef("--iterations %d: want ≥ 1", ro.Iterations)
+			}
+			switch ro.Backend {
+			case dagrun.BackendAuto, dagrun.BackendSim, dagrun.BackendCUDA:
+			default:
+				return usagef("--backend %q: want auto, sim or cuda", ro.Backend)
+			}
+			var p *planner.Plan
+			var src string
+			var err error
+			if planFile != "" {
+				src = planFile
+				p, err = readPlan(planFile)
+			} else {
+				src = args[0]
+				p, err = buildPlan(args[0], &pf, stderr)
+			}
+			if err != nil {
+				return err
+			}
+			if verr := planner.Verify(p); verr != nil {
+				if !allowRace {
+					return failure{fmt.Errorf("%s: refusing to run a plan with races (see `dagrun check %s`; --allow-race runs it anyway, to reproduce the bug):\n%w", src, src, verr)}
+				}
+				fmt.Fprintf(stderr, "dagrun: warning: running a plan with races (--allow-race)\n")
+			}
+			b, reason, err := dagrun.NewBackend(ro.Backend, ro)
+			if err != nil {
+				return failure{err}
+			}
+			fmt.Fprintf(stderr, "backend: %s\n", reason)
+			start := time.Now()
+			res, err := executor.Run(cmd.Context(), p, b, executor.Options{Iterations: ro.Iterations})
+			wall := time.Since(start)
+			if cerr := b.Close(); err == nil && cerr != nil {
+				err = cerr
+			}
+			if err != nil {
+				return failure{fmt.Errorf("%s: %w", src, err)}
+			}
+			var out bytes.Buffer
+			if asJSON {
+				writeRunJSON(&out, b.Name(), ro.Iterations, res, wall)
+			} else {
+				for _, o := range res.Outputs {
+					fmt.Fprintf(&out, "output %-16s %10d bytes  checksum %s\n", o.Name, o.Bytes, o.Checksum)
+				}
+				fmt.Fprintf(&out, "backend %s, %d iteration(s), wall %s\n", b.Name(), ro.Iterations, wall.Round(time.Microsecond))
+			}
+			_, err = stdout.Write(out.Bytes())
+			return err
+		},
+	}
+	pf.add(cmd)
+	cmd.Flags().StringVar(&ro.Backend, "backend", dagrun.BackendAuto, "auto (cuda if built with it and a device answers, else sim), sim or cuda")
+	cmd.Flags().IntVar(&ro.Iterations, "iterations", 1, "times the plan is issued")
+	cmd.Flags().Int64Var(&ro.Seed, "seed", 1, "simulator: seed of the random per-op delays")
+	cmd.Flags().BoolVar(&ro.SyncEach, "sync-each", false, "cuda: synchronize after every op, so a fault names its stage")
+	cmd.Flags().StringVar(&planFile, "plan", "", "run this plan file (from `dagrun plan --json`) instead of a spec")
+	cmd.Flags().BoolVar(&allowRace, "allow-race", false, "run even if the verifier finds a race (to reproduce a bug)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func writeRunJSON(w io.Writer, backend string, iterations int, res *executor.Result, wall time.Duration) {
+	type out struct {
+		Name     string `json:"name"`
+		Bytes    int64  `json:"bytes"`
+		Checksum string `json:"checksum"`
+	}
+	v := struct {
+		Backend    string  `json:"backend"`
+		Iterations int     `json:"iterations"`
+		WallUS     float64 `json:"wall_us"`
+		Outputs    []out   `json:"outputs"`
+	}{Backend: backend, Iterations: iterations, WallUS: float64(wall.Nanoseconds()) / 1e3}
+	for _, o := range res.Outputs {
+		v.Outputs = append(v.Outputs, out{o.Name, o.Bytes, o.Checksum})
+	}
+	b, _ := json.MarshalIndent(v, "", "  ")
+	w.Write(append(b, '\n'))
+}
+
+// readPlan reads a plan file written by `dagrun plan --json`.
+func readPlan(path string) (*planner.Plan, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	var p planner.Plan
+	if err := json.Unmarshal(b, &p); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := lineCol(b, se.Offset)
+			return nil, usagef("%s:%d:%d: not a plan file: %v (write one with `dagrun plan --json SPEC > FILE`)", path, line, col, err)
+		}
+		return nil, usagef("%s: not a plan file: %v (write one with `dagrun plan --json SPEC > FILE`)", path, err)
+	}
+	if p.Version != planner.PlanVersion {
+		return nil, usagef("%s: plan version %d, this dagrun reads version %d (re-plan the spec)", path, p.Version, planner.PlanVersion)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, usagef("%s: %v", path, err)
+	}
+	return &p, nil
+}
+
+// lineCol turns a byte offset into a 1-based line and column.
+func lineCol(b []byte, off int64) (line, col int) {
+	line, col = 1, 1
+	for i := int64(0); i < off && i < int64(len(b)); i++ {
+		if b[i] == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}

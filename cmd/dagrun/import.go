@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+func newImportCmd(stdout, stderr io.Writer) *cobra.Command {
+	var outPath string
+	var o dag.ImportOptions
+	cmd := &cobra.Command{
+		Use:   "import GRAPH.json",
+		Short: "Convert an operator graph (torch.fx / torch.export JSON) into a spec",
+		Long: `import converts an operator graph in the JSON format of ../shared/graphs (and
+of scripts/export_graph.py) into a dagrun spec: each node becomes a mix stage
+that reads and writes its tensors and spins for the node's duration_us;
+in-place nodes read and write one buffer. The spec is written to -o FILE
+(atomically: nothing is left behind on error) or to stdout.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			g, err := dag.ReadGraphFile(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			s, err := dag.ImportGraph(g, o)
+			if err != nil {
+				return usageError{fmt.Errorf("%s: %w", args[0], err)}
+			}
+			var out bytes.Buffer
+			fmt.Fprintf(&out, "# Imported by `dagrun import %s`.\n# %s\n", filepath.Base(args[0]), dag.GraphSummary(g))
+			if err := dag.WriteYAML(&out, s); err != nil {
+				return failure{err}
+			}
+			if outPath == "" {
+				_, err = stdout.Write(out.Bytes())
+				return err
+			}
+			return writeFileAtomic(outPath, out.Bytes())
+		},
+	}
+	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write the spec to this file instead of stdout")
+	cmd.Flags().IntVar(&o.MaxWords, "max-words", 64, "mix max_words per written tensor")
+	return cmd
+}
+
+// writeFileAtomic writes data to path through a temporary file in the same
+// directory and a rename, so a failure leaves no partial file.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".dagrun-*")
+	if err != nil {
+		return failure{err}
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return failure{err}
+	}
+	if err := f.Close(); err != nil {
+		return failure{err}
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return failure{err}
+	}
+	return nil
+}

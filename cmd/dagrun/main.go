@@ -1,0 +1,52 @@
+// Command dagrun plans, checks and runs declarative CUDA-stream pipelines.
+//
+//	dagrun plan  SPEC [--json | --format table|json|dot] [--strategy S] [--max-streams N]
+//	dagrun check SPEC
+//	dagrun run   SPEC | --plan FILE [--backend auto|sim|cuda] [--iterations N] [--seed S]
+//
+// Exit codes: 0 ok, 1 a race was found or a run failed, 2 bad input or usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // a race, a failed run
+	exitUsage   = 2 // bad input: usage, spec or plan errors
+)
+
+// usageError marks bad input: exit 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// exitCode prints err (if any) and maps it to the process exit code.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "dagrun:", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	return exitFailure
+}

@@ -1,0 +1,206 @@
+package dag
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Graph is an operator graph as exported by a tracer (torch.fx or
+// torch.export), the format of ../shared/graphs and of scripts/export_graph.py:
+// nodes in the order one stream runs them, each with the tensors it reads and
+// writes and its measured GPU time. Dependencies are not listed: they follow
+// from the read and write sets in node order.
+type Graph struct {
+	Model   string        `json:"model"`
+	Source  string        `json:"source,omitempty"`
+	Tracer  string        `json:"tracer,omitempty"`
+	Batch   int           `json:"batch,omitempty"`
+	Device  string        `json:"device,omitempty"`
+	EagerMS float64       `json:"eager_ms,omitempty"`
+	GraphMS float64       `json:"graph_ms,omitempty"`
+	SumUS   float64       `json:"sum_node_us,omitempty"`
+	Tensors []GraphTensor `json:"tensors"`
+	Nodes   []GraphNode   `json:"nodes"`
+}
+
+// GraphTensor is one tensor: id, size in bytes, and kind (input, activation, param).
+type GraphTensor struct {
+	ID    string `json:"id"`
+	Bytes int64  `json:"bytes"`
+	Kind  string `json:"kind"`
+}
+
+// GraphNode is one operator: the tensor ids it reads and writes and its GPU
+// time in µs. In-place nodes read and write the same tensor id.
+type GraphNode struct {
+	ID         string   `json:"id"`
+	Op         string   `json:"op"`
+	Reads      []string `json:"reads"`
+	Writes     []string `json:"writes"`
+	DurationUS float64  `json:"duration_us"`
+	Inplace    bool     `json:"inplace"`
+	ParamBytes int64    `json:"param_bytes"`
+}
+
+// ImportOptions control how graph nodes become stages.
+type ImportOptions struct {
+	// MaxWords is the mix built-in's max_words argument: each stage hashes at
+	// most this many 4-byte words per written tensor, so a node stands for its
+	// tensors' dependencies and its duration, not for their full traffic.
+	// 0 means 64.
+	MaxWords int
+}
+
+// ReadGraphFile reads an operator graph JSON file.
+func ReadGraphFile(path string) (*Graph, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	g, err := ReadGraph(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return g, nil
+}
+
+// ReadGraph decodes an operator graph. Fields it does not know are ignored,
+// so that exporters may add their own.
+func ReadGraph(r io.Reader) (*Graph, error) {
+	dec := json.NewDecoder(r)
+	var g Graph
+	if err := dec.Decode(&g); err != nil {
+		return nil, fmt.Errorf("not an operator graph: %w", err)
+	}
+	return &g, nil
+}
+
+// ImportGraph converts an operator graph into a spec. Each node becomes a
+// stage running the mix built-in with spin_us = its duration (so it takes
+// the node's measured time and its output depends on everything it read),
+// one thread block, reading and writing whole tensors. Tensors become
+// buffers: "input" and "param" tensors are role input with seeded random
+// contents, tensors written and never read again are role output, the rest
+// are temp. A node that writes nothing becomes a spin stage.
+//
+// Errors: duplicate or unknown ids, non-positive sizes, sizes that are not a
+// multiple of 4 bytes, negative durations, writes to input or param tensors.
+func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
+	if o.MaxWords <= 0 {
+		o.MaxWords = 64
+	}
+	if len(g.Nodes) == 0 {
+		return nil, fmt.Errorf("graph %q has no nodes", g.Model)
+	}
+	tensors := make(map[string]*GraphTensor, len(g.Tensors))
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if _, dup := tensors[t.ID]; dup {
+			return nil, fmt.Errorf("tensor %q is listed twice", t.ID)
+		}
+		if t.Bytes <= 0 || t.Bytes%4 != 0 {
+			return nil, fmt.Errorf("tensor %q has %d bytes: want a positive multiple of 4", t.ID, t.Bytes)
+		}
+		tensors[t.ID] = t
+	}
+	// Last reader and last writer of each tensor, to find the outputs.
+	lastRead := map[string]int{}
+	lastWrite := map[string]int{}
+	used := map[string]bool{}
+	names := map[string]bool{}
+	for i, n := range g.Nodes {
+		if names[n.ID] {
+			return nil, fmt.Errorf("node %q is listed twice", n.ID)
+		}
+		names[n.ID] = true
+		if n.DurationUS < 0 {
+			return nil, fmt.Errorf("node %q has a negative duration %g µs", n.ID, n.DurationUS)
+		}
+		for _, id := range n.Reads {
+			if tensors[id] == nil {
+				return nil, fmt.Errorf("node %q reads unknown tensor %q", n.ID, id)
+			}
+			lastRead[id] = i
+			used[id] = true
+		}
+		for _, id := range n.Writes {
+			t := tensors[id]
+			if t == nil {
+				return nil, fmt.Errorf("node %q writes unknown tensor %q", n.ID, id)
+			}
+			if t.Kind == "input" || t.Kind == "param" {
+				return nil, fmt.Errorf("node %q writes %s tensor %q", n.ID, t.Kind, id)
+			}
+			lastWrite[id] = i
+			used[id] = true
+		}
+	}
+	s := &Spec{Version: 1, Name: g.Model, Sync: SyncAuto}
+	for i, t := range g.Tensors {
+		if !used[t.ID] {
+			continue
+		}
+		b := BufferSpec{Name: t.ID, Bytes: t.Bytes, Where: WhereDevice, Role: RoleTemp}
+		switch {
+		case t.Kind == "input" || t.Kind == "param":
+			b.Role = RoleInput
+			b.Init = Init{Kind: InitRandom, Seed: int64(i + 1)}
+		case isWritten(lastWrite, t.ID) && lastRead[t.ID] <= lastWrite[t.ID]:
+			// Written, and no node after its last writer reads it.
+			b.Role = RoleOutput
+		}
+		s.Buffers = append(s.Buffers, b)
+	}
+	for _, n := range g.Nodes {
+		st := StageSpec{
+			Name:       n.ID,
+			Kernel:     BuiltinMix,
+			Args:       map[string]any{"spin_us": n.DurationUS, "max_words": o.MaxWords},
+			Launch:     Launch{Grid: [3]int{1, 1, 1}},
+			DurationUS: n.DurationUS,
+		}
+		for _, id := range n.Reads {
+			st.Reads = append(st.Reads, Access{Buffer: id, Bytes: tensors[id].Bytes})
+		}
+		for _, id := range n.Writes {
+			st.Writes = append(st.Writes, Access{Buffer: id, Bytes: tensors[id].Bytes})
+		}
+		if len(st.Writes) == 0 {
+			st.Kernel = BuiltinSpin
+			st.Args = map[string]any{"us": n.DurationUS}
+		}
+		s.Stages = append(s.Stages, st)
+	}
+	return s, nil
+}
+
+func isWritten(lastWrite map[string]int, id string) bool {
+	_, ok := lastWrite[id]
+	return ok
+}
+
+// GraphSummary is a one-line description of a graph, for import headers.
+func GraphSummary(g *Graph) string {
+	ops := map[string]int{}
+	for _, n := range g.Nodes {
+		ops[n.Op]++
+	}
+	keys := make([]string, 0, len(ops))
+	for k := range ops {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return ops[keys[i]] > ops[keys[j]] || ops[keys[i]] == ops[keys[j]] && keys[i] < keys[j] })
+	if len(keys) > 5 {
+		keys = keys[:5]
+	}
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s×%d", k, ops[k]))
+	}
+	return fmt.Sprintf("%s (%s, %s): %d nodes, %d tensors; top ops %s", g.Model, g.Source, g.Tracer, len(g.Nodes), len(g.Tensors), strings.Join(parts, " "))
+}
