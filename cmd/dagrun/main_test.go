@@ -243,4 +243,3 @@ func TestImportGraph(t *testing.T) {
 		t.Fatalf("check imported: exit %d\n%s%s", code, out, errs)
 	}
 }
-
