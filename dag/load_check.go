@@ -1,0 +1,635 @@
+package dag
+
+// Second phase of loading: resolve names and check everything that depends
+// on them (see load.go for the first phase).
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	"gonum.org/v1/gonum/graph"
+	"gonum.org/v1/gonum/graph/simple"
+	"gonum.org/v1/gonum/graph/topo"
+)
+
+// checker is the state of the check phase.
+type checker struct {
+	*loader
+	s       *Spec
+	bufs    map[string]int // buffer name → index of its first declaration
+	kerns   map[string]int // kernel name → index
+	stages  map[string]int // stage name → index of its first declaration
+	forward []afterEdge    // after entries naming a later-declared stage
+}
+
+// afterEdge is an after entry: stage to lists from (from must run first).
+type afterEdge struct {
+	from, to int
+	n        *yaml.Node
+}
+
+func (l *loader) check(s *Spec) {
+	c := &checker{loader: l, s: s, bufs: map[string]int{}, kerns: map[string]int{}, stages: map[string]int{}}
+	for i := range s.Buffers {
+		c.checkBuffer(i)
+	}
+	for i := range s.Kernels {
+		c.checkKernel(i)
+	}
+	for i, st := range s.Stages {
+		if st.Name == "" {
+			continue
+		}
+		if j, dup := c.stages[st.Name]; dup {
+			c.errorf(c.stageSrc[i].f.val["name"], "give each stage its own name", "stage %q declared twice (first at %s)", st.Name, s.Stages[j].Pos)
+			continue
+		}
+		c.stages[st.Name] = i
+	}
+	for i := range s.Stages {
+		c.checkStage(i)
+	}
+	c.checkAfterCycles()
+}
+
+func (c *checker) checkBuffer(i int) {
+	b := &c.s.Buffers[i]
+	src := c.bufSrc[i]
+	if b.Name != "" {
+		if j, dup := c.bufs[b.Name]; dup {
+			c.errorf(src.name, "give each buffer its own name", "buffer %q declared twice (first at %s)", b.Name, c.s.Buffers[j].Pos)
+		} else {
+			c.bufs[b.Name] = i
+		}
+	}
+	if !src.sizeOK {
+		return
+	}
+	switch b.Init.Kind {
+	case InitFill:
+		if b.Bytes%4 != 0 {
+			c.errorf(src.init, "fill writes float32 elements: make the size a multiple of 4 bytes, or use init: zeros or {file: ...}", "buffer %s: init fill needs a size that is a multiple of 4 bytes, got %d", b.Name, b.Bytes)
+		}
+	case InitFile:
+		if src.initFile == nil {
+			return
+		}
+		p := c.resolvePath(b.Init.Path)
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			c.errorf(src.initFile, "paths are relative to the spec's directory ("+c.dirName()+")", "buffer %s: init file %s: %s", b.Name, b.Init.Path, unwrapPathError(err))
+		case !fi.Mode().IsRegular():
+			c.errorf(src.initFile, "name a regular file holding the raw bytes", "buffer %s: init file %s is not a regular file", b.Name, b.Init.Path)
+		case fi.Size() != b.Bytes:
+			c.errorf(src.initFile, fmt.Sprintf("the file must hold exactly the buffer's %d bytes", b.Bytes), "buffer %s: init file %s is %d bytes, the buffer %d", b.Name, b.Init.Path, fi.Size(), b.Bytes)
+		}
+	}
+}
+
+func (c *checker) resolvePath(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.dir, p)
+}
+
+func (c *checker) dirName() string {
+	if c.dir == "" {
+		return "."
+	}
+	return c.dir
+}
+
+var ptxEntry = regexp.MustCompile(`\.entry\s+([A-Za-z_$%][A-Za-z0-9_$]*)`)
+
+func (c *checker) checkKernel(i int) {
+	k := &c.s.Kernels[i]
+	src := c.kernSrc[i]
+	if k.Name != "" {
+		switch j, dup := c.kerns[k.Name]; {
+		case IsBuiltin(k.Name):
+			c.errorf(src.name, "rename the kernel; built-ins are "+strings.Join(Builtins, ", "), "kernel %q has the name of a built-in", k.Name)
+		case dup:
+			c.errorf(src.name, "give each kernel its own name", "kernel %q declared twice (first at %s)", k.Name, c.s.Kernels[j].Pos)
+		default:
+			c.kerns[k.Name] = i
+		}
+	}
+	if !src.ok || k.PTX == "" || k.Entry == "" {
+		return
+	}
+	data, err := os.ReadFile(c.resolvePath(k.PTX))
+	if err != nil {
+		c.errorf(src.ptx, "paths are relative to the spec's directory ("+c.dirName()+"); build the PTX with nvcc -ptx", "kernel %s: PTX file %s: %s", k.Name, k.PTX, unwrapPathError(err))
+		return
+	}
+	var entries []string
+	for _, m := range ptxEntry.FindAllSubmatch(data, -1) {
+		if string(m[1]) == k.Entry {
+			return
+		}
+		entries = append(entries, string(m[1]))
+	}
+	hint := "the PTX defines no .entry; compile the kernel with extern \"C\" __global__ and nvcc -ptx"
+	if len(entries) > 0 {
+		hint = "entries in the file: " + strings.Join(entries, ", ")
+		if s := suggest(k.Entry, entries); s != "" {
+			hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
+		}
+	}
+	c.errorf(src.entry, hint, "kernel %s: entry %q not found in %s", k.Name, k.Entry, k.PTX)
+}
+
+// fieldPos returns the node of field name of a stage, or the stage node.
+func (src *stageSrc) fieldPos(name string) *yaml.Node {
+	if src.f != nil {
+		if k := src.f.key[name]; k != nil {
+			return k
+		}
+	}
+	return src.n
+}
+
+func (c *checker) checkStage(i int) {
+	st := &c.s.Stages[i]
+	src := c.stageSrc[i]
+	if src.f == nil {
+		return // not a mapping; reported
+	}
+	what := src.f.what
+	resolved := c.resolveAccesses(st, src, what, "reads", st.Reads, src.reads)
+	resolved = c.resolveAccesses(st, src, what, "writes", st.Writes, src.writes) && resolved
+	if resolved {
+		c.checkWriteOverlap(st, what)
+	}
+	if st.Kernel != "" {
+		switch k, user := c.kerns[st.Kernel]; {
+		case IsBuiltin(st.Kernel):
+			c.checkBuiltinArgs(st, src, what, builtinArity[st.Kernel].args)
+			if resolved {
+				c.checkBuiltin(st, src, what)
+			}
+		case user:
+			c.checkUserKernel(st, src, what, &c.s.Kernels[k], resolved)
+		default:
+			names := append([]string(nil), Builtins...)
+			for _, k := range c.s.Kernels {
+				names = append(names, k.Name)
+			}
+			hint := "use a built-in (" + strings.Join(Builtins, ", ") + ") or declare it under kernels:"
+			if s := suggest(st.Kernel, names); s != "" {
+				hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
+			}
+			c.errorf(src.f.val["kernel"], hint, "%s: unknown kernel %q", what, st.Kernel)
+		}
+	}
+	c.checkRefs(i, st.After, src.after, what, "after")
+	if len(src.waits) > 0 && c.s.Sync != SyncManual {
+		c.errorf(src.fieldPos("waits"), "set sync: manual at the top of the spec and pin every stage to a stream, or drop waits: in sync: auto the planner inserts the waits", "%s: waits is only allowed with sync: manual", what)
+	} else {
+		c.checkRefs(i, st.Waits, src.waits, what, "waits")
+	}
+	if c.s.Sync == SyncManual && st.Stream == "" {
+		c.errorf(src.n, "pin the stage to a named stream, e.g. stream: s0", "%s: sync: manual needs a stream for every stage", what)
+	}
+}
+
+// resolveAccesses checks the accesses of one list against the buffers and
+// fills in Bytes. It reports whether all of them resolved.
+func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field string, accs []Access, srcs []*accessSrc) bool {
+	all := true
+	for j := range accs {
+		a, as := &accs[j], srcs[j]
+		if !as.ok {
+			all = false
+			continue
+		}
+		bi, ok := c.bufs[a.Buffer]
+		if !ok {
+			all = false
+			names := make([]string, 0, len(c.s.Buffers))
+			for _, b := range c.s.Buffers {
+				names = append(names, b.Name)
+			}
+			hint := "declare it under buffers: or fix the name"
+			if s := suggest(a.Buffer, names); s != "" {
+				hint = fmt.Sprintf("did you mean %q?", s)
+			}
+			c.errorf(as.n, hint, "%s: %s unknown buffer %q", what, field, a.Buffer)
+			continue
+		}
+		b := &c.s.Buffers[bi]
+		if !c.bufSrc[bi].sizeOK {
+			all = false // the buffer's size is wrong; reported there
+			continue
+		}
+		rangeHint := fmt.Sprintf("buffer %s is %d bytes; use a range within [0:%d]", b.Name, b.Bytes, b.Bytes)
+		if !as.hasBytes {
+			if a.Offset >= b.Bytes {
+				c.errorf(as.n, rangeHint, "%s: %s offset %d is past the end of buffer %s (%d bytes)", what, field, a.Offset, b.Name, b.Bytes)
+				all = false
+				continue
+			}
+			a.Bytes = b.Bytes - a.Offset
+		} else if a.Offset > b.Bytes || a.Bytes > b.Bytes-a.Offset {
+			c.errorf(as.n, rangeHint, "%s: %s range [%d:+%d] is out of range of buffer %s (%d bytes)", what, field, a.Offset, a.Bytes, b.Name, b.Bytes)
+			all = false
+			continue
+		}
+		if field == "writes" && b.Role == RoleInput {
+			c.errorf(as.n, "stages may only read input buffers (the host writes them before the run); write to a temp or output buffer, or change the role", "%s writes to input buffer %s", what, b.Name)
+		}
+	}
+	return all
+}
+
+// checkWriteOverlap reports two writes of one stage that share bytes.
+func (c *checker) checkWriteOverlap(st *StageSpec, what string) {
+	for j := 1; j < len(st.Writes); j++ {
+		for k := 0; k < j; k++ {
+			if st.Writes[j].Overlaps(st.Writes[k]) {
+				c.errAt(st.Writes[j].Pos, "a stage writes each byte once: list the range once, or split it into disjoint ranges", "%s: writes %s and %s overlap", what, st.Writes[k], st.Writes[j])
+				break
+			}
+		}
+	}
+}
+
+// builtinArity is the number of reads and writes of each built-in: min, max
+// (max -1 = any number). See builtins.go.
+var builtinArity = map[string]struct {
+	reads, writes [2]int
+	args          []string // the arguments it takes
+	usage         string   // an example, for hints
+}{
+	BuiltinFill:     {[2]int{0, 0}, [2]int{1, 1}, []string{"value", "bits"}, "fill: writes: [y], args: {value: 1.5} (or {bits: 0x3fc00000})"},
+	BuiltinCopy:     {[2]int{1, 1}, [2]int{1, 1}, nil, "copy: reads: [x], writes: [y], same size"},
+	BuiltinScale:    {[2]int{1, 1}, [2]int{1, 1}, []string{"a"}, "scale: reads: [x], writes: [y], args: {a: 2.0}, same size"},
+	BuiltinAxpy:     {[2]int{2, 2}, [2]int{1, 1}, []string{"a"}, "axpy: reads: [x, y], writes: [y], args: {a: 2.0}, same size"},
+	BuiltinMix:      {[2]int{0, -1}, [2]int{1, -1}, []string{"spin_us"}, "mix: reads: [any...], writes: [at least one]"},
+	BuiltinSpin:     {[2]int{0, -1}, [2]int{0, -1}, []string{"us"}, "spin: args: {us: 10} or duration_us: 10"},
+	BuiltinChecksum: {[2]int{1, 1}, [2]int{1, 1}, nil, "checksum: reads: [x], writes: [sum] with sum ≥ 8 bytes"},
+}
+
+func countText(lo, hi int, noun string) string {
+	plural := func(n int) string {
+		if n == 1 {
+			return fmt.Sprintf("1 %s", noun)
+		}
+		return fmt.Sprintf("%d %ss", n, noun)
+	}
+	switch {
+	case lo == hi:
+		return "exactly " + plural(lo)
+	case hi < 0:
+		return "at least " + plural(lo)
+	}
+	return fmt.Sprintf("%d to %d %ss", lo, hi, noun)
+}
+
+func (c *checker) checkBuiltin(st *StageSpec, src *stageSrc, what string) {
+	rule := builtinArity[st.Kernel]
+	arityOK := true
+	for _, x := range []struct {
+		field string
+		n     int
+		lim   [2]int
+	}{{"reads", len(st.Reads), rule.reads}, {"writes", len(st.Writes), rule.writes}} {
+		if x.n < x.lim[0] || (x.lim[1] >= 0 && x.n > x.lim[1]) {
+			noun := strings.TrimSuffix(x.field, "s")
+			c.errorf(src.fieldPos(x.field), rule.usage, "%s: built-in %s takes %s, got %d", what, st.Kernel, countText(x.lim[0], x.lim[1], noun), x.n)
+			arityOK = false
+		}
+	}
+	for _, list := range [][]Access{st.Reads, st.Writes} {
+		for _, a := range list {
+			if a.Offset%4 != 0 || a.Bytes%4 != 0 {
+				c.errAt(a.Pos, "built-ins work on 4-byte words: make the offset and length multiples of 4", "%s: built-in %s needs 4-byte aligned accesses, a multiple of 4 bytes long; %s is not", what, st.Kernel, a)
+			}
+		}
+	}
+	if !arityOK {
+		return
+	}
+	switch st.Kernel {
+	case BuiltinCopy, BuiltinScale:
+		r, w := st.Reads[0], st.Writes[0]
+		if r.Bytes != w.Bytes {
+			c.errAt(w.Pos, "read and write the same number of bytes", "%s: built-in %s reads %d bytes (%s) but writes %d (%s)", what, st.Kernel, r.Bytes, r, w.Bytes, w)
+		}
+	case BuiltinAxpy:
+		x, y, w := st.Reads[0], st.Reads[1], st.Writes[0]
+		if x.Bytes != y.Bytes {
+			c.errAt(y.Pos, "x and y must be the same size", "%s: built-in axpy reads x %s (%d bytes) and y %s (%d bytes) of different sizes", what, x, x.Bytes, y, y.Bytes)
+		}
+		if w.Buffer != y.Buffer || w.Offset != y.Offset || w.Bytes != y.Bytes {
+			c.errAt(w.Pos, "axpy updates y in place: write exactly the range of the second read", "%s: built-in axpy writes %s, not the range %s it reads as y", what, w, y)
+		}
+	case BuiltinChecksum:
+		r, w := st.Reads[0], st.Writes[0]
+		if w.Bytes < 8 {
+			c.errAt(w.Pos, "the checksum is two 4-byte words: write at least 8 bytes", "%s: built-in checksum writes %d bytes (%s); it needs at least 8", what, w.Bytes, w)
+		}
+		if r.Overlaps(w) {
+			c.errAt(w.Pos, "write the checksum to bytes that are not read", "%s: built-in checksum writes %s, which overlaps its read %s", what, w, r)
+		}
+		return
+	case BuiltinSpin, BuiltinFill:
+		return
+	}
+	// copy, scale, axpy, mix: an overlapping read and write must be the same range.
+	for _, r := range st.Reads {
+		for _, w := range st.Writes {
+			if r.Overlaps(w) && (r.Offset != w.Offset || r.Bytes != w.Bytes) {
+				c.errAt(r.Pos, "in place means the identical range; otherwise make the ranges disjoint", "%s: built-in %s reads %s, which overlaps its write %s without being the same range", what, st.Kernel, r, w)
+			}
+		}
+	}
+}
+
+// checkBuiltinArgs checks a built-in's arguments: known names, types, ranges.
+func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, allowed []string) {
+	for name, k := range src.argKeys {
+		if !contains(allowed, name) {
+			hint := "built-in " + st.Kernel + " takes no arguments"
+			if len(allowed) > 0 {
+				hint = "built-in " + st.Kernel + " takes: " + strings.Join(allowed, ", ")
+			}
+			c.errorf(k, hint, "%s: unknown argument %q for built-in %s", what, name, st.Kernel)
+			continue
+		}
+		v, ok := st.Args[name]
+		if !ok {
+			continue // bad value; reported
+		}
+		n := src.argVals[name]
+		switch name {
+		case "value":
+			if x, ok := c.argNumber(n, v, what, name); ok && math.Abs(x) > math.MaxFloat32 {
+				c.errorf(n, "use a value within float32 range (±3.4e38)", "%s: fill value %v overflows float32", what, x)
+			}
+		case "bits":
+			if x, ok := v.(int); !ok || x < 0 || int64(x) > math.MaxUint32 {
+				c.errorf(n, "bits is the uint32 bit pattern of every word, e.g. 0x3fc00000", "%s: bits must be an integer in [0, 4294967295], got %s", what, n.Value)
+			}
+		case "a":
+			if x, ok := c.argNumber(n, v, what, name); ok && math.Abs(x) > math.MaxFloat32 {
+				c.errorf(n, "use a value within float32 range (±3.4e38)", "%s: a = %v overflows float32", what, x)
+			}
+		case "spin_us", "us":
+			if x, ok := c.argNumber(n, v, what, name); ok && x < 0 {
+				c.errorf(n, "use a duration ≥ 0 µs", "%s: %s must be ≥ 0, got %v", what, name, x)
+			}
+		}
+	}
+	switch st.Kernel {
+	case BuiltinFill:
+		_, hasV := src.argKeys["value"]
+		_, hasB := src.argKeys["bits"]
+		if hasV == hasB {
+			c.errorf(src.fieldPos("args"), "give args: {value: 1.5} (a float32) or args: {bits: 0x3fc00000} (a uint32 pattern)", "%s: built-in fill needs exactly one of the arguments value, bits", what)
+		}
+	case BuiltinScale, BuiltinAxpy:
+		if _, ok := src.argKeys["a"]; !ok {
+			c.errorf(src.fieldPos("args"), "give the factor: args: {a: 2.0}", "%s: built-in %s needs the argument a", what, st.Kernel)
+		}
+	}
+}
+
+// argNumber returns an argument's value if it is a number.
+func (c *checker) argNumber(n *yaml.Node, v any, what, name string) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	c.errorf(n, "write a number", "%s: argument %s must be a number, got %s", what, name, kindName(n))
+	return 0, false
+}
+
+// intRanges are the value ranges of integer parameter types.
+var intRanges = map[string][2]int64{
+	"u32": {0, math.MaxUint32},
+	"i32": {math.MinInt32, math.MaxInt32},
+	"u64": {0, math.MaxInt64}, // YAML integers above 2^63-1 are not accepted anyway
+	"i64": {math.MinInt64, math.MaxInt64},
+}
+
+func (c *checker) checkUserKernel(st *StageSpec, src *stageSrc, what string, k *KernelSpec, resolved bool) {
+	params := map[string]ParamSpec{}
+	for _, p := range k.Params {
+		params[p.Name] = p
+	}
+	// Unknown arguments, in position order for stable output.
+	for name, kn := range src.argKeys {
+		if _, ok := params[name]; !ok {
+			var names []string
+			for _, p := range k.Params {
+				names = append(names, p.Name+" ("+p.Type+")")
+			}
+			hint := "kernel " + k.Name + " has no parameters"
+			if len(names) > 0 {
+				hint = "kernel " + k.Name + " takes: " + strings.Join(names, ", ")
+			}
+			c.errorf(kn, hint, "%s: kernel %s has no parameter %q", what, k.Name, name)
+		}
+	}
+	for _, p := range k.Params {
+		if p.Name == "" || p.Type == "" {
+			continue
+		}
+		if _, given := src.argKeys[p.Name]; !given {
+			c.errorf(src.fieldPos("args"), fmt.Sprintf("add it to args: {%s: ...}", p.Name), "%s: missing argument %s (%s) of kernel %s", what, p.Name, p.Type, k.Name)
+			continue
+		}
+		v, ok := st.Args[p.Name]
+		if !ok {
+			continue // bad value; reported
+		}
+		n := src.argVals[p.Name]
+		switch p.Type {
+		case "ptr":
+			name, ok := v.(string)
+			if !ok {
+				c.errorf(n, "a ptr argument names a buffer", "%s: argument %s (ptr) must be a buffer name, got %s", what, p.Name, kindName(n))
+				continue
+			}
+			if _, ok := c.bufs[name]; !ok {
+				c.errorf(n, "declare it under buffers: or fix the name", "%s: argument %s names unknown buffer %q", what, p.Name, name)
+				continue
+			}
+			if resolved && !touches(st, name) {
+				c.errorf(n, fmt.Sprintf("list %s under reads: or writes: so that the planner orders the accesses", name), "%s: argument %s passes buffer %s, which the stage neither reads nor writes", what, p.Name, name)
+			}
+		case "f32", "f64":
+			x, ok := c.argNumber(n, v, what, p.Name)
+			if ok && p.Type == "f32" && math.Abs(x) > math.MaxFloat32 {
+				c.errorf(n, "use a value within float32 range (±3.4e38)", "%s: argument %s = %v overflows f32", what, p.Name, x)
+			}
+		default:
+			x, ok := v.(int)
+			r := intRanges[p.Type]
+			if !ok {
+				c.errorf(n, "write a whole number", "%s: argument %s (%s) must be an integer, got %s", what, p.Name, p.Type, kindName(n))
+			} else if int64(x) < r[0] || int64(x) > r[1] {
+				c.errorf(n, fmt.Sprintf("use a value in [%d, %d]", r[0], r[1]), "%s: argument %s = %d is out of range for %s", what, p.Name, x, p.Type)
+			}
+		}
+	}
+}
+
+// touches reports whether the stage reads or writes buffer name.
+func touches(st *StageSpec, name string) bool {
+	for _, a := range st.Reads {
+		if a.Buffer == name {
+			return true
+		}
+	}
+	for _, a := range st.Writes {
+		if a.Buffer == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRefs checks the after or waits list of stage i: each name must be a
+// stage declared before stage i, listed once.
+func (c *checker) checkRefs(i int, names []string, nodes []*yaml.Node, what, field string) {
+	self := c.s.Stages[i].Name
+	seen := map[string]bool{}
+	for j, name := range names {
+		n := nodes[j]
+		k, ok := c.stages[name]
+		switch {
+		case !ok:
+			stageNames := make([]string, 0, len(c.s.Stages))
+			for _, st := range c.s.Stages {
+				stageNames = append(stageNames, st.Name)
+			}
+			hint := "name a stage declared before this one"
+			if s := suggest(name, stageNames); s != "" {
+				hint = fmt.Sprintf("did you mean %q?", s)
+			}
+			c.errorf(n, hint, "%s: %s names unknown stage %q", what, field, name)
+		case name == self:
+			c.errorf(n, "remove it", "%s: %s names the stage itself", what, field)
+		case seen[name]:
+			c.errorf(n, "list each stage once", "%s: %s lists %s twice", what, field, name)
+		case k > i:
+			if field == "after" {
+				// Reported in checkAfterCycles, as a cycle or on its own.
+				c.forward = append(c.forward, afterEdge{from: k, to: i, n: n})
+			} else {
+				c.errorf(n, fmt.Sprintf("a wait names an earlier stage, whose completion is recorded when it is issued; declare %s before %s", name, self), "%s: waits names %s, which is declared later", what, name)
+			}
+		}
+		seen[name] = true
+	}
+}
+
+// checkAfterCycles reports after entries that name a later-declared stage.
+// Stages run in declaration order, so such an entry either contradicts that
+// order or closes a cycle; cycles are reported by stage names, found as the
+// strongly connected components of the after graph (Tarjan, via gonum topo).
+func (c *checker) checkAfterCycles() {
+	if len(c.forward) == 0 {
+		return // every after edge points backwards: no cycle is possible
+	}
+	g := simple.NewDirectedGraph()
+	for i := range c.s.Stages {
+		g.AddNode(simple.Node(i))
+	}
+	for i, st := range c.s.Stages {
+		for _, name := range st.After {
+			if k, ok := c.stages[name]; ok && k != i && !g.HasEdgeFromTo(int64(k), int64(i)) {
+				g.SetEdge(g.NewEdge(simple.Node(k), simple.Node(i)))
+			}
+		}
+	}
+	inCycle := map[int]int{} // stage → component id
+	_, err := topo.Sort(g)
+	if un, ok := err.(topo.Unorderable); ok {
+		for ci, comp := range un {
+			if len(comp) < 2 {
+				continue
+			}
+			for _, n := range comp {
+				inCycle[int(n.ID())] = ci
+			}
+			c.reportCycle(g, comp)
+		}
+	}
+	for _, e := range c.forward {
+		cf, ok1 := inCycle[e.from]
+		ct, ok2 := inCycle[e.to]
+		if ok1 && ok2 && cf == ct {
+			continue
+		}
+		from, to := c.s.Stages[e.from].Name, c.s.Stages[e.to].Name
+		c.errorf(e.n, fmt.Sprintf("after names earlier stages only (stages run in declaration order); declare %s before %s", from, to), "stage %s: after names %s, which is declared later", to, from)
+	}
+}
+
+// reportCycle reports one cycle through the component comp, as a path of
+// stage names, at the after entry of its first-declared stage.
+func (c *checker) reportCycle(g graph.Directed, comp []graph.Node) {
+	in := map[int64]bool{}
+	start := int64(math.MaxInt64)
+	for _, n := range comp {
+		in[n.ID()] = true
+		start = min(start, n.ID())
+	}
+	// Shortest path start → ... → start inside the component (BFS).
+	prev := map[int64]int64{}
+	queue := []int64{start}
+	var last int64 = -1
+	for len(queue) > 0 && last < 0 {
+		u := queue[0]
+		queue = queue[1:]
+		succ := graph.NodesOf(g.From(u))
+		sort.Slice(succ, func(a, b int) bool { return succ[a].ID() < succ[b].ID() })
+		for _, v := range succ {
+			id := v.ID()
+			if !in[id] {
+				continue
+			}
+			if id == start {
+				last = u
+				break
+			}
+			if _, seen := prev[id]; !seen {
+				prev[id] = u
+				queue = append(queue, id)
+			}
+		}
+	}
+	// path in edge order: start → ... → last → start ("runs before").
+	var path []int64
+	for u := last; u != start; u = prev[u] {
+		path = append(path, u)
+	}
+	path = append(path, start)
+	var names []string
+	for i := len(path) - 1; i >= 0; i-- {
+		names = append(names, c.s.Stages[path[i]].Name)
+	}
+	names = append(names, c.s.Stages[start].Name)
+	// The entry that closes the cycle: stage start lists last in after.
+	st := c.s.Stages[start]
+	pos := st.Pos
+	for j, name := range st.After {
+		if name == c.s.Stages[last].Name {
+			pos = c.pos(c.stageSrc[start].after[j])
+		}
+	}
+	c.errAt(pos, "after names earlier stages only; remove one after entry of the cycle", "after forms a cycle: %s (each must run before the next)", strings.Join(names, " → "))
+}
