@@ -12,10 +12,10 @@ import (
 	"sort"
 	"strings"
 
-	"gopkg.in/yaml.v3"
 	"gonum.org/v1/gonum/graph"
 	"gonum.org/v1/gonum/graph/simple"
 	"gonum.org/v1/gonum/graph/topo"
+	"gopkg.in/yaml.v3"
 )
 
 // checker is the state of the check phase.
@@ -273,7 +273,7 @@ var builtinArity = map[string]struct {
 	BuiltinCopy:     {[2]int{1, 1}, [2]int{1, 1}, nil, "copy: reads: [x], writes: [y], same size"},
 	BuiltinScale:    {[2]int{1, 1}, [2]int{1, 1}, []string{"a"}, "scale: reads: [x], writes: [y], args: {a: 2.0}, same size"},
 	BuiltinAxpy:     {[2]int{2, 2}, [2]int{1, 1}, []string{"a"}, "axpy: reads: [x, y], writes: [y], args: {a: 2.0}, same size"},
-	BuiltinMix:      {[2]int{0, -1}, [2]int{1, -1}, []string{"spin_us"}, "mix: reads: [any...], writes: [at least one]"},
+	BuiltinMix:      {[2]int{0, -1}, [2]int{1, -1}, []string{"spin_us", "max_words"}, "mix: reads: [any...], writes: [at least one]"},
 	BuiltinSpin:     {[2]int{0, -1}, [2]int{0, -1}, []string{"us"}, "spin: args: {us: 10} or duration_us: 10"},
 	BuiltinChecksum: {[2]int{1, 1}, [2]int{1, 1}, nil, "checksum: reads: [x], writes: [sum] with sum ≥ 8 bytes"},
 }
@@ -382,6 +382,10 @@ func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, al
 		case "a":
 			if x, ok := c.argNumber(n, v, what, name); ok && math.Abs(x) > math.MaxFloat32 {
 				c.errorf(n, "use a value within float32 range (±3.4e38)", "%s: a = %v overflows float32", what, x)
+			}
+		case "max_words":
+			if x, ok := v.(int); !ok || x <= 0 {
+				c.errorf(n, "max_words is a word count ≥ 1; leave it out to write whole ranges", "%s: max_words must be a positive integer, got %s", what, n.Value)
 			}
 		case "spin_us", "us":
 			if x, ok := c.argNumber(n, v, what, name); ok && x < 0 {
