@@ -1,0 +1,589 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Race kinds, named from the point of view of declaration order: the first
+// stage's access, then the second's.
+const (
+	RaceRAW = "RAW" // first writes, second reads
+	RaceWAR = "WAR" // first reads, second writes
+	RaceWAW = "WAW" // both write
+)
+
+// verifyMaxRaces bounds the races Verify collects; it stops the sweep there
+// and sets RaceError.Truncated. A plan with that many races is wholly unsynchronized.
+const verifyMaxRaces = 10000
+
+// verifyMaxPrinted bounds the races RaceError.Error prints.
+const verifyMaxPrinted = 20
+
+// verifyMaxHints bounds the races whose Fix is searched in detail (waits
+// issued too early or placed too late); later ones get the generic fix.
+const verifyMaxHints = 256
+
+// Race is one pair of conflicting accesses that the plan does not order as
+// declaration order does: stage First's launch does not happen-before stage
+// Second's launch. One Race is reported per (First, Second, Buffer).
+type Race struct {
+	First, Second int // stage indices, First < Second (declaration order)
+	// FirstName and SecondName are the stages' names.
+	FirstName, SecondName     string
+	FirstStream, SecondStream int
+	// Buffer is the buffer of First's access. Offset and Bytes are the
+	// smallest byte range of Buffer that holds every conflicting byte.
+	Buffer        string
+	Offset, Bytes int64
+	// Kind is RaceWAW if any conflicting access pair is write/write, else
+	// RaceRAW if First writes, else RaceWAR.
+	Kind string
+	// Reversed is true when the plan orders Second before First (a
+	// happens-before path from Second's launch to First's): ordered, but the
+	// wrong way round.
+	Reversed bool
+	// Fix says which record/wait would order the pair (or what to move).
+	Fix string
+}
+
+func (r Race) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "race (%s) on %s[%d:%d]: ", r.Kind, r.Buffer, r.Offset, r.Offset+r.Bytes)
+	if r.Reversed {
+		fmt.Fprintf(&b, "stage %s (stream %d) runs before stage %s (stream %d), the reverse of declaration order",
+			r.SecondName, r.SecondStream, r.FirstName, r.FirstStream)
+	} else {
+		fmt.Fprintf(&b, "stage %s (stream %d) and stage %s (stream %d) are not ordered",
+			r.FirstName, r.FirstStream, r.SecondName, r.SecondStream)
+	}
+	if r.Fix != "" {
+		b.WriteString("; fix: ")
+		b.WriteString(r.Fix)
+	}
+	return b.String()
+}
+
+// RaceError is Verify's error when a plan has races. Races are sorted by
+// (First, Second, Buffer).
+type RaceError struct {
+	Races []Race
+	// Truncated is true when Verify stopped after verifyMaxRaces races; more exist.
+	Truncated bool
+}
+
+func (e *RaceError) Error() string {
+	if len(e.Races) == 1 && !e.Truncated {
+		return e.Races[0].String()
+	}
+	var b strings.Builder
+	more := ""
+	if e.Truncated {
+		more = " or more"
+	}
+	fmt.Fprintf(&b, "%d%s races", len(e.Races), more)
+	for i, r := range e.Races {
+		if i == verifyMaxPrinted {
+			fmt.Fprintf(&b, "\n\t... and %d more", len(e.Races)-i)
+			break
+		}
+		b.WriteString("\n\t")
+		b.WriteString(r.String())
+	}
+	return b.String()
+}
+
+// Verify proves from the plan alone that every pair of conflicting accesses
+// (write/write, or read/write, on overlapping bytes of the same buffer) by
+// stages i < j (declaration order, the one-stream reference semantics) is
+// ordered: stage i's launch happens-before stage j's launch. It does not
+// trust the passes that built p: it uses only the stages' reads and writes,
+// the streams' ops, IssueOrder and Events.
+//
+// Happens-before is stream program order plus record→wait edges resolved in
+// IssueOrder with CUDA semantics (cudaStreamWaitEvent): a wait orders
+// the waiting stream after the most recent record of its event issued
+// before the wait; a wait with no earlier record orders nothing. Events may
+// be recorded many times.
+//
+// Algorithm: one pass over IssueOrder gives every launch a vector clock over
+// streams (Lamport 1978; Fidge 1988, Mattern 1989), shared between launches
+// of a stream between two waits, so "i happens-before j" is one lookup. Then
+// a sweep over the accesses in declaration order keeps, per byte segment of
+// each buffer, only the frontier — the writes not yet ordered before a later
+// covering write, and the latest read per stream since — as in FastTrack
+// (Flanagan and Freund, PLDI 2009, §3). Accesses leaving the frontier are
+// kept in a shadow list of the access that superseded them, which is
+// searched only when that access itself races, so the set of reported races
+// is exact (every racy pair, no false ones) and a race-free plan costs
+// O(accesses × segments touched × streams) time and O(streams × (waits+streams))
+// clock memory.
+//
+// It returns p.Validate's error for a malformed plan, an error for an
+// access with a negative offset or a non-positive size, nil for a race-free
+// plan, and otherwise a *RaceError listing every race (up to verifyMaxRaces).
+func Verify(p *Plan) error {
+	if p == nil {
+		return errors.New("plan: nil plan")
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	v := &verifier{p: p}
+	if err := v.accesses(); err != nil {
+		return err
+	}
+	v.clocks()
+	v.sweep()
+	if len(v.races) == 0 {
+		return nil
+	}
+	races := v.races
+	slices.SortFunc(races, func(a, b Race) int {
+		if a.First != b.First {
+			return a.First - b.First
+		}
+		if a.Second != b.Second {
+			return a.Second - b.Second
+		}
+		return strings.Compare(a.Buffer, b.Buffer)
+	})
+	v.records = make([][]int32, p.Events)
+	for g, s := range v.opStream {
+		if o := p.Streams[s].Ops[v.opIndex[g]]; o.Kind == OpRecord {
+			v.records[o.Event] = append(v.records[o.Event], int32(g))
+		}
+	}
+	for k := range races {
+		races[k].Fix = v.fix(&races[k], k < verifyMaxHints)
+	}
+	return &RaceError{Races: races, Truncated: v.truncated}
+}
+
+// verifier holds Verify's working state for one plan.
+type verifier struct {
+	p *Plan
+	S int // streams
+
+	// Ops, numbered globally: op g is Streams[opStream[g]].Ops[opIndex[g]].
+	opBase     []int32 // per stream, global id of its op 0
+	opStream   []int32
+	opIndex    []int32
+	opIssue    []int32   // position in IssueOrder
+	opRow      []int32   // clock row of the op's stream just after the op
+	opCaptured []int32   // waits: the record op captured, or -1
+	launchOp   []int32   // per stage, global op id of its launch
+	records    [][]int32 // per event, its record ops (built only for Fix)
+
+	// vecs holds clock rows of S entries; row r, component a is the number
+	// of ops of stream a (a prefix) that happen-before ops using row r. The
+	// component of an op's own stream is not used: program order is opIndex.
+	vecs []int32
+
+	acc      []verifyAccess
+	spaces   []verifySpace
+	shadow   [][]int32 // per access: accesses it superseded (all happen-before it)
+	checked  []int32   // per access: the access it was last checked against
+	shadowed []int32   // per access: the access whose shadow it last joined
+	joined   []int32   // per access: the access last added to its shadow
+	raceIdx  map[[3]int32]int
+	races    []Race
+
+	truncated bool
+}
+
+// verifyAccess is one read or write of a stage, in the coordinates of an
+// address space: a buffer today; with arena planning (issue 5) buffers that
+// share an arena share one space, so that accesses to different buffers
+// overlapping in the arena conflict too.
+type verifyAccess struct {
+	stage  int32
+	write  bool
+	space  int32
+	lo, hi int64  // [lo, hi) in the space
+	delta  int64  // lo − the access's offset in its buffer
+	buffer string // for messages
+}
+
+// verifySpace is one address space and its frontier, per elementary segment
+// [bounds[k], bounds[k+1]).
+type verifySpace struct {
+	bounds []int64
+	states []*verifyState
+}
+
+// verifyState is the frontier of one segment. States are immutable once
+// built, so that segments may share them.
+type verifyState struct {
+	w []int32 // writes not happening-before a later write of the segment
+	r []int32 // reads since the last write that they happen-before; at most one per stream (the latest in stream order)
+}
+
+// verifyAddress maps a buffer access to its address space key and the
+// space offset of the buffer's byte 0. Today every buffer is its own space;
+// issue 5 maps arena buffers to one space at their arena offset.
+func verifyAddress(p *Plan, buffer string) (key string, base int64) {
+	return "buffer:" + buffer, 0
+}
+
+// accesses collects every access in declaration order (per stage: reads,
+// then writes) and builds the address spaces' segments.
+func (v *verifier) accesses() error {
+	p := v.p
+	spaceOf := map[string]int32{}
+	for i := range p.Stages {
+		st := &p.Stages[i]
+		for k, list := range [2][]Access{st.Reads, st.Writes} {
+			verb := [2]string{"reads", "writes"}[k]
+			for _, a := range list {
+				if a.Offset < 0 || a.Bytes <= 0 {
+					return fmt.Errorf("plan: stage %s %s %s[%d:%d]: want offset ≥ 0 and bytes > 0", st.Name, verb, a.Buffer, a.Offset, a.Offset+a.Bytes)
+				}
+				key, base := verifyAddress(p, a.Buffer)
+				sp, ok := spaceOf[key]
+				if !ok {
+					sp = int32(len(v.spaces))
+					spaceOf[key] = sp
+					v.spaces = append(v.spaces, verifySpace{})
+				}
+				lo := base + a.Offset
+				v.acc = append(v.acc, verifyAccess{stage: int32(i), write: k == 1, space: sp, lo: lo, hi: lo + a.Bytes, delta: base, buffer: a.Buffer})
+				v.spaces[sp].bounds = append(v.spaces[sp].bounds, lo, lo+a.Bytes)
+			}
+		}
+	}
+	for k := range v.spaces {
+		s := &v.spaces[k]
+		slices.Sort(s.bounds)
+		s.bounds = slices.Compact(s.bounds)
+		s.states = make([]*verifyState, len(s.bounds)-1)
+	}
+	n := len(v.acc)
+	v.shadow = make([][]int32, n)
+	v.checked = make([]int32, 3*n)
+	for k := range v.checked {
+		v.checked[k] = -1
+	}
+	v.checked, v.shadowed, v.joined = v.checked[:n], v.checked[n:2*n], v.checked[2*n:]
+	v.raceIdx = map[[3]int32]int{}
+	return nil
+}
+
+// clocks walks IssueOrder once and gives every op its stream's clock row.
+func (v *verifier) clocks() {
+	p := v.p
+	S := len(p.Streams)
+	v.S = S
+	v.opBase = make([]int32, S+1)
+	for s := range p.Streams {
+		v.opBase[s+1] = v.opBase[s] + int32(len(p.Streams[s].Ops))
+	}
+	nops := int(v.opBase[S])
+	v.opStream = make([]int32, nops)
+	v.opIndex = make([]int32, nops)
+	v.opIssue = make([]int32, nops)
+	v.opRow = make([]int32, nops)
+	v.opCaptured = make([]int32, nops)
+	v.launchOp = make([]int32, len(p.Stages))
+	for s := range p.Streams {
+		for j, o := range p.Streams[s].Ops {
+			g := v.opBase[s] + int32(j)
+			v.opStream[g], v.opIndex[g], v.opCaptured[g] = int32(s), int32(j), -1
+			if o.Kind == OpLaunch {
+				v.launchOp[o.Stage] = g
+			}
+		}
+	}
+	v.vecs = make([]int32, S) // row 0: nothing happens-before
+	cur := make([]int32, S)   // every stream starts on row 0
+	last := make([]int32, p.Events)
+	for e := range last {
+		last[e] = -1
+	}
+	tmp := make([]int32, S)
+	for k, so := range p.IssueOrder {
+		s := so[0]
+		g := v.opBase[s] + int32(so[1])
+		v.opIssue[g] = int32(k)
+		switch o := p.Streams[s].Ops[so[1]]; o.Kind {
+		case OpRecord:
+			last[o.Event] = g
+		case OpWait:
+			r := last[o.Event]
+			v.opCaptured[g] = r
+			if r < 0 || int(v.opStream[r]) == s {
+				break // nothing recorded yet (a no-op in CUDA), or program order already
+			}
+			row := v.vecs[int(cur[s])*S : int(cur[s]+1)*S]
+			rec := v.vecs[int(v.opRow[r])*S : int(v.opRow[r]+1)*S]
+			rs := v.opStream[r]
+			changed := false
+			for a := range S {
+				x := max(row[a], rec[a])
+				if a == int(rs) {
+					x = max(row[a], v.opIndex[r]+1) // the record and every op before it
+				}
+				tmp[a] = x
+				if x != row[a] && a != s {
+					changed = true
+				}
+			}
+			if changed {
+				cur[s] = int32(len(v.vecs) / S)
+				v.vecs = append(v.vecs, tmp...)
+			}
+		}
+		v.opRow[g] = cur[s]
+	}
+}
+
+// stageHB reports whether stage i's launch happens-before stage j's launch
+// (true for i == j).
+func (v *verifier) stageHB(i, j int32) bool {
+	return v.opHB(v.launchOp[i], v.launchOp[j])
+}
+
+// opHB reports whether op a happens-before op b, or is b: everything up to
+// and including a on its stream completes before b starts.
+func (v *verifier) opHB(a, b int32) bool {
+	sa, sb := v.opStream[a], v.opStream[b]
+	if sa == sb {
+		return v.opIndex[a] <= v.opIndex[b]
+	}
+	return v.vecs[int(v.opRow[b])*v.S+int(sa)] > v.opIndex[a]
+}
+
+func (v *verifier) accHB(a, d int32) bool { return v.stageHB(v.acc[a].stage, v.acc[d].stage) }
+
+// sweep runs every access, in declaration order, against the frontier of
+// the segments it touches.
+func (v *verifier) sweep() {
+	for d := range v.acc {
+		ad := &v.acc[d]
+		sp := &v.spaces[ad.space]
+		lo, _ := slices.BinarySearch(sp.bounds, ad.lo)
+		hi, _ := slices.BinarySearch(sp.bounds, ad.hi)
+		var lastOld, lastNew *verifyState
+		for k := lo; k < hi; k++ {
+			st := sp.states[k]
+			if k > lo && st == lastOld {
+				sp.states[k] = lastNew
+				continue
+			}
+			lastOld = st
+			lastNew = v.step(st, int32(d))
+			sp.states[k] = lastNew
+		}
+		if len(v.races) >= verifyMaxRaces {
+			v.truncated = d < len(v.acc)-1
+			return
+		}
+	}
+}
+
+// step checks access d against one segment's frontier st and returns the
+// segment's frontier after d.
+func (v *verifier) step(st *verifyState, d int32) *verifyState {
+	ad := &v.acc[d]
+	if st != nil {
+		for _, a := range st.w {
+			v.check(a, d)
+		}
+		if ad.write {
+			for _, a := range st.r {
+				v.check(a, d)
+			}
+		}
+	}
+	if ad.write {
+		ns := &verifyState{w: []int32{d}}
+		if st != nil {
+			for _, a := range st.w {
+				if v.accHB(a, d) {
+					v.supersede(d, a)
+				} else {
+					ns.w = append(ns.w, a)
+				}
+			}
+			for _, a := range st.r {
+				if v.accHB(a, d) {
+					v.supersede(d, a)
+				} else {
+					ns.r = append(ns.r, a)
+				}
+			}
+		}
+		return ns
+	}
+	ns := &verifyState{}
+	if st != nil {
+		ns.w = st.w
+		ns.r = slices.Clone(st.r)
+	}
+	sd := v.opStream[v.launchOp[ad.stage]]
+	pd := v.opIndex[v.launchOp[ad.stage]]
+	for k, a := range ns.r {
+		la := v.launchOp[v.acc[a].stage]
+		if v.opStream[la] != sd {
+			continue
+		}
+		if v.opIndex[la] < pd {
+			ns.r[k] = d
+			v.supersede(d, a)
+		} else if v.joined[a] != d { // d is before a on their stream
+			v.joined[a] = d
+			v.shadow[a] = append(v.shadow[a], d)
+		}
+		return ns
+	}
+	ns.r = append(ns.r, d)
+	return ns
+}
+
+// supersede moves a, which happens-before d, into d's shadow.
+func (v *verifier) supersede(d, a int32) {
+	if v.shadowed[a] == d {
+		return
+	}
+	v.shadowed[a] = d
+	v.shadow[d] = append(v.shadow[d], a)
+}
+
+// check tests frontier access a against d (a conflicting pair of different
+// stages unless a == d's stage) and, if they race, searches a's shadow.
+func (v *verifier) check(a, d int32) {
+	if v.checked[a] == d {
+		return
+	}
+	v.checked[a] = d
+	if v.acc[a].stage == v.acc[d].stage || v.accHB(a, d) {
+		return
+	}
+	v.report(a, d)
+	stack := []int32{a}
+	dw := v.acc[d].write
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, b := range v.shadow[x] {
+			if v.checked[b] == d {
+				continue
+			}
+			v.checked[b] = d
+			ab := &v.acc[b]
+			if ab.stage == v.acc[d].stage || !v.overlap(b, d) || v.accHB(b, d) {
+				continue
+			}
+			if !ab.write && !dw {
+				continue // reads' shadows hold only reads
+			}
+			v.report(b, d)
+			stack = append(stack, b)
+		}
+	}
+}
+
+func (v *verifier) overlap(a, b int32) bool {
+	x, y := &v.acc[a], &v.acc[b]
+	return x.space == y.space && x.lo < y.hi && y.lo < x.hi
+}
+
+// report records the race between earlier access a and access d.
+func (v *verifier) report(a, d int32) {
+	x, y := &v.acc[a], &v.acc[d]
+	kind := RaceWAR
+	switch {
+	case x.write && y.write:
+		kind = RaceWAW
+	case x.write:
+		kind = RaceRAW
+	}
+	lo, hi := max(x.lo, y.lo)-x.delta, min(x.hi, y.hi)-x.delta
+	key := [3]int32{x.stage, y.stage, x.space}
+	if k, ok := v.raceIdx[key]; ok {
+		r := &v.races[k]
+		if verifyKindRank(kind) > verifyKindRank(r.Kind) {
+			r.Kind = kind
+		}
+		end := max(r.Offset+r.Bytes, hi)
+		r.Offset = min(r.Offset, lo)
+		r.Bytes = end - r.Offset
+		return
+	}
+	p := v.p
+	i, j := int(x.stage), int(y.stage)
+	v.raceIdx[key] = len(v.races)
+	v.races = append(v.races, Race{
+		First: i, Second: j,
+		FirstName: p.Stages[i].Name, SecondName: p.Stages[j].Name,
+		FirstStream: p.Stages[i].Stream, SecondStream: p.Stages[j].Stream,
+		Buffer: x.buffer, Offset: lo, Bytes: hi - lo,
+		Kind:     kind,
+		Reversed: v.stageHB(y.stage, x.stage),
+	})
+}
+
+func verifyKindRank(k string) int {
+	switch k {
+	case RaceWAW:
+		return 2
+	case RaceRAW:
+		return 1
+	}
+	return 0
+}
+
+// fix says how to order race r. With detail, it looks for the usual
+// mistakes first: a wait issued before the record it needs, a wait placed
+// after the launch it should guard, a wait that orders the pair backwards.
+func (v *verifier) fix(r *Race, detail bool) string {
+	p := v.p
+	li, lj := v.launchOp[r.First], v.launchOp[r.Second]
+	a, b := r.FirstStream, r.SecondStream
+	generic := fmt.Sprintf("record an event on stream %d after %s and wait on it on stream %d before %s", a, r.FirstName, b, r.SecondName)
+	if a == b {
+		return fmt.Sprintf("launch %s before %s on stream %d (declaration order)", r.FirstName, r.SecondName, a)
+	}
+	if !detail {
+		if r.Reversed {
+			return "remove what orders " + r.SecondName + " before " + r.FirstName + ", then " + generic
+		}
+		return generic
+	}
+	ops := p.Streams
+	if r.Reversed {
+		// The first wait on a before First whose clock covers Second.
+		for g := v.opBase[a]; g < li; g++ {
+			o := ops[a].Ops[v.opIndex[g]]
+			if o.Kind == OpWait && v.opHB(lj, g) {
+				return fmt.Sprintf("stream %d waits on e%d before %s, which orders it after %s; remove that ordering, then %s",
+					a, o.Event, r.FirstName, r.SecondName, generic)
+			}
+		}
+		return "remove what orders " + r.SecondName + " before " + r.FirstName + ", then " + generic
+	}
+	// A wait before Second on its stream whose event is recorded after
+	// First, but issued only after the wait (the wait-before-record trap).
+	for g := v.opBase[b]; g < lj; g++ {
+		o := ops[b].Ops[v.opIndex[g]]
+		if o.Kind != OpWait {
+			continue
+		}
+		for _, h := range v.records[o.Event] {
+			if v.opIssue[h] > v.opIssue[g] && v.opHB(li, h) && !v.opHB(lj, h) {
+				return fmt.Sprintf("the wait on e%d (stream %d) is issued before its record (stream %d, after %s): move the record earlier in the issue order, before the wait",
+					o.Event, b, v.opStream[h], r.FirstName)
+			}
+		}
+	}
+	// A wait after Second that would have ordered it.
+	for g := lj + 1; g < v.opBase[b+1]; g++ {
+		o := ops[b].Ops[v.opIndex[g]]
+		if o.Kind == OpWait && v.opCaptured[g] >= 0 && v.opHB(li, v.opCaptured[g]) {
+			return fmt.Sprintf("the wait on e%d on stream %d comes after %s: move it before %s's launch", o.Event, b, r.SecondName, r.SecondName)
+		}
+	}
+	return generic
+}
