@@ -1,0 +1,473 @@
+package dag
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"gonum.org/v1/gonum/graph"
+	"gonum.org/v1/gonum/graph/topo"
+)
+
+// HazardKind is why one stage must happen before another.
+type HazardKind uint8
+
+const (
+	RAW   HazardKind = iota // read after write: the later stage reads bytes the earlier one wrote
+	WAR                     // write after read: the later stage overwrites bytes the earlier one read
+	WAW                     // write after write: both write the same bytes; the later value must win
+	After                   // control dependency from the later stage's `after:` list
+)
+
+func (k HazardKind) String() string {
+	switch k {
+	case RAW:
+		return "RAW"
+	case WAR:
+		return "WAR"
+	case WAW:
+		return "WAW"
+	case After:
+		return "after"
+	}
+	return fmt.Sprintf("HazardKind(%d)", uint8(k))
+}
+
+// Hazard labels one reason for an edge: its kind and the bytes
+// [Offset, Offset+Bytes) of Buffer that both stages touch (the intersection
+// of the two accesses). After hazards have no buffer (Buffer "", Bytes 0).
+type Hazard struct {
+	Kind   HazardKind
+	Buffer string
+	Offset int64 // bytes
+	Bytes  int64 // bytes
+}
+
+func (h Hazard) String() string {
+	if h.Kind == After {
+		return "after"
+	}
+	return fmt.Sprintf("%s %s[%d:%d]", h.Kind, h.Buffer, h.Offset, h.Offset+h.Bytes)
+}
+
+// StageNode is a stage of a HazardGraph; its ID is the stage's declaration index.
+type StageNode struct {
+	Index int
+	Name  string
+}
+
+// ID returns the stage's declaration index.
+func (n StageNode) ID() int64 { return int64(n.Index) }
+
+// DOTID names the node by its stage name in DOT output.
+func (n StageNode) DOTID() string { return n.Name }
+
+// HazardEdge is a dependency From → To with its reasons.
+type HazardEdge struct {
+	F, T    StageNode
+	Hazards []Hazard // sorted by kind, buffer, offset
+}
+
+func (e HazardEdge) From() graph.Node         { return e.F }
+func (e HazardEdge) To() graph.Node           { return e.T }
+func (e HazardEdge) ReversedEdge() graph.Edge { return HazardEdge{F: e.T, T: e.F, Hazards: e.Hazards} }
+
+// HazardGraph is the hazard DAG of a spec: node i is Spec.Stages[i]; an edge u → v
+// means stage u must complete before stage v starts. It is immutable once
+// built and safe for concurrent readers. It satisfies gonum's graph.Directed.
+//
+// Adjacency is stored in compressed sparse rows (int32 stage indices), so a
+// graph of E edges and H hazard labels takes about 12E + 40H bytes.
+type HazardGraph struct {
+	spec    *Spec
+	predOff []int32 // len n+1; pred[predOff[v]:predOff[v+1]] are v's predecessors, ascending
+	pred    []int32
+	hzOff   []int32 // len(pred)+1; hazards of edge id e (= index into pred) are hz[hzOff[e]:hzOff[e+1]]
+	hz      []Hazard
+	succOff []int32 // len n+1
+	succ    []int32 // ascending per row
+	order   []int32 // a stable topological order
+	forward bool    // every edge goes from an earlier to a later declared stage
+}
+
+var _ graph.Directed = (*HazardGraph)(nil)
+
+// Spec returns the spec the graph was built from.
+func (g *HazardGraph) Spec() *Spec { return g.spec }
+
+// Len returns the number of stages.
+func (g *HazardGraph) Len() int { return len(g.predOff) - 1 }
+
+// NumEdges returns the number of edges.
+func (g *HazardGraph) NumEdges() int { return len(g.pred) }
+
+// Pred returns the predecessors of stage v in ascending declaration index.
+// The slice is shared: do not modify it.
+func (g *HazardGraph) Pred(v int) []int32 { return g.pred[g.predOff[v]:g.predOff[v+1]] }
+
+// Succ returns the successors of stage u in ascending declaration index.
+// The slice is shared: do not modify it.
+func (g *HazardGraph) Succ(u int) []int32 { return g.succ[g.succOff[u]:g.succOff[u+1]] }
+
+// Order returns a stable topological order of the stages: declaration order
+// when every edge points forward (the usual case), otherwise gonum's
+// topo.SortStabilized with declaration index as tiebreak. Do not modify it.
+func (g *HazardGraph) Order() []int32 { return g.order }
+
+// Forward reports whether every edge goes from an earlier to a later declared
+// stage, i.e. whether declaration order is topological.
+func (g *HazardGraph) Forward() bool { return g.forward }
+
+// EdgeHazards returns the reasons for edge u → v, or nil if there is none.
+func (g *HazardGraph) EdgeHazards(u, v int) []Hazard {
+	e := g.edgeID(u, v)
+	if e < 0 {
+		return nil
+	}
+	return g.hz[g.hzOff[e]:g.hzOff[e+1]]
+}
+
+func (g *HazardGraph) edgeID(u, v int) int {
+	if u < 0 || v < 0 || u >= g.Len() || v >= g.Len() {
+		return -1
+	}
+	lo, hi := int(g.predOff[v]), int(g.predOff[v+1])
+	i, ok := slices.BinarySearch(g.pred[lo:hi], int32(u))
+	if !ok {
+		return -1
+	}
+	return lo + i
+}
+
+func (g *HazardGraph) node(i int) StageNode { return StageNode{Index: i, Name: g.spec.Stages[i].Name} }
+
+// Node returns the stage with the given id, or nil.
+func (g *HazardGraph) Node(id int64) graph.Node {
+	if id < 0 || id >= int64(g.Len()) {
+		return nil
+	}
+	return g.node(int(id))
+}
+
+// Nodes returns all stages in declaration order.
+func (g *HazardGraph) Nodes() graph.Nodes { return &nodeIter{g: g, n: g.Len(), i: -1} }
+
+// From returns the successors of id.
+func (g *HazardGraph) From(id int64) graph.Nodes {
+	if id < 0 || id >= int64(g.Len()) {
+		return &nodeIter{g: g, i: -1}
+	}
+	s := g.Succ(int(id))
+	return &nodeIter{g: g, ids: s, n: len(s), i: -1}
+}
+
+// To returns the predecessors of id.
+func (g *HazardGraph) To(id int64) graph.Nodes {
+	if id < 0 || id >= int64(g.Len()) {
+		return &nodeIter{g: g, i: -1}
+	}
+	p := g.Pred(int(id))
+	return &nodeIter{g: g, ids: p, n: len(p), i: -1}
+}
+
+// HasEdgeBetween reports whether there is an edge between x and y in either direction.
+func (g *HazardGraph) HasEdgeBetween(xid, yid int64) bool {
+	return g.HasEdgeFromTo(xid, yid) || g.HasEdgeFromTo(yid, xid)
+}
+
+// HasEdgeFromTo reports whether there is an edge uid → vid.
+func (g *HazardGraph) HasEdgeFromTo(uid, vid int64) bool { return g.edgeID(int(uid), int(vid)) >= 0 }
+
+// Edge returns the edge uid → vid as a HazardEdge, or nil.
+func (g *HazardGraph) Edge(uid, vid int64) graph.Edge {
+	e := g.edgeID(int(uid), int(vid))
+	if e < 0 {
+		return nil
+	}
+	return HazardEdge{F: g.node(int(uid)), T: g.node(int(vid)), Hazards: g.hz[g.hzOff[e]:g.hzOff[e+1]]}
+}
+
+// nodeIter iterates over ids (or 0..n-1 when ids is nil).
+type nodeIter struct {
+	g   *HazardGraph
+	ids []int32
+	n   int
+	i   int
+}
+
+func (it *nodeIter) Next() bool {
+	if it.i+1 >= it.n {
+		it.i = it.n
+		return false
+	}
+	it.i++
+	return true
+}
+
+func (it *nodeIter) Len() int {
+	if it.i >= it.n {
+		return 0
+	}
+	return it.n - it.i - 1
+}
+
+func (it *nodeIter) Reset() { it.i = -1 }
+
+func (it *nodeIter) Node() graph.Node {
+	if it.i < 0 || it.i >= it.n {
+		return nil
+	}
+	if it.ids == nil {
+		return it.g.node(it.i)
+	}
+	return it.g.node(int(it.ids[it.i]))
+}
+
+// accRef names one access of a stage: Writes[acc] if write, else Reads[acc].
+type accRef struct {
+	stage int32
+	acc   int32
+	write bool
+}
+
+// segment is a maximal byte range [lo, hi) of a buffer with one access
+// history: the last write that covers it and the reads of it since.
+type segment struct {
+	lo, hi  int64
+	writer  accRef // stage -1: never written
+	readers []accRef
+}
+
+// bufState is the live state of one buffer: disjoint segments sorted by lo,
+// covering exactly the bytes some stage has touched.
+type bufState struct{ segs []segment }
+
+// touch makes the segments tile [lo, hi) exactly, splitting boundary
+// segments and filling gaps, and returns the index range of that tiling.
+func (b *bufState) touch(lo, hi int64) (int, int) {
+	i := sort.Search(len(b.segs), func(k int) bool { return b.segs[k].hi > lo })
+	// Split a segment straddling lo.
+	if i < len(b.segs) && b.segs[i].lo < lo {
+		s := b.segs[i]
+		left := segment{lo: s.lo, hi: lo, writer: s.writer, readers: slices.Clone(s.readers)}
+		b.segs[i].lo = lo
+		b.segs = slices.Insert(b.segs, i, left)
+		i++
+	}
+	j := i
+	cur := lo
+	for cur < hi {
+		if j < len(b.segs) && b.segs[j].lo == cur {
+			if b.segs[j].hi > hi { // split a segment straddling hi
+				s := b.segs[j]
+				right := segment{lo: hi, hi: s.hi, writer: s.writer, readers: slices.Clone(s.readers)}
+				b.segs[j].hi = hi
+				b.segs = slices.Insert(b.segs, j+1, right)
+			}
+			cur = b.segs[j].hi
+			j++
+			continue
+		}
+		// Gap [cur, next) of untouched bytes.
+		next := hi
+		if j < len(b.segs) && b.segs[j].lo < next {
+			next = b.segs[j].lo
+		}
+		b.segs = slices.Insert(b.segs, j, segment{lo: cur, hi: next, writer: accRef{stage: -1}})
+		cur = next
+		j++
+	}
+	return i, j
+}
+
+type pendingHazard struct {
+	from int32
+	h    Hazard
+}
+
+// Hazards builds the hazard graph of s: for each pair of stages whose
+// accesses conflict (read/write or write/write on overlapping bytes of one
+// buffer), an edge from the earlier to the later declared stage, labelled
+// RAW, WAR or WAW with the overlapping bytes, plus an After edge for each
+// `after:` entry.
+//
+// The analysis walks stages in declaration order and keeps, per buffer, a
+// segment map (disjoint byte ranges, each with the last write covering it and
+// the reads since). An access only meets the live history of the bytes it
+// touches, so an earlier access whose bytes were all overwritten since is
+// superseded: its order with later stages follows transitively through the
+// overwriting stage, and that edge is left out. Cost is
+// O(A log S + E) for A accesses, S live segments and E edges found.
+//
+// Errors: an `after:` entry naming no stage or the stage itself, and
+// dependency cycles (possible only when `after:` names a later stage),
+// reported with the stage names of each cycle.
+func Hazards(s *Spec) (*HazardGraph, error) {
+	n := len(s.Stages)
+	index := make(map[string]int32, n)
+	for i, st := range s.Stages {
+		index[st.Name] = int32(i)
+	}
+	bufIdx := make(map[string]int, len(s.Buffers))
+	var bufs []bufState
+	bufOf := func(name string) *bufState {
+		k, ok := bufIdx[name]
+		if !ok {
+			k = len(bufs)
+			bufIdx[name] = k
+			bufs = append(bufs, bufState{})
+		}
+		return &bufs[k]
+	}
+	g := &HazardGraph{spec: s, forward: true}
+	g.predOff = make([]int32, 1, n+1)
+	g.hzOff = []int32{0}
+	var pend []pendingHazard
+	access := func(r accRef) Access {
+		if r.write {
+			return s.Stages[r.stage].Writes[r.acc]
+		}
+		return s.Stages[r.stage].Reads[r.acc]
+	}
+	addHz := func(kind HazardKind, from accRef, a Access) {
+		b := access(from)
+		lo, hi := max(a.Offset, b.Offset), min(a.End(), b.End())
+		pend = append(pend, pendingHazard{from.stage, Hazard{Kind: kind, Buffer: a.Buffer, Offset: lo, Bytes: hi - lo}})
+	}
+	for v := range s.Stages {
+		st := &s.Stages[v]
+		pend = pend[:0]
+		for _, name := range st.After {
+			u, ok := index[name]
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("%s: stage %s: after: names no stage %q; name a declared stage", st.Pos, st.Name, name)
+			case int(u) == v:
+				return nil, fmt.Errorf("%s: stage %s: after: names the stage itself; remove it", st.Pos, st.Name)
+			case int(u) > v:
+				g.forward = false
+			}
+			pend = append(pend, pendingHazard{u, Hazard{Kind: After}})
+		}
+		for r, a := range st.Reads {
+			if a.Bytes <= 0 {
+				continue
+			}
+			b := bufOf(a.Buffer)
+			i, j := b.touch(a.Offset, a.End())
+			me := accRef{int32(v), int32(r), false}
+			for k := i; k < j; k++ {
+				sg := &b.segs[k]
+				if sg.writer.stage >= 0 && int(sg.writer.stage) != v {
+					addHz(RAW, sg.writer, a)
+				}
+				sg.readers = append(sg.readers, me)
+			}
+		}
+		for w, a := range st.Writes {
+			if a.Bytes <= 0 {
+				continue
+			}
+			b := bufOf(a.Buffer)
+			i, j := b.touch(a.Offset, a.End())
+			for k := i; k < j; k++ {
+				sg := &b.segs[k]
+				if sg.writer.stage >= 0 && int(sg.writer.stage) != v {
+					addHz(WAW, sg.writer, a)
+				}
+				for _, r := range sg.readers {
+					if int(r.stage) != v {
+						addHz(WAR, r, a)
+					}
+				}
+			}
+			// The write supersedes the history of [i, j): merge into one segment.
+			b.segs[i] = segment{lo: b.segs[i].lo, hi: b.segs[j-1].hi, writer: accRef{int32(v), int32(w), true}}
+			b.segs = slices.Delete(b.segs, i+1, j)
+		}
+		slices.SortFunc(pend, func(x, y pendingHazard) int {
+			return cmp.Or(cmp.Compare(x.from, y.from), cmp.Compare(x.h.Kind, y.h.Kind),
+				strings.Compare(x.h.Buffer, y.h.Buffer), cmp.Compare(x.h.Offset, y.h.Offset), cmp.Compare(x.h.Bytes, y.h.Bytes))
+		})
+		pend = slices.Compact(pend)
+		for k, p := range pend {
+			if k == 0 || pend[k-1].from != p.from {
+				if k > 0 {
+					g.hzOff = append(g.hzOff, int32(len(g.hz)))
+				}
+				g.pred = append(g.pred, p.from)
+			}
+			g.hz = append(g.hz, p.h)
+		}
+		if len(pend) > 0 {
+			g.hzOff = append(g.hzOff, int32(len(g.hz)))
+		}
+		g.predOff = append(g.predOff, int32(len(g.pred)))
+	}
+	// Successor rows by counting sort; rows come out ascending because v ascends.
+	g.succOff = make([]int32, n+1)
+	for _, u := range g.pred {
+		g.succOff[u+1]++
+	}
+	for i := 0; i < n; i++ {
+		g.succOff[i+1] += g.succOff[i]
+	}
+	g.succ = make([]int32, len(g.pred))
+	fill := slices.Clone(g.succOff[:n])
+	for v := 0; v < n; v++ {
+		for _, u := range g.Pred(v) {
+			g.succ[fill[u]] = int32(v)
+			fill[u]++
+		}
+	}
+	if g.forward {
+		g.order = make([]int32, n)
+		for i := range g.order {
+			g.order[i] = int32(i)
+		}
+		return g, nil
+	}
+	sorted, err := topo.SortStabilized(g, func(ns []graph.Node) {
+		slices.SortFunc(ns, func(a, b graph.Node) int { return cmp.Compare(a.ID(), b.ID()) })
+	})
+	if err != nil {
+		if u, ok := err.(topo.Unorderable); ok {
+			return nil, cycleError(s, u)
+		}
+		return nil, err
+	}
+	g.order = make([]int32, n)
+	for i, nd := range sorted {
+		g.order[i] = int32(nd.ID())
+	}
+	return g, nil
+}
+
+// cycleError lists each strongly connected component of u by stage names
+// in declaration order.
+func cycleError(s *Spec, u topo.Unorderable) error {
+	var b strings.Builder
+	b.WriteString("dependency cycle")
+	if len(u) > 1 {
+		b.WriteString("s")
+	}
+	for k, c := range u {
+		ids := make([]int, len(c))
+		for i, nd := range c {
+			ids[i] = int(nd.ID())
+		}
+		slices.Sort(ids)
+		names := make([]string, len(ids))
+		for i, id := range ids {
+			names[i] = s.Stages[id].Name
+		}
+		if k > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " through stages %s (first at %s)", strings.Join(names, ", "), s.Stages[ids[0]].Pos)
+	}
+	b.WriteString(": an after: entry names a later stage that itself depends on this one; remove one of the after: entries")
+	return fmt.Errorf("%s", b.String())
+}

@@ -1,0 +1,337 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// assign maps stages to streams by the strategy: default and naive take a
+// minimum path cover of the reduced graph (each chain a stream), single one
+// stream, round-robin deals each level over streams. Pins (`stream:`) win
+// under every strategy: all stages pinned to one name share a stream.
+func assign(st *state) error {
+	pin, pinNames := st.pins()
+	grp := make([]int32, st.n) // group per stage; pinned groups are 0..len(pinNames)-1
+	P := int32(len(pinNames))
+	for v := range grp {
+		grp[v] = pin[v]
+	}
+	switch st.strategy {
+	case StrategySingle:
+		for v := range grp {
+			if pin[v] < 0 {
+				grp[v] = P
+			}
+		}
+	case StrategyRoundRobin:
+		st.roundRobin(pin, grp, P)
+	default:
+		st.pathCover(pin, grp, P)
+	}
+	st.setStreams(grp, pinNames, P)
+	return nil
+}
+
+// pins returns each stage's pin index (-1 if free) and the pin names in
+// order of first use in declaration order.
+func (st *state) pins() ([]int32, []string) {
+	pin := make([]int32, st.n)
+	idx := map[string]int32{}
+	var names []string
+	for v, sg := range st.spec.Stages {
+		pin[v] = -1
+		if sg.Stream == "" {
+			continue
+		}
+		k, ok := idx[sg.Stream]
+		if !ok {
+			k = int32(len(names))
+			idx[sg.Stream] = k
+			names = append(names, sg.Stream)
+		}
+		pin[v] = k
+	}
+	return pin, names
+}
+
+// pathCover groups stages into chains of a minimum path cover: a maximum
+// matching on the reduced graph, each matched edge u → v putting v right
+// after u on one stream (Nimble, Kwon et al., NeurIPS 2020, §4.2).
+//
+// Pins: a matching edge between stages pinned to different names is
+// forbidden; consecutive stages of one pin joined by a reduced edge start
+// matched; a chain that still meets two pins (through free stages) is cut
+// before the first stage of the second pin, and chains of one pin share
+// that pin's stream.
+//
+// With MaxStreams = N below the number of chains, the critical path (by
+// duration_us, 0 counted as 1 µs) is forced into one chain before matching;
+// then chains are folded onto N streams by greedy list scheduling: the
+// critical chain keeps a stream of its own (it is busy from time 0 to the
+// critical path's end in the ideal schedule, so any other chain on it would
+// delay it), pinned streams stay as they are, and each other chain, in order
+// of earliest start (ASAP), goes to the remaining stream that is free
+// earliest. If pins leave no stream free, the other chains join the
+// critical chain's stream.
+func (st *state) pathCover(pin, grp []int32, P int32) {
+	n := st.n
+	m := newMatcher(n, st.red)
+	hasPins := P > 0
+	if hasPins {
+		m.ok = func(u, v int32) bool { return pin[u] < 0 || pin[v] < 0 || pin[u] == pin[v] }
+		last := make([]int32, P)
+		for i := range last {
+			last[i] = -1
+		}
+		for _, v := range st.topo {
+			p := pin[v]
+			if p < 0 {
+				continue
+			}
+			if u := last[p]; u >= 0 && m.matchL[u] < 0 && m.matchR[v] < 0 && slices.Contains(st.red.row(int(u)), v) {
+				m.matchL[u], m.matchR[v] = v, u
+			}
+			last[p] = v
+		}
+	}
+	capped := false
+	if st.maxStr > 0 {
+		// Would the uncapped cover exceed the cap? Compute it first (cheap
+		// next to planning) so uncapped plans stay optimal.
+		m0 := newMatcher(n, st.red)
+		size := m0.match(st.topo)
+		if !hasPins {
+			st.matching = size
+		}
+		if n-size > st.maxStr {
+			capped = true
+			m.fixed = make([]bool, n)
+			cp := st.criticalPath()
+			for i := 0; i+1 < len(cp); i++ {
+				u, v := cp[i], cp[i+1]
+				if !m.allowed(u, v) || !slices.Contains(st.red.row(int(u)), v) {
+					continue
+				}
+				if w := m.matchL[u]; w >= 0 { // undo a pin pre-match
+					m.matchR[w] = -1
+				}
+				if w := m.matchR[v]; w >= 0 {
+					m.matchL[w] = -1
+				}
+				m.matchL[u], m.matchR[v] = v, u
+				m.fixed[u] = true
+			}
+		}
+	}
+	size := m.match(st.topo)
+	if !hasPins && !capped {
+		st.matching = size
+	}
+	// Walk chains from their heads in topological order, cutting at pin changes.
+	chain := make([]int32, n)
+	chainPin := []int32{}
+	for _, h := range st.topo {
+		if m.matchR[h] >= 0 {
+			continue
+		}
+		c := int32(len(chainPin))
+		chainPin = append(chainPin, -1)
+		for v := h; v >= 0; v = m.matchL[v] {
+			if p := pin[v]; p >= 0 {
+				if chainPin[c] >= 0 && chainPin[c] != p {
+					c = int32(len(chainPin))
+					chainPin = append(chainPin, -1)
+				}
+				chainPin[c] = p
+			}
+			chain[v] = c
+		}
+	}
+	// Groups: pinned chains join their pin's group, free chains are their own.
+	for v := 0; v < n; v++ {
+		if p := chainPin[chain[v]]; p >= 0 {
+			grp[v] = p
+		} else {
+			grp[v] = P + chain[v]
+		}
+	}
+	if !capped {
+		return
+	}
+	st.fold(grp, P)
+}
+
+// fold merges free groups onto at most st.maxStr streams (see pathCover).
+func (st *state) fold(grp []int32, P int32) {
+	cp := st.criticalPath()
+	cpGrp := grp[cp[0]]
+	est, _ := st.asap()
+	type chainInfo struct {
+		g     int32
+		start float64
+		head  int32 // position of the first stage
+		work  float64
+	}
+	info := map[int32]*chainInfo{}
+	var chains []*chainInfo
+	for _, v := range st.topo {
+		g := grp[v]
+		if g < P || g == cpGrp {
+			continue
+		}
+		c := info[g]
+		if c == nil {
+			c = &chainInfo{g: g, start: est[v], head: st.pos[v]}
+			info[g] = c
+			chains = append(chains, c)
+		}
+		c.work += st.dur[v]
+	}
+	slots := st.maxStr - int(P)
+	if cpGrp >= P {
+		slots--
+	}
+	remap := map[int32]int32{}
+	if slots <= 0 {
+		for _, c := range chains {
+			remap[c.g] = cpGrp
+		}
+	} else {
+		slices.SortStableFunc(chains, func(a, b *chainInfo) int {
+			return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.head, b.head))
+		})
+		busy := make([]float64, slots)
+		target := make([]int32, slots)
+		for i := range target {
+			target[i] = -1
+		}
+		for _, c := range chains {
+			best := 0
+			for i := 1; i < slots; i++ {
+				if busy[i] < busy[best] {
+					best = i
+				}
+			}
+			busy[best] = max(busy[best], c.start) + c.work
+			if target[best] < 0 {
+				target[best] = c.g
+			}
+			remap[c.g] = target[best]
+		}
+	}
+	for v := range grp {
+		if t, ok := remap[grp[v]]; ok {
+			grp[v] = t
+		}
+	}
+}
+
+// roundRobin is Taskflow's capturer: level = longest-path depth; the free
+// stages of each level, in topological order, are dealt round-robin over S
+// streams, S = the widest level, capped by MaxStreams (16 when uncapped).
+func (st *state) roundRobin(pin, grp []int32, P int32) {
+	width := map[int32]int32{}
+	var maxW int32
+	for _, v := range st.topo {
+		if pin[v] < 0 {
+			width[st.level[v]]++
+			maxW = max(maxW, width[st.level[v]])
+		}
+	}
+	S := int32(16)
+	if st.maxStr > 0 {
+		S = max(int32(st.maxStr)-P, 1)
+	}
+	S = max(min(S, maxW), 1)
+	dealt := map[int32]int32{}
+	for _, v := range st.topo {
+		if pin[v] >= 0 {
+			continue
+		}
+		l := st.level[v]
+		grp[v] = P + dealt[l]%S
+		dealt[l]++
+	}
+}
+
+// setStreams numbers the groups as streams in order of their first stage
+// and names them: a pinned stream by its pin, the others "s<id>".
+func (st *state) setStreams(grp []int32, pinNames []string, P int32) {
+	id := map[int32]int32{}
+	var groups []int32
+	for _, v := range st.topo {
+		g := grp[v]
+		if _, ok := id[g]; !ok {
+			id[g] = int32(len(groups))
+			groups = append(groups, g)
+		}
+	}
+	taken := map[string]bool{}
+	for _, p := range pinNames {
+		taken[p] = true
+	}
+	st.names = make([]string, len(groups))
+	for i, g := range groups {
+		if g < P {
+			st.names[i] = pinNames[g]
+			continue
+		}
+		name := fmt.Sprintf("s%d", i)
+		for k := 1; taken[name]; k++ {
+			name = fmt.Sprintf("s%d_%d", i, k)
+		}
+		taken[name] = true
+		st.names[i] = name
+	}
+	st.stream = make([]int32, st.n)
+	for v := range st.stream {
+		st.stream[v] = id[grp[v]]
+	}
+}
+
+// asap returns the earliest start and finish of every stage (µs) with
+// unlimited streams: the longest path to it by effective duration.
+func (st *state) asap() (est, eft []float64) {
+	est = make([]float64, st.n)
+	eft = make([]float64, st.n)
+	for _, v := range st.topo {
+		var s float64
+		for _, u := range st.g.Pred(int(v)) {
+			s = max(s, eft[u])
+		}
+		est[v], eft[v] = s, s+st.dur[v]
+	}
+	return est, eft
+}
+
+// criticalPath returns a longest path by effective duration, in order; ties
+// go to the earlier position, so the result is stable.
+func (st *state) criticalPath() []int32 {
+	if st.n == 0 {
+		return nil
+	}
+	_, eft := st.asap()
+	end := st.topo[0]
+	for _, v := range st.topo {
+		if eft[v] > eft[end] {
+			end = v
+		}
+	}
+	path := []int32{end}
+	for v := end; ; {
+		best := int32(-1)
+		for _, u := range st.g.Pred(int(v)) {
+			if eft[u]+st.dur[v] == eft[v] && (best < 0 || st.pos[u] < st.pos[best]) {
+				best = u
+			}
+		}
+		if best < 0 {
+			break
+		}
+		path = append(path, best)
+		v = best
+	}
+	slices.Reverse(path)
+	return path
+}

@@ -1,0 +1,314 @@
+package planner
+
+import (
+	"cmp"
+	"container/heap"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime/debug"
+	"time"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+// Strategies of stream assignment (Options.Strategy, dag.Options.Strategy).
+const (
+	StrategyDefault    = "default"     // minimum path cover by maximum matching (Nimble §4.2), fewest waits
+	StrategySingle     = "single"      // every stage on one stream
+	StrategyRoundRobin = "round-robin" // stages of each level dealt round-robin over streams (Taskflow's capturer)
+	StrategyNaive      = "naive"       // default streams, a wait on every cross-stream edge of the reduced graph
+)
+
+// Options control Build. The spec's own options (dag.Spec.Options) are the
+// defaults; a field set here overrides them.
+type Options struct {
+	// Strategy is one of the Strategy constants; "" takes the spec's, else default.
+	Strategy string
+	// MaxStreams caps the number of streams: 0 means uncapped, a negative
+	// value takes the spec's max_streams (the CLI's default). Pinned streams
+	// count toward the cap; if pins alone exceed it, pins win.
+	MaxStreams int
+	// Check runs Validate and Verify after every pass that produced a plan,
+	// and (with ShuffleSeed ≠ 0) shuffles the order of independent stages.
+	Check bool
+	// DumpAfter names a pass (see Passes) after which the plan, or the
+	// pass's intermediate state, is written to Dump as text.
+	DumpAfter string
+	Dump      io.Writer
+	// ShuffleSeed, in check mode, seeds a random tiebreak between
+	// independent stages in the topological order every pass uses; a correct
+	// plan must not depend on the accidental order of the YAML. 0 = no shuffle.
+	ShuffleSeed int64
+}
+
+// pass is one planner pass over the shared state.
+type pass struct {
+	name string
+	fn   func(*state) error
+	// auto: the pass runs only for automatically synchronized specs
+	// (manual specs bring their own streams and waits).
+	auto bool
+}
+
+// passes is the pipeline, in order; it is the reference for readers.
+var passes = []pass{
+	{name: "reduce", fn: reduce, auto: true},        // transitive reduction of the hazard DAG
+	{name: "assign", fn: assign, auto: true},        // stages → streams (path cover, caps, baselines, pins)
+	{name: "sync", fn: syncStreams, auto: true},     // record/wait pairs by vector clocks; issue order
+	{name: "lifetimes", fn: lifetimes, auto: false}, // per buffer and stream, the event after its last use
+	{name: "stats", fn: stats, auto: false},         // Plan.Stats
+}
+
+// passOrder lists the ordering constraints between passes, each with its
+// reason; TestPassOrder checks the table against it.
+var passOrder = []struct{ before, after, why string }{
+	{"reduce", "assign", "the path cover is a matching on the reduced graph"},
+	{"reduce", "sync", "sync orders exactly the reduced edges"},
+	{"assign", "sync", "sync needs each stage's stream"},
+	{"sync", "lifetimes", "lifetimes reuse the records that sync placed"},
+	{"lifetimes", "stats", "stats counts the events lifetimes appended"},
+}
+
+// Passes returns the names of the planner passes in order.
+func Passes() []string {
+	names := make([]string, len(passes))
+	for i, p := range passes {
+		names[i] = p.name
+	}
+	return names
+}
+
+// state is what the passes share.
+type state struct {
+	spec     *dag.Spec
+	opts     Options
+	strategy string
+	maxStr   int // 0 = uncapped
+	g        *dag.HazardGraph
+	n        int
+	topo     []int32   // topological order every pass uses (stream order follows it)
+	pos      []int32   // pos[v] = index of v in topo
+	dur      []float64 // effective durations in µs (0 → 1)
+	level    []int32   // longest-path depth in edges from a source (reduce)
+
+	red      *adjacency // reduced graph, rows sorted by pos (reduce)
+	redPred  *adjacency
+	stream   []int32 // stage → stream id (assign); stream ids ordered by first stage
+	names    []string
+	matching int // size of the unconstrained maximum matching of the reduced graph, -1 unknown
+
+	plan  *Plan
+	start time.Time
+}
+
+// adjacency is a graph in compressed sparse rows.
+type adjacency struct {
+	off []int32
+	adj []int32
+}
+
+func (a *adjacency) row(i int) []int32 { return a.adj[a.off[i]:a.off[i+1]] }
+func (a *adjacency) edges() int        { return len(a.adj) }
+
+// Build plans s: hazard analysis, then the passes (Passes) in order. For
+// `sync: manual` specs it builds the spec's own streams and waits instead
+// (see buildManual) and runs only lifetimes and stats; the result may have
+// races, which Verify reports.
+//
+// Errors: an unknown strategy or dump pass, a stage with no stream in a
+// manual spec, hazard-analysis errors (dependency cycles), a pass that
+// panicked (named), and, in check mode, the first pass after which Validate
+// or Verify failed.
+func Build(s *dag.Spec, o Options) (p *Plan, err error) {
+	st := &state{spec: s, opts: o, start: time.Now(), matching: -1, n: len(s.Stages)}
+	st.strategy = cmp.Or(o.Strategy, s.Options.Strategy, StrategyDefault)
+	switch st.strategy {
+	case StrategyDefault, StrategySingle, StrategyRoundRobin, StrategyNaive:
+	default:
+		return nil, fmt.Errorf("planner: unknown strategy %q (want default, single, round-robin or naive)", st.strategy)
+	}
+	st.maxStr = o.MaxStreams
+	if st.maxStr < 0 {
+		st.maxStr = max(s.Options.MaxStreams, 0)
+	}
+	if o.DumpAfter != "" {
+		known := false
+		for _, ps := range passes {
+			known = known || ps.name == o.DumpAfter
+		}
+		if !known {
+			return nil, fmt.Errorf("planner: --dump-after %q: no such pass (passes: %v)", o.DumpAfter, Passes())
+		}
+	}
+	if st.g, err = dag.Hazards(s); err != nil {
+		return nil, err
+	}
+	st.dur = make([]float64, st.n)
+	for i, sg := range s.Stages {
+		st.dur[i] = sg.DurationUS
+		if st.dur[i] <= 0 {
+			st.dur[i] = 1
+		}
+	}
+	st.order()
+	manual := s.Sync == dag.SyncManual
+	if manual {
+		st.strategy = dag.SyncManual
+		if err := st.buildManual(); err != nil {
+			return nil, err
+		}
+	}
+	for _, ps := range passes {
+		if manual && ps.auto {
+			continue
+		}
+		if err := st.run(ps); err != nil {
+			return nil, err
+		}
+	}
+	return st.plan, nil
+}
+
+// run runs one pass, recovering a panic into an error that names the pass.
+func (st *state) run(ps pass) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("planner: pass %q panicked: %v\n%s", ps.name, r, debug.Stack())
+		}
+	}()
+	if err := ps.fn(st); err != nil {
+		return fmt.Errorf("planner: pass %q: %w", ps.name, err)
+	}
+	if st.opts.Check && st.plan != nil {
+		if err := st.plan.Validate(); err != nil {
+			return fmt.Errorf("after pass %q: %w", ps.name, err)
+		}
+		if err := verifyPlan(st.plan); err != nil {
+			return fmt.Errorf("after pass %q: %w", ps.name, err)
+		}
+	}
+	if st.opts.DumpAfter == ps.name && st.opts.Dump != nil {
+		fmt.Fprintf(st.opts.Dump, "# after pass %q\n", ps.name)
+		st.dump(st.opts.Dump, ps.name)
+	}
+	return nil
+}
+
+// order computes the topological order the passes share: the hazard graph's
+// stable order, or in check mode with a shuffle seed, Kahn's algorithm with
+// a seeded random priority among ready stages.
+func (st *state) order() {
+	n := st.n
+	if st.opts.Check && st.opts.ShuffleSeed != 0 {
+		rng := rand.New(rand.NewPCG(uint64(st.opts.ShuffleSeed), 0x9E3779B97F4A7C15))
+		prio := make([]uint64, n)
+		for i := range prio {
+			prio[i] = rng.Uint64()
+		}
+		indeg := make([]int32, n)
+		for v := 0; v < n; v++ {
+			indeg[v] = int32(len(st.g.Pred(v)))
+		}
+		h := &prioHeap{prio: prio}
+		for v := 0; v < n; v++ {
+			if indeg[v] == 0 {
+				heap.Push(h, int32(v))
+			}
+		}
+		st.topo = make([]int32, 0, n)
+		for h.Len() > 0 {
+			u := heap.Pop(h).(int32)
+			st.topo = append(st.topo, u)
+			for _, v := range st.g.Succ(int(u)) {
+				if indeg[v]--; indeg[v] == 0 {
+					heap.Push(h, v)
+				}
+			}
+		}
+	} else {
+		st.topo = st.g.Order()
+	}
+	st.pos = make([]int32, n)
+	for i, v := range st.topo {
+		st.pos[v] = int32(i)
+	}
+}
+
+type prioHeap struct {
+	prio []uint64
+	a    []int32
+}
+
+func (h *prioHeap) Len() int           { return len(h.a) }
+func (h *prioHeap) Less(i, j int) bool { return h.prio[h.a[i]] < h.prio[h.a[j]] }
+func (h *prioHeap) Swap(i, j int)      { h.a[i], h.a[j] = h.a[j], h.a[i] }
+func (h *prioHeap) Push(x any)         { h.a = append(h.a, x.(int32)) }
+func (h *prioHeap) Pop() any {
+	x := h.a[len(h.a)-1]
+	h.a = h.a[:len(h.a)-1]
+	return x
+}
+
+// dump writes the state after pass name: the plan once sync has made one,
+// else the pass's own result.
+func (st *state) dump(w io.Writer, name string) {
+	if st.plan != nil {
+		st.plan.WriteTable(w)
+		return
+	}
+	switch name {
+	case "reduce":
+		fmt.Fprintf(w, "reduced edges: %d of %d\n", st.red.edges(), st.g.NumEdges())
+		for _, u := range st.topo {
+			for _, v := range st.red.row(int(u)) {
+				fmt.Fprintf(w, "%s -> %s\n", st.spec.Stages[u].Name, st.spec.Stages[v].Name)
+			}
+		}
+	case "assign":
+		for _, v := range st.topo {
+			fmt.Fprintf(w, "%s: %s\n", st.spec.Stages[v].Name, st.names[st.stream[v]])
+		}
+	}
+}
+
+// newPlan fills the spec-derived parts of a plan (stages without streams, buffers, kernels).
+func (st *state) newPlan() *Plan {
+	s := st.spec
+	p := &Plan{Version: PlanVersion, Spec: s.Name, Dir: s.Dir, Strategy: st.strategy}
+	p.Stages = make([]Stage, len(s.Stages))
+	conv := func(as []dag.Access) []Access {
+		out := make([]Access, len(as))
+		for i, a := range as {
+			out[i] = Access{Buffer: a.Buffer, Offset: a.Offset, Bytes: a.Bytes}
+		}
+		return out
+	}
+	for i, sg := range s.Stages {
+		p.Stages[i] = Stage{Name: sg.Name, DurationUS: sg.DurationUS, Kernel: sg.Kernel, Args: sg.Args,
+			Grid: sg.Launch.Grid, Block: sg.Launch.Block, Reads: conv(sg.Reads), Writes: conv(sg.Writes), Pinned: sg.Stream}
+	}
+	p.Buffers = make([]Buffer, len(s.Buffers))
+	for i, b := range s.Buffers {
+		p.Buffers[i] = Buffer{Name: b.Name, Bytes: b.Bytes, Where: cmp.Or(b.Where, dag.WhereDevice), Role: cmp.Or(b.Role, dag.RoleTemp),
+			Init: b.Init.Kind, InitValue: b.Init.Value, InitPath: b.Init.Path, InitSeed: b.Init.Seed, Copies: b.Copies}
+	}
+	used := map[string]bool{}
+	for _, sg := range s.Stages {
+		used[sg.Kernel] = true
+	}
+	for _, k := range s.Kernels {
+		if !used[k.Name] {
+			continue
+		}
+		params := make([]string, len(k.Params))
+		for i, pr := range k.Params {
+			params[i] = pr.Name + ":" + pr.Type
+		}
+		p.Kernels = append(p.Kernels, Kernel{Name: k.Name, PTX: k.PTX, Entry: k.Entry, Params: params})
+	}
+	return p
+}
+
+// verifyPlan is the check run after each pass in check mode.
+var verifyPlan = Verify

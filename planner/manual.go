@@ -1,0 +1,69 @@
+package planner
+
+import "fmt"
+
+// buildManual turns a `sync: manual` spec into a plan as written, without
+// planning: one stream per distinct stream name in order of first use; per
+// stage in declaration order, a wait for each `waits:` entry (on an event
+// recorded right after the named stage), the launch, then a record if any
+// stage waits on this one. The issue order is declaration order, so a wait
+// on a stage declared later is issued before its record and waits for
+// nothing — CUDA's wait-before-record trap, which Verify reports.
+//
+// Errors: a stage with no stream, a waits: entry naming no stage.
+func (st *state) buildManual() error {
+	s := st.spec
+	p := st.newPlan()
+	streamID := map[string]int{}
+	index := make(map[string]int, len(s.Stages))
+	for i, sg := range s.Stages {
+		index[sg.Name] = i
+	}
+	needed := make([]bool, len(s.Stages))
+	for i, sg := range s.Stages {
+		if sg.Stream == "" {
+			return fmt.Errorf("%s: stage %s: sync: manual needs a stream: for every stage", sg.Pos, sg.Name)
+		}
+		if _, ok := streamID[sg.Stream]; !ok {
+			streamID[sg.Stream] = len(p.Streams)
+			p.Streams = append(p.Streams, Stream{ID: len(p.Streams), Name: sg.Stream})
+		}
+		p.Stages[i].Stream = streamID[sg.Stream]
+		for _, w := range sg.Waits {
+			u, ok := index[w]
+			if !ok {
+				return fmt.Errorf("%s: stage %s: waits: names no stage %q", sg.Pos, sg.Name, w)
+			}
+			needed[u] = true
+		}
+	}
+	event := make([]int, len(s.Stages))
+	for i := range event {
+		event[i] = -1
+		if needed[i] {
+			event[i] = p.Events
+			p.Events++
+		}
+	}
+	emit := func(sid int, op Op) {
+		ops := &p.Streams[sid].Ops
+		p.IssueOrder = append(p.IssueOrder, [2]int{sid, len(*ops)})
+		*ops = append(*ops, op)
+	}
+	p.IssueOrder = [][2]int{}
+	for i, sg := range s.Stages {
+		sid := p.Stages[i].Stream
+		for _, w := range sg.Waits {
+			emit(sid, Op{Kind: OpWait, Event: event[index[w]]})
+		}
+		emit(sid, Op{Kind: OpLaunch, Stage: i})
+		if event[i] >= 0 {
+			emit(sid, Op{Kind: OpRecord, Event: event[i]})
+		}
+	}
+	if p.Streams == nil {
+		p.Streams = []Stream{}
+	}
+	st.plan = p
+	return nil
+}

@@ -1,0 +1,212 @@
+package planner
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"gonum.org/v1/gonum/graph"
+	"gonum.org/v1/gonum/graph/encoding"
+	"gonum.org/v1/gonum/graph/encoding/dot"
+	"gonum.org/v1/gonum/graph/simple"
+)
+
+// producers returns, per event, the stage launched right before its last
+// record (-1 if none): the stage a wait on it waits for.
+func (p *Plan) producers() []int {
+	prod := make([]int, p.Events)
+	for i := range prod {
+		prod[i] = -1
+	}
+	for _, s := range p.Streams {
+		last := -1
+		for _, o := range s.Ops {
+			switch o.Kind {
+			case OpLaunch:
+				last = o.Stage
+			case OpRecord:
+				if o.Event >= 0 && o.Event < len(prod) {
+					prod[o.Event] = last
+				}
+			}
+		}
+	}
+	return prod
+}
+
+// StatsLine returns the one-line summary WriteTable ends with, e.g.
+// `streams=3 waits=2 lower_bound=2 events=2 critical_path=12.0us ideal_makespan=12.0us planning=0.12ms`.
+func (p *Plan) StatsLine() string {
+	s := p.Stats
+	return fmt.Sprintf("streams=%d waits=%d lower_bound=%d events=%d critical_path=%.1fus ideal_makespan=%.1fus planning=%.2fms",
+		s.Streams, s.Waits, s.LowerBoundWaits, s.Events, s.CriticalPathUS, s.IdealMakespanUS, s.PlanningMS)
+}
+
+// WriteTable writes the plan as a readable table: a header, one row per op
+// grouped by stream (launches by stage name; records and waits with their
+// event and the stage it follows), the buffer lifetimes, and the stats line.
+// Output is byte-stable except for the planning time.
+func (p *Plan) WriteTable(w io.Writer) {
+	prod := p.producers()
+	stageOf := func(e int) string {
+		if e >= 0 && e < len(prod) && prod[e] >= 0 {
+			return p.Stages[prod[e]].Name
+		}
+		return "(nothing)"
+	}
+	fmt.Fprintf(w, "plan %s: %d stages, strategy %s\n", p.Spec, len(p.Stages), p.Strategy)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "stream\top\tstage/event\t")
+	for _, s := range p.Streams {
+		for j, o := range s.Ops {
+			name := s.Name
+			if j > 0 {
+				name = ""
+			}
+			switch o.Kind {
+			case OpLaunch:
+				fmt.Fprintf(tw, "%s\tlaunch\t%s\t\n", name, p.Stages[o.Stage].Name)
+			case OpRecord:
+				fmt.Fprintf(tw, "%s\trecord\te%d\tafter %s\n", name, o.Event, stageOf(o.Event))
+			case OpWait:
+				fmt.Fprintf(tw, "%s\twait\te%d\tfor %s\n", name, o.Event, stageOf(o.Event))
+			}
+		}
+	}
+	tw.Flush()
+	if len(p.Lifetimes) > 0 {
+		fmt.Fprintln(w, "lifetimes:")
+		for _, l := range p.Lifetimes {
+			var b strings.Builder
+			for _, d := range l.Done {
+				sn := fmt.Sprint(d.Stream)
+				if d.Stream >= 0 && d.Stream < len(p.Streams) {
+					sn = p.Streams[d.Stream].Name
+				}
+				fmt.Fprintf(&b, " %s@e%d", sn, d.Event)
+			}
+			if len(l.Done) == 0 {
+				b.WriteString(" (unused)")
+			}
+			fmt.Fprintf(w, "  %s:%s\n", l.Buffer, b.String())
+		}
+	}
+	fmt.Fprintln(w, p.StatsLine())
+}
+
+// WriteDOT writes the plan as a Graphviz digraph through gonum's
+// encoding/dot: stages as nodes clustered by stream, solid edges for stream
+// order and dashed edges, labelled with the event, for waits.
+func (p *Plan) WriteDOT(w io.Writer) error {
+	g := &dotGraph{DirectedGraph: simple.NewDirectedGraph(), name: p.Spec}
+	nodes := make([]dotNode, len(p.Stages))
+	for i, s := range p.Stages {
+		nodes[i] = dotNode{id: int64(i), name: s.Name, label: fmt.Sprintf("%s\n%s %.1fus", s.Name, s.Kernel, s.DurationUS)}
+		g.AddNode(nodes[i])
+	}
+	prod := p.producers()
+	for _, s := range p.Streams {
+		sub := &dotGraph{DirectedGraph: simple.NewDirectedGraph(), name: fmt.Sprintf("cluster_%d", s.ID), label: s.Name}
+		last := -1
+		for _, o := range s.Ops {
+			switch o.Kind {
+			case OpLaunch:
+				sub.AddNode(nodes[o.Stage])
+				if last >= 0 && last != o.Stage {
+					g.SetEdge(dotEdge{f: nodes[last], t: nodes[o.Stage]})
+				}
+				last = o.Stage
+			case OpWait:
+				// The wait orders the producer before the next launch on this stream.
+			}
+		}
+		g.clusters = append(g.clusters, sub)
+	}
+	for _, s := range p.Streams {
+		var pending []int
+		for _, o := range s.Ops {
+			switch o.Kind {
+			case OpWait:
+				pending = append(pending, o.Event)
+			case OpLaunch:
+				for _, e := range pending {
+					if e >= 0 && e < len(prod) && prod[e] >= 0 && prod[e] != o.Stage {
+						g.SetEdge(dotEdge{f: nodes[prod[e]], t: nodes[o.Stage], wait: true, event: e})
+					}
+				}
+				pending = pending[:0]
+			}
+		}
+	}
+	b, err := dot.Marshal(g, "", "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+type dotGraph struct {
+	*simple.DirectedGraph
+	name, label string
+	clusters    []*dotGraph
+}
+
+func (g *dotGraph) DOTID() string { return g.name }
+
+func (g *dotGraph) Structure() []dot.Graph {
+	out := make([]dot.Graph, len(g.clusters))
+	for i, c := range g.clusters {
+		out[i] = c
+	}
+	return out
+}
+
+func (g *dotGraph) DOTAttributers() (gr, n, e encoding.Attributer) {
+	var ga attrs
+	if g.label != "" {
+		ga = attrs{{Key: "label", Value: g.label}}
+	} else {
+		ga = attrs{{Key: "rankdir", Value: "TB"}}
+	}
+	return ga, attrs{{Key: "shape", Value: "box"}}, attrs{}
+}
+
+type attrs []encoding.Attribute
+
+func (a attrs) Attributes() []encoding.Attribute { return a }
+
+type dotNode struct {
+	id          int64
+	name, label string
+}
+
+func (n dotNode) ID() int64     { return n.id }
+func (n dotNode) DOTID() string { return n.name }
+func (n dotNode) Attributes() []encoding.Attribute {
+	return attrs{{Key: "label", Value: quote(n.label)}}
+}
+
+func quote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) + `"`
+}
+
+type dotEdge struct {
+	f, t  dotNode
+	wait  bool
+	event int
+}
+
+func (e dotEdge) From() graph.Node { return e.f }
+func (e dotEdge) To() graph.Node   { return e.t }
+func (e dotEdge) ReversedEdge() graph.Edge {
+	return dotEdge{f: e.t, t: e.f, wait: e.wait, event: e.event}
+}
+func (e dotEdge) Attributes() []encoding.Attribute {
+	if !e.wait {
+		return nil
+	}
+	return attrs{{Key: "style", Value: "dashed"}, {Key: "label", Value: fmt.Sprintf("e%d", e.event)}}
+}
