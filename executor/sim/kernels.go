@@ -1,0 +1,110 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
+)
+
+var le = binary.LittleEndian
+
+// builtin computes a built-in kernel per dag/builtins.go. in holds copies of
+// the reads, out the live write ranges; executor.CheckLaunch has been run.
+func builtin(l *executor.LaunchDesc, in, out [][]byte) error {
+	switch l.Kernel {
+	case dag.BuiltinFill:
+		w, err := executor.FillWord(l.Args)
+		if err != nil {
+			return err
+		}
+		for i := 0; i+4 <= len(out[0]); i += 4 {
+			le.PutUint32(out[0][i:], w)
+		}
+	case dag.BuiltinCopy:
+		copy(out[0], in[0])
+	case dag.BuiltinScale:
+		a, err := executor.ScaleFactor(l.Args)
+		if err != nil {
+			return err
+		}
+		x, y := in[0], out[0]
+		for i := 0; i+4 <= len(y); i += 4 {
+			v := float32(a * math.Float32frombits(le.Uint32(x[i:])))
+			le.PutUint32(y[i:], math.Float32bits(v))
+		}
+	case dag.BuiltinAxpy:
+		a, err := executor.ScaleFactor(l.Args)
+		if err != nil {
+			return err
+		}
+		x, y, o := in[0], in[1], out[0]
+		for i := 0; i+4 <= len(o); i += 4 {
+			// Explicit conversions round each step, so the compiler may not
+			// fuse the multiply and add (Go spec, "Floating-point operators").
+			ax := float32(a * math.Float32frombits(le.Uint32(x[i:])))
+			v := float32(ax + math.Float32frombits(le.Uint32(y[i:])))
+			le.PutUint32(o[i:], math.Float32bits(v))
+		}
+	case dag.BuiltinMix:
+		n, err := executor.MixMaxWords(l.Args)
+		if err != nil {
+			return err
+		}
+		mix(l.Stage, in, out, n)
+	case dag.BuiltinSpin:
+	case dag.BuiltinChecksum:
+		var sum, x uint32
+		data := in[0]
+		for i := 0; i+4 <= len(data); i += 4 {
+			w := le.Uint32(data[i:])
+			sum += w
+			x ^= dag.Mix32(w ^ (uint32(i/4) * 0x9E3779B9))
+		}
+		le.PutUint32(out[0][0:], sum)
+		le.PutUint32(out[0][4:], x)
+	default:
+		return fmt.Errorf("unknown built-in %q", l.Kernel)
+	}
+	return nil
+}
+
+// mix is the mix built-in (dag/builtins.go): out_w[i] = h with
+// h = Mix32(MixSeed(stage, w) ^ i), then h = Mix32(h ^ in_k[i mod n_k]) for
+// each read k, for the words i < maxWords of each write. A trailing partial
+// word (user kernels only) is read zero-padded and written truncated.
+func mix(stage int, in, out [][]byte, maxWords int64) {
+	n := make([]int, len(in))
+	for k, r := range in {
+		n[k] = (len(r) + 3) / 4
+	}
+	for w, o := range out {
+		seed := dag.MixSeed(stage, w)
+		words := int((min(int64(len(o)+3)/4, maxWords)))
+		for i := 0; i < words; i++ {
+			h := dag.Mix32(seed ^ uint32(i))
+			for k, r := range in {
+				h = dag.Mix32(h ^ word(r, i%n[k]))
+			}
+			if 4*i+4 <= len(o) {
+				le.PutUint32(o[4*i:], h)
+			} else {
+				var b [4]byte
+				le.PutUint32(b[:], h)
+				copy(o[4*i:], b[:])
+			}
+		}
+	}
+}
+
+// word returns word i of b, zero-padded past the end.
+func word(b []byte, i int) uint32 {
+	if 4*i+4 <= len(b) {
+		return le.Uint32(b[4*i:])
+	}
+	var w [4]byte
+	copy(w[:], b[4*i:])
+	return le.Uint32(w[:])
+}

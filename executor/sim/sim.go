@@ -1,0 +1,452 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxDelay  = 20 * time.Microsecond
+	DefaultSpinScale = 0.001 // 1 ms of spin takes 1 µs
+	DefaultMaxSpin   = 5 * time.Microsecond
+	DefaultMaxRaces  = 64
+)
+
+// KernelFunc is a CPU body for a user kernel. in holds copies of the bytes of
+// each read (in LaunchDesc.Reads order), out the live bytes of each write
+// range (in Writes order), valid only during the call; out starts with the
+// range's current contents.
+type KernelFunc func(l *executor.LaunchDesc, in, out [][]byte) error
+
+// Options configure the simulator. The zero value is the default: 20 µs of
+// random delay per op at most, seed 0, race detection on.
+type Options struct {
+	// Seed seeds the per-stream delay generators.
+	Seed int64
+	// MaxDelay bounds the random delay before each op: 0 means
+	// DefaultMaxDelay, a negative value means no delay.
+	MaxDelay time.Duration
+	// NoDetect turns the race detector off.
+	NoDetect bool
+	// SpinScale is the fraction of a spin's µs that the simulator really
+	// waits: 0 means DefaultSpinScale.
+	SpinScale float64
+	// MaxSpin caps the real wait of one spin: 0 means DefaultMaxSpin, a
+	// negative value means no cap.
+	MaxSpin time.Duration
+	// Kernels are CPU bodies of user kernels, by kernel name. A user kernel
+	// without one runs as an opaque stage: each write becomes the mix
+	// built-in's function of the stage and the bytes read (a trailing partial
+	// word is read zero-padded and written truncated).
+	Kernels map[string]KernelFunc
+	// MaxRaces is how many distinct races a report lists: 0 means
+	// DefaultMaxRaces.
+	MaxRaces int
+}
+
+// ErrClosed is returned by every method after Close.
+var ErrClosed = errors.New("sim: backend is closed")
+
+// Backend is the simulator. Its methods must be called from one goroutine
+// (executor.Backend's contract); the work runs on one goroutine per stream.
+type Backend struct {
+	opt      Options
+	maxDelay time.Duration
+	detect   bool
+	closed   bool
+
+	pending sync.WaitGroup // ops enqueued and not yet executed
+	running sync.WaitGroup // stream goroutines
+
+	mu        sync.Mutex // guards the fields below (stream goroutines report here)
+	streams   map[*stream]string
+	events    map[*event]string
+	buffers   map[*buffer]string
+	nextVC    int // vector-clock index of the next stream (never reused)
+	nextBuf   int
+	faults    []error
+	races     map[raceKey]*executor.Race
+	raceOrder []raceKey
+	dropped   int
+}
+
+// New returns a simulator with options o.
+func New(o Options) *Backend {
+	b := &Backend{
+		opt:      o,
+		maxDelay: o.MaxDelay,
+		detect:   !o.NoDetect,
+		streams:  map[*stream]string{},
+		events:   map[*event]string{},
+		buffers:  map[*buffer]string{},
+		races:    map[raceKey]*executor.Race{},
+	}
+	if b.maxDelay == 0 {
+		b.maxDelay = DefaultMaxDelay
+	}
+	if b.opt.SpinScale == 0 {
+		b.opt.SpinScale = DefaultSpinScale
+	}
+	if b.opt.MaxSpin == 0 {
+		b.opt.MaxSpin = DefaultMaxSpin
+	}
+	if b.opt.MaxRaces <= 0 {
+		b.opt.MaxRaces = DefaultMaxRaces
+	}
+	return b
+}
+
+var _ executor.Backend = (*Backend)(nil)
+
+// Name returns "sim".
+func (b *Backend) Name() string { return "sim" }
+
+// Live returns how many streams, events and buffers are alive.
+func (b *Backend) Live() (streams, events, buffers int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.streams), len(b.events), len(b.buffers)
+}
+
+// NewStream creates a stream and starts its goroutine. Streams are numbered
+// from 0 in creation order; a destroyed stream's number is given to the next
+// new stream (race reports use these numbers).
+func (b *Backend) NewStream() (executor.Stream, error) {
+	if b.closed {
+		return nil, ErrClosed
+	}
+	b.mu.Lock()
+	used := make([]bool, len(b.streams))
+	for s := range b.streams {
+		if s.num < len(used) {
+			used[s.num] = true
+		}
+	}
+	num := slices.Index(used, false)
+	if num < 0 {
+		num = len(used)
+	}
+	s := &stream{b: b, num: num, vc: b.nextVC, rng: rand.New(rand.NewPCG(uint64(b.opt.Seed), uint64(num)))}
+	b.nextVC++
+	s.cond = sync.NewCond(&s.mu)
+	b.streams[s] = callSite()
+	b.mu.Unlock()
+	b.running.Add(1)
+	go s.loop()
+	return s, nil
+}
+
+// NewEvent creates an event that was never recorded.
+func (b *Backend) NewEvent() (executor.Event, error) {
+	if b.closed {
+		return nil, ErrClosed
+	}
+	e := &event{}
+	b.mu.Lock()
+	b.events[e] = callSite()
+	b.mu.Unlock()
+	return e, nil
+}
+
+// Alloc allocates a zeroed buffer in host memory.
+func (b *Backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
+	if b.closed {
+		return nil, ErrClosed
+	}
+	if d.Bytes <= 0 {
+		return nil, fmt.Errorf("sim: alloc %s: %d bytes, want > 0", d.Name, d.Bytes)
+	}
+	if d.Where != dag.WhereDevice && d.Where != dag.WhereHostPinned {
+		return nil, fmt.Errorf("sim: alloc %s: where %q, want %s or %s", d.Name, d.Where, dag.WhereDevice, dag.WhereHostPinned)
+	}
+	b.mu.Lock()
+	buf := &buffer{id: b.nextBuf, name: d.Name, where: d.Where, data: make([]byte, d.Bytes)}
+	b.nextBuf++
+	b.buffers[buf] = callSite()
+	b.mu.Unlock()
+	return buf, nil
+}
+
+// Write copies data into the buffer. The host write is ordered after all
+// work synchronized before it; it clears the buffer's shadow state.
+func (b *Backend) Write(h executor.Buffer, data []byte) error {
+	buf, err := b.buffer(h)
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) != int64(len(buf.data)) {
+		return fmt.Errorf("sim: write %s: %d bytes, the buffer has %d", buf.name, len(data), len(buf.data))
+	}
+	buf.mu.Lock()
+	copy(buf.data, data)
+	buf.mu.Unlock()
+	buf.shadow.reset()
+	return nil
+}
+
+// Read returns a copy of the buffer's bytes.
+func (b *Backend) Read(h executor.Buffer) ([]byte, error) {
+	buf, err := b.buffer(h)
+	if err != nil {
+		return nil, err
+	}
+	buf.mu.RLock()
+	defer buf.mu.RUnlock()
+	return slices.Clone(buf.data), nil
+}
+
+// Record enqueues a new generation of e on s.
+func (b *Backend) Record(he executor.Event, hs executor.Stream) error {
+	e, err := b.event(he)
+	if err != nil {
+		return err
+	}
+	s, err := b.stream(hs)
+	if err != nil {
+		return err
+	}
+	sl := &slot{done: make(chan struct{}), stream: s.num}
+	e.latest = sl
+	s.push(op{kind: opRecord, slot: sl})
+	return nil
+}
+
+// Wait makes s wait for the generation of e most recently recorded on the
+// host; if e was never recorded it waits for nothing.
+func (b *Backend) Wait(hs executor.Stream, he executor.Event) error {
+	e, err := b.event(he)
+	if err != nil {
+		return err
+	}
+	s, err := b.stream(hs)
+	if err != nil {
+		return err
+	}
+	s.push(op{kind: opWait, slot: e.latest})
+	return nil
+}
+
+// Launch checks l's handles and ranges and enqueues it on s. The backend
+// keeps l until the launch has run: l must not change until Synchronize.
+func (b *Backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
+	s, err := b.stream(hs)
+	if err != nil {
+		return err
+	}
+	for _, set := range [2][]executor.Arg{l.Reads, l.Writes} {
+		for _, a := range set {
+			buf, err := b.buffer(a.Buffer)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", l.Name, a.Name, err)
+			}
+			if a.Offset < 0 || a.Bytes <= 0 || a.Offset+a.Bytes > int64(len(buf.data)) {
+				return fmt.Errorf("sim: stage %s: access %s[%d:%d] is outside the buffer's %d bytes", l.Name, a.Name, a.Offset, a.Offset+a.Bytes, len(buf.data))
+			}
+		}
+	}
+	if l.UserKernel == nil && !dag.IsBuiltin(l.Kernel) {
+		return fmt.Errorf("sim: stage %s: unknown kernel %q", l.Name, l.Kernel)
+	}
+	s.push(op{kind: opLaunch, desc: l})
+	return nil
+}
+
+// Synchronize waits for all enqueued work, then returns the faults met since
+// the last call and, if the detector saw races, an *executor.RaceError
+// (joined with the faults when both occur). Everything before it is ordered
+// before everything after it, so it clears the shadow state.
+func (b *Backend) Synchronize() error {
+	if b.closed {
+		return ErrClosed
+	}
+	b.pending.Wait()
+	b.mu.Lock()
+	errs := b.faults
+	b.faults = nil
+	if len(b.raceOrder) > 0 {
+		re := &executor.RaceError{Backend: "sim", Dropped: b.dropped}
+		for _, k := range b.raceOrder {
+			re.Races = append(re.Races, *b.races[k])
+		}
+		errs = append(errs, re)
+		clear(b.races)
+		b.raceOrder, b.dropped = nil, 0
+	}
+	for buf := range b.buffers {
+		buf.shadow.reset()
+	}
+	b.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// DestroyStream ends s once its queued work is done.
+func (b *Backend) DestroyStream(hs executor.Stream) error {
+	s, err := b.stream(hs)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	delete(b.streams, s)
+	b.mu.Unlock()
+	s.stop()
+	return nil
+}
+
+// DestroyEvent destroys e; queued waits on it still wait for their generation.
+func (b *Backend) DestroyEvent(he executor.Event) error {
+	e, err := b.event(he)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	delete(b.events, e)
+	b.mu.Unlock()
+	e.destroyed = true
+	return nil
+}
+
+// Free releases a buffer. A queued launch that reaches the buffer afterwards
+// fails (an asynchronous fault reported by Synchronize).
+func (b *Backend) Free(h executor.Buffer) error {
+	buf, err := b.buffer(h)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	delete(b.buffers, buf)
+	b.mu.Unlock()
+	buf.freed.Store(true)
+	return nil
+}
+
+// Close waits for queued work, stops every stream goroutine, and returns an error that
+// lists each stream, event and buffer still alive with the call site that
+// created it.
+func (b *Backend) Close() error {
+	if b.closed {
+		return ErrClosed
+	}
+	b.pending.Wait()
+	b.closed = true
+	b.mu.Lock()
+	var leaks []string
+	for s, site := range b.streams {
+		leaks = append(leaks, fmt.Sprintf("stream %d created at %s", s.num, site))
+		s.stop()
+	}
+	for _, site := range b.events {
+		leaks = append(leaks, "event created at "+site)
+	}
+	for buf, site := range b.buffers {
+		leaks = append(leaks, fmt.Sprintf("buffer %s (%d bytes) allocated at %s", buf.name, len(buf.data), site))
+	}
+	b.mu.Unlock()
+	b.running.Wait()
+	if len(leaks) == 0 {
+		return nil
+	}
+	slices.Sort(leaks)
+	return fmt.Errorf("sim: %d leaked handle(s):\n\t%s", len(leaks), strings.Join(leaks, "\n\t"))
+}
+
+func (b *Backend) stream(h executor.Stream) (*stream, error) {
+	if b.closed {
+		return nil, ErrClosed
+	}
+	s, ok := h.(*stream)
+	if !ok || s == nil || s.b != b {
+		return nil, fmt.Errorf("sim: %T is not a stream of this backend", h)
+	}
+	if s.stopped {
+		return nil, fmt.Errorf("sim: stream %d was destroyed", s.num)
+	}
+	return s, nil
+}
+
+func (b *Backend) event(h executor.Event) (*event, error) {
+	if b.closed {
+		return nil, ErrClosed
+	}
+	e, ok := h.(*event)
+	if !ok || e == nil {
+		return nil, fmt.Errorf("sim: %T is not an event of this backend", h)
+	}
+	if e.destroyed {
+		return nil, fmt.Errorf("sim: event was destroyed")
+	}
+	return e, nil
+}
+
+func (b *Backend) buffer(h executor.Buffer) (*buffer, error) {
+	if b.closed {
+		return nil, ErrClosed
+	}
+	buf, ok := h.(*buffer)
+	if !ok || buf == nil {
+		return nil, fmt.Errorf("sim: %T is not a buffer of this backend", h)
+	}
+	if buf.freed.Load() {
+		return nil, fmt.Errorf("sim: buffer %s was freed", buf.name)
+	}
+	return buf, nil
+}
+
+func (b *Backend) fault(err error) {
+	b.mu.Lock()
+	b.faults = append(b.faults, err)
+	b.mu.Unlock()
+}
+
+// event is an executor.Event: latest is the generation of the most recent
+// Record issued on the host (nil: never recorded).
+type event struct {
+	latest    *slot
+	destroyed bool
+}
+
+// slot is one generation of an event: done is closed when the recording
+// stream reaches it, after clock (the recording stream's vector clock at that
+// point) is set.
+type slot struct {
+	done   chan struct{}
+	clock  []uint64
+	stream int
+}
+
+// buffer is an executor.Buffer.
+type buffer struct {
+	id     int // creation order: the lock order
+	name   string
+	where  string
+	mu     sync.RWMutex // guards data during kernels, Read and Write
+	data   []byte
+	freed  atomic.Bool
+	shadow shadow
+}
+
+// callSite names the first caller outside this package.
+func callSite() string {
+	var pcs [16]uintptr
+	n := runtime.Callers(2, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if !strings.Contains(f.Function, "/executor/sim.") {
+			return fmt.Sprintf("%s:%d (%s)", f.File, f.Line, f.Function)
+		}
+		if !more {
+			return "unknown"
+		}
+	}
+}

@@ -1,0 +1,271 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/dagrun/dagrun/executor"
+)
+
+type opKind uint8
+
+const (
+	opLaunch opKind = iota
+	opRecord
+	opWait
+)
+
+// op is one queued stream op.
+type op struct {
+	kind opKind
+	desc *executor.LaunchDesc // opLaunch
+	slot *slot                // opRecord: the generation it completes; opWait: the one it waits for (nil: none)
+}
+
+// stream is an executor.Stream: an unbounded FIFO drained by one goroutine.
+type stream struct {
+	b   *Backend
+	num int // stream number in reports (reused after destroy)
+	vc  int // index of this stream's component in vector clocks (never reused)
+
+	stopped bool // set by the issuing goroutine on destroy
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	q       []op
+	head    int
+	closing bool
+
+	// Owned by the stream goroutine.
+	rng   *rand.Rand
+	clock []uint64
+}
+
+func (s *stream) push(o op) {
+	s.b.pending.Add(1)
+	s.mu.Lock()
+	s.q = append(s.q, o)
+	s.mu.Unlock()
+	s.cond.Signal()
+}
+
+// stop makes the goroutine exit once its queue is empty.
+func (s *stream) stop() {
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.cond.Signal()
+}
+
+func (s *stream) pop() (op, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.head == len(s.q) {
+		if s.closing {
+			return op{}, false
+		}
+		s.cond.Wait()
+	}
+	o := s.q[s.head]
+	s.q[s.head] = op{}
+	s.head++
+	if s.head == len(s.q) {
+		s.q, s.head = s.q[:0], 0
+	}
+	return o, true
+}
+
+func (s *stream) loop() {
+	defer s.b.running.Done()
+	for {
+		o, ok := s.pop()
+		if !ok {
+			return
+		}
+		s.delay()
+		switch o.kind {
+		case opLaunch:
+			s.launch(o.desc)
+		case opRecord:
+			if s.b.detect {
+				o.slot.clock = append([]uint64(nil), s.clock...)
+			}
+			close(o.slot.done)
+		case opWait:
+			if o.slot != nil {
+				<-o.slot.done
+				if s.b.detect {
+					s.join(o.slot.clock)
+				}
+			}
+		}
+		s.b.pending.Done()
+	}
+}
+
+// delay waits a random time in [0, maxDelay].
+func (s *stream) delay() {
+	if s.b.maxDelay <= 0 {
+		return
+	}
+	wait(time.Duration(s.rng.Int64N(int64(s.b.maxDelay) + 1)))
+}
+
+// wait sleeps for d: yielding in a loop below 50 µs, where time.Sleep is too
+// coarse, and with time.Sleep above.
+func wait(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	if d >= 50*time.Microsecond {
+		time.Sleep(d)
+		return
+	}
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		runtime.Gosched()
+	}
+}
+
+// join merges a recorded clock into the stream's clock (element-wise max).
+func (s *stream) join(c []uint64) {
+	if len(c) > len(s.clock) {
+		s.clock = append(s.clock, make([]uint64, len(c)-len(s.clock))...)
+	}
+	for i, v := range c {
+		s.clock[i] = max(s.clock[i], v)
+	}
+}
+
+// tick advances the stream's own clock component and returns its new value.
+func (s *stream) tick() uint64 {
+	if s.vc >= len(s.clock) {
+		s.clock = append(s.clock, make([]uint64, s.vc+1-len(s.clock))...)
+	}
+	s.clock[s.vc]++
+	return s.clock[s.vc]
+}
+
+// launch runs one kernel: check the accesses against the shadow state, lock
+// the buffers, snapshot the reads, run the body, unlock, spin.
+func (s *stream) launch(l *executor.LaunchDesc) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.b.fault(fmt.Errorf("sim: stage %s (stream %d) panicked: %v", l.Name, s.num, r))
+		}
+	}()
+	bufs := make([]lockedBuf, 0, len(l.Reads)+len(l.Writes))
+	add := func(a executor.Arg, write bool) bool {
+		buf := a.Buffer.(*buffer)
+		if buf.freed.Load() {
+			s.b.fault(fmt.Errorf("sim: stage %s (stream %d) uses buffer %s after it was freed", l.Name, s.num, a.Name))
+			return false
+		}
+		for i := range bufs {
+			if bufs[i].buf == buf {
+				bufs[i].write = bufs[i].write || write
+				return true
+			}
+		}
+		bufs = append(bufs, lockedBuf{buf, write})
+		return true
+	}
+	for _, a := range l.Reads {
+		if !add(a, false) {
+			return
+		}
+	}
+	for _, a := range l.Writes {
+		if !add(a, true) {
+			return
+		}
+	}
+	if s.b.detect {
+		s.check(l)
+	}
+	sortBufs(bufs)
+	for _, lb := range bufs {
+		if lb.write {
+			lb.buf.mu.Lock()
+		} else {
+			lb.buf.mu.RLock()
+		}
+	}
+	err := s.body(l)
+	for _, lb := range bufs {
+		if lb.write {
+			lb.buf.mu.Unlock()
+		} else {
+			lb.buf.mu.RUnlock()
+		}
+	}
+	if err != nil {
+		s.b.fault(fmt.Errorf("sim: stage %s (stream %d): %w", l.Name, s.num, err))
+		return
+	}
+	if us, _ := executor.SpinUS(l); us > 0 {
+		d := time.Duration(us * s.b.opt.SpinScale * float64(time.Microsecond))
+		if s.b.opt.MaxSpin > 0 {
+			d = min(d, s.b.opt.MaxSpin)
+		}
+		wait(d)
+	}
+}
+
+type lockedBuf struct {
+	buf   *buffer
+	write bool
+}
+
+func sortBufs(b []lockedBuf) {
+	for i := 1; i < len(b); i++ {
+		for j := i; j > 0 && b[j].buf.id < b[j-1].buf.id; j-- {
+			b[j], b[j-1] = b[j-1], b[j]
+		}
+	}
+}
+
+// check runs the race detector on l's accesses at a new epoch of the stream.
+func (s *stream) check(l *executor.LaunchDesc) {
+	now := s.tick()
+	for _, set := range [2]struct {
+		args  []executor.Arg
+		write bool
+	}{{l.Reads, false}, {l.Writes, true}} {
+		for _, a := range set.args {
+			acc := access{stream: s.num, vc: s.vc, clock: now, stage: l.Stage, name: l.Name, write: set.write}
+			races := a.Buffer.(*buffer).shadow.apply(a.Offset, a.Offset+a.Bytes, acc, s.clock)
+			for _, r := range races {
+				s.b.report(a.Name, r, acc)
+			}
+		}
+	}
+}
+
+// body runs the kernel on the locked buffers.
+func (s *stream) body(l *executor.LaunchDesc) error {
+	in := make([][]byte, len(l.Reads))
+	for i, a := range l.Reads {
+		in[i] = append([]byte(nil), a.Buffer.(*buffer).data[a.Offset:a.Offset+a.Bytes]...)
+	}
+	out := make([][]byte, len(l.Writes))
+	for i, a := range l.Writes {
+		out[i] = a.Buffer.(*buffer).data[a.Offset : a.Offset+a.Bytes]
+	}
+	if l.UserKernel != nil {
+		if f := s.b.opt.Kernels[l.Kernel]; f != nil {
+			return f(l, in, out)
+		}
+		mix(l.Stage, in, out, math.MaxInt64)
+		return nil
+	}
+	return builtin(l, in, out)
+}
