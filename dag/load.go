@@ -170,7 +170,7 @@ func (l *loader) yamlError(err error) {
 	msg := err.Error()
 	if m := yamlLineError.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
-		l.errAt(Pos{File: l.file, Line: line, Col: 1}, "fix the YAML syntax on this line (indentation, ':' after keys, closing brackets and quotes)", "YAML syntax error: %s", m[2])
+		l.errAt(Pos{File: l.file, Line: line, Col: 1}, "fix the YAML syntax here or in the lines after it, in the block or bracket that starts here (yaml reports where that block starts): indentation, ':' after keys, closing brackets and quotes", "YAML syntax error: %s", m[2])
 		return
 	}
 	l.errAt(Pos{File: l.file}, "fix the YAML syntax", "YAML syntax error: %s", strings.TrimPrefix(msg, "yaml: "))
@@ -235,14 +235,24 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 		return nil, false
 	}
 	f := &fields{n: n, val: map[string]*yaml.Node{}, key: map[string]*yaml.Node{}, what: what}
+	if contains(known, "name") {
+		// Name the object in every message about it, when it has a usable name.
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := deref(n.Content[i]), deref(n.Content[i+1])
+			if k.Kind == yaml.ScalarNode && k.Value == "name" && v.Kind == yaml.ScalarNode && nameProblem(v.Value) == "" {
+				f.what = what + " " + v.Value
+				break
+			}
+		}
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := deref(n.Content[i]), deref(n.Content[i+1])
 		if k.Kind != yaml.ScalarNode {
-			l.errorf(k, "field names are plain words such as "+known[0], "%s: field name must be a string, got %s", what, kindName(k))
+			l.errorf(k, "field names are plain words such as "+known[0], "%s: field name must be a string, got %s", f.what, kindName(k))
 			continue
 		}
 		if k.ShortTag() == "!!merge" {
-			l.errorf(k, "write the fields out instead of merging them with <<", "%s: YAML merge keys (<<) are not supported", what)
+			l.errorf(k, "write the fields out instead of merging them with <<", "%s: YAML merge keys (<<) are not supported", f.what)
 			continue
 		}
 		name := k.Value
@@ -251,11 +261,11 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 			if s := suggest(name, known); s != "" {
 				hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
 			}
-			l.errorf(k, hint, "%s: unknown field %q", what, clip(name))
+			l.errorf(k, hint, "%s: unknown field %q", f.what, clip(name))
 			continue
 		}
 		if prev, dup := f.key[name]; dup {
-			l.errorf(k, "remove one of them", "%s: field %q given twice (first at line %d)", what, name, prev.Line)
+			l.errorf(k, "remove one of them", "%s: field %q given twice (first at line %d)", f.what, name, prev.Line)
 			continue
 		}
 		f.key[name], f.val[name] = k, v

@@ -107,6 +107,9 @@ func (c *checker) dirName() string {
 	return c.dir
 }
 
+// maxPTXBytes bounds the PTX files the loader reads to look for entries.
+const maxPTXBytes = 256 << 20
+
 var ptxEntry = regexp.MustCompile(`\.entry\s+([A-Za-z_$%][A-Za-z0-9_$]*)`)
 
 func (c *checker) checkKernel(i int) {
@@ -125,7 +128,20 @@ func (c *checker) checkKernel(i int) {
 	if !src.ok || k.PTX == "" || k.Entry == "" {
 		return
 	}
-	data, err := os.ReadFile(c.resolvePath(k.PTX))
+	path := c.resolvePath(k.PTX)
+	fi, err := os.Stat(path)
+	if err == nil && !fi.Mode().IsRegular() {
+		c.errorf(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is not a regular file", k.Name, k.PTX)
+		return
+	}
+	if err == nil && fi.Size() > maxPTXBytes {
+		c.errorf(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is %d bytes, more than the %d a PTX module may have here", k.Name, k.PTX, fi.Size(), maxPTXBytes)
+		return
+	}
+	var data []byte
+	if err == nil {
+		data, err = os.ReadFile(path)
+	}
 	if err != nil {
 		c.errorf(src.ptx, "paths are relative to the spec's directory ("+c.dirName()+"); build the PTX with nvcc -ptx", "kernel %s: PTX file %s: %s", k.Name, k.PTX, unwrapPathError(err))
 		return
@@ -239,7 +255,11 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 			}
 			a.Bytes = b.Bytes - a.Offset
 		} else if a.Offset > b.Bytes || a.Bytes > b.Bytes-a.Offset {
-			c.errorf(as.n, rangeHint, "%s: %s range [%d:+%d] is out of range of buffer %s (%d bytes)", what, field, a.Offset, a.Bytes, b.Name, b.Bytes)
+			rng := fmt.Sprintf("[%d:+%d]", a.Offset, a.Bytes)
+			if a.Offset <= math.MaxInt64-a.Bytes {
+				rng = fmt.Sprintf("[%d:%d]", a.Offset, a.End())
+			}
+			c.errorf(as.n, rangeHint, "%s: %s range %s%s is out of range of buffer %s (%d bytes)", what, field, a.Buffer, rng, b.Name, b.Bytes)
 			all = false
 			continue
 		}
