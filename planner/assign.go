@@ -63,7 +63,8 @@ func (st *state) pins() ([]int32, []string) {
 // forbidden; consecutive stages of one pin joined by a reduced edge start
 // matched; a chain that still meets two pins (through free stages) is cut
 // before the first stage of the second pin, and chains of one pin share
-// that pin's stream.
+// that pin's stream. Free stages of a pin with several chains get chains of
+// their own, so that merging the pin's chains serializes only pinned stages.
 //
 // With MaxStreams = N below the number of chains, the critical path (by
 // duration_us, 0 counted as 1 µs) is forced into one chain before matching;
@@ -146,6 +147,35 @@ func (st *state) pathCover(pin, grp []int32, P int32) {
 				chainPin[c] = p
 			}
 			chain[v] = c
+		}
+	}
+	// A pin with several chains puts them all on one stream, which would
+	// serialize the free stages of those chains with each other: give each
+	// maximal run of free stages in them a chain of its own instead.
+	if hasPins {
+		chainsOfPin := make([]int32, P)
+		for _, p := range chainPin {
+			if p >= 0 {
+				chainsOfPin[p]++
+			}
+		}
+		for _, h := range st.topo {
+			if m.matchR[h] >= 0 {
+				continue
+			}
+			run := int32(-1)
+			for v := h; v >= 0; v = m.matchL[v] {
+				p := chainPin[chain[v]]
+				if p < 0 || chainsOfPin[p] < 2 || pin[v] >= 0 {
+					run = -1
+					continue
+				}
+				if run < 0 {
+					run = int32(len(chainPin))
+					chainPin = append(chainPin, -1)
+				}
+				chain[v] = run
+			}
 		}
 	}
 	// Groups: pinned chains join their pin's group, free chains are their own.

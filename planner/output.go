@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -56,7 +57,8 @@ func (p *Plan) WriteTable(w io.Writer) {
 		return "(nothing)"
 	}
 	fmt.Fprintf(w, "plan %s: %d stages, strategy %s\n", p.Spec, len(p.Stages), p.Strategy)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var tb bytes.Buffer
+	tw := tabwriter.NewWriter(&tb, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "stream\top\tstage/event\t")
 	for _, s := range p.Streams {
 		for j, o := range s.Ops {
@@ -75,6 +77,12 @@ func (p *Plan) WriteTable(w io.Writer) {
 		}
 	}
 	tw.Flush()
+	for _, line := range strings.SplitAfter(tb.String(), "\n") {
+		io.WriteString(w, strings.TrimRight(line, " \n"))
+		if strings.HasSuffix(line, "\n") {
+			io.WriteString(w, "\n")
+		}
+	}
 	if len(p.Lifetimes) > 0 {
 		fmt.Fprintln(w, "lifetimes:")
 		for _, l := range p.Lifetimes {

@@ -1,0 +1,102 @@
+package planner
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+// streams renders the assignment as "stage:stream ..." in declaration order.
+func streams(st *state) string {
+	out := ""
+	for v, sg := range st.spec.Stages {
+		if v > 0 {
+			out += " "
+		}
+		out += sg.Name + ":" + st.names[st.stream[v]]
+	}
+	return out
+}
+
+func fanOutIn(width int) *dag.Spec {
+	var stages []dag.StageSpec
+	stages = append(stages, stage("src", writes("x"), dur(1)))
+	var outs []string
+	for i := 0; i < width; i++ {
+		b := fmt.Sprintf("y%d", i)
+		outs = append(outs, b)
+		stages = append(stages, stage(fmt.Sprintf("b%d", i), reads("x"), writes(b), dur(float64(10+i))))
+	}
+	stages = append(stages, stage("sink", reads(outs...), dur(1)))
+	return spec(stages...)
+}
+
+func TestAssign(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    *dag.Spec
+		o    Options
+		want string
+	}{
+		{"chain on one stream", spec(stage("a", writes("x")), stage("b", reads("x"), writes("y")), stage("c", reads("y"))), Options{},
+			"a:s0 b:s0 c:s0"},
+		{"independent stages spread", spec(stage("a", writes("x")), stage("b", writes("y")), stage("c", writes("z"))), Options{},
+			"a:s0 b:s1 c:s2"},
+		{"fan-out fan-in", fanOutIn(3), Options{}, "src:s0 b0:s0 b1:s1 b2:s2 sink:s0"},
+		{"single", fanOutIn(3), Options{Strategy: "single"}, "src:s0 b0:s0 b1:s0 b2:s0 sink:s0"},
+		{"round-robin by level", fanOutIn(3), Options{Strategy: "round-robin"}, "src:s0 b0:s0 b1:s1 b2:s2 sink:s0"},
+		{"round-robin capped", fanOutIn(5), Options{Strategy: "round-robin", MaxStreams: 2}, "src:s0 b0:s0 b1:s1 b2:s0 b3:s1 b4:s0 sink:s0"},
+		{"pins share a stream", spec(stage("a", writes("x"), on("io")), stage("b", writes("y")), stage("c", reads("y"), on("io"))), Options{},
+			"a:io b:s1 c:io"},
+		{"pins under single", spec(stage("a", writes("x"), on("io")), stage("b", writes("y")), stage("c", reads("x", "y"))), Options{Strategy: "single"},
+			"a:io b:s1 c:s1"},
+		{"different pins never merge", spec(stage("a", writes("x"), on("p")), stage("b", reads("x"), writes("y")), stage("c", reads("y"), on("q"))), Options{},
+			"a:p b:p c:q"},
+		{"pin named like a free stream", spec(stage("a", writes("x")), stage("b", writes("y"), on("s0"))), Options{},
+			"a:s0_1 b:s0"},
+		{"cap keeps the critical path", fanOutIn(4), Options{MaxStreams: 2}, "src:s0 b0:s1 b1:s1 b2:s1 b3:s0 sink:s0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := upTo(t, tc.s, tc.o, "assign")
+			if got := streams(st); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			build(t, tc.s, tc.o) // and the whole plan verifies
+		})
+	}
+}
+
+func TestAssignCap(t *testing.T) {
+	s := loadGraph(t, "nasnetalarge")
+	full := build(t, s, Options{})
+	for _, cap := range []int{1, 2, 4, 8, 16} {
+		p := build(t, s, Options{MaxStreams: cap})
+		if p.Stats.Streams > cap {
+			t.Errorf("cap %d: %d streams", cap, p.Stats.Streams)
+		}
+		if p.Stats.IdealMakespanUS < full.Stats.CriticalPathUS-1e-9 {
+			t.Errorf("cap %d: ideal makespan %.1f below the critical path %.1f", cap, p.Stats.IdealMakespanUS, full.Stats.CriticalPathUS)
+		}
+		t.Logf("cap %2d: %s (%.0f%% of the critical-path bound)", cap, p.StatsLine(), 100*full.Stats.CriticalPathUS/p.Stats.IdealMakespanUS)
+	}
+	// The critical path stays on one stream.
+	st := upTo(t, s, Options{MaxStreams: 8}, "assign")
+	cp := st.criticalPath()
+	for _, v := range cp {
+		if st.stream[v] != st.stream[cp[0]] {
+			t.Fatalf("critical path split over streams %s and %s", st.names[st.stream[cp[0]]], st.names[st.stream[v]])
+		}
+	}
+}
+
+func TestSpecOptionsAreDefaults(t *testing.T) {
+	s := fanOutIn(6)
+	s.Options = dag.Options{Strategy: "round-robin", MaxStreams: 2}
+	if p := build(t, s, Options{MaxStreams: -1}); p.Strategy != "round-robin" || p.Stats.Streams != 2 {
+		t.Errorf("spec options: strategy %s, %d streams", p.Strategy, p.Stats.Streams)
+	}
+	if p := build(t, s, Options{Strategy: "default", MaxStreams: 0}); p.Strategy != "default" || p.Stats.Streams != 6 {
+		t.Errorf("overridden: strategy %s, %d streams", p.Strategy, p.Stats.Streams)
+	}
+}

@@ -1,0 +1,150 @@
+package planner
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+// upTo prepares s and runs the passes up to and including last, verifying
+// the plan (once one exists) before and after last: verify → pass → verify.
+func upTo(t testing.TB, s *dag.Spec, o Options, last string) *state {
+	t.Helper()
+	st, err := newState(s, o)
+	if err != nil {
+		t.Fatalf("newState: %v", err)
+	}
+	for _, ps := range passes {
+		if st.manual && ps.auto {
+			continue
+		}
+		if ps.name == last && st.plan != nil && !st.manual {
+			if err := Verify(st.plan); err != nil {
+				t.Fatalf("before pass %q: %v", last, err)
+			}
+		}
+		if err := st.run(ps); err != nil {
+			t.Fatal(err)
+		}
+		if ps.name == last {
+			if st.plan != nil && !st.manual {
+				if err := Verify(st.plan); err != nil {
+					t.Fatalf("after pass %q: %v", last, err)
+				}
+			}
+			return st
+		}
+	}
+	t.Fatalf("no pass %q", last)
+	return nil
+}
+
+func TestPassOrder(t *testing.T) {
+	at := map[string]int{}
+	for i, p := range passes {
+		if _, dup := at[p.name]; dup {
+			t.Errorf("pass %q listed twice", p.name)
+		}
+		at[p.name] = i
+	}
+	for _, c := range passOrder {
+		b, ok1 := at[c.before]
+		a, ok2 := at[c.after]
+		if !ok1 || !ok2 {
+			t.Errorf("constraint %s < %s names an unknown pass", c.before, c.after)
+			continue
+		}
+		if b >= a {
+			t.Errorf("pass %q must run before %q: %s", c.before, c.after, c.why)
+		}
+	}
+	if got := Passes(); !slices.Equal(got, []string{"reduce", "assign", "sync", "lifetimes", "stats"}) {
+		t.Errorf("Passes() = %v", got)
+	}
+}
+
+func TestPassPanicIsNamed(t *testing.T) {
+	saved := passes
+	defer func() { passes = saved }()
+	passes = slices.Clone(passes)
+	passes[1].fn = func(*state) error { panic("boom") }
+	_, err := Build(spec(stage("a", writes("x"))), Options{})
+	if err == nil || !strings.Contains(err.Error(), `pass "assign" panicked: boom`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	s := spec(stage("a", writes("x")))
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Strategy: "fastest"}, `unknown strategy "fastest"`},
+		{Options{DumpAfter: "frobnicate"}, `no such pass`},
+	} {
+		if _, err := Build(s, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want %q", tc.o, err, tc.want)
+		}
+	}
+	cyc := spec(stage("a", writes("x"), after("b")), stage("b", reads("x")))
+	if _, err := Build(cyc, Options{}); err == nil || !strings.Contains(err.Error(), "cycle through stages a, b") {
+		t.Errorf("cycle: err = %v", err)
+	}
+}
+
+func TestDumpAfter(t *testing.T) {
+	s := spec(stage("a", writes("x")), stage("b", reads("x")), stage("c", reads("x"), writes("y")), stage("d", reads("x", "y")))
+	for _, tc := range []struct{ pass, want string }{
+		{"reduce", "reduced edges: 3 of 4\na -> b\na -> c\nc -> d\n"},
+		{"assign", "a: s0\nb: s0\nc: s1\nd: s1\n"},
+		{"sync", "launch  b"},
+		{"stats", "streams=2 waits=1"},
+	} {
+		var buf bytes.Buffer
+		if _, err := Build(s, Options{DumpAfter: tc.pass, Dump: &buf}); err != nil {
+			t.Fatal(err)
+		}
+		if got := buf.String(); !strings.HasPrefix(got, `# after pass "`+tc.pass+`"`) || !strings.Contains(got, tc.want) {
+			t.Errorf("dump after %s:\n%s\nwant it to contain %q", tc.pass, got, tc.want)
+		}
+	}
+}
+
+// TestShuffleSeeds: plans made with shuffled independent stages all verify.
+func TestShuffleSeeds(t *testing.T) {
+	s := loadGraph(t, "inception_v3")
+	for seed := int64(1); seed <= 10; seed++ {
+		p := build(t, s, Options{ShuffleSeed: seed})
+		if p.Stats.Waits > p.Stats.LowerBoundWaits {
+			t.Errorf("seed %d: waits %d > lower bound %d", seed, p.Stats.Waits, p.Stats.LowerBoundWaits)
+		}
+	}
+}
+
+// TestDeterministic: planning twice gives identical bytes.
+func TestDeterministic(t *testing.T) {
+	s := loadGraph(t, "nasnetalarge")
+	for _, strat := range []string{"default", "naive", "round-robin", "single"} {
+		a, b := table(t, build(t, s, Options{Strategy: strat})), table(t, build(t, s, Options{Strategy: strat}))
+		if a != b {
+			t.Errorf("%s: two plans differ", strat)
+		}
+	}
+}
+
+// table renders p without its planning time.
+func table(t testing.TB, p *Plan) string {
+	var buf bytes.Buffer
+	q := *p
+	q.Stats.PlanningMS = 0
+	q.WriteTable(&buf)
+	var dot bytes.Buffer
+	if err := q.WriteDOT(&dot); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String() + dot.String()
+}
