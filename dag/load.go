@@ -258,7 +258,7 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 		name := k.Value
 		if !contains(known, name) {
 			hint := "known fields: " + strings.Join(known, ", ")
-			if s := suggest(name, known); s != "" {
+			if s := l.suggest(name, func() []string { return known }); s != "" {
 				hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
 			}
 			l.errorf(k, hint, "%s: unknown field %q", f.what, clip(name))
@@ -320,7 +320,7 @@ func (l *loader) oneOf(n *yaml.Node, what string, allowed []string) (string, boo
 	}
 	if !contains(allowed, v) {
 		hint := "use one of: " + strings.Join(allowed, ", ")
-		if s := suggest(v, allowed); s != "" {
+		if s := l.suggest(v, func() []string { return allowed }); s != "" {
 			hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
 		}
 		l.errorf(n, hint, "%s: unknown value %q", what, clip(v))
@@ -1097,20 +1097,29 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// suggest returns the candidate closest to s by edit distance, if close.
+// suggest is suggest, skipped once MaxErrors errors are known: past that
+// the hints are not shown, and on huge specs full of unknown names the
+// search would be quadratic.
+func (l *loader) suggest(s string, candidates func() []string) string {
+	if len(l.errs) >= MaxErrors {
+		return ""
+	}
+	return suggest(s, candidates())
+}
+
+// suggest returns the candidate closest to s by edit distance, if it is
+// close enough to be a likely typo, or "".
 func suggest(s string, candidates []string) string {
 	if len(s) > 64 {
 		return ""
 	}
 	best, bestD := "", 3
-	if len(s) <= 3 {
-		bestD = 2
-	}
 	for _, c := range candidates {
-		if len(c) > 64 {
+		if len(c) > 64 || c == s {
 			continue
 		}
-		if d := editDistance(s, c); d < bestD {
+		// Close means at most 2 edits, and fewer than half the length.
+		if d := editDistance(s, c); d < bestD && 2*d < max(len(s), len(c)) {
 			best, bestD = c, d
 		}
 	}

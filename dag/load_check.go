@@ -156,7 +156,7 @@ func (c *checker) checkKernel(i int) {
 	hint := "the PTX defines no .entry; compile the kernel with extern \"C\" __global__ and nvcc -ptx"
 	if len(entries) > 0 {
 		hint = "entries in the file: " + strings.Join(entries, ", ")
-		if s := suggest(k.Entry, entries); s != "" {
+		if s := c.suggest(k.Entry, func() []string { return entries }); s != "" {
 			hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
 		}
 	}
@@ -195,12 +195,15 @@ func (c *checker) checkStage(i int) {
 		case user:
 			c.checkUserKernel(st, src, what, &c.s.Kernels[k], resolved)
 		default:
-			names := append([]string(nil), Builtins...)
-			for _, k := range c.s.Kernels {
-				names = append(names, k.Name)
+			names := func() []string {
+				names := append([]string(nil), Builtins...)
+				for _, k := range c.s.Kernels {
+					names = append(names, k.Name)
+				}
+				return names
 			}
 			hint := "use a built-in (" + strings.Join(Builtins, ", ") + ") or declare it under kernels:"
-			if s := suggest(st.Kernel, names); s != "" {
+			if s := c.suggest(st.Kernel, names); s != "" {
 				hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
 			}
 			c.errorf(src.f.val["kernel"], hint, "%s: unknown kernel %q", what, st.Kernel)
@@ -230,12 +233,15 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 		bi, ok := c.bufs[a.Buffer]
 		if !ok {
 			all = false
-			names := make([]string, 0, len(c.s.Buffers))
-			for _, b := range c.s.Buffers {
-				names = append(names, b.Name)
+			names := func() []string {
+				names := make([]string, 0, len(c.s.Buffers))
+				for _, b := range c.s.Buffers {
+					names = append(names, b.Name)
+				}
+				return names
 			}
 			hint := "declare it under buffers: or fix the name"
-			if s := suggest(a.Buffer, names); s != "" {
+			if s := c.suggest(a.Buffer, names); s != "" {
 				hint = fmt.Sprintf("did you mean %q?", s)
 			}
 			c.errorf(as.n, hint, "%s: %s unknown buffer %q", what, field, a.Buffer)
@@ -525,8 +531,8 @@ func touches(st *StageSpec, name string) bool {
 	return false
 }
 
-// checkRefs checks the after or waits list of stage i: each name must be a
-// stage declared before stage i, listed once.
+// checkRefs checks the after or waits list of stage i: each name must be
+// another stage, listed once; after must name a stage declared before i.
 func (c *checker) checkRefs(i int, names []string, nodes []*yaml.Node, what, field string) {
 	self := c.s.Stages[i].Name
 	seen := map[string]bool{}
@@ -535,12 +541,15 @@ func (c *checker) checkRefs(i int, names []string, nodes []*yaml.Node, what, fie
 		k, ok := c.stages[name]
 		switch {
 		case !ok:
-			stageNames := make([]string, 0, len(c.s.Stages))
-			for _, st := range c.s.Stages {
-				stageNames = append(stageNames, st.Name)
+			stageNames := func() []string {
+				names := make([]string, 0, len(c.s.Stages))
+				for _, st := range c.s.Stages {
+					names = append(names, st.Name)
+				}
+				return names
 			}
 			hint := "name a stage declared before this one"
-			if s := suggest(name, stageNames); s != "" {
+			if s := c.suggest(name, stageNames); s != "" {
 				hint = fmt.Sprintf("did you mean %q?", s)
 			}
 			c.errorf(n, hint, "%s: %s names unknown stage %q", what, field, name)
@@ -548,14 +557,14 @@ func (c *checker) checkRefs(i int, names []string, nodes []*yaml.Node, what, fie
 			c.errorf(n, "remove it", "%s: %s names the stage itself", what, field)
 		case seen[name]:
 			c.errorf(n, "list each stage once", "%s: %s lists %s twice", what, field, name)
-		case k > i:
-			if field == "after" {
-				// Reported in checkAfterCycles, as a cycle or on its own.
-				c.forward = append(c.forward, afterEdge{from: k, to: i, n: n})
-			} else {
-				c.errorf(n, fmt.Sprintf("a wait names an earlier stage, whose completion is recorded when it is issued; declare %s before %s", name, self), "%s: waits names %s, which is declared later", what, name)
-			}
+		case k > i && field == "after":
+			// Reported in checkAfterCycles, as a cycle or on its own.
+			c.forward = append(c.forward, afterEdge{from: k, to: i, n: n})
 		}
+		// A wait on a later-declared stage is allowed: it is issued before
+		// the record it names and so waits for nothing (CUDA's
+		// wait-before-record mistake). That is a synchronization bug in a
+		// hand-written schedule, which `dagrun check` reports as a race.
 		seen[name] = true
 	}
 }

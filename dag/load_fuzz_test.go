@@ -78,9 +78,14 @@ func checkLoaded(t *testing.T, s *Spec) {
 				}
 			}
 		}
-		for _, name := range append(append([]string(nil), st.After...), st.Waits...) {
+		for _, name := range st.After {
 			if j, ok := stages[name]; !ok || j >= i {
-				t.Fatalf("stage %s: after/waits %s is not an earlier stage", st.Name, name)
+				t.Fatalf("stage %s: after %s is not an earlier stage", st.Name, name)
+			}
+		}
+		for _, name := range st.Waits {
+			if name == st.Name || s.StageIndex(name) < 0 {
+				t.Fatalf("stage %s: waits %s is not another stage", st.Name, name)
 			}
 		}
 		if s.Sync == SyncManual && st.Stream == "" {
