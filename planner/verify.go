@@ -183,13 +183,25 @@ type verifier struct {
 	vecs []int32
 
 	acc      []verifyAccess
+	bufName  []string // per buffer index
+	bufBase  []int64  // per buffer index: the space offset of its byte 0
+	bufSpace []int32  // per buffer index: its address space
 	spaces   []verifySpace
-	shadow   [][]int32 // per access: accesses it superseded (all happen-before it)
-	checked  []int32   // per access: the access it was last checked against
-	shadowed []int32   // per access: the access whose shadow it last joined
-	joined   []int32   // per access: the access last added to its shadow
+	checked  []int32 // per access: the access it was last checked against
+	shadowed []int32 // per access: the access whose shadow it last joined
+	joined   []int32 // per access: the access last added to its shadow
 	raceIdx  map[[3]int32]int
 	races    []Race
+
+	// Shadows: per access, a list of the accesses it superseded (all
+	// happen-before it), as linked nodes: shadow[a] is the first node or -1.
+	shadow []int32
+	links  []verifyLink
+
+	// pool and slab hand out frontier storage in chunks.
+	pool       []int32
+	slab       []verifyState
+	tmpW, tmpR []int32
 
 	truncated bool
 }
@@ -199,13 +211,14 @@ type verifier struct {
 // share an arena share one space, so that accesses to different buffers
 // overlapping in the arena conflict too.
 type verifyAccess struct {
+	lo, hi int64 // [lo, hi) in the space
 	stage  int32
-	write  bool
 	space  int32
-	lo, hi int64  // [lo, hi) in the space
-	delta  int64  // lo − the access's offset in its buffer
-	buffer string // for messages
+	buf    int32 // index into verifier.bufName
+	write  bool
 }
+
+type verifyLink struct{ acc, next int32 }
 
 // verifySpace is one address space and its frontier, per elementary segment
 // [bounds[k], bounds[k+1]).
@@ -225,48 +238,77 @@ type verifyState struct {
 // space offset of the buffer's byte 0. Today every buffer is its own space;
 // issue 5 maps arena buffers to one space at their arena offset.
 func verifyAddress(p *Plan, buffer string) (key string, base int64) {
-	return "buffer:" + buffer, 0
+	return buffer, 0
 }
 
 // accesses collects every access in declaration order (per stage: reads,
 // then writes) and builds the address spaces' segments.
 func (v *verifier) accesses() error {
 	p := v.p
+	n := 0
+	for i := range p.Stages {
+		n += len(p.Stages[i].Reads) + len(p.Stages[i].Writes)
+	}
 	spaceOf := map[string]int32{}
+	bufOf := make(map[string]int32, max(len(p.Buffers), n/8))
+	v.acc = make([]verifyAccess, 0, n)
+	var count []int32 // per space: bounds
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		for k, list := range [2][]Access{st.Reads, st.Writes} {
-			verb := [2]string{"reads", "writes"}[k]
 			for _, a := range list {
 				if a.Offset < 0 || a.Bytes <= 0 {
+					verb := [2]string{"reads", "writes"}[k]
 					return fmt.Errorf("plan: stage %s %s %s[%d:%d]: want offset ≥ 0 and bytes > 0", st.Name, verb, a.Buffer, a.Offset, a.Offset+a.Bytes)
 				}
-				key, base := verifyAddress(p, a.Buffer)
-				sp, ok := spaceOf[key]
+				b, ok := bufOf[a.Buffer]
 				if !ok {
-					sp = int32(len(v.spaces))
-					spaceOf[key] = sp
-					v.spaces = append(v.spaces, verifySpace{})
+					key, base := verifyAddress(p, a.Buffer)
+					b = int32(len(v.bufName))
+					bufOf[a.Buffer] = b
+					v.bufName = append(v.bufName, a.Buffer)
+					v.bufBase = append(v.bufBase, base)
+					sp, ok := spaceOf[key]
+					if !ok {
+						sp = int32(len(count))
+						spaceOf[key] = sp
+						count = append(count, 0)
+					}
+					v.bufSpace = append(v.bufSpace, sp)
 				}
-				lo := base + a.Offset
-				v.acc = append(v.acc, verifyAccess{stage: int32(i), write: k == 1, space: sp, lo: lo, hi: lo + a.Bytes, delta: base, buffer: a.Buffer})
-				v.spaces[sp].bounds = append(v.spaces[sp].bounds, lo, lo+a.Bytes)
+				sp := v.bufSpace[b]
+				lo := v.bufBase[b] + a.Offset
+				v.acc = append(v.acc, verifyAccess{stage: int32(i), write: k == 1, space: sp, buf: b, lo: lo, hi: lo + a.Bytes})
+				count[sp] += 2
 			}
 		}
 	}
+	// Each space's segment bounds: the sorted distinct ends of its accesses,
+	// carved from one array.
+	bounds := make([]int64, 2*n)
+	v.spaces = make([]verifySpace, len(count))
+	at := 0
+	for sp, c := range count {
+		v.spaces[sp].bounds = bounds[at : at : at+int(c)]
+		at += int(c)
+	}
+	for _, a := range v.acc {
+		s := &v.spaces[a.space]
+		s.bounds = append(s.bounds, a.lo, a.hi)
+	}
+	states := make([]*verifyState, 2*n)
 	for k := range v.spaces {
 		s := &v.spaces[k]
 		slices.Sort(s.bounds)
 		s.bounds = slices.Compact(s.bounds)
-		s.states = make([]*verifyState, len(s.bounds)-1)
+		s.states, states = states[:len(s.bounds)-1:len(s.bounds)-1], states[len(s.bounds):]
 	}
-	n := len(v.acc)
-	v.shadow = make([][]int32, n)
-	v.checked = make([]int32, 3*n)
+	v.checked = make([]int32, 4*n)
 	for k := range v.checked {
 		v.checked[k] = -1
 	}
-	v.checked, v.shadowed, v.joined = v.checked[:n], v.checked[n:2*n], v.checked[2*n:]
+	v.checked, v.shadowed, v.joined, v.shadow = v.checked[:n], v.checked[n:2*n], v.checked[2*n:3*n], v.checked[3*n:]
+	v.links = make([]verifyLink, 0, n)
 	v.raceIdx = map[[3]int32]int{}
 	return nil
 }
@@ -287,17 +329,21 @@ func (v *verifier) clocks() {
 	v.opRow = make([]int32, nops)
 	v.opCaptured = make([]int32, nops)
 	v.launchOp = make([]int32, len(p.Stages))
+	waits := 0
 	for s := range p.Streams {
 		for j, o := range p.Streams[s].Ops {
 			g := v.opBase[s] + int32(j)
 			v.opStream[g], v.opIndex[g], v.opCaptured[g] = int32(s), int32(j), -1
-			if o.Kind == OpLaunch {
+			switch o.Kind {
+			case OpLaunch:
 				v.launchOp[o.Stage] = g
+			case OpWait:
+				waits++
 			}
 		}
 	}
-	v.vecs = make([]int32, S) // row 0: nothing happens-before
-	cur := make([]int32, S)   // every stream starts on row 0
+	v.vecs = make([]int32, S, S*min(waits+1, 1<<16)) // row 0: nothing happens-before
+	cur := make([]int32, S)                          // every stream starts on row 0
 	last := make([]int32, p.Events)
 	for e := range last {
 		last[e] = -1
@@ -398,48 +444,85 @@ func (v *verifier) step(st *verifyState, d int32) *verifyState {
 		}
 	}
 	if ad.write {
-		ns := &verifyState{w: []int32{d}}
+		w, r := append(v.tmpW[:0], d), v.tmpR[:0]
 		if st != nil {
 			for _, a := range st.w {
 				if v.accHB(a, d) {
 					v.supersede(d, a)
 				} else {
-					ns.w = append(ns.w, a)
+					w = append(w, a)
 				}
 			}
 			for _, a := range st.r {
 				if v.accHB(a, d) {
 					v.supersede(d, a)
 				} else {
-					ns.r = append(ns.r, a)
+					r = append(r, a)
 				}
 			}
 		}
-		return ns
+		v.tmpW, v.tmpR = w, r
+		return v.state(w, r)
 	}
-	ns := &verifyState{}
+	var w, r []int32
 	if st != nil {
-		ns.w = st.w
-		ns.r = slices.Clone(st.r)
+		w, r = st.w, st.r
 	}
-	sd := v.opStream[v.launchOp[ad.stage]]
-	pd := v.opIndex[v.launchOp[ad.stage]]
-	for k, a := range ns.r {
+	ld := v.launchOp[ad.stage]
+	sd, pd := v.opStream[ld], v.opIndex[ld]
+	for k, a := range r {
 		la := v.launchOp[v.acc[a].stage]
 		if v.opStream[la] != sd {
 			continue
 		}
-		if v.opIndex[la] < pd {
-			ns.r[k] = d
-			v.supersede(d, a)
-		} else if v.joined[a] != d { // d is before a on their stream
-			v.joined[a] = d
-			v.shadow[a] = append(v.shadow[a], d)
+		if v.opIndex[la] >= pd { // d is before a (or of a's stage) on their stream
+			if v.joined[a] != d {
+				v.joined[a] = d
+				v.link(a, d)
+			}
+			return st
 		}
-		return ns
+		v.supersede(d, a)
+		nr := append(v.tmpR[:0], r...)
+		nr[k] = d
+		v.tmpR = nr
+		return v.state(w, nr)
 	}
-	ns.r = append(ns.r, d)
-	return ns
+	nr := append(append(v.tmpR[:0], r...), d)
+	v.tmpR = nr
+	return v.state(w, nr)
+}
+
+// state returns a new frontier holding copies of w and r (w is shared as
+// is when it is the pool's already).
+func (v *verifier) state(w, r []int32) *verifyState {
+	if len(v.slab) == 0 {
+		v.slab = make([]verifyState, 1024)
+	}
+	st := &v.slab[0]
+	v.slab = v.slab[1:]
+	st.w, st.r = v.ints(w), v.ints(r)
+	return st
+}
+
+// ints copies x into the pool.
+func (v *verifier) ints(x []int32) []int32 {
+	if len(x) == 0 {
+		return nil
+	}
+	if len(v.pool) < len(x) {
+		v.pool = make([]int32, max(1<<14, len(x)))
+	}
+	out := v.pool[:len(x):len(x)]
+	v.pool = v.pool[len(x):]
+	copy(out, x)
+	return out
+}
+
+// link adds b to a's shadow.
+func (v *verifier) link(a, b int32) {
+	v.links = append(v.links, verifyLink{acc: b, next: v.shadow[a]})
+	v.shadow[a] = int32(len(v.links) - 1)
 }
 
 // supersede moves a, which happens-before d, into d's shadow.
@@ -448,7 +531,7 @@ func (v *verifier) supersede(d, a int32) {
 		return
 	}
 	v.shadowed[a] = d
-	v.shadow[d] = append(v.shadow[d], a)
+	v.link(d, a)
 }
 
 // check tests frontier access a against d (a conflicting pair of different
@@ -467,7 +550,8 @@ func (v *verifier) check(a, d int32) {
 	for len(stack) > 0 {
 		x := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		for _, b := range v.shadow[x] {
+		for l := v.shadow[x]; l >= 0; l = v.links[l].next {
+			b := v.links[l].acc
 			if v.checked[b] == d {
 				continue
 			}
@@ -500,7 +584,8 @@ func (v *verifier) report(a, d int32) {
 	case x.write:
 		kind = RaceRAW
 	}
-	lo, hi := max(x.lo, y.lo)-x.delta, min(x.hi, y.hi)-x.delta
+	base := v.bufBase[x.buf]
+	lo, hi := max(x.lo, y.lo)-base, min(x.hi, y.hi)-base
 	key := [3]int32{x.stage, y.stage, x.space}
 	if k, ok := v.raceIdx[key]; ok {
 		r := &v.races[k]
@@ -519,7 +604,7 @@ func (v *verifier) report(a, d int32) {
 		First: i, Second: j,
 		FirstName: p.Stages[i].Name, SecondName: p.Stages[j].Name,
 		FirstStream: p.Stages[i].Stream, SecondStream: p.Stages[j].Stream,
-		Buffer: x.buffer, Offset: lo, Bytes: hi - lo,
+		Buffer: v.bufName[x.buf], Offset: lo, Bytes: hi - lo,
 		Kind:     kind,
 		Reversed: v.stageHB(y.stage, x.stage),
 	})
