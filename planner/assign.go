@@ -76,59 +76,78 @@ func (st *state) pins() ([]int32, []string) {
 // earliest. If pins leave no stream free, the other chains join the
 // critical chain's stream.
 func (st *state) pathCover(pin, grp []int32, P int32) {
-	n := st.n
-	m := newMatcher(n, st.red)
-	hasPins := P > 0
-	if hasPins {
-		m.ok = func(u, v int32) bool { return pin[u] < 0 || pin[v] < 0 || pin[u] == pin[v] }
-		last := make([]int32, P)
-		for i := range last {
-			last[i] = -1
-		}
-		for _, v := range st.topo {
-			p := pin[v]
-			if p < 0 {
-				continue
-			}
-			if u := last[p]; u >= 0 && m.matchL[u] < 0 && m.matchR[v] < 0 && slices.Contains(st.red.row(int(u)), v) {
-				m.matchL[u], m.matchR[v] = v, u
-			}
-			last[p] = v
-		}
-	}
-	capped := false
-	if st.maxStr > 0 {
-		// Would the uncapped cover exceed the cap? Compute it first (cheap
-		// next to planning) so uncapped plans stay optimal.
-		m0 := newMatcher(n, st.red)
-		size := m0.match(st.topo)
-		if !hasPins {
-			st.matching = size
-		}
-		if n-size > st.maxStr {
-			capped = true
-			m.fixed = make([]bool, n)
-			cp := st.criticalPath()
-			for i := 0; i+1 < len(cp); i++ {
-				u, v := cp[i], cp[i+1]
-				if !m.allowed(u, v) || !slices.Contains(st.red.row(int(u)), v) {
-					continue
-				}
-				if w := m.matchL[u]; w >= 0 { // undo a pin pre-match
-					m.matchR[w] = -1
-				}
-				if w := m.matchR[v]; w >= 0 {
-					m.matchL[w] = -1
-				}
-				m.matchL[u], m.matchR[v] = v, u
-				m.fixed[u] = true
-			}
-		}
-	}
+	m := st.pinMatcher(pin, P)
 	size := m.match(st.topo)
-	if !hasPins && !capped {
+	if P == 0 {
 		st.matching = size
 	}
+	st.chains(m, pin, grp, P)
+	if st.maxStr <= 0 || countGroups(grp) <= st.maxStr {
+		return
+	}
+	// Over the cap: force the critical path into one chain, then fold.
+	m = st.pinMatcher(pin, P)
+	m.fixed = make([]bool, st.n)
+	cp := st.criticalPath()
+	for i := 0; i+1 < len(cp); i++ {
+		u, v := cp[i], cp[i+1]
+		if !m.allowed(u, v) || !slices.Contains(st.red.row(int(u)), v) {
+			continue
+		}
+		if w := m.matchL[u]; w >= 0 { // undo a pin pre-match
+			m.matchR[w] = -1
+		}
+		if w := m.matchR[v]; w >= 0 {
+			m.matchL[w] = -1
+		}
+		m.matchL[u], m.matchR[v] = v, u
+		m.fixed[u] = true
+	}
+	m.match(st.topo)
+	st.chains(m, pin, grp, P)
+	st.fold(grp, P)
+}
+
+func countGroups(grp []int32) int {
+	seen := map[int32]bool{}
+	for _, g := range grp {
+		seen[g] = true
+	}
+	return len(seen)
+}
+
+// pinMatcher returns a matcher on the reduced graph that forbids edges
+// between different pins and starts with consecutive stages of each pin
+// matched where a reduced edge joins them.
+func (st *state) pinMatcher(pin []int32, P int32) *matcher {
+	m := newMatcher(st.n, st.red)
+	if P == 0 {
+		return m
+	}
+	m.ok = func(u, v int32) bool { return pin[u] < 0 || pin[v] < 0 || pin[u] == pin[v] }
+	last := make([]int32, P)
+	for i := range last {
+		last[i] = -1
+	}
+	for _, v := range st.topo {
+		p := pin[v]
+		if p < 0 {
+			continue
+		}
+		if u := last[p]; u >= 0 && m.matchL[u] < 0 && m.matchR[v] < 0 && slices.Contains(st.red.row(int(u)), v) {
+			m.matchL[u], m.matchR[v] = v, u
+		}
+		last[p] = v
+	}
+	return m
+}
+
+// chains sets grp from the matching's chains: a chain meeting two pins is
+// cut before the first stage of the second; pinned chains take their pin's
+// group (0..P-1), free chains a group of their own.
+func (st *state) chains(m *matcher, pin, grp []int32, P int32) {
+	n := st.n
+	hasPins := P > 0
 	// Walk chains from their heads in topological order, cutting at pin changes.
 	chain := make([]int32, n)
 	chainPin := []int32{}
@@ -186,10 +205,6 @@ func (st *state) pathCover(pin, grp []int32, P int32) {
 			grp[v] = P + chain[v]
 		}
 	}
-	if !capped {
-		return
-	}
-	st.fold(grp, P)
 }
 
 // fold merges free groups onto at most st.maxStr streams (see pathCover).

@@ -137,7 +137,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 // table renders p without its planning time.
-func table(t testing.TB, p *Plan) string {
+func table(t interface{ Fatal(...any) }, p *Plan) string {
 	var buf bytes.Buffer
 	q := *p
 	q.Stats.PlanningMS = 0

@@ -1,0 +1,175 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+	"pgregory.net/rapid"
+)
+
+// genSpec draws a random spec: stages reading and writing byte ranges of a
+// few buffers, with durations, optionally after: edges and stream pins.
+func genSpec(t *rapid.T, withAfter, withPins bool) *dag.Spec {
+	nb := rapid.IntRange(1, 5).Draw(t, "buffers")
+	s := &dag.Spec{Name: "prop", Sync: dag.SyncAuto}
+	for b := 0; b < nb; b++ {
+		s.Buffers = append(s.Buffers, dag.BufferSpec{Name: fmt.Sprintf("b%d", b), Bytes: 64})
+	}
+	acc := func(label string) dag.Access {
+		b := rapid.IntRange(0, nb-1).Draw(t, label+"buf")
+		if rapid.Bool().Draw(t, label+"whole") {
+			return dag.Access{Buffer: s.Buffers[b].Name, Bytes: 64}
+		}
+		lo := rapid.IntRange(0, 15).Draw(t, label+"lo")
+		hi := rapid.IntRange(lo+1, 16).Draw(t, label+"hi")
+		return dag.Access{Buffer: s.Buffers[b].Name, Offset: int64(4 * lo), Bytes: int64(4 * (hi - lo))}
+	}
+	n := rapid.IntRange(1, 40).Draw(t, "stages")
+	for i := 0; i < n; i++ {
+		st := dag.StageSpec{Name: fmt.Sprintf("st%d", i), Kernel: dag.BuiltinMix,
+			DurationUS: float64(rapid.IntRange(0, 9).Draw(t, "dur"))}
+		for k := rapid.IntRange(0, 2).Draw(t, "nreads"); k > 0; k-- {
+			st.Reads = append(st.Reads, acc("r"))
+		}
+		for k := rapid.IntRange(0, 2).Draw(t, "nwrites"); k > 0; k-- {
+			st.Writes = append(st.Writes, acc("w"))
+		}
+		if withAfter && i > 0 && rapid.IntRange(0, 4).Draw(t, "after?") == 0 {
+			st.After = []string{fmt.Sprintf("st%d", rapid.IntRange(0, i-1).Draw(t, "after"))}
+		}
+		if withPins && rapid.IntRange(0, 3).Draw(t, "pin?") == 0 {
+			st.Stream = fmt.Sprintf("p%d", rapid.IntRange(0, 2).Draw(t, "pin"))
+		}
+		s.Stages = append(s.Stages, st)
+	}
+	return s
+}
+
+// describe lists a spec's stages, one a line.
+func describe(s *dag.Spec) string {
+	var b strings.Builder
+	for _, st := range s.Stages {
+		fmt.Fprintf(&b, "%s r=%v w=%v after=%v stream=%q dur=%v\n", st.Name, st.Reads, st.Writes, st.After, st.Stream, st.DurationUS)
+	}
+	return b.String()
+}
+
+func mustBuild(t *rapid.T, s *dag.Spec, o Options) *Plan {
+	o.Check = true
+	p, err := Build(s, o)
+	if err != nil {
+		t.Fatalf("Build(%+v): %v", o, err)
+	}
+	if err := Verify(p); err != nil {
+		t.Fatalf("Verify(%+v): %v", o, err)
+	}
+	return p
+}
+
+// Every plan of every strategy, cap and shuffle validates and verifies.
+func TestPropertyPlansVerify(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSpec(t, true, rapid.Bool().Draw(t, "pins"))
+		o := Options{
+			Strategy:    rapid.SampledFrom([]string{"default", "naive", "round-robin", "single"}).Draw(t, "strategy"),
+			MaxStreams:  rapid.IntRange(0, 5).Draw(t, "max"),
+			ShuffleSeed: rapid.Int64Range(0, 3).Draw(t, "shuffle"),
+		}
+		p := mustBuild(t, s, o)
+		if o.MaxStreams > 0 && len(p.Streams) > o.MaxStreams {
+			pinned := map[string]bool{}
+			for _, st := range s.Stages {
+				if st.Stream != "" {
+					pinned[st.Stream] = true
+				}
+			}
+			if len(pinned) < o.MaxStreams {
+				var b strings.Builder
+				p.WriteTable(&b)
+				t.Fatalf("%d streams over the cap %d (pins: %d)\n%s\n%s", len(p.Streams), o.MaxStreams, len(pinned), describe(s), b.String())
+			}
+		}
+		if p.Stats.IdealMakespanUS < p.Stats.CriticalPathUS-1e-9 {
+			t.Fatalf("ideal makespan %v below the critical path %v", p.Stats.IdealMakespanUS, p.Stats.CriticalPathUS)
+		}
+	})
+}
+
+// Uncapped, unpinned default plans meet Nimble's bound and the critical
+// path, and need no more waits than the naive baseline.
+func TestPropertyDefaultOptimal(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSpec(t, true, false)
+		seed := rapid.Int64Range(0, 3).Draw(t, "shuffle")
+		p := mustBuild(t, s, Options{ShuffleSeed: seed})
+		naive := mustBuild(t, s, Options{Strategy: "naive", ShuffleSeed: seed})
+		st := p.Stats
+		if st.Waits > st.LowerBoundWaits {
+			t.Fatalf("waits %d > lower bound %d", st.Waits, st.LowerBoundWaits)
+		}
+		if math.Abs(st.IdealMakespanUS-st.CriticalPathUS) > 1e-9 {
+			t.Fatalf("ideal makespan %v ≠ critical path %v", st.IdealMakespanUS, st.CriticalPathUS)
+		}
+		if st.Waits > naive.Stats.Waits {
+			t.Fatalf("waits %d > naive's %d", st.Waits, naive.Stats.Waits)
+		}
+		if naive.Stats.Waits != st.CrossStreamEdges {
+			t.Fatalf("naive waits %d ≠ cross-stream edges %d", naive.Stats.Waits, st.CrossStreamEdges)
+		}
+	})
+}
+
+// Every wait of a plan is needed: without it, Verify finds a race. (After
+// edges are left out: they order stages without a data conflict, so the
+// verifier cannot see them.)
+func TestPropertyEveryWaitNeeded(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSpec(t, false, rapid.Bool().Draw(t, "pins"))
+		strategy := rapid.SampledFrom([]string{"default", "round-robin"}).Draw(t, "strategy")
+		p := mustBuild(t, s, Options{Strategy: strategy, MaxStreams: rapid.IntRange(0, 3).Draw(t, "max")})
+		for s2, str := range p.Streams {
+			for j, o := range str.Ops {
+				if o.Kind != OpWait {
+					continue
+				}
+				if err := Verify(dropOp(p, s2, j)); err == nil {
+					t.Fatalf("plan still verifies without the wait on e%d (stream %s op %d)", o.Event, str.Name, j)
+				}
+			}
+		}
+	})
+}
+
+// dropOp returns a copy of p without op j of stream s.
+func dropOp(p *Plan, s, j int) *Plan {
+	q := *p
+	q.Streams = slices.Clone(p.Streams)
+	q.Streams[s].Ops = slices.Delete(slices.Clone(p.Streams[s].Ops), j, j+1)
+	q.IssueOrder = nil
+	for _, so := range p.IssueOrder {
+		switch {
+		case so[0] == s && so[1] == j:
+			continue
+		case so[0] == s && so[1] > j:
+			so[1]--
+		}
+		q.IssueOrder = append(q.IssueOrder, so)
+	}
+	return &q
+}
+
+// Plans are byte-stable: planning twice gives the same table and DOT.
+func TestPropertyStable(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSpec(t, true, true)
+		a := mustBuild(t, s, Options{})
+		b := mustBuild(t, s, Options{})
+		if table(t, a) != table(t, b) {
+			t.Fatal("two plans of one spec differ")
+		}
+	})
+}
