@@ -53,8 +53,9 @@ type Result struct {
 // destroys or frees everything it created, also on errors.
 //
 // Errors from the backend name the op, stage and stream. When the backend's
-// race detector reports races, Run still reads the outputs and returns the
-// Result together with the *RaceError (use errors.As). Run checks ctx between
+// final Synchronize returns only a *RaceError, Run still reads the outputs
+// and returns the Result together with that *RaceError; other errors (from
+// which errors.As may still extract a *RaceError) come with a nil Result. Run checks ctx between
 // iterations. Buffers with copies > 1 (rings, issue 6) are run with one copy
 // for a single iteration and rejected for more.
 func Run(ctx context.Context, p *planner.Plan, b Backend, o Options) (res *Result, err error) {
@@ -98,8 +99,8 @@ func Run(ctx context.Context, p *planner.Plan, b Backend, o Options) (res *Resul
 	syncErr := b.Synchronize()
 	r.issued = false
 	res.Wall = time.Since(start)
-	var race *RaceError
-	if syncErr != nil && !errors.As(syncErr, &race) {
+	if _, race := syncErr.(*RaceError); syncErr != nil && !race {
+		// A fault (possibly joined with a race report) fails the run.
 		return nil, fmt.Errorf("executor: %s: synchronize: %w", b.Name(), syncErr)
 	}
 	res.Launches, res.Waits, res.Records = r.counts(iters)

@@ -287,6 +287,9 @@ func (b *Backend) Synchronize() error {
 		buf.shadow.reset()
 	}
 	b.mu.Unlock()
+	if len(errs) == 1 {
+		return errs[0] // a lone *executor.RaceError keeps its type
+	}
 	return errors.Join(errs...)
 }
 

@@ -1,0 +1,259 @@
+package executor_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/executor/backendtest"
+	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/planner"
+)
+
+func TestRandomBytesContract(t *testing.T) {
+	// Pinned: other backends and tools must produce the same bytes.
+	if got := fmt.Sprintf("%x", executor.RandomBytes(1, 20)); got != "6304e117ca175df29554f0825fbee55f6d62b624" {
+		t.Errorf("RandomBytes(1, 20) = %s", got)
+	}
+	long := executor.RandomBytes(42, 1000)
+	for _, n := range []int64{0, 1, 7, 8, 9, 999} {
+		if got := executor.RandomBytes(42, n); !bytes.Equal(got, long[:n]) {
+			t.Errorf("RandomBytes(42, %d) is not a prefix of RandomBytes(42, 1000)", n)
+		}
+	}
+	if bytes.Equal(executor.RandomBytes(1, 64), executor.RandomBytes(2, 64)) {
+		t.Error("seeds 1 and 2 give the same bytes")
+	}
+}
+
+func TestChecksumContract(t *testing.T) {
+	// FNV-1a 64: the offset basis for no data, and the published value for "a".
+	for in, want := range map[string]string{"": "cbf29ce484222325", "a": "af63dc4c8601ec8c"} {
+		if got := executor.Checksum([]byte(in)); got != want {
+			t.Errorf("Checksum(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestInitialContentsErrors(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "short"), []byte("abc"), 0o644)
+	for _, c := range []struct {
+		b    planner.Buffer
+		want string
+	}{
+		{planner.Buffer{Name: "f", Bytes: 8, Init: dag.InitFile, InitPath: "short"}, "has 3 bytes, the buffer has 8"},
+		{planner.Buffer{Name: "f", Bytes: 8, Init: dag.InitFile, InitPath: "missing"}, "buffer f: init file"},
+		{planner.Buffer{Name: "k", Bytes: 8, Init: "ones"}, `unknown init kind "ones"`},
+	} {
+		_, err := executor.InitialContents(dir, c.b)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want one containing %q", c.b, err, c.want)
+		}
+	}
+}
+
+// plan2 is a synchronized two-stream plan: fill x, then scale x into y.
+func plan2() *backendtest.Builder {
+	p := backendtest.NewBuilder(2)
+	p.Buffer(planner.Buffer{Name: "x", Bytes: 64})
+	p.Buffer(planner.Buffer{Name: "y", Bytes: 64, Role: dag.RoleOutput})
+	p.Launch(0, planner.Stage{Name: "fill", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.0}, Writes: p.All("x")})
+	p.Record(0, 0)
+	p.Wait(1, 0)
+	p.Launch(1, planner.Stage{Name: "bad", Kernel: dag.BuiltinScale, Args: map[string]any{"a": 2.0}, Reads: p.All("x"), Writes: p.All("y")})
+	return p
+}
+
+func TestRunRejectsBadPlans(t *testing.T) {
+	cases := map[string]struct {
+		edit func(p *planner.Plan)
+		want string
+	}{
+		"invalid":        {func(p *planner.Plan) { p.IssueOrder = p.IssueOrder[1:] }, "issue_order has 3 ops"},
+		"unknown buffer": {func(p *planner.Plan) { p.Stages[1].Reads[0].Buffer = "nope" }, `stage bad reads unknown buffer "nope"`},
+		"out of range":   {func(p *planner.Plan) { p.Stages[1].Writes[0].Offset = 8 }, "stage bad writes y[8:72], outside the buffer's 64 bytes"},
+		"unknown kernel": {func(p *planner.Plan) { p.Stages[1].Kernel = "gemm" }, `kernel "gemm" is neither a built-in nor one of the plan's kernels`},
+		"builtin shape":  {func(p *planner.Plan) { p.Stages[1].Reads = nil }, "stage bad: scale: needs 1 read(s) and 1 write(s), has 0 and 1"},
+		"unaligned":      {func(p *planner.Plan) { p.Stages[0].Writes[0].Bytes = 6 }, "must be 4-byte aligned"},
+		"missing arg":    {func(p *planner.Plan) { p.Stages[1].Args = nil }, "stage bad: needs arg a"},
+		"ring":           {func(p *planner.Plan) { p.Buffers[0].Copies = 2 }, "copies: 2"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := plan2().Plan()
+			c.edit(p)
+			b := sim.New(sim.Options{})
+			_, err := executor.Run(context.Background(), p, b, executor.Options{Iterations: 2})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one containing %q", err, c.want)
+			}
+			if s, e, bufs := b.Live(); s+e+bufs != 0 {
+				t.Errorf("a rejected plan left %d streams, %d events, %d buffers", s, e, bufs)
+			}
+			if err := b.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// failing fails the launch of one stage.
+type failing struct {
+	executor.Backend
+	stage string
+}
+
+func (f failing) Launch(s executor.Stream, l *executor.LaunchDesc) error {
+	if l.Name == f.stage {
+		return errors.New("out of resources")
+	}
+	return f.Backend.Launch(s, l)
+}
+
+func TestLaunchErrorNamesStageAndStream(t *testing.T) {
+	b := sim.New(sim.Options{})
+	_, err := executor.Run(context.Background(), plan2().Plan(), failing{b, "bad"}, executor.Options{Iterations: 3})
+	want := "executor: sim: iteration 1: launch stage bad (kernel scale) on stream 1 (s1): out of resources"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("Run did not release after a failed launch: %v", err)
+	}
+}
+
+func TestContextCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b := sim.New(sim.Options{})
+	_, err := executor.Run(ctx, plan2().Plan(), b, executor.Options{})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v, want context.Canceled", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCountsAndSyncEach(t *testing.T) {
+	for _, syncEach := range []bool{false, true} {
+		b := sim.New(sim.Options{})
+		res, err := executor.Run(context.Background(), plan2().Plan(), b, executor.Options{Iterations: 3, SyncEach: syncEach})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Per iteration 2 launches, 1 record, 1 wait; per barrier (2 of them)
+		// 2 records and 2 waits.
+		if res.Launches != 6 || res.Records != 3+4 || res.Waits != 3+4 {
+			t.Errorf("sync each %v: %d launches, %d records, %d waits; want 6, 7, 7", syncEach, res.Launches, res.Records, res.Waits)
+		}
+		if len(res.Outputs) != 1 || res.Outputs[0].Name != "y" || res.Wall <= 0 {
+			t.Errorf("outputs %+v, wall %v", res.Outputs, res.Wall)
+		}
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestBarrierOrdersIterations: without the barrier, iteration 2's fill on
+// stream 0 would race iteration 1's scale on stream 1 (write after read).
+func TestBarrierOrdersIterations(t *testing.T) {
+	for seed := range int64(10) {
+		b := sim.New(sim.Options{Seed: seed})
+		if _, err := executor.Run(context.Background(), plan2().Plan(), b, executor.Options{Iterations: 5}); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		b.Close()
+	}
+}
+
+// nop is a Backend that does nothing: it measures the executor alone.
+type nop struct{ sizes map[int]int64 }
+
+type nopHandle int
+
+func (n *nop) Name() string                                 { return "nop" }
+func (n *nop) NewStream() (executor.Stream, error)          { return nopHandle(0), nil }
+func (n *nop) NewEvent() (executor.Event, error)            { return nopHandle(0), nil }
+func (n *nop) Write(executor.Buffer, []byte) error          { return nil }
+func (n *nop) Record(executor.Event, executor.Stream) error { return nil }
+func (n *nop) Wait(executor.Stream, executor.Event) error   { return nil }
+func (n *nop) Launch(executor.Stream, *executor.LaunchDesc) error {
+	return nil
+}
+func (n *nop) Synchronize() error                  { return nil }
+func (n *nop) DestroyStream(executor.Stream) error { return nil }
+func (n *nop) DestroyEvent(executor.Event) error   { return nil }
+func (n *nop) Free(executor.Buffer) error          { return nil }
+func (n *nop) Close() error                        { return nil }
+func (n *nop) Read(b executor.Buffer) ([]byte, error) {
+	return make([]byte, n.sizes[int(b.(nopHandle))]), nil
+}
+func (n *nop) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
+	if n.sizes == nil {
+		n.sizes = map[int]int64{}
+	}
+	h := len(n.sizes)
+	n.sizes[h] = d.Bytes
+	return nopHandle(h), nil
+}
+
+// wide is a plan of n mix stages over k streams, each waiting on the
+// previous stage's stream.
+func wide(n, k int) *planner.Plan {
+	p := backendtest.NewBuilder(k)
+	p.Buffer(planner.Buffer{Name: "x", Bytes: 4 * int64(n), Role: dag.RoleOutput})
+	for i := range n {
+		if i > 0 {
+			p.Wait(i%k, i-1)
+		}
+		p.Launch(i%k, planner.Stage{Name: fmt.Sprint("m", i), Kernel: dag.BuiltinMix, Writes: backendtest.Range("x", 4*int64(i), 4)})
+		p.Record(i%k, i)
+	}
+	return p.Plan()
+}
+
+// TestIssueLoopAllocatesNothing: the issue loop's cost per iteration is the
+// backend calls only; everything is precomputed once per Run.
+func TestIssueLoopAllocatesNothing(t *testing.T) {
+	p := wide(100, 4)
+	allocs := func(iters int) float64 {
+		return testing.AllocsPerRun(5, func() {
+			if _, err := executor.Run(context.Background(), p, &nop{}, executor.Options{Iterations: iters}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	// From 2 iterations on, the barrier exists; more iterations cost nothing.
+	// (The race detector's instrumentation adds the odd allocation: allow 1
+	// in 100 iterations.)
+	if two, many := allocs(2), allocs(102); many > two+1 {
+		t.Errorf("2 iterations: %v allocs, 102 iterations: %v: the issue loop allocates", two, many)
+	}
+}
+
+// BenchmarkIssue is the executor's own host cost per issued op (a no-op backend).
+func BenchmarkIssue(b *testing.B) {
+	p := wide(1000, 4)
+	ctx := context.Background()
+	const iters = 100
+	b.ResetTimer()
+	var ops int
+	for range b.N {
+		res, err := executor.Run(ctx, p, &nop{}, executor.Options{Iterations: iters})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops = res.Launches + res.Records + res.Waits
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*ops), "ns/op-issued")
+}
