@@ -1,0 +1,13 @@
+// Package trace turns a run of a plan into a timeline — one lane per stream,
+// one span per stage, one flow arrow per cross-stream wait — and writes it as
+// Chrome trace-event JSON (for Perfetto or chrome://tracing) or draws it as a
+// PNG with gonum.org/v1/plot, for machines where no trace viewer is reachable.
+//
+// Spans come from the executor's timed events (profile mode) or, without a
+// GPU, from Ideal, which simulates the plan with each stage's duration_us:
+//
+//	tl := trace.FromPlan(p, trace.Ideal(p))
+//	err := tl.WritePNG("plan.png", 0, 0) // sizes chosen from the lane count
+//
+// Times are float64 microseconds from the start of the run.
+package trace

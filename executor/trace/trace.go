@@ -1,0 +1,223 @@
+package trace
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/dagrun/dagrun/planner"
+)
+
+// Timeline is what a run looked like: named lanes (streams), the stages' spans
+// on them and the waits between them. It is plain data; build it with FromPlan
+// or by hand.
+type Timeline struct {
+	Title string
+	// Streams are the lane names; the index is the stream id (Span.Stream).
+	Streams []string
+	Spans   []Span
+	Flows   []Flow
+}
+
+// Span is one stage's execution on its stream. StartUS and EndUS are
+// microseconds from the start of the run, StartUS ≤ EndUS.
+type Span struct {
+	Name    string
+	Stage   int // index into the plan's stages
+	Stream  int // index into Timeline.Streams
+	StartUS float64
+	EndUS   float64
+}
+
+// DurationUS is EndUS − StartUS, in µs.
+func (s Span) DurationUS() float64 { return s.EndUS - s.StartUS }
+
+// Flow is one wait of the plan: stage ToStage's stream waits on Event, which
+// was recorded after stage FromStage. It is drawn from the end of FromStage's
+// span to the start of ToStage's span.
+type Flow struct {
+	FromStage, ToStage int
+	Event              int
+}
+
+// FromPlan builds the timeline of plan p with the given spans (which it
+// copies). Lanes are p.Streams, named by Stream.Name ("stream N" when empty);
+// the title is the spec name and strategy.
+//
+// Flows come from the plan's record and wait ops, walked in p.IssueOrder with
+// CUDA's event semantics: a wait on event e pairs with the latest record of e
+// issued before it. The producer is the last launch before that record on the
+// recording stream; the consumer is the first launch after the wait on the
+// waiting stream. A wait that pairs with no record (it waits for nothing), a
+// record with no launch before it, or a wait with no launch after it gives no
+// flow. Flows are in issue order of their waits. Ops with out-of-range stream,
+// op, stage or event indices are skipped; run p.Validate first to reject them.
+func FromPlan(p *planner.Plan, spans []Span) *Timeline {
+	t := &Timeline{
+		Title:   p.Spec,
+		Streams: make([]string, len(p.Streams)),
+		Spans:   append([]Span(nil), spans...),
+	}
+	if p.Strategy != "" {
+		if t.Title != "" {
+			t.Title += " "
+		}
+		t.Title += "(" + p.Strategy + ")"
+	}
+	for i, s := range p.Streams {
+		t.Streams[i] = s.Name
+		if s.Name == "" {
+			t.Streams[i] = fmt.Sprintf("stream %d", i)
+		}
+	}
+
+	lastLaunch := make([]int, len(p.Streams))    // per stream: last stage launched so far, -1 if none
+	pendingWait := make([][]int, len(p.Streams)) // per stream: producers of waits not yet followed by a launch
+	pendingEvt := make([][]int, len(p.Streams))  // their events
+	for i := range lastLaunch {
+		lastLaunch[i] = -1
+	}
+	recordedAfter := make([]int, p.Events) // per event: producer stage of its latest record, -1 if none
+	for i := range recordedAfter {
+		recordedAfter[i] = -1
+	}
+	for _, so := range p.IssueOrder {
+		op, ok := opAt(p, so)
+		if !ok {
+			continue
+		}
+		s := so[0]
+		switch op.Kind {
+		case planner.OpLaunch:
+			if op.Stage < 0 || op.Stage >= len(p.Stages) {
+				continue
+			}
+			for k, from := range pendingWait[s] {
+				t.Flows = append(t.Flows, Flow{FromStage: from, ToStage: op.Stage, Event: pendingEvt[s][k]})
+			}
+			pendingWait[s], pendingEvt[s] = pendingWait[s][:0], pendingEvt[s][:0]
+			lastLaunch[s] = op.Stage
+		case planner.OpRecord:
+			if op.Event >= 0 && op.Event < p.Events {
+				recordedAfter[op.Event] = lastLaunch[s]
+			}
+		case planner.OpWait:
+			if op.Event >= 0 && op.Event < p.Events && recordedAfter[op.Event] >= 0 {
+				pendingWait[s] = append(pendingWait[s], recordedAfter[op.Event])
+				pendingEvt[s] = append(pendingEvt[s], op.Event)
+			}
+		}
+	}
+	return t
+}
+
+// Ideal simulates plan p with each stage taking Stage.DurationUS, no launch
+// or event cost and unlimited hardware, and returns one span per launched
+// stage, ordered by stage index, starting at 0 µs.
+//
+// The ops are walked in p.IssueOrder. A stream's op starts when the stream's
+// previous op is done; a launch ends DurationUS later; a record completes
+// when the stream's earlier work has (it also carries the stream's earlier
+// waits); a wait is done when the latest record of its event issued before it
+// has completed, and is a no-op when there is none (CUDA semantics). The
+// largest EndUS (Makespan) is what the planner reports as
+// Stats.IdealMakespanUS. Invalid indices are skipped, as in FromPlan.
+func Ideal(p *planner.Plan) []Span {
+	ready := make([]float64, len(p.Streams)) // per stream: time its issued ops are done, µs
+	recorded := make([]float64, p.Events)    // per event: completion time of its latest record, µs
+	isRecorded := make([]bool, p.Events)
+	var spans []Span
+	for _, so := range p.IssueOrder {
+		op, ok := opAt(p, so)
+		if !ok {
+			continue
+		}
+		s := so[0]
+		switch op.Kind {
+		case planner.OpLaunch:
+			if op.Stage < 0 || op.Stage >= len(p.Stages) {
+				continue
+			}
+			st := &p.Stages[op.Stage]
+			start := ready[s]
+			ready[s] = start + st.DurationUS
+			spans = append(spans, Span{Name: st.Name, Stage: op.Stage, Stream: s, StartUS: start, EndUS: ready[s]})
+		case planner.OpRecord:
+			if op.Event >= 0 && op.Event < p.Events {
+				recorded[op.Event], isRecorded[op.Event] = ready[s], true
+			}
+		case planner.OpWait:
+			if op.Event >= 0 && op.Event < p.Events && isRecorded[op.Event] {
+				ready[s] = math.Max(ready[s], recorded[op.Event])
+			}
+		}
+	}
+	sort.SliceStable(spans, func(i, j int) bool { return spans[i].Stage < spans[j].Stage })
+	return spans
+}
+
+// Makespan is the largest EndUS of spans (0 for none): the run's length in µs
+// when spans are measured from its start.
+func Makespan(spans []Span) float64 {
+	m := 0.0
+	for _, s := range spans {
+		m = math.Max(m, s.EndUS)
+	}
+	return m
+}
+
+// opAt returns the op that an issue-order entry names, ok=false when the entry
+// is out of range.
+func opAt(p *planner.Plan, so [2]int) (planner.Op, bool) {
+	s, j := so[0], so[1]
+	if s < 0 || s >= len(p.Streams) || j < 0 || j >= len(p.Streams[s].Ops) {
+		return planner.Op{}, false
+	}
+	return p.Streams[s].Ops[j], true
+}
+
+// check reports the first span that cannot be drawn: a stream outside the
+// lanes, a non-finite time or an end before its start.
+func (t *Timeline) check() error {
+	for i, s := range t.Spans {
+		if s.Stream < 0 || s.Stream >= len(t.Streams) {
+			return fmt.Errorf("trace: span %d (%s, stage %d) is on stream %d, timeline has %d streams", i, s.Name, s.Stage, s.Stream, len(t.Streams))
+		}
+		if math.IsNaN(s.StartUS) || math.IsInf(s.StartUS, 0) || math.IsNaN(s.EndUS) || math.IsInf(s.EndUS, 0) {
+			return fmt.Errorf("trace: span %d (%s, stage %d) has time [%g, %g] µs, want finite", i, s.Name, s.Stage, s.StartUS, s.EndUS)
+		}
+		if s.EndUS < s.StartUS {
+			return fmt.Errorf("trace: span %d (%s, stage %d) ends at %g µs before it starts at %g µs", i, s.Name, s.Stage, s.EndUS, s.StartUS)
+		}
+	}
+	return nil
+}
+
+// spanOfStage maps a stage index to the index of its first span in t.Spans;
+// flows attach to that span.
+func (t *Timeline) spanOfStage() map[int]int {
+	m := make(map[int]int, len(t.Spans))
+	for i, s := range t.Spans {
+		if _, ok := m[s.Stage]; !ok {
+			m[s.Stage] = i
+		}
+	}
+	return m
+}
+
+// drawnFlows returns the flows whose two stages both have a span, as pairs of
+// span indices (producer, consumer), with the flow's index in t.Flows.
+func (t *Timeline) drawnFlows() []drawnFlow {
+	at := t.spanOfStage()
+	var out []drawnFlow
+	for i, f := range t.Flows {
+		from, ok1 := at[f.FromStage]
+		to, ok2 := at[f.ToStage]
+		if ok1 && ok2 {
+			out = append(out, drawnFlow{flow: i, from: from, to: to})
+		}
+	}
+	return out
+}
+
+type drawnFlow struct{ flow, from, to int }
