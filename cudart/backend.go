@@ -1,0 +1,711 @@
+//go:build cuda
+
+package cudart
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
+)
+
+// Available reports whether this binary was built with the cuda tag.
+const Available = true
+
+//go:embed kernels/builtins.ptx
+var builtinsPTX []byte
+
+// keepPrimary retains the primary context once more for the life of the
+// process, so that backends created one after another (tests, iterations of
+// a tool) do not tear the context down and rebuild it each time.
+var keepPrimary sync.Once
+
+// queueLen is the capacity of the worker's op queue. Large enough that a
+// launch burst does not block the caller on a full queue (which would cost a
+// wake-up per op).
+const queueLen = 1 << 16
+
+// op is one unit of work for the worker: fn runs on the locked thread. reply
+// is nil for queued ops (their error is kept for the next Synchronize).
+type op struct {
+	fn    func(w *worker) error
+	reply chan error
+	what  string // for --sync-each: which stage or op this was
+}
+
+// backend implements executor.Backend on one CUDA device.
+type backend struct {
+	opts Options
+	info Info
+	q    chan op
+	done chan struct{}
+	// spinOverheadNS: see Options.SpinOverheadNS.
+	spinOverheadNS float64
+
+	mu     sync.Mutex // guards the fields below (only the caller goroutine uses them; the mutex keeps -race honest for tests that inspect Live)
+	closed bool
+	nextID int
+	live   map[int]liveHandle // streams, events and buffers not yet destroyed or freed
+	reply  chan error         // reused reply channel for synchronous ops
+	// builtinFns are the built-in kernels' functions, set by the worker's
+	// init before New returns, read-only after.
+	builtinFns map[string]cu.Function
+	// userFns caches user kernels by PTX path + "\x00" + entry.
+	userFns map[string]cu.Function
+}
+
+// worker is the state that lives on the locked OS thread.
+type worker struct {
+	b        *backend
+	dev      cu.Device
+	ctx      cu.CUContext
+	asyncErr error
+	builtins cu.Module
+	fns      map[string]cu.Function // built-in kernel entries by short name
+	mods     map[string]cu.Module   // user modules by PTX path
+	ufns     map[string]cu.Function // user kernels by path + "\x00" + entry
+	prof     []profRec
+	evPool   []cu.Event
+	times    map[string]float64 // profile: GPU ms per stage, summed
+}
+
+type profRec struct {
+	stage      string
+	start, end cu.Event
+}
+
+type stream struct {
+	id int
+	s  cu.Stream
+	// scratch holds snapshots of in-place mix reads (see mixLaunch); 0 if none.
+	scratch      cu.DevicePtr
+	scratchBytes int64
+}
+
+type event struct {
+	id int
+	e  cu.Event
+}
+
+type buffer struct {
+	id    int
+	name  string
+	bytes int64
+	where string
+	dptr  cu.DevicePtr   // device address (for pinned memory, the same address: unified addressing)
+	host  unsafe.Pointer // pinned host memory, nil for device buffers
+}
+
+var _ executor.Backend = (*backend)(nil)
+
+// New starts a CUDA backend on device opts.Device: it locks a worker
+// goroutine to an OS thread, makes the device's primary context current
+// there and loads the built-in kernels. It returns an error wrapping
+// ErrNoDevice when the driver sees no device, or a *DriverError.
+func New(opts Options) (executor.Backend, error) {
+	return newBackend(opts)
+}
+
+func newBackend(opts Options) (*backend, error) {
+	if err := Probe(); err != nil {
+		return nil, err
+	}
+	b := &backend{
+		opts:           opts,
+		q:              make(chan op, queueLen),
+		done:           make(chan struct{}),
+		live:           map[int]liveHandle{},
+		userFns:        map[string]cu.Function{},
+		reply:          make(chan error, 1),
+		spinOverheadNS: max(opts.SpinOverheadNS, 0),
+	}
+	started := make(chan error, 1)
+	go b.run(started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// run is the worker goroutine: locked to its thread for its whole life.
+func (b *backend) run(started chan<- error) {
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	defer close(b.done)
+	w := &worker{b: b, fns: map[string]cu.Function{}, mods: map[string]cu.Module{}, ufns: map[string]cu.Function{}, times: map[string]float64{}}
+	if err := w.init(); err != nil {
+		started <- err
+		return
+	}
+	started <- nil
+	for o := range b.q {
+		err := o.fn(w)
+		if b.opts.SyncEach && err == nil {
+			if serr := cu.Synchronize(); serr != nil {
+				err = wrap(serr, "%s (synchronized after it: --sync-each)", o.what)
+			}
+		}
+		if o.reply != nil {
+			o.reply <- err
+		} else if err != nil && w.asyncErr == nil {
+			w.asyncErr = err
+		}
+	}
+	w.close()
+}
+
+func (w *worker) init() error {
+	dev, err := cu.GetDevice(w.b.opts.Device)
+	if err != nil {
+		return wrap(err, "cuDeviceGet(%d)", w.b.opts.Device)
+	}
+	w.dev = dev
+	ctx, err := dev.RetainPrimaryCtx()
+	if err != nil {
+		return wrap(err, "cuDevicePrimaryCtxRetain(%d)", w.b.opts.Device)
+	}
+	w.ctx = ctx
+	keepPrimary.Do(func() { dev.RetainPrimaryCtx() })
+	if err := cu.SetCurrentContext(ctx); err != nil {
+		dev.ReleasePrimaryCtx()
+		return wrap(err, "cuCtxSetCurrent")
+	}
+	info, err := deviceInfo(w.b.opts.Device)
+	if err != nil {
+		dev.ReleasePrimaryCtx()
+		return err
+	}
+	w.b.info = info
+	ptx := builtinsPTX
+	if len(w.b.opts.BuiltinsPTX) > 0 {
+		ptx = w.b.opts.BuiltinsPTX
+	}
+	mod, err := loadPTX(ptx, "built-in kernels (cudart/kernels/builtins.ptx)")
+	if err != nil {
+		dev.ReleasePrimaryCtx()
+		return err
+	}
+	w.builtins = mod
+	for _, k := range []string{"fill", "scale", "axpy", "mix", "spin", "checksum", "timer_probe"} {
+		f, err := mod.Function("dagrun_" + k)
+		if err != nil {
+			mod.Unload()
+			dev.ReleasePrimaryCtx()
+			return wrap(err, "cuModuleGetFunction(dagrun_%s) in the built-in PTX", k)
+		}
+		w.fns[k] = f
+	}
+	w.b.builtinFns = w.fns
+	if w.b.opts.SpinOverheadNS == 0 {
+		spinCalib.Do(func() { spinCalib.ns, spinCalib.err = w.calibrateSpin() })
+		if spinCalib.err != nil {
+			mod.Unload()
+			dev.ReleasePrimaryCtx()
+			return spinCalib.err
+		}
+		w.b.spinOverheadNS = spinCalib.ns
+	}
+	return nil
+}
+
+// spinCalib caches calibrateSpin's answer for the process.
+var spinCalib struct {
+	sync.Once
+	ns  float64
+	err error
+}
+
+// calibrateSpin measures the GPU time of a zero-length spin kernel between
+// its neighbours on one stream, in ns: a 1 ms blocker spin holds the stream
+// while 64 spin(0) launches queue behind it, bracketed by two timed events;
+// the median of 3 batches of elapsed/64 is the answer. Spin launches then
+// subtract it, so a spin(d) stage adds d to its stream's timeline (for d at
+// least this floor, about 1–2 µs: shorter requests cost the floor).
+func (w *worker) calibrateSpin() (float64, error) {
+	s, err := cu.MakeStream(cu.NonBlocking)
+	if err != nil {
+		return 0, wrap(err, "calibrate spin: cuStreamCreate")
+	}
+	defer s.Destroy()
+	var ev [2]cu.Event
+	for i := range ev {
+		if ev[i], err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+			return 0, wrap(err, "calibrate spin: cuEventCreate")
+		}
+		defer cu.DestroyEvent(&ev[i])
+	}
+	const k = 64
+	spin := func(ns uint64) error {
+		var p params
+		p.u64(ns)
+		return launchRaw(w.fns["spin"], [3]int{1, 1, 1}, [3]int{32, 1, 1}, s, p.blob, p.offs)
+	}
+	var per []float64
+	for range 3 {
+		if err := spin(1_000_000); err != nil {
+			return 0, wrap(err, "calibrate spin: launch")
+		}
+		ev[0].Record(s)
+		for range k {
+			if err := spin(0); err != nil {
+				return 0, wrap(err, "calibrate spin: launch")
+			}
+		}
+		ev[1].Record(s)
+		if err := s.Synchronize(); err != nil {
+			return 0, wrap(err, "calibrate spin: cuStreamSynchronize")
+		}
+		ms, err := ev[0].Elapsed(ev[1])
+		if err != nil {
+			return 0, wrap(err, "calibrate spin: cuEventElapsedTime")
+		}
+		per = append(per, ms*1e6/k)
+	}
+	sort.Float64s(per)
+	return per[1], nil
+}
+
+// SpinOverheadNS returns the ns subtracted from every spin request (see
+// Options.SpinOverheadNS).
+func (b *backend) SpinOverheadNS() float64 { return b.spinOverheadNS }
+
+func (w *worker) close() {
+	for _, e := range w.evPool {
+		cu.DestroyEvent(&e)
+	}
+	for _, m := range w.mods {
+		m.Unload()
+	}
+	w.builtins.Unload()
+	w.dev.ReleasePrimaryCtx()
+}
+
+// loadPTX loads a PTX image with cuModuleLoadDataEx and returns the JIT's
+// error log in the error when it fails.
+func loadPTX(ptx []byte, what string) (cu.Module, error) {
+	if n := len(ptx); n == 0 || ptx[n-1] != 0 {
+		ptx = append(ptx[:n:n], 0)
+	}
+	errLog := &cu.JITErrorLogBuffer{Buffer: make([]byte, 16<<10)}
+	infoLog := &cu.JITInfoLogBuffer{Buffer: make([]byte, 4<<10)}
+	mod, err := cu.LoadDataEx(string(ptx[:len(ptx)-1]), errLog, infoLog)
+	if err != nil {
+		log := strings.TrimSpace(string(bytes.TrimRight(errLog.Buffer[:max(bytes.IndexByte(errLog.Buffer, 0), 0)], "\x00")))
+		if log == "" {
+			log = "(the JIT printed no log)"
+		}
+		return mod, fmt.Errorf("%w\nJIT error log:\n%s", wrap(err, "cuModuleLoadDataEx: %s", what), log)
+	}
+	return mod, nil
+}
+
+// call runs fn on the worker and waits for its error.
+func (b *backend) call(what string, fn func(w *worker) error) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("cudart: %s: backend is closed", what)
+	}
+	b.mu.Unlock()
+	b.q <- op{fn: fn, reply: b.reply, what: what}
+	return <-b.reply
+}
+
+// queue runs fn on the worker without waiting (or waiting, with SyncEach).
+func (b *backend) queue(what string, fn func(w *worker) error) error {
+	if b.opts.SyncEach {
+		return b.call(what, fn)
+	}
+	b.q <- op{fn: fn, what: what}
+	return nil
+}
+
+// liveHandle is a tracked stream, event or buffer.
+type liveHandle struct {
+	what string // e.g. "buffer x (64 bytes) allocated at run.go:88"
+	obj  any    // *stream, *event or *buffer
+}
+
+// track records a new handle with its creator's call site (the caller of
+// NewStream, NewEvent or Alloc).
+func (b *backend) track(what string, obj any) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.nextID++
+	if _, file, line, ok := runtime.Caller(2); ok {
+		what += fmt.Sprintf(" created at %s:%d", filepath.Base(file), line)
+	}
+	b.live[b.nextID] = liveHandle{what, obj}
+	return b.nextID
+}
+
+func (b *backend) untrack(id int) {
+	b.mu.Lock()
+	delete(b.live, id)
+	b.mu.Unlock()
+}
+
+// Live counts the streams, events and buffers not yet destroyed or freed.
+func (b *backend) Live() (streams, events, buffers int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, h := range b.live {
+		switch h.obj.(type) {
+		case *stream:
+			streams++
+		case *event:
+			events++
+		case *buffer:
+			buffers++
+		}
+	}
+	return
+}
+
+// Leaks lists the live handles, each with where it was created, sorted.
+func (b *backend) Leaks() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, h := range b.live {
+		out = append(out, h.what)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Info returns the device the backend runs on.
+func (b *backend) Info() Info { return b.info }
+
+func (b *backend) Name() string { return "cuda" }
+
+func (b *backend) NewStream() (executor.Stream, error) {
+	s := &stream{}
+	err := b.call("cuStreamCreate", func(w *worker) error {
+		var err error
+		s.s, err = cu.MakeStream(cu.NonBlocking)
+		return wrap(err, "cuStreamCreate(non-blocking)")
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.id = b.track("stream", s)
+	return s, nil
+}
+
+func (b *backend) NewEvent() (executor.Event, error) {
+	e := &event{}
+	flags := cu.DisableTiming
+	if b.opts.Profile {
+		flags = cu.DefaultEvent
+	}
+	err := b.call("cuEventCreate", func(w *worker) error {
+		var err error
+		e.e, err = cu.MakeEvent(flags)
+		return wrap(err, "cuEventCreate")
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.id = b.track("event", e)
+	return e, nil
+}
+
+func (b *backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
+	if d.Bytes <= 0 {
+		return nil, fmt.Errorf("cudart: buffer %s: size %d bytes, want > 0", d.Name, d.Bytes)
+	}
+	buf := &buffer{name: d.Name, bytes: d.Bytes, where: d.Where}
+	err := b.call("alloc "+d.Name, func(w *worker) error {
+		switch d.Where {
+		case dag.WhereHostPinned:
+			p, err := allocHost(d.Bytes)
+			if err != nil {
+				return wrap(err, "cuMemAllocHost %d bytes for buffer %s", d.Bytes, d.Name)
+			}
+			buf.host = p
+			buf.dptr = cu.DevicePtr(uintptr(p))
+			clear(unsafe.Slice((*byte)(p), d.Bytes))
+			return nil
+		case dag.WhereDevice, "":
+			p, err := cu.MemAlloc(d.Bytes)
+			if err != nil {
+				err = wrap(err, "cuMemAlloc %d bytes for buffer %s", d.Bytes, d.Name)
+				if free, total, ierr := cu.MemInfo(); ierr == nil {
+					err = fmt.Errorf("%w (requested %d bytes, %d free of %d)", err, d.Bytes, free, total)
+				}
+				return err
+			}
+			buf.dptr = p
+			return wrap(cu.MemsetD8(p, 0, d.Bytes), "cuMemsetD8 buffer %s", d.Name)
+		}
+		return fmt.Errorf("cudart: buffer %s: where %q, want %q or %q", d.Name, d.Where, dag.WhereDevice, dag.WhereHostPinned)
+	})
+	if err != nil {
+		return nil, err
+	}
+	buf.id = b.track(fmt.Sprintf("buffer %s (%d bytes, %s)", d.Name, d.Bytes, d.Where), buf)
+	return buf, nil
+}
+
+func (b *backend) Write(h executor.Buffer, data []byte) error {
+	buf, err := asBuffer(h)
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) != buf.bytes {
+		return fmt.Errorf("cudart: write %s: %d bytes of data, buffer has %d", buf.name, len(data), buf.bytes)
+	}
+	return b.call("write "+buf.name, func(w *worker) error {
+		// Non-blocking streams do not order with the synchronous copy: wait
+		// for everything first.
+		if err := cu.Synchronize(); err != nil {
+			return wrap(err, "cuCtxSynchronize before writing %s", buf.name)
+		}
+		if buf.host != nil {
+			copy(unsafe.Slice((*byte)(buf.host), buf.bytes), data)
+			return nil
+		}
+		return wrap(cu.MemcpyHtoD(buf.dptr, unsafe.Pointer(&data[0]), buf.bytes), "cuMemcpyHtoD %d bytes into %s", buf.bytes, buf.name)
+	})
+}
+
+func (b *backend) Read(h executor.Buffer) ([]byte, error) {
+	buf, err := asBuffer(h)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, buf.bytes)
+	err = b.call("read "+buf.name, func(w *worker) error {
+		if err := cu.Synchronize(); err != nil {
+			return wrap(err, "cuCtxSynchronize before reading %s", buf.name)
+		}
+		if buf.host != nil {
+			copy(out, unsafe.Slice((*byte)(buf.host), buf.bytes))
+			return nil
+		}
+		return wrap(cu.MemcpyDtoH(unsafe.Pointer(&out[0]), buf.dptr, buf.bytes), "cuMemcpyDtoH %d bytes from %s", buf.bytes, buf.name)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (b *backend) Record(he executor.Event, hs executor.Stream) error {
+	e, s, err := asEvent(he, hs)
+	if err != nil {
+		return err
+	}
+	return b.queue("record", func(w *worker) error {
+		return wrap(e.e.Record(s.s), "cuEventRecord")
+	})
+}
+
+func (b *backend) Wait(hs executor.Stream, he executor.Event) error {
+	e, s, err := asEvent(he, hs)
+	if err != nil {
+		return err
+	}
+	return b.queue("wait", func(w *worker) error {
+		return wrap(s.s.Wait(e.e, 0), "cuStreamWaitEvent")
+	})
+}
+
+func (b *backend) Synchronize() error {
+	return b.call("synchronize", func(w *worker) error {
+		err := w.asyncErr
+		w.asyncErr = nil
+		if serr := cu.Synchronize(); serr != nil && err == nil {
+			err = wrap(serr, "cuCtxSynchronize")
+		}
+		if err == nil && len(w.prof) > 0 {
+			w.collectProfile()
+		}
+		return err
+	})
+}
+
+func (b *backend) DestroyStream(h executor.Stream) error {
+	s, ok := h.(*stream)
+	if !ok || s == nil {
+		return fmt.Errorf("cudart: DestroyStream: %T is not a cuda stream", h)
+	}
+	err := b.call("cuStreamDestroy", func(w *worker) error {
+		if s.scratch != 0 {
+			if err := cu.Synchronize(); err != nil {
+				return wrap(err, "cuCtxSynchronize before freeing a stream's scratch")
+			}
+			if err := cu.MemFree(s.scratch); err != nil {
+				return wrap(err, "cuMemFree scratch")
+			}
+			s.scratch, s.scratchBytes = 0, 0
+		}
+		return wrap(s.s.Destroy(), "cuStreamDestroy")
+	})
+	b.untrack(s.id)
+	return err
+}
+
+func (b *backend) DestroyEvent(h executor.Event) error {
+	e, ok := h.(*event)
+	if !ok || e == nil {
+		return fmt.Errorf("cudart: DestroyEvent: %T is not a cuda event", h)
+	}
+	err := b.call("cuEventDestroy", func(w *worker) error { return wrap(cu.DestroyEvent(&e.e), "cuEventDestroy") })
+	b.untrack(e.id)
+	return err
+}
+
+func (b *backend) Free(h executor.Buffer) error {
+	buf, err := asBuffer(h)
+	if err != nil {
+		return err
+	}
+	err = b.call("free "+buf.name, func(w *worker) error {
+		if err := cu.Synchronize(); err != nil {
+			return wrap(err, "cuCtxSynchronize before freeing %s", buf.name)
+		}
+		if buf.host != nil {
+			return wrap(cu.MemFreeHost(buf.host), "cuMemFreeHost %s", buf.name)
+		}
+		return wrap(cu.MemFree(buf.dptr), "cuMemFree %s", buf.name)
+	})
+	b.untrack(buf.id)
+	return err
+}
+
+// Close waits for queued work, releases what is still alive (so a leak
+// does not outlive the backend), stops the worker and releases the context.
+// It returns an error listing each stream, event and buffer that was still
+// alive, with the call site that created it.
+func (b *backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("cudart: Close: backend already closed")
+	}
+	b.mu.Unlock()
+	leaks := b.Leaks()
+	b.mu.Lock()
+	var objs []any
+	for _, h := range b.live {
+		objs = append(objs, h.obj)
+	}
+	b.mu.Unlock()
+	err := b.call("close", func(w *worker) error {
+		err := wrap(cu.Synchronize(), "cuCtxSynchronize at close")
+		if err == nil {
+			err = w.asyncErr
+		}
+		for _, o := range objs {
+			switch o := o.(type) {
+			case *stream:
+				if o.scratch != 0 {
+					cu.MemFree(o.scratch)
+				}
+				o.s.Destroy()
+			case *event:
+				cu.DestroyEvent(&o.e)
+			case *buffer:
+				if o.host != nil {
+					cu.MemFreeHost(o.host)
+				} else {
+					cu.MemFree(o.dptr)
+				}
+			}
+		}
+		return err
+	})
+	b.mu.Lock()
+	b.closed = true
+	b.live = map[int]liveHandle{}
+	b.mu.Unlock()
+	close(b.q)
+	<-b.done
+	if len(leaks) > 0 {
+		err = errors.Join(err, fmt.Errorf("cudart: %d leaked handle(s):\n\t%s", len(leaks), strings.Join(leaks, "\n\t")))
+	}
+	return err
+}
+
+// MemInfo returns the device's free and total memory in bytes.
+func (b *backend) MemInfo() (free, total int64, err error) {
+	err = b.call("cuMemGetInfo", func(w *worker) error {
+		var err error
+		free, total, err = cu.MemInfo()
+		return wrap(err, "cuMemGetInfo")
+	})
+	return
+}
+
+// StageTimes returns, with Options.Profile, the GPU time in ms of each stage
+// launched since the last call, summed by stage name; it is filled in by
+// Synchronize.
+func (b *backend) StageTimes() map[string]float64 {
+	var out map[string]float64
+	b.call("stage times", func(w *worker) error {
+		out = w.times
+		w.times = map[string]float64{}
+		return nil
+	})
+	return out
+}
+
+func (w *worker) timedEvent() (cu.Event, error) {
+	if n := len(w.evPool); n > 0 {
+		e := w.evPool[n-1]
+		w.evPool = w.evPool[:n-1]
+		return e, nil
+	}
+	e, err := cu.MakeEvent(cu.DefaultEvent)
+	return e, wrap(err, "cuEventCreate (timed)")
+}
+
+func (w *worker) collectProfile() {
+	for _, p := range w.prof {
+		if ms, err := p.start.Elapsed(p.end); err == nil {
+			w.times[p.stage] += ms
+		}
+		w.evPool = append(w.evPool, p.start, p.end)
+	}
+	w.prof = w.prof[:0]
+}
+
+func asBuffer(h executor.Buffer) (*buffer, error) {
+	b, ok := h.(*buffer)
+	if !ok || b == nil {
+		return nil, fmt.Errorf("cudart: %T is not a cuda buffer", h)
+	}
+	return b, nil
+}
+
+func asEvent(he executor.Event, hs executor.Stream) (*event, *stream, error) {
+	e, ok := he.(*event)
+	if !ok || e == nil {
+		return nil, nil, fmt.Errorf("cudart: %T is not a cuda event", he)
+	}
+	s, ok := hs.(*stream)
+	if !ok || s == nil {
+		return nil, nil, fmt.Errorf("cudart: %T is not a cuda stream", hs)
+	}
+	return e, s, nil
+}
+
+// ptxPath resolves a user kernel's PTX path against Options.PTXDir.
+func (b *backend) ptxPath(p string) string {
+	if filepath.IsAbs(p) || b.opts.PTXDir == "" {
+		return p
+	}
+	return filepath.Join(b.opts.PTXDir, p)
+}

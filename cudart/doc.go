@@ -1,0 +1,24 @@
+// Package cudart is dagrun's CUDA backend: an executor.Backend over the CUDA
+// driver API through gorgonia.org/cu v0.9.6.
+//
+// The package is opt-in. Every file that imports gorgonia.org/cu carries the
+// `cuda` build tag, because that package calls cuInit in its init and exits
+// the process when no driver is present, and it needs cuda.h and libcuda.so
+// to build. Without the tag, New returns an error wrapping ErrNotSupported;
+// scripts/build-gpu.sh fetches CUDA 11.8 headers and the driver stub and
+// builds the tagged binaries (README.md says why 11.8: gorgonia.org/cu does
+// not compile against CUDA 13's cuda.h).
+//
+// Threading: a CUDA context is current per OS thread. The backend owns one
+// worker goroutine locked to its OS thread with the context current, and
+// every driver call runs there. Backend methods (called from the executor's
+// one goroutine) hand work to the worker: launches, records, waits, memsets
+// and copies are queued without waiting (their driver errors surface at the
+// next Synchronize, or at once with Options.SyncEach); calls that return a
+// value or must be ordered with the host (NewStream, Alloc, Read, Write,
+// Synchronize, Destroy*, Free) wait for the worker.
+//
+// Built-in kernels (dag/builtins.go) run as driver memsets and copies (fill
+// and copy on device memory) or as the PTX in kernels/builtins.ptx, compiled
+// from kernels/builtins.cu with the command in kernels/README.md.
+package cudart

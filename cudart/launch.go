@@ -1,0 +1,527 @@
+//go:build cuda
+
+package cudart
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
+)
+
+// Mix limits: the mix kernel takes its pointers in one by-value parameter
+// (MixArgs in kernels/builtins.cu).
+const (
+	mixMaxWrites = 8
+	mixMaxReads  = 32
+	mixArgsSize  = 696
+)
+
+// Default launch shape of the built-in kernels (grid-stride loops: any grid
+// is correct; this one fills the GPU without launching idle blocks).
+const (
+	defaultBlock   = 256
+	maxDefaultGrid = 4096
+)
+
+// params packs kernel parameters: each starts 8-byte aligned in blob, and
+// offs holds where (dr_launch hands the driver blob+offs[i]).
+type params struct {
+	blob []byte
+	offs []int32
+}
+
+func (p *params) add(b []byte) {
+	for len(p.blob)%8 != 0 {
+		p.blob = append(p.blob, 0)
+	}
+	p.offs = append(p.offs, int32(len(p.blob)))
+	p.blob = append(p.blob, b...)
+}
+func (p *params) u64(v uint64)       { p.add(binary.LittleEndian.AppendUint64(nil, v)) }
+func (p *params) u32(v uint32)       { p.add(binary.LittleEndian.AppendUint32(nil, v)) }
+func (p *params) f32(v float32)      { p.u32(math.Float32bits(v)) }
+func (p *params) ptr(v cu.DevicePtr) { p.u64(uint64(v)) }
+
+// kernelLaunch is a prepared launch, run on the worker.
+type kernelLaunch struct {
+	fn          cu.Function
+	grid, block [3]int
+	p           params
+}
+
+// argPtr returns the device address of an access: its buffer's base plus
+// its offset.
+func argPtr(a executor.Arg) (cu.DevicePtr, *buffer, error) {
+	buf, err := asBuffer(a.Buffer)
+	if err != nil {
+		return 0, nil, fmt.Errorf("access %s: %w", a.Name, err)
+	}
+	if a.Offset < 0 || a.Bytes < 0 || a.Offset+a.Bytes > buf.bytes {
+		return 0, nil, fmt.Errorf("access %s[%d:%d] outside the buffer's %d bytes", a.Name, a.Offset, a.Offset+a.Bytes, buf.bytes)
+	}
+	return buf.dptr + cu.DevicePtr(a.Offset), buf, nil
+}
+
+func shape(l *executor.LaunchDesc, words int64, warpMultiple bool) (grid, block [3]int) {
+	grid, block = l.Grid, l.Block
+	if block[0] <= 0 {
+		block = [3]int{defaultBlock, 1, 1}
+	}
+	if warpMultiple {
+		block[0] = (block[0] + 31) / 32 * 32
+	}
+	for i := 1; i < 3; i++ {
+		block[i] = max(block[i], 1)
+	}
+	if grid[0] <= 0 {
+		per := int64(block[0] * block[1] * block[2])
+		grid = [3]int{int(min(max((words+per-1)/per, 1), maxDefaultGrid)), 1, 1}
+	}
+	for i := 1; i < 3; i++ {
+		grid[i] = max(grid[i], 1)
+	}
+	return grid, block
+}
+
+// Launch queues stage l on stream s. Argument and shape errors come back at
+// once; driver errors at the next Synchronize (at once with SyncEach).
+func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
+	s, ok := hs.(*stream)
+	if !ok || s == nil {
+		return fmt.Errorf("cudart: launch %s: %T is not a cuda stream", l.Name, hs)
+	}
+	what := fmt.Sprintf("launch stage %q (%s)", l.Name, l.Kernel)
+	fail := func(err error) error { return fmt.Errorf("cudart: %s: %w", what, err) }
+	var k *kernelLaunch
+	var err error
+	if l.UserKernel != nil {
+		k, err = b.userLaunch(l)
+		if err != nil {
+			return fail(err)
+		}
+		return b.queueLaunch(s, l.Name, what, k)
+	}
+	switch l.Kernel {
+	case dag.BuiltinFill:
+		v, err := executor.FillWord(l.Args)
+		if err != nil {
+			return fail(err)
+		}
+		if len(l.Writes) != 1 {
+			return fail(fmt.Errorf("fill needs 1 write, has %d", len(l.Writes)))
+		}
+		dst, buf, err := argPtr(l.Writes[0])
+		if err != nil {
+			return fail(err)
+		}
+		n := l.Writes[0].Bytes / 4
+		if buf.host == nil {
+			return b.queue(what, func(w *worker) error {
+				return wrap(cu.MemsetD32Async(dst, uint(v), n, s.s), "%s: cuMemsetD32Async", what)
+			})
+		}
+		k = b.fillLaunch(l, dst, n, v)
+	case dag.BuiltinCopy:
+		if len(l.Reads) != 1 || len(l.Writes) != 1 || l.Reads[0].Bytes != l.Writes[0].Bytes {
+			return fail(fmt.Errorf("copy needs 1 read and 1 write of the same size"))
+		}
+		src, sb, err := argPtr(l.Reads[0])
+		if err != nil {
+			return fail(err)
+		}
+		dst, db, err := argPtr(l.Writes[0])
+		if err != nil {
+			return fail(err)
+		}
+		n := l.Writes[0].Bytes
+		var srcHost, dstHost unsafe.Pointer // pinned memory as host pointers
+		if sb.host != nil {
+			srcHost = unsafe.Add(sb.host, l.Reads[0].Offset)
+		}
+		if db.host != nil {
+			dstHost = unsafe.Add(db.host, l.Writes[0].Offset)
+		}
+		return b.queue(what, func(w *worker) error {
+			var err error
+			switch {
+			case sb.host == nil && db.host == nil:
+				err = wrap(cu.MemcpyDtoDAsync(dst, src, n, s.s), "%s: cuMemcpyDtoDAsync %d bytes", what, n)
+			case sb.host != nil && db.host == nil:
+				err = wrap(cu.MemcpyHtoDAsync(dst, srcHost, n, s.s), "%s: cuMemcpyHtoDAsync %d bytes", what, n)
+			case sb.host == nil && db.host != nil:
+				err = wrap(cu.MemcpyDtoHAsync(dstHost, src, n, s.s), "%s: cuMemcpyDtoHAsync %d bytes", what, n)
+			default:
+				err = wrap(cu.MemcpyAsync(dst, src, n, s.s), "%s: cuMemcpyAsync %d bytes", what, n)
+			}
+			return err
+		})
+	case dag.BuiltinScale, dag.BuiltinAxpy:
+		a, err := executor.ScaleFactor(l.Args)
+		if err != nil {
+			return fail(err)
+		}
+		if len(l.Reads) < 1 || len(l.Writes) != 1 || l.Reads[0].Bytes != l.Writes[0].Bytes {
+			return fail(fmt.Errorf("%s needs read x and 1 write of the same size", l.Kernel))
+		}
+		x, _, err := argPtr(l.Reads[0])
+		if err != nil {
+			return fail(err)
+		}
+		y, _, err := argPtr(l.Writes[0])
+		if err != nil {
+			return fail(err)
+		}
+		n := l.Writes[0].Bytes / 4
+		k = &kernelLaunch{fn: b.fn(l.Kernel)}
+		k.grid, k.block = shape(l, n, false)
+		k.p.ptr(y)
+		k.p.ptr(x)
+		k.p.u64(uint64(n))
+		k.p.f32(a)
+	case dag.BuiltinMix:
+		var snaps []snapshot
+		k, snaps, err = b.mixLaunch(s, l)
+		if err != nil {
+			return fail(err)
+		}
+		for _, c := range snaps {
+			if err := b.queue(what, func(w *worker) error {
+				return wrap(cu.MemcpyAsync(c.dst, c.src, c.n, s.s), "%s: snapshot of an in-place read: cuMemcpyAsync %d bytes", what, c.n)
+			}); err != nil {
+				return err
+			}
+		}
+	case dag.BuiltinSpin:
+		us, err := executor.SpinUS(l)
+		if err != nil {
+			return fail(err)
+		}
+		k = &kernelLaunch{fn: b.fn("spin"), grid: [3]int{1, 1, 1}, block: [3]int{32, 1, 1}}
+		k.p.u64(b.spinNS(us))
+	case dag.BuiltinChecksum:
+		if len(l.Reads) != 1 || len(l.Writes) != 1 || l.Writes[0].Bytes < 8 {
+			return fail(fmt.Errorf("checksum needs 1 read and 1 write of at least 8 bytes"))
+		}
+		in, _, err := argPtr(l.Reads[0])
+		if err != nil {
+			return fail(err)
+		}
+		out, ob, err := argPtr(l.Writes[0])
+		if err != nil {
+			return fail(err)
+		}
+		// Zero out[0..1] on the same stream, then accumulate atomically.
+		if ob.host == nil {
+			if err := b.queue(what, func(w *worker) error {
+				return wrap(cu.MemsetD32Async(out, 0, 2, s.s), "%s: cuMemsetD32Async", what)
+			}); err != nil {
+				return err
+			}
+		} else if err := b.queueLaunch(s, "", what, b.fillLaunch(&executor.LaunchDesc{}, out, 2, 0)); err != nil {
+			return err
+		}
+		n := l.Reads[0].Bytes / 4
+		k = &kernelLaunch{fn: b.fn("checksum")}
+		k.grid, k.block = shape(l, n, true)
+		k.p.ptr(out)
+		k.p.ptr(in)
+		k.p.u64(uint64(n))
+	default:
+		return fail(fmt.Errorf("unknown kernel %q: not a built-in and no user kernel given", l.Kernel))
+	}
+	return b.queueLaunch(s, l.Name, what, k)
+}
+
+func (b *backend) fillLaunch(l *executor.LaunchDesc, dst cu.DevicePtr, n int64, v uint32) *kernelLaunch {
+	k := &kernelLaunch{fn: b.fn("fill")}
+	k.grid, k.block = shape(l, n, false)
+	k.p.ptr(dst)
+	k.p.u64(uint64(n))
+	k.p.u32(v)
+	return k
+}
+
+// spinNS converts a requested spin in µs to the kernel's ns, less the
+// calibrated launch overhead (never below 0).
+func (b *backend) spinNS(us float64) uint64 {
+	ns := us*1000 - b.spinOverheadNS
+	if ns <= 0 || math.IsNaN(ns) {
+		return 0
+	}
+	return uint64(ns)
+}
+
+// snapshot is a device-to-device copy queued before a launch.
+type snapshot struct {
+	dst, src cu.DevicePtr
+	n        int64 // bytes
+}
+
+// mixLaunch packs a mix launch. The kernel reads word i mod n_k of each read
+// and writes word i of each write, thread by thread; that equals the
+// contract's all-reads-before-writes order unless an in-place read (one that
+// is also written) is shorter than the longest write, so that one thread
+// reads a word another thread writes. Such reads are first copied to the
+// stream's scratch buffer (snaps, queued before the kernel on the same
+// stream) and the kernel reads the copy.
+func (b *backend) mixLaunch(s *stream, l *executor.LaunchDesc) (*kernelLaunch, []snapshot, error) {
+	if len(l.Writes) == 0 || len(l.Writes) > mixMaxWrites {
+		return nil, nil, fmt.Errorf("mix has %d writes; the cuda backend supports 1..%d", len(l.Writes), mixMaxWrites)
+	}
+	if len(l.Reads) > mixMaxReads {
+		return nil, nil, fmt.Errorf("mix has %d reads; the cuda backend supports at most %d", len(l.Reads), mixMaxReads)
+	}
+	maxWords := int64(math.MaxInt64)
+	if mw, ok, err := executor.ArgFloat(l.Args, "max_words"); err != nil {
+		return nil, nil, err
+	} else if ok {
+		if mw < 1 || mw != math.Trunc(mw) {
+			return nil, nil, fmt.Errorf("arg max_words: %v, want an integer > 0", mw)
+		}
+		maxWords = int64(mw)
+	}
+	spinUS, err := executor.SpinUS(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	a := make([]byte, mixArgsSize)
+	le := binary.LittleEndian
+	var maxn int64
+	for wi, wr := range l.Writes {
+		p, _, err := argPtr(wr)
+		if err != nil {
+			return nil, nil, err
+		}
+		n := min(wr.Bytes/4, maxWords)
+		maxn = max(maxn, n)
+		le.PutUint64(a[8*wi:], uint64(p))
+		le.PutUint64(a[64+8*wi:], uint64(n))
+		le.PutUint32(a[128+4*wi:], dag.MixSeed(l.Stage, wi))
+	}
+	le.PutUint32(a[160:], uint32(len(l.Writes)))
+	le.PutUint32(a[164:], uint32(len(l.Reads)))
+	var snaps []snapshot
+	var scratchBytes int64
+	for ri, rd := range l.Reads {
+		p, _, err := argPtr(rd)
+		if err != nil {
+			return nil, nil, err
+		}
+		if rd.Bytes < 4 {
+			return nil, nil, fmt.Errorf("read %s is %d bytes, want at least one word", rd.Name, rd.Bytes)
+		}
+		if rd.Bytes/4 < maxn && overlapsAny(rd, l.Writes) {
+			snaps = append(snaps, snapshot{src: p, dst: cu.DevicePtr(scratchBytes), n: rd.Bytes})
+			scratchBytes += (rd.Bytes + 255) &^ 255
+		}
+		le.PutUint64(a[168+8*ri:], uint64(p))
+		le.PutUint64(a[424+8*ri:], uint64(rd.Bytes/4))
+	}
+	if len(snaps) > 0 {
+		base, err := b.scratch(s, scratchBytes)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range snaps {
+			snaps[i].dst += base
+			for ri := range l.Reads {
+				if p := cu.DevicePtr(le.Uint64(a[168+8*ri:])); p == snaps[i].src {
+					le.PutUint64(a[168+8*ri:], uint64(snaps[i].dst))
+				}
+			}
+		}
+	}
+	le.PutUint64(a[680:], uint64(maxn))
+	spinNS := uint64(0)
+	if spinUS > 0 {
+		spinNS = max(b.spinNS(spinUS), 1)
+	}
+	le.PutUint64(a[688:], spinNS)
+	k := &kernelLaunch{fn: b.fn("mix")}
+	k.grid, k.block = shape(l, maxn, false)
+	k.p.add(a)
+	return k, snaps, nil
+}
+
+// fn returns a built-in kernel's function. The handles are filled in by the
+// worker's init before New returns and never change.
+func (b *backend) fn(name string) cu.Function {
+	return b.builtinFns[name]
+}
+
+func (b *backend) queueLaunch(s *stream, stage, what string, k *kernelLaunch) error {
+	return b.queue(what, func(w *worker) error {
+		if b.opts.Profile && stage != "" {
+			start, err := w.timedEvent()
+			if err != nil {
+				return err
+			}
+			end, err := w.timedEvent()
+			if err != nil {
+				return err
+			}
+			if err := start.Record(s.s); err != nil {
+				return wrap(err, "%s: cuEventRecord (profile)", what)
+			}
+			err = launchRaw(k.fn, k.grid, k.block, s.s, k.p.blob, k.p.offs)
+			if err == nil {
+				err = end.Record(s.s)
+			}
+			w.prof = append(w.prof, profRec{stage: stage, start: start, end: end})
+			return wrap(err, "%s: cuLaunchKernel grid %v block %v", what, k.grid, k.block)
+		}
+		return wrap(launchRaw(k.fn, k.grid, k.block, s.s, k.p.blob, k.p.offs), "%s: cuLaunchKernel grid %v block %v", what, k.grid, k.block)
+	})
+}
+
+// userLaunch prepares a launch of a user PTX kernel: it loads the module
+// (once per path) and packs the parameters from the stage's args in the
+// declared order. A ptr parameter names a buffer the stage reads or writes;
+// it gets that access's address (buffer base + offset).
+func (b *backend) userLaunch(l *executor.LaunchDesc) (*kernelLaunch, error) {
+	uk := l.UserKernel
+	path := b.ptxPath(uk.PTX)
+	key := path + "\x00" + uk.Entry
+	b.mu.Lock()
+	fn, ok := b.userFns[key]
+	b.mu.Unlock()
+	if !ok {
+		err := b.call("load "+path, func(w *worker) error {
+			mod, ok := w.mods[path]
+			if !ok {
+				src, err := os.ReadFile(path)
+				if err != nil {
+					return fmt.Errorf("kernel %s: %w", uk.Name, err)
+				}
+				mod, err = loadPTX(src, fmt.Sprintf("kernel %s (%s)", uk.Name, path))
+				if err != nil {
+					return err
+				}
+				w.mods[path] = mod
+			}
+			f, err := mod.Function(uk.Entry)
+			if err != nil {
+				return wrap(err, "kernel %s: entry %q in %s", uk.Name, uk.Entry, path)
+			}
+			fn = f
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		b.mu.Lock()
+		b.userFns[key] = fn
+		b.mu.Unlock()
+	}
+	k := &kernelLaunch{fn: fn}
+	var words int64
+	for _, a := range append(append([]executor.Arg(nil), l.Writes...), l.Reads...) {
+		words = max(words, a.Bytes/4)
+	}
+	k.grid, k.block = shape(l, words, false)
+	for _, ps := range uk.Params {
+		name, typ, ok := strings.Cut(ps, ":")
+		if !ok {
+			return nil, fmt.Errorf("kernel %s: param %q, want name:type", uk.Name, ps)
+		}
+		v, present := l.Args[name]
+		if !present {
+			return nil, fmt.Errorf("kernel %s: stage gives no arg %s (%s)", uk.Name, name, typ)
+		}
+		if typ == "ptr" {
+			bufName, ok := v.(string)
+			if !ok {
+				return nil, fmt.Errorf("kernel %s: arg %s is a ptr and wants a buffer name, got %T", uk.Name, name, v)
+			}
+			var found *executor.Arg
+			for i := range l.Writes {
+				if l.Writes[i].Name == bufName {
+					found = &l.Writes[i]
+					break
+				}
+			}
+			for i := range l.Reads {
+				if found == nil && l.Reads[i].Name == bufName {
+					found = &l.Reads[i]
+				}
+			}
+			if found == nil {
+				return nil, fmt.Errorf("kernel %s: arg %s names buffer %s, which the stage neither reads nor writes", uk.Name, name, bufName)
+			}
+			p, _, err := argPtr(*found)
+			if err != nil {
+				return nil, err
+			}
+			k.p.ptr(p)
+			continue
+		}
+		f, _, err := executor.ArgFloat(l.Args, name)
+		if err != nil {
+			return nil, fmt.Errorf("kernel %s: %w", uk.Name, err)
+		}
+		switch typ {
+		case "u32":
+			k.p.u32(uint32(f))
+		case "i32":
+			k.p.u32(uint32(int32(f)))
+		case "u64":
+			k.p.u64(uint64(f))
+		case "i64":
+			k.p.u64(uint64(int64(f)))
+		case "f32":
+			k.p.f32(float32(f))
+		case "f64":
+			k.p.u64(math.Float64bits(f))
+		default:
+			return nil, fmt.Errorf("kernel %s: param %s has type %q, want ptr, u32, i32, u64, i64, f32 or f64", uk.Name, name, typ)
+		}
+	}
+	if len(k.p.offs) > maxParams {
+		return nil, fmt.Errorf("kernel %s: %d params, at most %d", uk.Name, len(k.p.offs), maxParams)
+	}
+	return k, nil
+}
+
+func overlapsAny(a executor.Arg, set []executor.Arg) bool {
+	for _, w := range set {
+		if a.Name == w.Name && a.Offset < w.Offset+w.Bytes && w.Offset < a.Offset+a.Bytes {
+			return true
+		}
+	}
+	return false
+}
+
+// scratch returns stream s's scratch buffer of at least n bytes, growing it
+// (synchronously, rare) when needed. Work on s uses it in stream order, so
+// one buffer per stream is enough.
+func (b *backend) scratch(s *stream, n int64) (cu.DevicePtr, error) {
+	if s.scratchBytes >= n {
+		return s.scratch, nil
+	}
+	err := b.call("scratch", func(w *worker) error {
+		if s.scratch != 0 {
+			if err := cu.Synchronize(); err != nil {
+				return wrap(err, "cuCtxSynchronize before growing a scratch buffer")
+			}
+			if err := cu.MemFree(s.scratch); err != nil {
+				return wrap(err, "cuMemFree scratch")
+			}
+			s.scratch, s.scratchBytes = 0, 0
+		}
+		p, err := cu.MemAlloc(n)
+		if err != nil {
+			return wrap(err, "cuMemAlloc %d bytes of scratch for an in-place mix", n)
+		}
+		s.scratch, s.scratchBytes = p, n
+		return nil
+	})
+	return s.scratch, err
+}
