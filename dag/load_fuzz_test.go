@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
 )
 
 // FuzzLoadSpec feeds arbitrary bytes to Load. It must never panic; a failure
@@ -92,4 +95,37 @@ func checkLoaded(t *testing.T, s *Spec) {
 			t.Fatalf("stage %s: manual sync without stream", st.Name)
 		}
 	}
+}
+
+// FuzzYAMLString checks that WriteYAML's scalar quoting reads back as the
+// same string, alone, in a flow list and as a flow-mapping value.
+func FuzzYAMLString(f *testing.F) {
+	for _, s := range []string{"", "a", "true", "Yes", "null", "~", "1", "0x10", "1e3", ".inf", "-", "- a", "a: b", "a:b", "a,b",
+		"x[0:4]", "#c", "a #c", "'q'", `"q"`, "\\", "tab\there", "nl\nx", " lead", "trail ", "ü", "\u0085", "\ufeff", "&a", "*a", "!t", "%x", "@", "`", "?", "<<", "=", "a/b.c-d_e"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			return // specs are UTF-8; yaml.v3 rejects anything else
+		}
+		q := yamlString(s)
+		for _, doc := range []string{"v: " + q + "\n", "v: [" + q + ", " + q + "]\n", "v: {k: " + q + "}\n"} {
+			var v struct{ V any }
+			if err := yaml.Unmarshal([]byte(doc), &v); err != nil {
+				t.Fatalf("%q: %v", doc, err)
+			}
+			var got any
+			switch x := v.V.(type) {
+			case []any:
+				got = x[1]
+			case map[string]any:
+				got = x["k"]
+			default:
+				got = x
+			}
+			if got != s {
+				t.Fatalf("%q read back as %#v, want %q", doc, got, s)
+			}
+		}
+	})
 }

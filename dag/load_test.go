@@ -564,8 +564,8 @@ stages:
   - name: b
     kernel: scale
     args: {a: 0.5}
-    reads: ['mid[32:64]']
-    writes: ['out[0:32]']
+    reads: ["mid[32:64]"]
+    writes: ["out[0:32]"]
     after: [a]
   - name: "true"
     kernel: spin

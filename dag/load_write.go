@@ -1,186 +1,177 @@
 package dag
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 )
 
 // WriteYAML writes s in the spec format that Load reads (docs/spec.md).
 // Fields come in a fixed order and defaults are left out (where: device,
 // role: temp, init: zeros, sync: auto, whole-buffer accesses written as the
-// bare buffer name), so the output is stable: the same Spec gives the same
-// bytes. For a valid spec, Load of the output gives back s, apart from Pos,
-// File and Dir.
+// bare buffer name, ranges as "x[a:b]"), so the output is stable: the same
+// Spec gives the same bytes. For a spec that Load accepts, Load of the output
+// gives back s, apart from Pos, File and Dir. A Version of 0 is written as 1.
 //
-// WriteYAML does not validate s; it returns an error only for an argument
-// value of a type YAML specs cannot hold (Args values must be integers,
-// floats or strings) or when w fails.
+// WriteYAML does not validate s; it returns an error for an argument value
+// of a type a spec cannot hold (Args values must be integers, floats or
+// strings), or when w fails.
+//
+// It writes the text itself rather than through yaml.v3's encoder, which
+// keeps every event of a document in memory (about 45 KB per stage).
 func WriteYAML(w io.Writer, s *Spec) error {
-	doc, err := specNode(s)
-	if err != nil {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if err := writeSpec(bw, s); err != nil {
 		return err
 	}
-	enc := yaml.NewEncoder(w)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
-		return fmt.Errorf("dag: writing spec %s: %w", s.Name, err)
-	}
-	return enc.Close()
+	return bw.Flush()
 }
 
-// MarshalYAML makes a *Spec encode (with yaml.Marshal) exactly as WriteYAML writes it.
-func (s *Spec) MarshalYAML() (any, error) { return specNode(s) }
-
-func specNode(s *Spec) (*yaml.Node, error) {
+func writeSpec(w *bufio.Writer, s *Spec) error {
 	version := s.Version
 	if version == 0 {
 		version = SpecVersion
 	}
-	m := newMap(false)
-	m.add("version", intNode(int64(version)))
+	fmt.Fprintf(w, "version: %d\n", version)
 	if s.Name != "" {
-		m.add("name", strNode(s.Name))
+		fmt.Fprintf(w, "name: %s\n", yamlString(s.Name))
 	}
 	if s.Sync != "" && s.Sync != SyncAuto {
-		m.add("sync", strNode(s.Sync))
+		fmt.Fprintf(w, "sync: %s\n", yamlString(s.Sync))
 	}
 	if s.Options != (Options{}) {
-		o := newMap(true)
+		var f flowMap
 		if s.Options.Strategy != "" {
-			o.add("strategy", strNode(s.Options.Strategy))
+			f.add("strategy", yamlString(s.Options.Strategy))
 		}
 		if s.Options.MaxStreams != 0 {
-			o.add("max_streams", intNode(int64(s.Options.MaxStreams)))
+			f.add("max_streams", strconv.Itoa(s.Options.MaxStreams))
 		}
-		m.add("options", o.n)
+		fmt.Fprintf(w, "options: %s\n", f)
 	}
-	sizes := map[string]int64{}
+	sizes := make(map[string]int64, len(s.Buffers))
 	if len(s.Buffers) > 0 {
-		list := newList(false)
+		w.WriteString("buffers:\n")
 		for _, b := range s.Buffers {
 			sizes[b.Name] = b.Bytes
-			list.n.Content = append(list.n.Content, bufferNode(b))
+			fmt.Fprintf(w, "  - %s\n", bufferText(b))
 		}
-		m.add("buffers", list.n)
 	}
 	if len(s.Kernels) > 0 {
-		list := newList(false)
+		w.WriteString("kernels:\n")
 		for _, k := range s.Kernels {
-			list.n.Content = append(list.n.Content, kernelNode(k))
+			fmt.Fprintf(w, "  - %s\n", kernelText(k))
 		}
-		m.add("kernels", list.n)
 	}
-	stages := newList(false)
+	w.WriteString("stages:\n")
 	for _, st := range s.Stages {
-		n, err := stageNode(st, sizes)
-		if err != nil {
-			return nil, err
+		if err := writeStage(w, st, sizes); err != nil {
+			return err
 		}
-		stages.n.Content = append(stages.n.Content, n)
 	}
-	m.add("stages", stages.n)
-	return m.n, nil
+	return nil
 }
 
-func bufferNode(b BufferSpec) *yaml.Node {
-	m := newMap(true)
-	m.add("name", strNode(b.Name))
+func bufferText(b BufferSpec) flowMap {
+	var f flowMap
+	f.add("name", yamlString(b.Name))
 	if b.DType != "" {
-		m.add("dtype", strNode(b.DType))
-		shape := newList(true)
-		for _, d := range b.Shape {
-			shape.push(intNode(d))
+		f.add("dtype", yamlString(b.DType))
+		dims := make([]string, len(b.Shape))
+		for i, d := range b.Shape {
+			dims[i] = strconv.FormatInt(d, 10)
 		}
-		m.add("shape", shape.n)
+		f.add("shape", flowList(dims))
 	} else {
-		m.add("bytes", intNode(b.Bytes))
+		f.add("bytes", strconv.FormatInt(b.Bytes, 10))
 	}
 	if b.Where != "" && b.Where != WhereDevice {
-		m.add("where", strNode(b.Where))
+		f.add("where", yamlString(b.Where))
 	}
 	if b.Role != "" && b.Role != RoleTemp {
-		m.add("role", strNode(b.Role))
+		f.add("role", yamlString(b.Role))
 	}
 	switch b.Init.Kind {
 	case InitFill:
-		m.add("init", newMap(true).add(InitFill, floatNode(b.Init.Value)).n)
+		f.add("init", "{fill: "+yamlFloat(b.Init.Value)+"}")
 	case InitFile:
-		m.add("init", newMap(true).add(InitFile, strNode(b.Init.Path)).n)
+		f.add("init", "{file: "+yamlString(b.Init.Path)+"}")
 	case InitRandom:
-		m.add("init", newMap(true).add(InitRandom, intNode(b.Init.Seed)).n)
+		f.add("init", "{random: "+strconv.FormatInt(b.Init.Seed, 10)+"}")
 	}
 	if b.Copies != 0 {
-		m.add("copies", intNode(int64(b.Copies)))
+		f.add("copies", strconv.Itoa(b.Copies))
 	}
-	return m.n
+	return f
 }
 
-func kernelNode(k KernelSpec) *yaml.Node {
-	m := newMap(true)
-	m.add("name", strNode(k.Name))
-	m.add("ptx", strNode(k.PTX))
-	m.add("entry", strNode(k.Entry))
+func kernelText(k KernelSpec) flowMap {
+	var f flowMap
+	f.add("name", yamlString(k.Name))
+	f.add("ptx", yamlString(k.PTX))
+	f.add("entry", yamlString(k.Entry))
 	if len(k.Params) > 0 {
-		params := newList(true)
-		for _, p := range k.Params {
-			params.push(newMap(true).add("name", strNode(p.Name)).add("type", strNode(p.Type)).n)
+		params := make([]string, len(k.Params))
+		for i, p := range k.Params {
+			var pf flowMap
+			pf.add("name", yamlString(p.Name))
+			pf.add("type", yamlString(p.Type))
+			params[i] = pf.String()
 		}
-		m.add("params", params.n)
+		f.add("params", flowList(params))
 	}
-	return m.n
+	return f
 }
 
-func stageNode(st StageSpec, sizes map[string]int64) (*yaml.Node, error) {
-	m := newMap(false)
-	m.add("name", strNode(st.Name))
-	m.add("kernel", strNode(st.Kernel))
+func writeStage(w *bufio.Writer, st StageSpec, sizes map[string]int64) error {
+	fmt.Fprintf(w, "  - name: %s\n", yamlString(st.Name))
+	fmt.Fprintf(w, "    kernel: %s\n", yamlString(st.Kernel))
 	if len(st.Args) > 0 {
 		keys := make([]string, 0, len(st.Args))
 		for k := range st.Args {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		args := newMap(true)
+		var f flowMap
 		for _, k := range keys {
-			v, err := argNode(st.Args[k])
+			v, err := argText(st.Args[k])
 			if err != nil {
-				return nil, fmt.Errorf("dag: writing stage %s: argument %s: %w", st.Name, k, err)
+				return fmt.Errorf("dag: writing stage %s: argument %s: %w", st.Name, k, err)
 			}
-			args.add(k, v)
+			f.add(yamlString(k), v)
 		}
-		m.add("args", args.n)
+		fmt.Fprintf(w, "    args: %s\n", f)
 	}
 	if st.Launch.Grid != [3]int{} {
-		m.add("grid", dim3Node(st.Launch.Grid))
+		fmt.Fprintf(w, "    grid: %s\n", dim3Text(st.Launch.Grid))
 	}
 	if st.Launch.Block != [3]int{} {
-		m.add("block", dim3Node(st.Launch.Block))
+		fmt.Fprintf(w, "    block: %s\n", dim3Text(st.Launch.Block))
 	}
 	if len(st.Reads) > 0 {
-		m.add("reads", accessesNode(st.Reads, sizes))
+		fmt.Fprintf(w, "    reads: %s\n", accessesText(st.Reads, sizes))
 	}
 	if len(st.Writes) > 0 {
-		m.add("writes", accessesNode(st.Writes, sizes))
+		fmt.Fprintf(w, "    writes: %s\n", accessesText(st.Writes, sizes))
 	}
 	if len(st.After) > 0 {
-		m.add("after", namesNode(st.After))
+		fmt.Fprintf(w, "    after: %s\n", namesText(st.After))
 	}
 	if st.Stream != "" {
-		m.add("stream", strNode(st.Stream))
+		fmt.Fprintf(w, "    stream: %s\n", yamlString(st.Stream))
 	}
 	if st.DurationUS != 0 {
-		m.add("duration_us", floatNode(st.DurationUS))
+		fmt.Fprintf(w, "    duration_us: %s\n", yamlFloat(st.DurationUS))
 	}
 	if len(st.Waits) > 0 {
-		m.add("waits", namesNode(st.Waits))
+		fmt.Fprintf(w, "    waits: %s\n", namesText(st.Waits))
 	}
-	return m.n, nil
+	return nil
 }
 
 // accessText is the short form of an access: the buffer name when it covers
@@ -192,115 +183,120 @@ func accessText(a Access, sizes map[string]int64) string {
 	return a.Buffer + "[" + strconv.FormatInt(a.Offset, 10) + ":" + strconv.FormatInt(a.End(), 10) + "]"
 }
 
-func accessesNode(accs []Access, sizes map[string]int64) *yaml.Node {
-	l := newList(true)
-	for _, a := range accs {
-		l.push(strNode(accessText(a, sizes)))
+func accessesText(accs []Access, sizes map[string]int64) string {
+	items := make([]string, len(accs))
+	for i, a := range accs {
+		items[i] = yamlString(accessText(a, sizes))
 	}
-	return l.n
+	return flowList(items)
 }
 
-func namesNode(names []string) *yaml.Node {
-	l := newList(true)
-	for _, s := range names {
-		l.push(strNode(s))
+func namesText(names []string) string {
+	items := make([]string, len(names))
+	for i, s := range names {
+		items[i] = yamlString(s)
 	}
-	return l.n
+	return flowList(items)
 }
 
-func dim3Node(d [3]int) *yaml.Node {
-	l := newList(true)
-	for _, x := range d {
-		l.push(intNode(int64(x)))
-	}
-	return l.n
+func dim3Text(d [3]int) string {
+	return flowList([]string{strconv.Itoa(d[0]), strconv.Itoa(d[1]), strconv.Itoa(d[2])})
 }
 
-func argNode(v any) (*yaml.Node, error) {
+func argText(v any) (string, error) {
 	switch x := v.(type) {
 	case int:
-		return intNode(int64(x)), nil
+		return strconv.Itoa(x), nil
 	case int8:
-		return intNode(int64(x)), nil
+		return strconv.FormatInt(int64(x), 10), nil
 	case int16:
-		return intNode(int64(x)), nil
+		return strconv.FormatInt(int64(x), 10), nil
 	case int32:
-		return intNode(int64(x)), nil
+		return strconv.FormatInt(int64(x), 10), nil
 	case int64:
-		return intNode(x), nil
+		return strconv.FormatInt(x, 10), nil
 	case uint8:
-		return intNode(int64(x)), nil
+		return strconv.FormatUint(uint64(x), 10), nil
 	case uint16:
-		return intNode(int64(x)), nil
+		return strconv.FormatUint(uint64(x), 10), nil
 	case uint32:
-		return intNode(int64(x)), nil
+		return strconv.FormatUint(uint64(x), 10), nil
 	case uint:
 		if uint64(x) > math.MaxInt64 {
-			return nil, fmt.Errorf("%d does not fit in int64", x)
+			return "", fmt.Errorf("%d does not fit in int64", x)
 		}
-		return intNode(int64(x)), nil
+		return strconv.FormatUint(uint64(x), 10), nil
 	case uint64:
 		if x > math.MaxInt64 {
-			return nil, fmt.Errorf("%d does not fit in int64", x)
+			return "", fmt.Errorf("%d does not fit in int64", x)
 		}
-		return intNode(int64(x)), nil
+		return strconv.FormatUint(x, 10), nil
 	case float32:
-		return floatNode(float64(x)), nil
+		return yamlFloat(float64(x)), nil
 	case float64:
 		if math.IsInf(x, 0) || math.IsNaN(x) {
-			return nil, fmt.Errorf("%v is not a finite number", x)
+			return "", fmt.Errorf("%v is not a finite number", x)
 		}
-		return floatNode(x), nil
+		return yamlFloat(x), nil
 	case string:
-		return strNode(x), nil
+		return yamlString(x), nil
 	}
-	return nil, fmt.Errorf("value %v of type %T: want an integer, float or string", v, v)
+	return "", fmt.Errorf("value %v of type %T: want an integer, float or string", v, v)
 }
 
-// --- node builders ---
+// --- scalars and flow collections ---
 
-type nodeBuilder struct{ n *yaml.Node }
+// plainSafe matches strings that YAML reads back as the same string when
+// written plain, in block and flow context alike: a letter or underscore,
+// then letters, digits and _ . - /. (Words YAML reads as booleans or null
+// are excluded separately.)
+var plainSafe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./-]*$`)
 
-func newMap(flow bool) nodeBuilder {
-	n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	if flow {
-		n.Style = yaml.FlowStyle
+// yamlString writes s as a YAML scalar that reads back as the string s:
+// plain when that is unambiguous, else double-quoted. Go's quoting is valid
+// YAML double-quoted style (\" \\ \n \t \xNN \uNNNN \UNNNNNNNN) for valid UTF-8.
+func yamlString(s string) string {
+	if plainSafe.MatchString(s) && !yamlKeyword(s) {
+		return s
 	}
-	return nodeBuilder{n}
+	return strconv.Quote(s)
 }
 
-func newList(flow bool) nodeBuilder {
-	n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-	if flow {
-		n.Style = yaml.FlowStyle
+// yamlKeyword reports whether s, written plain, could be read as something
+// other than a string by YAML 1.1 or 1.2 readers.
+func yamlKeyword(s string) bool {
+	switch strings.ToLower(s) {
+	case "true", "false", "yes", "no", "on", "off", "y", "n", "null":
+		return true
 	}
-	return nodeBuilder{n}
+	return false
 }
 
-// add appends the field k: v to a mapping.
-func (b nodeBuilder) add(k string, v *yaml.Node) nodeBuilder {
-	b.n.Content = append(b.n.Content, strNode(k), v)
-	return b
-}
-
-// push appends an item to a list.
-func (b nodeBuilder) push(v *yaml.Node) nodeBuilder {
-	b.n.Content = append(b.n.Content, v)
-	return b
-}
-
-func strNode(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
-
-func intNode(v int64) *yaml.Node {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(v, 10)}
-}
-
-// floatNode writes v so that it reads back as the same float64 and as a
-// float, not an integer (2 is written 2.0).
-func floatNode(v float64) *yaml.Node {
+// yamlFloat writes v so that it reads back as the same float64, and as a
+// float rather than an integer (2 is written 2.0).
+func yamlFloat(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return ".inf"
+	case math.IsInf(v, -1):
+		return "-.inf"
+	case math.IsNaN(v):
+		return ".nan"
+	}
 	s := strconv.FormatFloat(v, 'g', -1, 64)
-	if !strings.ContainsAny(s, ".eEnN") {
+	if !strings.ContainsAny(s, ".e") {
 		s += ".0"
 	}
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: s}
+	return s
 }
+
+// flowMap is a flow mapping under construction: {k: v, ...}. Keys and values
+// are already YAML text.
+type flowMap []string
+
+func (f *flowMap) add(k, v string) { *f = append(*f, k+": "+v) }
+
+func (f flowMap) String() string { return "{" + strings.Join(f, ", ") + "}" }
+
+// flowList is a flow sequence of items that are already YAML text.
+func flowList(items []string) string { return "[" + strings.Join(items, ", ") + "]" }
