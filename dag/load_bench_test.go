@@ -92,4 +92,3 @@ func TestRoundTripModelGraphs(t *testing.T) {
 		})
 	}
 }
-
