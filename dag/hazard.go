@@ -311,7 +311,7 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 		index[st.Name] = int32(i)
 	}
 	bufIdx := make(map[string]int, len(s.Buffers))
-	var bufs []bufState
+	bufs := make([]bufState, 0, len(s.Buffers))
 	bufOf := func(name string) *bufState {
 		k, ok := bufIdx[name]
 		if !ok {
@@ -323,7 +323,13 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 	}
 	g := &HazardGraph{spec: s, forward: true}
 	g.predOff = make([]int32, 1, n+1)
-	g.hzOff = []int32{0}
+	na := 0 // accesses and after: entries, a good guess at the edges found
+	for i := range s.Stages {
+		na += len(s.Stages[i].Reads) + len(s.Stages[i].Writes) + len(s.Stages[i].After)
+	}
+	g.pred = make([]int32, 0, na)
+	g.hz = make([]Hazard, 0, na)
+	g.hzOff = make([]int32, 1, na+1)
 	var pend []pendingHazard
 	access := func(r accRef) Access {
 		if r.write {

@@ -289,12 +289,17 @@ func (st *state) newPlan() *Plan {
 	s := st.spec
 	p := &Plan{Version: PlanVersion, Spec: s.Name, Dir: s.Dir, Strategy: st.strategy}
 	p.Stages = make([]Stage, len(s.Stages))
+	na := 0
+	for i := range s.Stages {
+		na += len(s.Stages[i].Reads) + len(s.Stages[i].Writes)
+	}
+	flat := make([]Access, 0, na) // one allocation for every stage's accesses
 	conv := func(as []dag.Access) []Access {
-		out := make([]Access, len(as))
-		for i, a := range as {
-			out[i] = Access{Buffer: a.Buffer, Offset: a.Offset, Bytes: a.Bytes}
+		start := len(flat)
+		for _, a := range as {
+			flat = append(flat, Access{Buffer: a.Buffer, Offset: a.Offset, Bytes: a.Bytes})
 		}
-		return out
+		return flat[start:len(flat):len(flat)]
 	}
 	for i, sg := range s.Stages {
 		p.Stages[i] = Stage{Name: sg.Name, DurationUS: sg.DurationUS, Kernel: sg.Kernel, Args: sg.Args,

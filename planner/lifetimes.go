@@ -1,85 +1,97 @@
 package planner
 
-import (
-	"cmp"
-	"slices"
-)
-
 // lifetimes records, for each buffer, the streams whose stages touch it and
 // the event after whose record each stream is done with it: the first
 // record on that stream at or after its last launch that touches the
 // buffer, or else one record appended at the end of the stream (at most one
 // new event per stream, shared by all buffers). It is the planned form of
 // CUDA's record_stream: the bytes may be reused once every listed event has
-// completed.
+// completed. Done lists are sorted by stream id. Cost: O(ops + accesses).
 func lifetimes(st *state) error {
 	p := st.plan
-	// Position of each stage's launch within its stream.
-	opAt := make([]int, len(p.Stages))
-	for s := range p.Streams {
-		for j, o := range p.Streams[s].Ops {
-			if o.Kind == OpLaunch {
-				opAt[o.Stage] = j
+	bufIdx := make(map[string]int32, len(p.Buffers))
+	for i, b := range p.Buffers {
+		bufIdx[b.Name] = int32(i)
+	}
+	// Buffer index of each access, reads then writes, per stage.
+	accOff := make([]int32, len(p.Stages)+1)
+	for v, sg := range p.Stages {
+		accOff[v+1] = accOff[v] + int32(len(sg.Reads)+len(sg.Writes))
+	}
+	acc := make([]int32, accOff[len(p.Stages)])
+	for v, sg := range p.Stages {
+		k := accOff[v]
+		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
+			for _, a := range list {
+				b, ok := bufIdx[a.Buffer]
+				if !ok {
+					b = -1
+				}
+				acc[k] = b
+				k++
 			}
 		}
 	}
-	// Last use per (buffer, stream), as an op index on the stream.
-	bufIdx := make(map[string]int, len(p.Buffers))
-	for i, b := range p.Buffers {
-		bufIdx[b.Name] = i
-	}
-	type use struct{ buf, stream, op int }
-	var uses []use
-	for v, sg := range p.Stages {
-		for _, list := range [][]Access{sg.Reads, sg.Writes} {
-			for _, a := range list {
-				if b, ok := bufIdx[a.Buffer]; ok {
-					uses = append(uses, use{b, sg.Stream, opAt[v]})
+	// Walk each stream backwards: the first launch met that touches a
+	// buffer is the stream's last use of it, and the latest record met so
+	// far is the first at or after it. Two walks: count, then fill.
+	type done struct{ buf, event int32 }
+	mark := make([]int32, len(p.Buffers)) // stream+1 that last claimed the buffer
+	var found []done
+	perStream := make([][]done, len(p.Streams))
+	for s := range p.Streams {
+		ops := p.Streams[s].Ops
+		next := int32(-1)
+		found = found[:0]
+		for j := len(ops) - 1; j >= 0; j-- {
+			o := ops[j]
+			switch o.Kind {
+			case OpRecord:
+				next = int32(o.Event)
+			case OpLaunch:
+				for _, b := range acc[accOff[o.Stage]:accOff[o.Stage+1]] {
+					if b >= 0 && mark[b] != int32(s+1) {
+						mark[b] = int32(s + 1)
+						found = append(found, done{b, next})
+					}
 				}
 			}
 		}
-	}
-	slices.SortFunc(uses, func(x, y use) int {
-		return cmp.Or(cmp.Compare(x.buf, y.buf), cmp.Compare(x.stream, y.stream), cmp.Compare(y.op, x.op))
-	})
-	// nextRecord[s][j]: the event of the first record at or after op j on stream s.
-	nextRecord := make([][]int, len(p.Streams))
-	for s := range p.Streams {
-		ops := p.Streams[s].Ops
-		nr := make([]int, len(ops))
-		next := -1
-		for j := len(ops) - 1; j >= 0; j-- {
-			if ops[j].Kind == OpRecord {
-				next = ops[j].Event
+		// A last use with no record after it: one record at the stream's end.
+		end := int32(-1)
+		for i, d := range found {
+			if d.event < 0 {
+				if end < 0 {
+					end = int32(p.Events)
+					p.Events++
+					sops := &p.Streams[s].Ops
+					p.IssueOrder = append(p.IssueOrder, [2]int{s, len(*sops)})
+					*sops = append(*sops, Op{Kind: OpRecord, Event: int(end)})
+				}
+				found[i].event = end
 			}
-			nr[j] = next
 		}
-		nextRecord[s] = nr
+		perStream[s] = append([]done(nil), found...)
 	}
-	endEvent := make([]int, len(p.Streams))
-	for i := range endEvent {
-		endEvent[i] = -1
+	nd := make([]int, len(p.Buffers))
+	total := 0
+	for _, f := range perStream {
+		for _, d := range f {
+			nd[d.buf]++
+			total++
+		}
 	}
+	flat := make([]StreamAt, 0, total)
 	p.Lifetimes = make([]Lifetime, len(p.Buffers))
 	for i, b := range p.Buffers {
-		p.Lifetimes[i] = Lifetime{Buffer: b.Name, Done: []StreamAt{}}
+		p.Lifetimes[i] = Lifetime{Buffer: b.Name, Done: flat[len(flat):len(flat):len(flat)+nd[i]]}
+		flat = flat[:len(flat)+nd[i]]
 	}
-	for k, u := range uses {
-		if k > 0 && uses[k-1].buf == u.buf && uses[k-1].stream == u.stream {
-			continue // not the last use on this stream
+	for s, f := range perStream {
+		for _, d := range f {
+			l := &p.Lifetimes[d.buf]
+			l.Done = append(l.Done, StreamAt{Stream: s, Event: int(d.event)})
 		}
-		e := nextRecord[u.stream][u.op]
-		if e < 0 {
-			if endEvent[u.stream] < 0 {
-				endEvent[u.stream] = p.Events
-				p.Events++
-				ops := &p.Streams[u.stream].Ops
-				p.IssueOrder = append(p.IssueOrder, [2]int{u.stream, len(*ops)})
-				*ops = append(*ops, Op{Kind: OpRecord, Event: endEvent[u.stream]})
-			}
-			e = endEvent[u.stream]
-		}
-		p.Lifetimes[u.buf].Done = append(p.Lifetimes[u.buf].Done, StreamAt{Stream: u.stream, Event: e})
 	}
 	return nil
 }

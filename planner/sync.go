@@ -15,8 +15,12 @@ import "slices"
 // The naive strategy skips the clock test: a wait for every cross-stream
 // reduced edge.
 //
-// Cost: O(V + E + W·k) time for W waits and k streams; clocks take
-// O(k² + F·k) memory, F the producers whose consumers are not all done.
+// Clocks are sparse, immutable sorted lists shared by the snapshots of every
+// stage launched under them, and a stream's entry is dropped once the stream
+// is dead (all its stages launched and all their cross-stream consumers
+// walked: no query can ask about it again). A join costs O(live streams),
+// so sync is O(V + E + W·L) for W waits and L streams live at once, rather
+// than O(W·k) time and O(k²) memory for k streams with dense clocks.
 func syncStreams(st *state) error {
 	n, k := st.n, len(st.names)
 	stream := st.stream
@@ -28,31 +32,32 @@ func syncStreams(st *state) error {
 		idx[v] = cnt[s]
 		cnt[s]++
 	}
-	// Outstanding cross-stream consumers per producer: its clock snapshot
-	// is kept until the last one has been walked.
+	// Outstanding cross-stream consumers per producer, and per stream the
+	// unlaunched stages plus its stages' outstanding consumers.
 	refs := make([]int32, n)
+	pending := slices.Clone(cnt)
 	for u := 0; u < n; u++ {
 		for _, v := range st.red.row(u) {
 			if stream[v] != stream[u] {
 				refs[u]++
+				pending[stream[u]]++
 			}
 		}
 	}
-	var vc []int32
-	if !naive {
-		vc = make([]int32, k*k)
-	}
-	snap := make([][]int32, n)
-	var pool [][]int32
-	waitOff := make([]int32, n+1) // waits of v: waitOn[waitOff[pos]:waitOff[pos+1]], by position
-	waitOn := make([]int32, 0)
+	dead := make([]bool, k)
+	var ar clockArena
+	cur := make([]clock, k) // each stream's clock, without its own entry
+	snap := make([]clock, n)
+	waitOff := make([]int32, n+1) // waits before the stage at position i: waitOn[waitOff[i]:waitOff[i+1]]
+	waitOn := make([]int32, 0, n)
 	needed := make([]bool, n)
+	release := func(t int32) {
+		if pending[t]--; pending[t] == 0 {
+			dead[t] = true
+		}
+	}
 	for i, v := range st.topo {
 		s := stream[v]
-		var row []int32
-		if !naive {
-			row = vc[int(s)*k : int(s+1)*k]
-		}
 		preds := st.redPred.row(int(v))
 		for j := len(preds) - 1; j >= 0; j-- { // latest first
 			u := preds[j]
@@ -60,35 +65,23 @@ func syncStreams(st *state) error {
 			if t == s {
 				continue
 			}
-			if naive || row[t] <= idx[u] {
+			if naive || cur[s].get(t) <= idx[u] {
 				waitOn = append(waitOn, u)
 				needed[u] = true
 				if !naive {
-					for c, x := range snap[u] {
-						row[c] = max(row[c], x)
-					}
+					cur[s] = ar.join(cur[s], snap[u], t, idx[u]+1, s, dead)
 				}
 			}
-			if refs[u]--; refs[u] == 0 && snap[u] != nil {
-				pool = append(pool, snap[u])
+			if refs[u]--; refs[u] == 0 {
 				snap[u] = nil
 			}
+			release(t)
 		}
 		waitOff[i+1] = int32(len(waitOn))
-		if naive {
-			continue
+		if refs[v] > 0 && !naive {
+			snap[v] = cur[s]
 		}
-		row[s] = idx[v] + 1
-		if refs[v] > 0 {
-			var c []int32
-			if len(pool) > 0 {
-				c, pool = pool[len(pool)-1], pool[:len(pool)-1]
-			} else {
-				c = make([]int32, k)
-			}
-			copy(c, row)
-			snap[v] = c
-		}
+		release(s)
 	}
 	// Events in topological order of their producers.
 	event := make([]int32, n)
@@ -103,8 +96,18 @@ func syncStreams(st *state) error {
 	p := st.newPlan()
 	p.Events = events
 	p.Streams = make([]Stream, k)
+	nops := slices.Clone(cnt) // launches, waits and records per stream, +1 for lifetimes' end record
+	for s := range nops {
+		nops[s]++
+	}
+	for i, v := range st.topo {
+		nops[stream[v]] += waitOff[i+1] - waitOff[i]
+		if event[v] >= 0 {
+			nops[stream[v]]++
+		}
+	}
 	for s := range p.Streams {
-		p.Streams[s] = Stream{ID: s, Name: st.names[s], Ops: make([]Op, 0, cnt[s]+1)}
+		p.Streams[s] = Stream{ID: s, Name: st.names[s], Ops: make([]Op, 0, nops[s])}
 	}
 	for v := range p.Stages {
 		p.Stages[v].Stream = int(stream[v])
@@ -134,4 +137,81 @@ func syncStreams(st *state) error {
 	p.Stats.Waits = len(waitOn)
 	st.plan = p
 	return nil
+}
+
+// clock is a sparse vector clock: (stream, launches of it known complete),
+// sorted by stream. Clocks are immutable once built.
+type clock []clockEntry
+
+type clockEntry struct{ stream, val int32 }
+
+func (c clock) get(t int32) int32 {
+	i, ok := slices.BinarySearchFunc(c, t, func(e clockEntry, t int32) int { return int(e.stream) - int(t) })
+	if !ok {
+		return 0
+	}
+	return c[i].val
+}
+
+// join returns a ∪ b ∪ {(t, tv)} with the maximum per stream, leaving out
+// stream self and dead streams.
+func (ar *clockArena) join(a, b clock, t, tv, self int32, dead []bool) clock {
+	out := ar.alloc(len(a) + len(b) + 1)
+	add := func(e clockEntry) {
+		if e.stream == self || dead[e.stream] {
+			return
+		}
+		if l := len(out); l > 0 && out[l-1].stream == e.stream {
+			out[l-1].val = max(out[l-1].val, e.val)
+			return
+		}
+		out = append(out, e)
+	}
+	extra := clock{{t, tv}}
+	i, j, x := 0, 0, 0
+	for i < len(a) || j < len(b) || x < 1 {
+		// Pick the smallest stream among the three heads.
+		best := int32(1<<31 - 1)
+		if i < len(a) {
+			best = min(best, a[i].stream)
+		}
+		if j < len(b) {
+			best = min(best, b[j].stream)
+		}
+		if x < 1 {
+			best = min(best, extra[0].stream)
+		}
+		switch {
+		case i < len(a) && a[i].stream == best:
+			add(a[i])
+			i++
+		case j < len(b) && b[j].stream == best:
+			add(b[j])
+			j++
+		default:
+			add(extra[0])
+			x++
+		}
+	}
+	ar.trim(out)
+	return out
+}
+
+// clockArena hands out clocks from large chunks: joins are frequent and
+// small, and clocks are never freed one by one.
+type clockArena struct{ buf []clockEntry }
+
+// alloc returns an empty clock with capacity n.
+func (ar *clockArena) alloc(n int) clock {
+	if cap(ar.buf)-len(ar.buf) < n {
+		ar.buf = make([]clockEntry, 0, max(1<<14, n))
+	}
+	l := len(ar.buf)
+	ar.buf = ar.buf[:l+n]
+	return clock(ar.buf[l : l : l+n])
+}
+
+// trim gives back the unused tail of c, the latest allocation.
+func (ar *clockArena) trim(c clock) {
+	ar.buf = ar.buf[:len(ar.buf)-(cap(c)-len(c))]
 }
