@@ -84,7 +84,7 @@ func lifetimes(st *state) error {
 	flat := make([]StreamAt, 0, total)
 	p.Lifetimes = make([]Lifetime, len(p.Buffers))
 	for i, b := range p.Buffers {
-		p.Lifetimes[i] = Lifetime{Buffer: b.Name, Done: flat[len(flat):len(flat):len(flat)+nd[i]]}
+		p.Lifetimes[i] = Lifetime{Buffer: b.Name, Done: flat[len(flat) : len(flat) : len(flat)+nd[i]]}
 		flat = flat[:len(flat)+nd[i]]
 	}
 	for s, f := range perStream {
