@@ -53,6 +53,7 @@ type RunOptions struct {
 	Iterations int    // times the plan is issued; default 1
 	Seed       int64  // simulator: seed of the random per-op delays
 	SyncEach   bool   // cuda: synchronize after every op to attribute faults to a stage
+	PTXDir     string // cuda: directory that relative user-kernel PTX paths resolve against (Plan.Dir)
 }
 
 // NewBackend opens the named backend. For BackendAuto it returns the CUDA
@@ -63,7 +64,7 @@ type RunOptions struct {
 func NewBackend(name string, o RunOptions) (b executor.Backend, reason string, err error) {
 	switch name {
 	case "", BackendAuto:
-		cb, cerr := cudart.New(cudart.Options{SyncEach: o.SyncEach})
+		cb, cerr := cudart.New(cudart.Options{SyncEach: o.SyncEach, PTXDir: o.PTXDir})
 		if cerr == nil {
 			return cb, "auto: picked cuda (a device answered)", nil
 		}
@@ -74,7 +75,7 @@ func NewBackend(name string, o RunOptions) (b executor.Backend, reason string, e
 	case BackendSim:
 		return sim.New(sim.Options{Seed: o.Seed}), "sim", nil
 	case BackendCUDA:
-		cb, err := cudart.New(cudart.Options{SyncEach: o.SyncEach})
+		cb, err := cudart.New(cudart.Options{SyncEach: o.SyncEach, PTXDir: o.PTXDir})
 		if err != nil {
 			return nil, "", err
 		}
@@ -86,6 +87,9 @@ func NewBackend(name string, o RunOptions) (b executor.Backend, reason string, e
 // Run runs plan on the backend o.Backend names and returns each output
 // buffer's checksum. It closes the backend before returning.
 func Run(ctx context.Context, p *planner.Plan, o RunOptions) (*executor.Result, error) {
+	if o.PTXDir == "" {
+		o.PTXDir = p.Dir
+	}
 	b, _, err := NewBackend(o.Backend, o)
 	if err != nil {
 		return nil, err

@@ -84,8 +84,8 @@ func ReadGraph(r io.Reader) (*Graph, error) {
 // stage running the mix built-in with spin_us = its duration (so it takes
 // the node's measured time and its output depends on everything it read),
 // one thread block, reading and writing whole tensors. Tensors become
-// buffers: "input" and "param" tensors are role input with seeded random
-// contents, tensors written and never read again are role output, the rest
+// buffers: "input" tensors are role input with seeded random contents,
+// "param" tensors (weights) role input with zeros, tensors written and never read again are role output, the rest
 // are temp. A node that writes nothing becomes a spin stage.
 //
 // Errors: duplicate or unknown ids, non-positive sizes, sizes that are not a
@@ -147,9 +147,13 @@ func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 		}
 		b := BufferSpec{Name: t.ID, Bytes: t.Bytes, Where: WhereDevice, Role: RoleTemp}
 		switch {
-		case t.Kind == "input" || t.Kind == "param":
+		case t.Kind == "input":
 			b.Role = RoleInput
 			b.Init = Init{Kind: InitRandom, Seed: int64(i + 1)}
+		case t.Kind == "param":
+			// Weights: read-only inputs. Zeros keep large models cheap to
+			// set up; the mix hash still differs per stage.
+			b.Role = RoleInput
 		case isWritten(lastWrite, t.ID) && lastRead[t.ID] <= lastWrite[t.ID]:
 			// Written, and no node after its last writer reads it.
 			b.Role = RoleOutput

@@ -246,6 +246,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 				}
 				fmt.Fprintf(stderr, "dagrun: warning: running a plan with races (--allow-race)\n")
 			}
+			ro.PTXDir = p.Dir
 			b, reason, err := dagrun.NewBackend(ro.Backend, ro)
 			if err != nil {
 				return failure{err}

@@ -58,6 +58,10 @@ func writeFileAtomic(path string, data []byte) error {
 		return failure{err}
 	}
 	defer os.Remove(f.Name())
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return failure{err}
+	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return failure{err}

@@ -13,7 +13,7 @@ import (
 )
 
 // dagrun runs the command line in-process and returns stdout, stderr and the exit code.
-func dagrun(t *testing.T, args ...string) (string, string, int) {
+func cli(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), args, &out, &errb)
@@ -44,7 +44,7 @@ func isRacy(path string) bool { return strings.Contains(filepath.Base(path), "ra
 func TestCheckExitCodes(t *testing.T) {
 	for _, p := range allSpecs(t) {
 		t.Run(filepath.Base(p), func(t *testing.T) {
-			out, errs, code := dagrun(t, "check", p)
+			out, errs, code := cli(t, "check", p)
 			if isRacy(p) {
 				if code != exitFailure {
 					t.Fatalf("check %s: exit %d, want 1 (race)\nstdout:\n%s\nstderr:\n%s", p, code, out, errs)
@@ -62,7 +62,7 @@ func TestCheckExitCodes(t *testing.T) {
 }
 
 func TestCheckRacyTwoWritersNamesBoth(t *testing.T) {
-	out, _, code := dagrun(t, "check", specPath("seed/two-writers-racy.yaml"))
+	out, _, code := cli(t, "check", specPath("seed/two-writers-racy.yaml"))
 	if code != exitFailure {
 		t.Fatalf("exit %d, want 1", code)
 	}
@@ -78,7 +78,7 @@ func TestBadSpecExit2NoOutput(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("version: 1\nname: bad\nbuffers:\n  - {name: x, bytes: 16}\nstages:\n  - {name: a, kernel: fill, writes: [x], colour: red}\n"), 0o644)
 	for _, cmd := range [][]string{{"plan", bad}, {"plan", "--json", bad}, {"check", bad}, {"run", "--backend", "sim", bad}} {
-		out, errs, code := dagrun(t, cmd...)
+		out, errs, code := cli(t, cmd...)
 		if code != exitUsage {
 			t.Errorf("%v: exit %d, want 2; stderr %s", cmd, code, errs)
 		}
@@ -103,7 +103,7 @@ func TestUsageErrors(t *testing.T) {
 		{"frobnicate"},
 		{"check", "does-not-exist.yaml"},
 	} {
-		out, _, code := dagrun(t, cmd...)
+		out, _, code := cli(t, cmd...)
 		if code != exitUsage {
 			t.Errorf("%v: exit %d, want 2", cmd, code)
 		}
@@ -115,15 +115,15 @@ func TestUsageErrors(t *testing.T) {
 
 func TestPlanFormats(t *testing.T) {
 	p := specPath("seed/three-stage.yaml")
-	out, errs, code := dagrun(t, "plan", p)
+	out, errs, code := cli(t, "plan", p)
 	if code != 0 || !strings.Contains(out, "waits=") {
 		t.Fatalf("plan table: exit %d\n%s%s", code, out, errs)
 	}
-	dot, _, code := dagrun(t, "plan", "--format", "dot", p)
+	dot, _, code := cli(t, "plan", "--format", "dot", p)
 	if code != 0 || !strings.Contains(dot, "digraph") || !strings.Contains(dot, "cluster") {
 		t.Fatalf("plan dot: exit %d\n%s", code, dot)
 	}
-	js, _, code := dagrun(t, "plan", "--json", p)
+	js, _, code := cli(t, "plan", "--json", p)
 	if code != 0 {
 		t.Fatalf("plan --json: exit %d", code)
 	}
@@ -137,7 +137,7 @@ func TestPlanFormats(t *testing.T) {
 		}
 	}
 	// Planning twice gives identical bytes.
-	js2, _, _ := dagrun(t, "plan", "--json", p)
+	js2, _, _ := cli(t, "plan", "--json", p)
 	if stripPlanningTime(js) != stripPlanningTime(js2) {
 		t.Errorf("plan --json is not byte-stable across runs")
 	}
@@ -150,7 +150,7 @@ func stripPlanningTime(s string) string { return planningMS.ReplaceAllString(s, 
 // checksums runs a spec (or a plan) and returns "name=checksum" lines.
 func checksums(t *testing.T, args ...string) string {
 	t.Helper()
-	out, errs, code := dagrun(t, append([]string{"run", "--backend", "sim"}, args...)...)
+	out, errs, code := cli(t, append([]string{"run", "--backend", "sim"}, args...)...)
 	if code != 0 {
 		t.Fatalf("run %v: exit %d\n%s%s", args, code, out, errs)
 	}
@@ -190,7 +190,7 @@ func TestRunSeedsMatchSingleStream(t *testing.T) {
 
 func TestRunPlanFile(t *testing.T) {
 	p := specPath("shared-io/shared-io.yaml")
-	js, _, code := dagrun(t, "plan", "--json", p)
+	js, _, code := cli(t, "plan", "--json", p)
 	if code != 0 {
 		t.Fatal("plan failed")
 	}
@@ -201,7 +201,7 @@ func TestRunPlanFile(t *testing.T) {
 	}
 	// A corrupt plan file is bad input with a position.
 	os.WriteFile(f, []byte(js[:len(js)/2]), 0o644)
-	_, errs, code := dagrun(t, "run", "--plan", f)
+	_, errs, code := cli(t, "run", "--plan", f)
 	if code != exitUsage || !strings.Contains(errs, "plan") {
 		t.Fatalf("corrupt plan: exit %d: %s", code, errs)
 	}
@@ -209,18 +209,18 @@ func TestRunPlanFile(t *testing.T) {
 
 func TestRunRacyRefusedUnlessAllowed(t *testing.T) {
 	p := specPath("seed/two-writers-racy.yaml")
-	if _, _, code := dagrun(t, "run", "--backend", "sim", p); code != exitFailure {
+	if _, _, code := cli(t, "run", "--backend", "sim", p); code != exitFailure {
 		t.Fatalf("run racy: exit %d, want 1", code)
 	}
 	// With --allow-race the simulator's detector still reports it.
-	_, errs, code := dagrun(t, "run", "--backend", "sim", "--allow-race", p)
+	_, errs, code := cli(t, "run", "--backend", "sim", "--allow-race", p)
 	if code != exitFailure || !strings.Contains(strings.ToLower(errs), "race") {
 		t.Fatalf("run --allow-race racy: exit %d, want 1 with a race report: %s", code, errs)
 	}
 }
 
 func TestCUDAWithoutTag(t *testing.T) {
-	_, errs, code := dagrun(t, "run", "--backend", "cuda", specPath("seed/three-stage.yaml"))
+	_, errs, code := cli(t, "run", "--backend", "cuda", specPath("seed/three-stage.yaml"))
 	if code == 0 {
 		t.Skip("this binary has a working CUDA backend")
 	}
@@ -235,11 +235,36 @@ func TestImportGraph(t *testing.T) {
 		t.Skip("shared graphs not present")
 	}
 	dst := filepath.Join(t.TempDir(), "sq.yaml")
-	if _, errs, code := dagrun(t, "import", g, "-o", dst); code != 0 {
+	if _, errs, code := cli(t, "import", g, "-o", dst); code != 0 {
 		t.Fatalf("import: exit %d: %s", code, errs)
 	}
-	out, errs, code := dagrun(t, "check", dst)
+	out, errs, code := cli(t, "check", dst)
 	if code != 0 {
 		t.Fatalf("check imported: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// The converted model specs under specs/models are what `dagrun import`
+// makes of ../shared/graphs today: the conversion is stable.
+func TestModelSpecsStable(t *testing.T) {
+	graphs, _ := filepath.Glob(filepath.Join("..", "..", "..", "shared", "graphs", "*.json"))
+	if len(graphs) == 0 {
+		t.Skip("../shared/graphs not present")
+	}
+	for _, g := range graphs {
+		name := strings.TrimSuffix(filepath.Base(g), ".json")
+		t.Run(name, func(t *testing.T) {
+			got, errs, code := cli(t, "import", g)
+			if code != 0 {
+				t.Fatalf("import: exit %d: %s", code, errs)
+			}
+			want, err := os.ReadFile(specPath(filepath.Join("models", name+".yaml")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != string(want) {
+				t.Errorf("specs/models/%s.yaml differs from a fresh import; regenerate with scripts/import-models.sh", name)
+			}
+		})
 	}
 }
