@@ -11,5 +11,8 @@ go test ./...
 echo "== go test -race (simulator, executor, API)"
 go test -race ./executor/... ./cudart/... .
 echo "== cuda build: vet and compile with -tags cuda (no GPU needed)"
-scripts/build-gpu.sh --check
+eval "$(scripts/build-gpu.sh --headers-only)"
+go vet -tags cuda ./cudart/ ./executor/...
+go build -tags cuda ./...
+go test -c -tags cuda -o /dev/null ./cudart
 echo "== all tests passed"
