@@ -74,7 +74,9 @@ func (st *state) pins() ([]int32, []string) {
 // delay it), pinned streams stay as they are, and each other chain, in order
 // of earliest start (ASAP), goes to the remaining stream that is free
 // earliest. If pins leave no stream free, the other chains join the
-// critical chain's stream.
+// critical chain's stream. One sweep of local search then moves each free
+// chain to the stream (the critical chain's included) that most shortens
+// the simulated makespan (improveFold; skipped on graphs too large for it).
 func (st *state) pathCover(pin, grp []int32, P int32) {
 	m := st.pinMatcher(pin, P)
 	size := m.match(st.topo)
@@ -207,17 +209,19 @@ func (st *state) chains(m *matcher, pin, grp []int32, P int32) {
 	}
 }
 
+// chainInfo is a free chain being folded.
+type chainInfo struct {
+	g     int32
+	start float64 // earliest start (ASAP) of its first stage, µs
+	head  int32   // position of the first stage
+	work  float64 // sum of its durations, µs
+}
+
 // fold merges free groups onto at most st.maxStr streams (see pathCover).
 func (st *state) fold(grp []int32, P int32) {
 	cp := st.criticalPath()
 	cpGrp := grp[cp[0]]
 	est, _ := st.asap()
-	type chainInfo struct {
-		g     int32
-		start float64
-		head  int32 // position of the first stage
-		work  float64
-	}
 	info := map[int32]*chainInfo{}
 	var chains []*chainInfo
 	for _, v := range st.topo {
@@ -265,11 +269,85 @@ func (st *state) fold(grp []int32, P int32) {
 			remap[c.g] = target[best]
 		}
 	}
+	orig := slices.Clone(grp)
 	for v := range grp {
 		if t, ok := remap[grp[v]]; ok {
 			grp[v] = t
 		}
 	}
+	st.improveFold(grp, orig, chains, remap, cpGrp)
+}
+
+// foldBudget bounds improveFold's work (chain moves tried × graph size).
+const foldBudget = 50_000_000
+
+// improveFold is one sweep of local search after the greedy fold: each
+// free chain in turn moves to the stream (any free target, or the critical
+// chain's) that gives the smallest simulated makespan, if smaller. It is
+// skipped when the sweep would cost more than foldBudget steps.
+func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[int32]int32, cpGrp int32) {
+	targets := []int32{cpGrp}
+	seen := map[int32]bool{cpGrp: true}
+	for _, c := range chains {
+		if t := remap[c.g]; !seen[t] {
+			seen[t] = true
+			targets = append(targets, t)
+		}
+	}
+	cost := len(chains) * len(targets) * (st.n + st.g.NumEdges())
+	if len(targets) < 2 || cost > foldBudget {
+		return
+	}
+	members := map[int32][]int32{} // free chain → its stages
+	for _, c := range chains {
+		members[c.g] = nil
+	}
+	for v, g := range orig {
+		if ms, ok := members[g]; ok {
+			members[g] = append(ms, int32(v))
+		}
+	}
+	eft := make([]float64, st.n)
+	best := st.makespan(grp, eft)
+	for _, c := range chains {
+		ms := members[c.g]
+		if len(ms) == 0 {
+			continue
+		}
+		from := grp[ms[0]]
+		bestT := from
+		for _, t := range targets {
+			if t == from {
+				continue
+			}
+			for _, v := range ms {
+				grp[v] = t
+			}
+			if m := st.makespan(grp, eft); m < best-1e-9 {
+				best, bestT = m, t
+			}
+		}
+		for _, v := range ms {
+			grp[v] = bestT
+		}
+	}
+}
+
+// makespan is the ideal makespan of a grouping with every dependency
+// waited for: each group runs its stages in topological order.
+func (st *state) makespan(grp []int32, eft []float64) float64 {
+	free := map[int32]float64{}
+	var m float64
+	for _, v := range st.topo {
+		s := free[grp[v]]
+		for _, u := range st.g.Pred(int(v)) {
+			s = max(s, eft[u])
+		}
+		eft[v] = s + st.dur[v]
+		free[grp[v]] = eft[v]
+		m = max(m, eft[v])
+	}
+	return m
 }
 
 // roundRobin is Taskflow's capturer: level = longest-path depth; the free

@@ -55,7 +55,7 @@ func TestAssign(t *testing.T) {
 			"a:p b:p c:q"},
 		{"pin named like a free stream", spec(stage("a", writes("x")), stage("b", writes("y"), on("s0"))), Options{},
 			"a:s0_1 b:s0"},
-		{"cap keeps the critical path", fanOutIn(4), Options{MaxStreams: 2}, "src:s0 b0:s1 b1:s1 b2:s1 b3:s0 sink:s0"},
+		{"cap keeps the critical path", fanOutIn(4), Options{MaxStreams: 2}, "src:s0 b0:s0 b1:s1 b2:s1 b3:s0 sink:s0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := upTo(t, tc.s, tc.o, "assign")
