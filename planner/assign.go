@@ -308,7 +308,8 @@ func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[i
 		}
 	}
 	eft := make([]float64, st.n)
-	best := st.makespan(grp, eft)
+	free := make([]float64, slices.Max(grp)+1) // per group: when its last stage ends
+	best := st.makespan(grp, eft, free)
 	for _, c := range chains {
 		ms := members[c.g]
 		if len(ms) == 0 {
@@ -323,7 +324,7 @@ func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[i
 			for _, v := range ms {
 				grp[v] = t
 			}
-			if m := st.makespan(grp, eft); m < best-1e-9 {
+			if m := st.makespan(grp, eft, free); m < best-1e-9 {
 				best, bestT = m, t
 			}
 		}
@@ -335,8 +336,8 @@ func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[i
 
 // makespan is the ideal makespan of a grouping with every dependency
 // waited for: each group runs its stages in topological order.
-func (st *state) makespan(grp []int32, eft []float64) float64 {
-	free := map[int32]float64{}
+func (st *state) makespan(grp []int32, eft, free []float64) float64 {
+	clear(free)
 	var m float64
 	for _, v := range st.topo {
 		s := free[grp[v]]
