@@ -28,17 +28,19 @@ type Race struct {
 	Buffer string
 	Offset int64 // first byte of the overlap found when the race was first seen
 	Bytes  int64 // bytes of that overlap
-	// First is the earlier access in the detector's observation, Second the one
-	// that found it; which is which may differ between runs.
+	// First is the access of the stage declared first (lower stage index),
+	// Second the other.
 	First, Second RaceAccess
 	// Count is how many times the pair was seen on this buffer (iterations,
 	// ranges) since the report was started.
 	Count int
 }
 
+// String reads e.g. "stage w1 (stream 0) writes out[0:64] and stage w2
+// (stream 1) writes it, with no happens-before path (no event orders them)".
 func (r Race) String() string {
-	return fmt.Sprintf("%s and %s %s[%d:%d] with no happens-before path (no event orders them)",
-		r.First, r.Second, r.Buffer, r.Offset, r.Offset+r.Bytes)
+	return fmt.Sprintf("%s %s[%d:%d] and %s it, with no happens-before path (no event orders them)",
+		r.First, r.Buffer, r.Offset, r.Offset+r.Bytes, r.Second)
 }
 
 // RaceError is returned by a backend's Synchronize (and so by Run) when its

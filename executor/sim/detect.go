@@ -197,6 +197,10 @@ func (b *Backend) report(buffer string, f found, cur access) {
 	side := func(a access) executor.RaceAccess {
 		return executor.RaceAccess{Stage: a.name, StageIndex: a.stage, Stream: a.stream, Write: a.write}
 	}
-	b.races[k] = &executor.Race{Buffer: buffer, Offset: f.lo, Bytes: f.hi - f.lo, First: side(f.prev), Second: side(cur), Count: 1}
+	first, second := side(f.prev), side(cur)
+	if second.StageIndex < first.StageIndex {
+		first, second = second, first
+	}
+	b.races[k] = &executor.Race{Buffer: buffer, Offset: f.lo, Bytes: f.hi - f.lo, First: first, Second: second, Count: 1}
 	b.raceOrder = append(b.raceOrder, k)
 }

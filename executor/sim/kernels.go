@@ -11,8 +11,9 @@ import (
 
 var le = binary.LittleEndian
 
-// builtin computes a built-in kernel per dag/builtins.go. in holds copies of
-// the reads, out the live write ranges; executor.CheckLaunch has been run.
+// builtin computes a built-in kernel other than mix per dag/builtins.go. in
+// holds the reads (copies where in place), out the live write ranges;
+// executor.CheckLaunch has been run.
 func builtin(l *executor.LaunchDesc, in, out [][]byte) error {
 	switch l.Kernel {
 	case dag.BuiltinFill:
@@ -20,8 +21,10 @@ func builtin(l *executor.LaunchDesc, in, out [][]byte) error {
 		if err != nil {
 			return err
 		}
-		for i := 0; i+4 <= len(out[0]); i += 4 {
-			le.PutUint32(out[0][i:], w)
+		o := out[0]
+		le.PutUint32(o, w)
+		for n := 4; n < len(o); n *= 2 {
+			copy(o[n:], o[:n])
 		}
 	case dag.BuiltinCopy:
 		copy(out[0], in[0])
@@ -48,12 +51,6 @@ func builtin(l *executor.LaunchDesc, in, out [][]byte) error {
 			v := float32(ax + math.Float32frombits(le.Uint32(y[i:])))
 			le.PutUint32(o[i:], math.Float32bits(v))
 		}
-	case dag.BuiltinMix:
-		n, err := executor.MixMaxWords(l.Args)
-		if err != nil {
-			return err
-		}
-		mix(l.Stage, in, out, n)
 	case dag.BuiltinSpin:
 	case dag.BuiltinChecksum:
 		var sum, x uint32
@@ -73,16 +70,13 @@ func builtin(l *executor.LaunchDesc, in, out [][]byte) error {
 
 // mix is the mix built-in (dag/builtins.go): out_w[i] = h with
 // h = Mix32(MixSeed(stage, w) ^ i), then h = Mix32(h ^ in_k[i mod n_k]) for
-// each read k, for the words i < maxWords of each write. A trailing partial
-// word (user kernels only) is read zero-padded and written truncated.
-func mix(stage int, in, out [][]byte, maxWords int64) {
-	n := make([]int, len(in))
-	for k, r := range in {
-		n[k] = (len(r) + 3) / 4
-	}
+// each read k, for the words i < maxWords of each write. n[k] is read k's
+// length in words; in[k] may hold only the words used (a prefix). A trailing
+// partial word (user kernels only) is read zero-padded and written truncated.
+func mix(stage int, in [][]byte, n []int, out [][]byte, maxWords int64) {
 	for w, o := range out {
 		seed := dag.MixSeed(stage, w)
-		words := int((min(int64(len(o)+3)/4, maxWords)))
+		words := int(min(int64(len(o)+3)/4, maxWords))
 		for i := 0; i < words; i++ {
 			h := dag.Mix32(seed ^ uint32(i))
 			for k, r := range in {

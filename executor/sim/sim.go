@@ -23,10 +23,11 @@ const (
 	DefaultMaxRaces  = 64
 )
 
-// KernelFunc is a CPU body for a user kernel. in holds copies of the bytes of
-// each read (in LaunchDesc.Reads order), out the live bytes of each write
-// range (in Writes order), valid only during the call; out starts with the
-// range's current contents.
+// KernelFunc is a CPU body for a user kernel. in holds the bytes of each
+// read (in LaunchDesc.Reads order; a copy where the read overlaps a write of
+// the launch, else the live bytes, which must not be modified), out the live
+// bytes of each write range (in Writes order); both are valid only during the
+// call, and out starts with the range's current contents.
 type KernelFunc func(l *executor.LaunchDesc, in, out [][]byte) error
 
 // Options configure the simulator. The zero value is the default: 20 µs of

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/dagrun/dagrun/dag"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -199,7 +200,7 @@ func (s *stream) launch(l *executor.LaunchDesc) {
 			lb.buf.mu.RLock()
 		}
 	}
-	err := s.body(l)
+	err := s.safeBody(l)
 	for _, lb := range bufs {
 		if lb.write {
 			lb.buf.mu.Unlock()
@@ -250,11 +251,45 @@ func (s *stream) check(l *executor.LaunchDesc) {
 	}
 }
 
-// body runs the kernel on the locked buffers.
+// safeBody runs body, turning a panic (a bug, or a user CPU body's) into an
+// error so the buffer locks are always released.
+func (s *stream) safeBody(l *executor.LaunchDesc) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return s.body(l)
+}
+
+// body runs the kernel on the locked buffers. A read that overlaps a write
+// of the same launch (in place) is copied first, so the kernel sees the old
+// values; other reads are passed live (no other launch can write them while
+// the read lock is held). A mix copies only the words it will use.
 func (s *stream) body(l *executor.LaunchDesc) error {
+	maxWords := int64(math.MaxInt64)
+	if l.UserKernel == nil && l.Kernel == dag.BuiltinMix {
+		var err error
+		if maxWords, err = executor.MixMaxWords(l.Args); err != nil {
+			return err
+		}
+	}
 	in := make([][]byte, len(l.Reads))
+	n := make([]int, len(l.Reads))
 	for i, a := range l.Reads {
-		in[i] = append([]byte(nil), a.Buffer.(*buffer).data[a.Offset:a.Offset+a.Bytes]...)
+		live := a.Buffer.(*buffer).data[a.Offset : a.Offset+a.Bytes]
+		n[i] = (len(live) + 3) / 4
+		in[i] = live
+		for _, w := range l.Writes {
+			if w.Buffer == a.Buffer && w.Offset < a.Offset+a.Bytes && a.Offset < w.Offset+w.Bytes {
+				keep := int64(len(live))
+				if maxWords < keep/4 {
+					keep = 4 * maxWords
+				}
+				in[i] = append([]byte(nil), live[:keep]...)
+				break
+			}
+		}
 	}
 	out := make([][]byte, len(l.Writes))
 	for i, a := range l.Writes {
@@ -264,7 +299,11 @@ func (s *stream) body(l *executor.LaunchDesc) error {
 		if f := s.b.opt.Kernels[l.Kernel]; f != nil {
 			return f(l, in, out)
 		}
-		mix(l.Stage, in, out, math.MaxInt64)
+		mix(l.Stage, in, n, out, math.MaxInt64)
+		return nil
+	}
+	if l.Kernel == dag.BuiltinMix {
+		mix(l.Stage, in, n, out, maxWords)
 		return nil
 	}
 	return builtin(l, in, out)
