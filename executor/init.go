@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -27,14 +28,24 @@ func RandomBytes(seed int64, n int64) []byte {
 	if n <= 0 {
 		return []byte{}
 	}
-	g := rand.NewPCG(uint64(seed), randomStream)
 	out := make([]byte, n)
-	var w [8]byte
-	for i := int64(0); i < n; i += 8 {
+	randomInto(seed, out)
+	return out
+}
+
+// randomInto fills out with RandomBytes(seed, len(out)).
+func randomInto(seed int64, out []byte) {
+	g := rand.NewPCG(uint64(seed), randomStream)
+	n := len(out)
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		binary.LittleEndian.PutUint64(out[i:], g.Uint64())
+	}
+	if i < n {
+		var w [8]byte
 		binary.LittleEndian.PutUint64(w[:], g.Uint64())
 		copy(out[i:], w[:])
 	}
-	return out
 }
 
 // Checksum is the checksum printed for an output buffer: 64-bit FNV-1a
@@ -50,32 +61,55 @@ func Checksum(data []byte) string {
 // path is resolved against dir unless absolute. It returns an error for an
 // unknown kind, an unreadable file, or a file whose size is not b.Bytes.
 func InitialContents(dir string, b planner.Buffer) ([]byte, error) {
+	if b.Bytes < 0 {
+		return nil, fmt.Errorf("buffer %s: %d bytes", b.Name, b.Bytes)
+	}
+	out := make([]byte, b.Bytes)
+	if err := initInto(dir, b, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// initInto writes b's initial contents into out (len(out) == b.Bytes), so
+// Run can reuse one scratch slice for every buffer.
+func initInto(dir string, b planner.Buffer, out []byte) error {
 	switch b.Init {
 	case "", dag.InitZeros:
-		return make([]byte, b.Bytes), nil
+		clear(out)
+		return nil
 	case dag.InitFill:
-		out := make([]byte, b.Bytes)
 		var w [4]byte
 		binary.LittleEndian.PutUint32(w[:], math.Float32bits(float32(b.InitValue)))
-		for i := int64(0); i < b.Bytes; i += 4 {
-			copy(out[i:], w[:])
+		copy(out, w[:])
+		for n := 4; n < len(out); n *= 2 {
+			copy(out[n:], out[:n])
 		}
-		return out, nil
+		return nil
 	case dag.InitFile:
 		path := b.InitPath
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(dir, path)
 		}
-		data, err := os.ReadFile(path)
+		f, err := os.Open(path)
 		if err != nil {
-			return nil, fmt.Errorf("buffer %s: init file: %w", b.Name, err)
+			return fmt.Errorf("buffer %s: init file: %w", b.Name, err)
 		}
-		if int64(len(data)) != b.Bytes {
-			return nil, fmt.Errorf("buffer %s: init file %s has %d bytes, the buffer has %d: resize the file or the buffer", b.Name, path, len(data), b.Bytes)
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("buffer %s: init file: %w", b.Name, err)
 		}
-		return data, nil
+		if st.Size() != b.Bytes {
+			return fmt.Errorf("buffer %s: init file %s has %d bytes, the buffer has %d: resize the file or the buffer", b.Name, path, st.Size(), b.Bytes)
+		}
+		if _, err := io.ReadFull(f, out); err != nil {
+			return fmt.Errorf("buffer %s: init file %s: %w", b.Name, path, err)
+		}
+		return nil
 	case dag.InitRandom:
-		return RandomBytes(b.InitSeed, b.Bytes), nil
+		randomInto(b.InitSeed, out)
+		return nil
 	}
-	return nil, fmt.Errorf("buffer %s: unknown init kind %q (want zeros, fill, file or random)", b.Name, b.Init)
+	return fmt.Errorf("buffer %s: unknown init kind %q (want zeros, fill, file or random)", b.Name, b.Init)
 }

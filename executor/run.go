@@ -225,6 +225,11 @@ func prepare(p *planner.Plan, iters int) (*run, error) {
 // events, and fills the buffer handles into the launch descriptions.
 func (r *run) setup() error {
 	p, b := r.p, r.b
+	var largest int64
+	for _, pb := range p.Buffers {
+		largest = max(largest, pb.Bytes)
+	}
+	scratch := make([]byte, largest) // initial contents, reused for each buffer
 	for _, pb := range p.Buffers {
 		where := pb.Where
 		if where == "" {
@@ -235,8 +240,8 @@ func (r *run) setup() error {
 			return fmt.Errorf("executor: %s: alloc buffer %s (%d bytes, %s): %w", b.Name(), pb.Name, pb.Bytes, where, err)
 		}
 		r.bufs = append(r.bufs, h)
-		data, err := InitialContents(p.Dir, pb)
-		if err != nil {
+		data := scratch[:pb.Bytes]
+		if err := initInto(p.Dir, pb, data); err != nil {
 			return fmt.Errorf("executor: %w", err)
 		}
 		if err := b.Write(h, data); err != nil {

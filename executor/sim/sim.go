@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -172,7 +173,7 @@ func (b *Backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 		return nil, fmt.Errorf("sim: alloc %s: where %q, want %s or %s", d.Name, d.Where, dag.WhereDevice, dag.WhereHostPinned)
 	}
 	b.mu.Lock()
-	buf := &buffer{id: b.nextBuf, name: d.Name, where: d.Where, data: make([]byte, d.Bytes)}
+	buf := &buffer{id: b.nextBuf, name: d.Name, where: d.Where, data: make([]byte, d.Bytes), fresh: true}
 	b.nextBuf++
 	b.buffers[buf] = callSite()
 	b.mu.Unlock()
@@ -190,10 +191,28 @@ func (b *Backend) Write(h executor.Buffer, data []byte) error {
 		return fmt.Errorf("sim: write %s: %d bytes, the buffer has %d", buf.name, len(data), len(buf.data))
 	}
 	buf.mu.Lock()
-	copy(buf.data, data)
+	// A buffer never written since Alloc is still zero: skip writing zeros,
+	// so that untouched pages of large buffers are never faulted in.
+	if !buf.fresh || !allZero(data) {
+		copy(buf.data, data)
+	}
+	buf.fresh = false
 	buf.mu.Unlock()
 	buf.shadow.reset()
 	return nil
+}
+
+var zeroPage [4096]byte
+
+func allZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeroPage))
+		if !bytes.Equal(b[:n], zeroPage[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }
 
 // Read returns a copy of the buffer's bytes.
@@ -433,8 +452,9 @@ type buffer struct {
 	id     int // creation order: the lock order
 	name   string
 	where  string
-	mu     sync.RWMutex // guards data during kernels, Read and Write
+	mu     sync.RWMutex // guards data and fresh during kernels, Read and Write
 	data   []byte
+	fresh  bool // no byte written since Alloc (data is all zero)
 	freed  atomic.Bool
 	shadow shadow
 }

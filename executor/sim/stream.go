@@ -196,6 +196,7 @@ func (s *stream) launch(l *executor.LaunchDesc) {
 	for _, lb := range bufs {
 		if lb.write {
 			lb.buf.mu.Lock()
+			lb.buf.fresh = false
 		} else {
 			lb.buf.mu.RLock()
 		}
