@@ -1,0 +1,180 @@
+package sim_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/executor/backendtest"
+	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/planner"
+)
+
+// randomPlan makes a random plan of mix stages over k streams, synchronized
+// with a wait on every cross-stream conflict, and then drops each wait with
+// probability drop.
+func randomPlan(r *rand.Rand, drop float64) *planner.Plan {
+	nb, n, k := 1+r.IntN(4), 2+r.IntN(12), 1+r.IntN(3)
+	ranges := [][2]int64{{0, 64}, {0, 32}, {32, 32}, {16, 32}}
+	p := backendtest.NewBuilder(k)
+	for i := range nb {
+		p.Buffer(planner.Buffer{Name: fmt.Sprint("b", i), Bytes: 64, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: int64(i)})
+	}
+	acc := func() planner.Access {
+		rg := ranges[r.IntN(len(ranges))]
+		return planner.Access{Buffer: fmt.Sprint("b", r.IntN(nb)), Offset: rg[0], Bytes: rg[1]}
+	}
+	var stages []planner.Stage
+	for i := range n {
+		st := planner.Stage{Name: fmt.Sprint("s", i), Kernel: dag.BuiltinMix, Stream: r.IntN(k)}
+		used := map[string]bool{}
+		for range 1 + r.IntN(2) {
+			w := acc()
+			if !used[w.Buffer] {
+				used[w.Buffer] = true
+				st.Writes = append(st.Writes, w)
+			}
+		}
+	reads:
+		for range r.IntN(3) {
+			a := acc()
+			for _, w := range st.Writes {
+				if a.Overlaps(w) && a != w {
+					continue reads
+				}
+			}
+			st.Reads = append(st.Reads, a)
+		}
+		stages = append(stages, st)
+	}
+	conflict := func(a, b planner.Stage) bool {
+		for _, w := range a.Writes {
+			for _, x := range append(append([]planner.Access{}, b.Reads...), b.Writes...) {
+				if w.Overlaps(x) {
+					return true
+				}
+			}
+		}
+		for _, w := range b.Writes {
+			for _, x := range a.Reads {
+				if w.Overlaps(x) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for i, st := range stages {
+		for j := range i {
+			if stages[j].Stream != st.Stream && conflict(stages[j], st) && r.Float64() >= drop {
+				p.Wait(st.Stream, j)
+			}
+		}
+		p.Launch(st.Stream, st)
+		p.Record(st.Stream, i)
+	}
+	return p.Plan()
+}
+
+// racy says whether p has an unordered conflicting pair, from happens-before
+// computed offline by vector clocks over the issue order (like the verifier).
+func racy(p *planner.Plan) bool {
+	k := len(p.Streams)
+	clock := make([][]int, k)
+	for s := range clock {
+		clock[s] = make([]int, k)
+	}
+	rec := make([][]int, p.Events)
+	at := make([][]int, len(p.Stages)) // clock at each launch
+	for _, so := range p.IssueOrder {
+		s, op := so[0], p.Streams[so[0]].Ops[so[1]]
+		switch op.Kind {
+		case planner.OpLaunch:
+			clock[s][s]++
+			at[op.Stage] = append([]int(nil), clock[s]...)
+		case planner.OpRecord:
+			rec[op.Event] = append([]int(nil), clock[s]...)
+		case planner.OpWait:
+			for i, v := range rec[op.Event] {
+				clock[s][i] = max(clock[s][i], v)
+			}
+		}
+	}
+	before := func(a, b int) bool {
+		sa := p.Stages[a].Stream
+		return at[a][sa] <= at[b][sa]
+	}
+	for a := range p.Stages {
+		for b := a + 1; b < len(p.Stages); b++ {
+			if before(a, b) || before(b, a) {
+				continue
+			}
+			A, B := p.Stages[a], p.Stages[b]
+			for _, w := range A.Writes {
+				for _, x := range append(append([]planner.Access{}, B.Reads...), B.Writes...) {
+					if w.Overlaps(x) {
+						return true
+					}
+				}
+			}
+			for _, w := range B.Writes {
+				for _, x := range A.Reads {
+					if w.Overlaps(x) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// oneStream returns p's stages on one stream in declaration order.
+func oneStream(p *planner.Plan) *planner.Plan {
+	q := backendtest.NewBuilder(1)
+	for _, b := range p.Buffers {
+		q.Buffer(b)
+	}
+	for _, st := range p.Stages {
+		q.Launch(0, st)
+	}
+	return q.Plan()
+}
+
+// TestDetectorIsExact: over random plans with random waits dropped, the
+// detector flags a run under every seed exactly when the plan has a race by
+// offline happens-before; race-free plans give one stream's outputs.
+func TestDetectorIsExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var nracy, nclean int
+	for c := range 300 {
+		p := randomPlan(r, 0.3)
+		want := racy(p)
+		ref, err := run(t, oneStream(p), sim.Options{MaxDelay: -1}, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seed := range int64(3) {
+			res, err := run(t, p, sim.Options{Seed: seed, MaxDelay: 5000}, 2)
+			var re *executor.RaceError
+			if err != nil && !errors.As(err, &re) {
+				t.Fatalf("case %d seed %d: %v", c, seed, err)
+			}
+			if got := re != nil; got != want {
+				t.Fatalf("case %d seed %d: detector says race=%v, offline happens-before says %v (%v)", c, seed, got, want, err)
+			}
+			if !want && checksums(res) != checksums(ref) {
+				t.Fatalf("case %d seed %d: outputs %s, one stream %s", c, seed, checksums(res), checksums(ref))
+			}
+		}
+		if want {
+			nracy++
+		} else {
+			nclean++
+		}
+	}
+	t.Logf("%d racy plans, %d race-free", nracy, nclean)
+}
