@@ -10,5 +10,17 @@
 //
 // The run is split in two so the issue loop stays lean: prepare resolves every
 // launch of the plan to a LaunchDesc (buffer handles, byte ranges, kernel)
-// once per Run, and the issue loop only walks a flat list of ops.
+// once per Run, and the issue loop only walks a flat list of ops; it
+// allocates nothing per iteration (TestIssueLoopAllocatesNothing) and costs
+// about 20 ns per op on top of the backend's calls (BenchmarkIssue).
+//
+// Iterations are separated by a device-side barrier of events (every stream
+// joins stream 0, which forks back out). The planned cross-iteration waits of
+// issue 6 (ring buffers with copies: K, up to K iterations in flight) will
+// replace it; prepare is where a per-phase op list will be built. Stream
+// ordered allocation by lifetimes (issue 5, --alloc dynamic) fits the same
+// list as two more op kinds placed by the plan's lifetime records.
+//
+// Backends report races through *RaceError from Synchronize; Run returns
+// it with the Result so callers can print outputs and still exit 1.
 package executor

@@ -15,8 +15,10 @@ type Options struct {
 	// Iterations is how many times the plan is issued; 0 means 1.
 	Iterations int
 	// SyncEach synchronizes the backend after every issued op, so an
-	// asynchronous fault (or race report) is attributed to the op, stage and
-	// stream that caused it. A debugging mode: it serializes the run.
+	// asynchronous fault is attributed to the op, stage and stream that
+	// caused it. A debugging mode: it serializes the run, so a race detector
+	// sees no races then (every op is ordered after the previous one's
+	// Synchronize); check plans with the verifier or without SyncEach.
 	SyncEach bool
 }
 
