@@ -104,3 +104,20 @@ func TestPanickingBodyIsAFault(t *testing.T) {
 		t.Errorf("error %v, want the stage's panic", err)
 	}
 }
+
+// A body registered for the PTX entry runs when Options.Kernels has none.
+func TestUserKernelRegisteredBody(t *testing.T) {
+	executor.RegisterCPUKernel("sim_test_entry", func(l *executor.LaunchDesc, in, out [][]byte) error {
+		copy(out[0], in[0])
+		return nil
+	})
+	p := userPlan()
+	p.Kernels[0].Entry = "sim_test_entry"
+	res, err := run(t, p, sim.Options{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := res.Outputs[0].Data, executor.RandomBytes(3, 7); !bytes.Equal(got, want) {
+		t.Errorf("out = % x, want % x", got, want)
+	}
+}

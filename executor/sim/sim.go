@@ -24,12 +24,13 @@ const (
 	DefaultMaxRaces  = 64
 )
 
-// KernelFunc is a CPU body for a user kernel. in holds the bytes of each
-// read (in LaunchDesc.Reads order; a copy where the read overlaps a write of
-// the launch, else the live bytes, which must not be modified), out the live
-// bytes of each write range (in Writes order); both are valid only during the
-// call, and out starts with the range's current contents.
-type KernelFunc func(l *executor.LaunchDesc, in, out [][]byte) error
+// KernelFunc is a CPU body for a user kernel (the same type as
+// executor.CPUKernel). in holds the bytes of each read (in LaunchDesc.Reads
+// order; a copy where the read overlaps a write of the launch, else the live
+// bytes, which must not be modified), out the live bytes of each write range
+// (in Writes order); both are valid only during the call, and out starts
+// with the range's current contents.
+type KernelFunc = executor.CPUKernel
 
 // Options configure the simulator. The zero value is the default: 20 µs of
 // random delay per op at most, seed 0, race detection on.
@@ -48,9 +49,11 @@ type Options struct {
 	// negative value means no cap.
 	MaxSpin time.Duration
 	// Kernels are CPU bodies of user kernels, by kernel name. A user kernel
-	// without one runs as an opaque stage: each write becomes the mix
-	// built-in's function of the stage and the bytes read (a trailing partial
-	// word is read zero-padded and written truncated).
+	// without one here runs the body registered for its PTX entry with
+	// executor.RegisterCPUKernel, and without that either as an opaque stage:
+	// each write becomes the mix built-in's function of the stage and the
+	// bytes read (a trailing partial word is read zero-padded and written
+	// truncated).
 	Kernels map[string]KernelFunc
 	// MaxRaces is how many distinct races a report lists: 0 means
 	// DefaultMaxRaces.

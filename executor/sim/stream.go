@@ -300,6 +300,9 @@ func (s *stream) body(l *executor.LaunchDesc) error {
 		if f := s.b.opt.Kernels[l.Kernel]; f != nil {
 			return f(l, in, out)
 		}
+		if f, ok := executor.LookupCPUKernel(l.UserKernel.Entry); ok {
+			return f(l, in, out)
+		}
 		mix(l.Stage, in, n, out, math.MaxInt64)
 		return nil
 	}
