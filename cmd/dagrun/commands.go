@@ -253,8 +253,8 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			fmt.Fprintf(stderr, "backend: %s\n", reason)
 			start := time.Now()
-			res, err := executor.Run(cmd.Context(), p, b, executor.Options{Iterations: ro.Iterations})
-			wall := time.Since(start)
+			res, err := executor.Run(cmd.Context(), p, b, executor.Options{Iterations: ro.Iterations, SyncEach: ro.SyncEach})
+			total := time.Since(start)
 			if cerr := b.Close(); err == nil && cerr != nil {
 				err = cerr
 			}
@@ -263,12 +263,13 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			var out bytes.Buffer
 			if asJSON {
-				writeRunJSON(&out, b.Name(), ro.Iterations, res, wall)
+				writeRunJSON(&out, b.Name(), ro.Iterations, res, total)
 			} else {
 				for _, o := range res.Outputs {
 					fmt.Fprintf(&out, "output %-16s %10d bytes  checksum %s\n", o.Name, o.Bytes, o.Checksum)
 				}
-				fmt.Fprintf(&out, "backend %s, %d iteration(s), wall %s\n", b.Name(), ro.Iterations, wall.Round(time.Microsecond))
+				fmt.Fprintf(&out, "backend %s, %d iteration(s), wall %s (issue to sync; %s with setup and read-back)\n",
+					b.Name(), ro.Iterations, res.Wall.Round(time.Microsecond), total.Round(time.Microsecond))
 			}
 			_, err = stdout.Write(out.Bytes())
 			return err
@@ -285,7 +286,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-func writeRunJSON(w io.Writer, backend string, iterations int, res *executor.Result, wall time.Duration) {
+func writeRunJSON(w io.Writer, backend string, iterations int, res *executor.Result, total time.Duration) {
 	type out struct {
 		Name     string `json:"name"`
 		Bytes    int64  `json:"bytes"`
@@ -294,9 +295,10 @@ func writeRunJSON(w io.Writer, backend string, iterations int, res *executor.Res
 	v := struct {
 		Backend    string  `json:"backend"`
 		Iterations int     `json:"iterations"`
-		WallUS     float64 `json:"wall_us"`
+		WallUS     float64 `json:"wall_us"`  // first issued op to the final synchronize
+		TotalUS    float64 `json:"total_us"` // with allocation, initial contents and read-back
 		Outputs    []out   `json:"outputs"`
-	}{Backend: backend, Iterations: iterations, WallUS: float64(wall.Nanoseconds()) / 1e3}
+	}{Backend: backend, Iterations: iterations, WallUS: float64(res.Wall.Nanoseconds()) / 1e3, TotalUS: float64(total.Nanoseconds()) / 1e3}
 	for _, o := range res.Outputs {
 		v.Outputs = append(v.Outputs, out{o.Name, o.Bytes, o.Checksum})
 	}
