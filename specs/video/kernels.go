@@ -133,8 +133,7 @@ func FC(in, wb []float32, nin, nout int, out []float32) {
 
 // SoftmaxArgmax writes the softmax of logits to probs (same length) and
 // returns the index of the first largest logit: m = max, e_i =
-// float32(exp(logit_i − m)), the sum in index order, p_i = e_i / sum. The GPU
-// uses expf, within 2 ulp of this; everything else is bit-identical.
+// exp32(logit_i − m), the sum in index order, p_i = e_i / sum.
 func SoftmaxArgmax(logits, probs []float32) int {
 	if len(logits) == 0 {
 		return 0
@@ -147,7 +146,7 @@ func SoftmaxArgmax(logits, probs []float32) int {
 	}
 	var sum float32
 	for i, v := range logits {
-		e := float32(math.Exp(float64(v - m)))
+		e := exp32(v - m)
 		probs[i] = e
 		sum += e
 	}
@@ -155,6 +154,27 @@ func SoftmaxArgmax(logits, probs []float32) int {
 		probs[i] /= sum
 	}
 	return arg
+}
+
+// exp32 is e^d for d ≤ 0 in float32, bit-identical to video_exp in
+// kernels/video.cu (see there): Cody–Waite reduction by ln 2, a degree-7
+// Taylor polynomial in Horner form, scaling by 2^k through the exponent bits.
+// Max relative error 1.02e-7 over [−87, 0]; d < −87 gives 0.
+func exp32(d float32) float32 {
+	if d < -87 {
+		return 0
+	}
+	kf := float32(math.Floor(float64(float32(d*0x1.715476p+0) + 0.5)))
+	r := (d - float32(kf*0x1.62e4p-1)) - float32(kf*0x1.7f7d1cp-20)
+	p := float32(0x1.a01a02p-13)      // 1/7!
+	p = 0x1.6c16c2p-10 + float32(r*p) // 1/6!
+	p = 0x1.111112p-7 + float32(r*p)  // 1/5!
+	p = 0x1.555556p-5 + float32(r*p)  // 1/4!
+	p = 0x1.555556p-3 + float32(r*p)  // 1/3!
+	p = 0.5 + float32(r*p)
+	p = 1 + float32(r*p)
+	p = 1 + float32(r*p)
+	return float32(p * math.Float32frombits(uint32(int32(kf)+127)<<23))
 }
 
 // Output is one frame's result.
