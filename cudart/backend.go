@@ -63,6 +63,13 @@ type backend struct {
 	builtinFns map[string]cu.Function
 	// userFns caches user kernels by PTX path + "\x00" + entry.
 	userFns map[string]cu.Function
+	// markers, when set (by tests, between captures), are two timed events
+	// that the next capture records as its first and last nodes, so that a
+	// replay's GPU time excludes the launch's latency.
+	markers *[2]cu.Event
+	// stamps is the kernel-timestamp buffer of stream-mode launches;
+	// capStamps, that of the capture in progress (Options.KernelTimestamps).
+	stamps, capStamps *stampBuf
 }
 
 // worker is the state that lives on the locked OS thread.
@@ -78,10 +85,20 @@ type worker struct {
 	prof     []profRec
 	evPool   []cu.Event
 	times    map[string]float64 // profile: GPU ms per stage, summed
+	// Profile, stream mode: a timed event recorded before the first stage
+	// after a Synchronize; spans are measured from it.
+	origin    cu.Event
+	hasOrigin bool
+	spans     []executor.StageSpan // profile: collected by Synchronize, taken by StageSpans
+	// capture is the open stream capture, nil if none (graph.go).
+	capture *captureState
+	// timedGraphs are profiled graphs launched since the last Synchronize.
+	timedGraphs []*graph
 }
 
 type profRec struct {
 	stage      string
+	idx        int // stage index (LaunchDesc.Stage)
 	start, end cu.Event
 }
 
@@ -91,6 +108,9 @@ type stream struct {
 	// scratch holds snapshots of in-place mix reads (see mixLaunch); 0 if none.
 	scratch      cu.DevicePtr
 	scratchBytes int64
+	// retired are scratch buffers outgrown during a stream capture: captured
+	// copies may still use them, so they live as long as the stream.
+	retired []cu.DevicePtr
 }
 
 type event struct {
@@ -239,6 +259,13 @@ func (w *worker) init() error {
 		}
 		w.b.spinOverheadNS = spinCalib.ns
 	}
+	if w.b.opts.KernelTimestamps {
+		if w.b.stamps, err = newStampBuf(w); err != nil {
+			mod.Unload()
+			dev.ReleasePrimaryCtx()
+			return err
+		}
+	}
 	return nil
 }
 
@@ -310,6 +337,8 @@ func (w *worker) close() {
 	for _, m := range w.mods {
 		m.Unload()
 	}
+	w.b.stamps.free()
+	w.b.capStamps.free()
 	w.builtins.Unload()
 	w.dev.ReleasePrimaryCtx()
 }
@@ -553,8 +582,8 @@ func (b *backend) Synchronize() error {
 		if serr := cu.Synchronize(); serr != nil && err == nil {
 			err = wrap(serr, "cuCtxSynchronize")
 		}
-		if err == nil && len(w.prof) > 0 {
-			w.collectProfile()
+		if err == nil && (len(w.prof) > 0 || len(w.timedGraphs) > 0 || b.stamps != nil && len(b.stamps.owner) > 0) {
+			err = w.collectProfile()
 		}
 		return err
 	})
@@ -566,6 +595,9 @@ func (b *backend) DestroyStream(h executor.Stream) error {
 		return fmt.Errorf("cudart: DestroyStream: %T is not a cuda stream", h)
 	}
 	err := b.call("cuStreamDestroy", func(w *worker) error {
+		if err := w.freeRetired(s); err != nil {
+			return err
+		}
 		if s.scratch != 0 {
 			if err := cu.Synchronize(); err != nil {
 				return wrap(err, "cuCtxSynchronize before freeing a stream's scratch")
@@ -635,12 +667,15 @@ func (b *backend) Close() error {
 		for _, o := range objs {
 			switch o := o.(type) {
 			case *stream:
+				w.freeRetired(o)
 				if o.scratch != 0 {
 					cu.MemFree(o.scratch)
 				}
 				o.s.Destroy()
 			case *event:
 				cu.DestroyEvent(&o.e)
+			case *graph:
+				w.destroyGraph(o)
 			case *buffer:
 				if o.host != nil {
 					cu.MemFreeHost(o.host)
@@ -696,14 +731,89 @@ func (w *worker) timedEvent() (cu.Event, error) {
 	return e, wrap(err, "cuEventCreate (timed)")
 }
 
-func (w *worker) collectProfile() {
-	for _, p := range w.prof {
-		if ms, err := p.start.Elapsed(p.end); err == nil {
+// collectProfile reads the timed events of the stages run since the last
+// Synchronize (in stream mode, and of the last replay of each profiled graph)
+// into times and spans, and recycles the stream-mode events.
+func (w *worker) collectProfile() error {
+	add := func(origin *cu.Event, recs []profRec) {
+		for _, p := range recs {
+			ms, err := p.start.Elapsed(p.end)
+			if err != nil {
+				continue
+			}
 			w.times[p.stage] += ms
+			if origin == nil {
+				continue
+			}
+			s0, err1 := origin.Elapsed(p.start)
+			s1, err2 := origin.Elapsed(p.end)
+			if err1 == nil && err2 == nil {
+				w.spans = append(w.spans, executor.StageSpan{Stage: p.idx, Name: p.stage, StartUS: s0 * 1000, EndUS: max(s1, s0) * 1000})
+			}
 		}
+	}
+	var origin *cu.Event
+	if w.hasOrigin {
+		origin = &w.origin
+	}
+	add(origin, w.prof)
+	for _, p := range w.prof {
 		w.evPool = append(w.evPool, p.start, p.end)
 	}
 	w.prof = w.prof[:0]
+	if w.hasOrigin {
+		w.evPool = append(w.evPool, w.origin)
+		w.hasOrigin = false
+	}
+	var err error
+	if sb := w.b.stamps; sb != nil {
+		err = w.readStamps(sb, true)
+	}
+	for _, g := range w.timedGraphs {
+		if g.timed {
+			add(&g.start, g.prof)
+		}
+		if g.stamps != nil && err == nil {
+			err = w.readStamps(g.stamps, false)
+		}
+	}
+	w.timedGraphs = w.timedGraphs[:0]
+	return err
+}
+
+// StageSpans returns, with Options.Profile, the stage spans gathered by the
+// Synchronize calls since the last call (executor.Profiler). In stream mode
+// they are µs from a timed event recorded just before the first stage issued
+// after the previous Synchronize; in graph mode, from the graph's first
+// node, for the last replay before each Synchronize. A stage's span covers
+// all its work (a mix stage's snapshot copies, a checksum's zeroing).
+func (b *backend) StageSpans() []executor.StageSpan {
+	var out []executor.StageSpan
+	b.call("stage spans", func(w *worker) error {
+		out = w.spans
+		w.spans = nil
+		return nil
+	})
+	return out
+}
+
+var _ executor.Profiler = (*backend)(nil)
+
+// freeRetired frees the scratch buffers s outgrew during captures.
+func (w *worker) freeRetired(s *stream) error {
+	if len(s.retired) == 0 {
+		return nil
+	}
+	if err := cu.Synchronize(); err != nil {
+		return wrap(err, "cuCtxSynchronize before freeing a stream's old scratch")
+	}
+	for _, p := range s.retired {
+		if err := cu.MemFree(p); err != nil {
+			return wrap(err, "cuMemFree old scratch")
+		}
+	}
+	s.retired = nil
+	return nil
 }
 
 func asBuffer(h executor.Buffer) (*buffer, error) {

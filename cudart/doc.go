@@ -18,6 +18,18 @@
 // value or must be ordered with the host (NewStream, Alloc, Read, Write,
 // Synchronize, Destroy*, Free) wait for the worker.
 //
+// Graph mode: the backend is an executor.GraphBackend (graph.go): stream
+// capture in relaxed mode (cuStreamBeginCapture … cuStreamEndCapture), then
+// cuGraphInstantiateWithFlags, cuGraphUpload and one cuGraphLaunch per
+// replay, through small cgo wrappers (gorgonia.org/cu v0.9.6 has none).
+// Capture errors, such as a stream not joined back, come from EndCapture.
+//
+// Timing (executor.Profiler): with Options.Profile every stage is bracketed by
+// timed events (event-record nodes in a capture), which slows a run down
+// (the graph of nasnetalarge ran 5× longer); with Options.KernelTimestamps the
+// mix kernel stores its own start and end %globaltimer (stamps.go), which
+// leaves the graph and the issue rate as they are.
+//
 // Built-in kernels (dag/builtins.go) run as driver memsets and copies (fill
 // and copy on device memory) or as the PTX in kernels/builtins.ptx, compiled
 // from kernels/builtins.cu with the command in kernels/README.md.

@@ -21,7 +21,7 @@ import (
 const (
 	mixMaxWrites = 8
 	mixMaxReads  = 32
-	mixArgsSize  = 696
+	mixArgsSize  = 704
 )
 
 // Default launch shape of the built-in kernels (grid-stride loops: any grid
@@ -107,7 +107,7 @@ func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 		if err != nil {
 			return fail(err)
 		}
-		return b.queueLaunch(s, l.Name, what, k)
+		return b.queueStage(s, l, what, k.step(s, what))
 	}
 	switch l.Kernel {
 	case dag.BuiltinFill:
@@ -124,7 +124,7 @@ func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 		}
 		n := l.Writes[0].Bytes / 4
 		if buf.host == nil {
-			return b.queue(what, func(w *worker) error {
+			return b.queueStage(s, l, what, func(w *worker) error {
 				return wrap(cu.MemsetD32Async(dst, uint(v), n, s.s), "%s: cuMemsetD32Async", what)
 			})
 		}
@@ -149,7 +149,7 @@ func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 		if db.host != nil {
 			dstHost = unsafe.Add(db.host, l.Writes[0].Offset)
 		}
-		return b.queue(what, func(w *worker) error {
+		return b.queueStage(s, l, what, func(w *worker) error {
 			var err error
 			switch {
 			case sb.host == nil && db.host == nil:
@@ -192,12 +192,14 @@ func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 		if err != nil {
 			return fail(err)
 		}
-		for _, c := range snaps {
-			if err := b.queue(what, func(w *worker) error {
-				return wrap(cu.MemcpyAsync(c.dst, c.src, c.n, s.s), "%s: snapshot of an in-place read: cuMemcpyAsync %d bytes", what, c.n)
-			}); err != nil {
-				return err
+		if len(snaps) > 0 {
+			var steps []func(*worker) error
+			for _, c := range snaps {
+				steps = append(steps, func(w *worker) error {
+					return wrap(cu.MemcpyAsync(c.dst, c.src, c.n, s.s), "%s: snapshot of an in-place read: cuMemcpyAsync %d bytes", what, c.n)
+				})
 			}
+			return b.queueStage(s, l, what, append(steps, k.step(s, what))...)
 		}
 	case dag.BuiltinSpin:
 		us, err := executor.SpinUS(l)
@@ -219,14 +221,11 @@ func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 			return fail(err)
 		}
 		// Zero out[0..1] on the same stream, then accumulate atomically.
-		if ob.host == nil {
-			if err := b.queue(what, func(w *worker) error {
-				return wrap(cu.MemsetD32Async(out, 0, 2, s.s), "%s: cuMemsetD32Async", what)
-			}); err != nil {
-				return err
-			}
-		} else if err := b.queueLaunch(s, "", what, b.fillLaunch(&executor.LaunchDesc{}, out, 2, 0)); err != nil {
-			return err
+		zero := func(w *worker) error {
+			return wrap(cu.MemsetD32Async(out, 0, 2, s.s), "%s: cuMemsetD32Async", what)
+		}
+		if ob.host != nil {
+			zero = b.fillLaunch(&executor.LaunchDesc{}, out, 2, 0).step(s, what)
 		}
 		n := l.Reads[0].Bytes / 4
 		k = &kernelLaunch{fn: b.fn("checksum")}
@@ -234,10 +233,11 @@ func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 		k.p.ptr(out)
 		k.p.ptr(in)
 		k.p.u64(uint64(n))
+		return b.queueStage(s, l, what, zero, k.step(s, what))
 	default:
 		return fail(fmt.Errorf("unknown kernel %q: not a built-in and no user kernel given", l.Kernel))
 	}
-	return b.queueLaunch(s, l.Name, what, k)
+	return b.queueStage(s, l, what, k.step(s, what))
 }
 
 func (b *backend) fillLaunch(l *executor.LaunchDesc, dst cu.DevicePtr, n int64, v uint32) *kernelLaunch {
@@ -345,6 +345,7 @@ func (b *backend) mixLaunch(s *stream, l *executor.LaunchDesc) (*kernelLaunch, [
 		spinNS = max(b.spinNS(spinUS), 1)
 	}
 	le.PutUint64(a[688:], spinNS)
+	le.PutUint64(a[696:], b.stampSlot(l))
 	k := &kernelLaunch{fn: b.fn("mix")}
 	k.grid, k.block = shape(l, maxn, false)
 	k.p.add(a)
@@ -357,29 +358,76 @@ func (b *backend) fn(name string) cu.Function {
 	return b.builtinFns[name]
 }
 
-func (b *backend) queueLaunch(s *stream, stage, what string, k *kernelLaunch) error {
-	return b.queue(what, func(w *worker) error {
-		if b.opts.Profile && stage != "" {
-			start, err := w.timedEvent()
-			if err != nil {
-				return err
-			}
-			end, err := w.timedEvent()
-			if err != nil {
-				return err
-			}
-			if err := start.Record(s.s); err != nil {
-				return wrap(err, "%s: cuEventRecord (profile)", what)
-			}
-			err = launchRaw(k.fn, k.grid, k.block, s.s, k.p.blob, k.p.offs)
-			if err == nil {
-				err = end.Record(s.s)
-			}
-			w.prof = append(w.prof, profRec{stage: stage, start: start, end: end})
-			return wrap(err, "%s: cuLaunchKernel grid %v block %v", what, k.grid, k.block)
-		}
+// step returns the worker function that launches k on s.
+func (k *kernelLaunch) step(s *stream, what string) func(*worker) error {
+	return func(w *worker) error {
 		return wrap(launchRaw(k.fn, k.grid, k.block, s.s, k.p.blob, k.p.offs), "%s: cuLaunchKernel grid %v block %v", what, k.grid, k.block)
+	}
+}
+
+// queueStage queues the driver calls of one stage (steps, run in order on
+// the worker) as one op. With Options.Profile they are bracketed by timed
+// events: plain records in stream mode, event-record nodes in a capture.
+func (b *backend) queueStage(s *stream, l *executor.LaunchDesc, what string, steps ...func(*worker) error) error {
+	if b.opts.Profile {
+		stage, name := l.Stage, l.Name
+		return b.queue(what, func(w *worker) error { return w.timedStage(s, stage, name, what, steps) })
+	}
+	if len(steps) == 1 {
+		return b.queue(what, steps[0])
+	}
+	return b.queue(what, func(w *worker) error {
+		for _, f := range steps {
+			if err := f(w); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+}
+
+// timedStage runs steps between two timed events. In stream mode, the first
+// timed stage after a Synchronize first records the origin event on its
+// stream; in a capture, the graph's first node is the origin.
+func (w *worker) timedStage(s *stream, stage int, name, what string, steps []func(*worker) error) error {
+	if w.capture == nil && !w.hasOrigin {
+		o, err := w.timedEvent()
+		if err != nil {
+			return err
+		}
+		if err := w.recordTimed(o, s); err != nil {
+			w.evPool = append(w.evPool, o)
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		w.origin, w.hasOrigin = o, true
+	}
+	start, err := w.timedEvent()
+	if err != nil {
+		return err
+	}
+	end, err := w.timedEvent()
+	if err != nil {
+		w.evPool = append(w.evPool, start)
+		return err
+	}
+	rec := profRec{stage: name, idx: stage, start: start, end: end}
+	if w.capture != nil {
+		w.capture.prof = append(w.capture.prof, rec)
+	} else {
+		w.prof = append(w.prof, rec)
+	}
+	if err := w.recordTimed(start, s); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	for _, f := range steps {
+		if err := f(w); err != nil {
+			return err
+		}
+	}
+	if err := w.recordTimed(end, s); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // userLaunch prepares a launch of a user PTX kernel: it loads the module
@@ -507,6 +555,11 @@ func (b *backend) scratch(s *stream, n int64) (cu.DevicePtr, error) {
 		return s.scratch, nil
 	}
 	err := b.call("scratch", func(w *worker) error {
+		if s.scratch != 0 && w.capture != nil {
+			// Copies captured earlier use the old buffer: keep it.
+			s.retired = append(s.retired, s.scratch)
+			s.scratch, s.scratchBytes = 0, 0
+		}
 		if s.scratch != 0 {
 			if err := cu.Synchronize(); err != nil {
 				return wrap(err, "cuCtxSynchronize before growing a scratch buffer")

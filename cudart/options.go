@@ -26,6 +26,18 @@ type Options struct {
 	// with a pair of timed events; StageTimes reports the GPU time per stage
 	// after Synchronize. Ordering events stay timing-free otherwise.
 	Profile bool
+	// KernelTimestamps makes every mix stage's block 0 store the GPU's
+	// %globaltimer (ns) at its start and end into a device buffer of the
+	// backend, and StageSpans report them, in µs from the earliest start
+	// gathered by a Synchronize (in graph mode: of the last replay of each
+	// graph). Unlike Profile it records no event, so a graph keeps its shape
+	// and a stream its issue rate: the spans are those of an unprofiled run
+	// to within a store and a block barrier per stage. Only mix stages get
+	// spans (the model graphs are all mix); at most 65,536 stamped launches
+	// between two Synchronize calls and per captured graph (later ones get
+	// none). Needs the kernel PTX of cudart/kernels with the stamp field;
+	// with an older PTX no span comes back.
+	KernelTimestamps bool
 	// PTXDir is the directory that relative user-kernel PTX paths
 	// (planner.Kernel.PTX) resolve against; "" means the working directory.
 	PTXDir string

@@ -14,6 +14,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+
+	// The video demo's kernels have Go bodies for the simulator; registering
+	// them lets `dagrun run --backend sim specs/video/cameras.yaml` compute
+	// real outputs instead of opaque mix stages.
+	_ "github.com/dagrun/dagrun/specs/video"
 )
 
 func main() {

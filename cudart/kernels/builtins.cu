@@ -85,8 +85,8 @@ __global__ void dagrun_axpy(float *y, const float *x, u64 n, float a) {
   GRID_STRIDE(i, n) { y[i] = fadd_go(fmul_go(a, x[i]), y[i]); }
 }
 
-// MixArgs is passed by value (one kernel parameter, 680 bytes). The host
-// fills it in cudart/builtins.go (mixArgs); keep the two layouts identical.
+// MixArgs is passed by value (one kernel parameter, 704 bytes). The host
+// fills it in cudart/launch.go (mixLaunch); keep the two layouts identical.
 #define MIX_MAX_WRITES 8
 #define MIX_MAX_READS 32
 struct MixArgs {
@@ -98,6 +98,7 @@ struct MixArgs {
   u64 nin[MIX_MAX_READS];    // words of each read range (n_k)
   u64 maxn;                  // max over w of nout[w]
   u64 spin_ns;               // also stay busy this long (0: no spin)
+  u64 stamp;                 // 0, or where block 0 stores its start and end %globaltimer (2 × u64, ns)
 };
 
 // dagrun_mix: for each write w and word i < nout[w]:
@@ -106,8 +107,10 @@ struct MixArgs {
 // All reads of index i happen before its writes in the same thread, so an
 // in-place read (identical range) sees the old word. With spin_ns, thread 0
 // of every block then stays busy until spin_ns after its block started.
+// With stamp, block 0 stores the global timer at its start and, once all its
+// threads are done, at its end (the backend's kernel timestamps).
 __global__ void dagrun_mix(const MixArgs a) {
-  u64 start = a.spin_ns ? globaltimer() : 0;
+  u64 start = (a.spin_ns || a.stamp) ? globaltimer() : 0;
   GRID_STRIDE(i, a.maxn) {
     u32 h[MIX_MAX_WRITES];
     for (u32 w = 0; w < a.nw; w++) h[w] = mix32(a.seed[w] ^ (u32)i);
@@ -119,6 +122,14 @@ __global__ void dagrun_mix(const MixArgs a) {
       if (i < a.nout[w]) ((u32 *)a.out[w])[i] = h[w];
   }
   if (a.spin_ns && threadIdx.x == 0) spin_until(start, a.spin_ns);
+  if (a.stamp) {
+    __syncthreads();
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      u64 *t = (u64 *)a.stamp;
+      t[0] = start;
+      t[1] = globaltimer();
+    }
+  }
 }
 
 // dagrun_spin: one thread stays busy for ns nanoseconds of the global timer;
