@@ -54,6 +54,14 @@ type RunOptions struct {
 	Seed       int64  // simulator: seed of the random per-op delays
 	SyncEach   bool   // cuda: synchronize after every op to attribute faults to a stage
 	PTXDir     string // cuda: directory that relative user-kernel PTX paths resolve against (Plan.Dir)
+	// Mode is executor.ModeStreams (default) or executor.ModeGraph: capture
+	// one iteration as a CUDA graph, instantiate it once and replay it per
+	// iteration (the simulator emulates graphs by replaying the captured ops).
+	Mode executor.Mode
+	// Timestamps: cuda records each mix stage's GPU start and end
+	// (%globaltimer, no events, so a graph keeps its shape); the backend then
+	// implements executor.Profiler. Used by --trace and --timeline.
+	Timestamps bool
 }
 
 // NewBackend opens the named backend. For BackendAuto it returns the CUDA
@@ -64,24 +72,36 @@ type RunOptions struct {
 func NewBackend(name string, o RunOptions) (b executor.Backend, reason string, err error) {
 	switch name {
 	case "", BackendAuto:
-		cb, cerr := cudart.New(cudart.Options{SyncEach: o.SyncEach, PTXDir: o.PTXDir})
+		cb, cerr := newCUDA(o)
 		if cerr == nil {
 			return cb, "auto: picked cuda (a device answered)", nil
 		}
 		if errors.Is(cerr, cudart.ErrNotSupported) {
-			return sim.New(sim.Options{Seed: o.Seed}), "auto: picked sim (this binary was built without the cuda tag)", nil
+			return newSim(o), "auto: picked sim (this binary was built without the cuda tag)", nil
 		}
-		return sim.New(sim.Options{Seed: o.Seed}), fmt.Sprintf("auto: picked sim (no CUDA device: %v)", cerr), nil
+		return newSim(o), fmt.Sprintf("auto: picked sim (no CUDA device: %v)", cerr), nil
 	case BackendSim:
-		return sim.New(sim.Options{Seed: o.Seed}), "sim", nil
+		return newSim(o), "sim", nil
 	case BackendCUDA:
-		cb, err := cudart.New(cudart.Options{SyncEach: o.SyncEach, PTXDir: o.PTXDir})
+		cb, err := newCUDA(o)
 		if err != nil {
 			return nil, "", err
 		}
 		return cb, "cuda", nil
 	}
 	return nil, "", fmt.Errorf("unknown backend %q: want auto, sim or cuda", name)
+}
+
+func newCUDA(o RunOptions) (executor.Backend, error) {
+	return cudart.New(cudart.Options{SyncEach: o.SyncEach, PTXDir: o.PTXDir, KernelTimestamps: o.Timestamps})
+}
+
+func newSim(o RunOptions) executor.Backend {
+	b := sim.New(sim.Options{Seed: o.Seed})
+	if o.Mode == executor.ModeGraph {
+		return executor.EmulateGraphs(b)
+	}
+	return b
 }
 
 // Run runs plan on the backend o.Backend names and returns each output
@@ -94,7 +114,7 @@ func Run(ctx context.Context, p *planner.Plan, o RunOptions) (*executor.Result, 
 	if err != nil {
 		return nil, err
 	}
-	res, err := executor.Run(ctx, p, b, executor.Options{Iterations: o.Iterations})
+	res, err := executor.Run(ctx, p, b, executor.Options{Iterations: o.Iterations, SyncEach: o.SyncEach, Mode: o.Mode})
 	if cerr := b.Close(); err == nil && cerr != nil {
 		err = cerr
 	}

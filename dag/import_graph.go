@@ -198,7 +198,9 @@ func GraphSummary(g *Graph) string {
 	for k := range ops {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return ops[keys[i]] > ops[keys[j]] || ops[keys[i]] == ops[keys[j]] && keys[i] < keys[j] })
+	sort.Slice(keys, func(i, j int) bool {
+		return ops[keys[i]] > ops[keys[j]] || ops[keys[i]] == ops[keys[j]] && keys[i] < keys[j]
+	})
 	if len(keys) > 5 {
 		keys = keys[:5]
 	}

@@ -20,6 +20,10 @@ type Options struct {
 	// sees no races then (every op is ordered after the previous one's
 	// Synchronize); check plans with the verifier or without SyncEach.
 	SyncEach bool
+	// Mode is ModeStreams ("" too): issue every op of every iteration, or
+	// ModeGraph: capture one iteration into a graph and replay it (RunGraph;
+	// the backend must implement GraphBackend).
+	Mode Mode
 }
 
 // Output is one role=output buffer after the run.
@@ -61,6 +65,13 @@ type Result struct {
 // iterations. Buffers with copies > 1 (rings, issue 6) are run with one copy
 // for a single iteration and rejected for more.
 func Run(ctx context.Context, p *planner.Plan, b Backend, o Options) (res *Result, err error) {
+	switch o.Mode {
+	case "", ModeStreams:
+	case ModeGraph:
+		return RunGraph(ctx, p, b, o)
+	default:
+		return nil, fmt.Errorf("executor: mode %q, want streams or graph", o.Mode)
+	}
 	iters := o.Iterations
 	if iters == 0 {
 		iters = 1

@@ -15,6 +15,7 @@ import (
 	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/executor/trace"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -209,7 +210,7 @@ and bytes, and the wait that would fix it, and exits 1.`,
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	var pf planFlags
 	var ro dagrun.RunOptions
-	var planFile string
+	var planFile, mode, traceFile, timelineFile string
 	var allowRace, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "run [SPEC]",
@@ -227,6 +228,16 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 			default:
 				return usagef("--backend %q: want auto, sim or cuda", ro.Backend)
 			}
+			switch executor.Mode(mode) {
+			case executor.ModeStreams, executor.ModeGraph:
+				ro.Mode = executor.Mode(mode)
+			default:
+				return usagef("--mode %q: want streams or graph", mode)
+			}
+			if ro.Mode == executor.ModeGraph && ro.SyncEach {
+				return usagef("--mode graph conflicts with --sync-each (a graph capture cannot synchronize)")
+			}
+			ro.Timestamps = traceFile != "" || timelineFile != ""
 			var p *planner.Plan
 			var src string
 			var err error
@@ -253,13 +264,22 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			fmt.Fprintf(stderr, "backend: %s\n", reason)
 			start := time.Now()
-			res, err := executor.Run(cmd.Context(), p, b, executor.Options{Iterations: ro.Iterations, SyncEach: ro.SyncEach})
+			res, err := executor.Run(cmd.Context(), p, b, executor.Options{Iterations: ro.Iterations, SyncEach: ro.SyncEach, Mode: ro.Mode})
 			total := time.Since(start)
+			var tl *trace.Timeline
+			if err == nil && (traceFile != "" || timelineFile != "") {
+				tl = timeline(p, b)
+			}
 			if cerr := b.Close(); err == nil && cerr != nil {
 				err = cerr
 			}
 			if err != nil {
 				return failure{fmt.Errorf("%s: %w", src, err)}
+			}
+			if tl != nil {
+				if err := writeTimeline(tl, traceFile, timelineFile); err != nil {
+					return failure{err}
+				}
 			}
 			var out bytes.Buffer
 			if asJSON {
@@ -283,7 +303,51 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&planFile, "plan", "", "run this plan file (from `dagrun plan --json`) instead of a spec")
 	cmd.Flags().BoolVar(&allowRace, "allow-race", false, "run even if the verifier finds a race (to reproduce a bug)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&mode, "mode", string(executor.ModeStreams), "streams (launch every op) or graph (capture one iteration as a CUDA graph and replay it)")
+	cmd.Flags().StringVar(&traceFile, "trace", "", "write a Chrome trace-event JSON of the last iteration (Perfetto, chrome://tracing): one lane per stream, waits as flows")
+	cmd.Flags().StringVar(&timelineFile, "timeline", "", "draw the same timeline as a PNG (lanes per stream, stage bars, wait arrows)")
 	return cmd
+}
+
+// timeline builds the run's timeline: measured stage spans when the backend
+// profiles (cuda: GPU timestamps of the last iteration), else the plan's
+// ideal schedule from its durations (the simulator's time is not the GPU's).
+func timeline(p *planner.Plan, b executor.Backend) *trace.Timeline {
+	var spans []trace.Span
+	if pb, ok := b.(executor.Profiler); ok {
+		last := map[int]trace.Span{}
+		for _, s := range pb.StageSpans() {
+			last[s.Stage] = trace.Span{Name: s.Name, Stage: s.Stage, Stream: p.Stages[s.Stage].Stream, StartUS: s.StartUS, EndUS: s.EndUS}
+		}
+		for i := range p.Stages {
+			if s, ok := last[i]; ok {
+				spans = append(spans, s)
+			}
+		}
+	}
+	tl := trace.FromPlan(p, spans)
+	if len(spans) == 0 {
+		tl = trace.FromPlan(p, trace.Ideal(p))
+		tl.Title += " — ideal schedule from duration_us (no GPU timestamps)"
+	}
+	return tl
+}
+
+// writeTimeline writes the Chrome trace and/or the PNG, each atomically.
+func writeTimeline(tl *trace.Timeline, traceFile, pngFile string) error {
+	if traceFile != "" {
+		var buf bytes.Buffer
+		if err := tl.WriteChromeTrace(&buf); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(traceFile, buf.Bytes()); err != nil {
+			return err
+		}
+	}
+	if pngFile != "" {
+		return tl.WritePNG(pngFile, 1600, 0)
+	}
+	return nil
 }
 
 func writeRunJSON(w io.Writer, backend string, iterations int, res *executor.Result, total time.Duration) {

@@ -268,3 +268,29 @@ func TestModelSpecsStable(t *testing.T) {
 		})
 	}
 }
+
+// Graph mode (emulated on the simulator) gives the stream mode's outputs,
+// and --trace/--timeline write their files.
+func TestRunGraphModeAndTimeline(t *testing.T) {
+	p := specPath("examples/fan-out-fan-in.yaml")
+	dir := t.TempDir()
+	png, js := filepath.Join(dir, "t.png"), filepath.Join(dir, "t.json")
+	streams := checksums(t, "--iterations", "2", p)
+	graph := checksums(t, "--iterations", "2", "--mode", "graph", "--timeline", png, "--trace", js, p)
+	if streams != graph {
+		t.Fatalf("graph mode %s != stream mode %s", graph, streams)
+	}
+	for _, f := range []string{png, js} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+	var v struct{ TraceEvents []map[string]any }
+	b, _ := os.ReadFile(js)
+	if err := json.Unmarshal(b, &v); err != nil || len(v.TraceEvents) == 0 {
+		t.Errorf("trace is not trace-event JSON: %v", err)
+	}
+	if _, _, code := cli(t, "run", "--mode", "graph", "--sync-each", p); code != exitUsage {
+		t.Errorf("--mode graph --sync-each: exit %d, want 2", code)
+	}
+}
