@@ -40,6 +40,11 @@ type Options struct {
 	// independent stages in the topological order every pass uses; a correct
 	// plan must not depend on the accidental order of the YAML. 0 = no shuffle.
 	ShuffleSeed int64
+	// StreamSets is how many copies of the streams consecutive iterations
+	// rotate through (Iteration.StreamSets): 0 takes the largest copies of
+	// any buffer (1 with the single strategy), 1 runs every iteration on the
+	// same streams.
+	StreamSets int
 }
 
 // pass is one planner pass over the shared state.
@@ -58,6 +63,7 @@ var passes = []pass{
 	{name: "sync", fn: syncStreams, auto: true},     // record/wait pairs by vector clocks; issue order
 	{name: "lifetimes", fn: lifetimes, auto: false}, // per buffer and stream, the event after its last use
 	{name: "stats", fn: stats, auto: false},         // Plan.Stats
+	{name: "iterate", fn: iterate, auto: true},      // cross-iteration waits, stream sets, event slots (iter.go)
 }
 
 // passOrder lists the ordering constraints between passes, each with its
@@ -68,6 +74,9 @@ var passOrder = []struct{ before, after, why string }{
 	{"assign", "sync", "sync needs each stage's stream"},
 	{"sync", "lifetimes", "lifetimes reuse the records that sync placed"},
 	{"lifetimes", "stats", "stats counts the events lifetimes appended"},
+	{"sync", "iterate", "cross waits reuse the records sync placed after producers"},
+	{"lifetimes", "iterate", "a cross wait's producer reuses lifetimes' end record when it follows the launch"},
+	{"stats", "iterate", "Stats.Waits counts the waits of one iteration; cross waits are counted in Iteration"},
 }
 
 // Passes returns the names of the planner passes in order.

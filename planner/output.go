@@ -72,6 +72,10 @@ func (p *Plan) WriteTable(w io.Writer) {
 			case OpRecord:
 				fmt.Fprintf(tw, "%s\trecord\te%d\tafter %s\n", name, o.Event, stageOf(o.Event))
 			case OpWait:
+				if o.Lag > 0 {
+					fmt.Fprintf(tw, "%s\twait\te%d\tfor %s, %d iteration(s) back\n", name, o.Event, stageOf(o.Event), o.Lag)
+					continue
+				}
 				fmt.Fprintf(tw, "%s\twait\te%d\tfor %s\n", name, o.Event, stageOf(o.Event))
 			}
 		}
@@ -99,6 +103,9 @@ func (p *Plan) WriteTable(w io.Writer) {
 			}
 			fmt.Fprintf(w, "  %s:%s\n", l.Buffer, b.String())
 		}
+	}
+	if it := p.Iteration; it != nil {
+		fmt.Fprintf(w, "iterations: stream_sets=%d cross_waits=%d in_flight=%d slots=%v\n", it.StreamSets, it.CrossWaits, it.InFlight, it.Slots)
 	}
 	fmt.Fprintln(w, p.StatsLine())
 }
@@ -136,7 +143,9 @@ func (p *Plan) WriteDOT(w io.Writer) error {
 		for _, o := range s.Ops {
 			switch o.Kind {
 			case OpWait:
-				pending = append(pending, o.Event)
+				if o.Lag == 0 { // cross-iteration waits order the previous iterations
+					pending = append(pending, o.Event)
+				}
 			case OpLaunch:
 				for _, e := range pending {
 					if e >= 0 && e < len(prod) && prod[e] >= 0 && prod[e] != o.Stage {

@@ -30,6 +30,10 @@ type Plan struct {
 	Kernels   []Kernel   `json:"kernels,omitempty"`
 	Lifetimes []Lifetime `json:"lifetimes"`
 	Stats     Stats      `json:"stats"`
+	// Iteration is how iterations overlap when the plan is issued once per
+	// input (iter.go); nil in plans without cross-iteration info (manual
+	// specs, older plan files), which the executor separates by a barrier.
+	Iteration *Iteration `json:"iteration,omitempty"`
 }
 
 // Stage is one launch in the plan.
@@ -65,7 +69,7 @@ type OpKind uint8
 const (
 	OpLaunch OpKind = iota // launch Stage on the stream
 	OpRecord               // record Event on the stream
-	OpWait                 // make the stream wait for the latest record of Event issued before this op
+	OpWait                 // make the stream wait for the latest record of Event issued before this op (Lag iterations back: Iteration)
 )
 
 func (k OpKind) String() string {
@@ -81,17 +85,24 @@ func (k OpKind) String() string {
 }
 
 // Op is one operation in a stream's order. JSON: {"op":"launch","stage":"name"},
-// {"op":"record","event":3} or {"op":"wait","event":3}. In memory, Stage is the
+// {"op":"record","event":3}, {"op":"wait","event":3} or, for a cross-iteration
+// wait, {"op":"wait","event":3,"lag":2}. In memory, Stage is the
 // stage index; the JSON form names the stage, resolved on load by Plan.UnmarshalJSON.
 type Op struct {
 	Kind  OpKind
 	Stage int // OpLaunch: index into Plan.Stages
 	Event int // OpRecord, OpWait: event id
+	// Lag, on a wait, is how many iterations back the record it waits for
+	// was issued (Iteration); 0 means this iteration's.
+	Lag int
 }
 
 func (o Op) String() string {
 	if o.Kind == OpLaunch {
 		return fmt.Sprintf("launch #%d", o.Stage)
+	}
+	if o.Lag != 0 {
+		return fmt.Sprintf("%s e%d lag %d", o.Kind, o.Event, o.Lag)
 	}
 	return fmt.Sprintf("%s e%d", o.Kind, o.Event)
 }
@@ -158,6 +169,7 @@ type opJSON struct {
 	Op    string `json:"op"`
 	Stage string `json:"stage,omitempty"`
 	Event *int   `json:"event,omitempty"`
+	Lag   int    `json:"lag,omitempty"`
 }
 
 type streamJSON struct {
@@ -184,7 +196,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 				sj.Ops[j] = opJSON{Op: "launch", Stage: p.Stages[o.Stage].Name}
 			default:
 				e := o.Event
-				sj.Ops[j] = opJSON{Op: o.Kind.String(), Event: &e}
+				sj.Ops[j] = opJSON{Op: o.Kind.String(), Event: &e, Lag: o.Lag}
 			}
 		}
 		out.Streams[i] = sj
@@ -224,7 +236,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 				if oj.Op == "wait" {
 					kind = OpWait
 				}
-				s.Ops[j] = Op{Kind: kind, Event: *oj.Event}
+				s.Ops[j] = Op{Kind: kind, Event: *oj.Event, Lag: oj.Lag}
 			default:
 				return fmt.Errorf("plan: stream %d op %d: unknown op %q (want launch, record or wait)", i, j, oj.Op)
 			}
@@ -284,5 +296,5 @@ func (p *Plan) Validate() error {
 		}
 		next[s]++
 	}
-	return nil
+	return p.validateIteration()
 }

@@ -131,6 +131,9 @@ func Verify(p *Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
+	if p.Iteration != nil {
+		return verifyIterations(p) // across iterations: iter_verify.go
+	}
 	v := &verifier{p: p}
 	if err := v.accesses(); err != nil {
 		return err

@@ -1,0 +1,486 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Iteration is a plan's cross-iteration schedule (issue 6): how the plan is
+// issued once per input of a stream of inputs, with iterations overlapping.
+//
+// Iteration i (from 0) issues the plan's ops in IssueOrder with three
+// substitutions:
+//
+//   - streams: stream s's ops go to physical stream s + len(Streams)·(i mod
+//     StreamSets), so that StreamSets consecutive iterations run on disjoint
+//     streams;
+//   - buffers: a buffer with copies K > 1 is a ring of K copies, and
+//     iteration i uses copy i mod K;
+//   - events: event e rotates through Slots[e] physical events; a record of e
+//     in iteration i records slot i mod Slots[e], and a wait with Lag d
+//     issued in iteration i waits on slot (i−d) mod Slots[e], the record of
+//     iteration i−d. A wait with i−d < 0 is skipped (there is nothing to
+//     wait for). Slots are enough that no later record of that slot is
+//     issued before the wait: every record is issued before each wait that
+//     needs it, across iterations too (GPU.md's wait-before-record trap).
+//
+// The reference semantics is one stream running iteration 0's stages in
+// declaration order, then iteration 1's, and so on. The iterate pass adds
+// the waits with Lag > 0 (cross waits) that this order needs and stream
+// order plus the other waits do not already give; Verify checks the plan
+// unrolled over enough iterations to cover every phase of the rings
+// (UnrollIterations).
+type Iteration struct {
+	// StreamSets is R ≥ 1 above: how many copies of the streams iterations
+	// rotate through. Physical streams: len(Streams)·StreamSets.
+	StreamSets int `json:"stream_sets"`
+	// Slots has one entry ≥ 1 per event.
+	Slots []int `json:"slots"`
+	// CrossWaits counts the waits with Lag > 0 (Stats.Waits counts the others).
+	CrossWaits int `json:"cross_waits"`
+	// InFlight is how many consecutive iterations the plan lets run at
+	// once at most: the smallest ring (copies) among buffers that conflict
+	// across iterations, or 1 when a one-copy buffer does.
+	InFlight int `json:"in_flight"`
+}
+
+// PhysicalStreams returns the streams the executor creates for p, as a
+// table: m[r][s] is the stream that runs plan stream s's ops in iterations i
+// with i mod StreamSets = r, numbered from 0 to total−1. Set 0 is the plan's
+// own streams (m[0][s] = s); each further set adds a copy of every stream
+// but host streams (one host thread serves every iteration). Without
+// iteration info m has one row.
+func (p *Plan) PhysicalStreams() (m [][]int, total int) {
+	R := 1
+	if p.Iteration != nil {
+		R = max(p.Iteration.StreamSets, 1)
+	}
+	total = len(p.Streams)
+	m = make([][]int, R)
+	for r := range m {
+		m[r] = make([]int, len(p.Streams))
+		for s := range m[r] {
+			switch {
+			case r == 0 || hostStream(p, s):
+				m[r][s] = s
+			default:
+				m[r][s] = total
+				total++
+			}
+		}
+	}
+	return m, total
+}
+
+// hostStream reports whether plan stream s is the host thread (issue 5's
+// host stages), which stream sets do not replicate.
+func hostStream(p *Plan, s int) bool { return false }
+
+// validateIteration checks the iteration info's shape (Validate calls it):
+// stream sets ≥ 1, one slot count ≥ 1 per event, no negative lag, and
+// lagged waits only in plans with iteration info.
+func (p *Plan) validateIteration() error {
+	it := p.Iteration
+	for s, str := range p.Streams {
+		for j, o := range str.Ops {
+			if o.Lag < 0 || (o.Lag > 0 && (o.Kind != OpWait || it == nil)) {
+				return fmt.Errorf("plan: stream %d op %d (%s) has lag %d: want lag only on waits of a plan with iteration info, ≥ 0", s, j, o.Kind, o.Lag)
+			}
+		}
+	}
+	if it == nil {
+		return nil
+	}
+	if it.StreamSets < 1 {
+		return fmt.Errorf("plan: iteration.stream_sets = %d, want ≥ 1", it.StreamSets)
+	}
+	if len(it.Slots) != p.Events {
+		return fmt.Errorf("plan: iteration.slots has %d entries, plan has %d events", len(it.Slots), p.Events)
+	}
+	for e, n := range it.Slots {
+		if n < 1 {
+			return fmt.Errorf("plan: iteration.slots[%d] = %d, want ≥ 1", e, n)
+		}
+	}
+	return nil
+}
+
+// iterMaxPrune bounds the cross waits that the iterate pass tries to drop
+// one by one after placing them (each try re-simulates the iterations).
+const iterMaxPrune = 512
+
+// iterReq is one cross-iteration order the reference semantics needs: stage
+// a of iteration i−d happens-before stage b of iteration i, for every i ≥ d.
+type iterReq struct {
+	a, d int32
+}
+
+// iterate plans the iterations (Iteration): stream sets, the cross-
+// iteration hazards and the waits they need, and event slots.
+//
+// Hazards: two accesses of stages a and b conflict across iterations when
+// they overlap on a buffer with K copies and one writes; then a in
+// iteration i−K must happen-before b in iteration i (and b before a). Longer
+// distances (2K, …) follow by induction through the writer's own WAW at
+// distance K, so distance K is all that is needed.
+//
+// Waits: like sync, but with vector clocks carried across iterations
+// (Lamport 1978; Fidge 1988, Mattern 1989). The pass walks enough unrolled
+// iterations in issue order, physical stream by physical stream, and before
+// each launch adds a cross wait for every needed order that stream order
+// and the waits so far do not give, trying producers latest first. It then
+// drops, one at a time, each cross wait without which the walk still meets
+// every order. Each producer of a cross wait records an event right after
+// its launch (sync's event when it has one); slots follow from the lags.
+func iterate(st *state) error {
+	p := st.plan
+	n, S := len(p.Stages), len(p.Streams)
+	copies := make(map[string]int, len(p.Buffers))
+	kmax := 1
+	for _, b := range p.Buffers {
+		copies[b.Name] = max(b.Copies, 1)
+		kmax = max(kmax, b.Copies)
+	}
+	R := st.opts.StreamSets
+	switch {
+	case R < 0:
+		return fmt.Errorf("stream sets %d: want ≥ 0 (0: the largest copies, 1: no extra streams)", R)
+	case R == 0 && st.strategy == StrategySingle:
+		R = 1
+	case R == 0:
+		R = kmax
+	}
+	reqs, inflight := iterHazards(p, copies)
+	// Latest producer first: smaller distance, then later in issue order.
+	pos := launchPositions(p)
+	for b := range reqs {
+		slices.SortFunc(reqs[b], func(x, y iterReq) int {
+			return cmp.Or(cmp.Compare(x.d, y.d), cmp.Compare(pos[y.a], pos[x.a]))
+		})
+	}
+	period := R
+	for _, k := range copies {
+		period = lcm(period, k)
+	}
+	dmax := 1
+	for _, rs := range reqs {
+		for _, r := range rs {
+			dmax = max(dmax, int(r.d))
+		}
+	}
+	U := min(period, 64) + 2*dmax + 2
+	p.Iteration = &Iteration{StreamSets: R} // provisional: the walk maps streams through it
+	w := &iterWalk{p: p, S: S, R: R, n: n, U: U, reqs: reqs, cross: make([][]iterReq, n)}
+	w.run(true)
+	// Drop cross waits that others make redundant, latest added first.
+	total := 0
+	for _, c := range w.cross {
+		total += len(c)
+	}
+	if total <= iterMaxPrune {
+		for i := len(w.added) - 1; i >= 0; i-- {
+			b, r := w.added[i][0], iterReq{w.added[i][1], w.added[i][2]}
+			k := slices.Index(w.cross[b], r)
+			w.cross[b] = slices.Delete(w.cross[b], k, k+1)
+			if !w.run(false) {
+				w.cross[b] = slices.Insert(w.cross[b], k, r)
+			}
+		}
+	}
+	for b := range w.cross {
+		slices.SortFunc(w.cross[b], func(x, y iterReq) int {
+			return cmp.Or(cmp.Compare(pos[x.a], pos[y.a]), cmp.Compare(x.d, y.d))
+		})
+	}
+	emitCross(p, w.cross, R)
+	p.Iteration.InFlight = inflight
+	p.Stats.Events = p.Events
+	return nil
+}
+
+// iterHazards returns, per stage b, the cross-iteration orders (a, d) it
+// needs, deduplicated, and the in-flight bound (smallest K over conflicting
+// buffers; the largest K if none conflicts).
+func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
+	type acc struct {
+		stage  int32
+		lo, hi int64
+		write  bool
+	}
+	byBuf := map[string][]acc{}
+	var names []string
+	for v, sg := range p.Stages {
+		for k, list := range [2][]Access{sg.Reads, sg.Writes} {
+			for _, a := range list {
+				if _, ok := byBuf[a.Buffer]; !ok {
+					names = append(names, a.Buffer)
+				}
+				byBuf[a.Buffer] = append(byBuf[a.Buffer], acc{int32(v), a.Offset, a.Offset + a.Bytes, k == 1})
+			}
+		}
+	}
+	reqs := make([][]iterReq, len(p.Stages))
+	seen := map[[3]int32]bool{}
+	inflight := 0
+	for _, name := range names {
+		k := max(copies[name], 1)
+		list := byBuf[name]
+		for _, x := range list {
+			if !x.write {
+				continue
+			}
+			for _, y := range list {
+				if y.lo >= x.hi || x.lo >= y.hi {
+					continue
+				}
+				if inflight == 0 || k < inflight {
+					inflight = k
+				}
+				// x writes, y reads or writes: both directions.
+				for _, e := range [2][2]int32{{x.stage, y.stage}, {y.stage, x.stage}} {
+					key := [3]int32{e[0], e[1], int32(k)}
+					if !seen[key] {
+						seen[key] = true
+						reqs[e[1]] = append(reqs[e[1]], iterReq{e[0], int32(k)})
+					}
+				}
+			}
+		}
+	}
+	if inflight == 0 {
+		inflight = 1
+		for _, k := range copies {
+			inflight = max(inflight, k)
+		}
+	}
+	return reqs, inflight
+}
+
+// launchPositions returns each stage's launch position in IssueOrder.
+func launchPositions(p *Plan) []int {
+	pos := make([]int, len(p.Stages))
+	for k, so := range p.IssueOrder {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
+			pos[o.Stage] = k
+		}
+	}
+	return pos
+}
+
+func lcm(a, b int) int {
+	g, h := a, b
+	for h != 0 {
+		g, h = h, g%h
+	}
+	return a / g * b
+}
+
+// iterWalk simulates U iterations of a plan in issue order with vector
+// clocks over physical streams, placing or checking cross waits.
+type iterWalk struct {
+	p          *Plan
+	S, R, n, U int
+	reqs       [][]iterReq
+	cross      [][]iterReq // per stage: its cross waits (the plan being built)
+	added      [][3]int32  // cross waits in the order they were added: b, a, d
+}
+
+// iterSnap is a launch's place: its physical stream, its 1-based index
+// among that stream's launches, and the stream's clock just before it
+// (shared, immutable).
+type iterSnap struct {
+	ps, idx int32
+	clock   []int32
+}
+
+// run walks the iterations. With place, it adds a cross wait for every
+// order not met and returns true; without, it returns whether every order
+// is met by the current cross waits.
+func (w *iterWalk) run(place bool) bool {
+	p, S, n := w.p, w.S, w.n
+	phys, P := p.PhysicalStreams()
+	clock := make([][]int32, P) // per physical stream: launches of each stream known complete
+	zero := make([]int32, P)
+	for i := range clock {
+		clock[i] = zero
+	}
+	cnt := make([]int32, P)
+	snaps := make([]iterSnap, n*w.U)
+	// recSnap[e]: the snapshot of the launch each record of e follows in
+	// the current iteration (sync records right after launches).
+	recSnap := make([]iterSnap, p.Events)
+	hasRec := make([]bool, p.Events)
+	lastLaunch := make([]int32, S) // per logical stream: last stage launched in this iteration
+	join := func(ps int, s iterSnap) {
+		c := clock[ps]
+		if s.ps == int32(ps) {
+			return
+		}
+		need := c[s.ps] < s.idx
+		if !need {
+			for q, v := range s.clock {
+				if v > c[q] && q != ps {
+					need = true
+					break
+				}
+			}
+		}
+		if !need {
+			return
+		}
+		nc := make([]int32, P)
+		for q := range nc {
+			nc[q] = max(c[q], s.clock[q])
+		}
+		nc[s.ps] = max(nc[s.ps], s.idx)
+		clock[ps] = nc
+	}
+	hb := func(a iterSnap, ps int, idx int32) bool {
+		if a.ps == int32(ps) {
+			return a.idx < idx
+		}
+		return clock[ps][a.ps] >= a.idx
+	}
+	for j := 0; j < w.U; j++ {
+		set := phys[j%len(phys)]
+		clear(hasRec)
+		for i := range lastLaunch {
+			lastLaunch[i] = -1
+		}
+		for _, so := range p.IssueOrder {
+			s := so[0]
+			ps := set[s]
+			switch o := p.Streams[s].Ops[so[1]]; o.Kind {
+			case OpRecord:
+				if v := lastLaunch[s]; v >= 0 {
+					recSnap[o.Event], hasRec[o.Event] = snaps[j*n+int(v)], true
+				}
+			case OpWait:
+				if o.Lag == 0 && hasRec[o.Event] {
+					join(ps, recSnap[o.Event])
+				}
+			case OpLaunch:
+				b := o.Stage
+				for _, r := range w.cross[b] {
+					if i := j - int(r.d); i >= 0 {
+						join(ps, snaps[i*n+int(r.a)])
+					}
+				}
+				idx := cnt[ps] + 1
+				for _, r := range w.reqs[b] {
+					i := j - int(r.d)
+					if i < 0 {
+						continue
+					}
+					a := snaps[i*n+int(r.a)]
+					if hb(a, ps, idx) {
+						continue
+					}
+					if !place {
+						return false
+					}
+					w.cross[b] = append(w.cross[b], r)
+					w.added = append(w.added, [3]int32{int32(b), r.a, r.d})
+					join(ps, a)
+				}
+				cnt[ps] = idx
+				snaps[j*n+b] = iterSnap{ps: int32(ps), idx: idx, clock: clock[ps]}
+				lastLaunch[s] = int32(b)
+			}
+		}
+	}
+	return true
+}
+
+// emitCross writes the cross waits into p: for each producer a record right
+// after its launch (reusing the one there), for each consumer its cross
+// waits right before its launch, in stream order and issue order; then the
+// event slots and p.Iteration.
+func emitCross(p *Plan, cross [][]iterReq, R int) {
+	n := len(p.Stages)
+	event := make([]int, n) // producer → its event (-1: none yet)
+	for i := range event {
+		event[i] = -1
+	}
+	need := make([]bool, n)
+	waits := 0
+	for _, c := range cross {
+		for _, r := range c {
+			need[r.a] = true
+			waits++
+		}
+	}
+	// Reuse a record right after the producer's launch.
+	for _, str := range p.Streams {
+		for j, o := range str.Ops {
+			if o.Kind == OpLaunch && need[o.Stage] && j+1 < len(str.Ops) && str.Ops[j+1].Kind == OpRecord {
+				event[o.Stage] = str.Ops[j+1].Event
+			}
+		}
+	}
+	// New events in issue order of their producers.
+	for _, so := range p.IssueOrder {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch && need[o.Stage] && event[o.Stage] < 0 {
+			event[o.Stage] = p.Events
+			p.Events++
+		}
+	}
+	newRec := make([]bool, n) // a record must be inserted after this launch
+	for _, str := range p.Streams {
+		for j, o := range str.Ops {
+			if o.Kind == OpLaunch && need[o.Stage] && !(j+1 < len(str.Ops) && str.Ops[j+1].Kind == OpRecord) {
+				newRec[o.Stage] = true
+			}
+		}
+	}
+	ops := make([][]Op, len(p.Streams))
+	for s := range ops {
+		ops[s] = make([]Op, 0, len(p.Streams[s].Ops))
+	}
+	order := make([][2]int, 0, len(p.IssueOrder)+waits)
+	emit := func(s int, o Op) {
+		order = append(order, [2]int{s, len(ops[s])})
+		ops[s] = append(ops[s], o)
+	}
+	recPos := make([]int, p.Events)  // issue position of each event's record in an iteration
+	waitPos := map[[2]int]int{}      // (event, lag) → latest issue position of such a wait
+	for _, so := range p.IssueOrder {
+		s := so[0]
+		o := p.Streams[s].Ops[so[1]]
+		if o.Kind == OpLaunch {
+			for _, r := range cross[o.Stage] {
+				e := event[r.a]
+				waitPos[[2]int{e, int(r.d)}] = len(order)
+				emit(s, Op{Kind: OpWait, Event: e, Lag: int(r.d)})
+			}
+		}
+		if o.Kind == OpRecord {
+			recPos[o.Event] = len(order)
+		}
+		emit(s, o)
+		if o.Kind == OpLaunch && newRec[o.Stage] {
+			recPos[event[o.Stage]] = len(order)
+			emit(s, Op{Kind: OpRecord, Event: event[o.Stage]})
+		}
+	}
+	for s := range p.Streams {
+		p.Streams[s].Ops = ops[s]
+	}
+	p.IssueOrder = order
+	// Slots: the next record of the slot a lag-d wait reads is d' = slots
+	// iterations later; it must come after the wait in issue order.
+	slots := make([]int, p.Events)
+	for e := range slots {
+		slots[e] = 1
+	}
+	for k, wp := range waitPos {
+		e, d := k[0], k[1]
+		need := d
+		if recPos[e] < wp {
+			need = d + 1
+		}
+		slots[e] = max(slots[e], need)
+	}
+	p.Iteration = &Iteration{StreamSets: R, Slots: slots, CrossWaits: waits}
+}

@@ -1,0 +1,300 @@
+package planner
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+// withCopies sets copies of the named buffers.
+func withCopies(s *dag.Spec, k int, bufs ...string) *dag.Spec {
+	for _, b := range bufs {
+		s.Buffer(b).Copies = k
+	}
+	return s
+}
+
+// ioPipe is the video service's shape: a copy stream uploads the frame, a
+// compute stream reads it, a copy stream downloads the result.
+func ioPipe() *dag.Spec {
+	return spec(
+		stage("up", writes("frame"), on("h2d")),
+		stage("pre", reads("frame"), writes("x"), on("comp")),
+		stage("net", reads("x"), writes("out"), on("comp")),
+		stage("down", reads("out"), writes("res"), on("d2h")),
+	)
+}
+
+// crossWaits lists the plan's lagged waits as "stage waits producer lag".
+func crossWaits(p *Plan) []string {
+	prod := p.producers()
+	var out []string
+	for _, str := range p.Streams {
+		for j, o := range str.Ops {
+			if o.Kind != OpWait || o.Lag == 0 {
+				continue
+			}
+			next := ""
+			for _, o2 := range str.Ops[j:] {
+				if o2.Kind == OpLaunch {
+					next = p.Stages[o2.Stage].Name
+					break
+				}
+			}
+			out = append(out, next+"<"+p.Stages[prod[o.Event]].Name+"@-"+string(rune('0'+o.Lag)))
+		}
+	}
+	return out
+}
+
+// One copy: every buffer conflicts with the next iteration. The upload of
+// iteration i must wait for the previous iteration's preprocess (WAR on
+// frame), net for down (WAR on out); nothing else is needed (down's WAW on
+// res is program order, up's WAW on frame too).
+func TestIterateOneCopy(t *testing.T) {
+	p := build(t, ioPipe(), Options{})
+	got := crossWaits(p)
+	want := []string{"up<pre@-1", "net<down@-1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("cross waits %v, want %v\n%s", got, want, table(t, p))
+	}
+	if it := p.Iteration; it.StreamSets != 1 || it.CrossWaits != 2 || it.InFlight != 1 {
+		t.Errorf("iteration %+v", *it)
+	}
+}
+
+// Two copies and one stream set (pinned streams): the waits move two
+// iterations back, and their events need enough slots that the record of
+// iteration i−2 is still the latest one when the wait is issued.
+func TestIterateRingTwoCopies(t *testing.T) {
+	s := withCopies(ioPipe(), 2, "frame", "x", "out", "res")
+	p := build(t, s, Options{StreamSets: 1})
+	got := crossWaits(p)
+	want := []string{"up<pre@-2", "net<down@-2"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("cross waits %v, want %v\n%s", got, want, table(t, p))
+	}
+	prod := p.producers()
+	for e, n := range p.Iteration.Slots {
+		name := p.Stages[prod[e]].Name
+		// pre's record comes after up's wait in an iteration: 2 slots
+		// suffice; down's record comes after net's wait too.
+		if (name == "pre" || name == "down") && n != 2 {
+			t.Errorf("event e%d after %s has %d slots, want 2", e, name, n)
+		}
+	}
+	if p.Iteration.InFlight != 2 {
+		t.Errorf("in flight %d, want 2", p.Iteration.InFlight)
+	}
+}
+
+// Mixed rings: a one-copy buffer shared by every iteration still needs its
+// waits at distance 1, the ring's at distance K.
+func TestIterateMixedCopies(t *testing.T) {
+	s := spec(
+		stage("up", writes("frame"), on("h2d")),
+		stage("pre", reads("frame"), writes("acc"), on("comp")),
+		stage("sum", reads("acc"), writes("total"), on("d2h")),
+	)
+	withCopies(s, 3, "frame")
+	p := build(t, s, Options{StreamSets: 1})
+	got := crossWaits(p)
+	want := []string{"up<pre@-3", "pre<sum@-1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("cross waits %v, want %v\n%s", got, want, table(t, p))
+	}
+	if p.Iteration.InFlight != 1 {
+		t.Errorf("in flight %d, want 1 (acc has one copy)", p.Iteration.InFlight)
+	}
+}
+
+// By default iterations rotate over as many stream sets as the largest
+// ring: each iteration's chain runs on its own streams, so a chain whose
+// buffers are all rings needs no cross wait at all.
+func TestIterateStreamSets(t *testing.T) {
+	s := spec(
+		stage("up", writes("frame")),
+		stage("pre", reads("frame"), writes("x")),
+		stage("down", reads("x"), writes("res")),
+	)
+	withCopies(s, 2, "frame", "x", "res")
+	p := build(t, s, Options{})
+	if p.Iteration.StreamSets != 2 || p.Iteration.CrossWaits != 0 {
+		t.Fatalf("iteration %+v, want 2 stream sets, no cross wait\n%s", *p.Iteration, table(t, p))
+	}
+	m, total := p.PhysicalStreams()
+	if total != 2*len(p.Streams) || m[1][0] != len(p.Streams) {
+		t.Errorf("physical streams %v (%d)", m, total)
+	}
+	// The single strategy stays on one stream, whatever the copies.
+	q := build(t, s, Options{Strategy: StrategySingle})
+	if q.Iteration.StreamSets != 1 || len(q.Streams) != 1 || q.Iteration.CrossWaits != 0 {
+		t.Errorf("single: %+v on %d streams", *q.Iteration, len(q.Streams))
+	}
+	// Copies 2 but three stream sets: iterations i and i+2 share the ring
+	// copy and run on different streams, so they need waits.
+	r := build(t, s, Options{StreamSets: 3})
+	if r.Iteration.CrossWaits == 0 {
+		t.Errorf("3 stream sets over 2 copies: no cross wait\n%s", table(t, r))
+	}
+}
+
+// Removing a cross wait by hand (the seed's bug: a batch overwrites the
+// previous batch's data) makes Verify report the race across iterations,
+// naming the iterations and the ring copy.
+func TestVerifyCatchesMissingCrossWait(t *testing.T) {
+	s := withCopies(ioPipe(), 2, "frame", "x", "out", "res")
+	p := build(t, s, Options{StreamSets: 1})
+	for si, str := range p.Streams {
+		for j, o := range str.Ops {
+			if o.Kind != OpWait || o.Lag == 0 {
+				continue
+			}
+			err := Verify(dropOp(p, si, j))
+			var re *RaceError
+			if !errors.As(err, &re) {
+				t.Fatalf("without the cross wait on e%d: %v, want a race", o.Event, err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "@") || !strings.Contains(msg, "#") || !strings.Contains(msg, "across iterations") {
+				t.Errorf("race does not name iterations and copies: %s", msg)
+			}
+		}
+	}
+}
+
+// Event slots matter: a lagged wait must find the record of iteration i−d.
+// With one slot it finds a later iteration's record instead. On one stream
+// set that over-synchronizes (the later record is on the same stream), but
+// with three stream sets over two copies the later record is on another
+// stream and orders nothing: Verify reports the race through the unrolled
+// plan.
+func TestVerifySlotsTooFew(t *testing.T) {
+	s := spec(
+		stage("up", writes("frame"), on("h2d")),
+		stage("pre", reads("frame"), writes("x"), on("comp")),
+	)
+	withCopies(s, 2, "frame", "x")
+	p := build(t, s, Options{StreamSets: 3})
+	q := *p
+	it := *p.Iteration
+	it.Slots = make([]int, len(p.Iteration.Slots))
+	changed := false
+	for i := range it.Slots {
+		changed = changed || p.Iteration.Slots[i] > 1
+		it.Slots[i] = 1
+	}
+	if !changed {
+		t.Fatalf("plan has no event with several slots\n%s", table(t, p))
+	}
+	q.Iteration = &it
+	var re *RaceError
+	if err := Verify(&q); !errors.As(err, &re) {
+		t.Fatalf("one slot per event: Verify = %v, want a race", err)
+	}
+}
+
+// Every wait placed by the pass is needed (property tests do this on random
+// specs; here on the mixed-ring example), and Unroll numbers stages, copies,
+// streams and slots as documented.
+func TestUnroll(t *testing.T) {
+	s := withCopies(ioPipe(), 2, "frame", "x", "out", "res")
+	p := build(t, s, Options{})
+	q, err := Unroll(p, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Stages) != 4*len(p.Stages) || q.Stages[len(p.Stages)].Name != "up@1" {
+		t.Fatalf("stages: %d, [%d] = %s", len(q.Stages), len(p.Stages), q.Stages[len(p.Stages)].Name)
+	}
+	if got := q.Stages[len(p.Stages)].Writes[0].Buffer; got != "frame#1" {
+		t.Errorf("up@1 writes %s, want frame#1", got)
+	}
+	if _, total := p.PhysicalStreams(); len(q.Streams) != total {
+		t.Errorf("unrolled streams %d, want %d", len(q.Streams), total)
+	}
+	if q.Iteration != nil || len(q.Lifetimes) != 0 {
+		t.Error("unrolled plan keeps iteration info or lifetimes")
+	}
+	if err := Verify(q); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Unroll(p, 0); err == nil {
+		t.Error("Unroll(p, 0): no error")
+	}
+	if n := UnrollIterations(p); n < 4 || n > verifyMaxUnroll {
+		t.Errorf("UnrollIterations = %d", n)
+	}
+}
+
+// Plans with iteration info round-trip through JSON, lags included.
+func TestIterationJSON(t *testing.T) {
+	s := withCopies(ioPipe(), 2, "frame", "x", "out", "res")
+	p := build(t, s, Options{StreamSets: 1})
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"lag":2`) || !strings.Contains(string(b), `"iteration":{"stream_sets":1`) {
+		t.Fatalf("JSON lacks lag or iteration: %s", b)
+	}
+	var q Plan
+	if err := json.Unmarshal(b, &q); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(q.Streams, p.Streams) || !reflect.DeepEqual(q.Iteration, p.Iteration) {
+		t.Error("round trip changed the streams or the iteration info")
+	}
+}
+
+func TestValidateIteration(t *testing.T) {
+	s := withCopies(ioPipe(), 2, "frame", "x", "out", "res")
+	for _, c := range []struct {
+		name string
+		edit func(p *Plan)
+		want string
+	}{
+		{"slots", func(p *Plan) { p.Iteration.Slots = p.Iteration.Slots[1:] }, "slots has"},
+		{"zero slot", func(p *Plan) { p.Iteration.Slots[0] = 0 }, "want ≥ 1"},
+		{"sets", func(p *Plan) { p.Iteration.StreamSets = 0 }, "stream_sets"},
+		{"lag without info", func(p *Plan) { p.Iteration = nil }, "lag"},
+		{"lag on record", func(p *Plan) {
+			for i, o := range p.Streams[0].Ops {
+				if o.Kind == OpRecord {
+					p.Streams[0].Ops[i].Lag = 1
+					return
+				}
+			}
+			p.Streams[1].Ops[1].Lag = 1
+		}, "lag"},
+	} {
+		p := build(t, s, Options{StreamSets: 1})
+		it := *p.Iteration
+		it.Slots = append([]int(nil), it.Slots...)
+		p.Iteration = &it
+		for i := range p.Streams {
+			p.Streams[i].Ops = append([]Op(nil), p.Streams[i].Ops...)
+		}
+		c.edit(p)
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Validate = %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// Manual specs keep their own waits and get no iteration info (the
+// executor separates their iterations by a barrier).
+func TestIterateSkipsManual(t *testing.T) {
+	s := manual(spec(stage("a", writes("x"), on("s0")), stage("b", reads("x"), on("s1"), waits("a"))))
+	p, err := Build(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Iteration != nil {
+		t.Errorf("manual plan has iteration info %+v", *p.Iteration)
+	}
+}

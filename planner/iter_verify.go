@@ -1,0 +1,164 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+)
+
+// verifyMaxUnroll bounds the iterations Verify unrolls.
+const verifyMaxUnroll = 64
+
+// UnrollIterations returns how many iterations Verify unrolls p over: one
+// period of every rotation (stream sets, ring copies, event slots), plus
+// twice the longest distance at which iterations interact (copies, lags,
+// slots), so that every pair of iterations that can conflict is seen in
+// every phase, from the start-up iterations (whose lagged waits are
+// skipped) to the steady state. At most verifyMaxUnroll (64); 1 without
+// iteration info.
+func UnrollIterations(p *Plan) int {
+	it := p.Iteration
+	if it == nil {
+		return 1
+	}
+	period, dist := max(it.StreamSets, 1), 1
+	for _, b := range p.Buffers {
+		period = lcm(period, max(b.Copies, 1))
+		dist = max(dist, b.Copies)
+	}
+	for _, s := range it.Slots {
+		period = lcm(period, max(s, 1))
+		dist = max(dist, s)
+	}
+	for _, str := range p.Streams {
+		for _, o := range str.Ops {
+			dist = max(dist, o.Lag)
+		}
+	}
+	return min(min(period, verifyMaxUnroll)+2*dist+1, verifyMaxUnroll)
+}
+
+// Unroll returns a plan without iteration info that issues iterations
+// iterations of p exactly as the executor does (see Iteration): stage v of
+// iteration i is stage i·len(p.Stages)+v, named "NAME@i"; copy c of a ring
+// buffer is the buffer "NAME#c"; physical stream s + len(p.Streams)·r is
+// named "NAME/r" when there are several stream sets; slot k of event e is
+// event base(e)+k; lagged waits of the first iterations, with nothing to
+// wait for, are left out. The result has no lifetimes. Without iteration
+// info p is unrolled with one stream set, one slot per event and no lag.
+func Unroll(p *Plan, iterations int) (*Plan, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if iterations < 1 {
+		return nil, fmt.Errorf("plan: unroll %d iterations: want ≥ 1", iterations)
+	}
+	n := len(p.Stages)
+	R := 1
+	var slots []int
+	if p.Iteration != nil {
+		R, slots = p.Iteration.StreamSets, p.Iteration.Slots
+	}
+	slot := func(e int) int {
+		if slots == nil {
+			return 1
+		}
+		return slots[e]
+	}
+	base := make([]int, p.Events+1)
+	for e := 0; e < p.Events; e++ {
+		base[e+1] = base[e] + slot(e)
+	}
+	copies := map[string]int{}
+	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Kernels: p.Kernels, Events: base[p.Events]}
+	for _, b := range p.Buffers {
+		k := max(b.Copies, 1)
+		copies[b.Name] = k
+		if k == 1 {
+			b.Copies = 0
+			q.Buffers = append(q.Buffers, b)
+			continue
+		}
+		for c := 0; c < k; c++ {
+			bc := b
+			bc.Name, bc.Copies = fmt.Sprintf("%s#%d", b.Name, c), 0
+			q.Buffers = append(q.Buffers, bc)
+		}
+	}
+	rename := func(as []Access, it int) []Access {
+		out := make([]Access, len(as))
+		for i, a := range as {
+			out[i] = a
+			if k := copies[a.Buffer]; k > 1 {
+				out[i].Buffer = fmt.Sprintf("%s#%d", a.Buffer, it%k)
+			}
+		}
+		return out
+	}
+	phys, total := p.PhysicalStreams()
+	q.Streams = make([]Stream, total)
+	for r := range phys {
+		for s, ps := range phys[r] {
+			str := p.Streams[s]
+			if r > 0 && ps == s {
+				continue // not replicated
+			}
+			str.ID, str.Ops = ps, nil
+			if R > 1 && ps != s {
+				str.Name = fmt.Sprintf("%s/%d", str.Name, r)
+			}
+			q.Streams[ps] = str
+		}
+	}
+	q.Stages = make([]Stage, 0, n*iterations)
+	for it := 0; it < iterations; it++ {
+		for _, sg := range p.Stages {
+			sg.Name = fmt.Sprintf("%s@%d", sg.Name, it)
+			sg.Stream = phys[it%R][sg.Stream]
+			sg.Reads, sg.Writes = rename(sg.Reads, it), rename(sg.Writes, it)
+			q.Stages = append(q.Stages, sg)
+		}
+		for _, so := range p.IssueOrder {
+			o := p.Streams[so[0]].Ops[so[1]]
+			ps := phys[it%R][so[0]]
+			switch o.Kind {
+			case OpLaunch:
+				o.Stage += it * n
+			case OpRecord:
+				o.Event = base[o.Event] + it%slot(o.Event)
+			case OpWait:
+				if it < o.Lag {
+					continue
+				}
+				o.Event = base[o.Event] + (it-o.Lag)%slot(o.Event)
+				o.Lag = 0
+			}
+			ops := &q.Streams[ps].Ops
+			q.IssueOrder = append(q.IssueOrder, [2]int{ps, len(*ops)})
+			*ops = append(*ops, o)
+		}
+	}
+	q.Stats = Stats{Stages: len(q.Stages), Streams: len(q.Streams), Events: q.Events}
+	return q, nil
+}
+
+// verifyIterations is Verify for a plan with iteration info: Verify of the
+// plan unrolled over UnrollIterations(p) iterations. Races name stages as
+// "NAME@i" (iteration i) and ring copies as "NAME#c".
+func verifyIterations(p *Plan) error {
+	q, err := Unroll(p, UnrollIterations(p))
+	if err != nil {
+		return err
+	}
+	if err := Verify(q); err != nil {
+		if re, ok := err.(*RaceError); ok {
+			for i := range re.Races {
+				r := &re.Races[i]
+				if !strings.HasPrefix(r.Fix, "across iterations") {
+					r.Fix = "across iterations (unrolled; stage@iteration, buffer#copy, stream/set): " + r.Fix
+				}
+			}
+		}
+		return err
+	}
+	return nil
+}
