@@ -404,6 +404,7 @@ func HazardPlan(p *planner.Plan, g *dag.HazardGraph) (*planner.Plan, error) {
 	q.Strategy = StrategyHazardDAG
 	q.Stages = append([]planner.Stage(nil), p.Stages...)
 	q.Streams, q.IssueOrder, q.Lifetimes, q.Events = nil, nil, nil, 0
+	q.Iteration = nil // its streams and events are new; a graph replay is one iteration
 	// Pass 1: chains. prevOf[v] is the stage before v on its stream (-1).
 	stream := make([]int, n)
 	prevOf := make([]int, n)

@@ -24,6 +24,21 @@ type Options struct {
 	// ModeGraph: capture one iteration into a graph and replay it (RunGraph;
 	// the backend must implement GraphBackend).
 	Mode Mode
+
+	// Iterations of a plan with iteration info (issue 6; ring.go, hostio.go,
+	// gofunc.go). InFlight bounds host run-ahead: before issuing iteration i
+	// the host waits until iteration i−InFlight has completed (0: unbounded,
+	// or with Inputs, Outputs or Progress a default of one more than the
+	// plan's own bound). Inputs fill a host_pinned input buffer's copy for
+	// each iteration; Outputs receive a host_pinned output buffer's bytes
+	// after each iteration; Progress is called once per iteration, in order,
+	// when the host sees it complete. Funcs are Go-function stages by kernel
+	// name (any mode).
+	InFlight int
+	Inputs   map[string]InputFunc
+	Outputs  map[string]OutputFunc
+	Progress func(iteration int, latency time.Duration)
+	Funcs    map[string]StageFunc
 }
 
 // Output is one role=output buffer after the run.
@@ -43,6 +58,10 @@ type Result struct {
 	// Launches, Waits and Records count the ops issued to the backend over all
 	// iterations, including the barrier between iterations.
 	Launches, Waits, Records int
+	// Latencies, for runs with iteration info and host I/O or Progress, is
+	// each iteration's time from the start of its host work (filling its
+	// inputs) to when the host saw its last op complete.
+	Latencies []time.Duration
 }
 
 // Run runs plan p on backend b for o.Iterations iterations.
@@ -79,7 +98,13 @@ func Run(ctx context.Context, p *planner.Plan, b Backend, o Options) (res *Resul
 	if iters < 0 {
 		return nil, fmt.Errorf("executor: iterations = %d, want ≥ 1", iters)
 	}
-	r, err := prepare(p, iters)
+	if p.Iteration != nil && (iters > 1 || o.hostIO() || o.InFlight > 0) {
+		return runIterations(ctx, p, b, o, iters) // planned cross-iteration waits: ring.go
+	}
+	if o.hostIO() {
+		return nil, errors.New("executor: host inputs, outputs and progress need a plan with iteration info (re-plan the spec)")
+	}
+	r, err := prepare(p, iters, o.Funcs)
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +161,7 @@ type issueOp struct {
 	stream int // plan stream id
 	event  int // index into run.events
 	desc   *LaunchDesc
+	fn     StageFunc // a Go-function stage (gofunc.go)
 }
 
 // run is one Run's state: the precomputed ops and what was created on the
@@ -149,12 +175,14 @@ type run struct {
 	streams []Stream
 	events  []Event // plan events, then barrier events
 	bufs    []Buffer
-	issued  bool // work was issued and not synchronized
+	issued  bool        // work was issued and not synchronized
+	funcs   []StageFunc // per stage: its Go function, or nil
 }
 
 // prepare validates p and precomputes every LaunchDesc (buffer handles are
 // filled in by setup) and the issue list; nothing touches the backend.
-func prepare(p *planner.Plan, iters int) (*run, error) {
+// funcs (at most one map) are Go-function stages by kernel name.
+func prepare(p *planner.Plan, iters int, funcs ...map[string]StageFunc) (*run, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
@@ -163,7 +191,7 @@ func prepare(p *planner.Plan, iters int) (*run, error) {
 		if b.Bytes <= 0 {
 			return nil, fmt.Errorf("executor: buffer %s has %d bytes, want > 0", b.Name, b.Bytes)
 		}
-		if b.Copies > 1 && iters > 1 {
+		if b.Copies > 1 && iters > 1 && p.Iteration == nil {
 			return nil, fmt.Errorf("executor: buffer %s has copies: %d; ring buffers across iterations are not supported yet (issue 6): run one iteration or drop copies", b.Name, b.Copies)
 		}
 		bufIdx[b.Name] = i
@@ -172,7 +200,7 @@ func prepare(p *planner.Plan, iters int) (*run, error) {
 	for i := range p.Kernels {
 		kernels[p.Kernels[i].Name] = &p.Kernels[i]
 	}
-	r := &run{p: p, descs: make([]LaunchDesc, len(p.Stages))}
+	r := &run{p: p, descs: make([]LaunchDesc, len(p.Stages)), funcs: make([]StageFunc, len(p.Stages))}
 	resolve := func(st *planner.Stage, acc []planner.Access, what string) ([]Arg, error) {
 		args := make([]Arg, len(acc))
 		for k, a := range acc {
@@ -198,6 +226,10 @@ func prepare(p *planner.Plan, iters int) (*run, error) {
 		if d.Writes, err = resolve(st, st.Writes, "writes"); err != nil {
 			return nil, err
 		}
+		if f := funcOf(funcs, st.Kernel); f != nil {
+			r.funcs[i] = f
+			continue
+		}
 		if !dag.IsBuiltin(st.Kernel) {
 			k, ok := kernels[st.Kernel]
 			if !ok {
@@ -209,13 +241,19 @@ func prepare(p *planner.Plan, iters int) (*run, error) {
 			return nil, fmt.Errorf("executor: stage %s: %w", st.Name, err)
 		}
 	}
-	r.ops = make([]issueOp, len(p.IssueOrder))
-	for k, so := range p.IssueOrder {
+	// One iteration as issued on its own (a barrier between iterations, a
+	// graph capture): cross-iteration waits (Lag > 0) are left out.
+	r.ops = make([]issueOp, 0, len(p.IssueOrder))
+	for _, so := range p.IssueOrder {
 		op := p.Streams[so[0]].Ops[so[1]]
-		r.ops[k] = issueOp{kind: op.Kind, stream: so[0], event: op.Event}
-		if op.Kind == planner.OpLaunch {
-			r.ops[k].desc = &r.descs[op.Stage]
+		if op.Kind == planner.OpWait && op.Lag > 0 {
+			continue
 		}
+		iop := issueOp{kind: op.Kind, stream: so[0], event: op.Event}
+		if op.Kind == planner.OpLaunch {
+			iop.desc, iop.fn = &r.descs[op.Stage], r.funcs[op.Stage]
+		}
+		r.ops = append(r.ops, iop)
 	}
 	if n := len(p.Streams); n > 1 && iters > 1 {
 		// Join every stream onto stream 0 (events Events+s), then fork stream 0
@@ -301,6 +339,10 @@ func (r *run) issue(ops []issueOp, syncEach bool, it int) error {
 		var err error
 		switch op.kind {
 		case planner.OpLaunch:
+			if op.fn != nil {
+				err = launchFunc(b, r.streams[op.stream], op.desc, op.fn)
+				break
+			}
 			err = b.Launch(r.streams[op.stream], op.desc)
 		case planner.OpRecord:
 			err = b.Record(r.events[op.event], r.streams[op.stream])

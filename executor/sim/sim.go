@@ -84,6 +84,8 @@ type Backend struct {
 	races     map[raceKey]*executor.Race
 	raceOrder []raceKey
 	dropped   int
+
+	host hostState // the host thread's clock (hostio.go)
 }
 
 // New returns a simulator with options o.

@@ -25,6 +25,8 @@ type op struct {
 	kind opKind
 	desc *executor.LaunchDesc // opLaunch
 	slot *slot                // opRecord: the generation it completes; opWait: the one it waits for (nil: none)
+	fn   executor.StageFunc   // opLaunch of a Go-function stage (gofunc.go)
+	host []uint64             // the host's clock when the op was issued (hostio.go), nil if the host never waited or accessed
 }
 
 // stream is an executor.Stream: an unbounded FIFO drained by one goroutine.
@@ -47,6 +49,7 @@ type stream struct {
 }
 
 func (s *stream) push(o op) {
+	o.host = s.b.hostSnapshot()
 	s.b.pending.Add(1)
 	s.mu.Lock()
 	s.q = append(s.q, o)
@@ -92,9 +95,12 @@ func (s *stream) loop() {
 			return
 		}
 		s.delay()
+		if o.host != nil && s.b.detect {
+			s.join(o.host) // host accesses before the op was issued happen-before it
+		}
 		switch o.kind {
 		case opLaunch:
-			s.launch(o.desc)
+			s.launch(o.desc, o.fn)
 		case opRecord:
 			if s.b.detect {
 				o.slot.clock = append([]uint64(nil), s.clock...)
@@ -157,7 +163,7 @@ func (s *stream) tick() uint64 {
 
 // launch runs one kernel: check the accesses against the shadow state, lock
 // the buffers, snapshot the reads, run the body, unlock, spin.
-func (s *stream) launch(l *executor.LaunchDesc) {
+func (s *stream) launch(l *executor.LaunchDesc, fn executor.StageFunc) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.b.fault(fmt.Errorf("sim: stage %s (stream %d) panicked: %v", l.Name, s.num, r))
@@ -201,7 +207,7 @@ func (s *stream) launch(l *executor.LaunchDesc) {
 			lb.buf.mu.RLock()
 		}
 	}
-	err := s.safeBody(l)
+	err := s.safeBody(l, fn)
 	for _, lb := range bufs {
 		if lb.write {
 			lb.buf.mu.Unlock()
@@ -254,20 +260,20 @@ func (s *stream) check(l *executor.LaunchDesc) {
 
 // safeBody runs body, turning a panic (a bug, or a user CPU body's) into an
 // error so the buffer locks are always released.
-func (s *stream) safeBody(l *executor.LaunchDesc) (err error) {
+func (s *stream) safeBody(l *executor.LaunchDesc, fn executor.StageFunc) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
 		}
 	}()
-	return s.body(l)
+	return s.body(l, fn)
 }
 
 // body runs the kernel on the locked buffers. A read that overlaps a write
 // of the same launch (in place) is copied first, so the kernel sees the old
 // values; other reads are passed live (no other launch can write them while
 // the read lock is held). A mix copies only the words it will use.
-func (s *stream) body(l *executor.LaunchDesc) error {
+func (s *stream) body(l *executor.LaunchDesc, fn executor.StageFunc) error {
 	maxWords := int64(math.MaxInt64)
 	if l.UserKernel == nil && l.Kernel == dag.BuiltinMix {
 		var err error
@@ -295,6 +301,9 @@ func (s *stream) body(l *executor.LaunchDesc) error {
 	out := make([][]byte, len(l.Writes))
 	for i, a := range l.Writes {
 		out[i] = a.Buffer.(*buffer).data[a.Offset : a.Offset+a.Bytes]
+	}
+	if fn != nil {
+		return runFunc(l, fn, in, out)
 	}
 	if l.UserKernel != nil {
 		if f := s.b.opt.Kernels[l.Kernel]; f != nil {
