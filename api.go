@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dagrun/dagrun/cudart"
 	"github.com/dagrun/dagrun/dag"
@@ -62,6 +63,23 @@ type RunOptions struct {
 	// (%globaltimer, no events, so a graph keeps its shape); the backend then
 	// implements executor.Profiler. Used by --trace and --timeline.
 	Timestamps bool
+
+	// A stream of inputs (issue 6): with Iterations > 1 a plan's iterations
+	// overlap as far as its planned cross-iteration waits allow (buffers
+	// with copies: K are rings). Inputs fill a host_pinned input buffer's
+	// staging copy for each iteration, Outputs receive a host_pinned output
+	// buffer after each iteration, InFlight bounds how many iterations the
+	// host issues ahead, Progress is called as iterations complete (see
+	// executor.Options).
+	Inputs   map[string]executor.InputFunc
+	Outputs  map[string]executor.OutputFunc
+	InFlight int
+	Progress func(iteration int, latency time.Duration)
+	// Funcs are Go-function stages by kernel name: a stage whose kernel is a
+	// key runs the function, which gets the stage's stream (cudart's
+	// CUstream) and the device pointers and sizes of its buffers (see
+	// executor.StageFunc).
+	Funcs map[string]executor.StageFunc
 }
 
 // NewBackend opens the named backend. For BackendAuto it returns the CUDA
@@ -114,7 +132,8 @@ func Run(ctx context.Context, p *planner.Plan, o RunOptions) (*executor.Result, 
 	if err != nil {
 		return nil, err
 	}
-	res, err := executor.Run(ctx, p, b, executor.Options{Iterations: o.Iterations, SyncEach: o.SyncEach, Mode: o.Mode})
+	res, err := executor.Run(ctx, p, b, executor.Options{Iterations: o.Iterations, SyncEach: o.SyncEach, Mode: o.Mode,
+		Inputs: o.Inputs, Outputs: o.Outputs, InFlight: o.InFlight, Progress: o.Progress, Funcs: o.Funcs})
 	if cerr := b.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
