@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -212,6 +213,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	var ro dagrun.RunOptions
 	var planFile, mode, traceFile, timelineFile string
 	var allowRace, asJSON bool
+	var sf streamFlags // --frames and friends: stream.go
 	cmd := &cobra.Command{
 		Use:   "run [SPEC]",
 		Short: "Run a spec (or a plan file) on the GPU or the simulator and print output checksums",
@@ -238,6 +240,9 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 				return usagef("--mode graph conflicts with --sync-each (a graph capture cannot synchronize)")
 			}
 			ro.Timestamps = traceFile != "" || timelineFile != ""
+			if err := sf.validate(cmd, ro.Mode); err != nil {
+				return err
+			}
 			var p *planner.Plan
 			var src string
 			var err error
@@ -263,6 +268,9 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 				return failure{err}
 			}
 			fmt.Fprintf(stderr, "backend: %s\n", reason)
+			if sf.frames != "" {
+				return runStream(cmd.Context(), strings.Join(args, ""), p, b, ro, &sf, cmd.Flags().Changed("iterations"), stdout, stderr)
+			}
 			start := time.Now()
 			res, err := executor.Run(cmd.Context(), p, b, executor.Options{Iterations: ro.Iterations, SyncEach: ro.SyncEach, Mode: ro.Mode})
 			total := time.Since(start)
@@ -296,6 +304,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	pf.add(cmd)
+	sf.add(cmd)
 	cmd.Flags().StringVar(&ro.Backend, "backend", dagrun.BackendAuto, "auto (cuda if built with it and a device answers, else sim), sim or cuda")
 	cmd.Flags().IntVar(&ro.Iterations, "iterations", 1, "times the plan is issued")
 	cmd.Flags().Int64Var(&ro.Seed, "seed", 1, "simulator: seed of the random per-op delays")

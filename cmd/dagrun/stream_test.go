@@ -1,0 +1,80 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/specs/video"
+)
+
+func testImages(t *testing.T) string {
+	dir := video.TestImageDir()
+	if _, err := os.Stat(dir); err != nil {
+		t.Skip(err)
+	}
+	return dir
+}
+
+// The README's demo: the video spec over Go's own test images on the
+// simulator, every frame checked against the float64 reference.
+func TestRunFramesVideo(t *testing.T) {
+	imgs := testImages(t)
+	out, errs, code := cli(t, "run", specPath("video/cameras.yaml"), "--frames", imgs, "--backend", "sim")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"streamed 38 frames (19 iterations × 2 inputs, 37 distinct frames) on sim", "checked 38 output frames against the float64 reference: 0 wrong", "p99"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// --out writes each output of each iteration; --iterations overrides the
+// frame count; --progress on draws the bar on stderr.
+func TestRunFramesOut(t *testing.T) {
+	imgs := testImages(t)
+	dir := t.TempDir()
+	out, errs, code := cli(t, "run", specPath("video/cameras.yaml"), "--frames", imgs, "--backend", "sim", "--iterations", "5", "--out", dir, "--progress", "on", "--in-flight", "1")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "cam1_out_h", "*.bin"))
+	if len(files) != 5 {
+		t.Errorf("%d output files for cam1, want 5: %v", len(files), files)
+	}
+	if !strings.Contains(errs, "frames") || !strings.Contains(out, "checked 10 output frames") {
+		t.Errorf("no progress bar or wrong count:\n%s\n%s", out, errs)
+	}
+}
+
+// Raw frames of the buffer's size stream without a spec shape; a wrong
+// size, a missing directory and conflicting flags are usage errors (exit 2).
+func TestRunFramesErrors(t *testing.T) {
+	imgs := testImages(t)
+	raw := t.TempDir()
+	os.WriteFile(filepath.Join(raw, "f.raw"), []byte("tiny"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--frames", raw}, "has 4 bytes"},
+		{[]string{"--frames", filepath.Join(raw, "nope")}, "not a directory"},
+		{[]string{"--frames", imgs, "--mode", "graph"}, "conflicts with --mode graph"},
+		{[]string{"--out", raw}, "needs --frames"},
+		{[]string{"--frames", imgs, "--progress", "maybe"}, "--progress"},
+		{[]string{"--frames", imgs, "--check", "video", "--in-flight", "-1"}, "--in-flight"},
+	} {
+		args := append([]string{"run", specPath("video/cameras.yaml"), "--backend", "sim"}, c.args...)
+		out, errs, code := cli(t, args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want 2 and %q\n%s", c.args, code, errs, c.want, out)
+		}
+	}
+	// A spec without pinned inputs cannot stream.
+	if _, errs, code := cli(t, "run", specPath("seed/two-writers.yaml"), "--frames", imgs, "--backend", "sim"); code != 2 || !strings.Contains(errs, "no host_pinned input") {
+		t.Errorf("two-writers: exit %d, %s", code, errs)
+	}
+}
