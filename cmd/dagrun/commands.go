@@ -118,7 +118,7 @@ Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr))
+	root.AddCommand(newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr), newVideoBenchCmd(stdout, stderr))
 	return root
 }
 
