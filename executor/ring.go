@@ -37,8 +37,10 @@ type iterRun struct {
 
 	// Host side.
 	hs       HostSyncer
-	inflight int       // L: 0 = unbounded, untracked
-	tails    [][]Event // per plan stream: L events recorded after its last op of an iteration
+	inflight int     // L: 0 = unbounded, untracked
+	tails    []Event // per plan stream: recorded after its last op of an iteration
+	join     Stream  // waits on every tail, then records the iteration's end
+	ends     []Event // L events: ends[i%L] is recorded on join when iteration i is done
 	inputs   []hostBuf
 	outputs  []hostBuf
 	start    []time.Time
@@ -78,7 +80,9 @@ type hostBuf struct {
 // the planned waits allow.
 //
 // Host side, before issuing iteration i: it sees which earlier iterations
-// have completed (tail events recorded after each stream's last op); with
+// have completed (each stream records a tail event after its last op of an
+// iteration; a join stream of the executor's own waits on them and records
+// the iteration's end event, so one query per iteration suffices); with
 // an in-flight bound L it waits for iteration i−L; it delivers each
 // streamed output of iteration i−K (K its copies), waiting first for the
 // events after the output's last uses in that iteration (the device-to-host
@@ -271,16 +275,26 @@ func (x *iterRun) setup() error {
 		}
 	}
 	if x.inflight > 0 {
-		x.tails = make([][]Event, len(p.Streams))
-		for s := range x.tails {
-			for range x.inflight {
-				ev, err := newEvent()
-				if err != nil {
-					return err
-				}
-				x.tails[s] = append(x.tails[s], ev)
+		for range p.Streams {
+			ev, err := newEvent()
+			if err != nil {
+				return err
 			}
+			x.tails = append(x.tails, ev)
 		}
+		for range x.inflight {
+			ev, err := newEvent()
+			if err != nil {
+				return err
+			}
+			x.ends = append(x.ends, ev)
+		}
+		s, err := b.NewStream()
+		if err != nil {
+			return fmt.Errorf("executor: %s: create the join stream: %w", b.Name(), err)
+		}
+		x.extraStreams = append(x.extraStreams, s)
+		x.join = s
 	}
 	x.bufs = make([][]Buffer, len(p.Buffers))
 	var scratch []byte
@@ -391,19 +405,34 @@ func (x *iterRun) iteration(it int) error {
 		}
 	}
 	if x.inflight > 0 {
+		// Each stream's end, joined on a stream of its own (so that no
+		// stream of the plan waits), which records the iteration's end:
+		// one event for the host to ask about.
 		for s, tail := range x.tails {
-			if err := b.Record(tail[it%x.inflight], x.streams[set[s]]); err != nil {
+			if err := b.Record(tail, x.streams[set[s]]); err != nil {
 				return fmt.Errorf("executor: %s: iteration %d: record the end of stream %d: %w", b.Name(), it+1, s, err)
 			}
+			if err := b.Wait(x.join, tail); err != nil {
+				return fmt.Errorf("executor: %s: iteration %d: join the end of stream %d: %w", b.Name(), it+1, s, err)
+			}
 			x.records++
+			x.waits++
 		}
+		if err := b.Record(x.ends[it%x.inflight], x.join); err != nil {
+			return fmt.Errorf("executor: %s: iteration %d: record its end: %w", b.Name(), it+1, err)
+		}
+		x.records++
 	}
 	x.issued = it + 1
 	return nil
 }
 
-// syncLifetime waits for the events after the last uses of h's copy in iteration it.
+// syncLifetime waits for the events after the last uses of h's copy in
+// iteration it; nothing to wait for once the host has seen it complete.
 func (x *iterRun) syncLifetime(h *hostBuf, it int) error {
+	if it < x.done {
+		return nil
+	}
 	for _, e := range h.done {
 		if err := x.hs.SyncEvent(x.evs[e][it%x.slots[e]]); err != nil {
 			return fmt.Errorf("executor: %s: wait for the uses of %s in iteration %d: %w", x.b.Name(), x.p.Buffers[h.buf].Name, it, err)
@@ -427,17 +456,15 @@ func (x *iterRun) deliver(h *hostBuf, it int) error {
 	return nil
 }
 
-// poll marks the issued iterations whose tails have all completed, oldest first.
+// poll marks the issued iterations that have completed, oldest first.
 func (x *iterRun) poll() error {
 	for x.done < x.issued {
-		for _, tail := range x.tails {
-			ok, err := x.hs.QueryEvent(tail[x.done%x.inflight])
-			if err != nil {
-				return fmt.Errorf("executor: %s: query the end of iteration %d: %w", x.b.Name(), x.done, err)
-			}
-			if !ok {
-				return nil
-			}
+		ok, err := x.hs.QueryEvent(x.ends[x.done%x.inflight])
+		if err != nil {
+			return fmt.Errorf("executor: %s: query the end of iteration %d: %w", x.b.Name(), x.done, err)
+		}
+		if !ok {
+			return nil
 		}
 		if err := x.complete(x.done); err != nil {
 			return err
@@ -449,10 +476,8 @@ func (x *iterRun) poll() error {
 // waitDone waits until iterations up to it have completed.
 func (x *iterRun) waitDone(it int) error {
 	for x.done <= it {
-		for _, tail := range x.tails {
-			if err := x.hs.SyncEvent(tail[x.done%x.inflight]); err != nil {
-				return fmt.Errorf("executor: %s: wait for the end of iteration %d: %w", x.b.Name(), x.done, err)
-			}
+		if err := x.hs.SyncEvent(x.ends[x.done%x.inflight]); err != nil {
+			return fmt.Errorf("executor: %s: wait for the end of iteration %d: %w", x.b.Name(), x.done, err)
 		}
 		if err := x.complete(x.done); err != nil {
 			return err

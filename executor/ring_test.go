@@ -233,7 +233,7 @@ func TestRingRunMissingHostWaitRaces(t *testing.T) {
 	}
 }
 
-// countingSync counts host waits.
+// countingSync counts the host's waits and the queries that found an event done.
 type countingSync struct {
 	*sim.Backend
 	syncs atomic.Int64
@@ -244,8 +244,16 @@ func (c *countingSync) SyncEvent(e executor.Event) error {
 	return c.Backend.SyncEvent(e)
 }
 
+func (c *countingSync) QueryEvent(e executor.Event) (bool, error) {
+	ok, err := c.Backend.QueryEvent(e)
+	if ok {
+		c.syncs.Add(1)
+	}
+	return ok, err
+}
+
 // The in-flight bound makes the host wait: with InFlight 1 the host waits
-// for every previous iteration before issuing the next.
+// for (or finds complete) every previous iteration before issuing the next.
 func TestRingRunInFlight(t *testing.T) {
 	p := mustPlan(t, ringSpec(2, false), planner.Options{})
 	b := &countingSync{Backend: sim.New(sim.Options{Seed: 1})}
@@ -255,7 +263,7 @@ func TestRingRunInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := b.syncs.Load(); n < 9 {
-		t.Errorf("%d host waits with InFlight 1 over 10 iterations, want ≥ 9", n)
+		t.Errorf("%d host waits or completed queries with InFlight 1 over 10 iterations, want ≥ 9", n)
 	}
 	if len(res.Latencies) != 10 {
 		t.Errorf("%d latencies", len(res.Latencies))

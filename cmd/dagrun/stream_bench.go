@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/specs/video"
@@ -150,7 +151,7 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 		}
 	}
 	cams := vb.failCams
-	fmt.Fprintf(w, "\n2. the seed's failure: %d camera(s), copies: 2 (results: %d), upload on stream h2d, download on d2h, compute on its own stream, in flight ≤ %d\n", cams, failOutCopies, failInFlight)
+	fmt.Fprintf(w, "\n2. the seed's failure: %d camera(s), copies: 2 (results: %d), upload on stream h2d, download on d2h, compute (after a %d µs spin) on its own stream, in flight ≤ %d\n", cams, failOutCopies, failSlowUS, failInFlight)
 	planned, err := vb.plan(cams, 2, planner.Options{StreamSets: 1}, true)
 	if err != nil {
 		return err
@@ -212,6 +213,18 @@ func (vb *videoBench) plan(cams, k int, o planner.Options, pin bool) (*planner.P
 		for c := 0; c < cams; c++ {
 			s.Buffer(video.OutputBuffer(c)).Copies = failOutCopies
 		}
+		// A slow kernel at the head of each camera's compute stream (the
+		// seed's setting): the compute stream lags the copy streams, so
+		// an upload can overtake the preprocess of two frames earlier.
+		var stages []dag.StageSpec
+		for _, st := range s.Stages {
+			stages = append(stages, st)
+			if cam, what, _ := strings.Cut(st.Name, "/"); what == "upload" {
+				stages = append(stages, dag.StageSpec{Name: cam + "/slow", Kernel: dag.BuiltinSpin,
+					Args: map[string]any{"us": failSlowUS}, DurationUS: failSlowUS})
+			}
+		}
+		s.Stages = stages
 		for i := range s.Stages {
 			st := &s.Stages[i]
 			cam, what, _ := strings.Cut(st.Name, "/")
@@ -238,6 +251,7 @@ func (vb *videoBench) plan(cams, k int, o planner.Options, pin bool) (*planner.P
 const (
 	failOutCopies = 16
 	failInFlight  = 8
+	failSlowUS    = 100
 )
 
 type benchResult struct {
