@@ -251,7 +251,7 @@ func (vb *videoBench) plan(cams, k int, o planner.Options, pin bool) (*planner.P
 const (
 	failOutCopies = 16
 	failInFlight  = 8
-	failSlowUS    = 100
+	failSlowUS    = 1000
 )
 
 type benchResult struct {
