@@ -84,7 +84,7 @@ func TestGraphMatchesStreams(t *testing.T) {
 		t.Helper()
 		g, err := dag.Hazards(s)
 		must(t, err)
-		def, err := planner.Build(s, planner.Options{MaxStreams: -1})
+		def, err := planner.Build(s, planner.Options{})
 		must(t, err)
 		if planner.Verify(def) != nil {
 			return

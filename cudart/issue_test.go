@@ -116,10 +116,10 @@ func TestSeedBugSpecs(t *testing.T) {
 		{"shared-io/shared-io-racy.yaml", "shared-io/shared-io.yaml", nil},
 		{"shared-io/shared-io-racy.yaml", "shared-io/shared-io.yaml", []string{"run0", "run1"}},
 	} {
-		planned := planFile(t, filepath.Join(dir, c.planned), planner.Options{MaxStreams: -1})
+		planned := planFile(t, filepath.Join(dir, c.planned), planner.Options{})
 		must(t, planner.Verify(planned))
 		want := simSums(t, planned, 1)
-		racy := planFile(t, filepath.Join(dir, c.racy), planner.Options{MaxStreams: -1})
+		racy := planFile(t, filepath.Join(dir, c.racy), planner.Options{})
 		if planner.Verify(racy) == nil {
 			t.Errorf("%s: Verify finds no race", c.racy)
 		}
@@ -157,7 +157,7 @@ func TestSpecsMatchSim(t *testing.T) {
 	defer func() { must(t, b.Close()) }()
 	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.yaml"))
 	for _, f := range files {
-		p := planFile(t, f, planner.Options{MaxStreams: -1})
+		p := planFile(t, f, planner.Options{})
 		if planner.Verify(p) != nil {
 			figure(t, "%s: racy by design, skipped", f)
 			continue
@@ -265,7 +265,7 @@ func TestRandomDAGs(t *testing.T) {
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		src := randomSpec(r, i, 20+r.IntN(281), 1+r.IntN(8))
-		p := planYAML(t, src, planner.Options{MaxStreams: -1})
+		p := planYAML(t, src, planner.Options{})
 		if err := planner.Verify(p); err != nil {
 			t.Fatalf("dag %d: planned plan has races: %v", i, err)
 		}
@@ -347,7 +347,7 @@ func TestMemoryFlatExecutor(t *testing.T) {
 	dir := specsDir(t)
 	b := newTB(t, testOptions(t))
 	defer func() { must(t, b.Close()) }()
-	p := planFile(t, filepath.Join(dir, "seed/three-stage.yaml"), planner.Options{MaxStreams: -1})
+	p := planFile(t, filepath.Join(dir, "seed/three-stage.yaml"), planner.Options{})
 	want := simSums(t, p, 1)
 	checksums(t, p, b, 1) // warm up (module load, first allocations)
 	free0, _, err := b.MemInfo()

@@ -93,10 +93,10 @@ func TestAssignCap(t *testing.T) {
 func TestSpecOptionsAreDefaults(t *testing.T) {
 	s := fanOutIn(6)
 	s.Options = dag.Options{Strategy: "round-robin", MaxStreams: 2}
-	if p := build(t, s, Options{MaxStreams: -1}); p.Strategy != "round-robin" || p.Stats.Streams != 2 {
+	if p := build(t, s, Options{}); p.Strategy != "round-robin" || p.Stats.Streams != 2 {
 		t.Errorf("spec options: strategy %s, %d streams", p.Strategy, p.Stats.Streams)
 	}
-	if p := build(t, s, Options{Strategy: "default", MaxStreams: 0}); p.Strategy != "default" || p.Stats.Streams != 6 {
+	if p := build(t, s, Options{Strategy: "default", MaxStreams: -1}); p.Strategy != "default" || p.Stats.Streams != 6 {
 		t.Errorf("overridden: strategy %s, %d streams", p.Strategy, p.Stats.Streams)
 	}
 }

@@ -54,10 +54,10 @@ func benchRow(s *dag.Spec) ([]string, error) {
 		key string
 		o   planner.Options
 	}{
-		{"default", planner.Options{Strategy: "default", MaxStreams: 0}},
-		{"naive", planner.Options{Strategy: "naive", MaxStreams: 0}},
-		{"round-robin", planner.Options{Strategy: "round-robin", MaxStreams: 0}},
-		{"single", planner.Options{Strategy: "single", MaxStreams: 0}},
+		{"default", planner.Options{Strategy: "default", MaxStreams: -1}},
+		{"naive", planner.Options{Strategy: "naive", MaxStreams: -1}},
+		{"round-robin", planner.Options{Strategy: "round-robin", MaxStreams: -1}},
+		{"single", planner.Options{Strategy: "single", MaxStreams: -1}},
 		{"max8", planner.Options{Strategy: "default", MaxStreams: 8}},
 		{"max16", planner.Options{Strategy: "default", MaxStreams: 16}},
 	} {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,13 +59,19 @@ type planFlags struct {
 
 func (f *planFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.strategy, "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive (default: the spec's options, else default)")
-	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams (0 = uncapped; default: the spec's options)")
+	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams; 0 = uncapped (default: the spec's max_streams)")
 	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass")
 	cmd.Flags().StringVar(&f.dumpAfter, "dump-after", "", "print the plan to stderr after the named pass (reduce, assign, sync, lifetimes, stats)")
 }
 
 func (f *planFlags) options(stderr io.Writer) (planner.Options, error) {
-	o := planner.Options{Strategy: f.strategy, MaxStreams: f.maxStreams, Check: f.checkPass, DumpAfter: f.dumpAfter}
+	o := planner.Options{Strategy: f.strategy, Check: f.checkPass, DumpAfter: f.dumpAfter}
+	switch {
+	case f.maxStreams > 0:
+		o.MaxStreams = f.maxStreams
+	case f.maxStreams == 0:
+		o.MaxStreams = -1 // uncapped, whatever the spec says
+	}
 	switch f.strategy {
 	case "", "default", "single", "round-robin", "naive":
 	default:
@@ -102,7 +109,77 @@ func buildPlan(path string, f *planFlags, stderr io.Writer) (*planner.Plan, erro
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", path, err)}
 	}
+	// Plan files record where relative paths (init files, PTX) resolve; an
+	// absolute directory keeps `run --plan FILE` working from anywhere.
+	if abs, err := filepath.Abs(p.Dir); err == nil {
+		p.Dir = abs
+	}
+	warnPins(stderr, s, o, p)
 	return p, nil
+}
+
+// warnPins says when the spec's stream pins override the strategy or the cap.
+func warnPins(w io.Writer, s *dag.Spec, o planner.Options, p *planner.Plan) {
+	if s.Sync == dag.SyncManual {
+		if o.Strategy != "" || o.MaxStreams != 0 {
+			fmt.Fprintf(w, "dagrun: note: %s uses sync: manual, so --strategy and --max-streams do not apply\n", s.File)
+		}
+		return
+	}
+	streams := p.Stats.Streams
+	if p.Strategy == planner.StrategySingle && streams > 1 {
+		fmt.Fprintf(w, "dagrun: note: strategy single, but the spec pins stages to %d streams; pins win\n", streams)
+	}
+	if o.MaxStreams > 0 && streams > o.MaxStreams {
+		fmt.Fprintf(w, "dagrun: note: --max-streams %d, but the spec pins stages to %d streams; pins win\n", o.MaxStreams, streams)
+	}
+}
+
+// idleWaits lists the waits of one iteration that wait for nothing: no
+// record of their event is issued before them in the same iteration (CUDA's
+// wait-before-record trap). Cross-iteration waits (Lag > 0) wait for an
+// earlier iteration's record and are not listed.
+func idleWaits(p *planner.Plan) []string {
+	recorded := make([]bool, p.Events)
+	lastLaunch := func(stream, op int) string {
+		for j := op - 1; j >= 0; j-- {
+			if o := p.Streams[stream].Ops[j]; o.Kind == planner.OpLaunch {
+				return p.Stages[o.Stage].Name
+			}
+		}
+		return "the stream's start"
+	}
+	nextLaunch := func(stream, op int) string {
+		for _, o := range p.Streams[stream].Ops[op+1:] {
+			if o.Kind == planner.OpLaunch {
+				return p.Stages[o.Stage].Name
+			}
+		}
+		return "the stream's end"
+	}
+	var out []string
+	for _, so := range p.IssueOrder {
+		o := p.Streams[so[0]].Ops[so[1]]
+		switch o.Kind {
+		case planner.OpRecord:
+			recorded[o.Event] = true
+		case planner.OpWait:
+			if recorded[o.Event] || o.Lag > 0 {
+				continue // a cross-iteration wait's record is an earlier iteration's
+			}
+			where := "is never recorded"
+			for si, st := range p.Streams {
+				for j, r := range st.Ops {
+					if r.Kind == planner.OpRecord && r.Event == o.Event {
+						where = fmt.Sprintf("is recorded after %s on stream %s, but only later in the issue order", lastLaunch(si, j), st.Name)
+					}
+				}
+			}
+			out = append(out, fmt.Sprintf("the wait on e%d before %s (stream %s) waits for nothing: e%d %s (wait-before-record)",
+				o.Event, nextLaunch(so[0], so[1]), p.Streams[so[0]].Name, o.Event, where))
+		}
+	}
+	return out
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -180,31 +257,52 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 
 func newCheckCmd(stdout, stderr io.Writer) *cobra.Command {
 	var pf planFlags
+	var planFile string
 	cmd := &cobra.Command{
-		Use:   "check SPEC",
+		Use:   "check SPEC | --plan FILE",
 		Short: "Verify that a spec's plan (planned or hand-synchronized) has no race",
 		Long: `check builds the plan of SPEC (for sync: manual specs, the spec's own streams
 and waits) and proves from the plan alone (stream order plus event record/wait
 in host issue order) that every conflicting pair of accesses is ordered as in
 declaration order. On a race it prints both stages, their streams, the buffer
 and bytes, and the wait that would fix it, and exits 1.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := buildPlan(args[0], &pf, stderr)
+			if (planFile == "") == (len(args) == 0) {
+				return usagef("check takes a SPEC or --plan FILE (exactly one)")
+			}
+			var p *planner.Plan
+			var src string
+			var err error
+			if planFile != "" {
+				src = planFile
+				p, err = readPlan(planFile)
+			} else {
+				src = args[0]
+				p, err = buildPlan(args[0], &pf, stderr)
+			}
 			if err != nil {
 				return err
 			}
+			idle := idleWaits(p)
 			if err := planner.Verify(p); err != nil {
-				fmt.Fprintf(stdout, "%s: RACE\n%v\n", args[0], err)
-				return failure{fmt.Errorf("%s: race found", args[0])}
+				fmt.Fprintf(stdout, "%s: RACE\n%v\n", src, err)
+				for _, w := range idle {
+					fmt.Fprintf(stdout, "note: %s\n", w)
+				}
+				return failure{fmt.Errorf("%s: race found", src)}
+			}
+			for _, w := range idle {
+				fmt.Fprintf(stdout, "note: %s\n", w)
 			}
 			st := p.Stats
 			fmt.Fprintf(stdout, "%s: ok: no race (%d stages on %d streams, %d waits, %d events)\n",
-				args[0], st.Stages, st.Streams, st.Waits, st.Events)
+				src, st.Stages, st.Streams, st.Waits, st.Events)
 			return nil
 		},
 	}
 	pf.add(cmd)
+	cmd.Flags().StringVar(&planFile, "plan", "", "check this plan file (from 'dagrun plan --json') instead of a spec")
 	return cmd
 }
 
@@ -258,7 +356,11 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			if verr := planner.Verify(p); verr != nil {
 				if !allowRace {
-					return failure{fmt.Errorf("%s: refusing to run a plan with races (see `dagrun check %s`; --allow-race runs it anyway, to reproduce the bug):\n%w", src, src, verr)}
+					how := "dagrun check " + src
+					if planFile != "" {
+						how = "dagrun check --plan " + src
+					}
+					return failure{fmt.Errorf("%s: refusing to run a plan with races (see `%s`; --allow-race runs it anyway, to reproduce the bug):\n%w", src, how, verr)}
 				}
 				fmt.Fprintf(stderr, "dagrun: warning: running a plan with races (--allow-race)\n")
 			}
@@ -309,7 +411,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().IntVar(&ro.Iterations, "iterations", 1, "times the plan is issued")
 	cmd.Flags().Int64Var(&ro.Seed, "seed", 1, "simulator: seed of the random per-op delays")
 	cmd.Flags().BoolVar(&ro.SyncEach, "sync-each", false, "cuda: synchronize after every op, so a fault names its stage")
-	cmd.Flags().StringVar(&planFile, "plan", "", "run this plan file (from `dagrun plan --json`) instead of a spec")
+	cmd.Flags().StringVar(&planFile, "plan", "", "run this plan file (from 'dagrun plan --json') instead of a spec")
 	cmd.Flags().BoolVar(&allowRace, "allow-race", false, "run even if the verifier finds a race (to reproduce a bug)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&mode, "mode", string(executor.ModeStreams), "streams (launch every op) or graph (capture one iteration as a CUDA graph and replay it)")
@@ -386,7 +488,9 @@ func readPlan(path string) (*planner.Plan, error) {
 		return nil, usageError{err}
 	}
 	var p planner.Plan
-	if err := json.Unmarshal(b, &p); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			line, col := lineCol(b, se.Offset)
@@ -398,6 +502,9 @@ func readPlan(path string) (*planner.Plan, error) {
 		return nil, usagef("%s: plan version %d, this dagrun reads version %d (re-plan the spec)", path, p.Version, planner.PlanVersion)
 	}
 	if err := p.Validate(); err != nil {
+		return nil, usagef("%s: %v (re-plan the spec with `dagrun plan --json`)", path, err)
+	}
+	if err := executor.CheckPlan(&p); err != nil {
 		return nil, usagef("%s: %v", path, err)
 	}
 	return &p, nil

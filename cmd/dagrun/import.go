@@ -25,6 +25,9 @@ in-place nodes read and write one buffer. The spec is written to -o FILE
 (atomically: nothing is left behind on error) or to stdout.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.MaxWords <= 0 {
+				return usagef("--max-words %d: want a positive number of 4-byte words", o.MaxWords)
+			}
 			g, err := dag.ReadGraphFile(args[0])
 			if err != nil {
 				return usageError{err}
@@ -42,7 +45,10 @@ in-place nodes read and write one buffer. The spec is written to -o FILE
 				_, err = stdout.Write(out.Bytes())
 				return err
 			}
-			return writeFileAtomic(outPath, out.Bytes())
+			if err := writeFileAtomic(outPath, out.Bytes()); err != nil {
+				return failure{fmt.Errorf("writing %s: %w", outPath, err)}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write the spec to this file instead of stdout")
