@@ -271,16 +271,7 @@ and bytes, and the wait that would fix it, and exits 1.`,
 			if (planFile == "") == (len(args) == 0) {
 				return usagef("check takes a SPEC or --plan FILE (exactly one)")
 			}
-			var p *planner.Plan
-			var src string
-			var err error
-			if planFile != "" {
-				src = planFile
-				p, err = readPlan(planFile)
-			} else {
-				src = args[0]
-				p, err = buildPlan(args[0], &pf, stderr)
-			}
+			p, src, err := planOrSpec(planFile, args, &pf, stderr)
 			if err != nil {
 				return err
 			}
@@ -341,16 +332,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err := sf.validate(cmd, ro.Mode); err != nil {
 				return err
 			}
-			var p *planner.Plan
-			var src string
-			var err error
-			if planFile != "" {
-				src = planFile
-				p, err = readPlan(planFile)
-			} else {
-				src = args[0]
-				p, err = buildPlan(args[0], &pf, stderr)
-			}
+			p, src, err := planOrSpec(planFile, args, &pf, stderr)
 			if err != nil {
 				return err
 			}
@@ -479,6 +461,17 @@ func writeRunJSON(w io.Writer, backend string, iterations int, res *executor.Res
 	}
 	b, _ := json.MarshalIndent(v, "", "  ")
 	w.Write(append(b, '\n'))
+}
+
+// planOrSpec reads the plan file planFile, or plans the spec args[0];
+// src names the one used, for messages.
+func planOrSpec(planFile string, args []string, pf *planFlags, stderr io.Writer) (p *planner.Plan, src string, err error) {
+	if planFile != "" {
+		p, err = readPlan(planFile)
+		return p, planFile, err
+	}
+	p, err = buildPlan(args[0], pf, stderr)
+	return p, args[0], err
 }
 
 // readPlan reads a plan file written by `dagrun plan --json`.
