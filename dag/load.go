@@ -96,7 +96,7 @@ func (l *loader) errAt(p Pos, hint, format string, args ...any) {
 // Field sets of every mapping in the format, in the order WriteYAML writes them.
 var (
 	specFields    = []string{"version", "name", "sync", "options", "buffers", "kernels", "stages"}
-	optionFields  = []string{"strategy", "max_streams"}
+	optionFields  = []string{"strategy", "max_streams", "arena", "memory_budget"}
 	bufferFields  = []string{"name", "bytes", "dtype", "shape", "where", "role", "init", "copies"}
 	initFields    = []string{InitFill, InitFile, InitRandom}
 	kernelFields  = []string{"name", "ptx", "entry", "params"}
@@ -108,6 +108,7 @@ var (
 	wheres        = []string{WhereDevice, WhereHostPinned}
 	roles         = []string{RoleInput, RoleOutput, RoleTemp}
 	syncModes     = []string{SyncAuto, SyncManual}
+	arenaModes    = []string{ArenaPlanned, ArenaOff, ArenaStreamOrder}
 	dtypeSizes    = map[string]int64{"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "u32": 4, "i8": 1, "u8": 1, "f64": 8, "i64": 8}
 	dtypeNames    = []string{"f32", "f16", "bf16", "i32", "u32", "i8", "u8", "f64", "i64"}
 	yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -524,6 +525,18 @@ func (l *loader) decodeOptions(n *yaml.Node, o *Options) {
 	if v := f.get("max_streams"); v != nil {
 		if m, ok := l.intIn(v, "options: max_streams", 0, math.MaxInt32); ok {
 			o.MaxStreams = int(m)
+		}
+	}
+	if v := f.get("arena"); v != nil {
+		if s, ok := l.oneOf(v, "options: arena", arenaModes); ok {
+			o.Arena = s
+		}
+	}
+	if v := f.get("memory_budget"); v != nil {
+		if v.Kind == yaml.ScalarNode && v.Value == "auto" {
+			o.MemoryBudget = MemoryBudgetAuto
+		} else if m, ok := l.intIn(v, "options: memory_budget (bytes, or auto)", 0, math.MaxInt64); ok {
+			o.MemoryBudget = m
 		}
 	}
 }

@@ -215,6 +215,9 @@ func (c *checker) checkStage(i int) {
 	} else {
 		c.checkRefs(i, st.Waits, src.waits, what, "waits")
 	}
+	if st.Stream == HostStream {
+		c.checkHostStage(st, src, what, resolved)
+	}
 	if c.s.Sync == SyncManual && st.Stream == "" {
 		c.errorf(src.n, "pin the stage to a named stream, e.g. stream: s0", "%s: sync: manual needs a stream for every stage", what)
 	}

@@ -52,6 +52,15 @@ func writeSpec(w *bufio.Writer, s *Spec) error {
 		if s.Options.MaxStreams != 0 {
 			f.add("max_streams", strconv.Itoa(s.Options.MaxStreams))
 		}
+		if s.Options.Arena != "" {
+			f.add("arena", yamlString(s.Options.Arena))
+		}
+		switch {
+		case s.Options.MemoryBudget == MemoryBudgetAuto:
+			f.add("memory_budget", "auto")
+		case s.Options.MemoryBudget != 0:
+			f.add("memory_budget", strconv.FormatInt(s.Options.MemoryBudget, 10))
+		}
 		fmt.Fprintf(w, "options: %s\n", f)
 	}
 	sizes := make(map[string]int64, len(s.Buffers))

@@ -158,7 +158,35 @@ func (s StageSpec) String() string {
 type Options struct {
 	Strategy   string // "default" (path cover), "single", "round-robin", "naive"; "" = default
 	MaxStreams int    // 0 = uncapped
+	// Arena is how temp buffers share one device arena (issue 5): ArenaPlanned
+	// (the default when ""), ArenaOff, or ArenaStreamOrder (the caching
+	// allocator's mistake, for demonstrations: its plans have races).
+	Arena string
+	// MemoryBudget caps the arena in bytes by adding ordering edges
+	// (planner's budget pass); 0 = no budget, MemoryBudgetAuto = within 10%
+	// of the live bound of the plan's own schedule using only edges that do
+	// not lengthen the critical path.
+	MemoryBudget int64
 }
+
+// MemoryBudgetAuto is Options.MemoryBudget's "auto" (`memory_budget: auto`).
+const MemoryBudgetAuto = -1
+
+// Arena modes (Options.Arena).
+const (
+	ArenaPlanned     = "planned"      // bytes shared only between buffers whose lifetimes the plan orders (happens-before)
+	ArenaOff         = "off"          // every buffer has its own allocation
+	ArenaStreamOrder = "stream-order" // bytes shared once the allocating stream is done (unsafe: the record_stream bug)
+)
+
+// HostStream is the reserved stream name of the host thread: a stage with
+// `stream: host` runs its built-in kernel on the CPU when the executor
+// issues it, on host_pinned buffers only, ordered after device work by host
+// waits on events (see docs/spec.md, "Host stages").
+const HostStream = "host"
+
+// HostKernels are the built-ins a host stage may run.
+var HostKernels = []string{BuiltinFill, BuiltinCopy, BuiltinScale, BuiltinChecksum, BuiltinSpin}
 
 // Spec is a whole pipeline spec: plain data, as loaded from YAML (LoadFile)
 // or built in Go. Stages are in declaration order, the order one stream would run them.

@@ -30,7 +30,7 @@ func assign(st *state) error {
 		st.pathCover(pin, grp, P)
 	}
 	st.setStreams(grp, pinNames, P)
-	return nil
+	return st.checkHost()
 }
 
 // pins returns each stage's pin index (-1 if free) and the pin names in
@@ -126,7 +126,10 @@ func (st *state) pinMatcher(pin []int32, P int32) *matcher {
 	if P == 0 {
 		return m
 	}
-	m.ok = func(u, v int32) bool { return pin[u] < 0 || pin[v] < 0 || pin[u] == pin[v] }
+	host := st.hostPin(pin) // the host thread's stages chain only with each other
+	m.ok = func(u, v int32) bool {
+		return (pin[u] < 0 || pin[v] < 0 || pin[u] == pin[v]) && (host < 0 || (pin[u] == host) == (pin[v] == host))
+	}
 	last := make([]int32, P)
 	for i := range last {
 		last[i] = -1
@@ -221,6 +224,14 @@ type chainInfo struct {
 func (st *state) fold(grp []int32, P int32) {
 	cp := st.criticalPath()
 	cpGrp := grp[cp[0]]
+	if host := st.hostPin(nil); host >= 0 { // free chains never fold onto the host thread
+		for _, v := range cp {
+			if grp[v] != host {
+				cpGrp = grp[v]
+				break
+			}
+		}
+	}
 	est, _ := st.asap()
 	info := map[int32]*chainInfo{}
 	var chains []*chainInfo

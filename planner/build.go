@@ -40,6 +40,13 @@ type Options struct {
 	// independent stages in the topological order every pass uses; a correct
 	// plan must not depend on the accidental order of the YAML. 0 = no shuffle.
 	ShuffleSeed int64
+	// Arena is the arena mode (dag.ArenaPlanned, ArenaOff, ArenaStreamOrder);
+	// "" takes the spec's, else planned.
+	Arena string
+	// MemoryBudget caps the arena in bytes (the budget pass): 0 takes the
+	// spec's memory_budget; BudgetAuto aims at 1.1× the live bound with
+	// edges of no makespan cost; BudgetNone means no budget.
+	MemoryBudget int64
 	// StreamSets is how many copies of the streams consecutive iterations
 	// rotate through (Iteration.StreamSets): 0 takes the largest copies of
 	// any buffer (1 with the single strategy), 1 runs every iteration on the
@@ -62,6 +69,8 @@ var passes = []pass{
 	{name: "assign", fn: assign, auto: true},        // stages → streams (path cover, caps, baselines, pins)
 	{name: "sync", fn: syncStreams, auto: true},     // record/wait pairs by vector clocks; issue order
 	{name: "lifetimes", fn: lifetimes, auto: false}, // per buffer and stream, the event after its last use
+	{name: "arena", fn: arena, auto: false},         // temps share one arena where happens-before orders their lifetimes
+	{name: "budget", fn: budgetPass, auto: false},   // memory_budget: ordering edges, cheapest first, then re-plan
 	{name: "stats", fn: stats, auto: false},         // Plan.Stats
 	{name: "iterate", fn: iterate, auto: true},      // cross-iteration waits, stream sets, event slots (iter.go)
 }
@@ -74,6 +83,10 @@ var passOrder = []struct{ before, after, why string }{
 	{"assign", "sync", "sync needs each stage's stream"},
 	{"sync", "lifetimes", "lifetimes reuse the records that sync placed"},
 	{"lifetimes", "stats", "stats counts the events lifetimes appended"},
+	{"sync", "arena", "arena shares bytes by the happens-before of sync's records and waits"},
+	{"lifetimes", "arena", "arena names each lifetime's first stage, and must see the events lifetimes appended"},
+	{"arena", "budget", "budget starts from the arena's size"},
+	{"budget", "stats", "stats describes the plan budget re-planned"},
 	{"sync", "iterate", "cross waits reuse the records sync placed after producers"},
 	{"lifetimes", "iterate", "a cross wait's producer reuses lifetimes' end record when it follows the launch"},
 	{"stats", "iterate", "Stats.Waits counts the waits of one iteration; cross waits are counted in Iteration"},
@@ -108,6 +121,7 @@ type state struct {
 	matching int // size of the unconstrained maximum matching of the reduced graph, -1 unknown
 
 	manual bool // sync: manual; the plan comes from the spec
+	inner  bool // a re-plan inside the budget pass (which it skips)
 	plan   *Plan
 	start  time.Time
 }

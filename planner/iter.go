@@ -209,14 +209,16 @@ func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 		write  bool
 	}
 	byBuf := map[string][]acc{}
+	arena := arenaOffsets(p) // arena buffers share one space, one copy (arenaAddress)
 	var names []string
 	for v, sg := range p.Stages {
 		for k, list := range [2][]Access{sg.Reads, sg.Writes} {
 			for _, a := range list {
-				if _, ok := byBuf[a.Buffer]; !ok {
-					names = append(names, a.Buffer)
+				key, base := arenaAddress(arena, a.Buffer)
+				if _, ok := byBuf[key]; !ok {
+					names = append(names, key)
 				}
-				byBuf[a.Buffer] = append(byBuf[a.Buffer], acc{int32(v), a.Offset, a.Offset + a.Bytes, k == 1})
+				byBuf[key] = append(byBuf[key], acc{int32(v), base + a.Offset, base + a.Offset + a.Bytes, k == 1})
 			}
 		}
 	}

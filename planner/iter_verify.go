@@ -43,7 +43,10 @@ func UnrollIterations(p *Plan) int {
 // buffer is the buffer "NAME#c"; physical stream s + len(p.Streams)·r is
 // named "NAME/r" when there are several stream sets; slot k of event e is
 // event base(e)+k; lagged waits of the first iterations, with nothing to
-// wait for, are left out. The result has no lifetimes. Without iteration
+// wait for, are left out. A one-copy buffer in the arena is a buffer
+// "NAME@i" per iteration at the same arena offset (its contents never
+// carry over, so each iteration's use is a lifetime of its own, which
+// Verify's arena check orders against the others). The result has no lifetimes. Without iteration
 // info p is unrolled with one stream set, one slot per event and no lag.
 func Unroll(p *Plan, iterations int) (*Plan, error) {
 	if err := p.Validate(); err != nil {
@@ -73,6 +76,15 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 	for _, b := range p.Buffers {
 		k := max(b.Copies, 1)
 		copies[b.Name] = k
+		if k == 1 && b.ArenaOffset != nil {
+			for it := range iterations {
+				bi := b
+				bi.Name, bi.Copies = fmt.Sprintf("%s@%d", b.Name, it), 0
+				q.Buffers = append(q.Buffers, bi)
+			}
+			copies[b.Name] = -1
+			continue
+		}
 		if k == 1 {
 			b.Copies = 0
 			q.Buffers = append(q.Buffers, b)
@@ -90,6 +102,8 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 			out[i] = a
 			if k := copies[a.Buffer]; k > 1 {
 				out[i].Buffer = fmt.Sprintf("%s#%d", a.Buffer, it%k)
+			} else if k < 0 {
+				out[i].Buffer = fmt.Sprintf("%s@%d", a.Buffer, it)
 			}
 		}
 		return out

@@ -1,6 +1,10 @@
 package planner
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/dagrun/dagrun/dag"
+)
 
 // buildManual turns a `sync: manual` spec into a plan as written, without
 // planning: one stream per distinct stream name in order of first use; per
@@ -26,7 +30,7 @@ func (st *state) buildManual() error {
 		}
 		if _, ok := streamID[sg.Stream]; !ok {
 			streamID[sg.Stream] = len(p.Streams)
-			p.Streams = append(p.Streams, Stream{ID: len(p.Streams), Name: sg.Stream})
+			p.Streams = append(p.Streams, Stream{ID: len(p.Streams), Name: sg.Stream, Host: sg.Stream == dag.HostStream})
 		}
 		p.Stages[i].Stream = streamID[sg.Stream]
 		for _, w := range sg.Waits {

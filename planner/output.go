@@ -104,6 +104,7 @@ func (p *Plan) WriteTable(w io.Writer) {
 			fmt.Fprintf(w, "  %s:%s\n", l.Buffer, b.String())
 		}
 	}
+	p.writeArena(w) // arena.go
 	if it := p.Iteration; it != nil {
 		fmt.Fprintf(w, "iterations: stream_sets=%d cross_waits=%d in_flight=%d slots=%v\n", it.StreamSets, it.CrossWaits, it.InFlight, it.Slots)
 	}

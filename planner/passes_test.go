@@ -61,7 +61,7 @@ func TestPassOrder(t *testing.T) {
 			t.Errorf("pass %q must run before %q: %s", c.before, c.after, c.why)
 		}
 	}
-	if got := Passes(); !slices.Equal(got, []string{"reduce", "assign", "sync", "lifetimes", "stats", "iterate"}) {
+	if got := Passes(); !slices.Equal(got, []string{"reduce", "assign", "sync", "lifetimes", "arena", "budget", "stats", "iterate"}) {
 		t.Errorf("Passes() = %v", got)
 	}
 }

@@ -30,6 +30,9 @@ type Plan struct {
 	Kernels   []Kernel   `json:"kernels,omitempty"`
 	Lifetimes []Lifetime `json:"lifetimes"`
 	Stats     Stats      `json:"stats"`
+	// Budget lists the steps the budget pass took to meet memory_budget
+	// (ordering edges and their makespan cost); empty without a budget.
+	Budget []BudgetStep `json:"budget,omitempty"`
 	// Iteration is how iterations overlap when the plan is issued once per
 	// input (iter.go); nil in plans without cross-iteration info (manual
 	// specs, older plan files), which the executor separates by a barrier.
@@ -108,9 +111,16 @@ func (o Op) String() string {
 }
 
 // Stream is one stream and its ops in stream order.
+//
+// A Host stream (the spec's `stream: host`) is the host thread: its
+// launches run on the CPU when they are issued, so each happens-before
+// every op issued after it on any stream; a wait on it blocks the host
+// until the event's record has completed (cuEventSynchronize); a record on
+// it completes at once.
 type Stream struct {
 	ID   int    `json:"id"`
 	Name string `json:"name"`
+	Host bool   `json:"host,omitempty"`
 	Ops  []Op   `json:"-"`
 }
 
@@ -126,6 +136,11 @@ type Buffer struct {
 	InitPath  string  `json:"init_path,omitempty"`
 	InitSeed  int64   `json:"init_seed,omitempty"`
 	Copies    int     `json:"copies,omitempty"`
+	// ArenaOffset, when set, places the buffer in the plan's device arena
+	// at this byte offset (a multiple of ArenaAlign): the arena pass shares
+	// bytes only between buffers whose lifetimes the plan orders. Buffers
+	// without it have their own allocation.
+	ArenaOffset *int64 `json:"arena_offset,omitempty"`
 }
 
 // Kernel is a user PTX kernel used by the plan.
@@ -142,6 +157,11 @@ type Kernel struct {
 type Lifetime struct {
 	Buffer string     `json:"buffer"`
 	Done   []StreamAt `json:"done"`
+	// First, set by the arena pass on temps whose initial contents are never
+	// read, names the stage whose launch is the buffer's first use and
+	// happens-before every other access of it: where `--alloc dynamic`
+	// allocates the buffer, on that stage's stream.
+	First string `json:"first,omitempty"`
 }
 
 // StreamAt names an event recorded on a stream.
@@ -163,6 +183,8 @@ type Stats struct {
 	IdealMakespanUS  float64 `json:"ideal_makespan_us"`  // plan simulated with durations, no launch cost, unlimited hardware
 	SumUS            float64 `json:"sum_us"`             // one-stream time: sum of durations
 	PlanningMS       float64 `json:"planning_ms"`
+	// ArenaBytes is the size of the device arena (0: none), bytes.
+	ArenaBytes int64 `json:"arena_bytes,omitempty"`
 }
 
 type opJSON struct {
@@ -175,6 +197,7 @@ type opJSON struct {
 type streamJSON struct {
 	ID   int      `json:"id"`
 	Name string   `json:"name"`
+	Host bool     `json:"host,omitempty"`
 	Ops  []opJSON `json:"ops"`
 }
 
@@ -189,7 +212,7 @@ type planJSON struct {
 func (p *Plan) MarshalJSON() ([]byte, error) {
 	out := planJSON{planAlias: (*planAlias)(p), Streams: make([]streamJSON, len(p.Streams))}
 	for i, s := range p.Streams {
-		sj := streamJSON{ID: s.ID, Name: s.Name, Ops: make([]opJSON, len(s.Ops))}
+		sj := streamJSON{ID: s.ID, Name: s.Name, Host: s.Host, Ops: make([]opJSON, len(s.Ops))}
 		for j, o := range s.Ops {
 			switch o.Kind {
 			case OpLaunch:
@@ -219,7 +242,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 	}
 	p.Streams = make([]Stream, len(in.Streams))
 	for i, sj := range in.Streams {
-		s := Stream{ID: sj.ID, Name: sj.Name, Ops: make([]Op, len(sj.Ops))}
+		s := Stream{ID: sj.ID, Name: sj.Name, Host: sj.Host, Ops: make([]Op, len(sj.Ops))}
 		for j, oj := range sj.Ops {
 			switch oj.Op {
 			case "launch":
@@ -277,6 +300,9 @@ func (p *Plan) Validate() error {
 		if n != 1 {
 			return fmt.Errorf("plan: stage %s launched %d times, want 1", p.Stages[i].Name, n)
 		}
+	}
+	if err := p.validateArena(); err != nil {
+		return err
 	}
 	next := make([]int, len(p.Streams))
 	total := 0

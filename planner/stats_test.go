@@ -11,9 +11,9 @@ func TestStats(t *testing.T) {
 		want Stats
 	}{
 		{Options{}, Stats{Stages: 5, Streams: 3, Waits: 2, Events: 4, CrossStreamEdges: 2, ReducedEdges: 4, LowerBoundWaits: 2,
-			CriticalPathUS: 8, IdealMakespanUS: 8, SumUS: 12}},
+			CriticalPathUS: 8, IdealMakespanUS: 8, SumUS: 12, ArenaBytes: 4096}},
 		{Options{Strategy: "single"}, Stats{Stages: 5, Streams: 1, Waits: 0, Events: 1, CrossStreamEdges: 0, ReducedEdges: 4, LowerBoundWaits: 2,
-			CriticalPathUS: 8, IdealMakespanUS: 12, SumUS: 12}},
+			CriticalPathUS: 8, IdealMakespanUS: 12, SumUS: 12, ArenaBytes: 3072}},
 	} {
 		st := upTo(t, s, tc.o, "stats")
 		got := st.plan.Stats

@@ -1,6 +1,10 @@
 package planner
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/dagrun/dagrun/dag"
+)
 
 // syncStreams builds the plan's streams, events and waits. Each stream runs
 // its stages in the shared topological order. Walking stages in that order
@@ -107,7 +111,7 @@ func syncStreams(st *state) error {
 		}
 	}
 	for s := range p.Streams {
-		p.Streams[s] = Stream{ID: s, Name: st.names[s], Ops: make([]Op, 0, nops[s])}
+		p.Streams[s] = Stream{ID: s, Name: st.names[s], Host: st.names[s] == dag.HostStream, Ops: make([]Op, 0, nops[s])}
 	}
 	for v := range p.Stages {
 		p.Stages[v].Stream = int(stream[v])

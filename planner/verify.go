@@ -38,6 +38,10 @@ type Race struct {
 	// smallest byte range of Buffer that holds every conflicting byte.
 	Buffer        string
 	Offset, Bytes int64
+	// Shared, when Second's access is to another buffer that shares arena
+	// bytes with Buffer, names that buffer (the arena pass's mistake, or an
+	// arena laid out by hand).
+	Shared string
 	// Kind is RaceWAW if any conflicting access pair is write/write, else
 	// RaceRAW if First writes, else RaceWAR.
 	Kind string
@@ -52,6 +56,9 @@ type Race struct {
 func (r Race) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "race (%s) on %s[%d:%d]: ", r.Kind, r.Buffer, r.Offset, r.Offset+r.Bytes)
+	if r.Shared != "" {
+		fmt.Fprintf(&b, "(arena bytes shared with %s) ", r.Shared)
+	}
 	if r.Reversed {
 		fmt.Fprintf(&b, "stage %s (stream %d) runs before stage %s (stream %d), the reverse of declaration order",
 			r.SecondName, r.SecondStream, r.FirstName, r.FirstStream)
@@ -140,6 +147,7 @@ func Verify(p *Plan) error {
 	}
 	v.clocks()
 	v.sweep()
+	v.arenaLifetimes() // arena_verify.go
 	if len(v.races) == 0 {
 		return nil
 	}
@@ -352,6 +360,7 @@ func (v *verifier) clocks() {
 		last[e] = -1
 	}
 	tmp := make([]int32, S)
+	host := newHostClock(p) // host streams order every op issued after theirs
 	for k, so := range p.IssueOrder {
 		s := so[0]
 		g := v.opBase[s] + int32(so[1])
@@ -383,6 +392,9 @@ func (v *verifier) clocks() {
 				cur[s] = int32(len(v.vecs) / S)
 				v.vecs = append(v.vecs, tmp...)
 			}
+		}
+		if host != nil {
+			host.join(v, cur, s, v.opIndex[g])
 		}
 		v.opRow[g] = cur[s]
 	}
@@ -627,6 +639,9 @@ func verifyKindRank(k string) int {
 // mistakes first: a wait issued before the record it needs, a wait placed
 // after the launch it should guard, a wait that orders the pair backwards.
 func (v *verifier) fix(r *Race, detail bool) string {
+	if r.Shared != "" {
+		return v.arenaFix(r) // arena_verify.go
+	}
 	p := v.p
 	li, lj := v.launchOp[r.First], v.launchOp[r.Second]
 	a, b := r.FirstStream, r.SecondStream

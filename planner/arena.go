@@ -1,0 +1,619 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+// ArenaAlign is the alignment of every arena offset and the unit arena
+// sizes are rounded up to, in bytes (cudaMalloc's own alignment).
+const ArenaAlign = 256
+
+// arena places temp buffers in one device arena (issue 5). Two buffers may
+// share bytes only when every access of the first happens-before the first
+// access of the second in the plan's happens-before (stream order plus
+// record→wait in issue order, Verify's notion): never because of host issue
+// order or because the allocating stream is done. Offsets: greedy by size,
+// best fit (Pisarchyk and Lee, "Efficient Memory Management for Deep Neural
+// Net Inference", 2020, §4.3), 256-byte aligned. It also names each
+// eligible temp's first stage (Lifetime.First) for --alloc dynamic.
+func arena(st *state) error {
+	mode := cmp.Or(st.opts.Arena, st.spec.Options.Arena, dag.ArenaPlanned)
+	switch mode {
+	case dag.ArenaPlanned, dag.ArenaOff, dag.ArenaStreamOrder:
+	default:
+		return fmt.Errorf("unknown arena mode %q (want planned, off or stream-order)", mode)
+	}
+	p := st.plan
+	a := newArenaInfo(p)
+	for i := range p.Buffers {
+		p.Buffers[i].ArenaOffset = nil
+	}
+	p.Stats.ArenaBytes = 0
+	for _, b := range a.bufs {
+		if f := a.first(b); f >= 0 && p.Lifetimes != nil {
+			p.Lifetimes[b.idx].First = p.Stages[f].Name
+		}
+	}
+	if mode == dag.ArenaOff {
+		return nil
+	}
+	before := a.before
+	if mode == dag.ArenaStreamOrder {
+		before = a.beforeStreamOrder
+	}
+	offs, size := a.layout(before)
+	for k, b := range a.bufs {
+		off := offs[k]
+		p.Buffers[b.idx].ArenaOffset = &off
+	}
+	p.Stats.ArenaBytes = size
+	return nil
+}
+
+// arenaInfo is what the arena pass knows about a plan: the eligible
+// buffers, with their launches per stream, and launch happens-before.
+type arenaInfo struct {
+	p    *Plan
+	hb   *launchHB
+	bufs []*arenaBuf
+}
+
+// arenaBuf is one arena-eligible buffer.
+type arenaBuf struct {
+	idx        int   // index in Plan.Buffers
+	size       int64 // bytes rounded up to ArenaAlign
+	firstIssue int   // issue position of its first and last launch
+	lastIssue  int
+	// first and last launch (stage) on each stream touching it, by stream.
+	streams     []int32
+	first, last []int32
+}
+
+// newArenaInfo finds the eligible buffers of p: device temps with one copy,
+// touched by at least one stage, whose initial contents are never read
+// (every byte a stage really reads was really written by an earlier-declared
+// stage; see touched), so that their bytes may hold another buffer's data
+// before their first use.
+func newArenaInfo(p *Plan) *arenaInfo {
+	a := &arenaInfo{p: p, hb: newLaunchHB(p)}
+	idx := make(map[string]int, len(p.Buffers))
+	ok := make([]bool, len(p.Buffers))
+	for i, b := range p.Buffers {
+		idx[b.Name] = i
+		ok[i] = b.Role == dag.RoleTemp && cmp.Or(b.Where, dag.WhereDevice) == dag.WhereDevice && b.Copies <= 1
+	}
+	// Written byte ranges per buffer, swept in declaration order.
+	written := make([]rangeSet, len(p.Buffers))
+	used := make([]bool, len(p.Buffers))
+	for v := range p.Stages {
+		rs, ws := touched(&p.Stages[v])
+		for _, r := range rs {
+			if i, found := idx[r.Buffer]; found && ok[i] && !written[i].covers(r.Offset, r.Offset+r.Bytes) {
+				ok[i] = false
+			}
+		}
+		for _, list := range [2][]Access{p.Stages[v].Reads, p.Stages[v].Writes} {
+			for _, x := range list {
+				if i, found := idx[x.Buffer]; found {
+					used[i] = true
+				}
+			}
+		}
+		for _, w := range ws {
+			if i, found := idx[w.Buffer]; found && ok[i] {
+				written[i].add(w.Offset, w.Offset+w.Bytes)
+			}
+		}
+	}
+	byIdx := make([]*arenaBuf, len(p.Buffers))
+	for i, b := range p.Buffers {
+		if ok[i] && used[i] {
+			ab := &arenaBuf{idx: i, size: alignUp(b.Bytes), firstIssue: math.MaxInt, lastIssue: -1}
+			byIdx[i] = ab
+			a.bufs = append(a.bufs, ab)
+		}
+	}
+	for k, so := range p.IssueOrder {
+		o := p.Streams[so[0]].Ops[so[1]]
+		if o.Kind != OpLaunch {
+			continue
+		}
+		v := o.Stage
+		s := int32(so[0])
+		for _, list := range [2][]Access{p.Stages[v].Reads, p.Stages[v].Writes} {
+			for _, x := range list {
+				ab := byIdx[idx[x.Buffer]]
+				if ab == nil {
+					continue
+				}
+				ab.firstIssue, ab.lastIssue = min(ab.firstIssue, k), max(ab.lastIssue, k)
+				j := slices.Index(ab.streams, s)
+				if j < 0 {
+					ab.streams = append(ab.streams, s)
+					ab.first = append(ab.first, int32(v))
+					ab.last = append(ab.last, int32(v))
+				} else {
+					ab.last[j] = int32(v)
+				}
+			}
+		}
+	}
+	return a
+}
+
+// first returns the stage whose launch is b's first use and happens-before
+// every other launch that touches b, or -1 if b's first uses on different
+// streams are not ordered (e.g. two unordered writers of its halves).
+func (a *arenaInfo) first(b *arenaBuf) int {
+	f := -1
+	for _, v := range b.first {
+		if f < 0 || a.hb.issue[v] < a.hb.issue[f] {
+			f = int(v)
+		}
+	}
+	for _, v := range b.first {
+		if int(v) != f && !a.hb.before(int32(f), v) {
+			return -1
+		}
+	}
+	return f
+}
+
+// before reports whether x's bytes may be reused by y in the planned arena:
+// every launch touching x happens-before every launch touching y. It is
+// enough that each stream's last launch of x happens-before each stream's
+// first launch of y; happens-before implies issue order, which prunes.
+func (a *arenaInfo) before(x, y *arenaBuf) bool {
+	if x.lastIssue >= y.firstIssue {
+		return false
+	}
+	for _, u := range x.last {
+		for _, v := range y.first {
+			if !a.hb.before(u, v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// beforeStreamOrder is the caching allocator's rule without record_stream,
+// the mistake issue 5 names: x's bytes go back to the pool of the stream
+// that allocated it (that of its first launch) once its last use has been
+// issued, and the next allocation on that stream takes them, as if "the
+// allocating stream is done" meant every stream were. Its plans have races
+// whenever another stream still uses x; it exists to show them.
+func (a *arenaInfo) beforeStreamOrder(x, y *arenaBuf) bool {
+	return x.lastIssue < y.firstIssue && a.allocStream(x) == a.allocStream(y)
+}
+
+func (a *arenaInfo) allocStream(b *arenaBuf) int32 {
+	best := 0
+	for j, v := range b.first {
+		if a.hb.issue[v] < a.hb.issue[b.first[best]] {
+			best = j
+		}
+	}
+	return b.streams[best]
+}
+
+// layout assigns offsets, greedy by size with best fit: buffers in order of
+// decreasing size (then first issue), each at the start of the smallest gap
+// between the already placed buffers it conflicts with (those not ordered
+// with it by before, either way) that holds it, else above them all. It
+// returns the offsets (per a.bufs) and the arena size in bytes.
+func (a *arenaInfo) layout(before func(x, y *arenaBuf) bool, start ...[]float64) ([]int64, int64) {
+	n := len(a.bufs)
+	var bestOffs []int64
+	bestSize := int64(math.MaxInt64)
+	keys := []func(i, j int) int{
+		func(i, j int) int { return cmp.Compare(a.bufs[j].size, a.bufs[i].size) },
+		func(i, j int) int { return cmp.Compare(a.bufs[i].firstIssue, a.bufs[j].firstIssue) },
+		func(i, j int) int {
+			si := a.bufs[i].size * int64(a.bufs[i].lastIssue-a.bufs[i].firstIssue+1)
+			sj := a.bufs[j].size * int64(a.bufs[j].lastIssue-a.bufs[j].firstIssue+1)
+			return cmp.Compare(sj, si)
+		},
+	}
+	if len(start) > 0 {
+		lo := start[0]
+		keys = append(keys, func(i, j int) int { return cmp.Compare(lo[i], lo[j]) })
+	}
+	for _, key := range keys {
+		order := make([]int, n)
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(i, j int) int {
+			return cmp.Or(key(i, j), cmp.Compare(a.bufs[j].size, a.bufs[i].size), cmp.Compare(a.bufs[i].firstIssue, a.bufs[j].firstIssue))
+		})
+		offs, size := a.place(order, before)
+		if size < bestSize {
+			bestOffs, bestSize = offs, size
+		}
+	}
+	if n == 0 {
+		return nil, 0
+	}
+	return bestOffs, bestSize
+}
+
+func (a *arenaInfo) place(order []int, before func(x, y *arenaBuf) bool) ([]int64, int64) {
+	n := len(a.bufs)
+	offs := make([]int64, n)
+	type placed struct {
+		off, end int64
+	}
+	var conflicts []placed
+	done := make([]int, 0, n) // placed, by index into a.bufs
+	var size int64
+	for _, i := range order {
+		x := a.bufs[i]
+		conflicts = conflicts[:0]
+		for _, j := range done {
+			y := a.bufs[j]
+			if !before(x, y) && !before(y, x) {
+				conflicts = append(conflicts, placed{offs[j], offs[j] + y.size})
+			}
+		}
+		sort.Slice(conflicts, func(p, q int) bool { return conflicts[p].off < conflicts[q].off })
+		best, bestGap := int64(-1), int64(math.MaxInt64)
+		var top int64
+		for _, c := range conflicts {
+			if gap := c.off - top; gap >= x.size && gap < bestGap {
+				best, bestGap = top, gap
+			}
+			top = max(top, c.end)
+		}
+		if best < 0 {
+			best = top
+		}
+		offs[i] = best
+		size = max(size, best+x.size)
+		done = append(done, i)
+	}
+	return offs, size
+}
+
+func alignUp(n int64) int64 { return (n + ArenaAlign - 1) / ArenaAlign * ArenaAlign }
+
+// touched returns the byte ranges a stage really reads and writes, per the
+// built-ins' contract (dag/builtins.go): spin touches nothing, checksum
+// writes its first 8 bytes, mix writes only words below max_words of each
+// write and reads word i mod n of each read for those words only. Other
+// built-ins and user kernels touch what they declare.
+func touched(sg *Stage) (reads, writes []Access) {
+	switch sg.Kernel {
+	case dag.BuiltinSpin:
+		return nil, nil
+	case dag.BuiltinChecksum:
+		ws := slices.Clone(sg.Writes)
+		for i := range ws {
+			ws[i].Bytes = min(ws[i].Bytes, 8)
+		}
+		return sg.Reads, ws
+	case dag.BuiltinMix:
+		maxWords := int64(math.MaxInt64)
+		if mw, ok := numArg(sg.Args, "max_words"); ok && mw >= 1 {
+			maxWords = int64(mw)
+		}
+		var words int64 // words i of the index range the kernel computes
+		ws := slices.Clone(sg.Writes)
+		for i := range ws {
+			w := min((ws[i].Bytes+3)/4, maxWords)
+			ws[i].Bytes = min(ws[i].Bytes, 4*w)
+			words = max(words, w)
+		}
+		rs := slices.Clone(sg.Reads)
+		for i := range rs {
+			rs[i].Bytes = min(rs[i].Bytes, 4*words)
+		}
+		return rs, ws
+	}
+	return sg.Reads, sg.Writes
+}
+
+// numArg returns args[name] as a float64 if it is a number.
+func numArg(args map[string]any, name string) (float64, bool) {
+	switch x := args[name].(type) {
+	case float64:
+		return x, true
+	case float32:
+		return float64(x), true
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case uint32:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case interface{ Float64() (float64, error) }: // json.Number
+		f, err := x.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// rangeSet is a union of half-open byte ranges, kept sorted and disjoint.
+type rangeSet [][2]int64
+
+func (r *rangeSet) add(lo, hi int64) {
+	s := *r
+	i := sort.Search(len(s), func(k int) bool { return s[k][1] >= lo })
+	j := i
+	for j < len(s) && s[j][0] <= hi {
+		lo, hi = min(lo, s[j][0]), max(hi, s[j][1])
+		j++
+	}
+	*r = slices.Replace(s, i, j, [2]int64{lo, hi})
+}
+
+// intersects reports whether some byte of [lo, hi) is in r.
+func (r rangeSet) intersects(lo, hi int64) bool {
+	i := sort.Search(len(r), func(k int) bool { return r[k][1] > lo })
+	return i < len(r) && r[i][0] < hi
+}
+
+func (r rangeSet) covers(lo, hi int64) bool {
+	if lo >= hi {
+		return true
+	}
+	i := sort.Search(len(r), func(k int) bool { return r[k][1] > lo })
+	return i < len(r) && r[i][0] <= lo && r[i][1] >= hi
+}
+
+// launchHB answers "does launch u happen-before launch v" for a plan: vector
+// clocks over streams walked in issue order (Lamport 1978; Fidge 1988,
+// Mattern 1989), as in Verify but computed here on their own, so that Verify
+// checks the arena independently. Rows are shared between the launches of a
+// stream between two waits. A host stream's ops happen-before every op
+// issued after them.
+type launchHB struct {
+	S      int
+	stream []int32 // per stage
+	index  []int32 // per stage: op index of its launch on its stream
+	issue  []int32 // per stage: position of its launch in IssueOrder
+	row    []int32 // per stage: clock row of its launch
+	vecs   []int32 // rows of S entries: ops of each stream (a prefix) that happen-before
+}
+
+func newLaunchHB(p *Plan) *launchHB {
+	S := len(p.Streams)
+	h := &launchHB{S: S, stream: make([]int32, len(p.Stages)), index: make([]int32, len(p.Stages)),
+		issue: make([]int32, len(p.Stages)), row: make([]int32, len(p.Stages)), vecs: make([]int32, S)}
+	cur := make([]int32, S) // every stream starts on row 0 (nothing)
+	type rec struct{ stream, index, row int32 }
+	last := make([]rec, p.Events)
+	for e := range last {
+		last[e].stream = -1
+	}
+	var hosts []int
+	for s := range p.Streams {
+		if p.Streams[s].Host {
+			hosts = append(hosts, s)
+		}
+	}
+	tmp := make([]int32, S)
+	// join sets stream s's clock to its row joined with row r and entry
+	// (t, upTo), copying the row only if something changes.
+	join := func(s int, r int32, t int, upTo int32) {
+		row := h.vecs[int(cur[s])*S : int(cur[s]+1)*S]
+		other := h.vecs[int(r)*S : int(r+1)*S]
+		changed := false
+		for k := range S {
+			x := max(row[k], other[k])
+			if k == t {
+				x = max(x, upTo)
+			}
+			tmp[k] = x
+			changed = changed || (x != row[k] && k != s)
+		}
+		if changed {
+			cur[s] = int32(len(h.vecs) / S)
+			h.vecs = append(h.vecs, tmp...)
+		}
+	}
+	hostOps := make([]int32, S) // per host stream: ops issued so far
+	for k, so := range p.IssueOrder {
+		s := so[0]
+		o := p.Streams[s].Ops[so[1]]
+		for _, hs := range hosts {
+			if hs != s && hostOps[hs] > 0 {
+				join(s, cur[hs], hs, hostOps[hs])
+			}
+		}
+		switch o.Kind {
+		case OpRecord:
+			last[o.Event] = rec{int32(s), int32(so[1]), cur[s]}
+		case OpWait:
+			if r := last[o.Event]; r.stream >= 0 && int(r.stream) != s {
+				join(s, r.row, int(r.stream), r.index+1)
+			}
+		case OpLaunch:
+			v := o.Stage
+			h.stream[v], h.index[v], h.issue[v], h.row[v] = int32(s), int32(so[1]), int32(k), cur[s]
+		}
+		if p.Streams[s].Host {
+			hostOps[s] = int32(so[1]) + 1
+		}
+	}
+	return h
+}
+
+// before reports whether stage u's launch happens-before stage v's launch
+// (false for u == v): u completes before v starts.
+func (h *launchHB) before(u, v int32) bool {
+	su, sv := h.stream[u], h.stream[v]
+	if su == sv {
+		return h.index[u] < h.index[v]
+	}
+	return h.vecs[int(h.row[v])*h.S+int(su)] > h.index[u]
+}
+
+// validateArena checks the arena fields of a plan: offsets of device temps
+// only, aligned, inside Stats.ArenaBytes when it is set; Lifetime.First
+// naming a stage.
+func (p *Plan) validateArena() error {
+	for _, b := range p.Buffers {
+		if b.ArenaOffset == nil {
+			continue
+		}
+		off := *b.ArenaOffset
+		switch {
+		case b.Role != dag.RoleTemp || cmp.Or(b.Where, dag.WhereDevice) != dag.WhereDevice:
+			return fmt.Errorf("plan: buffer %s (%s, %s) has an arena offset; only device temps live in the arena", b.Name, b.Where, b.Role)
+		case off < 0 || off%ArenaAlign != 0:
+			return fmt.Errorf("plan: buffer %s: arena offset %d, want a multiple of %d ≥ 0", b.Name, off, ArenaAlign)
+		case p.Stats.ArenaBytes > 0 && off > p.Stats.ArenaBytes-b.Bytes:
+			// (0: unknown, as in plans Unroll makes; the executor sizes the
+			// arena by its buffers then.)
+			return fmt.Errorf("plan: buffer %s: arena bytes [%d:%d] past the arena's %d bytes (stats.arena_bytes)", b.Name, off, off+b.Bytes, p.Stats.ArenaBytes)
+		}
+	}
+	var names map[string]bool
+	for _, l := range p.Lifetimes {
+		if l.First == "" {
+			continue
+		}
+		if names == nil {
+			names = make(map[string]bool, len(p.Stages))
+			for _, s := range p.Stages {
+				names[s.Name] = true
+			}
+		}
+		if !names[l.First] {
+			return fmt.Errorf("plan: lifetime of %s: first stage %q is not a stage of the plan", l.Buffer, l.First)
+		}
+	}
+	return nil
+}
+
+// NoReuseBytes is the arena p would need without any reuse: the sum of its
+// arena buffers' sizes, each rounded up to ArenaAlign, in bytes.
+func NoReuseBytes(p *Plan) int64 {
+	var n int64
+	for _, b := range p.Buffers {
+		if b.ArenaOffset != nil {
+			n += alignUp(b.Bytes)
+		}
+	}
+	return n
+}
+
+// LiveBound is the lower bound on p's arena under p's own schedule: the most
+// bytes of arena buffers live at any instant of p's ideal schedule (each
+// stage's duration_us, 0 counted as 1 µs, no launch cost, unlimited
+// hardware, as Stats.IdealMakespanUS). A buffer is live from the start of
+// its first launch to the end of its last. Buffers that share arena bytes
+// are ordered by happens-before, so their live ranges in any schedule that
+// respects it are disjoint, and every arena of p is at least this large.
+// Sizes are the buffers' own bytes (not rounded).
+func LiveBound(p *Plan) int64 {
+	start, end := idealTimes(p)
+	type ev struct {
+		t     float64
+		delta int64
+	}
+	idx := make(map[string]int, len(p.Buffers))
+	for i, b := range p.Buffers {
+		if b.ArenaOffset != nil {
+			idx[b.Name] = i
+		}
+	}
+	lo := make([]float64, len(p.Buffers))
+	hi := make([]float64, len(p.Buffers))
+	for i := range lo {
+		lo[i], hi[i] = math.Inf(1), math.Inf(-1)
+	}
+	for v, sg := range p.Stages {
+		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
+			for _, a := range list {
+				if i, ok := idx[a.Buffer]; ok {
+					lo[i], hi[i] = min(lo[i], start[v]), max(hi[i], end[v])
+				}
+			}
+		}
+	}
+	var evs []ev
+	for i, b := range p.Buffers {
+		if _, ok := idx[b.Name]; ok && lo[i] < hi[i] {
+			evs = append(evs, ev{lo[i], b.Bytes}, ev{hi[i], -b.Bytes})
+		}
+	}
+	// Ends before starts at the same instant: live ranges are half-open.
+	slices.SortFunc(evs, func(a, b ev) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.delta, b.delta)) })
+	var live, peak int64
+	for _, e := range evs {
+		live += e.delta
+		peak = max(peak, live)
+	}
+	return peak
+}
+
+// idealTimes simulates p as idealMakespan does and returns each stage's
+// start and end in µs.
+func idealTimes(p *Plan) (start, end []float64) {
+	start = make([]float64, len(p.Stages))
+	end = make([]float64, len(p.Stages))
+	clock := make([]float64, len(p.Streams))
+	rec := make([]float64, p.Events)
+	recorded := make([]bool, p.Events)
+	for _, so := range p.IssueOrder {
+		s := so[0]
+		o := p.Streams[s].Ops[so[1]]
+		switch o.Kind {
+		case OpLaunch:
+			d := p.Stages[o.Stage].DurationUS
+			if d <= 0 {
+				d = 1
+			}
+			start[o.Stage] = clock[s]
+			clock[s] += d
+			end[o.Stage] = clock[s]
+		case OpRecord:
+			rec[o.Event], recorded[o.Event] = clock[s], true
+		case OpWait:
+			if recorded[o.Event] {
+				clock[s] = max(clock[s], rec[o.Event])
+			}
+		}
+	}
+	return start, end
+}
+
+// writeArena writes the table's arena lines: the arena's size, each arena
+// buffer at its offset (in offset order), and the budget pass's steps.
+func (p *Plan) writeArena(w io.Writer) {
+	type at struct {
+		name string
+		off  int64
+	}
+	var bufs []at
+	for _, b := range p.Buffers {
+		if b.ArenaOffset != nil {
+			bufs = append(bufs, at{b.Name, *b.ArenaOffset})
+		}
+	}
+	if len(bufs) > 0 {
+		slices.SortStableFunc(bufs, func(x, y at) int { return cmp.Compare(x.off, y.off) })
+		var b strings.Builder
+		for _, x := range bufs {
+			fmt.Fprintf(&b, " %s@%d", x.name, x.off)
+		}
+		fmt.Fprintf(w, "arena: %d bytes (%d without reuse):%s\n", p.Stats.ArenaBytes, NoReuseBytes(p), b.String())
+	}
+	for i, s := range p.Budget {
+		fmt.Fprintf(w, "budget step %d: %s\n", i+1, s)
+	}
+}

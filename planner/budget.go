@@ -1,0 +1,479 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+// Kinds of budget steps (BudgetStep.Kind).
+const (
+	// BudgetReuse orders buffers whose live ranges are already disjoint in
+	// the plan's ideal schedule, so that they may share bytes: the ordering
+	// edges do not lengthen the critical path.
+	BudgetReuse = "reuse"
+	// BudgetSerialize delays a buffer's first use until another buffer
+	// live at the peak is dead: the step trades makespan for memory.
+	BudgetSerialize = "serialize"
+)
+
+// BudgetStep is one step of the budget pass: the buffer orders it added and
+// the plan after it.
+type BudgetStep struct {
+	Kind string `json:"kind"` // BudgetReuse or BudgetSerialize
+	// Orders lists the buffer pairs the step orders, as "x<y": every access
+	// of x now happens-before every access of y (sorted, at most 8 listed).
+	Orders []string `json:"orders"`
+	Pairs  int      `json:"pairs"` // buffer pairs ordered (Orders may list fewer)
+	// Edges is how many after: edges (stage → stage) the step added; the
+	// reduce pass drops those that other paths imply.
+	Edges      int     `json:"edges"`
+	ArenaBytes int64   `json:"arena_bytes"` // arena after the step, bytes
+	MakespanUS float64 `json:"makespan_us"` // ideal makespan after the step, µs
+	CostUS     float64 `json:"cost_us"`     // makespan increase of this step, µs
+}
+
+func (s BudgetStep) String() string {
+	return fmt.Sprintf("%s: %d pair(s) ordered (%s), %d edge(s): arena %d bytes, makespan %.1f µs (%+.1f µs)",
+		s.Kind, s.Pairs, strings.Join(s.Orders, ", "), s.Edges, s.ArenaBytes, s.MakespanUS, s.CostUS)
+}
+
+// BudgetError is Build's error when memory_budget cannot be met: no more
+// buffer orders are possible (every pair of buffers live together at the
+// peak is a producer and its consumer, or would make a cycle).
+type BudgetError struct {
+	Budget int64        // bytes asked for
+	Arena  int64        // the smallest arena reached, bytes
+	Steps  []BudgetStep // the steps taken
+	// StartArena and StartMakespanUS describe the plan before the first step.
+	StartArena      int64
+	StartMakespanUS float64
+}
+
+func (e *BudgetError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "memory_budget %d bytes cannot be met: the smallest arena reached is %d bytes, %d bytes (%.1f%%) over, after %d step(s) from %d bytes; raise the budget by at least %d bytes or split large buffers",
+		e.Budget, e.Arena, e.Arena-e.Budget, 100*float64(e.Arena-e.Budget)/float64(max(e.Budget, 1)), len(e.Steps), e.StartArena, e.Arena-e.Budget)
+	return b.String()
+}
+
+// budgetPass is the budget pass's entry in the pass table. It calls budget
+// through budgetFn, set by init, because budget re-plans with the table
+// that lists it (a direct reference would be an initialization cycle).
+func budgetPass(st *state) error { return budgetFn(st) }
+
+var budgetFn func(*state) error
+
+func init() { budgetFn = budget }
+
+// Special values of Options.MemoryBudget.
+const (
+	// BudgetAuto aims at 1.1× the live bound of the plan's own schedule
+	// (LiveBound) with reuse steps only, which cost no makespan; it stops
+	// without an error where those cannot get there.
+	BudgetAuto = dag.MemoryBudgetAuto
+	// BudgetNone plans without a budget, whatever the spec says.
+	BudgetNone = -2
+)
+
+// budgetMaxSteps bounds the budget pass's steps.
+const budgetMaxSteps = 2000
+
+// budget meets memory_budget (bytes) by adding ordering edges (after:
+// edges between stages) and re-planning: first edges that only order
+// buffers already dead-before-alive in the ideal schedule, which the
+// arena can then share (laid out over the schedule's live ranges; these do
+// not lengthen the critical path), then, while the arena is still over the
+// budget, one serializing order at a time at the peak of live bytes, the
+// cheapest first (the smallest increase of the critical path, exact for one
+// order since all its edges run from one buffer's stages to another's),
+// larger buffers first among equals. Each step is reported in
+// Plan.Budget with its makespan cost; *BudgetError says by how much an
+// unreachable budget is missed.
+func budget(st *state) error {
+	if st.inner {
+		return nil
+	}
+	limit := st.opts.MemoryBudget
+	if limit == 0 {
+		limit = st.spec.Options.MemoryBudget
+	}
+	p := st.plan
+	auto := limit == BudgetAuto
+	if limit <= 0 && !auto {
+		return nil
+	}
+	if mode := cmp.Or(st.opts.Arena, st.spec.Options.Arena, dag.ArenaPlanned); mode != dag.ArenaPlanned {
+		if auto {
+			return nil
+		}
+		return fmt.Errorf("memory_budget needs the planned arena (arena: %s)", mode)
+	}
+	if auto {
+		limit = LiveBound(p) * 11 / 10
+	}
+	if p.Stats.ArenaBytes <= limit {
+		return nil
+	}
+	if st.manual {
+		if auto {
+			return nil
+		}
+		return fmt.Errorf("memory_budget %d bytes: the arena is %d bytes, and a sync: manual spec cannot be re-ordered; order its stages by hand or use sync: auto", limit, p.Stats.ArenaBytes)
+	}
+	cur := st
+	makespan := idealMakespan(p, st.dur)
+	berr := &BudgetError{Budget: limit, StartArena: p.Stats.ArenaBytes, StartMakespanUS: makespan}
+	var steps []BudgetStep
+	extra := map[[2]int32]bool{}
+	reused := false
+	for len(steps) < budgetMaxSteps && cur.plan.Stats.ArenaBytes > limit {
+		kind := BudgetReuse
+		var pairs [][2]int // buffer indices
+		var hint map[int]int64
+		if !reused {
+			pairs, hint = cur.reusePairs()
+			reused = true
+		}
+		if len(pairs) == 0 {
+			if auto {
+				break // auto: free orders only
+			}
+			kind = BudgetSerialize
+			pair, ok := cur.serializePair()
+			if !ok {
+				break
+			}
+			pairs = [][2]int{pair}
+			hint = nil
+			reused = false
+		}
+		edges := 0
+		for _, pr := range pairs {
+			for _, u := range cur.stagesOf(pr[0]) {
+				for _, v := range cur.stagesOf(pr[1]) {
+					if e := [2]int32{u, v}; !extra[e] {
+						extra[e] = true
+						edges++
+					}
+				}
+			}
+		}
+		next, err := cur.rebuild(extra)
+		if err != nil {
+			return fmt.Errorf("re-planning after %s step %d: %w", kind, len(steps)+1, err)
+		}
+		if hint != nil {
+			next.applyLayout(hint)
+		}
+		m := idealMakespan(next.plan, next.dur)
+		orders := make([]string, 0, len(pairs))
+		for _, pr := range pairs {
+			orders = append(orders, p.Buffers[pr[0]].Name+"<"+p.Buffers[pr[1]].Name)
+		}
+		slices.Sort(orders)
+		n := len(orders)
+		if len(orders) > 8 {
+			orders = append(orders[:8:8], "…")
+		}
+		steps = append(steps, BudgetStep{Kind: kind, Orders: orders, Pairs: n, Edges: edges,
+			ArenaBytes: next.plan.Stats.ArenaBytes, MakespanUS: m, CostUS: m - makespan})
+		makespan = m
+		cur = next
+	}
+	if cur.plan.Stats.ArenaBytes > limit && !auto {
+		berr.Arena, berr.Steps = cur.plan.Stats.ArenaBytes, steps
+		for _, s := range steps {
+			berr.Arena = min(berr.Arena, s.ArenaBytes)
+		}
+		return berr
+	}
+	opts, start := st.opts, st.start
+	*st = *cur
+	st.opts, st.start, st.inner = opts, start, false
+	st.plan.Budget = steps
+	return nil
+}
+
+// rebuild plans the spec again with the extra after: edges (u → v: u
+// before v), without the budget pass, and returns the new state.
+func (st *state) rebuild(extra map[[2]int32]bool) (*state, error) {
+	s := *st.spec
+	s.Stages = slices.Clone(s.Stages)
+	es := make([][2]int32, 0, len(extra))
+	for e := range extra {
+		es = append(es, e)
+	}
+	slices.SortFunc(es, func(a, b [2]int32) int { return cmp.Or(cmp.Compare(a[1], b[1]), cmp.Compare(a[0], b[0])) })
+	for i, e := range es {
+		v := &s.Stages[e[1]]
+		if i == 0 || es[i-1][1] != e[1] {
+			v.After = slices.Clip(v.After)
+		}
+		v.After = append(v.After, s.Stages[e[0]].Name)
+	}
+	o := st.opts
+	o.MemoryBudget, o.DumpAfter, o.Dump = BudgetNone, "", nil
+	in, err := newState(&s, o)
+	if err != nil {
+		return nil, err
+	}
+	in.inner = true
+	for _, ps := range passes {
+		if in.manual && ps.auto {
+			continue
+		}
+		if err := in.run(ps); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// budgetView is the arena's view of a state for the budget pass: eligible
+// buffers, their stages and their live ranges in the ideal schedule.
+type budgetView struct {
+	a      *arenaInfo
+	stages [][]int32 // per arena buffer (index into a.bufs): stages touching it
+	lo, hi []float64 // per arena buffer: live range in the ideal schedule, µs
+}
+
+func (st *state) view() *budgetView {
+	p := st.plan
+	a := newArenaInfo(p)
+	bv := &budgetView{a: a, stages: make([][]int32, len(a.bufs)), lo: make([]float64, len(a.bufs)), hi: make([]float64, len(a.bufs))}
+	at := make(map[string]int, len(a.bufs))
+	for k, b := range a.bufs {
+		at[p.Buffers[b.idx].Name] = k
+		bv.lo[k], bv.hi[k] = math.Inf(1), math.Inf(-1)
+	}
+	start, end := idealTimes(p)
+	for v, sg := range p.Stages {
+		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
+			for _, x := range list {
+				if k, ok := at[x.Buffer]; ok {
+					if l := bv.stages[k]; len(l) == 0 || l[len(l)-1] != int32(v) {
+						bv.stages[k] = append(l, int32(v))
+					}
+					bv.lo[k], bv.hi[k] = min(bv.lo[k], start[v]), max(bv.hi[k], end[v])
+				}
+			}
+		}
+	}
+	return bv
+}
+
+// stagesOf returns the stages touching buffer i (an index into Plan.Buffers).
+func (st *state) stagesOf(i int) []int32 {
+	var out []int32
+	name := st.plan.Buffers[i].Name
+	for v, sg := range st.plan.Stages {
+		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
+			if slices.ContainsFunc(list, func(x Access) bool { return x.Buffer == name }) {
+				out = append(out, int32(v))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// reusePairs lays the arena out over the ideal schedule's live ranges
+// (buffer x may precede y when x is dead before y is alive) and returns the pairs sharing bytes in that layout that the
+// plan does not order yet, with the layout (offset per Plan.Buffers index).
+// It returns no pairs when that layout is no smaller than the arena.
+func (st *state) reusePairs() ([][2]int, map[int]int64) {
+	bv := st.view()
+	a := bv.a
+	k := make(map[*arenaBuf]int, len(a.bufs))
+	for i, b := range a.bufs {
+		k[b] = i
+	}
+	timeBefore := func(x, y *arenaBuf) bool { return bv.hi[k[x]] <= bv.lo[k[y]] }
+	offs, size := a.layout(timeBefore, bv.lo)
+	if size >= st.plan.Stats.ArenaBytes {
+		return nil, nil
+	}
+	// Only consecutive occupants of the same bytes need an order of their
+	// own: x<y is implied when some z sharing bytes with both has x<z<y
+	// (happens-before is transitive). For each y, its byte-sharing
+	// predecessors by decreasing end, against the bytes of those that start
+	// after that end.
+	overlap := func(i, j int) bool {
+		return offs[i] < offs[j]+a.bufs[j].size && offs[j] < offs[i]+a.bufs[i].size
+	}
+	var pairs [][2]int
+	var pred, byLo []int
+	for j, y := range a.bufs {
+		pred = pred[:0]
+		for i, x := range a.bufs {
+			if i != j && overlap(i, j) && timeBefore(x, y) {
+				pred = append(pred, i)
+			}
+		}
+		byLo = append(byLo[:0], pred...)
+		slices.SortFunc(pred, func(p, q int) int { return cmp.Compare(bv.hi[q], bv.hi[p]) })
+		slices.SortFunc(byLo, func(p, q int) int { return cmp.Compare(bv.lo[q], bv.lo[p]) })
+		var later rangeSet
+		next := 0
+		for _, i := range pred {
+			for next < len(byLo) && bv.lo[byLo[next]] >= bv.hi[i] {
+				z := byLo[next]
+				later.add(offs[z], offs[z]+a.bufs[z].size)
+				next++
+			}
+			if !later.intersects(offs[i], offs[i]+a.bufs[i].size) && !a.before(a.bufs[i], y) {
+				pairs = append(pairs, [2]int{a.bufs[i].idx, y.idx})
+			}
+		}
+	}
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	hint := make(map[int]int64, len(a.bufs))
+	for i, b := range a.bufs {
+		hint[b.idx] = offs[i]
+	}
+	return pairs, hint
+}
+
+// applyLayout replaces the arena's offsets by hint (per Plan.Buffers
+// index) when hint is smaller and valid: every two buffers sharing bytes
+// are ordered by the plan's happens-before.
+func (st *state) applyLayout(hint map[int]int64) {
+	p := st.plan
+	a := newArenaInfo(p)
+	var size int64
+	for _, b := range a.bufs {
+		off, ok := hint[b.idx]
+		if !ok || p.Buffers[b.idx].ArenaOffset == nil {
+			return
+		}
+		size = max(size, off+b.size)
+	}
+	if size >= p.Stats.ArenaBytes {
+		return
+	}
+	for i, x := range a.bufs {
+		for _, y := range a.bufs[i+1:] {
+			ox, oy := hint[x.idx], hint[y.idx]
+			if ox < oy+y.size && oy < ox+x.size && !a.before(x, y) && !a.before(y, x) {
+				return
+			}
+		}
+	}
+	for _, b := range a.bufs {
+		off := hint[b.idx]
+		p.Buffers[b.idx].ArenaOffset = &off
+	}
+	p.Stats.ArenaBytes = size
+}
+
+// serializePair picks one order x<y between two buffers live together at
+// the peak of the ideal schedule's live bytes (aligned sizes): of those
+// whose stages all come before y's in the topological order (so the edges
+// make no cycle), the one with the
+// smallest critical-path increase, then the largest y, then names. ok is
+// false when there is none.
+func (st *state) serializePair() (pair [2]int, ok bool) {
+	bv := st.view()
+	a := bv.a
+	if len(a.bufs) == 0 {
+		return pair, false
+	}
+	// Peak instant: sweep starts and ends (ends first at equal times).
+	type ev struct {
+		t     float64
+		delta int64
+	}
+	var evs []ev
+	for k, b := range a.bufs {
+		if bv.lo[k] < bv.hi[k] {
+			evs = append(evs, ev{bv.lo[k], b.size}, ev{bv.hi[k], -b.size})
+		}
+	}
+	slices.SortFunc(evs, func(x, y ev) int { return cmp.Or(cmp.Compare(x.t, y.t), cmp.Compare(x.delta, y.delta)) })
+	var live, peak int64
+	var at float64
+	for _, e := range evs {
+		live += e.delta
+		if live > peak {
+			peak, at = live, e.t
+		}
+	}
+	var alive []int
+	for k := range a.bufs {
+		if bv.lo[k] <= at && at < bv.hi[k] {
+			alive = append(alive, k)
+		}
+	}
+	est, eft := st.asap()
+	tail := st.tails()
+	var cp float64
+	for v := range eft {
+		cp = max(cp, eft[v])
+	}
+	_ = est
+	minPos := func(k int) int32 {
+		m := int32(math.MaxInt32)
+		for _, v := range bv.stages[k] {
+			m = min(m, st.pos[v])
+		}
+		return m
+	}
+	maxPos := func(k int) int32 {
+		m := int32(-1)
+		for _, v := range bv.stages[k] {
+			m = max(m, st.pos[v])
+		}
+		return m
+	}
+	bestCost := math.Inf(1)
+	var best [2]int
+	for _, x := range alive {
+		for _, y := range alive {
+			if x == y || maxPos(x) >= minPos(y) {
+				continue
+			}
+			var longest float64
+			for _, u := range bv.stages[x] {
+				for _, v := range bv.stages[y] {
+					longest = max(longest, eft[u]+tail[v])
+				}
+			}
+			cost := max(longest-cp, 0)
+			better := cost < bestCost-1e-9
+			if !better && math.Abs(cost-bestCost) <= 1e-9 {
+				bx, by := a.bufs[best[0]], a.bufs[best[1]]
+				cx, cy := a.bufs[x], a.bufs[y]
+				better = cmp.Or(cmp.Compare(by.size, cy.size), cmp.Compare(cx.idx, bx.idx), cmp.Compare(cy.idx, by.idx)) < 0
+			}
+			if better {
+				bestCost, best, ok = cost, [2]int{x, y}, true
+			}
+		}
+	}
+	if !ok {
+		return pair, false
+	}
+	return [2]int{a.bufs[best[0]].idx, a.bufs[best[1]].idx}, true
+}
+
+// tails returns, per stage, the longest path from its start to the end of
+// the graph (its own duration included), µs.
+func (st *state) tails() []float64 {
+	tail := make([]float64, st.n)
+	for i := len(st.topo) - 1; i >= 0; i-- {
+		v := st.topo[i]
+		var t float64
+		for _, w := range st.g.Succ(int(v)) {
+			t = max(t, tail[w])
+		}
+		tail[v] = t + st.dur[v]
+	}
+	return tail
+}
