@@ -107,8 +107,21 @@ func (p *Plan) validateIteration() error {
 }
 
 // iterMaxPrune bounds the cross waits that the iterate pass tries to drop
-// one by one after placing them (each try re-simulates the iterations).
-const iterMaxPrune = 512
+// one by one after placing them, and iterMaxPruneWork the ops those tries
+// re-simulate in all (cross waits × iterations × ops): past either, the
+// placed waits stay (correct, possibly not minimal).
+const (
+	iterMaxPrune     = 512
+	iterMaxPruneWork = 2_000_000
+)
+
+// iterMaxStreams and iterMaxStages bound the plans that get iteration info:
+// the walk keeps a dense vector clock per physical stream. Larger plans get
+// none, and the executor separates their iterations by its barrier.
+const (
+	iterMaxStreams = 256
+	iterMaxStages  = 50_000
+)
 
 // iterReq is one cross-iteration order the reference semantics needs: stage
 // a of iteration i−d happens-before stage b of iteration i, for every i ≥ d.
@@ -143,6 +156,9 @@ func iterate(st *state) error {
 		kmax = max(kmax, b.Copies)
 	}
 	R := st.opts.StreamSets
+	if R >= 0 && n > iterMaxStages {
+		return nil // no iteration info: the executor's barrier
+	}
 	switch {
 	case R < 0:
 		return fmt.Errorf("stream sets %d: want ≥ 0 (0: the largest copies, 1: no extra streams)", R)
@@ -150,6 +166,9 @@ func iterate(st *state) error {
 		R = 1
 	case R == 0:
 		R = kmax
+	}
+	if S*R > iterMaxStreams {
+		return nil // no iteration info: the executor's barrier
 	}
 	reqs, inflight := iterHazards(p, copies)
 	// Latest producer first: smaller distance, then later in issue order.
@@ -178,7 +197,7 @@ func iterate(st *state) error {
 	for _, c := range w.cross {
 		total += len(c)
 	}
-	if total <= iterMaxPrune {
+	if total <= iterMaxPrune && total*U*len(p.IssueOrder) <= iterMaxPruneWork {
 		for i := len(w.added) - 1; i >= 0; i-- {
 			b, r := w.added[i][0], iterReq{w.added[i][1], w.added[i][2]}
 			k := slices.Index(w.cross[b], r)
@@ -303,9 +322,10 @@ func (w *iterWalk) run(place bool) bool {
 	p, S, n := w.p, w.S, w.n
 	phys, P := p.PhysicalStreams()
 	clock := make([][]int32, P) // per physical stream: launches of each stream known complete
+	shared := make([]bool, P)   // clock[ps] is referenced by a snapshot: copy on join
 	zero := make([]int32, P)
 	for i := range clock {
-		clock[i] = zero
+		clock[i], shared[i] = zero, true
 	}
 	cnt := make([]int32, P)
 	snaps := make([]iterSnap, n*w.U)
@@ -331,9 +351,14 @@ func (w *iterWalk) run(place bool) bool {
 		if !need {
 			return
 		}
-		nc := make([]int32, P)
-		for q := range nc {
-			nc[q] = max(c[q], s.clock[q])
+		nc := c
+		if shared[ps] {
+			nc = make([]int32, P)
+			copy(nc, c)
+			shared[ps] = false
+		}
+		for q, v := range s.clock {
+			nc[q] = max(nc[q], v)
 		}
 		nc[s.ps] = max(nc[s.ps], s.idx)
 		clock[ps] = nc
@@ -388,6 +413,7 @@ func (w *iterWalk) run(place bool) bool {
 				}
 				cnt[ps] = idx
 				snaps[j*n+b] = iterSnap{ps: int32(ps), idx: idx, clock: clock[ps]}
+				shared[ps] = true
 				lastLaunch[s] = int32(b)
 			}
 		}
