@@ -39,6 +39,10 @@ type Options struct {
 	Outputs  map[string]OutputFunc
 	Progress func(iteration int, latency time.Duration)
 	Funcs    map[string]StageFunc
+	// Alloc is AllocStatic ("" too: every buffer before the run, the plan's
+	// arena as one allocation) or AllocDynamic (temps allocated at first use
+	// and freed after their lifetime, stream-ordered; alloc.go).
+	Alloc string
 }
 
 // Output is one role=output buffer after the run.
@@ -98,7 +102,10 @@ func Run(ctx context.Context, p *planner.Plan, b Backend, o Options) (res *Resul
 	if iters < 0 {
 		return nil, fmt.Errorf("executor: iterations = %d, want ≥ 1", iters)
 	}
-	if p.Iteration != nil && (iters > 1 || o.hostIO() || o.InFlight > 0) {
+	if err := allocModeOK(o.Alloc); err != nil {
+		return nil, err
+	}
+	if p.Iteration != nil && (iters > 1 || o.hostIO() || o.InFlight > 0) && !classicOnly(p, &o) {
 		return runIterations(ctx, p, b, o, iters) // planned cross-iteration waits: ring.go
 	}
 	if o.hostIO() {
@@ -114,6 +121,9 @@ func Run(ctx context.Context, p *planner.Plan, b Backend, o Options) (res *Resul
 			err = errors.Join(err, cerr)
 		}
 	}()
+	if err := r.setAlloc(o.Alloc); err != nil {
+		return nil, err
+	}
 	if err := r.setup(); err != nil {
 		return nil, err
 	}
@@ -177,6 +187,7 @@ type run struct {
 	bufs    []Buffer
 	issued  bool        // work was issued and not synchronized
 	funcs   []StageFunc // per stage: its Go function, or nil
+	mem     *memRun     // arena, dynamic allocation, host stages (alloc.go)
 }
 
 // prepare validates p and precomputes every LaunchDesc (buffer handles are
@@ -269,6 +280,9 @@ func prepare(p *planner.Plan, iters int, funcs ...map[string]StageFunc) (*run, e
 			r.barrier = append(r.barrier, issueOp{kind: planner.OpWait, stream: s, event: join})
 		}
 	}
+	if err := r.prepareMemory(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -281,7 +295,14 @@ func (r *run) setup() error {
 		largest = max(largest, pb.Bytes)
 	}
 	scratch := make([]byte, largest) // initial contents, reused for each buffer
-	for _, pb := range p.Buffers {
+	if err := r.allocArena(); err != nil {
+		return err
+	}
+	for i, pb := range p.Buffers {
+		if h, ok := r.mem.handle(i); ok { // in the arena, or allocated at first use
+			r.bufs = append(r.bufs, h)
+			continue
+		}
 		where := pb.Where
 		if where == "" {
 			where = dag.WhereDevice
@@ -328,7 +349,7 @@ func (r *run) setup() error {
 		}
 		r.events = append(r.events, e)
 	}
-	return nil
+	return r.setupSlow()
 }
 
 // issue issues ops once: the hot loop.
@@ -337,6 +358,15 @@ func (r *run) issue(ops []issueOp, syncEach bool, it int) error {
 	for i := range ops {
 		op := &ops[i]
 		var err error
+		if r.mem.slow { // host stages, dynamic allocation: alloc.go
+			if err = r.issueSlow(op); err == nil && syncEach {
+				err = b.Synchronize()
+			}
+			if err != nil {
+				return r.opError(op, it, err)
+			}
+			continue
+		}
 		switch op.kind {
 		case planner.OpLaunch:
 			if op.fn != nil {
@@ -423,10 +453,14 @@ func (r *run) release() error {
 		}
 	}
 	for i, h := range r.bufs {
+		if r.mem != nil && !r.mem.owns(i) {
+			continue // the arena's or a dynamic buffer's: releaseMemory
+		}
 		if err := r.b.Free(h); err != nil {
 			errs = append(errs, fmt.Errorf("executor: %s: free buffer %s: %w", r.b.Name(), r.p.Buffers[i].Name, err))
 		}
 	}
+	errs = append(errs, r.releaseMemory()...)
 	r.events, r.streams, r.bufs = nil, nil, nil
 	return errors.Join(errs...)
 }

@@ -40,6 +40,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) executor.Backend) {
 	t.Run("WaitBeforeRecord", s.waitBeforeRecord)
 	t.Run("Iterations", s.iterations)
 	t.Run("CloseReportsLeaks", s.closeReportsLeaks)
+	t.Run("Arena", s.arena)             // alloc.go
+	t.Run("StreamAlloc", s.streamAlloc) // alloc.go
+	t.Run("HostStages", s.hostStages)   // alloc.go
 }
 
 type suite struct {

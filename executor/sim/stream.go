@@ -18,6 +18,7 @@ const (
 	opLaunch opKind = iota
 	opRecord
 	opWait
+	opLifetime // AllocAsync or FreeAsync reaching the stream (alloc.go)
 )
 
 // op is one queued stream op.
@@ -27,6 +28,8 @@ type op struct {
 	slot *slot                // opRecord: the generation it completes; opWait: the one it waits for (nil: none)
 	fn   executor.StageFunc   // opLaunch of a Go-function stage (gofunc.go)
 	host []uint64             // the host's clock when the op was issued (hostio.go), nil if the host never waited or accessed
+	buf  *buffer              // opLifetime: the buffer allocated (alloc) or freed
+	free bool                 // opLifetime: a free
 }
 
 // stream is an executor.Stream: an unbounded FIFO drained by one goroutine.
@@ -113,6 +116,8 @@ func (s *stream) loop() {
 					s.join(o.slot.clock)
 				}
 			}
+		case opLifetime:
+			s.lifetime(o.buf, o.free)
 		}
 		s.b.pending.Done()
 	}
@@ -185,6 +190,9 @@ func (s *stream) launch(l *executor.LaunchDesc, fn executor.StageFunc) {
 		bufs = append(bufs, lockedBuf{buf, write})
 		return true
 	}
+	if s.b.detect {
+		s.check(l) // first: a use of a buffer already freed may also be a race with its free (alloc.go)
+	}
 	for _, a := range l.Reads {
 		if !add(a, false) {
 			return
@@ -194,9 +202,6 @@ func (s *stream) launch(l *executor.LaunchDesc, fn executor.StageFunc) {
 		if !add(a, true) {
 			return
 		}
-	}
-	if s.b.detect {
-		s.check(l)
 	}
 	sortBufs(bufs)
 	for _, lb := range bufs {
