@@ -55,17 +55,22 @@ type planFlags struct {
 	maxStreams int
 	checkPass  bool
 	dumpAfter  string
+	streamSets int // iterations: planner.Options.StreamSets (docs/iterations.md)
 }
 
 func (f *planFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.strategy, "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive (default: the spec's options, else default)")
 	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams; 0 = uncapped (default: the spec's max_streams)")
 	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass")
+	cmd.Flags().IntVar(&f.streamSets, "stream-sets", 0, "iterations rotate over this many copies of the streams (0: the largest copies of any buffer; 1: all iterations on the same streams)")
 	cmd.Flags().StringVar(&f.dumpAfter, "dump-after", "", "print the plan to stderr after the named pass (reduce, assign, sync, lifetimes, stats)")
 }
 
 func (f *planFlags) options(stderr io.Writer) (planner.Options, error) {
-	o := planner.Options{Strategy: f.strategy, Check: f.checkPass, DumpAfter: f.dumpAfter}
+	o := planner.Options{Strategy: f.strategy, Check: f.checkPass, DumpAfter: f.dumpAfter, StreamSets: f.streamSets}
+	if f.streamSets < 0 {
+		return o, usagef("--stream-sets %d: want ≥ 0", f.streamSets)
+	}
 	switch {
 	case f.maxStreams > 0:
 		o.MaxStreams = f.maxStreams

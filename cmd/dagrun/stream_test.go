@@ -105,3 +105,19 @@ func TestVideoBenchSim(t *testing.T) {
 		t.Errorf("--cameras 0: exit %d, want 2", code)
 	}
 }
+
+// --stream-sets reaches the planner: 1 keeps every iteration on the same
+// streams; a negative count is a usage error.
+func TestStreamSetsFlag(t *testing.T) {
+	out, errs, code := cli(t, "plan", specPath("video/cameras.yaml"), "--stream-sets", "1")
+	if code != 0 || !strings.Contains(out, "stream_sets=1") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	out, _, _ = cli(t, "plan", specPath("video/cameras.yaml"))
+	if !strings.Contains(out, "stream_sets=2") {
+		t.Errorf("default: want 2 stream sets (copies: 2)\n%s", out)
+	}
+	if _, _, code := cli(t, "plan", specPath("video/cameras.yaml"), "--stream-sets", "-1"); code != 2 {
+		t.Errorf("--stream-sets -1: exit %d, want 2", code)
+	}
+}
