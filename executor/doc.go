@@ -15,12 +15,14 @@
 // 5–20 ns per op on top of the backend's calls (BenchmarkIssue, no-op
 // backend, on the 2-core development machine).
 //
-// Iterations are separated by a device-side barrier of events (every stream
-// joins stream 0, which forks back out). The planned cross-iteration waits of
-// issue 6 (ring buffers with copies: K, up to K iterations in flight) will
-// replace it; prepare is where a per-phase op list will be built. Stream
-// ordered allocation by lifetimes (issue 5, --alloc dynamic) fits the same
-// list as two more op kinds placed by the plan's lifetime records.
+// A plan with iteration info (planner.Iteration) runs its iterations with
+// the planned cross-iteration waits, ring copies, stream sets and event
+// slots, overlapping, with host I/O through pinned staging copies and an
+// in-flight bound (ring.go, hostio.go; docs/iterations.md). Plans without it
+// (older plan files, manual specs) get a device-side barrier of events
+// between iterations (every stream joins stream 0, which forks back out).
+// Stream ordered allocation by lifetimes (issue 5, --alloc dynamic) fits the
+// same list as two more op kinds placed by the plan's lifetime records.
 //
 // Backends report races through *RaceError from Synchronize; Run returns
 // it with the Result so callers can print outputs and still exit 1.

@@ -17,6 +17,9 @@
 //	           producer some wait needs, the issue order
 //	lifetimes  per buffer and stream, the event after its last use
 //	stats      Plan.Stats (lower bound on waits, critical path, ideal makespan)
+//	iterate    iterations over a stream of inputs: stream sets, the waits
+//	           between iterations (lag > 0) by vector clocks carried across
+//	           iterations, event slots (iter.go; docs/iterations.md)
 //
 // Specs with `sync: manual` skip reduce, assign and sync: their plan is the
 // spec's own streams and waits, issued in declaration order.
