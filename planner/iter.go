@@ -471,8 +471,8 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 		order = append(order, [2]int{s, len(ops[s])})
 		ops[s] = append(ops[s], o)
 	}
-	recPos := make([]int, p.Events)  // issue position of each event's record in an iteration
-	waitPos := map[[2]int]int{}      // (event, lag) → latest issue position of such a wait
+	recPos := make([]int, p.Events) // issue position of each event's record in an iteration
+	waitPos := map[[2]int]int{}     // (event, lag) → latest issue position of such a wait
 	for _, so := range p.IssueOrder {
 		s := so[0]
 		o := p.Streams[s].Ops[so[1]]
