@@ -375,8 +375,8 @@ func (st *state) applyLayout(hint map[int]int64) {
 
 // serializePair picks one order x<y between two buffers live together at
 // the peak of the ideal schedule's live bytes (aligned sizes): of those
-// whose stages all come before y's in the topological order (so the edges
-// make no cycle), the one with the
+// where no stage of y reaches a stage of x (so the edges make no cycle, and
+// no path uses two of them), the one with the
 // smallest critical-path increase, then the largest y, then names. ok is
 // false when there is none.
 func (st *state) serializePair() (pair [2]int, ok bool) {
@@ -411,32 +411,46 @@ func (st *state) serializePair() (pair [2]int, ok bool) {
 			alive = append(alive, k)
 		}
 	}
-	est, eft := st.asap()
+	_, eft := st.asap()
 	tail := st.tails()
 	var cp float64
 	for v := range eft {
 		cp = max(cp, eft[v])
 	}
-	_ = est
-	minPos := func(k int) int32 {
-		m := int32(math.MaxInt32)
-		for _, v := range bv.stages[k] {
-			m = min(m, st.pos[v])
+	// reach[k]: the stages some stage of alive buffer k reaches (itself
+	// included), so that x<y makes no cycle iff no stage of x is in reach[y].
+	reach := make(map[int][]bool, len(alive))
+	for _, k := range alive {
+		seen := make([]bool, st.n)
+		stack := slices.Clone(bv.stages[k])
+		for _, v := range stack {
+			seen[v] = true
 		}
-		return m
+		for len(stack) > 0 {
+			u := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, w := range st.g.Succ(int(u)) {
+				if !seen[w] {
+					seen[w] = true
+					stack = append(stack, w)
+				}
+			}
+		}
+		reach[k] = seen
 	}
-	maxPos := func(k int) int32 {
-		m := int32(-1)
-		for _, v := range bv.stages[k] {
-			m = max(m, st.pos[v])
+	acyclic := func(x, y int) bool {
+		for _, u := range bv.stages[x] {
+			if reach[y][u] {
+				return false
+			}
 		}
-		return m
+		return true
 	}
 	bestCost := math.Inf(1)
 	var best [2]int
 	for _, x := range alive {
 		for _, y := range alive {
-			if x == y || maxPos(x) >= minPos(y) {
+			if x == y || !acyclic(x, y) {
 				continue
 			}
 			var longest float64
