@@ -74,8 +74,11 @@ func (p *Plan) PhysicalStreams() (m [][]int, total int) {
 }
 
 // hostStream reports whether plan stream s is the host thread (issue 5's
-// host stages), which stream sets do not replicate.
-func hostStream(p *Plan, s int) bool { return false }
+// host stages), which stream sets do not replicate. The iterate walk treats
+// it as a stream like the others: it does not use the host's extra order
+// (a host launch happens-before everything issued after it), so it may
+// keep a cross wait that order makes redundant, never miss one.
+func hostStream(p *Plan, s int) bool { return p.Streams[s].Host }
 
 // validateIteration checks the iteration info's shape (Validate calls it):
 // stream sets ≥ 1, one slot count ≥ 1 per event, no negative lag, and

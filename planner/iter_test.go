@@ -300,3 +300,13 @@ func TestIterateSkipsManual(t *testing.T) {
 		t.Errorf("manual plan has iteration info %+v", *p.Iteration)
 	}
 }
+
+// Host streams (one host thread) are not replicated by stream sets.
+func TestPhysicalStreamsHost(t *testing.T) {
+	p := &Plan{Streams: []Stream{{ID: 0, Name: "a"}, {ID: 1, Name: "host", Host: true}, {ID: 2, Name: "b"}},
+		Iteration: &Iteration{StreamSets: 3}}
+	m, total := p.PhysicalStreams()
+	if total != 7 || m[1][1] != 1 || m[2][1] != 1 || m[1][0] != 3 || m[1][2] != 4 || m[2][0] != 5 || m[2][2] != 6 {
+		t.Errorf("physical streams %v (%d), want host 1 in every set and 7 in all", m, total)
+	}
+}
