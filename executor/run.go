@@ -199,8 +199,8 @@ func prepare(p *planner.Plan, iters int, funcs ...map[string]StageFunc) (*run, e
 	}
 	bufIdx := make(map[string]int, len(p.Buffers))
 	for i, b := range p.Buffers {
-		if b.Bytes <= 0 {
-			return nil, fmt.Errorf("executor: buffer %s has %d bytes, want > 0", b.Name, b.Bytes)
+		if b.Bytes <= 0 || b.Bytes > MaxBufferBytes {
+			return nil, fmt.Errorf("executor: buffer %s has %d bytes, want 1 to %d (1 TiB)", b.Name, b.Bytes, int64(MaxBufferBytes))
 		}
 		if b.Copies > 1 && iters > 1 && p.Iteration == nil {
 			return nil, fmt.Errorf("executor: buffer %s has copies: %d; ring buffers across iterations are not supported yet (issue 6): run one iteration or drop copies", b.Name, b.Copies)
@@ -285,6 +285,20 @@ func prepare(p *planner.Plan, iters int, funcs ...map[string]StageFunc) (*run, e
 	}
 	return r, nil
 }
+
+// CheckPlan reports, without touching a backend, what Run would reject in
+// p: structural errors (Plan.Validate), unknown buffers or kernels,
+// accesses outside their buffer, built-in arguments of the wrong kind or
+// arity, and buffers too large to hold. Tools call it on plan files before
+// running them, so that a bad file is bad input rather than a run failure.
+func CheckPlan(p *planner.Plan) error {
+	_, err := prepare(p, 1)
+	return err
+}
+
+// MaxBufferBytes bounds one buffer's size (1 TiB): larger sizes are certainly
+// mistakes (an H200 has 141 GB) and would overflow host-side allocation.
+const MaxBufferBytes = 1 << 40
 
 // setup allocates and initialises the buffers, creates the streams and
 // events, and fills the buffer handles into the launch descriptions.

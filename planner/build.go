@@ -25,9 +25,10 @@ const (
 type Options struct {
 	// Strategy is one of the Strategy constants; "" takes the spec's, else default.
 	Strategy string
-	// MaxStreams caps the number of streams: 0 means uncapped, a negative
-	// value takes the spec's max_streams (the CLI's default). Pinned streams
-	// count toward the cap; if pins alone exceed it, pins win.
+	// MaxStreams caps the number of streams: 0 takes the spec's max_streams
+	// (uncapped if it has none), a negative value means uncapped whatever the
+	// spec says. Pinned streams count toward the cap; if pins alone exceed
+	// it, pins win.
 	MaxStreams int
 	// Check runs Validate and Verify after every pass that produced a plan,
 	// and (with ShuffleSeed ≠ 0) shuffles the order of independent stages.
@@ -170,9 +171,13 @@ func newState(s *dag.Spec, o Options) (st *state, err error) {
 	default:
 		return nil, fmt.Errorf("planner: unknown strategy %q (want default, single, round-robin or naive)", st.strategy)
 	}
-	st.maxStr = o.MaxStreams
-	if st.maxStr < 0 {
+	switch {
+	case o.MaxStreams > 0:
+		st.maxStr = o.MaxStreams
+	case o.MaxStreams == 0:
 		st.maxStr = max(s.Options.MaxStreams, 0)
+	default:
+		st.maxStr = 0 // uncapped
 	}
 	if o.DumpAfter != "" {
 		known := false

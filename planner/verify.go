@@ -34,6 +34,9 @@ type Race struct {
 	// FirstName and SecondName are the stages' names.
 	FirstName, SecondName     string
 	FirstStream, SecondStream int
+	// FirstStreamName, SecondStreamName are the streams' names in the plan
+	// (a spec's pinned names, or s0, s1, … for planned streams).
+	FirstStreamName, SecondStreamName string
 	// Buffer is the buffer of First's access. Offset and Bytes are the
 	// smallest byte range of Buffer that holds every conflicting byte.
 	Buffer        string
@@ -60,11 +63,11 @@ func (r Race) String() string {
 		fmt.Fprintf(&b, "(arena bytes shared with %s) ", r.Shared)
 	}
 	if r.Reversed {
-		fmt.Fprintf(&b, "stage %s (stream %d) runs before stage %s (stream %d), the reverse of declaration order",
-			r.SecondName, r.SecondStream, r.FirstName, r.FirstStream)
+		fmt.Fprintf(&b, "stage %s (stream %s) runs before stage %s (stream %s), the reverse of declaration order",
+			r.SecondName, streamLabel(r.SecondStreamName, r.SecondStream), r.FirstName, streamLabel(r.FirstStreamName, r.FirstStream))
 	} else {
-		fmt.Fprintf(&b, "stage %s (stream %d) and stage %s (stream %d) are not ordered",
-			r.FirstName, r.FirstStream, r.SecondName, r.SecondStream)
+		fmt.Fprintf(&b, "stage %s (stream %s) and stage %s (stream %s) are not ordered",
+			r.FirstName, streamLabel(r.FirstStreamName, r.FirstStream), r.SecondName, streamLabel(r.SecondStreamName, r.SecondStream))
 	}
 	if r.Fix != "" {
 		b.WriteString("; fix: ")
@@ -619,6 +622,7 @@ func (v *verifier) report(a, d int32) {
 		First: i, Second: j,
 		FirstName: p.Stages[i].Name, SecondName: p.Stages[j].Name,
 		FirstStream: p.Stages[i].Stream, SecondStream: p.Stages[j].Stream,
+		FirstStreamName: p.Streams[p.Stages[i].Stream].Name, SecondStreamName: p.Streams[p.Stages[j].Stream].Name,
 		Buffer: v.bufName[x.buf], Offset: lo, Bytes: hi - lo,
 		Kind:     kind,
 		Reversed: v.stageHB(y.stage, x.stage),
@@ -645,9 +649,10 @@ func (v *verifier) fix(r *Race, detail bool) string {
 	p := v.p
 	li, lj := v.launchOp[r.First], v.launchOp[r.Second]
 	a, b := r.FirstStream, r.SecondStream
-	generic := fmt.Sprintf("record an event on stream %d after %s and wait on it on stream %d before %s", a, r.FirstName, b, r.SecondName)
+	sa, sb := streamLabel(r.FirstStreamName, a), streamLabel(r.SecondStreamName, b)
+	generic := fmt.Sprintf("record an event on stream %s after %s and wait on it on stream %s before %s", sa, r.FirstName, sb, r.SecondName)
 	if a == b {
-		return fmt.Sprintf("launch %s before %s on stream %d (declaration order)", r.FirstName, r.SecondName, a)
+		return fmt.Sprintf("launch %s before %s on stream %s (declaration order)", r.FirstName, r.SecondName, sa)
 	}
 	if !detail {
 		if r.Reversed {
@@ -661,8 +666,8 @@ func (v *verifier) fix(r *Race, detail bool) string {
 		for g := v.opBase[a]; g < li; g++ {
 			o := ops[a].Ops[v.opIndex[g]]
 			if o.Kind == OpWait && v.opHB(lj, g) {
-				return fmt.Sprintf("stream %d waits on e%d before %s, which orders it after %s; remove that ordering, then %s",
-					a, o.Event, r.FirstName, r.SecondName, generic)
+				return fmt.Sprintf("stream %s waits on e%d before %s, which orders it after %s; remove that ordering, then %s",
+					sa, o.Event, r.FirstName, r.SecondName, generic)
 			}
 		}
 		return "remove what orders " + r.SecondName + " before " + r.FirstName + ", then " + generic
@@ -676,8 +681,8 @@ func (v *verifier) fix(r *Race, detail bool) string {
 		}
 		for _, h := range v.records[o.Event] {
 			if v.opIssue[h] > v.opIssue[g] && v.opHB(li, h) && !v.opHB(lj, h) {
-				return fmt.Sprintf("the wait on e%d (stream %d) is issued before its record (stream %d, after %s): move the record earlier in the issue order, before the wait",
-					o.Event, b, v.opStream[h], r.FirstName)
+				return fmt.Sprintf("the wait on e%d (stream %s) is issued before its record (stream %s, after %s): move the record earlier in the issue order, before the wait",
+					o.Event, sb, streamLabel(p.Streams[v.opStream[h]].Name, int(v.opStream[h])), r.FirstName)
 			}
 		}
 	}
@@ -685,8 +690,17 @@ func (v *verifier) fix(r *Race, detail bool) string {
 	for g := lj + 1; g < v.opBase[b+1]; g++ {
 		o := ops[b].Ops[v.opIndex[g]]
 		if o.Kind == OpWait && v.opCaptured[g] >= 0 && v.opHB(li, v.opCaptured[g]) {
-			return fmt.Sprintf("the wait on e%d on stream %d comes after %s: move it before %s's launch", o.Event, b, r.SecondName, r.SecondName)
+			return fmt.Sprintf("the wait on e%d on stream %s comes after %s: move it before %s's launch", o.Event, sb, r.SecondName, r.SecondName)
 		}
 	}
 	return generic
+}
+
+// streamLabel names a stream in messages: its plan name when it has one, else
+// its id.
+func streamLabel(name string, id int) string {
+	if name == "" {
+		return fmt.Sprint(id)
+	}
+	return name
 }

@@ -121,7 +121,7 @@ func TestVerifyHandBuilt(t *testing.T) {
 			name: "two writers, no wait",
 			b:    newVerifyB(2).stage("w1", 0, wr("out")).stage("w2", 1, wr("out")),
 			want: []want{{first: "w1", second: "w2", kind: "WAW", buf: "out", off: 0, bytes: 4096,
-				fix: "race (WAW) on out[0:4096]: stage w1 (stream 0) and stage w2 (stream 1) are not ordered; fix: record an event on stream 0 after w1 and wait on it on stream 1 before w2"}},
+				fix: "race (WAW) on out[0:4096]: stage w1 (stream s0) and stage w2 (stream s1) are not ordered; fix: record an event on stream s0 after w1 and wait on it on stream s1 before w2"}},
 		},
 		{
 			name: "two writers, record then wait",
@@ -131,18 +131,18 @@ func TestVerifyHandBuilt(t *testing.T) {
 			name: "wait issued before its record",
 			b:    newVerifyB(2).stage("w1", 0, wr("out")).wait(1, 0).record(0, 0).stage("w2", 1, wr("out")),
 			want: []want{{first: "w1", second: "w2", kind: "WAW", buf: "out", bytes: 4096,
-				fix: "fix: the wait on e0 (stream 1) is issued before its record (stream 0, after w1): move the record earlier in the issue order"}},
+				fix: "fix: the wait on e0 (stream s1) is issued before its record (stream s0, after w1): move the record earlier in the issue order"}},
 		},
 		{
 			name: "wait placed after the launch it should guard",
 			b:    newVerifyB(2).stage("w1", 0, wr("out")).record(0, 0).stage("w2", 1, wr("out")).wait(1, 0),
 			want: []want{{first: "w1", second: "w2", kind: "WAW", buf: "out", bytes: 4096,
-				fix: "fix: the wait on e0 on stream 1 comes after w2: move it before w2's launch"}},
+				fix: "fix: the wait on e0 on stream s1 comes after w2: move it before w2's launch"}},
 		},
 		{
 			name: "wait on the wrong event",
 			b:    newVerifyB(2).stage("w1", 0, wr("out")).record(0, 0).record(0, 1).wait(1, 2).stage("w2", 1, wr("out")),
-			want: []want{{first: "w1", second: "w2", kind: "WAW", buf: "out", bytes: 4096, fix: "fix: record an event on stream 0 after w1"}},
+			want: []want{{first: "w1", second: "w2", kind: "WAW", buf: "out", bytes: 4096, fix: "fix: record an event on stream s0 after w1"}},
 		},
 		{
 			name: "RAW",
@@ -196,7 +196,7 @@ func TestVerifyHandBuilt(t *testing.T) {
 				return b
 			}(),
 			want: []want{{first: "a", second: "b", kind: "RAW", buf: "x", bytes: 4096, reversed: true,
-				fix: "stage b (stream 0) runs before stage a (stream 0), the reverse of declaration order; fix: launch a before b on stream 0"}},
+				fix: "stage b (stream s0) runs before stage a (stream s0), the reverse of declaration order; fix: launch a before b on stream s0"}},
 		},
 		{
 			name: "reversed across streams",
@@ -207,7 +207,7 @@ func TestVerifyHandBuilt(t *testing.T) {
 				return b.op(1, Op{Kind: OpLaunch, Stage: 1}).record(1, 0).wait(0, 0).op(0, Op{Kind: OpLaunch, Stage: 0})
 			}(),
 			want: []want{{first: "a", second: "b", kind: "WAW", buf: "x", bytes: 4096, reversed: true,
-				fix: "fix: stream 0 waits on e0 before a, which orders it after b"}},
+				fix: "fix: stream s0 waits on e0 before a, which orders it after b"}},
 		},
 		{
 			name: "reads launched out of declaration order, then an unordered write",
@@ -323,7 +323,7 @@ func TestVerifyErrorMessage(t *testing.T) {
 		t.Fatalf("%d races (truncated %v), want 225", len(re.Races), re.Truncated)
 	}
 	msg := err.Error()
-	if !strings.HasPrefix(msg, "225 races\n\trace (WAW) on x[0:4096]: stage s0 (stream 0) and stage s1 (stream 1)") {
+	if !strings.HasPrefix(msg, "225 races\n\trace (WAW) on x[0:4096]: stage s0 (stream s0) and stage s1 (stream s1)") {
 		t.Errorf("message starts %q", msg[:min(len(msg), 120)])
 	}
 	if n := strings.Count(msg, "\n\trace "); n != verifyMaxPrinted {
@@ -433,6 +433,7 @@ func verifyBrute(p *Plan) []Race {
 					if r = bufs[ai.a.Buffer]; r == nil {
 						r = &Race{First: i, Second: j, FirstName: si.Name, SecondName: sj.Name,
 							FirstStream: si.Stream, SecondStream: sj.Stream, Buffer: ai.a.Buffer,
+							FirstStreamName: p.Streams[si.Stream].Name, SecondStreamName: p.Streams[sj.Stream].Name,
 							Offset: lo, Bytes: hi - lo, Kind: kind, Reversed: hb[j][launch[i]]}
 						bufs[ai.a.Buffer] = r
 						continue
@@ -666,7 +667,7 @@ func TestVerifyDropNeededWait(t *testing.T) {
 		p, _ := verifySafe(stages, 3, func(i, j int) bool { return i == 0 && j == n-1 })
 		races := verifyRaces(t, p)
 		want := Race{First: 0, Second: n - 1, FirstName: "s0", SecondName: stages[n-1].Name, FirstStream: stages[0].Stream,
-			SecondStream: 1, Buffer: "only", Offset: 4, Bytes: 4, Kind: RaceRAW}
+			SecondStream: 1, FirstStreamName: p.Streams[stages[0].Stream].Name, SecondStreamName: p.Streams[1].Name, Buffer: "only", Offset: 4, Bytes: 4, Kind: RaceRAW}
 		if len(races) != 1 || verifyDiff(races, []Race{want}) != "" {
 			t.Fatalf("got %v, want %v", races, want)
 		}

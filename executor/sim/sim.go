@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -19,7 +20,8 @@ import (
 // Defaults of Options.
 const (
 	DefaultMaxDelay  = 20 * time.Microsecond
-	DefaultSpinScale = 0.001 // 1 ms of spin takes 1 µs
+	DefaultMaxBytes  = 16 << 30 // 16 GiB of host memory for buffers
+	DefaultSpinScale = 0.001    // 1 ms of spin takes 1 µs
 	DefaultMaxSpin   = 5 * time.Microsecond
 	DefaultMaxRaces  = 64
 )
@@ -55,6 +57,10 @@ type Options struct {
 	// bytes read (a trailing partial word is read zero-padded and written
 	// truncated).
 	Kernels map[string]KernelFunc
+	// MaxBytes bounds the bytes of all live buffers (the simulator holds
+	// them in host memory): 0 means DefaultMaxBytes. Alloc past it fails
+	// with an error instead of exhausting the host.
+	MaxBytes int64
 	// MaxRaces is how many distinct races a report lists: 0 means
 	// DefaultMaxRaces.
 	MaxRaces int
@@ -78,7 +84,8 @@ type Backend struct {
 	streams   map[*stream]string
 	events    map[*event]string
 	buffers   map[*buffer]string
-	nextVC    int // vector-clock index of the next stream (never reused)
+	liveBytes int64 // bytes of live buffers, against Options.MaxBytes
+	nextVC    int   // vector-clock index of the next stream (never reused)
 	nextBuf   int
 	faults    []error
 	races     map[raceKey]*executor.Race
@@ -177,7 +184,14 @@ func (b *Backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 	if d.Where != dag.WhereDevice && d.Where != dag.WhereHostPinned {
 		return nil, fmt.Errorf("sim: alloc %s: where %q, want %s or %s", d.Name, d.Where, dag.WhereDevice, dag.WhereHostPinned)
 	}
+	limit := cmp.Or(b.opt.MaxBytes, DefaultMaxBytes)
 	b.mu.Lock()
+	if b.liveBytes+d.Bytes > limit {
+		live := b.liveBytes
+		b.mu.Unlock()
+		return nil, fmt.Errorf("sim: alloc %s: %d bytes with %d live would pass the simulator's %d-byte limit (it holds buffers in host memory): use smaller buffers, or sim.Options.MaxBytes", d.Name, d.Bytes, live, limit)
+	}
+	b.liveBytes += d.Bytes
 	buf := &buffer{id: b.nextBuf, name: d.Name, where: d.Where, data: make([]byte, d.Bytes), fresh: true}
 	b.nextBuf++
 	b.buffers[buf] = callSite()
@@ -352,6 +366,9 @@ func (b *Backend) Free(h executor.Buffer) error {
 		return err
 	}
 	b.mu.Lock()
+	if _, live := b.buffers[buf]; live {
+		b.liveBytes -= int64(len(buf.data))
+	}
 	delete(b.buffers, buf)
 	b.mu.Unlock()
 	buf.freed.Store(true)
