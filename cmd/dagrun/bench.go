@@ -42,7 +42,7 @@ critical path / ideal makespan under the cap.`,
 			return err
 		},
 	}
-	bench.AddCommand(plan)
+	bench.AddCommand(plan, newBenchMemoryCmd(stdout, stderr)) // memory.go
 	return bench
 }
 

@@ -55,7 +55,8 @@ type planFlags struct {
 	maxStreams int
 	checkPass  bool
 	dumpAfter  string
-	streamSets int // iterations: planner.Options.StreamSets (docs/iterations.md)
+	streamSets int         // iterations: planner.Options.StreamSets (docs/iterations.md)
+	mem        memoryFlags // --arena, --memory-budget: memory.go
 }
 
 func (f *planFlags) add(cmd *cobra.Command) {
@@ -64,6 +65,7 @@ func (f *planFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass")
 	cmd.Flags().IntVar(&f.streamSets, "stream-sets", 0, "iterations rotate over this many copies of the streams (0: the largest copies of any buffer; 1: all iterations on the same streams)")
 	cmd.Flags().StringVar(&f.dumpAfter, "dump-after", "", "print the plan to stderr after the named pass (reduce, assign, sync, lifetimes, stats)")
+	f.mem.add(cmd)
 }
 
 func (f *planFlags) options(stderr io.Writer) (planner.Options, error) {
@@ -87,6 +89,9 @@ func (f *planFlags) options(stderr io.Writer) (planner.Options, error) {
 	}
 	if f.dumpAfter != "" {
 		o.Dump = stderr
+	}
+	if err := f.mem.apply(&o); err != nil {
+		return o, err
 	}
 	return o, nil
 }
@@ -307,7 +312,8 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	var ro dagrun.RunOptions
 	var planFile, mode, traceFile, timelineFile string
 	var allowRace, asJSON bool
-	var sf streamFlags // --frames and friends: stream.go
+	var sf streamFlags  // --frames and friends: stream.go
+	var alloc allocFlag // --alloc: memory.go
 	cmd := &cobra.Command{
 		Use:   "run [SPEC]",
 		Short: "Run a spec (or a plan file) on the GPU or the simulator and print output checksums",
@@ -334,6 +340,9 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 				return usagef("--mode graph conflicts with --sync-each (a graph capture cannot synchronize)")
 			}
 			ro.Timestamps = traceFile != "" || timelineFile != ""
+			if err := alloc.check(ro.Mode); err != nil {
+				return err
+			}
 			if err := sf.validate(cmd, ro.Mode); err != nil {
 				return err
 			}
@@ -361,7 +370,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 				return runStream(cmd.Context(), strings.Join(args, ""), p, b, ro, &sf, cmd.Flags().Changed("iterations"), stdout, stderr)
 			}
 			start := time.Now()
-			res, err := executor.Run(cmd.Context(), p, b, executor.Options{Iterations: ro.Iterations, SyncEach: ro.SyncEach, Mode: ro.Mode})
+			res, err := executor.Run(cmd.Context(), p, b, executor.Options{Iterations: ro.Iterations, SyncEach: ro.SyncEach, Mode: ro.Mode, Alloc: string(alloc)})
 			total := time.Since(start)
 			var tl *trace.Timeline
 			if err == nil && (traceFile != "" || timelineFile != "") {
@@ -404,6 +413,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&mode, "mode", string(executor.ModeStreams), "streams (launch every op) or graph (capture one iteration as a CUDA graph and replay it)")
 	cmd.Flags().StringVar(&traceFile, "trace", "", "write a Chrome trace-event JSON of the last iteration (Perfetto, chrome://tracing): one lane per stream, waits as flows")
 	cmd.Flags().StringVar(&timelineFile, "timeline", "", "draw the same timeline as a PNG (lanes per stream, stage bars, wait arrows)")
+	alloc.add(cmd)
 	return cmd
 }
 

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"4096": 4096, "64MiB": 64 << 20, "2G": 2e9, "10K": 10e3, "3KiB": 3072, "5B": 5} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "1.5M", "x", "99999999999GiB"} {
+		if _, err := parseBytes(in); err == nil {
+			t.Errorf("parseBytes(%q): no error", in)
+		}
+	}
+}
+
+func TestMemoryFlags(t *testing.T) {
+	resnet := specPath("models/resnet50.yaml")
+	for _, args := range [][]string{
+		{"plan", "--arena", "bogus", resnet},
+		{"plan", "--memory-budget", "-5", resnet},
+		{"plan", "--memory-budget", "lots", resnet},
+		{"run", "--alloc", "lazy", specPath("memory/a-stream-reuse.yaml")},
+		{"run", "--alloc", "dynamic", "--mode", "graph", specPath("memory/a-stream-reuse.yaml")},
+	} {
+		if _, errs, code := cli(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2\n%s", args, code, errs)
+		}
+	}
+	out, errs, code := cli(t, "plan", "--memory-budget", "auto", resnet)
+	if code != exitOK || !strings.Contains(out, "budget step 1: reuse") || !strings.Contains(out, "arena: 9633792 bytes") {
+		t.Errorf("plan --memory-budget auto: exit %d\n%s%s", code, out, errs)
+	}
+	out, _, code = cli(t, "plan", "--arena", "off", "--json", resnet)
+	if code != exitOK || strings.Contains(out, "arena_offset") {
+		t.Errorf("plan --arena off --json: exit %d, arena offsets in the plan", code)
+	}
+	// A budget that cannot be met is bad input, with the shortfall.
+	if _, errs, code := cli(t, "plan", "--memory-budget", "1MiB", specPath("models/squeezenet1_1.yaml")); code != exitUsage || !strings.Contains(errs, "cannot be met") || !strings.Contains(errs, "bytes (") {
+		t.Errorf("unmeetable budget: exit %d\n%s", code, errs)
+	}
+	// The stream-order arena is the record_stream bug: check reports it.
+	if out, _, code := cli(t, "check", "--arena", "stream-order", specPath("memory/b-bucket-reuse.yaml")); code != exitFailure || !strings.Contains(out, "arena bytes shared with") {
+		t.Errorf("check --arena stream-order: exit %d\n%s", code, out)
+	}
+}
+
+// TestRunAllocDynamic: --alloc dynamic prints the same checksums as static.
+func TestRunAllocDynamic(t *testing.T) {
+	for _, spec := range []string{"memory/a-stream-reuse.yaml", "memory/b-bucket-reuse.yaml", "memory/c-pinned-refill.yaml", "models/squeezenet1_1.yaml"} {
+		static, _, c1 := cli(t, "run", "--backend", "sim", specPath(spec))
+		dynamic, errs, c2 := cli(t, "run", "--backend", "sim", "--alloc", "dynamic", specPath(spec))
+		if c1 != exitOK || c2 != exitOK {
+			t.Fatalf("%s: exit %d / %d\n%s", spec, c1, c2, errs)
+		}
+		if outLines(static) != outLines(dynamic) {
+			t.Errorf("%s: static\n%s\ndynamic\n%s", spec, static, dynamic)
+		}
+	}
+}
+
+func outLines(s string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "output ") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+func TestBenchMemory(t *testing.T) {
+	png := filepath.Join(t.TempDir(), "curve.png")
+	out, errs, code := cli(t, "bench", "memory", "--plot", png, specPath("models/squeezenet1_1.yaml"), specPath("models/resnet50.yaml"))
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	for _, want := range []string{"| squeezenet1_1 | 65 | 9 | 3.7 | 17.0 | 3.7 | 3.7 | 1.000 |", "| resnet50 |", "| 0 | 0, true |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	if st, err := os.Stat(png); err != nil || st.Size() < 1000 {
+		t.Errorf("plot: %v", err)
+	}
+}
