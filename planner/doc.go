@@ -16,6 +16,10 @@
 //	sync       record/wait pairs by vector clocks over streams, one event per
 //	           producer some wait needs, the issue order
 //	lifetimes  per buffer and stream, the event after its last use
+//	arena      temps share one device arena where happens-before orders their
+//	           lifetimes; best fit by size, 256-byte aligned (arena.go)
+//	budget     memory_budget: ordering edges of no makespan cost, then the
+//	           cheapest serializing ones, re-planning after each (budget.go)
 //	stats      Plan.Stats (lower bound on waits, critical path, ideal makespan)
 //	iterate    iterations over a stream of inputs: stream sets, the waits
 //	           between iterations (lag > 0) by vector clocks carried across
