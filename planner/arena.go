@@ -32,6 +32,19 @@ func arena(st *state) error {
 		return fmt.Errorf("unknown arena mode %q (want planned, off or stream-order)", mode)
 	}
 	p := st.plan
+	if mode != dag.ArenaOff && arenaCandidates(p) > MaxArenaBuffers {
+		// The layout compares every pair of buffers (quadratic): beyond
+		// MaxArenaBuffers temps each keeps its own allocation.
+		mode = dag.ArenaOff
+		st.arenaSkipped = true
+	}
+	if mode == dag.ArenaOff && st.arenaSkipped {
+		for i := range p.Buffers {
+			p.Buffers[i].ArenaOffset = nil
+		}
+		p.Stats.ArenaBytes = 0
+		return nil
+	}
 	a := newArenaInfo(p)
 	for i := range p.Buffers {
 		p.Buffers[i].ArenaOffset = nil
@@ -56,6 +69,24 @@ func arena(st *state) error {
 	}
 	p.Stats.ArenaBytes = size
 	return nil
+}
+
+// MaxArenaBuffers bounds the temps the arena pass lays out: its best-fit
+// placement compares every pair of buffers, so a plan with more device temps
+// than this keeps one allocation per buffer (Stats.ArenaBytes 0), as with
+// arena: off. The eight model graphs have at most 1,266 temps.
+const MaxArenaBuffers = 2048
+
+// arenaCandidates counts the device temps, an upper bound on the buffers the
+// arena could share.
+func arenaCandidates(p *Plan) int {
+	n := 0
+	for _, b := range p.Buffers {
+		if b.Role == dag.RoleTemp && b.Where == dag.WhereDevice {
+			n++
+		}
+	}
+	return n
 }
 
 // arenaInfo is what the arena pass knows about a plan: the eligible
@@ -249,36 +280,31 @@ func (a *arenaInfo) layout(before func(x, y *arenaBuf) bool, start ...[]float64)
 func (a *arenaInfo) place(order []int, before func(x, y *arenaBuf) bool) ([]int64, int64) {
 	n := len(a.bufs)
 	offs := make([]int64, n)
-	type placed struct {
-		off, end int64
-	}
-	var conflicts []placed
-	done := make([]int, 0, n) // placed, by index into a.bufs
+	// done holds the placed buffers sorted by offset, so the conflicting
+	// ones come out in offset order without a sort per placement.
+	done := make([]int, 0, n)
 	var size int64
 	for _, i := range order {
 		x := a.bufs[i]
-		conflicts = conflicts[:0]
-		for _, j := range done {
-			y := a.bufs[j]
-			if !before(x, y) && !before(y, x) {
-				conflicts = append(conflicts, placed{offs[j], offs[j] + y.size})
-			}
-		}
-		sort.Slice(conflicts, func(p, q int) bool { return conflicts[p].off < conflicts[q].off })
 		best, bestGap := int64(-1), int64(math.MaxInt64)
 		var top int64
-		for _, c := range conflicts {
-			if gap := c.off - top; gap >= x.size && gap < bestGap {
+		for _, j := range done {
+			y := a.bufs[j]
+			if before(x, y) || before(y, x) {
+				continue // ordered lifetimes may share bytes
+			}
+			if gap := offs[j] - top; gap >= x.size && gap < bestGap {
 				best, bestGap = top, gap
 			}
-			top = max(top, c.end)
+			top = max(top, offs[j]+y.size)
 		}
 		if best < 0 {
 			best = top
 		}
 		offs[i] = best
 		size = max(size, best+x.size)
-		done = append(done, i)
+		k, _ := slices.BinarySearchFunc(done, best, func(j int, off int64) int { return cmp.Compare(offs[j], off) })
+		done = slices.Insert(done, k, i)
 	}
 	return offs, size
 }

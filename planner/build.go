@@ -121,10 +121,11 @@ type state struct {
 	names    []string
 	matching int // size of the unconstrained maximum matching of the reduced graph, -1 unknown
 
-	manual bool // sync: manual; the plan comes from the spec
-	inner  bool // a re-plan inside the budget pass (which it skips)
-	plan   *Plan
-	start  time.Time
+	manual       bool // sync: manual; the plan comes from the spec
+	inner        bool // a re-plan inside the budget pass (which it skips)
+	arenaSkipped bool // more temps than MaxArenaBuffers: no arena
+	plan         *Plan
+	start        time.Time
 }
 
 // adjacency is a graph in compressed sparse rows.
