@@ -322,6 +322,11 @@ func RunGraph(ctx context.Context, p *planner.Plan, b Backend, o Options) (res *
 			return nil, fmt.Errorf("executor: buffer %s has copies: %d; ring buffers across iterations are not supported yet (issue 6): run one iteration or drop copies", pb.Name, pb.Copies)
 		}
 	}
+	for _, st := range p.Streams {
+		if st.Host {
+			return nil, fmt.Errorf("executor: graph mode: stream %s is the host's (host stages run on the CPU at issue time, not in a graph replay): use stream mode", st.Name)
+		}
+	}
 	pr, err := Prepare(p, b)
 	if err != nil {
 		return nil, err
