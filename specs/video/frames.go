@@ -3,8 +3,8 @@ package video
 import (
 	"errors"
 	"fmt"
+	"github.com/dagrun/dagrun/executor"
 	"image"
-	"image/draw"
 	_ "image/gif"  // GIF frames
 	_ "image/jpeg" // JPEG frames
 	_ "image/png"  // PNG frames
@@ -69,10 +69,5 @@ func LoadFrames(dir string, w, h int) ([][]byte, error) {
 // Frame converts img to a w×h RGBA8 frame as LoadFrames does (centred on
 // opaque black, cropped or padded).
 func Frame(img image.Image, w, h int) []byte {
-	dst := image.NewRGBA(image.Rect(0, 0, w, h))
-	draw.Draw(dst, dst.Bounds(), image.Black, image.Point{}, draw.Src)
-	b := img.Bounds()
-	off := image.Pt((w-b.Dx())/2, (h-b.Dy())/2)
-	draw.Draw(dst, b.Sub(b.Min).Add(off), img, b.Min, draw.Over) // over opaque black: alpha stays 255
-	return dst.Pix
+	return executor.RGBAFrame(img, w, h)
 }
