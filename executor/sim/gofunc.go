@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 
 	"github.com/dagrun/dagrun/executor"
 )
@@ -18,16 +17,8 @@ func (b *Backend) LaunchFunc(hs executor.Stream, l *executor.LaunchDesc, f execu
 	if err != nil {
 		return err
 	}
-	for _, set := range [2][]executor.Arg{l.Reads, l.Writes} {
-		for _, a := range set {
-			buf, err := b.buffer(a.Buffer)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", l.Name, a.Name, err)
-			}
-			if a.Offset < 0 || a.Bytes <= 0 || a.Offset+a.Bytes > int64(len(buf.data)) {
-				return fmt.Errorf("sim: stage %s: access %s[%d:%d] is outside the buffer's %d bytes", l.Name, a.Name, a.Offset, a.Offset+a.Bytes, len(buf.data))
-			}
-		}
+	if err := b.checkArgs(l); err != nil {
+		return err
 	}
 	s.push(op{kind: opLaunch, desc: l, fn: f})
 	return nil

@@ -276,13 +276,9 @@ func (b *Backend) Wait(hs executor.Stream, he executor.Event) error {
 	return nil
 }
 
-// Launch checks l's handles and ranges and enqueues it on s. The backend
-// keeps l until the launch has run: l must not change until Synchronize.
-func (b *Backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
-	s, err := b.stream(hs)
-	if err != nil {
-		return err
-	}
+// checkArgs checks that every access of l names a live buffer of this
+// backend and lies inside it.
+func (b *Backend) checkArgs(l *executor.LaunchDesc) error {
 	for _, set := range [2][]executor.Arg{l.Reads, l.Writes} {
 		for _, a := range set {
 			buf, err := b.buffer(a.Buffer)
@@ -293,6 +289,19 @@ func (b *Backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 				return fmt.Errorf("sim: stage %s: access %s[%d:%d] is outside the buffer's %d bytes", l.Name, a.Name, a.Offset, a.Offset+a.Bytes, len(buf.data))
 			}
 		}
+	}
+	return nil
+}
+
+// Launch checks l's handles and ranges and enqueues it on s. The backend
+// keeps l until the launch has run: l must not change until Synchronize.
+func (b *Backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
+	s, err := b.stream(hs)
+	if err != nil {
+		return err
+	}
+	if err := b.checkArgs(l); err != nil {
+		return err
 	}
 	if l.UserKernel == nil && !dag.IsBuiltin(l.Kernel) {
 		return fmt.Errorf("sim: stage %s: unknown kernel %q", l.Name, l.Kernel)
