@@ -28,8 +28,10 @@ import (
 func Load(path string) (*dag.Spec, error) { return dag.LoadFile(path) }
 
 // Plan builds the stream plan of spec and verifies it. For specs with
-// `sync: manual` the plan is the spec's own streams and waits, and a race is
-// returned as *planner.RaceError (check it with errors.As).
+// `sync: manual` the plan is the spec's own streams and waits. A race is
+// returned as *planner.RaceError (check it with errors.As) together with the
+// plan, so that a caller can still print or inspect it; other errors (bad
+// options, cycles) come with a nil plan.
 func Plan(spec *dag.Spec, o planner.Options) (*planner.Plan, error) {
 	p, err := planner.Build(spec, o)
 	if err != nil {
