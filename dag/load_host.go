@@ -1,6 +1,7 @@
 package dag
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 )
@@ -20,15 +21,8 @@ func (c *checker) checkHostStage(st *StageSpec, src *stageSrc, what string, reso
 		for _, a := range list {
 			if b := c.s.Buffer(a.Buffer); b != nil && b.Where != WhereHostPinned {
 				c.errAt(a.Pos, "the host thread reaches only host_pinned buffers: make "+a.Buffer+" where: host_pinned, or copy it with a device stage first",
-					"%s runs on the host but touches %s buffer %s", what, cmpOr(b.Where, WhereDevice), a.Buffer)
+					"%s runs on the host but touches %s buffer %s", what, cmp.Or(b.Where, WhereDevice), a.Buffer)
 			}
 		}
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

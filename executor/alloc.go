@@ -114,7 +114,7 @@ func (r *run) prepareMemory() error {
 		for _, set := range [2][]Arg{d.Reads, d.Writes} {
 			for _, a := range set {
 				if w := p.Buffers[m.bufIdx[a.Name]].Where; w != dag.WhereHostPinned {
-					return fmt.Errorf("executor: stage %s runs on the host stream but touches %s buffer %s; the host reaches only host_pinned buffers", d.Name, cmpOr(w, dag.WhereDevice), a.Name)
+					return fmt.Errorf("executor: stage %s runs on the host stream but touches %s buffer %s; the host reaches only host_pinned buffers", d.Name, cmp.Or(w, dag.WhereDevice), a.Name)
 				}
 			}
 		}
@@ -184,7 +184,7 @@ func (r *run) setAlloc(mode string) error {
 			continue
 		}
 		b := p.Buffers[i]
-		if b.Role != dag.RoleTemp || cmpOr(b.Where, dag.WhereDevice) != dag.WhereDevice || b.Copies > 1 {
+		if b.Role != dag.RoleTemp || cmp.Or(b.Where, dag.WhereDevice) != dag.WhereDevice || b.Copies > 1 {
 			continue
 		}
 		v, ok := stage[l.First]

@@ -1,9 +1,12 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/dagrun/dagrun/dag"
@@ -150,9 +153,7 @@ func runIterations(ctx context.Context, p *planner.Plan, b Backend, o Options, i
 func (x *iterRun) prepare() error {
 	p, o := x.p, x.o
 	it := p.Iteration
-	var total int
-	x.phys, total = p.PhysicalStreams()
-	_ = total
+	x.phys, _ = p.PhysicalStreams()
 	x.copies = make([]int, len(p.Buffers))
 	x.period = 1
 	bufIdx := make(map[string]int, len(p.Buffers))
@@ -182,7 +183,7 @@ func (x *iterRun) prepare() error {
 		}
 		pb := p.Buffers[i]
 		if pb.Where != dag.WhereHostPinned {
-			return hostBuf{}, fmt.Errorf("executor: %s for buffer %s: it is %s; the host streams only host_pinned buffers (copy it with a stage)", what, name, cmpOr(pb.Where, dag.WhereDevice))
+			return hostBuf{}, fmt.Errorf("executor: %s for buffer %s: it is %s; the host streams only host_pinned buffers (copy it with a stage)", what, name, cmp.Or(pb.Where, dag.WhereDevice))
 		}
 		h := hostBuf{buf: i, k: x.copies[i], done: life[name], scratch: make([]byte, pb.Bytes)}
 		if len(h.done) == 0 {
@@ -193,7 +194,7 @@ func (x *iterRun) prepare() error {
 		}
 		return h, nil
 	}
-	for _, name := range sortedKeys(o.Inputs) {
+	for _, name := range slices.Sorted(maps.Keys(o.Inputs)) {
 		h, err := host(name, "input")
 		if err != nil {
 			return err
@@ -201,7 +202,7 @@ func (x *iterRun) prepare() error {
 		h.in = o.Inputs[name]
 		x.inputs = append(x.inputs, h)
 	}
-	for _, name := range sortedKeys(o.Outputs) {
+	for _, name := range slices.Sorted(maps.Keys(o.Outputs)) {
 		h, err := host(name, "output")
 		if err != nil {
 			return err
@@ -301,7 +302,7 @@ func (x *iterRun) setup() error {
 	for i, pb := range p.Buffers {
 		x.bufs[i] = []Buffer{x.run.bufs[i]}
 		for c := 1; c < x.copies[i]; c++ {
-			h, err := b.Alloc(BufferDesc{Name: fmt.Sprintf("%s#%d", pb.Name, c), Bytes: pb.Bytes, Where: cmpOr(pb.Where, dag.WhereDevice)})
+			h, err := b.Alloc(BufferDesc{Name: fmt.Sprintf("%s#%d", pb.Name, c), Bytes: pb.Bytes, Where: cmp.Or(pb.Where, dag.WhereDevice)})
 			if err != nil {
 				return fmt.Errorf("executor: %s: alloc copy %d of buffer %s (%d bytes): %w", b.Name(), c, pb.Name, pb.Bytes, err)
 			}
@@ -580,24 +581,4 @@ func lcm(a, b int) int {
 		g, h = h, g%h
 	}
 	return a / g * b
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
 }
