@@ -186,29 +186,7 @@ func TestRingRunMissingCrossWaitRaces(t *testing.T) {
 
 // dropLagWaits returns p without its cross-iteration waits.
 func dropLagWaits(p *planner.Plan) *planner.Plan {
-	q := *p
-	q.Streams = make([]planner.Stream, len(p.Streams))
-	newIdx := make([][]int, len(p.Streams))
-	for s, str := range p.Streams {
-		q.Streams[s] = str
-		q.Streams[s].Ops = nil
-		newIdx[s] = make([]int, len(str.Ops))
-		for j, o := range str.Ops {
-			newIdx[s][j] = -1
-			if o.Kind == planner.OpWait && o.Lag > 0 {
-				continue
-			}
-			newIdx[s][j] = len(q.Streams[s].Ops)
-			q.Streams[s].Ops = append(q.Streams[s].Ops, o)
-		}
-	}
-	q.IssueOrder = nil
-	for _, so := range p.IssueOrder {
-		if k := newIdx[so[0]][so[1]]; k >= 0 {
-			q.IssueOrder = append(q.IssueOrder, [2]int{so[0], k})
-		}
-	}
-	return &q
+	return p.WithoutOps(func(_, _ int, o planner.Op) bool { return o.Kind == planner.OpWait && o.Lag > 0 })
 }
 
 // noHostWaits is the simulator with host waits that do not wait: the

@@ -324,3 +324,33 @@ func (p *Plan) Validate() error {
 	}
 	return p.validateIteration()
 }
+
+// WithoutOps returns a copy of p without the ops for which drop(stream, index,
+// op) is true, with IssueOrder renumbered to match; p is not changed. Tools
+// and tests use it to take a wait out of a plan by hand (to reproduce a
+// missing-wait bug) and check that the verifier and the detector see it.
+func (p *Plan) WithoutOps(drop func(stream, index int, o Op) bool) *Plan {
+	q := *p
+	q.Streams = make([]Stream, len(p.Streams))
+	newIdx := make([][]int, len(p.Streams))
+	for s, str := range p.Streams {
+		q.Streams[s] = str
+		q.Streams[s].Ops = nil
+		newIdx[s] = make([]int, len(str.Ops))
+		for j, o := range str.Ops {
+			newIdx[s][j] = -1
+			if drop(s, j, o) {
+				continue
+			}
+			newIdx[s][j] = len(q.Streams[s].Ops)
+			q.Streams[s].Ops = append(q.Streams[s].Ops, o)
+		}
+	}
+	q.IssueOrder = make([][2]int, 0, len(p.IssueOrder))
+	for _, so := range p.IssueOrder {
+		if k := newIdx[so[0]][so[1]]; k >= 0 {
+			q.IssueOrder = append(q.IssueOrder, [2]int{so[0], k})
+		}
+	}
+	return &q
+}

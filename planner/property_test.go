@@ -3,7 +3,6 @@ package planner
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"testing"
 
@@ -146,20 +145,7 @@ func TestPropertyEveryWaitNeeded(t *testing.T) {
 
 // dropOp returns a copy of p without op j of stream s.
 func dropOp(p *Plan, s, j int) *Plan {
-	q := *p
-	q.Streams = slices.Clone(p.Streams)
-	q.Streams[s].Ops = slices.Delete(slices.Clone(p.Streams[s].Ops), j, j+1)
-	q.IssueOrder = nil
-	for _, so := range p.IssueOrder {
-		switch {
-		case so[0] == s && so[1] == j:
-			continue
-		case so[0] == s && so[1] > j:
-			so[1]--
-		}
-		q.IssueOrder = append(q.IssueOrder, so)
-	}
-	return &q
+	return p.WithoutOps(func(s2, k int, _ Op) bool { return s2 == s && k == j })
 }
 
 // Plans are byte-stable: planning twice gives the same table and DOT.

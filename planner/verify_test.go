@@ -775,20 +775,7 @@ func TestVerifyBig(t *testing.T) {
 
 // verifyDropOp returns a copy of p without op k of stream s.
 func verifyDropOp(p *Plan, s, k int) *Plan {
-	q := *p
-	q.Streams = slices.Clone(p.Streams)
-	q.Streams[s].Ops = slices.Delete(slices.Clone(p.Streams[s].Ops), k, k+1)
-	q.IssueOrder = nil
-	for _, so := range p.IssueOrder {
-		switch {
-		case so[0] == s && so[1] == k:
-			continue
-		case so[0] == s && so[1] > k:
-			so[1]--
-		}
-		q.IssueOrder = append(q.IssueOrder, so)
-	}
-	return &q
+	return p.WithoutOps(func(s2, j int, _ Op) bool { return s2 == s && j == k })
 }
 
 func BenchmarkVerify(b *testing.B) {

@@ -309,32 +309,11 @@ func (vb *videoBench) measure(ctx context.Context, p *planner.Plan, cams, iters,
 // dropCrossWaits returns p without its cross-iteration waits (Lag > 0):
 // the seed's bug, by hand.
 func dropCrossWaits(p *planner.Plan) *planner.Plan {
-	q := *p
-	q.Streams = make([]planner.Stream, len(p.Streams))
-	idx := make([][]int, len(p.Streams))
-	for s, str := range p.Streams {
-		q.Streams[s] = str
-		q.Streams[s].Ops = nil
-		idx[s] = make([]int, len(str.Ops))
-		for j, o := range str.Ops {
-			idx[s][j] = -1
-			if o.Kind == planner.OpWait && o.Lag > 0 {
-				continue
-			}
-			idx[s][j] = len(q.Streams[s].Ops)
-			q.Streams[s].Ops = append(q.Streams[s].Ops, o)
-		}
-	}
-	q.IssueOrder = nil
-	for _, so := range p.IssueOrder {
-		if k := idx[so[0]][so[1]]; k >= 0 {
-			q.IssueOrder = append(q.IssueOrder, [2]int{so[0], k})
-		}
-	}
+	q := p.WithoutOps(func(_, _ int, o planner.Op) bool { return o.Kind == planner.OpWait && o.Lag > 0 })
 	it := *p.Iteration
 	it.CrossWaits = 0
 	q.Iteration = &it
-	return &q
+	return q
 }
 
 // noWaitHost is a backend whose host waits return at once: the host's
