@@ -587,35 +587,17 @@ func LiveBound(p *Plan) int64 {
 	return peak
 }
 
-// idealTimes simulates p as idealMakespan does and returns each stage's
-// start and end in µs.
+// idealTimes is idealSchedule with each stage's DurationUS (0 or less
+// counts as 1 µs, as in Build).
 func idealTimes(p *Plan) (start, end []float64) {
-	start = make([]float64, len(p.Stages))
-	end = make([]float64, len(p.Stages))
-	clock := make([]float64, len(p.Streams))
-	rec := make([]float64, p.Events)
-	recorded := make([]bool, p.Events)
-	for _, so := range p.IssueOrder {
-		s := so[0]
-		o := p.Streams[s].Ops[so[1]]
-		switch o.Kind {
-		case OpLaunch:
-			d := p.Stages[o.Stage].DurationUS
-			if d <= 0 {
-				d = 1
-			}
-			start[o.Stage] = clock[s]
-			clock[s] += d
-			end[o.Stage] = clock[s]
-		case OpRecord:
-			rec[o.Event], recorded[o.Event] = clock[s], true
-		case OpWait:
-			if recorded[o.Event] {
-				clock[s] = max(clock[s], rec[o.Event])
-			}
+	dur := make([]float64, len(p.Stages))
+	for i, sg := range p.Stages {
+		dur[i] = sg.DurationUS
+		if dur[i] <= 0 {
+			dur[i] = 1
 		}
 	}
-	return start, end
+	return idealSchedule(p, dur)
 }
 
 // writeArena writes the table's arena lines: the arena's size, each arena

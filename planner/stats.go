@@ -49,12 +49,25 @@ func stats(st *state) error {
 	return nil
 }
 
-// idealMakespan simulates p with durations dur (µs), no launch cost and
-// unlimited hardware: ops are taken in issue order; a launch starts when its
-// stream's previous op is done, a wait holds the stream until the latest
-// record of its event issued before it has completed (no such record: no
-// effect, as in CUDA), and a record completes with the stream's previous op.
+// idealMakespan is the latest end of idealSchedule(p, dur), in µs.
 func idealMakespan(p *Plan, dur []float64) float64 {
+	_, end := idealSchedule(p, dur)
+	var m float64
+	for _, e := range end {
+		m = max(m, e)
+	}
+	return m
+}
+
+// idealSchedule simulates p with durations dur (µs per stage), no launch
+// cost and unlimited hardware, and returns each stage's start and end: ops
+// are taken in issue order; a launch starts when its stream's previous op is
+// done, a wait holds the stream until the latest record of its event issued
+// before it has completed (no such record: no effect, as in CUDA), and a
+// record completes with the stream's previous op.
+func idealSchedule(p *Plan, dur []float64) (start, end []float64) {
+	start = make([]float64, len(p.Stages))
+	end = make([]float64, len(p.Stages))
 	clock := make([]float64, len(p.Streams))
 	rec := make([]float64, p.Events)
 	recorded := make([]bool, p.Events)
@@ -63,7 +76,9 @@ func idealMakespan(p *Plan, dur []float64) float64 {
 		o := p.Streams[s].Ops[so[1]]
 		switch o.Kind {
 		case OpLaunch:
+			start[o.Stage] = clock[s]
 			clock[s] += dur[o.Stage]
+			end[o.Stage] = clock[s]
 		case OpRecord:
 			rec[o.Event], recorded[o.Event] = clock[s], true
 		case OpWait:
@@ -72,9 +87,5 @@ func idealMakespan(p *Plan, dur []float64) float64 {
 			}
 		}
 	}
-	var m float64
-	for _, c := range clock {
-		m = max(m, c)
-	}
-	return m
+	return start, end
 }
