@@ -43,6 +43,11 @@ type Iteration struct {
 	// once at most: the smallest ring (copies) among buffers that conflict
 	// across iterations, or 1 when a one-copy buffer does.
 	InFlight int `json:"in_flight"`
+	// Barrier is set when iterations do not overlap: the plan's iteration
+	// ops are a barrier between consecutive iterations (WithIteration), the
+	// correct but least concurrent form, used where no cross-iteration
+	// waits were planned.
+	Barrier bool `json:"barrier,omitempty"`
 }
 
 // PhysicalStreams returns the streams the executor creates for p, as a

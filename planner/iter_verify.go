@@ -55,63 +55,57 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 	if iterations < 1 {
 		return nil, fmt.Errorf("plan: unroll %d iterations: want ≥ 1", iterations)
 	}
+	m, err := NewIterationMap(p, nil)
+	if err != nil {
+		return nil, err
+	}
 	n := len(p.Stages)
-	R := 1
-	var slots []int
-	if p.Iteration != nil {
-		R, slots = p.Iteration.StreamSets, p.Iteration.Slots
-	}
-	slot := func(e int) int {
-		if slots == nil {
-			return 1
-		}
-		return slots[e]
-	}
-	base := make([]int, p.Events+1)
-	for e := 0; e < p.Events; e++ {
-		base[e+1] = base[e] + slot(e)
-	}
-	copies := map[string]int{}
-	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Kernels: p.Kernels, Events: base[p.Events]}
-	for _, b := range p.Buffers {
-		k := max(b.Copies, 1)
-		copies[b.Name] = k
-		if k == 1 && b.ArenaOffset != nil {
+	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Kernels: p.Kernels, Events: m.Events()}
+	name := make([][]string, len(p.Buffers)) // per buffer and iteration (nil: its own name)
+	idx := make(map[string]int, len(p.Buffers))
+	for bi, b := range p.Buffers {
+		idx[b.Name] = bi
+		k := m.Copies[bi]
+		b.Copies = 0
+		switch {
+		case k == 1 && b.ArenaOffset != nil:
+			name[bi] = make([]string, iterations)
 			for it := range iterations {
-				bi := b
-				bi.Name, bi.Copies = fmt.Sprintf("%s@%d", b.Name, it), 0
-				q.Buffers = append(q.Buffers, bi)
+				bc := b
+				bc.Name = fmt.Sprintf("%s@%d", b.Name, it)
+				name[bi][it] = bc.Name
+				q.Buffers = append(q.Buffers, bc)
 			}
-			copies[b.Name] = -1
-			continue
-		}
-		if k == 1 {
-			b.Copies = 0
+		case k == 1:
 			q.Buffers = append(q.Buffers, b)
-			continue
-		}
-		for c := 0; c < k; c++ {
-			bc := b
-			bc.Name, bc.Copies = fmt.Sprintf("%s#%d", b.Name, c), 0
-			q.Buffers = append(q.Buffers, bc)
+		default:
+			copies := make([]string, k)
+			for c := range k {
+				bc := b
+				bc.Name = fmt.Sprintf("%s#%d", b.Name, c)
+				copies[c] = bc.Name
+				q.Buffers = append(q.Buffers, bc)
+			}
+			name[bi] = make([]string, iterations)
+			for it := range iterations {
+				name[bi][it] = copies[m.Copy(it, bi)]
+			}
 		}
 	}
 	rename := func(as []Access, it int) []Access {
 		out := make([]Access, len(as))
 		for i, a := range as {
 			out[i] = a
-			if k := copies[a.Buffer]; k > 1 {
-				out[i].Buffer = fmt.Sprintf("%s#%d", a.Buffer, it%k)
-			} else if k < 0 {
-				out[i].Buffer = fmt.Sprintf("%s@%d", a.Buffer, it)
+			if bi, ok := idx[a.Buffer]; ok && name[bi] != nil {
+				out[i].Buffer = name[bi][it]
 			}
 		}
 		return out
 	}
-	phys, total := p.PhysicalStreams()
-	q.Streams = make([]Stream, total)
-	for r := range phys {
-		for s, ps := range phys[r] {
+	R := len(m.Sets)
+	q.Streams = make([]Stream, m.Streams)
+	for r := range m.Sets {
+		for s, ps := range m.Sets[r] {
 			str := p.Streams[s]
 			if r > 0 && ps == s {
 				continue // not replicated
@@ -127,24 +121,24 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 	for it := 0; it < iterations; it++ {
 		for _, sg := range p.Stages {
 			sg.Name = fmt.Sprintf("%s@%d", sg.Name, it)
-			sg.Stream = phys[it%R][sg.Stream]
+			sg.Stream = m.Stream(it, sg.Stream)
 			sg.Reads, sg.Writes = rename(sg.Reads, it), rename(sg.Writes, it)
 			q.Stages = append(q.Stages, sg)
 		}
 		for _, so := range p.IssueOrder {
 			o := p.Streams[so[0]].Ops[so[1]]
-			ps := phys[it%R][so[0]]
+			ps := m.Stream(it, so[0])
 			switch o.Kind {
 			case OpLaunch:
 				o.Stage += it * n
 			case OpRecord:
-				o.Event = base[o.Event] + it%slot(o.Event)
+				o.Event = m.Record(it, o.Event)
 			case OpWait:
-				if it < o.Lag {
+				e, ok := m.Wait(it, o.Event, o.Lag)
+				if !ok {
 					continue
 				}
-				o.Event = base[o.Event] + (it-o.Lag)%slot(o.Event)
-				o.Lag = 0
+				o.Event, o.Lag = e, 0
 			}
 			ops := &q.Streams[ps].Ops
 			q.IssueOrder = append(q.IssueOrder, [2]int{ps, len(*ops)})
