@@ -14,8 +14,7 @@ import (
 // computes the built-in (dag.HostKernels, dag/builtins.go semantics) and
 // writes the results with HostWrite. The plan orders it after device work
 // by host waits (SyncEvent), and work issued after it is ordered after it.
-func (r *run) hostLaunch(d *LaunchDesc) error {
-	hs := r.mem.hs
+func hostLaunch(hs HostSyncer, d *LaunchDesc) error {
 	in := make([][]byte, len(d.Reads))
 	for i, a := range d.Reads {
 		in[i] = make([]byte, a.Bytes)

@@ -25,6 +25,8 @@ type Arg struct {
 	Name   string // buffer name, for messages and the race detector
 	Offset int64  // bytes
 	Bytes  int64  // bytes
+
+	buf, copy int // the plan buffer and its ring copy (the executor's)
 }
 
 // LaunchDesc is everything a backend needs to run one stage.

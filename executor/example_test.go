@@ -53,5 +53,5 @@ func ExampleRun() {
 	fmt.Printf("%d launches, %d records, %d waits\n", res.Launches, res.Records, res.Waits)
 	// Output:
 	// y = [3 3 3 3] checksum 7722b8c7f0112965
-	// 4 launches, 4 records, 4 waits
+	// 4 launches, 6 records, 5 waits
 }

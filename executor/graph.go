@@ -1,11 +1,10 @@
 package executor
 
-// CUDA graph mode (issue 4, point 3): a plan issued once into a graph by
-// stream capture, then replayed; the "whole hazard DAG" plan; and the
-// optional backend interfaces for graphs and timed stage spans.
+// CUDA graph mode: a plan captured into a graph by stream capture, then
+// replayed; the "whole hazard DAG" plan; and the optional backend
+// interfaces for graphs and timed stage spans.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -80,105 +79,53 @@ type Profiler interface {
 	StageSpans() []StageSpan
 }
 
-// Prepared is a plan set up on a backend: buffers allocated and written with
-// their initial contents, streams and events created, launches resolved. It
-// issues iterations on demand, in stream mode (Issue) or as a captured graph
-// (Capture, LaunchGraph), for tools that time iterations one by one (the GPU
-// makespan benchmark) and for RunGraph. Methods are called from one
-// goroutine.
+// Prepared is a plan set up on a backend for tools that issue iterations
+// one by one (the GPU makespan benchmark): buffers allocated and written
+// with their initial contents, streams and events created, launches
+// resolved. It holds the plan lowered in graph shape: one iteration is a
+// fork (stream 0 records, the other streams wait), the plan's ops, and a
+// join (the other streams record, stream 0 waits), issued directly (Issue)
+// or captured into a graph (Capture) by the same issue loop. An iteration
+// thus starts after the work issued to stream 0 before it, and stream 0's
+// later work waits for all of it. Methods are called from one goroutine.
 type Prepared struct {
-	r      *run
-	fork   Event   // recorded on stream 0 at the start of an iteration; every other stream waits on it
-	join   []Event // join[s-1] recorded on stream s at the end; stream 0 waits on each
-	graphs []Graph
-	issued int // iterations issued (stream mode) or launched (graph mode)
-	// counts of one iteration's ops including fork and join
-	launches, waits, records int
+	e      *exec
+	graphs []Graph // made by Capture
 }
 
-// Prepare validates p (as Run does), allocates and initialises its buffers on
-// b and creates its streams and events, plus a fork event and one join event
-// per stream after the first. Every iteration it issues is wrapped in a fork
-// (stream 0 records, the other streams wait) and a join (each other stream
-// records, stream 0 waits), so an iteration starts after the work issued to
-// stream 0 before it and stream 0's later work waits for all of it: the same
-// device-side barrier as Run's between iterations, and what stream capture
-// needs. Call Close to release everything, also on errors.
-func Prepare(p *planner.Plan, b Backend) (pr *Prepared, err error) {
-	r, err := prepare(p, 1)
+// Prepare lowers p for single iterations in graph shape (see Prepared),
+// allocates and initialises its buffers on b and creates its streams and
+// events. It returns Run's lowering errors (plans with host stages are
+// rejected: they cannot be captured). Call Close to release everything,
+// also on errors.
+func Prepare(p *planner.Plan, b Backend) (*Prepared, error) {
+	o := Options{Mode: ModeGraph}
+	x, err := lower(p, &o)
 	if err != nil {
 		return nil, err
 	}
-	r.b = b
-	pr = &Prepared{r: r}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, pr.Close())
-			pr = nil
-		}
-	}()
-	if err := r.setup(); err != nil {
-		return pr, err
+	x.graphsOptional = true // Issue needs none; Capture reports ErrNoGraphs
+	e, err := x.setup(b, &o)
+	if err != nil {
+		return nil, errors.Join(err, e.release())
 	}
-	if n := len(p.Streams); n > 1 {
-		if pr.fork, err = b.NewEvent(); err != nil {
-			return pr, fmt.Errorf("executor: %s: create fork event: %w", b.Name(), err)
-		}
-		for s := 1; s < n; s++ {
-			e, err := b.NewEvent()
-			if err != nil {
-				return pr, fmt.Errorf("executor: %s: create join event of stream %d: %w", b.Name(), s, err)
-			}
-			pr.join = append(pr.join, e)
-		}
-	}
-	pr.launches, pr.waits, pr.records = r.counts(1)
-	pr.records += len(pr.join) + min(len(pr.join), 1)
-	pr.waits += 2 * len(pr.join)
-	return pr, nil
+	return &Prepared{e: e}, nil
 }
 
 // Plan returns the prepared plan.
-func (pr *Prepared) Plan() *planner.Plan { return pr.r.p }
+func (pr *Prepared) Plan() *planner.Plan { return pr.e.x.p }
 
 // Streams returns the backend streams, indexed by plan stream id.
-func (pr *Prepared) Streams() []Stream { return pr.r.streams }
+func (pr *Prepared) Streams() []Stream { return pr.e.streams[:len(pr.e.x.p.Streams)] }
 
 // Issue issues one iteration in stream mode: fork, the plan's ops in issue
 // order, join. Errors name the op, stage and stream.
 func (pr *Prepared) Issue() error {
-	if err := pr.issueIteration(pr.issued); err != nil {
+	e := pr.e
+	if err := e.issue(e.x.capture[0], e.issued); err != nil {
 		return err
 	}
-	pr.issued++
-	return nil
-}
-
-func (pr *Prepared) issueIteration(it int) error {
-	r := pr.r
-	b := r.b
-	r.issued = true
-	if len(pr.join) > 0 {
-		if err := b.Record(pr.fork, r.streams[0]); err != nil {
-			return fmt.Errorf("executor: %s: record fork event on stream 0: %w", b.Name(), err)
-		}
-		for s := 1; s < len(r.streams); s++ {
-			if err := b.Wait(r.streams[s], pr.fork); err != nil {
-				return fmt.Errorf("executor: %s: stream %d waits on the fork event: %w", b.Name(), s, err)
-			}
-		}
-	}
-	if err := r.issue(r.ops, false, it); err != nil {
-		return err
-	}
-	for s := 1; s < len(r.streams); s++ {
-		if err := b.Record(pr.join[s-1], r.streams[s]); err != nil {
-			return fmt.Errorf("executor: %s: record join event on stream %d: %w", b.Name(), s, err)
-		}
-		if err := b.Wait(r.streams[0], pr.join[s-1]); err != nil {
-			return fmt.Errorf("executor: %s: stream 0 waits on the join event of stream %d: %w", b.Name(), s, err)
-		}
-	}
+	e.issued++
 	return nil
 }
 
@@ -188,180 +135,84 @@ func (pr *Prepared) issueIteration(it int) error {
 // is no GraphBackend, or the backend's capture error (the capture is ended
 // and its graph dropped).
 func (pr *Prepared) Capture() (Graph, error) {
-	r := pr.r
-	gb, ok := r.b.(GraphBackend)
-	if !ok {
-		return nil, fmt.Errorf("executor: %s: %w", r.b.Name(), ErrNoGraphs)
+	e := pr.e
+	if e.gb == nil {
+		return nil, fmt.Errorf("executor: %s: %w", e.b.Name(), ErrNoGraphs)
 	}
-	if err := gb.BeginCapture(r.streams[0]); err != nil {
-		return nil, fmt.Errorf("executor: %s: begin capture on stream 0: %w", r.b.Name(), err)
+	if err := e.capture(0); err != nil {
+		return nil, err
 	}
-	ierr := pr.issueIteration(0)
-	g, err := gb.EndCapture(r.streams[0])
-	if ierr != nil {
-		if err == nil {
-			err = gb.DestroyGraph(g)
-		}
-		return nil, errors.Join(fmt.Errorf("executor: capture: %w", ierr), err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("executor: %s: end capture on stream 0: %w", r.b.Name(), err)
-	}
+	g := e.graphs[0]
+	e.graphs[0] = nil
 	pr.graphs = append(pr.graphs, g)
 	return g, nil
 }
 
 // LaunchGraph queues one replay of g (from Capture) on stream 0.
 func (pr *Prepared) LaunchGraph(g Graph) error {
-	r := pr.r
-	gb, ok := r.b.(GraphBackend)
-	if !ok {
-		return fmt.Errorf("executor: %s: %w", r.b.Name(), ErrNoGraphs)
+	e := pr.e
+	if e.gb == nil {
+		return fmt.Errorf("executor: %s: %w", e.b.Name(), ErrNoGraphs)
 	}
-	r.issued = true
-	if err := gb.LaunchGraph(g, r.streams[0]); err != nil {
-		return fmt.Errorf("executor: %s: launch graph (replay %d): %w", r.b.Name(), pr.issued+1, err)
+	e.pending = true
+	if err := e.gb.LaunchGraph(g, e.streams[e.x.origin]); err != nil {
+		return fmt.Errorf("executor: %s: launch graph (replay %d): %w", e.b.Name(), e.issued+1, err)
 	}
-	pr.issued++
+	e.issued++
 	return nil
 }
 
 // Synchronize waits for the issued work and returns the backend's first
 // asynchronous error.
 func (pr *Prepared) Synchronize() error {
-	err := pr.r.b.Synchronize()
-	pr.r.issued = false
+	err := pr.e.b.Synchronize()
+	pr.e.pending = false
 	return err
 }
 
 // Outputs synchronizes, then reads back and checksums the plan's role=output
-// buffers, in plan order.
+// buffers, in plan order. A race report does not stop it.
 func (pr *Prepared) Outputs() ([]Output, error) {
-	r := pr.r
-	if err := pr.Synchronize(); err != nil {
-		if _, race := err.(*RaceError); !race {
-			return nil, fmt.Errorf("executor: %s: synchronize: %w", r.b.Name(), err)
-		}
+	res, err := pr.e.tail(time.Now())
+	if _, race := err.(*RaceError); err != nil && !race {
+		return nil, err
 	}
-	var outs []Output
-	for i, pb := range r.p.Buffers {
-		if pb.Role != dag.RoleOutput {
-			continue
-		}
-		data, err := r.b.Read(r.bufs[i])
-		if err != nil {
-			return nil, fmt.Errorf("executor: %s: read output %s: %w", r.b.Name(), pb.Name, err)
-		}
-		outs = append(outs, Output{Name: pb.Name, Bytes: pb.Bytes, Checksum: Checksum(data), Data: data})
-	}
-	return outs, nil
+	return res.Outputs, nil
 }
 
 // Close waits for issued work, destroys the graphs, events and streams and
 // frees the buffers, returning every error met.
 func (pr *Prepared) Close() error {
-	r := pr.r
-	var errs []error
-	if r.issued {
-		if err := r.b.Synchronize(); err != nil {
-			errs = append(errs, fmt.Errorf("executor: %s: synchronize before release: %w", r.b.Name(), err))
-		}
-		r.issued = false
-	}
-	if gb, ok := r.b.(GraphBackend); ok {
-		for i, g := range pr.graphs {
-			if err := gb.DestroyGraph(g); err != nil {
-				errs = append(errs, fmt.Errorf("executor: %s: destroy graph %d: %w", r.b.Name(), i, err))
-			}
-		}
-	}
+	e := pr.e
+	e.graphs = append(e.graphs, pr.graphs...)
 	pr.graphs = nil
-	for _, e := range append([]Event{pr.fork}, pr.join...) {
-		if e == nil {
-			continue
-		}
-		if err := r.b.DestroyEvent(e); err != nil {
-			errs = append(errs, fmt.Errorf("executor: %s: destroy fork/join event: %w", r.b.Name(), err))
-		}
-	}
-	pr.fork, pr.join = nil, nil
-	errs = append(errs, r.release())
-	return errors.Join(errs...)
+	return e.release()
 }
 
-// RunGraph runs plan p in graph mode: it prepares p on b (Prepare), captures
-// one iteration into a graph on stream 0 (fork, the plan's ops in issue
-// order, join: every stream is joined back before the capture ends),
-// instantiates it once, launches it o.Iterations times on stream 0 (each
-// replay starts after the previous one ends), synchronizes and reads back the
-// outputs as Run does. The graph's edges are the plan's stream order and its
-// record→wait pairs, so its outputs equal Run's.
-//
-// Result.Wall is the host time from the first graph launch to the end of the
-// final Synchronize (capture and instantiation are not included); Launches,
-// Waits and Records count the captured ops (the fork and join included)
-// times o.Iterations. Errors: ErrNoGraphs (wrapped) when b is no
-// GraphBackend, o.SyncEach (a capture cannot synchronize), Run's errors.
-// RunGraph checks ctx between launches.
-func RunGraph(ctx context.Context, p *planner.Plan, b Backend, o Options) (res *Result, err error) {
-	iters := o.Iterations
-	if iters == 0 {
-		iters = 1
+// capture records phase ph of the program into a graph on the origin
+// stream, with the issue loop, and keeps the graph and its op counts.
+func (e *exec) capture(ph int) error {
+	origin := e.streams[e.x.origin]
+	if err := e.gb.BeginCapture(origin); err != nil {
+		return fmt.Errorf("executor: %s: begin capture on stream 0: %w", e.b.Name(), err)
 	}
-	if iters < 0 {
-		return nil, fmt.Errorf("executor: iterations = %d, want ≥ 1", iters)
-	}
-	if o.SyncEach {
-		return nil, errors.New("executor: graph mode cannot synchronize after each op (sync-each): use stream mode to find a faulting stage")
-	}
-	if _, ok := b.(GraphBackend); !ok {
-		return nil, fmt.Errorf("executor: %s: %w", b.Name(), ErrNoGraphs)
-	}
-	for _, pb := range p.Buffers {
-		if pb.Copies > 1 && iters > 1 {
-			return nil, fmt.Errorf("executor: buffer %s has copies: %d; ring buffers across iterations are not supported yet (issue 6): run one iteration or drop copies", pb.Name, pb.Copies)
+	before := counts{e.launches, e.waits, e.records}
+	ierr := e.issue(e.x.capture[ph], 0)
+	e.pending = false
+	e.captured[ph] = counts{e.launches - before.launches, e.waits - before.waits, e.records - before.records}
+	e.launches, e.waits, e.records = before.launches, before.waits, before.records
+	g, err := e.gb.EndCapture(origin)
+	if ierr != nil {
+		if err == nil {
+			err = e.gb.DestroyGraph(g)
 		}
+		return errors.Join(fmt.Errorf("executor: capture: %w", ierr), err)
 	}
-	for _, st := range p.Streams {
-		if st.Host {
-			return nil, fmt.Errorf("executor: graph mode: stream %s is the host's (host stages run on the CPU at issue time, not in a graph replay): use stream mode", st.Name)
-		}
-	}
-	pr, err := Prepare(p, b)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("executor: %s: end capture on stream 0: %w", e.b.Name(), err)
 	}
-	defer func() {
-		if cerr := pr.Close(); cerr != nil {
-			err = errors.Join(err, cerr)
-			if _, race := err.(*RaceError); !race {
-				res = nil
-			}
-		}
-	}()
-	g, err := pr.Capture()
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	for it := 0; it < iters; it++ {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("executor: stopped before replay %d of %d: %w", it+1, iters, err)
-		}
-		if err := pr.LaunchGraph(g); err != nil {
-			return nil, err
-		}
-	}
-	syncErr := pr.Synchronize()
-	res = &Result{Wall: time.Since(start)}
-	if _, race := syncErr.(*RaceError); syncErr != nil && !race {
-		return nil, fmt.Errorf("executor: %s: synchronize: %w", b.Name(), syncErr)
-	}
-	res.Launches, res.Waits, res.Records = pr.launches*iters, pr.waits*iters, pr.records*iters
-	if res.Outputs, err = pr.Outputs(); err != nil {
-		return nil, err
-	}
-	return res, syncErr
+	e.graphs[ph] = g
+	return nil
 }
 
 // StrategyHazardDAG is the Strategy of plans made by HazardPlan.

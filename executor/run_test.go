@@ -79,12 +79,13 @@ func TestRunRejectsBadPlans(t *testing.T) {
 	}{
 		"invalid":        {func(p *planner.Plan) { p.IssueOrder = p.IssueOrder[1:] }, "issue_order has 3 ops"},
 		"unknown buffer": {func(p *planner.Plan) { p.Stages[1].Reads[0].Buffer = "nope" }, `stage bad reads unknown buffer "nope"`},
-		"out of range":   {func(p *planner.Plan) { p.Stages[1].Writes[0].Offset = 8 }, "stage bad writes y[8:72], outside the buffer's 64 bytes"},
+		"out of range":   {func(p *planner.Plan) { p.Stages[1].Writes[0].Offset = 8 }, "stage bad writes y at offset 8, 64 bytes: outside the buffer's 64 bytes"},
 		"unknown kernel": {func(p *planner.Plan) { p.Stages[1].Kernel = "gemm" }, `kernel "gemm" is neither a built-in nor one of the plan's kernels`},
 		"builtin shape":  {func(p *planner.Plan) { p.Stages[1].Reads = nil }, "stage bad: scale: needs 1 read(s) and 1 write(s), has 0 and 1"},
 		"unaligned":      {func(p *planner.Plan) { p.Stages[0].Writes[0].Bytes = 6 }, "must be 4-byte aligned"},
 		"missing arg":    {func(p *planner.Plan) { p.Stages[1].Args = nil }, "stage bad: needs arg a"},
-		"ring":           {func(p *planner.Plan) { p.Buffers[0].Copies = 2 }, "copies: 2"},
+		"huge access":    {func(p *planner.Plan) { p.Stages[0].Writes[0].Offset, p.Stages[0].Writes[0].Bytes = 4092, 1<<63-4092 }, "outside the buffer's"},
+		"arena offset":   {func(p *planner.Plan) { off := int64(1 << 62); p.Buffers[0].ArenaOffset = &off }, "arena offset"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -150,10 +151,11 @@ func TestCountsAndSyncEach(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Per iteration 2 launches, 1 record, 1 wait; per barrier (2 of them)
-		// 2 records and 2 waits.
-		if res.Launches != 6 || res.Records != 3+4 || res.Waits != 3+4 {
-			t.Errorf("sync each %v: %d launches, %d records, %d waits; want 6, 7, 7", syncEach, res.Launches, res.Records, res.Waits)
+		// Per iteration 2 launches, 1 record, 1 wait, and the barrier form of
+		// a plan without iteration info: a fork record and wait, an end
+		// record, and from the second iteration on a wait on that end.
+		if res.Launches != 6 || res.Records != 3+6 || res.Waits != 3+3+2 {
+			t.Errorf("sync each %v: %d launches, %d records, %d waits; want 6, 9, 8", syncEach, res.Launches, res.Records, res.Waits)
 		}
 		if len(res.Outputs) != 1 || res.Outputs[0].Name != "y" || res.Wall <= 0 {
 			t.Errorf("outputs %+v, wall %v", res.Outputs, res.Wall)

@@ -1,0 +1,565 @@
+package executor
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+// exec is a program set up on a backend: what it created there, the host
+// side's state, and the counts of issued ops.
+type exec struct {
+	x  *program
+	b  Backend
+	hs HostSyncer
+	sa StreamAllocator
+	gb GraphBackend
+	fl FuncLauncher
+
+	syncEach bool
+	progress func(iteration int, latency time.Duration)
+
+	streams []Stream
+	events  []Event
+	bufs    [][]Buffer // per plan buffer, per ring copy; the arena's for arena buffers, nil for dynamic ones
+	owned   []Buffer   // allocations of its own (freed by release)
+	arena   Buffer
+	live    []Buffer // per plan buffer: the current dynamic allocation
+	freed   []bool   // per plan buffer: live's free was issued
+	hostRec []bool   // per physical event: its latest record was the host stream's
+	graphs  []Graph  // per phase, in graph mode
+
+	pending bool // work was issued and not synchronized
+	issued  int  // iterations issued
+	done    int  // iterations the host saw complete (a prefix)
+	next    []int
+	start   []time.Time
+	lat     []time.Duration
+	scratch [][]byte // per host input/output
+
+	launches, waits, records int
+	captured                 []counts // per phase: the ops one replay runs
+}
+
+type counts struct{ launches, waits, records int }
+
+// setup creates on b everything the program names: buffers (with their
+// initial contents), the arena, streams and events; it fills the buffer
+// handles into the launch descriptions. Release undoes it, also after an
+// error.
+func (x *program) setup(b Backend, o *Options) (*exec, error) {
+	if err := x.requires(b); err != nil {
+		return nil, err
+	}
+	e := &exec{x: x, b: b, syncEach: o.SyncEach, progress: o.Progress}
+	e.hs, _ = b.(HostSyncer)
+	e.sa, _ = b.(StreamAllocator)
+	e.gb, _ = b.(GraphBackend)
+	e.fl, _ = b.(FuncLauncher)
+	if err := e.setup(); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+func (e *exec) setup() error {
+	x, b, p := e.x, e.b, e.x.p
+	if x.arenaBytes > 0 {
+		h, err := b.Alloc(BufferDesc{Name: "arena", Bytes: x.arenaBytes, Where: dag.WhereDevice})
+		if err != nil {
+			return fmt.Errorf("executor: %s: alloc the arena (%d bytes): %w", b.Name(), x.arenaBytes, err)
+		}
+		e.arena = h
+	}
+	var scratch []byte
+	e.bufs = make([][]Buffer, len(p.Buffers))
+	for i, pb := range p.Buffers {
+		k := x.m.Copies[i]
+		e.bufs[i] = make([]Buffer, k)
+		if x.arenaOff[i] >= 0 {
+			e.bufs[i][0] = e.arena
+			continue
+		}
+		if x.dynamic[i] {
+			continue
+		}
+		where := cmp.Or(pb.Where, dag.WhereDevice)
+		for c := range k {
+			name := pb.Name
+			if k > 1 {
+				name = fmt.Sprintf("%s#%d", pb.Name, c)
+			}
+			h, err := b.Alloc(BufferDesc{Name: name, Bytes: pb.Bytes, Where: where})
+			if err != nil {
+				return fmt.Errorf("executor: %s: alloc buffer %s (%d bytes, %s): %w", b.Name(), name, pb.Bytes, where, err)
+			}
+			e.owned = append(e.owned, h)
+			e.bufs[i][c] = h
+			if int64(cap(scratch)) < pb.Bytes {
+				scratch = make([]byte, pb.Bytes)
+			}
+			data := scratch[:pb.Bytes]
+			if err := initInto(p.Dir, pb, data); err != nil {
+				return fmt.Errorf("executor: %w", err)
+			}
+			if err := b.Write(h, data); err != nil {
+				return fmt.Errorf("executor: %s: write initial contents of buffer %s: %w", b.Name(), name, err)
+			}
+		}
+	}
+	for i := range x.descs {
+		for k := range x.descs[i] {
+			d := &x.descs[i][k]
+			for _, set := range [2][]Arg{d.Reads, d.Writes} {
+				for a := range set {
+					set[a].Buffer = e.bufs[set[a].buf][set[a].copy]
+				}
+			}
+		}
+	}
+	for len(e.streams) < x.streams {
+		s, err := b.NewStream()
+		if err != nil {
+			return fmt.Errorf("executor: %s: create stream %d of %d: %w", b.Name(), len(e.streams)+1, x.streams, err)
+		}
+		e.streams = append(e.streams, s)
+	}
+	for len(e.events) < x.events {
+		ev, err := b.NewEvent()
+		if err != nil {
+			return fmt.Errorf("executor: %s: create event %d of %d: %w", b.Name(), len(e.events)+1, x.events, err)
+		}
+		e.events = append(e.events, ev)
+	}
+	if x.host {
+		e.hostRec = make([]bool, x.events)
+	}
+	if x.free >= 0 {
+		e.live = make([]Buffer, len(p.Buffers))
+		e.freed = make([]bool, len(p.Buffers))
+	}
+	if x.inflight > 0 {
+		e.start = make([]time.Time, x.iters)
+		e.lat = make([]time.Duration, 0, x.iters)
+	}
+	for _, set := range [2][]hostBuf{x.inputs, x.outputs} {
+		for _, h := range set {
+			e.scratch = append(e.scratch, make([]byte, p.Buffers[h.buf].Bytes))
+		}
+	}
+	e.next = make([]int, len(x.outputs))
+	e.graphs = make([]Graph, len(x.capture))
+	e.captured = make([]counts, len(x.capture))
+	return nil
+}
+
+// issue runs the instructions of one program for iteration it: the one
+// issue loop of the executor.
+func (e *exec) issue(prog []instr, it int) error {
+	b := e.b
+	e.pending = true
+	for i := range prog {
+		in := &prog[i]
+		var err error
+		switch in.op {
+		case opLaunch:
+			d := in.desc
+			if in.dyn {
+				d = e.bind(d)
+			}
+			err = b.Launch(e.streams[in.stream], d)
+			e.launches++
+		case opRecord:
+			err = b.Record(e.events[in.event], e.streams[in.stream])
+			if e.hostRec != nil {
+				e.hostRec[in.event] = false
+			}
+			e.records++
+		case opWait:
+			if it < int(in.lag) || (e.hostRec != nil && e.hostRec[in.event]) {
+				continue
+			}
+			err = b.Wait(e.streams[in.stream], e.events[in.event])
+			e.waits++
+		case opFunc:
+			d := in.desc
+			if in.dyn {
+				d = e.bind(d)
+			}
+			err = e.fl.LaunchFunc(e.streams[in.stream], d, in.fn)
+			e.launches++
+		case opHost:
+			err = hostLaunch(e.hs, in.desc)
+			e.launches++
+		case opHostRecord:
+			e.hostRec[in.event] = true
+		case opHostWait:
+			if it < int(in.lag) || e.hostRec[in.event] {
+				continue
+			}
+			err = e.hs.SyncEvent(e.events[in.event])
+		case opAlloc:
+			pb := e.x.p.Buffers[in.buf]
+			var h Buffer
+			h, err = e.sa.AllocAsync(BufferDesc{Name: pb.Name, Bytes: pb.Bytes, Where: dag.WhereDevice}, e.streams[in.stream])
+			e.live[in.buf], e.freed[in.buf] = h, false
+		case opFree:
+			err = e.free(in)
+		case opHostIO:
+			err = e.hostSide(it)
+		case opEnd:
+			err = b.Record(e.events[e.x.ends+int32(it%e.x.inflight)], e.streams[in.stream])
+			e.records++
+		case opGraph:
+			err = e.gb.LaunchGraph(e.graphs[in.buf], e.streams[in.stream])
+			c := e.captured[in.buf]
+			e.launches, e.waits, e.records = e.launches+c.launches, e.waits+c.waits, e.records+c.records
+		}
+		if err == nil && e.syncEach {
+			err = b.Synchronize()
+		}
+		if err != nil {
+			return e.opError(in, it, err)
+		}
+	}
+	return nil
+}
+
+// free issues a dynamic buffer's free: the free stream waits on the events
+// of its lifetime, then frees it there (stream-ordered, never a device-wide
+// synchronization).
+func (e *exec) free(in *instr) error {
+	name := e.x.p.Buffers[in.buf].Name
+	for _, ev := range e.x.lists[in.event] {
+		if err := e.b.Wait(e.streams[in.stream], e.events[ev]); err != nil {
+			return fmt.Errorf("free %s: wait on event %d: %w", name, ev, err)
+		}
+		e.waits++
+	}
+	e.freed[in.buf] = true
+	if err := e.sa.FreeAsync(e.live[in.buf], e.streams[in.stream]); err != nil {
+		return fmt.Errorf("free %s: %w", name, err)
+	}
+	return nil
+}
+
+// bind returns d, or for a launch that touches dynamic buffers a copy of d
+// whose accesses point at their current allocations (a fresh copy per
+// launch: the backend may keep it until the launch has run, and the next
+// iteration allocates anew).
+func (e *exec) bind(d *LaunchDesc) *LaunchDesc {
+	if e.live == nil {
+		return d
+	}
+	c := *d
+	c.Reads, c.Writes = slices.Clone(d.Reads), slices.Clone(d.Writes)
+	for _, set := range [2][]Arg{c.Reads, c.Writes} {
+		for k := range set {
+			if e.x.dynamic[set[k].buf] {
+				set[k].Buffer = e.live[set[k].buf]
+			}
+		}
+	}
+	return &c
+}
+
+// run issues the program's iterations, then runs the shared tail.
+func (e *exec) run(ctx context.Context) (*Result, error) {
+	x := e.x
+	start := time.Now()
+	for it := 0; it < x.iters; it++ {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("executor: stopped before iteration %d of %d: %w", it+1, x.iters, err)
+		}
+		if err := e.issue(x.phases[it%len(x.phases)], it); err != nil {
+			return nil, err
+		}
+		e.issued = it + 1
+	}
+	return e.tail(start)
+}
+
+// tail synchronizes, completes the host side of the iterations still
+// pending, reads back the role=output buffers (the last iteration's ring
+// copy) and returns the Result. A race report alone (*RaceError) comes with
+// the Result, its races in Result.Races; any other error with none.
+func (e *exec) tail(start time.Time) (*Result, error) {
+	b := e.b
+	syncErr := b.Synchronize()
+	e.pending = false
+	res := &Result{Wall: time.Since(start)}
+	race, err := splitRace(syncErr)
+	if err != nil {
+		return nil, fmt.Errorf("executor: %s: synchronize: %w", b.Name(), err)
+	}
+	if err := e.finish(); err != nil {
+		return nil, err
+	}
+	res.Launches, res.Waits, res.Records = e.launches, e.waits, e.records
+	res.Latencies = e.lat
+	last := max(e.issued-1, 0)
+	for i, pb := range e.x.p.Buffers {
+		if pb.Role != dag.RoleOutput {
+			continue
+		}
+		data, err := b.Read(e.bufs[i][e.x.m.Copy(last, i)])
+		if err != nil {
+			return nil, fmt.Errorf("executor: %s: read output %s: %w", b.Name(), pb.Name, err)
+		}
+		res.Outputs = append(res.Outputs, Output{Name: pb.Name, Bytes: pb.Bytes, Checksum: Checksum(data), Data: data})
+	}
+	if race != nil {
+		res.Races = race.Races
+		return res, race
+	}
+	return res, nil
+}
+
+// splitRace separates a race report from other errors: a *RaceError alone
+// is returned as race; anything else (a fault, possibly joined with a race
+// report) as err.
+func splitRace(err error) (race *RaceError, other error) {
+	if re, ok := err.(*RaceError); ok {
+		return re, nil
+	}
+	return nil, err
+}
+
+// hostSide is the host's part of iteration it, before its ops are issued:
+// it notes the iterations that have completed, waits for iteration
+// it−InFlight, delivers each host output of iteration it−K (K its copies)
+// and fills each host input's copy for iteration it after the uses of that
+// copy in iteration it−K.
+func (e *exec) hostSide(it int) error {
+	x, b := e.x, e.b
+	e.start[it] = time.Now()
+	if err := e.poll(); err != nil {
+		return err
+	}
+	if it >= x.inflight {
+		if err := e.waitDone(it - x.inflight); err != nil {
+			return err
+		}
+	}
+	for k := range x.outputs {
+		h := &x.outputs[k]
+		for ; e.next[k] <= it-h.k; e.next[k]++ {
+			if err := e.deliver(k, e.next[k]); err != nil {
+				return err
+			}
+		}
+	}
+	for k := range x.inputs {
+		h := &x.inputs[k]
+		if it >= h.k {
+			if err := e.syncLifetime(h, it-h.k); err != nil {
+				return err
+			}
+		}
+		buf := e.scratch[k]
+		if err := h.in(it, buf); err != nil {
+			return fmt.Errorf("executor: input %s, iteration %d: %w", x.p.Buffers[h.buf].Name, it, err)
+		}
+		c := x.m.Copy(it, h.buf)
+		if err := e.hs.HostWrite(e.bufs[h.buf][c], 0, buf); err != nil {
+			return fmt.Errorf("executor: %s: write input %s copy %d for iteration %d: %w", b.Name(), x.p.Buffers[h.buf].Name, c, it, err)
+		}
+	}
+	return nil
+}
+
+// syncLifetime waits for the events after the last uses of h's copy in
+// iteration it; nothing to wait for once the host has seen it complete.
+func (e *exec) syncLifetime(h *hostBuf, it int) error {
+	if it < e.done {
+		return nil
+	}
+	for _, ev := range h.done {
+		if err := e.hs.SyncEvent(e.events[e.x.m.Record(it, ev)]); err != nil {
+			return fmt.Errorf("executor: %s: wait for the uses of %s in iteration %d: %w", e.b.Name(), e.x.p.Buffers[h.buf].Name, it, err)
+		}
+	}
+	return nil
+}
+
+// deliver hands output k of iteration it to its OutputFunc.
+func (e *exec) deliver(k, it int) error {
+	h := &e.x.outputs[k]
+	name := e.x.p.Buffers[h.buf].Name
+	if err := e.syncLifetime(h, it); err != nil {
+		return err
+	}
+	buf := e.scratch[len(e.x.inputs)+k]
+	if err := e.hs.HostRead(e.bufs[h.buf][e.x.m.Copy(it, h.buf)], 0, buf); err != nil {
+		return fmt.Errorf("executor: %s: read output %s of iteration %d: %w", e.b.Name(), name, it, err)
+	}
+	if err := h.out(it, buf); err != nil {
+		return fmt.Errorf("executor: output %s, iteration %d: %w", name, it, err)
+	}
+	return nil
+}
+
+func (e *exec) endEvent(it int) Event { return e.events[e.x.ends+int32(it%e.x.inflight)] }
+
+// poll marks the issued iterations that have completed, oldest first.
+func (e *exec) poll() error {
+	for e.done < e.issued {
+		ok, err := e.hs.QueryEvent(e.endEvent(e.done))
+		if err != nil {
+			return fmt.Errorf("executor: %s: query the end of iteration %d: %w", e.b.Name(), e.done, err)
+		}
+		if !ok {
+			return nil
+		}
+		if err := e.complete(e.done); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitDone waits until iterations up to it have completed.
+func (e *exec) waitDone(it int) error {
+	for e.done <= it {
+		if err := e.hs.SyncEvent(e.endEvent(e.done)); err != nil {
+			return fmt.Errorf("executor: %s: wait for the end of iteration %d: %w", e.b.Name(), e.done, err)
+		}
+		if err := e.complete(e.done); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// complete records iteration it as seen complete now, delivers its outputs
+// and reports progress.
+func (e *exec) complete(it int) error {
+	lat := time.Since(e.start[it])
+	e.lat = append(e.lat, lat)
+	e.done = it + 1
+	for k := range e.x.outputs {
+		if e.next[k] == it {
+			if err := e.deliver(k, it); err != nil {
+				return err
+			}
+			e.next[k]++
+		}
+	}
+	if e.progress != nil {
+		e.progress(it, lat)
+	}
+	return nil
+}
+
+// finish completes the iterations still pending after the final
+// Synchronize (everything has run) and delivers their outputs.
+func (e *exec) finish() error {
+	if e.x.inflight == 0 {
+		return nil
+	}
+	for e.done < e.issued {
+		if err := e.complete(e.done); err != nil {
+			return err
+		}
+	}
+	for k := range e.x.outputs {
+		for ; e.next[k] < e.issued; e.next[k]++ {
+			if err := e.deliver(k, e.next[k]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// opError names the instruction that failed: its plan op (stage, event,
+// stream and stream set) or the executor's own op, and the iteration.
+func (e *exec) opError(in *instr, it int, err error) error {
+	x := e.x
+	var what string
+	if in.src < 0 {
+		what = fmt.Sprintf("the executor's %s on stream %d", in.op, in.stream)
+	} else {
+		so := x.p.IssueOrder[in.src]
+		o := x.p.Streams[so[0]].Ops[so[1]]
+		st := fmt.Sprintf("stream %d", so[0])
+		if name := x.p.Streams[so[0]].Name; name != "" {
+			st += " (" + name + ")"
+		}
+		if len(x.m.Sets) > 1 && int(in.stream) != so[0] {
+			st += fmt.Sprintf(" of stream set %d", x.m.Set(it))
+		}
+		switch in.op {
+		case opLaunch, opFunc, opHost:
+			what = fmt.Sprintf("launch stage %s (kernel %s) on %s", in.desc.Name, in.desc.Kernel, st)
+		case opAlloc, opFree:
+			what = fmt.Sprintf("%s buffer %s on %s", in.op, x.p.Buffers[in.buf].Name, st)
+		case opRecord, opHostRecord:
+			what = fmt.Sprintf("record event %d on %s", o.Event, st)
+		default:
+			what = fmt.Sprintf("wait on event %d (lag %d) on %s", o.Event, o.Lag, st)
+		}
+	}
+	return fmt.Errorf("executor: %s: iteration %d: %s: %w", e.b.Name(), it+1, what, err)
+}
+
+func (op opcode) String() string {
+	return [...]string{"launch", "Go-function launch", "host launch", "record", "host record", "wait", "host wait",
+		"alloc", "free", "host side", "end record", "graph launch"}[op]
+}
+
+// release waits for issued work, then destroys the graphs, events and
+// streams and frees the buffers it created; it returns every error met.
+func (e *exec) release() error {
+	if e == nil {
+		return nil
+	}
+	b := e.b
+	var errs []error
+	if e.pending {
+		if err := b.Synchronize(); err != nil {
+			errs = append(errs, fmt.Errorf("executor: %s: synchronize before release: %w", b.Name(), err))
+		}
+		e.pending = false
+	}
+	for i, g := range e.graphs {
+		if g == nil {
+			continue
+		}
+		if err := e.gb.DestroyGraph(g); err != nil {
+			errs = append(errs, fmt.Errorf("executor: %s: destroy graph %d: %w", b.Name(), i, err))
+		}
+	}
+	for i, ev := range e.events {
+		if err := b.DestroyEvent(ev); err != nil {
+			errs = append(errs, fmt.Errorf("executor: %s: destroy event %d: %w", b.Name(), i, err))
+		}
+	}
+	for i, s := range e.streams {
+		if err := b.DestroyStream(s); err != nil {
+			errs = append(errs, fmt.Errorf("executor: %s: destroy stream %d: %w", b.Name(), i, err))
+		}
+	}
+	for i, h := range e.live {
+		if h != nil && !e.freed[i] {
+			if err := b.Free(h); err != nil {
+				errs = append(errs, fmt.Errorf("executor: %s: free buffer %s: %w", b.Name(), e.x.p.Buffers[i].Name, err))
+			}
+		}
+	}
+	for _, h := range append(e.owned, e.arena) {
+		if h == nil {
+			continue
+		}
+		if err := b.Free(h); err != nil {
+			errs = append(errs, fmt.Errorf("executor: %s: free buffer: %w", b.Name(), err))
+		}
+	}
+	e.graphs, e.events, e.streams, e.live, e.owned, e.arena = nil, nil, nil, nil, nil, nil
+	return errors.Join(errs...)
+}
