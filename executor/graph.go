@@ -329,11 +329,28 @@ func HazardPlan(p *planner.Plan, g *dag.HazardGraph) (*planner.Plan, error) {
 // simulator: its race detector then checks the replays). Every op issued
 // during a capture is recorded (a real capture records only the streams that
 // joined it); a graph may only be launched on its origin stream. If b is a
-// Profiler, so is the wrapper.
+// Profiler or a HostSyncer, so is the wrapper (host waits are not captured).
 func EmulateGraphs(b Backend) GraphBackend {
 	e := &emulated{Backend: b}
-	if p, ok := b.(Profiler); ok {
-		return &emulatedProfiler{emulated: e, p: p}
+	p, isProfiler := b.(Profiler)
+	hs, isHostSyncer := b.(HostSyncer)
+	switch {
+	case isProfiler && isHostSyncer:
+		return struct {
+			*emulated
+			Profiler
+			HostSyncer
+		}{e, p, hs}
+	case isProfiler:
+		return struct {
+			*emulated
+			Profiler
+		}{e, p}
+	case isHostSyncer:
+		return struct {
+			*emulated
+			HostSyncer
+		}{e, hs}
 	}
 	return e
 }
@@ -348,13 +365,6 @@ type emulatedGraph struct {
 	ops    []func() error
 	dead   bool
 }
-
-type emulatedProfiler struct {
-	*emulated
-	p Profiler
-}
-
-func (e *emulatedProfiler) StageSpans() []StageSpan { return e.p.StageSpans() }
 
 func (e *emulated) BeginCapture(s Stream) error {
 	if e.cur != nil {
