@@ -160,92 +160,97 @@ func (e *exec) setup() error {
 
 // issue runs the instructions of one program for iteration it: the one
 // issue loop of the executor.
-func (e *exec) issue(prog []instr, it int) error {
-	b := e.b
+func (e *exec) issue(prog []instr, it int) (err error) {
+	b, streams, events, hostRec, syncEach := e.b, e.streams, e.events, e.hostRec, e.syncEach
+	var launches, waits, records int
 	e.pending = true
 	for i := range prog {
 		in := &prog[i]
-		var err error
 		switch in.op {
 		case opLaunch:
 			d := in.desc
 			if in.dyn {
 				d = e.bind(d)
 			}
-			err = b.Launch(e.streams[in.stream], d)
-			e.launches++
+			err = b.Launch(streams[in.stream], d)
+			launches++
 		case opRecord:
-			err = b.Record(e.events[in.event], e.streams[in.stream])
-			if e.hostRec != nil {
-				e.hostRec[in.event] = false
+			err = b.Record(events[in.event], streams[in.stream])
+			if hostRec != nil {
+				hostRec[in.event] = false
 			}
-			e.records++
+			records++
 		case opWait:
-			if it < int(in.lag) || (e.hostRec != nil && e.hostRec[in.event]) {
+			if it < int(in.lag) || (hostRec != nil && hostRec[in.event]) {
 				continue
 			}
-			err = b.Wait(e.streams[in.stream], e.events[in.event])
-			e.waits++
+			err = b.Wait(streams[in.stream], events[in.event])
+			waits++
 		case opFunc:
 			d := in.desc
 			if in.dyn {
 				d = e.bind(d)
 			}
-			err = e.fl.LaunchFunc(e.streams[in.stream], d, in.fn)
-			e.launches++
+			err = e.fl.LaunchFunc(streams[in.stream], d, in.fn)
+			launches++
 		case opHost:
 			err = hostLaunch(e.hs, in.desc)
-			e.launches++
+			launches++
 		case opHostRecord:
-			e.hostRec[in.event] = true
+			hostRec[in.event] = true
 		case opHostWait:
-			if it < int(in.lag) || e.hostRec[in.event] {
+			if it < int(in.lag) || hostRec[in.event] {
 				continue
 			}
-			err = e.hs.SyncEvent(e.events[in.event])
+			err = e.hs.SyncEvent(events[in.event])
 		case opAlloc:
 			pb := e.x.p.Buffers[in.buf]
 			var h Buffer
-			h, err = e.sa.AllocAsync(BufferDesc{Name: pb.Name, Bytes: pb.Bytes, Where: dag.WhereDevice}, e.streams[in.stream])
+			h, err = e.sa.AllocAsync(BufferDesc{Name: pb.Name, Bytes: pb.Bytes, Where: dag.WhereDevice}, streams[in.stream])
 			e.live[in.buf], e.freed[in.buf] = h, false
 		case opFree:
-			err = e.free(in)
+			var n int
+			n, err = e.free(in)
+			waits += n
 		case opHostIO:
 			err = e.hostSide(it)
 		case opEnd:
-			err = b.Record(e.events[e.x.ends+int32(it%e.x.inflight)], e.streams[in.stream])
-			e.records++
+			err = b.Record(e.endEvent(it), streams[in.stream])
+			records++
 		case opGraph:
-			err = e.gb.LaunchGraph(e.graphs[in.buf], e.streams[in.stream])
+			err = e.gb.LaunchGraph(e.graphs[in.buf], streams[in.stream])
 			c := e.captured[in.buf]
-			e.launches, e.waits, e.records = e.launches+c.launches, e.waits+c.waits, e.records+c.records
+			launches, waits, records = launches+c.launches, waits+c.waits, records+c.records
 		}
-		if err == nil && e.syncEach {
+		if err == nil && syncEach {
 			err = b.Synchronize()
 		}
 		if err != nil {
-			return e.opError(in, it, err)
+			err = e.opError(in, it, err)
+			break
 		}
 	}
-	return nil
+	e.launches, e.waits, e.records = e.launches+launches, e.waits+waits, e.records+records
+	return err
 }
 
 // free issues a dynamic buffer's free: the free stream waits on the events
 // of its lifetime, then frees it there (stream-ordered, never a device-wide
 // synchronization).
-func (e *exec) free(in *instr) error {
+// It returns the waits issued.
+func (e *exec) free(in *instr) (waits int, err error) {
 	name := e.x.p.Buffers[in.buf].Name
 	for _, ev := range e.x.lists[in.event] {
 		if err := e.b.Wait(e.streams[in.stream], e.events[ev]); err != nil {
-			return fmt.Errorf("free %s: wait on event %d: %w", name, ev, err)
+			return waits, fmt.Errorf("free %s: wait on event %d: %w", name, ev, err)
 		}
-		e.waits++
+		waits++
 	}
 	e.freed[in.buf] = true
 	if err := e.sa.FreeAsync(e.live[in.buf], e.streams[in.stream]); err != nil {
-		return fmt.Errorf("free %s: %w", name, err)
+		return waits, fmt.Errorf("free %s: %w", name, err)
 	}
-	return nil
+	return waits, nil
 }
 
 // bind returns d, or for a launch that touches dynamic buffers a copy of d

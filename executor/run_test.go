@@ -242,20 +242,3 @@ func TestIssueLoopAllocatesNothing(t *testing.T) {
 		t.Errorf("2 iterations: %v allocs, 102 iterations: %v: the issue loop allocates", two, many)
 	}
 }
-
-// BenchmarkIssue is the executor's own host cost per issued op (a no-op backend).
-func BenchmarkIssue(b *testing.B) {
-	p := wide(1000, 4)
-	ctx := context.Background()
-	const iters = 100
-	b.ResetTimer()
-	var ops int
-	for range b.N {
-		res, err := executor.Run(ctx, p, &nop{}, executor.Options{Iterations: iters})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ops = res.Launches + res.Records + res.Waits
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*ops), "ns/op-issued")
-}
