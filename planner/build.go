@@ -333,6 +333,9 @@ func (st *state) newPlan() *Plan {
 	for i, sg := range s.Stages {
 		p.Stages[i] = Stage{Name: sg.Name, DurationUS: sg.DurationUS, Kernel: sg.Kernel, Args: sg.Args,
 			Grid: sg.Launch.Grid, Block: sg.Launch.Block, Reads: conv(sg.Reads), Writes: conv(sg.Writes), Pinned: sg.Stream}
+		if sg.Pos.Line > 0 {
+			p.Stages[i].Source = sg.Pos.String()
+		}
 	}
 	p.Buffers = make([]Buffer, len(s.Buffers))
 	for i, b := range s.Buffers {

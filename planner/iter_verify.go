@@ -2,7 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"strings"
 )
 
 // verifyMaxUnroll bounds the iterations Verify unrolls.
@@ -149,24 +148,48 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 	return q, nil
 }
 
-// verifyIterations is Verify for a plan with iteration info: Verify of the
-// plan unrolled over UnrollIterations(p) iterations. Races name stages as
-// "NAME@i" (iteration i) and ring copies as "NAME#c".
+// verifyIterations is Verify for a plan with iteration info. It first
+// verifies one iteration alone (cross-iteration waits left out), so that
+// races within an iteration are reported in the plan's own names; then the
+// plan unrolled over UnrollIterations(p) iterations, whose races name
+// stages as "NAME@i" (iteration i) and ring copies as "NAME#c", and whose
+// fixes are waits across iterations: Fix.Lag iterations back.
 func verifyIterations(p *Plan) error {
+	one := p.WithoutOps(func(_, _ int, o Op) bool { return o.Lag > 0 })
+	one.Iteration = nil
+	if err := Verify(one); err != nil {
+		return err
+	}
 	q, err := Unroll(p, UnrollIterations(p))
 	if err != nil {
 		return err
 	}
-	if err := Verify(q); err != nil {
-		if re, ok := err.(*RaceError); ok {
-			for i := range re.Races {
-				r := &re.Races[i]
-				if !strings.HasPrefix(r.Fix, "across iterations") {
-					r.Fix = "across iterations (unrolled; stage@iteration, buffer#copy, stream/set): " + r.Fix
-				}
-			}
-		}
+	err = Verify(q)
+	re, ok := err.(*RaceError)
+	if !ok {
 		return err
 	}
-	return nil
+	for i := range re.Races {
+		r := &re.Races[i]
+		r.Fix = "across iterations (stage@iteration, buffer#copy, stream/set): " + r.Fix
+	}
+	// One fix per (stage, stage, lag), in the plan's own names.
+	n := len(p.Stages)
+	seen := map[[3]int]int{}
+	var fixes []Fix
+	for _, f := range re.Fixes {
+		x, y := f.After%n, f.Before%n
+		lag := f.Before/n - f.After/n
+		key := [3]int{x, y, lag}
+		if k, ok := seen[key]; ok {
+			fixes[k].Races = append(fixes[k].Races, f.Races...)
+			continue
+		}
+		seen[key] = len(fixes)
+		s, t := p.Stages[x].Stream, p.Stages[y].Stream
+		fixes = append(fixes, Fix{After: x, Before: y, AfterName: p.Stages[x].Name, BeforeName: p.Stages[y].Name, BeforeSource: p.Stages[y].Source,
+			RecordStream: streamLabel(p.Streams[s].Name, s), WaitStream: streamLabel(p.Streams[t].Name, t), Races: f.Races, Lag: lag})
+	}
+	re.Fixes, re.Unrolled = fixes, true
+	return re
 }

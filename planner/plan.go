@@ -52,6 +52,9 @@ type Stage struct {
 	Writes     []Access       `json:"writes"`
 	// Pinned is the stream name the spec pinned this stage to ("" if free).
 	Pinned string `json:"pinned,omitempty"`
+	// Source is the stage's position in its spec (file:line:col), for
+	// reports; "" when the plan was not built from a spec file.
+	Source string `json:"source,omitempty"`
 }
 
 // Access is a byte range [Offset, Offset+Bytes) of a buffer.

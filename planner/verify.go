@@ -82,9 +82,33 @@ type RaceError struct {
 	Races []Race
 	// Truncated is true when Verify stopped after verifyMaxRaces races; more exist.
 	Truncated bool
+	// Fixes are few waits that, added to the plan, order every race but
+	// the Unfixed ones, each with the races it orders (see Fix).
+	Fixes []Fix
+	// Unfixed indexes the races no added wait orders: ordered the wrong way
+	// round, on one stream, through shared arena bytes, or needing a
+	// record that is issued after the wait; each Race's Fix says what to do.
+	Unfixed []int
+	// FixesPartial is set when the fix search stopped at its work bound:
+	// the races it did not reach are in Unfixed with their one-race fix.
+	FixesPartial bool
+	// Unrolled is set for races across iterations: stages are named
+	// NAME@iteration and ring copies NAME#copy.
+	Unrolled bool
+	// FixesMinimal is set when an exhaustive search proved that no fewer
+	// waits order these races; otherwise the fixes are a greedy set (plans
+	// with too many candidate waits to try).
+	FixesMinimal bool
 }
 
+// Error is the report grouped by fix: one block per wait with the races it
+// orders, then the races no wait fixes.
 func (e *RaceError) Error() string {
+	if len(e.Fixes) > 0 || len(e.Unfixed) > 0 {
+		var b strings.Builder
+		e.report(&b)
+		return b.String()
+	}
 	if len(e.Races) == 1 && !e.Truncated {
 		return e.Races[0].String()
 	}
@@ -173,7 +197,9 @@ func Verify(p *Plan) error {
 	for k := range races {
 		races[k].Fix = v.fix(&races[k], k < verifyMaxHints)
 	}
-	return &RaceError{Races: races, Truncated: v.truncated}
+	re := &RaceError{Races: races, Truncated: v.truncated}
+	re.Fixes, re.Unfixed, re.FixesPartial, re.FixesMinimal = minimalFixes(p, races)
+	return re
 }
 
 // verifier holds Verify's working state for one plan.

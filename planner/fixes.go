@@ -1,0 +1,397 @@
+package planner
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Fix is one wait that orders a group of races: before stage Before's
+// launch, stream WaitStream waits on an event recorded on stream
+// RecordStream right after stage After's launch. In a `sync: manual` spec
+// it is the edit "add After to the waits: of Before".
+type Fix struct {
+	After, Before         int    // stage indices
+	AfterName, BeforeName string // stage names
+	// BeforeSource is Before's position in its spec (file:line:col), "" for
+	// plans without one.
+	BeforeSource string
+	// RecordStream and WaitStream are the streams' names.
+	RecordStream, WaitStream string
+	// Races indexes RaceError.Races: the races this wait orders (with the
+	// fixes listed before it).
+	Races []int
+	// Lag > 0 makes it a wait across iterations: Before waits on After of
+	// Lag iterations back.
+	Lag int
+}
+
+// fixMaxWork bounds the work of the greedy fix search (candidate waits
+// tried × plan ops × streams); past it the remaining races keep their
+// one-race fix and RaceError.FixesPartial is set.
+const fixMaxWork = 50_000_000
+
+// fixMaxExact bounds the sets of candidate waits the exact search tries
+// (per size); past it the greedy set stands and RaceError.FixesMinimal is
+// false.
+const fixMaxExact = 2_000
+
+// minimalFixes finds the fewest waits that, added to p, order every race
+// of races that a wait can order (different streams, not ordered the
+// wrong way round, no shared arena bytes). A candidate wait is "before
+// stage y, wait on a record after x", with x the latest stage of its
+// stream issued before y: it orders a superset of what any earlier x on
+// that stream would, so these n·(streams−1) candidates suffice.
+//
+// First a greedy search: second stages in issue order; for each, the
+// candidate that orders the most pending races (its own among them), with
+// Verify's vector clocks recomputed after each added wait, so that order
+// through stream order and other waits is counted. Then, while the number
+// of candidate sets stays under fixMaxExact, an exact search over every
+// smaller set proves the count minimal or finds a smaller set.
+//
+// It returns the fixes, the races left without one (ordered backwards, on
+// one stream, through shared arena bytes, or whose first stage is issued
+// after every place the wait could go), whether the work bound stopped the
+// greedy search, and whether the count is proven minimal.
+func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, minimal bool) {
+	var need []int
+	for k, r := range races {
+		if r.Reversed || r.FirstStream == r.SecondStream || r.Shared != "" {
+			unfixed = append(unfixed, k)
+			continue
+		}
+		need = append(need, k)
+	}
+	if len(need) == 0 {
+		return nil, unfixed, false, true
+	}
+	launchPos := make([]int, len(p.Stages))
+	for k, so := range p.IssueOrder {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
+			launchPos[o.Stage] = k
+		}
+	}
+	// Candidates, in issue order of y.
+	var cands [][2]int
+	order := make([]int, len(p.Stages))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int { return launchPos[x] - launchPos[y] })
+	for _, y := range order {
+		for s := range p.Streams {
+			if s == p.Stages[y].Stream {
+				continue
+			}
+			x := -1
+			for _, o := range p.Streams[s].Ops {
+				if o.Kind == OpLaunch && launchPos[o.Stage] < launchPos[y] {
+					x = o.Stage
+				}
+			}
+			if x >= 0 {
+				cands = append(cands, [2]int{x, y})
+			}
+		}
+	}
+	ordered := func(q *Plan) []bool {
+		v := &verifier{p: q}
+		v.clocks()
+		ok := make([]bool, len(races))
+		for _, k := range need {
+			ok[k] = v.stageHB(int32(races[k].First), int32(races[k].Second))
+		}
+		return ok
+	}
+	with := func(ws [][2]int) *Plan {
+		q := clonePlan(p)
+		for _, w := range ws {
+			addWait(q, w[0], w[1])
+		}
+		return q
+	}
+	// Greedy.
+	var waits [][2]int
+	done := make([]bool, len(races))
+	work := 0
+	for _, y := range order {
+		for {
+			own := false
+			for _, k := range need {
+				own = own || !done[k] && races[k].Second == y
+			}
+			if !own {
+				break
+			}
+			best, bestN, bestOK := -1, 0, []bool(nil)
+			for c, w := range cands {
+				if w[1] != y {
+					continue
+				}
+				if work += len(p.IssueOrder) * len(p.Streams); work > fixMaxWork {
+					partial = true
+					break
+				}
+				ok := ordered(with(append(waits[:len(waits):len(waits)], w)))
+				n, mine := 0, false
+				for _, k := range need {
+					if ok[k] && !done[k] {
+						n++
+						mine = mine || races[k].Second == y
+					}
+				}
+				if mine && n > bestN {
+					best, bestN, bestOK = c, n, ok
+				}
+			}
+			if partial || best < 0 {
+				// Nothing issued before y orders its pairs (or out of work).
+				for _, k := range need {
+					if !done[k] && (partial || races[k].Second == y) {
+						done[k] = true
+						unfixed = append(unfixed, k)
+					}
+				}
+				if partial {
+					break
+				}
+				continue
+			}
+			waits = append(waits, cands[best])
+			for _, k := range need {
+				done[k] = done[k] || bestOK[k]
+			}
+		}
+		if partial {
+			break
+		}
+	}
+	slices.Sort(unfixed)
+	// Exact: a smaller set among the candidates?
+	minimal = !partial
+	if !partial {
+		target := func(ok []bool) bool {
+			for _, k := range need {
+				if !ok[k] && !slices.Contains(unfixed, k) {
+					return false
+				}
+			}
+			return true
+		}
+		for size := 0; size < len(waits); size++ {
+			if binomial(len(cands), size) > fixMaxExact {
+				minimal = false
+				break
+			}
+			if set := firstSubset(cands, size, func(ws [][2]int) bool { return target(ordered(with(ws))) }); set != nil || size == 0 && target(ordered(p)) {
+				waits = set
+				break
+			}
+		}
+	}
+	return fixesOf(p, races, need, waits), unfixed, partial, minimal
+}
+
+// fixesOf describes waits as fixes, in order, each with the races it is
+// the first to order.
+func fixesOf(p *Plan, races []Race, need []int, waits [][2]int) []Fix {
+	got := make([]bool, len(races))
+	q := clonePlan(p)
+	var fixes []Fix
+	for _, w := range waits {
+		x, y := w[0], w[1]
+		addWait(q, x, y)
+		v := &verifier{p: q}
+		v.clocks()
+		s, t := p.Stages[x].Stream, p.Stages[y].Stream
+		f := Fix{After: x, Before: y, AfterName: p.Stages[x].Name, BeforeName: p.Stages[y].Name, BeforeSource: p.Stages[y].Source,
+			RecordStream: streamLabel(p.Streams[s].Name, s), WaitStream: streamLabel(p.Streams[t].Name, t)}
+		for _, k := range need {
+			if !got[k] && v.stageHB(int32(races[k].First), int32(races[k].Second)) {
+				got[k] = true
+				f.Races = append(f.Races, k)
+			}
+		}
+		fixes = append(fixes, f)
+	}
+	return fixes
+}
+
+// firstSubset returns the first set of size k of cands (in lexicographic
+// order) for which ok holds, or nil.
+func firstSubset(cands [][2]int, k int, ok func([][2]int) bool) [][2]int {
+	if k == 0 {
+		return nil
+	}
+	idx := make([]int, k)
+	for i := range idx {
+		idx[i] = i
+	}
+	set := make([][2]int, k)
+	for {
+		for i, j := range idx {
+			set[i] = cands[j]
+		}
+		if ok(set) {
+			return slices.Clone(set)
+		}
+		i := k - 1
+		for i >= 0 && idx[i] == len(cands)-k+i {
+			i--
+		}
+		if i < 0 {
+			return nil
+		}
+		idx[i]++
+		for j := i + 1; j < k; j++ {
+			idx[j] = idx[j-1] + 1
+		}
+	}
+}
+
+func binomial(n, k int) int {
+	if k < 0 || k > n {
+		return 0
+	}
+	r := 1
+	for i := 1; i <= k; i++ {
+		r = r * (n - k + i) / i
+		if r > 1<<40 {
+			return r
+		}
+	}
+	return r
+}
+
+func clonePlan(p *Plan) *Plan {
+	q := &Plan{Stages: p.Stages, Streams: slices.Clone(p.Streams), IssueOrder: slices.Clone(p.IssueOrder), Events: p.Events}
+	for s := range q.Streams {
+		q.Streams[s].Ops = slices.Clone(p.Streams[s].Ops)
+	}
+	return q
+}
+
+// streamPos is the index of stage i's launch in its stream's ops.
+func streamPos(p *Plan, i int) int {
+	for j, o := range p.Streams[p.Stages[i].Stream].Ops {
+		if o.Kind == OpLaunch && o.Stage == i {
+			return j
+		}
+	}
+	return -1
+}
+
+// addWait adds to p a record right after stage x's launch (a new event)
+// and a wait on it right before stage y's launch, in stream order and in
+// issue order.
+func addWait(p *Plan, x, y int) {
+	e := p.Events
+	p.Events++
+	insert := func(stage int, op Op, after bool) {
+		s := p.Stages[stage].Stream
+		j := streamPos(p, stage)
+		if after {
+			j++
+		}
+		ops := &p.Streams[s].Ops
+		*ops = slices.Insert(*ops, j, op)
+		pos := -1
+		for k, so := range p.IssueOrder {
+			if so[0] == s && so[1] >= j {
+				p.IssueOrder[k][1]++
+			}
+			if so[0] == s && so[1] == j-1 && after || so[0] == s && so[1] == j && !after && pos < 0 {
+				pos = k
+			}
+		}
+		if after {
+			pos++ // right after the launch
+		}
+		p.IssueOrder = slices.Insert(p.IssueOrder, pos, [2]int{s, j})
+	}
+	insert(x, Op{Kind: OpRecord, Event: e}, true)
+	insert(y, Op{Kind: OpWait, Event: e}, false)
+}
+
+// String is the fix as the edit to make, with its CUDA form.
+func (f Fix) String() string {
+	at := f.BeforeName
+	if f.BeforeSource != "" {
+		at += " (" + f.BeforeSource + ")"
+	}
+	if f.Lag > 0 {
+		return fmt.Sprintf("%s: add {stage: %s, lag: %d} to waits (stream %s waits, before %s, on the event recorded on stream %s after %s %d iteration%s earlier)",
+			at, f.AfterName, f.Lag, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName, f.Lag, plural(f.Lag))
+	}
+	return fmt.Sprintf("%s: add %s to waits (stream %s waits, before %s, on an event recorded on stream %s after %s)",
+		at, f.AfterName, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName)
+}
+
+// report writes e grouped by fix: one block per wait with the races it
+// orders, then the races no wait fixes with their own advice.
+func (e *RaceError) report(b *strings.Builder) {
+	more := ""
+	if e.Truncated {
+		more = " or more"
+	}
+	fmt.Fprintf(b, "%d%s race%s", len(e.Races), more, plural(len(e.Races)))
+	if len(e.Fixes) > 0 {
+		verb := "fixes"
+		if len(e.Fixes) > 1 {
+			verb = "fix"
+		}
+		them := "them"
+		if len(e.Races) == 1 {
+			them = "it"
+		}
+		fmt.Fprintf(b, "; %d wait%s %s %s", len(e.Fixes), plural(len(e.Fixes)), verb, them)
+		if len(e.Unfixed) > 0 {
+			fmt.Fprintf(b, " but %d", len(e.Unfixed))
+		}
+	}
+	switch {
+	case e.FixesPartial:
+		b.WriteString(" (the fix search stopped at its work bound: the fixes are not minimized)")
+	case len(e.Fixes) > 1 && !e.FixesMinimal:
+		b.WriteString(" (the fewest a greedy search found: too many candidate waits to prove none fewer do)")
+	}
+	if e.Unrolled {
+		b.WriteString(", across iterations (stage@iteration, buffer#copy, stream/set)")
+	}
+	printed := 0
+	for i, f := range e.Fixes {
+		fmt.Fprintf(b, "\nfix %d: %s\n  orders:", i+1, f)
+		for j, k := range f.Races {
+			if printed == verifyMaxPrinted {
+				fmt.Fprintf(b, "\n    … and %d more", len(f.Races)-j)
+				break
+			}
+			b.WriteString("\n    ")
+			b.WriteString(e.Races[k].pair())
+			printed++
+		}
+	}
+	for j, k := range e.Unfixed {
+		if printed == verifyMaxPrinted {
+			fmt.Fprintf(b, "\n\t... and %d more", len(e.Unfixed)-j)
+			break
+		}
+		b.WriteString("\n\t")
+		b.WriteString(e.Races[k].String())
+		printed++
+	}
+}
+
+// pair describes a race without its fix: kind, bytes, first → second.
+func (r Race) pair() string {
+	return fmt.Sprintf("%s on %s[%d:%d]: %s (stream %s) → %s (stream %s)", r.Kind, r.Buffer, r.Offset, r.Offset+r.Bytes,
+		r.FirstName, streamLabel(r.FirstStreamName, r.FirstStream), r.SecondName, streamLabel(r.SecondStreamName, r.SecondStream))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

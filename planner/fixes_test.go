@@ -1,0 +1,119 @@
+package planner
+
+import (
+	"fmt"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+// genManual draws a small hand-synchronized spec: stages on 2 or 3
+// streams touching a few buffers, with some waits (right or wrong).
+func genManual(t *rapid.T) *dag.Spec {
+	n := rapid.IntRange(2, 6).Draw(t, "stages")
+	nb := rapid.IntRange(1, 3).Draw(t, "buffers")
+	streams := []string{"a", "b", "c"}[:rapid.IntRange(2, 3).Draw(t, "streams")]
+	var stages []dag.StageSpec
+	for i := range n {
+		opts := []stageOpt{on(rapid.SampledFrom(streams).Draw(t, "stream"))}
+		buf := fmt.Sprint("x", rapid.IntRange(0, nb-1).Draw(t, "buf"))
+		if rapid.Bool().Draw(t, "writes") {
+			opts = append(opts, writes(buf))
+		} else {
+			opts = append(opts, reads(buf))
+		}
+		if i > 0 && rapid.IntRange(0, 3).Draw(t, "wait?") == 0 {
+			opts = append(opts, waits(fmt.Sprint("v", rapid.IntRange(0, i-1).Draw(t, "waits"))))
+		}
+		stages = append(stages, stage(fmt.Sprint("v", i), opts...))
+	}
+	return manual(spec(stages...))
+}
+
+// candidates are every wait a fix could add: x's stream records after x,
+// y's stream waits before y, x issued before y, different streams.
+func candidates(p *Plan) [][2]int {
+	var out [][2]int
+	for x := range p.Stages {
+		for y := x + 1; y < len(p.Stages); y++ {
+			if p.Stages[x].Stream != p.Stages[y].Stream {
+				out = append(out, [2]int{x, y})
+			}
+		}
+	}
+	return out
+}
+
+// fixedBy reports whether p with waits ws added verifies.
+func fixedBy(p *Plan, ws [][2]int) bool {
+	q := &Plan{Stages: p.Stages, Buffers: p.Buffers, Streams: make([]Stream, len(p.Streams)), IssueOrder: append([][2]int(nil), p.IssueOrder...), Events: p.Events}
+	for s := range p.Streams {
+		q.Streams[s] = p.Streams[s]
+		q.Streams[s].Ops = append([]Op(nil), p.Streams[s].Ops...)
+	}
+	for _, w := range ws {
+		addWait(q, w[0], w[1])
+	}
+	return Verify(q) == nil
+}
+
+// anySubset reports whether some k of cands fix p.
+func anySubset(p *Plan, cands [][2]int, k int, chosen [][2]int, from int) bool {
+	if len(chosen) == k {
+		return fixedBy(p, chosen)
+	}
+	for i := from; i < len(cands); i++ {
+		if anySubset(p, cands, k, append(chosen, cands[i]), i+1) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFixesMinimal: on random racy hand-synchronized specs, the reported
+// fixes make the plan verify, and no smaller set of added waits does
+// (brute force over every candidate wait).
+func TestFixesMinimal(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genManual(t)
+		p, err := Build(s, Options{})
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		err = Verify(p)
+		if err == nil {
+			return
+		}
+		re, ok := err.(*RaceError)
+		if !ok {
+			t.Fatalf("%v", err)
+		}
+		for _, k := range re.Unfixed {
+			if r := re.Races[k]; !r.Reversed && r.FirstStream != r.SecondStream {
+				t.Fatalf("race %v left without a fix", r)
+			}
+		}
+		if len(re.Unfixed) > 0 {
+			return
+		}
+		var ws [][2]int
+		for _, f := range re.Fixes {
+			ws = append(ws, [2]int{f.After, f.Before})
+		}
+		if !fixedBy(p, ws) {
+			t.Fatalf("applying the fixes %v leaves races:\n%v", ws, err)
+		}
+		if len(ws) > 0 && anySubset(p, candidates(p), len(ws)-1, nil, 0) {
+			t.Fatalf("%d waits reported, fewer fix it:\n%v", len(ws), err)
+		}
+		covered := 0
+		for _, f := range re.Fixes {
+			covered += len(f.Races)
+		}
+		if covered != len(re.Races) {
+			t.Fatalf("the fixes list %d of %d races", covered, len(re.Races))
+		}
+	})
+}
