@@ -114,6 +114,8 @@ func describe(x any) string {
 		return fmt.Sprintf("the boolean %v", x)
 	case json.Number:
 		return x.String()
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return fmt.Sprint(x)
 	}
 	if f, ok := number(x); ok {
 		return strconv.FormatFloat(f, 'g', -1, 64)
@@ -121,17 +123,25 @@ func describe(x any) string {
 	return fmt.Sprintf("a %T", x)
 }
 
-// intText says what an integer argument must be: "a positive integer",
-// "an integer in [0, 4294967295]", "an integer ≥ 0".
-func (s *ArgSpec) intText() string {
+// Want says what a value of s must be, for messages: "a positive
+// integer", "an integer in [0, 4294967295]", "a number ≥ 0", "a number
+// within float32 range".
+func (s *ArgSpec) Want() string {
 	switch {
 	case s.Kind == KindUint32:
 		return fmt.Sprintf("an integer in [0, %d]", uint32(math.MaxUint32))
-	case s.Min == 1:
+	case s.Kind == KindInt && s.Min == 1:
 		return "a positive integer"
+	case s.Kind == KindInt:
+		return fmt.Sprintf("an integer ≥ %v", s.Min)
+	case s.Kind == KindFloat:
+		return fmt.Sprintf("a finite number ≥ %v", s.Min)
 	}
-	return fmt.Sprintf("an integer ≥ %v", s.Min)
+	return "a number within float32 range"
 }
+
+// Integer reports whether s takes an integer (KindInt, KindUint32).
+func (s *ArgSpec) Integer() bool { return s.Kind == KindInt || s.Kind == KindUint32 }
 
 // valueViolation returns the violation of argument s of kernel with msg,
 // and hint unless s has its own.
@@ -183,9 +193,9 @@ func (s *ArgSpec) int(kernel string, x any) (int64, *Violation) {
 	}
 	hint := "write a whole number"
 	if isNum {
-		hint = "use " + s.intText()
+		hint = "use " + s.Want()
 	}
-	return 0, s.valueViolation(kernel, hint, "argument %s must be %s, got %s", s.Name, s.intText(), describe(x))
+	return 0, s.valueViolation(kernel, hint, "argument %s must be %s, got %s", s.Name, s.Want(), describe(x))
 }
 
 // check checks x, the value of argument s of kernel.

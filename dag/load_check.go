@@ -324,7 +324,9 @@ func ranges(accs []Access) []contract.Range {
 // checkBuiltinArgs checks a built-in stage's arguments against the
 // built-in contract (contract.Builtin.CheckArgs): known names, values,
 // required ones. An argument whose value failed to decode (reported then)
-// counts as given and is not checked again.
+// counts as given and is not checked again. As everywhere in the format,
+// an integer is written as one: a float literal (64.0) for an integer
+// argument is an error here, though a plan built in Go may pass 64.0.
 func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, b *contract.Builtin) {
 	args := maps.Clone(st.Args)
 	undecoded := map[string]bool{}
@@ -335,6 +337,16 @@ func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, b 
 			}
 			args[name] = nil
 			undecoded[name] = true
+		}
+	}
+	for name, v := range st.Args {
+		if s := b.Arg(name); s != nil && s.Integer() {
+			if _, isInt := v.(int); !isInt {
+				if n := src.argVals[name]; n.ShortTag() == "!!float" {
+					c.errorf(n, "write a whole number such as 64 (not 64.0)", "%s: argument %s must be %s, got %s", what, name, s.Want(), n.Value)
+					undecoded[name] = true
+				}
+			}
 		}
 	}
 	for _, v := range b.CheckArgs(args) {

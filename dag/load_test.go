@@ -195,6 +195,8 @@ var errorCases = []struct {
 	{"fill reads", pre + "  - {name: s, kernel: fill, args: {value: 1}, reads: [b], writes: [a]}\n", []want{w(8, "reads", "built-in fill takes exactly 0 reads, got 1")}},
 	{"fill bits negative", pre + "  - {name: s, kernel: fill, args: {bits: -1}, writes: [a]}\n", []want{w(8, "-1", "bits must be an integer in [0, 4294967295]")}},
 	{"fill bits float", pre + "  - {name: s, kernel: fill, args: {bits: 1.5}, writes: [a]}\n", []want{w(8, "1.5", "bits must be an integer")}},
+	{"fill bits float literal", pre + "  - {name: s, kernel: fill, args: {bits: 2.0}, writes: [a]}\n", []want{wh(8, "2.0", "argument bits must be an integer in [0, 4294967295], got 2.0", "not 64.0")}},
+	{"mix max_words float literal", pre + "  - {name: s, kernel: mix, args: {max_words: 8.0}, writes: [a]}\n", []want{w(8, "8.0", "argument max_words must be a positive integer, got 8.0")}},
 	{"fill value overflow", pre + "  - {name: s, kernel: fill, args: {value: 1e40}, writes: [a]}\n", []want{w(8, "1e40", "argument value = 1e+40 overflows float32")}},
 	{"builtin unknown arg", pre + "  - {name: s, kernel: mix, args: {spinus: 3}, writes: [a]}\n", []want{wh(8, "spinus", `unknown argument "spinus" for built-in mix`, "spin_us, max_words")}},
 	{"copy takes no args", pre + "  - {name: s, kernel: copy, args: {a: 1}, reads: [a], writes: [b]}\n", []want{wh(8, "a: 1", `unknown argument "a" for built-in copy`, "takes no arguments")}},
