@@ -232,6 +232,31 @@ func TestIntegerArgumentLiterals(t *testing.T) {
 	}
 }
 
+// TestHostKernelsRun checks that executor.HostKernel runs every built-in
+// the table lets a host stage run, on the table's example arguments.
+func TestHostKernelsRun(t *testing.T) {
+	for _, name := range contract.HostKernels() {
+		var c *contractCase
+		for i := range contractCases {
+			if k := &contractCases[i]; k.kernel == name && k.want == "" && c == nil {
+				c = k
+			}
+		}
+		if c == nil {
+			t.Fatalf("no valid case of host kernel %s", name)
+		}
+		l := c.launch(t)
+		in := make([][]byte, len(l.Reads))
+		for i, a := range l.Reads {
+			in[i] = make([]byte, a.Bytes)
+		}
+		out, err := executor.HostKernel(l, in)
+		if err != nil || len(out) != len(l.Writes) {
+			t.Errorf("HostKernel(%s) = %d writes, %v", name, len(out), err)
+		}
+	}
+}
+
 // TestAllocModes checks that the executor's allocation modes are the
 // contract's.
 func TestAllocModes(t *testing.T) {
