@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -147,14 +148,7 @@ func (s *ArgSpec) Integer() bool { return s.Kind == KindInt || s.Kind == KindUin
 // and hint unless s has its own.
 func (s *ArgSpec) valueViolation(kernel, hint, format string, a ...any) *Violation {
 	return &Violation{Kernel: kernel, Rule: RuleArgValue, Field: FieldArgs, Index: -1, Arg: s.Name,
-		Msg: fmt.Sprintf(format, a...), Hint: cmpOr(s.Hint, hint)}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+		Msg: fmt.Sprintf(format, a...), Hint: cmp.Or(s.Hint, hint)}
 }
 
 // float returns x, the value of float argument s of kernel, checked

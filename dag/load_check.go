@@ -342,7 +342,7 @@ func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, b 
 	for name, v := range st.Args {
 		if s := b.Arg(name); s != nil && s.Integer() {
 			if _, isInt := v.(int); !isInt {
-				if n := src.argVals[name]; n.ShortTag() == "!!float" {
+				if n := src.argVals[name]; n != nil && n.ShortTag() == "!!float" {
 					c.errorf(n, "write a whole number such as 64 (not 64.0)", "%s: argument %s must be %s, got %s", what, name, s.Want(), n.Value)
 					undecoded[name] = true
 				}
