@@ -22,7 +22,7 @@ import (
 
 	"gorgonia.org/cu"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
 )
 
@@ -37,10 +37,10 @@ func (b *backend) AllocAsync(d executor.BufferDesc, hs executor.Stream) (executo
 	if !ok || s == nil {
 		return nil, fmt.Errorf("cudart: AllocAsync %s: %T is not a cuda stream", d.Name, hs)
 	}
-	if d.Bytes <= 0 || d.Where != dag.WhereDevice {
+	if d.Bytes <= 0 || contract.Where(d.Where) != contract.WhereDevice {
 		return nil, fmt.Errorf("cudart: AllocAsync %s: %d bytes, where %q: want a device buffer of > 0 bytes", d.Name, d.Bytes, d.Where)
 	}
-	buf := &buffer{name: d.Name, bytes: d.Bytes, where: d.Where}
+	buf := &buffer{name: d.Name, bytes: d.Bytes, where: contract.WhereDevice}
 	err := b.call("cuMemAllocAsync "+d.Name, func(w *worker) error {
 		var p C.CUdeviceptr
 		if err := rawErr(C.dr_alloc_async(&p, C.size_t(d.Bytes), cuStream(s.s))); err != nil {
@@ -67,6 +67,7 @@ func (b *backend) FreeAsync(h executor.Buffer, hs executor.Stream) error {
 		return fmt.Errorf("cudart: FreeAsync %s: %T is not a cuda stream", buf.name, hs)
 	}
 	b.untrack(buf.id)
+	b.dropPrepared()
 	p := buf.dptr
 	return b.queue("cuMemFreeAsync "+buf.name, func(w *worker) error {
 		return wrap(rawErr(C.dr_free_async(C.CUdeviceptr(p), cuStream(s.s))), "cuMemFreeAsync buffer %s", buf.name)

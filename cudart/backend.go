@@ -16,7 +16,7 @@ import (
 
 	"gorgonia.org/cu"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
 )
 
@@ -63,6 +63,9 @@ type backend struct {
 	builtinFns map[string]cu.Function
 	// userFns caches user kernels by PTX path + "\x00" + entry.
 	userFns map[string]cu.Function
+	// preps caches prepared launches by descriptor (launch.go, prepared).
+	prepMu sync.Mutex
+	preps  map[*executor.LaunchDesc]*prep
 	// markers, when set (by tests, between captures), are two timed events
 	// that the next capture records as its first and last nodes, so that a
 	// replay's GPU time excludes the launch's latency.
@@ -122,7 +125,7 @@ type buffer struct {
 	id    int
 	name  string
 	bytes int64
-	where string
+	where contract.Where
 	dptr  cu.DevicePtr   // device address (for pinned memory, the same address: unified addressing)
 	host  unsafe.Pointer // pinned host memory, nil for device buffers
 }
@@ -147,6 +150,7 @@ func newBackend(opts Options) (*backend, error) {
 		done:           make(chan struct{}),
 		live:           map[int]liveHandle{},
 		userFns:        map[string]cu.Function{},
+		preps:          map[*executor.LaunchDesc]*prep{},
 		reply:          make(chan error, 1),
 		spinOverheadNS: max(opts.SpinOverheadNS, 0),
 	}
@@ -478,10 +482,10 @@ func (b *backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 	if d.Bytes <= 0 {
 		return nil, fmt.Errorf("cudart: buffer %s: size %d bytes, want > 0", d.Name, d.Bytes)
 	}
-	buf := &buffer{name: d.Name, bytes: d.Bytes, where: d.Where}
+	buf := &buffer{name: d.Name, bytes: d.Bytes, where: contract.Where(d.Where)}
 	err := b.call("alloc "+d.Name, func(w *worker) error {
-		switch d.Where {
-		case dag.WhereHostPinned:
+		switch buf.where {
+		case contract.WhereHostPinned:
 			p, err := allocHost(d.Bytes)
 			if err != nil {
 				return wrap(err, "cuMemAllocHost %d bytes for buffer %s", d.Bytes, d.Name)
@@ -490,7 +494,7 @@ func (b *backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 			buf.dptr = cu.DevicePtr(uintptr(p))
 			clear(unsafe.Slice((*byte)(p), d.Bytes))
 			return nil
-		case dag.WhereDevice, "":
+		case contract.WhereDevice, "":
 			p, err := cu.MemAlloc(d.Bytes)
 			if err != nil {
 				err = wrap(err, "cuMemAlloc %d bytes for buffer %s", d.Bytes, d.Name)
@@ -502,7 +506,7 @@ func (b *backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 			buf.dptr = p
 			return wrap(cu.MemsetD8(p, 0, d.Bytes), "cuMemsetD8 buffer %s", d.Name)
 		}
-		return fmt.Errorf("cudart: buffer %s: where %q, want %q or %q", d.Name, d.Where, dag.WhereDevice, dag.WhereHostPinned)
+		return fmt.Errorf("cudart: buffer %s: where %q, want %q or %q", d.Name, d.Where, contract.WhereDevice, contract.WhereHostPinned)
 	})
 	if err != nil {
 		return nil, err
@@ -628,6 +632,7 @@ func (b *backend) Free(h executor.Buffer) error {
 	if err != nil {
 		return err
 	}
+	b.dropPrepared()
 	err = b.call("free "+buf.name, func(w *worker) error {
 		if err := cu.Synchronize(); err != nil {
 			return wrap(err, "cuCtxSynchronize before freeing %s", buf.name)
@@ -690,6 +695,7 @@ func (b *backend) Close() error {
 	b.closed = true
 	b.live = map[int]liveHandle{}
 	b.mu.Unlock()
+	b.dropPrepared()
 	close(b.q)
 	<-b.done
 	if len(leaks) > 0 {

@@ -30,7 +30,10 @@
 // mix kernel stores its own start and end %globaltimer (stamps.go), which
 // leaves the graph and the issue rate as they are.
 //
-// Built-in kernels (dag/builtins.go) run as driver memsets and copies (fill
-// and copy on device memory) or as the PTX in kernels/builtins.ptx, compiled
-// from kernels/builtins.cu with the command in kernels/README.md.
+// Built-in kernels (package contract states their semantics) run as driver
+// memsets and copies (fill and copy on device memory) or as the PTX in
+// kernels/builtins.ptx, compiled from kernels/builtins.cu with the command in
+// kernels/README.md. The first launch of each *executor.LaunchDesc checks it
+// against the contract and packs its parameters; later launches of the same
+// descriptor reuse that (launch.go).
 package cudart

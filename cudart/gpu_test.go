@@ -148,7 +148,7 @@ func sameWords(t *testing.T, what string, got, want []byte) {
 	}
 }
 
-// Go references (the contract of dag/builtins.go, computed the way the
+// Go references (the built-in contract of package contract, computed the way the
 // simulator does: Go float32 arithmetic).
 func refScale(a float32, x []byte) []byte {
 	y := make([]byte, len(x))

@@ -4,15 +4,18 @@ package cudart
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"unsafe"
 
 	"gorgonia.org/cu"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
 )
 
@@ -93,104 +96,43 @@ func shape(l *executor.LaunchDesc, words int64, warpMultiple bool) (grid, block 
 
 // Launch queues stage l on stream s. Argument and shape errors come back at
 // once; driver errors at the next Synchronize (at once with SyncEach).
+//
+// The first launch of a descriptor prepares it (see prepared): it checks
+// the launch against the built-in contract, resolves its device addresses
+// and packs its kernel parameters. Later launches of the same
+// *executor.LaunchDesc reuse that work while the descriptor still holds
+// what it was prepared from.
 func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 	s, ok := hs.(*stream)
 	if !ok || s == nil {
 		return fmt.Errorf("cudart: launch %s: %T is not a cuda stream", l.Name, hs)
 	}
-	what := fmt.Sprintf("launch stage %q (%s)", l.Name, l.Kernel)
-	fail := func(err error) error { return fmt.Errorf("cudart: %s: %w", what, err) }
-	var k *kernelLaunch
-	var err error
-	if l.UserKernel != nil {
-		k, err = b.userLaunch(l)
-		if err != nil {
-			return fail(err)
-		}
-		return b.queueStage(s, l, what, k.step(s, what))
+	p, err := b.prepared(l)
+	if err != nil {
+		return err
 	}
-	switch l.Kernel {
-	case dag.BuiltinFill:
-		v, err := executor.FillWord(l.Args)
-		if err != nil {
-			return fail(err)
-		}
-		if len(l.Writes) != 1 {
-			return fail(fmt.Errorf("fill needs 1 write, has %d", len(l.Writes)))
-		}
-		dst, buf, err := argPtr(l.Writes[0])
-		if err != nil {
-			return fail(err)
-		}
-		n := l.Writes[0].Bytes / 4
-		if buf.host == nil {
-			return b.queueStage(s, l, what, func(w *worker) error {
-				return wrap(cu.MemsetD32Async(dst, uint(v), n, s.s), "%s: cuMemsetD32Async", what)
-			})
-		}
-		k = b.fillLaunch(l, dst, n, v)
-	case dag.BuiltinCopy:
-		if len(l.Reads) != 1 || len(l.Writes) != 1 || l.Reads[0].Bytes != l.Writes[0].Bytes {
-			return fail(fmt.Errorf("copy needs 1 read and 1 write of the same size"))
-		}
-		src, sb, err := argPtr(l.Reads[0])
-		if err != nil {
-			return fail(err)
-		}
-		dst, db, err := argPtr(l.Writes[0])
-		if err != nil {
-			return fail(err)
-		}
-		n := l.Writes[0].Bytes
-		var srcHost, dstHost unsafe.Pointer // pinned memory as host pointers
-		if sb.host != nil {
-			srcHost = unsafe.Add(sb.host, l.Reads[0].Offset)
-		}
-		if db.host != nil {
-			dstHost = unsafe.Add(db.host, l.Writes[0].Offset)
-		}
+	what := p.what
+	switch p.kind {
+	case prepMemset:
+		dst, v, n := p.dst, p.word, p.n
 		return b.queueStage(s, l, what, func(w *worker) error {
-			var err error
-			switch {
-			case sb.host == nil && db.host == nil:
-				err = wrap(cu.MemcpyDtoDAsync(dst, src, n, s.s), "%s: cuMemcpyDtoDAsync %d bytes", what, n)
-			case sb.host != nil && db.host == nil:
-				err = wrap(cu.MemcpyHtoDAsync(dst, srcHost, n, s.s), "%s: cuMemcpyHtoDAsync %d bytes", what, n)
-			case sb.host == nil && db.host != nil:
-				err = wrap(cu.MemcpyDtoHAsync(dstHost, src, n, s.s), "%s: cuMemcpyDtoHAsync %d bytes", what, n)
-			default:
-				err = wrap(cu.MemcpyAsync(dst, src, n, s.s), "%s: cuMemcpyAsync %d bytes", what, n)
-			}
-			return err
+			return wrap(cu.MemsetD32Async(dst, uint(v), n, s.s), "%s: cuMemsetD32Async", what)
 		})
-	case dag.BuiltinScale, dag.BuiltinAxpy:
-		a, err := executor.ScaleFactor(l.Args)
-		if err != nil {
-			return fail(err)
+	case prepCopy:
+		return b.queueStage(s, l, what, p.copyStep(s))
+	case prepChecksum:
+		// Zero out[0..1] on the same stream, then accumulate atomically.
+		zero := func(w *worker) error {
+			return wrap(cu.MemsetD32Async(p.dst, 0, 2, s.s), "%s: cuMemsetD32Async", what)
 		}
-		if len(l.Reads) < 1 || len(l.Writes) != 1 || l.Reads[0].Bytes != l.Writes[0].Bytes {
-			return fail(fmt.Errorf("%s needs read x and 1 write of the same size", l.Kernel))
+		if p.zero != nil {
+			zero = p.zero.step(s, what)
 		}
-		x, _, err := argPtr(l.Reads[0])
+		return b.queueStage(s, l, what, zero, p.k.step(s, what))
+	case prepMix:
+		k, snaps, err := b.mixLaunch(s, l, p)
 		if err != nil {
-			return fail(err)
-		}
-		y, _, err := argPtr(l.Writes[0])
-		if err != nil {
-			return fail(err)
-		}
-		n := l.Writes[0].Bytes / 4
-		k = &kernelLaunch{fn: b.fn(l.Kernel)}
-		k.grid, k.block = shape(l, n, false)
-		k.p.ptr(y)
-		k.p.ptr(x)
-		k.p.u64(uint64(n))
-		k.p.f32(a)
-	case dag.BuiltinMix:
-		var snaps []snapshot
-		k, snaps, err = b.mixLaunch(s, l)
-		if err != nil {
-			return fail(err)
+			return fmt.Errorf("cudart: %s: %w", what, err)
 		}
 		if len(snaps) > 0 {
 			var steps []func(*worker) error
@@ -201,43 +143,244 @@ func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 			}
 			return b.queueStage(s, l, what, append(steps, k.step(s, what))...)
 		}
-	case dag.BuiltinSpin:
-		us, err := executor.SpinUS(l)
+		return b.queueStage(s, l, what, k.step(s, what))
+	}
+	return b.queueStage(s, l, what, p.k.step(s, what))
+}
+
+// maxPrepared bounds the prepared launches a backend keeps; past it the
+// cache starts over.
+const maxPrepared = 1 << 14
+
+// prepKind is how a prepared launch runs.
+type prepKind int
+
+const (
+	prepKernel   prepKind = iota // the kernel k
+	prepMemset                   // fill of device memory: cuMemsetD32Async of n words of word at dst
+	prepCopy                     // copy: n bytes from src to dst
+	prepChecksum                 // zero words 0 and 1 at dst (memset, or the kernel zero), then the kernel k
+	prepMix                      // the kernel k after per-launch patches (mixLaunch)
+)
+
+// prep is a launch prepared once: checked, its device addresses resolved and
+// its parameters packed. It never changes after prepare returns it, so the
+// worker may read it while the caller launches it again.
+type prep struct {
+	src  executor.LaunchDesc // what it was prepared from (Reads, Writes and Args copied)
+	what string              // "launch stage "name" (kernel)", for messages
+	kind prepKind
+	k    *kernelLaunch
+	zero *kernelLaunch // prepChecksum on a pinned write: the fill kernel zeroing words 0 and 1
+
+	dst, srcPtr      cu.DevicePtr
+	n                int64 // prepMemset: words; prepCopy: bytes
+	word             uint32
+	srcHost, dstHost unsafe.Pointer // prepCopy: pinned memory as host pointers, nil for device memory
+
+	// prepMix: reads first copied to the stream's scratch buffer; dst is
+	// the offset in it.
+	snaps        []snapshot
+	scratchBytes int64
+}
+
+// prepared returns the prepared launch of l: the cached one when l was
+// prepared before and still holds what it was prepared from, else a fresh
+// preparation, cached by l unless its handles or arguments cannot be
+// compared. The cache holds at most maxPrepared launches and is emptied
+// when a buffer is freed, so it never outlives the addresses it holds.
+func (b *backend) prepared(l *executor.LaunchDesc) (*prep, error) {
+	b.prepMu.Lock()
+	p := b.preps[l]
+	b.prepMu.Unlock()
+	if p != nil && p.matches(l) {
+		return p, nil
+	}
+	p, err := b.prepare(l)
+	if err != nil {
+		return nil, err
+	}
+	if cacheable(l) {
+		b.prepMu.Lock()
+		if len(b.preps) >= maxPrepared {
+			clear(b.preps)
+		}
+		b.preps[l] = p
+		b.prepMu.Unlock()
+	}
+	return p, nil
+}
+
+// dropPrepared empties the cache of prepared launches.
+func (b *backend) dropPrepared() {
+	b.prepMu.Lock()
+	clear(b.preps)
+	b.prepMu.Unlock()
+}
+
+// cacheable reports whether l's handles and argument values can be
+// compared with ==: the preparation of l may then be reused.
+func cacheable(l *executor.LaunchDesc) bool {
+	for _, set := range [2][]executor.Arg{l.Reads, l.Writes} {
+		for _, a := range set {
+			if _, ok := a.Buffer.(*buffer); !ok {
+				return false
+			}
+		}
+	}
+	for _, v := range l.Args {
+		switch v.(type) {
+		case nil, bool, string, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64, json.Number:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// matches reports whether l holds what p was prepared from.
+func (p *prep) matches(l *executor.LaunchDesc) bool {
+	d := &p.src
+	if l.Kernel != d.Kernel || l.Name != d.Name || l.Stage != d.Stage || l.Grid != d.Grid || l.Block != d.Block ||
+		l.DurationUS != d.DurationUS || l.UserKernel != d.UserKernel || len(l.Args) != len(d.Args) ||
+		!slices.Equal(l.Reads, d.Reads) || !slices.Equal(l.Writes, d.Writes) {
+		return false
+	}
+	for k, v := range d.Args {
+		if x, ok := l.Args[k]; !ok || x != v {
+			return false
+		}
+	}
+	return true
+}
+
+// prepare checks l (a built-in against the contract, executor.CheckLaunch;
+// a user kernel against its parameters), resolves its device addresses and
+// packs its kernel parameters.
+func (b *backend) prepare(l *executor.LaunchDesc) (*prep, error) {
+	p := &prep{what: fmt.Sprintf("launch stage %q (%s)", l.Name, l.Kernel)}
+	var err error
+	if l.UserKernel != nil {
+		p.k, err = b.userLaunch(l)
+	} else if err = executor.CheckLaunch(l); err == nil {
+		err = b.prepareBuiltin(p, l)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cudart: %s: %w", p.what, err)
+	}
+	p.src = *l
+	p.src.Reads, p.src.Writes, p.src.Args = slices.Clone(l.Reads), slices.Clone(l.Writes), maps.Clone(l.Args)
+	return p, nil
+}
+
+// prepareBuiltin prepares a launch of a built-in that passed
+// executor.CheckLaunch, reading its arguments through the contract's
+// accessors.
+func (b *backend) prepareBuiltin(p *prep, l *executor.LaunchDesc) error {
+	switch l.Kernel {
+	case contract.BuiltinFill:
+		v, err := contract.FillWord(l.Args)
 		if err != nil {
-			return fail(err)
+			return err
 		}
-		k = &kernelLaunch{fn: b.fn("spin"), grid: [3]int{1, 1, 1}, block: [3]int{32, 1, 1}}
-		k.p.u64(b.spinNS(us))
-	case dag.BuiltinChecksum:
-		if len(l.Reads) != 1 || len(l.Writes) != 1 || l.Writes[0].Bytes < 8 {
-			return fail(fmt.Errorf("checksum needs 1 read and 1 write of at least 8 bytes"))
+		dst, buf, err := argPtr(l.Writes[0])
+		if err != nil {
+			return err
 		}
+		n := l.Writes[0].Bytes / contract.WordBytes
+		if buf.host == nil {
+			p.kind, p.dst, p.n, p.word = prepMemset, dst, n, v
+			return nil
+		}
+		p.k = b.fillLaunch(l, dst, n, v)
+	case contract.BuiltinCopy:
+		src, sb, err := argPtr(l.Reads[0])
+		if err != nil {
+			return err
+		}
+		dst, db, err := argPtr(l.Writes[0])
+		if err != nil {
+			return err
+		}
+		p.kind, p.srcPtr, p.dst, p.n = prepCopy, src, dst, l.Writes[0].Bytes
+		if sb.host != nil {
+			p.srcHost = unsafe.Add(sb.host, l.Reads[0].Offset)
+		}
+		if db.host != nil {
+			p.dstHost = unsafe.Add(db.host, l.Writes[0].Offset)
+		}
+	case contract.BuiltinScale, contract.BuiltinAxpy:
+		a, err := contract.ScaleFactor(l.Args)
+		if err != nil {
+			return err
+		}
+		x, _, err := argPtr(l.Reads[0])
+		if err != nil {
+			return err
+		}
+		y, _, err := argPtr(l.Writes[0])
+		if err != nil {
+			return err
+		}
+		n := l.Writes[0].Bytes / contract.WordBytes
+		k := &kernelLaunch{fn: b.fn(l.Kernel)}
+		k.grid, k.block = shape(l, n, false)
+		k.p.ptr(y)
+		k.p.ptr(x)
+		k.p.u64(uint64(n))
+		k.p.f32(a)
+		p.k = k
+	case contract.BuiltinMix:
+		return b.prepareMix(p, l)
+	case contract.BuiltinSpin:
+		us, err := contract.SpinUS(l.Kernel, l.Args, l.DurationUS)
+		if err != nil {
+			return err
+		}
+		p.k = &kernelLaunch{fn: b.fn("spin"), grid: [3]int{1, 1, 1}, block: [3]int{32, 1, 1}}
+		p.k.p.u64(b.spinNS(us))
+	case contract.BuiltinChecksum:
 		in, _, err := argPtr(l.Reads[0])
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		out, ob, err := argPtr(l.Writes[0])
 		if err != nil {
-			return fail(err)
+			return err
 		}
-		// Zero out[0..1] on the same stream, then accumulate atomically.
-		zero := func(w *worker) error {
-			return wrap(cu.MemsetD32Async(out, 0, 2, s.s), "%s: cuMemsetD32Async", what)
-		}
+		p.kind, p.dst = prepChecksum, out
 		if ob.host != nil {
-			zero = b.fillLaunch(&executor.LaunchDesc{}, out, 2, 0).step(s, what)
+			p.zero = b.fillLaunch(&executor.LaunchDesc{}, out, 2, 0)
 		}
-		n := l.Reads[0].Bytes / 4
-		k = &kernelLaunch{fn: b.fn("checksum")}
+		n := l.Reads[0].Bytes / contract.WordBytes
+		k := &kernelLaunch{fn: b.fn("checksum")}
 		k.grid, k.block = shape(l, n, true)
 		k.p.ptr(out)
 		k.p.ptr(in)
 		k.p.u64(uint64(n))
-		return b.queueStage(s, l, what, zero, k.step(s, what))
+		p.k = k
 	default:
-		return fail(fmt.Errorf("unknown kernel %q: not a built-in and no user kernel given", l.Kernel))
+		return fmt.Errorf("unknown kernel %q: not a built-in and no user kernel given", l.Kernel)
 	}
-	return b.queueStage(s, l, what, k.step(s, what))
+	return nil
+}
+
+// copyStep returns the worker step of a prepared copy on s: the driver copy
+// for its pair of placements.
+func (p *prep) copyStep(s *stream) func(*worker) error {
+	dst, src, n, what := p.dst, p.srcPtr, p.n, p.what
+	srcHost, dstHost := p.srcHost, p.dstHost
+	return func(w *worker) error {
+		switch {
+		case srcHost == nil && dstHost == nil:
+			return wrap(cu.MemcpyDtoDAsync(dst, src, n, s.s), "%s: cuMemcpyDtoDAsync %d bytes", what, n)
+		case srcHost != nil && dstHost == nil:
+			return wrap(cu.MemcpyHtoDAsync(dst, srcHost, n, s.s), "%s: cuMemcpyHtoDAsync %d bytes", what, n)
+		case srcHost == nil && dstHost != nil:
+			return wrap(cu.MemcpyDtoHAsync(dstHost, src, n, s.s), "%s: cuMemcpyDtoHAsync %d bytes", what, n)
+		}
+		return wrap(cu.MemcpyAsync(dst, src, n, s.s), "%s: cuMemcpyAsync %d bytes", what, n)
+	}
 }
 
 func (b *backend) fillLaunch(l *executor.LaunchDesc, dst cu.DevicePtr, n int64, v uint32) *kernelLaunch {
@@ -265,79 +408,62 @@ type snapshot struct {
 	n        int64 // bytes
 }
 
-// mixLaunch packs a mix launch. The kernel reads word i mod n_k of each read
-// and writes word i of each write, thread by thread; that equals the
+// MixArgs offsets (kernels/builtins.cu): the read pointers and the
+// timestamp slot address.
+const (
+	mixReadPtrs = 168
+	mixStamp    = 696
+)
+
+// prepareMix packs a mix launch. The kernel reads word i mod n_k of each
+// read and writes word i of each write, thread by thread; that equals the
 // contract's all-reads-before-writes order unless an in-place read (one that
 // is also written) is shorter than the longest write, so that one thread
-// reads a word another thread writes. Such reads are first copied to the
-// stream's scratch buffer (snaps, queued before the kernel on the same
-// stream) and the kernel reads the copy.
-func (b *backend) mixLaunch(s *stream, l *executor.LaunchDesc) (*kernelLaunch, []snapshot, error) {
-	if len(l.Writes) == 0 || len(l.Writes) > mixMaxWrites {
-		return nil, nil, fmt.Errorf("mix has %d writes; the cuda backend supports 1..%d", len(l.Writes), mixMaxWrites)
+// reads a word another thread writes. Such reads are noted in p.snaps: each
+// launch first copies them to the stream's scratch buffer (queued before the
+// kernel on the same stream) and the kernel reads the copy (mixLaunch).
+func (b *backend) prepareMix(p *prep, l *executor.LaunchDesc) error {
+	if len(l.Writes) > mixMaxWrites {
+		return fmt.Errorf("mix has %d writes; the cuda backend supports 1..%d", len(l.Writes), mixMaxWrites)
 	}
 	if len(l.Reads) > mixMaxReads {
-		return nil, nil, fmt.Errorf("mix has %d reads; the cuda backend supports at most %d", len(l.Reads), mixMaxReads)
+		return fmt.Errorf("mix has %d reads; the cuda backend supports at most %d", len(l.Reads), mixMaxReads)
 	}
-	maxWords := int64(math.MaxInt64)
-	if mw, ok, err := executor.ArgFloat(l.Args, "max_words"); err != nil {
-		return nil, nil, err
-	} else if ok {
-		if mw < 1 || mw != math.Trunc(mw) {
-			return nil, nil, fmt.Errorf("arg max_words: %v, want an integer > 0", mw)
-		}
-		maxWords = int64(mw)
-	}
-	spinUS, err := executor.SpinUS(l)
+	maxWords, err := contract.MixMaxWords(l.Args)
 	if err != nil {
-		return nil, nil, err
+		return err
+	}
+	spinUS, err := contract.SpinUS(l.Kernel, l.Args, l.DurationUS)
+	if err != nil {
+		return err
 	}
 	a := make([]byte, mixArgsSize)
 	le := binary.LittleEndian
 	var maxn int64
 	for wi, wr := range l.Writes {
-		p, _, err := argPtr(wr)
+		ptr, _, err := argPtr(wr)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		n := min(wr.Bytes/4, maxWords)
+		n := min(wr.Bytes/contract.WordBytes, maxWords)
 		maxn = max(maxn, n)
-		le.PutUint64(a[8*wi:], uint64(p))
+		le.PutUint64(a[8*wi:], uint64(ptr))
 		le.PutUint64(a[64+8*wi:], uint64(n))
-		le.PutUint32(a[128+4*wi:], dag.MixSeed(l.Stage, wi))
+		le.PutUint32(a[128+4*wi:], contract.MixSeed(l.Stage, wi))
 	}
 	le.PutUint32(a[160:], uint32(len(l.Writes)))
 	le.PutUint32(a[164:], uint32(len(l.Reads)))
-	var snaps []snapshot
-	var scratchBytes int64
 	for ri, rd := range l.Reads {
-		p, _, err := argPtr(rd)
+		ptr, _, err := argPtr(rd)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		if rd.Bytes < 4 {
-			return nil, nil, fmt.Errorf("read %s is %d bytes, want at least one word", rd.Name, rd.Bytes)
+		if rd.Bytes/contract.WordBytes < maxn && overlapsAny(rd, l.Writes) {
+			p.snaps = append(p.snaps, snapshot{src: ptr, dst: cu.DevicePtr(p.scratchBytes), n: rd.Bytes})
+			p.scratchBytes += (rd.Bytes + 255) &^ 255
 		}
-		if rd.Bytes/4 < maxn && overlapsAny(rd, l.Writes) {
-			snaps = append(snaps, snapshot{src: p, dst: cu.DevicePtr(scratchBytes), n: rd.Bytes})
-			scratchBytes += (rd.Bytes + 255) &^ 255
-		}
-		le.PutUint64(a[168+8*ri:], uint64(p))
-		le.PutUint64(a[424+8*ri:], uint64(rd.Bytes/4))
-	}
-	if len(snaps) > 0 {
-		base, err := b.scratch(s, scratchBytes)
-		if err != nil {
-			return nil, nil, err
-		}
-		for i := range snaps {
-			snaps[i].dst += base
-			for ri := range l.Reads {
-				if p := cu.DevicePtr(le.Uint64(a[168+8*ri:])); p == snaps[i].src {
-					le.PutUint64(a[168+8*ri:], uint64(snaps[i].dst))
-				}
-			}
-		}
+		le.PutUint64(a[mixReadPtrs+8*ri:], uint64(ptr))
+		le.PutUint64(a[424+8*ri:], uint64(rd.Bytes/contract.WordBytes))
 	}
 	le.PutUint64(a[680:], uint64(maxn))
 	spinNS := uint64(0)
@@ -345,11 +471,44 @@ func (b *backend) mixLaunch(s *stream, l *executor.LaunchDesc) (*kernelLaunch, [
 		spinNS = max(b.spinNS(spinUS), 1)
 	}
 	le.PutUint64(a[688:], spinNS)
-	le.PutUint64(a[696:], b.stampSlot(l))
 	k := &kernelLaunch{fn: b.fn("mix")}
 	k.grid, k.block = shape(l, maxn, false)
 	k.p.add(a)
-	return k, snaps, nil
+	p.kind, p.k = prepMix, k
+	return nil
+}
+
+// mixLaunch returns the kernel of one launch of the prepared mix p on s:
+// p's kernel itself, or, when the launch copies reads to s's scratch buffer
+// or takes a timestamp slot, a copy with those addresses patched in, and
+// the copies to queue before it.
+func (b *backend) mixLaunch(s *stream, l *executor.LaunchDesc, p *prep) (*kernelLaunch, []snapshot, error) {
+	if len(p.snaps) == 0 && !b.opts.KernelTimestamps {
+		return p.k, nil, nil
+	}
+	k := *p.k
+	k.p.blob = slices.Clone(p.k.p.blob)
+	a := k.p.blob[k.p.offs[0]:]
+	le := binary.LittleEndian
+	var snaps []snapshot
+	if len(p.snaps) > 0 {
+		base, err := b.scratch(s, p.scratchBytes)
+		if err != nil {
+			return nil, nil, err
+		}
+		snaps = make([]snapshot, len(p.snaps))
+		for i, c := range p.snaps {
+			c.dst += base
+			snaps[i] = c
+			for ri := range len(p.src.Reads) {
+				if ptr := cu.DevicePtr(le.Uint64(a[mixReadPtrs+8*ri:])); ptr == c.src {
+					le.PutUint64(a[mixReadPtrs+8*ri:], uint64(c.dst))
+				}
+			}
+		}
+	}
+	le.PutUint64(a[mixStamp:], b.stampSlot(l))
+	return &k, snaps, nil
 }
 
 // fn returns a built-in kernel's function. The handles are filled in by the
@@ -511,7 +670,7 @@ func (b *backend) userLaunch(l *executor.LaunchDesc) (*kernelLaunch, error) {
 			k.p.ptr(p)
 			continue
 		}
-		f, _, err := executor.ArgFloat(l.Args, name)
+		f, _, err := contract.ArgFloat(l.Args, name)
 		if err != nil {
 			return nil, fmt.Errorf("kernel %s: %w", uk.Name, err)
 		}

@@ -5,6 +5,7 @@ package dag
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"gonum.org/v1/gonum/graph/simple"
 	"gonum.org/v1/gonum/graph/topo"
 	"gopkg.in/yaml.v3"
+
+	"github.com/dagrun/dagrun/contract"
 )
 
 // checker is the state of the check phase.
@@ -188,9 +191,10 @@ func (c *checker) checkStage(i int) {
 	if st.Kernel != "" {
 		switch k, user := c.kerns[st.Kernel]; {
 		case IsBuiltin(st.Kernel):
-			c.checkBuiltinArgs(st, src, what, builtinArity[st.Kernel].args)
+			b := contract.Lookup(st.Kernel)
+			c.checkBuiltinArgs(st, src, what, b)
 			if resolved {
-				c.checkBuiltin(st, src, what)
+				c.checkBuiltin(st, src, what, b)
 			}
 		case user:
 			c.checkUserKernel(st, src, what, &c.s.Kernels[k], resolved)
@@ -291,148 +295,72 @@ func (c *checker) checkWriteOverlap(st *StageSpec, what string) {
 	}
 }
 
-// builtinArity is the number of reads and writes of each built-in: min, max
-// (max -1 = any number). See builtins.go.
-var builtinArity = map[string]struct {
-	reads, writes [2]int
-	args          []string // the arguments it takes
-	usage         string   // an example, for hints
-}{
-	BuiltinFill:     {[2]int{0, 0}, [2]int{1, 1}, []string{"value", "bits"}, "fill: writes: [y], args: {value: 1.5} (or {bits: 0x3fc00000})"},
-	BuiltinCopy:     {[2]int{1, 1}, [2]int{1, 1}, nil, "copy: reads: [x], writes: [y], same size"},
-	BuiltinScale:    {[2]int{1, 1}, [2]int{1, 1}, []string{"a"}, "scale: reads: [x], writes: [y], args: {a: 2.0}, same size"},
-	BuiltinAxpy:     {[2]int{2, 2}, [2]int{1, 1}, []string{"a"}, "axpy: reads: [x, y], writes: [y], args: {a: 2.0}, same size"},
-	BuiltinMix:      {[2]int{0, -1}, [2]int{1, -1}, []string{"spin_us", "max_words"}, "mix: reads: [any...], writes: [at least one]"},
-	BuiltinSpin:     {[2]int{0, -1}, [2]int{0, -1}, []string{"us"}, "spin: args: {us: 10} or duration_us: 10"},
-	BuiltinChecksum: {[2]int{1, 1}, [2]int{1, 1}, nil, "checksum: reads: [x], writes: [sum] with sum ≥ 8 bytes"},
-}
-
-func countText(lo, hi int, noun string) string {
-	plural := func(n int) string {
-		if n == 1 {
-			return fmt.Sprintf("1 %s", noun)
+// checkBuiltin checks a built-in stage's resolved accesses against the
+// built-in contract (contract.Builtin.CheckAccesses), reporting each rule
+// broken at the access it is about (the reads or writes field for counts).
+func (c *checker) checkBuiltin(st *StageSpec, src *stageSrc, what string, b *contract.Builtin) {
+	for _, v := range b.CheckAccesses(ranges(st.Reads), ranges(st.Writes)) {
+		list := st.Reads
+		if v.Field == contract.FieldWrites {
+			list = st.Writes
 		}
-		return fmt.Sprintf("%d %ss", n, noun)
-	}
-	switch {
-	case lo == hi:
-		return "exactly " + plural(lo)
-	case hi < 0:
-		return "at least " + plural(lo)
-	}
-	return fmt.Sprintf("%d to %d %ss", lo, hi, noun)
-}
-
-func (c *checker) checkBuiltin(st *StageSpec, src *stageSrc, what string) {
-	rule := builtinArity[st.Kernel]
-	arityOK := true
-	for _, x := range []struct {
-		field string
-		n     int
-		lim   [2]int
-	}{{"reads", len(st.Reads), rule.reads}, {"writes", len(st.Writes), rule.writes}} {
-		if x.n < x.lim[0] || (x.lim[1] >= 0 && x.n > x.lim[1]) {
-			noun := strings.TrimSuffix(x.field, "s")
-			c.errorf(src.fieldPos(x.field), rule.usage, "%s: built-in %s takes %s, got %d", what, st.Kernel, countText(x.lim[0], x.lim[1], noun), x.n)
-			arityOK = false
-		}
-	}
-	for _, list := range [][]Access{st.Reads, st.Writes} {
-		for _, a := range list {
-			if a.Offset%4 != 0 || a.Bytes%4 != 0 {
-				c.errAt(a.Pos, "built-ins work on 4-byte words: make the offset and length multiples of 4", "%s: built-in %s needs 4-byte aligned accesses, a multiple of 4 bytes long; %s is not", what, st.Kernel, a)
-			}
-		}
-	}
-	if !arityOK {
-		return
-	}
-	switch st.Kernel {
-	case BuiltinCopy, BuiltinScale:
-		r, w := st.Reads[0], st.Writes[0]
-		if r.Bytes != w.Bytes {
-			c.errAt(w.Pos, "read and write the same number of bytes", "%s: built-in %s reads %d bytes (%s) but writes %d (%s)", what, st.Kernel, r.Bytes, r, w.Bytes, w)
-		}
-	case BuiltinAxpy:
-		x, y, w := st.Reads[0], st.Reads[1], st.Writes[0]
-		if x.Bytes != y.Bytes {
-			c.errAt(y.Pos, "x and y must be the same size", "%s: built-in axpy reads x %s (%d bytes) and y %s (%d bytes) of different sizes", what, x, x.Bytes, y, y.Bytes)
-		}
-		if w.Buffer != y.Buffer || w.Offset != y.Offset || w.Bytes != y.Bytes {
-			c.errAt(w.Pos, "axpy updates y in place: write exactly the range of the second read", "%s: built-in axpy writes %s, not the range %s it reads as y", what, w, y)
-		}
-	case BuiltinChecksum:
-		r, w := st.Reads[0], st.Writes[0]
-		if w.Bytes < 8 {
-			c.errAt(w.Pos, "the checksum is two 4-byte words: write at least 8 bytes", "%s: built-in checksum writes %d bytes (%s); it needs at least 8", what, w.Bytes, w)
-		}
-		if r.Overlaps(w) {
-			c.errAt(w.Pos, "write the checksum to bytes that are not read", "%s: built-in checksum writes %s, which overlaps its read %s", what, w, r)
-		}
-		return
-	case BuiltinSpin, BuiltinFill:
-		return
-	}
-	// copy, scale, axpy, mix: an overlapping read and write must be the same range.
-	for _, r := range st.Reads {
-		for _, w := range st.Writes {
-			if r.Overlaps(w) && (r.Offset != w.Offset || r.Bytes != w.Bytes) {
-				c.errAt(r.Pos, "in place means the identical range; otherwise make the ranges disjoint", "%s: built-in %s reads %s, which overlaps its write %s without being the same range", what, st.Kernel, r, w)
-			}
+		if v.Index >= 0 && v.Index < len(list) {
+			c.errAt(list[v.Index].Pos, v.Hint, "%s: %s", what, v.Msg)
+		} else {
+			c.errorf(src.fieldPos(string(v.Field)), v.Hint, "%s: %s", what, v.Msg)
 		}
 	}
 }
 
-// checkBuiltinArgs checks a built-in's arguments: known names, types, ranges.
-func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, allowed []string) {
-	for name, k := range src.argKeys {
-		if !contains(allowed, name) {
-			hint := "built-in " + st.Kernel + " takes no arguments"
-			if len(allowed) > 0 {
-				hint = "built-in " + st.Kernel + " takes: " + strings.Join(allowed, ", ")
+// ranges returns accesses as contract ranges.
+func ranges(accs []Access) []contract.Range {
+	out := make([]contract.Range, len(accs))
+	for i, a := range accs {
+		out[i] = contract.Range{Buffer: a.Buffer, Offset: a.Offset, Bytes: a.Bytes}
+	}
+	return out
+}
+
+// checkBuiltinArgs checks a built-in stage's arguments against the
+// built-in contract (contract.Builtin.CheckArgs): known names, values,
+// required ones. An argument whose value failed to decode (reported then)
+// counts as given and is not checked again. As everywhere in the format,
+// an integer is written as one: a float literal (64.0) for an integer
+// argument is an error here, though a plan built in Go may pass 64.0.
+func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, b *contract.Builtin) {
+	args := maps.Clone(st.Args)
+	undecoded := map[string]bool{}
+	for name := range src.argKeys {
+		if _, ok := st.Args[name]; !ok {
+			if args == nil {
+				args = map[string]any{}
 			}
-			c.errorf(k, hint, "%s: unknown argument %q for built-in %s", what, name, st.Kernel)
-			continue
+			args[name] = nil
+			undecoded[name] = true
 		}
-		v, ok := st.Args[name]
-		if !ok {
-			continue // bad value; reported
-		}
-		n := src.argVals[name]
-		switch name {
-		case "value":
-			if x, ok := c.argNumber(n, v, what, name); ok && math.Abs(x) > math.MaxFloat32 {
-				c.errorf(n, "use a value within float32 range (±3.4e38)", "%s: fill value %v overflows float32", what, x)
-			}
-		case "bits":
-			if x, ok := v.(int); !ok || x < 0 || int64(x) > math.MaxUint32 {
-				c.errorf(n, "bits is the uint32 bit pattern of every word, e.g. 0x3fc00000", "%s: bits must be an integer in [0, 4294967295], got %s", what, n.Value)
-			}
-		case "a":
-			if x, ok := c.argNumber(n, v, what, name); ok && math.Abs(x) > math.MaxFloat32 {
-				c.errorf(n, "use a value within float32 range (±3.4e38)", "%s: a = %v overflows float32", what, x)
-			}
-		case "max_words":
-			if x, ok := v.(int); !ok || x <= 0 {
-				c.errorf(n, "max_words is a word count ≥ 1; leave it out to write whole ranges", "%s: max_words must be a positive integer, got %s", what, n.Value)
-			}
-		case "spin_us", "us":
-			if x, ok := c.argNumber(n, v, what, name); ok && x < 0 {
-				c.errorf(n, "use a duration ≥ 0 µs", "%s: %s must be ≥ 0, got %v", what, name, x)
+	}
+	for name, v := range st.Args {
+		if s := b.Arg(name); s != nil && s.Integer() {
+			if _, isInt := v.(int); !isInt {
+				if n := src.argVals[name]; n != nil && n.ShortTag() == "!!float" {
+					c.errorf(n, "write a whole number such as 64 (not 64.0)", "%s: argument %s must be %s, got %s", what, name, s.Want(), n.Value)
+					undecoded[name] = true
+				}
 			}
 		}
 	}
-	switch st.Kernel {
-	case BuiltinFill:
-		_, hasV := src.argKeys["value"]
-		_, hasB := src.argKeys["bits"]
-		if hasV == hasB {
-			c.errorf(src.fieldPos("args"), "give args: {value: 1.5} (a float32) or args: {bits: 0x3fc00000} (a uint32 pattern)", "%s: built-in fill needs exactly one of the arguments value, bits", what)
+	for _, v := range b.CheckArgs(args) {
+		n := src.fieldPos("args")
+		switch v.Rule {
+		case contract.RuleArgUnknown:
+			n = src.argKeys[v.Arg]
+		case contract.RuleArgValue:
+			if undecoded[v.Arg] {
+				continue
+			}
+			n = src.argVals[v.Arg]
 		}
-	case BuiltinScale, BuiltinAxpy:
-		if _, ok := src.argKeys["a"]; !ok {
-			c.errorf(src.fieldPos("args"), "give the factor: args: {a: 2.0}", "%s: built-in %s needs the argument a", what, st.Kernel)
-		}
+		c.errorf(n, v.Hint, "%s: %s", what, v.Msg)
 	}
 }
 

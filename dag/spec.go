@@ -3,6 +3,8 @@ package dag
 import (
 	"fmt"
 	"strings"
+
+	"github.com/dagrun/dagrun/contract"
 )
 
 // Pos is a position in a spec file: 1-based line and column. The zero Pos
@@ -23,25 +25,25 @@ func (p Pos) String() string {
 	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
 }
 
-// Buffer placement.
+// Buffer placement (BufferSpec.Where): the values of contract.Where.
 const (
-	WhereDevice     = "device"      // device memory (cuMemAlloc)
-	WhereHostPinned = "host_pinned" // page-locked host memory (cuMemAllocHost)
+	WhereDevice     = string(contract.WhereDevice)     // device memory (cuMemAlloc)
+	WhereHostPinned = string(contract.WhereHostPinned) // page-locked host memory (cuMemAllocHost)
 )
 
-// Buffer roles.
+// Buffer roles (BufferSpec.Role): the values of contract.Role.
 const (
-	RoleInput  = "input"  // written by the host before the run; stages may only read it
-	RoleOutput = "output" // read back and checksummed after the run
-	RoleTemp   = "temp"   // scratch; lives only within the run
+	RoleInput  = string(contract.RoleInput)  // written by the host before the run; stages may only read it
+	RoleOutput = string(contract.RoleOutput) // read back and checksummed after the run
+	RoleTemp   = string(contract.RoleTemp)   // scratch; lives only within the run
 )
 
-// Initial contents kinds.
+// Initial contents kinds (Init.Kind): the values of contract.InitKind.
 const (
-	InitZeros  = "zeros"  // all bytes 0
-	InitFill   = "fill"   // every float32 element = Value
-	InitFile   = "file"   // raw bytes of Path (relative to the spec file), exactly Bytes long
-	InitRandom = "random" // bytes from a seeded PRNG (Seed); see executor.RandomBytes
+	InitZeros  = string(contract.InitZeros)  // all bytes 0
+	InitFill   = string(contract.InitFill)   // every float32 element = Value
+	InitFile   = string(contract.InitFile)   // raw bytes of Path (relative to the spec file), exactly Bytes long
+	InitRandom = string(contract.InitRandom) // bytes from a seeded PRNG (Seed); see executor.RandomBytes
 )
 
 // Sync modes of a spec.
@@ -133,7 +135,7 @@ type Launch struct {
 // with the buffers it reads and writes.
 type StageSpec struct {
 	Name   string
-	Kernel string         // a built-in (fill, copy, scale, axpy, mix, spin, checksum) or a KernelSpec name
+	Kernel string         // a built-in (contract.Builtins) or a KernelSpec name
 	Args   map[string]any // kernel arguments by name: numbers, or buffer names for ptr params
 	Launch Launch
 	Reads  []Access
@@ -185,8 +187,8 @@ const (
 // waits on events (see docs/spec.md, "Host stages").
 const HostStream = "host"
 
-// HostKernels are the built-ins a host stage may run.
-var HostKernels = []string{BuiltinFill, BuiltinCopy, BuiltinScale, BuiltinChecksum, BuiltinSpin}
+// HostKernels are the built-ins a host stage may run (contract.HostKernels).
+var HostKernels = contract.HostKernels()
 
 // Spec is a whole pipeline spec: plain data, as loaded from YAML (LoadFile)
 // or built in Go. Stages are in declaration order, the order one stream would run them.

@@ -6,13 +6,14 @@ import (
 	"math"
 	"time"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 )
 
 // hostLaunch runs a host stage (a launch on the plan's host stream) on the
 // calling goroutine, now: it reads its inputs with HostSyncer.HostRead,
-// computes the built-in (dag.HostKernels, dag/builtins.go semantics) and
-// writes the results with HostWrite. The plan orders it after device work
+// computes the built-in (one of contract.HostKernels, with the semantics
+// documented on contract.BuiltinFill and the others) and writes the results
+// with HostWrite. The plan orders it after device work
 // by host waits (SyncEvent), and work issued after it is ordered after it.
 func hostLaunch(hs HostSyncer, d *LaunchDesc) error {
 	in := make([][]byte, len(d.Reads))
@@ -37,16 +38,16 @@ func hostLaunch(hs HostSyncer, d *LaunchDesc) error {
 	return nil
 }
 
-// HostKernel computes a host stage's built-in (one of dag.HostKernels) on
-// the CPU: in holds the bytes of each read, and the result holds, per
+// HostKernel computes a host stage's built-in (one of contract.HostKernels)
+// on the CPU: in holds the bytes of each read, and the result holds, per
 // write, the bytes to write at the start of its range (nil: nothing; a
 // checksum writes its first 8 bytes only). spin sleeps its µs.
 func HostKernel(d *LaunchDesc, in [][]byte) ([][]byte, error) {
 	le := binary.LittleEndian
 	out := make([][]byte, len(d.Writes))
 	switch d.Kernel {
-	case dag.BuiltinFill:
-		w, err := FillWord(d.Args)
+	case contract.BuiltinFill:
+		w, err := contract.FillWord(d.Args)
 		if err != nil {
 			return nil, err
 		}
@@ -55,10 +56,10 @@ func HostKernel(d *LaunchDesc, in [][]byte) ([][]byte, error) {
 			le.PutUint32(o[i:], w)
 		}
 		out[0] = o
-	case dag.BuiltinCopy:
+	case contract.BuiltinCopy:
 		out[0] = in[0]
-	case dag.BuiltinScale:
-		a, err := ScaleFactor(d.Args)
+	case contract.BuiltinScale:
+		a, err := contract.ScaleFactor(d.Args)
 		if err != nil {
 			return nil, err
 		}
@@ -67,25 +68,20 @@ func HostKernel(d *LaunchDesc, in [][]byte) ([][]byte, error) {
 			le.PutUint32(o[i:], math.Float32bits(float32(a*math.Float32frombits(le.Uint32(in[0][i:])))))
 		}
 		out[0] = o
-	case dag.BuiltinChecksum:
-		var sum, x uint32
-		for i := 0; i+4 <= len(in[0]); i += 4 {
-			w := le.Uint32(in[0][i:])
-			sum += w
-			x ^= dag.Mix32(w ^ (uint32(i/4) * 0x9E3779B9))
-		}
+	case contract.BuiltinChecksum:
+		sum, x := contract.Checksum(in[0])
 		o := make([]byte, 8)
 		le.PutUint32(o, sum)
 		le.PutUint32(o[4:], x)
 		out[0] = o
-	case dag.BuiltinSpin:
-		us, err := SpinUS(d)
+	case contract.BuiltinSpin:
+		us, err := contract.SpinUS(d.Kernel, d.Args, d.DurationUS)
 		if err != nil {
 			return nil, err
 		}
 		time.Sleep(time.Duration(us * float64(time.Microsecond)))
 	default:
-		return nil, fmt.Errorf("kernel %s cannot run on the host (host stages run %v)", d.Kernel, dag.HostKernels)
+		return nil, fmt.Errorf("kernel %s cannot run on the host (host stages run %v)", d.Kernel, contract.HostKernels())
 	}
 	return out, nil
 }

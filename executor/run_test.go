@@ -81,9 +81,9 @@ func TestRunRejectsBadPlans(t *testing.T) {
 		"unknown buffer": {func(p *planner.Plan) { p.Stages[1].Reads[0].Buffer = "nope" }, `stage bad reads unknown buffer "nope"`},
 		"out of range":   {func(p *planner.Plan) { p.Stages[1].Writes[0].Offset = 8 }, "stage bad writes y at offset 8, 64 bytes: outside the buffer's 64 bytes"},
 		"unknown kernel": {func(p *planner.Plan) { p.Stages[1].Kernel = "gemm" }, `kernel "gemm" is neither a built-in nor one of the plan's kernels`},
-		"builtin shape":  {func(p *planner.Plan) { p.Stages[1].Reads = nil }, "stage bad: scale: needs 1 read(s) and 1 write(s), has 0 and 1"},
-		"unaligned":      {func(p *planner.Plan) { p.Stages[0].Writes[0].Bytes = 6 }, "must be 4-byte aligned"},
-		"missing arg":    {func(p *planner.Plan) { p.Stages[1].Args = nil }, "stage bad: needs arg a"},
+		"builtin shape":  {func(p *planner.Plan) { p.Stages[1].Reads = nil }, "stage bad: built-in scale takes exactly 1 read, got 0"},
+		"unaligned":      {func(p *planner.Plan) { p.Stages[0].Writes[0].Bytes = 6 }, "needs 4-byte aligned accesses"},
+		"missing arg":    {func(p *planner.Plan) { p.Stages[1].Args = nil }, "stage bad: built-in scale needs the argument a"},
 		"huge access":    {func(p *planner.Plan) { p.Stages[0].Writes[0].Offset, p.Stages[0].Writes[0].Bytes = 4092, 1<<63-4092 }, "outside the buffer's"},
 		"arena offset":   {func(p *planner.Plan) { off := int64(1 << 62); p.Buffers[0].ArenaOffset = &off }, "arena offset"},
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
 )
 
@@ -312,7 +313,7 @@ func (a *arenaInfo) place(order []int, before func(x, y *arenaBuf) bool) ([]int6
 func alignUp(n int64) int64 { return (n + ArenaAlign - 1) / ArenaAlign * ArenaAlign }
 
 // touched returns the byte ranges a stage really reads and writes, per the
-// built-ins' contract (dag/builtins.go): spin touches nothing, checksum
+// built-ins' contract (package contract): spin touches nothing, checksum
 // writes its first 8 bytes, mix writes only words below max_words of each
 // write and reads word i mod n of each read for those words only. Other
 // built-ins and user kernels touch what they declare.
@@ -327,9 +328,9 @@ func touched(sg *Stage) (reads, writes []Access) {
 		}
 		return sg.Reads, ws
 	case dag.BuiltinMix:
-		maxWords := int64(math.MaxInt64)
-		if mw, ok := numArg(sg.Args, "max_words"); ok && mw >= 1 {
-			maxWords = int64(mw)
+		maxWords, err := contract.MixMaxWords(sg.Args)
+		if err != nil {
+			maxWords = math.MaxInt64 // rejected by executor.CheckLaunch
 		}
 		var words int64 // words i of the index range the kernel computes
 		ws := slices.Clone(sg.Writes)
@@ -345,30 +346,6 @@ func touched(sg *Stage) (reads, writes []Access) {
 		return rs, ws
 	}
 	return sg.Reads, sg.Writes
-}
-
-// numArg returns args[name] as a float64 if it is a number.
-func numArg(args map[string]any, name string) (float64, bool) {
-	switch x := args[name].(type) {
-	case float64:
-		return x, true
-	case float32:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case int32:
-		return float64(x), true
-	case uint32:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
-	case interface{ Float64() (float64, error) }: // json.Number
-		f, err := x.Float64()
-		return f, err == nil
-	}
-	return 0, false
 }
 
 // rangeSet is a union of half-open byte ranges, kept sorted and disjoint.

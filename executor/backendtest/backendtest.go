@@ -248,7 +248,7 @@ func (s suite) axpy(t *testing.T) {
 	expect(t, "y", out["y"], f32s(y...))
 }
 
-// refMix is the mix built-in per dag/builtins.go.
+// refMix is the mix built-in per its contract (contract.BuiltinMix).
 func refMix(stage int, in [][]uint32, nOut []int) [][]uint32 {
 	out := make([][]uint32, len(nOut))
 	for w, n := range nOut {

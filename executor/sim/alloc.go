@@ -3,7 +3,7 @@ package sim
 import (
 	"fmt"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
 )
 
@@ -23,7 +23,7 @@ func (b *Backend) AllocAsync(d executor.BufferDesc, hs executor.Stream) (executo
 	if err != nil {
 		return nil, err
 	}
-	if d.Where != dag.WhereDevice {
+	if contract.Where(d.Where) != contract.WhereDevice {
 		return nil, fmt.Errorf("sim: alloc %s on a stream: where %q, stream-ordered allocation is for device buffers", d.Name, d.Where)
 	}
 	h, err := b.Alloc(d)

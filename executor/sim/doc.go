@@ -1,7 +1,7 @@
 // Package sim is the simulator Backend of package executor: the default where
 // there is no GPU. It runs every stream on its own goroutine with CUDA's
 // stream and event semantics, computes the built-in kernels bit-exactly on
-// host memory (dag/builtins.go), and checks every run with a dynamic race
+// host memory (package contract documents them), and checks every run with a dynamic race
 // detector.
 //
 // Streams. Each stream is a goroutine fed by an unbounded FIFO: Launch,

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
 )
 
@@ -120,7 +120,7 @@ func (b *Backend) hostAccess(h executor.Buffer, off, n int64, write bool) (*buff
 		return nil, err
 	}
 	verb := [2]string{"read", "write"}[btoi(write)]
-	if buf.where != dag.WhereHostPinned {
+	if buf.where != contract.WhereHostPinned {
 		return nil, fmt.Errorf("sim: host %s of %s: a %s buffer is not reachable from the host during a run (use host_pinned)", verb, buf.name, buf.where)
 	}
 	if off < 0 || n < 0 || off+n > int64(len(buf.data)) {

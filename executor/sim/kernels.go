@@ -5,19 +5,20 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
 )
 
 var le = binary.LittleEndian
 
-// builtin computes a built-in kernel other than mix per dag/builtins.go. in
+// builtin computes a built-in kernel other than mix per its contract
+// (contract.BuiltinFill and the others). in
 // holds the reads (copies where in place), out the live write ranges;
 // executor.CheckLaunch has been run.
 func builtin(l *executor.LaunchDesc, in, out [][]byte) error {
 	switch l.Kernel {
-	case dag.BuiltinFill:
-		w, err := executor.FillWord(l.Args)
+	case contract.BuiltinFill:
+		w, err := contract.FillWord(l.Args)
 		if err != nil {
 			return err
 		}
@@ -26,10 +27,10 @@ func builtin(l *executor.LaunchDesc, in, out [][]byte) error {
 		for n := 4; n < len(o); n *= 2 {
 			copy(o[n:], o[:n])
 		}
-	case dag.BuiltinCopy:
+	case contract.BuiltinCopy:
 		copy(out[0], in[0])
-	case dag.BuiltinScale:
-		a, err := executor.ScaleFactor(l.Args)
+	case contract.BuiltinScale:
+		a, err := contract.ScaleFactor(l.Args)
 		if err != nil {
 			return err
 		}
@@ -38,8 +39,8 @@ func builtin(l *executor.LaunchDesc, in, out [][]byte) error {
 			v := float32(a * math.Float32frombits(le.Uint32(x[i:])))
 			le.PutUint32(y[i:], math.Float32bits(v))
 		}
-	case dag.BuiltinAxpy:
-		a, err := executor.ScaleFactor(l.Args)
+	case contract.BuiltinAxpy:
+		a, err := contract.ScaleFactor(l.Args)
 		if err != nil {
 			return err
 		}
@@ -51,15 +52,9 @@ func builtin(l *executor.LaunchDesc, in, out [][]byte) error {
 			v := float32(ax + math.Float32frombits(le.Uint32(y[i:])))
 			le.PutUint32(o[i:], math.Float32bits(v))
 		}
-	case dag.BuiltinSpin:
-	case dag.BuiltinChecksum:
-		var sum, x uint32
-		data := in[0]
-		for i := 0; i+4 <= len(data); i += 4 {
-			w := le.Uint32(data[i:])
-			sum += w
-			x ^= dag.Mix32(w ^ (uint32(i/4) * 0x9E3779B9))
-		}
+	case contract.BuiltinSpin:
+	case contract.BuiltinChecksum:
+		sum, x := contract.Checksum(in[0])
 		le.PutUint32(out[0][0:], sum)
 		le.PutUint32(out[0][4:], x)
 	default:
@@ -68,19 +63,19 @@ func builtin(l *executor.LaunchDesc, in, out [][]byte) error {
 	return nil
 }
 
-// mix is the mix built-in (dag/builtins.go): out_w[i] = h with
+// mix is the mix built-in (contract.BuiltinMix): out_w[i] = h with
 // h = Mix32(MixSeed(stage, w) ^ i), then h = Mix32(h ^ in_k[i mod n_k]) for
 // each read k, for the words i < maxWords of each write. n[k] is read k's
 // length in words; in[k] may hold only the words used (a prefix). A trailing
 // partial word (user kernels only) is read zero-padded and written truncated.
 func mix(stage int, in [][]byte, n []int, out [][]byte, maxWords int64) {
 	for w, o := range out {
-		seed := dag.MixSeed(stage, w)
+		seed := contract.MixSeed(stage, w)
 		words := int(min(int64(len(o)+3)/4, maxWords))
 		for i := 0; i < words; i++ {
-			h := dag.Mix32(seed ^ uint32(i))
+			h := contract.Mix32(seed ^ uint32(i))
 			for k, r := range in {
-				h = dag.Mix32(h ^ word(r, i%n[k]))
+				h = contract.Mix32(h ^ word(r, i%n[k]))
 			}
 			if 4*i+4 <= len(o) {
 				le.PutUint32(o[4*i:], h)

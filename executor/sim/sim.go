@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
 )
 
@@ -181,8 +181,9 @@ func (b *Backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 	if d.Bytes <= 0 {
 		return nil, fmt.Errorf("sim: alloc %s: %d bytes, want > 0", d.Name, d.Bytes)
 	}
-	if d.Where != dag.WhereDevice && d.Where != dag.WhereHostPinned {
-		return nil, fmt.Errorf("sim: alloc %s: where %q, want %s or %s", d.Name, d.Where, dag.WhereDevice, dag.WhereHostPinned)
+	where, err := contract.ParseWhere(d.Where)
+	if err != nil {
+		return nil, fmt.Errorf("sim: alloc %s: %w", d.Name, err)
 	}
 	limit := cmp.Or(b.opt.MaxBytes, DefaultMaxBytes)
 	b.mu.Lock()
@@ -192,7 +193,7 @@ func (b *Backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 		return nil, fmt.Errorf("sim: alloc %s: %d bytes with %d live would pass the simulator's %d-byte limit (it holds buffers in host memory): use smaller buffers, or sim.Options.MaxBytes", d.Name, d.Bytes, live, limit)
 	}
 	b.liveBytes += d.Bytes
-	buf := &buffer{id: b.nextBuf, name: d.Name, where: d.Where, data: make([]byte, d.Bytes), fresh: true}
+	buf := &buffer{id: b.nextBuf, name: d.Name, where: where, data: make([]byte, d.Bytes), fresh: true}
 	b.nextBuf++
 	b.buffers[buf] = callSite()
 	b.mu.Unlock()
@@ -303,7 +304,7 @@ func (b *Backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 	if err := b.checkArgs(l); err != nil {
 		return err
 	}
-	if l.UserKernel == nil && !dag.IsBuiltin(l.Kernel) {
+	if l.UserKernel == nil && !contract.IsBuiltin(l.Kernel) {
 		return fmt.Errorf("sim: stage %s: unknown kernel %q", l.Name, l.Kernel)
 	}
 	s.push(op{kind: opLaunch, desc: l})
@@ -482,7 +483,7 @@ type slot struct {
 type buffer struct {
 	id     int // creation order: the lock order
 	name   string
-	where  string
+	where  contract.Where
 	mu     sync.RWMutex // guards data and fresh during kernels, Read and Write
 	data   []byte
 	fresh  bool // no byte written since Alloc (data is all zero)

@@ -2,7 +2,7 @@ package sim
 
 import (
 	"fmt"
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -224,7 +224,7 @@ func (s *stream) launch(l *executor.LaunchDesc, fn executor.StageFunc) {
 		s.b.fault(fmt.Errorf("sim: stage %s (stream %d): %w", l.Name, s.num, err))
 		return
 	}
-	if us, _ := executor.SpinUS(l); us > 0 {
+	if us, _ := contract.SpinUS(l.Kernel, l.Args, l.DurationUS); us > 0 {
 		d := time.Duration(us * s.b.opt.SpinScale * float64(time.Microsecond))
 		if s.b.opt.MaxSpin > 0 {
 			d = min(d, s.b.opt.MaxSpin)
@@ -280,9 +280,9 @@ func (s *stream) safeBody(l *executor.LaunchDesc, fn executor.StageFunc) (err er
 // the read lock is held). A mix copies only the words it will use.
 func (s *stream) body(l *executor.LaunchDesc, fn executor.StageFunc) error {
 	maxWords := int64(math.MaxInt64)
-	if l.UserKernel == nil && l.Kernel == dag.BuiltinMix {
+	if l.UserKernel == nil && l.Kernel == contract.BuiltinMix {
 		var err error
-		if maxWords, err = executor.MixMaxWords(l.Args); err != nil {
+		if maxWords, err = contract.MixMaxWords(l.Args); err != nil {
 			return err
 		}
 	}
@@ -320,7 +320,7 @@ func (s *stream) body(l *executor.LaunchDesc, fn executor.StageFunc) error {
 		mix(l.Stage, in, n, out, math.MaxInt64)
 		return nil
 	}
-	if l.Kernel == dag.BuiltinMix {
+	if l.Kernel == contract.BuiltinMix {
 		mix(l.Stage, in, n, out, maxWords)
 		return nil
 	}

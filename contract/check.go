@@ -1,0 +1,216 @@
+package contract
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Range is the byte range [Offset, Offset+Bytes) of the buffer named
+// Buffer: one read or write of a launch.
+type Range struct {
+	Buffer string
+	Offset int64 // bytes
+	Bytes  int64 // bytes
+}
+
+// End is the first byte past r.
+func (r Range) End() int64 { return r.Offset + r.Bytes }
+
+// Overlaps reports whether r and o share at least one byte of the same buffer.
+func (r Range) Overlaps(o Range) bool {
+	return r.Buffer == o.Buffer && r.Offset < o.End() && o.Offset < r.End()
+}
+
+func (r Range) String() string { return fmt.Sprintf("%s[%d:%d]", r.Buffer, r.Offset, r.End()) }
+
+// Violation is a rule of the contract that a launch breaks.
+type Violation struct {
+	Kernel string
+	Rule   Rule
+	// Field and Index locate it: the access Index of Field (FieldReads,
+	// FieldWrites), or with Index -1 the whole field (FieldReads or
+	// FieldWrites for RuleArity, FieldArgs for RuleArgMissing and
+	// RuleArgOneOf, FieldKernel for RuleKernel).
+	Field Field
+	Index int
+	Arg   string // RuleArgUnknown, RuleArgMissing, RuleArgValue: the argument
+	Msg   string // what is wrong, naming the kernel and the ranges or argument
+	Hint  string // what to do about it
+}
+
+func (v *Violation) Error() string { return v.Msg }
+
+// CheckBuiltin checks a launch of the built-in kernel with the arguments
+// args, reading reads and writing writes, against the contract. It returns
+// nil, or a *Violation: the first rule the launch breaks (RuleKernel when
+// kernel is not a built-in).
+func CheckBuiltin(kernel string, args map[string]any, reads, writes []Range) error {
+	b := Lookup(kernel)
+	if b == nil {
+		return &Violation{Kernel: kernel, Rule: RuleKernel, Field: FieldKernel, Index: -1,
+			Msg:  fmt.Sprintf("kernel %q is not a built-in", kernel),
+			Hint: "use a built-in (" + strings.Join(BuiltinNames(), ", ") + ") or a declared kernel"}
+	}
+	if vs := b.Check(args, reads, writes); len(vs) > 0 {
+		return vs[0]
+	}
+	return nil
+}
+
+// Check returns every rule of b that a launch with the arguments args,
+// reading reads and writing writes, breaks: CheckAccesses, then CheckArgs.
+func (b *Builtin) Check(args map[string]any, reads, writes []Range) []*Violation {
+	return append(b.CheckAccesses(reads, writes), b.CheckArgs(args)...)
+}
+
+// CheckAccesses returns every rule of b about accesses that a launch
+// reading reads and writing writes breaks: the arity of each list, the
+// alignment of each access, then (only when the arity is right) b.Rules in
+// order.
+func (b *Builtin) CheckAccesses(reads, writes []Range) []*Violation {
+	var vs []*Violation
+	add := func(rule Rule, f Field, i int, hint, format string, a ...any) {
+		vs = append(vs, &Violation{Kernel: b.Name, Rule: rule, Field: f, Index: i, Msg: fmt.Sprintf(format, a...), Hint: hint})
+	}
+	lists := [2]struct {
+		field Field
+		noun  string
+		rs    []Range
+		arity Arity
+	}{{FieldReads, "read", reads, b.Reads}, {FieldWrites, "write", writes, b.Writes}}
+	arityOK := true
+	for _, l := range lists {
+		if !l.arity.Allows(len(l.rs)) {
+			add(RuleArity, l.field, -1, b.Usage, "built-in %s takes %s, got %d", b.Name, l.arity.Text(l.noun), len(l.rs))
+			arityOK = false
+		}
+	}
+	for _, l := range lists {
+		for i, r := range l.rs {
+			switch {
+			case r.Offset < 0 || r.Bytes <= 0:
+				add(RuleAlign, l.field, i, "give every access an offset ≥ 0 and a length ≥ 4 bytes",
+					"built-in %s needs accesses of at least %d bytes at offsets ≥ 0; %s is not", b.Name, WordBytes, r)
+			case r.Offset%WordBytes != 0 || r.Bytes%WordBytes != 0:
+				add(RuleAlign, l.field, i, "built-ins work on 4-byte words: make the offset and length multiples of 4",
+					"built-in %s needs 4-byte aligned accesses, a multiple of 4 bytes long; %s is not", b.Name, r)
+			}
+		}
+	}
+	if !arityOK {
+		return vs
+	}
+	ref := func(r Ref) Range {
+		if r.Field == FieldReads {
+			return reads[r.Index]
+		}
+		return writes[r.Index]
+	}
+	for _, rule := range b.Rules {
+		switch rule.Rule {
+		case RuleSameSize:
+			x, y := ref(rule.A), ref(rule.B)
+			if x.Bytes == y.Bytes {
+				continue
+			}
+			if rule.A.Field == FieldReads && rule.B.Field == FieldWrites {
+				add(rule.Rule, rule.B.Field, rule.B.Index, rule.Hint, "built-in %s reads %d bytes (%s) but writes %d (%s)", b.Name, x.Bytes, x, y.Bytes, y)
+			} else {
+				add(rule.Rule, rule.B.Field, rule.B.Index, rule.Hint, "built-in %s %s %s %s (%d bytes) and %s %s (%d bytes) of different sizes",
+					b.Name, rule.A.Field, rule.A.Name, x, x.Bytes, rule.B.Name, y, y.Bytes)
+			}
+		case RuleSameRange:
+			x, y := ref(rule.A), ref(rule.B)
+			if x != y {
+				add(rule.Rule, rule.B.Field, rule.B.Index, rule.Hint, "built-in %s %s %s, not the range %s it %s as %s",
+					b.Name, rule.B.Field, y, x, rule.A.Field, rule.A.Name)
+			}
+		case RuleMinBytes:
+			if x := ref(rule.A); x.Bytes < rule.Bytes {
+				add(rule.Rule, rule.A.Field, rule.A.Index, rule.Hint, "built-in %s %s %d bytes (%s); it needs at least %d",
+					b.Name, rule.A.Field, x.Bytes, x, rule.Bytes)
+			}
+		case RuleInPlace:
+			for i, r := range reads {
+				for _, w := range writes {
+					if r.Overlaps(w) && (r.Offset != w.Offset || r.Bytes != w.Bytes) {
+						add(rule.Rule, FieldReads, i, rule.Hint, "built-in %s reads %s, which overlaps its write %s without being the same range", b.Name, r, w)
+					}
+				}
+			}
+		case RuleDisjoint:
+			for _, r := range reads {
+				for j, w := range writes {
+					if r.Overlaps(w) {
+						add(rule.Rule, FieldWrites, j, rule.Hint, "built-in %s writes %s, which overlaps its read %s", b.Name, w, r)
+					}
+				}
+			}
+		}
+	}
+	return vs
+}
+
+// CheckArgs returns every rule of b about arguments that args breaks:
+// unknown names and bad values (in name order), then required arguments
+// absent, then b.OneOf. A name present in args counts as given whatever
+// its value.
+func (b *Builtin) CheckArgs(args map[string]any) []*Violation {
+	var vs []*Violation
+	for _, name := range slices.Sorted(maps.Keys(args)) {
+		s := b.Arg(name)
+		if s == nil {
+			hint := "built-in " + b.Name + " takes no arguments"
+			if len(b.Args) > 0 {
+				names := make([]string, len(b.Args))
+				for i, a := range b.Args {
+					names[i] = a.Name
+				}
+				hint = "built-in " + b.Name + " takes: " + strings.Join(names, ", ")
+			}
+			vs = append(vs, &Violation{Kernel: b.Name, Rule: RuleArgUnknown, Field: FieldArgs, Index: -1, Arg: name,
+				Msg: fmt.Sprintf("unknown argument %q for built-in %s", name, b.Name), Hint: hint})
+			continue
+		}
+		if v := s.check(b.Name, args[name]); v != nil {
+			vs = append(vs, v)
+		}
+	}
+	for i := range b.Args {
+		if s := &b.Args[i]; s.Required {
+			if _, ok := args[s.Name]; !ok {
+				vs = append(vs, missingViolation(b.Name, s))
+			}
+		}
+	}
+	if len(b.OneOf) > 0 {
+		n := 0
+		for _, name := range b.OneOf {
+			if _, ok := args[name]; ok {
+				n++
+			}
+		}
+		if n != 1 {
+			vs = append(vs, b.oneOfViolation())
+		}
+	}
+	return vs
+}
+
+func missingViolation(kernel string, s *ArgSpec) *Violation {
+	return &Violation{Kernel: kernel, Rule: RuleArgMissing, Field: FieldArgs, Index: -1, Arg: s.Name,
+		Msg:  fmt.Sprintf("built-in %s needs the argument %s", kernel, s.Name),
+		Hint: fmt.Sprintf("give it: args: {%s: %s}", s.Name, s.Example)}
+}
+
+func (b *Builtin) oneOfViolation() *Violation {
+	alts := make([]string, len(b.OneOf))
+	for i, name := range b.OneOf {
+		alts[i] = "args: " + b.exampleArgs(name)
+	}
+	return &Violation{Kernel: b.Name, Rule: RuleArgOneOf, Field: FieldArgs, Index: -1,
+		Msg:  fmt.Sprintf("built-in %s needs exactly one of the arguments %s", b.Name, strings.Join(b.OneOf, ", ")),
+		Hint: "give " + strings.Join(alts, " or ")}
+}
