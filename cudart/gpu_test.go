@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/dagrun/dagrun/contract"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -108,7 +109,7 @@ func randWords(r *rand.Rand, n int) []byte {
 
 func alloc(t testing.TB, b *backend, name string, n int64, where string, data []byte) *buffer {
 	t.Helper()
-	h, err := b.Alloc(executor.BufferDesc{Name: name, Bytes: n, Where: where})
+	h, err := b.Alloc(executor.BufferDesc{Name: name, Bytes: n, Where: contract.Where(where)})
 	must(t, err)
 	if data != nil {
 		must(t, b.Write(h, data))
@@ -565,7 +566,7 @@ func TestMemoryFlat(t *testing.T) {
 func TestOutOfMemory(t *testing.T) {
 	b := newTB(t, testOptions(t))
 	defer func() { must(t, b.Close()) }()
-	_, err := b.Alloc(executor.BufferDesc{Name: "huge", Bytes: 1 << 50, Where: dag.WhereDevice})
+	_, err := b.Alloc(executor.BufferDesc{Name: "huge", Bytes: 1 << 50, Where: contract.WhereDevice})
 	if err == nil || !strings.Contains(err.Error(), "requested 1125899906842624 bytes") || !strings.Contains(err.Error(), "free of") {
 		t.Fatalf("Alloc 1 PiB: %v; want an out-of-memory error with requested and free bytes", err)
 	}

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -14,8 +15,8 @@ type (
 // BufferDesc describes a buffer to allocate.
 type BufferDesc struct {
 	Name  string
-	Bytes int64  // size in bytes, > 0
-	Where string // dag.WhereDevice or dag.WhereHostPinned
+	Bytes int64          // size in bytes, > 0
+	Where contract.Where // device or host_pinned
 }
 
 // Arg is one resolved buffer access of a launch: the backend's buffer handle

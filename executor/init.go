@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -57,7 +57,7 @@ func Checksum(data []byte) string {
 }
 
 // InitialContents returns the bytes buffer b starts with, per its init kind
-// (dag.InitZeros, InitFill, InitFile, InitRandom; "" means zeros). A file
+// (string(contract.InitZeros), InitFill, InitFile, InitRandom; "" means zeros). A file
 // path is resolved against dir unless absolute. It returns an error for an
 // unknown kind, an unreadable file, or a file whose size is not b.Bytes.
 func InitialContents(dir string, b planner.Buffer) ([]byte, error) {
@@ -75,10 +75,10 @@ func InitialContents(dir string, b planner.Buffer) ([]byte, error) {
 // Run can reuse one scratch slice for every buffer.
 func initInto(dir string, b planner.Buffer, out []byte) error {
 	switch b.Init {
-	case "", dag.InitZeros:
+	case "", string(contract.InitZeros):
 		clear(out)
 		return nil
-	case dag.InitFill:
+	case string(contract.InitFill):
 		var w [4]byte
 		binary.LittleEndian.PutUint32(w[:], math.Float32bits(float32(b.InitValue)))
 		copy(out, w[:])
@@ -86,7 +86,7 @@ func initInto(dir string, b planner.Buffer, out []byte) error {
 			copy(out[n:], out[:n])
 		}
 		return nil
-	case dag.InitFile:
+	case string(contract.InitFile):
 		path := b.InitPath
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(dir, path)
@@ -107,7 +107,7 @@ func initInto(dir string, b planner.Buffer, out []byte) error {
 			return fmt.Errorf("buffer %s: init file %s: %w", b.Name, path, err)
 		}
 		return nil
-	case dag.InitRandom:
+	case string(contract.InitRandom):
 		randomInto(b.InitSeed, out)
 		return nil
 	}

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 )
 
 // exec is a program set up on a backend: what it created there, the host
@@ -70,7 +70,7 @@ func (x *program) setup(b Backend, o *Options) (*exec, error) {
 func (e *exec) setup() error {
 	x, b, p := e.x, e.b, e.x.p
 	if x.arenaBytes > 0 {
-		h, err := b.Alloc(BufferDesc{Name: "arena", Bytes: x.arenaBytes, Where: dag.WhereDevice})
+		h, err := b.Alloc(BufferDesc{Name: "arena", Bytes: x.arenaBytes, Where: contract.WhereDevice})
 		if err != nil {
 			return fmt.Errorf("executor: %s: alloc the arena (%d bytes): %w", b.Name(), x.arenaBytes, err)
 		}
@@ -88,13 +88,13 @@ func (e *exec) setup() error {
 		if x.dynamic[i] {
 			continue
 		}
-		where := cmp.Or(pb.Where, dag.WhereDevice)
+		where := cmp.Or(pb.Where, string(contract.WhereDevice))
 		for c := range k {
 			name := pb.Name
 			if k > 1 {
 				name = fmt.Sprintf("%s#%d", pb.Name, c)
 			}
-			h, err := b.Alloc(BufferDesc{Name: name, Bytes: pb.Bytes, Where: where})
+			h, err := b.Alloc(BufferDesc{Name: name, Bytes: pb.Bytes, Where: contract.Where(where)})
 			if err != nil {
 				return fmt.Errorf("executor: %s: alloc buffer %s (%d bytes, %s): %w", b.Name(), name, pb.Bytes, where, err)
 			}
@@ -206,7 +206,7 @@ func (e *exec) issue(prog []instr, it int) (err error) {
 		case opAlloc:
 			pb := e.x.p.Buffers[in.buf]
 			var h Buffer
-			h, err = e.sa.AllocAsync(BufferDesc{Name: pb.Name, Bytes: pb.Bytes, Where: dag.WhereDevice}, streams[in.stream])
+			h, err = e.sa.AllocAsync(BufferDesc{Name: pb.Name, Bytes: pb.Bytes, Where: contract.WhereDevice}, streams[in.stream])
 			e.live[in.buf], e.freed[in.buf] = h, false
 		case opFree:
 			var n int
@@ -309,7 +309,7 @@ func (e *exec) tail(start time.Time) (*Result, error) {
 	res.Latencies = e.lat
 	last := max(e.issued-1, 0)
 	for i, pb := range e.x.p.Buffers {
-		if pb.Role != dag.RoleOutput {
+		if pb.Role != string(contract.RoleOutput) {
 			continue
 		}
 		data, err := b.Read(e.bufs[i][e.x.m.Copy(last, i)])

@@ -7,7 +7,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -222,7 +222,7 @@ func (x *program) resolveStages(funcs map[string]StageFunc) error {
 			x.funcs[i] = f
 			continue
 		}
-		if !dag.IsBuiltin(st.Kernel) {
+		if !contract.IsBuiltin(st.Kernel) {
 			k, ok := kernels[st.Kernel]
 			if !ok {
 				return fmt.Errorf("executor: stage %s: kernel %q is neither a built-in nor one of the plan's kernels", st.Name, st.Kernel)
@@ -278,7 +278,7 @@ func (x *program) layout(dynamic bool) error {
 				continue
 			}
 			b := p.Buffers[i]
-			if b.Role != dag.RoleTemp || cmp.Or(b.Where, dag.WhereDevice) != dag.WhereDevice || b.Copies > 1 {
+			if b.Role != string(contract.RoleTemp) || cmp.Or(b.Where, string(contract.WhereDevice)) != string(contract.WhereDevice) || b.Copies > 1 {
 				continue
 			}
 			if !stage[l.First] {
@@ -293,13 +293,13 @@ func (x *program) layout(dynamic bool) error {
 		}
 		x.host = true
 		d := &x.descs[i][0]
-		if !slices.Contains(dag.HostKernels, d.Kernel) || d.UserKernel != nil || x.funcs[i] != nil {
-			return fmt.Errorf("executor: stage %s runs on the host stream with kernel %s; the host runs only %v", d.Name, d.Kernel, dag.HostKernels)
+		if !slices.Contains(contract.HostKernels(), d.Kernel) || d.UserKernel != nil || x.funcs[i] != nil {
+			return fmt.Errorf("executor: stage %s runs on the host stream with kernel %s; the host runs only %v", d.Name, d.Kernel, contract.HostKernels())
 		}
 		for _, set := range [2][]Arg{d.Reads, d.Writes} {
 			for _, a := range set {
-				if w := p.Buffers[a.buf].Where; w != dag.WhereHostPinned {
-					return fmt.Errorf("executor: stage %s runs on the host stream but touches %s buffer %s; the host reaches only host_pinned buffers", d.Name, cmp.Or(w, dag.WhereDevice), a.Name)
+				if w := p.Buffers[a.buf].Where; w != string(contract.WhereHostPinned) {
+					return fmt.Errorf("executor: stage %s runs on the host stream but touches %s buffer %s; the host reaches only host_pinned buffers", d.Name, cmp.Or(w, string(contract.WhereDevice)), a.Name)
 				}
 			}
 		}
@@ -331,8 +331,8 @@ func (x *program) hostIO(o *Options) ([]int, error) {
 			return hostBuf{}, fmt.Errorf("executor: %s for buffer %q: the plan has no such buffer", what, name)
 		}
 		pb := p.Buffers[i]
-		if pb.Where != dag.WhereHostPinned {
-			return hostBuf{}, fmt.Errorf("executor: %s for buffer %s: it is %s; the host streams only host_pinned buffers (copy it with a stage)", what, name, cmp.Or(pb.Where, dag.WhereDevice))
+		if pb.Where != string(contract.WhereHostPinned) {
+			return hostBuf{}, fmt.Errorf("executor: %s for buffer %s: it is %s; the host streams only host_pinned buffers (copy it with a stage)", what, name, cmp.Or(pb.Where, string(contract.WhereDevice)))
 		}
 		h := hostBuf{buf: i, k: max(pb.Copies, 1), done: life[name]}
 		if len(h.done) == 0 {

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"github.com/dagrun/dagrun/contract"
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
@@ -68,10 +69,10 @@ func (s suite) streamAlloc(t *testing.T) {
 	must(t, err)
 	e1, err := be.NewEvent()
 	must(t, err)
-	out, err := be.Alloc(executor.BufferDesc{Name: "out", Bytes: n, Where: dag.WhereDevice})
+	out, err := be.Alloc(executor.BufferDesc{Name: "out", Bytes: n, Where: contract.WhereDevice})
 	must(t, err)
 	for round := range 3 { // the pool may hand the same bytes back
-		h, err := sa.AllocAsync(executor.BufferDesc{Name: "tmp", Bytes: n, Where: dag.WhereDevice}, s0)
+		h, err := sa.AllocAsync(executor.BufferDesc{Name: "tmp", Bytes: n, Where: contract.WhereDevice}, s0)
 		must(t, err)
 		v := float64(round + 1)
 		fill := &executor.LaunchDesc{Stage: 0, Name: "fill", Kernel: "fill", Args: map[string]any{"value": v}, Writes: []executor.Arg{{Buffer: h, Name: "tmp", Bytes: n}}}

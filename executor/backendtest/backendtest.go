@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/dagrun/dagrun/contract"
 	"math"
 	"os"
 	"path/filepath"
@@ -141,7 +142,7 @@ func writeFile(t *testing.T, dir, name string, data []byte) string {
 
 func (s suite) readWrite(t *testing.T) {
 	b := s.newBackend(t)
-	for _, where := range []string{dag.WhereDevice, dag.WhereHostPinned} {
+	for _, where := range contract.Wheres {
 		h, err := b.Alloc(executor.BufferDesc{Name: "x", Bytes: 1000, Where: where})
 		if err != nil {
 			t.Fatalf("Alloc %s: %v", where, err)
@@ -157,7 +158,7 @@ func (s suite) readWrite(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Read %s: %v", where, err)
 		}
-		expect(t, where, got, want)
+		expect(t, string(where), got, want)
 		if err := b.Free(h); err != nil {
 			t.Fatalf("Free %s: %v", where, err)
 		}
@@ -467,7 +468,7 @@ func (s suite) closeReportsLeaks(t *testing.T) {
 		case "event":
 			_, err = b.NewEvent()
 		case "buffer":
-			_, err = b.Alloc(executor.BufferDesc{Name: "leaked", Bytes: 64, Where: dag.WhereDevice})
+			_, err = b.Alloc(executor.BufferDesc{Name: "leaked", Bytes: 64, Where: contract.WhereDevice})
 		}
 		if err != nil {
 			t.Fatalf("create %s: %v", leak, err)

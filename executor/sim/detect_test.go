@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dagrun/dagrun/contract"
 	"strings"
 	"testing"
 
@@ -259,7 +260,7 @@ func TestRacesDeduplicated(t *testing.T) {
 // boundaries and one read per stream.
 func TestShadowBounded(t *testing.T) {
 	b := sim.New(sim.Options{MaxDelay: -1})
-	x, _ := b.Alloc(executor.BufferDesc{Name: "x", Bytes: 256, Where: dag.WhereDevice})
+	x, _ := b.Alloc(executor.BufferDesc{Name: "x", Bytes: 256, Where: contract.WhereDevice})
 	var streams []executor.Stream
 	for range 3 {
 		s, _ := b.NewStream()

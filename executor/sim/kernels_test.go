@@ -3,6 +3,7 @@ package sim_test
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/dagrun/dagrun/contract"
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
@@ -64,7 +65,7 @@ func TestUserKernelCPUBody(t *testing.T) {
 func TestLaunchRejectsFreedBuffer(t *testing.T) {
 	b := sim.New(sim.Options{})
 	s, _ := b.NewStream()
-	x, _ := b.Alloc(executor.BufferDesc{Name: "x", Bytes: 8, Where: dag.WhereDevice})
+	x, _ := b.Alloc(executor.BufferDesc{Name: "x", Bytes: 8, Where: contract.WhereDevice})
 	b.Free(x)
 	l := &executor.LaunchDesc{Name: "late", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1}, Writes: []executor.Arg{{Buffer: x, Name: "x", Bytes: 8}}}
 	if err := b.Launch(s, l); err == nil {
@@ -81,7 +82,7 @@ func TestLaunchRejectsFreedBuffer(t *testing.T) {
 
 func TestLeakNamesCreationSite(t *testing.T) {
 	b := sim.New(sim.Options{})
-	b.Alloc(executor.BufferDesc{Name: "forgotten", Bytes: 8, Where: dag.WhereDevice})
+	b.Alloc(executor.BufferDesc{Name: "forgotten", Bytes: 8, Where: contract.WhereDevice})
 	b.NewEvent()
 	err := b.Close()
 	if err == nil {

@@ -181,7 +181,7 @@ func (b *Backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 	if d.Bytes <= 0 {
 		return nil, fmt.Errorf("sim: alloc %s: %d bytes, want > 0", d.Name, d.Bytes)
 	}
-	where, err := contract.ParseWhere(d.Where)
+	where, err := contract.ParseWhere(string(d.Where))
 	if err != nil {
 		return nil, fmt.Errorf("sim: alloc %s: %w", d.Name, err)
 	}
