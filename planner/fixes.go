@@ -381,6 +381,14 @@ func (e *RaceError) report(b *strings.Builder) {
 		b.WriteString(e.Races[k].String())
 		printed++
 	}
+	e.reportLifetimes(b)
+}
+
+func (e *RaceError) reportLifetimes(b *strings.Builder) {
+	for _, g := range e.Lifetimes {
+		b.WriteString("\n")
+		b.WriteString(g.String())
+	}
 }
 
 // pair describes a race without its fix: kind, bytes, first → second.
@@ -394,4 +402,86 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// LifetimeGap is a lifetime record that ends before a stream's last use of
+// its buffer: the executor (a stream-ordered free, the arena, the host
+// refilling a staging copy) may hand the bytes to another use while that
+// use still runs — the allocator half of a missing record_stream.
+type LifetimeGap struct {
+	Buffer  string
+	Stream  string // the stream's name
+	LastUse string // the stream's last stage that touches the buffer
+	// Event is the lifetime's event on the stream, or −1 when the lifetime
+	// lists none for it.
+	Event int
+}
+
+func (g LifetimeGap) String() string {
+	if g.Event < 0 {
+		return fmt.Sprintf("lifetime of %s: stream %s uses it (last in %s) but the lifetime has no event on stream %s: add one recorded after %s",
+			g.Buffer, g.Stream, g.LastUse, g.Stream, g.LastUse)
+	}
+	return fmt.Sprintf("lifetime of %s ends early on stream %s: event e%d is recorded before %s, the stream's last use of %s, so its bytes may be reused while %s runs: use an event recorded after %s",
+		g.Buffer, g.Stream, g.Event, g.LastUse, g.Buffer, g.LastUse, g.LastUse)
+}
+
+// lifetimeGaps checks every lifetime record of p against the plan's
+// stream order: for each stream that touches the buffer, the lifetime must
+// name an event recorded on that stream after the stream's last launch
+// that touches it.
+func lifetimeGaps(p *Plan) []LifetimeGap {
+	if len(p.Lifetimes) == 0 {
+		return nil
+	}
+	life := make(map[string]int, len(p.Lifetimes))
+	for i, l := range p.Lifetimes {
+		life[l.Buffer] = i
+	}
+	var gaps []LifetimeGap
+	for s, str := range p.Streams {
+		last := map[string]int{} // buffer → op index of the stream's last launch touching it
+		recs := map[int][]int{}  // event → op indices of its records on s
+		for j, o := range str.Ops {
+			switch o.Kind {
+			case OpRecord:
+				recs[o.Event] = append(recs[o.Event], j)
+			case OpLaunch:
+				st := &p.Stages[o.Stage]
+				for _, list := range [2][]Access{st.Reads, st.Writes} {
+					for _, a := range list {
+						last[a.Buffer] = j
+					}
+				}
+			}
+		}
+		names := make([]string, 0, len(last))
+		for b := range last {
+			names = append(names, b)
+		}
+		slices.Sort(names)
+		for _, b := range names {
+			i, ok := life[b]
+			if !ok {
+				continue
+			}
+			j := last[b]
+			use := p.Stages[str.Ops[j].Stage].Name
+			ev := -1
+			covered := false
+			for _, d := range p.Lifetimes[i].Done {
+				if d.Stream != s {
+					continue
+				}
+				ev = d.Event
+				for _, r := range recs[d.Event] {
+					covered = covered || r > j
+				}
+			}
+			if !covered {
+				gaps = append(gaps, LifetimeGap{Buffer: b, Stream: streamLabel(str.Name, s), LastUse: use, Event: ev})
+			}
+		}
+	}
+	return gaps
 }

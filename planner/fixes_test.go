@@ -117,3 +117,61 @@ func TestFixesMinimal(t *testing.T) {
 		}
 	})
 }
+
+// TestLifetimeCutShort: a lifetime record that ends before a stream's last
+// use of its buffer — its event moved to an earlier record on that stream,
+// or its stream's entry dropped — is reported by Verify, naming the buffer
+// and the stream; the plan as built has none.
+func TestLifetimeCutShort(t *testing.T) {
+	s, err := dag.LoadFile("../specs/shared-io/shared-io.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := build(t, s, Options{})
+	if gaps := lifetimeGaps(p); len(gaps) != 0 {
+		t.Fatalf("planned lifetimes have gaps: %v", gaps)
+	}
+	mutated := 0
+	for i, l := range p.Lifetimes {
+		for k, d := range l.Done {
+			q := *p
+			q.Lifetimes = append([]Lifetime(nil), p.Lifetimes...)
+			done := append([]StreamAt(nil), l.Done...)
+			// A record on the same stream before its last use of the
+			// buffer, else no entry at all.
+			ops := p.Streams[d.Stream].Ops
+			last := -1
+			for j, o := range ops {
+				if o.Kind != OpLaunch {
+					continue
+				}
+				for _, a := range append(append([]Access(nil), p.Stages[o.Stage].Reads...), p.Stages[o.Stage].Writes...) {
+					if a.Buffer == l.Buffer {
+						last = j
+					}
+				}
+			}
+			earlier := -1
+			for j := 0; j < last; j++ {
+				if ops[j].Kind == OpRecord {
+					earlier = ops[j].Event
+				}
+			}
+			if earlier >= 0 {
+				done[k].Event = earlier
+			} else {
+				done = append(done[:k], done[k+1:]...)
+			}
+			q.Lifetimes[i].Done = done
+			err := Verify(&q)
+			re, ok := err.(*RaceError)
+			if !ok || len(re.Lifetimes) != 1 || re.Lifetimes[0].Buffer != l.Buffer || re.Lifetimes[0].Stream != p.Streams[d.Stream].Name {
+				t.Errorf("lifetime of %s cut on stream %d: Verify = %v", l.Buffer, d.Stream, err)
+			}
+			mutated++
+		}
+	}
+	if mutated == 0 {
+		t.Fatal("no lifetime to cut")
+	}
+}

@@ -92,6 +92,9 @@ type RaceError struct {
 	// FixesPartial is set when the fix search stopped at its work bound:
 	// the races it did not reach are in Unfixed with their one-race fix.
 	FixesPartial bool
+	// Lifetimes are lifetime records that end before a stream's last use
+	// of their buffer.
+	Lifetimes []LifetimeGap
 	// Unrolled is set for races across iterations: stages are named
 	// NAME@iteration and ring copies NAME#copy.
 	Unrolled bool
@@ -104,6 +107,11 @@ type RaceError struct {
 // Error is the report grouped by fix: one block per wait with the races it
 // orders, then the races no wait fixes.
 func (e *RaceError) Error() string {
+	if len(e.Races) == 0 {
+		var b strings.Builder
+		e.reportLifetimes(&b)
+		return strings.TrimPrefix(b.String(), "\n")
+	}
 	if len(e.Fixes) > 0 || len(e.Unfixed) > 0 {
 		var b strings.Builder
 		e.report(&b)
@@ -175,7 +183,11 @@ func Verify(p *Plan) error {
 	v.clocks()
 	v.sweep()
 	v.arenaLifetimes() // arena_verify.go
+	gaps := lifetimeGaps(p)
 	if len(v.races) == 0 {
+		if len(gaps) > 0 {
+			return &RaceError{Lifetimes: gaps, FixesMinimal: true}
+		}
 		return nil
 	}
 	races := v.races
@@ -197,7 +209,7 @@ func Verify(p *Plan) error {
 	for k := range races {
 		races[k].Fix = v.fix(&races[k], k < verifyMaxHints)
 	}
-	re := &RaceError{Races: races, Truncated: v.truncated}
+	re := &RaceError{Races: races, Truncated: v.truncated, Lifetimes: gaps}
 	re.Fixes, re.Unfixed, re.FixesPartial, re.FixesMinimal = minimalFixes(p, races)
 	return re
 }

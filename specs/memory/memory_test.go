@@ -137,6 +137,11 @@ func TestRacy(t *testing.T) {
 func TestArenaRuleIsTheDifference(t *testing.T) {
 	for _, pat := range memory.Patterns[:2] {
 		good, bad := plan(t, pat[0]), plan(t, pat[1])
+		for _, p := range []*planner.Plan{good, bad} {
+			for i := range p.Stages {
+				p.Stages[i].Source = "" // the files differ in their comments
+			}
+		}
 		if fmt.Sprint(good.Stages) != fmt.Sprint(bad.Stages) {
 			t.Errorf("%s and %s: different stages", pat[0], pat[1])
 		}
