@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/planner"
 )
 
 // exec is a program set up on a backend: what it created there, the host
@@ -319,10 +320,51 @@ func (e *exec) tail(start time.Time) (*Result, error) {
 		res.Outputs = append(res.Outputs, Output{Name: pb.Name, Bytes: pb.Bytes, Checksum: Checksum(data), Data: data})
 	}
 	if race != nil {
+		e.nameRaces(race)
 		res.Races = race.Races
 		return res, race
 	}
 	return res, nil
+}
+
+// nameRaces puts the plan's names on the detector's report: stream names
+// (with the stream set), byte ranges relative to the buffer rather than to
+// the arena, and the plan-level report of planner.Verify.
+func (e *exec) nameRaces(re *RaceError) {
+	x, p := e.x, e.x.p
+	names := make([]string, x.streams)
+	for r, set := range x.m.Sets {
+		for s, ps := range set {
+			if names[ps] == "" {
+				names[ps] = p.Streams[s].Name
+				if r > 0 && ps != s {
+					names[ps] = fmt.Sprintf("%s/%d", p.Streams[s].Name, r)
+				}
+			}
+		}
+	}
+	for i := range names {
+		if names[i] == "" {
+			names[i] = "the executor's"
+		}
+	}
+	idx := bufferIndex(p)
+	for k := range re.Races {
+		r := &re.Races[k]
+		for _, a := range []*RaceAccess{&r.First, &r.Second} {
+			if a.Stream >= 0 && a.Stream < len(names) {
+				a.StreamName = names[a.Stream]
+			}
+		}
+		if b, ok := idx[r.Buffer]; ok && x.arenaOff[b] > 0 && r.Offset >= x.arenaOff[b] {
+			r.Offset -= x.arenaOff[b]
+		}
+	}
+	if err := planner.Verify(p); err != nil {
+		if pr, ok := err.(*planner.RaceError); ok {
+			re.Plan = pr
+		}
+	}
 }
 
 // splitRace separates a race report from other errors: a *RaceError alone

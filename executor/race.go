@@ -3,20 +3,28 @@ package executor
 import (
 	"fmt"
 	"strings"
+
+	"github.com/dagrun/dagrun/planner"
 )
 
 // RaceAccess is one side of a race: a stage's access to a byte range.
 type RaceAccess struct {
 	Stage      string // stage name
 	StageIndex int    // index in the plan's stages
-	Stream     int    // the backend's stream number (the plan's stream id when run by Run)
-	Write      bool   // true for a write, false for a read
+	Stream     int    // the backend's stream number (Run: the physical stream, plan streams first)
+	// StreamName is the plan's name of the stream ("NAME/r" in stream set
+	// r > 0), set by Run.
+	StreamName string
+	Write      bool // true for a write, false for a read
 }
 
 func (a RaceAccess) String() string {
 	verb := "reads"
 	if a.Write {
 		verb = "writes"
+	}
+	if a.StreamName != "" {
+		return fmt.Sprintf("stage %s (stream %s) %s", a.Stage, a.StreamName, verb)
 	}
 	return fmt.Sprintf("stage %s (stream %d) %s", a.Stage, a.Stream, verb)
 }
@@ -51,11 +59,21 @@ type RaceError struct {
 	Races   []Race
 	// Dropped counts distinct races not listed because the list was full.
 	Dropped int
+	// Plan, set by Run when planner.Verify finds the plan racy, is the
+	// plan's races grouped by the fewest waits that fix them: the same
+	// report as `dagrun check`, the same for every seed and interleaving
+	// (the detector sees the races that the run's timing exposed, Races).
+	Plan *planner.RaceError
 }
 
 func (e *RaceError) Error() string {
 	var b strings.Builder
 	n := len(e.Races) + e.Dropped
+	if e.Plan != nil {
+		fmt.Fprintf(&b, "%s: the race detector saw conflicting accesses with no happens-before path; the plan's ", e.Backend)
+		b.WriteString(e.Plan.Error())
+		return b.String()
+	}
 	fmt.Fprintf(&b, "%s: %d race", e.Backend, n)
 	if n != 1 {
 		b.WriteString("s")
