@@ -101,7 +101,8 @@ var (
 	initFields    = []string{InitFill, InitFile, InitRandom}
 	kernelFields  = []string{"name", "ptx", "entry", "params"}
 	paramFields   = []string{"name", "type"}
-	stageFields   = []string{"name", "kernel", "args", "grid", "block", "reads", "writes", "after", "stream", "duration_us", "waits"}
+	stageFields   = []string{"name", "kernel", "args", "grid", "block", "reads", "writes", "after", "stream", "duration_us", "waits", "event"}
+	waitFields    = []string{"stage", "event", "lag"}
 	accessFields  = []string{"buffer", "offset", "bytes"}
 	strategies    = []string{"default", "single", "round-robin", "naive"}
 	paramTypes    = []string{"ptr", "u32", "i32", "u64", "i64", "f32", "f64"}
@@ -811,6 +812,7 @@ type stageSrc struct {
 	writes  []*accessSrc // parallel to StageSpec.Writes
 	after   []*yaml.Node // parallel to StageSpec.After
 	waits   []*yaml.Node // parallel to StageSpec.Waits
+	waitFor []*yaml.Node // parallel to StageSpec.WaitFor
 }
 
 // accessSrc is an access before its buffer is resolved.
@@ -869,9 +871,60 @@ func (l *loader) decodeStage(n *yaml.Node) (StageSpec, *stageSrc) {
 		}
 	}
 	if v := f.get("waits"); v != nil && !isNull(v) {
-		st.Waits, src.waits = l.decodeNames(v, what+": waits", "write waits as a list of earlier stage names: waits: [prep]")
+		st.Waits, src.waits, st.WaitFor, src.waitFor = l.decodeWaits(v, what+": waits")
+	}
+	if v := f.get("event"); v != nil {
+		if s, ok := l.name(v, what+": event"); ok {
+			st.Event = s
+		}
 	}
 	return st, src
+}
+
+const waitsHint = "write waits as a list of earlier stage names, {stage: NAME, lag: N} or {event: NAME}: waits: [prep, {stage: d2h, lag: 1}]"
+
+// decodeWaits reads a waits list: stage names, and mappings with a stage
+// or an event and an optional lag.
+func (l *loader) decodeWaits(n *yaml.Node, what string) ([]string, []*yaml.Node, []WaitSpec, []*yaml.Node) {
+	items, ok := l.list(n, what, waitsHint)
+	if !ok {
+		return nil, nil, nil, nil
+	}
+	var names []string
+	var nodes, wnodes []*yaml.Node
+	var ws []WaitSpec
+	for _, it := range items {
+		if it.Kind != yaml.MappingNode {
+			if s, ok := l.name(it, what); ok {
+				names = append(names, s)
+				nodes = append(nodes, it)
+			}
+			continue
+		}
+		f, ok := l.mapping(it, what+" entry", waitFields)
+		if !ok {
+			continue
+		}
+		w := WaitSpec{Pos: l.pos(it)}
+		if v := f.get("stage"); v != nil {
+			w.Stage, _ = l.name(v, what+": stage")
+		}
+		if v := f.get("event"); v != nil {
+			w.Event, _ = l.name(v, what+": event")
+		}
+		if (w.Stage == "") == (w.Event == "") && (f.get("stage") == nil) == (f.get("event") == nil) {
+			l.errorf(it, waitsHint, "%s: a wait names a stage or an event (exactly one)", what)
+			continue
+		}
+		if v := f.get("lag"); v != nil {
+			if lag, ok := l.intIn(v, what+": lag", 0, 1<<20); ok {
+				w.Lag = int(lag)
+			}
+		}
+		ws = append(ws, w)
+		wnodes = append(wnodes, it)
+	}
+	return names, nodes, ws, wnodes
 }
 
 // decodeArgs reads a mapping of scalar arguments: integers become int,

@@ -214,10 +214,14 @@ func (c *checker) checkStage(i int) {
 		}
 	}
 	c.checkRefs(i, st.After, src.after, what, "after")
-	if len(src.waits) > 0 && c.s.Sync != SyncManual {
+	if (len(src.waits) > 0 || len(src.waitFor) > 0) && c.s.Sync != SyncManual {
 		c.errorf(src.fieldPos("waits"), "set sync: manual at the top of the spec and pin every stage to a stream, or drop waits: in sync: auto the planner inserts the waits", "%s: waits is only allowed with sync: manual", what)
 	} else {
 		c.checkRefs(i, st.Waits, src.waits, what, "waits")
+		c.checkWaitFor(i, st, src, what)
+	}
+	if st.Event != "" && c.s.Sync != SyncManual {
+		c.errorf(src.fieldPos("event"), "set sync: manual, or drop event: (in sync: auto the planner places the events)", "%s: event is only allowed with sync: manual", what)
 	}
 	if st.Stream == HostStream {
 		c.checkHostStage(st, src, what, resolved)
@@ -497,6 +501,34 @@ func (c *checker) checkRefs(i int, names []string, nodes []*yaml.Node, what, fie
 		// wait-before-record mistake). That is a synchronization bug in a
 		// hand-written schedule, which `dagrun check` reports as a race.
 		seen[name] = true
+	}
+}
+
+// checkWaitFor checks the mapping entries of a stage's waits: the stage or
+// the event they name exists (an event is named by some stage's event:).
+func (c *checker) checkWaitFor(i int, st *StageSpec, src *stageSrc, what string) {
+	for j, w := range st.WaitFor {
+		n := src.waitFor[j]
+		switch {
+		case w.Stage != "":
+			c.checkRefs(i, []string{w.Stage}, []*yaml.Node{n}, what, "waits")
+		case w.Event != "":
+			known := false
+			var events []string
+			for _, other := range c.s.Stages {
+				if other.Event != "" {
+					known = known || other.Event == w.Event
+					events = append(events, other.Event)
+				}
+			}
+			if !known {
+				hint := "name an event that a stage records with event: NAME"
+				if s := c.suggest(w.Event, func() []string { return events }); s != "" {
+					hint = fmt.Sprintf("did you mean %q?", s)
+				}
+				c.errorf(n, hint, "%s: waits names event %q, which no stage records", what, w.Event)
+			}
+		}
 	}
 }
 

@@ -177,8 +177,25 @@ func writeStage(w *bufio.Writer, st StageSpec, sizes map[string]int64) error {
 	if st.DurationUS != 0 {
 		fmt.Fprintf(w, "    duration_us: %s\n", yamlFloat(st.DurationUS))
 	}
-	if len(st.Waits) > 0 {
-		fmt.Fprintf(w, "    waits: %s\n", namesText(st.Waits))
+	if len(st.Waits) > 0 || len(st.WaitFor) > 0 {
+		items := make([]string, 0, len(st.Waits)+len(st.WaitFor))
+		for _, n := range st.Waits {
+			items = append(items, yamlString(n))
+		}
+		for _, ws := range st.WaitFor {
+			item := "{stage: " + yamlString(ws.Stage)
+			if ws.Event != "" {
+				item = "{event: " + yamlString(ws.Event)
+			}
+			if ws.Lag > 0 {
+				item += fmt.Sprintf(", lag: %d", ws.Lag)
+			}
+			items = append(items, item+"}")
+		}
+		fmt.Fprintf(w, "    waits: [%s]\n", strings.Join(items, ", "))
+	}
+	if st.Event != "" {
+		fmt.Fprintf(w, "    event: %s\n", yamlString(st.Event))
 	}
 	return nil
 }

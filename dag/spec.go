@@ -145,9 +145,29 @@ type StageSpec struct {
 	// Waits lists, in SyncManual specs only, the stages whose completion this
 	// stage's stream waits for before the launch (an event recorded right after
 	// each named stage, and a stream wait on it issued just before this launch).
-	Waits      []string
+	Waits []string
+	// WaitFor lists, in SyncManual specs only, the waits written as
+	// mappings: on a named event ({event: req_done}) or on a stage's record
+	// some iterations back ({stage: d2h, lag: 2}).
+	WaitFor []WaitSpec
+	// Event names an event this stage records right after its launch
+	// (SyncManual only); several stages may record the same event, and a
+	// wait on it waits for its latest record issued before the wait.
+	Event      string
 	DurationUS float64 // cost estimate in µs (0 = unknown, treated as 1 µs by the planner's critical path)
 	Pos        Pos
+}
+
+// WaitSpec is a wait of a hand-synchronized stage: on the latest record of
+// Stage's event (the event recorded right after Stage) or of the named
+// Event, issued Lag iterations back (0: this iteration's latest record
+// issued before the wait; Lag > 0 needs the spec to run several
+// iterations, and is checked by the verifier over unrolled iterations).
+type WaitSpec struct {
+	Stage string // a stage name, or ""
+	Event string // an event name (a stage's event:), or ""
+	Lag   int    // iterations back, ≥ 0
+	Pos   Pos
 }
 
 func (s StageSpec) String() string {

@@ -40,6 +40,16 @@ func (st *state) buildManual() error {
 			}
 			needed[u] = true
 		}
+		for _, w := range sg.WaitFor {
+			if w.Stage == "" {
+				continue
+			}
+			u, ok := index[w.Stage]
+			if !ok {
+				return fmt.Errorf("%s: stage %s: waits: names no stage %q", w.Pos, sg.Name, w.Stage)
+			}
+			needed[u] = true
+		}
 	}
 	event := make([]int, len(s.Stages))
 	for i := range event {
@@ -49,6 +59,15 @@ func (st *state) buildManual() error {
 			p.Events++
 		}
 	}
+	named := map[string]int{}
+	for _, sg := range s.Stages {
+		if _, ok := named[sg.Event]; sg.Event != "" && !ok {
+			named[sg.Event] = p.Events
+			p.Events++
+		}
+	}
+	slots := make([]int, p.Events)
+	lagged := 0
 	emit := func(sid int, op Op) {
 		ops := &p.Streams[sid].Ops
 		p.IssueOrder = append(p.IssueOrder, [2]int{sid, len(*ops)})
@@ -60,10 +79,36 @@ func (st *state) buildManual() error {
 		for _, w := range sg.Waits {
 			emit(sid, Op{Kind: OpWait, Event: event[index[w]]})
 		}
+		for _, w := range sg.WaitFor {
+			e, ok := named[w.Event]
+			if w.Stage != "" {
+				e, ok = event[index[w.Stage]], true
+			}
+			if !ok {
+				return fmt.Errorf("%s: stage %s: waits: names event %q, which no stage records", w.Pos, sg.Name, w.Event)
+			}
+			emit(sid, Op{Kind: OpWait, Event: e, Lag: w.Lag})
+			slots[e] = max(slots[e], w.Lag+1)
+			if w.Lag > 0 {
+				lagged++
+			}
+		}
 		emit(sid, Op{Kind: OpLaunch, Stage: i})
 		if event[i] >= 0 {
 			emit(sid, Op{Kind: OpRecord, Event: event[i]})
 		}
+		if sg.Event != "" {
+			emit(sid, Op{Kind: OpRecord, Event: named[sg.Event]})
+		}
+	}
+	if lagged > 0 {
+		// Waits across iterations: the iterations overlap as the waits say
+		// (one stream set), each event with a slot per iteration its
+		// longest lag reaches back.
+		for e := range slots {
+			slots[e] = max(slots[e], 1)
+		}
+		p.Iteration = &Iteration{StreamSets: 1, Slots: slots, CrossWaits: lagged, InFlight: 1}
 	}
 	if p.Streams == nil {
 		p.Streams = []Stream{}
