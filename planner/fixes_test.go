@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -173,5 +174,49 @@ func TestLifetimeCutShort(t *testing.T) {
 	}
 	if mutated == 0 {
 		t.Fatal("no lifetime to cut")
+	}
+}
+
+// TestWarnings: a redundant wait names what implies it, a wait on an event
+// recorded twice names both records, a wait before its record waits for
+// nothing; a planned plan has no warning.
+func TestWarnings(t *testing.T) {
+	s := manual(spec(
+		stage("a", on("s0"), writes("x")),
+		stage("b", on("s1"), reads("x"), writes("y"), waits("a")),
+		stage("c", on("s2"), reads("x", "y"), waits("b", "a")),
+		stage("d", on("s2"), reads("x"), waits("e")),
+		stage("e", on("s0"), reads("y")),
+	))
+	p, err := Build(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Warnings(p)
+	want := []string{
+		"the wait on e0 before c (stream s2) is redundant: the earlier wait on e1 before c already orders it after a on stream s0",
+		"the wait on e2 before d (stream s2) waits for nothing: e2 is recorded after e on stream s0, but only later in the issue order (wait-before-record)",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("warnings:\n%q\nwant\n%q", got, want)
+	}
+	s2 := manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), reads("x"))))
+	s2.Stages[0].Event = "ev"
+	s2.Stages = append(s2.Stages, dag.StageSpec{Name: "a2", Kernel: dag.BuiltinSpin, Stream: "s0", Event: "ev"})
+	s2.Stages[1].WaitFor = []dag.WaitSpec{{Event: "ev"}}
+	s2.Stages[1], s2.Stages[2] = s2.Stages[2], s2.Stages[1]
+	p2, err := Build(s2, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := Warnings(p2); len(w) != 1 || !strings.Contains(w[0], "waits for its latest record, after a2 on stream s0, not the earlier one after a on stream s0") {
+		t.Errorf("re-recorded event: %q", w)
+	}
+	sp, err := dag.LoadFile("../specs/shared-io/shared-io.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := Warnings(build(t, sp, Options{})); len(w) != 0 {
+		t.Errorf("planned plan: %q", w)
 	}
 }
