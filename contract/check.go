@@ -2,7 +2,6 @@ package contract
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 )
@@ -159,7 +158,13 @@ func (b *Builtin) CheckAccesses(reads, writes []Range) []*Violation {
 // its value.
 func (b *Builtin) CheckArgs(args map[string]any) []*Violation {
 	var vs []*Violation
-	for _, name := range slices.Sorted(maps.Keys(args)) {
+	var buf [4]string
+	names := buf[:0]
+	for name := range args {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		s := b.Arg(name)
 		if s == nil {
 			hint := "built-in " + b.Name + " takes no arguments"
