@@ -288,16 +288,25 @@ func TestValidateIteration(t *testing.T) {
 	}
 }
 
-// Manual specs keep their own waits and get no iteration info (the
-// executor separates their iterations by a barrier).
-func TestIterateSkipsManual(t *testing.T) {
+// Manual specs keep their own waits; their iterations are separated by the
+// barrier form, which the plan says in a note, and which Verify accepts
+// over several iterations.
+func TestIterateManualBarrier(t *testing.T) {
 	s := manual(spec(stage("a", writes("x"), on("s0")), stage("b", reads("x"), on("s1"), waits("a"))))
-	p, err := Build(s, Options{})
-	if err != nil {
-		t.Fatal(err)
+	p := build(t, s, Options{})
+	if p.Iteration == nil || !p.Iteration.Barrier || p.Iteration.InFlight != 1 {
+		t.Fatalf("manual plan: iteration %+v, want the barrier form", p.Iteration)
 	}
-	if p.Iteration != nil {
-		t.Errorf("manual plan has iteration info %+v", *p.Iteration)
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "iterations do not overlap: sync: manual") {
+		t.Errorf("notes %q", p.Notes)
+	}
+	if UnrollIterations(p) < 2 {
+		t.Errorf("Verify unrolls %d iterations", UnrollIterations(p))
+	}
+	// One stream and one copy: stream order is the barrier, nothing to say.
+	one := build(t, manual(spec(stage("a", writes("x"), on("s0")), stage("b", reads("x"), on("s0")))), Options{})
+	if one.Iteration == nil || !one.Iteration.Barrier || one.Iteration.CrossWaits != 0 || len(one.Notes) != 0 {
+		t.Errorf("one stream: iteration %+v, notes %q", one.Iteration, one.Notes)
 	}
 }
 

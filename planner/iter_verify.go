@@ -149,10 +149,17 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 	return q, nil
 }
 
-// verifyIterations is Verify for a plan with iteration info: Verify of the
-// plan unrolled over UnrollIterations(p) iterations. Races name stages as
-// "NAME@i" (iteration i) and ring copies as "NAME#c".
+// verifyIterations is Verify for a plan with iteration info. It checks one
+// iteration first (the plan without its lagged waits, as iteration 0
+// issues it): a race there is reported in the plan's own names. Else it
+// verifies the plan unrolled over UnrollIterations(p) iterations, whose
+// races name stages as "NAME@i" (iteration i) and ring copies as "NAME#c".
 func verifyIterations(p *Plan) error {
+	one := p.WithoutOps(func(_, _ int, o Op) bool { return o.Kind == OpWait && o.Lag > 0 })
+	one.Iteration = nil
+	if err := Verify(one); err != nil {
+		return err
+	}
 	q, err := Unroll(p, UnrollIterations(p))
 	if err != nil {
 		return err
