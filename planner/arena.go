@@ -633,7 +633,6 @@ func LiveBound(p *Plan) int64 {
 	return peak
 }
 
-
 // writeArena writes the table's arena lines: the arena's size, each arena
 // buffer at its offset (in offset order), and the budget pass's steps.
 func (p *Plan) writeArena(w io.Writer) {

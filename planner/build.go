@@ -73,13 +73,13 @@ type pass struct {
 
 // passes is the pipeline, in order; it is the reference for readers.
 var passes = []pass{
-	{name: "reduce", fn: reduce, required: true},    // transitive reduction of the hazard DAG
-	{name: "assign", fn: assign},                    // stages → streams (path cover, caps, baselines, pins)
-	{name: "sync", fn: syncStreams},                 // record/wait pairs by vector clocks; issue order
+	{name: "reduce", fn: reduce, required: true},       // transitive reduction of the hazard DAG
+	{name: "assign", fn: assign},                       // stages → streams (path cover, caps, baselines, pins)
+	{name: "sync", fn: syncStreams},                    // record/wait pairs by vector clocks; issue order
 	{name: "lifetimes", fn: lifetimes, required: true}, // per buffer and stream, the event after its last use
-	{name: "arena", fn: arena, required: true},      // temps share one arena where happens-before orders their lifetimes
-	{name: "stats", fn: stats, required: true},      // Plan.Stats
-	{name: "iterate", fn: iterate, required: true},  // cross-iteration waits, stream sets, event slots; else the barrier form
+	{name: "arena", fn: arena, required: true},         // temps share one arena where happens-before orders their lifetimes
+	{name: "stats", fn: stats, required: true},         // Plan.Stats
+	{name: "iterate", fn: iterate, required: true},     // cross-iteration waits, stream sets, event slots; else the barrier form
 }
 
 // passOrder lists the ordering constraints between passes, each with its
