@@ -116,9 +116,10 @@ func (p *Plan) validateIteration() error {
 
 // iterMaxPrune bounds the cross waits that the iterate pass tries to drop
 // one by one after placing them, and iterMaxPruneWork the work of those
-// tries (cross waits × the walk's work, iterWork): past either, the placed
-// waits stay (correct, possibly not minimal), and a note says so.
-const (
+// tries (cross waits × the placing walk's clock entries and ops): past either, the placed
+// waits stay (correct, possibly not minimal), and a note says so. (The
+// bounds of this file are variables so that tests can lower them.)
+var (
 	iterMaxPrune     = 512
 	iterMaxPruneWork = 200_000_000
 )
@@ -127,8 +128,8 @@ const (
 // the walk keeps a snapshot per stage and unrolled iteration, and a dense
 // vector clock per physical stream, which each join reads and may copy, so
 // its time and memory grow as iterations × joins × physical streams
-// (iterWork). Larger plans get the barrier form (WithIteration) and a note.
-const (
+// Larger plans get the barrier form (WithIteration) and a note.
+var (
 	iterMaxStages = 100_000
 	iterMaxClock  = 100_000_000 // clock entries read by one walk, 4 bytes each
 )
@@ -224,7 +225,7 @@ func iterate(st *state) error {
 	w := &iterWalk{p: p, S: S, R: R, n: n, U: U, window: dmax + 1, reqs: reqs, cross: make([][]iterReq, n), limit: iterMaxClock}
 	if !w.run(true) {
 		p.Iteration = nil
-		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read, and its walk over %d iterations of %s physical streams passed that in iteration %d (this plan has %s cross-iteration orders to meet)",
+		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read, and its walk over %d iterations of %s physical streams passed that in iteration %d (cross-iteration orders to meet: %s)",
 			thousands(iterMaxClock), U, thousands(P), w.stopped+1, thousands(joinsOf(reqs))))
 		return nil
 	}
