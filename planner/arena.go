@@ -634,7 +634,7 @@ func LiveBound(p *Plan) int64 {
 }
 
 // writeArena writes the table's arena lines: the arena's size, each arena
-// buffer at its offset (in offset order), and the budget pass's steps.
+// buffer at its offset (in offset order), and the budget loop's steps.
 func (p *Plan) writeArena(w io.Writer) {
 	type at struct {
 		name string

@@ -82,7 +82,8 @@ func (st *state) pins() ([]int32, []string) {
 // earliest. If pins leave no stream free, the other chains join the
 // critical chain's stream. One sweep of local search then moves each free
 // chain to the stream (the critical chain's included) that most shortens
-// the simulated makespan (improveFold; skipped on graphs too large for it).
+// the simulated makespan (improveFold; bounded by foldBudget, beyond which
+// the plan gets a note).
 func (st *state) pathCover(pin, grp []int32, P int32) {
 	m := st.pinMatcher(pin, P)
 	size := m.match(st.topo)

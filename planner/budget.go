@@ -21,8 +21,8 @@ const (
 	BudgetSerialize = "serialize"
 )
 
-// BudgetStep is one step of the budget pass: the buffer orders it added and
-// the plan after it.
+// BudgetStep is one step of Build's budget loop: the buffer orders it added
+// and the plan after it.
 type BudgetStep struct {
 	Kind string `json:"kind"` // BudgetReuse or BudgetSerialize
 	// Orders lists the buffer pairs the step orders, as "x<y": every access
@@ -243,7 +243,7 @@ func (b *budget) finish(st *state) error {
 	return nil
 }
 
-// budgetView is the arena's view of a state for the budget pass: eligible
+// budgetView is the arena's view of a state for the budget loop: eligible
 // buffers, their stages and their live ranges in the ideal schedule.
 type budgetView struct {
 	a      *arenaInfo
