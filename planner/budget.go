@@ -237,8 +237,8 @@ func (b *budget) finish(st *state) error {
 	}
 	st.plan.Budget = b.steps
 	if arena > b.limit {
-		st.note("memory_budget auto: the arena is %d bytes, %d above 1.1× its live bound (%d bytes); the orders that cost no makespan are used up, and serializing ones would trade makespan for memory (give a budget in bytes for those)",
-			arena, arena-b.limit, b.limit)
+		st.note("memory_budget auto: the arena is %s bytes, %s above its aim of 1.1× the live bound (%s bytes): the orders that cost no makespan are used up, and serializing ones would trade makespan for memory (a budget in bytes takes those)",
+			thousands(int(arena)), thousands(int(arena-b.limit)), thousands(int(b.limit)))
 	}
 	return nil
 }

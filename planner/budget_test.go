@@ -106,8 +106,14 @@ func TestBudgetReuseIsFree(t *testing.T) {
 		}
 	}
 	// auto never serializes and never fails.
-	if p := build(t, outputs(twoChains(), "o1", "o2"), Options{MemoryBudget: BudgetAuto}); p.Stats.ArenaBytes != 2048 {
-		t.Errorf("auto serialized: %v", p.Budget)
+	if p := build(t, outputs(twoChains(), "o1", "o2"), Options{MemoryBudget: BudgetAuto}); p.Stats.ArenaBytes != 2048 || len(p.Notes) != 0 {
+		t.Errorf("auto serialized: %v, notes %q", p.Budget, p.Notes)
+	}
+	// Where the free orders stop short of auto's aim, the plan says so.
+	st := upTo(t, outputs(twoChains(), "o1", "o2"), Options{}, "iterate")
+	b := &budget{limit: 1100, auto: true}
+	if err := b.finish(st); err != nil || len(st.notes) != 1 || !strings.Contains(st.notes[0], "memory_budget auto: the arena is 2,048 bytes, 948 above its aim") {
+		t.Errorf("auto short of its aim: %v, notes %q", err, st.notes)
 	}
 }
 

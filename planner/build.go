@@ -173,16 +173,17 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		st.flushDump()
 		return nil, err
 	}
+	// The budget loop: plan, and while the plan is over memory_budget, add
+	// the orders chosen from it to the spec and plan again.
 	b, err := newBudget(st)
 	for err == nil && b != nil && !b.met(st) {
-		var next *state
 		kind, ok := b.choose(st)
 		if !ok {
-			break
+			break // no order left to try
 		}
-		next, err = pipeline(b.spec(s), o, start, b.hint)
-		if err != nil {
-			err = fmt.Errorf("planner: re-planning after %s step %d: %w", kind, len(b.steps)+1, err)
+		next, perr := pipeline(b.spec(s), o, start, b.hint)
+		if perr != nil {
+			err = fmt.Errorf("planner: re-planning after %s step %d: %w", kind, len(b.steps)+1, perr)
 			break
 		}
 		st = next

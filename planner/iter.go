@@ -116,9 +116,10 @@ func (p *Plan) validateIteration() error {
 
 // iterMaxPrune bounds the cross waits that the iterate pass tries to drop
 // one by one after placing them, and iterMaxPruneWork the work of those
-// tries (cross waits × the placing walk's clock entries and ops): past either, the placed
-// waits stay (correct, possibly not minimal), and a note says so. (The
-// bounds of this file are variables so that tests can lower them.)
+// tries (cross waits × the placing walk's clock entries and ops): past
+// either, the placed waits stay (correct, possibly not minimal), and a note
+// says so. (The bounds of this file are variables so that tests can lower
+// them.)
 var (
 	iterMaxPrune     = 512
 	iterMaxPruneWork = 200_000_000
@@ -127,7 +128,7 @@ var (
 // iterMaxStages and iterMaxClock bound the plans the iterate pass walks:
 // the walk keeps a snapshot per stage and unrolled iteration, and a dense
 // vector clock per physical stream, which each join reads and may copy, so
-// its time and memory grow as iterations × joins × physical streams
+// its time and memory grow as iterations × joins × physical streams.
 // Larger plans get the barrier form (WithIteration) and a note.
 var (
 	iterMaxStages = 100_000
