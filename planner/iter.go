@@ -132,7 +132,7 @@ var (
 // Larger plans get the barrier form (WithIteration) and a note.
 var (
 	iterMaxStages = 100_000
-	iterMaxClock  = 100_000_000 // clock entries read by one walk, 4 bytes each
+	iterMaxClock  = 30_000_000 // clock entries read by one walk, 4 bytes each
 )
 
 // iterReq is one cross-iteration order the reference semantics needs: stage
