@@ -481,6 +481,10 @@ func clearPos(s *Spec) *Spec {
 		for j := range st.Writes {
 			st.Writes[j].Pos = Pos{}
 		}
+		st.WaitFor = append([]WaitSpec(nil), st.WaitFor...)
+		for j := range st.WaitFor {
+			st.WaitFor[j].Pos = Pos{}
+		}
 	}
 	return &c
 }

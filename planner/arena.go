@@ -17,13 +17,14 @@ import (
 // sizes are rounded up to, in bytes (cudaMalloc's own alignment).
 const ArenaAlign = 256
 
-// arena places temp buffers in one device arena (issue 5). Two buffers may
-// share bytes only when every access of the first happens-before the first
-// access of the second in the plan's happens-before (stream order plus
+// arena places temp buffers in one device arena. Two buffers may share
+// bytes only when every access of the first happens-before the first access
+// of the second in the plan's happens-before (stream order plus
 // record→wait in issue order, Verify's notion): never because of host issue
 // order or because the allocating stream is done. Offsets: greedy by size,
 // best fit (Pisarchyk and Lee, "Efficient Memory Management for Deep Neural
-// Net Inference", 2020, §4.3), 256-byte aligned. It also names each
+// Net Inference", 2020, §4.3), 256-byte aligned; the budget loop's layout
+// (Build) replaces them when it is smaller and valid. It also names each
 // eligible temp's first stage (Lifetime.First) for --alloc dynamic.
 func arena(st *state) error {
 	mode := cmp.Or(st.opts.Arena, st.spec.Options.Arena, dag.ArenaPlanned)
@@ -33,17 +34,15 @@ func arena(st *state) error {
 		return fmt.Errorf("unknown arena mode %q (want planned, off or stream-order)", mode)
 	}
 	p := st.plan
-	if mode != dag.ArenaOff && arenaCandidates(p) > MaxArenaBuffers {
+	if n := arenaCandidates(p); mode != dag.ArenaOff && n > MaxArenaBuffers {
 		// The layout compares every pair of buffers (quadratic): beyond
 		// MaxArenaBuffers temps each keeps its own allocation.
-		mode = dag.ArenaOff
-		st.arenaSkipped = true
-	}
-	if mode == dag.ArenaOff && st.arenaSkipped {
 		for i := range p.Buffers {
 			p.Buffers[i].ArenaOffset = nil
 		}
 		p.Stats.ArenaBytes = 0
+		st.note("no arena: the arena pass is bounded at %s device temps (this plan has %s), so each temp keeps its own allocation (%s bytes in all, where a shared arena could reuse bytes between temps whose lifetimes are ordered)",
+			thousands(MaxArenaBuffers), thousands(n), thousands(int(tempBytes(p))))
 		return nil
 	}
 	a := newArenaInfo(p)
@@ -69,7 +68,42 @@ func arena(st *state) error {
 		p.Buffers[b.idx].ArenaOffset = &off
 	}
 	p.Stats.ArenaBytes = size
+	if st.layoutHint != nil && mode == dag.ArenaPlanned {
+		a.applyLayout(st.layoutHint)
+	}
 	return nil
+}
+
+// applyLayout replaces the arena's offsets by hint (per Plan.Buffers
+// index; the budget loop's layout over the ideal schedule) when hint is
+// smaller and valid: every two buffers sharing bytes are ordered by the
+// plan's happens-before.
+func (a *arenaInfo) applyLayout(hint map[int]int64) {
+	p := a.p
+	var size int64
+	for _, b := range a.bufs {
+		off, ok := hint[b.idx]
+		if !ok || p.Buffers[b.idx].ArenaOffset == nil {
+			return
+		}
+		size = max(size, off+b.size)
+	}
+	if size >= p.Stats.ArenaBytes {
+		return
+	}
+	for i, x := range a.bufs {
+		for _, y := range a.bufs[i+1:] {
+			ox, oy := hint[x.idx], hint[y.idx]
+			if ox < oy+y.size && oy < ox+x.size && !a.before(x, y) && !a.before(y, x) {
+				return
+			}
+		}
+	}
+	for _, b := range a.bufs {
+		off := hint[b.idx]
+		p.Buffers[b.idx].ArenaOffset = &off
+	}
+	p.Stats.ArenaBytes = size
 }
 
 // MaxArenaBuffers bounds the temps the arena pass lays out: its best-fit
@@ -77,6 +111,17 @@ func arena(st *state) error {
 // than this keeps one allocation per buffer (Stats.ArenaBytes 0), as with
 // arena: off. The eight model graphs have at most 1,266 temps.
 const MaxArenaBuffers = 2048
+
+// tempBytes is the bytes of p's device temps, each rounded up to ArenaAlign.
+func tempBytes(p *Plan) int64 {
+	var n int64
+	for _, b := range p.Buffers {
+		if b.Role == dag.RoleTemp && b.Where == dag.WhereDevice {
+			n += alignUp(b.Bytes)
+		}
+	}
+	return n
+}
 
 // arenaCandidates counts the device temps, an upper bound on the buffers the
 // arena could share.
@@ -381,7 +426,8 @@ func (r rangeSet) covers(lo, hi int64) bool {
 // Mattern 1989), as in Verify but computed here on their own, so that Verify
 // checks the arena independently. Rows are shared between the launches of a
 // stream between two waits. A host stream's ops happen-before every op
-// issued after them.
+// issued after them. It describes one iteration: a wait with a lag orders
+// an earlier iteration's record, not this one's, and is left out.
 type launchHB struct {
 	S      int
 	stream []int32 // per stage
@@ -440,7 +486,7 @@ func newLaunchHB(p *Plan) *launchHB {
 		case OpRecord:
 			last[o.Event] = rec{int32(s), int32(so[1]), cur[s]}
 		case OpWait:
-			if r := last[o.Event]; r.stream >= 0 && int(r.stream) != s {
+			if r := last[o.Event]; o.Lag == 0 && r.stream >= 0 && int(r.stream) != s {
 				join(s, r.row, int(r.stream), r.index+1)
 			}
 		case OpLaunch:
@@ -523,7 +569,7 @@ func NoReuseBytes(p *Plan) int64 {
 // respects it are disjoint, and every arena of p is at least this large.
 // Sizes are the buffers' own bytes (not rounded).
 func LiveBound(p *Plan) int64 {
-	start, end := idealTimes(p)
+	start, end := IdealSchedule(p)
 	type ev struct {
 		t     float64
 		delta int64
@@ -564,21 +610,8 @@ func LiveBound(p *Plan) int64 {
 	return peak
 }
 
-// idealTimes is idealSchedule with each stage's DurationUS (0 or less
-// counts as 1 µs, as in Build).
-func idealTimes(p *Plan) (start, end []float64) {
-	dur := make([]float64, len(p.Stages))
-	for i, sg := range p.Stages {
-		dur[i] = sg.DurationUS
-		if dur[i] <= 0 {
-			dur[i] = 1
-		}
-	}
-	return idealSchedule(p, dur)
-}
-
 // writeArena writes the table's arena lines: the arena's size, each arena
-// buffer at its offset (in offset order), and the budget pass's steps.
+// buffer at its offset (in offset order), and the budget loop's steps.
 func (p *Plan) writeArena(w io.Writer) {
 	type at struct {
 		name string

@@ -8,8 +8,9 @@ import (
 
 // assign maps stages to streams by the strategy: default and naive take a
 // minimum path cover of the reduced graph (each chain a stream), single one
-// stream, round-robin deals each level over streams. Pins (`stream:`) win
-// under every strategy: all stages pinned to one name share a stream.
+// stream, round-robin deals each level over streams, hazard-dag chains the
+// hazard DAG greedily. Pins (`stream:`) win under every strategy: all
+// stages pinned to one name share a stream.
 func assign(st *state) error {
 	pin, pinNames := st.pins()
 	grp := make([]int32, st.n) // group per stage; pinned groups are 0..len(pinNames)-1
@@ -26,6 +27,11 @@ func assign(st *state) error {
 		}
 	case StrategyRoundRobin:
 		st.roundRobin(pin, grp, P)
+	case StrategyHazardDAG:
+		st.hazardChains(pin, grp, P)
+		if n := countGroups(grp); st.maxStr > 0 && n > st.maxStr {
+			st.note("max_streams %d is not applied: the hazard-dag strategy's streams are the greedy chains of the hazard DAG (%d streams here); use the default strategy for a cap", st.maxStr, n)
+		}
 	default:
 		st.pathCover(pin, grp, P)
 	}
@@ -76,7 +82,8 @@ func (st *state) pins() ([]int32, []string) {
 // earliest. If pins leave no stream free, the other chains join the
 // critical chain's stream. One sweep of local search then moves each free
 // chain to the stream (the critical chain's included) that most shortens
-// the simulated makespan (improveFold; skipped on graphs too large for it).
+// the simulated makespan (improveFold; bounded by foldBudget, beyond which
+// the plan gets a note).
 func (st *state) pathCover(pin, grp []int32, P int32) {
 	m := st.pinMatcher(pin, P)
 	size := m.match(st.topo)
@@ -306,7 +313,12 @@ func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[i
 		}
 	}
 	cost := len(chains) * len(targets) * (st.n + st.g.NumEdges())
-	if len(targets) < 2 || cost > foldBudget {
+	if len(targets) < 2 {
+		return
+	}
+	if cost > foldBudget {
+		st.note("max_streams %d: the local search after the greedy fold is bounded at %s steps (this plan needs %s: %d chains × %d streams × %s stages and edges), so the chains stay where the greedy fold put them and the ideal makespan may be longer than the search would find",
+			st.maxStr, thousands(foldBudget), thousands(cost), len(chains), len(targets), thousands(st.n+st.g.NumEdges()))
 		return
 	}
 	members := map[int32][]int32{} // free chain → its stages
@@ -360,6 +372,33 @@ func (st *state) makespan(grp []int32, eft, free []float64) float64 {
 		m = max(m, eft[v])
 	}
 	return m
+}
+
+// hazardChains is the hazard-dag strategy's streams: chains built greedily
+// in the shared topological order, each free stage going on the free chain
+// whose last stage is one of its hazard predecessors (the earliest made
+// of those), else on a new chain. Stream order then joins only stages that
+// a hazard edge joins, and every other hazard edge becomes a wait
+// (hazardWaits): the plan is the whole hazard DAG, one edge per hazard, for
+// a CUDA graph's driver to schedule. Pinned stages keep their pin's stream.
+func (st *state) hazardChains(pin, grp []int32, P int32) {
+	var tail []int32 // per free chain (group P+i): its last stage
+	for _, v := range st.topo {
+		if pin[v] >= 0 {
+			continue
+		}
+		best := int32(-1)
+		for _, u := range st.g.Pred(int(v)) {
+			if g := grp[u]; g >= P && tail[g-P] == u && (best < 0 || g < best) {
+				best = g
+			}
+		}
+		if best < 0 {
+			best = P + int32(len(tail))
+			tail = append(tail, -1)
+		}
+		grp[v], tail[best-P] = best, v
+	}
 }
 
 // roundRobin is Taskflow's capturer: level = longest-path depth; the free

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
@@ -98,5 +99,21 @@ func TestSpecOptionsAreDefaults(t *testing.T) {
 	}
 	if p := build(t, s, Options{Strategy: "default", MaxStreams: -1}); p.Strategy != "default" || p.Stats.Streams != 6 {
 		t.Errorf("overridden: strategy %s, %d streams", p.Strategy, p.Stats.Streams)
+	}
+}
+
+// Under the hazard-dag strategy pins win (free stages chain only onto free
+// streams), and a cap it does not apply is a note.
+func TestHazardDAGPinsAndCap(t *testing.T) {
+	s := spec(stage("a", writes("x"), on("p")), stage("b", reads("x"), writes("y")), stage("c", reads("y"), writes("z"), on("p")), stage("d", reads("y")))
+	p := build(t, s, Options{Strategy: StrategyHazardDAG, MaxStreams: 1})
+	if streamOf(p, "a") != "p" || streamOf(p, "c") != "p" || streamOf(p, "b") == "p" || streamOf(p, "d") != streamOf(p, "b") {
+		t.Errorf("streams a=%s b=%s c=%s d=%s, want a and c on p, b and d on a free stream", streamOf(p, "a"), streamOf(p, "b"), streamOf(p, "c"), streamOf(p, "d"))
+	}
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "max_streams 1 is not applied") {
+		t.Errorf("notes %q", p.Notes)
+	}
+	if q := build(t, s, Options{Strategy: StrategyHazardDAG}); len(q.Notes) != 0 {
+		t.Errorf("uncapped: notes %q", q.Notes)
 	}
 }

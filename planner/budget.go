@@ -21,8 +21,8 @@ const (
 	BudgetSerialize = "serialize"
 )
 
-// BudgetStep is one step of the budget pass: the buffer orders it added and
-// the plan after it.
+// BudgetStep is one step of Build's budget loop: the buffer orders it added
+// and the plan after it.
 type BudgetStep struct {
 	Kind string `json:"kind"` // BudgetReuse or BudgetSerialize
 	// Orders lists the buffer pairs the step orders, as "x<y": every access
@@ -61,43 +61,52 @@ func (e *BudgetError) Error() string {
 	return b.String()
 }
 
-// budgetPass is the budget pass's entry in the pass table. It calls budget
-// through budgetFn, set by init, because budget re-plans with the table
-// that lists it (a direct reference would be an initialization cycle).
-func budgetPass(st *state) error { return budgetFn(st) }
-
-var budgetFn func(*state) error
-
-func init() { budgetFn = budget }
-
 // Special values of Options.MemoryBudget.
 const (
 	// BudgetAuto aims at 1.1× the live bound of the plan's own schedule
 	// (LiveBound) with reuse steps only, which cost no makespan; it stops
-	// without an error where those cannot get there.
+	// where those cannot get there, with a note (Plan.Notes).
 	BudgetAuto = dag.MemoryBudgetAuto
 	// BudgetNone plans without a budget, whatever the spec says.
 	BudgetNone = -2
 )
 
-// budgetMaxSteps bounds the budget pass's steps.
+// budgetMaxSteps bounds the budget loop's steps.
 const budgetMaxSteps = 2000
 
-// budget meets memory_budget (bytes) by adding ordering edges (after:
-// edges between stages) and re-planning: first edges that only order
-// buffers already dead-before-alive in the ideal schedule, which the
-// arena can then share (laid out over the schedule's live ranges; these do
-// not lengthen the critical path), then, while the arena is still over the
-// budget, one serializing order at a time at the peak of live bytes, the
-// cheapest first (the smallest increase of the critical path, exact for one
-// order since all its edges run from one buffer's stages to another's),
-// larger buffers first among equals. Each step is reported in
-// Plan.Budget with its makespan cost; *BudgetError says by how much an
-// unreachable budget is missed.
-func budget(st *state) error {
-	if st.inner {
-		return nil
-	}
+// budget is the state of Build's memory_budget loop. The loop meets
+// memory_budget (bytes) by adding ordering edges (after: edges between
+// stages) and re-planning: first edges that only order buffers already
+// dead-before-alive in the ideal schedule, which the arena can then share
+// (laid out over the schedule's live ranges; these do not lengthen the
+// critical path), then, while the arena is still over the budget, one
+// serializing order at a time at the peak of live bytes, the cheapest
+// first (the smallest increase of the critical path, exact for one order
+// since all its edges run from one buffer's stages to another's), larger
+// buffers first among equals. Each step is reported in Plan.Budget with
+// its makespan cost; *BudgetError says by how much an unreachable budget is
+// missed.
+type budget struct {
+	limit  int64 // bytes
+	auto   bool
+	names  []string          // buffer names (Plan.Buffers order, the same in every re-plan)
+	extra  map[[2]int32]bool // after: edges added so far (u → v: u before v)
+	hint   map[int]int64     // the arena layout the next re-plan tries (reuse steps)
+	reused bool              // the last step was a reuse step
+	steps  []BudgetStep
+	berr   BudgetError
+	// the step being taken
+	pairs [][2]int
+	edges int
+}
+
+// newBudget returns the loop state for st's first plan, or nil when there
+// is no budget to meet (none asked for, or met already; auto with an
+// arena mode other than planned, or with a manual spec).
+//
+// Errors: a byte budget with an arena mode other than planned, or for a
+// sync: manual spec whose arena is over it (its order is the user's).
+func newBudget(st *state) (*budget, error) {
 	limit := st.opts.MemoryBudget
 	if limit == 0 {
 		limit = st.spec.Options.MemoryBudget
@@ -105,136 +114,136 @@ func budget(st *state) error {
 	p := st.plan
 	auto := limit == BudgetAuto
 	if limit <= 0 && !auto {
-		return nil
+		return nil, nil
 	}
 	if mode := cmp.Or(st.opts.Arena, st.spec.Options.Arena, dag.ArenaPlanned); mode != dag.ArenaPlanned {
 		if auto {
-			return nil
+			return nil, nil
 		}
-		return fmt.Errorf("memory_budget needs the planned arena (arena: %s)", mode)
+		return nil, fmt.Errorf("planner: memory_budget needs the planned arena (arena: %s)", mode)
 	}
 	if auto {
 		limit = LiveBound(p) * 11 / 10
 	}
 	if p.Stats.ArenaBytes <= limit {
-		return nil
+		return nil, nil
 	}
 	if st.manual {
 		if auto {
-			return nil
+			return nil, nil
 		}
-		return fmt.Errorf("memory_budget %d bytes: the arena is %d bytes, and a sync: manual spec cannot be re-ordered; order its stages by hand or use sync: auto", limit, p.Stats.ArenaBytes)
+		return nil, fmt.Errorf("planner: memory_budget %d bytes: the arena is %d bytes, and a sync: manual spec cannot be re-ordered; order its stages by hand or use sync: auto", limit, p.Stats.ArenaBytes)
 	}
-	cur := st
-	makespan := idealMakespan(p, st.dur)
-	berr := &BudgetError{Budget: limit, StartArena: p.Stats.ArenaBytes, StartMakespanUS: makespan}
-	var steps []BudgetStep
-	extra := map[[2]int32]bool{}
-	reused := false
-	for len(steps) < budgetMaxSteps && cur.plan.Stats.ArenaBytes > limit {
-		kind := BudgetReuse
-		var pairs [][2]int // buffer indices
-		var hint map[int]int64
-		if !reused {
-			pairs, hint = cur.reusePairs()
-			reused = true
+	b := &budget{limit: limit, auto: auto, extra: map[[2]int32]bool{}}
+	for _, pb := range p.Buffers {
+		b.names = append(b.names, pb.Name)
+	}
+	b.berr = BudgetError{Budget: limit, StartArena: p.Stats.ArenaBytes, StartMakespanUS: p.Stats.IdealMakespanUS}
+	return b, nil
+}
+
+// met reports whether st's plan is within the budget or the loop is out of steps.
+func (b *budget) met(st *state) bool {
+	return st.plan.Stats.ArenaBytes <= b.limit || len(b.steps) >= budgetMaxSteps
+}
+
+// choose picks the next step's buffer orders from st's plan and adds their
+// edges to b.extra: the reuse pairs of the ideal schedule's layout (once
+// after each serializing step), else (not auto) the cheapest serializing
+// pair. ok is false when no step is left.
+func (b *budget) choose(st *state) (kind string, ok bool) {
+	kind = BudgetReuse
+	b.pairs, b.hint = nil, nil
+	if !b.reused {
+		b.pairs, b.hint = st.reusePairs()
+		b.reused = true
+	}
+	if len(b.pairs) == 0 {
+		if b.auto {
+			return "", false // auto: free orders only
 		}
-		if len(pairs) == 0 {
-			if auto {
-				break // auto: free orders only
-			}
-			kind = BudgetSerialize
-			pair, ok := cur.serializePair()
-			if !ok {
-				break
-			}
-			pairs = [][2]int{pair}
-			hint = nil
-			reused = false
+		kind = BudgetSerialize
+		pair, found := st.serializePair()
+		if !found {
+			return "", false
 		}
-		edges := 0
-		for _, pr := range pairs {
-			for _, u := range cur.stagesOf(pr[0]) {
-				for _, v := range cur.stagesOf(pr[1]) {
-					if e := [2]int32{u, v}; !extra[e] {
-						extra[e] = true
-						edges++
-					}
+		b.pairs, b.hint, b.reused = [][2]int{pair}, nil, false
+	}
+	b.edges = 0
+	for _, pr := range b.pairs {
+		for _, u := range st.stagesOf(pr[0]) {
+			for _, v := range st.stagesOf(pr[1]) {
+				if e := [2]int32{u, v}; !b.extra[e] {
+					b.extra[e] = true
+					b.edges++
 				}
 			}
 		}
-		next, err := cur.rebuild(extra)
-		if err != nil {
-			return fmt.Errorf("re-planning after %s step %d: %w", kind, len(steps)+1, err)
-		}
-		if hint != nil {
-			next.applyLayout(hint)
-		}
-		m := idealMakespan(next.plan, next.dur)
-		orders := make([]string, 0, len(pairs))
-		for _, pr := range pairs {
-			orders = append(orders, p.Buffers[pr[0]].Name+"<"+p.Buffers[pr[1]].Name)
-		}
-		slices.Sort(orders)
-		n := len(orders)
-		if len(orders) > 8 {
-			orders = append(orders[:8:8], "…")
-		}
-		steps = append(steps, BudgetStep{Kind: kind, Orders: orders, Pairs: n, Edges: edges,
-			ArenaBytes: next.plan.Stats.ArenaBytes, MakespanUS: m, CostUS: m - makespan})
-		makespan = m
-		cur = next
 	}
-	if cur.plan.Stats.ArenaBytes > limit && !auto {
-		berr.Arena, berr.Steps = cur.plan.Stats.ArenaBytes, steps
-		for _, s := range steps {
-			berr.Arena = min(berr.Arena, s.ArenaBytes)
-		}
-		return berr
-	}
-	opts, start := st.opts, st.start
-	*st = *cur
-	st.opts, st.start, st.inner = opts, start, false
-	st.plan.Budget = steps
-	return nil
+	return kind, true
 }
 
-// rebuild plans the spec again with the extra after: edges (u → v: u
-// before v), without the budget pass, and returns the new state.
-func (st *state) rebuild(extra map[[2]int32]bool) (*state, error) {
-	s := *st.spec
-	s.Stages = slices.Clone(s.Stages)
-	es := make([][2]int32, 0, len(extra))
-	for e := range extra {
+// spec returns s with b's extra orders as after: edges.
+func (b *budget) spec(s *dag.Spec) *dag.Spec {
+	out := *s
+	out.Stages = slices.Clone(s.Stages)
+	es := make([][2]int32, 0, len(b.extra))
+	for e := range b.extra {
 		es = append(es, e)
 	}
 	slices.SortFunc(es, func(a, b [2]int32) int { return cmp.Or(cmp.Compare(a[1], b[1]), cmp.Compare(a[0], b[0])) })
 	for i, e := range es {
-		v := &s.Stages[e[1]]
+		v := &out.Stages[e[1]]
 		if i == 0 || es[i-1][1] != e[1] {
 			v.After = slices.Clip(v.After)
 		}
-		v.After = append(v.After, s.Stages[e[0]].Name)
+		v.After = append(v.After, out.Stages[e[0]].Name)
 	}
-	o := st.opts
-	o.MemoryBudget, o.DumpAfter, o.Dump = BudgetNone, "", nil
-	in, err := newState(&s, o)
-	if err != nil {
-		return nil, err
-	}
-	in.inner = true
-	for _, ps := range passes {
-		if in.manual && ps.auto {
-			continue
-		}
-		if err := in.run(ps); err != nil {
-			return nil, err
-		}
-	}
-	return in, nil
+	return &out
 }
 
-// budgetView is the arena's view of a state for the budget pass: eligible
+// record adds the step just re-planned as st.
+func (b *budget) record(kind string, st *state) {
+	orders := make([]string, 0, len(b.pairs))
+	for _, pr := range b.pairs {
+		orders = append(orders, b.names[pr[0]]+"<"+b.names[pr[1]])
+	}
+	slices.Sort(orders)
+	n := len(orders)
+	if len(orders) > 8 {
+		orders = append(orders[:8:8], "…")
+	}
+	prev := b.berr.StartMakespanUS
+	if len(b.steps) > 0 {
+		prev = b.steps[len(b.steps)-1].MakespanUS
+	}
+	m := st.plan.Stats.IdealMakespanUS
+	b.steps = append(b.steps, BudgetStep{Kind: kind, Orders: orders, Pairs: n, Edges: b.edges,
+		ArenaBytes: st.plan.Stats.ArenaBytes, MakespanUS: m, CostUS: m - prev})
+}
+
+// finish ends the loop on st's plan: a *BudgetError when a byte budget is
+// not met, else the steps in Plan.Budget (and, for auto, a note when the
+// free orders stop short of the aim).
+func (b *budget) finish(st *state) error {
+	arena := st.plan.Stats.ArenaBytes
+	if arena > b.limit && !b.auto {
+		e := b.berr
+		e.Arena, e.Steps = arena, b.steps
+		for _, s := range b.steps {
+			e.Arena = min(e.Arena, s.ArenaBytes)
+		}
+		return &e
+	}
+	st.plan.Budget = b.steps
+	if arena > b.limit {
+		st.note("memory_budget auto: the arena is %s bytes, %s above its aim of 1.1× the live bound (%s bytes): the orders that cost no makespan are used up, and serializing ones would trade makespan for memory (a budget in bytes takes those)",
+			thousands(int(arena)), thousands(int(arena-b.limit)), thousands(int(b.limit)))
+	}
+	return nil
+}
+
+// budgetView is the arena's view of a state for the budget loop: eligible
 // buffers, their stages and their live ranges in the ideal schedule.
 type budgetView struct {
 	a      *arenaInfo
@@ -251,7 +260,7 @@ func (st *state) view() *budgetView {
 		at[p.Buffers[b.idx].Name] = k
 		bv.lo[k], bv.hi[k] = math.Inf(1), math.Inf(-1)
 	}
-	start, end := idealTimes(p)
+	start, end := IdealSchedule(p)
 	for v, sg := range p.Stages {
 		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
 			for _, x := range list {
@@ -339,38 +348,6 @@ func (st *state) reusePairs() ([][2]int, map[int]int64) {
 		hint[b.idx] = offs[i]
 	}
 	return pairs, hint
-}
-
-// applyLayout replaces the arena's offsets by hint (per Plan.Buffers
-// index) when hint is smaller and valid: every two buffers sharing bytes
-// are ordered by the plan's happens-before.
-func (st *state) applyLayout(hint map[int]int64) {
-	p := st.plan
-	a := newArenaInfo(p)
-	var size int64
-	for _, b := range a.bufs {
-		off, ok := hint[b.idx]
-		if !ok || p.Buffers[b.idx].ArenaOffset == nil {
-			return
-		}
-		size = max(size, off+b.size)
-	}
-	if size >= p.Stats.ArenaBytes {
-		return
-	}
-	for i, x := range a.bufs {
-		for _, y := range a.bufs[i+1:] {
-			ox, oy := hint[x.idx], hint[y.idx]
-			if ox < oy+y.size && oy < ox+x.size && !a.before(x, y) && !a.before(y, x) {
-				return
-			}
-		}
-	}
-	for _, b := range a.bufs {
-		off := hint[b.idx]
-		p.Buffers[b.idx].ArenaOffset = &off
-	}
-	p.Stats.ArenaBytes = size
 }
 
 // serializePair picks one order x<y between two buffers live together at

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -105,7 +106,48 @@ func TestBudgetReuseIsFree(t *testing.T) {
 		}
 	}
 	// auto never serializes and never fails.
-	if p := build(t, outputs(twoChains(), "o1", "o2"), Options{MemoryBudget: BudgetAuto}); p.Stats.ArenaBytes != 2048 {
-		t.Errorf("auto serialized: %v", p.Budget)
+	if p := build(t, outputs(twoChains(), "o1", "o2"), Options{MemoryBudget: BudgetAuto}); p.Stats.ArenaBytes != 2048 || len(p.Notes) != 0 {
+		t.Errorf("auto serialized: %v, notes %q", p.Budget, p.Notes)
+	}
+	// Where the free orders stop short of auto's aim, the plan says so.
+	st := upTo(t, outputs(twoChains(), "o1", "o2"), Options{}, "iterate")
+	b := &budget{limit: 1100, auto: true}
+	if err := b.finish(st); err != nil || len(st.notes) != 1 || !strings.Contains(st.notes[0], "memory_budget auto: the arena is 2,048 bytes, 948 above its aim") {
+		t.Errorf("auto short of its aim: %v, notes %q", err, st.notes)
+	}
+}
+
+// TestBudgetPlanIsOnePipelineRun: the plan the budget loop keeps is one
+// run of the pipeline over the spec and the loop's orders: its stats and
+// iteration info count the waits it contains (the iterate pass ran once,
+// after the arena's final layout), and it verifies across iterations.
+func TestBudgetPlanIsOnePipelineRun(t *testing.T) {
+	s := spec(
+		stage("up", writes("frame"), on("h2d"), dur(5)),
+		stage("pre", reads("frame"), writes("x"), on("comp"), dur(5)),
+		stage("up2", writes("f2"), on("h2d"), dur(5)),
+		stage("pre2", reads("f2"), writes("x2"), on("c2"), dur(5)),
+		stage("net", reads("x", "x2"), writes("out"), on("comp"), dur(5)),
+		stage("down", reads("out"), writes("res"), on("d2h"), dur(5)),
+	)
+	s.Buffer("res").Role = dag.RoleOutput
+	free := build(t, s, Options{})
+	p := build(t, s, Options{MemoryBudget: free.Stats.ArenaBytes - 1024})
+	if len(p.Budget) == 0 || p.Stats.ArenaBytes >= free.Stats.ArenaBytes {
+		t.Fatalf("steps %v, arena %d → %d", p.Budget, free.Stats.ArenaBytes, p.Stats.ArenaBytes)
+	}
+	if p.Iteration.CrossWaits == 0 {
+		t.Fatalf("no cross-iteration waits to count\n%s", table(t, p))
+	}
+	if err := countErr(p); err != nil {
+		t.Errorf("%v\n%s", err, table(t, p))
+	}
+	// The dump is that of the plan Build returns.
+	var b strings.Builder
+	if _, err := Build(s, Options{MemoryBudget: free.Stats.ArenaBytes - 1024, DumpAfter: "arena", Dump: &b}); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("arena: %d bytes", p.Stats.ArenaBytes); strings.Count(b.String(), "# after pass") != 1 || !strings.Contains(b.String(), want) {
+		t.Errorf("dump after arena:\n%s\nwant one dump, with %q", b.String(), want)
 	}
 }

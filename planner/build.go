@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
 	"fmt"
@@ -18,6 +19,7 @@ const (
 	StrategySingle     = "single"      // every stage on one stream
 	StrategyRoundRobin = "round-robin" // stages of each level dealt round-robin over streams (Taskflow's capturer)
 	StrategyNaive      = "naive"       // default streams, a wait on every cross-stream edge of the reduced graph
+	StrategyHazardDAG  = "hazard-dag"  // greedy chains of the hazard DAG, a wait on every other hazard edge (no transitive reduction)
 )
 
 // Options control Build. The spec's own options (dag.Spec.Options) are the
@@ -28,13 +30,16 @@ type Options struct {
 	// MaxStreams caps the number of streams: 0 takes the spec's max_streams
 	// (uncapped if it has none), a negative value means uncapped whatever the
 	// spec says. Pinned streams count toward the cap; if pins alone exceed
-	// it, pins win.
+	// it, pins win. The hazard-dag strategy is never capped (Plan.Notes
+	// says so when a cap was asked for).
 	MaxStreams int
 	// Check runs Validate and Verify after every pass that produced a plan,
 	// and (with ShuffleSeed ≠ 0) shuffles the order of independent stages.
 	Check bool
 	// DumpAfter names a pass (see Passes) after which the plan, or the
-	// pass's intermediate state, is written to Dump as text.
+	// pass's intermediate state, is written to Dump as text: that of the
+	// pipeline run whose plan Build returns (the last one when
+	// memory_budget re-planned).
 	DumpAfter string
 	Dump      io.Writer
 	// ShuffleSeed, in check mode, seeds a random tiebreak between
@@ -44,9 +49,9 @@ type Options struct {
 	// Arena is the arena mode (dag.ArenaPlanned, ArenaOff, ArenaStreamOrder);
 	// "" takes the spec's, else planned.
 	Arena string
-	// MemoryBudget caps the arena in bytes (the budget pass): 0 takes the
-	// spec's memory_budget; BudgetAuto aims at 1.1× the live bound with
-	// edges of no makespan cost; BudgetNone means no budget.
+	// MemoryBudget caps the arena in bytes (Build's budget loop, budget.go):
+	// 0 takes the spec's memory_budget; BudgetAuto aims at 1.1× the live
+	// bound with edges of no makespan cost; BudgetNone means no budget.
 	MemoryBudget int64
 	// StreamSets is how many copies of the streams consecutive iterations
 	// rotate through (Iteration.StreamSets): 0 takes the largest copies of
@@ -55,25 +60,26 @@ type Options struct {
 	StreamSets int
 }
 
-// pass is one planner pass over the shared state.
+// pass is one planner pass over the shared state. Passes read what earlier
+// passes left in the state and never call each other or the pipeline.
 type pass struct {
 	name string
 	fn   func(*state) error
-	// auto: the pass runs only for automatically synchronized specs
-	// (manual specs bring their own streams and waits).
-	auto bool
+	// required passes run for every spec; the others only for
+	// automatically synchronized specs (a sync: manual spec brings its own
+	// streams, waits and issue order, which those passes would compute).
+	required bool
 }
 
 // passes is the pipeline, in order; it is the reference for readers.
 var passes = []pass{
-	{name: "reduce", fn: reduce, auto: true},        // transitive reduction of the hazard DAG
-	{name: "assign", fn: assign, auto: true},        // stages → streams (path cover, caps, baselines, pins)
-	{name: "sync", fn: syncStreams, auto: true},     // record/wait pairs by vector clocks; issue order
-	{name: "lifetimes", fn: lifetimes, auto: false}, // per buffer and stream, the event after its last use
-	{name: "arena", fn: arena, auto: false},         // temps share one arena where happens-before orders their lifetimes
-	{name: "budget", fn: budgetPass, auto: false},   // memory_budget: ordering edges, cheapest first, then re-plan
-	{name: "stats", fn: stats, auto: false},         // Plan.Stats
-	{name: "iterate", fn: iterate, auto: true},      // cross-iteration waits, stream sets, event slots (iter.go)
+	{name: "reduce", fn: reduce, required: true},       // transitive reduction of the hazard DAG
+	{name: "assign", fn: assign},                       // stages → streams (path cover, caps, baselines, pins)
+	{name: "sync", fn: syncStreams},                    // record/wait pairs by vector clocks; issue order
+	{name: "lifetimes", fn: lifetimes, required: true}, // per buffer and stream, the event after its last use
+	{name: "arena", fn: arena, required: true},         // temps share one arena where happens-before orders their lifetimes
+	{name: "stats", fn: stats, required: true},         // Plan.Stats
+	{name: "iterate", fn: iterate, required: true},     // cross-iteration waits, stream sets, event slots; else the barrier form
 }
 
 // passOrder lists the ordering constraints between passes, each with its
@@ -81,15 +87,15 @@ var passes = []pass{
 var passOrder = []struct{ before, after, why string }{
 	{"reduce", "assign", "the path cover is a matching on the reduced graph"},
 	{"reduce", "sync", "sync orders exactly the reduced edges"},
+	{"reduce", "stats", "the lower bound on waits is a matching on the reduced graph"},
 	{"assign", "sync", "sync needs each stage's stream"},
 	{"sync", "lifetimes", "lifetimes reuse the records that sync placed"},
 	{"lifetimes", "stats", "stats counts the events lifetimes appended"},
 	{"sync", "arena", "arena shares bytes by the happens-before of sync's records and waits"},
 	{"lifetimes", "arena", "arena names each lifetime's first stage, and must see the events lifetimes appended"},
-	{"arena", "budget", "budget starts from the arena's size"},
-	{"budget", "stats", "stats describes the plan budget re-planned"},
 	{"sync", "iterate", "cross waits reuse the records sync placed after producers"},
 	{"lifetimes", "iterate", "a cross wait's producer reuses lifetimes' end record when it follows the launch"},
+	{"arena", "iterate", "buffers in the arena share its bytes across iterations too"},
 	{"stats", "iterate", "Stats.Waits counts the waits of one iteration; cross waits are counted in Iteration"},
 }
 
@@ -102,7 +108,7 @@ func Passes() []string {
 	return names
 }
 
-// state is what the passes share.
+// state is what the passes of one pipeline run share.
 type state struct {
 	spec     *dag.Spec
 	opts     Options
@@ -121,11 +127,15 @@ type state struct {
 	names    []string
 	matching int // size of the unconstrained maximum matching of the reduced graph, -1 unknown
 
-	manual       bool // sync: manual; the plan comes from the spec
-	inner        bool // a re-plan inside the budget pass (which it skips)
-	arenaSkipped bool // more temps than MaxArenaBuffers: no arena
-	plan         *Plan
-	start        time.Time
+	manual bool // sync: manual; the plan comes from the spec
+	// layoutHint, from the budget loop, is an arena layout (offset per
+	// Plan.Buffers index) that the arena pass takes when it is smaller than
+	// its own and valid for this plan.
+	layoutHint map[int]int64
+	notes      []string // quality limits met so far (Plan.Notes)
+	plan       *Plan
+	start      time.Time
+	dumped     bytes.Buffer // DumpAfter's output of this run
 }
 
 // adjacency is a graph in compressed sparse rows.
@@ -137,29 +147,89 @@ type adjacency struct {
 func (a *adjacency) row(i int) []int32 { return a.adj[a.off[i]:a.off[i+1]] }
 func (a *adjacency) edges() int        { return len(a.adj) }
 
-// Build plans s: hazard analysis, then the passes (Passes) in order. For
-// `sync: manual` specs it builds the spec's own streams and waits instead
-// (see buildManual) and runs only lifetimes and stats; the result may have
-// races, which Verify reports.
+// Build plans s. It is a driver around the pass pipeline (Passes): hazard
+// analysis and the passes in order give a plan; while memory_budget is not
+// met it chooses buffer orders from that plan (budget.go), adds them to the
+// spec as after: edges and runs the pipeline again, and returns the last
+// plan. For `sync: manual` specs the plan is the spec's own streams and
+// waits (see buildManual) and only the required passes run; the result may
+// have races, which Verify reports.
+//
+// Every plan Build returns has iteration info (Plan.Iteration): the iterate
+// pass's cross-iteration waits, or, for manual specs and plans beyond the
+// pass's cost bounds, the barrier form (WithIteration), with a note saying
+// why (Plan.Notes).
 //
 // Errors: an unknown strategy or dump pass, a stage with no stream in a
 // manual spec, hazard-analysis errors (dependency cycles), a pass that
-// panicked (named), and, in check mode, the first pass after which Validate
-// or Verify failed.
+// panicked (named), in check mode the first pass after which Validate or
+// Verify failed, and for memory_budget a *BudgetError when the budget
+// cannot be met (or an error when the spec or arena mode cannot be
+// re-ordered).
 func Build(s *dag.Spec, o Options) (*Plan, error) {
+	start := time.Now()
+	st, err := pipeline(s, o, start, nil)
+	if err != nil {
+		st.flushDump()
+		return nil, err
+	}
+	// The budget loop: plan, and while the plan is over memory_budget, add
+	// the orders chosen from it to the spec and plan again.
+	b, err := newBudget(st)
+	for err == nil && b != nil && !b.met(st) {
+		kind, ok := b.choose(st)
+		if !ok {
+			break // no order left to try
+		}
+		next, perr := pipeline(b.spec(s), o, start, b.hint)
+		if perr != nil {
+			err = fmt.Errorf("planner: re-planning after %s step %d: %w", kind, len(b.steps)+1, perr)
+			break
+		}
+		st = next
+		b.record(kind, st)
+	}
+	if err == nil && b != nil {
+		err = b.finish(st)
+	}
+	st.flushDump()
+	if err != nil {
+		return nil, err
+	}
+	st.plan.Notes = st.notes
+	return st.plan, nil
+}
+
+// pipeline runs hazard analysis and the passes on s, with layout as the
+// arena layout to try (nil: none). The state it returns is nil only when s
+// could not be analysed.
+func pipeline(s *dag.Spec, o Options, start time.Time, layout map[int]int64) (*state, error) {
 	st, err := newState(s, o)
 	if err != nil {
 		return nil, err
 	}
+	st.start, st.layoutHint = start, layout
 	for _, ps := range passes {
-		if st.manual && ps.auto {
+		if st.manual && !ps.required {
 			continue
 		}
 		if err := st.run(ps); err != nil {
-			return nil, err
+			return st, err
 		}
 	}
-	return st.plan, nil
+	return st, nil
+}
+
+// flushDump writes the run's DumpAfter output to Options.Dump (st may be nil).
+func (st *state) flushDump() {
+	if st != nil && st.opts.Dump != nil && st.dumped.Len() > 0 {
+		st.opts.Dump.Write(st.dumped.Bytes())
+	}
+}
+
+// note records a quality limit the plan met, for Plan.Notes.
+func (st *state) note(format string, args ...any) {
+	st.notes = append(st.notes, fmt.Sprintf(format, args...))
 }
 
 // newState checks the options, analyses hazards and fixes the shared
@@ -168,9 +238,9 @@ func newState(s *dag.Spec, o Options) (st *state, err error) {
 	st = &state{spec: s, opts: o, start: time.Now(), matching: -1, n: len(s.Stages)}
 	st.strategy = cmp.Or(o.Strategy, s.Options.Strategy, StrategyDefault)
 	switch st.strategy {
-	case StrategyDefault, StrategySingle, StrategyRoundRobin, StrategyNaive:
+	case StrategyDefault, StrategySingle, StrategyRoundRobin, StrategyNaive, StrategyHazardDAG:
 	default:
-		return nil, fmt.Errorf("planner: unknown strategy %q (want default, single, round-robin or naive)", st.strategy)
+		return nil, fmt.Errorf("planner: unknown strategy %q (want default, single, round-robin, naive or hazard-dag)", st.strategy)
 	}
 	switch {
 	case o.MaxStreams > 0:
@@ -230,8 +300,8 @@ func (st *state) run(ps pass) (err error) {
 		}
 	}
 	if st.opts.DumpAfter == ps.name && st.opts.Dump != nil {
-		fmt.Fprintf(st.opts.Dump, "# after pass %q\n", ps.name)
-		st.dump(st.opts.Dump, ps.name)
+		fmt.Fprintf(&st.dumped, "# after pass %q\n", ps.name)
+		st.dump(&st.dumped, ps.name)
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Iteration is a plan's cross-iteration schedule (issue 6): how the plan is
+// Iteration is a plan's cross-iteration schedule: how the plan is
 // issued once per input of a stream of inputs, with iterations overlapping.
 //
 // Iteration i (from 0) issues the plan's ops in IssueOrder with three
@@ -78,7 +78,7 @@ func (p *Plan) PhysicalStreams() (m [][]int, total int) {
 	return m, total
 }
 
-// hostStream reports whether plan stream s is the host thread (issue 5's
+// hostStream reports whether plan stream s is the host thread (the spec's
 // host stages), which stream sets do not replicate. The iterate walk treats
 // it as a stream like the others: it does not use the host's extra order
 // (a host launch happens-before everything issued after it), so it may
@@ -115,20 +115,24 @@ func (p *Plan) validateIteration() error {
 }
 
 // iterMaxPrune bounds the cross waits that the iterate pass tries to drop
-// one by one after placing them, and iterMaxPruneWork the ops those tries
-// re-simulate in all (cross waits × iterations × ops): past either, the
-// placed waits stay (correct, possibly not minimal).
-const (
+// one by one after placing them, and iterMaxPruneWork the work of those
+// tries (cross waits × the placing walk's clock entries and ops): past
+// either, the placed waits stay (correct, possibly not minimal), and a note
+// says so. (The bounds of this file are variables so that tests can lower
+// them.)
+var (
 	iterMaxPrune     = 512
-	iterMaxPruneWork = 2_000_000
+	iterMaxPruneWork = 200_000_000
 )
 
-// iterMaxStreams and iterMaxStages bound the plans that get iteration info:
-// the walk keeps a dense vector clock per physical stream. Larger plans get
-// none, and the executor separates their iterations by its barrier.
-const (
-	iterMaxStreams = 256
-	iterMaxStages  = 50_000
+// iterMaxStages and iterMaxClock bound the plans the iterate pass walks:
+// the walk keeps a snapshot per stage and unrolled iteration, and a dense
+// vector clock per physical stream, which each join reads and may copy, so
+// its time and memory grow as iterations × joins × physical streams.
+// Larger plans get the barrier form (WithIteration) and a note.
+var (
+	iterMaxStages = 100_000
+	iterMaxClock  = 30_000_000 // clock entries read by one walk, 4 bytes each
 )
 
 // iterReq is one cross-iteration order the reference semantics needs: stage
@@ -154,6 +158,13 @@ type iterReq struct {
 // drops, one at a time, each cross wait without which the walk still meets
 // every order. Each producer of a cross wait records an event right after
 // its launch (sync's event when it has one); slots follow from the lags.
+//
+// Manual specs (their waits are the user's) and plans beyond the walk's
+// bounds (iterMaxStages, iterMaxClock) get the barrier form instead
+// (WithIteration): correct for any race-free iteration, iterations not
+// overlapping; a note states the cost.
+//
+// Errors: negative stream sets.
 func iterate(st *state) error {
 	p := st.plan
 	n, S := len(p.Stages), len(p.Streams)
@@ -164,19 +175,38 @@ func iterate(st *state) error {
 		kmax = max(kmax, b.Copies)
 	}
 	R := st.opts.StreamSets
-	if R >= 0 && n > iterMaxStages {
-		return nil // no iteration info: the executor's barrier
-	}
 	switch {
 	case R < 0:
 		return fmt.Errorf("stream sets %d: want ≥ 0 (0: the largest copies, 1: no extra streams)", R)
+	case st.manual:
+		if S > 1 || kmax > 1 {
+			st.barrier("sync: manual specs keep their own waits, and the planner adds no cross-iteration waits to them (sync: auto plans those)")
+		} else {
+			st.plan = WithIteration(p)
+		}
+		return nil
+	case n > iterMaxStages:
+		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s stages (this plan has %s)", thousands(iterMaxStages), thousands(n)))
+		return nil
 	case R == 0 && st.strategy == StrategySingle:
 		R = 1
 	case R == 0:
 		R = kmax
 	}
-	if S*R > iterMaxStreams {
-		return nil // no iteration info: the executor's barrier
+	period := R
+	for _, k := range copies {
+		period = lcm(period, k)
+	}
+	p.Iteration = &Iteration{StreamSets: R} // provisional: the walk maps streams through it
+	_, P := p.PhysicalStreams()
+	// Every wait of an iteration joins a clock of P entries: the walk's
+	// work is at least U·waits·P (U ≥ U0 iterations), plus the joins of its
+	// cross waits.
+	if U0 := min(period, 64) + 4; U0*p.Stats.Waits*P > iterMaxClock {
+		p.Iteration = nil
+		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read (this plan needs at least %s: %d iterations × %s waits × %s physical streams)",
+			thousands(iterMaxClock), thousands(U0*p.Stats.Waits*P), U0, thousands(p.Stats.Waits), thousands(P)))
+		return nil
 	}
 	reqs, inflight := iterHazards(p, copies)
 	// Latest producer first: smaller distance, then later in issue order.
@@ -186,10 +216,6 @@ func iterate(st *state) error {
 			return cmp.Or(cmp.Compare(x.d, y.d), cmp.Compare(pos[y.a], pos[x.a]))
 		})
 	}
-	period := R
-	for _, k := range copies {
-		period = lcm(period, k)
-	}
 	dmax := 1
 	for _, rs := range reqs {
 		for _, r := range rs {
@@ -197,15 +223,18 @@ func iterate(st *state) error {
 		}
 	}
 	U := min(period, 64) + 2*dmax + 2
-	p.Iteration = &Iteration{StreamSets: R} // provisional: the walk maps streams through it
-	w := &iterWalk{p: p, S: S, R: R, n: n, U: U, reqs: reqs, cross: make([][]iterReq, n)}
-	w.run(true)
-	// Drop cross waits that others make redundant, latest added first.
-	total := 0
-	for _, c := range w.cross {
-		total += len(c)
+	w := &iterWalk{p: p, S: S, R: R, n: n, U: U, window: dmax + 1, reqs: reqs, cross: make([][]iterReq, n), limit: iterMaxClock}
+	if !w.run(true) {
+		p.Iteration = nil
+		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read, and its walk over %d iterations of %s physical streams passed that in iteration %d (cross-iteration orders to meet: %s)",
+			thousands(iterMaxClock), U, thousands(P), w.stopped+1, thousands(joinsOf(reqs))))
+		return nil
 	}
-	if total <= iterMaxPrune && total*U*len(p.IssueOrder) <= iterMaxPruneWork {
+	// Drop cross waits that others make redundant, latest added first.
+	total := len(w.added)
+	work := total * (w.work + U*len(p.IssueOrder))
+	if total <= iterMaxPrune && work <= iterMaxPruneWork {
+		w.limit = 0
 		for i := len(w.added) - 1; i >= 0; i-- {
 			b, r := w.added[i][0], iterReq{w.added[i][1], w.added[i][2]}
 			k := slices.Index(w.cross[b], r)
@@ -214,6 +243,9 @@ func iterate(st *state) error {
 				w.cross[b] = slices.Insert(w.cross[b], k, r)
 			}
 		}
+	} else if total > 0 {
+		st.note("cross-iteration waits are not minimized: the iterate pass drops redundant ones only up to %d waits and %s steps (this plan has %d, needing %s steps), so some of its %d cross-iteration waits may be redundant",
+			iterMaxPrune, thousands(iterMaxPruneWork), total, thousands(work), total)
 	}
 	for b := range w.cross {
 		slices.SortFunc(w.cross[b], func(x, y iterReq) int {
@@ -224,6 +256,61 @@ func iterate(st *state) error {
 	p.Iteration.InFlight = inflight
 	p.Stats.Events = p.Events
 	return nil
+}
+
+// joinsOf counts the cross-iteration orders of reqs.
+func joinsOf(reqs [][]iterReq) int {
+	n := 0
+	for _, rs := range reqs {
+		n += len(rs)
+	}
+	return n
+}
+
+// barrier gives the plan the barrier form of iteration info
+// (WithIteration), with a note giving why (a clause) and what it costs.
+func (st *state) barrier(why string) {
+	p := WithIteration(st.plan)
+	S := len(p.Streams)
+	cost := "cross-iteration waits would let consecutive iterations overlap as far as their hazards allow"
+	if k := iterInFlight(p); k > 1 {
+		cost += fmt.Sprintf(", up to %d at once", k)
+	}
+	how := fmt.Sprintf("a barrier separates them (%s waits and %s records per iteration)", thousands(2*(S-1)), thousands(S))
+	if S <= 1 {
+		how = "they run one after another on the plan's one stream"
+	}
+	st.note("iterations do not overlap: %s, so %s; %s", why, how, cost)
+	st.plan = p
+}
+
+// iterInFlight is the in-flight bound of p's iterations with cross-iteration
+// waits (Iteration.InFlight): the smallest copies of a written buffer, all
+// of the arena counting as one copy (every write conflicts with itself
+// across iterations), or the largest copies when nothing is written.
+func iterInFlight(p *Plan) int {
+	copies := make(map[string]int, len(p.Buffers))
+	kmax := 1
+	for _, b := range p.Buffers {
+		k := max(b.Copies, 1)
+		if b.ArenaOffset != nil {
+			k = 1
+		}
+		copies[b.Name] = k
+		kmax = max(kmax, k)
+	}
+	k := 0
+	for _, sg := range p.Stages {
+		for _, w := range sg.Writes {
+			if c := max(copies[w.Buffer], 1); k == 0 || c < k {
+				k = c
+			}
+		}
+	}
+	if k == 0 {
+		return kmax
+	}
+	return k
 }
 
 // iterHazards returns, per stage b, the cross-iteration orders (a, d) it
@@ -310,8 +397,12 @@ func lcm(a, b int) int {
 type iterWalk struct {
 	p          *Plan
 	S, R, n, U int
+	window     int // iterations of snapshots kept: the longest distance + 1
 	reqs       [][]iterReq
 	cross      [][]iterReq // per stage: its cross waits (the plan being built)
+	limit      int         // clock entries a walk may read (0: no limit)
+	work       int         // clock entries the last walk read
+	stopped    int         // the iteration in which a walk passed limit
 	added      [][3]int32  // cross waits in the order they were added: b, a, d
 }
 
@@ -325,7 +416,8 @@ type iterSnap struct {
 
 // run walks the iterations. With place, it adds a cross wait for every
 // order not met and returns true; without, it returns whether every order
-// is met by the current cross waits.
+// is met by the current cross waits. Past w.limit clock entries read it
+// stops and returns false (w.stopped is the iteration).
 func (w *iterWalk) run(place bool) bool {
 	p, S, n := w.p, w.S, w.n
 	phys, P := p.PhysicalStreams()
@@ -336,17 +428,24 @@ func (w *iterWalk) run(place bool) bool {
 		clock[i], shared[i] = zero, true
 	}
 	cnt := make([]int32, P)
-	snaps := make([]iterSnap, n*w.U)
+	// snaps[(i mod window)·n + v]: stage v of iteration i; older
+	// iterations are never asked about again, and their clocks are freed.
+	snaps := make([]iterSnap, n*w.window)
+	at := func(i, v int) *iterSnap { return &snaps[(i%w.window)*n+v] }
 	// recSnap[e]: the snapshot of the launch each record of e follows in
 	// the current iteration (sync records right after launches).
 	recSnap := make([]iterSnap, p.Events)
 	hasRec := make([]bool, p.Events)
 	lastLaunch := make([]int32, S) // per logical stream: last stage launched in this iteration
+	w.work = 0
+	over := false
 	join := func(ps int, s iterSnap) {
 		c := clock[ps]
 		if s.ps == int32(ps) {
 			return
 		}
+		w.work += P
+		over = over || (w.limit > 0 && w.work > w.limit)
 		need := c[s.ps] < s.idx
 		if !need {
 			for q, v := range s.clock {
@@ -389,7 +488,7 @@ func (w *iterWalk) run(place bool) bool {
 			switch o := p.Streams[s].Ops[so[1]]; o.Kind {
 			case OpRecord:
 				if v := lastLaunch[s]; v >= 0 {
-					recSnap[o.Event], hasRec[o.Event] = snaps[j*n+int(v)], true
+					recSnap[o.Event], hasRec[o.Event] = *at(j, int(v)), true
 				}
 			case OpWait:
 				if o.Lag == 0 && hasRec[o.Event] {
@@ -399,7 +498,7 @@ func (w *iterWalk) run(place bool) bool {
 				b := o.Stage
 				for _, r := range w.cross[b] {
 					if i := j - int(r.d); i >= 0 {
-						join(ps, snaps[i*n+int(r.a)])
+						join(ps, *at(i, int(r.a)))
 					}
 				}
 				idx := cnt[ps] + 1
@@ -408,7 +507,7 @@ func (w *iterWalk) run(place bool) bool {
 					if i < 0 {
 						continue
 					}
-					a := snaps[i*n+int(r.a)]
+					a := *at(i, int(r.a))
 					if hb(a, ps, idx) {
 						continue
 					}
@@ -420,9 +519,13 @@ func (w *iterWalk) run(place bool) bool {
 					join(ps, a)
 				}
 				cnt[ps] = idx
-				snaps[j*n+b] = iterSnap{ps: int32(ps), idx: idx, clock: clock[ps]}
+				*at(j, b) = iterSnap{ps: int32(ps), idx: idx, clock: clock[ps]}
 				shared[ps] = true
 				lastLaunch[s] = int32(b)
+			}
+			if over {
+				w.stopped = j
+				return false
 			}
 		}
 	}

@@ -16,8 +16,9 @@ package planner
 // i+1 (2·(S−1) waits and S records per iteration for S streams), one
 // stream set, one slot per event, in-flight bound 1, Iteration.Barrier set.
 // It is correct for any race-free single iteration and as concurrent as
-// the plan within an iteration; iterations do not overlap. p is not
-// changed.
+// the plan within an iteration; iterations do not overlap. Stats count the
+// barrier's ops: Events its S events, Waits its S−1 fork waits, and
+// Iteration.CrossWaits its S−1 lagged waits. p is not changed.
 func WithIteration(p *Plan) *Plan {
 	if p.Iteration != nil {
 		return p
@@ -42,8 +43,9 @@ func WithIteration(p *Plan) *Plan {
 	}
 	for s, str := range p.Streams {
 		q.Streams[s] = str
-		q.Streams[s].Ops = make([]Op, 0, len(str.Ops)+S)
+		q.Streams[s].Ops = make([]Op, 0, len(str.Ops)+2)
 	}
+	q.Streams[0].Ops = make([]Op, 0, len(p.Streams[0].Ops)+S)
 	for s := 1; s < S; s++ {
 		add(0, Op{Kind: OpWait, Event: end(s), Lag: 1})
 	}
@@ -58,6 +60,7 @@ func WithIteration(p *Plan) *Plan {
 		add(s, Op{Kind: OpRecord, Event: end(s)})
 	}
 	q.Stats.Events = q.Events
+	q.Stats.Waits = p.Stats.Waits + S - 1
 	return &q
 }
 

@@ -288,16 +288,25 @@ func TestValidateIteration(t *testing.T) {
 	}
 }
 
-// Manual specs keep their own waits and get no iteration info (the
-// executor separates their iterations by a barrier).
-func TestIterateSkipsManual(t *testing.T) {
+// Manual specs keep their own waits; their iterations are separated by the
+// barrier form, which the plan says in a note, and which Verify accepts
+// over several iterations.
+func TestIterateManualBarrier(t *testing.T) {
 	s := manual(spec(stage("a", writes("x"), on("s0")), stage("b", reads("x"), on("s1"), waits("a"))))
-	p, err := Build(s, Options{})
-	if err != nil {
-		t.Fatal(err)
+	p := build(t, s, Options{})
+	if p.Iteration == nil || !p.Iteration.Barrier || p.Iteration.InFlight != 1 {
+		t.Fatalf("manual plan: iteration %+v, want the barrier form", p.Iteration)
 	}
-	if p.Iteration != nil {
-		t.Errorf("manual plan has iteration info %+v", *p.Iteration)
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "iterations do not overlap: sync: manual") {
+		t.Errorf("notes %q", p.Notes)
+	}
+	if UnrollIterations(p) < 2 {
+		t.Errorf("Verify unrolls %d iterations", UnrollIterations(p))
+	}
+	// One stream and one copy: stream order is the barrier, nothing to say.
+	one := build(t, manual(spec(stage("a", writes("x"), on("s0")), stage("b", reads("x"), on("s0")))), Options{})
+	if one.Iteration == nil || !one.Iteration.Barrier || one.Iteration.CrossWaits != 0 || len(one.Notes) != 0 {
+		t.Errorf("one stream: iteration %+v, notes %q", one.Iteration, one.Notes)
 	}
 }
 
@@ -309,4 +318,82 @@ func TestPhysicalStreamsHost(t *testing.T) {
 	if total != 7 || m[1][1] != 1 || m[2][1] != 1 || m[1][0] != 3 || m[1][2] != 4 || m[2][0] != 5 || m[2][2] != 6 {
 		t.Errorf("physical streams %v (%d), want host 1 in every set and 7 in all", m, total)
 	}
+}
+
+// Beyond the iterate pass's cost bounds a plan gets the barrier form, which
+// verifies over several iterations, and a note naming the bound, the
+// plan's size and what cross-iteration waits would have given.
+func TestIterateBounds(t *testing.T) {
+	ring := withCopies(ioPipe(), 2, "frame", "x", "out", "res")
+	self := withCopies(spec(stage("a", writes("x"))), 1, "x") // only cross-iteration conflicts
+	for _, c := range []struct {
+		name string
+		s    *dag.Spec
+		o    Options
+		v    *int
+		to   int
+		want []string
+	}{
+		{"stages", ring, Options{}, &iterMaxStages, 3, []string{"bounded at 3 stages (this plan has 4)", "a barrier separates them (4 waits and 3 records per iteration)", "up to 2 at once"}},
+		{"clock", ring, Options{}, &iterMaxClock, 10, []string{"bounded at 10 vector-clock entries read (this plan needs at least", "physical streams"}},
+		{"walk", self, Options{StreamSets: 2}, &iterMaxClock, 3, []string{"bounded at 3 vector-clock entries read, and its walk over", "passed that in iteration 3"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			saved := *c.v
+			*c.v = c.to
+			p := build(t, c.s, c.o)
+			*c.v = saved
+			if p.Iteration == nil || !p.Iteration.Barrier {
+				t.Fatalf("iteration %+v, want the barrier form", p.Iteration)
+			}
+			if len(p.Notes) != 1 || !strings.HasPrefix(p.Notes[0], "iterations do not overlap: the iterate pass is bounded") {
+				t.Fatalf("notes %q", p.Notes)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(p.Notes[0], w) {
+					t.Errorf("note %q lacks %q", p.Notes[0], w)
+				}
+			}
+			var b strings.Builder
+			p.WriteTable(&b)
+			if !strings.Contains(b.String(), "\nnote: iterations do not overlap") {
+				t.Errorf("table does not print the note:\n%s", b.String())
+			}
+			// Within the bounds the same spec gets cross-iteration waits.
+			if q := build(t, c.s, c.o); q.Iteration.Barrier || len(q.Notes) != 0 {
+				t.Errorf("within the bounds: iteration %+v, notes %q", *q.Iteration, q.Notes)
+			}
+		})
+	}
+	// Pruning bounded: the placed waits stay, and the plan says so.
+	saved := iterMaxPrune
+	iterMaxPrune = 0
+	p := build(t, ioPipe(), Options{Arena: dag.ArenaOff})
+	iterMaxPrune = saved
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "cross-iteration waits are not minimized") || p.Iteration.CrossWaits < 2 {
+		t.Errorf("prune bound: notes %q, %d cross waits", p.Notes, p.Iteration.CrossWaits)
+	}
+}
+
+// nasnetalarge with a ring of two on its input runs 318 physical streams:
+// the iterate pass plans its cross-iteration waits (no barrier), and the
+// plan verifies across iterations.
+func TestIterateManyStreams(t *testing.T) {
+	s := loadGraph(t, "nasnetalarge")
+	for i := range s.Buffers {
+		if s.Buffers[i].Init.Kind == dag.InitRandom {
+			s.Buffers[i].Copies = 2
+		}
+	}
+	p, err := Build(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, P := p.PhysicalStreams(); P <= 256 || p.Iteration.Barrier || len(p.Notes) != 0 {
+		t.Fatalf("%d physical streams, iteration barrier %v, notes %q: want planned cross-iteration waits", P, p.Iteration.Barrier, p.Notes)
+	}
+	if err := Verify(p); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s; planned in %.0f ms", p.StatsLine(), p.Stats.PlanningMS)
 }

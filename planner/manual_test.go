@@ -10,11 +10,14 @@ func TestManual(t *testing.T) {
 	t.Run("hand-synchronized", func(t *testing.T) {
 		s := manual(spec(stage("w1", writes("out"), on("a")), stage("w2", writes("out"), on("b"), waits("w1"))))
 		p := build(t, s, Options{})
-		if got, want := ops(p), "a: w1 rec0\nb: wait0 w2 rec1\n"; got != want {
+		// The spec's own ops (w2 waits for w1), inside the barrier between
+		// iterations: a waits for b's end of the previous iteration (e2),
+		// records the fork (e3) that b waits on, and b records its end.
+		if got, want := ops(p), "a: wait2@-1 rec3 w1 rec0\nb: wait3 wait0 w2 rec1 rec2\n"; got != want {
 			t.Errorf("ops\n%swant\n%s", got, want)
 		}
-		if p.Strategy != "manual" || p.Stats.Waits != 1 || p.Stats.Events != 2 {
-			t.Errorf("strategy %s, stats %+v", p.Strategy, p.Stats)
+		if p.Strategy != "manual" || p.Stats.Waits != 2 || p.Stats.Events != 4 || p.Iteration.CrossWaits != 1 {
+			t.Errorf("strategy %s, stats %+v, iteration %+v", p.Strategy, p.Stats, p.Iteration)
 		}
 	})
 	t.Run("missing wait is a race", func(t *testing.T) {
@@ -35,9 +38,17 @@ func TestManual(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Issue order is declaration order: the wait is issued before the record.
-		first := p.Streams[p.IssueOrder[0][0]].Ops[p.IssueOrder[0][1]]
-		if first.Kind != OpWait {
-			t.Fatalf("first issued op %v, want the wait", first)
+		wait, rec := -1, -1
+		for k, so := range p.IssueOrder {
+			switch o := p.Streams[so[0]].Ops[so[1]]; {
+			case o.Kind == OpWait && o.Event == 0 && wait < 0:
+				wait = k
+			case o.Kind == OpRecord && o.Event == 0:
+				rec = k
+			}
+		}
+		if wait < 0 || rec < 0 || wait > rec {
+			t.Fatalf("wait on e0 issued at %d, its record at %d: want the wait first", wait, rec)
 		}
 		if err := Verify(p); err == nil {
 			t.Fatal("Verify accepted a wait issued before its record")

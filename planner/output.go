@@ -46,13 +46,25 @@ func (p *Plan) StatsLine() string {
 
 // WriteTable writes the plan as a readable table: a header, one row per op
 // grouped by stream (launches by stage name; records and waits with their
-// event and the stage it follows), the buffer lifetimes, and the stats line.
+// event and the stage it follows), the buffer lifetimes, the arena, the
+// iteration info, each note as "note: …", and the stats line.
 // Output is byte-stable except for the planning time.
 func (p *Plan) WriteTable(w io.Writer) {
 	prod := p.producers()
+	recordedOn := make([]int, max(p.Events, 0)) // stream+1 of each event's last record, 0: none
+	for s, str := range p.Streams {
+		for _, o := range str.Ops {
+			if o.Kind == OpRecord && o.Event >= 0 && o.Event < len(recordedOn) {
+				recordedOn[o.Event] = s + 1
+			}
+		}
+	}
 	stageOf := func(e int) string {
-		if e >= 0 && e < len(prod) && prod[e] >= 0 {
+		switch {
+		case e >= 0 && e < len(prod) && prod[e] >= 0:
 			return p.Stages[prod[e]].Name
+		case e >= 0 && e < len(recordedOn) && recordedOn[e] > 0:
+			return "(start of " + p.Streams[recordedOn[e]-1].Name + ")" // recorded before any launch
 		}
 		return "(nothing)"
 	}
@@ -106,9 +118,34 @@ func (p *Plan) WriteTable(w io.Writer) {
 	}
 	p.writeArena(w) // arena.go
 	if it := p.Iteration; it != nil {
-		fmt.Fprintf(w, "iterations: stream_sets=%d cross_waits=%d in_flight=%d slots=%v\n", it.StreamSets, it.CrossWaits, it.InFlight, it.Slots)
+		barrier := ""
+		if it.Barrier {
+			barrier = " barrier"
+		}
+		fmt.Fprintf(w, "iterations: stream_sets=%d cross_waits=%d in_flight=%d slots=%v%s\n", it.StreamSets, it.CrossWaits, it.InFlight, it.Slots, barrier)
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	fmt.Fprintln(w, p.StatsLine())
+}
+
+// thousands formats n with commas between groups of three digits.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // WriteDOT writes the plan as a Graphviz digraph through gonum's

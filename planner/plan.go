@@ -30,13 +30,18 @@ type Plan struct {
 	Kernels   []Kernel   `json:"kernels,omitempty"`
 	Lifetimes []Lifetime `json:"lifetimes"`
 	Stats     Stats      `json:"stats"`
-	// Budget lists the steps the budget pass took to meet memory_budget
+	// Budget lists the steps Build's budget loop took to meet memory_budget
 	// (ordering edges and their makespan cost); empty without a budget.
 	Budget []BudgetStep `json:"budget,omitempty"`
-	// Iteration is how iterations overlap when the plan is issued once per
-	// input (iter.go); nil in plans without cross-iteration info (manual
-	// specs, older plan files), which the executor separates by a barrier.
+	// Iteration is how the plan is issued once per input (iter.go): the
+	// iterate pass's cross-iteration waits, or the barrier form
+	// (Iteration.Barrier, WithIteration). Build always sets it; plan files
+	// written without it are issued through WithIteration.
 	Iteration *Iteration `json:"iteration,omitempty"`
+	// Notes states each quality limit the plan met and its cost, one
+	// sentence each (a pass bounded for cost, a form that does not apply);
+	// `dagrun plan` prints each as "note: …". Empty when none was met.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Stage is one launch in the plan.
@@ -174,6 +179,12 @@ type StreamAt struct {
 }
 
 // Stats summarises a plan.
+//
+// Waits counts the waits of one iteration (lag 0), the barrier form's fork
+// waits included (Iteration.Barrier: S−1 for S streams); the waits with a
+// lag are Iteration.CrossWaits, so Waits + Iteration.CrossWaits is every
+// wait op of the plan. Events is Plan.Events: every event, those of the
+// iterate pass and of the barrier included.
 type Stats struct {
 	Stages           int     `json:"stages"`
 	Streams          int     `json:"streams"`
@@ -182,10 +193,10 @@ type Stats struct {
 	CrossStreamEdges int     `json:"cross_stream_edges"` // edges of the reduced graph whose ends are on different streams
 	ReducedEdges     int     `json:"reduced_edges"`      // edges after transitive reduction
 	LowerBoundWaits  int     `json:"lower_bound_waits"`  // reduced edges − maximum matching (Nimble)
-	CriticalPathUS   float64 `json:"critical_path_us"`   // longest path by duration_us
-	IdealMakespanUS  float64 `json:"ideal_makespan_us"`  // plan simulated with durations, no launch cost, unlimited hardware
-	SumUS            float64 `json:"sum_us"`             // one-stream time: sum of durations
-	PlanningMS       float64 `json:"planning_ms"`
+	CriticalPathUS   float64 `json:"critical_path_us"`   // longest path by duration_us, µs
+	IdealMakespanUS  float64 `json:"ideal_makespan_us"`  // latest end of IdealSchedule, µs
+	SumUS            float64 `json:"sum_us"`             // one-stream time: sum of durations, µs
+	PlanningMS       float64 `json:"planning_ms"`        // Build's time, ms
 	// ArenaBytes is the size of the device arena (0: none), bytes.
 	ArenaBytes int64 `json:"arena_bytes,omitempty"`
 }

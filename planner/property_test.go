@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,17 +70,51 @@ func mustBuild(t *rapid.T, s *dag.Spec, o Options) *Plan {
 	return p
 }
 
-// Every plan of every strategy, cap and shuffle validates and verifies.
+// countErr reports how p's stats or iteration info disagree with what p
+// contains: Build's contract is that every plan has iteration info, that
+// Stats.Waits + Iteration.CrossWaits counts its wait ops (lag 0 and lagged),
+// and Stats.Events its events.
+func countErr(p *Plan) error {
+	if p.Iteration == nil {
+		return fmt.Errorf("no iteration info")
+	}
+	waits, lagged := 0, 0
+	for _, str := range p.Streams {
+		for _, o := range str.Ops {
+			switch {
+			case o.Kind == OpWait && o.Lag > 0:
+				lagged++
+			case o.Kind == OpWait:
+				waits++
+			}
+		}
+	}
+	if p.Stats.Waits != waits || p.Iteration.CrossWaits != lagged || p.Stats.Events != p.Events || p.Stats.Streams != len(p.Streams) {
+		return fmt.Errorf("stats: %d waits, %d cross waits, %d events, %d streams; plan: %d, %d, %d, %d",
+			p.Stats.Waits, p.Iteration.CrossWaits, p.Stats.Events, p.Stats.Streams, waits, lagged, p.Events, len(p.Streams))
+	}
+	return nil
+}
+
+// Every plan of every strategy, cap, shuffle, ring size and stream sets
+// validates, verifies across iterations, and counts what it contains.
 func TestPropertyPlansVerify(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genSpec(t, true, rapid.Bool().Draw(t, "pins"))
+		for i := range s.Buffers {
+			s.Buffers[i].Copies = rapid.IntRange(0, 3).Draw(t, "copies")
+		}
 		o := Options{
-			Strategy:    rapid.SampledFrom([]string{"default", "naive", "round-robin", "single"}).Draw(t, "strategy"),
+			Strategy:    rapid.SampledFrom([]string{"default", "naive", "round-robin", "single", "hazard-dag"}).Draw(t, "strategy"),
 			MaxStreams:  rapid.IntRange(0, 5).Draw(t, "max"),
 			ShuffleSeed: rapid.Int64Range(0, 3).Draw(t, "shuffle"),
+			StreamSets:  rapid.IntRange(0, 2).Draw(t, "sets"),
 		}
 		p := mustBuild(t, s, o)
-		if o.MaxStreams > 0 && len(p.Streams) > o.MaxStreams {
+		if err := countErr(p); err != nil {
+			t.Fatal(err)
+		}
+		if o.MaxStreams > 0 && len(p.Streams) > o.MaxStreams && o.Strategy != StrategyHazardDAG {
 			pinned := map[string]bool{}
 			for _, st := range s.Stages {
 				if st.Stream != "" {
@@ -158,4 +193,32 @@ func TestPropertyStable(t *testing.T) {
 			t.Fatal("two plans of one spec differ")
 		}
 	})
+}
+
+// Every spec of the repository, planned every way (its own streams and
+// waits for sync: manual ones), has iteration info and counts what it
+// contains.
+func TestPlansCountWhatTheyContain(t *testing.T) {
+	files, _ := filepath.Glob("../specs/*/*.yaml")
+	if len(files) == 0 {
+		t.Skip("no specs")
+	}
+	for _, f := range files {
+		s, err := dag.LoadFile(f)
+		if err != nil {
+			continue // deliberately broken examples are the loader's tests'
+		}
+		for _, strategy := range []string{"", StrategyNaive, StrategyRoundRobin, StrategySingle, StrategyHazardDAG} {
+			p, err := Build(s, Options{Strategy: strategy})
+			if err != nil {
+				t.Fatalf("%s %s: %v", f, strategy, err)
+			}
+			if err := countErr(p); err != nil {
+				t.Errorf("%s %s: %v", f, p.Strategy, err)
+			}
+			if s.Sync == dag.SyncManual {
+				break // strategies do not apply
+			}
+		}
+	}
 }

@@ -8,11 +8,6 @@ import "time"
 // Durations of 0 count as 1 µs throughout.
 func stats(st *state) error {
 	p := st.plan
-	if st.red == nil { // manual specs skip reduce; the bound still needs it
-		if err := reduce(st); err != nil {
-			return err
-		}
-	}
 	if st.matching < 0 {
 		st.matching = newMatcher(st.n, st.red).match(st.topo)
 	}
@@ -23,7 +18,7 @@ func stats(st *state) error {
 	s.Waits = 0
 	for _, str := range p.Streams {
 		for _, o := range str.Ops {
-			if o.Kind == OpWait {
+			if o.Kind == OpWait && o.Lag == 0 {
 				s.Waits++
 			}
 		}
@@ -44,14 +39,14 @@ func stats(st *state) error {
 		s.CriticalPathUS = max(s.CriticalPathUS, eft[v])
 		s.SumUS += st.dur[v]
 	}
-	s.IdealMakespanUS = idealMakespan(p, st.dur)
+	s.IdealMakespanUS = idealMakespan(p)
 	s.PlanningMS = float64(time.Since(st.start).Nanoseconds()) / 1e6
 	return nil
 }
 
-// idealMakespan is the latest end of idealSchedule(p, dur), in µs.
-func idealMakespan(p *Plan, dur []float64) float64 {
-	_, end := idealSchedule(p, dur)
+// idealMakespan is the latest end of IdealSchedule(p), in µs.
+func idealMakespan(p *Plan) float64 {
+	_, end := IdealSchedule(p)
 	var m float64
 	for _, e := range end {
 		m = max(m, e)
@@ -59,30 +54,51 @@ func idealMakespan(p *Plan, dur []float64) float64 {
 	return m
 }
 
-// idealSchedule simulates p with durations dur (µs per stage), no launch
-// cost and unlimited hardware, and returns each stage's start and end: ops
-// are taken in issue order; a launch starts when its stream's previous op is
-// done, a wait holds the stream until the latest record of its event issued
-// before it has completed (no such record: no effect, as in CUDA), and a
-// record completes with the stream's previous op.
-func idealSchedule(p *Plan, dur []float64) (start, end []float64) {
+// IdealSchedule simulates one iteration of p with each stage taking its
+// DurationUS, a duration of 0 or less counting as 1 µs (as everywhere in
+// Stats), no launch or event cost and unlimited hardware, and returns each
+// stage's start and end in µs from the start of the iteration. Its latest
+// end is Stats.IdealMakespanUS; executor/trace draws it as the plan's
+// timeline.
+//
+// Ops are taken in issue order: a launch starts when its stream's previous
+// op is done; a record completes with the stream's previous op (it carries
+// the stream's earlier waits); a wait holds its stream until the latest
+// record of its event issued before it has completed, and does nothing
+// when there is none (CUDA's semantics). A wait with a lag orders an
+// earlier iteration and is left out, as in iteration 0. Ops, stages and
+// events out of range are skipped; a stage that is not launched has start
+// and end 0, and one launched twice the times of its last launch.
+func IdealSchedule(p *Plan) (start, end []float64) {
 	start = make([]float64, len(p.Stages))
 	end = make([]float64, len(p.Stages))
 	clock := make([]float64, len(p.Streams))
-	rec := make([]float64, p.Events)
-	recorded := make([]bool, p.Events)
+	rec := make([]float64, max(p.Events, 0))
+	recorded := make([]bool, len(rec))
 	for _, so := range p.IssueOrder {
-		s := so[0]
-		o := p.Streams[s].Ops[so[1]]
+		s, j := so[0], so[1]
+		if s < 0 || s >= len(p.Streams) || j < 0 || j >= len(p.Streams[s].Ops) {
+			continue
+		}
+		o := p.Streams[s].Ops[j]
 		switch o.Kind {
 		case OpLaunch:
+			if o.Stage < 0 || o.Stage >= len(p.Stages) {
+				continue
+			}
+			d := p.Stages[o.Stage].DurationUS
+			if d <= 0 {
+				d = 1
+			}
 			start[o.Stage] = clock[s]
-			clock[s] += dur[o.Stage]
+			clock[s] += d
 			end[o.Stage] = clock[s]
 		case OpRecord:
-			rec[o.Event], recorded[o.Event] = clock[s], true
+			if o.Event >= 0 && o.Event < len(rec) {
+				rec[o.Event], recorded[o.Event] = clock[s], true
+			}
 		case OpWait:
-			if recorded[o.Event] {
+			if o.Lag == 0 && o.Event >= 0 && o.Event < len(rec) && recorded[o.Event] {
 				clock[s] = max(clock[s], rec[o.Event])
 			}
 		}

@@ -39,3 +39,24 @@ func TestIdealMakespanWaitBeforeRecord(t *testing.T) {
 		t.Errorf("ideal makespan %v, want 10", p.Stats.IdealMakespanUS)
 	}
 }
+
+// IdealSchedule: durations of 0 take 1 µs; a wait with a lag orders an
+// earlier iteration and holds nothing here; out-of-range ops are skipped.
+func TestIdealSchedule(t *testing.T) {
+	p := &Plan{
+		Stages: []Stage{{Name: "a", Stream: 0, DurationUS: 4}, {Name: "b", Stream: 1}, {Name: "c", Stream: 1, DurationUS: 2}},
+		Streams: []Stream{
+			{ID: 0, Ops: []Op{{Kind: OpLaunch, Stage: 0}, {Kind: OpRecord, Event: 0}}},
+			{ID: 1, Ops: []Op{{Kind: OpWait, Event: 0, Lag: 1}, {Kind: OpLaunch, Stage: 1}, {Kind: OpWait, Event: 0}, {Kind: OpLaunch, Stage: 2}, {Kind: OpWait, Event: 7}}},
+		},
+		IssueOrder: [][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 4}, {5, 0}},
+		Events:     1,
+	}
+	start, end := IdealSchedule(p)
+	want := [][2]float64{{0, 4}, {0, 1}, {4, 6}}
+	for v, w := range want {
+		if start[v] != w[0] || end[v] != w[1] {
+			t.Errorf("%s: [%g, %g] µs, want %v", p.Stages[v].Name, start[v], end[v], w)
+		}
+	}
+}

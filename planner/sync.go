@@ -17,7 +17,8 @@ import (
 // record), so every record is issued before each wait on it.
 //
 // The naive strategy skips the clock test: a wait for every cross-stream
-// reduced edge.
+// reduced edge. The hazard-dag strategy waits on hazard edges instead of
+// reduced ones (hazardWaits).
 //
 // Clocks are sparse, immutable sorted lists shared by the snapshots of every
 // stage launched under them, and a stream's entry is dropped once the stream
@@ -28,64 +29,12 @@ import (
 func syncStreams(st *state) error {
 	n, k := st.n, len(st.names)
 	stream := st.stream
-	naive := st.strategy == StrategyNaive
-	idx := make([]int32, n) // index of each stage among its stream's launches
-	cnt := make([]int32, k)
-	for _, v := range st.topo {
-		s := stream[v]
-		idx[v] = cnt[s]
-		cnt[s]++
-	}
-	// Outstanding cross-stream consumers per producer, and per stream the
-	// unlaunched stages plus its stages' outstanding consumers.
-	refs := make([]int32, n)
-	pending := slices.Clone(cnt)
-	for u := 0; u < n; u++ {
-		for _, v := range st.red.row(u) {
-			if stream[v] != stream[u] {
-				refs[u]++
-				pending[stream[u]]++
-			}
-		}
-	}
-	dead := make([]bool, k)
-	var ar clockArena
-	cur := make([]clock, k) // each stream's clock, without its own entry
-	snap := make([]clock, n)
-	waitOff := make([]int32, n+1) // waits before the stage at position i: waitOn[waitOff[i]:waitOff[i+1]]
-	waitOn := make([]int32, 0, n)
-	needed := make([]bool, n)
-	release := func(t int32) {
-		if pending[t]--; pending[t] == 0 {
-			dead[t] = true
-		}
-	}
-	for i, v := range st.topo {
-		s := stream[v]
-		preds := st.redPred.row(int(v))
-		for j := len(preds) - 1; j >= 0; j-- { // latest first
-			u := preds[j]
-			t := stream[u]
-			if t == s {
-				continue
-			}
-			if naive || cur[s].get(t) <= idx[u] {
-				waitOn = append(waitOn, u)
-				needed[u] = true
-				if !naive {
-					cur[s] = ar.join(cur[s], snap[u], t, idx[u]+1, s, dead)
-				}
-			}
-			if refs[u]--; refs[u] == 0 {
-				snap[u] = nil
-			}
-			release(t)
-		}
-		waitOff[i+1] = int32(len(waitOn))
-		if refs[v] > 0 && !naive {
-			snap[v] = cur[s]
-		}
-		release(s)
+	var waitOff, waitOn []int32
+	var needed []bool
+	if st.strategy == StrategyHazardDAG {
+		waitOff, waitOn, needed = st.hazardWaits()
+	} else {
+		waitOff, waitOn, needed = st.clockWaits()
 	}
 	// Events in topological order of their producers.
 	event := make([]int32, n)
@@ -100,11 +49,9 @@ func syncStreams(st *state) error {
 	p := st.newPlan()
 	p.Events = events
 	p.Streams = make([]Stream, k)
-	nops := slices.Clone(cnt) // launches, waits and records per stream, +1 for lifetimes' end record
-	for s := range nops {
-		nops[s]++
-	}
+	nops := make([]int32, k) // launches, waits and records per stream
 	for i, v := range st.topo {
+		nops[stream[v]]++
 		nops[stream[v]] += waitOff[i+1] - waitOff[i]
 		if event[v] >= 0 {
 			nops[stream[v]]++
@@ -141,6 +88,103 @@ func syncStreams(st *state) error {
 	p.Stats.Waits = len(waitOn)
 	st.plan = p
 	return nil
+}
+
+// clockWaits returns, per stage in topological order, the producers it
+// waits for (waitOn[waitOff[i]:waitOff[i+1]] for the stage at position i),
+// and which stages some wait needs: the vector-clock walk of syncStreams,
+// or every cross-stream reduced edge for the naive strategy.
+func (st *state) clockWaits() (waitOff, waitOn []int32, needed []bool) {
+	n, k := st.n, len(st.names)
+	stream := st.stream
+	naive := st.strategy == StrategyNaive
+	idx := make([]int32, n) // index of each stage among its stream's launches
+	cnt := make([]int32, k)
+	for _, v := range st.topo {
+		s := stream[v]
+		idx[v] = cnt[s]
+		cnt[s]++
+	}
+	// Outstanding cross-stream consumers per producer, and per stream the
+	// unlaunched stages plus its stages' outstanding consumers.
+	refs := make([]int32, n)
+	pending := slices.Clone(cnt)
+	for u := 0; u < n; u++ {
+		for _, v := range st.red.row(u) {
+			if stream[v] != stream[u] {
+				refs[u]++
+				pending[stream[u]]++
+			}
+		}
+	}
+	dead := make([]bool, k)
+	var ar clockArena
+	cur := make([]clock, k) // each stream's clock, without its own entry
+	snap := make([]clock, n)
+	waitOff = make([]int32, n+1)
+	waitOn = make([]int32, 0, n)
+	needed = make([]bool, n)
+	release := func(t int32) {
+		if pending[t]--; pending[t] == 0 {
+			dead[t] = true
+		}
+	}
+	for i, v := range st.topo {
+		s := stream[v]
+		preds := st.redPred.row(int(v))
+		for j := len(preds) - 1; j >= 0; j-- { // latest first
+			u := preds[j]
+			t := stream[u]
+			if t == s {
+				continue
+			}
+			if naive || cur[s].get(t) <= idx[u] {
+				waitOn = append(waitOn, u)
+				needed[u] = true
+				if !naive {
+					cur[s] = ar.join(cur[s], snap[u], t, idx[u]+1, s, dead)
+				}
+			}
+			if refs[u]--; refs[u] == 0 {
+				snap[u] = nil
+			}
+			release(t)
+		}
+		waitOff[i+1] = int32(len(waitOn))
+		if refs[v] > 0 && !naive {
+			snap[v] = cur[s]
+		}
+		release(s)
+	}
+	return waitOff, waitOn, needed
+}
+
+// hazardWaits is the hazard-dag strategy's waits: before each stage, one on
+// every hazard predecessor but the stage right before it on its stream
+// (the full hazard DAG, no transitive reduction), so that stream order and
+// waits give exactly the hazard edges, redundant ones included, as a CUDA
+// graph of the DAG has them. Results as for clockWaits.
+func (st *state) hazardWaits() (waitOff, waitOn []int32, needed []bool) {
+	n := st.n
+	prev := make([]int32, len(st.names)) // per stream: its last stage so far
+	for i := range prev {
+		prev[i] = -1
+	}
+	waitOff = make([]int32, n+1)
+	waitOn = make([]int32, 0, st.g.NumEdges())
+	needed = make([]bool, n)
+	for i, v := range st.topo {
+		s := st.stream[v]
+		for _, u := range st.g.Pred(int(v)) {
+			if u != prev[s] {
+				waitOn = append(waitOn, u)
+				needed[u] = true
+			}
+		}
+		prev[s] = v
+		waitOff[i+1] = int32(len(waitOn))
+	}
+	return waitOff, waitOn, needed
 }
 
 // clock is a sparse vector clock: (stream, launches of it known complete),

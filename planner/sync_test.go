@@ -22,6 +22,9 @@ func ops(p *Plan) string {
 				b.WriteString(" rec" + strconv.Itoa(o.Event))
 			case OpWait:
 				b.WriteString(" wait" + strconv.Itoa(o.Event))
+				if o.Lag > 0 {
+					b.WriteString("@-" + strconv.Itoa(o.Lag))
+				}
 			}
 		}
 		b.WriteString("\n")

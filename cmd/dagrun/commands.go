@@ -60,11 +60,11 @@ type planFlags struct {
 }
 
 func (f *planFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.strategy, "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive (default: the spec's options, else default)")
+	cmd.Flags().StringVar(&f.strategy, "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive, hazard-dag (the whole hazard DAG, for graph mode) (default: the spec's options, else default)")
 	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams; 0 = uncapped (default: the spec's max_streams)")
 	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass")
 	cmd.Flags().IntVar(&f.streamSets, "stream-sets", 0, "iterations rotate over this many copies of the streams (0: the largest copies of any buffer; 1: all iterations on the same streams)")
-	cmd.Flags().StringVar(&f.dumpAfter, "dump-after", "", "print the plan to stderr after the named pass (reduce, assign, sync, lifetimes, stats)")
+	cmd.Flags().StringVar(&f.dumpAfter, "dump-after", "", "print the plan to stderr after the named pass ("+strings.Join(planner.Passes(), ", ")+")")
 	f.mem.add(cmd)
 }
 
@@ -80,9 +80,9 @@ func (f *planFlags) options(stderr io.Writer) (planner.Options, error) {
 		o.MaxStreams = -1 // uncapped, whatever the spec says
 	}
 	switch f.strategy {
-	case "", "default", "single", "round-robin", "naive":
+	case "", planner.StrategyDefault, planner.StrategySingle, planner.StrategyRoundRobin, planner.StrategyNaive, planner.StrategyHazardDAG:
 	default:
-		return o, usagef("--strategy %q: want default, single, round-robin or naive", f.strategy)
+		return o, usagef("--strategy %q: want default, single, round-robin, naive or hazard-dag", f.strategy)
 	}
 	if f.maxStreams < -1 {
 		return o, usagef("--max-streams %d: want 0 (uncapped) or a positive cap", f.maxStreams)
@@ -239,6 +239,11 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 				}
 			}
 			var out bytes.Buffer
+			if format != "table" { // the table prints them itself
+				for _, n := range p.Notes {
+					fmt.Fprintf(stderr, "dagrun: note: %s\n", n)
+				}
+			}
 			switch format {
 			case "table":
 				p.WriteTable(&out)
@@ -295,6 +300,9 @@ and bytes, and the wait that would fix it, and exits 1.`,
 			}
 			for _, w := range idle {
 				fmt.Fprintf(stdout, "note: %s\n", w)
+			}
+			for _, n := range p.Notes {
+				fmt.Fprintf(stdout, "note: %s\n", n)
 			}
 			st := p.Stats
 			fmt.Fprintf(stdout, "%s: ok: no race (%d stages on %d streams, %d waits, %d events)\n",
@@ -359,6 +367,11 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 					return failure{fmt.Errorf("%s: refusing to run a plan with races (see `%s`; --allow-race runs it anyway, to reproduce the bug):\n%w", src, how, verr)}
 				}
 				fmt.Fprintf(stderr, "dagrun: warning: running a plan with races (--allow-race)\n")
+			}
+			if ro.Iterations > 1 || sf.frames != "" {
+				for _, n := range p.Notes {
+					fmt.Fprintf(stderr, "dagrun: note: %s\n", n)
+				}
 			}
 			ro.PTXDir = p.Dir
 			b, reason, err := dagrun.NewBackend(ro.Backend, ro)

@@ -294,3 +294,22 @@ func TestRunGraphModeAndTimeline(t *testing.T) {
 		t.Errorf("--mode graph --sync-each: exit %d, want 2", code)
 	}
 }
+
+// TestPlanNotes: dagrun plan prints each of the plan's notes as "note: …"
+// (on stderr with --json, which carries them in the file), and
+// --strategy hazard-dag plans the whole hazard DAG.
+func TestPlanNotes(t *testing.T) {
+	racy := specPath("seed/two-writers-racy.yaml")
+	out, errs, code := cli(t, "plan", "--no-verify", racy)
+	if code != exitOK || !strings.Contains(out, "\nnote: iterations do not overlap: sync: manual specs") {
+		t.Errorf("plan %s: exit %d\n%s%s", racy, code, out, errs)
+	}
+	out, errs, code = cli(t, "plan", "--no-verify", "--json", racy)
+	if code != exitOK || !strings.Contains(out, `"notes": [`) || !strings.Contains(errs, "note: iterations do not overlap") {
+		t.Errorf("plan --json %s: exit %d\n%s%s", racy, code, out, errs)
+	}
+	out, errs, code = cli(t, "plan", "--strategy", "hazard-dag", specPath("examples/fan-out-fan-in.yaml"))
+	if code != exitOK || !strings.Contains(out, "strategy hazard-dag") || strings.Contains(out, "note:") {
+		t.Errorf("plan --strategy hazard-dag: exit %d\n%s%s", code, out, errs)
+	}
+}

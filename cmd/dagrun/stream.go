@@ -233,7 +233,7 @@ func runStream(ctx context.Context, specPath string, p *planner.Plan, b executor
 		}
 	}()
 	if p.Iteration == nil {
-		return usagef("--frames needs a plan with iteration info (re-plan the spec; sync: manual specs have none)")
+		return usagef("--frames needs a plan with iteration info (re-plan the spec: plan files written before it was always included have none)")
 	}
 	s, err := newStreamIO(p, specPath, f)
 	if err != nil {

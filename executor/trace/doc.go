@@ -4,7 +4,9 @@
 // PNG with gonum.org/v1/plot, for machines where no trace viewer is reachable.
 //
 // Spans come from the executor's timed events (profile mode) or, without a
-// GPU, from Ideal, which simulates the plan with each stage's duration_us:
+// GPU, from Ideal, the planner's simulation of the plan with each stage's
+// duration_us (planner.IdealSchedule, the schedule behind
+// Stats.IdealMakespanUS):
 //
 //	tl := trace.FromPlan(p, trace.Ideal(p))
 //	err := tl.WritePNG("plan.png", 0, 0) // sizes chosen from the lane count

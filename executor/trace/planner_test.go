@@ -108,3 +108,25 @@ func pngDir() string {
 	}
 	return ""
 }
+
+// TestIdealZeroDurations: stages without duration_us take 1 µs in the
+// timeline, as in the planner's stats, so both give the same makespan.
+func TestIdealZeroDurations(t *testing.T) {
+	s := &dag.Spec{Name: "no-durations", Sync: dag.SyncAuto,
+		Buffers: []dag.BufferSpec{{Name: "x", Bytes: 64}, {Name: "y", Bytes: 64}},
+		Stages: []dag.StageSpec{
+			{Name: "a", Kernel: dag.BuiltinSpin, Writes: []dag.Access{{Buffer: "x", Bytes: 64}}},
+			{Name: "b", Kernel: dag.BuiltinSpin, Reads: []dag.Access{{Buffer: "x", Bytes: 64}}, Writes: []dag.Access{{Buffer: "y", Bytes: 64}}},
+		}}
+	p, err := planner.Build(s, planner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := trace.Ideal(p)
+	if got, want := trace.Makespan(spans), p.Stats.IdealMakespanUS; got != want || want != 2 {
+		t.Errorf("Ideal makespan %g µs, plan stats %g µs, want 2 for both", got, want)
+	}
+	if len(spans) != 2 || spans[1].StartUS != 1 || spans[1].EndUS != 2 {
+		t.Errorf("spans %+v, want b at [1, 2] µs", spans)
+	}
+}

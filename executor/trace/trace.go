@@ -111,46 +111,22 @@ func FromPlan(p *planner.Plan, spans []Span) *Timeline {
 	return t
 }
 
-// Ideal simulates plan p with each stage taking Stage.DurationUS, no launch
-// or event cost and unlimited hardware, and returns one span per launched
-// stage, ordered by stage index, starting at 0 µs.
-//
-// The ops are walked in p.IssueOrder. A stream's op starts when the stream's
-// previous op is done; a launch ends DurationUS later; a record completes
-// when the stream's earlier work has (it also carries the stream's earlier
-// waits); a wait is done when the latest record of its event issued before it
-// has completed, and is a no-op when there is none (CUDA semantics). The
-// largest EndUS (Makespan) is what the planner reports as
+// Ideal returns plan p's ideal timeline, one span per launched stage,
+// ordered by stage index, starting at 0 µs: the times of
+// planner.IdealSchedule (each stage takes its DurationUS, a duration of 0
+// or less counting as 1 µs; no launch or event cost; unlimited hardware;
+// ops in issue order with CUDA's event semantics; waits with a lag, which
+// order earlier iterations, left out). Its Makespan is the planner's
 // Stats.IdealMakespanUS. Invalid indices are skipped, as in FromPlan.
 func Ideal(p *planner.Plan) []Span {
-	ready := make([]float64, len(p.Streams)) // per stream: time its issued ops are done, µs
-	recorded := make([]float64, p.Events)    // per event: completion time of its latest record, µs
-	isRecorded := make([]bool, p.Events)
+	start, end := planner.IdealSchedule(p)
 	var spans []Span
 	for _, so := range p.IssueOrder {
 		op, ok := opAt(p, so)
-		if !ok {
+		if !ok || op.Kind != planner.OpLaunch || op.Stage < 0 || op.Stage >= len(p.Stages) {
 			continue
 		}
-		s := so[0]
-		switch op.Kind {
-		case planner.OpLaunch:
-			if op.Stage < 0 || op.Stage >= len(p.Stages) {
-				continue
-			}
-			st := &p.Stages[op.Stage]
-			start := ready[s]
-			ready[s] = start + st.DurationUS
-			spans = append(spans, Span{Name: st.Name, Stage: op.Stage, Stream: s, StartUS: start, EndUS: ready[s]})
-		case planner.OpRecord:
-			if op.Event >= 0 && op.Event < p.Events {
-				recorded[op.Event], isRecorded[op.Event] = ready[s], true
-			}
-		case planner.OpWait:
-			if op.Event >= 0 && op.Event < p.Events && isRecorded[op.Event] {
-				ready[s] = math.Max(ready[s], recorded[op.Event])
-			}
-		}
+		spans = append(spans, Span{Name: p.Stages[op.Stage].Name, Stage: op.Stage, Stream: so[0], StartUS: start[op.Stage], EndUS: end[op.Stage]})
 	}
 	sort.SliceStable(spans, func(i, j int) bool { return spans[i].Stage < spans[j].Stage })
 	return spans

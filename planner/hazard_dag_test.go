@@ -1,0 +1,158 @@
+package planner_test
+
+import (
+	"maps"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/planner"
+)
+
+// orderingEdges returns the launch orders a plan's ops give within one
+// iteration, by stage name: consecutive launches of a stream, and each
+// producer of a wait (lag 0) before the next launch of the waiting stream.
+func orderingEdges(p *planner.Plan) map[[2]string]bool {
+	edges := map[[2]string]bool{}
+	last := make([]int, len(p.Streams))
+	for i := range last {
+		last[i] = -1
+	}
+	prod := make([]int, p.Events)
+	pending := make([][]int, len(p.Streams))
+	for _, so := range p.IssueOrder {
+		s := so[0]
+		switch o := p.Streams[s].Ops[so[1]]; o.Kind {
+		case planner.OpRecord:
+			prod[o.Event] = last[s]
+		case planner.OpWait:
+			if o.Lag == 0 && prod[o.Event] >= 0 {
+				pending[s] = append(pending[s], prod[o.Event])
+			}
+		case planner.OpLaunch:
+			v := p.Stages[o.Stage].Name
+			for _, u := range pending[s] {
+				edges[[2]string{p.Stages[u].Name, v}] = true
+			}
+			if last[s] >= 0 {
+				edges[[2]string{p.Stages[last[s]].Name, v}] = true
+			}
+			pending[s], last[s] = pending[s][:0], o.Stage
+		}
+	}
+	return edges
+}
+
+// chains returns the plan's streams as the names of their stages in order,
+// sorted: the stage→stream assignment up to stream numbering.
+func chains(p *planner.Plan) []string {
+	var out []string
+	for _, str := range p.Streams {
+		c := ""
+		for _, o := range str.Ops {
+			if o.Kind == planner.OpLaunch {
+				c += p.Stages[o.Stage].Name + " "
+			}
+		}
+		if c != "" {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestHazardDAGMatchesHazardPlan: the hazard-dag strategy orders exactly
+// what executor.HazardPlan orders (the same chains and waits: every hazard
+// edge, none other), on the race-free automatically synchronized specs and
+// the model specs, pins left out (HazardPlan ignores them), and puts the
+// same stages on each stream.
+func TestHazardDAGMatchesHazardPlan(t *testing.T) {
+	specs := map[string]*dag.Spec{"join": join()}
+	for _, pat := range []string{"examples/*.yaml", "seed/*.yaml", "shared-io/*.yaml", "models/*.yaml"} {
+		m, _ := filepath.Glob(filepath.Join("..", "specs", pat))
+		for _, f := range m {
+			s, err := dag.LoadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			specs[f] = s
+		}
+	}
+	compared := 0
+	for _, f := range slices.Sorted(maps.Keys(specs)) {
+		s := specs[f]
+		if s.Sync == dag.SyncManual {
+			continue
+		}
+		s.Stages = slices.Clone(s.Stages)
+		for i := range s.Stages {
+			s.Stages[i].Stream = ""
+		}
+		g, err := dag.Hazards(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		def, err := planner.Build(s, planner.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := executor.HazardPlan(def, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := planner.Build(s, planner.Options{Strategy: planner.StrategyHazardDAG, Check: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := planner.Verify(got); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+		if gc, wc := chains(got), chains(want); got.Strategy != planner.StrategyHazardDAG || !slices.Equal(gc, wc) {
+			i := 0
+			for i < min(len(gc), len(wc)) && gc[i] == wc[i] {
+				i++
+			}
+			t.Errorf("%s: strategy %s, %d streams, HazardPlan %d; first difference: stream %q, HazardPlan's %q", f, got.Strategy, len(gc), len(wc),
+				gc[min(i, len(gc)-1)], wc[min(i, len(wc)-1)])
+		}
+		ge, we := orderingEdges(got), orderingEdges(want)
+		for e := range we {
+			if !ge[e] {
+				t.Errorf("%s: HazardPlan orders %s → %s, the hazard-dag plan does not", f, e[0], e[1])
+			}
+		}
+		for e := range ge {
+			if !we[e] {
+				t.Errorf("%s: the hazard-dag plan orders %s → %s, HazardPlan does not", f, e[0], e[1])
+			}
+		}
+		hazards := 0
+		for v := range g.Len() {
+			hazards += len(g.Pred(v))
+		}
+		if len(ge) != hazards {
+			t.Errorf("%s: %d ordering edges, %d hazard edges", f, len(ge), hazards)
+		}
+		compared++
+	}
+	if compared < 2 {
+		t.Skip("no automatically synchronized spec under ../specs")
+	}
+}
+
+// join is a, b → c → d with b → d too: c may follow a or b on its stream
+// (HazardPlan takes the stream made first, a's), and d may follow c or b.
+func join() *dag.Spec {
+	acc := func(b string) []dag.Access { return []dag.Access{{Buffer: b, Bytes: 64}} }
+	return &dag.Spec{Name: "join", Sync: dag.SyncAuto,
+		Buffers: []dag.BufferSpec{{Name: "x", Bytes: 64}, {Name: "y", Bytes: 64}, {Name: "z", Bytes: 64}},
+		Stages: []dag.StageSpec{
+			{Name: "a", Kernel: dag.BuiltinSpin, Writes: acc("x")},
+			{Name: "b", Kernel: dag.BuiltinSpin, Writes: acc("y")},
+			{Name: "c", Kernel: dag.BuiltinSpin, Reads: append(acc("x"), acc("y")...), Writes: acc("z")},
+			{Name: "d", Kernel: dag.BuiltinSpin, Reads: append(acc("z"), acc("y")...)},
+		}}
+}
