@@ -22,19 +22,22 @@ __all__ = ["export", "compile", "record", "check", "Plan", "PlanError", "lower",
            "RecordError", "CheckResult"]
 
 
+_LAZY = {
+    "export": ("exporter", "export"), "ExportError": ("exporter", "ExportError"), "Exported": ("exporter", "Exported"),
+    "compile": ("runner", "compile"), "CompiledModel": ("runner", "CompiledModel"),
+    "VerificationError": ("runner", "VerificationError"),
+    "record": ("recorder", "record"), "RecordError": ("recorder", "RecordError"), "TraceBuilder": ("recorder", "TraceBuilder"),
+    "check": ("checker", "check"), "CheckResult": ("checker", "CheckResult"),
+}
+
+
 def __getattr__(name):
-    # torch is imported only when a torch-using part is asked for, so that the
-    # plan and check parts work (and their tests run) without torch.
-    if name in ("export", "ExportError", "Exported"):
-        from . import export as _e
-        return {"export": _e.export, "ExportError": _e.ExportError, "Exported": _e.Exported}[name]
-    if name in ("compile", "CompiledModel", "VerificationError"):
-        from . import runner as _r
-        return getattr(_r, name)
-    if name in ("record", "RecordError", "TraceBuilder"):
-        from . import record as _rec
-        return getattr(_rec, name)
-    if name in ("check", "CheckResult"):
-        from . import check as _c
-        return getattr(_c, name)
-    raise AttributeError("module 'dagrun_torch' has no attribute %r" % name)
+    # torch is imported only when a part that needs it is asked for, so that
+    # the plan and check parts work (and their tests run) without torch.
+    if name not in _LAZY:
+        raise AttributeError("module 'dagrun_torch' has no attribute %r" % name)
+    import importlib
+    mod, attr = _LAZY[name]
+    v = getattr(importlib.import_module("." + mod, __name__), attr)
+    globals()[name] = v
+    return v

@@ -36,7 +36,7 @@ import torch
 import torch.fx
 
 from ._binary import run_dagrun
-from .export import Exported, export
+from .exporter import Exported, export
 from .plan import Action, Plan, lower, peak_live_bytes
 
 __all__ = ["compile", "CompiledModel", "VerificationError", "plan_model", "bitwise_equal"]
@@ -239,11 +239,15 @@ class _Program:
         else:
             env[name] = n.target(*a, **kw)
 
-    def run(self, inputs: List[torch.Tensor], streams: List[torch.cuda.Stream], events: List[torch.cuda.Event],
-            fork: torch.cuda.Event, joins: List[torch.cuda.Event], delays: Optional[Dict[int, int]] = None) -> Any:
+    def run(self, inputs: List[torch.Tensor], streams: List[Any], events: List[Any], fork: Any, joins: List[Any],
+            delays: Optional[Dict[int, int]] = None, stream_ctx: Any = None, sleep: Any = None) -> Any:
         """Issue the program once on ``streams`` (streams[0] is the current
         stream). ``delays`` maps action index → cycles of torch.cuda._sleep
-        issued on that action's stream just before it."""
+        issued on that action's stream just before it. ``stream_ctx`` and
+        ``sleep`` default to torch.cuda.stream and torch.cuda._sleep (tests
+        pass stand-ins to run the schedule on the CPU)."""
+        stream_ctx = stream_ctx or torch.cuda.stream
+        sleep = sleep or torch.cuda._sleep
         cur = streams[0]
         env: Dict[str, Any] = {}
         for n, v in zip(self.placeholders, inputs):
@@ -261,9 +265,9 @@ class _Program:
         for k, a in enumerate(self.actions):
             s = streams[a.stream]
             if a.kind == "launch":
-                with torch.cuda.stream(s):
+                with stream_ctx(s):
                     if delays and k in delays:
-                        torch.cuda._sleep(delays[k])
+                        sleep(delays[k])
                     self._run_node(env, a.stage)
                     for name in self.post[k]:
                         self._run_node(env, name)

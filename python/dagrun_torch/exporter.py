@@ -1,7 +1,7 @@
 """Export a PyTorch model's operator graph in the JSON format ``dagrun import`` reads.
 
-    python3 -m dagrun_torch.export --model resnet18 --out resnet18.json
-    python3 -m dagrun_torch.export --model timm:nasnetalarge --size 331 --out nasnet.json
+    python3 -m dagrun_torch export --model resnet18 --out resnet18.json
+    python3 -m dagrun_torch export --model timm:nasnetalarge --size 331 --out nasnet.json
     dagrun import resnet18.json -o resnet18.yaml
 
 From Python: ``ex = dagrun_torch.export(model, (x,))``; ``ex.graph`` is the
@@ -412,7 +412,7 @@ def build_model(name: str) -> Tuple[torch.nn.Module, str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch.export", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch export", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="torchvision name, or timm:NAME")
     ap.add_argument("--out", required=True, help="graph JSON file to write")

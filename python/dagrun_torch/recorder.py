@@ -361,13 +361,15 @@ _SYNC_OPS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select"
 _COPY_OPS = {"aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::to", "aten::_copy_from_and_resize"}
 
 
-def site_of_caller(skip_dirs: Sequence[str]) -> str:
-    """file:line of the innermost Python frame outside ``skip_dirs``."""
+def site_of_caller(skip_dirs: Sequence[str], allow_dirs: Sequence[str] = ()) -> str:
+    """file:line of the innermost Python frame outside ``skip_dirs`` (frames
+    under ``allow_dirs`` count even inside a skipped folder)."""
     f = sys._getframe(1)
     cwd = os.getcwd()
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith("<") and not any(fn.startswith(d) for d in skip_dirs) and "contextlib" not in fn:
+        skipped = any(fn.startswith(d) for d in skip_dirs) and not any(fn.startswith(d) for d in allow_dirs)
+        if not fn.startswith("<") and not skipped and "contextlib" not in fn:
             path = os.path.relpath(fn, cwd) if fn.startswith(cwd + os.sep) else os.path.basename(fn)
             return "%s:%d" % (path, f.f_lineno)
         f = f.f_back
@@ -440,7 +442,10 @@ class _Classifier:
             if r.alias_info is None:
                 outs += _tensors_in(v)
         if not written_args and not outs:
-            return None  # a view, or a metadata op
+            returns_tensor = any("Tensor" in str(r.type) for r in schema.returns)
+            if returns_tensor or not schema.returns:
+                return None  # a view, or a metadata op
+            # else it reads tensors into a Python value (.item(), equal): a read
         tensors = written_args + read_args + outs
         dev = any(self.is_device(t) for t in tensors)
         pinned = [t for t in tensors if not self.is_device(t) and self.is_pinned(t)]
@@ -557,8 +562,10 @@ class record:
         if self.synchronize:
             torch.cuda.synchronize()
         import torch as _t
-        skip = [os.path.dirname(_t.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep]
-        site = lambda: site_of_caller(skip)
+        here = os.path.dirname(os.path.abspath(__file__))
+        skip = [os.path.dirname(_t.__file__) + os.sep, here + os.sep]
+        allow = [os.path.join(here, "patterns") + os.sep]
+        site = lambda: site_of_caller(skip, allow)
         b = TraceBuilder(self.name, default_stream=torch.cuda.default_stream().cuda_stream)
         self.builder = b
         gt, names, activate = _trace_module()
