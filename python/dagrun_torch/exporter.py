@@ -133,21 +133,26 @@ def _written_args(gm: torch.fx.GraphModule, node: torch.fx.Node, args: tuple, kw
 def _time_graph_replay(fn: Callable[[], Any], repeats: int, replays: int = 7) -> Optional[float]:
     """GPU time of one call of fn in µs: the median replay of a CUDA graph of
     ``repeats`` back-to-back calls, divided by ``repeats``. None if fn cannot be
-    captured (it synchronizes, for example)."""
+    captured (it synchronizes, for example). Uses capture_begin/capture_end
+    directly: torch.cuda.graph() would run the garbage collector per node."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.stream(s):
             fn()
             fn()
-        s.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=s):
-            for _ in range(repeats):
-                fn()
+            s.synchronize()
+            g.capture_begin()
+            try:
+                for _ in range(repeats):
+                    fn()
+            finally:
+                g.capture_end()
     except Exception:
         torch.cuda.synchronize()
         return None
+    torch.cuda.current_stream().wait_stream(s)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     g.replay()
     times = []

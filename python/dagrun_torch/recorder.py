@@ -581,10 +581,20 @@ class record:
             "stream_synchronization": lambda s: b.stream_sync(s, site()),
             "event_synchronization": lambda e: b.event_sync(e, site()),
         }
+        self._errors: List[str] = []
+
+        def guarded(key, cb):
+            def call(*a):
+                try:
+                    cb(*a)
+                except Exception as e:  # the registry would only log it
+                    self._errors.append("%s callback: %s: %s" % (key, type(e).__name__, e))
+            return call
         for key, cb in cbs.items():
             reg = getattr(gt, names[key])
-            reg.callback_list.append(cb)
-            self._cbs.append((reg, cb))
+            g = guarded(key, cb)
+            reg.callback_list.append(g)
+            self._cbs.append((reg, g))
 
         def stream_handle(s):
             if hasattr(s, "cuda_stream"):
@@ -605,6 +615,8 @@ class record:
             except ValueError:
                 pass
         self._cbs = []
+        if self._errors and et is None:
+            raise RecordError("recording failed: " + "; ".join(self._errors[:3]))
         text = self.builder.to_yaml() if (et is None or any(s.stream != "host" for s in self.builder.stages)) else None
         if text is not None:
             with open(self.path, "w") as f:

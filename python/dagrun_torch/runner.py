@@ -281,7 +281,12 @@ class _Program:
         for s, e in zip(streams[1:], joins):
             e.record(s)
             cur.wait_event(e)
-        return torch.fx.node.map_arg(self.output.args[0], lambda m: env[m.name])
+        out = torch.fx.node.map_arg(self.output.args[0], lambda m: env[m.name])
+        spec = getattr(getattr(getattr(self.gm.graph, "_codegen", None), "pytree_info", None), "out_spec", None)
+        if spec is not None:  # torch.export modules return their outputs flattened in the graph
+            import torch.utils._pytree as pytree
+            out = pytree.tree_unflatten(list(out) if isinstance(out, (list, tuple)) else [out], spec)
+        return out
 
 
 class CompiledModel:

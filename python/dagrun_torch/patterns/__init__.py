@@ -140,7 +140,7 @@ def deepspeed_multi_producer(variant: str, c: Context) -> bool:
     # Fix: wait for every producer stream.
     cur, side, red = _cur(), c.s2, c.s1
     half = c.n // 2
-    bucket = torch.empty(c.n, device="cuda")
+    bucket = torch.zeros(c.n, device="cuda")   # zeros: a stale bucket must not pass for a fresh one
     ga = torch.full((half,), 1.0, device="cuda")
     gb = torch.full((half,), 2.0, device="cuda")
     side.wait_stream(cur)
@@ -222,6 +222,7 @@ def torchrec_stash(variant: str, c: Context) -> bool:
     # Fix: act.record_stream(d2h_stream) before releasing.
     cur, d2h = _cur(), c.s1
     host = c.pinned
+    host.zero_()
     act = torch.full((c.n_pinned,), 1.0, device="cuda")
     d2h.wait_stream(cur)
     with torch.cuda.stream(d2h):

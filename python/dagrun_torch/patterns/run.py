@@ -77,15 +77,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     cycles = calibrate_sleep(args.sleep_ms)
     c = _context(args.mib, args.pinned_mib, cycles)
     chosen = [p for p in PATTERNS if not args.only or p.name in args.only]
-    csan = {}
-    procs = []
-    if args.csan:
-        env = dict(os.environ, TORCH_CUDA_SANITIZER="1")
-        for p in chosen:
-            for v in p.variants:
-                cmd = [sys.executable, "-m", "dagrun_torch", "patterns", "--mib", str(args.mib), "--pinned-mib",
-                       str(args.pinned_mib), "--csan-one", p.name, v, str(cycles)]
-                procs.append(((p.name, v), subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
     rows = []
     for p in chosen:
         for v in p.variants:
@@ -102,6 +93,16 @@ def main(argv: Optional[List[str]] = None) -> int:
                          "races": len(res.races), "fixes": res.fixes, "report": res.report(),
                          "recorded_run_ok": ok_recorded, "seconds": round(dt, 2)})
             print("%s %s: %d/%d wrong, dagrun check: %s" % (p.name, v, wrong, args.trials, rows[-1]["dagrun"]), flush=True)
+    # after the trials, so that the child processes do not share the GPU with them
+    csan = {}
+    procs = []
+    if args.csan:
+        env = dict(os.environ, TORCH_CUDA_SANITIZER="1")
+        for p in chosen:
+            for v in p.variants:
+                cmd = [sys.executable, "-m", "dagrun_torch", "patterns", "--mib", str(args.mib), "--pinned-mib",
+                       str(args.pinned_mib), "--csan-one", p.name, v, str(cycles)]
+                procs.append(((p.name, v), subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
     for key, pr in procs:
         out, _ = pr.communicate()
         csan[key] = ("race" if pr.returncode == 3 else "ok" if pr.returncode == 0 else "error %d" % pr.returncode, out.strip()[-300:])
