@@ -285,3 +285,49 @@ def peak_live_bytes(actions: Sequence[Action], graph: dict) -> Tuple[int, int]:
         for t in a.frees:
             live -= size.get(t, 0)
     return peak, sum(size.values())
+
+
+def stream_priorities(plan: Plan, graph: dict, levels: int) -> List[int]:
+    """A scheduling rank per plan stream, 0 (most urgent) to ``levels`` - 1.
+
+    A stream's urgency is the longest path, by the nodes' ``duration_us``
+    (0 counts as 1), from its first launch to the end of the plan's
+    happens-before DAG (stream order plus record→wait edges): the bottom
+    level of list scheduling (HLFET). The stream holding the critical path
+    gets 0; the others get ranks in proportion to how far below it they are.
+    The runner turns ranks into CUDA stream priorities, and a captured graph
+    keeps them per kernel node (PyTorch instantiates graphs with
+    cudaGraphInstantiateFlagUseNodePriority), so that when ready kernels
+    compete for the GPU, the ones that lead the longest remaining chain start
+    first.
+    """
+    if levels < 1:
+        raise ValueError("levels=%d: want ≥ 1" % levels)
+    dur = {n["id"]: float(n.get("duration_us") or 0) or 1.0 for n in graph["nodes"]}
+    succ: Dict[str, Set[str]] = {s: set() for s in plan.stages}
+    last: Dict[int, str] = {}
+    pending: Dict[int, Set[str]] = {}
+    rec: Dict[int, Set[str]] = {}
+    order: List[str] = []
+    for s, j in plan.issue_order:
+        o = plan.streams[s].ops[j]
+        if o.kind == "launch":
+            for p in pending.pop(s, set()) | ({last[s]} if s in last else set()):
+                succ[p].add(o.stage)
+            last[s] = o.stage
+            order.append(o.stage)
+        elif o.kind == "record":
+            rec[o.event] = ({last[s]} if s in last else set()) | pending.get(s, set())
+        elif o.lag == 0:
+            pending.setdefault(s, set()).update(rec.get(o.event, set()))
+    bottom: Dict[str, float] = {}
+    for v in reversed(order):
+        bottom[v] = dur.get(v, 1.0) + max((bottom[w] for w in succ[v]), default=0.0)
+    key = []
+    for st in plan.streams:
+        firsts = [o.stage for o in st.ops if o.kind == "launch"]
+        key.append(max((bottom[v] for v in firsts), default=0.0))
+    top = max(key) if key else 0.0
+    if top <= 0:
+        return [0] * len(plan.streams)
+    return [min(levels - 1, int(round((1.0 - k / top) * (levels - 1)))) for k in key]

@@ -28,6 +28,7 @@ import ctypes
 import json
 import os
 import random
+import statistics
 import tempfile
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -37,7 +38,7 @@ import torch.fx
 
 from ._binary import run_dagrun
 from .exporter import Exported, export
-from .plan import Action, Plan, lower, peak_live_bytes
+from .plan import Action, Plan, lower, peak_live_bytes, stream_priorities
 
 __all__ = ["compile", "CompiledModel", "VerificationError", "plan_model", "bitwise_equal"]
 
@@ -110,29 +111,45 @@ def _cudart_lib():
     return None
 
 
-def new_streams(n: int, device: torch.device) -> List[torch.cuda.Stream]:
-    """n distinct non-blocking CUDA streams. PyTorch's own pool holds 32
-    streams per priority and hands them out round-robin, so a plan with more
-    streams would share them (adding false dependencies to a captured graph):
-    the streams are created with cudaStreamCreateWithFlags(cudaStreamNonBlocking)
-    through the CUDA runtime torch loaded, falling back to the pool with a
-    warning. They live as long as the process."""
+def priority_range() -> Tuple[int, int]:
+    """(least, greatest) CUDA stream priority of the current device (e.g. (0, -5));
+    (0, 0) when the runtime cannot be asked."""
+    lib = _cudart_lib()
+    if lib is None:
+        return 0, 0
+    lo, hi = ctypes.c_int(), ctypes.c_int()
+    if lib.cudaDeviceGetStreamPriorityRange(ctypes.byref(lo), ctypes.byref(hi)) != 0:
+        return 0, 0
+    return lo.value, hi.value
+
+
+def new_streams(n: int, device: torch.device, priorities: Optional[Sequence[int]] = None) -> List[torch.cuda.Stream]:
+    """n distinct non-blocking CUDA streams, with the given CUDA priorities
+    (lower is more urgent; None: the default priority). PyTorch's own pool
+    holds 32 streams per priority and hands them out round-robin, so a plan
+    with more streams would share them (adding false dependencies to a
+    captured graph): the streams are created with
+    cudaStreamCreateWithPriority(cudaStreamNonBlocking) through the CUDA
+    runtime torch loaded, falling back to the pool with a warning. They live
+    as long as the process."""
     lib = _cudart_lib()
     out: List[torch.cuda.Stream] = []
     if lib is not None:
         with torch.cuda.device(device):
-            for _ in range(n):
+            for i in range(n):
                 h = ctypes.c_void_p()
-                rc = lib.cudaStreamCreateWithFlags(ctypes.byref(h), ctypes.c_uint(1))
+                prio = int(priorities[i]) if priorities is not None else 0
+                rc = lib.cudaStreamCreateWithPriority(ctypes.byref(h), ctypes.c_uint(1), ctypes.c_int(prio))
                 if rc != 0:
                     break
                 out.append(torch.cuda.ExternalStream(h.value, device=device))
     if len(out) < n:
-        if n - len(out) > 0 and n > 32:
+        if n > 32:
             warnings.warn("dagrun_torch: could not create %d CUDA streams; plan streams share PyTorch's pool of 32" % n)
         with torch.cuda.device(device):
             while len(out) < n:
-                out.append(torch.cuda.Stream(device=device))
+                p = int(priorities[len(out)]) if priorities is not None else 0
+                out.append(torch.cuda.Stream(device=device, priority=p))
     return out
 
 
@@ -296,15 +313,21 @@ class CompiledModel:
     ``mode`` ("graph" or "eager"), ``streams`` (plan streams), ``memory``
     (bytes: ``peak_allocated`` while capturing and replaying (graph mode) or
     during the first call (eager), ``before`` (allocated before that: weights,
-    inputs) and ``model_live_peak``, the planned peak of live activations).
+    inputs) and ``model_live_peak``, the planned peak of live activations),
+    ``priority`` (whether the streams carry the plan's priorities) and
+    ``tuning`` (graph mode with priority="auto": the median replay in ms of
+    each candidate graph).
 
     In graph mode the returned tensors are the graph's static outputs: the
     next call overwrites them; clone what you keep.
     """
 
-    def __init__(self, exported: Exported, plan: Plan, mode: str, example_inputs: Sequence[torch.Tensor]):
+    def __init__(self, exported: Exported, plan: Plan, mode: str, example_inputs: Sequence[torch.Tensor],
+                 priority: Any = "auto"):
         if mode not in ("graph", "eager"):
             raise ValueError("mode=%r: want 'graph' or 'eager'" % (mode,))
+        if priority not in (True, False, "auto"):
+            raise ValueError("priority=%r: want True, False or 'auto'" % (priority,))
         self.exported = exported
         self.plan = plan
         self.mode = mode
@@ -317,41 +340,81 @@ class CompiledModel:
         self._shapes = [(tuple(x.shape), x.dtype) for x in flat]
         n = len(plan.streams)
         self.streams = n
-        self._side = new_streams(max(n - 1, 0), self.device)
+        least, greatest = priority_range()
+        levels = abs(least - greatest) + 1
+        ranks = stream_priorities(plan, exported.graph, levels)
+        step = -1 if greatest < least else 1
+        self._cuda_priorities = [greatest - step * r for r in ranks]  # rank 0 → the most urgent priority
         self._events = [torch.cuda.Event() for _ in range(plan.events)]
         self._fork = torch.cuda.Event()
-        self._joins = [torch.cuda.Event() for _ in self._side]
+        self._joins = [torch.cuda.Event() for _ in range(max(n - 1, 0))]
         self.memory: Dict[str, int] = {}
         self.memory["model_live_peak"] = peak_live_bytes(self.actions, exported.graph)[0]
+        self.tuning: Dict[str, float] = {}
         self._graph = None
         self._static_in: List[torch.Tensor] = []
         self._static_out: Any = None
-        if mode == "graph":
-            self._capture(flat)
+        if mode == "eager":
+            self.priority = priority is not False
+            self._cap, self._side = self._stream_set(self.priority)
+            return
+        self._static_in = [x.detach().clone() for x in flat]
+        choices = [True, False] if priority == "auto" else [priority]
+        built = {}
+        for c in choices:
+            built[c] = self._capture(c)
+        if len(choices) > 1:
+            for c in choices:
+                self.tuning["priority" if c else "plain"] = self._time_replays(built[c][0])
+            best = min(choices, key=lambda c: self.tuning["priority" if c else "plain"])
+        else:
+            best = choices[0]
+        self.priority = best
+        g, out, mem, (cap, side) = built[best]
+        self._graph, self._static_out, self._cap, self._side = g, out, cap, side
+        self.memory.update(mem)
+        del built
 
-    def _issue(self, inputs: List[torch.Tensor], delays: Optional[Dict[int, int]] = None) -> Any:
-        streams = [torch.cuda.current_stream(self.device)] + self._side
+    def _stream_set(self, priority: bool):
+        """(capture stream, side streams) with the plan's priorities or plain."""
+        prios = self._cuda_priorities if priority else [0] * len(self._cuda_priorities)
+        streams = new_streams(len(prios), self.device, prios)
+        return streams[0], streams[1:]
+
+    def _issue(self, inputs: List[torch.Tensor], delays: Optional[Dict[int, int]] = None, side: Optional[List[Any]] = None) -> Any:
+        streams = [torch.cuda.current_stream(self.device)] + list(self._side if side is None else side)
         with torch.no_grad():
             return self.program.run(inputs, streams, self._events, self._fork, self._joins, delays)
 
-    def _capture(self, flat: List[torch.Tensor]) -> None:
-        self._cap = new_streams(1, self.device)[0]
-        self._static_in = [x.detach().clone() for x in flat]
-        self._cap.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(self._cap):
+    def _capture(self, priority: bool):
+        cap, side = self._stream_set(priority)
+        cap.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(cap):
             for _ in range(2):  # warm up cuDNN/cuBLAS handles and workspaces on every stream
-                self._issue(self._static_in)
+                self._issue(self._static_in, side=side)
         torch.cuda.synchronize(self.device)
         torch.cuda.reset_peak_memory_stats(self.device)
         before = torch.cuda.memory_allocated(self.device)
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=self._cap):
-            out = self._issue(self._static_in)
+        with torch.cuda.graph(g, stream=cap):
+            out = self._issue(self._static_in, side=side)
         g.replay()
         torch.cuda.synchronize(self.device)
-        self.memory.update(peak_allocated=torch.cuda.max_memory_allocated(self.device), before=before,
-                           peak_reserved=torch.cuda.max_memory_reserved(self.device))
-        self._graph, self._static_out = g, out
+        mem = dict(peak_allocated=torch.cuda.max_memory_allocated(self.device), before=before,
+                   peak_reserved=torch.cuda.max_memory_reserved(self.device))
+        return g, out, mem, (cap, side)
+
+    @staticmethod
+    def _time_replays(g: Any, n: int = 30) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = []
+        for _ in range(n):
+            start.record()
+            g.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return statistics.median(times)
 
     def _check_inputs(self, flat: List[Any]) -> None:
         if len(flat) != len(self._shapes):
@@ -412,7 +475,7 @@ class CompiledModel:
                 raise VerificationError("eager multi-stream run with delays (trial %d, seed %d): %s" % (trial, seed, why))
             del out
             if self.mode == "graph":
-                cap = new_streams(1, self.device)[0] if not hasattr(self, "_cap") else self._cap
+                cap = self._cap
                 statics = [x.detach().clone() for x in flat]
                 g = torch.cuda.CUDAGraph()
                 cap.wait_stream(torch.cuda.current_stream(self.device))
@@ -435,7 +498,7 @@ class CompiledModel:
 def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: Optional[int] = None,
             strategy: str = "default", mode: str = "graph", verify: bool = False, *,
             exported: Optional[Exported] = None, repeats: int = 20, workdir: Optional[str] = None,
-            dagrun: Optional[str] = None) -> CompiledModel:
+            dagrun: Optional[str] = None, priority: Any = "auto") -> CompiledModel:
     """Run ``model`` on its dagrun plan.
 
     Exports the model on ``example_inputs`` (CUDA tensors; node times by CUDA
@@ -448,6 +511,11 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: 
     random streams (CompiledModel.verify). ``exported`` reuses an earlier
     export; ``workdir`` keeps graph.json, spec.yaml and plan.json there;
     ``dagrun`` is the binary's path (else DAGRUN, PATH, or a build).
+    ``priority``: give each stream a CUDA priority by its longest remaining
+    chain (plan.stream_priorities) so that kernels on the critical path start
+    first when ready kernels compete; True, False, or "auto" (graph mode:
+    capture both, keep the one whose replay is faster, in ``.tuning`` (ms);
+    eager mode: True).
 
     Raises ValueError on bad arguments, ExportError when the model cannot be
     exported, DagrunNotFound/DagrunError from the binary, VerificationError.
@@ -464,7 +532,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: 
         raise ValueError("dagrun_torch.compile needs CUDA")
     ex = exported if exported is not None else export(model, tuple(example_inputs), repeats=repeats)
     plan = plan_model(ex, max_streams=max_streams, strategy=strategy, workdir=workdir, dagrun=dagrun)
-    cm = CompiledModel(ex, plan, mode, tuple(example_inputs))
+    cm = CompiledModel(ex, plan, mode, tuple(example_inputs), priority=priority)
     if verify:
         cm.verify(*example_inputs)
     return cm

@@ -1,7 +1,6 @@
 """Tests that need a GPU (skipped elsewhere): compile a model on its plan and
 verify it bit for bit with delays; record real multi-stream programs and
 check them with dagrun."""
-import os
 
 import pytest
 

@@ -82,7 +82,6 @@ def check_frees_safe(plan, graph, actions):
         for t in n["reads"] + n["writes"]:
             touch.setdefault(t, []).append(n["id"])
     freed_at = {}
-    k = 0
     counts = [0] * len(plan.streams)
     for a in actions:
         if a.kind == "launch":
@@ -200,3 +199,19 @@ def test_lower_rejects_bad_lifetime():
     d["lifetimes"][0]["done"][1]["event"] = 0  # e0 is on stream 0, not 1
     with pytest.raises(PlanError, match="not recorded on stream 1"):
         lower(Plan.from_dict(d), TINY_GRAPH)
+
+
+def test_stream_priorities_tiny():
+    from dagrun_torch.plan import stream_priorities
+    p = Plan.from_dict(tiny_plan())
+    g = dict(TINY_GRAPH, nodes=[dict(n, duration_us=d) for n, d in zip(TINY_GRAPH["nodes"], (10, 1, 10))])
+    # s0 starts the longest chain (a, b, c: 21 µs); s1's chain (b, c) is 11 µs
+    assert stream_priorities(p, g, 6) == [0, 2]
+    assert stream_priorities(p, g, 1) == [0, 0]
+
+
+def test_stream_priorities_critical_stream_first(dagrun_bin, googlenet, tmp_path):
+    from dagrun_torch.plan import stream_priorities
+    p = plan_for(dagrun_bin, googlenet, tmp_path)
+    r = stream_priorities(p, googlenet, 6)
+    assert len(r) == len(p.streams) and r[0] == 0 and max(r) > 0

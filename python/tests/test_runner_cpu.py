@@ -3,13 +3,11 @@ its launch, views and host values are ready when needed, frees drop only
 dead values, and the outputs equal the one-stream run bit for bit."""
 import contextlib
 import json
-import os
 import subprocess
 
 import pytest
 
 torch = pytest.importorskip("torch")
-from conftest import TESTDATA  # noqa: E402
 from dagrun_torch.exporter import export  # noqa: E402
 from dagrun_torch.plan import Plan, lower  # noqa: E402
 from dagrun_torch.runner import _Program, bitwise_equal  # noqa: E402

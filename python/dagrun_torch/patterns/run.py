@@ -49,7 +49,14 @@ def _csan_one(name: str, variant: str, mib: float, pinned_mib: float, cycles: in
     try:
         p.program(variant, c)
     except Exception as e:  # CUDASanitizerErrors, raised at the first race it sees
-        print("CSAN: %s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+        text = "\n".join(str(x) for x in getattr(e, "errors", [e]))
+        lines = text.splitlines()
+        kernels = []
+        for i, line in enumerate(lines):
+            if line.strip().endswith("during kernel:") and i + 1 < len(lines):
+                stream = line.split("stream")[1].split("during")[0].strip() if "stream" in line else "?"
+                kernels.append("%s on stream %s" % (lines[i + 1].strip().split("(")[0], stream))
+        print("CSAN: %s: %s" % (type(e).__name__, " after ".join(kernels) or (lines[0] if lines else "")))
         return 3
     return 0
 
@@ -105,7 +112,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 procs.append(((p.name, v), subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
     for key, pr in procs:
         out, _ = pr.communicate()
-        csan[key] = ("race" if pr.returncode == 3 else "ok" if pr.returncode == 0 else "error %d" % pr.returncode, out.strip()[-300:])
+        said = [l for l in out.splitlines() if l.startswith("CSAN: ")]
+        csan[key] = ("race" if pr.returncode == 3 else "ok" if pr.returncode == 0 else "error %d" % pr.returncode,
+                     said[-1] if said else out.strip()[-300:])
     for r in rows:
         if (r["pattern"], r["variant"]) in csan:
             r["csan"], r["csan_output"] = csan[(r["pattern"], r["variant"])]
