@@ -26,8 +26,8 @@ Durations (µs) are measured by CUDA graph replay: each node is captured
 ``repeats`` times back to back in one CUDA graph, the graph is replayed, and
 the median replay time over a few replays divided by ``repeats`` is the
 node's time. Timing a node alone between two events instead adds the launch
-and event floor of several µs per node (4,634 µs against 835 µs summed over
-googlenet's nodes on an H200). Without CUDA, durations are 0 (unknown).
+and event floor of several µs to every node. Without CUDA, durations are 0
+(unknown).
 
 Format: the fields of ../shared/graphs/README.md (model, source, tracer,
 batch, device, torch, sum_node_us, tensors, nodes), plus ``timing`` and the
