@@ -18,8 +18,8 @@ from .plan import Plan, PlanError, lower
 __version__ = "0.1.0"
 
 __all__ = ["export", "compile", "record", "check", "Plan", "PlanError", "lower", "DagrunError",
-           "DagrunNotFound", "find_dagrun", "run_dagrun", "ExportError", "VerificationError",
-           "RecordError", "CheckResult"]
+           "DagrunNotFound", "find_dagrun", "run_dagrun", "ExportError", "Exported", "CompiledModel",
+           "VerificationError", "RecordError", "TraceBuilder", "CheckResult"]
 
 
 _LAZY = {

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ._binary import run_dagrun
 
-__all__ = ["check", "CheckResult", "Race", "parse_races"]
+__all__ = ["check", "CheckResult", "Race", "parse_races", "auto_spec", "propose"]
 
 _RACE = re.compile(r"race \((RAW|WAR|WAW)\) on (\S+?)\[(\d+):(\d+)\]: (?:\(arena bytes shared with \S+\) )?"
                    r"stage (\S+) \(stream (\S+)\) (and|runs before) stage (\S+) \(stream (\S+)\)")
@@ -199,6 +199,46 @@ def _suggest(races: List[Race], meta: Optional[dict]) -> List[str]:
     return fixes
 
 
+_WAITS = re.compile(r', waits: \[[^\]]*\]')
+
+
+def auto_spec(text: str) -> str:
+    """The trace as a ``sync: auto`` spec: the same stages, on the same streams
+    (``stream:`` pins), in the same order, without the recorded waits and
+    without the host stages that only waited. ``dagrun plan`` of it proposes
+    the fewest waits that order every conflicting pair as the program issued
+    them (the minimal-sync schedule for the program's own streams). Raises
+    ValueError when the text is not a trace written by dagrun_torch.record."""
+    if "sync: manual" not in text or "# Recorded by dagrun_torch.record" not in text:
+        raise ValueError("not a trace written by dagrun_torch.record")
+    out = []
+    for line in text.splitlines():
+        if line == "sync: manual":
+            out.append("sync: auto")
+            continue
+        if line.startswith("  - {name: \"h") and "stream: host" in line and "reads:" not in line and "writes:" not in line:
+            continue
+        out.append(_WAITS.sub("", line))
+    return "\n".join(out) + "\n"
+
+
+def propose(path: str, dagrun: Optional[str] = None) -> str:
+    """``dagrun plan`` (table) of ``auto_spec`` of the trace at ``path``: the
+    streams as recorded, and the waits dagrun would place. Raises ValueError
+    for a file that is not a trace, DagrunError when dagrun rejects it."""
+    import os
+    import tempfile
+    with open(path) as f:
+        text = auto_spec(f.read())
+    fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix="dagrun_torch-auto-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        return run_dagrun(["plan", tmp], binary=dagrun).stdout
+    finally:
+        os.remove(tmp)
+
+
 def check(path: str, dagrun: Optional[str] = None) -> CheckResult:
     """Run ``dagrun check`` on a recorded trace (or any spec) and explain it.
 
@@ -226,6 +266,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ._binary import DagrunError, DagrunNotFound
     ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch check", description="dagrun check a recorded trace and explain it")
     ap.add_argument("traces", nargs="+")
+    ap.add_argument("--propose", action="store_true", help="also print dagrun's plan of the trace's stages on their recorded streams (the fewest waits)")
     args = ap.parse_args(argv)
     worst = 0
     for p in args.traces:
@@ -239,4 +280,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not res.ok:
             print(res.report())
             worst = max(worst, 1)
+        if args.propose:
+            try:
+                print(propose(p))
+            except (ValueError, DagrunError) as e:
+                print("%s: no proposal: %s" % (p, e), file=sys.stderr)
+                worst = 2
     return worst

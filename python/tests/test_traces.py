@@ -29,3 +29,24 @@ def test_dagrun_check_verdict(path, dagrun_bin):
         assert res.races and res.fixes, res.report()
         for race in res.races:  # each race names two recorded Python lines
             assert ".py:" in race.first and ".py:" in race.second
+
+
+@pytest.mark.parametrize("path", [t for t in TRACES if t.endswith("-racy.yaml")],
+                         ids=[os.path.basename(t) for t in TRACES if t.endswith("-racy.yaml")])
+def test_proposed_schedule_is_race_free(path, dagrun_bin, tmp_path):
+    from dagrun_torch.checker import auto_spec, propose
+    with open(path) as f:
+        text = auto_spec(f.read())
+    assert "sync: auto" in text and "waits:" not in text
+    p = tmp_path / "auto.yaml"
+    p.write_text(text)
+    r = subprocess.run([dagrun_bin, "check", str(p)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    table = propose(path, dagrun=dagrun_bin)
+    assert " wait " in table and "streams=" in table
+
+
+def test_auto_spec_rejects_other_files():
+    from dagrun_torch.checker import auto_spec
+    with pytest.raises(ValueError, match="not a trace"):
+        auto_spec("version: 1\nstages: []\n")
