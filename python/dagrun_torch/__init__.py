@@ -1,0 +1,43 @@
+"""dagrun_torch: the PyTorch side of dagrun.
+
+- ``export(model, inputs)``: the model's operator graph for ``dagrun import``.
+- ``compile(model, inputs, max_streams=None, strategy="default", mode="graph", verify=False)``:
+  a callable that runs every node on its dagrun-planned stream, captured once
+  as a multi-stream CUDA graph.
+- ``record("trace.yaml")``: a context manager that writes what a multi-stream
+  program did as a hand-synchronized dagrun spec; ``check("trace.yaml")``
+  runs ``dagrun check`` on it and says, in the program's terms, which
+  synchronization to add where.
+
+Planning and verification are the dagrun binary's (found through the DAGRUN
+environment variable, PATH, or built with Go from the checkout).
+"""
+from ._binary import DagrunError, DagrunNotFound, find_dagrun, run_dagrun
+from .plan import Plan, PlanError, lower
+
+__version__ = "0.1.0"
+
+__all__ = ["export", "compile", "record", "check", "Plan", "PlanError", "lower", "DagrunError",
+           "DagrunNotFound", "find_dagrun", "run_dagrun", "ExportError", "Exported", "CompiledModel",
+           "VerificationError", "RecordError", "TraceBuilder", "CheckResult"]
+
+
+_LAZY = {
+    "export": ("exporter", "export"), "ExportError": ("exporter", "ExportError"), "Exported": ("exporter", "Exported"),
+    "compile": ("runner", "compile"), "CompiledModel": ("runner", "CompiledModel"),
+    "VerificationError": ("runner", "VerificationError"),
+    "record": ("recorder", "record"), "RecordError": ("recorder", "RecordError"), "TraceBuilder": ("recorder", "TraceBuilder"),
+    "check": ("checker", "check"), "CheckResult": ("checker", "CheckResult"),
+}
+
+
+def __getattr__(name):
+    # torch is imported only when a part that needs it is asked for, so that
+    # the plan and check parts work (and their tests run) without torch.
+    if name not in _LAZY:
+        raise AttributeError("module 'dagrun_torch' has no attribute %r" % name)
+    import importlib
+    mod, attr = _LAZY[name]
+    v = getattr(importlib.import_module("." + mod, __name__), attr)
+    globals()[name] = v
+    return v

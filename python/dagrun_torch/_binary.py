@@ -1,0 +1,104 @@
+"""Finding and calling the dagrun binary.
+
+The Python side traces and replays; planning and verification are the Go
+binary's job, called with files in between (the plan file is the contract).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+__all__ = ["DagrunError", "DagrunNotFound", "find_dagrun", "run_dagrun"]
+
+
+class DagrunNotFound(RuntimeError):
+    """No dagrun binary: set DAGRUN, put dagrun on PATH, or install Go."""
+
+
+class DagrunError(RuntimeError):
+    """A dagrun command failed.
+
+    Attributes: ``args`` (the command line), ``returncode`` (1: a race or a
+    failed run, 2: bad input), ``stdout``, ``stderr``.
+    """
+
+    def __init__(self, cmd: Sequence[str], returncode: int, stdout: str, stderr: str):
+        self.cmd = list(cmd)
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        what = {1: "failed (race or run failure)", 2: "rejected its input"}.get(returncode, "exited with status %d" % returncode)
+        msg = "%s %s" % (" ".join(self.cmd), what)
+        detail = (stderr or stdout).strip()
+        if detail:
+            msg += ":\n" + detail
+        super().__init__(msg)
+
+
+_cached: Optional[str] = None
+
+
+def _repo_root() -> Optional[Path]:
+    """The dagrun checkout this package sits in (python/dagrun_torch), if any."""
+    here = Path(__file__).resolve().parent
+    for cand in (here.parent.parent, here.parent):
+        gomod = cand / "go.mod"
+        if gomod.is_file() and "module github.com/dagrun/dagrun" in gomod.read_text(errors="replace"):
+            return cand
+    return None
+
+
+def find_dagrun(build: bool = True) -> str:
+    """Return the path of the dagrun binary.
+
+    Looks, in order, at the environment variable ``DAGRUN`` (a path), at
+    ``dagrun`` on ``PATH``, and, when this package sits in a dagrun checkout
+    and ``go`` is on ``PATH`` (and ``build`` is true), builds
+    ``./cmd/dagrun`` into ``<checkout>/.cache/dagrun_torch/dagrun`` once.
+
+    Raises DagrunNotFound (with what to do) when none of these works.
+    """
+    global _cached
+    env = os.environ.get("DAGRUN")
+    if env:
+        if not (os.path.isfile(env) and os.access(env, os.X_OK)):
+            raise DagrunNotFound("DAGRUN=%s is not an executable file" % env)
+        return env
+    if _cached and os.path.isfile(_cached):
+        return _cached
+    on_path = shutil.which("dagrun")
+    if on_path:
+        _cached = on_path
+        return on_path
+    root = _repo_root()
+    go = shutil.which("go")
+    if build and root is not None and go is not None:
+        out = root / ".cache" / "dagrun_torch" / "dagrun"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run([go, "build", "-o", str(out), "./cmd/dagrun"], cwd=str(root),
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise DagrunNotFound("building dagrun with `go build ./cmd/dagrun` in %s failed:\n%s" % (root, r.stderr.strip()))
+        _cached = str(out)
+        return _cached
+    raise DagrunNotFound(
+        "no dagrun binary: set DAGRUN=/path/to/dagrun, put dagrun on PATH, "
+        "or install Go and use this package from a dagrun checkout "
+        "(`go build -o dagrun ./cmd/dagrun` builds it)")
+
+
+def run_dagrun(args: List[str], ok_codes: Sequence[int] = (0,), binary: Optional[str] = None,
+               cwd: Optional[str] = None) -> subprocess.CompletedProcess:
+    """Run ``dagrun ARGS...`` and return the completed process (text output).
+
+    Raises DagrunError when the exit status is not in ``ok_codes``.
+    """
+    exe = binary or find_dagrun()
+    cmd = [exe] + [str(a) for a in args]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    if r.returncode not in ok_codes:
+        raise DagrunError(["dagrun"] + cmd[1:], r.returncode, r.stdout, r.stderr)
+    return r

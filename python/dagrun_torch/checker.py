@@ -1,0 +1,289 @@
+"""Check a recorded trace with ``dagrun check`` and say what to change.
+
+    result = dagrun_torch.check("trace.yaml")
+    print(result.report())      # races in the program's terms, and the fixes
+    python3 -m dagrun_torch check trace.yaml    # the same; exit 1 on a race
+
+The verdict is the dagrun binary's (``dagrun check``: happens-before from
+stream order and the recorded waits, every conflicting pair of accesses
+ordered as the program issued them). This module maps each race back to the
+two Python lines, their streams, the tensor (by its allocation line) and the
+bytes, and proposes code: a ``wait_stream``/``wait_event`` before the second
+op, an ``Event.synchronize()`` before a host access to pinned memory, or a
+``record_stream`` when the bytes belong to a tensor that was freed while a
+stream still used it and were handed to another tensor. Waits are chosen per
+pair of streams by interval stabbing (each race needs a wait issued after its
+first op and before its second; the fewest points that stab all such
+intervals), so the list is the fewest changes of that shape that fix every
+race reported. No torch needed.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from ._binary import run_dagrun
+
+__all__ = ["check", "CheckResult", "Race", "parse_races", "auto_spec", "propose"]
+
+_RACE = re.compile(r"race \((RAW|WAR|WAW)\) on (\S+?)\[(\d+):(\d+)\]: (?:\(arena bytes shared with \S+\) )?"
+                   r"stage (\S+) \(stream (\S+)\) (and|runs before) stage (\S+) \(stream (\S+)\)")
+
+
+@dataclass
+class Race:
+    """One race: ``first`` and ``second`` are stage names in issue order."""
+    kind: str
+    buffer: str
+    lo: int
+    hi: int
+    first: str
+    first_stream: str
+    second: str
+    second_stream: str
+    why: str = ""
+
+    @property
+    def first_index(self) -> int:
+        return _index(self.first)
+
+    @property
+    def second_index(self) -> int:
+        return _index(self.second)
+
+
+def _index(stage: str) -> int:
+    m = re.match(r"[kh](\d+):", stage)
+    return int(m.group(1)) if m else -1
+
+
+def _site(stage: str) -> str:
+    parts = stage.split(":")
+    return ":".join(parts[-2:]) if len(parts) >= 4 else stage
+
+
+def _op(stage: str) -> str:
+    parts = stage.split(":")
+    return parts[1] if len(parts) >= 4 else stage
+
+
+def parse_races(output: str) -> List[Race]:
+    """The races in ``dagrun check`` output, each once, in order."""
+    out, seen = [], set()
+    for m in _RACE.finditer(output):
+        kind, buf, lo, hi, a, sa, rel, b, sb = m.groups()
+        if rel == "runs before":  # "stage SECOND ... runs before stage FIRST"
+            a, sa, b, sb = b, sb, a, sa
+        key = (a, b, buf)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(Race(kind, buf, int(lo), int(hi), a, sa, b, sb))
+    return out
+
+
+def _meta(text: str) -> Optional[dict]:
+    for line in reversed(text.splitlines()):
+        if line.startswith("# dagrun_torch-meta: "):
+            try:
+                return json.loads(line[len("# dagrun_torch-meta: "):])
+            except ValueError:
+                return None
+    return None
+
+
+@dataclass
+class CheckResult:
+    """``ok``: no race. ``races``: the races (first/second in issue order).
+    ``fixes``: suggested changes, each a line of text. ``output``: the raw
+    ``dagrun check`` output."""
+    ok: bool
+    races: List[Race] = field(default_factory=list)
+    fixes: List[str] = field(default_factory=list)
+    output: str = ""
+    streams: Dict[str, str] = field(default_factory=dict)
+
+    def report(self) -> str:
+        """Readable report: each race, then the fixes."""
+        if self.ok:
+            return self.output.strip()
+        lines = []
+        for i, r in enumerate(self.races, 1):
+            lines.append("race %d (%s) on %s bytes [%d, %d):" % (i, r.kind, r.buffer, r.lo, r.hi))
+            lines.append("    %s %s on stream %s, then %s %s on stream %s: not ordered" % (
+                _site(r.first), _op(r.first), r.first_stream, _site(r.second), _op(r.second), r.second_stream))
+            if r.why:
+                lines.append("    " + r.why)
+        if self.fixes:
+            lines.append("fix (%d change%s):" % (len(self.fixes), "" if len(self.fixes) == 1 else "s"))
+            lines += ["  - " + f for f in self.fixes]
+        named = {k: v for k, v in self.streams.items() if v}
+        if named:
+            lines.append("streams: " + ", ".join("%s created at %s" % kv for kv in sorted(named.items())))
+        if not self.races:
+            lines.append(self.output.strip())
+        return "\n".join(lines)
+
+
+def _stream_expr(name: str) -> str:
+    return "torch.cuda.default_stream()" if name == "default" else name
+
+
+def _suggest(races: List[Race], meta: Optional[dict]) -> List[str]:
+    stages = (meta or {}).get("stages", [])
+    allocs = {a["id"]: a for a in (meta or {}).get("allocs", [])}
+    frees = {f["alloc"]: f for f in (meta or {}).get("frees", [])}
+
+    def alloc_ids(idx: int, r: Race) -> set:
+        if not 0 <= idx < len(stages):
+            return set()
+        st = stages[idx]
+        out = set()
+        for (buf, lo, hi), a in zip(st.get("accesses", []), st.get("allocs", [])):
+            if buf == r.buffer and lo < r.hi and r.lo < hi and a is not None:
+                out.add(a)
+        return out
+
+    fixes: List[str] = []
+    waits: Dict[Tuple[str, str], List[Race]] = {}
+    host: Dict[str, List[Race]] = {}
+    reuse: Dict[Tuple[int, str], List[Race]] = {}
+    for r in races:
+        fa, sa = alloc_ids(r.first_index, r), alloc_ids(r.second_index, r)
+        if r.second_stream == "host":
+            host.setdefault(r.first_stream, []).append(r)
+            r.why = "the host touches pinned memory that a copy on stream %s may still be using" % r.first_stream
+        elif fa and sa and not (fa & sa) and r.first_stream != "host":
+            old = min(fa)
+            a = allocs.get(old, {})
+            f = frees.get(old)
+            new = allocs.get(min(sa), {})
+            r.why = ("the tensor allocated at %s was freed%s while stream %s still used it; the caching allocator "
+                     "gave its block to the tensor allocated at %s (stream %s)") % (
+                a.get("site", "?"), " at %s" % f["site"] if f else "", r.first_stream, new.get("site", "?"),
+                new.get("stream") or r.second_stream)
+            reuse.setdefault((old, r.first_stream), []).append(r)
+        else:
+            waits.setdefault((r.first_stream, r.second_stream), []).append(r)
+    for (sf, sg), rs in sorted(waits.items()):
+        rs.sort(key=lambda r: r.second_index)
+        covered_to = -1
+        for r in rs:
+            if r.first_index < covered_to <= r.second_index:
+                continue
+            covered_to = r.second_index
+            fixes.append("before %s (%s on stream %s), make %s wait for %s: `%s.wait_stream(%s)`, or record an event "
+                         "on %s after %s and `%s.wait_event(event)`" % (
+                             _site(r.second), _op(r.second), sg, sg, sf, _stream_expr(sg), _stream_expr(sf), sf,
+                             _site(r.first), _stream_expr(sg)))
+    for sf, rs in sorted(host.items()):
+        rs.sort(key=lambda r: r.second_index)
+        covered_to = -1
+        for r in rs:
+            if r.first_index < covered_to <= r.second_index:
+                continue
+            covered_to = r.second_index
+            fixes.append("after %s (%s on stream %s) record an event, `event = torch.cuda.Event(); event.record(%s)`, "
+                         "and call `event.synchronize()` before %s (%s on the host)" % (
+                             _site(r.first), _op(r.first), sf, _stream_expr(sf), _site(r.second), _op(r.second)))
+    for (old, sf), rs in sorted(reuse.items()):
+        a = allocs.get(old, {})
+        f = frees.get(old)
+        last = max(rs, key=lambda r: r.first_index)
+        fixes.append("call `t.record_stream(%s)` for the tensor t allocated at %s, after its use at %s on stream %s "
+                     "(or, before it is freed%s, make its allocating stream wait: `%s.wait_stream(%s)`)" % (
+                         _stream_expr(sf), a.get("site", "?"), _site(last.first), sf,
+                         " at %s" % f["site"] if f else "", _stream_expr(a.get("stream") or "default"), _stream_expr(sf)))
+    return fixes
+
+
+_WAITS = re.compile(r', waits: \[[^\]]*\]')
+
+
+def auto_spec(text: str) -> str:
+    """The trace as a ``sync: auto`` spec: the same stages, on the same streams
+    (``stream:`` pins), in the same order, without the recorded waits and
+    without the host stages that only waited. ``dagrun plan`` of it proposes
+    the fewest waits that order every conflicting pair as the program issued
+    them (the minimal-sync schedule for the program's own streams). Raises
+    ValueError when the text is not a trace written by dagrun_torch.record."""
+    if "sync: manual" not in text or "# Recorded by dagrun_torch.record" not in text:
+        raise ValueError("not a trace written by dagrun_torch.record")
+    out = []
+    for line in text.splitlines():
+        if line == "sync: manual":
+            out.append("sync: auto")
+            continue
+        if line.startswith("  - {name: \"h") and "stream: host" in line and "reads:" not in line and "writes:" not in line:
+            continue
+        out.append(_WAITS.sub("", line))
+    return "\n".join(out) + "\n"
+
+
+def propose(path: str, dagrun: Optional[str] = None) -> str:
+    """``dagrun plan`` (table) of ``auto_spec`` of the trace at ``path``: the
+    streams as recorded, and the waits dagrun would place. Raises ValueError
+    for a file that is not a trace, DagrunError when dagrun rejects it."""
+    import os
+    import tempfile
+    with open(path) as f:
+        text = auto_spec(f.read())
+    fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix="dagrun_torch-auto-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        return run_dagrun(["plan", tmp], binary=dagrun).stdout
+    finally:
+        os.remove(tmp)
+
+
+def check(path: str, dagrun: Optional[str] = None) -> CheckResult:
+    """Run ``dagrun check`` on a recorded trace (or any spec) and explain it.
+
+    Returns a CheckResult (``ok`` false when dagrun found a race). Raises
+    DagrunError when dagrun rejects the file (exit status 2), DagrunNotFound
+    without a binary, OSError when the file cannot be read.
+    """
+    with open(path) as f:
+        text = f.read()
+    r = run_dagrun(["check", path], ok_codes=(0, 1), binary=dagrun)
+    out = r.stdout + r.stderr
+    meta = _meta(text)
+    streams = (meta or {}).get("streams", {})
+    if r.returncode == 0:
+        return CheckResult(ok=True, output=out, streams=streams)
+    races = parse_races(r.stdout)
+    return CheckResult(ok=False, races=races, fixes=_suggest(races, meta), output=out, streams=streams)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python3 -m dagrun_torch check TRACE.yaml...``: exit 0 if every file
+    is race-free, 1 if any has a race, 2 on bad input."""
+    import argparse
+    import sys
+    from ._binary import DagrunError, DagrunNotFound
+    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch check", description="dagrun check a recorded trace and explain it")
+    ap.add_argument("traces", nargs="+")
+    ap.add_argument("--propose", action="store_true", help="also print dagrun's plan of the trace's stages on their recorded streams (the fewest waits)")
+    args = ap.parse_args(argv)
+    worst = 0
+    for p in args.traces:
+        try:
+            res = check(p)
+        except (DagrunError, DagrunNotFound, OSError) as e:
+            print("%s: %s" % (p, e), file=sys.stderr)
+            worst = 2
+            continue
+        print("%s: %s" % (p, "ok: no race" if res.ok else "RACE"))
+        if not res.ok:
+            print(res.report())
+            worst = max(worst, 1)
+        if args.propose:
+            try:
+                print(propose(p))
+            except (ValueError, DagrunError) as e:
+                print("%s: no proposal: %s" % (p, e), file=sys.stderr)
+                worst = 2
+    return worst

@@ -1,0 +1,212 @@
+"""The trace builder with fake callbacks, the dispatch-mode classifier on CPU
+tensors standing in for device ones, and dagrun check's verdict on both."""
+import json
+import subprocess
+
+import pytest
+
+from dagrun_torch.recorder import DEVICE, PINNED, RecordError, TraceBuilder
+
+MB = 1 << 20
+N = 64 * MB
+
+
+def W(p, n=N):
+    return (DEVICE, p, p + n)
+
+
+def check(dagrun_bin, b, tmp_path, name="t"):
+    path = tmp_path / ("%s.yaml" % name)
+    path.write_text(b.to_yaml())
+    r = subprocess.run([dagrun_bin, "check", str(path)], capture_output=True, text=True)
+    assert r.returncode in (0, 1), r.stderr
+    return r.returncode, r.stdout
+
+
+def alloc(b, p, stream, site, n=N):
+    b.alloc(p, stream, site)
+    b.note_storage(p, n)
+
+
+def seed_a(b):
+    alloc(b, 0x10000, 0, "a.py:1")
+    b.kernel("s1", "fill_.Scalar", [], [W(0x10000)], "a.py:3")
+    b.record_stream(0x10000, N, "s1", "a.py:4")
+    b.kernel("s2", "fill_.Scalar", [], [W(0x10000)], "a.py:6")
+    b.record_stream(0x10000, N, "s2", "a.py:7")
+    b.device_sync("a.py:8")
+    b.kernel(0, "eq.Scalar", [W(0x10000)], [W(0x9000000, 16 * MB)], "a.py:9")
+
+
+def seed_b(b, right_stream=False):
+    alloc(b, 0x10000, 0, "b.py:1")
+    b.kernel("s1", "fill_.Scalar", [], [W(0x10000)], "b.py:3")
+    b.record_stream(0x10000, N, "s1" if right_stream else "s2", "b.py:4")
+    b.free(0x10000, "b.py:5")
+    alloc(b, 0x10000, 0, "b.py:6")
+    b.kernel(0, "fill_.Scalar", [], [W(0x10000)], "b.py:7")
+
+
+def seed_c(b):
+    alloc(b, 0x10000, 0, "c.py:1")
+    b.kernel(0, "fill_.Scalar", [], [W(0x10000)], "c.py:1")
+    b.event_record("e", 0)
+    b.event_wait("e", "s1")
+    alloc(b, 0x8000000, "s1", "c.py:5")
+    b.kernel("s1", "mul.Tensor", [W(0x10000)], [W(0x8000000)], "c.py:5")
+    b.free(0x10000, "c.py:6")
+    alloc(b, 0x10000, 0, "c.py:7")
+    b.kernel(0, "fill_.Scalar", [], [W(0x10000)], "c.py:7")
+
+
+def seed_d(b):
+    alloc(b, 0x10000, 0, "d.py:1")  # allocated on the default stream, written on s1: not a race
+    b.kernel("s1", "fill_.Scalar", [], [W(0x10000)], "d.py:3")
+    b.event_record("e", "s1")
+    b.event_wait("e", "s2")
+    b.kernel("s2", "add_.Scalar", [W(0x10000)], [W(0x10000)], "d.py:6")
+    b.record_stream(0x10000, N, "s1", "d.py:7")
+    b.record_stream(0x10000, N, "s2", "d.py:8")
+    b.free(0x10000, "d.py:9")
+    alloc(b, 0x10000, 0, "d.py:10")  # the block reused: the allocator saw s1's and s2's events complete
+    b.kernel(0, "fill_.Scalar", [], [W(0x10000)], "d.py:11")
+
+
+@pytest.mark.parametrize("case, racy", [(seed_a, True), (seed_b, True), (seed_c, True), (seed_d, False),
+                                        (lambda b: seed_b(b, right_stream=True), False)])
+def test_seed_cases(case, racy, dagrun_bin, tmp_path):
+    b = TraceBuilder("seed", default_stream=0)
+    case(b)
+    rc, out = check(dagrun_bin, b, tmp_path)
+    assert rc == (1 if racy else 0), out
+
+
+def test_reuse_race_is_explained(dagrun_bin, tmp_path):
+    from dagrun_torch.checker import check as dcheck
+    b = TraceBuilder("seed-c", default_stream=0)
+    seed_c(b)
+    p = tmp_path / "c.yaml"
+    p.write_text(b.to_yaml())
+    res = dcheck(str(p), dagrun=dagrun_bin)
+    assert not res.ok and len(res.races) == 1
+    r = res.races[0]
+    assert (r.kind, r.first_stream, r.second_stream) == ("WAR", "s1", "default")
+    assert "freed at c.py:6" in r.why and "allocated at c.py:7" in r.why
+    assert len(res.fixes) == 1 and "record_stream(s1)" in res.fixes[0] and "c.py:1" in res.fixes[0]
+
+
+def test_fewest_waits(dagrun_bin, tmp_path):
+    # Three writes on s1, then three reads on s2 of each: one wait before the
+    # first read fixes all three races.
+    from dagrun_torch.checker import check as dcheck
+    b = TraceBuilder("fan", default_stream=0)
+    for i in range(3):
+        b.kernel("s1", "fill_.Scalar", [], [W(0x100000 * (i + 1), 4096)], "f.py:%d" % (i + 1))
+    for i in range(3):
+        b.kernel("s2", "sum.default", [W(0x100000 * (i + 1), 4096)], [W(0x900000 + 64 * i, 4)], "f.py:%d" % (i + 10))
+    p = tmp_path / "fan.yaml"
+    p.write_text(b.to_yaml())
+    res = dcheck(str(p), dagrun=dagrun_bin)
+    assert len(res.races) == 3
+    assert len(res.fixes) == 1 and "before f.py:10" in res.fixes[0] and "s2.wait_stream(s1)" in res.fixes[0]
+
+
+def test_wait_before_record_waits_for_nothing(dagrun_bin, tmp_path):
+    b = TraceBuilder("wbr", default_stream=0)
+    b.event_wait("e", "s2")            # issued before the record: waits for nothing
+    b.kernel("s1", "fill_.Scalar", [], [W(0x10000, 64)], "w.py:2")
+    b.event_record("e", "s1")
+    b.kernel("s2", "fill_.Scalar", [], [W(0x10000, 64)], "w.py:4")
+    assert check(dagrun_bin, b, tmp_path)[0] == 1
+
+
+def test_host_syncs(dagrun_bin, tmp_path):
+    # device write, then a host sync of that stream, then another stream: ordered.
+    for sync, racy in (("stream", False), ("device", False), ("event", False), ("other-stream", True), ("none", True)):
+        b = TraceBuilder("h", default_stream=0)
+        b.kernel("s1", "fill_.Scalar", [], [W(0x10000, 64)], "h.py:1")
+        b.event_record("e", "s1")
+        if sync == "stream":
+            b.stream_sync("s1", "h.py:2")
+        elif sync == "device":
+            b.device_sync("h.py:2")
+        elif sync == "event":
+            b.event_sync("e", "h.py:2")
+        elif sync == "other-stream":
+            b.stream_sync("s2", "h.py:2")
+        b.kernel("s2", "fill_.Scalar", [], [W(0x10000, 64)], "h.py:3")
+        assert check(dagrun_bin, b, tmp_path, sync)[0] == (1 if racy else 0), sync
+
+
+def test_pinned_host_read(dagrun_bin, tmp_path):
+    # a non-blocking copy into pinned memory, then a CPU read of it
+    for fixed in (False, True):
+        b = TraceBuilder("pin", default_stream=0)
+        b.kernel(0, "copy_.default", [W(0x10000, 64)], [(PINNED, 0x7000, 0x7040)], "p.py:1")
+        b.event_record("e", 0)
+        if fixed:
+            b.event_sync("e", "p.py:2")
+        b.host_op("_local_scalar_dense.default", [(PINNED, 0x703c, 0x7040)], [], "p.py:3")
+        rc, out = check(dagrun_bin, b, tmp_path, "pin%d" % fixed)
+        assert rc == (0 if fixed else 1), out
+        text = (tmp_path / ("pin%d.yaml" % fixed)).read_text()
+        assert "where: host_pinned" in text and "stream: host" in text
+
+
+def test_yaml_shape():
+    b = TraceBuilder("x y", default_stream=0)
+    seed_d(b)
+    text = b.to_yaml()
+    assert "sync: manual" in text and "name: x_y" in text
+    assert '"k0:fill_.Scalar:d.py:3"' in text
+    assert "allocator-waits" in text  # the reuse after record_stream is a host wait
+    meta = json.loads(text.strip().splitlines()[-1].split(": ", 1)[1])
+    assert meta["frees"][0]["record_streams"] == ["s1", "s2"]
+
+
+def test_nothing_recorded():
+    b = TraceBuilder()
+    b.device_sync("x.py:1")
+    with pytest.raises(RecordError, match="nothing recorded"):
+        b.to_yaml()
+
+
+# -- the dispatch mode on CPU tensors (standing in for CUDA ones) ------------------
+
+def test_dispatch_classification():
+    torch = pytest.importorskip("torch")
+    from dagrun_torch.recorder import _Classifier, _make_mode
+    b = TraceBuilder("cpu", default_stream=0)
+    stream = ["s1"]
+    cl = _Classifier(is_device=lambda t: True, is_pinned=lambda t: False)
+    mode = _make_mode(b, cl, lambda: stream[0], lambda: "u.py:1", lambda s: s)
+    x = torch.ones(16)
+    with mode:
+        y = torch.empty(16)          # allocation only: no stage
+        y.fill_(2.0)                 # writes y
+        z = x + y                    # reads x, y; writes z
+        v = z.view(4, 4)             # view: no stage
+        stream[0] = "s2"
+        v.add_(1.0)                  # reads and writes z's bytes
+        w = torch.cat([x, y])        # reads x and y, writes w
+        s = float(w.sum())           # sum (a kernel) and .item() (a read, then a host wait)
+    ops = [st.op for st in b.stages]
+    assert ops == ["fill_.Scalar", "add.Tensor", "add_.Tensor", "cat.default", "sum.default",
+                   "_local_scalar_dense.default", "host-reads-local_scalar_dense"], ops
+    fill, add, add_, cat = b.stages[:4]
+    assert fill.reads == [] and fill.writes == [(DEVICE, y.data_ptr(), y.data_ptr() + 64)]
+    assert sorted(add.reads) == sorted([(DEVICE, x.data_ptr(), x.data_ptr() + 64), (DEVICE, y.data_ptr(), y.data_ptr() + 64)])
+    assert add.writes == [(DEVICE, z.data_ptr(), z.data_ptr() + 64)]
+    assert add_.writes == [(DEVICE, z.data_ptr(), z.data_ptr() + 64)] and add_.stream == "s2"
+    assert b.stages[-1].stream == "host" and b.stages[-1].waits == [5]
+    assert s == 48.0
+
+
+def test_dispatch_strided_view_range():
+    torch = pytest.importorskip("torch")
+    from dagrun_torch.recorder import _range
+    x = torch.zeros(8, 8)
+    col = x[:, 2]
+    s, e = _range(col)
+    assert s == x.data_ptr() + 8 and e == s + (7 * 8 + 1) * 4
+    assert _range(torch.zeros(0)) is None
