@@ -265,7 +265,12 @@ func binomial(n, k int) int {
 }
 
 func clonePlan(p *Plan) *Plan {
-	q := &Plan{Stages: p.Stages, Streams: slices.Clone(p.Streams), IssueOrder: slices.Clone(p.IssueOrder), Events: p.Events}
+	q := &Plan{Stages: p.Stages, Buffers: p.Buffers, Lifetimes: p.Lifetimes, Streams: slices.Clone(p.Streams), IssueOrder: slices.Clone(p.IssueOrder), Events: p.Events}
+	if p.Iteration != nil {
+		it := *p.Iteration
+		it.Slots = slices.Clone(it.Slots)
+		q.Iteration = &it
+	}
 	for s := range q.Streams {
 		q.Streams[s].Ops = slices.Clone(p.Streams[s].Ops)
 	}
@@ -288,6 +293,9 @@ func streamPos(p *Plan, i int) int {
 func addWait(p *Plan, x, y int) {
 	e := p.Events
 	p.Events++
+	if p.Iteration != nil {
+		p.Iteration.Slots = append(p.Iteration.Slots, 1)
+	}
 	insert := func(stage int, op Op, after bool) {
 		s := p.Stages[stage].Stream
 		j := streamPos(p, stage)

@@ -49,11 +49,7 @@ func candidates(p *Plan) [][2]int {
 
 // fixedBy reports whether p with waits ws added verifies.
 func fixedBy(p *Plan, ws [][2]int) bool {
-	q := &Plan{Stages: p.Stages, Buffers: p.Buffers, Streams: make([]Stream, len(p.Streams)), IssueOrder: append([][2]int(nil), p.IssueOrder...), Events: p.Events}
-	for s := range p.Streams {
-		q.Streams[s] = p.Streams[s]
-		q.Streams[s].Ops = append([]Op(nil), p.Streams[s].Ops...)
-	}
+	q := clonePlan(p)
 	for _, w := range ws {
 		addWait(q, w[0], w[1])
 	}
@@ -105,6 +101,16 @@ func TestFixesMinimal(t *testing.T) {
 		}
 		if !fixedBy(p, ws) {
 			t.Fatalf("applying the fixes %v leaves races:\n%v", ws, err)
+		}
+		// The same fixes as edits of the spec: add After to Before's waits.
+		fixed := *s
+		fixed.Stages = append([]dag.StageSpec(nil), s.Stages...)
+		for _, f := range re.Fixes {
+			st := &fixed.Stages[f.Before]
+			st.Waits = append(append([]string(nil), st.Waits...), f.AfterName)
+		}
+		if q, err := Build(&fixed, Options{}); err != nil || Verify(q) != nil {
+			t.Fatalf("the spec with the fixes applied: build %v, verify %v", err, Verify(q))
 		}
 		if len(ws) > 0 && anySubset(p, candidates(p), len(ws)-1, nil, 0) {
 			t.Fatalf("%d waits reported, fewer fix it:\n%v", len(ws), err)
