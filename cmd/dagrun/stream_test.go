@@ -79,33 +79,6 @@ func TestRunFramesErrors(t *testing.T) {
 	}
 }
 
-// video-bench on the simulator, tiny: every table row is there, the plan's
-// frames are right, and the two broken variants (cross waits removed, host
-// waits skipped) are reported by the detector (a happens-before check, so
-// under every seed; their wrong frames depend on timing).
-func TestVideoBenchSim(t *testing.T) {
-	testImages(t)
-	out, errs, code := cli(t, "video-bench", "--backend", "sim", "--dir", specPath("video"), "--cameras", "1,2", "--copies", "1,2",
-		"--iterations", "6", "--fail-iterations", "40", "--ok-iterations", "20")
-	if code != 0 {
-		t.Fatalf("exit %d\n%s%s", code, out, errs)
-	}
-	for _, want := range []string{"1       2      |", "2       1      |", "verifier on the plan without them: ", "with the plan: 0 wrong of 20 frames"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if (strings.HasPrefix(line, "cross-iteration waits removed") || strings.HasPrefix(line, "host staging waits skipped")) &&
-			!strings.Contains(line, "detector") {
-			t.Errorf("broken variant not caught: %s", line)
-		}
-	}
-	if _, _, code := cli(t, "video-bench", "--cameras", "0"); code != 2 {
-		t.Errorf("--cameras 0: exit %d, want 2", code)
-	}
-}
-
 // --stream-sets reaches the planner: 1 keeps every iteration on the same
 // streams; a negative count is a usage error.
 func TestStreamSetsFlag(t *testing.T) {

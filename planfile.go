@@ -1,0 +1,145 @@
+package dagrun
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/planner"
+)
+
+// WritePlanJSON writes p as a plan file (indented JSON, planner.PlanVersion,
+// one trailing newline): what ReadPlan reads. Errors are w's.
+func WritePlanJSON(w io.Writer, p *StreamPlan) error {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// ReadPlan reads a plan file written by WritePlanJSON (`dagrun plan
+// --json`) and checks it as Run would, without touching a backend. Every
+// error is bad input: the file cannot be read; it is not JSON or has
+// unknown fields (with path:line:column of a syntax error); its version is
+// not planner.PlanVersion; it is inconsistent (Plan.Validate); or it names
+// unknown buffers or kernels, accesses outside a buffer, wrong built-in
+// arguments or sizes beyond executor.MaxBufferBytes (executor.CheckPlan).
+func ReadPlan(path string) (*StreamPlan, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var p planner.Plan
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := lineCol(b, se.Offset)
+			return nil, fmt.Errorf("%s:%d:%d: not a plan file: %v (write one with `dagrun plan --json SPEC > FILE`)", path, line, col, err)
+		}
+		return nil, fmt.Errorf("%s: not a plan file: %v (write one with `dagrun plan --json SPEC > FILE`)", path, err)
+	}
+	if p.Version != planner.PlanVersion {
+		return nil, fmt.Errorf("%s: plan version %d, this dagrun reads version %d (re-plan the spec)", path, p.Version, planner.PlanVersion)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %v (re-plan the spec with `dagrun plan --json`)", path, err)
+	}
+	if err := executor.CheckPlan(&p); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return &p, nil
+}
+
+// lineCol turns a byte offset into a 1-based line and column.
+func lineCol(b []byte, off int64) (line, col int) {
+	line, col = 1, 1
+	for i := int64(0); i < off && i < int64(len(b)); i++ {
+		if b[i] == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// IdleWaits lists, one sentence each, the waits of one iteration of p that
+// wait for nothing: no record of their event is issued before them in the
+// same iteration (CUDA's wait-before-record trap: such a wait returns at
+// once). Cross-iteration waits (Lag > 0) wait for an earlier iteration's
+// record and are not listed. Planned specs have none; hand-synchronized
+// specs and edited plan files may.
+func IdleWaits(p *StreamPlan) []string {
+	recorded := make([]bool, p.Events)
+	lastLaunch := func(stream, op int) string {
+		for j := op - 1; j >= 0; j-- {
+			if o := p.Streams[stream].Ops[j]; o.Kind == planner.OpLaunch {
+				return p.Stages[o.Stage].Name
+			}
+		}
+		return "the stream's start"
+	}
+	nextLaunch := func(stream, op int) string {
+		for _, o := range p.Streams[stream].Ops[op+1:] {
+			if o.Kind == planner.OpLaunch {
+				return p.Stages[o.Stage].Name
+			}
+		}
+		return "the stream's end"
+	}
+	var out []string
+	for _, so := range p.IssueOrder {
+		o := p.Streams[so[0]].Ops[so[1]]
+		switch o.Kind {
+		case planner.OpRecord:
+			recorded[o.Event] = true
+		case planner.OpWait:
+			if recorded[o.Event] || o.Lag > 0 {
+				continue
+			}
+			where := "is never recorded"
+			for si, st := range p.Streams {
+				for j, r := range st.Ops {
+					if r.Kind == planner.OpRecord && r.Event == o.Event {
+						where = fmt.Sprintf("is recorded after %s on stream %s, but only later in the issue order", lastLaunch(si, j), st.Name)
+					}
+				}
+			}
+			out = append(out, fmt.Sprintf("the wait on e%d before %s (stream %s) waits for nothing: e%d %s (wait-before-record)",
+				o.Event, nextLaunch(so[0], so[1]), p.Streams[so[0]].Name, o.Event, where))
+		}
+	}
+	return out
+}
+
+// PinNotes lists, one sentence each, the options of o that p could not
+// follow because of spec s: a `sync: manual` spec ignores Strategy and
+// MaxStreams, and stream pins beyond the single strategy's one stream or
+// beyond MaxStreams win over them. p is the plan of s under o.
+func PinNotes(s *Spec, o PlanOptions, p *StreamPlan) []string {
+	if s.Sync == dag.SyncManual {
+		if o.Strategy != "" || o.MaxStreams != 0 {
+			return []string{fmt.Sprintf("%s uses sync: manual, so the strategy and max_streams do not apply", s.File)}
+		}
+		return nil
+	}
+	var out []string
+	streams := p.Stats.Streams
+	if p.Strategy == planner.StrategySingle && streams > 1 {
+		out = append(out, fmt.Sprintf("strategy single, but the spec pins stages to %d streams; pins win", streams))
+	}
+	if o.MaxStreams > 0 && streams > o.MaxStreams {
+		out = append(out, fmt.Sprintf("max_streams %d, but the spec pins stages to %d streams; pins win", o.MaxStreams, streams))
+	}
+	return out
+}
