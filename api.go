@@ -195,6 +195,9 @@ func NewBackend(name string, o RunOptions) (executor.Backend, error) {
 	return nil, fmt.Errorf("unknown backend %q: want auto, sim or cuda", name)
 }
 
+// openBackend is Run's NewBackend (tests wrap the backend it opens).
+var openBackend = NewBackend
+
 // RunResult is what Run measured and read back.
 type RunResult struct {
 	// Result is the executor's: Outputs (checksums and bytes of the
@@ -225,7 +228,7 @@ func Run(ctx context.Context, p *StreamPlan, o RunOptions) (*RunResult, error) {
 	if o.PTXDir == "" {
 		o.PTXDir = p.Dir
 	}
-	b, err := NewBackend(o.Backend, o)
+	b, err := openBackend(o.Backend, o)
 	if err != nil {
 		return nil, err
 	}
