@@ -96,7 +96,7 @@ func newVideoBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:           "video-bench",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Short: "Figures of the multi-camera video pipeline: frames/s and latency by copies and cameras against one stream, and the cross-iteration race",
+		Short:         "Figures of the multi-camera video pipeline: frames/s and latency by copies and cameras against one stream, and the cross-iteration race",
 		Long: `video-bench runs specs/video's pipeline (video.Spec) over a directory of
 images, every output frame checked against the float64 reference, and prints:
 
