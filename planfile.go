@@ -1,12 +1,16 @@
 package dagrun
 
 import (
-	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
@@ -26,8 +30,9 @@ func WritePlanJSON(w io.Writer, p *StreamPlan) error {
 
 // ReadPlan reads a plan file written by WritePlanJSON (`dagrun plan
 // --json`) and checks it as Run would, without touching a backend. Every
-// error is bad input: the file cannot be read; it is not JSON or has
-// unknown fields (with path:line:column of a syntax error); its version is
+// error is bad input: the file cannot be read; it is not JSON of a plan
+// (path:line:column of a syntax or type error; a file that ends early, at
+// its end) or has a field no plan has (named with its place); its version is
 // not planner.PlanVersion; it is inconsistent (Plan.Validate); or it names
 // unknown buffers or kernels, accesses outside a buffer, wrong built-in
 // arguments or sizes beyond executor.MaxBufferBytes (executor.CheckPlan).
@@ -36,16 +41,29 @@ func ReadPlan(path string) (*StreamPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	const how = "(write one with `dagrun plan --json SPEC > FILE`)"
 	var p planner.Plan
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := json.Unmarshal(b, &p); err != nil {
 		var se *json.SyntaxError
-		if errors.As(err, &se) {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
 			line, col := lineCol(b, se.Offset)
-			return nil, fmt.Errorf("%s:%d:%d: not a plan file: %v (write one with `dagrun plan --json SPEC > FILE`)", path, line, col, err)
+			return nil, fmt.Errorf("%s:%d:%d: not a plan file: %v %s", path, line, col, err, how)
+		case errors.As(err, &te):
+			line, col := lineCol(b, te.Offset)
+			return nil, fmt.Errorf("%s:%d:%d: not a plan file: %v %s", path, line, col, err, how)
 		}
-		return nil, fmt.Errorf("%s: not a plan file: %v (write one with `dagrun plan --json SPEC > FILE`)", path, err)
+		return nil, fmt.Errorf("%s: not a plan file: %v %s", path, err, how)
+	}
+	// Plan.UnmarshalJSON ignores fields it does not know; a plan file must
+	// not have any (a misspelt field would be silently dropped).
+	var raw any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("%s: not a plan file: %v %s", path, err, how)
+	}
+	if err := unknownFields(reflect.TypeFor[planner.Plan](), raw, "", true); err != nil {
+		return nil, fmt.Errorf("%s: not a plan file: %v %s", path, err, how)
 	}
 	if p.Version != planner.PlanVersion {
 		return nil, fmt.Errorf("%s: plan version %d, this dagrun reads version %d (re-plan the spec)", path, p.Version, planner.PlanVersion)
@@ -57,6 +75,72 @@ func ReadPlan(path string) (*StreamPlan, error) {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return &p, nil
+}
+
+// unknownFields returns an error naming the first key of the decoded JSON
+// value v that no field of t takes (json tags, else the field name, matched
+// as encoding/json does, case-insensitively), at path. It does not look into
+// maps, interfaces, types that decode themselves (except at the top, where
+// Plan does) or a stream's ops (their JSON form is Plan's own).
+func unknownFields(t reflect.Type, v any, path string, top bool) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if !top && reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		items, _ := v.([]any)
+		for i, it := range items {
+			if err := unknownFields(t.Elem(), it, fmt.Sprintf("%s[%d]", path, i), false); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		obj, _ := v.(map[string]any)
+		for _, key := range slices.Sorted(maps.Keys(obj)) {
+			val := obj[key]
+			if t == reflect.TypeFor[planner.Stream]() && key == "ops" {
+				continue
+			}
+			f, ok := jsonField(t, key)
+			if !ok {
+				if path == "" {
+					return fmt.Errorf("unknown field %q", key)
+				}
+				return fmt.Errorf("unknown field %q in %s", key, path)
+			}
+			sub := key
+			if path != "" {
+				sub = path + "." + key
+			}
+			if err := unknownFields(f.Type, val, sub, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jsonField finds the field of struct type t that JSON key decodes into.
+func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if strings.EqualFold(name, key) {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // lineCol turns a byte offset into a 1-based line and column.
@@ -129,7 +213,7 @@ func IdleWaits(p *StreamPlan) []string {
 func PinNotes(s *Spec, o PlanOptions, p *StreamPlan) []string {
 	if s.Sync == dag.SyncManual {
 		if o.Strategy != "" || o.MaxStreams != 0 {
-			return []string{fmt.Sprintf("%s uses sync: manual, so the strategy and max_streams do not apply", s.File)}
+			return []string{fmt.Sprintf("%s uses sync: manual, so the strategy and max_streams do not apply", cmp.Or(s.File, s.Name))}
 		}
 		return nil
 	}
