@@ -1,41 +1,119 @@
 // Package dagrun is the embedded Go API of dagrun, a declarative DAG
-// scheduler for CUDA streams. The whole API is three steps:
+// scheduler for CUDA streams, and the only package the dagrun command line
+// calls. The whole API is three steps:
 //
-//	spec, err := dagrun.Load("pipeline.yaml")          // or build a *dag.Spec in Go
-//	plan, err := dagrun.Plan(spec, planner.Options{})   // streams, events, waits, lifetimes; verified
-//	res, err  := dagrun.Run(ctx, plan, dagrun.RunOptions{Backend: "auto"})
+//	spec, err := dagrun.Load("pipeline.yaml")                // or build a *dagrun.Spec in Go
+//	plan, err := dagrun.Plan(spec, dagrun.PlanOptions{})      // streams, events, waits, lifetimes; verified
+//	res, err  := dagrun.Run(ctx, plan, dagrun.RunOptions{Backend: dagrun.BackendAuto})
 //
-// Load reports spec mistakes as *dag.Error / dag.ErrorList (file:line:column).
-// Plan returns a plan that Verify has proved race-free, or an error.
-// Run returns *executor.RaceError when the simulator's detector sees a race.
+// Load reports spec mistakes as dag.ErrorList (file:line:column). Plan
+// returns a plan that Verify has proved race-free, or the plan with a
+// *planner.RaceError, or another error. Run returns the run's outputs and
+// figures; races that the simulator's detector sees are in
+// RunResult.Races (and the error is then an *executor.RaceError).
+//
+// Around those steps: ReadPlan and WritePlanJSON (plan files), Warnings
+// and PinNotes (what check reports besides races), HostIO and ReadFrames
+// (streams of inputs), ImportGraph and WriteSpec (operator graphs), and
+// BenchPlan and BenchMemory (the planner's and the arena's figures).
+// The types that cross from the packages below are aliases (Spec,
+// StreamPlan, PlanOptions, Timeline, ...), so a caller needs no other
+// import for them.
 package dagrun
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/dagrun/dagrun/cudart"
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/executor/trace"
 	"github.com/dagrun/dagrun/planner"
+)
+
+// Types that cross the API, as aliases of the packages that define them.
+type (
+	// Spec is a loaded or hand-built spec (dag.Spec).
+	Spec = dag.Spec
+	// StreamPlan is a planned spec (planner.Plan): stages, streams and
+	// their ops, the host issue order, events, buffers, lifetimes and
+	// stats. Its JSON encoding is the plan file.
+	StreamPlan = planner.Plan
+	// PlanOptions control Plan (planner.Options); the spec's own options
+	// are the defaults.
+	PlanOptions = planner.Options
+	// PlanStats are a plan's figures (planner.Stats; times in µs, sizes
+	// in bytes).
+	PlanStats = planner.Stats
+	// BudgetStep is one step of the memory_budget pass (planner.BudgetStep).
+	BudgetStep = planner.BudgetStep
+	// Mode is how Run issues a plan (executor.Mode): ModeStreams or ModeGraph.
+	Mode = executor.Mode
+	// InputFunc fills a host_pinned input buffer's copy for one iteration
+	// (executor.InputFunc).
+	InputFunc = executor.InputFunc
+	// OutputFunc receives a host_pinned output buffer after one iteration
+	// (executor.OutputFunc).
+	OutputFunc = executor.OutputFunc
+	// Race is one race the simulator's detector saw (executor.Race).
+	Race = executor.Race
+	// Timeline is a run's timeline: one lane per stream, a bar per stage,
+	// the waits as arrows (trace.Timeline; WriteChromeTrace, WritePNG).
+	Timeline = trace.Timeline
+	// ImportOptions control ImportGraph (dag.ImportOptions).
+	ImportOptions = dag.ImportOptions
+)
+
+// Values of PlanOptions and RunOptions fields.
+const (
+	StrategyDefault    = planner.StrategyDefault    // minimum path cover, fewest waits
+	StrategySingle     = planner.StrategySingle     // every stage on one stream
+	StrategyRoundRobin = planner.StrategyRoundRobin // stages of each level dealt over streams
+	StrategyNaive      = planner.StrategyNaive      // a wait on every cross-stream edge
+	StrategyHazardDAG  = planner.StrategyHazardDAG  // every hazard edge kept, no transitive reduction (for graph mode)
+
+	ArenaPlanned     = dag.ArenaPlanned     // temps share bytes only along happens-before
+	ArenaOff         = dag.ArenaOff         // every buffer its own allocation
+	ArenaStreamOrder = dag.ArenaStreamOrder // the record_stream bug: racy, for demonstrations
+
+	BudgetAuto = planner.BudgetAuto // PlanOptions.MemoryBudget: within 10% of the live bound, no makespan cost
+	BudgetNone = planner.BudgetNone // PlanOptions.MemoryBudget: no budget, whatever the spec says
+
+	BudgetReuse     = planner.BudgetReuse     // BudgetStep.Kind: buffers already disjoint in time ordered, no makespan cost
+	BudgetSerialize = planner.BudgetSerialize // BudgetStep.Kind: a first use delayed, makespan traded for bytes
+
+	ModeStreams = executor.ModeStreams // RunOptions.Mode: issue every op of every iteration
+	ModeGraph   = executor.ModeGraph   // RunOptions.Mode: capture one iteration as a CUDA graph and replay it
+
+	AllocStatic  = executor.AllocStatic  // RunOptions.Alloc: every buffer before the run, the arena as one allocation
+	AllocDynamic = executor.AllocDynamic // RunOptions.Alloc: temps allocated at first use, freed stream-ordered
 )
 
 // Load reads and strictly validates a YAML spec. Errors are dag.ErrorList
 // (each with file:line:column, what is wrong, and what to do).
-func Load(path string) (*dag.Spec, error) { return dag.LoadFile(path) }
+func Load(path string) (*Spec, error) { return dag.LoadFile(path) }
 
 // Plan builds the stream plan of spec and verifies it. For specs with
-// `sync: manual` the plan is the spec's own streams and waits. A race is
-// returned as *planner.RaceError (check it with errors.As) together with the
-// plan, so that a caller can still print or inspect it; other errors (bad
-// options, cycles) come with a nil plan.
-func Plan(spec *dag.Spec, o planner.Options) (*planner.Plan, error) {
+// `sync: manual` the plan is the spec's own streams and waits. The plan's
+// Dir (where relative PTX and init-file paths resolve) is made absolute, so
+// that a plan file written from it runs from any directory.
+//
+// A race is returned as *planner.RaceError together with the plan, so that
+// a caller can still print or inspect it; other errors (bad options,
+// cycles, an unmeetable memory_budget: *planner.BudgetError) come with a
+// nil plan.
+func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
 	p, err := planner.Build(spec, o)
 	if err != nil {
 		return nil, err
+	}
+	if abs, err := filepath.Abs(p.Dir); err == nil {
+		p.Dir = abs
 	}
 	if err := planner.Verify(p); err != nil {
 		return p, err
@@ -43,101 +121,158 @@ func Plan(spec *dag.Spec, o planner.Options) (*planner.Plan, error) {
 	return p, nil
 }
 
+// Verify proves from p alone (stream order plus event record/wait in host
+// issue order) that every conflicting pair of accesses is ordered as in
+// declaration order. It returns nil or a *planner.RaceError whose text
+// names both stages, their streams, the buffer and bytes, and the wait that
+// would fix each race.
+func Verify(p *StreamPlan) error { return planner.Verify(p) }
+
 // Backend names accepted by RunOptions.Backend and NewBackend.
 const (
-	BackendAuto = "auto" // cuda when built with the cuda tag and a device answers, else sim
+	BackendAuto = "auto" // cuda when built with the cuda tag and a device answers, else sim (AutoBackend)
 	BackendSim  = "sim"
 	BackendCUDA = "cuda"
 )
 
-// RunOptions configure Run.
+// RunOptions configure Run and NewBackend.
 type RunOptions struct {
-	Backend    string // BackendAuto (default), BackendSim or BackendCUDA
-	Iterations int    // times the plan is issued; default 1
-	Seed       int64  // simulator: seed of the random per-op delays
-	SyncEach   bool   // cuda: synchronize after every op to attribute faults to a stage
-	PTXDir     string // cuda: directory that relative user-kernel PTX paths resolve against (Plan.Dir)
-	// Mode is executor.ModeStreams (default) or executor.ModeGraph: capture
-	// one iteration as a CUDA graph, instantiate it once and replay it per
-	// iteration (the simulator emulates graphs by replaying the captured ops).
-	Mode executor.Mode
-	// Timestamps: cuda records each mix stage's GPU start and end
-	// (%globaltimer, no events, so a graph keeps its shape); the backend then
-	// implements executor.Profiler. Used by --trace and --timeline.
-	Timestamps bool
+	// Options are the executor's, all of them passed on to executor.Run:
+	// Iterations, SyncEach, Mode, InFlight, Inputs, Outputs, Progress,
+	// Funcs and Alloc (see executor.Options).
+	executor.Options
 
-	// A stream of inputs (issue 6): with Iterations > 1 a plan's iterations
-	// overlap as far as its planned cross-iteration waits allow (buffers
-	// with copies: K are rings). Inputs fill a host_pinned input buffer's
-	// staging copy for each iteration, Outputs receive a host_pinned output
-	// buffer after each iteration, InFlight bounds how many iterations the
-	// host issues ahead, Progress is called as iterations complete (see
-	// executor.Options).
-	Inputs   map[string]executor.InputFunc
-	Outputs  map[string]executor.OutputFunc
-	InFlight int
-	Progress func(iteration int, latency time.Duration)
-	// Funcs are Go-function stages by kernel name: a stage whose kernel is a
-	// key runs the function, which gets the stage's stream (cudart's
-	// CUstream) and the device pointers and sizes of its buffers (see
-	// executor.StageFunc).
-	Funcs map[string]executor.StageFunc
+	// Backend is BackendAuto ("" too), BackendSim or BackendCUDA.
+	Backend string
+	// Seed seeds the simulator's random per-op delays.
+	Seed int64
+	// PTXDir is the directory that relative user-kernel PTX paths resolve
+	// against on cuda; Run defaults it to the plan's Dir.
+	PTXDir string
+	// Timeline asks Run for RunResult.Timeline. On cuda it also makes the
+	// backend record each mix stage's GPU start and end (%globaltimer, no
+	// events, so a graph keeps its shape).
+	Timeline bool
 }
 
-// NewBackend opens the named backend. For BackendAuto it returns the CUDA
-// backend when this binary has it and a device answers, and the simulator
-// otherwise; reason says which was picked and why. Errors: an unknown name,
-// or for BackendCUDA, cudart.ErrNotSupported (built without the cuda tag) or
-// a driver error.
-func NewBackend(name string, o RunOptions) (b executor.Backend, reason string, err error) {
+// AutoBackend says which backend BackendAuto opens in this process and why:
+// BackendCUDA when this binary has the CUDA backend and a device answers
+// (cudart.Probe, whose answer is cached), else BackendSim. reason is one
+// clause for a log line, e.g. "this binary was built without the cuda tag".
+func AutoBackend() (name, reason string) {
+	err := cudart.Probe()
+	switch {
+	case err == nil:
+		return BackendCUDA, "a CUDA device answered"
+	case errors.Is(err, cudart.ErrNotSupported):
+		return BackendSim, "this binary was built without the cuda tag"
+	default:
+		return BackendSim, fmt.Sprintf("no CUDA device: %v", err)
+	}
+}
+
+// NewBackend opens the named backend (BackendAuto: the one AutoBackend
+// names) with o's backend settings: Seed and, in graph mode, graph
+// emulation for the simulator; SyncEach, PTXDir and Timeline for cuda. Its
+// Name is "sim" or "cuda". The caller closes it.
+//
+// Errors: an unknown name; for BackendCUDA (also when auto picked it),
+// an error wrapping cudart.ErrNotSupported (built without the cuda tag),
+// cudart.ErrNoDevice, or a driver error.
+func NewBackend(name string, o RunOptions) (executor.Backend, error) {
+	if name == "" || name == BackendAuto {
+		name, _ = AutoBackend()
+	}
 	switch name {
-	case "", BackendAuto:
-		cb, cerr := newCUDA(o)
-		if cerr == nil {
-			return cb, "auto: picked cuda (a device answered)", nil
-		}
-		if errors.Is(cerr, cudart.ErrNotSupported) {
-			return newSim(o), "auto: picked sim (this binary was built without the cuda tag)", nil
-		}
-		return newSim(o), fmt.Sprintf("auto: picked sim (no CUDA device: %v)", cerr), nil
 	case BackendSim:
-		return newSim(o), "sim", nil
-	case BackendCUDA:
-		cb, err := newCUDA(o)
-		if err != nil {
-			return nil, "", err
+		var b executor.Backend = sim.New(sim.Options{Seed: o.Seed})
+		if o.Mode == ModeGraph {
+			b = executor.EmulateGraphs(b)
 		}
-		return cb, "cuda", nil
+		return b, nil
+	case BackendCUDA:
+		return cudart.New(cudart.Options{SyncEach: o.SyncEach, PTXDir: o.PTXDir, KernelTimestamps: o.Timeline})
 	}
-	return nil, "", fmt.Errorf("unknown backend %q: want auto, sim or cuda", name)
+	return nil, fmt.Errorf("unknown backend %q: want auto, sim or cuda", name)
 }
 
-func newCUDA(o RunOptions) (executor.Backend, error) {
-	return cudart.New(cudart.Options{SyncEach: o.SyncEach, PTXDir: o.PTXDir, KernelTimestamps: o.Timestamps})
+// openBackend is Run's NewBackend (tests wrap the backend it opens).
+var openBackend = NewBackend
+
+// RunResult is what Run measured and read back.
+type RunResult struct {
+	// Result is the executor's: Outputs (checksums and bytes of the
+	// role=output buffers), Wall (first issued op to the final
+	// synchronize), the op counts, Races and, with host I/O, Latencies.
+	executor.Result
+	// Backend is the Name of the backend that ran the plan: "sim" or "cuda".
+	Backend string
+	// Total is executor.Run's whole time: allocation, initial contents,
+	// issue, synchronize and read-back.
+	Total time.Duration
+	// Timeline is the last iteration's timeline when RunOptions.Timeline is
+	// set: measured stage spans when the backend profiles (cuda), else the
+	// plan's ideal schedule from its durations (the simulator's time is not
+	// the GPU's), which its title says.
+	Timeline *Timeline
 }
 
-func newSim(o RunOptions) executor.Backend {
-	b := sim.New(sim.Options{Seed: o.Seed})
-	if o.Mode == executor.ModeGraph {
-		return executor.EmulateGraphs(b)
-	}
-	return b
-}
-
-// Run runs plan on the backend o.Backend names and returns each output
-// buffer's checksum. It closes the backend before returning.
-func Run(ctx context.Context, p *planner.Plan, o RunOptions) (*executor.Result, error) {
+// Run runs p on the backend o.Backend names (NewBackend), with every
+// executor option of o, and closes the backend before returning.
+//
+// Errors: NewBackend's; the executor's (conflicting options such as graph
+// mode with SyncEach, dynamic allocation or host I/O, rejected before the
+// backend is touched; plan and backend errors), which come with a nil
+// result; and a race seen by the simulator's detector, which comes with
+// the result (RunResult.Races lists the races) and an *executor.RaceError.
+func Run(ctx context.Context, p *StreamPlan, o RunOptions) (*RunResult, error) {
 	if o.PTXDir == "" {
 		o.PTXDir = p.Dir
 	}
-	b, _, err := NewBackend(o.Backend, o)
+	b, err := openBackend(o.Backend, o)
 	if err != nil {
 		return nil, err
 	}
-	res, err := executor.Run(ctx, p, b, executor.Options{Iterations: o.Iterations, SyncEach: o.SyncEach, Mode: o.Mode,
-		Inputs: o.Inputs, Outputs: o.Outputs, InFlight: o.InFlight, Progress: o.Progress, Funcs: o.Funcs})
-	if cerr := b.Close(); err == nil && cerr != nil {
-		err = cerr
+	start := time.Now()
+	res, err := executor.Run(ctx, p, b, o.Options)
+	total := time.Since(start)
+	var r *RunResult
+	if res != nil {
+		r = &RunResult{Result: *res, Backend: b.Name(), Total: total}
+		if o.Timeline {
+			r.Timeline = timeline(p, b)
+		}
 	}
-	return res, err
+	if cerr := b.Close(); cerr != nil {
+		return nil, errors.Join(err, cerr)
+	}
+	return r, err
 }
+
+// timeline builds the run's timeline: measured stage spans when the backend
+// profiles (cuda: GPU timestamps of the last iteration), else the plan's
+// ideal schedule from its durations.
+func timeline(p *StreamPlan, b executor.Backend) *Timeline {
+	var spans []trace.Span
+	if pb, ok := b.(executor.Profiler); ok {
+		last := map[int]trace.Span{}
+		for _, s := range pb.StageSpans() {
+			last[s.Stage] = trace.Span{Name: s.Name, Stage: s.Stage, Stream: p.Stages[s.Stage].Stream, StartUS: s.StartUS, EndUS: s.EndUS}
+		}
+		for i := range p.Stages {
+			if s, ok := last[i]; ok {
+				spans = append(spans, s)
+			}
+		}
+	}
+	if len(spans) > 0 {
+		return trace.FromPlan(p, spans)
+	}
+	tl := trace.FromPlan(p, trace.Ideal(p))
+	tl.Title += " — ideal schedule from duration_us (no GPU timestamps)"
+	return tl
+}
+
+// Passes returns the names of the planner's passes in pipeline order (for
+// --dump-after).
+func Passes() []string { return planner.Passes() }

@@ -10,7 +10,6 @@ import (
 	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
 )
 
 // Build a spec in Go with a stage that is a Go function, plan it and run it
@@ -36,7 +35,7 @@ func Example_goStage() {
 			{Name: "negate", Kernel: "negate", Reads: all("in"), Writes: all("out")},
 			{Name: "download", Kernel: dag.BuiltinCopy, Reads: all("out"), Writes: all("out_h")},
 		}}
-	plan, err := dagrun.Plan(spec, planner.Options{})
+	plan, err := dagrun.Plan(spec, dagrun.PlanOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,17 +50,19 @@ func Example_goStage() {
 		return nil
 	}
 	_, err = dagrun.Run(context.Background(), plan, dagrun.RunOptions{
-		Backend:    dagrun.BackendSim,
-		Iterations: 3,
-		Funcs:      map[string]executor.StageFunc{"negate": negate},
-		Inputs: map[string]executor.InputFunc{"in_h": func(frame int, dst []byte) error {
-			binary.LittleEndian.PutUint32(dst, math.Float32bits(float32(frame)+0.5))
-			return nil
-		}},
-		Outputs: map[string]executor.OutputFunc{"out_h": func(frame int, res []byte) error {
-			fmt.Println("frame", frame, "→", math.Float32frombits(binary.LittleEndian.Uint32(res)))
-			return nil
-		}},
+		Backend: dagrun.BackendSim,
+		Options: executor.Options{
+			Iterations: 3,
+			Funcs:      map[string]executor.StageFunc{"negate": negate},
+			Inputs: map[string]dagrun.InputFunc{"in_h": func(frame int, dst []byte) error {
+				binary.LittleEndian.PutUint32(dst, math.Float32bits(float32(frame)+0.5))
+				return nil
+			}},
+			Outputs: map[string]dagrun.OutputFunc{"out_h": func(frame int, res []byte) error {
+				fmt.Println("frame", frame, "→", math.Float32frombits(binary.LittleEndian.Uint32(res)))
+				return nil
+			}},
+		},
 	})
 	fmt.Println("err:", err)
 	// Output:

@@ -22,7 +22,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -273,7 +272,9 @@ func TestBuiltinsBitExact(t *testing.T) {
 	}
 }
 
-// TestTimerTick reads %globaltimer in a loop to find its tick.
+// TestTimerTick reads %globaltimer in a loop until it has changed 255
+// times: it must only move forward, by a median tick of at most 1 µs, for
+// the µs timelines of KernelTimestamps.
 func TestTimerTick(t *testing.T) {
 	b := newTB(t, testOptions(t))
 	defer func() { must(t, b.Close()) }()
@@ -288,12 +289,19 @@ func TestTimerTick(t *testing.T) {
 		return launchRaw(w.fns["timer_probe"], [3]int{1, 1, 1}, [3]int{32, 1, 1}, sh.(*stream).s, p.blob, p.offs)
 	}))
 	out := read(t, b, buf)
-	var d []int
+	var d []int64
 	for i := 1; i < n; i++ {
-		d = append(d, int(le.Uint64(out[8*i:])-le.Uint64(out[8*i-8:])))
+		prev, cur := le.Uint64(out[8*i-8:]), le.Uint64(out[8*i:])
+		if cur <= prev {
+			t.Fatalf("globaltimer went from %d to %d ns at change %d", prev, cur, i)
+		}
+		d = append(d, int64(cur-prev))
 	}
-	sort.Ints(d)
+	slices.Sort(d)
 	figure(t, "globaltimer tick: min %d ns, median %d ns, max %d ns over %d changes", d[0], d[len(d)/2], d[len(d)-1], len(d))
+	if med := d[len(d)/2]; med > 1000 {
+		t.Errorf("globaltimer median tick %d ns, want ≤ 1000 ns (stage spans are drawn in µs)", med)
+	}
 	must(t, b.DestroyStream(sh))
 	must(t, b.Free(buf))
 }
@@ -439,64 +447,61 @@ func TestSeedBug(t *testing.T) {
 	must(t, b.Free(buf))
 }
 
-// TestHostOverhead compares host time per launch: a bare loop of gorgonia
-// Function.Launch on the worker thread, the raw cuLaunchKernel loop, and
-// Backend.Launch; and the host cost of a record+wait pair.
-func TestHostOverhead(t *testing.T) {
-	b := newTB(t, testOptions(t))
-	defer func() { must(t, b.Close()) }()
-	sh, err := b.NewStream()
-	must(t, err)
-	sh2, err := b.NewStream()
-	must(t, err)
-	eh, err := b.NewEvent()
-	must(t, err)
+// BenchmarkHostOverhead measures host time per launch (ns/op, the final
+// synchronize included): a bare loop of gorgonia Function.Launch on the
+// worker thread, the raw cuLaunchKernel loop and Backend.Launch; and per
+// record+wait pair, bare driver calls and the Backend's.
+//
+//	.gpu/cudart.test -test.run '^$' -test.bench HostOverhead
+func BenchmarkHostOverhead(b *testing.B) {
+	be := newTB(b, testOptions(b))
+	defer func() { must(b, be.Close()) }()
+	sh, err := be.NewStream()
+	must(b, err)
+	sh2, err := be.NewStream()
+	must(b, err)
+	eh, err := be.NewEvent()
+	must(b, err)
 	s, s2, e := sh.(*stream).s, sh2.(*stream).s, eh.(*event).e
-	const n = 20000
-	for round := 0; round < 3; round++ {
-		var bare, raw time.Duration
-		must(t, b.call("bare", func(w *worker) error {
+	b.Run("launch/gorgonia", func(b *testing.B) {
+		must(b, be.call("gorgonia", func(w *worker) error {
 			fn := w.fns["spin"]
 			ns := uint64(0)
 			args := []unsafe.Pointer{unsafe.Pointer(&ns)}
-			t0 := time.Now()
-			for i := 0; i < n; i++ {
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
 				if err := fn.Launch(1, 1, 1, 32, 1, 1, 0, s, args); err != nil {
 					return err
 				}
 			}
-			if err := cu.Synchronize(); err != nil {
-				return err
-			}
-			bare = time.Since(t0)
+			return cu.Synchronize()
+		}))
+	})
+	b.Run("launch/raw", func(b *testing.B) {
+		must(b, be.call("raw", func(w *worker) error {
+			fn := w.fns["spin"]
 			var p params
 			p.u64(0)
-			t0 = time.Now()
-			for i := 0; i < n; i++ {
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
 				if err := launchRaw(fn, [3]int{1, 1, 1}, [3]int{32, 1, 1}, s, p.blob, p.offs); err != nil {
 					return err
 				}
 			}
-			if err := cu.Synchronize(); err != nil {
-				return err
-			}
-			raw = time.Since(t0)
-			return nil
+			return cu.Synchronize()
 		}))
+	})
+	b.Run("launch/backend", func(b *testing.B) {
 		l := &executor.LaunchDesc{Name: "spin", Kernel: "spin", Args: map[string]any{"us": 0.0}}
-		t0 := time.Now()
-		for i := 0; i < n; i++ {
-			must(t, b.Launch(sh, l))
+		for i := 0; i < b.N; i++ {
+			must(b, be.Launch(sh, l))
 		}
-		must(t, b.Synchronize())
-		be := time.Since(t0)
-		per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / n / 1000 }
-		figure(t, "round %d: host µs per launch (incl. final sync): gorgonia Launch %.3f, raw cuLaunchKernel %.3f, Backend.Launch %.3f; ratio backend/gorgonia %.3f", round, per(bare), per(raw), per(be), per(be)/per(bare))
-
-		var pair time.Duration
-		must(t, b.call("pair", func(w *worker) error {
-			t0 := time.Now()
-			for i := 0; i < n; i++ {
+		must(b, be.Synchronize())
+	})
+	b.Run("record-wait/driver", func(b *testing.B) {
+		must(b, be.call("pair", func(w *worker) error {
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
 				if err := e.Record(s); err != nil {
 					return err
 				}
@@ -504,21 +509,19 @@ func TestHostOverhead(t *testing.T) {
 					return err
 				}
 			}
-			pair = time.Since(t0)
 			return cu.Synchronize()
 		}))
-		t0 = time.Now()
-		for i := 0; i < n; i++ {
-			must(t, b.Record(eh, sh))
-			must(t, b.Wait(sh2, eh))
+	})
+	b.Run("record-wait/backend", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			must(b, be.Record(eh, sh))
+			must(b, be.Wait(sh2, eh))
 		}
-		must(t, b.Synchronize())
-		bp := time.Since(t0)
-		figure(t, "round %d: record+wait pair host µs: bare driver %.3f, Backend %.3f", round, per(pair), per(bp))
-	}
-	must(t, b.DestroyEvent(eh))
-	must(t, b.DestroyStream(sh))
-	must(t, b.DestroyStream(sh2))
+		must(b, be.Synchronize())
+	})
+	must(b, be.DestroyEvent(eh))
+	must(b, be.DestroyStream(sh))
+	must(b, be.DestroyStream(sh2))
 }
 
 // TestMemoryFlat: 200 rounds of create/launch/destroy leave device memory

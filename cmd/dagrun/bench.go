@@ -9,8 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dagrun/dagrun/dag"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun"
 )
 
 func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -32,11 +31,11 @@ critical path / ideal makespan under the cap.`,
 				if err != nil {
 					return err
 				}
-				row, err := benchRow(s)
+				b, err := dagrun.BenchPlan(s)
 				if err != nil {
 					return failure{fmt.Errorf("%s: %w", path, err)}
 				}
-				fmt.Fprintf(&out, "| %s | %s |\n", strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), strings.Join(row, " | "))
+				fmt.Fprintf(&out, "| %s | %s |\n", strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), strings.Join(benchRow(b), " | "))
 			}
 			_, err := stdout.Write(out.Bytes())
 			return err
@@ -46,40 +45,17 @@ critical path / ideal makespan under the cap.`,
 	return bench
 }
 
-// benchRow plans s under every strategy and cap, verifies each plan, and
-// returns the table cells after the spec name.
-func benchRow(s *dag.Spec) ([]string, error) {
-	plans := map[string]*planner.Plan{}
-	for _, c := range []struct {
-		key string
-		o   planner.Options
-	}{
-		{"default", planner.Options{Strategy: "default", MaxStreams: -1}},
-		{"naive", planner.Options{Strategy: "naive", MaxStreams: -1}},
-		{"round-robin", planner.Options{Strategy: "round-robin", MaxStreams: -1}},
-		{"single", planner.Options{Strategy: "single", MaxStreams: -1}},
-		{"max8", planner.Options{Strategy: "default", MaxStreams: 8}},
-		{"max16", planner.Options{Strategy: "default", MaxStreams: 16}},
-	} {
-		p, err := planner.Build(s, c.o)
-		if err != nil {
-			return nil, fmt.Errorf("strategy %s: %w", c.key, err)
-		}
-		if err := planner.Verify(p); err != nil {
-			return nil, fmt.Errorf("strategy %s: %w", c.key, err)
-		}
-		plans[c.key] = p
-	}
-	d := plans["default"].Stats
-	sw := func(k string) string { st := plans[k].Stats; return fmt.Sprintf("%d/%d", st.Streams, st.Waits) }
-	capped := func(k string) string {
-		st := plans[k].Stats
+// benchRow is the quality table's cells after the spec name.
+func benchRow(b *dagrun.PlanBench) []string {
+	d := b.Default
+	sw := func(st dagrun.PlanStats) string { return fmt.Sprintf("%d/%d", st.Streams, st.Waits) }
+	capped := func(st dagrun.PlanStats) string {
 		return fmt.Sprintf("%d/%d, %.1f (%.0f%%)", st.Streams, st.Waits, st.IdealMakespanUS, 100*d.CriticalPathUS/st.IdealMakespanUS)
 	}
 	return []string{
-		fmt.Sprint(d.Stages), sw("default"), fmt.Sprint(d.LowerBoundWaits), sw("naive"), sw("round-robin"),
-		fmt.Sprint(plans["single"].Stats.Waits), fmt.Sprint(d.Events),
+		fmt.Sprint(d.Stages), sw(d), fmt.Sprint(d.LowerBoundWaits), sw(b.Naive), sw(b.RoundRobin),
+		fmt.Sprint(b.Single.Waits), fmt.Sprint(d.Events),
 		fmt.Sprintf("%.1f", d.CriticalPathUS), fmt.Sprintf("%.1f", d.IdealMakespanUS), fmt.Sprintf("%.1f", d.SumUS),
-		capped("max8"), capped("max16"), fmt.Sprintf("%.2f", d.PlanningMS),
-	}, nil
+		capped(b.Max8), capped(b.Max16), fmt.Sprintf("%.2f", d.PlanningMS),
+	}
 }

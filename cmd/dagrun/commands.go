@@ -7,18 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dagrun/dagrun"
-	"github.com/dagrun/dagrun/dag"
-	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/executor/trace"
-	"github.com/dagrun/dagrun/planner"
 )
 
 // run is the whole command line: main only maps its error to an exit code.
@@ -55,7 +49,7 @@ type planFlags struct {
 	maxStreams int
 	checkPass  bool
 	dumpAfter  string
-	streamSets int         // iterations: planner.Options.StreamSets (docs/iterations.md)
+	streamSets int         // iterations: PlanOptions.StreamSets (docs/iterations.md)
 	mem        memoryFlags // --arena, --memory-budget: memory.go
 }
 
@@ -64,12 +58,14 @@ func (f *planFlags) add(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams; 0 = uncapped (default: the spec's max_streams)")
 	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass")
 	cmd.Flags().IntVar(&f.streamSets, "stream-sets", 0, "iterations rotate over this many copies of the streams (0: the largest copies of any buffer; 1: all iterations on the same streams)")
-	cmd.Flags().StringVar(&f.dumpAfter, "dump-after", "", "print the plan to stderr after the named pass ("+strings.Join(planner.Passes(), ", ")+")")
+	cmd.Flags().StringVar(&f.dumpAfter, "dump-after", "", "print the plan to stderr after the named pass ("+strings.Join(dagrun.Passes(), ", ")+")")
 	f.mem.add(cmd)
 }
 
-func (f *planFlags) options(stderr io.Writer) (planner.Options, error) {
-	o := planner.Options{Strategy: f.strategy, Check: f.checkPass, DumpAfter: f.dumpAfter, StreamSets: f.streamSets}
+// options returns the planner options of f, or a usage error for a bad
+// value.
+func (f *planFlags) options(stderr io.Writer) (dagrun.PlanOptions, error) {
+	o := dagrun.PlanOptions{Strategy: f.strategy, Check: f.checkPass, DumpAfter: f.dumpAfter, StreamSets: f.streamSets}
 	if f.streamSets < 0 {
 		return o, usagef("--stream-sets %d: want ≥ 0", f.streamSets)
 	}
@@ -80,7 +76,7 @@ func (f *planFlags) options(stderr io.Writer) (planner.Options, error) {
 		o.MaxStreams = -1 // uncapped, whatever the spec says
 	}
 	switch f.strategy {
-	case "", planner.StrategyDefault, planner.StrategySingle, planner.StrategyRoundRobin, planner.StrategyNaive, planner.StrategyHazardDAG:
+	case "", dagrun.StrategyDefault, dagrun.StrategySingle, dagrun.StrategyRoundRobin, dagrun.StrategyNaive, dagrun.StrategyHazardDAG:
 	default:
 		return o, usagef("--strategy %q: want default, single, round-robin, naive or hazard-dag", f.strategy)
 	}
@@ -97,99 +93,51 @@ func (f *planFlags) options(stderr io.Writer) (planner.Options, error) {
 }
 
 // loadSpec loads a spec; every loader error is bad input (exit 2).
-func loadSpec(path string) (*dag.Spec, error) {
-	s, err := dag.LoadFile(path)
+func loadSpec(path string) (*dagrun.Spec, error) {
+	s, err := dagrun.Load(path)
 	if err != nil {
 		return nil, usageError{err}
 	}
 	return s, nil
 }
 
-// buildPlan loads and plans a spec. Planning errors are bad input (exit 2).
-func buildPlan(path string, f *planFlags, stderr io.Writer) (*planner.Plan, error) {
+// planned is a plan, where it came from, and the verifier's verdict.
+type planned struct {
+	p    *dagrun.StreamPlan
+	spec *dagrun.Spec // nil for a plan file
+	src  string       // the spec or plan file, for messages
+	// races is the verifier's report (a *planner.RaceError), nil when the
+	// plan is race-free.
+	races error
+}
+
+// planOrSpec reads and verifies the plan file planFile, or loads, plans
+// and verifies the spec args[0]. Errors are bad input (exit 2); a race is
+// not an error here but planned.races.
+func planOrSpec(planFile string, args []string, f *planFlags, stderr io.Writer) (*planned, error) {
+	if planFile != "" {
+		p, err := dagrun.ReadPlan(planFile)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		return &planned{p: p, src: planFile, races: dagrun.Verify(p)}, nil
+	}
 	o, err := f.options(stderr)
 	if err != nil {
 		return nil, err
 	}
-	s, err := loadSpec(path)
+	s, err := loadSpec(args[0])
 	if err != nil {
 		return nil, err
 	}
-	p, err := planner.Build(s, o)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("%s: %w", path, err)}
+	p, err := dagrun.Plan(s, o)
+	if p == nil {
+		return nil, usageError{fmt.Errorf("%s: %w", args[0], err)}
 	}
-	// Plan files record where relative paths (init files, PTX) resolve; an
-	// absolute directory keeps `run --plan FILE` working from anywhere.
-	if abs, err := filepath.Abs(p.Dir); err == nil {
-		p.Dir = abs
+	for _, n := range dagrun.PinNotes(s, o, p) {
+		fmt.Fprintf(stderr, "dagrun: note: %s\n", n)
 	}
-	warnPins(stderr, s, o, p)
-	return p, nil
-}
-
-// warnPins says when the spec's stream pins override the strategy or the cap.
-func warnPins(w io.Writer, s *dag.Spec, o planner.Options, p *planner.Plan) {
-	if s.Sync == dag.SyncManual {
-		if o.Strategy != "" || o.MaxStreams != 0 {
-			fmt.Fprintf(w, "dagrun: note: %s uses sync: manual, so --strategy and --max-streams do not apply\n", s.File)
-		}
-		return
-	}
-	streams := p.Stats.Streams
-	if p.Strategy == planner.StrategySingle && streams > 1 {
-		fmt.Fprintf(w, "dagrun: note: strategy single, but the spec pins stages to %d streams; pins win\n", streams)
-	}
-	if o.MaxStreams > 0 && streams > o.MaxStreams {
-		fmt.Fprintf(w, "dagrun: note: --max-streams %d, but the spec pins stages to %d streams; pins win\n", o.MaxStreams, streams)
-	}
-}
-
-// idleWaits lists the waits of one iteration that wait for nothing: no
-// record of their event is issued before them in the same iteration (CUDA's
-// wait-before-record trap). Cross-iteration waits (Lag > 0) wait for an
-// earlier iteration's record and are not listed.
-func idleWaits(p *planner.Plan) []string {
-	recorded := make([]bool, p.Events)
-	lastLaunch := func(stream, op int) string {
-		for j := op - 1; j >= 0; j-- {
-			if o := p.Streams[stream].Ops[j]; o.Kind == planner.OpLaunch {
-				return p.Stages[o.Stage].Name
-			}
-		}
-		return "the stream's start"
-	}
-	nextLaunch := func(stream, op int) string {
-		for _, o := range p.Streams[stream].Ops[op+1:] {
-			if o.Kind == planner.OpLaunch {
-				return p.Stages[o.Stage].Name
-			}
-		}
-		return "the stream's end"
-	}
-	var out []string
-	for _, so := range p.IssueOrder {
-		o := p.Streams[so[0]].Ops[so[1]]
-		switch o.Kind {
-		case planner.OpRecord:
-			recorded[o.Event] = true
-		case planner.OpWait:
-			if recorded[o.Event] || o.Lag > 0 {
-				continue // a cross-iteration wait's record is an earlier iteration's
-			}
-			where := "is never recorded"
-			for si, st := range p.Streams {
-				for j, r := range st.Ops {
-					if r.Kind == planner.OpRecord && r.Event == o.Event {
-						where = fmt.Sprintf("is recorded after %s on stream %s, but only later in the issue order", lastLaunch(si, j), st.Name)
-					}
-				}
-			}
-			out = append(out, fmt.Sprintf("the wait on e%d before %s (stream %s) waits for nothing: e%d %s (wait-before-record)",
-				o.Event, nextLaunch(so[0], so[1]), p.Streams[so[0]].Name, o.Event, where))
-		}
-	}
-	return out
+	return &planned{p: p, spec: s, src: args[0], races: err}, nil
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -205,7 +153,7 @@ Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr), newVideoBenchCmd(stdout, stderr))
+	root.AddCommand(newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr))
 	return root
 }
 
@@ -229,35 +177,29 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 			default:
 				return usagef("--format %q: want table, json or dot", format)
 			}
-			p, err := buildPlan(args[0], &pf, stderr)
+			pl, err := planOrSpec("", args, &pf, stderr)
 			if err != nil {
 				return err
 			}
-			if !noVerify {
-				if err := planner.Verify(p); err != nil {
-					return failure{fmt.Errorf("%s: the plan has races (use `dagrun check` for the report, --no-verify to print it anyway):\n%w", args[0], err)}
-				}
+			if pl.races != nil && !noVerify {
+				return failure{fmt.Errorf("%s: the plan has races (use `dagrun check` for the report, --no-verify to print it anyway):\n%w", args[0], pl.races)}
 			}
 			var out bytes.Buffer
 			if format != "table" { // the table prints them itself
-				for _, n := range p.Notes {
+				for _, n := range pl.p.Notes {
 					fmt.Fprintf(stderr, "dagrun: note: %s\n", n)
 				}
 			}
 			switch format {
 			case "table":
-				p.WriteTable(&out)
+				pl.p.WriteTable(&out)
 			case "json":
-				b, err := json.MarshalIndent(p, "", "  ")
-				if err != nil {
-					return failure{err}
-				}
-				out.Write(b)
-				out.WriteByte('\n')
+				err = dagrun.WritePlanJSON(&out, pl.p)
 			case "dot":
-				if err := p.WriteDOT(&out); err != nil {
-					return failure{err}
-				}
+				err = pl.p.WriteDOT(&out)
+			}
+			if err != nil {
+				return failure{err}
 			}
 			_, err = stdout.Write(out.Bytes())
 			return err
@@ -286,27 +228,34 @@ and bytes, and the wait that would fix it, and exits 1.`,
 			if (planFile == "") == (len(args) == 0) {
 				return usagef("check takes a SPEC or --plan FILE (exactly one)")
 			}
-			p, src, err := planOrSpec(planFile, args, &pf, stderr)
+			if err := checkConflicts(cmd, planFileConflicts); err != nil {
+				return err
+			}
+			pl, err := planOrSpec(planFile, args, &pf, stderr)
 			if err != nil {
 				return err
 			}
-			idle := idleWaits(p)
-			if err := planner.Verify(p); err != nil {
-				fmt.Fprintf(stdout, "%s: RACE\n%v\n", src, err)
-				for _, w := range idle {
-					fmt.Fprintf(stdout, "note: %s\n", w)
-				}
-				return failure{fmt.Errorf("%s: race found", src)}
+			var out bytes.Buffer
+			if pl.races != nil {
+				fmt.Fprintf(&out, "%s: RACE\n%v\n", pl.src, pl.races)
 			}
-			for _, w := range idle {
-				fmt.Fprintf(stdout, "note: %s\n", w)
+			for _, w := range dagrun.Warnings(pl.p) {
+				fmt.Fprintf(&out, "warning: %s\n", w)
 			}
-			for _, n := range p.Notes {
-				fmt.Fprintf(stdout, "note: %s\n", n)
+			for _, n := range pl.p.Notes {
+				fmt.Fprintf(&out, "note: %s\n", n)
 			}
-			st := p.Stats
-			fmt.Fprintf(stdout, "%s: ok: no race (%d stages on %d streams, %d waits, %d events)\n",
-				src, st.Stages, st.Streams, st.Waits, st.Events)
+			if pl.races == nil {
+				st := pl.p.Stats
+				fmt.Fprintf(&out, "%s: ok: no race (%d stages on %d streams, %d waits, %d events)\n",
+					pl.src, st.Stages, st.Streams, st.Waits, st.Events)
+			}
+			if _, err := stdout.Write(out.Bytes()); err != nil {
+				return err
+			}
+			if pl.races != nil {
+				return failure{fmt.Errorf("%s: race found", pl.src)}
+			}
 			return nil
 		},
 	}
@@ -315,19 +264,31 @@ and bytes, and the wait that would fix it, and exits 1.`,
 	return cmd
 }
 
+// runFlags are run's flags other than the planner's and the stream's.
+type runFlags struct {
+	planFile, mode, traceFile, timelineFile string
+	allowRace, asJSON                       bool
+}
+
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	var pf planFlags
+	var sf streamFlags // --frames and friends: stream.go
+	var rf runFlags
 	var ro dagrun.RunOptions
-	var planFile, mode, traceFile, timelineFile string
-	var allowRace, asJSON bool
-	var sf streamFlags  // --frames and friends: stream.go
-	var alloc allocFlag // --alloc: memory.go
 	cmd := &cobra.Command{
 		Use:   "run [SPEC]",
 		Short: "Run a spec (or a plan file) on the GPU or the simulator and print output checksums",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `run plans SPEC (or reads --plan FILE), verifies the plan and runs it on the
+backend, then prints each output buffer's checksum and the run's figures.
+With --frames DIR it streams the frames in DIR through the plan's
+host_pinned input buffers, one iteration per frame per input.
+
+Flags that contradict each other (e.g. --mode graph with --sync-each,
+--alloc dynamic or --frames; planner flags with --plan) are rejected before
+anything is loaded, with exit 2.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if (planFile == "") == (len(args) == 0) {
+			if (rf.planFile == "") == (len(args) == 0) {
 				return usagef("run takes a SPEC or --plan FILE (exactly one)")
 			}
 			if ro.Iterations < 1 {
@@ -338,124 +299,132 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 			default:
 				return usagef("--backend %q: want auto, sim or cuda", ro.Backend)
 			}
-			switch executor.Mode(mode) {
-			case executor.ModeStreams, executor.ModeGraph:
-				ro.Mode = executor.Mode(mode)
+			switch ro.Mode = dagrun.Mode(rf.mode); ro.Mode {
+			case dagrun.ModeStreams, dagrun.ModeGraph:
 			default:
-				return usagef("--mode %q: want streams or graph", mode)
+				return usagef("--mode %q: want streams or graph", rf.mode)
 			}
-			if ro.Mode == executor.ModeGraph && ro.SyncEach {
-				return usagef("--mode graph conflicts with --sync-each (a graph capture cannot synchronize)")
+			switch ro.Alloc {
+			case dagrun.AllocStatic, dagrun.AllocDynamic:
+			default:
+				return usagef("--alloc %q: want static or dynamic", ro.Alloc)
 			}
-			ro.Timestamps = traceFile != "" || timelineFile != ""
-			if err := alloc.check(ro.Mode); err != nil {
+			if err := checkConflicts(cmd, runConflicts); err != nil {
 				return err
 			}
-			if err := sf.validate(cmd, ro.Mode); err != nil {
+			if err := sf.validate(cmd); err != nil {
 				return err
 			}
-			p, src, err := planOrSpec(planFile, args, &pf, stderr)
+			if _, err := pf.options(stderr); err != nil {
+				return err
+			}
+			ro.Timeline = rf.traceFile != "" || rf.timelineFile != ""
+			pl, err := planOrSpec(rf.planFile, args, &pf, stderr)
 			if err != nil {
 				return err
 			}
-			if verr := planner.Verify(p); verr != nil {
-				if !allowRace {
-					how := "dagrun check " + src
-					if planFile != "" {
-						how = "dagrun check --plan " + src
+			if pl.races != nil {
+				if !rf.allowRace {
+					how := "dagrun check " + pl.src
+					if rf.planFile != "" {
+						how = "dagrun check --plan " + pl.src
 					}
-					return failure{fmt.Errorf("%s: refusing to run a plan with races (see `%s`; --allow-race runs it anyway, to reproduce the bug):\n%w", src, how, verr)}
+					return failure{fmt.Errorf("%s: refusing to run a plan with races (see `%s`; --allow-race runs it anyway, to reproduce the bug):\n%w", pl.src, how, pl.races)}
 				}
 				fmt.Fprintf(stderr, "dagrun: warning: running a plan with races (--allow-race)\n")
 			}
 			if ro.Iterations > 1 || sf.frames != "" {
-				for _, n := range p.Notes {
+				for _, n := range pl.p.Notes {
 					fmt.Fprintf(stderr, "dagrun: note: %s\n", n)
 				}
 			}
-			ro.PTXDir = p.Dir
-			b, reason, err := dagrun.NewBackend(ro.Backend, ro)
-			if err != nil {
-				return failure{err}
-			}
-			fmt.Fprintf(stderr, "backend: %s\n", reason)
-			if sf.frames != "" {
-				return runStream(cmd.Context(), strings.Join(args, ""), p, b, ro, &sf, cmd.Flags().Changed("iterations"), stdout, stderr)
-			}
-			start := time.Now()
-			res, err := executor.Run(cmd.Context(), p, b, executor.Options{Iterations: ro.Iterations, SyncEach: ro.SyncEach, Mode: ro.Mode, Alloc: string(alloc)})
-			total := time.Since(start)
-			var tl *trace.Timeline
-			if err == nil && (traceFile != "" || timelineFile != "") {
-				tl = timeline(p, b)
-			}
-			if cerr := b.Close(); err == nil && cerr != nil {
-				err = cerr
-			}
-			if err != nil {
-				return failure{fmt.Errorf("%s: %w", src, err)}
-			}
-			if tl != nil {
-				if err := writeTimeline(tl, traceFile, timelineFile); err != nil {
-					return failure{err}
-				}
+			if ro.Backend == dagrun.BackendAuto {
+				name, why := dagrun.AutoBackend()
+				fmt.Fprintf(stderr, "backend: auto: picked %s (%s)\n", name, why)
+			} else {
+				fmt.Fprintf(stderr, "backend: %s\n", ro.Backend)
 			}
 			var out bytes.Buffer
-			if asJSON {
-				writeRunJSON(&out, b.Name(), ro.Iterations, res, total)
+			if sf.frames != "" {
+				err = runStream(cmd.Context(), pl, ro, &rf, &sf, cmd.Flags().Changed("iterations"), &out, stderr)
 			} else {
-				for _, o := range res.Outputs {
-					fmt.Fprintf(&out, "output %-16s %10d bytes  checksum %s\n", o.Name, o.Bytes, o.Checksum)
-				}
-				fmt.Fprintf(&out, "backend %s, %d iteration(s), wall %s (issue to sync; %s with setup and read-back)\n",
-					b.Name(), ro.Iterations, res.Wall.Round(time.Microsecond), total.Round(time.Microsecond))
+				err = runPlain(cmd.Context(), pl, ro, &rf, &out)
 			}
-			_, err = stdout.Write(out.Bytes())
+			// Figures come only with a finished run; a streamed run whose
+			// frames are wrong still prints its report.
+			if _, werr := stdout.Write(out.Bytes()); err == nil {
+				err = werr
+			}
 			return err
 		},
 	}
 	pf.add(cmd)
 	sf.add(cmd)
-	cmd.Flags().StringVar(&ro.Backend, "backend", dagrun.BackendAuto, "auto (cuda if built with it and a device answers, else sim), sim or cuda")
-	cmd.Flags().IntVar(&ro.Iterations, "iterations", 1, "times the plan is issued")
-	cmd.Flags().Int64Var(&ro.Seed, "seed", 1, "simulator: seed of the random per-op delays")
-	cmd.Flags().BoolVar(&ro.SyncEach, "sync-each", false, "cuda: synchronize after every op, so a fault names its stage")
-	cmd.Flags().StringVar(&planFile, "plan", "", "run this plan file (from 'dagrun plan --json') instead of a spec")
-	cmd.Flags().BoolVar(&allowRace, "allow-race", false, "run even if the verifier finds a race (to reproduce a bug)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	cmd.Flags().StringVar(&mode, "mode", string(executor.ModeStreams), "streams (launch every op) or graph (capture one iteration as a CUDA graph and replay it)")
-	cmd.Flags().StringVar(&traceFile, "trace", "", "write a Chrome trace-event JSON of the last iteration (Perfetto, chrome://tracing): one lane per stream, waits as flows")
-	cmd.Flags().StringVar(&timelineFile, "timeline", "", "draw the same timeline as a PNG (lanes per stream, stage bars, wait arrows)")
-	alloc.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&ro.Backend, "backend", dagrun.BackendAuto, "auto (cuda if built with it and a device answers, else sim), sim or cuda")
+	fl.IntVar(&ro.Iterations, "iterations", 1, "times the plan is issued")
+	fl.Int64Var(&ro.Seed, "seed", 1, "simulator: seed of the random per-op delays")
+	fl.BoolVar(&ro.SyncEach, "sync-each", false, "synchronize after every op, so a fault names its stage (serializes the run)")
+	fl.StringVar(&ro.Alloc, "alloc", dagrun.AllocStatic, "static (every buffer before the run; the plan's arena as one allocation) or dynamic (temps allocated at their first use and freed after their lifetime's events, stream-ordered)")
+	fl.StringVar(&rf.planFile, "plan", "", "run this plan file (from 'dagrun plan --json') instead of a spec")
+	fl.BoolVar(&rf.allowRace, "allow-race", false, "run even if the verifier finds a race (to reproduce a bug)")
+	fl.BoolVar(&rf.asJSON, "json", false, "print the result as JSON")
+	fl.StringVar(&rf.mode, "mode", string(dagrun.ModeStreams), "streams (launch every op) or graph (capture one iteration as a CUDA graph and replay it)")
+	fl.StringVar(&rf.traceFile, "trace", "", "write a Chrome trace-event JSON of the last iteration (Perfetto, chrome://tracing): one lane per stream, waits as flows")
+	fl.StringVar(&rf.timelineFile, "timeline", "", "draw the same timeline as a PNG (lanes per stream, stage bars, wait arrows)")
 	return cmd
 }
 
-// timeline builds the run's timeline: measured stage spans when the backend
-// profiles (cuda: GPU timestamps of the last iteration), else the plan's
-// ideal schedule from its durations (the simulator's time is not the GPU's).
-func timeline(p *planner.Plan, b executor.Backend) *trace.Timeline {
-	var spans []trace.Span
-	if pb, ok := b.(executor.Profiler); ok {
-		last := map[int]trace.Span{}
-		for _, s := range pb.StageSpans() {
-			last[s.Stage] = trace.Span{Name: s.Name, Stage: s.Stage, Stream: p.Stages[s.Stage].Stream, StartUS: s.StartUS, EndUS: s.EndUS}
+// execute runs pl with ro and writes the timeline files of rf. A race the
+// detector saw (RunResult.Races) is a failure whose message lists them.
+func execute(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFlags) (*dagrun.RunResult, error) {
+	res, err := dagrun.Run(ctx, pl.p, ro)
+	if res != nil && len(res.Races) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s: the %s backend's race detector saw %d race(s)", pl.src, res.Backend, len(res.Races))
+		for _, r := range res.Races {
+			b.WriteString("\n\t")
+			b.WriteString(r.String())
 		}
-		for i := range p.Stages {
-			if s, ok := last[i]; ok {
-				spans = append(spans, s)
-			}
+		return nil, failure{errors.New(b.String())}
+	}
+	if err != nil {
+		return nil, failure{fmt.Errorf("%s: %w", pl.src, err)}
+	}
+	if res.Timeline != nil {
+		if err := writeTimeline(res.Timeline, rf.traceFile, rf.timelineFile); err != nil {
+			return nil, failure{err}
 		}
 	}
-	tl := trace.FromPlan(p, spans)
-	if len(spans) == 0 {
-		tl = trace.FromPlan(p, trace.Ideal(p))
-		tl.Title += " — ideal schedule from duration_us (no GPU timestamps)"
+	return res, nil
+}
+
+// runPlain runs pl once for ro.Iterations iterations and writes the
+// outputs' checksums and the figures to out.
+func runPlain(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFlags, out io.Writer) error {
+	res, err := execute(ctx, pl, ro, rf)
+	if err != nil {
+		return err
 	}
-	return tl
+	if rf.asJSON {
+		return writeRunJSON(out, ro, res)
+	}
+	for _, o := range res.Outputs {
+		fmt.Fprintf(out, "output %-16s %10d bytes  checksum %s\n", o.Name, o.Bytes, o.Checksum)
+	}
+	fmt.Fprintf(out, "backend %s, %d iteration(s), wall %s (issue to sync; %s with setup and read-back)\n",
+		res.Backend, ro.Iterations, res.Wall.Round(time.Microsecond), res.Total.Round(time.Microsecond))
+	writeIssued(out, ro, res)
+	return nil
+}
+
+// writeIssued prints the ops the executor issued and the allocation mode.
+func writeIssued(w io.Writer, ro dagrun.RunOptions, res *dagrun.RunResult) {
+	fmt.Fprintf(w, "issued %d launches, %d waits, %d records (alloc %s)\n", res.Launches, res.Waits, res.Records, ro.Alloc)
 }
 
 // writeTimeline writes the Chrome trace and/or the PNG, each atomically.
-func writeTimeline(tl *trace.Timeline, traceFile, pngFile string) error {
+func writeTimeline(tl *dagrun.Timeline, traceFile, pngFile string) error {
 	if traceFile != "" {
 		var buf bytes.Buffer
 		if err := tl.WriteChromeTrace(&buf); err != nil {
@@ -471,7 +440,7 @@ func writeTimeline(tl *trace.Timeline, traceFile, pngFile string) error {
 	return nil
 }
 
-func writeRunJSON(w io.Writer, backend string, iterations int, res *executor.Result, total time.Duration) {
+func writeRunJSON(w io.Writer, ro dagrun.RunOptions, res *dagrun.RunResult) error {
 	type out struct {
 		Name     string `json:"name"`
 		Bytes    int64  `json:"bytes"`
@@ -480,67 +449,23 @@ func writeRunJSON(w io.Writer, backend string, iterations int, res *executor.Res
 	v := struct {
 		Backend    string  `json:"backend"`
 		Iterations int     `json:"iterations"`
+		Alloc      string  `json:"alloc"`
 		WallUS     float64 `json:"wall_us"`  // first issued op to the final synchronize
 		TotalUS    float64 `json:"total_us"` // with allocation, initial contents and read-back
+		Launches   int     `json:"launches"` // ops issued over all iterations
+		Waits      int     `json:"waits"`
+		Records    int     `json:"records"`
 		Outputs    []out   `json:"outputs"`
-	}{Backend: backend, Iterations: iterations, WallUS: float64(res.Wall.Nanoseconds()) / 1e3, TotalUS: float64(total.Nanoseconds()) / 1e3}
+	}{Backend: res.Backend, Iterations: ro.Iterations, Alloc: ro.Alloc,
+		WallUS: float64(res.Wall.Nanoseconds()) / 1e3, TotalUS: float64(res.Total.Nanoseconds()) / 1e3,
+		Launches: res.Launches, Waits: res.Waits, Records: res.Records}
 	for _, o := range res.Outputs {
 		v.Outputs = append(v.Outputs, out{o.Name, o.Bytes, o.Checksum})
 	}
-	b, _ := json.MarshalIndent(v, "", "  ")
-	w.Write(append(b, '\n'))
-}
-
-// planOrSpec reads the plan file planFile, or plans the spec args[0];
-// src names the one used, for messages.
-func planOrSpec(planFile string, args []string, pf *planFlags, stderr io.Writer) (p *planner.Plan, src string, err error) {
-	if planFile != "" {
-		p, err = readPlan(planFile)
-		return p, planFile, err
-	}
-	p, err = buildPlan(args[0], pf, stderr)
-	return p, args[0], err
-}
-
-// readPlan reads a plan file written by `dagrun plan --json`.
-func readPlan(path string) (*planner.Plan, error) {
-	b, err := os.ReadFile(path)
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return nil, usageError{err}
+		return err
 	}
-	var p planner.Plan
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			line, col := lineCol(b, se.Offset)
-			return nil, usagef("%s:%d:%d: not a plan file: %v (write one with `dagrun plan --json SPEC > FILE`)", path, line, col, err)
-		}
-		return nil, usagef("%s: not a plan file: %v (write one with `dagrun plan --json SPEC > FILE`)", path, err)
-	}
-	if p.Version != planner.PlanVersion {
-		return nil, usagef("%s: plan version %d, this dagrun reads version %d (re-plan the spec)", path, p.Version, planner.PlanVersion)
-	}
-	if err := p.Validate(); err != nil {
-		return nil, usagef("%s: %v (re-plan the spec with `dagrun plan --json`)", path, err)
-	}
-	if err := executor.CheckPlan(&p); err != nil {
-		return nil, usagef("%s: %v", path, err)
-	}
-	return &p, nil
-}
-
-// lineCol turns a byte offset into a 1-based line and column.
-func lineCol(b []byte, off int64) (line, col int) {
-	line, col = 1, 1
-	for i := int64(0); i < off && i < int64(len(b)); i++ {
-		if b[i] == '\n' {
-			line++
-			col = 1
-		} else {
-			col++
-		}
-	}
-	return line, col
+	_, err = w.Write(append(b, '\n'))
+	return err
 }

@@ -9,12 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun"
 )
 
 func newImportCmd(stdout, stderr io.Writer) *cobra.Command {
 	var outPath string
-	var o dag.ImportOptions
+	var o dagrun.ImportOptions
 	cmd := &cobra.Command{
 		Use:   "import GRAPH.json",
 		Short: "Convert an operator graph (torch.fx / torch.export JSON) into a spec",
@@ -28,17 +28,13 @@ in-place nodes read and write one buffer. The spec is written to -o FILE
 			if o.MaxWords <= 0 {
 				return usagef("--max-words %d: want a positive number of 4-byte words", o.MaxWords)
 			}
-			g, err := dag.ReadGraphFile(args[0])
+			s, summary, err := dagrun.ImportGraph(args[0], o)
 			if err != nil {
 				return usageError{err}
 			}
-			s, err := dag.ImportGraph(g, o)
-			if err != nil {
-				return usageError{fmt.Errorf("%s: %w", args[0], err)}
-			}
 			var out bytes.Buffer
-			fmt.Fprintf(&out, "# Imported by `dagrun import %s`.\n# %s\n", filepath.Base(args[0]), dag.GraphSummary(g))
-			if err := dag.WriteYAML(&out, s); err != nil {
+			fmt.Fprintf(&out, "# Imported by `dagrun import %s`.\n# %s\n", filepath.Base(args[0]), summary)
+			if err := dagrun.WriteSpec(&out, s); err != nil {
 				return failure{err}
 			}
 			if outPath == "" {

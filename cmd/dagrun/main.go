@@ -1,10 +1,15 @@
 // Command dagrun plans, checks and runs declarative CUDA-stream pipelines.
 //
-//	dagrun plan  SPEC [--json | --format table|json|dot] [--strategy S] [--max-streams N]
-//	dagrun check SPEC
-//	dagrun run   SPEC | --plan FILE [--backend auto|sim|cuda] [--iterations N] [--seed S]
+//	dagrun plan   SPEC [--json | --format table|json|dot] [--strategy S] [--max-streams N]
+//	dagrun check  SPEC | --plan FILE
+//	dagrun run    SPEC | --plan FILE [--backend auto|sim|cuda] [--mode streams|graph] [--alloc static|dynamic] [--iterations N] [--frames DIR]
+//	dagrun import GRAPH.json [-o SPEC]
+//	dagrun bench  plan|memory SPEC...
 //
-// Exit codes: 0 ok, 1 a race was found or a run failed, 2 bad input or usage.
+// It does all its work through the root package dagrun (the embedded Go
+// API). Flags that contradict each other are rejected before anything is
+// loaded. Exit codes: 0 ok, 1 a race was found or a run failed, 2 bad input
+// or usage; on exit 2 nothing is written to stdout.
 package main
 
 import (

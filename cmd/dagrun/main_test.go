@@ -42,8 +42,10 @@ func allSpecs(t *testing.T) []string {
 func isRacy(path string) bool { return strings.Contains(filepath.Base(path), "racy") }
 
 func TestCheckExitCodes(t *testing.T) {
+	t.Parallel()
 	for _, p := range allSpecs(t) {
 		t.Run(filepath.Base(p), func(t *testing.T) {
+			t.Parallel()
 			out, errs, code := cli(t, "check", p)
 			if isRacy(p) {
 				if code != exitFailure {
@@ -62,6 +64,7 @@ func TestCheckExitCodes(t *testing.T) {
 }
 
 func TestCheckRacyTwoWritersNamesBoth(t *testing.T) {
+	t.Parallel()
 	out, _, code := cli(t, "check", specPath("seed/two-writers-racy.yaml"))
 	if code != exitFailure {
 		t.Fatalf("exit %d, want 1", code)
@@ -74,6 +77,7 @@ func TestCheckRacyTwoWritersNamesBoth(t *testing.T) {
 }
 
 func TestBadSpecExit2NoOutput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("version: 1\nname: bad\nbuffers:\n  - {name: x, bytes: 16}\nstages:\n  - {name: a, kernel: fill, writes: [x], colour: red}\n"), 0o644)
@@ -92,6 +96,7 @@ func TestBadSpecExit2NoOutput(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, cmd := range [][]string{
 		{"plan"},
 		{"plan", "--json", "--format", "dot", specPath("seed/three-stage.yaml")},
@@ -114,6 +119,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestPlanFormats(t *testing.T) {
+	t.Parallel()
 	p := specPath("seed/three-stage.yaml")
 	out, errs, code := cli(t, "plan", p)
 	if code != 0 || !strings.Contains(out, "waits=") {
@@ -169,26 +175,33 @@ func checksums(t *testing.T, args ...string) string {
 // Every spec's outputs are identical across simulator seeds and equal to a
 // one-stream run.
 func TestRunSeedsMatchSingleStream(t *testing.T) {
+	t.Parallel()
 	for _, p := range allSpecs(t) {
 		if isRacy(p) {
 			continue
 		}
 		t.Run(filepath.Base(p), func(t *testing.T) {
+			t.Parallel()
 			want := checksums(t, "--strategy", "single", p)
 			seeds := 20
 			if testing.Short() {
 				seeds = 3
 			}
+			// Seeds in parallel too: the largest specs take most of the time.
 			for seed := 1; seed <= seeds; seed++ {
-				if got := checksums(t, "--seed", strconv.Itoa(seed), p); got != want {
-					t.Fatalf("seed %d: %s, one stream: %s", seed, got, want)
-				}
+				t.Run("seed"+strconv.Itoa(seed), func(t *testing.T) {
+					t.Parallel()
+					if got := checksums(t, "--seed", strconv.Itoa(seed), p); got != want {
+						t.Fatalf("%s, one stream: %s", got, want)
+					}
+				})
 			}
 		})
 	}
 }
 
 func TestRunPlanFile(t *testing.T) {
+	t.Parallel()
 	p := specPath("shared-io/shared-io.yaml")
 	js, _, code := cli(t, "plan", "--json", p)
 	if code != 0 {
@@ -208,6 +221,7 @@ func TestRunPlanFile(t *testing.T) {
 }
 
 func TestRunRacyRefusedUnlessAllowed(t *testing.T) {
+	t.Parallel()
 	p := specPath("seed/two-writers-racy.yaml")
 	if _, _, code := cli(t, "run", "--backend", "sim", p); code != exitFailure {
 		t.Fatalf("run racy: exit %d, want 1", code)
@@ -220,6 +234,7 @@ func TestRunRacyRefusedUnlessAllowed(t *testing.T) {
 }
 
 func TestCUDAWithoutTag(t *testing.T) {
+	t.Parallel()
 	_, errs, code := cli(t, "run", "--backend", "cuda", specPath("seed/three-stage.yaml"))
 	if code == 0 {
 		t.Skip("this binary has a working CUDA backend")
@@ -230,6 +245,7 @@ func TestCUDAWithoutTag(t *testing.T) {
 }
 
 func TestImportGraph(t *testing.T) {
+	t.Parallel()
 	g := filepath.Join("..", "..", "..", "shared", "graphs", "squeezenet1_1.json")
 	if _, err := os.Stat(g); err != nil {
 		t.Skip("shared graphs not present")
@@ -247,6 +263,7 @@ func TestImportGraph(t *testing.T) {
 // The converted model specs under specs/models are what `dagrun import`
 // makes of ../shared/graphs today: the conversion is stable.
 func TestModelSpecsStable(t *testing.T) {
+	t.Parallel()
 	graphs, _ := filepath.Glob(filepath.Join("..", "..", "..", "shared", "graphs", "*.json"))
 	if len(graphs) == 0 {
 		t.Skip("../shared/graphs not present")
@@ -254,6 +271,7 @@ func TestModelSpecsStable(t *testing.T) {
 	for _, g := range graphs {
 		name := strings.TrimSuffix(filepath.Base(g), ".json")
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			got, errs, code := cli(t, "import", g)
 			if code != 0 {
 				t.Fatalf("import: exit %d: %s", code, errs)
@@ -272,6 +290,7 @@ func TestModelSpecsStable(t *testing.T) {
 // Graph mode (emulated on the simulator) gives the stream mode's outputs,
 // and --trace/--timeline write their files.
 func TestRunGraphModeAndTimeline(t *testing.T) {
+	t.Parallel()
 	p := specPath("examples/fan-out-fan-in.yaml")
 	dir := t.TempDir()
 	png, js := filepath.Join(dir, "t.png"), filepath.Join(dir, "t.json")

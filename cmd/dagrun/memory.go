@@ -1,11 +1,10 @@
 package main
 
-// Memory (issue 5): the planner's arena and memory_budget flags, run's
-// --alloc, and `dagrun bench memory`.
+// Memory: the planner's arena and memory_budget flags and `dagrun bench
+// memory`.
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,10 +18,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/dagrun/dagrun/dag"
-	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/executor/sim"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun"
 )
 
 // memoryFlags are the planner's memory flags, on every command that plans.
@@ -37,9 +33,9 @@ func (f *memoryFlags) add(cmd *cobra.Command) {
 }
 
 // apply sets the planner options of f.
-func (f *memoryFlags) apply(o *planner.Options) error {
+func (f *memoryFlags) apply(o *dagrun.PlanOptions) error {
 	switch f.arena {
-	case "", dag.ArenaPlanned, dag.ArenaOff, dag.ArenaStreamOrder:
+	case "", dagrun.ArenaPlanned, dagrun.ArenaOff, dagrun.ArenaStreamOrder:
 		o.Arena = f.arena
 	default:
 		return usagef("--arena %q: want planned, off or stream-order", f.arena)
@@ -47,9 +43,9 @@ func (f *memoryFlags) apply(o *planner.Options) error {
 	switch f.budget {
 	case "":
 	case "auto":
-		o.MemoryBudget = planner.BudgetAuto
+		o.MemoryBudget = dagrun.BudgetAuto
 	case "none":
-		o.MemoryBudget = planner.BudgetNone
+		o.MemoryBudget = dagrun.BudgetNone
 	default:
 		n, err := parseBytes(f.budget)
 		if err != nil || n <= 0 {
@@ -84,34 +80,6 @@ func parseBytes(s string) (int64, error) {
 	return n * mul, nil
 }
 
-// allocFlag is run's --alloc.
-type allocFlag string
-
-func (a *allocFlag) add(cmd *cobra.Command) {
-	*a = executor.AllocStatic
-	cmd.Flags().Var(a, "alloc", "static (every buffer before the run; the plan's arena as one allocation) or dynamic (temps allocated at their first use and freed after their lifetime's events, stream-ordered)")
-}
-
-func (a *allocFlag) String() string { return string(*a) }
-func (a *allocFlag) Type() string   { return "mode" }
-func (a *allocFlag) Set(s string) error {
-	switch s {
-	case executor.AllocStatic, executor.AllocDynamic:
-		*a = allocFlag(s)
-		return nil
-	}
-	return fmt.Errorf("want static or dynamic")
-}
-
-// check rejects --alloc dynamic with graph mode (a captured graph has no
-// allocation points).
-func (a allocFlag) check(mode executor.Mode) error {
-	if a == executor.AllocDynamic && mode == executor.ModeGraph {
-		return usagef("--alloc dynamic conflicts with --mode graph: a graph is captured once; use --mode streams")
-	}
-	return nil
-}
-
 func newBenchMemoryCmd(stdout, stderr io.Writer) *cobra.Command {
 	var plotFile string
 	var noSim bool
@@ -139,40 +107,37 @@ draws them: arena against ideal makespan, both relative to the default plan.`,
 				if err != nil {
 					return err
 				}
-				name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-				row, c, err := memoryRow(cmd.Context(), s, !noSim)
+				m, err := dagrun.BenchMemory(cmd.Context(), s, !noSim)
 				if err != nil {
 					return failure{fmt.Errorf("%s: %w", path, err)}
 				}
-				c.name = name
-				curves = append(curves, c)
-				fmt.Fprintf(&out, "| %s | %s |\n", name, strings.Join(row, " | "))
+				name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+				curves = append(curves, memCurve{name, m})
+				fmt.Fprintf(&out, "| %s | %s |\n", name, strings.Join(memoryRow(m), " | "))
 			}
 			fmt.Fprintln(&out)
 			fmt.Fprintln(&out, "| spec | budget (one-stream arena) MiB | steps (reuse/serialize) | arena MiB after | ideal makespan µs before → after | met |")
 			fmt.Fprintln(&out, "|---|---|---|---|---|---|")
 			for _, c := range curves {
+				m := c.m
 				reuse, ser := 0, 0
-				for _, st := range c.steps {
-					if st.Kind == planner.BudgetReuse {
+				last, ms := m.ArenaBytes, m.MakespanUS // the smallest arena reached, the last makespan
+				for i, st := range m.BudgetSteps {
+					if st.Kind == dagrun.BudgetReuse {
 						reuse++
 					} else {
 						ser++
 					}
-				}
-				last := c.arena0
-				m := c.makespan0
-				if len(c.steps) > 0 {
-					last, m = c.steps[len(c.steps)-1].ArenaBytes, c.steps[len(c.steps)-1].MakespanUS
-					for _, st := range c.steps {
-						last = min(last, st.ArenaBytes)
+					if i == 0 || st.ArenaBytes < last {
+						last = st.ArenaBytes
 					}
+					ms = st.MakespanUS
 				}
 				met := "yes"
-				if c.err != nil {
-					met = fmt.Sprintf("no: %d bytes over", last-c.budget)
+				if m.BudgetErr != nil {
+					met = fmt.Sprintf("no: %d bytes over", last-m.BudgetBytes)
 				}
-				fmt.Fprintf(&out, "| %s | %s | %d (%d/%d) | %s | %.1f → %.1f | %s |\n", c.name, mib(c.budget), len(c.steps), reuse, ser, mib(last), c.makespan0, m, met)
+				fmt.Fprintf(&out, "| %s | %s | %d (%d/%d) | %s | %.1f → %.1f | %s |\n", c.name, mib(m.BudgetBytes), len(m.BudgetSteps), reuse, ser, mib(last), m.MakespanUS, ms, met)
 			}
 			if plotFile != "" {
 				if err := plotCurves(curves, plotFile); err != nil {
@@ -189,115 +154,28 @@ draws them: arena against ideal makespan, both relative to the default plan.`,
 	return cmd
 }
 
-// memCurve is one spec's budget steps toward its one-stream arena.
+// memCurve is one spec's figures, by name, for the budget curve plot.
 type memCurve struct {
-	name           string
-	arena0, budget int64
-	makespan0      float64
-	steps          []planner.BudgetStep
-	err            error
+	name string
+	m    *dagrun.MemoryBench
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f", float64(n)/(1<<20)) }
 
-// memoryRow plans s every way the table needs, verifies each plan, and
-// (withSim) runs the default plan on the simulator with and without the arena.
-func memoryRow(ctx context.Context, s *dag.Spec, withSim bool) ([]string, memCurve, error) {
-	var c memCurve
-	build := func(o planner.Options) (*planner.Plan, error) {
-		p, err := planner.Build(s, o)
-		if err != nil {
-			return nil, err
-		}
-		return p, planner.Verify(p)
-	}
-	races := 0
-	count := func(err error) error {
-		var re *planner.RaceError
-		if errors.As(err, &re) {
-			races += len(re.Races)
-			return nil
-		}
-		return err
-	}
-	def, err := build(planner.Options{MemoryBudget: planner.BudgetNone})
-	if err = count(err); err != nil {
-		return nil, c, err
-	}
-	single, err := build(planner.Options{Strategy: planner.StrategySingle, MemoryBudget: planner.BudgetNone})
-	if err = count(err); err != nil {
-		return nil, c, err
-	}
-	auto, err := build(planner.Options{MemoryBudget: planner.BudgetAuto})
-	if err = count(err); err != nil {
-		return nil, c, err
-	}
-	bound := planner.LiveBound(def)
-	a := def.Stats.ArenaBytes
+// memoryRow is the arena table's cells after the spec name.
+func memoryRow(m *dagrun.MemoryBench) []string {
+	bound := float64(max(m.LiveBoundBytes, 1))
 	row := []string{
-		fmt.Sprint(def.Stats.Stages), fmt.Sprint(def.Stats.Streams),
-		mib(a), mib(planner.NoReuseBytes(def)), mib(single.Stats.ArenaBytes), mib(bound),
-		fmt.Sprintf("%.3f", float64(a)/float64(max(bound, 1))),
-		fmt.Sprintf("%s (%.3f), %+d", mib(auto.Stats.ArenaBytes), float64(auto.Stats.ArenaBytes)/float64(max(bound, 1)), auto.Stats.Waits-def.Stats.Waits),
-		fmt.Sprint(races),
+		fmt.Sprint(m.Stages), fmt.Sprint(m.Streams),
+		mib(m.ArenaBytes), mib(m.NoReuseBytes), mib(m.SingleArenaBytes), mib(m.LiveBoundBytes),
+		fmt.Sprintf("%.3f", float64(m.ArenaBytes)/bound),
+		fmt.Sprintf("%s (%.3f), %+d", mib(m.AutoArenaBytes), float64(m.AutoArenaBytes)/bound, m.AutoExtraWaits),
+		fmt.Sprint(m.VerifierRaces),
 	}
-	if withSim {
-		off, err := planner.Build(s, planner.Options{Arena: dag.ArenaOff, MemoryBudget: planner.BudgetNone})
-		if err != nil {
-			return nil, c, err
-		}
-		detected := 0
-		run := func(p *planner.Plan) (map[string]string, error) {
-			b := sim.New(sim.Options{Seed: 1})
-			res, err := executor.Run(ctx, p, b, executor.Options{})
-			b.Close()
-			var re *executor.RaceError
-			if errors.As(err, &re) {
-				detected += len(re.Races) + re.Dropped
-				err = nil
-			}
-			if err != nil {
-				return nil, err
-			}
-			m := map[string]string{}
-			for _, o := range res.Outputs {
-				m[o.Name] = o.Checksum
-			}
-			return m, nil
-		}
-		with, err := run(def)
-		if err != nil {
-			return nil, c, err
-		}
-		without, err := run(off)
-		if err != nil {
-			return nil, c, err
-		}
-		same := len(with) == len(without)
-		for k, v := range with {
-			same = same && without[k] == v
-		}
-		row = append(row, fmt.Sprintf("%d, %v", detected, same))
-	} else {
-		row = append(row, "-")
+	if m.Sim == nil {
+		return append(row, "-")
 	}
-	c.arena0, c.makespan0, c.budget = a, def.Stats.IdealMakespanUS, single.Stats.ArenaBytes
-	if c.budget < a {
-		p, err := planner.Build(s, planner.Options{MemoryBudget: c.budget})
-		var be *planner.BudgetError
-		switch {
-		case errors.As(err, &be):
-			c.steps, c.err = be.Steps, be
-		case err != nil:
-			return nil, c, err
-		default:
-			c.steps = p.Budget
-			if err := count(planner.Verify(p)); err != nil {
-				return nil, c, err
-			}
-		}
-	}
-	return row, c, nil
+	return append(row, fmt.Sprintf("%d, %v", m.Sim.DetectorRaces, m.Sim.SameOutputs))
 }
 
 // plotCurves draws each spec's budget steps: arena against ideal makespan,
@@ -312,8 +190,8 @@ func plotCurves(curves []memCurve, path string) error {
 	i := 0
 	for _, c := range curves {
 		pts := plotter.XYs{{X: 100, Y: 0}}
-		for _, st := range c.steps {
-			pts = append(pts, plotter.XY{X: 100 * float64(st.ArenaBytes) / float64(c.arena0), Y: 100 * (st.MakespanUS/c.makespan0 - 1)})
+		for _, st := range c.m.BudgetSteps {
+			pts = append(pts, plotter.XY{X: 100 * float64(st.ArenaBytes) / float64(c.m.ArenaBytes), Y: 100 * (st.MakespanUS/c.m.MakespanUS - 1)})
 		}
 		l, s, err := plotter.NewLinePoints(pts)
 		if err != nil {
@@ -324,7 +202,7 @@ func plotCurves(curves []memCurve, path string) error {
 		s.Shape = plotutil.Shape(i)
 		l.Width = vg.Points(1.2)
 		p.Add(l, s)
-		label := fmt.Sprintf("%s (%d steps)", c.name, len(c.steps))
+		label := fmt.Sprintf("%s (%d steps)", c.name, len(c.m.BudgetSteps))
 		p.Legend.Add(label, l, s)
 		i++
 	}

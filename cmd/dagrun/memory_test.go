@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseBytes(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]int64{"4096": 4096, "64MiB": 64 << 20, "2G": 2e9, "10K": 10e3, "3KiB": 3072, "5B": 5} {
 		if got, err := parseBytes(in); err != nil || got != want {
 			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
@@ -21,6 +22,7 @@ func TestParseBytes(t *testing.T) {
 }
 
 func TestMemoryFlags(t *testing.T) {
+	t.Parallel()
 	resnet := specPath("models/resnet50.yaml")
 	for _, args := range [][]string{
 		{"plan", "--arena", "bogus", resnet},
@@ -53,6 +55,7 @@ func TestMemoryFlags(t *testing.T) {
 
 // TestRunAllocDynamic: --alloc dynamic prints the same checksums as static.
 func TestRunAllocDynamic(t *testing.T) {
+	t.Parallel()
 	for _, spec := range []string{"memory/a-stream-reuse.yaml", "memory/b-bucket-reuse.yaml", "memory/c-pinned-refill.yaml", "models/squeezenet1_1.yaml"} {
 		static, _, c1 := cli(t, "run", "--backend", "sim", specPath(spec))
 		dynamic, errs, c2 := cli(t, "run", "--backend", "sim", "--alloc", "dynamic", specPath(spec))
@@ -76,6 +79,7 @@ func outLines(s string) string {
 }
 
 func TestBenchMemory(t *testing.T) {
+	t.Parallel()
 	png := filepath.Join(t.TempDir(), "curve.png")
 	out, errs, code := cli(t, "bench", "memory", "--plot", png, specPath("models/squeezenet1_1.yaml"), specPath("models/resnet50.yaml"))
 	if code != exitOK {

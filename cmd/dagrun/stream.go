@@ -1,9 +1,9 @@
 package main
 
-// dagrun run --frames DIR: a stream of inputs through a plan's iterations
-// (issue 6): frames from files into the host_pinned input buffers' staging
-// copies, outputs to files, a progress bar, latency figures, and for the
-// video demo a check of every frame against the CPU reference.
+// dagrun run --frames DIR: a stream of inputs through a plan's iterations:
+// frames from files into the host_pinned input buffers' staging copies,
+// outputs to files, a progress bar, latency figures, and for the video demo
+// a check of every frame against the CPU reference.
 
 import (
 	"context"
@@ -21,9 +21,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dagrun/dagrun"
-	"github.com/dagrun/dagrun/dag"
-	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/specs/video"
 )
 
@@ -45,8 +42,9 @@ func (f *streamFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.check, "check", "auto", "with --frames: check every output frame: video (against specs/video's float64 reference, max relative error < 1e-4), none, or auto (video when the plan runs the video kernels)")
 }
 
-// validate rejects flag combinations before any work.
-func (f *streamFlags) validate(cmd *cobra.Command, mode executor.Mode) error {
+// validate rejects bad values and stream flags without --frames, before any
+// work (conflicts with other flags: runConflicts).
+func (f *streamFlags) validate(cmd *cobra.Command) error {
 	if f.frames == "" {
 		for _, name := range []string{"out", "in-flight", "progress", "check"} {
 			if cmd.Flags().Changed(name) {
@@ -54,9 +52,6 @@ func (f *streamFlags) validate(cmd *cobra.Command, mode executor.Mode) error {
 			}
 		}
 		return nil
-	}
-	if mode == executor.ModeGraph {
-		return usagef("--frames conflicts with --mode graph (a stream of inputs runs in stream mode, with host waits between iterations)")
 	}
 	if f.inFlight < 0 {
 		return usagef("--in-flight %d: want ≥ 0", f.inFlight)
@@ -80,7 +75,7 @@ func (f *streamFlags) validate(cmd *cobra.Command, mode executor.Mode) error {
 // streamIO is the host side of a streamed run: the frames, where each
 // input and output goes, and the checks.
 type streamIO struct {
-	p       *planner.Plan
+	p       *dagrun.StreamPlan
 	inputs  []int // plan buffer indices of the host_pinned inputs, in plan order
 	outputs []int
 	frames  [][][]byte // per input: its frames
@@ -91,28 +86,12 @@ type streamIO struct {
 	wrong []int // iterations with a wrong output
 }
 
-// newStreamIO finds the streamed buffers and reads the frames for them
-// (shapes from the spec at specPath, "" for a plan file: raw frames only).
-func newStreamIO(p *planner.Plan, specPath string, f *streamFlags) (*streamIO, error) {
+// newStreamIO finds the streamed buffers of pl and reads the frames for
+// them (shapes from pl's spec; a plan file streams raw frames only).
+func newStreamIO(pl *planned, f *streamFlags) (*streamIO, error) {
+	p, spec := pl.p, pl.spec
 	s := &streamIO{p: p, outDir: f.outDir}
-	var spec *dag.Spec
-	if specPath != "" {
-		var err error
-		if spec, err = dag.LoadFile(specPath); err != nil {
-			return nil, usageError{err}
-		}
-	}
-	for i, b := range p.Buffers {
-		if b.Where != dag.WhereHostPinned {
-			continue
-		}
-		switch b.Role {
-		case dag.RoleInput:
-			s.inputs = append(s.inputs, i)
-		case dag.RoleOutput:
-			s.outputs = append(s.outputs, i)
-		}
-	}
+	s.inputs, s.outputs = dagrun.HostIO(p)
 	if len(s.inputs) == 0 {
 		return nil, usagef("--frames: the plan has no host_pinned input buffer to stream frames into")
 	}
@@ -129,14 +108,17 @@ func newStreamIO(p *planner.Plan, specPath string, f *streamFlags) (*streamIO, e
 		fr, ok := cache[key]
 		if !ok {
 			var err error
-			if fr, err = executor.ReadFrames(f.frames, b.Bytes, shape); err != nil {
+			if fr, err = dagrun.ReadFrames(f.frames, b.Bytes, shape); err != nil {
 				return nil, usageError{fmt.Errorf("input %s: %w", b.Name, err)}
 			}
 			cache[key] = fr
 		}
 		s.frames = append(s.frames, fr)
 	}
-	isVideo := slices.ContainsFunc(p.Kernels, func(k planner.Kernel) bool { return k.Entry == video.EntrySoftmax })
+	isVideo := false
+	for _, k := range p.Kernels {
+		isVideo = isVideo || k.Entry == video.EntrySoftmax
+	}
 	switch {
 	case f.check == "video" && !isVideo:
 		return nil, usagef("--check video: the plan does not run the video demo's kernels")
@@ -159,16 +141,16 @@ func (s *streamIO) frameOf(k, it int) int {
 	return (it*len(s.inputs) + k) % len(s.frames[k])
 }
 
-// options returns the executor's host I/O.
-func (s *streamIO) options() (map[string]executor.InputFunc, map[string]executor.OutputFunc) {
-	in := map[string]executor.InputFunc{}
+// options returns the run's host I/O.
+func (s *streamIO) options() (map[string]dagrun.InputFunc, map[string]dagrun.OutputFunc) {
+	in := map[string]dagrun.InputFunc{}
 	for k, i := range s.inputs {
 		in[s.p.Buffers[i].Name] = func(it int, dst []byte) error {
 			copy(dst, s.frames[k][s.frameOf(k, it)])
 			return nil
 		}
 	}
-	out := map[string]executor.OutputFunc{}
+	out := map[string]dagrun.OutputFunc{}
 	for k, i := range s.outputs {
 		name := s.p.Buffers[i].Name
 		out[name] = func(it int, data []byte) error {
@@ -224,26 +206,23 @@ func (c *videoCheck) ok(f int, frame, out []byte) bool {
 	return e < 1e-4
 }
 
-// runStream runs p on b for a stream of frames and prints the figures. It
-// closes b.
-func runStream(ctx context.Context, specPath string, p *planner.Plan, b executor.Backend, ro dagrun.RunOptions, f *streamFlags, itersSet bool, stdout, stderr io.Writer) (err error) {
-	defer func() {
-		if cerr := b.Close(); err == nil && cerr != nil {
-			err = failure{cerr}
-		}
-	}()
+// runStream runs pl with ro for a stream of frames and writes the figures
+// to stdout.
+func runStream(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFlags, f *streamFlags, itersSet bool, stdout, stderr io.Writer) error {
+	p := pl.p
 	if p.Iteration == nil {
 		return usagef("--frames needs a plan with iteration info (re-plan the spec: plan files written before it was always included have none)")
 	}
-	s, err := newStreamIO(p, specPath, f)
+	s, err := newStreamIO(pl, f)
 	if err != nil {
 		return err
 	}
-	iters := ro.Iterations
 	if !itersSet {
-		iters = (len(s.frames[0]) + len(s.inputs) - 1) / len(s.inputs)
+		ro.Iterations = (len(s.frames[0]) + len(s.inputs) - 1) / len(s.inputs)
 	}
-	in, out := s.options()
+	iters := ro.Iterations
+	ro.Inputs, ro.Outputs = s.options()
+	ro.InFlight = f.inFlight
 	frames := iters * len(s.inputs)
 	var bar *progressbar.ProgressBar
 	if f.progress == "on" || (f.progress == "auto" && iters >= 500) {
@@ -251,17 +230,14 @@ func runStream(ctx context.Context, specPath string, p *planner.Plan, b executor
 			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("frames"),
 			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionOnCompletion(func() { fmt.Fprintln(stderr) }))
 	}
-	o := executor.Options{Iterations: iters, SyncEach: ro.SyncEach, Inputs: in, Outputs: out, InFlight: f.inFlight,
-		Progress: func(int, time.Duration) {
-			if bar != nil {
-				bar.Add(len(s.inputs))
-			}
-		}}
-	start := time.Now()
-	res, err := executor.Run(ctx, p, b, o)
-	total := time.Since(start)
+	ro.Progress = func(int, time.Duration) {
+		if bar != nil {
+			bar.Add(len(s.inputs))
+		}
+	}
+	res, err := execute(ctx, pl, ro, rf)
 	if err != nil {
-		return failure{fmt.Errorf("%s: %w", specOr(specPath), err)}
+		return err
 	}
 	if bar != nil {
 		bar.Finish()
@@ -275,10 +251,11 @@ func runStream(ctx context.Context, specPath string, p *planner.Plan, b executor
 		return lat[min(len(lat)-1, int(q*float64(len(lat))))]
 	}
 	fmt.Fprintf(stdout, "streamed %d frames (%d iterations × %d inputs, %d distinct frames) on %s in %s: %.0f frames/s; per-iteration latency p50 %s, p99 %s\n",
-		frames, iters, len(s.inputs), len(s.frames[0]), b.Name(), res.Wall.Round(time.Microsecond), float64(frames)/res.Wall.Seconds(),
+		frames, iters, len(s.inputs), len(s.frames[0]), res.Backend, res.Wall.Round(time.Microsecond), float64(frames)/res.Wall.Seconds(),
 		pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond))
 	fmt.Fprintf(stdout, "plan: %d streams × %d stream sets, %d cross-iteration waits, in flight ≤ %d; %s with setup and read-back\n",
-		len(p.Streams), p.Iteration.StreamSets, p.Iteration.CrossWaits, p.Iteration.InFlight, total.Round(time.Millisecond))
+		len(p.Streams), p.Iteration.StreamSets, p.Iteration.CrossWaits, p.Iteration.InFlight, res.Total.Round(time.Millisecond))
+	writeIssued(stdout, ro, res)
 	for _, o := range res.Outputs {
 		fmt.Fprintf(stdout, "output %-16s %10d bytes  checksum %s (last iteration)\n", o.Name, o.Bytes, o.Checksum)
 	}
@@ -290,11 +267,4 @@ func runStream(ctx context.Context, specPath string, p *planner.Plan, b executor
 		}
 	}
 	return nil
-}
-
-func specOr(path string) string {
-	if path == "" {
-		return "plan"
-	}
-	return path
 }

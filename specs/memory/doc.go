@@ -1,6 +1,6 @@
-// Package memory holds the specs of issue 5's four failure patterns of
-// memory reused or read across streams, each planned (right output, no race
-// report) and racy (the lifetime or the host wait taken out: Verify and the
+// Package memory holds the specs of four failure patterns of memory reused
+// or read across streams, each planned (right output, no race report) and
+// racy (the lifetime or the host wait taken out: Verify and the
 // simulator's detector report it; on the GPU the output is wrong in most
 // trials):
 //

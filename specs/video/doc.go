@@ -1,6 +1,6 @@
-// Package video is dagrun's multi-camera inference demo (issue 6, point 4):
-// per camera and frame, copy an RGBA frame in, preprocess it to 3×64×64
-// float32, run a small CNN (two conv3x3+ReLU+maxpool2x2 layers and a fully
+// Package video is dagrun's multi-camera inference demo: per camera and
+// frame, copy an RGBA frame in, preprocess it to 3×64×64 float32, run a
+// small CNN (two conv3x3+ReLU+maxpool2x2 layers and a fully
 // connected layer, fixed deterministic weights), take softmax and argmax, and
 // copy the result out.
 //

@@ -1,0 +1,199 @@
+package dagrun_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/cudart"
+	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/planner"
+)
+
+func mustPlan(t *testing.T, path string, o dagrun.PlanOptions) *dagrun.StreamPlan {
+	t.Helper()
+	s, err := dagrun.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := dagrun.Plan(s, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A plan file reads back to the same plan, from anywhere (Dir is
+// absolute); broken files are errors with path:line:column where JSON
+// gives a position.
+func TestPlanFileRoundTrip(t *testing.T) {
+	p := mustPlan(t, "specs/shared-io/shared-io.yaml", dagrun.PlanOptions{})
+	if !filepath.IsAbs(p.Dir) {
+		t.Errorf("plan Dir %q is not absolute", p.Dir)
+	}
+	var buf bytes.Buffer
+	if err := dagrun.WritePlanJSON(&buf, p); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	f := filepath.Join(dir, "plan.json")
+	os.WriteFile(f, buf.Bytes(), 0o644)
+	q, err := dagrun.ReadPlan(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again bytes.Buffer
+	dagrun.WritePlanJSON(&again, q)
+	if again.String() != buf.String() {
+		t.Errorf("plan file does not read back to the same plan")
+	}
+	for _, c := range []struct{ data, want string }{
+		{buf.String()[:buf.Len()/2], `plan\.json:\d+:\d+: not a plan file`},
+		{`{"version": 1, "colour": 3}`, `plan\.json: not a plan file: unknown field "colour" \(`},
+		{strings.Replace(buf.String(), `"duration_us"`, `"duration"`, 1), `plan\.json: not a plan file: unknown field "duration" in stages\[0\]`},
+		{strings.Replace(buf.String(), `"events": `, `"events": "many", "x": `, 1), `plan\.json:\d+:\d+: not a plan file: .*events`},
+		{strings.Replace(buf.String(), `"version": 1`, `"version": 99`, 1), `plan version 99`},
+	} {
+		os.WriteFile(f, []byte(c.data), 0o644)
+		if _, err := dagrun.ReadPlan(f); err == nil || !regexp.MustCompile(c.want).MatchString(err.Error()) {
+			t.Errorf("ReadPlan: %v, want an error matching %q", err, c.want)
+		}
+	}
+	if _, err := dagrun.ReadPlan(filepath.Join(dir, "missing.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// A race the simulator's detector sees comes back as data, with the result,
+// as well as an *executor.RaceError.
+func TestRunRacesAsData(t *testing.T) {
+	s, err := dagrun.Load("specs/seed/two-writers-racy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := dagrun.Plan(s, dagrun.PlanOptions{})
+	var pre *planner.RaceError
+	if p == nil || !errors.As(err, &pre) {
+		t.Fatalf("Plan of a racy spec: %v, %v; want the plan and a *planner.RaceError", p, err)
+	}
+	res, err := dagrun.Run(context.Background(), p, dagrun.RunOptions{Backend: dagrun.BackendSim})
+	var re *executor.RaceError
+	if res == nil || len(res.Races) == 0 || !errors.As(err, &re) || len(re.Races) != len(res.Races) {
+		t.Fatalf("Run: result %v, error %v; want the races in both", res, err)
+	}
+	if r := res.Races[0]; r.Buffer != "out" || !strings.Contains(r.String(), "w1") {
+		t.Errorf("race %v, want the two writers of out", r)
+	}
+	// Race-free: no races, no error, a timeline of the ideal schedule.
+	ok := mustPlan(t, "specs/seed/two-writers.yaml", dagrun.PlanOptions{})
+	res, err = dagrun.Run(context.Background(), ok, dagrun.RunOptions{Backend: dagrun.BackendSim, Timeline: true})
+	if err != nil || len(res.Races) != 0 || res.Backend != "sim" || res.Timeline == nil || !strings.Contains(res.Timeline.Title, "ideal schedule") {
+		t.Fatalf("two-writers: %+v, %v", res, err)
+	}
+}
+
+// Conflicting executor options are rejected by Run before the backend does
+// any work, with a nil result.
+func TestRunRejectsConflicts(t *testing.T) {
+	p := mustPlan(t, "specs/seed/three-stage.yaml", dagrun.PlanOptions{})
+	for _, o := range []executor.Options{
+		{Mode: dagrun.ModeGraph, SyncEach: true},
+		{Mode: dagrun.ModeGraph, Alloc: dagrun.AllocDynamic},
+		{Alloc: "lazy"},
+	} {
+		res, err := dagrun.Run(context.Background(), p, dagrun.RunOptions{Backend: dagrun.BackendSim, Options: o})
+		if err == nil || res != nil {
+			t.Errorf("%+v: %v, %v; want an error and no result", o, res, err)
+		}
+	}
+	if _, err := dagrun.Run(context.Background(), p, dagrun.RunOptions{Backend: "tpu"}); err == nil || !strings.Contains(err.Error(), `unknown backend "tpu"`) {
+		t.Errorf("backend tpu: %v", err)
+	}
+}
+
+func TestAutoBackend(t *testing.T) {
+	name, why := dagrun.AutoBackend()
+	b, err := dagrun.NewBackend(dagrun.BackendAuto, dagrun.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.Name() != name || why == "" {
+		t.Errorf("auto opened %s; AutoBackend says %s (%s)", b.Name(), name, why)
+	}
+	if !cudart.Available {
+		if name != dagrun.BackendSim || !strings.Contains(why, "cuda tag") {
+			t.Errorf("without the cuda tag: %s (%s)", name, why)
+		}
+		if _, err := dagrun.NewBackend(dagrun.BackendCUDA, dagrun.RunOptions{}); !errors.Is(err, cudart.ErrNotSupported) {
+			t.Errorf("cuda without the tag: %v", err)
+		}
+	}
+}
+
+// check's notes: waits issued before their record, and options that stream
+// pins override.
+func TestWarningsAndPinNotes(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "early.yaml")
+	os.WriteFile(f, []byte(`version: 1
+name: early
+sync: manual
+buffers:
+  - {name: out, bytes: 64, role: output}
+stages:
+  - {name: w1, kernel: fill, args: {value: 1.0}, writes: [out], stream: a, waits: [w2]}
+  - {name: w2, kernel: fill, args: {value: 2.0}, writes: [out], stream: b}
+`), 0o644)
+	s, err := dagrun.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := dagrun.Plan(s, dagrun.PlanOptions{})
+	if p == nil {
+		t.Fatal("no plan")
+	}
+	idle := dagrun.Warnings(p)
+	if len(idle) != 1 || !strings.Contains(idle[0], "before w1 (stream a) waits for nothing") || !strings.Contains(idle[0], "recorded after w2 on stream b") {
+		t.Errorf("Warnings: %q", idle)
+	}
+	if n := dagrun.Warnings(mustPlan(t, "specs/seed/two-writers-handsync.yaml", dagrun.PlanOptions{})); len(n) != 0 {
+		t.Errorf("handsync: %q", n)
+	}
+	if n := dagrun.PinNotes(s, dagrun.PlanOptions{Strategy: dagrun.StrategySingle}, p); len(n) != 1 || !strings.Contains(n[0], "sync: manual") {
+		t.Errorf("manual spec: %q", n)
+	}
+	three, err := dagrun.Load("specs/seed/three-stage.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := dagrun.PlanOptions{Strategy: dagrun.StrategySingle, MaxStreams: 2}
+	p3, err := dagrun.Plan(three, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := dagrun.PinNotes(three, o, p3); len(n) != 2 || !strings.Contains(n[0], "strategy single") || !strings.Contains(n[1], "max_streams 2") {
+		t.Errorf("pinned spec: %q", n)
+	}
+	if n := dagrun.PinNotes(three, dagrun.PlanOptions{}, mustPlan(t, "specs/seed/three-stage.yaml", dagrun.PlanOptions{})); len(n) != 0 {
+		t.Errorf("default options: %q", n)
+	}
+}
+
+func TestHostIO(t *testing.T) {
+	p := mustPlan(t, "specs/video/cameras.yaml", dagrun.PlanOptions{})
+	in, out := dagrun.HostIO(p)
+	var names []string
+	for _, i := range append(in, out...) {
+		names = append(names, p.Buffers[i].Name)
+	}
+	if got := strings.Join(names, " "); got != "cam0/frame_h cam1/frame_h cam0/out_h cam1/out_h" {
+		t.Errorf("HostIO: %s", got)
+	}
+}

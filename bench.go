@@ -1,0 +1,176 @@
+package dagrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/planner"
+)
+
+// PlanBench is the planner's quality on one spec: the stats of its plan
+// under each strategy (uncapped) and under the default strategy capped at 8
+// and 16 streams. Times are µs (PlanStats).
+type PlanBench struct {
+	Default, Naive, RoundRobin, Single PlanStats
+	Max8, Max16                        PlanStats
+}
+
+// BenchPlan plans s six ways (the four strategies uncapped, the default
+// strategy with max_streams 8 and 16) and verifies every plan. Errors name
+// the variant: a planning error or a *planner.RaceError.
+func BenchPlan(s *Spec) (*PlanBench, error) {
+	var b PlanBench
+	for _, c := range []struct {
+		name string
+		o    PlanOptions
+		st   *PlanStats
+	}{
+		{"default", PlanOptions{Strategy: StrategyDefault, MaxStreams: -1}, &b.Default},
+		{"naive", PlanOptions{Strategy: StrategyNaive, MaxStreams: -1}, &b.Naive},
+		{"round-robin", PlanOptions{Strategy: StrategyRoundRobin, MaxStreams: -1}, &b.RoundRobin},
+		{"single", PlanOptions{Strategy: StrategySingle, MaxStreams: -1}, &b.Single},
+		{"max8", PlanOptions{Strategy: StrategyDefault, MaxStreams: 8}, &b.Max8},
+		{"max16", PlanOptions{Strategy: StrategyDefault, MaxStreams: 16}, &b.Max16},
+	} {
+		p, err := Plan(s, c.o)
+		if err != nil {
+			return nil, fmt.Errorf("strategy %s: %w", c.name, err)
+		}
+		*c.st = p.Stats
+	}
+	return &b, nil
+}
+
+// MemoryBench is the arena's figures on one spec (bytes; µs).
+type MemoryBench struct {
+	Stages, Streams int // of the default plan
+	// ArenaBytes is the default plan's arena (memory_budget none),
+	// NoReuseBytes the same temps without sharing, SingleArenaBytes the
+	// one-stream plan's arena, LiveBoundBytes the most bytes live at any
+	// instant of the default plan's ideal schedule (planner.LiveBound).
+	ArenaBytes, NoReuseBytes, SingleArenaBytes, LiveBoundBytes int64
+	// AutoArenaBytes is the arena with memory_budget auto, AutoExtraWaits
+	// the waits that plan has beyond the default plan's.
+	AutoArenaBytes int64
+	AutoExtraWaits int
+	// VerifierRaces counts the races Verify finds in the default, the
+	// one-stream and the auto plan (0 for a correct planner).
+	VerifierRaces int
+	// Sim is nil unless BenchMemory ran the simulator.
+	Sim *MemorySim
+
+	// The budget curve: memory_budget set to the one-stream arena
+	// (BudgetBytes), from the default plan (ArenaBytes, MakespanUS, its
+	// ideal makespan) step by step. No steps when the default arena is
+	// already within it. BudgetErr is the *planner.BudgetError when the
+	// budget cannot be met, nil otherwise.
+	BudgetBytes int64
+	MakespanUS  float64
+	BudgetSteps []BudgetStep
+	BudgetErr   error
+}
+
+// MemorySim is the simulator's verdict on the default plan's arena.
+type MemorySim struct {
+	// DetectorRaces counts the races the detector listed in the runs with
+	// the arena and without it (0 for a correct arena).
+	DetectorRaces int
+	// SameOutputs is whether the outputs with the arena equal those of the
+	// plan without it (arena off).
+	SameOutputs bool
+}
+
+// BenchMemory plans s with the default options, with one stream and with
+// memory_budget auto, verifies the plans, and (withSim) runs the default
+// plan on the simulator (seed 1) with and without the arena; then it plans
+// s again with memory_budget set to the one-stream arena. Errors: a
+// planning error other than races and an unmet budget, or a simulator
+// error other than a race; ctx cancels the simulator runs.
+func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, error) {
+	var m MemoryBench
+	verify := func(p *StreamPlan) error {
+		var re *planner.RaceError
+		if err := planner.Verify(p); errors.As(err, &re) {
+			m.VerifierRaces += len(re.Races)
+		} else if err != nil {
+			return err
+		}
+		return nil
+	}
+	build := func(o PlanOptions) (*StreamPlan, error) {
+		p, err := planner.Build(s, o)
+		if err != nil {
+			return nil, err
+		}
+		return p, verify(p)
+	}
+	def, err := build(PlanOptions{MemoryBudget: BudgetNone})
+	if err != nil {
+		return nil, err
+	}
+	single, err := build(PlanOptions{Strategy: StrategySingle, MemoryBudget: BudgetNone})
+	if err != nil {
+		return nil, err
+	}
+	auto, err := build(PlanOptions{MemoryBudget: BudgetAuto})
+	if err != nil {
+		return nil, err
+	}
+	m.Stages, m.Streams = def.Stats.Stages, def.Stats.Streams
+	m.ArenaBytes, m.NoReuseBytes = def.Stats.ArenaBytes, planner.NoReuseBytes(def)
+	m.SingleArenaBytes, m.LiveBoundBytes = single.Stats.ArenaBytes, planner.LiveBound(def)
+	m.AutoArenaBytes, m.AutoExtraWaits = auto.Stats.ArenaBytes, auto.Stats.Waits-def.Stats.Waits
+	if withSim {
+		off, err := planner.Build(s, PlanOptions{Arena: ArenaOff, MemoryBudget: BudgetNone})
+		if err != nil {
+			return nil, err
+		}
+		m.Sim = &MemorySim{}
+		run := func(p *StreamPlan) (map[string]string, error) {
+			b := sim.New(sim.Options{Seed: 1})
+			res, err := executor.Run(ctx, p, b, executor.Options{})
+			b.Close()
+			if res == nil {
+				return nil, err
+			}
+			m.Sim.DetectorRaces += len(res.Races)
+			sums := map[string]string{}
+			for _, o := range res.Outputs {
+				sums[o.Name] = o.Checksum
+			}
+			return sums, nil
+		}
+		with, err := run(def)
+		if err != nil {
+			return nil, err
+		}
+		without, err := run(off)
+		if err != nil {
+			return nil, err
+		}
+		m.Sim.SameOutputs = len(with) == len(without)
+		for k, v := range with {
+			m.Sim.SameOutputs = m.Sim.SameOutputs && without[k] == v
+		}
+	}
+	m.BudgetBytes, m.MakespanUS = m.SingleArenaBytes, def.Stats.IdealMakespanUS
+	if m.BudgetBytes < m.ArenaBytes {
+		p, err := planner.Build(s, PlanOptions{MemoryBudget: m.BudgetBytes})
+		var be *planner.BudgetError
+		switch {
+		case errors.As(err, &be):
+			m.BudgetSteps, m.BudgetErr = be.Steps, be
+		case err != nil:
+			return nil, err
+		default:
+			m.BudgetSteps = p.Budget
+			if err := verify(p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &m, nil
+}

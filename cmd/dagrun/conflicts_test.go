@@ -1,0 +1,79 @@
+package main
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Conflicting flags are usage errors found before anything is loaded (the
+// spec does not exist, and the error is the conflict), with nothing written:
+// no stdout, no trace file.
+func TestRunConflictsRejectedFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "does-not-exist.yaml")
+	trace := filepath.Join(dir, "trace.json")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--mode", "graph", "--sync-each", missing}, "--mode graph conflicts with --sync-each"},
+		{[]string{"run", "--alloc", "dynamic", "--mode", "graph", missing}, "--alloc dynamic conflicts with --mode graph"},
+		{[]string{"run", "--mode=graph", "--alloc=dynamic", missing}, "--alloc dynamic conflicts with --mode graph"},
+		{[]string{"run", "--frames", dir, "--mode", "graph", missing}, "--frames conflicts with --mode graph"},
+		{[]string{"run", "--frames", dir, "--json", missing}, "--frames conflicts with --json"},
+		{[]string{"run", "--alloc", "dynamic", "--arena", "planned", missing}, "--alloc dynamic conflicts with --arena planned"},
+		{[]string{"run", "--alloc", "dynamic", "--arena", "stream-order", missing}, "--alloc dynamic conflicts with --arena stream-order"},
+		{[]string{"run", "--seed", "3", "--backend", "cuda", missing}, "--seed conflicts with --backend cuda"},
+		{[]string{"run", "--plan", missing, "--strategy", "single"}, "--plan conflicts with --strategy"},
+		{[]string{"run", "--plan", missing, "--memory-budget", "auto"}, "--plan conflicts with --memory-budget"},
+		{[]string{"check", "--plan", missing, "--arena", "off"}, "--plan conflicts with --arena"},
+		{[]string{"check", "--plan", missing, "--stream-sets", "1"}, "--plan conflicts with --stream-sets"},
+	} {
+		args := append(c.args, "--trace", trace)
+		if c.args[0] == "check" {
+			args = c.args
+		}
+		out, errs, code := cli(t, args...)
+		if code != exitUsage || !strings.Contains(errs, c.want) || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2, no output and %q", c.args, code, out, errs, c.want)
+		}
+		if _, err := os.Stat(trace); err == nil {
+			t.Fatalf("%v: wrote %s", c.args, trace)
+		}
+	}
+	// Flags that agree are no conflict: the same flags one at a time run.
+	for _, args := range [][]string{
+		{"run", "--backend", "sim", "--mode", "graph", specPath("seed/three-stage.yaml")},
+		{"run", "--backend", "sim", "--alloc", "dynamic", "--arena", "off", specPath("seed/three-stage.yaml")},
+		{"run", "--backend", "sim", "--sync-each", "--mode", "streams", specPath("seed/three-stage.yaml")},
+	} {
+		if out, errs, code := cli(t, args...); code != exitOK {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errs)
+		}
+	}
+}
+
+// cmd/dagrun reaches dagrun only through the root package (and the video
+// demo, for its kernels and its frame check).
+func TestOnlyRootImports(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("*.go")
+	for _, f := range files {
+		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, im := range af.Imports {
+			path, _ := strconv.Unquote(im.Path.Value)
+			if strings.HasPrefix(path, "github.com/dagrun/dagrun/") && path != "github.com/dagrun/dagrun/specs/video" {
+				t.Errorf("%s imports %s: call the root package dagrun instead", f, path)
+			}
+		}
+	}
+}

@@ -1,0 +1,36 @@
+package dagrun
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+// ImportGraph converts the operator graph in the JSON file at path (the
+// format of scripts/export_graph.py: torch.fx / torch.export nodes with
+// tensors, shapes and duration_us) into a spec: each node becomes a mix
+// stage that reads and writes its tensors and spins for the node's
+// duration_us (µs); in-place nodes read and write one buffer. summary is one
+// line about the graph (node and op counts) for a header comment. Errors,
+// each naming path: the file cannot be read or is not JSON of that form;
+// duplicate or unknown ids, non-positive sizes or sizes that are not a
+// multiple of 4 bytes, negative durations, writes to input or param
+// tensors.
+func ImportGraph(path string, o ImportOptions) (s *Spec, summary string, err error) {
+	g, err := dag.ReadGraphFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	s, err = dag.ImportGraph(g, o)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	return s, dag.GraphSummary(g), nil
+}
+
+// WriteSpec writes s as YAML in a fixed field order (the same spec gives the
+// same bytes); for a spec that Load accepts, Load of the output gives back
+// s apart from positions. It does not validate s. Errors: w's, or a stage
+// argument of a type a spec cannot hold (not an integer, float or string).
+func WriteSpec(w io.Writer, s *Spec) error { return dag.WriteYAML(w, s) }
