@@ -185,3 +185,48 @@ func PinNotes(s *Spec, o PlanOptions, p *StreamPlan) []string {
 	}
 	return out
 }
+
+// CheckReport is `dagrun check --json`'s output: the verifier's report of
+// a plan (its races grouped by the fewest waits that fix them, lifetime
+// records cut short), the warnings and notes.
+type CheckReport struct {
+	Source string `json:"source"`
+	OK     bool   `json:"ok"`
+	// Report is planner.Verify's report; nil when the plan is race-free.
+	Report   *planner.RaceError `json:"report,omitempty"`
+	Warnings []string           `json:"warnings"`
+	Notes    []string           `json:"notes"`
+}
+
+// WriteCheckJSON writes p's CheckReport as indented JSON. races is
+// Verify's error for p (nil, or a *planner.RaceError); any other error is
+// returned as it is.
+func WriteCheckJSON(w io.Writer, src string, p *StreamPlan, races error) error {
+	r := CheckReport{Source: src, OK: races == nil, Warnings: Warnings(p), Notes: p.Notes}
+	if races != nil {
+		re, ok := races.(*planner.RaceError)
+		if !ok {
+			return races
+		}
+		c := *re
+		if c.Unfixed == nil {
+			c.Unfixed = []int{}
+		}
+		if c.Fixes == nil {
+			c.Fixes = []planner.Fix{}
+		}
+		r.Report = &c
+	}
+	if r.Warnings == nil {
+		r.Warnings = []string{}
+	}
+	if r.Notes == nil {
+		r.Notes = []string{}
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

@@ -11,19 +11,24 @@ import (
 // RecordStream right after stage After's launch. In a `sync: manual` spec
 // it is the edit "add After to the waits: of Before".
 type Fix struct {
-	After, Before         int    // stage indices
-	AfterName, BeforeName string // stage names
+	After      int    `json:"after"`  // stage index
+	Before     int    `json:"before"` // stage index
+	AfterName  string `json:"after_name"`
+	BeforeName string `json:"before_name"`
 	// BeforeSource is Before's position in its spec (file:line:col), "" for
 	// plans without one.
-	BeforeSource string
+	BeforeSource string `json:"before_source,omitempty"`
 	// RecordStream and WaitStream are the streams' names.
-	RecordStream, WaitStream string
+	RecordStream string `json:"record_stream"`
+	WaitStream   string `json:"wait_stream"`
 	// Races indexes RaceError.Races: the races this wait orders (with the
 	// fixes listed before it).
-	Races []int
+	Races []int `json:"races"`
 	// Lag > 0 makes it a wait across iterations: Before waits on After of
 	// Lag iterations back.
-	Lag int
+	Lag int `json:"lag,omitempty"`
+	// Edit is the fix as the spec edit, with its CUDA form (String).
+	Edit string `json:"edit"`
 }
 
 // fixMaxWork bounds the work of the greedy fix search (candidate waits
@@ -213,6 +218,7 @@ func fixesOf(p *Plan, races []Race, need []int, waits [][2]int) []Fix {
 				f.Races = append(f.Races, k)
 			}
 		}
+		f.Edit = f.String()
 		fixes = append(fixes, f)
 	}
 	return fixes
@@ -417,12 +423,12 @@ func plural(n int) string {
 // refilling a staging copy) may hand the bytes to another use while that
 // use still runs — the allocator half of a missing record_stream.
 type LifetimeGap struct {
-	Buffer  string
-	Stream  string // the stream's name
-	LastUse string // the stream's last stage that touches the buffer
+	Buffer  string `json:"buffer"`
+	Stream  string `json:"stream"`   // the stream's name
+	LastUse string `json:"last_use"` // the stream's last stage that touches the buffer
 	// Event is the lifetime's event on the stream, or −1 when the lifetime
 	// lists none for it.
-	Event int
+	Event int `json:"event"`
 }
 
 func (g LifetimeGap) String() string {

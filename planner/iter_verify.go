@@ -190,6 +190,9 @@ func verifyIterations(p *Plan) error {
 		fixes = append(fixes, Fix{After: x, Before: y, AfterName: p.Stages[x].Name, BeforeName: p.Stages[y].Name, BeforeSource: p.Stages[y].Source,
 			RecordStream: streamLabel(p.Streams[s].Name, s), WaitStream: streamLabel(p.Streams[t].Name, t), Races: f.Races, Lag: lag})
 	}
+	for i := range fixes {
+		fixes[i].Edit = fixes[i].String()
+	}
 	re.Fixes, re.Unrolled = fixes, true
 	return re
 }

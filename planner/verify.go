@@ -30,30 +30,35 @@ const verifyMaxHints = 256
 // declaration order does: stage First's launch does not happen-before stage
 // Second's launch. One Race is reported per (First, Second, Buffer).
 type Race struct {
-	First, Second int // stage indices, First < Second (declaration order)
+	First  int `json:"first"`  // stage index, First < Second (declaration order)
+	Second int `json:"second"` // stage index
 	// FirstName and SecondName are the stages' names.
-	FirstName, SecondName     string
-	FirstStream, SecondStream int
+	FirstName    string `json:"first_name"`
+	SecondName   string `json:"second_name"`
+	FirstStream  int    `json:"first_stream"`
+	SecondStream int    `json:"second_stream"`
 	// FirstStreamName, SecondStreamName are the streams' names in the plan
 	// (a spec's pinned names, or s0, s1, … for planned streams).
-	FirstStreamName, SecondStreamName string
+	FirstStreamName  string `json:"first_stream_name"`
+	SecondStreamName string `json:"second_stream_name"`
 	// Buffer is the buffer of First's access. Offset and Bytes are the
 	// smallest byte range of Buffer that holds every conflicting byte.
-	Buffer        string
-	Offset, Bytes int64
+	Buffer string `json:"buffer"`
+	Offset int64  `json:"offset"`
+	Bytes  int64  `json:"bytes"`
 	// Shared, when Second's access is to another buffer that shares arena
 	// bytes with Buffer, names that buffer (the arena pass's mistake, or an
 	// arena laid out by hand).
-	Shared string
+	Shared string `json:"shared,omitempty"`
 	// Kind is RaceWAW if any conflicting access pair is write/write, else
 	// RaceRAW if First writes, else RaceWAR.
-	Kind string
+	Kind string `json:"kind"`
 	// Reversed is true when the plan orders Second before First (a
 	// happens-before path from Second's launch to First's): ordered, but the
 	// wrong way round.
-	Reversed bool
+	Reversed bool `json:"reversed,omitempty"`
 	// Fix says which record/wait would order the pair (or what to move).
-	Fix string
+	Fix string `json:"fix"`
 }
 
 func (r Race) String() string {
@@ -79,29 +84,29 @@ func (r Race) String() string {
 // RaceError is Verify's error when a plan has races. Races are sorted by
 // (First, Second, Buffer).
 type RaceError struct {
-	Races []Race
+	Races []Race `json:"races"`
 	// Truncated is true when Verify stopped after verifyMaxRaces races; more exist.
-	Truncated bool
+	Truncated bool `json:"truncated,omitempty"`
 	// Fixes are few waits that, added to the plan, order every race but
 	// the Unfixed ones, each with the races it orders (see Fix).
-	Fixes []Fix
+	Fixes []Fix `json:"fixes"`
 	// Unfixed indexes the races no added wait orders: ordered the wrong way
 	// round, on one stream, through shared arena bytes, or needing a
 	// record that is issued after the wait; each Race's Fix says what to do.
-	Unfixed []int
+	Unfixed []int `json:"unfixed"`
 	// FixesPartial is set when the fix search stopped at its work bound:
 	// the races it did not reach are in Unfixed with their one-race fix.
-	FixesPartial bool
+	FixesPartial bool `json:"fixes_partial,omitempty"`
 	// Lifetimes are lifetime records that end before a stream's last use
 	// of their buffer.
-	Lifetimes []LifetimeGap
+	Lifetimes []LifetimeGap `json:"lifetimes,omitempty"`
 	// Unrolled is set for races across iterations: stages are named
 	// NAME@iteration and ring copies NAME#copy.
-	Unrolled bool
+	Unrolled bool `json:"unrolled,omitempty"`
 	// FixesMinimal is set when an exhaustive search proved that no fewer
 	// waits order these races; otherwise the fixes are a greedy set (plans
 	// with too many candidate waits to try).
-	FixesMinimal bool
+	FixesMinimal bool `json:"fixes_minimal"`
 }
 
 // Error is the report grouped by fix: one block per wait with the races it

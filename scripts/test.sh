@@ -15,4 +15,19 @@ eval "$(scripts/build-gpu.sh --headers-only)"
 go vet -tags cuda ./cudart/ ./executor/...
 go build -tags cuda ./...
 go test -c -tags cuda -o /dev/null ./cudart
+echo "== python: dagrun_torch's CPU tests (Debian's torch; the GPU tests run on a GPU machine)"
+py=/usr/bin/python3
+if ! "$py" -c 'import pytest, torch, torchvision' 2>/dev/null && command -v apt-get >/dev/null && [[ $(id -u) -eq 0 ]]; then
+  echo "installing python3-pytest python3-torch python3-torchvision with apt-get" >&2
+  apt-get install -y -qq python3-pytest python3-torch python3-torchvision >/dev/null 2>&1 ||
+    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq python3-pytest python3-torch python3-torchvision >/dev/null 2>&1; } || true
+fi
+if "$py" -c 'import pytest' 2>/dev/null; then
+  mkdir -p .cache
+  go build -o .cache/dagrun-py ./cmd/dagrun
+  DAGRUN="$PWD/.cache/dagrun-py" "$py" -m pytest -q -p no:cacheprovider python/tests
+  python/tests/check_traces.sh .cache/dagrun-py
+else
+  echo "SKIPPED: $py has no pytest (install python3-pytest python3-torch python3-torchvision); the recorded traces are still checked by go test ./cmd/dagrun" >&2
+fi
 echo "== all tests passed"

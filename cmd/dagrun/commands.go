@@ -215,14 +215,19 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 func newCheckCmd(stdout, stderr io.Writer) *cobra.Command {
 	var pf planFlags
 	var planFile string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "check SPEC | --plan FILE",
 		Short: "Verify that a spec's plan (planned or hand-synchronized) has no race",
 		Long: `check builds the plan of SPEC (for sync: manual specs, the spec's own streams
 and waits) and proves from the plan alone (stream order plus event record/wait
 in host issue order) that every conflicting pair of accesses is ordered as in
-declaration order. On a race it prints both stages, their streams, the buffer
-and bytes, and the wait that would fix it, and exits 1.`,
+declaration order. On a race it prints the fewest waits that fix every race,
+each as the edit to make at the stage's file:line:col with the races it
+orders (kind, buffer, bytes, stages and streams), and exits 1. It also
+checks that every lifetime record outlasts its stream's last use, and warns
+about waits that wait for nothing, for a later record, or that are
+redundant. --json prints the same report for tools.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (planFile == "") == (len(args) == 0) {
@@ -236,6 +241,18 @@ and bytes, and the wait that would fix it, and exits 1.`,
 				return err
 			}
 			var out bytes.Buffer
+			if asJSON {
+				if err := dagrun.WriteCheckJSON(&out, pl.src, pl.p, pl.races); err != nil {
+					return failure{err}
+				}
+				if _, err := stdout.Write(out.Bytes()); err != nil {
+					return err
+				}
+				if pl.races != nil {
+					return failure{fmt.Errorf("%s: race found", pl.src)}
+				}
+				return nil
+			}
 			if pl.races != nil {
 				fmt.Fprintf(&out, "%s: RACE\n%v\n", pl.src, pl.races)
 			}
@@ -261,6 +278,7 @@ and bytes, and the wait that would fix it, and exits 1.`,
 	}
 	pf.add(cmd)
 	cmd.Flags().StringVar(&planFile, "plan", "", "check this plan file (from 'dagrun plan --json') instead of a spec")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON (races, fixes, lifetimes, warnings, notes) for tools")
 	return cmd
 }
 

@@ -8,14 +8,12 @@ The verdict is the dagrun binary's (``dagrun check``: happens-before from
 stream order and the recorded waits, every conflicting pair of accesses
 ordered as the program issued them). This module maps each race back to the
 two Python lines, their streams, the tensor (by its allocation line) and the
-bytes, and proposes code: a ``wait_stream``/``wait_event`` before the second
-op, an ``Event.synchronize()`` before a host access to pinned memory, or a
+bytes, and turns each of dagrun's fixes (``dagrun check --json``: the fewest
+waits that order every race, found over the plan's happens-before) into
+code: a ``wait_stream``/``wait_event`` before the second op, an
+``Event.synchronize()`` before a host access to pinned memory, or a
 ``record_stream`` when the bytes belong to a tensor that was freed while a
-stream still used it and were handed to another tensor. Waits are chosen per
-pair of streams by interval stabbing (each race needs a wait issued after its
-first op and before its second; the fewest points that stab all such
-intervals), so the list is the fewest changes of that shape that fix every
-race reported. No torch needed.
+stream still used it and were handed to another tensor. No torch needed.
 """
 from __future__ import annotations
 
@@ -27,10 +25,6 @@ from typing import Dict, List, Optional, Tuple
 from ._binary import run_dagrun
 
 __all__ = ["check", "CheckResult", "Race", "parse_races", "auto_spec", "propose"]
-
-_RACE = re.compile(r"race \((RAW|WAR|WAW)\) on (\S+?)\[(\d+):(\d+)\]: (?:\(arena bytes shared with \S+\) )?"
-                   r"stage (\S+) \(stream (\S+)\) (and|runs before) stage (\S+) \(stream (\S+)\)")
-
 
 @dataclass
 class Race:
@@ -69,18 +63,13 @@ def _op(stage: str) -> str:
     return parts[1] if len(parts) >= 4 else stage
 
 
-def parse_races(output: str) -> List[Race]:
-    """The races in ``dagrun check`` output, each once, in order."""
-    out, seen = [], set()
-    for m in _RACE.finditer(output):
-        kind, buf, lo, hi, a, sa, rel, b, sb = m.groups()
-        if rel == "runs before":  # "stage SECOND ... runs before stage FIRST"
-            a, sa, b, sb = b, sb, a, sa
-        key = (a, b, buf)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(Race(kind, buf, int(lo), int(hi), a, sa, b, sb))
+def parse_races(report: dict) -> List[Race]:
+    """The races of a ``dagrun check --json`` report (its "report" object),
+    in dagrun's order (first/second in issue order)."""
+    out = []
+    for r in (report or {}).get("races") or []:
+        out.append(Race(r["kind"], r["buffer"], int(r["offset"]), int(r["offset"]) + int(r["bytes"]),
+                        r["first_name"], r["first_stream_name"], r["second_name"], r["second_stream_name"]))
     return out
 
 
@@ -131,7 +120,10 @@ def _stream_expr(name: str) -> str:
     return "torch.cuda.default_stream()" if name == "default" else name
 
 
-def _suggest(races: List[Race], meta: Optional[dict]) -> List[str]:
+def _suggest(races: List[Race], report: dict, meta: Optional[dict]) -> List[str]:
+    """Code for each of dagrun's fixes (one wait each, the fewest that fix
+    every race), in the program's terms; races no wait fixes keep dagrun's
+    advice."""
     stages = (meta or {}).get("stages", [])
     allocs = {a["id"]: a for a in (meta or {}).get("allocs", [])}
     frees = {f["alloc"]: f for f in (meta or {}).get("frees", [])}
@@ -146,14 +138,11 @@ def _suggest(races: List[Race], meta: Optional[dict]) -> List[str]:
                 out.add(a)
         return out
 
-    fixes: List[str] = []
-    waits: Dict[Tuple[str, str], List[Race]] = {}
-    host: Dict[str, List[Race]] = {}
-    reuse: Dict[Tuple[int, str], List[Race]] = {}
-    for r in races:
+    # Why each race happened, in the program's terms.
+    reused = {}
+    for k, r in enumerate(races):
         fa, sa = alloc_ids(r.first_index, r), alloc_ids(r.second_index, r)
         if r.second_stream == "host":
-            host.setdefault(r.first_stream, []).append(r)
             r.why = "the host touches pinned memory that a copy on stream %s may still be using" % r.first_stream
         elif fa and sa and not (fa & sa) and r.first_stream != "host":
             old = min(fa)
@@ -164,38 +153,32 @@ def _suggest(races: List[Race], meta: Optional[dict]) -> List[str]:
                      "gave its block to the tensor allocated at %s (stream %s)") % (
                 a.get("site", "?"), " at %s" % f["site"] if f else "", r.first_stream, new.get("site", "?"),
                 new.get("stream") or r.second_stream)
-            reuse.setdefault((old, r.first_stream), []).append(r)
-        else:
-            waits.setdefault((r.first_stream, r.second_stream), []).append(r)
-    for (sf, sg), rs in sorted(waits.items()):
-        rs.sort(key=lambda r: r.second_index)
-        covered_to = -1
-        for r in rs:
-            if r.first_index < covered_to <= r.second_index:
-                continue
-            covered_to = r.second_index
-            fixes.append("before %s (%s on stream %s), make %s wait for %s: `%s.wait_stream(%s)`, or record an event "
-                         "on %s after %s and `%s.wait_event(event)`" % (
-                             _site(r.second), _op(r.second), sg, sg, sf, _stream_expr(sg), _stream_expr(sf), sf,
-                             _site(r.first), _stream_expr(sg)))
-    for sf, rs in sorted(host.items()):
-        rs.sort(key=lambda r: r.second_index)
-        covered_to = -1
-        for r in rs:
-            if r.first_index < covered_to <= r.second_index:
-                continue
-            covered_to = r.second_index
+            reused[k] = old
+    fixes: List[str] = []
+    for fx in (report or {}).get("fixes") or []:
+        a, b = fx["after_name"], fx["before_name"]
+        sf, sg = fx["record_stream"], fx["wait_stream"]
+        ks = fx.get("races") or []
+        olds = sorted({reused[k] for k in ks if k in reused})
+        if sg == "host":
             fixes.append("after %s (%s on stream %s) record an event, `event = torch.cuda.Event(); event.record(%s)`, "
                          "and call `event.synchronize()` before %s (%s on the host)" % (
-                             _site(r.first), _op(r.first), sf, _stream_expr(sf), _site(r.second), _op(r.second)))
-    for (old, sf), rs in sorted(reuse.items()):
-        a = allocs.get(old, {})
-        f = frees.get(old)
-        last = max(rs, key=lambda r: r.first_index)
-        fixes.append("call `t.record_stream(%s)` for the tensor t allocated at %s, after its use at %s on stream %s "
-                     "(or, before it is freed%s, make its allocating stream wait: `%s.wait_stream(%s)`)" % (
-                         _stream_expr(sf), a.get("site", "?"), _site(last.first), sf,
-                         " at %s" % f["site"] if f else "", _stream_expr(a.get("stream") or "default"), _stream_expr(sf)))
+                             _site(a), _op(a), sf, _stream_expr(sf), _site(b), _op(b)))
+        elif olds:
+            al = allocs.get(olds[0], {})
+            f = frees.get(olds[0])
+            fixes.append("call `t.record_stream(%s)` for the tensor t allocated at %s, after its use at %s on stream %s "
+                         "(or, before it is freed%s, make its allocating stream wait: `%s.wait_stream(%s)`)" % (
+                             _stream_expr(sf), al.get("site", "?"), _site(a), sf,
+                             " at %s" % f["site"] if f else "", _stream_expr(al.get("stream") or "default"), _stream_expr(sf)))
+        else:
+            fixes.append("before %s (%s on stream %s), make %s wait for %s: `%s.wait_stream(%s)`, or record an event "
+                         "on %s after %s and `%s.wait_event(event)`" % (
+                             _site(b), _op(b), sg, sg, sf, _stream_expr(sg), _stream_expr(sf), sf,
+                             _site(a), _stream_expr(sg)))
+    for k in (report or {}).get("unfixed") or []:
+        r = races[k]
+        fixes.append("%s then %s: %s" % (_site(r.first), _site(r.second), (report["races"][k].get("fix") or "")))
     return fixes
 
 
@@ -248,14 +231,16 @@ def check(path: str, dagrun: Optional[str] = None) -> CheckResult:
     """
     with open(path) as f:
         text = f.read()
-    r = run_dagrun(["check", path], ok_codes=(0, 1), binary=dagrun)
+    r = run_dagrun(["check", "--json", path], ok_codes=(0, 1), binary=dagrun)
+    doc = json.loads(r.stdout)
     out = r.stdout + r.stderr
     meta = _meta(text)
     streams = (meta or {}).get("streams", {})
     if r.returncode == 0:
         return CheckResult(ok=True, output=out, streams=streams)
-    races = parse_races(r.stdout)
-    return CheckResult(ok=False, races=races, fixes=_suggest(races, meta), output=out, streams=streams)
+    report = doc.get("report") or {}
+    races = parse_races(report)
+    return CheckResult(ok=False, races=races, fixes=_suggest(races, report, meta), output=out, streams=streams)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPyTorchTraces checks the multi-stream PyTorch programs recorded on
+// the H200 by dagrun_torch.record (python/tests/testdata/traces): each
+// racy program is a race with at least one fix, each fixed one is clean.
+func TestPyTorchTraces(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("../../python/tests/testdata/traces/*.yaml")
+	if len(files) < 16 {
+		t.Fatalf("%d traces, want 16", len(files))
+	}
+	for _, f := range files {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), []string{"check", "--json", f}, &out, &errb)
+		racy := strings.HasSuffix(f, "-racy.yaml")
+		var fl failure
+		if errors.As(err, &fl) != racy || !racy && err != nil {
+			t.Errorf("%s: %v, want a race: %v\n%s", f, err, racy, errb.String())
+			continue
+		}
+		var rep struct {
+			OK     bool `json:"ok"`
+			Report *struct {
+				Fixes []json.RawMessage `json:"fixes"`
+			} `json:"report"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if rep.OK == racy || racy && (rep.Report == nil || len(rep.Report.Fixes) == 0) {
+			t.Errorf("%s: ok %v, report %+v", f, rep.OK, rep.Report)
+		}
+	}
+}
