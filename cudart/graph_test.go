@@ -82,8 +82,6 @@ func TestGraphMatchesStreams(t *testing.T) {
 	defer func() { must(t, bp.Close()) }()
 	check := func(name string, s *dag.Spec, withSim bool) {
 		t.Helper()
-		g, err := dag.Hazards(s)
-		must(t, err)
 		def, err := planner.Build(s, planner.Options{})
 		must(t, err)
 		if planner.Verify(def) != nil {
@@ -91,8 +89,11 @@ func TestGraphMatchesStreams(t *testing.T) {
 		}
 		rr, err := planner.Build(s, planner.Options{Strategy: planner.StrategyRoundRobin})
 		must(t, err)
-		hz, err := executor.HazardPlan(def, g)
-		must(t, err)
+		hz := def
+		if s.Sync != dag.SyncManual { // manual specs keep their own streams and waits
+			hz, err = planner.Build(s, planner.Options{Strategy: planner.StrategyHazardDAG})
+			must(t, err)
+		}
 		must(t, planner.Verify(hz))
 		iterations := []int{1, 3}
 		if slices.ContainsFunc(def.Buffers, func(b planner.Buffer) bool { return b.Copies > 1 }) {
@@ -420,7 +421,7 @@ func TestMakespan(t *testing.T) {
 			return p
 		}
 		one, def, rr := build(planner.StrategySingle), build(planner.StrategyDefault), build(planner.StrategyRoundRobin)
-		hz, err := executor.HazardPlan(def, hg)
+		hz, err := planner.Build(s, planner.Options{Strategy: planner.StrategyHazardDAG})
 		must(t, err)
 		want := fastSimSums(t, def, 1)
 		oneS, _ := measurePlan(t, b, one, true, false)

@@ -51,22 +51,13 @@ func TestRunGraphMatchesRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := dag.Hazards(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, strategy := range []string{planner.StrategyDefault, planner.StrategyRoundRobin, executor.StrategyHazardDAG} {
-			p, err := planner.Build(s, planner.Options{Strategy: map[bool]string{true: planner.StrategyDefault, false: strategy}[strategy == executor.StrategyHazardDAG]})
+		for _, strategy := range []string{planner.StrategyDefault, planner.StrategyRoundRobin, planner.StrategyHazardDAG} {
+			p, err := planner.Build(s, planner.Options{Strategy: strategy})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if planner.Verify(p) != nil {
 				continue // racy by design
-			}
-			if strategy == executor.StrategyHazardDAG {
-				if p, err = executor.HazardPlan(p, g); err != nil {
-					t.Fatal(err)
-				}
 			}
 			for _, iters := range []int{1, 3} {
 				if iters > 1 && slices.ContainsFunc(p.Buffers, func(b planner.Buffer) bool { return b.Copies > 1 }) {
@@ -106,8 +97,8 @@ func TestRunGraphErrors(t *testing.T) {
 	}
 }
 
-// TestHazardPlan: the hazard-DAG plan is valid and race-free, puts every
-// hazard edge in stream order or a wait, and nothing else.
+// TestHazardPlan: the hazard-dag strategy's plan is valid and race-free,
+// and captured as a graph it has every hazard edge, and nothing else.
 func TestHazardPlan(t *testing.T) {
 	for _, f := range graphSpecs(t) {
 		s, err := dag.LoadFile(f)
@@ -122,8 +113,11 @@ func TestHazardPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, hg := range []*dag.HazardGraph{g, nil} {
-			q, err := executor.HazardPlan(p, hg)
+		if s.Sync == dag.SyncManual {
+			continue // the spec's own streams and waits: no strategy applies
+		}
+		for _, hg := range []*dag.HazardGraph{g} {
+			q, err := planner.Build(s, planner.Options{Strategy: planner.StrategyHazardDAG})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,13 +1,13 @@
 package planner_test
 
 import (
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
-	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -99,7 +99,7 @@ func TestHazardDAGMatchesHazardPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := executor.HazardPlan(def, g)
+		want, err := referenceHazardPlan(def, g)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,4 +155,107 @@ func join() *dag.Spec {
 			{Name: "c", Kernel: dag.BuiltinSpin, Reads: append(acc("x"), acc("y")...), Writes: acc("z")},
 			{Name: "d", Kernel: dag.BuiltinSpin, Reads: append(acc("z"), acc("y")...)},
 		}}
+}
+
+// referenceHazardPlan, the oracle of TestHazardDAGMatchesHazardPlan, returns a plan of p's stages whose ordering is every edge of the
+// hazard DAG, none left out by transitive reduction: run as a graph
+// (RunGraph, Prepared.Capture) it is the whole hazard DAG handed to the
+// driver, one node per stage and one edge per hazard edge, for the driver to
+// schedule.
+//
+// g is the hazard graph of the spec p was planned from (dag.Hazards, which
+// also has its `after:` edges); nil re-derives it from the stages' reads and
+// writes, which loses `after:` edges. Stages keep their order and indices.
+// Streams are chains built greedily in stage order: a stage goes on the
+// stream whose last stage is one of its hazard predecessors (the lowest such
+// stream), else on a new stream, so stream order adds no edge that is not a
+// hazard edge; every other predecessor is a wait on an event recorded right
+// after it. The plan passes Validate and Verify; Stats are p's, with Streams,
+// Waits and Events recounted (CrossStreamEdges counts hazard edges across
+// streams).
+func referenceHazardPlan(p *planner.Plan, g *dag.HazardGraph) (*planner.Plan, error) {
+	if g == nil {
+		s := &dag.Spec{Name: p.Spec, Stages: make([]dag.StageSpec, len(p.Stages))}
+		acc := func(in []planner.Access) []dag.Access {
+			out := make([]dag.Access, len(in))
+			for i, a := range in {
+				out[i] = dag.Access{Buffer: a.Buffer, Offset: a.Offset, Bytes: a.Bytes}
+			}
+			return out
+		}
+		for i, st := range p.Stages {
+			s.Stages[i] = dag.StageSpec{Name: st.Name, Kernel: st.Kernel, Reads: acc(st.Reads), Writes: acc(st.Writes)}
+		}
+		var err error
+		if g, err = dag.Hazards(s); err != nil {
+			return nil, fmt.Errorf("hazard plan: %w", err)
+		}
+	}
+	n := len(p.Stages)
+	if g.Len() != n {
+		return nil, fmt.Errorf("hazard plan: hazard graph has %d stages, plan has %d", g.Len(), n)
+	}
+	q := *p
+	q.Strategy = planner.StrategyHazardDAG
+	q.Stages = append([]planner.Stage(nil), p.Stages...)
+	q.Streams, q.IssueOrder, q.Lifetimes, q.Events = nil, nil, nil, 0
+	q.Iteration = nil // its streams and events are new; a graph replay is one iteration
+	// Pass 1: chains. prevOf[v] is the stage before v on its stream (-1).
+	stream := make([]int, n)
+	prevOf := make([]int, n)
+	needsEvent := make([]bool, n)
+	var tail []int // stream → its last stage so far
+	for _, v := range g.Order() {
+		st := -1
+		for _, u := range g.Pred(int(v)) {
+			if s := stream[u]; tail[s] == int(u) && (st < 0 || s < st) {
+				st = s
+			}
+		}
+		if st < 0 {
+			st = len(tail)
+			tail = append(tail, -1)
+		}
+		stream[v], prevOf[v], tail[st] = st, tail[st], int(v)
+		for _, u := range g.Pred(int(v)) {
+			if int(u) != prevOf[v] {
+				needsEvent[u] = true
+			}
+		}
+	}
+	for s := range tail {
+		q.Streams = append(q.Streams, planner.Stream{ID: s, Name: fmt.Sprintf("dag%d", s)})
+	}
+	// Pass 2: ops in topological order, so every record is issued before
+	// the waits on it.
+	event := make([]int, n) // stage → event recorded right after it
+	waits := 0
+	add := func(s int, op planner.Op) {
+		q.IssueOrder = append(q.IssueOrder, [2]int{s, len(q.Streams[s].Ops)})
+		q.Streams[s].Ops = append(q.Streams[s].Ops, op)
+	}
+	for _, v := range g.Order() {
+		s := stream[v]
+		for _, u := range g.Pred(int(v)) {
+			if int(u) != prevOf[v] {
+				add(s, planner.Op{Kind: planner.OpWait, Event: event[u]})
+				waits++
+			}
+		}
+		add(s, planner.Op{Kind: planner.OpLaunch, Stage: int(v)})
+		q.Stages[v].Stream, q.Stages[v].Pinned = s, ""
+		if needsEvent[v] {
+			event[v] = q.Events
+			q.Events++
+			add(s, planner.Op{Kind: planner.OpRecord, Event: event[v]})
+		}
+	}
+	q.Stats.Streams = len(q.Streams)
+	q.Stats.Waits = waits
+	q.Stats.Events = q.Events
+	q.Stats.CrossStreamEdges = waits
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("hazard plan: %w", err)
+	}
+	return &q, nil
 }
