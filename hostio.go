@@ -2,7 +2,7 @@ package dagrun
 
 import (
 	"github.com/dagrun/dagrun/dag"
-	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/frames"
 )
 
 // HostIO returns the indices into p.Buffers of p's host_pinned role=input
@@ -27,8 +27,8 @@ func HostIO(p *StreamPlan) (inputs, outputs []int) {
 // n bytes and shape (nil when unknown): raw files (.raw, .bin, .rgba) of
 // exactly n bytes, or images (.png, .jpg, .jpeg, .gif) for a buffer of
 // shape [H, W, 4] (RGBA8), centred on a W×H black canvas (see
-// executor.ReadFrames). Errors name the file that is the wrong size or does
+// frames.ReadFrames). Errors name the file that is the wrong size or does
 // not decode; images for another shape and a dir without frames are errors.
 func ReadFrames(dir string, n int64, shape []int64) ([][]byte, error) {
-	return executor.ReadFrames(dir, n, shape)
+	return frames.ReadFrames(dir, n, shape)
 }

@@ -3,6 +3,7 @@ package video
 import (
 	"errors"
 	"fmt"
+	"github.com/dagrun/dagrun/frames"
 	"image"
 	_ "image/gif"  // GIF frames
 	_ "image/jpeg" // JPEG frames
@@ -12,7 +13,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dagrun/dagrun/executor"
 )
 
 // frameExts are the file name extensions LoadFrames reads (lower case).
@@ -70,5 +70,5 @@ func LoadFrames(dir string, w, h int) ([][]byte, error) {
 // Frame converts img to a w×h RGBA8 frame as LoadFrames does (centred on
 // opaque black, cropped or padded).
 func Frame(img image.Image, w, h int) []byte {
-	return executor.RGBAFrame(img, w, h)
+	return frames.RGBAFrame(img, w, h)
 }

@@ -1,4 +1,4 @@
-package executor_test
+package frames_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/frames"
 	"github.com/dagrun/dagrun/specs/video"
 )
 
@@ -23,7 +23,7 @@ func TestReadFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := executor.ReadFrames(dir, video.FrameBytes, []int64{video.FrameH, video.FrameW, 4})
+	got, err := frames.ReadFrames(dir, video.FrameBytes, []int64{video.FrameH, video.FrameW, 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestReadFrames(t *testing.T) {
 	os.WriteFile(filepath.Join(raw, "b.raw"), []byte("5678"), 0o644)
 	os.WriteFile(filepath.Join(raw, "a.bin"), []byte("1234"), 0o644)
 	os.WriteFile(filepath.Join(raw, "notes.txt"), []byte("skipped"), 0o644)
-	fr, err := executor.ReadFrames(raw, 4, nil)
+	fr, err := frames.ReadFrames(raw, 4, nil)
 	if err != nil || len(fr) != 2 || string(fr[0]) != "1234" || string(fr[1]) != "5678" {
 		t.Fatalf("raw frames %q, %v", fr, err)
 	}
@@ -48,14 +48,14 @@ func TestReadFrames(t *testing.T) {
 		shape []int64
 		want  string
 	}{{5, nil, "has 4 bytes"}} {
-		if _, err := executor.ReadFrames(raw, c.n, c.shape); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := frames.ReadFrames(raw, c.n, c.shape); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ReadFrames(n=%d): %v, want %q", c.n, err, c.want)
 		}
 	}
-	if _, err := executor.ReadFrames(dir, 16, []int64{4}); err == nil || !strings.Contains(err.Error(), "shape") {
+	if _, err := frames.ReadFrames(dir, 16, []int64{4}); err == nil || !strings.Contains(err.Error(), "shape") {
 		t.Errorf("images into a flat buffer: %v", err)
 	}
-	if _, err := executor.ReadFrames(t.TempDir(), 4, nil); err == nil {
+	if _, err := frames.ReadFrames(t.TempDir(), 4, nil); err == nil {
 		t.Error("empty directory: no error")
 	}
 }

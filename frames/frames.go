@@ -1,4 +1,7 @@
-package executor
+// Package frames decodes the host inputs of a streamed run: raw frame
+// files and images (PNG, JPEG, GIF) centred on an RGBA8 canvas, for
+// executor.Options.Inputs (dagrun run --frames).
+package frames
 
 import (
 	"errors"
