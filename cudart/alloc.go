@@ -2,7 +2,7 @@
 
 package cudart
 
-// Stream-ordered allocation (executor.StreamAllocator, issue 5): the
+// Stream-ordered allocation (executor.StreamAllocator): the
 // device's default memory pool through cuMemAllocAsync and cuMemFreeAsync
 // (CUDA 11.2; gorgonia.org/cu v0.9.6 has neither). Unlike cuMemAlloc and
 // cuMemFree, neither synchronizes the device: the pool reuses freed memory

@@ -2,7 +2,7 @@
 
 package cudart
 
-// GPU tests of graph mode (issue 4, points 3–5): checksums of graph mode
+// GPU tests of graph mode: checksums of graph mode
 // against stream mode and the simulator, the GPU makespan table of the model
 // graphs, and timelines of nasnetalarge from timed spans.
 
@@ -31,7 +31,7 @@ import (
 
 // pytorchGraphMS is the PyTorch time of one CUDA-graph replay of each model
 // (one stream, batch 1, median of 20, on the H200), in ms. Copied from the
-// column "PyTorch CUDA graph ms" of ../shared/graphs/README.md, the README
+// column "PyTorch CUDA graph ms" of specs/models/graphs/README.md, the README
 // of the operator graphs that specs/models/ were imported from.
 var pytorchGraphMS = map[string]float64{
 	"inception_v3":       1.76,
@@ -68,7 +68,7 @@ func graphSums(t testing.TB, p *planner.Plan, b executor.Backend, iters int) str
 	return outSums(res.Outputs)
 }
 
-// TestGraphMatchesStreams (issue 4, point 3): graph mode gives the checksums
+// TestGraphMatchesStreams: graph mode gives the checksums
 // of stream mode and of the simulator, for the specs in specs/ and 40 random
 // DAGs (in-place mixes whose reads are snapshotted by copies, so graphs hold
 // memcpy and memset nodes too), with the default, round-robin and hazard-DAG
@@ -381,7 +381,7 @@ func measureInGraph(t testing.TB, b *backend, pr *executor.Prepared, tm *gpuTime
 	return median(us)
 }
 
-// TestMakespan (issue 4, point 4) prints the GPU makespan of every model
+// TestMakespan prints the GPU makespan of every model
 // graph in specs/models by mode, as one Markdown table, and a table of
 // diagnostics. Each node is a mix+spin stage of one thread block that spins
 // for the node's measured duration. Run it alone with
@@ -603,7 +603,7 @@ func writeTimeline(t testing.TB, dir, base, title string, p *planner.Plan, spans
 	must(t, f.Close())
 }
 
-// TestTimelines (issue 4, point 5): timed spans of one iteration of the
+// TestTimelines: timed spans of one iteration of the
 // default plan in stream mode and in graph mode, for nasnetalarge and
 // inception_v3, with the analysis of where the makespan goes, from two
 // sources: timed events (Options.Profile: two event records per stage, in

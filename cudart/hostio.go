@@ -12,7 +12,7 @@ import (
 	"github.com/dagrun/dagrun/executor"
 )
 
-// Host I/O and Go-function stages (issue 6): the optional executor
+// Host I/O and Go-function stages: the optional executor
 // interfaces HostSyncer and FuncLauncher.
 
 var (

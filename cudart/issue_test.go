@@ -2,7 +2,7 @@
 
 package cudart
 
-// The tests of issue 3 on the GPU: the conformance suite, the seed's bug
+// The CUDA backend on the GPU: the conformance suite, the seed's bug
 // through the spec files, specs/ and random DAGs against the simulator,
 // host overhead of the executor, and device memory over many iterations.
 
@@ -100,7 +100,7 @@ func slowed(p *planner.Plan, us float64, names ...string) *planner.Plan {
 	return &q
 }
 
-// TestSeedBugSpecs (issue test a): the racy specs run 50 times on the GPU
+// TestSeedBugSpecs: the racy specs run 50 times on the GPU
 // end wrong in most trials; the planned ones never. The shared-I/O specs run
 // as written and with slow compute stages (run0, run1 spin 300 µs after
 // writing out_d): as written, launch order alone happens to serialize them.
@@ -149,7 +149,7 @@ func TestSeedBugSpecs(t *testing.T) {
 	}
 }
 
-// TestSpecsMatchSim (issue test b): every race-free spec in specs/ gives the
+// TestSpecsMatchSim: every race-free spec in specs/ gives the
 // simulator's checksums.
 func TestSpecsMatchSim(t *testing.T) {
 	dir := specsDir(t)
@@ -251,7 +251,7 @@ func randomSpec(r *rand.Rand, id, stages, streams int) string {
 	return b.String()
 }
 
-// TestRandomDAGs (issue test c): 200 random DAGs (20–300 stages, 1–8
+// TestRandomDAGs: 200 random DAGs (20–300 stages, 1–8
 // streams) on cuda equal the simulator and a one-stream cuda run.
 func TestRandomDAGs(t *testing.T) {
 	b := newTB(t, testOptions(t))
@@ -358,7 +358,7 @@ func BenchmarkExecutorOverhead(b *testing.B) {
 	})
 }
 
-// TestMemoryFlatExecutor (issue test e): device memory in use is the same
+// TestMemoryFlatExecutor: device memory in use is the same
 // before and after 1,000 iterations of the three-stage spec, and after 200
 // separate runs of it.
 func TestMemoryFlatExecutor(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 )
 
 // Graph is an operator graph as exported by a tracer (torch.fx or
-// torch.export), the format of ../shared/graphs and of dagrun_torch's
+// torch.export), the format of dagrun_torch's
 // exporter (python/dagrun_torch/exporter.py, `python3 -m dagrun_torch export`):
 // nodes in the order one stream runs them, each with the tensors it reads and
 // writes and its measured GPU time. Dependencies are not listed: they follow

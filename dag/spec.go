@@ -70,7 +70,7 @@ type BufferSpec struct {
 	Where  string  // WhereDevice (default) or WhereHostPinned
 	Role   string  // RoleInput, RoleOutput, RoleTemp (default temp)
 	Init   Init
-	Copies int // ring size across iterations (issue 6); 0 or 1 means one copy
+	Copies int // ring size across iterations; 0 or 1 means one copy
 	Pos    Pos
 }
 
@@ -180,7 +180,7 @@ func (s StageSpec) String() string {
 type Options struct {
 	Strategy   string // "default" (path cover), "single", "round-robin", "naive"; "" = default
 	MaxStreams int    // 0 = uncapped
-	// Arena is how temp buffers share one device arena (issue 5): ArenaPlanned
+	// Arena is how temp buffers share one device arena: ArenaPlanned
 	// (the default when ""), ArenaOff, or ArenaStreamOrder (the caching
 	// allocator's mistake, for demonstrations: its plans have races).
 	Arena string

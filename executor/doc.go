@@ -21,7 +21,7 @@
 // in-flight bound (ring.go, hostio.go; docs/iterations.md). Plans without it
 // (older plan files, manual specs) get a device-side barrier of events
 // between iterations (every stream joins stream 0, which forks back out).
-// Stream ordered allocation by lifetimes (issue 5, --alloc dynamic) fits the
+// Stream ordered allocation by lifetimes (--alloc dynamic) fits the
 // same list as two more op kinds placed by the plan's lifetime records.
 //
 // Backends report races through *RaceError from Synchronize; Run returns

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// StageFunc is a stage implemented as a Go function (issue 6, point 3). A
+// StageFunc is a stage implemented as a Go function. A
 // stage whose kernel name is a key of Options.Funcs runs its function
 // instead of a kernel; the planner orders it like any other stage, from
 // its reads and writes.

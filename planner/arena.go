@@ -263,7 +263,7 @@ func (a *arenaInfo) before(x, y *arenaBuf) bool {
 }
 
 // beforeStreamOrder is the caching allocator's rule without record_stream,
-// the mistake issue 5 names: x's bytes go back to the pool of the stream
+// the record_stream mistake: x's bytes go back to the pool of the stream
 // that allocated it (that of its first launch) once its last use has been
 // issued, and the next allocation on that stream takes them, as if "the
 // allocating stream is done" meant every stream were. Its plans have races

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Reference figures from ../shared/graphs/README.md.
+// Reference figures from specs/models/graphs/README.md.
 var graphRefs = []struct {
 	model               string
 	reduced, chains, lb int

@@ -104,9 +104,9 @@ func streamOf(p *Plan, name string) string {
 	panic("no stage " + name)
 }
 
-const graphsDir = "../../shared/graphs"
+const graphsDir = "../specs/models/graphs"
 
-// loadGraph imports one of ../shared/graphs (skipping the test if absent).
+// loadGraph imports one of specs/models/graphs (skipping the test if absent).
 func loadGraph(t testing.TB, model string) *dag.Spec {
 	t.Helper()
 	path := filepath.Join(graphsDir, model+".json")

@@ -264,7 +264,7 @@ type verifier struct {
 }
 
 // verifyAccess is one read or write of a stage, in the coordinates of an
-// address space: a buffer today; with arena planning (issue 5) buffers that
+// address space: a buffer today; with arena planning, buffers that
 // share an arena share one space, so that accesses to different buffers
 // overlapping in the arena conflict too.
 type verifyAccess struct {
@@ -293,7 +293,7 @@ type verifyState struct {
 
 // verifyAddress maps a buffer access to its address space key and the
 // space offset of the buffer's byte 0. Today every buffer is its own space;
-// issue 5 maps arena buffers to one space at their arena offset.
+// the arena maps buffers to one space at their arena offset.
 func verifyAddress(p *Plan, buffer string) (key string, base int64) {
 	return buffer, 0
 }

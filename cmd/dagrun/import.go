@@ -18,8 +18,8 @@ func newImportCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "import GRAPH.json",
 		Short: "Convert an operator graph (torch.fx / torch.export JSON) into a spec",
-		Long: `import converts an operator graph in the JSON format of ../shared/graphs (and
-of scripts/export_graph.py) into a dagrun spec: each node becomes a mix stage
+		Long: `import converts an operator graph in the JSON format
+that python3 -m dagrun_torch export writes (dag/import_graph.go documents it) into a dagrun spec: each node becomes a mix stage
 that reads and writes its tensors and spins for the node's duration_us;
 in-place nodes read and write one buffer. The spec is written to -o FILE
 (atomically: nothing is left behind on error) or to stdout.`,

@@ -261,12 +261,12 @@ func TestImportGraph(t *testing.T) {
 }
 
 // The converted model specs under specs/models are what `dagrun import`
-// makes of ../shared/graphs today: the conversion is stable.
+// makes of specs/models/graphs today: the conversion is stable.
 func TestModelSpecsStable(t *testing.T) {
 	t.Parallel()
-	graphs, _ := filepath.Glob(filepath.Join("..", "..", "..", "shared", "graphs", "*.json"))
-	if len(graphs) == 0 {
-		t.Skip("../shared/graphs not present")
+	graphs, _ := filepath.Glob(filepath.Join("..", "..", "specs", "models", "graphs", "*.json"))
+	if len(graphs) != 8 {
+		t.Fatalf("%d graphs in specs/models/graphs, want 8", len(graphs))
 	}
 	for _, g := range graphs {
 		name := strings.TrimSuffix(filepath.Base(g), ".json")

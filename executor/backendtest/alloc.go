@@ -9,7 +9,7 @@ import (
 	"github.com/dagrun/dagrun/planner"
 )
 
-// Memory (issue 5): the plan's arena (accesses at buffer offsets inside one
+// Memory: the plan's arena (accesses at buffer offsets inside one
 // allocation), stream-ordered allocation (executor.StreamAllocator) and
 // host stages (a plan's host stream, through executor.HostSyncer).
 

@@ -7,7 +7,7 @@ import (
 	"github.com/dagrun/dagrun/executor"
 )
 
-// Stream-ordered allocation (executor.StreamAllocator, issue 5): the
+// Stream-ordered allocation (executor.StreamAllocator): the
 // simulator's cuMemAllocAsync and cuMemFreeAsync. The race detector sees an
 // allocation and a free as writes of every byte of the buffer by the stream
 // at that point, so a use not ordered after the allocation, or not ordered

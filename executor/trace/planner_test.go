@@ -58,9 +58,8 @@ func TestIdealMatchesPlannerStats(t *testing.T) {
 	t.Logf("%d plans from %d specs", planned, len(files))
 }
 
-// sharedGraphs is where the team's timed model graphs live (outside the
-// repository; see ../shared/graphs/README.md from the repository root).
-const sharedGraphs = "../../../shared/graphs"
+// sharedGraphs holds the timed model graphs (specs/models/graphs/README.md).
+const sharedGraphs = "../../specs/models/graphs"
 
 // TestIdealMatchesPlannerStatsModels does the same for the real model
 // graphs, when they are there; -trace.pngdir also draws each default plan.

@@ -29,7 +29,7 @@ node's time. Timing a node alone between two events instead adds the launch
 and event floor of several µs to every node. Without CUDA, durations are 0
 (unknown).
 
-Format: the fields of ../shared/graphs/README.md (model, source, tracer,
+Format: the fields dagrun import reads (dag/import_graph.go: model, source, tracer,
 batch, device, torch, sum_node_us, tensors, nodes), plus ``timing`` and the
 counts of dropped view and host nodes. Tensor sizes are storage sizes in
 bytes, rounded up to a multiple of 4 (``dagrun import`` works in 4-byte words).

@@ -54,7 +54,7 @@ def test_export_branchy():
 
 
 def test_export_googlenet_matches_the_reference_graph():
-    # testdata/googlenet-reference.json is ../shared/graphs/googlenet.json,
+    # testdata/googlenet-reference.json is specs/models/graphs/googlenet.json,
     # exported on the H200 by an earlier exporter that kept the eval-mode
     # Dropout (which returns its input) as a node; this export drops it as an
     # alias. Otherwise the nodes and their read/write structure must agree.

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
 )
 
 // frameExts are the file name extensions LoadFrames reads (lower case).
