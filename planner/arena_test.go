@@ -39,7 +39,7 @@ func shareBytes(p *Plan, x, y string) bool {
 	return *bx.ArenaOffset < *by.ArenaOffset+by.Bytes && *by.ArenaOffset < *bx.ArenaOffset+bx.Bytes
 }
 
-// patternA is issue 5's pattern a: ones on A, a copy on B reads it, A then
+// patternA is specs/memory's pattern a: ones on A, a copy on B reads it, A then
 // writes a new temp.
 func patternA() *dag.Spec {
 	return spec(

@@ -11,7 +11,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 )
 
-// Synthetic DAGs for scaling benchmarks (issue 4 point 6). Each stage writes
+// Synthetic DAGs for scaling benchmarks. Each stage writes
 // one buffer of its own and reads its producers' buffers, so edges are RAW
 // hazards found by the real analysis.
 
