@@ -321,7 +321,7 @@ func (e *exec) tail(start time.Time) (*Result, error) {
 	}
 	if race != nil {
 		e.nameRaces(race)
-		res.Races = race.Races
+		res.Races, res.RaceReport = race.Races, race.Plan
 		return res, race
 	}
 	return res, nil

@@ -372,11 +372,7 @@ func (x *program) phaseCount() (int, error) {
 	n := 1
 	if x.iters > 1 {
 		if x.graph {
-			for _, k := range x.m.Copies {
-				if n = lcm(n, k); n > maxPhases {
-					break
-				}
-			}
+			n = x.m.RingPeriod(maxPhases)
 		} else {
 			n = x.m.Period(maxPhases)
 		}
@@ -693,12 +689,4 @@ func bufferIndex(p *planner.Plan) map[string]int {
 		idx[b.Name] = i
 	}
 	return idx
-}
-
-func lcm(a, b int) int {
-	g, h := a, b
-	for h != 0 {
-		g, h = h, g%h
-	}
-	return a / g * b
 }

@@ -71,12 +71,7 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 	if len(need) == 0 {
 		return nil, unfixed, false, true
 	}
-	launchPos := make([]int, len(p.Stages))
-	for k, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
-			launchPos[o.Stage] = k
-		}
-	}
+	launchPos := launchPositions(p)
 	// Candidates, in issue order of y.
 	var cands [][2]int
 	order := make([]int, len(p.Stages))

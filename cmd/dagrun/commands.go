@@ -399,10 +399,15 @@ func execute(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFlag
 	res, err := dagrun.Run(ctx, pl.p, ro)
 	if res != nil && len(res.Races) > 0 {
 		var b strings.Builder
-		fmt.Fprintf(&b, "%s: the %s backend's race detector saw %d race(s)", pl.src, res.Backend, len(res.Races))
-		for _, r := range res.Races {
-			b.WriteString("\n\t")
-			b.WriteString(r.String())
+		fmt.Fprintf(&b, "%s: the %s backend's race detector saw conflicting accesses with no happens-before path", pl.src, res.Backend)
+		if res.RaceReport != nil {
+			b.WriteString("; the plan's ")
+			b.WriteString(res.RaceReport.Error())
+		} else {
+			for _, r := range res.Races {
+				b.WriteString("\n\t")
+				b.WriteString(r.String())
+			}
 		}
 		return nil, failure{errors.New(b.String())}
 	}

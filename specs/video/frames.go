@@ -3,7 +3,6 @@ package video
 import (
 	"errors"
 	"fmt"
-	"github.com/dagrun/dagrun/frames"
 	"image"
 	_ "image/gif"  // GIF frames
 	_ "image/jpeg" // JPEG frames
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/dagrun/dagrun/frames"
 )
 
 // frameExts are the file name extensions LoadFrames reads (lower case).

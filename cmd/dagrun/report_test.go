@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var updateReports = flag.Bool("update-reports", false, "rewrite testdata/reports/*.txt")
+
+// TestReportGolden pins every form of the race report: grouped fixes in a
+// spec's terms, fixes across iterations, the JSON form, a lifetime record
+// cut short in a plan file, warnings, and the simulator's report of a racy
+// run. Run with -update-reports to rewrite the files after a deliberate
+// change.
+func TestReportGolden(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// A plan file whose lifetime for in_d on stream s1 ends at an event
+	// recorded before the stream's last use of it.
+	var planOut, errb bytes.Buffer
+	if err := run(context.Background(), []string{"plan", "--json", "../../specs/shared-io/shared-io.yaml"}, &planOut, &errb); err != nil {
+		t.Fatal(err, errb.String())
+	}
+	var p map[string]any
+	if err := json.Unmarshal(planOut.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	cut := false
+	for _, l := range p["lifetimes"].([]any) {
+		l := l.(map[string]any)
+		if l["buffer"] != "in_d" {
+			continue
+		}
+		var keep []any
+		for _, d := range l["done"].([]any) {
+			if d.(map[string]any)["stream"].(float64) != 1 {
+				keep = append(keep, d)
+			}
+		}
+		l["done"], cut = keep, true
+	}
+	if !cut {
+		t.Fatal("no lifetime of in_d to cut")
+	}
+	cutPlan := filepath.Join(dir, "cut.json")
+	b, _ := json.Marshal(p)
+	if err := os.WriteFile(cutPlan, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"shared-io-racy", []string{"check", "../../specs/shared-io/shared-io-racy.yaml"}},
+		{"ring-handsync-racy", []string{"check", "../../specs/examples/ring-handsync-racy.yaml"}},
+		{"two-writers-racy-json", []string{"check", "--json", "../../specs/seed/two-writers-racy.yaml"}},
+		{"lifetime-cut", []string{"check", "--plan", cutPlan}},
+		{"warnings", []string{"check", "testdata/warnings.yaml"}},
+		{"sim-racy-run", []string{"run", "--backend", "sim", "--seed", "3", "--allow-race", "--iterations", "2", "../../specs/shared-io/shared-io-racy.yaml"}},
+	}
+	for _, c := range cases {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), c.args, &out, &errb)
+		got := out.String() + errb.String()
+		if err != nil {
+			got += "error: " + err.Error() + "\n"
+		}
+		got = strings.ReplaceAll(got, dir, "$TMP")
+		if c.name == "sim-racy-run" { // keep the report, not the timings
+			var keep []string
+			for _, line := range strings.Split(got, "\n") {
+				if !strings.Contains(line, "wall") && !strings.HasPrefix(line, "backend") {
+					keep = append(keep, line)
+				}
+			}
+			got = strings.Join(keep, "\n")
+		}
+		file := filepath.Join("testdata", "reports", c.name+".txt")
+		if *updateReports {
+			if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatalf("%v (run with -update-reports)", err)
+		}
+		if got != string(want) {
+			t.Errorf("%s: report changed (-update-reports rewrites it):\n--- got\n%s\n--- want\n%s", c.name, got, want)
+		}
+	}
+}
