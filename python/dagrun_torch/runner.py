@@ -355,10 +355,12 @@ class CompiledModel:
         self._static_in: List[torch.Tensor] = []
         self._static_out: Any = None
         if mode == "eager":
-            self.priority = priority is not False
+            self.priority = priority is not False and n > 1
             self._cap, self._side = self._stream_set(self.priority)
             return
         self._static_in = [x.detach().clone() for x in flat]
+        if priority == "auto" and n == 1:
+            priority = False  # one stream: nothing competes, priorities only add to the replay
         choices = [True, False] if priority == "auto" else [priority]
         built = {}
         for c in choices:
