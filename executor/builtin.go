@@ -46,15 +46,15 @@ func CheckLaunch(l *LaunchDesc) error {
 	if l.UserKernel != nil {
 		return nil
 	}
-	return contract.CheckBuiltin(l.Kernel, l.Args, ranges(l.Reads), ranges(l.Writes))
+	var rb, wb [4]contract.Range
+	return contract.CheckBuiltin(l.Kernel, l.Args, ranges(rb[:0], l.Reads), ranges(wb[:0], l.Writes))
 }
 
-// ranges returns the byte ranges of args, by buffer name, for the checks
-// of package contract.
-func ranges(args []Arg) []contract.Range {
-	out := make([]contract.Range, len(args))
-	for i, a := range args {
-		out[i] = contract.Range{Buffer: a.Name, Offset: a.Offset, Bytes: a.Bytes}
+// ranges appends the byte ranges of args, by buffer name, to out for the
+// checks of package contract.
+func ranges(out []contract.Range, args []Arg) []contract.Range {
+	for _, a := range args {
+		out = append(out, contract.Range{Buffer: a.Name, Offset: a.Offset, Bytes: a.Bytes})
 	}
 	return out
 }

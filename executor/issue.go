@@ -161,78 +161,90 @@ func (e *exec) setup() error {
 
 // issue runs the instructions of one program for iteration it: the one
 // issue loop of the executor.
-func (e *exec) issue(prog []instr, it int) (err error) {
-	b, streams, events, hostRec, syncEach := e.b, e.streams, e.events, e.hostRec, e.syncEach
+func (e *exec) issue(prog []instr, it int) error {
+	b, streams, events, syncEach := e.b, e.streams, e.events, e.syncEach
 	var launches, waits, records int
 	e.pending = true
 	for i := range prog {
 		in := &prog[i]
+		var err error
+		// The three ops of every plan first, as plain branches (they
+		// alternate, which a jump table predicts badly); the rest in issueOther.
 		switch in.op {
 		case opLaunch:
-			d := in.desc
-			if in.dyn {
-				d = e.bind(d)
-			}
-			err = b.Launch(streams[in.stream], d)
+			err = b.Launch(streams[in.stream], in.desc)
 			launches++
 		case opRecord:
 			err = b.Record(events[in.event], streams[in.stream])
-			if hostRec != nil {
-				hostRec[in.event] = false
-			}
 			records++
 		case opWait:
-			if it < int(in.lag) || (hostRec != nil && hostRec[in.event]) {
-				continue
-			}
 			err = b.Wait(streams[in.stream], events[in.event])
 			waits++
-		case opFunc:
-			d := in.desc
-			if in.dyn {
-				d = e.bind(d)
-			}
-			err = e.fl.LaunchFunc(streams[in.stream], d, in.fn)
-			launches++
-		case opHost:
-			err = hostLaunch(e.hs, in.desc)
-			launches++
-		case opHostRecord:
-			hostRec[in.event] = true
-		case opHostWait:
-			if it < int(in.lag) || hostRec[in.event] {
-				continue
-			}
-			err = e.hs.SyncEvent(events[in.event])
-		case opAlloc:
-			pb := e.x.p.Buffers[in.buf]
-			var h Buffer
-			h, err = e.sa.AllocAsync(BufferDesc{Name: pb.Name, Bytes: pb.Bytes, Where: contract.WhereDevice}, streams[in.stream])
-			e.live[in.buf], e.freed[in.buf] = h, false
-		case opFree:
-			var n int
-			n, err = e.free(in)
-			waits += n
-		case opHostIO:
-			err = e.hostSide(it)
-		case opEnd:
-			err = b.Record(e.endEvent(it), streams[in.stream])
-			records++
-		case opGraph:
-			err = e.gb.LaunchGraph(e.graphs[in.buf], streams[in.stream])
-			c := e.captured[in.buf]
+		default:
+			var c counts
+			c, err = e.issueOther(in, it)
 			launches, waits, records = launches+c.launches, waits+c.waits, records+c.records
 		}
 		if err == nil && syncEach {
 			err = b.Synchronize()
 		}
 		if err != nil {
-			err = e.opError(in, it, err)
-			break
+			e.launches, e.waits, e.records = e.launches+launches, e.waits+waits, e.records+records
+			return e.opError(in, it, err)
 		}
 	}
 	e.launches, e.waits, e.records = e.launches+launches, e.waits+waits, e.records+records
-	return err
+	return nil
+}
+
+// issueOther issues an instruction other than a plain launch, record or
+// wait, and returns the backend ops it counts.
+func (e *exec) issueOther(in *instr, it int) (c counts, err error) {
+	switch in.op {
+	case opLaunchBind:
+		return counts{launches: 1}, e.b.Launch(e.streams[in.stream], e.bind(in.desc))
+	case opRecordTrack:
+		if e.hostRec != nil {
+			e.hostRec[in.event] = false
+		}
+		return counts{records: 1}, e.b.Record(e.events[in.event], e.streams[in.stream])
+	case opWaitTrack:
+		if it < int(in.lag) || e.hostRec != nil && e.hostRec[in.event] {
+			return c, nil
+		}
+		return counts{waits: 1}, e.b.Wait(e.streams[in.stream], e.events[in.event])
+	case opFunc:
+		d := in.desc
+		if in.dyn {
+			d = e.bind(d)
+		}
+		return counts{launches: 1}, e.fl.LaunchFunc(e.streams[in.stream], d, in.fn)
+	case opHost:
+		return counts{launches: 1}, hostLaunch(e.hs, in.desc)
+	case opHostRecord:
+		e.hostRec[in.event] = true
+	case opHostWait:
+		if it < int(in.lag) || e.hostRec[in.event] {
+			return c, nil
+		}
+		return c, e.hs.SyncEvent(e.events[in.event])
+	case opAlloc:
+		pb := e.x.p.Buffers[in.buf]
+		var h Buffer
+		h, err = e.sa.AllocAsync(BufferDesc{Name: pb.Name, Bytes: pb.Bytes, Where: contract.WhereDevice}, e.streams[in.stream])
+		e.live[in.buf], e.freed[in.buf] = h, false
+		return c, err
+	case opFree:
+		c.waits, err = e.free(in)
+		return c, err
+	case opHostIO:
+		return c, e.hostSide(it)
+	case opEnd:
+		return counts{records: 1}, e.b.Record(e.endEvent(it), e.streams[in.stream])
+	case opGraph:
+		return e.captured[in.buf], e.gb.LaunchGraph(e.graphs[in.buf], e.streams[in.stream])
+	}
+	return c, nil
 }
 
 // free issues a dynamic buffer's free: the free stream waits on the events
@@ -542,11 +554,11 @@ func (e *exec) opError(in *instr, it int, err error) error {
 			st += fmt.Sprintf(" of stream set %d", x.m.Set(it))
 		}
 		switch in.op {
-		case opLaunch, opFunc, opHost:
+		case opLaunch, opLaunchBind, opFunc, opHost:
 			what = fmt.Sprintf("launch stage %s (kernel %s) on %s", in.desc.Name, in.desc.Kernel, st)
 		case opAlloc, opFree:
 			what = fmt.Sprintf("%s buffer %s on %s", in.op, x.p.Buffers[in.buf].Name, st)
-		case opRecord, opHostRecord:
+		case opRecord, opRecordTrack, opHostRecord:
 			what = fmt.Sprintf("record event %d on %s", o.Event, st)
 		default:
 			what = fmt.Sprintf("wait on event %d (lag %d) on %s", o.Event, o.Lag, st)
@@ -556,7 +568,7 @@ func (e *exec) opError(in *instr, it int, err error) error {
 }
 
 func (op opcode) String() string {
-	return [...]string{"launch", "Go-function launch", "host launch", "record", "host record", "wait", "host wait",
+	return [...]string{"launch", "launch", "Go-function launch", "host launch", "record", "host record", "wait", "record", "wait", "host wait",
 		"alloc", "free", "host side", "end record", "graph launch"}[op]
 }
 

@@ -38,10 +38,10 @@ func ringChain(b *testing.B, n int) *planner.Plan {
 }
 
 // benchmarkIssue reports the executor's own host cost per issued op (a
-// no-op backend) over 100 iterations of p.
+// no-op backend) over 1000 iterations of p, lowering and setup included.
 func benchmarkIssue(b *testing.B, p *planner.Plan) {
 	ctx := context.Background()
-	const iters = 100
+	const iters = 1000
 	b.ResetTimer()
 	var ops int
 	for range b.N {

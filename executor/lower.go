@@ -21,18 +21,21 @@ import (
 type opcode uint8
 
 const (
-	opLaunch     opcode = iota // Backend.Launch(desc) on stream
-	opFunc                     // a Go-function stage (FuncLauncher) on stream
-	opHost                     // a host stage, computed on the issuing goroutine now
-	opRecord                   // Backend.Record(event, stream)
-	opHostRecord               // a record on the host stream: nothing is issued, the event's latest record is the host's
-	opWait                     // Backend.Wait(stream, event); left out when the event's latest record is the host's
-	opHostWait                 // HostSyncer.SyncEvent(event), the host stream's wait; left out likewise
-	opAlloc                    // StreamAllocator.AllocAsync of dynamic buffer buf on stream
-	opFree                     // the free stream waits on the events lists[event], then FreeAsync of buf
-	opHostIO                   // the host side of an iteration: completions, the in-flight bound, host outputs and inputs
-	opEnd                      // Backend.Record of the iteration's end event (ends[it mod in-flight]) on stream
-	opGraph                    // GraphBackend.LaunchGraph of the graph of phase buf on stream
+	opLaunch      opcode = iota // Backend.Launch(desc) on stream
+	opLaunchBind                // opLaunch of a launch that touches dynamic buffers, bound to their current allocations first
+	opFunc                      // a Go-function stage (FuncLauncher) on stream
+	opHost                      // a host stage, computed on the issuing goroutine now
+	opRecord                    // Backend.Record(event, stream)
+	opHostRecord                // a record on the host stream: nothing is issued, the event's latest record is the host's
+	opWait                      // Backend.Wait(stream, event)
+	opRecordTrack               // opRecord in a program with host stages: also notes that the latest record is a device stream's
+	opWaitTrack                 // opWait with a lag (left out before iteration lag) or in a program with host stages (left out when the event's latest record is the host's)
+	opHostWait                  // HostSyncer.SyncEvent(event), the host stream's wait; left out likewise
+	opAlloc                     // StreamAllocator.AllocAsync of dynamic buffer buf on stream
+	opFree                      // the free stream waits on the events lists[event], then FreeAsync of buf
+	opHostIO                    // the host side of an iteration: completions, the in-flight bound, host outputs and inputs
+	opEnd                       // Backend.Record of the iteration's end event (ends[it mod in-flight]) on stream
+	opGraph                     // GraphBackend.LaunchGraph of the graph of phase buf on stream
 )
 
 // instr is one instruction of a lowered program.
@@ -170,7 +173,31 @@ func lower(p *planner.Plan, o *Options) (*program, error) {
 	if err != nil {
 		return nil, err
 	}
+	x.specialize()
 	return x, nil
+}
+
+// specialize leaves plain launches, records and waits (the issue loop's
+// fast path) only where no check is needed: a launch that touches dynamic
+// buffers is bound to their allocations, with host stages every record and
+// wait tracks which records are the host's, and a wait with a lag is left
+// out in the first iterations.
+func (x *program) specialize() {
+	for _, progs := range [2][][]instr{x.phases, x.capture} {
+		for _, prog := range progs {
+			for i := range prog {
+				in := &prog[i]
+				switch {
+				case in.op == opLaunch && in.dyn:
+					in.op = opLaunchBind
+				case in.op == opRecord && x.host:
+					in.op = opRecordTrack
+				case in.op == opWait && (x.host || in.lag > 0):
+					in.op = opWaitTrack
+				}
+			}
+		}
+	}
 }
 
 // resolveStages checks every stage's accesses and kernel and builds its
@@ -191,8 +218,14 @@ func (x *program) resolveStages(funcs map[string]StageFunc) error {
 	for i := range p.Kernels {
 		kernels[p.Kernels[i].Name] = &p.Kernels[i]
 	}
+	n := 0
+	for i := range p.Stages {
+		n += len(p.Stages[i].Reads) + len(p.Stages[i].Writes)
+	}
+	flat := make([]Arg, n) // every stage's accesses, one allocation
 	resolve := func(st *planner.Stage, acc []planner.Access, what string) ([]Arg, error) {
-		args := make([]Arg, len(acc))
+		args := flat[:len(acc):len(acc)]
+		flat = flat[len(acc):]
 		for k, a := range acc {
 			i, ok := bufIdx[a.Buffer]
 			if !ok {
@@ -207,6 +240,7 @@ func (x *program) resolveStages(funcs map[string]StageFunc) error {
 	}
 	x.descs = make([][]LaunchDesc, len(p.Stages))
 	x.funcs = make([]StageFunc, len(p.Stages))
+	all := make([]LaunchDesc, len(p.Stages)) // phase 0's, one allocation
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		d := LaunchDesc{Stage: i, Name: st.Name, Kernel: st.Kernel, Args: st.Args, Grid: st.Grid, Block: st.Block, DurationUS: st.DurationUS}
@@ -217,7 +251,8 @@ func (x *program) resolveStages(funcs map[string]StageFunc) error {
 		if d.Writes, err = resolve(st, st.Writes, "writes"); err != nil {
 			return err
 		}
-		x.descs[i] = []LaunchDesc{d}
+		all[i] = d
+		x.descs[i] = all[i : i+1 : i+1] // later phases append their own
 		if f := funcs[st.Kernel]; f != nil {
 			x.funcs[i] = f
 			continue
