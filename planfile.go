@@ -215,6 +215,9 @@ func WriteCheckJSON(w io.Writer, src string, p *StreamPlan, races error) error {
 		if c.Fixes == nil {
 			c.Fixes = []planner.Fix{}
 		}
+		if c.Races == nil {
+			c.Races = []planner.Race{}
+		}
 		r.Report = &c
 	}
 	if r.Warnings == nil {

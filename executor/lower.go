@@ -165,6 +165,7 @@ func lower(p *planner.Plan, o *Options) (*program, error) {
 	if x.inflight == 0 && hostIO {
 		x.inflight = max(p.Iteration.InFlight, p.Iteration.StreamSets) + 1
 	}
+	x.inflight = min(x.inflight, iters) // a bound beyond the run bounds nothing
 	if graph {
 		err = x.lowerGraph()
 	} else {

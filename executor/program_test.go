@@ -334,6 +334,14 @@ func TestOptionsCombine(t *testing.T) {
 	if !slices.Equal(seen, []int{0, 1, 2, 3}) || len(res.Latencies) != 4 {
 		t.Errorf("graph mode: progress for %v, %d latencies; want 4 iterations", seen, len(res.Latencies))
 	}
+	// An in-flight bound beyond the run's iterations bounds nothing: it
+	// must not create an event per bound (1<<40 of them).
+	b := sim.New(sim.Options{})
+	if _, err := executor.Run(context.Background(), g, b, executor.Options{Iterations: 3, InFlight: 1 << 40,
+		Progress: func(int, time.Duration) {}}); err != nil {
+		t.Errorf("huge in-flight bound: %v", err)
+	}
+	b.Close()
 	in := func(int, []byte) error { return nil }
 	out := func(int, []byte) error { return nil }
 	for name, o := range map[string]executor.Options{

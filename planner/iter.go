@@ -85,6 +85,10 @@ func (p *Plan) PhysicalStreams() (m [][]int, total int) {
 // keep a cross wait that order makes redundant, never miss one.
 func hostStream(p *Plan, s int) bool { return p.Streams[s].Host }
 
+// maxLag bounds a wait's lag, stream sets and event slots (2^20, as the
+// spec loader bounds lags): a plan file beyond it is certainly a mistake.
+const maxLag = 1 << 20
+
 // validateIteration checks the iteration info's shape (Validate calls it):
 // stream sets ≥ 1, one slot count ≥ 1 per event, no negative lag, and
 // lagged waits only in plans with iteration info.
@@ -92,23 +96,26 @@ func (p *Plan) validateIteration() error {
 	it := p.Iteration
 	for s, str := range p.Streams {
 		for j, o := range str.Ops {
-			if o.Lag < 0 || (o.Lag > 0 && (o.Kind != OpWait || it == nil)) {
-				return fmt.Errorf("plan: stream %d op %d (%s) has lag %d: want lag only on waits of a plan with iteration info, ≥ 0", s, j, o.Kind, o.Lag)
+			if o.Lag < 0 || o.Lag > maxLag || (o.Lag > 0 && (o.Kind != OpWait || it == nil)) {
+				return fmt.Errorf("plan: stream %d op %d (%s) has lag %d: want lag only on waits of a plan with iteration info, 0 to %d", s, j, o.Kind, o.Lag, maxLag)
 			}
 		}
 	}
 	if it == nil {
 		return nil
 	}
-	if it.StreamSets < 1 {
-		return fmt.Errorf("plan: iteration.stream_sets = %d, want ≥ 1", it.StreamSets)
+	if it.StreamSets < 1 || it.StreamSets > maxLag {
+		return fmt.Errorf("plan: iteration.stream_sets = %d, want 1 to %d", it.StreamSets, maxLag)
+	}
+	if it.InFlight < 0 || it.CrossWaits < 0 {
+		return fmt.Errorf("plan: iteration.in_flight = %d, cross_waits = %d: want ≥ 0", it.InFlight, it.CrossWaits)
 	}
 	if len(it.Slots) != p.Events {
 		return fmt.Errorf("plan: iteration.slots has %d entries, plan has %d events", len(it.Slots), p.Events)
 	}
 	for e, n := range it.Slots {
-		if n < 1 {
-			return fmt.Errorf("plan: iteration.slots[%d] = %d, want ≥ 1", e, n)
+		if n < 1 || n > maxLag+1 {
+			return fmt.Errorf("plan: iteration.slots[%d] = %d, want 1 to %d", e, n, maxLag+1)
 		}
 	}
 	return nil
@@ -178,9 +185,11 @@ func iterate(st *state) error {
 	switch {
 	case R < 0:
 		return fmt.Errorf("stream sets %d: want ≥ 0 (0: the largest copies, 1: no extra streams)", R)
+	case st.manual && p.Iteration != nil:
+		return nil // the spec's own waits across iterations ({stage: X, lag: N})
 	case st.manual:
 		if S > 1 || kmax > 1 {
-			st.barrier("sync: manual specs keep their own waits, and the planner adds no cross-iteration waits to them (sync: auto plans those)")
+			st.barrier("the spec's waits order one iteration only (waits: [{stage: X, lag: N}] order iterations)")
 		} else {
 			st.plan = WithIteration(p)
 		}

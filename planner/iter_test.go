@@ -261,7 +261,12 @@ func TestValidateIteration(t *testing.T) {
 		want string
 	}{
 		{"slots", func(p *Plan) { p.Iteration.Slots = p.Iteration.Slots[1:] }, "slots has"},
-		{"zero slot", func(p *Plan) { p.Iteration.Slots[0] = 0 }, "want ≥ 1"},
+		{"zero slot", func(p *Plan) { p.Iteration.Slots[0] = 0 }, "want 1 to"},
+		{"huge lag", func(p *Plan) {
+			p.Streams[0].Ops = append(p.Streams[0].Ops, Op{Kind: OpWait, Event: 0, Lag: 1 << 30})
+			p.IssueOrder = append(p.IssueOrder, [2]int{0, len(p.Streams[0].Ops) - 1})
+		}, "lag 1073741824"},
+		{"negative in-flight", func(p *Plan) { p.Iteration.InFlight = -5 }, "in_flight = -5"},
 		{"sets", func(p *Plan) { p.Iteration.StreamSets = 0 }, "stream_sets"},
 		{"lag without info", func(p *Plan) { p.Iteration = nil }, "lag"},
 		{"lag on record", func(p *Plan) {
@@ -297,7 +302,7 @@ func TestIterateManualBarrier(t *testing.T) {
 	if p.Iteration == nil || !p.Iteration.Barrier || p.Iteration.InFlight != 1 {
 		t.Fatalf("manual plan: iteration %+v, want the barrier form", p.Iteration)
 	}
-	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "iterations do not overlap: sync: manual") {
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "iterations do not overlap: the spec's waits order one iteration only") {
 		t.Errorf("notes %q", p.Notes)
 	}
 	if UnrollIterations(p) < 2 {

@@ -315,6 +315,11 @@ func (p *Plan) Validate() error {
 			return fmt.Errorf("plan: stage %s launched %d times, want 1", p.Stages[i].Name, n)
 		}
 	}
+	for _, b := range p.Buffers {
+		if b.Copies < 0 || b.Copies > maxLag {
+			return fmt.Errorf("plan: buffer %s has copies %d, want 0 or 1 (one copy) to %d", b.Name, b.Copies, maxLag)
+		}
+	}
 	if err := p.validateArena(); err != nil {
 		return err
 	}
