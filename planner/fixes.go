@@ -27,6 +27,9 @@ type Fix struct {
 	// Lag > 0 makes it a wait across iterations: Before waits on After of
 	// Lag iterations back.
 	Lag int `json:"lag,omitempty"`
+	// OldLag > 0: Before already waits on After OldLag iterations back; the
+	// fix is to change that lag to Lag.
+	OldLag int `json:"old_lag,omitempty"`
 	// Edit is the fix as the spec edit, with its CUDA form (String).
 	Edit string `json:"edit"`
 }
@@ -190,7 +193,58 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 			}
 		}
 	}
+	if !partial && !unrolledPlan(p) { // an unrolled plan's waits are relaxed in spec terms (verifyIterations)
+		waits = relaxFixes(p, waits, func(q *Plan) bool {
+			ok := ordered(q)
+			for _, k := range need {
+				if !ok[k] && !slices.Contains(unfixed, k) {
+					return false
+				}
+			}
+			return true
+		})
+	}
 	return fixesOf(p, races, need, waits), unfixed, partial, minimal
+}
+
+// unrolledPlan reports whether p is Unroll's (its stages named NAME@i).
+func unrolledPlan(p *Plan) bool {
+	return len(p.Stages) > 0 && strings.Contains(p.Stages[len(p.Stages)-1].Name, "@")
+}
+
+// relaxFixes moves each wait's record as early on its stream as the set
+// still orders every race (fixed reports it): the same number of waits,
+// with no more order than the races need (a ring's wait two iterations
+// back rather than one, say). Bounded by fixMaxWork.
+func relaxFixes(p *Plan, waits [][2]int, fixed func(*Plan) bool) [][2]int {
+	waits = slices.Clone(waits)
+	work := 0
+	for i, w := range waits {
+		s := p.Stages[w[0]].Stream
+		var earlier []int // launches of s before w[0], latest first
+		ops := p.Streams[s].Ops
+		for j := streamPos(p, w[0]) - 1; j >= 0; j-- {
+			if ops[j].Kind == OpLaunch {
+				earlier = append(earlier, ops[j].Stage)
+			}
+		}
+		for _, x := range earlier {
+			if work += len(p.IssueOrder) * len(p.Streams); work > fixMaxWork {
+				return waits
+			}
+			try := slices.Clone(waits)
+			try[i][0] = x
+			q := clonePlan(p)
+			for _, t := range try {
+				addWait(q, t[0], t[1])
+			}
+			if !fixed(q) {
+				break
+			}
+			waits = try
+		}
+	}
+	return waits
 }
 
 // fixesOf describes waits as fixes, in order, each with the races it is
@@ -291,11 +345,15 @@ func streamPos(p *Plan, i int) int {
 // addWait adds to p a record right after stage x's launch (a new event)
 // and a wait on it right before stage y's launch, in stream order and in
 // issue order.
-func addWait(p *Plan, x, y int) {
+func addWait(p *Plan, x, y int) { addLaggedWait(p, x, y, 0) }
+
+// addLaggedWait is addWait for a wait lag iterations back (the event gets
+// lag+1 slots).
+func addLaggedWait(p *Plan, x, y, lag int) {
 	e := p.Events
 	p.Events++
 	if p.Iteration != nil {
-		p.Iteration.Slots = append(p.Iteration.Slots, 1)
+		p.Iteration.Slots = append(p.Iteration.Slots, lag+1)
 	}
 	insert := func(stage int, op Op, after bool) {
 		s := p.Stages[stage].Stream
@@ -320,7 +378,7 @@ func addWait(p *Plan, x, y int) {
 		p.IssueOrder = slices.Insert(p.IssueOrder, pos, [2]int{s, j})
 	}
 	insert(x, Op{Kind: OpRecord, Event: e}, true)
-	insert(y, Op{Kind: OpWait, Event: e}, false)
+	insert(y, Op{Kind: OpWait, Event: e, Lag: lag}, false)
 }
 
 // String is the fix as the edit to make, with its CUDA form.
@@ -328,6 +386,10 @@ func (f Fix) String() string {
 	at := f.BeforeName
 	if f.BeforeSource != "" {
 		at += " (" + f.BeforeSource + ")"
+	}
+	if f.Lag > 0 && f.OldLag > 0 {
+		return fmt.Sprintf("%s: change {stage: %s, lag: %d} in waits to lag: %d (stream %s waits, before %s, on the event recorded on stream %s after %s %d iteration%s earlier)",
+			at, f.AfterName, f.OldLag, f.Lag, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName, f.Lag, plural(f.Lag))
 	}
 	if f.Lag > 0 {
 		return fmt.Sprintf("%s: add {stage: %s, lag: %d} to waits (stream %s waits, before %s, on the event recorded on stream %s after %s %d iteration%s earlier)",

@@ -154,19 +154,19 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 // plan unrolled over UnrollIterations(p) iterations, whose races name
 // stages as "NAME@i" (iteration i) and ring copies as "NAME#c", and whose
 // fixes are waits across iterations: Fix.Lag iterations back.
-func verifyIterations(p *Plan) error {
+func verifyIterations(p *Plan, withFixes bool) error {
 	one := p.WithoutOps(func(_, _ int, o Op) bool { return o.Lag > 0 })
 	one.Iteration = nil
-	if err := Verify(one); err != nil {
+	if err := verify(one, withFixes); err != nil {
 		return err
 	}
 	q, err := Unroll(p, UnrollIterations(p))
 	if err != nil {
 		return err
 	}
-	err = Verify(q)
+	err = verify(q, withFixes)
 	re, ok := err.(*RaceError)
-	if !ok {
+	if !ok || !withFixes {
 		return err
 	}
 	for i := range re.Races {
@@ -190,9 +190,68 @@ func verifyIterations(p *Plan) error {
 		fixes = append(fixes, Fix{After: x, Before: y, AfterName: p.Stages[x].Name, BeforeName: p.Stages[y].Name, BeforeSource: p.Stages[y].Source,
 			RecordStream: streamLabel(p.Streams[s].Name, s), WaitStream: streamLabel(p.Streams[t].Name, t), Races: f.Races, Lag: lag})
 	}
+	relaxLags(p, fixes)
 	for i := range fixes {
+		fixes[i].OldLag = existingLag(p, fixes[i].After, fixes[i].Before)
 		fixes[i].Edit = fixes[i].String()
 	}
 	re.Fixes, re.Unrolled = fixes, true
 	return re
+}
+
+// relaxLags lengthens each cross-iteration fix's lag as far as the plan with
+// every fix applied still verifies: the same waits, with no more order
+// between iterations than the races need. Tried on plans of a few fixes
+// only (each try verifies the plan over unrolled iterations).
+func relaxLags(p *Plan, fixes []Fix) {
+	if len(fixes) == 0 || len(fixes) > 4 || UnrollIterations(p) > 32 {
+		return
+	}
+	verifies := func() bool {
+		q := clonePlan(p)
+		q.Kernels, q.Dir, q.Spec = p.Kernels, p.Dir, p.Spec
+		for _, f := range fixes {
+			addLaggedWait(q, f.After, f.Before, f.Lag)
+		}
+		return verify(q, false) == nil
+	}
+	if !verifies() {
+		return
+	}
+	for i := range fixes {
+		if fixes[i].Lag == 0 {
+			continue
+		}
+		for tries := 0; tries < 8; tries++ {
+			fixes[i].Lag++
+			if !verifies() {
+				fixes[i].Lag--
+				break
+			}
+		}
+	}
+}
+
+// existingLag returns the lag of a wait of stage y's stream, just before
+// y's launch, on an event recorded right after stage x's launch, or 0.
+func existingLag(p *Plan, x, y int) int {
+	sx, sy := p.Stages[x].Stream, p.Stages[y].Stream
+	jx, jy := streamPos(p, x), streamPos(p, y)
+	after := map[int]bool{}
+	for _, o := range p.Streams[sx].Ops[jx+1:] {
+		if o.Kind != OpRecord {
+			break
+		}
+		after[o.Event] = true
+	}
+	for j := jy - 1; j >= 0; j-- {
+		o := p.Streams[sy].Ops[j]
+		if o.Kind != OpWait {
+			break
+		}
+		if o.Lag > 0 && after[o.Event] {
+			return o.Lag
+		}
+	}
+	return 0
 }

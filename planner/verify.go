@@ -171,7 +171,11 @@ func (e *RaceError) Error() string {
 // It returns p.Validate's error for a malformed plan, an error for an
 // access with a negative offset or a non-positive size, nil for a race-free
 // plan, and otherwise a *RaceError listing every race (up to verifyMaxRaces).
-func Verify(p *Plan) error {
+func Verify(p *Plan) error { return verify(p, true) }
+
+// verify is Verify; withFixes false leaves the fix search out (for the
+// searches that only ask whether a plan is race-free).
+func verify(p *Plan, withFixes bool) error {
 	if p == nil {
 		return errors.New("plan: nil plan")
 	}
@@ -179,7 +183,7 @@ func Verify(p *Plan) error {
 		return err
 	}
 	if p.Iteration != nil {
-		return verifyIterations(p) // across iterations: iter_verify.go
+		return verifyIterations(p, withFixes) // across iterations: iter_verify.go
 	}
 	v := &verifier{p: p}
 	if err := v.accesses(); err != nil {
@@ -215,7 +219,9 @@ func Verify(p *Plan) error {
 		races[k].Fix = v.fix(&races[k], k < verifyMaxHints)
 	}
 	re := &RaceError{Races: races, Truncated: v.truncated, Lifetimes: gaps}
-	re.Fixes, re.Unfixed, re.FixesPartial, re.FixesMinimal = minimalFixes(p, races)
+	if withFixes {
+		re.Fixes, re.Unfixed, re.FixesPartial, re.FixesMinimal = minimalFixes(p, races)
+	}
 	return re
 }
 

@@ -320,7 +320,7 @@ func TestRunGraphModeAndTimeline(t *testing.T) {
 func TestPlanNotes(t *testing.T) {
 	racy := specPath("seed/two-writers-racy.yaml")
 	out, errs, code := cli(t, "plan", "--no-verify", racy)
-	if code != exitOK || !strings.Contains(out, "\nnote: iterations do not overlap: sync: manual specs") {
+	if code != exitOK || !strings.Contains(out, "\nnote: iterations do not overlap: the spec's waits order one iteration only") {
 		t.Errorf("plan %s: exit %d\n%s%s", racy, code, out, errs)
 	}
 	out, errs, code = cli(t, "plan", "--no-verify", "--json", racy)
