@@ -200,8 +200,8 @@ func TestWarnings(t *testing.T) {
 	}
 	got := Warnings(p)
 	want := []string{
-		"the wait on e0 before c (stream s2) is redundant: the earlier wait on e1 before c already orders it after a on stream s0",
-		"the wait on e2 before d (stream s2) waits for nothing: e2 is recorded after e on stream s0, but only later in the issue order (wait-before-record)",
+		"c: the wait for the record after a on stream s0 is redundant: the earlier wait for the record after b on stream s1 already orders it",
+		"d: a wait on stream s2 waits for nothing: its event is recorded after e on stream s0, but only later in the issue order (wait-before-record)",
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("warnings:\n%q\nwant\n%q", got, want)
@@ -215,7 +215,7 @@ func TestWarnings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := Warnings(p2); len(w) != 1 || !strings.Contains(w[0], "waits for its latest record, after a2 on stream s0, not the earlier one after a on stream s0") {
+	if w := Warnings(p2); len(w) != 1 || !strings.Contains(w[0], "waits for its event's latest record, after a2 on stream s0, not the earlier one after a on stream s0") {
 		t.Errorf("re-recorded event: %q", w)
 	}
 	sp, err := dag.LoadFile("../specs/shared-io/shared-io.yaml")
@@ -224,5 +224,15 @@ func TestWarnings(t *testing.T) {
 	}
 	if w := Warnings(build(t, sp, Options{})); len(w) != 0 {
 		t.Errorf("planned plan: %q", w)
+	}
+	// A wait made redundant by a later wait of the same launch: b waits on
+	// a, then on x, which follows a on its stream.
+	s3 := manual(spec(stage("a", on("s0"), writes("x")), stage("x", on("s0"), writes("z")), stage("b", on("s1"), reads("x", "z"), waits("a", "x"))))
+	p3, err := Build(s3, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := Warnings(p3); len(w) != 1 || !strings.Contains(w[0], "b: the wait for the record after a on stream s0 is redundant: the later wait for the record after x on stream s0 already orders it") {
+		t.Errorf("later wait: %q", w)
 	}
 }

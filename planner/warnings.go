@@ -29,15 +29,26 @@ func Warnings(p *Plan) []string {
 		}
 		return "the stream's start"
 	}
-	launchAfter := func(s int, j int) string {
+	name := func(s int) string { return streamLabel(p.Streams[s].Name, s) }
+	// guard names the stage a wait guards, with its spec position.
+	guard := func(s, j int) string {
 		for _, o := range p.Streams[s].Ops[j+1:] {
 			if o.Kind == OpLaunch {
+				if src := p.Stages[o.Stage].Source; src != "" {
+					return p.Stages[o.Stage].Name + " (" + src + ")"
+				}
 				return p.Stages[o.Stage].Name
 			}
 		}
-		return "the stream's end"
+		return "the end of stream " + name(s)
 	}
-	name := func(s int) string { return streamLabel(p.Streams[s].Name, s) }
+	recAt := func(r int32) string { // "after X on stream S"
+		return fmt.Sprintf("after %s on stream %s", launchBefore(int(v.opStream[r]), int(v.opIndex[r])), name(int(v.opStream[r])))
+	}
+	// The barrier's own events (WithIteration: the last S) are not the user's.
+	barrier := func(e int) bool {
+		return p.Iteration != nil && p.Iteration.Barrier && len(p.Streams) > 1 && e >= p.Events-len(p.Streams)
+	}
 	var out []string
 	records := make([][]int32, p.Events) // per event, its records issued so far
 	for _, so := range p.IssueOrder {
@@ -51,53 +62,69 @@ func Warnings(p *Plan) []string {
 		case OpLaunch:
 			continue
 		}
-		if o.Lag > 0 {
+		if o.Lag > 0 || barrier(o.Event) {
 			continue
 		}
-		guard := launchAfter(s, j)
+		at := guard(s, j)
 		rs := records[o.Event]
 		if len(rs) == 0 {
-			where := "is never recorded"
+			where := "its event is never recorded"
 			for si, st := range p.Streams {
 				for k, r := range st.Ops {
 					if r.Kind == OpRecord && r.Event == o.Event {
-						where = fmt.Sprintf("is recorded after %s on stream %s, but only later in the issue order", launchBefore(si, k), name(si))
+						where = fmt.Sprintf("its event is recorded after %s on stream %s, but only later in the issue order", launchBefore(si, k), name(si))
 					}
 				}
 			}
-			out = append(out, fmt.Sprintf("the wait on e%d before %s (stream %s) waits for nothing: e%d %s (wait-before-record)", o.Event, guard, name(s), o.Event, where))
+			out = append(out, fmt.Sprintf("%s: a wait on stream %s waits for nothing: %s (wait-before-record)", at, name(s), where))
 			continue
 		}
 		r := rs[len(rs)-1]
 		if len(rs) > 1 {
-			first := rs[0]
-			out = append(out, fmt.Sprintf("the wait on e%d before %s (stream %s) waits for its latest record, after %s on stream %s, not the earlier one after %s on stream %s",
-				o.Event, guard, name(s), launchBefore(int(v.opStream[r]), int(v.opIndex[r])), name(int(v.opStream[r])),
-				launchBefore(int(v.opStream[first]), int(v.opIndex[first])), name(int(v.opStream[first]))))
+			out = append(out, fmt.Sprintf("%s: the wait on stream %s waits for its event's latest record, %s, not the earlier one %s",
+				at, name(s), recAt(r), recAt(rs[0])))
 		}
 		rsStream := int(v.opStream[r])
 		if rsStream == s {
-			out = append(out, fmt.Sprintf("the wait on e%d before %s (stream %s) is redundant: its record is on the same stream, which is ordered already", o.Event, guard, name(s)))
+			out = append(out, fmt.Sprintf("%s: the wait for the record %s is redundant: the record is on the same stream, which orders it already", at, recAt(r)))
 			continue
 		}
-		// The stream's clock just before the wait.
+		// Redundant: the stream's clock just before the wait already
+		// covers the record, or a later wait of the same group (the
+		// waits right before one launch) covers it.
 		row := int32(0)
 		if j > 0 {
 			row = v.opRow[g-1]
 		}
-		if v.vecs[int(row)*v.S+rsStream] <= v.opIndex[r] {
-			continue // the wait orders something new
-		}
-		why := "stream order"
-		for k := 0; k < j; k++ {
-			h := v.opBase[s] + int32(k)
-			if w := p.Streams[s].Ops[k]; w.Kind == OpWait && v.vecs[int(v.opRow[h])*v.S+rsStream] > v.opIndex[r] {
-				why = fmt.Sprintf("the earlier wait on e%d before %s", w.Event, launchAfter(s, k))
-				break
+		why := ""
+		if v.vecs[int(row)*v.S+rsStream] > v.opIndex[r] {
+			why = "stream order"
+			for k := 0; k < j; k++ {
+				h := v.opBase[s] + int32(k)
+				if w := p.Streams[s].Ops[k]; w.Kind == OpWait && !barrier(w.Event) && v.opCaptured[h] >= 0 && v.vecs[int(v.opRow[h])*v.S+rsStream] > v.opIndex[r] {
+					why = "the earlier wait for the record " + recAt(v.opCaptured[h])
+					break
+				}
+			}
+		} else {
+			for k := j + 1; k < len(p.Streams[s].Ops); k++ {
+				w := p.Streams[s].Ops[k]
+				if w.Kind != OpWait {
+					break
+				}
+				c := v.opCaptured[v.opBase[s]+int32(k)]
+				if w.Lag > 0 || c < 0 || barrier(w.Event) {
+					continue
+				}
+				if cs := int(v.opStream[c]); cs == rsStream && v.opIndex[c] > v.opIndex[r] || v.vecs[int(v.opRow[c])*v.S+rsStream] > v.opIndex[r] {
+					why = "the later wait for the record " + recAt(c)
+					break
+				}
 			}
 		}
-		out = append(out, fmt.Sprintf("the wait on e%d before %s (stream %s) is redundant: %s already orders it after %s on stream %s",
-			o.Event, guard, name(s), why, launchBefore(rsStream, int(v.opIndex[r])), name(rsStream)))
+		if why != "" {
+			out = append(out, fmt.Sprintf("%s: the wait for the record %s is redundant: %s already orders it", at, recAt(r), why))
+		}
 	}
 	return out
 }
