@@ -38,6 +38,7 @@ Tested with torch 1.13 (CPU) and 2.11 (CUDA 13).
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import operator
 import statistics
@@ -428,12 +429,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--timing", default=None, choices=["graph", "events", "none"])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args(argv)
+    if args.size < 1 or args.batch < 1 or args.repeats < 1:
+        ap.error("--size, --batch and --repeats must be ≥ 1")
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(out_dir):
+        ap.error("--out %s: directory %s does not exist" % (args.out, out_dir))
     torch.manual_seed(0)
-    model, source = build_model(args.model)
+    try:
+        model, source = build_model(args.model)
+    except (ValueError, KeyError, AttributeError, ImportError, RuntimeError) as e:
+        print("export: --model %s: %s" % (args.model, e), file=sys.stderr)
+        return 2
     model = model.eval().to(args.device)
     x = torch.randn(args.batch, 3, args.size, args.size, device=args.device)
-    ex = export(model, (x,), tracer=args.tracer, repeats=args.repeats, timing=args.timing,
-                name=args.model.replace("timm:", ""), source=source)
+    try:
+        ex = export(model, (x,), tracer=args.tracer, repeats=args.repeats, timing=args.timing,
+                    name=args.model.replace("timm:", ""), source=source)
+    except ExportError as e:
+        print("export: %s: %s" % (args.model, e), file=sys.stderr)
+        return 2
     ex.save(args.out)
     g = ex.graph
     print("%s (%s): %d nodes, %d tensors, sum of nodes %.1f µs, %d views and %d host nodes dropped -> %s" % (
