@@ -128,6 +128,11 @@ func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
 // would fix each race.
 func Verify(p *StreamPlan) error { return planner.Verify(p) }
 
+// CheckRun reports what Run(ctx, p, o) would reject before it opens a
+// backend (executor.CheckRun): plan errors, and options that conflict with
+// each other or with p, such as graph mode on a plan with host stages.
+func CheckRun(p *StreamPlan, o RunOptions) error { return executor.CheckRun(p, o.Options) }
+
 // Backend names accepted by RunOptions.Backend and NewBackend.
 const (
 	BackendAuto = "auto" // cuda when built with the cuda tag and a device answers, else sim (AutoBackend)

@@ -149,8 +149,15 @@ func RunGraph(ctx context.Context, p *planner.Plan, b Backend, o Options) (*Resu
 // arity, arena offsets out of range, and buffers too large to hold. Tools
 // call it on plan files before running them, so that a bad file is bad
 // input rather than a run failure.
-func CheckPlan(p *planner.Plan) error {
-	_, err := lower(p, &Options{})
+func CheckPlan(p *planner.Plan) error { return CheckRun(p, Options{}) }
+
+// CheckRun reports what Run(p, o) would reject before touching a backend:
+// CheckPlan's errors and the options that conflict with each other or with
+// p (graph mode with host stages, dynamic allocation, sync-each or host
+// inputs and outputs; a negative in-flight bound; ring sizes beyond the
+// executor's phases). What a backend cannot do is known only at Run.
+func CheckRun(p *planner.Plan, o Options) error {
+	_, err := lower(p, &o)
 	return err
 }
 

@@ -351,6 +351,9 @@ anything is loaded, with exit 2.`,
 				}
 				fmt.Fprintf(stderr, "dagrun: warning: running a plan with races (--allow-race)\n")
 			}
+			if err := dagrun.CheckRun(pl.p, ro); err != nil {
+				return usagef("%s: %v", pl.src, err)
+			}
 			if ro.Iterations > 1 || sf.frames != "" {
 				for _, n := range pl.p.Notes {
 					fmt.Fprintf(stderr, "dagrun: note: %s\n", n)

@@ -43,3 +43,16 @@ func TestPyTorchTraces(t *testing.T) {
 		}
 	}
 }
+
+// TestRunRejectsPlanOptionConflict: an option that conflicts with the plan
+// itself (graph mode on a plan with host stages) is bad input, rejected
+// before a backend is opened: exit 2, nothing on stdout.
+func TestRunRejectsPlanOptionConflict(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"run", "--backend", "sim", "--mode", "graph", "../../specs/memory/d-pinned-readback.yaml"}, &out, &errb)
+	var u usageError
+	if !errors.As(err, &u) || out.Len() != 0 || strings.Contains(errb.String(), "backend:") || !strings.Contains(err.Error(), "host stages") {
+		t.Errorf("err %v (usage error: %v), stdout %q, stderr %q", err, errors.As(err, &u), out.String(), errb.String())
+	}
+}
