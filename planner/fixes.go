@@ -193,7 +193,7 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 			}
 		}
 	}
-	if !partial && !unrolledPlan(p) { // an unrolled plan's waits are relaxed in spec terms (verifyIterations)
+	if !partial && !p.unrolled { // an unrolled plan's waits are relaxed in spec terms (verifyIterations)
 		waits = relaxFixes(p, waits, func(q *Plan) bool {
 			ok := ordered(q)
 			for _, k := range need {
@@ -205,11 +205,6 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 		})
 	}
 	return fixesOf(p, races, need, waits), unfixed, partial, minimal
-}
-
-// unrolledPlan reports whether p is Unroll's (its stages named NAME@i).
-func unrolledPlan(p *Plan) bool {
-	return len(p.Stages) > 0 && strings.Contains(p.Stages[len(p.Stages)-1].Name, "@")
 }
 
 // relaxFixes moves each wait's record as early on its stream as the set

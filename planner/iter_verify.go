@@ -59,7 +59,7 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 		return nil, err
 	}
 	n := len(p.Stages)
-	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Kernels: p.Kernels, Events: m.Events()}
+	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Kernels: p.Kernels, Events: m.Events(), unrolled: true}
 	name := make([][]string, len(p.Buffers)) // per buffer and iteration (nil: its own name)
 	idx := make(map[string]int, len(p.Buffers))
 	for bi, b := range p.Buffers {

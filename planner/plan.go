@@ -42,6 +42,8 @@ type Plan struct {
 	// sentence each (a pass bounded for cost, a form that does not apply);
 	// `dagrun plan` prints each as "note: …". Empty when none was met.
 	Notes []string `json:"notes,omitempty"`
+
+	unrolled bool // made by Unroll: its stages are iterations of another plan's
 }
 
 // Stage is one launch in the plan.
