@@ -219,3 +219,13 @@ func (b *Builtin) oneOfViolation() *Violation {
 		Msg:  fmt.Sprintf("built-in %s needs exactly one of the arguments %s", b.Name, strings.Join(b.OneOf, ", ")),
 		Hint: "give " + strings.Join(alts, " or ")}
 }
+
+// InBounds reports whether the byte range [offset, offset+bytes) lies in a
+// buffer of size bytes: offset ≥ 0, bytes ≥ 0 and offset+bytes ≤ size,
+// computed without overflow (offset ≤ size and bytes ≤ size−offset), so a
+// range whose end would wrap int64 is outside. Every bounds check of an
+// access (the plan file's validation, the executor, the simulator, the
+// CUDA backend) goes through it.
+func InBounds(offset, bytes, size int64) bool {
+	return offset >= 0 && bytes >= 0 && size >= 0 && offset <= size && bytes <= size-offset
+}

@@ -67,8 +67,8 @@ func argPtr(a executor.Arg) (cu.DevicePtr, *buffer, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("access %s: %w", a.Name, err)
 	}
-	if a.Offset < 0 || a.Bytes < 0 || a.Offset+a.Bytes > buf.bytes {
-		return 0, nil, fmt.Errorf("access %s[%d:%d] outside the buffer's %d bytes", a.Name, a.Offset, a.Offset+a.Bytes, buf.bytes)
+	if !contract.InBounds(a.Offset, a.Bytes, buf.bytes) {
+		return 0, nil, fmt.Errorf("access %s at offset %d, %d bytes, outside the buffer's %d bytes", a.Name, a.Offset, a.Bytes, buf.bytes)
 	}
 	return buf.dptr + cu.DevicePtr(a.Offset), buf, nil
 }

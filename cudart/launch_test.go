@@ -129,3 +129,37 @@ func TestPreparedLaunchBound(t *testing.T) {
 	}
 	must(t, b.Synchronize())
 }
+
+// TestLaunchRefusesWrappingAccess hands the backend accesses whose end
+// wraps int64 (offset near the buffer's end, bytes near 2^63), as a hostile
+// plan file would: each launch is refused before it reaches the device, and
+// the neighbouring buffer keeps its contents.
+func TestLaunchRefusesWrappingAccess(t *testing.T) {
+	b := newTB(t, testOptions(t))
+	defer func() { must(t, b.Close()) }()
+	sh, err := b.NewStream()
+	must(t, err)
+	defer b.DestroyStream(sh)
+	const n = 1024 // words: 4 KiB buffers
+	x0 := randWords(rand.New(rand.NewPCG(5, 6)), n)
+	x := alloc(t, b, "x", 4*n, string(contract.WhereDevice), x0)
+	y := alloc(t, b, "y", 4*n, string(contract.WhereDevice), nil)
+	z0 := randWords(rand.New(rand.NewPCG(7, 8)), n)
+	z := alloc(t, b, "z", 4*n, string(contract.WhereDevice), z0)
+	wrap := arg(y, 4*n-4, math.MaxInt64-(4*n-4)+1) // offset+bytes = 2^63: the end wraps to a negative int64
+	for _, l := range []*executor.LaunchDesc{
+		{Name: "mix-wrap", Kernel: contract.BuiltinMix, Reads: []executor.Arg{arg(x, 0, 4*n)}, Writes: []executor.Arg{wrap}},
+		{Name: "copy-wrap", Kernel: contract.BuiltinCopy, Reads: []executor.Arg{arg(x, 4092, (math.MaxInt64-4092)&^3)}, Writes: []executor.Arg{arg(y, 4092, (math.MaxInt64-4092)&^3)}}, // no wrap, far past the end
+		{Name: "fill-negative", Kernel: contract.BuiltinFill, Args: map[string]any{"value": 1.0}, Writes: []executor.Arg{{Name: "y", Buffer: y, Offset: -4, Bytes: 8}}},
+		{Name: "scale-past-end", Kernel: contract.BuiltinScale, Args: map[string]any{"a": 2.0}, Reads: []executor.Arg{arg(x, 0, 4*n)}, Writes: []executor.Arg{arg(y, 4, 4*n)}},
+	} {
+		err := b.Launch(sh, l)
+		if err == nil {
+			t.Errorf("launch %s: no error, want an access outside the buffer refused", l.Name)
+			continue
+		}
+		t.Logf("launch %s refused: %v", l.Name, err)
+	}
+	must(t, b.Synchronize())
+	sameWords(t, "neighbour z after refused launches", read(t, b, z), z0)
+}

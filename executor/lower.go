@@ -232,7 +232,7 @@ func (x *program) resolveStages(funcs map[string]StageFunc) error {
 			if !ok {
 				return nil, fmt.Errorf("executor: stage %s %s unknown buffer %q", st.Name, what, a.Buffer)
 			}
-			if size := p.Buffers[i].Bytes; a.Offset < 0 || a.Bytes <= 0 || a.Offset > size-a.Bytes {
+			if size := p.Buffers[i].Bytes; a.Bytes <= 0 || !contract.InBounds(a.Offset, a.Bytes, size) {
 				return nil, fmt.Errorf("executor: stage %s %s %s at offset %d, %d bytes: outside the buffer's %d bytes", st.Name, what, a.Buffer, a.Offset, a.Bytes, size)
 			}
 			args[k] = Arg{Name: a.Buffer, Offset: a.Offset, Bytes: a.Bytes, buf: i}

@@ -286,8 +286,8 @@ func (b *Backend) checkArgs(l *executor.LaunchDesc) error {
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", l.Name, a.Name, err)
 			}
-			if a.Offset < 0 || a.Bytes <= 0 || a.Offset+a.Bytes > int64(len(buf.data)) {
-				return fmt.Errorf("sim: stage %s: access %s[%d:%d] is outside the buffer's %d bytes", l.Name, a.Name, a.Offset, a.Offset+a.Bytes, len(buf.data))
+			if a.Bytes <= 0 || !contract.InBounds(a.Offset, a.Bytes, int64(len(buf.data))) {
+				return fmt.Errorf("sim: stage %s: access %s at offset %d, %d bytes, is outside the buffer's %d bytes", l.Name, a.Name, a.Offset, a.Bytes, len(buf.data))
 			}
 		}
 	}
