@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -70,38 +71,50 @@ type loader struct {
 	file, dir string
 	errs      ErrorList
 
-	// Source nodes of what decode produced, for positions in check.
-	stageSrc []*stageSrc
-	bufSrc   []*bufferSrc
-	kernSrc  []*kernelSrc
-	syncNode *yaml.Node
+	// Source positions of what decode produced, for check (parallel to
+	// Spec.Stages, Buffers and Kernels). They hold no YAML nodes, so that
+	// a node tree can go as soon as its part is decoded.
+	stageSrc []stageSrc
+	bufSrc   []bufferSrc
+	kernSrc  []kernelSrc
+
+	aliased   int                // nodes expanded through aliases so far
+	aliasSize map[*yaml.Node]int // node count of each anchored node used
 }
 
-func (l *loader) pos(n *yaml.Node) Pos {
+// at is a position in the spec file: 1-based line and column; the zero at
+// is no position. It is what the loader keeps of a YAML node after decode.
+type at struct{ line, col int32 }
+
+func atOf(n *yaml.Node) at {
 	if n == nil {
-		return Pos{File: l.file}
+		return at{}
 	}
-	return Pos{File: l.file, Line: n.Line, Col: n.Column}
+	return at{int32(n.Line), int32(n.Column)}
 }
+
+func (l *loader) pos(n *yaml.Node) Pos { return l.posAt(atOf(n)) }
+
+func (l *loader) posAt(a at) Pos { return Pos{File: l.file, Line: int(a.line), Col: int(a.col)} }
 
 // errorf records an error at n's position.
 func (l *loader) errorf(n *yaml.Node, hint, format string, args ...any) {
 	l.errAt(l.pos(n), hint, format, args...)
 }
 
+// errorAt records an error at a kept position.
+func (l *loader) errorAt(a at, hint, format string, args ...any) {
+	l.errAt(l.posAt(a), hint, format, args...)
+}
+
 func (l *loader) errAt(p Pos, hint, format string, args ...any) {
 	l.errs = append(l.errs, &Error{Pos: p, Msg: fmt.Sprintf(format, args...), Hint: hint})
 }
 
-// Field sets of every mapping in the format, in the order WriteYAML writes them.
+// Value sets of the format (the enums of Format).
 var (
-	specFields    = []string{"version", "name", "sync", "options", "buffers", "kernels", "stages"}
-	optionFields  = []string{"strategy", "max_streams", "arena", "memory_budget"}
-	bufferFields  = []string{"name", "bytes", "dtype", "shape", "where", "role", "init", "copies"}
 	initFields    = []string{InitFill, InitFile, InitRandom}
-	kernelFields  = []string{"name", "ptx", "entry", "params"}
 	paramFields   = []string{"name", "type"}
-	stageFields   = []string{"name", "kernel", "args", "grid", "block", "reads", "writes", "after", "stream", "duration_us", "waits", "event"}
 	waitFields    = []string{"stage", "event", "lag"}
 	accessFields  = []string{"buffer", "offset", "bytes"}
 	strategies    = []string{"default", "single", "round-robin", "naive"}
@@ -122,9 +135,28 @@ func (l *loader) load(data []byte) *Spec {
 		return nil
 	}
 	s := &Spec{File: l.file, Dir: l.dir, Sync: SyncAuto}
-	l.decodeSpec(root, s)
+	if !l.decodeGuarded(root, s) {
+		return nil
+	}
 	l.check(s)
 	return s
+}
+
+// decodeGuarded decodes root into s, turning an alias budget overrun into
+// an error.
+func (l *loader) decodeGuarded(root *yaml.Node, s *Spec) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r != errAliasBudget {
+				panic(r)
+			}
+			l.errs = append(l.errs[:0:0], &Error{Pos: Pos{File: l.file}, Msg: fmt.Sprintf("YAML aliases (*name) expand to more than %d nodes", MaxAliasNodes),
+				Hint: "write the repeated parts out, or use fewer aliases of large anchors (&name)"})
+			ok = false
+		}
+	}()
+	l.decodeSpec(root, s)
+	return true
 }
 
 // parse turns data into the root node of its single YAML document.
@@ -180,12 +212,56 @@ func (l *loader) yamlError(err error) {
 
 // --- generic node helpers ---
 
-// deref follows aliases to the node they name.
-func deref(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
+// MaxAliasNodes is the most YAML nodes that aliases (*name) may expand to
+// in one spec, counted over every use: an alias of a list of 3000 reads
+// used 3000 times is 9 million. Past it the spec is refused, so that a
+// small file cannot make the loader build a huge spec.
+const MaxAliasNodes = 1 << 20
+
+// errAliasBudget aborts a load whose aliases expand past MaxAliasNodes.
+var errAliasBudget = errors.New("alias budget")
+
+// deref follows aliases to the node they name, counting the nodes each
+// use of an alias expands to against MaxAliasNodes.
+func (l *loader) deref(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
 		n = n.Alias
+		if n == nil {
+			break
+		}
+		if l.aliasSize == nil {
+			l.aliasSize = map[*yaml.Node]int{}
+		}
+		size, ok := l.aliasSize[n]
+		if !ok {
+			size = nodeCount(n, 0)
+			l.aliasSize[n] = size
+		}
+		l.aliased += size
+		if l.aliased > MaxAliasNodes {
+			panic(errAliasBudget)
+		}
 	}
 	return n
+}
+
+// nodeCount is the number of nodes under n (n included), up to MaxAliasNodes+1.
+func nodeCount(n *yaml.Node, depth int) int {
+	if n == nil || depth > 1000 {
+		return 1
+	}
+	c := 1
+	for _, m := range n.Content {
+		if m.Kind == yaml.AliasNode {
+			c += nodeCount(m.Alias, depth+1)
+		} else {
+			c += nodeCount(m, depth+1)
+		}
+		if c > MaxAliasNodes {
+			break
+		}
+	}
+	return c
 }
 
 // kindName describes n's YAML type for messages.
@@ -196,21 +272,26 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!str":
-			return fmt.Sprintf("the string %q", clip(n.Value))
-		case "!!int":
-			return "the integer " + clip(n.Value)
-		case "!!float":
-			return "the number " + clip(n.Value)
-		case "!!bool":
-			return "the boolean " + clip(n.Value)
-		case "!!null":
-			return "nothing (null)"
-		}
-		return fmt.Sprintf("%s %q", n.ShortTag(), clip(n.Value))
+		return scalarKindName(n.ShortTag(), n.Value)
 	}
 	return "an unknown YAML node"
+}
+
+// scalarKindName describes a scalar of YAML tag tag written as value.
+func scalarKindName(tag, value string) string {
+	switch tag {
+	case "!!str":
+		return fmt.Sprintf("the string %q", clip(value))
+	case "!!int":
+		return "the integer " + clip(value)
+	case "!!float":
+		return "the number " + clip(value)
+	case "!!bool":
+		return "the boolean " + clip(value)
+	case "!!null":
+		return "nothing (null)"
+	}
+	return fmt.Sprintf("%s %q", tag, clip(value))
 }
 
 func clip(s string) string {
@@ -220,27 +301,30 @@ func clip(s string) string {
 	return s
 }
 
-// fields is a decoded mapping: the value node and key node of each field.
+// fields is a decoded mapping: the key and value node of each known field,
+// by its index in the mapping's list of keys.
 type fields struct {
-	n    *yaml.Node
-	val  map[string]*yaml.Node
-	key  map[string]*yaml.Node
-	what string // "buffer frame", for messages
+	n     *yaml.Node
+	known []string
+	val   []*yaml.Node
+	key   []*yaml.Node
+	what  string // "buffer frame", for messages
 }
 
 // mapping checks that n is a mapping whose keys are all in known and appear
 // once, and returns its fields. what names the object in messages.
 func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bool) {
-	n = deref(n)
+	n = l.deref(n)
 	if n.Kind != yaml.MappingNode {
 		l.errorf(n, "write it as a mapping of fields: {"+strings.Join(known, ": ..., ")+": ...}", "%s must be a mapping, got %s", what, kindName(n))
 		return nil, false
 	}
-	f := &fields{n: n, val: map[string]*yaml.Node{}, key: map[string]*yaml.Node{}, what: what}
-	if contains(known, "name") {
+	f := &fields{n: n, known: known, val: make([]*yaml.Node, 2*len(known)), what: what}
+	f.key, f.val = f.val[len(known):], f.val[:len(known)]
+	if known[0] == "name" {
 		// Name the object in every message about it, when it has a usable name.
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := deref(n.Content[i]), deref(n.Content[i+1])
+			k, v := l.deref(n.Content[i]), l.deref(n.Content[i+1])
 			if k.Kind == yaml.ScalarNode && k.Value == "name" && v.Kind == yaml.ScalarNode && nameProblem(v.Value) == "" {
 				f.what = what + " " + v.Value
 				break
@@ -248,7 +332,7 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 		}
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), deref(n.Content[i+1])
+		k, v := l.deref(n.Content[i]), l.deref(n.Content[i+1])
 		if k.Kind != yaml.ScalarNode {
 			l.errorf(k, "field names are plain words such as "+known[0], "%s: field name must be a string, got %s", f.what, kindName(k))
 			continue
@@ -258,7 +342,8 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 			continue
 		}
 		name := k.Value
-		if !contains(known, name) {
+		j := slices.Index(known, name)
+		if j < 0 {
 			hint := "known fields: " + strings.Join(known, ", ")
 			if s := l.suggest(name, func() []string { return known }); s != "" {
 				hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
@@ -266,21 +351,37 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 			l.errorf(k, hint, "%s: unknown field %q", f.what, clip(name))
 			continue
 		}
-		if prev, dup := f.key[name]; dup {
+		if prev := f.key[j]; prev != nil {
 			l.errorf(k, "remove one of them", "%s: field %q given twice (first at line %d)", f.what, name, prev.Line)
 			continue
 		}
-		f.key[name], f.val[name] = k, v
+		f.key[j], f.val[j] = k, v
 	}
 	return f, true
 }
 
 // get returns field name's value node, or nil.
-func (f *fields) get(name string) *yaml.Node { return f.val[name] }
+func (f *fields) get(name string) *yaml.Node {
+	if i := slices.Index(f.known, name); i >= 0 {
+		return f.val[i]
+	}
+	return nil
+}
+
+// given is the number of fields present.
+func (f *fields) given() int {
+	n := 0
+	for _, v := range f.val {
+		if v != nil {
+			n++
+		}
+	}
+	return n
+}
 
 // require returns field name's value node, reporting its absence.
 func (l *loader) require(f *fields, name, hint string) *yaml.Node {
-	v := f.val[name]
+	v := f.get(name)
 	if v == nil {
 		l.errorf(f.n, hint, "%s: missing required field %q", f.what, name)
 	}
@@ -289,14 +390,14 @@ func (l *loader) require(f *fields, name, hint string) *yaml.Node {
 
 // list checks that n is a sequence and returns its items (aliases followed).
 func (l *loader) list(n *yaml.Node, what, hint string) ([]*yaml.Node, bool) {
-	n = deref(n)
+	n = l.deref(n)
 	if n.Kind != yaml.SequenceNode {
 		l.errorf(n, hint, "%s must be a list, got %s", what, kindName(n))
 		return nil, false
 	}
 	out := make([]*yaml.Node, len(n.Content))
 	for i, c := range n.Content {
-		out[i] = deref(c)
+		out[i] = l.deref(c)
 	}
 	return out, true
 }
@@ -430,68 +531,10 @@ func nameProblem(v string) string {
 	return ""
 }
 
-// --- decoding of each part ---
-
 func (l *loader) decodeSpec(root *yaml.Node, s *Spec) {
-	f, ok := l.mapping(root, "spec", specFields)
-	if !ok {
-		return
-	}
-	if v := l.require(f, "version", "start the spec with: version: 1"); v != nil {
-		if n, ok := l.int64Val(v, "version"); ok {
-			if n != SpecVersion {
-				l.errorf(v, "set version: 1", "version %d is not supported; this dagrun reads version %d", n, SpecVersion)
-			} else {
-				s.Version = int(n)
-			}
-		}
-	}
-	if v := f.get("name"); v != nil {
-		if n, ok := l.name(v, "spec name"); ok {
-			s.Name = n
-		}
-	} else {
+	f := decodeObject(l, root, "spec", specTable, specKeys, s, &struct{}{})
+	if f != nil && f.get("name") == nil {
 		s.Name = defaultName(l.file)
-	}
-	if v := f.get("sync"); v != nil {
-		l.syncNode = v
-		if m, ok := l.oneOf(v, "sync", syncModes); ok {
-			s.Sync = m
-		}
-	}
-	if v := f.get("options"); v != nil {
-		l.decodeOptions(v, &s.Options)
-	}
-	if v := f.get("buffers"); v != nil && !isNull(v) {
-		if items, ok := l.list(v, "buffers", "write buffers as a list: buffers: [{name: x, bytes: 4096}]"); ok {
-			for _, it := range items {
-				b, src := l.decodeBuffer(it)
-				s.Buffers = append(s.Buffers, b)
-				l.bufSrc = append(l.bufSrc, src)
-			}
-		}
-	}
-	if v := f.get("kernels"); v != nil && !isNull(v) {
-		if items, ok := l.list(v, "kernels", "write kernels as a list: kernels: [{name: k, ptx: k.ptx, entry: k}]"); ok {
-			for _, it := range items {
-				k, src := l.decodeKernel(it)
-				s.Kernels = append(s.Kernels, k)
-				l.kernSrc = append(l.kernSrc, src)
-			}
-		}
-	}
-	v := l.require(f, "stages", "add a list of stages: stages: [{name: a, kernel: spin}]")
-	if v != nil {
-		if items, ok := l.list(v, "stages", "write stages as a list of mappings"); ok {
-			if len(items) == 0 {
-				l.errorf(v, "add at least one stage", "stages is empty")
-			}
-			for _, it := range items {
-				st, src := l.decodeStage(it)
-				s.Stages = append(s.Stages, st)
-				l.stageSrc = append(l.stageSrc, src)
-			}
-		}
 	}
 }
 
@@ -511,598 +554,6 @@ func defaultName(file string) string {
 		return "spec"
 	}
 	return base
-}
-
-func (l *loader) decodeOptions(n *yaml.Node, o *Options) {
-	f, ok := l.mapping(n, "options", optionFields)
-	if !ok {
-		return
-	}
-	if v := f.get("strategy"); v != nil {
-		if s, ok := l.oneOf(v, "options: strategy", strategies); ok {
-			o.Strategy = s
-		}
-	}
-	if v := f.get("max_streams"); v != nil {
-		if m, ok := l.intIn(v, "options: max_streams", 0, math.MaxInt32); ok {
-			o.MaxStreams = int(m)
-		}
-	}
-	if v := f.get("arena"); v != nil {
-		if s, ok := l.oneOf(v, "options: arena", arenaModes); ok {
-			o.Arena = s
-		}
-	}
-	if v := f.get("memory_budget"); v != nil {
-		if v.Kind == yaml.ScalarNode && v.Value == "auto" {
-			o.MemoryBudget = MemoryBudgetAuto
-		} else if m, ok := l.intIn(v, "options: memory_budget (bytes, or auto)", 0, math.MaxInt64); ok {
-			o.MemoryBudget = m
-		}
-	}
-}
-
-// bufferSrc keeps the nodes of a buffer for check.
-type bufferSrc struct {
-	n        *yaml.Node
-	name     *yaml.Node
-	init     *yaml.Node // the init value node, if any
-	sizeOK   bool       // Bytes is known and valid
-	initFile *yaml.Node // the file: value node
-}
-
-func (l *loader) decodeBuffer(n *yaml.Node) (BufferSpec, *bufferSrc) {
-	b := BufferSpec{Pos: l.pos(n), Where: WhereDevice, Role: RoleTemp, Init: Init{Kind: InitZeros}}
-	src := &bufferSrc{n: n}
-	f, ok := l.mapping(n, "buffer", bufferFields)
-	if !ok {
-		return b, src
-	}
-	if v := l.require(f, "name", "give the buffer a name: {name: x, bytes: 4096}"); v != nil {
-		src.name = v
-		if s, ok := l.name(v, "buffer name"); ok {
-			b.Name = s
-			f.what = "buffer " + s
-		}
-	}
-	what := f.what
-	bytesN, dtypeN, shapeN := f.get("bytes"), f.get("dtype"), f.get("shape")
-	sizeOK := true
-	var given int64
-	if bytesN != nil {
-		given, ok = l.intIn(bytesN, what+": bytes", 1, math.MaxInt64)
-		sizeOK = sizeOK && ok
-	}
-	var computed int64
-	switch {
-	case dtypeN == nil && shapeN == nil:
-		if bytesN == nil {
-			l.errorf(f.n, "give bytes: N, or dtype: and shape: (e.g. dtype: f32, shape: [3, 64, 64])", "%s: missing size", what)
-			sizeOK = false
-		}
-	case dtypeN == nil:
-		l.errorf(shapeN, "add dtype: (one of "+strings.Join(dtypeNames, ", ")+")", "%s: shape needs a dtype", what)
-		sizeOK = false
-	case shapeN == nil:
-		l.errorf(dtypeN, "add shape: [d0, d1, ...] in elements", "%s: dtype needs a shape", what)
-		sizeOK = false
-	default:
-		dt, ok1 := l.oneOf(dtypeN, what+": dtype", dtypeNames)
-		shape, ok2 := l.decodeShape(shapeN, what+": shape")
-		if ok1 && ok2 {
-			b.DType, b.Shape = dt, shape
-			total, ok := mulChecked(dtypeSizes[dt], shape)
-			switch {
-			case !ok:
-				l.errorf(shapeN, "use smaller dimensions", "%s: size %s × %v overflows int64", what, dt, shape)
-				sizeOK = false
-			case bytesN != nil && sizeOK && total != given:
-				l.errorf(bytesN, "drop bytes: (dtype and shape determine it) or fix it", "%s: bytes %d disagrees with dtype %s × shape %v = %d bytes", what, given, dt, shape, total)
-				sizeOK = false
-			default:
-				computed = total
-			}
-		} else {
-			sizeOK = false
-		}
-	}
-	if sizeOK {
-		if computed != 0 {
-			b.Bytes = computed
-		} else {
-			b.Bytes = given
-		}
-	}
-	src.sizeOK = sizeOK
-	if v := f.get("where"); v != nil {
-		if w, ok := l.oneOf(v, what+": where", wheres); ok {
-			b.Where = w
-		}
-	}
-	if v := f.get("role"); v != nil {
-		if r, ok := l.oneOf(v, what+": role", roles); ok {
-			b.Role = r
-		}
-	}
-	if v := f.get("init"); v != nil {
-		src.init = v
-		l.decodeInit(v, what, &b.Init, src)
-	}
-	if v := f.get("copies"); v != nil {
-		if c, ok := l.intIn(v, what+": copies", 1, 1<<20); ok {
-			b.Copies = int(c)
-		}
-	}
-	return b, src
-}
-
-// decodeShape reads a list of positive dimensions (may be empty: a scalar).
-func (l *loader) decodeShape(n *yaml.Node, what string) ([]int64, bool) {
-	items, ok := l.list(n, what, "write the shape as a list of element counts: [3, 64, 64]")
-	if !ok {
-		return nil, false
-	}
-	shape := make([]int64, 0, len(items))
-	good := true
-	for _, it := range items {
-		d, ok := l.int64Val(it, what)
-		if !ok {
-			good = false
-			continue
-		}
-		if d <= 0 {
-			l.errorf(it, "every dimension must be ≥ 1", "%s: dimension %d is not positive", what, d)
-			good = false
-			continue
-		}
-		shape = append(shape, d)
-	}
-	return shape, good
-}
-
-// mulChecked returns size × the product of shape, reporting int64 overflow.
-func mulChecked(size int64, shape []int64) (int64, bool) {
-	total := size
-	for _, d := range shape {
-		if d != 0 && total > math.MaxInt64/d {
-			return 0, false
-		}
-		total *= d
-	}
-	return total, true
-}
-
-const initHint = "write init: zeros, init: {fill: 1.5}, init: {file: data.bin} or init: {random: 7}"
-
-func (l *loader) decodeInit(n *yaml.Node, what string, in *Init, src *bufferSrc) {
-	what += ": init"
-	if n.Kind == yaml.ScalarNode {
-		if n.ShortTag() == "!!str" && n.Value == InitZeros {
-			in.Kind = InitZeros
-			return
-		}
-		l.errorf(n, initHint, "%s: unknown initial contents %s", what, kindName(n))
-		return
-	}
-	f, ok := l.mapping(n, what, initFields)
-	if !ok {
-		return
-	}
-	if len(f.val) != 1 {
-		if len(f.val) > 1 {
-			l.errorf(f.n, initHint, "%s: give exactly one of fill, file, random", what)
-		} else if len(n.Content) == 0 {
-			l.errorf(f.n, initHint, "%s: empty mapping", what)
-		}
-		return
-	}
-	switch {
-	case f.get(InitFill) != nil:
-		v := f.get(InitFill)
-		x, ok := l.num(v, what+": fill")
-		if !ok {
-			return
-		}
-		if math.Abs(x) > math.MaxFloat32 {
-			l.errorf(v, "use a value within float32 range (±3.4e38)", "%s: fill value %s overflows float32", what, v.Value)
-			return
-		}
-		*in = Init{Kind: InitFill, Value: x}
-	case f.get(InitFile) != nil:
-		v := f.get(InitFile)
-		p, ok := l.str(v, what+": file")
-		if !ok {
-			return
-		}
-		if p == "" {
-			l.errorf(v, "give the path of a raw file, relative to the spec", "%s: file path is empty", what)
-			return
-		}
-		*in = Init{Kind: InitFile, Path: p}
-		src.initFile = v
-	case f.get(InitRandom) != nil:
-		v := f.get(InitRandom)
-		seed, ok := l.int64Val(v, what+": random seed")
-		if !ok {
-			return
-		}
-		*in = Init{Kind: InitRandom, Seed: seed}
-	}
-}
-
-// kernelSrc keeps the nodes of a kernel for check.
-type kernelSrc struct {
-	n, name, ptx, entry *yaml.Node
-	ok                  bool // decoded without errors (worth checking the PTX)
-}
-
-func (l *loader) decodeKernel(n *yaml.Node) (KernelSpec, *kernelSrc) {
-	k := KernelSpec{Pos: l.pos(n)}
-	src := &kernelSrc{n: n}
-	f, ok := l.mapping(n, "kernel", kernelFields)
-	if !ok {
-		return k, src
-	}
-	before := len(l.errs)
-	if v := l.require(f, "name", "give the kernel a name: {name: k, ptx: k.ptx, entry: k}"); v != nil {
-		src.name = v
-		if s, ok := l.name(v, "kernel name"); ok {
-			k.Name = s
-			f.what = "kernel " + s
-		}
-	}
-	what := f.what
-	if v := l.require(f, "ptx", "give the PTX file, relative to the spec: ptx: kernels/my.ptx"); v != nil {
-		src.ptx = v
-		if s, ok := l.str(v, what+": ptx"); ok {
-			if s == "" {
-				l.errorf(v, "give the PTX file, relative to the spec", "%s: ptx path is empty", what)
-			}
-			k.PTX = s
-		}
-	}
-	if v := l.require(f, "entry", "give the .entry name of the kernel in the PTX file: entry: my_kernel"); v != nil {
-		src.entry = v
-		if s, ok := l.str(v, what+": entry"); ok {
-			if s == "" {
-				l.errorf(v, "give the .entry name of the kernel in the PTX file", "%s: entry is empty", what)
-			}
-			k.Entry = s
-		}
-	}
-	if v := f.get("params"); v != nil && !isNull(v) {
-		items, ok := l.list(v, what+": params", "write params as a list: [{name: x, type: ptr}, {name: n, type: u32}]")
-		if ok {
-			seen := map[string]int{}
-			for _, it := range items {
-				pf, ok := l.mapping(it, what+": param", paramFields)
-				if !ok {
-					continue
-				}
-				var p ParamSpec
-				if pv := l.require(pf, "name", "give the parameter a name: {name: x, type: ptr}"); pv != nil {
-					if s, ok := l.name(pv, what+": param name"); ok {
-						if line, dup := seen[s]; dup {
-							l.errorf(pv, "give each parameter its own name", "%s: parameter %q declared twice (first at line %d)", what, s, line)
-						}
-						seen[s] = pv.Line
-						p.Name = s
-					}
-				}
-				if tv := l.require(pf, "type", "give the parameter a type: one of "+strings.Join(paramTypes, ", ")); tv != nil {
-					if s, ok := l.oneOf(tv, what+": param type", paramTypes); ok {
-						p.Type = s
-					}
-				}
-				k.Params = append(k.Params, p)
-			}
-		}
-	}
-	src.ok = len(l.errs) == before
-	return k, src
-}
-
-// stageSrc keeps the nodes of a stage for check.
-type stageSrc struct {
-	n       *yaml.Node
-	f       *fields
-	argKeys map[string]*yaml.Node
-	argVals map[string]*yaml.Node
-	reads   []*accessSrc // parallel to StageSpec.Reads
-	writes  []*accessSrc // parallel to StageSpec.Writes
-	after   []*yaml.Node // parallel to StageSpec.After
-	waits   []*yaml.Node // parallel to StageSpec.Waits
-	waitFor []*yaml.Node // parallel to StageSpec.WaitFor
-}
-
-// accessSrc is an access before its buffer is resolved.
-type accessSrc struct {
-	n        *yaml.Node
-	ok       bool // decoded without errors
-	hasBytes bool // false: to the end of the buffer
-}
-
-func (l *loader) decodeStage(n *yaml.Node) (StageSpec, *stageSrc) {
-	st := StageSpec{Pos: l.pos(n)}
-	src := &stageSrc{n: n}
-	f, ok := l.mapping(n, "stage", stageFields)
-	if !ok {
-		return st, src
-	}
-	src.f = f
-	if v := l.require(f, "name", "give the stage a name: {name: prep, kernel: mix}"); v != nil {
-		if s, ok := l.name(v, "stage name"); ok {
-			st.Name = s
-			f.what = "stage " + s
-		}
-	}
-	what := f.what
-	if v := l.require(f, "kernel", "name a built-in ("+strings.Join(Builtins, ", ")+") or a kernel from kernels:"); v != nil {
-		if s, ok := l.name(v, what+": kernel"); ok {
-			st.Kernel = s
-		}
-	}
-	if v := f.get("args"); v != nil && !isNull(v) {
-		st.Args = l.decodeArgs(v, what, src)
-	}
-	if v := f.get("grid"); v != nil {
-		st.Launch.Grid = l.decodeDim3(v, what+": grid")
-	}
-	if v := f.get("block"); v != nil {
-		st.Launch.Block = l.decodeDim3(v, what+": block")
-	}
-	if v := f.get("reads"); v != nil && !isNull(v) {
-		st.Reads, src.reads = l.decodeAccesses(v, what+": reads")
-	}
-	if v := f.get("writes"); v != nil && !isNull(v) {
-		st.Writes, src.writes = l.decodeAccesses(v, what+": writes")
-	}
-	if v := f.get("after"); v != nil && !isNull(v) {
-		st.After, src.after = l.decodeNames(v, what+": after", "write after as a list of earlier stage names: after: [prep]")
-	}
-	if v := f.get("stream"); v != nil {
-		if s, ok := l.name(v, what+": stream"); ok {
-			st.Stream = s
-		}
-	}
-	if v := f.get("duration_us"); v != nil {
-		if d, ok := l.nonNegNum(v, what+": duration_us"); ok {
-			st.DurationUS = d
-		}
-	}
-	if v := f.get("waits"); v != nil && !isNull(v) {
-		st.Waits, src.waits, st.WaitFor, src.waitFor = l.decodeWaits(v, what+": waits")
-	}
-	if v := f.get("event"); v != nil {
-		if s, ok := l.name(v, what+": event"); ok {
-			st.Event = s
-		}
-	}
-	return st, src
-}
-
-const waitsHint = "write waits as a list of earlier stage names, {stage: NAME, lag: N} or {event: NAME}: waits: [prep, {stage: d2h, lag: 1}]"
-
-// decodeWaits reads a waits list: stage names, and mappings with a stage
-// or an event and an optional lag.
-func (l *loader) decodeWaits(n *yaml.Node, what string) ([]string, []*yaml.Node, []WaitSpec, []*yaml.Node) {
-	items, ok := l.list(n, what, waitsHint)
-	if !ok {
-		return nil, nil, nil, nil
-	}
-	var names []string
-	var nodes, wnodes []*yaml.Node
-	var ws []WaitSpec
-	for _, it := range items {
-		if it.Kind != yaml.MappingNode {
-			if s, ok := l.name(it, what); ok {
-				names = append(names, s)
-				nodes = append(nodes, it)
-			}
-			continue
-		}
-		f, ok := l.mapping(it, what+" entry", waitFields)
-		if !ok {
-			continue
-		}
-		w := WaitSpec{Pos: l.pos(it)}
-		if v := f.get("stage"); v != nil {
-			w.Stage, _ = l.name(v, what+": stage")
-		}
-		if v := f.get("event"); v != nil {
-			w.Event, _ = l.name(v, what+": event")
-		}
-		if (w.Stage == "") == (w.Event == "") && (f.get("stage") == nil) == (f.get("event") == nil) {
-			l.errorf(it, waitsHint, "%s: a wait names a stage or an event (exactly one)", what)
-			continue
-		}
-		if v := f.get("lag"); v != nil {
-			if lag, ok := l.intIn(v, what+": lag", 0, 1<<20); ok {
-				w.Lag = int(lag)
-			}
-		}
-		ws = append(ws, w)
-		wnodes = append(wnodes, it)
-	}
-	return names, nodes, ws, wnodes
-}
-
-// decodeArgs reads a mapping of scalar arguments: integers become int,
-// other numbers float64, strings string.
-func (l *loader) decodeArgs(n *yaml.Node, what string, src *stageSrc) map[string]any {
-	what += ": args"
-	if n.Kind != yaml.MappingNode {
-		l.errorf(n, "write args as a mapping: args: {a: 2.0}", "%s must be a mapping, got %s", what, kindName(n))
-		return nil
-	}
-	args := map[string]any{}
-	src.argKeys, src.argVals = map[string]*yaml.Node{}, map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), deref(n.Content[i+1])
-		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
-			l.errorf(k, "argument names are plain words", "%s: argument name must be a string, got %s", what, kindName(k))
-			continue
-		}
-		if prev, dup := src.argKeys[k.Value]; dup {
-			l.errorf(k, "remove one of them", "%s: argument %q given twice (first at line %d)", what, k.Value, prev.Line)
-			continue
-		}
-		src.argKeys[k.Value], src.argVals[k.Value] = k, v
-		if v.Kind != yaml.ScalarNode {
-			l.errorf(v, "argument values are numbers or buffer names", "%s: %s must be a number or a string, got %s", what, k.Value, kindName(v))
-			continue
-		}
-		switch v.ShortTag() {
-		case "!!int":
-			var x int
-			if err := v.Decode(&x); err != nil {
-				l.errorf(v, "use a value below 2^63", "%s: %s: %s does not fit in a 64-bit integer", what, k.Value, clip(v.Value))
-				continue
-			}
-			args[k.Value] = x
-		case "!!float":
-			x, ok := l.num(v, what+": "+k.Value)
-			if !ok {
-				continue
-			}
-			args[k.Value] = x
-		case "!!str":
-			args[k.Value] = v.Value
-		default:
-			l.errorf(v, "argument values are numbers or buffer names; quote a string", "%s: %s must be a number or a string, got %s", what, k.Value, kindName(v))
-		}
-	}
-	if len(args) == 0 {
-		return nil
-	}
-	return args
-}
-
-// decodeDim3 reads a launch dimension: a list of 1 to 3 positive integers;
-// missing trailing dimensions are 1.
-func (l *loader) decodeDim3(n *yaml.Node, what string) [3]int {
-	var d [3]int
-	items, ok := l.list(n, what, "write a list of 1 to 3 positive integers: [256, 1, 1]")
-	if !ok {
-		return d
-	}
-	if len(items) < 1 || len(items) > 3 {
-		l.errorf(n, "write a list of 1 to 3 positive integers: [256, 1, 1]", "%s has %d dimensions", what, len(items))
-		return d
-	}
-	d = [3]int{1, 1, 1}
-	for i, it := range items {
-		v, ok := l.intIn(it, what, 1, math.MaxInt32)
-		if !ok {
-			return [3]int{}
-		}
-		d[i] = int(v)
-	}
-	return d
-}
-
-// decodeNames reads a list of stage names.
-func (l *loader) decodeNames(n *yaml.Node, what, hint string) ([]string, []*yaml.Node) {
-	items, ok := l.list(n, what, hint)
-	if !ok {
-		return nil, nil
-	}
-	var names []string
-	var nodes []*yaml.Node
-	for _, it := range items {
-		s, ok := l.name(it, what)
-		if !ok {
-			continue
-		}
-		names = append(names, s)
-		nodes = append(nodes, it)
-	}
-	return names, nodes
-}
-
-const accessHint = "write a buffer name (x), a byte range (x[0:512]) or {buffer: x, offset: 0, bytes: 512}"
-
-// decodeAccesses reads a list of accesses. Offsets and Bytes are resolved
-// against the buffer sizes in check.
-func (l *loader) decodeAccesses(n *yaml.Node, what string) ([]Access, []*accessSrc) {
-	items, ok := l.list(n, what, "write a list: [x, y[0:512]]")
-	if !ok {
-		return nil, nil
-	}
-	var accs []Access
-	var srcs []*accessSrc
-	for _, it := range items {
-		a, src := l.decodeAccess(it, what)
-		accs = append(accs, a)
-		srcs = append(srcs, src)
-	}
-	return accs, srcs
-}
-
-// decodeAccess reads one access: "x", "x[a:b]", "x[a:]", "x[:b]", or
-// {buffer: x, offset: a, bytes: n}.
-func (l *loader) decodeAccess(n *yaml.Node, what string) (Access, *accessSrc) {
-	a := Access{Pos: l.pos(n)}
-	src := &accessSrc{n: n}
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if n.ShortTag() != "!!str" {
-			l.errorf(n, accessHint, "%s: access must be a buffer name, got %s", what, kindName(n))
-			return a, src
-		}
-		buf, off, nbytes, hasBytes, msg := parseShortAccess(n.Value)
-		if msg != "" {
-			l.errorf(n, accessHint, "%s: bad access %q: %s", what, clip(n.Value), msg)
-			return a, src
-		}
-		if !l.validName(n, what+": buffer", buf) {
-			return a, src
-		}
-		a.Buffer, a.Offset, a.Bytes, src.hasBytes = buf, off, nbytes, hasBytes
-		src.ok = true
-	case yaml.MappingNode:
-		f, ok := l.mapping(n, what+": access", accessFields)
-		if !ok {
-			return a, src
-		}
-		good := true
-		if v := l.require(f, "buffer", accessHint); v != nil {
-			if s, ok := l.name(v, what+": buffer"); ok {
-				a.Buffer = s
-			} else {
-				good = false
-			}
-		} else {
-			good = false
-		}
-		if v := f.get("offset"); v != nil {
-			if o, ok := l.int64Val(v, what+": offset"); ok {
-				if o < 0 {
-					l.errorf(v, "offsets are ≥ 0 bytes from the start of the buffer", "%s: offset %d is negative", what, o)
-					good = false
-				}
-				a.Offset = o
-			} else {
-				good = false
-			}
-		}
-		if v := f.get("bytes"); v != nil {
-			if b, ok := l.int64Val(v, what+": bytes"); ok {
-				if b <= 0 {
-					l.errorf(v, "an access covers at least one byte; leave bytes out to mean 'to the end of the buffer'", "%s: bytes %d is not positive", what, b)
-					good = false
-				}
-				a.Bytes = b
-				src.hasBytes = true
-			} else {
-				good = false
-			}
-		}
-		src.ok = good
-	default:
-		l.errorf(n, accessHint, "%s: access must be a buffer name or a mapping, got %s", what, kindName(n))
-	}
-	return a, src
 }
 
 // parseShortAccess parses "x", "x[a:b]", "x[a:]" or "x[:b]". It returns the

@@ -16,7 +16,6 @@ import (
 	"gonum.org/v1/gonum/graph"
 	"gonum.org/v1/gonum/graph/simple"
 	"gonum.org/v1/gonum/graph/topo"
-	"gopkg.in/yaml.v3"
 
 	"github.com/dagrun/dagrun/contract"
 )
@@ -34,7 +33,7 @@ type checker struct {
 // afterEdge is an after entry: stage to lists from (from must run first).
 type afterEdge struct {
 	from, to int
-	n        *yaml.Node
+	n        at
 }
 
 func (l *loader) check(s *Spec) {
@@ -50,7 +49,7 @@ func (l *loader) check(s *Spec) {
 			continue
 		}
 		if j, dup := c.stages[st.Name]; dup {
-			c.errorf(c.stageSrc[i].f.val["name"], "give each stage its own name", "stage %q declared twice (first at %s)", st.Name, s.Stages[j].Pos)
+			c.errorAt(c.stageSrc[i].name, "give each stage its own name", "stage %q declared twice (first at %s)", st.Name, s.Stages[j].Pos)
 			continue
 		}
 		c.stages[st.Name] = i
@@ -63,10 +62,10 @@ func (l *loader) check(s *Spec) {
 
 func (c *checker) checkBuffer(i int) {
 	b := &c.s.Buffers[i]
-	src := c.bufSrc[i]
+	src := &c.bufSrc[i]
 	if b.Name != "" {
 		if j, dup := c.bufs[b.Name]; dup {
-			c.errorf(src.name, "give each buffer its own name", "buffer %q declared twice (first at %s)", b.Name, c.s.Buffers[j].Pos)
+			c.errorAt(src.name, "give each buffer its own name", "buffer %q declared twice (first at %s)", b.Name, c.s.Buffers[j].Pos)
 		} else {
 			c.bufs[b.Name] = i
 		}
@@ -77,21 +76,21 @@ func (c *checker) checkBuffer(i int) {
 	switch b.Init.Kind {
 	case InitFill:
 		if b.Bytes%4 != 0 {
-			c.errorf(src.init, "fill writes float32 elements: make the size a multiple of 4 bytes, or use init: zeros or {file: ...}", "buffer %s: init fill needs a size that is a multiple of 4 bytes, got %d", b.Name, b.Bytes)
+			c.errorAt(src.init, "fill writes float32 elements: make the size a multiple of 4 bytes, or use init: zeros or {file: ...}", "buffer %s: init fill needs a size that is a multiple of 4 bytes, got %d", b.Name, b.Bytes)
 		}
 	case InitFile:
-		if src.initFile == nil {
+		if src.initFile == (at{}) {
 			return
 		}
 		p := c.resolvePath(b.Init.Path)
 		fi, err := os.Stat(p)
 		switch {
 		case err != nil:
-			c.errorf(src.initFile, "paths are relative to the spec's directory ("+c.dirName()+")", "buffer %s: init file %s: %s", b.Name, b.Init.Path, unwrapPathError(err))
+			c.errorAt(src.initFile, "paths are relative to the spec's directory ("+c.dirName()+")", "buffer %s: init file %s: %s", b.Name, b.Init.Path, unwrapPathError(err))
 		case !fi.Mode().IsRegular():
-			c.errorf(src.initFile, "name a regular file holding the raw bytes", "buffer %s: init file %s is not a regular file", b.Name, b.Init.Path)
+			c.errorAt(src.initFile, "name a regular file holding the raw bytes", "buffer %s: init file %s is not a regular file", b.Name, b.Init.Path)
 		case fi.Size() != b.Bytes:
-			c.errorf(src.initFile, fmt.Sprintf("the file must hold exactly the buffer's %d bytes", b.Bytes), "buffer %s: init file %s is %d bytes, the buffer %d", b.Name, b.Init.Path, fi.Size(), b.Bytes)
+			c.errorAt(src.initFile, fmt.Sprintf("the file must hold exactly the buffer's %d bytes", b.Bytes), "buffer %s: init file %s is %d bytes, the buffer %d", b.Name, b.Init.Path, fi.Size(), b.Bytes)
 		}
 	}
 }
@@ -117,13 +116,13 @@ var ptxEntry = regexp.MustCompile(`\.entry\s+([A-Za-z_$%][A-Za-z0-9_$]*)`)
 
 func (c *checker) checkKernel(i int) {
 	k := &c.s.Kernels[i]
-	src := c.kernSrc[i]
+	src := &c.kernSrc[i]
 	if k.Name != "" {
 		switch j, dup := c.kerns[k.Name]; {
 		case IsBuiltin(k.Name):
-			c.errorf(src.name, "rename the kernel; built-ins are "+strings.Join(Builtins, ", "), "kernel %q has the name of a built-in", k.Name)
+			c.errorAt(src.name, "rename the kernel; built-ins are "+strings.Join(Builtins, ", "), "kernel %q has the name of a built-in", k.Name)
 		case dup:
-			c.errorf(src.name, "give each kernel its own name", "kernel %q declared twice (first at %s)", k.Name, c.s.Kernels[j].Pos)
+			c.errorAt(src.name, "give each kernel its own name", "kernel %q declared twice (first at %s)", k.Name, c.s.Kernels[j].Pos)
 		default:
 			c.kerns[k.Name] = i
 		}
@@ -134,11 +133,11 @@ func (c *checker) checkKernel(i int) {
 	path := c.resolvePath(k.PTX)
 	fi, err := os.Stat(path)
 	if err == nil && !fi.Mode().IsRegular() {
-		c.errorf(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is not a regular file", k.Name, k.PTX)
+		c.errorAt(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is not a regular file", k.Name, k.PTX)
 		return
 	}
 	if err == nil && fi.Size() > maxPTXBytes {
-		c.errorf(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is %d bytes, more than the %d a PTX module may have here", k.Name, k.PTX, fi.Size(), maxPTXBytes)
+		c.errorAt(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is %d bytes, more than the %d a PTX module may have here", k.Name, k.PTX, fi.Size(), maxPTXBytes)
 		return
 	}
 	var data []byte
@@ -146,7 +145,7 @@ func (c *checker) checkKernel(i int) {
 		data, err = os.ReadFile(path)
 	}
 	if err != nil {
-		c.errorf(src.ptx, "paths are relative to the spec's directory ("+c.dirName()+"); build the PTX with nvcc -ptx", "kernel %s: PTX file %s: %s", k.Name, k.PTX, unwrapPathError(err))
+		c.errorAt(src.ptx, "paths are relative to the spec's directory ("+c.dirName()+"); build the PTX with nvcc -ptx", "kernel %s: PTX file %s: %s", k.Name, k.PTX, unwrapPathError(err))
 		return
 	}
 	var entries []string
@@ -163,26 +162,19 @@ func (c *checker) checkKernel(i int) {
 			hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
 		}
 	}
-	c.errorf(src.entry, hint, "kernel %s: entry %q not found in %s", k.Name, k.Entry, k.PTX)
-}
-
-// fieldPos returns the node of field name of a stage, or the stage node.
-func (src *stageSrc) fieldPos(name string) *yaml.Node {
-	if src.f != nil {
-		if k := src.f.key[name]; k != nil {
-			return k
-		}
-	}
-	return src.n
+	c.errorAt(src.entry, hint, "kernel %s: entry %q not found in %s", k.Name, k.Entry, k.PTX)
 }
 
 func (c *checker) checkStage(i int) {
 	st := &c.s.Stages[i]
-	src := c.stageSrc[i]
-	if src.f == nil {
+	src := &c.stageSrc[i]
+	if !src.decoded {
 		return // not a mapping; reported
 	}
-	what := src.f.what
+	what := "stage"
+	if st.Name != "" {
+		what += " " + st.Name
+	}
 	resolved := c.resolveAccesses(st, src, what, "reads", st.Reads, src.reads)
 	resolved = c.resolveAccesses(st, src, what, "writes", st.Writes, src.writes) && resolved
 	if resolved {
@@ -210,33 +202,33 @@ func (c *checker) checkStage(i int) {
 			if s := c.suggest(st.Kernel, names); s != "" {
 				hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
 			}
-			c.errorf(src.f.val["kernel"], hint, "%s: unknown kernel %q", what, st.Kernel)
+			c.errorAt(src.kernel, hint, "%s: unknown kernel %q", what, st.Kernel)
 		}
 	}
 	c.checkRefs(i, st.After, src.after, what, "after")
 	if (len(src.waits) > 0 || len(src.waitFor) > 0) && c.s.Sync != SyncManual {
-		c.errorf(src.fieldPos("waits"), "set sync: manual at the top of the spec and pin every stage to a stream, or drop waits: in sync: auto the planner inserts the waits", "%s: waits is only allowed with sync: manual", what)
+		c.errorAt(src.fieldPos("waits"), "set sync: manual at the top of the spec and pin every stage to a stream, or drop waits: in sync: auto the planner inserts the waits", "%s: waits is only allowed with sync: manual", what)
 	} else {
 		c.checkRefs(i, st.Waits, src.waits, what, "waits")
 		c.checkWaitFor(i, st, src, what)
 	}
 	if st.Event != "" && c.s.Sync != SyncManual {
-		c.errorf(src.fieldPos("event"), "set sync: manual, or drop event: (in sync: auto the planner places the events)", "%s: event is only allowed with sync: manual", what)
+		c.errorAt(src.fieldPos("event"), "set sync: manual, or drop event: (in sync: auto the planner places the events)", "%s: event is only allowed with sync: manual", what)
 	}
 	if st.Stream == HostStream {
 		c.checkHostStage(st, src, what, resolved)
 	}
 	if c.s.Sync == SyncManual && st.Stream == "" {
-		c.errorf(src.n, "pin the stage to a named stream, e.g. stream: s0", "%s: sync: manual needs a stream for every stage", what)
+		c.errorAt(src.at, "pin the stage to a named stream, e.g. stream: s0", "%s: sync: manual needs a stream for every stage", what)
 	}
 }
 
 // resolveAccesses checks the accesses of one list against the buffers and
 // fills in Bytes. It reports whether all of them resolved.
-func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field string, accs []Access, srcs []*accessSrc) bool {
+func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field string, accs []Access, srcs []accessSrc) bool {
 	all := true
 	for j := range accs {
-		a, as := &accs[j], srcs[j]
+		a, as := &accs[j], &srcs[j]
 		if !as.ok {
 			all = false
 			continue
@@ -255,7 +247,7 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 			if s := c.suggest(a.Buffer, names); s != "" {
 				hint = fmt.Sprintf("did you mean %q?", s)
 			}
-			c.errorf(as.n, hint, "%s: %s unknown buffer %q", what, field, a.Buffer)
+			c.errAt(a.Pos, hint, "%s: %s unknown buffer %q", what, field, a.Buffer)
 			continue
 		}
 		b := &c.s.Buffers[bi]
@@ -266,7 +258,7 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 		rangeHint := fmt.Sprintf("buffer %s is %d bytes; use a range within [0:%d]", b.Name, b.Bytes, b.Bytes)
 		if !as.hasBytes {
 			if a.Offset >= b.Bytes {
-				c.errorf(as.n, rangeHint, "%s: %s offset %d is past the end of buffer %s (%d bytes)", what, field, a.Offset, b.Name, b.Bytes)
+				c.errAt(a.Pos, rangeHint, "%s: %s offset %d is past the end of buffer %s (%d bytes)", what, field, a.Offset, b.Name, b.Bytes)
 				all = false
 				continue
 			}
@@ -276,12 +268,12 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 			if a.Offset <= math.MaxInt64-a.Bytes {
 				rng = fmt.Sprintf("[%d:%d]", a.Offset, a.End())
 			}
-			c.errorf(as.n, rangeHint, "%s: %s range %s%s is out of range of buffer %s (%d bytes)", what, field, a.Buffer, rng, b.Name, b.Bytes)
+			c.errAt(a.Pos, rangeHint, "%s: %s range %s%s is out of range of buffer %s (%d bytes)", what, field, a.Buffer, rng, b.Name, b.Bytes)
 			all = false
 			continue
 		}
 		if field == "writes" && b.Role == RoleInput {
-			c.errorf(as.n, "stages may only read input buffers (the host writes them before the run); write to a temp or output buffer, or change the role", "%s writes to input buffer %s", what, b.Name)
+			c.errAt(a.Pos, "stages may only read input buffers (the host writes them before the run); write to a temp or output buffer, or change the role", "%s writes to input buffer %s", what, b.Name)
 		}
 	}
 	return all
@@ -311,7 +303,7 @@ func (c *checker) checkBuiltin(st *StageSpec, src *stageSrc, what string, b *con
 		if v.Index >= 0 && v.Index < len(list) {
 			c.errAt(list[v.Index].Pos, v.Hint, "%s: %s", what, v.Msg)
 		} else {
-			c.errorf(src.fieldPos(string(v.Field)), v.Hint, "%s: %s", what, v.Msg)
+			c.errorAt(src.fieldPos(string(v.Field)), v.Hint, "%s: %s", what, v.Msg)
 		}
 	}
 }
@@ -334,20 +326,20 @@ func ranges(accs []Access) []contract.Range {
 func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, b *contract.Builtin) {
 	args := maps.Clone(st.Args)
 	undecoded := map[string]bool{}
-	for name := range src.argKeys {
-		if _, ok := st.Args[name]; !ok {
+	for _, a := range src.args {
+		if _, ok := st.Args[a.name]; !ok {
 			if args == nil {
 				args = map[string]any{}
 			}
-			args[name] = nil
-			undecoded[name] = true
+			args[a.name] = nil
+			undecoded[a.name] = true
 		}
 	}
 	for name, v := range st.Args {
 		if s := b.Arg(name); s != nil && s.Integer() {
 			if _, isInt := v.(int); !isInt {
-				if n := src.argVals[name]; n != nil && n.ShortTag() == "!!float" {
-					c.errorf(n, "write a whole number such as 64 (not 64.0)", "%s: argument %s must be %s, got %s", what, name, s.Want(), n.Value)
+				if a := src.arg(name); a != nil && a.tag == "!!float" {
+					c.errorAt(a.val, "write a whole number such as 64 (not 64.0)", "%s: argument %s must be %s, got %s", what, name, s.Want(), a.text)
 					undecoded[name] = true
 				}
 			}
@@ -357,26 +349,30 @@ func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, b 
 		n := src.fieldPos("args")
 		switch v.Rule {
 		case contract.RuleArgUnknown:
-			n = src.argKeys[v.Arg]
+			if a := src.arg(v.Arg); a != nil {
+				n = a.key
+			}
 		case contract.RuleArgValue:
 			if undecoded[v.Arg] {
 				continue
 			}
-			n = src.argVals[v.Arg]
+			if a := src.arg(v.Arg); a != nil {
+				n = a.val
+			}
 		}
-		c.errorf(n, v.Hint, "%s: %s", what, v.Msg)
+		c.errorAt(n, v.Hint, "%s: %s", what, v.Msg)
 	}
 }
 
 // argNumber returns an argument's value if it is a number.
-func (c *checker) argNumber(n *yaml.Node, v any, what, name string) (float64, bool) {
+func (c *checker) argNumber(a *argSrc, v any, what, name string) (float64, bool) {
 	switch x := v.(type) {
 	case int:
 		return float64(x), true
 	case float64:
 		return x, true
 	}
-	c.errorf(n, "write a number", "%s: argument %s must be a number, got %s", what, name, kindName(n))
+	c.errorAt(a.val, "write a number", "%s: argument %s must be a number, got %s", what, name, scalarKindName(a.tag, a.text))
 	return 0, false
 }
 
@@ -393,9 +389,8 @@ func (c *checker) checkUserKernel(st *StageSpec, src *stageSrc, what string, k *
 	for _, p := range k.Params {
 		params[p.Name] = p
 	}
-	// Unknown arguments, in position order for stable output.
-	for name, kn := range src.argKeys {
-		if _, ok := params[name]; !ok {
+	for _, a := range src.args {
+		if _, ok := params[a.name]; !ok {
 			var names []string
 			for _, p := range k.Params {
 				names = append(names, p.Name+" ("+p.Type+")")
@@ -404,48 +399,49 @@ func (c *checker) checkUserKernel(st *StageSpec, src *stageSrc, what string, k *
 			if len(names) > 0 {
 				hint = "kernel " + k.Name + " takes: " + strings.Join(names, ", ")
 			}
-			c.errorf(kn, hint, "%s: kernel %s has no parameter %q", what, k.Name, name)
+			c.errorAt(a.key, hint, "%s: kernel %s has no parameter %q", what, k.Name, a.name)
 		}
 	}
 	for _, p := range k.Params {
 		if p.Name == "" || p.Type == "" {
 			continue
 		}
-		if _, given := src.argKeys[p.Name]; !given {
-			c.errorf(src.fieldPos("args"), fmt.Sprintf("add it to args: {%s: ...}", p.Name), "%s: missing argument %s (%s) of kernel %s", what, p.Name, p.Type, k.Name)
+		a := src.arg(p.Name)
+		if a == nil {
+			c.errorAt(src.fieldPos("args"), fmt.Sprintf("add it to args: {%s: ...}", p.Name), "%s: missing argument %s (%s) of kernel %s", what, p.Name, p.Type, k.Name)
 			continue
 		}
 		v, ok := st.Args[p.Name]
 		if !ok {
 			continue // bad value; reported
 		}
-		n := src.argVals[p.Name]
+		n := a.val
 		switch p.Type {
 		case "ptr":
 			name, ok := v.(string)
 			if !ok {
-				c.errorf(n, "a ptr argument names a buffer", "%s: argument %s (ptr) must be a buffer name, got %s", what, p.Name, kindName(n))
+				c.errorAt(n, "a ptr argument names a buffer", "%s: argument %s (ptr) must be a buffer name, got %s", what, p.Name, scalarKindName(a.tag, a.text))
 				continue
 			}
 			if _, ok := c.bufs[name]; !ok {
-				c.errorf(n, "declare it under buffers: or fix the name", "%s: argument %s names unknown buffer %q", what, p.Name, name)
+				c.errorAt(n, "declare it under buffers: or fix the name", "%s: argument %s names unknown buffer %q", what, p.Name, name)
 				continue
 			}
 			if resolved && !touches(st, name) {
-				c.errorf(n, fmt.Sprintf("list %s under reads: or writes: so that the planner orders the accesses", name), "%s: argument %s passes buffer %s, which the stage neither reads nor writes", what, p.Name, name)
+				c.errorAt(n, fmt.Sprintf("list %s under reads: or writes: so that the planner orders the accesses", name), "%s: argument %s passes buffer %s, which the stage neither reads nor writes", what, p.Name, name)
 			}
 		case "f32", "f64":
-			x, ok := c.argNumber(n, v, what, p.Name)
+			x, ok := c.argNumber(a, v, what, p.Name)
 			if ok && p.Type == "f32" && math.Abs(x) > math.MaxFloat32 {
-				c.errorf(n, "use a value within float32 range (±3.4e38)", "%s: argument %s = %v overflows f32", what, p.Name, x)
+				c.errorAt(n, "use a value within float32 range (±3.4e38)", "%s: argument %s = %v overflows f32", what, p.Name, x)
 			}
 		default:
 			x, ok := v.(int)
 			r := intRanges[p.Type]
 			if !ok {
-				c.errorf(n, "write a whole number", "%s: argument %s (%s) must be an integer, got %s", what, p.Name, p.Type, kindName(n))
+				c.errorAt(n, "write a whole number", "%s: argument %s (%s) must be an integer, got %s", what, p.Name, p.Type, scalarKindName(a.tag, a.text))
 			} else if int64(x) < r[0] || int64(x) > r[1] {
-				c.errorf(n, fmt.Sprintf("use a value in [%d, %d]", r[0], r[1]), "%s: argument %s = %d is out of range for %s", what, p.Name, x, p.Type)
+				c.errorAt(n, fmt.Sprintf("use a value in [%d, %d]", r[0], r[1]), "%s: argument %s = %d is out of range for %s", what, p.Name, x, p.Type)
 			}
 		}
 	}
@@ -468,7 +464,7 @@ func touches(st *StageSpec, name string) bool {
 
 // checkRefs checks the after or waits list of stage i: each name must be
 // another stage, listed once; after must name a stage declared before i.
-func (c *checker) checkRefs(i int, names []string, nodes []*yaml.Node, what, field string) {
+func (c *checker) checkRefs(i int, names []string, nodes []at, what, field string) {
 	self := c.s.Stages[i].Name
 	seen := map[string]bool{}
 	for j, name := range names {
@@ -487,11 +483,11 @@ func (c *checker) checkRefs(i int, names []string, nodes []*yaml.Node, what, fie
 			if s := c.suggest(name, stageNames); s != "" {
 				hint = fmt.Sprintf("did you mean %q?", s)
 			}
-			c.errorf(n, hint, "%s: %s names unknown stage %q", what, field, name)
+			c.errorAt(n, hint, "%s: %s names unknown stage %q", what, field, name)
 		case name == self:
-			c.errorf(n, "remove it", "%s: %s names the stage itself", what, field)
+			c.errorAt(n, "remove it", "%s: %s names the stage itself", what, field)
 		case seen[name]:
-			c.errorf(n, "list each stage once", "%s: %s lists %s twice", what, field, name)
+			c.errorAt(n, "list each stage once", "%s: %s lists %s twice", what, field, name)
 		case k > i && field == "after":
 			// Reported in checkAfterCycles, as a cycle or on its own.
 			c.forward = append(c.forward, afterEdge{from: k, to: i, n: n})
@@ -511,7 +507,7 @@ func (c *checker) checkWaitFor(i int, st *StageSpec, src *stageSrc, what string)
 		n := src.waitFor[j]
 		switch {
 		case w.Stage != "":
-			c.checkRefs(i, []string{w.Stage}, []*yaml.Node{n}, what, "waits")
+			c.checkRefs(i, []string{w.Stage}, []at{n}, what, "waits")
 		case w.Event != "":
 			known := false
 			var events []string
@@ -526,7 +522,7 @@ func (c *checker) checkWaitFor(i int, st *StageSpec, src *stageSrc, what string)
 				if s := c.suggest(w.Event, func() []string { return events }); s != "" {
 					hint = fmt.Sprintf("did you mean %q?", s)
 				}
-				c.errorf(n, hint, "%s: waits names event %q, which no stage records", what, w.Event)
+				c.errorAt(n, hint, "%s: waits names event %q, which no stage records", what, w.Event)
 			}
 		}
 	}
@@ -571,7 +567,7 @@ func (c *checker) checkAfterCycles() {
 			continue
 		}
 		from, to := c.s.Stages[e.from].Name, c.s.Stages[e.to].Name
-		c.errorf(e.n, fmt.Sprintf("after names earlier stages only (stages run in declaration order); declare %s before %s", from, to), "stage %s: after names %s, which is declared later", to, from)
+		c.errorAt(e.n, fmt.Sprintf("after names earlier stages only (stages run in declaration order); declare %s before %s", from, to), "stage %s: after names %s, which is declared later", to, from)
 	}
 }
 
@@ -624,7 +620,7 @@ func (c *checker) reportCycle(g graph.Directed, comp []graph.Node) {
 	pos := st.Pos
 	for j, name := range st.After {
 		if name == c.s.Stages[last].Name {
-			pos = c.pos(c.stageSrc[start].after[j])
+			pos = c.posAt(c.stageSrc[start].after[j])
 		}
 	}
 	c.errAt(pos, "after names earlier stages only; remove one after entry of the cycle", "after forms a cycle: %s (each must run before the next)", strings.Join(names, " → "))

@@ -11,7 +11,7 @@ import (
 // be host_pinned (device memory is not addressable from the host thread).
 func (c *checker) checkHostStage(st *StageSpec, src *stageSrc, what string, resolved bool) {
 	if st.Kernel != "" && !slices.Contains(HostKernels, st.Kernel) {
-		c.errorf(src.fieldPos("kernel"), "host stages run "+strings.Join(HostKernels, ", ")+" on the CPU; move the stage to a device stream (drop stream: host)",
+		c.errorAt(src.fieldPos("kernel"), "host stages run "+strings.Join(HostKernels, ", ")+" on the CPU; move the stage to a device stream (drop stream: host)",
 			"%s: kernel %s cannot run on the host stream", what, st.Kernel)
 	}
 	if !resolved {

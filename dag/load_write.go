@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -32,177 +31,83 @@ func WriteYAML(w io.Writer, s *Spec) error {
 	return bw.Flush()
 }
 
+// writeSpec writes s's fields as the field tables (load_fields.go) say:
+// the header fields one per line, buffers and kernels as flow mappings one
+// per line, stages as block mappings.
 func writeSpec(w *bufio.Writer, s *Spec) error {
-	version := s.Version
-	if version == 0 {
-		version = SpecVersion
+	wr := &writing{sizes: make(map[string]int64, len(s.Buffers))}
+	for _, b := range s.Buffers {
+		wr.sizes[b.Name] = b.Bytes
 	}
-	fmt.Fprintf(w, "version: %d\n", version)
-	if s.Name != "" {
-		fmt.Fprintf(w, "name: %s\n", yamlString(s.Name))
-	}
-	if s.Sync != "" && s.Sync != SyncAuto {
-		fmt.Fprintf(w, "sync: %s\n", yamlString(s.Sync))
-	}
-	if s.Options != (Options{}) {
-		var f flowMap
-		if s.Options.Strategy != "" {
-			f.add("strategy", yamlString(s.Options.Strategy))
-		}
-		if s.Options.MaxStreams != 0 {
-			f.add("max_streams", strconv.Itoa(s.Options.MaxStreams))
-		}
-		if s.Options.Arena != "" {
-			f.add("arena", yamlString(s.Options.Arena))
-		}
-		switch {
-		case s.Options.MemoryBudget == MemoryBudgetAuto:
-			f.add("memory_budget", "auto")
-		case s.Options.MemoryBudget != 0:
-			f.add("memory_budget", strconv.FormatInt(s.Options.MemoryBudget, 10))
-		}
-		fmt.Fprintf(w, "options: %s\n", f)
-	}
-	sizes := make(map[string]int64, len(s.Buffers))
-	if len(s.Buffers) > 0 {
-		w.WriteString("buffers:\n")
-		for _, b := range s.Buffers {
-			sizes[b.Name] = b.Bytes
-			fmt.Fprintf(w, "  - %s\n", bufferText(b))
-		}
-	}
-	if len(s.Kernels) > 0 {
-		w.WriteString("kernels:\n")
-		for _, k := range s.Kernels {
-			fmt.Fprintf(w, "  - %s\n", kernelText(k))
-		}
-	}
-	w.WriteString("stages:\n")
-	for _, st := range s.Stages {
-		if err := writeStage(w, st, sizes); err != nil {
-			return err
+	for _, f := range specTable {
+		switch f.key {
+		case "buffers":
+			if len(s.Buffers) > 0 {
+				w.WriteString("buffers:\n")
+				for i := range s.Buffers {
+					if err := writeFlow(w, bufferTable, &s.Buffers[i], wr); err != nil {
+						return err
+					}
+				}
+			}
+		case "kernels":
+			if len(s.Kernels) > 0 {
+				w.WriteString("kernels:\n")
+				for i := range s.Kernels {
+					if err := writeFlow(w, kernelTable, &s.Kernels[i], wr); err != nil {
+						return err
+					}
+				}
+			}
+		case "stages":
+			w.WriteString("stages:\n")
+			for i := range s.Stages {
+				first := true
+				err := writeFields(stageTable, &s.Stages[i], wr, func(k, v string) {
+					if first {
+						w.WriteString("  - ")
+						first = false
+					} else {
+						w.WriteString("    ")
+					}
+					w.WriteString(k)
+					w.WriteString(": ")
+					w.WriteString(v)
+					w.WriteByte('\n')
+				})
+				if err != nil {
+					return err
+				}
+			}
+		default:
+			v, err := f.write(s, wr)
+			if err != nil {
+				return err
+			}
+			if v != "" {
+				fmt.Fprintf(w, "%s: %s\n", f.key, v)
+			}
 		}
 	}
 	return nil
 }
 
-func bufferText(b BufferSpec) flowMap {
+// writeFlow writes x as one flow-mapping item of a block list.
+func writeFlow[T, S any](w *bufio.Writer, table []field[T, S], x *T, wr *writing) error {
 	var f flowMap
-	f.add("name", yamlString(b.Name))
-	if b.DType != "" {
-		f.add("dtype", yamlString(b.DType))
-		dims := make([]string, len(b.Shape))
-		for i, d := range b.Shape {
-			dims[i] = strconv.FormatInt(d, 10)
-		}
-		f.add("shape", flowList(dims))
-	} else {
-		f.add("bytes", strconv.FormatInt(b.Bytes, 10))
+	if err := writeFields(table, x, wr, f.add); err != nil {
+		return err
 	}
-	if b.Where != "" && b.Where != WhereDevice {
-		f.add("where", yamlString(b.Where))
-	}
-	if b.Role != "" && b.Role != RoleTemp {
-		f.add("role", yamlString(b.Role))
-	}
-	switch b.Init.Kind {
-	case InitFill:
-		f.add("init", "{fill: "+yamlFloat(b.Init.Value)+"}")
-	case InitFile:
-		f.add("init", "{file: "+yamlString(b.Init.Path)+"}")
-	case InitRandom:
-		f.add("init", "{random: "+strconv.FormatInt(b.Init.Seed, 10)+"}")
-	}
-	if b.Copies != 0 {
-		f.add("copies", strconv.Itoa(b.Copies))
-	}
-	return f
-}
-
-func kernelText(k KernelSpec) flowMap {
-	var f flowMap
-	f.add("name", yamlString(k.Name))
-	f.add("ptx", yamlString(k.PTX))
-	f.add("entry", yamlString(k.Entry))
-	if len(k.Params) > 0 {
-		params := make([]string, len(k.Params))
-		for i, p := range k.Params {
-			var pf flowMap
-			pf.add("name", yamlString(p.Name))
-			pf.add("type", yamlString(p.Type))
-			params[i] = pf.String()
-		}
-		f.add("params", flowList(params))
-	}
-	return f
-}
-
-func writeStage(w *bufio.Writer, st StageSpec, sizes map[string]int64) error {
-	fmt.Fprintf(w, "  - name: %s\n", yamlString(st.Name))
-	fmt.Fprintf(w, "    kernel: %s\n", yamlString(st.Kernel))
-	if len(st.Args) > 0 {
-		keys := make([]string, 0, len(st.Args))
-		for k := range st.Args {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var f flowMap
-		for _, k := range keys {
-			v, err := argText(st.Args[k])
-			if err != nil {
-				return fmt.Errorf("dag: writing stage %s: argument %s: %w", st.Name, k, err)
-			}
-			f.add(yamlString(k), v)
-		}
-		fmt.Fprintf(w, "    args: %s\n", f)
-	}
-	if st.Launch.Grid != [3]int{} {
-		fmt.Fprintf(w, "    grid: %s\n", dim3Text(st.Launch.Grid))
-	}
-	if st.Launch.Block != [3]int{} {
-		fmt.Fprintf(w, "    block: %s\n", dim3Text(st.Launch.Block))
-	}
-	if len(st.Reads) > 0 {
-		fmt.Fprintf(w, "    reads: %s\n", accessesText(st.Reads, sizes))
-	}
-	if len(st.Writes) > 0 {
-		fmt.Fprintf(w, "    writes: %s\n", accessesText(st.Writes, sizes))
-	}
-	if len(st.After) > 0 {
-		fmt.Fprintf(w, "    after: %s\n", namesText(st.After))
-	}
-	if st.Stream != "" {
-		fmt.Fprintf(w, "    stream: %s\n", yamlString(st.Stream))
-	}
-	if st.DurationUS != 0 {
-		fmt.Fprintf(w, "    duration_us: %s\n", yamlFloat(st.DurationUS))
-	}
-	if len(st.Waits) > 0 || len(st.WaitFor) > 0 {
-		items := make([]string, 0, len(st.Waits)+len(st.WaitFor))
-		for _, n := range st.Waits {
-			items = append(items, yamlString(n))
-		}
-		for _, ws := range st.WaitFor {
-			item := "{stage: " + yamlString(ws.Stage)
-			if ws.Event != "" {
-				item = "{event: " + yamlString(ws.Event)
-			}
-			if ws.Lag > 0 {
-				item += fmt.Sprintf(", lag: %d", ws.Lag)
-			}
-			items = append(items, item+"}")
-		}
-		fmt.Fprintf(w, "    waits: [%s]\n", strings.Join(items, ", "))
-	}
-	if st.Event != "" {
-		fmt.Fprintf(w, "    event: %s\n", yamlString(st.Event))
-	}
+	fmt.Fprintf(w, "  - %s\n", f)
 	return nil
 }
 
 // accessText is the short form of an access: the buffer name when it covers
 // the whole buffer (or Bytes is unset), else name[start:end].
 func accessText(a Access, sizes map[string]int64) string {
+	if a.Bytes == 0 && a.Offset != 0 {
+		return a.Buffer + "[" + strconv.FormatInt(a.Offset, 10) + ":]"
+	}
 	if a.Bytes == 0 || (a.Offset == 0 && a.Bytes == sizes[a.Buffer]) {
 		return a.Buffer
 	}

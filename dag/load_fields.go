@@ -1,0 +1,1143 @@
+package dag
+
+// The field tables of the spec format: for every mapping, its fields in
+// the order WriteYAML writes them, each with how Load decodes it, how
+// WriteYAML writes it and what Format tells schema generators. Adding a
+// field to the format is adding one entry here (and the struct field it
+// fills); a field that names other parts of the spec (a buffer, a stage)
+// also gets its check in load_check.go.
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// FormatMapping describes one mapping of the spec format (docs/spec.md):
+// its fields in the order WriteYAML writes them. Format returns them all,
+// for tools that generate a schema of specs or editor completion.
+type FormatMapping struct {
+	Name   string // "spec", "options", "buffer", "kernel", "param", "stage", "access", "wait", "init"
+	Fields []FormatField
+	// OneOf: exactly one of the fields is given (init); otherwise any subset
+	// with the Required ones.
+	OneOf bool
+}
+
+// FormatField describes one field of a mapping.
+type FormatField struct {
+	Key      string
+	Required bool
+	// Type is one of: "integer", "number" (finite), "string", "name" (a
+	// name: no spaces, brackets, commas or control characters), "enum"
+	// (one of Enum), "list" (of Items), "mapping" (the mapping named
+	// Items), "args" (a mapping of names to numbers or strings), or an
+	// either-form: "name|mapping" (a name or the mapping named Items),
+	// "access" (a buffer name, "name[a:b]", or the access mapping),
+	// "integer|auto", "zeros|mapping" (the string zeros or the init mapping).
+	Type  string
+	Items string   // for list: the items' Type, or a mapping's name; for mapping forms: the mapping's name
+	Enum  []string // for enum, and list of enum
+	// Min and Max bound integers and numbers (inclusive) when HasMin/HasMax.
+	Min, Max       float64
+	HasMin, HasMax bool
+	Doc            string // one line, in the terms of docs/spec.md
+}
+
+// Format returns the mappings of the spec format as the loader's tables
+// declare them (the same tables Load decodes with), in a fixed order:
+// spec, options, buffer, init, kernel, param, stage, access, wait.
+func Format() []FormatMapping {
+	return []FormatMapping{
+		{Name: "spec", Fields: schemaOf(specTable)},
+		{Name: "options", Fields: schemaOf(optionsTable)},
+		{Name: "buffer", Fields: schemaOf(bufferTable)},
+		{Name: "init", OneOf: true, Fields: []FormatField{
+			{Key: InitFill, Type: "number", Doc: "every float32 element has this value"},
+			{Key: InitFile, Type: "string", Doc: "raw bytes of this file (relative to the spec's folder), exactly the buffer's size"},
+			{Key: InitRandom, Type: "integer", Doc: "bytes from a PRNG with this seed"},
+		}},
+		{Name: "kernel", Fields: schemaOf(kernelTable)},
+		{Name: "param", Fields: []FormatField{
+			{Key: "name", Required: true, Type: "name"},
+			{Key: "type", Required: true, Type: "enum", Enum: paramTypes},
+		}},
+		{Name: "stage", Fields: schemaOf(stageTable)},
+		{Name: "access", Fields: []FormatField{
+			{Key: "buffer", Required: true, Type: "name", Doc: "the buffer"},
+			{Key: "offset", Type: "integer", Min: 0, HasMin: true, Doc: "first byte"},
+			{Key: "bytes", Type: "integer", Min: 1, HasMin: true, Doc: "length in bytes; absent: to the end of the buffer"},
+		}},
+		{Name: "wait", Fields: []FormatField{
+			{Key: "stage", Type: "name", Doc: "wait for this stage's record (exactly one of stage and event)"},
+			{Key: "event", Type: "name", Doc: "wait for the latest record of this event"},
+			{Key: "lag", Type: "integer", Min: 0, Max: maxLag, HasMin: true, HasMax: true, Doc: "the record of this many iterations back"},
+		}},
+	}
+}
+
+// field is one field of a mapping whose objects are T, with source
+// positions S.
+type field[T, S any] struct {
+	key string
+	// need is the hint when the field is missing; "" for an optional field.
+	need string
+	// null: a null value means the field is absent.
+	null bool
+	// decode decodes the field's value v (never nil) into d.x, reporting
+	// what is wrong at v's position.
+	decode func(d *decoding[T, S], v *yaml.Node)
+	// write returns the field's value as YAML text, "" to leave it out.
+	write  func(x *T, w *writing) (string, error)
+	schema FormatField
+}
+
+// decoding is the state of decoding one object.
+type decoding[T, S any] struct {
+	*loader
+	x    *T
+	src  *S
+	f    *fields
+	what string // "stage prep", for messages
+}
+
+// writing is what WriteYAML knows while it writes a field.
+type writing struct {
+	sizes map[string]int64 // buffer sizes, for whole-buffer accesses
+}
+
+func keysOf[T, S any](table []field[T, S]) []string {
+	keys := make([]string, len(table))
+	for i, f := range table {
+		keys[i] = f.key
+	}
+	return keys
+}
+
+func schemaOf[T, S any](table []field[T, S]) []FormatField {
+	out := make([]FormatField, len(table))
+	for i, f := range table {
+		out[i] = f.schema
+		out[i].Key, out[i].Required = f.key, f.need != ""
+	}
+	return out
+}
+
+// decodeObject decodes the mapping n into x with table (whose keys are
+// keys), recording positions in src, and returns its fields (nil when n
+// is not a mapping).
+func decodeObject[T, S any](l *loader, n *yaml.Node, what string, table []field[T, S], keys []string, x *T, src *S) *fields {
+	f, ok := l.mapping(n, what, keys)
+	if !ok {
+		return nil
+	}
+	d := &decoding[T, S]{loader: l, x: x, src: src, f: f, what: f.what}
+	for i := range table {
+		fd := &table[i]
+		v := f.val[i]
+		if v == nil {
+			if fd.need != "" {
+				l.errorf(f.n, fd.need, "%s: missing required field %q", d.what, fd.key)
+			}
+			continue
+		}
+		if fd.null && isNull(v) {
+			continue
+		}
+		fd.decode(d, v)
+	}
+	return f
+}
+
+// writeFields calls write for each field of table that x has, in order.
+func writeFields[T, S any](table []field[T, S], x *T, w *writing, write func(key, val string)) error {
+	for i := range table {
+		v, err := table[i].write(x, w)
+		if err != nil {
+			return err
+		}
+		if v != "" {
+			write(table[i].key, v)
+		}
+	}
+	return nil
+}
+
+func str(s string) string { return yamlString(s) }
+
+// --- spec ---
+
+var (
+	specTable = []field[Spec, struct{}]{
+		{key: "version", need: "start the spec with: version: 1",
+			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
+				if n, ok := d.int64Val(v, "version"); ok {
+					if n != SpecVersion {
+						d.errorf(v, "set version: 1", "version %d is not supported; this dagrun reads version %d", n, SpecVersion)
+					} else {
+						d.x.Version = int(n)
+					}
+				}
+			},
+			write:  func(s *Spec, _ *writing) (string, error) { return strconv.Itoa(cmpOr(s.Version, SpecVersion)), nil },
+			schema: FormatField{Type: "integer", Min: SpecVersion, Max: SpecVersion, HasMin: true, HasMax: true, Doc: "the format version"}},
+		{key: "name",
+			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
+				if n, ok := d.name(v, "spec name"); ok {
+					d.x.Name = n
+				}
+			},
+			write:  func(s *Spec, _ *writing) (string, error) { return strIf(s.Name, ""), nil },
+			schema: FormatField{Type: "name", Doc: "the spec's name (default: the file's base name)"}},
+		{key: "sync",
+			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
+				if m, ok := d.oneOf(v, "sync", syncModes); ok {
+					d.x.Sync = m
+				}
+			},
+			write:  func(s *Spec, _ *writing) (string, error) { return strIf(s.Sync, SyncAuto), nil },
+			schema: FormatField{Type: "enum", Enum: syncModes, Doc: "auto: the planner places streams, events and waits; manual: the spec does"}},
+		{key: "options",
+			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
+				decodeObject(d.loader, v, "options", optionsTable, optionsKeys, &d.x.Options, &struct{}{})
+			},
+			write: func(s *Spec, w *writing) (string, error) {
+				if s.Options == (Options{}) {
+					return "", nil
+				}
+				var f flowMap
+				err := writeFields(optionsTable, &s.Options, w, f.add)
+				return f.String(), err
+			},
+			schema: FormatField{Type: "mapping", Items: "options", Doc: "planner options (CLI flags override them)"}},
+		{key: "buffers", null: true,
+			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
+				if items, ok := d.list(v, "buffers", "write buffers as a list: buffers: [{name: x, bytes: 4096}]"); ok {
+					for _, it := range items {
+						d.decodeBuffer(d.x, it)
+					}
+				}
+			},
+			write:  nil, // written as a block list by writeSpec
+			schema: FormatField{Type: "list", Items: "buffer", Doc: "the buffers"}},
+		{key: "kernels", null: true,
+			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
+				if items, ok := d.list(v, "kernels", "write kernels as a list: kernels: [{name: k, ptx: k.ptx, entry: k}]"); ok {
+					for _, it := range items {
+						d.decodeKernel(d.x, it)
+					}
+				}
+			},
+			schema: FormatField{Type: "list", Items: "kernel", Doc: "user kernels from PTX files"}},
+		{key: "stages", need: "add a list of stages: stages: [{name: a, kernel: spin}]",
+			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
+				if items, ok := d.list(v, "stages", "write stages as a list of mappings"); ok {
+					if len(items) == 0 {
+						d.errorf(v, "add at least one stage", "stages is empty")
+					}
+					for _, it := range items {
+						d.decodeStage(d.x, it)
+					}
+				}
+			},
+			schema: FormatField{Type: "list", Items: "stage", Doc: "the stages, in the order one stream would run them"}},
+	}
+	specKeys = keysOf(specTable)
+	// specFields are the spec's keys (for messages and tests).
+	specFields = specKeys
+)
+
+func cmpOr(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// strIf is s as YAML text, or "" when s is empty or the default def.
+func strIf(s, def string) string {
+	if s == "" || s == def {
+		return ""
+	}
+	return str(s)
+}
+
+// --- options ---
+
+var (
+	optionsTable = []field[Options, struct{}]{
+		{key: "strategy",
+			decode: func(d *decoding[Options, struct{}], v *yaml.Node) {
+				if s, ok := d.oneOf(v, "options: strategy", strategies); ok {
+					d.x.Strategy = s
+				}
+			},
+			write:  func(o *Options, _ *writing) (string, error) { return strIf(o.Strategy, ""), nil },
+			schema: FormatField{Type: "enum", Enum: strategies, Doc: "how stages are assigned to streams"}},
+		{key: "max_streams",
+			decode: func(d *decoding[Options, struct{}], v *yaml.Node) {
+				if m, ok := d.intIn(v, "options: max_streams", 0, math.MaxInt32); ok {
+					d.x.MaxStreams = int(m)
+				}
+			},
+			write:  func(o *Options, _ *writing) (string, error) { return intIf(int64(o.MaxStreams)), nil },
+			schema: FormatField{Type: "integer", Min: 0, Max: math.MaxInt32, HasMin: true, HasMax: true, Doc: "most streams (0: uncapped)"}},
+		{key: "arena",
+			decode: func(d *decoding[Options, struct{}], v *yaml.Node) {
+				if s, ok := d.oneOf(v, "options: arena", arenaModes); ok {
+					d.x.Arena = s
+				}
+			},
+			write:  func(o *Options, _ *writing) (string, error) { return strIf(o.Arena, ""), nil },
+			schema: FormatField{Type: "enum", Enum: arenaModes, Doc: "how temp buffers share one arena"}},
+		{key: "memory_budget",
+			decode: func(d *decoding[Options, struct{}], v *yaml.Node) {
+				if v.Kind == yaml.ScalarNode && v.Value == "auto" {
+					d.x.MemoryBudget = MemoryBudgetAuto
+				} else if m, ok := d.intIn(v, "options: memory_budget (bytes, or auto)", 0, math.MaxInt64); ok {
+					d.x.MemoryBudget = m
+				}
+			},
+			write: func(o *Options, _ *writing) (string, error) {
+				if o.MemoryBudget == MemoryBudgetAuto {
+					return "auto", nil
+				}
+				return intIf(o.MemoryBudget), nil
+			},
+			schema: FormatField{Type: "integer|auto", Min: 0, HasMin: true, Doc: "cap of the arena in bytes, or auto"}},
+	}
+	optionsKeys = keysOf(optionsTable)
+)
+
+// intIf is v as text, or "" when v is 0.
+func intIf(v int64) string {
+	if v == 0 {
+		return ""
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// --- buffers ---
+
+// bufferSrc keeps the positions of a buffer for check.
+type bufferSrc struct {
+	at       at
+	name     at
+	init     at // the init value, if any
+	initFile at // the file: value
+	sizeOK   bool
+	// bytes, dtype and shape nodes, only while the buffer is decoded.
+	bytesN, dtypeN, shapeN *yaml.Node
+}
+
+var (
+	bufferTable = []field[BufferSpec, bufferSrc]{
+		{key: "name", need: "give the buffer a name: {name: x, bytes: 4096}",
+			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) {
+				d.src.name = atOf(v)
+				if s, ok := d.name(v, "buffer name"); ok {
+					d.x.Name = s
+					d.what = "buffer " + s
+				}
+			},
+			write:  func(b *BufferSpec, _ *writing) (string, error) { return str(b.Name), nil },
+			schema: FormatField{Type: "name"}},
+		{key: "bytes",
+			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) { d.src.bytesN = v },
+			write: func(b *BufferSpec, _ *writing) (string, error) {
+				if b.DType != "" {
+					return "", nil // dtype and shape determine it
+				}
+				return strconv.FormatInt(b.Bytes, 10), nil
+			},
+			schema: FormatField{Type: "integer", Min: 1, HasMin: true, Doc: "size in bytes (or give dtype and shape)"}},
+		{key: "dtype",
+			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) { d.src.dtypeN = v },
+			write:  func(b *BufferSpec, _ *writing) (string, error) { return strIf(b.DType, ""), nil },
+			schema: FormatField{Type: "enum", Enum: dtypeNames, Doc: "element type; with shape it determines the size"}},
+		{key: "shape",
+			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) { d.src.shapeN = v },
+			write: func(b *BufferSpec, _ *writing) (string, error) {
+				if b.DType == "" {
+					return "", nil
+				}
+				dims := make([]string, len(b.Shape))
+				for i, n := range b.Shape {
+					dims[i] = strconv.FormatInt(n, 10)
+				}
+				return flowList(dims), nil
+			},
+			schema: FormatField{Type: "list", Items: "integer", Min: 1, HasMin: true, Doc: "dimensions in elements"}},
+		{key: "where",
+			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) {
+				if w, ok := d.oneOf(v, d.what+": where", wheres); ok {
+					d.x.Where = w
+				}
+			},
+			write:  func(b *BufferSpec, _ *writing) (string, error) { return strIf(b.Where, WhereDevice), nil },
+			schema: FormatField{Type: "enum", Enum: wheres, Doc: "where the buffer lives (default device)"}},
+		{key: "role",
+			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) {
+				if r, ok := d.oneOf(v, d.what+": role", roles); ok {
+					d.x.Role = r
+				}
+			},
+			write:  func(b *BufferSpec, _ *writing) (string, error) { return strIf(b.Role, RoleTemp), nil },
+			schema: FormatField{Type: "enum", Enum: roles, Doc: "input, output or temp (default temp)"}},
+		{key: "init",
+			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) {
+				d.src.init = atOf(v)
+				d.decodeInit(v, d.what, &d.x.Init, d.src)
+			},
+			write: func(b *BufferSpec, _ *writing) (string, error) {
+				switch b.Init.Kind {
+				case InitFill:
+					return "{fill: " + yamlFloat(b.Init.Value) + "}", nil
+				case InitFile:
+					return "{file: " + str(b.Init.Path) + "}", nil
+				case InitRandom:
+					return "{random: " + strconv.FormatInt(b.Init.Seed, 10) + "}", nil
+				}
+				return "", nil
+			},
+			schema: FormatField{Type: "zeros|mapping", Items: "init", Doc: "initial contents (default zeros)"}},
+		{key: "copies",
+			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) {
+				if c, ok := d.intIn(v, d.what+": copies", 1, maxCopies); ok {
+					d.x.Copies = int(c)
+				}
+			},
+			write:  func(b *BufferSpec, _ *writing) (string, error) { return intIf(int64(b.Copies)), nil },
+			schema: FormatField{Type: "integer", Min: 1, Max: maxCopies, HasMin: true, HasMax: true, Doc: "ring size across iterations"}},
+	}
+	bufferKeys = keysOf(bufferTable)
+)
+
+const (
+	maxCopies = 1 << 20
+	maxLag    = 1 << 20
+)
+
+func (l *loader) decodeBuffer(s *Spec, n *yaml.Node) {
+	b := BufferSpec{Pos: l.pos(n), Where: WhereDevice, Role: RoleTemp, Init: Init{Kind: InitZeros}}
+	src := bufferSrc{at: atOf(n)}
+	if f := decodeObject(l, n, "buffer", bufferTable, bufferKeys, &b, &src); f != nil {
+		what := "buffer"
+		if b.Name != "" {
+			what += " " + b.Name
+		}
+		l.bufferSize(f, &b, &src, what)
+	}
+	src.bytesN, src.dtypeN, src.shapeN = nil, nil, nil
+	s.Buffers = append(s.Buffers, b)
+	l.bufSrc = append(l.bufSrc, src)
+}
+
+// bufferSize sets b.Bytes from bytes, or dtype and shape, checking they agree.
+func (l *loader) bufferSize(f *fields, b *BufferSpec, src *bufferSrc, what string) {
+	bytesN, dtypeN, shapeN := src.bytesN, src.dtypeN, src.shapeN
+	sizeOK := true
+	var given int64
+	if bytesN != nil {
+		var ok bool
+		given, ok = l.intIn(bytesN, what+": bytes", 1, math.MaxInt64)
+		sizeOK = sizeOK && ok
+	}
+	var computed int64
+	switch {
+	case dtypeN == nil && shapeN == nil:
+		if bytesN == nil {
+			l.errorf(f.n, "give bytes: N, or dtype: and shape: (e.g. dtype: f32, shape: [3, 64, 64])", "%s: missing size", what)
+			sizeOK = false
+		}
+	case dtypeN == nil:
+		l.errorf(shapeN, "add dtype: (one of "+strings.Join(dtypeNames, ", ")+")", "%s: shape needs a dtype", what)
+		sizeOK = false
+	case shapeN == nil:
+		l.errorf(dtypeN, "add shape: [d0, d1, ...] in elements", "%s: dtype needs a shape", what)
+		sizeOK = false
+	default:
+		dt, ok1 := l.oneOf(dtypeN, what+": dtype", dtypeNames)
+		shape, ok2 := l.decodeShape(shapeN, what+": shape")
+		if ok1 && ok2 {
+			b.DType, b.Shape = dt, shape
+			total, ok := mulChecked(dtypeSizes[dt], shape)
+			switch {
+			case !ok:
+				l.errorf(shapeN, "use smaller dimensions", "%s: size %s × %v overflows int64", what, dt, shape)
+				sizeOK = false
+			case bytesN != nil && sizeOK && total != given:
+				l.errorf(bytesN, "drop bytes: (dtype and shape determine it) or fix it", "%s: bytes %d disagrees with dtype %s × shape %v = %d bytes", what, given, dt, shape, total)
+				sizeOK = false
+			default:
+				computed = total
+			}
+		} else {
+			sizeOK = false
+		}
+	}
+	if sizeOK {
+		if computed != 0 {
+			b.Bytes = computed
+		} else {
+			b.Bytes = given
+		}
+	}
+	src.sizeOK = sizeOK
+}
+
+// decodeShape reads a list of positive dimensions (may be empty: a scalar).
+func (l *loader) decodeShape(n *yaml.Node, what string) ([]int64, bool) {
+	items, ok := l.list(n, what, "write the shape as a list of element counts: [3, 64, 64]")
+	if !ok {
+		return nil, false
+	}
+	shape := make([]int64, 0, len(items))
+	good := true
+	for _, it := range items {
+		d, ok := l.int64Val(it, what)
+		if !ok {
+			good = false
+			continue
+		}
+		if d <= 0 {
+			l.errorf(it, "every dimension must be ≥ 1", "%s: dimension %d is not positive", what, d)
+			good = false
+			continue
+		}
+		shape = append(shape, d)
+	}
+	return shape, good
+}
+
+// mulChecked returns size × the product of shape, reporting int64 overflow.
+func mulChecked(size int64, shape []int64) (int64, bool) {
+	total := size
+	for _, d := range shape {
+		if d != 0 && total > math.MaxInt64/d {
+			return 0, false
+		}
+		total *= d
+	}
+	return total, true
+}
+
+const initHint = "write init: zeros, init: {fill: 1.5}, init: {file: data.bin} or init: {random: 7}"
+
+func (l *loader) decodeInit(n *yaml.Node, what string, in *Init, src *bufferSrc) {
+	what += ": init"
+	if n.Kind == yaml.ScalarNode {
+		if n.ShortTag() == "!!str" && n.Value == InitZeros {
+			in.Kind = InitZeros
+			return
+		}
+		l.errorf(n, initHint, "%s: unknown initial contents %s", what, kindName(n))
+		return
+	}
+	f, ok := l.mapping(n, what, initFields)
+	if !ok {
+		return
+	}
+	if f.given() != 1 {
+		if f.given() > 1 {
+			l.errorf(f.n, initHint, "%s: give exactly one of fill, file, random", what)
+		} else if len(f.n.Content) == 0 {
+			l.errorf(f.n, initHint, "%s: empty mapping", what)
+		}
+		return
+	}
+	switch {
+	case f.get(InitFill) != nil:
+		v := f.get(InitFill)
+		x, ok := l.num(v, what+": fill")
+		if !ok {
+			return
+		}
+		if math.Abs(x) > math.MaxFloat32 {
+			l.errorf(v, "use a value within float32 range (±3.4e38)", "%s: fill value %s overflows float32", what, v.Value)
+			return
+		}
+		*in = Init{Kind: InitFill, Value: x}
+	case f.get(InitFile) != nil:
+		v := f.get(InitFile)
+		p, ok := l.str(v, what+": file")
+		if !ok {
+			return
+		}
+		if p == "" {
+			l.errorf(v, "give the path of a raw file, relative to the spec", "%s: file path is empty", what)
+			return
+		}
+		*in = Init{Kind: InitFile, Path: p}
+		src.initFile = atOf(v)
+	case f.get(InitRandom) != nil:
+		v := f.get(InitRandom)
+		seed, ok := l.int64Val(v, what+": random seed")
+		if !ok {
+			return
+		}
+		*in = Init{Kind: InitRandom, Seed: seed}
+	}
+}
+
+// --- kernels ---
+
+// kernelSrc keeps the positions of a kernel for check.
+type kernelSrc struct {
+	at, name, ptx, entry at
+	ok                   bool // decoded without errors (worth checking the PTX)
+}
+
+var (
+	kernelTable = []field[KernelSpec, kernelSrc]{
+		{key: "name", need: "give the kernel a name: {name: k, ptx: k.ptx, entry: k}",
+			decode: func(d *decoding[KernelSpec, kernelSrc], v *yaml.Node) {
+				d.src.name = atOf(v)
+				if s, ok := d.name(v, "kernel name"); ok {
+					d.x.Name = s
+					d.what = "kernel " + s
+				}
+			},
+			write:  func(k *KernelSpec, _ *writing) (string, error) { return str(k.Name), nil },
+			schema: FormatField{Type: "name"}},
+		{key: "ptx", need: "give the PTX file, relative to the spec: ptx: kernels/my.ptx",
+			decode: func(d *decoding[KernelSpec, kernelSrc], v *yaml.Node) {
+				d.src.ptx = atOf(v)
+				if s, ok := d.str(v, d.what+": ptx"); ok {
+					if s == "" {
+						d.errorf(v, "give the PTX file, relative to the spec", "%s: ptx path is empty", d.what)
+					}
+					d.x.PTX = s
+				}
+			},
+			write:  func(k *KernelSpec, _ *writing) (string, error) { return str(k.PTX), nil },
+			schema: FormatField{Type: "string", Doc: "the PTX file, relative to the spec's folder"}},
+		{key: "entry", need: "give the .entry name of the kernel in the PTX file: entry: my_kernel",
+			decode: func(d *decoding[KernelSpec, kernelSrc], v *yaml.Node) {
+				d.src.entry = atOf(v)
+				if s, ok := d.str(v, d.what+": entry"); ok {
+					if s == "" {
+						d.errorf(v, "give the .entry name of the kernel in the PTX file", "%s: entry is empty", d.what)
+					}
+					d.x.Entry = s
+				}
+			},
+			write:  func(k *KernelSpec, _ *writing) (string, error) { return str(k.Entry), nil },
+			schema: FormatField{Type: "string", Doc: "the .entry name in the PTX file"}},
+		{key: "params", null: true,
+			decode: func(d *decoding[KernelSpec, kernelSrc], v *yaml.Node) { d.decodeParams(v, d.what, d.x) },
+			write: func(k *KernelSpec, _ *writing) (string, error) {
+				if len(k.Params) == 0 {
+					return "", nil
+				}
+				params := make([]string, len(k.Params))
+				for i, p := range k.Params {
+					var pf flowMap
+					pf.add("name", str(p.Name))
+					pf.add("type", str(p.Type))
+					params[i] = pf.String()
+				}
+				return flowList(params), nil
+			},
+			schema: FormatField{Type: "list", Items: "param", Doc: "the kernel's parameters, in order"}},
+	}
+	kernelKeys = keysOf(kernelTable)
+)
+
+func (l *loader) decodeKernel(s *Spec, n *yaml.Node) {
+	k := KernelSpec{Pos: l.pos(n)}
+	src := kernelSrc{at: atOf(n)}
+	before := len(l.errs)
+	if f := decodeObject(l, n, "kernel", kernelTable, kernelKeys, &k, &src); f != nil {
+		src.ok = len(l.errs) == before
+	}
+	s.Kernels = append(s.Kernels, k)
+	l.kernSrc = append(l.kernSrc, src)
+}
+
+func (l *loader) decodeParams(v *yaml.Node, what string, k *KernelSpec) {
+	items, ok := l.list(v, what+": params", "write params as a list: [{name: x, type: ptr}, {name: n, type: u32}]")
+	if !ok {
+		return
+	}
+	seen := map[string]int{}
+	for _, it := range items {
+		pf, ok := l.mapping(it, what+": param", paramFields)
+		if !ok {
+			continue
+		}
+		var p ParamSpec
+		if pv := l.require(pf, "name", "give the parameter a name: {name: x, type: ptr}"); pv != nil {
+			if s, ok := l.name(pv, what+": param name"); ok {
+				if line, dup := seen[s]; dup {
+					l.errorf(pv, "give each parameter its own name", "%s: parameter %q declared twice (first at line %d)", what, s, line)
+				}
+				seen[s] = pv.Line
+				p.Name = s
+			}
+		}
+		if tv := l.require(pf, "type", "give the parameter a type: one of "+strings.Join(paramTypes, ", ")); tv != nil {
+			if s, ok := l.oneOf(tv, what+": param type", paramTypes); ok {
+				p.Type = s
+			}
+		}
+		k.Params = append(k.Params, p)
+	}
+}
+
+// --- stages ---
+
+// stageSrc keeps the positions of a stage for check.
+type stageSrc struct {
+	at      at
+	decoded bool // the stage is a mapping (else reported, and not checked)
+	keys    []at // position of each field's key, by index in stageTable
+	name    at   // the name value
+	kernel  at   // the kernel value
+	args    []argSrc
+	reads   []accessSrc // parallel to StageSpec.Reads
+	writes  []accessSrc // parallel to StageSpec.Writes
+	after   []at        // parallel to StageSpec.After
+	waits   []at        // parallel to StageSpec.Waits
+	waitFor []at        // parallel to StageSpec.WaitFor
+}
+
+// argSrc is one argument as written.
+type argSrc struct {
+	name     string
+	key, val at
+	tag      string // the value's YAML tag (!!int, !!float, !!str, ...)
+	text     string // the value as written
+}
+
+// arg returns the argument named name, or nil.
+func (src *stageSrc) arg(name string) *argSrc {
+	for i := range src.args {
+		if src.args[i].name == name {
+			return &src.args[i]
+		}
+	}
+	return nil
+}
+
+// accessSrc is an access before its buffer is resolved.
+type accessSrc struct {
+	ok       bool // decoded without errors
+	hasBytes bool // false: to the end of the buffer
+}
+
+var (
+	stageTable = []field[StageSpec, stageSrc]{
+		{key: "name", need: "give the stage a name: {name: prep, kernel: mix}",
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				d.src.name = atOf(v)
+				if s, ok := d.name(v, "stage name"); ok {
+					d.x.Name = s
+					d.what = "stage " + s
+				}
+			},
+			write:  func(st *StageSpec, _ *writing) (string, error) { return str(st.Name), nil },
+			schema: FormatField{Type: "name"}},
+		{key: "kernel", need: "name a built-in (" + strings.Join(Builtins, ", ") + ") or a kernel from kernels:",
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				d.src.kernel = atOf(v)
+				if s, ok := d.name(v, d.what+": kernel"); ok {
+					d.x.Kernel = s
+				}
+			},
+			write:  func(st *StageSpec, _ *writing) (string, error) { return str(st.Kernel), nil },
+			schema: FormatField{Type: "name", Doc: "a built-in or a kernel from kernels:"}},
+		{key: "args", null: true,
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) { d.x.Args = d.decodeArgs(v, d.what, d.src) },
+			write: func(st *StageSpec, _ *writing) (string, error) {
+				if len(st.Args) == 0 {
+					return "", nil
+				}
+				keys := make([]string, 0, len(st.Args))
+				for k := range st.Args {
+					keys = append(keys, k)
+				}
+				slices.Sort(keys)
+				var f flowMap
+				for _, k := range keys {
+					v, err := argText(st.Args[k])
+					if err != nil {
+						return "", fmt.Errorf("dag: writing stage %s: argument %s: %w", st.Name, k, err)
+					}
+					f.add(str(k), v)
+				}
+				return f.String(), nil
+			},
+			schema: FormatField{Type: "args", Doc: "kernel arguments: numbers, or buffer names for ptr parameters"}},
+		{key: "grid",
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				d.x.Launch.Grid = d.decodeDim3(v, d.what+": grid")
+			},
+			write:  func(st *StageSpec, _ *writing) (string, error) { return dim3If(st.Launch.Grid), nil },
+			schema: FormatField{Type: "list", Items: "integer", Min: 1, Max: math.MaxInt32, HasMin: true, HasMax: true, Doc: "thread blocks: 1 to 3 dimensions"}},
+		{key: "block",
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				d.x.Launch.Block = d.decodeDim3(v, d.what+": block")
+			},
+			write:  func(st *StageSpec, _ *writing) (string, error) { return dim3If(st.Launch.Block), nil },
+			schema: FormatField{Type: "list", Items: "integer", Min: 1, Max: math.MaxInt32, HasMin: true, HasMax: true, Doc: "threads per block: 1 to 3 dimensions"}},
+		{key: "reads", null: true,
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				d.x.Reads, d.src.reads = d.decodeAccesses(v, d.what+": reads")
+			},
+			write: func(st *StageSpec, w *writing) (string, error) {
+				return accessesIf(st.Reads, w.sizes), nil
+			},
+			schema: FormatField{Type: "list", Items: "access", Doc: "what the stage reads"}},
+		{key: "writes", null: true,
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				d.x.Writes, d.src.writes = d.decodeAccesses(v, d.what+": writes")
+			},
+			write: func(st *StageSpec, w *writing) (string, error) {
+				return accessesIf(st.Writes, w.sizes), nil
+			},
+			schema: FormatField{Type: "list", Items: "access", Doc: "what the stage writes"}},
+		{key: "after", null: true,
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				d.x.After, d.src.after = d.decodeNames(v, d.what+": after", "write after as a list of earlier stage names: after: [prep]")
+			},
+			write: func(st *StageSpec, _ *writing) (string, error) {
+				if len(st.After) == 0 {
+					return "", nil
+				}
+				return namesText(st.After), nil
+			},
+			schema: FormatField{Type: "list", Items: "name", Doc: "earlier stages that must happen-before this one"}},
+		{key: "stream",
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				if s, ok := d.name(v, d.what+": stream"); ok {
+					d.x.Stream = s
+				}
+			},
+			write:  func(st *StageSpec, _ *writing) (string, error) { return strIf(st.Stream, ""), nil },
+			schema: FormatField{Type: "name", Doc: "pin to a named stream (host: the host thread)"}},
+		{key: "duration_us",
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				if x, ok := d.nonNegNum(v, d.what+": duration_us"); ok {
+					d.x.DurationUS = x
+				}
+			},
+			write: func(st *StageSpec, _ *writing) (string, error) {
+				if st.DurationUS == 0 {
+					return "", nil
+				}
+				return yamlFloat(st.DurationUS), nil
+			},
+			schema: FormatField{Type: "number", Min: 0, HasMin: true, Doc: "cost estimate in µs"}},
+		{key: "waits", null: true,
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				d.x.Waits, d.src.waits, d.x.WaitFor, d.src.waitFor = d.decodeWaits(v, d.what+": waits")
+			},
+			write:  func(st *StageSpec, _ *writing) (string, error) { return waitsText(st), nil },
+			schema: FormatField{Type: "list", Items: "name|mapping", Enum: nil, Doc: "sync: manual: stages (or {stage, lag} / {event}) to wait for; mapping: wait"}},
+		{key: "event",
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				if s, ok := d.name(v, d.what+": event"); ok {
+					d.x.Event = s
+				}
+			},
+			write:  func(st *StageSpec, _ *writing) (string, error) { return strIf(st.Event, ""), nil },
+			schema: FormatField{Type: "name", Doc: "sync: manual: an event recorded right after the stage"}},
+	}
+	stageKeys = keysOf(stageTable)
+	// stageFields are the stage's keys (for messages and tests).
+	stageFields = stageKeys
+)
+
+func (l *loader) decodeStage(s *Spec, n *yaml.Node) {
+	st := StageSpec{Pos: l.pos(n)}
+	src := stageSrc{at: atOf(n)}
+	if f := decodeObject(l, n, "stage", stageTable, stageKeys, &st, &src); f != nil {
+		src.decoded = true
+		src.keys = make([]at, len(stageKeys))
+		for i, k := range f.key {
+			src.keys[i] = atOf(k)
+		}
+	}
+	s.Stages = append(s.Stages, st)
+	l.stageSrc = append(l.stageSrc, src)
+}
+
+// fieldPos returns the position of field name's key in a stage, or the
+// stage's position.
+func (src *stageSrc) fieldPos(name string) at {
+	for i, k := range stageKeys {
+		if k == name && i < len(src.keys) && src.keys[i] != (at{}) {
+			return src.keys[i]
+		}
+	}
+	return src.at
+}
+
+func dim3If(d [3]int) string {
+	if d == [3]int{} {
+		return ""
+	}
+	return dim3Text(d)
+}
+
+func accessesIf(accs []Access, sizes map[string]int64) string {
+	if len(accs) == 0 {
+		return ""
+	}
+	return accessesText(accs, sizes)
+}
+
+func waitsText(st *StageSpec) string {
+	if len(st.Waits) == 0 && len(st.WaitFor) == 0 {
+		return ""
+	}
+	items := make([]string, 0, len(st.Waits)+len(st.WaitFor))
+	for _, n := range st.Waits {
+		items = append(items, str(n))
+	}
+	for _, ws := range st.WaitFor {
+		var f flowMap
+		if ws.Stage != "" || ws.Event == "" {
+			f.add("stage", str(ws.Stage))
+		}
+		if ws.Event != "" {
+			f.add("event", str(ws.Event))
+		}
+		if ws.Lag != 0 {
+			f.add("lag", strconv.Itoa(ws.Lag))
+		}
+		items = append(items, f.String())
+	}
+	return flowList(items)
+}
+
+const waitsHint = "write waits as a list of earlier stage names, {stage: NAME, lag: N} or {event: NAME}: waits: [prep, {stage: d2h, lag: 1}]"
+
+// decodeWaits reads a waits list: stage names, and mappings with a stage
+// or an event and an optional lag.
+func (l *loader) decodeWaits(n *yaml.Node, what string) ([]string, []at, []WaitSpec, []at) {
+	items, ok := l.list(n, what, waitsHint)
+	if !ok {
+		return nil, nil, nil, nil
+	}
+	var names []string
+	var nodes, wnodes []at
+	var ws []WaitSpec
+	for _, it := range items {
+		if it.Kind != yaml.MappingNode {
+			if s, ok := l.name(it, what); ok {
+				names = append(names, s)
+				nodes = append(nodes, atOf(it))
+			}
+			continue
+		}
+		f, ok := l.mapping(it, what+" entry", waitFields)
+		if !ok {
+			continue
+		}
+		w := WaitSpec{Pos: l.pos(it)}
+		if v := f.get("stage"); v != nil {
+			w.Stage, _ = l.name(v, what+": stage")
+		}
+		if v := f.get("event"); v != nil {
+			w.Event, _ = l.name(v, what+": event")
+		}
+		if (w.Stage == "") == (w.Event == "") && (f.get("stage") == nil) == (f.get("event") == nil) {
+			l.errorf(it, waitsHint, "%s: a wait names a stage or an event (exactly one)", what)
+			continue
+		}
+		if v := f.get("lag"); v != nil {
+			if lag, ok := l.intIn(v, what+": lag", 0, maxLag); ok {
+				w.Lag = int(lag)
+			}
+		}
+		ws = append(ws, w)
+		wnodes = append(wnodes, atOf(it))
+	}
+	return names, nodes, ws, wnodes
+}
+
+// decodeArgs reads a mapping of scalar arguments: integers become int,
+// other numbers float64, strings string.
+func (l *loader) decodeArgs(n *yaml.Node, what string, src *stageSrc) map[string]any {
+	what += ": args"
+	if n.Kind != yaml.MappingNode {
+		l.errorf(n, "write args as a mapping: args: {a: 2.0}", "%s must be a mapping, got %s", what, kindName(n))
+		return nil
+	}
+	args := make(map[string]any, len(n.Content)/2)
+	src.args = make([]argSrc, 0, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := l.deref(n.Content[i]), l.deref(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
+			l.errorf(k, "argument names are plain words", "%s: argument name must be a string, got %s", what, kindName(k))
+			continue
+		}
+		if prev := src.arg(k.Value); prev != nil {
+			l.errorf(k, "remove one of them", "%s: argument %q given twice (first at line %d)", what, k.Value, prev.key.line)
+			continue
+		}
+		a := argSrc{name: k.Value, key: atOf(k), val: atOf(v)}
+		if v.Kind == yaml.ScalarNode {
+			a.tag, a.text = v.ShortTag(), v.Value
+		}
+		src.args = append(src.args, a)
+		if v.Kind != yaml.ScalarNode {
+			l.errorf(v, "argument values are numbers or buffer names", "%s: %s must be a number or a string, got %s", what, k.Value, kindName(v))
+			continue
+		}
+		switch a.tag {
+		case "!!int":
+			var x int
+			if err := v.Decode(&x); err != nil {
+				l.errorf(v, "use a value below 2^63", "%s: %s: %s does not fit in a 64-bit integer", what, k.Value, clip(v.Value))
+				continue
+			}
+			args[k.Value] = x
+		case "!!float":
+			x, ok := l.num(v, what+": "+k.Value)
+			if !ok {
+				continue
+			}
+			args[k.Value] = x
+		case "!!str":
+			args[k.Value] = v.Value
+		default:
+			l.errorf(v, "argument values are numbers or buffer names; quote a string", "%s: %s must be a number or a string, got %s", what, k.Value, kindName(v))
+		}
+	}
+	if len(args) == 0 {
+		return nil
+	}
+	return args
+}
+
+// decodeDim3 reads a launch dimension: a list of 1 to 3 positive integers;
+// missing trailing dimensions are 1.
+func (l *loader) decodeDim3(n *yaml.Node, what string) [3]int {
+	var d [3]int
+	items, ok := l.list(n, what, "write a list of 1 to 3 positive integers: [256, 1, 1]")
+	if !ok {
+		return d
+	}
+	if len(items) < 1 || len(items) > 3 {
+		l.errorf(n, "write a list of 1 to 3 positive integers: [256, 1, 1]", "%s has %d dimensions", what, len(items))
+		return d
+	}
+	d = [3]int{1, 1, 1}
+	for i, it := range items {
+		v, ok := l.intIn(it, what, 1, math.MaxInt32)
+		if !ok {
+			return [3]int{}
+		}
+		d[i] = int(v)
+	}
+	return d
+}
+
+// decodeNames reads a list of stage names.
+func (l *loader) decodeNames(n *yaml.Node, what, hint string) ([]string, []at) {
+	items, ok := l.list(n, what, hint)
+	if !ok {
+		return nil, nil
+	}
+	names := make([]string, 0, len(items))
+	nodes := make([]at, 0, len(items))
+	for _, it := range items {
+		s, ok := l.name(it, what)
+		if !ok {
+			continue
+		}
+		names = append(names, s)
+		nodes = append(nodes, atOf(it))
+	}
+	return names, nodes
+}
+
+const accessHint = "write a buffer name (x), a byte range (x[0:512]) or {buffer: x, offset: 0, bytes: 512}"
+
+// decodeAccesses reads a list of accesses. Offsets and Bytes are resolved
+// against the buffer sizes in check.
+func (l *loader) decodeAccesses(n *yaml.Node, what string) ([]Access, []accessSrc) {
+	items, ok := l.list(n, what, "write a list: [x, y[0:512]]")
+	if !ok {
+		return nil, nil
+	}
+	accs := make([]Access, len(items))
+	srcs := make([]accessSrc, len(items))
+	for i, it := range items {
+		accs[i], srcs[i] = l.decodeAccess(it, what)
+	}
+	return accs, srcs
+}
+
+// decodeAccess reads one access: "x", "x[a:b]", "x[a:]", "x[:b]", or
+// {buffer: x, offset: a, bytes: n}.
+func (l *loader) decodeAccess(n *yaml.Node, what string) (Access, accessSrc) {
+	a := Access{Pos: l.pos(n)}
+	var src accessSrc
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.ShortTag() != "!!str" {
+			l.errorf(n, accessHint, "%s: access must be a buffer name, got %s", what, kindName(n))
+			return a, src
+		}
+		buf, off, nbytes, hasBytes, msg := parseShortAccess(n.Value)
+		if msg != "" {
+			l.errorf(n, accessHint, "%s: bad access %q: %s", what, clip(n.Value), msg)
+			return a, src
+		}
+		if !l.validName(n, what+": buffer", buf) {
+			return a, src
+		}
+		a.Buffer, a.Offset, a.Bytes, src.hasBytes = buf, off, nbytes, hasBytes
+		src.ok = true
+	case yaml.MappingNode:
+		f, ok := l.mapping(n, what+": access", accessFields)
+		if !ok {
+			return a, src
+		}
+		good := true
+		if v := l.require(f, "buffer", accessHint); v != nil {
+			if s, ok := l.name(v, what+": buffer"); ok {
+				a.Buffer = s
+			} else {
+				good = false
+			}
+		} else {
+			good = false
+		}
+		if v := f.get("offset"); v != nil {
+			if o, ok := l.int64Val(v, what+": offset"); ok {
+				if o < 0 {
+					l.errorf(v, "offsets are ≥ 0 bytes from the start of the buffer", "%s: offset %d is negative", what, o)
+					good = false
+				}
+				a.Offset = o
+			} else {
+				good = false
+			}
+		}
+		if v := f.get("bytes"); v != nil {
+			if b, ok := l.int64Val(v, what+": bytes"); ok {
+				if b <= 0 {
+					l.errorf(v, "an access covers at least one byte; leave bytes out to mean 'to the end of the buffer'", "%s: bytes %d is not positive", what, b)
+					good = false
+				}
+				a.Bytes = b
+				src.hasBytes = true
+			} else {
+				good = false
+			}
+		}
+		src.ok = good
+	default:
+		l.errorf(n, accessHint, "%s: access must be a buffer name or a mapping, got %s", what, kindName(n))
+	}
+	return a, src
+}
