@@ -12,15 +12,24 @@
 # old entry points; the stub's soname makes them load the real driver there.
 #
 # Usage:
-#   scripts/build-gpu.sh                 fetch headers+stub (once), then build
+#   scripts/build-gpu.sh                 get headers+stub (once), then build
 #                                        .gpu/dagrun (if cmd/dagrun has a main),
 #                                        .gpu/cudart.test and .gpu/cudart.race.test
-#   scripts/build-gpu.sh --headers-only  fetch headers+stub only, then print
+#   scripts/build-gpu.sh --headers-only  get headers+stub only, then print
 #                                        the CGO_CFLAGS/CGO_LDFLAGS to use
 #   scripts/build-gpu.sh --env           print export lines (eval "$(...)")
 #
-# Needs: apt-get and dpkg-deb (Debian/Ubuntu), root or sudo for apt-get update
-# of the extra sources entry, network access to the Debian mirror.
+# Where the headers come from, first match wins:
+#   DAGRUN_CUDA_INCLUDE=DIR   a folder with cuda.h of CUDA 11.x or 12.x (e.g.
+#                             /usr/local/cuda-12.4/include); DAGRUN_CUDA_LIB=DIR
+#                             names the folder with libcuda.so (default: the
+#                             toolkit's lib64/stubs or lib64 beside DIR)
+#   .cache/cuda/              fetched before (DAGRUN_CUDA_CACHE moves it)
+#   Debian's nvidia-cuda-dev  fetched with apt-get and dpkg-deb: Debian or
+#                             Ubuntu, as root or with password-less sudo,
+#                             network access to the mirror
+# When none applies it prints one line saying why and exits 3 (test.sh then
+# skips the cuda compile check and says so).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,16 +44,50 @@ case "${1:-}" in
   *) echo "build-gpu.sh: unknown argument $1 (want --headers-only, --env or nothing)" >&2; exit 2 ;;
 esac
 
+# unavailable prints why the headers cannot be had here and exits 3.
+unavailable() {
+  echo "build-gpu.sh: no CUDA headers: $1; set DAGRUN_CUDA_INCLUDE to a CUDA 11.x/12.x include folder (and DAGRUN_CUDA_LIB to the folder with libcuda.so), or run as root on Debian/Ubuntu" >&2
+  exit 3
+}
+
+# fromEnv sets inc and lib from DAGRUN_CUDA_INCLUDE / DAGRUN_CUDA_LIB.
+fromEnv() {
+  inc="$DAGRUN_CUDA_INCLUDE"
+  [[ -f "$inc/cuda.h" ]] || { echo "build-gpu.sh: DAGRUN_CUDA_INCLUDE=$inc: no cuda.h there" >&2; exit 2; }
+  local v; v="$(sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' "$inc/cuda.h" | head -1)"
+  if [[ -n "$v" && "$v" -ge 13000 ]]; then
+    echo "build-gpu.sh: DAGRUN_CUDA_INCLUDE=$inc: cuda.h is CUDA $v; gorgonia.org/cu needs the headers of CUDA 11.x or 12.x" >&2
+    exit 2
+  fi
+  lib="${DAGRUN_CUDA_LIB:-}"
+  if [[ -z "$lib" ]]; then
+    local d
+    for d in "$inc/../lib64/stubs" "$inc/../lib/stubs" "$inc/../lib64" "$inc/../lib" "$inc/../lib/x86_64-linux-gnu/stubs"; do
+      if [[ -f "$d/libcuda.so" ]]; then lib="$(cd "$d" && pwd)"; break; fi
+    done
+  fi
+  [[ -n "$lib" && -f "$lib/libcuda.so" ]] || { echo "build-gpu.sh: no libcuda.so beside DAGRUN_CUDA_INCLUDE=$inc; set DAGRUN_CUDA_LIB to its folder (the toolkit's lib64/stubs)" >&2; exit 2; }
+}
+
 fetch() {
   if [[ -f "$cache/include/cuda.h" && -f "$cache/lib/libcuda.so" ]]; then
     return 0
   fi
+  [[ -r /etc/os-release ]] || unavailable "not Debian or Ubuntu (no /etc/os-release), so nvidia-cuda-dev cannot be fetched"
+  command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || unavailable "no apt-get/dpkg-deb to fetch Debian's nvidia-cuda-dev"
+  if [[ $(id -u) -ne 0 ]] && ! sudo -n true 2>/dev/null; then
+    unavailable "fetching Debian's nvidia-cuda-dev needs root or password-less sudo"
+  fi
   local sudo=""
-  [[ $(id -u) -eq 0 ]] || sudo=sudo
+  [[ $(id -u) -eq 0 ]] || sudo="sudo -n"
   . /etc/os-release
+  [[ "${ID:-}" == debian || "${ID:-}" == ubuntu || " ${ID_LIKE:-} " == *" debian "* ]] || unavailable "not Debian or Ubuntu ($ID), so nvidia-cuda-dev cannot be fetched"
   local codename="${VERSION_CODENAME:?no VERSION_CODENAME in /etc/os-release}"
   local list=/etc/apt/sources.list.d/dagrun-nonfree.sources
   local tmp; tmp="$(mktemp -d)"; chmod 755 "$tmp"
+  # apt downloads as its sandbox user _apt: give it the folder, so apt does
+  # not warn that it downloads unsandboxed.
+  if [[ $(id -u) -eq 0 ]] && id _apt >/dev/null 2>&1; then chown _apt "$tmp"; fi
   trap 'rm -rf "$tmp"' RETURN
   if [[ "${ID:-}" == debian ]]; then
     if [[ ! -f $list ]]; then
@@ -64,7 +107,7 @@ SRC
     $sudo apt-get update -qq >&2
   fi
   echo "build-gpu.sh: downloading nvidia-cuda-dev (large, ~775 MB; only 2 files are kept)" >&2
-  (cd "$tmp" && apt-get download -q nvidia-cuda-dev >&2)
+  (cd "$tmp" && apt-get download -qq nvidia-cuda-dev >&2)
   local deb; deb="$(ls "$tmp"/nvidia-cuda-dev_*.deb)"
   echo "build-gpu.sh: $(basename "$deb")" >&2
   (cd "$tmp" && dpkg-deb --fsys-tarfile "$deb" | tar -x ./usr/include/cuda.h ./usr/lib/x86_64-linux-gnu/stubs/libcuda.so)
@@ -75,10 +118,15 @@ SRC
   grep -m1 'define CUDA_VERSION' "$cache/include/cuda.h" >&2
 }
 
-fetch
+if [[ -n "${DAGRUN_CUDA_INCLUDE:-}" ]]; then
+  fromEnv
+else
+  fetch
+  inc="$cache/include" lib="$cache/lib"
+fi
 export CGO_ENABLED=1
-export CGO_CFLAGS="-I$cache/include"
-export CGO_LDFLAGS="-L$cache/lib"
+export CGO_CFLAGS="-I$inc"
+export CGO_LDFLAGS="-L$lib"
 
 case $mode in
   headers)

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # The project's test command (README, line 2; .ci/run calls it).
-# Needs Go ≥ 1.26 and network access to the Go module proxy; the cuda-tagged
-# vet/compile step also fetches CUDA 11.8 headers from Debian (no GPU needed).
+# Needs Go ≥ 1.26 and network access to the Go module proxy, nothing else.
+# The cuda-tagged vet/compile step (no GPU needed) runs where CUDA headers
+# can be had: DAGRUN_CUDA_INCLUDE (and DAGRUN_CUDA_LIB) naming a CUDA
+# 11.x/12.x toolkit, headers fetched before, or a Debian/Ubuntu root shell,
+# which fetches them (scripts/build-gpu.sh says how); elsewhere it prints one
+# SKIPPED line. The Python tests run where /usr/bin/python3 has pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "== go mod tidy -diff (go.mod and go.sum tidy)"
+go mod tidy -diff
 echo "== go vet"
 go vet ./...
 echo "== go test"
@@ -11,10 +17,20 @@ go test ./...
 echo "== go test -race (simulator, executor, API)"
 go test -race ./executor/... ./cudart/... .
 echo "== cuda build: vet and compile with -tags cuda (no GPU needed)"
-eval "$(scripts/build-gpu.sh --headers-only)"
-go vet -tags cuda ./cudart/ ./executor/...
-go build -tags cuda ./...
-go test -c -tags cuda -o /dev/null ./cudart
+why="$(mktemp)"
+trap 'rm -f "$why"' EXIT
+rc=0
+cuda_env="$(scripts/build-gpu.sh --headers-only 2>"$why")" || rc=$?
+if [[ $rc -eq 3 ]]; then
+  echo "SKIPPED the cuda compile check: $(sed 's/^build-gpu.sh: //' "$why")"
+else
+  cat "$why" >&2
+  [[ $rc -eq 0 ]] || exit "$rc"
+  eval "$cuda_env"
+  go vet -tags cuda ./cudart/ ./executor/...
+  go build -tags cuda ./...
+  go test -c -tags cuda -o /dev/null ./cudart
+fi
 echo "== python: dagrun_torch's CPU tests (Debian's torch; the GPU tests run on a GPU machine)"
 py=/usr/bin/python3
 if ! "$py" -c 'import pytest, torch, torchvision' 2>/dev/null && command -v apt-get >/dev/null && [[ $(id -u) -eq 0 ]]; then

@@ -152,8 +152,10 @@ the plan and runs it on the GPU or on a CPU simulator.
 Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
-	root.AddCommand(newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr))
+	root.SetVersionTemplate("dagrun {{.Version}}\n")
+	root.AddCommand(newVersionCmd(stdout), newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr))
 	return root
 }
 
