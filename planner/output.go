@@ -46,11 +46,19 @@ func (p *Plan) StatsLine() string {
 
 // WriteTable writes the plan as a readable table: a header, one row per op
 // grouped by stream (launches by stage name; records and waits with their
-// event and the stage it follows), the buffer lifetimes, the arena, the
+// event and the stage it follows; each wait with its reason, WaitReasons:
+// hazard kind, buffer and byte range), the buffer lifetimes, the arena, the
 // iteration info, each note as "note: …", and the stats line.
 // Output is byte-stable except for the planning time.
 func (p *Plan) WriteTable(w io.Writer) {
 	prod := p.producers()
+	why := p.WaitReasons()
+	reason := func(s, j int) string {
+		if r := why[s][j]; r != nil {
+			return ": " + r.String()
+		}
+		return ""
+	}
 	recordedOn := make([]int, max(p.Events, 0)) // stream+1 of each event's last record, 0: none
 	for s, str := range p.Streams {
 		for _, o := range str.Ops {
@@ -72,7 +80,7 @@ func (p *Plan) WriteTable(w io.Writer) {
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "stream\top\tstage/event\t")
-	for _, s := range p.Streams {
+	for si, s := range p.Streams {
 		for j, o := range s.Ops {
 			name := s.Name
 			if j > 0 {
@@ -85,10 +93,10 @@ func (p *Plan) WriteTable(w io.Writer) {
 				fmt.Fprintf(tw, "%s\trecord\te%d\tafter %s\n", name, o.Event, stageOf(o.Event))
 			case OpWait:
 				if o.Lag > 0 {
-					fmt.Fprintf(tw, "%s\twait\te%d\tfor %s, %d iteration(s) back\n", name, o.Event, stageOf(o.Event), o.Lag)
+					fmt.Fprintf(tw, "%s\twait\te%d\tfor %s, %d iteration(s) back%s\n", name, o.Event, stageOf(o.Event), o.Lag, reason(si, j))
 					continue
 				}
-				fmt.Fprintf(tw, "%s\twait\te%d\tfor %s\n", name, o.Event, stageOf(o.Event))
+				fmt.Fprintf(tw, "%s\twait\te%d\tfor %s%s\n", name, o.Event, stageOf(o.Event), reason(si, j))
 			}
 		}
 	}
@@ -150,7 +158,8 @@ func thousands(n int) string {
 
 // WriteDOT writes the plan as a Graphviz digraph through gonum's
 // encoding/dot: stages as nodes clustered by stream, solid edges for stream
-// order and dashed edges, labelled with the event, for waits.
+// order and dashed edges for waits, labelled with the event and the wait's
+// reason (WaitReasons), and a key saying so as the graph's label.
 func (p *Plan) WriteDOT(w io.Writer) error {
 	g := &dotGraph{DirectedGraph: simple.NewDirectedGraph(), name: p.Spec}
 	nodes := make([]dotNode, len(p.Stages))
@@ -158,7 +167,6 @@ func (p *Plan) WriteDOT(w io.Writer) error {
 		nodes[i] = dotNode{id: int64(i), name: s.Name, label: fmt.Sprintf("%s\n%s %.1fus", s.Name, s.Kernel, s.DurationUS)}
 		g.AddNode(nodes[i])
 	}
-	prod := p.producers()
 	for _, s := range p.Streams {
 		sub := &dotGraph{DirectedGraph: simple.NewDirectedGraph(), name: fmt.Sprintf("cluster_%d", s.ID), label: s.Name}
 		last := -1
@@ -176,23 +184,8 @@ func (p *Plan) WriteDOT(w io.Writer) error {
 		}
 		g.clusters = append(g.clusters, sub)
 	}
-	for _, s := range p.Streams {
-		var pending []int
-		for _, o := range s.Ops {
-			switch o.Kind {
-			case OpWait:
-				if o.Lag == 0 { // cross-iteration waits order the previous iterations
-					pending = append(pending, o.Event)
-				}
-			case OpLaunch:
-				for _, e := range pending {
-					if e >= 0 && e < len(prod) && prod[e] >= 0 && prod[e] != o.Stage {
-						g.SetEdge(dotEdge{f: nodes[prod[e]], t: nodes[o.Stage], wait: true, event: e})
-					}
-				}
-				pending = pending[:0]
-			}
-		}
+	for _, w := range p.waitEdges() {
+		g.SetEdge(dotEdge{f: nodes[w.from], t: nodes[w.to], wait: true, event: w.event, why: w.why})
 	}
 	b, err := dot.Marshal(g, "", "", "  ")
 	if err != nil {
@@ -201,6 +194,45 @@ func (p *Plan) WriteDOT(w io.Writer) error {
 	b = append(b, '\n')
 	_, err = w.Write(b)
 	return err
+}
+
+// waitEdge is a wait of this iteration (lag 0) drawn as an edge from the
+// awaited stage to the stage the wait comes before.
+type waitEdge struct {
+	from, to, event int
+	why             string
+}
+
+// waitEdges lists the plan's lag-0 waits as edges, in stream and op order
+// (cross-iteration waits order earlier iterations: not drawn).
+func (p *Plan) waitEdges() []waitEdge {
+	prod := p.producers()
+	why := p.WaitReasons()
+	var out []waitEdge
+	for si, s := range p.Streams {
+		var pending []waitEdge
+		for j, o := range s.Ops {
+			switch o.Kind {
+			case OpWait:
+				if o.Lag == 0 && o.Event >= 0 && o.Event < len(prod) && prod[o.Event] >= 0 {
+					w := waitEdge{from: prod[o.Event], event: o.Event}
+					if r := why[si][j]; r != nil {
+						w.why = r.String()
+					}
+					pending = append(pending, w)
+				}
+			case OpLaunch:
+				for _, w := range pending {
+					if w.from != o.Stage {
+						w.to = o.Stage
+						out = append(out, w)
+					}
+				}
+				pending = pending[:0]
+			}
+		}
+	}
+	return out
 }
 
 type dotGraph struct {
@@ -222,9 +254,10 @@ func (g *dotGraph) Structure() []dot.Graph {
 func (g *dotGraph) DOTAttributers() (gr, n, e encoding.Attributer) {
 	var ga attrs
 	if g.label != "" {
-		ga = attrs{{Key: "label", Value: g.label}}
+		ga = attrs{{Key: "label", Value: quote(g.label)}}
 	} else {
-		ga = attrs{{Key: "rankdir", Value: "TB"}}
+		ga = attrs{{Key: "rankdir", Value: "TB"}, {Key: "labelloc", Value: "b"},
+			{Key: "label", Value: quote("key: boxes are stages (kernel, µs) clustered by stream; solid arrows: stream order; dashed arrows: an event wait, labelled with its event and why (hazard kind RAW/WAR/WAW, buffer[bytes])")}}
 	}
 	return ga, attrs{{Key: "shape", Value: "box"}}, attrs{}
 }
@@ -252,16 +285,60 @@ type dotEdge struct {
 	f, t  dotNode
 	wait  bool
 	event int
+	why   string
 }
 
 func (e dotEdge) From() graph.Node { return e.f }
 func (e dotEdge) To() graph.Node   { return e.t }
 func (e dotEdge) ReversedEdge() graph.Edge {
-	return dotEdge{f: e.t, t: e.f, wait: e.wait, event: e.event}
+	return dotEdge{f: e.t, t: e.f, wait: e.wait, event: e.event, why: e.why}
 }
 func (e dotEdge) Attributes() []encoding.Attribute {
 	if !e.wait {
 		return nil
 	}
-	return attrs{{Key: "style", Value: "dashed"}, {Key: "label", Value: fmt.Sprintf("e%d", e.event)}}
+	label := fmt.Sprintf("e%d", e.event)
+	if e.why != "" {
+		label += "\n" + e.why
+	}
+	return attrs{{Key: "style", Value: "dashed"}, {Key: "label", Value: quote(label)}}
+}
+
+// WriteMermaid writes the plan as a Mermaid flowchart (it renders in
+// GitHub's Markdown and many editors): a subgraph per stream with its
+// stages in stream order (solid arrows) and a dotted arrow per wait,
+// labelled with its event and reason (WaitReasons); the title is the key.
+func (p *Plan) WriteMermaid(w io.Writer) error {
+	esc := strings.NewReplacer(`"`, "#quot;", "\n", "<br/>", "<", "#lt;", ">", "#gt;").Replace
+	var b strings.Builder
+	fmt.Fprintf(&b, "---\ntitle: \"%s\"\n---\nflowchart TB\n", esc(fmt.Sprintf("plan %s. Key: boxes are stages (kernel, µs) in a box per stream; solid arrows: stream order; dotted arrows: an event wait, with its event and why (RAW/WAR/WAW, buffer[bytes])", p.Spec)))
+	var order []string
+	for _, s := range p.Streams {
+		fmt.Fprintf(&b, "  subgraph s%d[\"stream %s\"]\n", s.ID, esc(s.Name))
+		last := -1
+		for _, o := range s.Ops {
+			if o.Kind != OpLaunch {
+				continue
+			}
+			st := p.Stages[o.Stage]
+			fmt.Fprintf(&b, "    n%d[\"%s<br/>%s %.1f µs\"]\n", o.Stage, esc(st.Name), esc(st.Kernel), st.DurationUS)
+			if last >= 0 {
+				order = append(order, fmt.Sprintf("  n%d --> n%d\n", last, o.Stage))
+			}
+			last = o.Stage
+		}
+		b.WriteString("  end\n")
+	}
+	for _, l := range order {
+		b.WriteString(l)
+	}
+	for _, e := range p.waitEdges() {
+		label := fmt.Sprintf("e%d", e.event)
+		if e.why != "" {
+			label += ": " + e.why
+		}
+		fmt.Fprintf(&b, "  n%d -.->|\"%s\"| n%d\n", e.from, esc(label), e.to)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -208,6 +208,9 @@ type opJSON struct {
 	Stage string `json:"stage,omitempty"`
 	Event *int   `json:"event,omitempty"`
 	Lag   int    `json:"lag,omitempty"`
+	// Why, on a wait, is its reason (WaitReasons), for readers: derived
+	// from the plan, so reading a plan ignores it.
+	Why *WaitReason `json:"why,omitempty"`
 }
 
 type streamJSON struct {
@@ -224,9 +227,11 @@ type planJSON struct {
 	Streams []streamJSON `json:"streams"`
 }
 
-// MarshalJSON writes launches by stage name.
+// MarshalJSON writes launches by stage name and each wait with its reason
+// ("why": WaitReasons).
 func (p *Plan) MarshalJSON() ([]byte, error) {
 	out := planJSON{planAlias: (*planAlias)(p), Streams: make([]streamJSON, len(p.Streams))}
+	why := p.WaitReasons()
 	for i, s := range p.Streams {
 		sj := streamJSON{ID: s.ID, Name: s.Name, Host: s.Host, Ops: make([]opJSON, len(s.Ops))}
 		for j, o := range s.Ops {
@@ -235,7 +240,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 				sj.Ops[j] = opJSON{Op: "launch", Stage: p.Stages[o.Stage].Name}
 			default:
 				e := o.Event
-				sj.Ops[j] = opJSON{Op: o.Kind.String(), Event: &e, Lag: o.Lag}
+				sj.Ops[j] = opJSON{Op: o.Kind.String(), Event: &e, Lag: o.Lag, Why: why[i][j]}
 			}
 		}
 		out.Streams[i] = sj

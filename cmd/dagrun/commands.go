@@ -165,7 +165,7 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
 		Use:   "plan SPEC",
-		Short: "Print the stream plan of a spec (table, JSON or DOT)",
+		Short: "Print the stream plan of a spec (table, JSON, DOT or Mermaid)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if asJSON {
@@ -175,9 +175,9 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 				format = "json"
 			}
 			switch format {
-			case "table", "json", "dot":
+			case "table", "json", "dot", "mermaid":
 			default:
-				return usagef("--format %q: want table, json or dot", format)
+				return usagef("--format %q: want table, json, dot or mermaid", format)
 			}
 			pl, err := planOrSpec("", args, &pf, stderr)
 			if err != nil {
@@ -199,6 +199,8 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 				err = dagrun.WritePlanJSON(&out, pl.p)
 			case "dot":
 				err = pl.p.WriteDOT(&out)
+			case "mermaid":
+				err = pl.p.WriteMermaid(&out)
 			}
 			if err != nil {
 				return failure{err}
@@ -209,7 +211,7 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	pf.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan file (JSON); same as --format json")
-	cmd.Flags().StringVar(&format, "format", "table", "output: table, json or dot (Graphviz; stages clustered by stream)")
+	cmd.Flags().StringVar(&format, "format", "table", "output: table, json, dot (Graphviz's DOT; the picture needs Graphviz: dot -Tpng -o plan.png) or mermaid (renders on GitHub and in many editors); stages grouped by stream, waits with their reason")
 	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "print the plan even if the verifier finds a race")
 	return cmd
 }

@@ -1,0 +1,105 @@
+package planner
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+// A wait's reason names the hazard kind and the overlapping bytes.
+func TestWaitReasonsKinds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a, b stageOpt // stage a on stream s0, stage b on s1
+		want Hazard
+	}{
+		{"RAW", writesAt("x", 0, 64), readsAt("x", 32, 64), Hazard{Kind: RaceRAW, Buffer: "x", Offset: 32, Bytes: 32, Stage: "a"}},
+		{"WAR", readsAt("x", 0, 64), writesAt("x", 16, 8), Hazard{Kind: RaceWAR, Buffer: "x", Offset: 16, Bytes: 8, Stage: "a"}},
+		{"WAW", writesAt("x", 8, 64), writesAt("x", 0, 16), Hazard{Kind: RaceWAW, Buffer: "x", Offset: 8, Bytes: 8, Stage: "a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec(stage("a", tc.a, on("s0")), stage("b", tc.b, on("s1")))
+			s.Options.Arena = dag.ArenaOff
+			p, err := Build(s, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []*WaitReason
+			for si, ops := range p.WaitReasons() {
+				for j, r := range ops {
+					if r != nil && p.Streams[si].Ops[j].Lag == 0 {
+						got = append(got, r)
+					}
+				}
+			}
+			if len(got) != 1 || got[0].From != "a" || got[0].To != "b" || !slices.Equal(got[0].Hazards, []Hazard{tc.want}) {
+				t.Fatalf("reasons %+v, want one a → b with %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Every planned wait of this iteration on the shipped specs names exactly
+// the hazard kinds and buffers of the hazard edge it orders (the dag
+// package's hazard analysis is the oracle), with ranges covering the
+// edge's bytes.
+func TestWaitReasonsMatchHazardEdges(t *testing.T) {
+	files, _ := filepath.Glob("../specs/*/*.yaml")
+	if len(files) < 10 {
+		t.Fatalf("found %d specs", len(files))
+	}
+	checked := 0
+	for _, f := range files {
+		s, err := dag.LoadFile(f)
+		if err != nil || s.Sync == dag.SyncManual {
+			continue
+		}
+		s.Options.Arena = dag.ArenaOff // arena sharing is a reason the hazard graph does not know
+		g, err := dag.Hazards(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Build(s, Options{})
+		if p == nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		idx := map[string]int{}
+		for i, st := range p.Stages {
+			idx[st.Name] = i
+		}
+		for si, ops := range p.WaitReasons() {
+			for j, r := range ops {
+				if r == nil || p.Streams[si].Ops[j].Lag != 0 {
+					continue
+				}
+				var want []Hazard
+				for _, h := range g.EdgeHazards(idx[r.From], idx[r.To]) {
+					if h.Kind != dag.After {
+						want = append(want, Hazard{Kind: h.Kind.String(), Buffer: h.Buffer, Offset: h.Offset, Bytes: h.Bytes})
+					}
+				}
+				if len(want) == 0 {
+					continue // an after: edge, or a wait ordering an earlier stage
+				}
+				checked++
+				for _, w := range want {
+					if !slices.ContainsFunc(r.Hazards, func(h Hazard) bool {
+						return h.Kind == w.Kind && h.Buffer == w.Buffer && h.Offset <= w.Offset && w.Offset+w.Bytes <= h.Offset+h.Bytes
+					}) {
+						t.Errorf("%s: wait %s → %s: reason %q lacks the edge's %s", f, r.From, r.To, r.String(), w)
+					}
+				}
+				for _, h := range r.Hazards {
+					if !slices.ContainsFunc(want, func(w Hazard) bool { return h.Kind == w.Kind && h.Buffer == w.Buffer }) {
+						t.Errorf("%s: wait %s → %s: reason %q has %s, which the edge lacks", f, r.From, r.To, r.String(), h)
+					}
+				}
+			}
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("checked %d waits, want ≥ 100", checked)
+	}
+}
