@@ -155,7 +155,7 @@ Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
 		Version:       version(),
 	}
 	root.SetVersionTemplate("dagrun {{.Version}}\n")
-	root.AddCommand(newVersionCmd(stdout), newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr))
+	root.AddCommand(newVersionCmd(stdout), newSchemaCmd(stdout), newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr))
 	return root
 }
 
