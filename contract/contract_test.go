@@ -257,7 +257,7 @@ func TestVocabulary(t *testing.T) {
 			t.Errorf("ParseWhere(%s) = %v, %v", w, got, err)
 		}
 	}
-	if _, err := ParseWhere("host"); err == nil || !strings.Contains(err.Error(), `where "host", want device or host_pinned`) {
+	if _, err := ParseWhere("host"); err == nil || !strings.Contains(err.Error(), `where "host", want device, host_pinned or host_pageable`) {
 		t.Errorf("ParseWhere(host) = %v", err)
 	}
 	for _, r := range Roles {

@@ -9,13 +9,22 @@ type Where string
 const (
 	WhereDevice     Where = "device"      // device memory (cuMemAlloc)
 	WhereHostPinned Where = "host_pinned" // page-locked host memory (cuMemAllocHost), reachable from host stages
+	// WhereHostPageable is ordinary (pageable) host memory: copies to and
+	// from it are staged through driver-owned pinned memory, with the
+	// synchronization CUDA's "API synchronization behavior" table gives.
+	WhereHostPageable Where = "host_pageable"
 )
 
 // Wheres lists the buffer placements.
-var Wheres = []Where{WhereDevice, WhereHostPinned}
+var Wheres = []Where{WhereDevice, WhereHostPinned, WhereHostPageable}
 
 // Valid reports whether w is one of Wheres.
-func (w Where) Valid() bool { return w == WhereDevice || w == WhereHostPinned }
+func (w Where) Valid() bool {
+	return w == WhereDevice || w == WhereHostPinned || w == WhereHostPageable
+}
+
+// Host reports whether w is host memory (pinned or pageable).
+func (w Where) Host() bool { return w == WhereHostPinned || w == WhereHostPageable }
 
 // ParseWhere returns s as a Where. It returns an error naming the valid
 // placements when s is not one of them ("" included).
@@ -23,7 +32,7 @@ func ParseWhere(s string) (Where, error) {
 	if w := Where(s); w.Valid() {
 		return w, nil
 	}
-	return "", fmt.Errorf("where %q, want %s or %s", s, WhereDevice, WhereHostPinned)
+	return "", fmt.Errorf("where %q, want %s, %s or %s", s, WhereDevice, WhereHostPinned, WhereHostPageable)
 }
 
 // Role is what a buffer is for in a run.

@@ -36,46 +36,38 @@ func (st *state) checkHost() error {
 	return nil
 }
 
-// hostClock is Verify's view of host streams (Stream.Host): the host thread
-// runs a host stream's launches when it issues them and blocks in its
-// waits, so every op issued after a host op is ordered after it and after
-// everything the host had waited for.
+// hostClock is Verify's view of CUDA's implicit order (implicit.go): at
+// each op, in issue order, it joins the clock rows of the ops that
+// implicitOrder orders before it, as a record→wait edge would.
 type hostClock struct {
-	hosts []int   // host stream ids
-	done  []int32 // per host stream: ops issued so far
-	tmp   []int32
+	im  *implicitOrder
+	tmp []int32
 }
 
+// newHostClock returns nil when p has no implicit order.
 func newHostClock(p *Plan) *hostClock {
-	var h *hostClock
-	for s := range p.Streams {
-		if p.Streams[s].Host {
-			if h == nil {
-				h = &hostClock{done: make([]int32, len(p.Streams)), tmp: make([]int32, len(p.Streams))}
-			}
-			h.hosts = append(h.hosts, s)
-		}
+	im := deriveImplicit(p)
+	if im == nil {
+		return nil
 	}
-	return h
+	return &hostClock{im: im, tmp: make([]int32, len(p.Streams))}
 }
 
 // join is called for each op, in issue order, before the op's clock row is
-// taken: op j of stream s. It joins the host streams' rows into s's row
-// (copying the row only if it changes) and, for an op of a host stream,
-// counts it.
+// taken: op j of stream s. It joins the rows of the op's implicit
+// predecessors into s's row (copying the row only if it changes).
 func (h *hostClock) join(v *verifier, cur []int32, s int, j int32) {
 	S := v.S
-	for _, hs := range h.hosts {
-		if hs == s || h.done[hs] == 0 {
-			continue
-		}
+	g := v.opBase[s] + j
+	for _, f := range h.im.from[h.im.start[g]:h.im.start[g+1]] {
 		row := v.vecs[int(cur[s])*S : int(cur[s]+1)*S]
-		hrow := v.vecs[int(cur[hs])*S : int(cur[hs]+1)*S]
+		frow := v.vecs[int(v.opRow[f])*S : int(v.opRow[f]+1)*S]
+		fs := v.opStream[f]
 		changed := false
 		for a := range S {
-			x := max(row[a], hrow[a])
-			if a == hs {
-				x = max(row[a], h.done[hs])
+			x := max(row[a], frow[a])
+			if a == int(fs) {
+				x = max(x, v.opIndex[f]+1) // f and every op before it
 			}
 			h.tmp[a] = x
 			changed = changed || (x != row[a] && a != s)
@@ -85,7 +77,21 @@ func (h *hostClock) join(v *verifier, cur []int32, s int, j int32) {
 			v.vecs = append(v.vecs, h.tmp...)
 		}
 	}
-	if v.p.Streams[s].Host {
-		h.done[s] = j + 1
+}
+
+// captures reports whether wait g captures record r: false for a wait on
+// another thread's record that no host handoff orders (implicit.go).
+func (h *hostClock) captures(r, g int32) bool {
+	return h == nil || h.im.unordered == nil || !h.im.unordered[g]
+}
+
+// readsDone reports whether read access a is done before access d's launch
+// is issued: a synchronous copy from pageable memory has staged its source
+// when it returns.
+func (h *hostClock) readsDone(v *verifier, a, d int32) bool {
+	if h == nil {
+		return false
 	}
+	sa := int(v.acc[a].stage)
+	return h.im.readsDoneBefore(v.p, sa, v.launchOp[sa], v.launchOp[v.acc[d].stage], v.opStream, v.opIssue)
 }

@@ -455,12 +455,17 @@ func (e *RaceError) reportLifetimes(b *strings.Builder) {
 		b.WriteString("\n")
 		b.WriteString(g.String())
 	}
+	e.reportCaptures(b) // capture.go
 }
 
 // pair describes a race without its fix: kind, bytes, first → second.
 func (r Race) pair() string {
-	return fmt.Sprintf("%s on %s[%d:%d]: %s (stream %s) → %s (stream %s)", r.Kind, r.Buffer, r.Offset, r.Offset+r.Bytes,
+	s := fmt.Sprintf("%s on %s[%d:%d]: %s (stream %s) → %s (stream %s)", r.Kind, r.Buffer, r.Offset, r.Offset+r.Bytes,
 		r.FirstName, streamLabel(r.FirstStreamName, r.FirstStream), r.SecondName, streamLabel(r.SecondStreamName, r.SecondStream))
+	if r.Rule != "" {
+		s += " (" + r.Rule + ")"
+	}
+	return s
 }
 
 func plural(n int) string {

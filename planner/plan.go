@@ -42,6 +42,9 @@ type Plan struct {
 	// sentence each (a pass bounded for cost, a form that does not apply);
 	// `dagrun plan` prints each as "note: …". Empty when none was met.
 	Notes []string `json:"notes,omitempty"`
+	// Captures are the stream-capture regions of the plan (capture.go):
+	// CheckCaptures holds them to CUDA's capture rules.
+	Captures []Capture `json:"captures,omitempty"`
 
 	unrolled bool // made by Unroll: its stages are iterations of another plan's
 }
@@ -62,6 +65,15 @@ type Stage struct {
 	// Source is the stage's position in its spec (file:line:col), for
 	// reports; "" when the plan was not built from a spec file.
 	Source string `json:"source,omitempty"`
+	// Copy is the copy mode of a copy stage: CopyAsync (cuMemcpyAsync on
+	// the stage's stream) or CopySync (cuMemcpy, on a default stream, with
+	// the host ordering of CUDA's "API synchronization behavior" table:
+	// implicit.go).
+	Copy string `json:"copy,omitempty"`
+	// HostFunc marks a host stage enqueued on a device stream
+	// (cuLaunchHostFunc): it runs on a driver thread in the stream's order,
+	// not when the host issues it.
+	HostFunc bool `json:"host_func,omitempty"`
 }
 
 // Access is a byte range [Offset, Offset+Bytes) of a buffer.
@@ -127,11 +139,19 @@ func (o Op) String() string {
 // every op issued after it on any stream; a wait on it blocks the host
 // until the event's record has completed (cuEventSynchronize); a record on
 // it completes at once.
+//
+// Kind is how a device stream orders itself with the legacy default
+// stream (StreamNonBlocking, the default, StreamBlocking, StreamLegacy,
+// StreamPerThread; implicit.go). Thread names the host thread that issues
+// the stream's ops ("" is the main thread): host stages and host waits
+// order only their own thread's later issues.
 type Stream struct {
-	ID   int    `json:"id"`
-	Name string `json:"name"`
-	Host bool   `json:"host,omitempty"`
-	Ops  []Op   `json:"-"`
+	ID     int    `json:"id"`
+	Name   string `json:"name"`
+	Host   bool   `json:"host,omitempty"`
+	Kind   string `json:"kind,omitempty"`
+	Thread string `json:"thread,omitempty"`
+	Ops    []Op   `json:"-"`
 }
 
 // Buffer is a buffer the plan uses.
@@ -151,6 +171,9 @@ type Buffer struct {
 	// bytes only between buffers whose lifetimes the plan orders. Buffers
 	// without it have their own allocation.
 	ArenaOffset *int64 `json:"arena_offset,omitempty"`
+	// Alloc is AllocLazy for a buffer each stream allocates at its first
+	// use (capture.go), "" otherwise.
+	Alloc string `json:"alloc,omitempty"`
 }
 
 // Kernel is a user PTX kernel used by the plan.
@@ -214,10 +237,12 @@ type opJSON struct {
 }
 
 type streamJSON struct {
-	ID   int      `json:"id"`
-	Name string   `json:"name"`
-	Host bool     `json:"host,omitempty"`
-	Ops  []opJSON `json:"ops"`
+	ID     int      `json:"id"`
+	Name   string   `json:"name"`
+	Host   bool     `json:"host,omitempty"`
+	Kind   string   `json:"kind,omitempty"`
+	Thread string   `json:"thread,omitempty"`
+	Ops    []opJSON `json:"ops"`
 }
 
 type planAlias Plan
@@ -233,7 +258,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 	out := planJSON{planAlias: (*planAlias)(p), Streams: make([]streamJSON, len(p.Streams))}
 	why := p.WaitReasons()
 	for i, s := range p.Streams {
-		sj := streamJSON{ID: s.ID, Name: s.Name, Host: s.Host, Ops: make([]opJSON, len(s.Ops))}
+		sj := streamJSON{ID: s.ID, Name: s.Name, Host: s.Host, Kind: s.Kind, Thread: s.Thread, Ops: make([]opJSON, len(s.Ops))}
 		for j, o := range s.Ops {
 			switch o.Kind {
 			case OpLaunch:
@@ -263,7 +288,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 	}
 	p.Streams = make([]Stream, len(in.Streams))
 	for i, sj := range in.Streams {
-		s := Stream{ID: sj.ID, Name: sj.Name, Host: sj.Host, Ops: make([]Op, len(sj.Ops))}
+		s := Stream{ID: sj.ID, Name: sj.Name, Host: sj.Host, Kind: sj.Kind, Thread: sj.Thread, Ops: make([]Op, len(sj.Ops))}
 		for j, oj := range sj.Ops {
 			switch oj.Op {
 			case "launch":
@@ -328,6 +353,9 @@ func (p *Plan) Validate() error {
 		}
 	}
 	if err := p.validateArena(); err != nil {
+		return err
+	}
+	if err := p.validateKinds(); err != nil { // implicit.go
 		return err
 	}
 	next := make([]int, len(p.Streams))

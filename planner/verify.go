@@ -59,6 +59,9 @@ type Race struct {
 	Reversed bool `json:"reversed,omitempty"`
 	// Fix says which record/wait would order the pair (or what to move).
 	Fix string `json:"fix"`
+	// Rule, when CUDA's implicit order was expected to order the pair,
+	// names the rule that does not (implicit.go) and why.
+	Rule string `json:"rule,omitempty"`
 }
 
 func (r Race) String() string {
@@ -73,6 +76,11 @@ func (r Race) String() string {
 	} else {
 		fmt.Fprintf(&b, "stage %s (stream %s) and stage %s (stream %s) are not ordered",
 			r.FirstName, streamLabel(r.FirstStreamName, r.FirstStream), r.SecondName, streamLabel(r.SecondStreamName, r.SecondStream))
+	}
+	if r.Rule != "" {
+		b.WriteString(" (")
+		b.WriteString(r.Rule)
+		b.WriteString(")")
 	}
 	if r.Fix != "" {
 		b.WriteString("; fix: ")
@@ -107,6 +115,8 @@ type RaceError struct {
 	// waits order these races; otherwise the fixes are a greedy set (plans
 	// with too many candidate waits to try).
 	FixesMinimal bool `json:"fixes_minimal"`
+	// Captures are broken stream-capture rules (capture.go).
+	Captures []CaptureViolation `json:"captures,omitempty"`
 }
 
 // Error is the report grouped by fix: one block per wait with the races it
@@ -171,7 +181,7 @@ func (e *RaceError) Error() string {
 // It returns p.Validate's error for a malformed plan, an error for an
 // access with a negative offset or a non-positive size, nil for a race-free
 // plan, and otherwise a *RaceError listing every race (up to verifyMaxRaces).
-func Verify(p *Plan) error { return verify(p, true) }
+func Verify(p *Plan) error { return withCaptures(p, verify(p, true)) }
 
 // verify is Verify; withFixes false leaves the fix search out (for the
 // searches that only ask whether a plan is race-free).
@@ -217,6 +227,7 @@ func verify(p *Plan, withFixes bool) error {
 	}
 	for k := range races {
 		races[k].Fix = v.fix(&races[k], k < verifyMaxHints)
+		v.explain(&races[k]) // implicit.go's rules: Race.Rule, and the edit a rule suggests
 	}
 	re := &RaceError{Races: races, Truncated: v.truncated, Lifetimes: gaps}
 	if withFixes {
@@ -267,6 +278,8 @@ type verifier struct {
 	tmpW, tmpR []int32
 
 	truncated bool
+
+	implicit *hostClock // CUDA's implicit order (implicit.go), nil if none
 }
 
 // verifyAccess is one read or write of a stage, in the coordinates of an
@@ -412,7 +425,8 @@ func (v *verifier) clocks() {
 		last[e] = -1
 	}
 	tmp := make([]int32, S)
-	host := newHostClock(p) // host streams order every op issued after theirs
+	host := newHostClock(p) // CUDA's implicit order: host streams, default streams, synchronous copies, threads
+	v.implicit = host
 	for k, so := range p.IssueOrder {
 		s := so[0]
 		g := v.opBase[s] + int32(so[1])
@@ -422,6 +436,9 @@ func (v *verifier) clocks() {
 			last[o.Event] = g
 		case OpWait:
 			r := last[o.Event]
+			if !host.captures(r, g) {
+				r = -1 // another thread's record, not handed over (implicit.go)
+			}
 			v.opCaptured[g] = r
 			if r < 0 || int(v.opStream[r]) == s {
 				break // nothing recorded yet (a no-op in CUDA), or program order already
@@ -468,7 +485,9 @@ func (v *verifier) opHB(a, b int32) bool {
 	return v.vecs[int(v.opRow[b])*v.S+int(sa)] > v.opIndex[a]
 }
 
-func (v *verifier) accHB(a, d int32) bool { return v.stageHB(v.acc[a].stage, v.acc[d].stage) }
+func (v *verifier) accHB(a, d int32) bool {
+	return v.stageHB(v.acc[a].stage, v.acc[d].stage) || !v.acc[a].write && v.implicit.readsDone(v, a, d)
+}
 
 // sweep runs every access, in declaration order, against the frontier of
 // the segments it touches.

@@ -1,0 +1,320 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Capture modes (Capture.Mode), cuStreamBeginCapture's CUstreamCaptureMode.
+const (
+	CaptureGlobal      = ""             // CU_STREAM_CAPTURE_MODE_GLOBAL (the default): unsafe calls from any thread fail
+	CaptureThreadLocal = "thread_local" // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: unsafe calls from the capturing thread fail
+	CaptureRelaxed     = "relaxed"      // CU_STREAM_CAPTURE_MODE_RELAXED: unsafe calls are allowed
+)
+
+// AllocLazy (Buffer.Alloc) is a buffer that each stream allocates with
+// cuMemAlloc at its first use (a library's per-stream workspace, as cuBLAS
+// keeps one per stream): inside a capture that allocation is not allowed,
+// so the stream must use it once before the capture (a warm-up).
+const AllocLazy = "lazy"
+
+// Capture is a stream-capture region (cuStreamBeginCapture on Stream
+// before the ops of stage First, cuStreamEndCapture after the ops of stage
+// Last; both on Stream). Work issued into a capture is not run: it becomes
+// a CUDA graph, replayed later. CUDA's rules for it are in the programming
+// guide's "CUDA Graphs" section, "Creating a Graph Using Stream Capture"
+// (cross-stream dependencies, prohibited and unhandled operations) and in
+// cuThreadExchangeStreamCaptureMode's reference (capture modes).
+type Capture struct {
+	Stream int    `json:"stream"`
+	First  string `json:"first"` // stage name
+	Last   string `json:"last"`  // stage name
+	Mode   string `json:"mode,omitempty"`
+	Source string `json:"source,omitempty"` // the capture's position in its spec, for reports
+}
+
+// Capture rules, as CaptureViolation.Rule names them.
+const (
+	CaptureUnjoined    = "unjoined"     // a stream forked into the capture is not joined back: CUDA_ERROR_STREAM_CAPTURE_UNJOINED at cuStreamEndCapture
+	CaptureSync        = "synchronize"  // the host waits for captured work: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, the capture is invalidated
+	CaptureHostAccess  = "host access"  // a host stage touches bytes of captured work, which has not run
+	CaptureAlloc       = "allocation"   // cuMemAlloc during a capture: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED in global and thread-local mode
+	CaptureLegacy      = "legacy"       // the legacy default stream used during a capture of blocking streams: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+	CaptureSyncCopy    = "sync copy"    // a synchronous copy waits for the device: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+	CaptureLegacyBegin = "legacy begin" // capture begun on the legacy default stream: not allowed (cuStreamBeginCapture)
+)
+
+// CaptureViolation is one broken capture rule.
+type CaptureViolation struct {
+	Rule   string `json:"rule"`
+	Stage  string `json:"stage"`  // the stage that breaks it
+	Stream string `json:"stream"` // its stream
+	// Error is the driver's error that the rule predicts.
+	Error string `json:"error,omitempty"`
+	// Fix is the edit that keeps the rule.
+	Fix    string `json:"fix"`
+	Source string `json:"source,omitempty"` // the stage's file:line:col
+}
+
+func (c CaptureViolation) String() string {
+	at := ""
+	if c.Source != "" {
+		at = " (" + c.Source + ")"
+	}
+	s := fmt.Sprintf("capture rule %q broken by %s%s on stream %s", c.Rule, c.Stage, at, c.Stream)
+	if c.Error != "" {
+		s += " (the driver: " + c.Error + ")"
+	}
+	return s + "; fix: " + c.Fix
+}
+
+// validateCaptures checks that each capture names stages of its stream,
+// First not after Last, a known mode.
+func (p *Plan) validateCaptures() error {
+	for k, c := range p.Captures {
+		if c.Stream < 0 || c.Stream >= len(p.Streams) {
+			return fmt.Errorf("plan: capture %d on stream %d of %d", k, c.Stream, len(p.Streams))
+		}
+		switch c.Mode {
+		case CaptureGlobal, CaptureThreadLocal, CaptureRelaxed:
+		default:
+			return fmt.Errorf("plan: capture %d has mode %q, want global, %s or %s", k, c.Mode, CaptureThreadLocal, CaptureRelaxed)
+		}
+		f, l := p.stageIndex(c.First), p.stageIndex(c.Last)
+		if f < 0 || l < 0 {
+			return fmt.Errorf("plan: capture %d names unknown stage %q", k, map[bool]string{true: c.First, false: c.Last}[f < 0])
+		}
+		for _, i := range []int{f, l} {
+			if p.Stages[i].Stream != c.Stream {
+				return fmt.Errorf("plan: capture %d on stream %s: stage %s is on stream %s; a capture begins and ends on its own stream", k, p.Streams[c.Stream].Name, p.Stages[i].Name, p.Streams[p.Stages[i].Stream].Name)
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Plan) stageIndex(name string) int {
+	for i := range p.Stages {
+		if p.Stages[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// captureRegion returns the issue-order positions [begin, end) of capture c:
+// from the waits just before First's launch on its stream to the records
+// just after Last's launch.
+func (v *verifier) captureRegion(c Capture) (begin, end int) {
+	p := v.p
+	lf := v.launchOp[p.stageIndex(c.First)]
+	ll := v.launchOp[p.stageIndex(c.Last)]
+	s := int(v.opStream[lf])
+	ops := p.Streams[s].Ops
+	j := v.opIndex[lf]
+	for j > 0 && ops[j-1].Kind == OpWait {
+		j--
+	}
+	begin = int(v.opIssue[v.opBase[s]+j])
+	j = v.opIndex[ll]
+	for int(j)+1 < len(ops) && ops[j+1].Kind == OpRecord {
+		j++
+	}
+	end = int(v.opIssue[v.opBase[s]+j]) + 1
+	return begin, end
+}
+
+// CheckCaptures holds p's capture regions to CUDA's capture rules: every
+// stream forked into a capture (by waiting on an event recorded in it) is
+// joined back into the origin stream before the capture ends; inside a
+// capture no host wait on captured work, no host stage on bytes captured
+// work touches, no synchronous copy, no use of the legacy default stream
+// while a blocking stream is captured, and no cuMemAlloc (a lazy buffer's
+// first use on a captured stream: warm up on that stream first) unless
+// the mode is relaxed. Happens-before inside the region is Verify's
+// (stream order plus record→wait in issue order). p must be valid.
+func CheckCaptures(p *Plan) []CaptureViolation {
+	if len(p.Captures) == 0 {
+		return nil
+	}
+	v := &verifier{p: p}
+	v.clocks()
+	var out []CaptureViolation
+	for _, c := range p.Captures {
+		out = append(out, v.checkCapture(c)...)
+	}
+	return out
+}
+
+func (v *verifier) checkCapture(c Capture) []CaptureViolation {
+	p := v.p
+	begin, end := v.captureRegion(c)
+	var out []CaptureViolation
+	stageOf := func(g int32) (string, string, string) {
+		s := v.opStream[g]
+		o := p.Streams[s].Ops[v.opIndex[g]]
+		if o.Kind == OpLaunch {
+			return p.Stages[o.Stage].Name, p.Streams[s].Name, p.Stages[o.Stage].Source
+		}
+		// A record or wait: name the stage it belongs to (the next launch
+		// for a wait, the previous for a record).
+		ops := p.Streams[s].Ops
+		j := int(v.opIndex[g])
+		step := 1
+		if o.Kind == OpRecord {
+			step = -1
+		}
+		for ; j >= 0 && j < len(ops); j += step {
+			if ops[j].Kind == OpLaunch {
+				st := &p.Stages[ops[j].Stage]
+				return st.Name, p.Streams[s].Name, st.Source
+			}
+		}
+		return o.String(), p.Streams[s].Name, ""
+	}
+	bad := func(g int32, rule, drv, fix string) {
+		st, str, src := stageOf(g)
+		out = append(out, CaptureViolation{Rule: rule, Stage: st, Stream: str, Error: drv, Fix: fix, Source: src})
+	}
+	origin := int32(c.Stream)
+	if p.Streams[origin].Kind == StreamLegacy {
+		bad(v.launchOp[p.stageIndex(c.First)], CaptureLegacyBegin, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+			"capture on a stream you created (the legacy default stream cannot be captured)")
+	}
+	captured := map[int32]bool{origin: true}
+	lastIn := map[int32]int32{} // per captured stream: its last op in the region
+	blocking := blockingKind(p.Streams[origin].Kind)
+	thread := p.Streams[origin].Thread
+	usedBefore := map[[2]string]bool{} // (stream, lazy buffer) used before the capture
+	lazy := map[string]bool{}
+	for _, b := range p.Buffers {
+		if b.Alloc == AllocLazy {
+			lazy[b.Name] = true
+		}
+	}
+	var capturedAcc []Access // accesses of captured stages so far
+	for k, so := range p.IssueOrder {
+		s := int32(so[0])
+		g := v.opBase[s] + int32(so[1])
+		o := p.Streams[s].Ops[so[1]]
+		str := &p.Streams[s]
+		if k < begin {
+			if o.Kind == OpLaunch && len(lazy) > 0 {
+				for _, a := range stageAccesses(&p.Stages[o.Stage]) {
+					if lazy[a.Buffer] {
+						usedBefore[[2]string{str.Name, a.Buffer}] = true
+					}
+				}
+			}
+			continue
+		}
+		if k >= end {
+			break
+		}
+		// Joining the capture: a wait on an event recorded in it.
+		if o.Kind == OpWait && !captured[s] {
+			if r := v.opCaptured[g]; r >= 0 && captured[v.opStream[r]] && int(v.opIssue[r]) >= begin && !str.Host {
+				captured[s] = true
+				blocking = blocking || blockingKind(str.Kind)
+			}
+		}
+		affected := c.Mode != CaptureRelaxed && (c.Mode == CaptureGlobal || str.Thread == thread)
+		switch {
+		case str.Host && o.Kind == OpWait:
+			if r := v.opCaptured[g]; r >= 0 && captured[v.opStream[r]] && int(v.opIssue[r]) >= begin {
+				bad(g, CaptureSync, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+					"move the host wait after the capture ends (captured work runs only when the graph is launched)")
+			}
+		case str.Host && o.Kind == OpLaunch:
+			st := &p.Stages[o.Stage]
+			for _, a := range stageAccesses(st) {
+				if conflictsAny(a, capturedAcc) {
+					bad(g, CaptureHostAccess, "",
+						fmt.Sprintf("move %s after the capture and after a wait for the graph's launch: the captured work on %s has not run", st.Name, a.Buffer))
+					break
+				}
+			}
+		case captured[s]:
+			if o.Kind == OpLaunch {
+				st := &p.Stages[o.Stage]
+				if st.Copy == CopySync {
+					bad(g, CaptureSyncCopy, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "make "+st.Name+" an asynchronous copy (copy: async) on a captured stream")
+				}
+				for _, a := range stageAccesses(st) {
+					if lazy[a.Buffer] && !usedBefore[[2]string{str.Name, a.Buffer}] && c.Mode != CaptureRelaxed {
+						bad(g, CaptureAlloc, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+							fmt.Sprintf("warm up on stream %s: run a stage that uses %s on %s before the capture begins, so its cuMemAlloc happens outside the capture", str.Name, a.Buffer, str.Name))
+						usedBefore[[2]string{str.Name, a.Buffer}] = true
+					}
+				}
+				capturedAcc = append(capturedAcc, stageAccesses(st)...)
+			}
+			lastIn[s] = g
+		}
+		if !captured[s] && !str.Host && o.Kind == OpLaunch && affected {
+			st := &p.Stages[o.Stage]
+			switch {
+			case str.Kind == StreamLegacy && blocking:
+				bad(g, CaptureLegacy, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+					fmt.Sprintf("issue %s after the capture ends, or make the captured streams non_blocking", st.Name))
+			case st.Copy == CopySync:
+				bad(g, CaptureSyncCopy, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "issue "+st.Name+" after the capture ends")
+			}
+		}
+	}
+	// Every forked stream joined back into the origin before the end.
+	end0, ok := lastIn[origin]
+	if !ok {
+		return out
+	}
+	for s, l := range lastIn {
+		if s == origin || v.opHB(l, end0) {
+			continue
+		}
+		st, _, _ := stageOf(l)
+		bad(l, CaptureUnjoined, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+			fmt.Sprintf("join stream %s back before the capture ends: add %s to the waits of %s (stream %s waits for stream %s)", p.Streams[s].Name, st, c.Last, p.Streams[origin].Name, p.Streams[s].Name))
+	}
+	return out
+}
+
+func stageAccesses(st *Stage) []Access {
+	return append(append([]Access(nil), st.Reads...), st.Writes...)
+}
+
+func conflictsAny(a Access, list []Access) bool {
+	for _, b := range list {
+		if a.Overlaps(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// withCaptures adds p's capture violations to err, Verify's result: into
+// its *RaceError, or as a new one.
+func withCaptures(p *Plan, err error) error {
+	if p == nil || len(p.Captures) == 0 || p.Validate() != nil {
+		return err
+	}
+	cv := CheckCaptures(p)
+	if len(cv) == 0 {
+		return err
+	}
+	if re, ok := err.(*RaceError); ok {
+		re.Captures = cv
+		return re
+	}
+	if err != nil {
+		return err
+	}
+	return &RaceError{Captures: cv, FixesMinimal: true}
+}
+
+// reportCaptures prints the capture violations, one a line.
+func (e *RaceError) reportCaptures(b *strings.Builder) {
+	for _, c := range e.Captures {
+		b.WriteString("\n")
+		b.WriteString(c.String())
+	}
+}

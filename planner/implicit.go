@@ -1,0 +1,528 @@
+package planner
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/dagrun/dagrun/contract"
+)
+
+// Stream kinds (Stream.Kind): how a device stream orders itself with the
+// legacy default stream. CUDA documents the rule in the driver API's
+// "Stream synchronization behavior" section: an action on the legacy
+// default stream first waits on all blocking streams, and then all blocking
+// streams wait on it; non-blocking streams do not synchronize with it.
+const (
+	StreamNonBlocking = ""           // cuStreamCreate(CU_STREAM_NON_BLOCKING): no implicit order (dagrun's own streams)
+	StreamBlocking    = "blocking"   // cuStreamCreate(CU_STREAM_DEFAULT): ordered with the legacy default stream both ways
+	StreamLegacy      = "legacy"     // the legacy default stream (CU_STREAM_LEGACY, "stream 0"): one per plan
+	StreamPerThread   = "per_thread" // a thread's per-thread default stream (CU_STREAM_PER_THREAD): blocking towards the legacy stream, one per host thread
+)
+
+// StreamKinds lists the stream kinds by their spec spelling (StreamNonBlocking
+// is "non_blocking" there).
+var StreamKinds = []string{"non_blocking", StreamBlocking, StreamLegacy, StreamPerThread}
+
+// Copy modes (Stage.Copy) of a copy stage.
+const (
+	CopyAsync = ""     // cuMemcpyAsync on the stage's stream: the call returns at once
+	CopySync  = "sync" // cuMemcpy on a default stream: returns as the "API synchronization behavior" table says
+)
+
+// blockingKind reports whether kind orders itself with the legacy default
+// stream (blocking streams and per-thread default streams).
+func blockingKind(kind string) bool { return kind == StreamBlocking || kind == StreamPerThread }
+
+// Rules that order work without an event: each names a CUDA rule, and a
+// race report names the one that did not apply (Race.Rule).
+const (
+	// RuleLegacy: the legacy default stream and every blocking stream of
+	// its context wait for each other's earlier-issued work; non-blocking
+	// streams are not ordered with it.
+	RuleLegacy = "legacy default stream"
+	// RuleHostReturn: a host stage, a host wait, and a synchronous copy
+	// that completes before it returns order the work its thread issues
+	// after it, and only that thread's.
+	RuleHostReturn = "host return"
+	// RuleStaged: a synchronous copy from pageable memory returns once its
+	// source is staged; its write to the device may still be in flight.
+	RuleStaged = "pageable staging"
+	// RuleAsyncCopy: an asynchronous copy returns before it runs: the host
+	// is ordered after it only by an event.
+	RuleAsyncCopy = "asynchronous copy"
+	// RuleHostFunc: a host function (cuLaunchHostFunc) runs in its
+	// stream's order on a driver thread, not when the host issues it.
+	RuleHostFunc = "host function"
+	// RuleThreads: each host thread has its own issue order; another
+	// thread's work is ordered only through a host event handed over.
+	RuleThreads = "host threads"
+)
+
+// implicitOrder is the happens-before that CUDA adds to stream order and
+// record→wait, derived from the plan alone in one walk over IssueOrder:
+//
+//   - the legacy default stream waits, at each op, for the latest op issued
+//     before it on every blocking stream, and each blocking stream waits
+//     for the latest op issued on the legacy stream before its own
+//     ("Stream synchronization behavior");
+//   - an op that the host waits for before the call returns (a host stage,
+//     a host wait, a synchronous copy that completes before returning; for
+//     a synchronous copy from pageable memory the stream's earlier work,
+//     with the copy's reads: "API synchronization behavior") happens-before
+//     every op its thread issues later;
+//   - a host function on a device stream is ordered by its stream only;
+//   - host threads: each thread issues its streams' ops in its own order;
+//     another thread's ops are ordered after a thread's only through a host
+//     event (a record on a host stream waited for on another thread's host
+//     stream), and a device wait on an event recorded by another thread
+//     captures that record only when such a handoff orders the record
+//     before the wait and every other record of the event before the
+//     record or after the wait.
+//
+// Each edge from → to means: op from and every op before it on its stream
+// complete before op to starts, exactly what a record right after from and
+// a wait right before to would give. Verify joins the edges into its
+// vector clocks like record→wait edges (one happens-before construction);
+// the simulator implements the same rules at its API (executor/sim).
+type implicitOrder struct {
+	base  []int32 // per stream: global id of its op 0 (Verify's numbering)
+	start []int32 // per op g: edges into g are from[start[g]:start[g+1]]
+	from  []int32
+	rule  []string // per edge: the rule that adds it
+
+	// early, per stage: its reads are done when the launch call returns
+	// (a synchronous copy from pageable memory stages its source).
+	early []bool
+
+	// Host threads (nil with one): per op its thread and its position in
+	// the thread's issue order; per op the row of tclock (T entries: how
+	// many of each thread's issues precede it on the host).
+	threads int
+	thread  []int32 // per stream
+	seq     []int32
+	trow    []int32
+	tclock  []int32
+	// unordered marks waits whose captured record is another thread's and
+	// not ordered before them by a handoff: Verify takes them as waiting
+	// for nothing.
+	unordered map[int32]bool
+}
+
+// hasImplicit reports whether p uses anything implicitOrder derives edges
+// for: host streams, stream kinds, synchronous copies, host threads.
+func hasImplicit(p *Plan) bool {
+	for _, s := range p.Streams {
+		if s.Host || s.Kind != "" || s.Thread != "" {
+			return true
+		}
+	}
+	for i := range p.Stages {
+		if p.Stages[i].Copy == CopySync {
+			return true
+		}
+	}
+	return false
+}
+
+// deriveImplicit builds p's implicit order, or returns nil when p has none
+// (then Verify costs what it did without it). p must be valid.
+func deriveImplicit(p *Plan) *implicitOrder {
+	if !hasImplicit(p) {
+		return nil
+	}
+	S := len(p.Streams)
+	im := &implicitOrder{base: make([]int32, S+1), thread: make([]int32, S), early: make([]bool, len(p.Stages))}
+	for s := range p.Streams {
+		im.base[s+1] = im.base[s] + int32(len(p.Streams[s].Ops))
+	}
+	nops := int(im.base[S])
+	threadID := map[string]int32{"": 0}
+	for s, st := range p.Streams {
+		t, ok := threadID[st.Thread]
+		if !ok {
+			t = int32(len(threadID))
+			threadID[st.Thread] = t
+		}
+		im.thread[s] = t
+	}
+	T := len(threadID)
+	im.threads = T
+	if T > 1 {
+		im.seq = make([]int32, nops)
+		im.trow = make([]int32, nops)
+		im.tclock = make([]int32, T) // row 0: nothing
+		im.unordered = map[int32]bool{}
+	}
+	legacy := int32(-1)
+	for s, st := range p.Streams {
+		if st.Kind == StreamLegacy {
+			legacy = int32(s)
+		}
+	}
+
+	type edge struct{ from, to int32 }
+	var edges []edge
+	var rules []string
+	add := func(from, to int32, rule string) {
+		edges = append(edges, edge{from, to})
+		rules = append(rules, rule)
+	}
+
+	lastOp := make([]int32, S) // per stream: latest op issued, -1
+	for s := range lastOp {
+		lastOp[s] = -1
+	}
+	opStream := make([]int32, nops)
+	for s := range p.Streams {
+		for j := im.base[s]; j < im.base[s+1]; j++ {
+			opStream[j] = int32(s)
+		}
+	}
+	// Host completions per thread, in issue order; got[s] is how many of
+	// its thread's completions stream s has been given.
+	done := make([][]int32, T)
+	got := make([]int, S)
+	// Legacy rule: per blocking stream, its latest op given to the legacy
+	// stream (toLegacy) and the legacy stream's latest op given to it
+	// (fromLegacy).
+	toLegacy, fromLegacy := make([]int32, S), make([]int32, S)
+	for s := range toLegacy {
+		toLegacy[s], fromLegacy[s] = -1, -1
+	}
+	lastRec := make([]int32, p.Events) // per event: latest record issued
+	for e := range lastRec {
+		lastRec[e] = -1
+	}
+	var records [][]int32 // per event, with several threads: its records
+	if T > 1 {
+		records = make([][]int32, p.Events)
+		for _, so := range p.IssueOrder {
+			if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpRecord {
+				records[o.Event] = append(records[o.Event], im.base[so[0]]+int32(so[1]))
+			}
+		}
+	}
+	tcur := make([]int32, T) // per thread: its row in tclock
+	tcount := make([]int32, T)
+	tmp := make([]int32, T)
+
+	// latestBefore returns the latest op of stream b that the host issued
+	// before op g (of another stream): with one thread the latest issued,
+	// with several the latest whose issue a handoff orders before g's.
+	latestBefore := func(b int32, g int32) int32 {
+		l := lastOp[b]
+		if l < 0 || T == 1 || im.thread[b] == im.thread[opStream[g]] {
+			return l
+		}
+		// Ops of b are in their thread's order: the last with seq < limit.
+		limit := im.tclock[int(im.trow[g])*T+int(im.thread[b])]
+		lo, hi := im.base[b], l+1
+		k := int32(sort.Search(int(hi-lo), func(i int) bool { return im.seq[lo+int32(i)] >= limit }))
+		return lo + k - 1 // lo-1 when none: < base[b]
+	}
+
+	for _, so := range p.IssueOrder {
+		s := int32(so[0])
+		g := im.base[s] + int32(so[1])
+		t := im.thread[s]
+		st := &p.Streams[s]
+		o := st.Ops[so[1]]
+		if T > 1 {
+			im.seq[g] = tcount[t]
+			tcount[t]++
+			if o.Kind == OpWait {
+				if r := lastRec[o.Event]; r >= 0 && im.thread[opStream[r]] != t {
+					if st.Host && p.Streams[opStream[r]].Host {
+						// A host event handed over: this thread now knows
+						// what the other had issued up to the record.
+						row := im.tclock[int(tcur[t])*T : int(tcur[t]+1)*T]
+						rrow := im.tclock[int(im.trow[r])*T : int(im.trow[r]+1)*T]
+						for a := range T {
+							tmp[a] = max(row[a], rrow[a])
+						}
+						rt := im.thread[opStream[r]]
+						tmp[rt] = max(tmp[rt], im.seq[r]+1)
+						tcur[t] = int32(len(im.tclock) / T)
+						im.tclock = append(im.tclock, tmp...)
+					} else if !im.handedOver(r, g, records[o.Event], opStream) {
+						im.unordered[g] = true
+					}
+				}
+			}
+			im.trow[g] = tcur[t]
+		}
+		// The thread's host completions this stream has not been given.
+		if d := done[t]; got[s] < len(d) {
+			for _, h := range d[got[s]:] {
+				if opStream[h] != s {
+					add(h, g, RuleHostReturn)
+				}
+			}
+			got[s] = len(d)
+		}
+		// The legacy default stream and the blocking streams.
+		switch {
+		case s == legacy:
+			for b := range p.Streams {
+				if b == int(s) || !blockingKind(p.Streams[b].Kind) {
+					continue
+				}
+				if l := latestBefore(int32(b), g); l >= im.base[b] && l != toLegacy[b] {
+					add(l, g, RuleLegacy)
+					toLegacy[b] = l
+				}
+			}
+		case legacy >= 0 && blockingKind(st.Kind):
+			if l := latestBefore(legacy, g); l >= im.base[legacy] && l != fromLegacy[s] {
+				add(l, g, RuleLegacy)
+				fromLegacy[s] = l
+			}
+		}
+		// What the host has waited for once this call returns.
+		switch {
+		case st.Host:
+			done[t] = append(done[t], g)
+			got[s] = len(done[t])
+		case o.Kind == OpLaunch && p.Stages[o.Stage].Copy == CopySync:
+			switch syncCopyReturn(p, o.Stage) {
+			case returnsComplete:
+				done[t] = append(done[t], g)
+			case returnsStaged:
+				// A stream sync before the copy: what precedes it on its
+				// stream, and what the legacy rule ordered before it.
+				if g > im.base[s] {
+					done[t] = append(done[t], g-1)
+				}
+				for k := len(edges) - 1; k >= 0 && edges[k].to == g; k-- {
+					done[t] = append(done[t], edges[k].from)
+				}
+				im.early[o.Stage] = true
+			}
+		}
+		if o.Kind == OpRecord {
+			lastRec[o.Event] = g
+		}
+		lastOp[s] = g
+	}
+	// CSR by target.
+	im.start = make([]int32, nops+1)
+	for _, e := range edges {
+		im.start[e.to+1]++
+	}
+	for g := range nops {
+		im.start[g+1] += im.start[g]
+	}
+	im.from = make([]int32, len(edges))
+	im.rule = make([]string, len(edges))
+	fill := slices.Clone(im.start[:nops])
+	for k, e := range edges {
+		im.from[fill[e.to]] = e.from
+		im.rule[fill[e.to]] = rules[k]
+		fill[e.to]++
+	}
+	return im
+}
+
+// handedOver reports whether wait g (one thread) surely captures record r
+// (another thread's): a host handoff orders r's issue before g's, and
+// every other record of the event is ordered before r or after g.
+func (im *implicitOrder) handedOver(r, g int32, recs []int32, opStream []int32) bool {
+	if !im.issueHB(r, g, opStream) {
+		return false
+	}
+	for _, x := range recs {
+		if x != r && !im.issueHB(x, r, opStream) && !im.issueHB(g, x, opStream) {
+			return false
+		}
+	}
+	return true
+}
+
+// issueHB reports whether the host issues op a before op b on every run:
+// the same thread in its order, or another thread's through handoffs.
+// Ops not issued yet in the walk have seq and trow 0 (then false).
+func (im *implicitOrder) issueHB(a, b int32, opStream []int32) bool {
+	ta, tb := im.thread[opStream[a]], im.thread[opStream[b]]
+	if ta == tb {
+		return im.seq[a] < im.seq[b]
+	}
+	return im.tclock[int(im.trow[b])*im.threads+int(ta)] > im.seq[a]
+}
+
+// copyReturn is what a synchronous copy has done when its call returns.
+type copyReturn uint8
+
+const (
+	returnsNothing  copyReturn = iota // device to device: no host-side synchronization
+	returnsComplete                   // to host memory, or from pinned memory to the device: the copy is done
+	returnsStaged                     // from pageable memory to the device: the source is staged, the write may be in flight
+)
+
+// syncCopyReturn applies the synchronous rows of CUDA's "API
+// synchronization behavior" table to stage i, a synchronous copy.
+func syncCopyReturn(p *Plan, i int) copyReturn {
+	st := &p.Stages[i]
+	if len(st.Reads) != 1 || len(st.Writes) != 1 {
+		return returnsNothing
+	}
+	src, dst := p.where(st.Reads[0].Buffer), p.where(st.Writes[0].Buffer)
+	switch {
+	case dst.Host():
+		return returnsComplete // device→host, host→host
+	case src == contract.WhereHostPinned:
+		return returnsComplete
+	case src == contract.WhereHostPageable:
+		return returnsStaged
+	}
+	return returnsNothing
+}
+
+// where returns a buffer's placement (device when unknown or unset).
+func (p *Plan) where(buffer string) contract.Where {
+	for k := range p.Buffers {
+		if p.Buffers[k].Name == buffer {
+			if p.Buffers[k].Where == "" {
+				return contract.WhereDevice
+			}
+			return contract.Where(p.Buffers[k].Where)
+		}
+	}
+	return contract.WhereDevice
+}
+
+// readsDoneBefore reports whether stage a's reads are done before op b is
+// issued: a stages its source when its launch returns (a synchronous copy
+// from pageable memory) and the host issues b after that.
+func (im *implicitOrder) readsDoneBefore(p *Plan, a int, la, b int32, opStream []int32, opIssue []int32) bool {
+	if im == nil || !im.early[a] {
+		return false
+	}
+	if im.threads == 1 || im.thread[opStream[la]] == im.thread[opStream[b]] {
+		return opIssue[la] < opIssue[b]
+	}
+	return im.issueHB(la, b, opStream)
+}
+
+// validateKinds checks stream kinds, threads, copy modes and host
+// functions: known kinds, one legacy default stream, one per-thread default
+// stream and one host stream per thread, synchronous copies on a default
+// stream, host functions on device streams.
+func (p *Plan) validateKinds() error {
+	legacy := ""
+	perThread := map[string]string{}
+	hostOf := map[string]string{}
+	for _, s := range p.Streams {
+		switch s.Kind {
+		case StreamNonBlocking, StreamBlocking:
+		case StreamLegacy:
+			if legacy != "" {
+				return fmt.Errorf("plan: streams %s and %s are both the legacy default stream; a context has one", legacy, s.Name)
+			}
+			legacy = s.Name
+		case StreamPerThread:
+			if o, ok := perThread[s.Thread]; ok {
+				return fmt.Errorf("plan: streams %s and %s are both the per-thread default stream of thread %s", o, s.Name, threadLabel(s.Thread))
+			}
+			perThread[s.Thread] = s.Name
+		default:
+			return fmt.Errorf("plan: stream %s has kind %q, want one of %v", s.Name, s.Kind, StreamKinds)
+		}
+		if s.Host {
+			if s.Kind != "" {
+				return fmt.Errorf("plan: host stream %s has kind %q; host streams have none", s.Name, s.Kind)
+			}
+			if o, ok := hostOf[s.Thread]; ok {
+				return fmt.Errorf("plan: streams %s and %s are both host streams of thread %s; a thread runs its host stages in one order", o, s.Name, threadLabel(s.Thread))
+			}
+			hostOf[s.Thread] = s.Name
+		}
+	}
+	for i := range p.Stages {
+		st := &p.Stages[i]
+		str := &p.Streams[st.Stream]
+		switch st.Copy {
+		case CopyAsync:
+		case CopySync:
+			if st.Kernel != contract.BuiltinCopy {
+				return fmt.Errorf("plan: stage %s has copy %q but kernel %s; only copy stages have a copy mode", st.Name, st.Copy, st.Kernel)
+			}
+			if str.Kind != StreamLegacy && str.Kind != StreamPerThread {
+				return fmt.Errorf("plan: stage %s is a synchronous copy on stream %s (%s); cuMemcpy runs on a default stream: put it on the legacy or per-thread default stream", st.Name, str.Name, kindLabel(str.Kind))
+			}
+		default:
+			return fmt.Errorf("plan: stage %s has copy %q, want %q or %q", st.Name, st.Copy, CopyAsync, CopySync)
+		}
+		if st.HostFunc && str.Host {
+			return fmt.Errorf("plan: stage %s is a host function on host stream %s; a host function is enqueued on a device stream", st.Name, str.Name)
+		}
+	}
+	return p.validateCaptures() // capture.go
+}
+
+func threadLabel(t string) string {
+	if t == "" {
+		return "main"
+	}
+	return t
+}
+
+func kindLabel(k string) string {
+	if k == "" {
+		return "non_blocking"
+	}
+	return k
+}
+
+// explain sets r.Rule when one of CUDA's implicit rules might have been
+// expected to order the pair and does not, and puts the edit that rule
+// suggests in front of r.Fix.
+func (v *verifier) explain(r *Race) {
+	p := v.p
+	a, b := &p.Streams[r.FirstStream], &p.Streams[r.SecondStream]
+	fi, se := &p.Stages[r.First], &p.Stages[r.Second]
+	also := func(edit string) {
+		if r.Fix == "" {
+			r.Fix = edit
+			return
+		}
+		r.Fix = edit + ", or " + r.Fix
+	}
+	switch {
+	case a.Thread != b.Thread:
+		r.Rule = fmt.Sprintf("%s: %s is issued by thread %s and %s by thread %s; a host wait orders only its own thread's later issues, and a wait on another thread's record captures it only after a host event hands it over",
+			RuleThreads, fi.Name, threadLabel(a.Thread), se.Name, threadLabel(b.Thread))
+		also(fmt.Sprintf("hand over with a host event: record an event on thread %s's host stream after it has waited for %s, and wait on that event on thread %s's host stream before %s", threadLabel(a.Thread), fi.Name, threadLabel(b.Thread), se.Name))
+	case a.Kind == StreamLegacy && !b.Host && !blockingKind(b.Kind) && b.Kind != StreamLegacy,
+		b.Kind == StreamLegacy && !a.Host && !blockingKind(a.Kind) && a.Kind != StreamLegacy:
+		nb := b
+		if b.Kind == StreamLegacy {
+			nb = a
+		}
+		r.Rule = fmt.Sprintf("%s: stream %s is non_blocking, and non-blocking streams are not ordered with the legacy default stream", RuleLegacy, nb.Name)
+		also(fmt.Sprintf("declare stream %s with kind: blocking (the legacy default stream and blocking streams wait for each other's earlier work)", nb.Name))
+	case fi.Copy == CopySync && syncCopyReturn(p, r.First) == returnsStaged && v.stageWrites(r.First, r.Buffer):
+		r.Rule = fmt.Sprintf("%s: %s, a synchronous copy from pageable memory, returns once its source is staged; its write to %s may still be in flight", RuleStaged, fi.Name, r.Buffer)
+	case fi.Copy != CopySync && fi.Kernel == "copy" && !a.Host && !fi.HostFunc && b.Host && p.where(r.Buffer).Host():
+		r.Rule = fmt.Sprintf("%s: %s (cuMemcpyAsync) returns before the copy runs; the host is ordered after it only by waiting for an event", RuleAsyncCopy, fi.Name)
+		if a.Kind == StreamLegacy || a.Kind == StreamPerThread {
+			also(fmt.Sprintf("make %s a synchronous copy (copy: sync), which returns once the copy is done", fi.Name))
+		}
+	case fi.HostFunc && b.Host, se.HostFunc && a.Host:
+		h := fi
+		if se.HostFunc {
+			h = se
+		}
+		r.Rule = fmt.Sprintf("%s: %s runs on a driver thread in stream %s's order, not when the host issues it", RuleHostFunc, h.Name, p.Streams[h.Stream].Name)
+	}
+}
+
+// stageWrites reports whether stage i writes buffer name.
+func (v *verifier) stageWrites(i int, name string) bool {
+	for _, a := range v.p.Stages[i].Writes {
+		if a.Buffer == name {
+			return true
+		}
+	}
+	return false
+}
