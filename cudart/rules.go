@@ -1,0 +1,141 @@
+//go:build cuda
+
+package cudart
+
+// CUDA's implicit ordering rules at the driver (the verifier's model is
+// planner/implicit.go and planner/capture.go): streams of each kind, the
+// synchronous copies of the "API synchronization behavior" table, host
+// functions (cuLaunchHostFunc, which gorgonia.org/cu v0.9.6 lacks) and
+// stream capture with an explicit mode.
+
+/*
+#cgo LDFLAGS: -lcuda
+#include <cuda.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+extern void dagrunHostFunc(void *);
+
+static CUresult dr_launch_host_func(CUstream s, uintptr_t h) {
+	return cuLaunchHostFunc(s, dagrunHostFunc, (void *)h);
+}
+static CUresult dr_begin_capture_mode(CUstream s, int mode) {
+	return cuStreamBeginCapture(s, (CUstreamCaptureMode)mode);
+}
+static CUstream dr_stream_legacy(void) { return CU_STREAM_LEGACY; }
+static CUstream dr_stream_per_thread(void) { return CU_STREAM_PER_THREAD; }
+static CUresult dr_end_capture_raw(CUstream s, CUgraph *g) { return cuStreamEndCapture(s, g); }
+static CUresult dr_graph_nodes_raw(CUgraph g, size_t *n) { return cuGraphGetNodes(g, NULL, n); }
+static CUresult dr_graph_destroy_raw(CUgraph g) { return cuGraphDestroy(g); }
+static CUresult dr_stream_sync(CUstream s) { return cuStreamSynchronize(s); }
+static CUresult dr_event_sync(CUevent e) { return cuEventSynchronize(e); }
+static CUresult dr_mem_alloc(CUdeviceptr *p, size_t n) { return cuMemAlloc(p, n); }
+static CUresult dr_mem_free(CUdeviceptr p) { return cuMemFree(p); }
+static CUresult dr_htod(CUdeviceptr d, const void *h, size_t n) { return cuMemcpyHtoD(d, h, n); }
+static CUresult dr_htod_async(CUdeviceptr d, const void *h, size_t n, CUstream s) { return cuMemcpyHtoDAsync(d, h, n, s); }
+static CUresult dr_dtoh(void *h, CUdeviceptr d, size_t n) { return cuMemcpyDtoH(h, d, n); }
+static CUresult dr_dtoh_async(void *h, CUdeviceptr d, size_t n, CUstream s) { return cuMemcpyDtoHAsync(h, d, n, s); }
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime/cgo"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/dagrun/dagrun/planner"
+)
+
+func asStream(c C.CUstream) cu.Stream { return *(*cu.Stream)(unsafe.Pointer(&c)) }
+
+// makeStream creates (or, for the default streams, names) a stream of the
+// given planner kind: non-blocking and blocking streams with
+// cuStreamCreate's flags, the legacy and per-thread default streams as
+// CU_STREAM_LEGACY and CU_STREAM_PER_THREAD. owned is false for the
+// default streams (never destroyed).
+func makeStream(kind string) (s cu.Stream, owned bool, err error) {
+	switch kind {
+	case planner.StreamNonBlocking:
+		s, err = cu.MakeStream(cu.NonBlocking)
+		return s, true, wrap(err, "cuStreamCreate(non-blocking)")
+	case planner.StreamBlocking:
+		s, err = cu.MakeStream(cu.DefaultStream)
+		return s, true, wrap(err, "cuStreamCreate(blocking)")
+	case planner.StreamLegacy:
+		return asStream(C.dr_stream_legacy()), false, nil
+	case planner.StreamPerThread:
+		return asStream(C.dr_stream_per_thread()), false, nil
+	}
+	return s, false, fmt.Errorf("cudart: stream kind %q, want one of %v", kind, planner.StreamKinds)
+}
+
+// launchHostFunc enqueues fn on s (cuLaunchHostFunc): the driver calls it
+// on its own thread once the work before it on s is done, and work after it
+// on s waits until it returns. fn must make no CUDA call.
+func launchHostFunc(s cu.Stream, fn func()) error {
+	h := cgo.NewHandle(fn)
+	if r := C.dr_launch_host_func(cuStream(s), C.uintptr_t(h)); r != C.CUDA_SUCCESS {
+		h.Delete()
+		return rawErr(r)
+	}
+	return nil
+}
+
+// Capture modes of cuStreamBeginCapture, by planner.Capture.Mode.
+func captureMode(mode string) C.int {
+	switch mode {
+	case planner.CaptureThreadLocal:
+		return C.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+	case planner.CaptureRelaxed:
+		return C.CU_STREAM_CAPTURE_MODE_RELAXED
+	}
+	return C.CU_STREAM_CAPTURE_MODE_GLOBAL
+}
+
+func beginCaptureMode(s cu.Stream, mode string) error {
+	return rawErr(C.dr_begin_capture_mode(cuStream(s), captureMode(mode)))
+}
+
+// endCaptureRaw ends the capture on s; on success it returns the graph's
+// node count and destroys the graph.
+func endCaptureRaw(s cu.Stream) (nodes int, err error) {
+	var g C.CUgraph
+	if err := rawErr(C.dr_end_capture_raw(cuStream(s), &g)); err != nil {
+		return 0, err
+	}
+	var n C.size_t
+	err = rawErr(C.dr_graph_nodes_raw(g, &n))
+	C.dr_graph_destroy_raw(g)
+	return int(n), err
+}
+
+func streamSync(s cu.Stream) error  { return rawErr(C.dr_stream_sync(cuStream(s))) }
+func eventSync(e cu.Event) error    { return rawErr(C.dr_event_sync(cuEvent(e))) }
+func memAllocRaw(n int64) (cu.DevicePtr, error) {
+	var p C.CUdeviceptr
+	err := rawErr(C.dr_mem_alloc(&p, C.size_t(n)))
+	return cu.DevicePtr(p), err
+}
+func memFreeRaw(p cu.DevicePtr) error { return rawErr(C.dr_mem_free(C.CUdeviceptr(p))) }
+
+// Copies between host memory h (pinned or pageable, from C memory) and
+// device memory d: the synchronous forms on the legacy default stream
+// (cuMemcpyHtoD, cuMemcpyDtoH), the asynchronous ones on s.
+func copyHtoD(d cu.DevicePtr, h unsafe.Pointer, n int64) error {
+	return rawErr(C.dr_htod(C.CUdeviceptr(d), h, C.size_t(n)))
+}
+func copyHtoDAsync(d cu.DevicePtr, h unsafe.Pointer, n int64, s cu.Stream) error {
+	return rawErr(C.dr_htod_async(C.CUdeviceptr(d), h, C.size_t(n), cuStream(s)))
+}
+func copyDtoH(h unsafe.Pointer, d cu.DevicePtr, n int64) error {
+	return rawErr(C.dr_dtoh(h, C.CUdeviceptr(d), C.size_t(n)))
+}
+func copyDtoHAsync(h unsafe.Pointer, d cu.DevicePtr, n int64, s cu.Stream) error {
+	return rawErr(C.dr_dtoh_async(h, C.CUdeviceptr(d), C.size_t(n), cuStream(s)))
+}
+
+// allocPageable returns n bytes of pageable C memory (free with freePageable).
+func allocPageable(n int64) unsafe.Pointer { return C.calloc(C.size_t(n), 1) }
+func freePageable(p unsafe.Pointer)        { C.free(p) }

@@ -1,0 +1,492 @@
+//go:build cuda
+
+package cudart
+
+// The driver against the verifier's model of CUDA's implicit rules
+// (planner/implicit.go, planner/capture.go), one test per group of
+// specs/rules/: for each pattern the buggy form goes wrong on the device
+// (wrong results, or the capture error the checker predicts) and the fixed
+// form is right. Each figure goes to $DAGRUN_OUT/figures.txt.
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/dagrun/dagrun/planner"
+)
+
+const (
+	rulesTrials = 20
+	rulesWords  = 1 << 20 // 4 MiB
+	rulesSpinUS = 2000
+)
+
+// rulesRig is a backend with a device buffer, pinned and pageable host
+// buffers of rulesWords words each.
+type rulesRig struct {
+	b      *backend
+	d      cu.DevicePtr
+	pinned unsafe.Pointer
+	page   unsafe.Pointer
+}
+
+func newRulesRig(t *testing.T) *rulesRig {
+	b := newTB(t, testOptions(t))
+	r := &rulesRig{b: b}
+	must(t, b.call("rules alloc", func(w *worker) error {
+		var err error
+		if r.d, err = memAllocRaw(4 * rulesWords); err != nil {
+			return err
+		}
+		if r.pinned, err = allocHost(4 * rulesWords); err != nil {
+			return err
+		}
+		r.page = allocPageable(4 * rulesWords)
+		return nil
+	}))
+	t.Cleanup(func() {
+		b.call("rules free", func(w *worker) error {
+			cu.Synchronize()
+			memFreeRaw(r.d)
+			cu.MemFreeHost(r.pinned)
+			freePageable(r.page)
+			return nil
+		})
+		b.Close()
+	})
+	return r
+}
+
+// do runs fn on the worker thread (every driver call of a trial).
+func (r *rulesRig) do(t *testing.T, fn func(w *worker) error) {
+	t.Helper()
+	must(t, r.b.call("rules", fn))
+}
+
+func (r *rulesRig) spin(s cu.Stream) error {
+	var p params
+	p.u64(r.b.spinNS(rulesSpinUS))
+	return launchRaw(r.b.fn("spin"), [3]int{1, 1, 1}, [3]int{32, 1, 1}, s, p.blob, p.offs)
+}
+
+func (r *rulesRig) fill(s cu.Stream, v float32) error {
+	return cu.MemsetD32Async(r.d, uint(math.Float32bits(v)), rulesWords, s)
+}
+
+func hostWords(p unsafe.Pointer) []uint32 { return unsafe.Slice((*uint32)(p), rulesWords) }
+
+func setHost(p unsafe.Pointer, v float32) {
+	w := hostWords(p)
+	for i := range w {
+		w[i] = math.Float32bits(v)
+	}
+}
+
+// hostAll reports whether every word of host memory p is v.
+func hostAll(p unsafe.Pointer, v float32) bool {
+	for _, x := range hostWords(p) {
+		if x != math.Float32bits(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// deviceAll reads the device buffer back (synchronizing) and reports
+// whether every word is v.
+func (r *rulesRig) deviceAll(w *worker, v float32) (bool, error) {
+	if err := cu.Synchronize(); err != nil {
+		return false, err
+	}
+	out := make([]byte, 4*rulesWords)
+	if err := copyDtoH(unsafe.Pointer(&out[0]), r.d, 4*rulesWords); err != nil {
+		return false, err
+	}
+	for i := 0; i < rulesWords; i++ {
+		if binary.LittleEndian.Uint32(out[4*i:]) != math.Float32bits(v) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// TestRulesLegacyStream: a slow write on the legacy default stream, then a
+// write on stream s. Declaration order wants s's value. With s blocking the
+// legacy default stream orders it (specs/rules/legacy-fixed.yaml); with s
+// non-blocking nothing does, and the legacy write lands last
+// (specs/rules/legacy-racy.yaml).
+func TestRulesLegacyStream(t *testing.T) {
+	r := newRulesRig(t)
+	legacy, _, _ := makeStream(planner.StreamLegacy)
+	wrong := map[string]int{}
+	for _, kind := range []string{planner.StreamNonBlocking, planner.StreamBlocking} {
+		var s cu.Stream
+		r.do(t, func(w *worker) error {
+			var err error
+			s, _, err = makeStream(kind)
+			return err
+		})
+		for range rulesTrials {
+			r.do(t, func(w *worker) error {
+				if err := r.spin(legacy); err != nil {
+					return err
+				}
+				if err := r.fill(legacy, 1); err != nil {
+					return err
+				}
+				if err := r.fill(s, 2); err != nil {
+					return err
+				}
+				ok, err := r.deviceAll(w, 2)
+				if !ok {
+					wrong[kind]++
+				}
+				return err
+			})
+		}
+		r.do(t, func(w *worker) error { return s.Destroy() })
+	}
+	figure(t, "legacy default stream then stream s: s non_blocking: %d of %d trials wrong; s blocking: %d of %d wrong",
+		wrong[planner.StreamNonBlocking], rulesTrials, wrong[planner.StreamBlocking], rulesTrials)
+	if wrong[planner.StreamNonBlocking] == 0 || wrong[planner.StreamBlocking] != 0 {
+		t.Errorf("want the non-blocking stream wrong and the blocking one right, got %v", wrong)
+	}
+}
+
+// TestRulesCopies: the copy modes of the "API synchronization behavior"
+// table and a host function.
+func TestRulesCopies(t *testing.T) {
+	r := newRulesRig(t)
+	legacy, _, _ := makeStream(planner.StreamLegacy)
+	var nb, bl cu.Stream
+	r.do(t, func(w *worker) error {
+		var err error
+		if nb, _, err = makeStream(planner.StreamNonBlocking); err != nil {
+			return err
+		}
+		bl, _, err = makeStream(planner.StreamBlocking)
+		return err
+	})
+	defer r.do(t, func(w *worker) error { nb.Destroy(); return bl.Destroy() })
+	var readAsync, readSync, srcAsync, srcSync, srcPageAsync, hostFn int
+	var mu sync.Mutex
+	for range rulesTrials {
+		// Device → host: the host reads right after the call returns.
+		// specs/rules/copy-racy.yaml: async copy on a non-blocking stream.
+		r.do(t, func(w *worker) error {
+			setHost(r.pinned, 0)
+			if err := r.spin(nb); err != nil {
+				return err
+			}
+			if err := r.fill(nb, 3); err != nil {
+				return err
+			}
+			if err := copyDtoHAsync(r.pinned, r.d, 4*rulesWords, nb); err != nil {
+				return err
+			}
+			if !hostAll(r.pinned, 3) {
+				readAsync++
+			}
+			return cu.Synchronize()
+		})
+		// specs/rules/copy-fixed.yaml: the producer on a blocking stream,
+		// a synchronous copy on the legacy default stream.
+		r.do(t, func(w *worker) error {
+			setHost(r.pinned, 0)
+			if err := r.spin(bl); err != nil {
+				return err
+			}
+			if err := r.fill(bl, 3); err != nil {
+				return err
+			}
+			if err := copyDtoH(r.pinned, r.d, 4*rulesWords); err != nil {
+				return err
+			}
+			if !hostAll(r.pinned, 3) {
+				readSync++
+			}
+			return cu.Synchronize()
+		})
+		// Host → device, the host overwrites the source after the call.
+		// Async from pinned memory (the copy runs after the spin): the
+		// device gets the new bytes.
+		r.do(t, func(w *worker) error {
+			setHost(r.pinned, 5)
+			if err := r.spin(nb); err != nil {
+				return err
+			}
+			if err := copyHtoDAsync(r.d, r.pinned, 4*rulesWords, nb); err != nil {
+				return err
+			}
+			setHost(r.pinned, 6)
+			ok, err := r.deviceAll(w, 5)
+			if !ok {
+				srcAsync++
+			}
+			return err
+		})
+		// Synchronous from pageable memory: staged before the call returns.
+		r.do(t, func(w *worker) error {
+			setHost(r.page, 5)
+			if err := r.spin(legacy); err != nil {
+				return err
+			}
+			if err := copyHtoD(r.d, r.page, 4*rulesWords); err != nil {
+				return err
+			}
+			setHost(r.page, 6)
+			ok, err := r.deviceAll(w, 5)
+			if !ok {
+				srcSync++
+			}
+			return err
+		})
+		// Async from pageable memory (the table: "might be synchronous"; the
+		// verifier does not rely on it): reported, not asserted.
+		r.do(t, func(w *worker) error {
+			setHost(r.page, 5)
+			if err := r.spin(nb); err != nil {
+				return err
+			}
+			if err := copyHtoDAsync(r.d, r.page, 4*rulesWords, nb); err != nil {
+				return err
+			}
+			setHost(r.page, 6)
+			ok, err := r.deviceAll(w, 5)
+			if !ok {
+				srcPageAsync++
+			}
+			return err
+		})
+		// specs/rules/hostfunc-fixed.yaml: a host function after the async
+		// copy on its stream reads the copied bytes.
+		r.do(t, func(w *worker) error {
+			setHost(r.pinned, 0)
+			if err := r.spin(nb); err != nil {
+				return err
+			}
+			if err := r.fill(nb, 7); err != nil {
+				return err
+			}
+			if err := copyDtoHAsync(r.pinned, r.d, 4*rulesWords, nb); err != nil {
+				return err
+			}
+			if err := launchHostFunc(nb, func() {
+				if !hostAll(r.pinned, 7) {
+					mu.Lock()
+					hostFn++
+					mu.Unlock()
+				}
+			}); err != nil {
+				return err
+			}
+			return cu.Synchronize()
+		})
+	}
+	figure(t, "device→host, host reads at return: async (non_blocking stream) %d of %d wrong; sync after a blocking producer %d of %d wrong", readAsync, rulesTrials, readSync, rulesTrials)
+	figure(t, "host→device, host overwrites the source at return: async from pinned %d of %d wrong; sync from pageable %d of %d wrong; async from pageable %d of %d wrong (not relied on)", srcAsync, rulesTrials, srcSync, rulesTrials, srcPageAsync, rulesTrials)
+	figure(t, "host function after an async device→host copy on its stream: %d of %d saw wrong bytes", hostFn, rulesTrials)
+	if readAsync == 0 || readSync != 0 || srcAsync == 0 || srcSync != 0 || hostFn != 0 {
+		t.Errorf("want async reads and pinned-source reuse wrong, the sync forms and the host function right; got %d %d %d %d %d", readAsync, readSync, srcAsync, srcSync, hostFn)
+	}
+}
+
+// TestRulesCapture: the capture checker's rules against the driver. Each
+// case runs the buggy form, which must fail with the error the checker
+// names (planner.CaptureViolation.Error), and the fixed form, which must
+// capture a graph.
+func TestRulesCapture(t *testing.T) {
+	r := newRulesRig(t)
+	legacy, _, _ := makeStream(planner.StreamLegacy)
+	type result struct{ call, end error }
+	run := func(name string, kind string, body func(s0, s1 cu.Stream, e0, e1 cu.Event) error) result {
+		var res result
+		r.do(t, func(w *worker) error {
+			s0, _, err := makeStream(kind)
+			if err != nil {
+				return err
+			}
+			s1, _, err := makeStream(planner.StreamNonBlocking)
+			if err != nil {
+				return err
+			}
+			e0, _ := cu.MakeEvent(cu.DisableTiming)
+			e1, _ := cu.MakeEvent(cu.DisableTiming)
+			if err := beginCaptureMode(s0, planner.CaptureGlobal); err != nil {
+				return err
+			}
+			res.call = body(s0, s1, e0, e1)
+			_, res.end = endCaptureRaw(s0)
+			cu.Synchronize()
+			cu.DestroyEvent(&e0)
+			cu.DestroyEvent(&e1)
+			s0.Destroy()
+			s1.Destroy()
+			return nil
+		})
+		figure(t, "capture %s: call %v, cuStreamEndCapture %v", name, errName(res.call), errName(res.end))
+		return res
+	}
+	fork := func(s0, s1 cu.Stream, e0 cu.Event) error {
+		if err := r.fill(s0, 1); err != nil {
+			return err
+		}
+		if err := e0.Record(s0); err != nil {
+			return err
+		}
+		if err := s1.Wait(e0, 0); err != nil {
+			return err
+		}
+		return r.fill(s1, 2)
+	}
+	check := func(name string, res result, want string) {
+		got := errName(res.call)
+		if got == "ok" {
+			got = errName(res.end)
+		}
+		if got != want {
+			t.Errorf("capture %s: got %s, the checker predicts %s", name, got, want)
+		}
+	}
+	// specs/rules/capture-racy.yaml: s1 forked, never joined.
+	check("unjoined fork", run("unjoined fork", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+		return fork(s0, s1, e0)
+	}), "CUDA_ERROR_STREAM_CAPTURE_UNJOINED")
+	// specs/rules/capture-fixed.yaml: s0 waits for s1 before the end.
+	check("joined fork", run("joined fork", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+		if err := fork(s0, s1, e0); err != nil {
+			return err
+		}
+		if err := e1.Record(s1); err != nil {
+			return err
+		}
+		return s0.Wait(e1, 0)
+	}), "ok")
+	// The host waits for captured work.
+	check("host wait inside", run("host wait inside", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+		if err := r.fill(s0, 1); err != nil {
+			return err
+		}
+		if err := e0.Record(s0); err != nil {
+			return err
+		}
+		return eventSync(e0)
+	}), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+	// cuMemAlloc inside the capture (a lazy workspace's first use on the
+	// capture stream), and with the warm-up before it.
+	check("allocation inside", run("allocation inside", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+		p, err := memAllocRaw(1 << 20)
+		if err == nil {
+			memFreeRaw(p)
+		}
+		return err
+	}), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+	// The legacy default stream while a blocking stream is captured, and
+	// while only non-blocking streams are.
+	check("legacy inside, blocking capture", run("legacy inside, blocking capture", planner.StreamBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+		if err := r.fill(s0, 1); err != nil {
+			return err
+		}
+		return r.fill(legacy, 2)
+	}), "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT")
+	check("legacy inside, non-blocking capture", run("legacy inside, non-blocking capture", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+		if err := r.fill(s0, 1); err != nil {
+			return err
+		}
+		return r.fill(legacy, 2)
+	}), "ok")
+}
+
+func errName(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	if rr, ok := err.(rawResult); ok {
+		return rr.Error()
+	}
+	return err.Error()
+}
+
+// TestRulesThreads: two host threads. Thread A runs a slow write on its
+// stream and records event e; thread B waits on e on its stream and writes.
+// Without a handoff B's wait may be issued before A's record and wait for
+// nothing (specs/rules/threads-racy.yaml); with a host event (A signals
+// after its record, B waits for the signal before its wait) B is ordered
+// (specs/rules/threads-fixed.yaml). The racy form forces the unlucky
+// interleaving (B first) that the verifier says is possible.
+func TestRulesThreads(t *testing.T) {
+	r := newRulesRig(t)
+	var sa, sb cu.Stream
+	var e cu.Event
+	r.do(t, func(w *worker) error {
+		var err error
+		if sa, _, err = makeStream(planner.StreamNonBlocking); err != nil {
+			return err
+		}
+		if sb, _, err = makeStream(planner.StreamNonBlocking); err != nil {
+			return err
+		}
+		e, err = cu.MakeEvent(cu.DisableTiming)
+		return err
+	})
+	defer r.do(t, func(w *worker) error { cu.DestroyEvent(&e); sa.Destroy(); return sb.Destroy() })
+	wrong := map[bool]int{}
+	for _, handoff := range []bool{false, true} {
+		for range rulesTrials {
+			// Each thread issues through the worker; the goroutines decide
+			// the interleaving of their issues.
+			signal := make(chan struct{})
+			bFirst := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() { // thread A
+				defer wg.Done()
+				if !handoff {
+					<-bFirst
+				}
+				r.do(t, func(w *worker) error {
+					if err := r.spin(sa); err != nil {
+						return err
+					}
+					if err := r.fill(sa, 1); err != nil {
+						return err
+					}
+					return e.Record(sa)
+				})
+				close(signal)
+			}()
+			go func() { // thread B
+				defer wg.Done()
+				if handoff {
+					<-signal // the host event
+				}
+				r.do(t, func(w *worker) error {
+					if err := sb.Wait(e, 0); err != nil {
+						return err
+					}
+					return r.fill(sb, 2)
+				})
+				if !handoff {
+					close(bFirst)
+				}
+			}()
+			wg.Wait()
+			r.do(t, func(w *worker) error {
+				ok, err := r.deviceAll(w, 2)
+				if !ok {
+					wrong[handoff]++
+				}
+				return err
+			})
+		}
+	}
+	figure(t, "two host threads, B waits on A's event: no handoff %d of %d wrong; host-event handoff %d of %d wrong", wrong[false], rulesTrials, wrong[true], rulesTrials)
+	if wrong[false] == 0 || wrong[true] != 0 {
+		t.Errorf("want the unhanded wait wrong and the handed-over one right, got %v", wrong)
+	}
+}
