@@ -111,8 +111,8 @@ func endCaptureRaw(s cu.Stream) (nodes int, err error) {
 	return int(n), err
 }
 
-func streamSync(s cu.Stream) error  { return rawErr(C.dr_stream_sync(cuStream(s))) }
-func eventSync(e cu.Event) error    { return rawErr(C.dr_event_sync(cuEvent(e))) }
+func streamSync(s cu.Stream) error { return rawErr(C.dr_stream_sync(cuStream(s))) }
+func eventSync(e cu.Event) error   { return rawErr(C.dr_event_sync(cuEvent(e))) }
 func memAllocRaw(n int64) (cu.DevicePtr, error) {
 	var p C.CUdeviceptr
 	err := rawErr(C.dr_mem_alloc(&p, C.size_t(n)))
