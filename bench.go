@@ -174,3 +174,7 @@ func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, erro
 	}
 	return &m, nil
 }
+
+// SimTimingNote is what the simulator backend's timings are and are not;
+// the command line prints it after every figure the simulator measured.
+const SimTimingNote = "simulator timings are the CPU time of a simulation (random per-op delays, one goroutine per stream), not predictions of GPU time; --backend cuda measures the GPU"

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -156,6 +158,8 @@ Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
 	}
 	root.SetVersionTemplate("dagrun {{.Version}}\n")
 	root.AddCommand(newVersionCmd(stdout), newSchemaCmd(stdout), newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr))
+	addCompletions(root) // complete.go
+	ownDefaults(root)
 	return root
 }
 
@@ -373,7 +377,7 @@ anything is loaded, with exit 2.`,
 			if sf.frames != "" {
 				err = runStream(cmd.Context(), pl, ro, &rf, &sf, cmd.Flags().Changed("iterations"), &out, stderr)
 			} else {
-				err = runPlain(cmd.Context(), pl, ro, &rf, &out)
+				err = runPlain(cmd.Context(), pl, ro, &rf, sf.outDir, &out, stderr)
 			}
 			// Figures come only with a finished run; a streamed run whose
 			// frames are wrong still prints its report.
@@ -430,11 +434,17 @@ func execute(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFlag
 }
 
 // runPlain runs pl once for ro.Iterations iterations and writes the
-// outputs' checksums and the figures to out.
-func runPlain(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFlags, out io.Writer) error {
+// outputs' checksums and the figures to out, and the outputs to outDir
+// (when not "").
+func runPlain(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFlags, outDir string, out, stderr io.Writer) error {
 	res, err := execute(ctx, pl, ro, rf)
 	if err != nil {
 		return err
+	}
+	if outDir != "" {
+		if err := writeOutputs(outDir, res, nil, 0, stderr); err != nil {
+			return err
+		}
 	}
 	if rf.asJSON {
 		return writeRunJSON(out, ro, res)
@@ -445,6 +455,43 @@ func runPlain(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFla
 	fmt.Fprintf(out, "backend %s, %d iteration(s), wall %s (issue to sync; %s with setup and read-back)\n",
 		res.Backend, ro.Iterations, res.Wall.Round(time.Microsecond), res.Total.Round(time.Microsecond))
 	writeIssued(out, ro, res)
+	writeSimNote(out, res)
+	return nil
+}
+
+// writeSimNote says, after figures from the simulator, that they are no
+// GPU prediction.
+func writeSimNote(w io.Writer, res *dagrun.RunResult) {
+	if res.Backend == dagrun.BackendSim {
+		fmt.Fprintln(w, "note: "+dagrun.SimTimingNote)
+	}
+}
+
+// writeOutputs writes each output buffer's contents after the run (the
+// last iteration's) to dir/NAME.bin, atomically, except the buffers in
+// skip (streamed per iteration already: streamed files of them). With no
+// file written at all it warns on stderr.
+func writeOutputs(dir string, res *dagrun.RunResult, skip map[string]bool, streamed int, stderr io.Writer) error {
+	n := 0
+	for _, o := range res.Outputs {
+		if skip[o.Name] {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return failure{fmt.Errorf("--out %s: %w", dir, err)}
+		}
+		path := filepath.Join(dir, strings.ReplaceAll(o.Name, "/", "_")+".bin")
+		if err := writeFileAtomic(path, o.Data); err != nil {
+			return failure{fmt.Errorf("--out: writing %s: %w", path, err)}
+		}
+		n++
+	}
+	switch {
+	case n+streamed == 0:
+		fmt.Fprintf(stderr, "dagrun: warning: --out %s: the plan has no output buffer, so nothing was written (give the buffers to keep role: output)\n", dir)
+	default:
+		fmt.Fprintf(stderr, "dagrun: wrote %d output file(s) to %s\n", n+streamed, dir)
+	}
 	return nil
 }
 
@@ -486,11 +533,15 @@ func writeRunJSON(w io.Writer, ro dagrun.RunOptions, res *dagrun.RunResult) erro
 		Waits      int     `json:"waits"`
 		Records    int     `json:"records"`
 		Outputs    []out   `json:"outputs"`
+		Note       string  `json:"note,omitempty"` // the simulator's: its timings are no GPU prediction
 	}{Backend: res.Backend, Iterations: ro.Iterations, Alloc: ro.Alloc,
 		WallUS: float64(res.Wall.Nanoseconds()) / 1e3, TotalUS: float64(res.Total.Nanoseconds()) / 1e3,
 		Launches: res.Launches, Waits: res.Waits, Records: res.Records}
 	for _, o := range res.Outputs {
 		v.Outputs = append(v.Outputs, out{o.Name, o.Bytes, o.Checksum})
+	}
+	if res.Backend == dagrun.BackendSim {
+		v.Note = dagrun.SimTimingNote
 	}
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {

@@ -36,7 +36,7 @@ type streamFlags struct {
 func (f *streamFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.frames, "frames", "", "stream the frames in this directory (PNG/JPEG/GIF images, or raw .raw/.bin/.rgba files) through the spec's host_pinned input buffers, one frame per buffer per iteration (default iterations: enough to use every frame once)")
-	fl.StringVar(&f.outDir, "out", "", "with --frames: write each host_pinned output buffer of each iteration to DIR/BUFFER/NNNNNN.bin")
+	fl.StringVar(&f.outDir, "out", "", "write each role: output buffer's contents after the run to DIR/BUFFER.bin (the last iteration's); with --frames, each host_pinned output of every iteration to DIR/BUFFER/NNNNNN.bin; warns when the plan has no output buffer")
 	fl.IntVar(&f.inFlight, "in-flight", 0, "with --frames: the host issues iteration i only after iteration i-N completed (0: the plan's bound + 1)")
 	fl.StringVar(&f.progress, "progress", "auto", "with --frames: progress bar with frames/s on stderr: auto (runs of 500+ iterations), on or off")
 	fl.StringVar(&f.check, "check", "auto", "with --frames: check every output frame: video (against specs/video's float64 reference, max relative error < 1e-4), none, or auto (video when the plan runs the video kernels)")
@@ -46,7 +46,7 @@ func (f *streamFlags) add(cmd *cobra.Command) {
 // work (conflicts with other flags: runConflicts).
 func (f *streamFlags) validate(cmd *cobra.Command) error {
 	if f.frames == "" {
-		for _, name := range []string{"out", "in-flight", "progress", "check"} {
+		for _, name := range []string{"in-flight", "progress", "check"} {
 			if cmd.Flags().Changed(name) {
 				return usagef("--%s needs --frames DIR", name)
 			}
@@ -256,8 +256,18 @@ func runStream(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFl
 	fmt.Fprintf(stdout, "plan: %d streams × %d stream sets, %d cross-iteration waits, in flight ≤ %d; %s with setup and read-back\n",
 		len(p.Streams), p.Iteration.StreamSets, p.Iteration.CrossWaits, p.Iteration.InFlight, res.Total.Round(time.Millisecond))
 	writeIssued(stdout, ro, res)
+	writeSimNote(stdout, res)
 	for _, o := range res.Outputs {
 		fmt.Fprintf(stdout, "output %-16s %10d bytes  checksum %s (last iteration)\n", o.Name, o.Bytes, o.Checksum)
+	}
+	if f.outDir != "" {
+		streamed := map[string]bool{}
+		for _, i := range s.outputs {
+			streamed[p.Buffers[i].Name] = true
+		}
+		if err := writeOutputs(f.outDir, res, streamed, frames, stderr); err != nil {
+			return err
+		}
 	}
 	if s.check != nil {
 		fmt.Fprintf(stdout, "checked %d output frames against the float64 reference: %d wrong, max relative error %.3g\n",

@@ -70,7 +70,7 @@ func TestRunFramesErrors(t *testing.T) {
 		{[]string{"--frames", raw}, "has 4 bytes"},
 		{[]string{"--frames", filepath.Join(raw, "nope")}, "not a directory"},
 		{[]string{"--frames", imgs, "--mode", "graph"}, "conflicts with --mode graph"},
-		{[]string{"--out", raw}, "needs --frames"},
+		{[]string{"--in-flight", "2"}, "needs --frames"},
 		{[]string{"--frames", imgs, "--progress", "maybe"}, "--progress"},
 		{[]string{"--frames", imgs, "--check", "video", "--in-flight", "-1"}, "--in-flight"},
 	} {

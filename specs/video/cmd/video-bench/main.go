@@ -184,6 +184,9 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 	}
 	w := vb.out
 	fmt.Fprintf(w, "video-bench: backend %s; %d images, %d with distinct results; %d iterations per run\n", reason, len(frames), len(vb.frameB), vb.iters)
+	if b.Name() == dagrun.BackendSim {
+		fmt.Fprintf(w, "note: %s\n", dagrun.SimTimingNote)
+	}
 	fmt.Fprintf(w, "\n1. frames/s and per-iteration latency (host issue to completion seen), default plan vs one stream\n")
 	fmt.Fprintf(w, "%-7s %-6s | %-28s | %-28s | %s\n", "cameras", "copies", "plan: frames/s  p50  p99", "one stream: frames/s p50 p99", "ratio (frames/s, p50)")
 	for _, cams := range vb.cameras {

@@ -1,0 +1,119 @@
+package main
+
+// Shell completion (dagrun completion bash|zsh|fish|powershell): the values
+// of the flags that take one of a few words, spec and plan files by
+// extension, folders for the flags that take one. The word lists are the
+// ones the flags' checks accept (TestCompletionValuesAccepted).
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/dagrun/dagrun"
+)
+
+// flagValues are the words each flag takes, by flag name.
+var flagValues = map[string][]string{
+	"backend":  {dagrun.BackendAuto, dagrun.BackendSim, dagrun.BackendCUDA},
+	"format":   {"table", "json", "dot", "mermaid"},
+	"strategy": {dagrun.StrategyDefault, dagrun.StrategySingle, dagrun.StrategyRoundRobin, dagrun.StrategyNaive, dagrun.StrategyHazardDAG},
+	"mode":     {string(dagrun.ModeStreams), string(dagrun.ModeGraph)},
+	"arena":    {dagrun.ArenaPlanned, dagrun.ArenaOff, dagrun.ArenaStreamOrder},
+	"alloc":    {dagrun.AllocStatic, dagrun.AllocDynamic},
+	"progress": {"auto", "on", "off"},
+	"check":    {"auto", "video", "none"},
+}
+
+// fileFlags complete file names with these extensions; dirFlags folders.
+var (
+	fileFlags = map[string][]string{"plan": {"json"}, "trace": {"json"}, "timeline": {"png"}, "output": {"yaml"}, "plot": {"png"}}
+	dirFlags  = []string{"frames", "out"}
+)
+
+// addCompletions registers the completions of every command under root.
+func addCompletions(root *cobra.Command) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			switch {
+			case flagValues[f.Name] != nil:
+				vals := flagValues[f.Name]
+				c.RegisterFlagCompletionFunc(f.Name, cobra.FixedCompletions(vals, cobra.ShellCompDirectiveNoFileComp))
+			case f.Name == "dump-after":
+				c.RegisterFlagCompletionFunc(f.Name, cobra.FixedCompletions(dagrun.Passes(), cobra.ShellCompDirectiveNoFileComp))
+			case fileFlags[f.Name] != nil:
+				c.MarkFlagFilename(f.Name, fileFlags[f.Name]...)
+			case contains(dirFlags, f.Name):
+				c.MarkFlagDirname(f.Name)
+			}
+		})
+		if c.Args != nil && c.ValidArgsFunction == nil && c.HasParent() {
+			exts := specExts(c)
+			c.ValidArgsFunction = func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+				if exts == nil {
+					return nil, cobra.ShellCompDirectiveNoFileComp
+				}
+				return exts, cobra.ShellCompDirectiveFilterFileExt
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// specExts are the file extensions a command's arguments take: specs
+// (YAML), graphs for import (JSON); nil for commands without file
+// arguments.
+func specExts(c *cobra.Command) []string {
+	switch {
+	case c.Name() == "import":
+		return []string{"json"}
+	case strings.Contains(c.Use, "SPEC"):
+		return []string{"yaml", "yml"}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ownDefaults drops pflag's "(default …)" from the help of the flags whose
+// usage states the default in words already ("(default: the spec's …)"),
+// so no flag prints its default twice.
+func ownDefaults(root *cobra.Command) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "(default") {
+				f.DefValue = zeroText(f.Value.Type()) // pflag leaves zero defaults out
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// zeroText is the text of a flag type's zero value, as pflag tests it.
+func zeroText(typ string) string {
+	switch {
+	case typ == "bool":
+		return "false"
+	case typ == "duration":
+		return "0s"
+	case strings.HasPrefix(typ, "int"), strings.HasPrefix(typ, "uint"), strings.HasPrefix(typ, "float"):
+		return "0"
+	}
+	return ""
+}

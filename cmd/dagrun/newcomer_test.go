@@ -1,0 +1,239 @@
+package main
+
+// A newcomer's first hour: the rough edges a new user met, each as a test.
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dagrun/dagrun"
+)
+
+// eachCommand calls f for every command of the command line.
+func eachCommand(f func(c *cobra.Command)) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		f(c)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(io.Discard, io.Discard))
+}
+
+// No flag prints its default twice ("(default: the spec's …) (default -1)").
+func TestHelpPrintsEachDefaultOnce(t *testing.T) {
+	eachCommand(func(c *cobra.Command) {
+		for _, line := range strings.Split(c.Flags().FlagUsages(), "\n") {
+			if strings.Count(line, "(default") > 1 {
+				t.Errorf("dagrun %s: %s", c.CommandPath(), strings.TrimSpace(line))
+			}
+		}
+	})
+}
+
+// --dump-after's help names every planner pass.
+func TestDumpAfterHelpListsEveryPass(t *testing.T) {
+	out, _, code := cli(t, "plan", "--help")
+	if code != 0 {
+		t.Fatal(code)
+	}
+	line := regexp.MustCompile(`--dump-after[^\n]*`).FindString(out)
+	for _, p := range dagrun.Passes() {
+		if !strings.Contains(line, p) {
+			t.Errorf("--dump-after's help lacks pass %s: %s", p, line)
+		}
+	}
+}
+
+// complete returns the completions dagrun offers for args (the last one
+// being completed) and the directive.
+func complete(t *testing.T, args ...string) ([]string, string) {
+	t.Helper()
+	out, _, code := cli(t, append([]string{cobra.ShellCompRequestCmd}, args...)...)
+	if code != 0 {
+		t.Fatalf("__complete %v: exit %d", args, code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[:len(lines)-1], lines[len(lines)-1]
+}
+
+// Flag values complete to exactly the words the flag accepts: each one
+// passes the flag's check, and a word outside the list is refused with a
+// message that names every word.
+func TestCompletionValuesAccepted(t *testing.T) {
+	spec := specPath("seed/three-stage.yaml")
+	cmdOf := map[string][]string{
+		"backend": {"run", "--iterations", "1"}, "mode": {"run"}, "alloc": {"run"},
+		"format": {"plan"}, "strategy": {"plan"}, "arena": {"plan"},
+	}
+	for flag, cmd := range cmdOf {
+		got, dir := complete(t, append(cmd, "--"+flag, "")...)
+		if !slicesEqual(got, flagValues[flag]) || dir != ":4" { // 4: no file completion
+			t.Errorf("--%s completes to %v (%s), want %v", flag, got, dir, flagValues[flag])
+		}
+		for _, v := range got {
+			_, errs, code := cli(t, append(cmd, "--"+flag, v, spec)...)
+			if code == exitUsage && strings.Contains(errs, "--"+flag) {
+				t.Errorf("--%s %s, offered by completion, is refused: %s", flag, v, errs)
+			}
+		}
+		_, errs, code := cli(t, append(cmd, "--"+flag, "bogus", spec)...)
+		if code != exitUsage {
+			t.Errorf("--%s bogus: exit %d, want %d", flag, code, exitUsage)
+		}
+		// "want a, b or c": the words the check accepts, as completion offers them.
+		m := regexp.MustCompile(`want ([^:\n]*)`).FindStringSubmatch(errs)
+		if m == nil {
+			t.Errorf("--%s bogus: no list of values in %q", flag, errs)
+			continue
+		}
+		want := strings.FieldsFunc(strings.ReplaceAll(m[1], " or ", ", "), func(r rune) bool { return r == ',' || r == ' ' })
+		if !slicesEqual(want, flagValues[flag]) {
+			t.Errorf("--%s: the check accepts %v, completion offers %v", flag, want, flagValues[flag])
+		}
+	}
+	if got, _ := complete(t, "plan", "--dump-after", ""); !slicesEqual(got, dagrun.Passes()) {
+		t.Errorf("--dump-after completes to %v, want the passes %v", got, dagrun.Passes())
+	}
+}
+
+// Spec arguments complete to YAML files, import's to JSON graphs.
+func TestCompletionSpecFiles(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"plan", ""}, []string{"yaml", "yml"}},
+		{[]string{"check", ""}, []string{"yaml", "yml"}},
+		{[]string{"run", ""}, []string{"yaml", "yml"}},
+		{[]string{"bench", "plan", ""}, []string{"yaml", "yml"}},
+		{[]string{"import", ""}, []string{"json"}},
+		{[]string{"run", "--plan", ""}, []string{"json"}},
+	} {
+		got, dir := complete(t, tc.args...)
+		if !slicesEqual(got, tc.want) || dir != ":8" { // 8: filter by extension
+			t.Errorf("%v completes to %v (%s), want extensions %v", tc.args, got, dir, tc.want)
+		}
+	}
+}
+
+func slicesEqual(a, b []string) bool {
+	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
+}
+
+// dagrun version and --version print the build info's version.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, _, code := cli(t, args...)
+		if code != 0 || !strings.HasPrefix(out, "dagrun ") || !strings.Contains(out, "go1.") {
+			t.Errorf("%v: exit %d, %q", args, code, out)
+		}
+	}
+}
+
+// Every wait says why it is there in the table, the DOT, Mermaid and JSON.
+func TestWaitReasonsInEveryFormat(t *testing.T) {
+	spec := specPath("shared-io/shared-io.yaml")
+	table, _, _ := cli(t, "plan", spec)
+	dot, _, _ := cli(t, "plan", "--format", "dot", spec)
+	mermaid, _, code := cli(t, "plan", "--format", "mermaid", spec)
+	if code != 0 {
+		t.Fatal(code)
+	}
+	js, _, _ := cli(t, "plan", "--json", spec)
+	reason := "WAR in_d[0:16384]"
+	if !strings.Contains(table, "for run0: "+reason) {
+		t.Errorf("table lacks the wait's reason %q:\n%s", reason, table)
+	}
+	if !strings.Contains(dot, `label="e0\n`+reason) || !strings.Contains(dot, "key:") {
+		t.Errorf("DOT lacks the wait's reason or the key:\n%s", dot)
+	}
+	if !strings.HasPrefix(mermaid, "---\ntitle: ") || !strings.Contains(mermaid, "flowchart TB") || !strings.Contains(mermaid, `-.->|"e0: `+reason+`"|`) {
+		t.Errorf("Mermaid lacks the flowchart or the wait's reason:\n%s", mermaid)
+	}
+	var p struct {
+		Streams []struct {
+			Ops []struct {
+				Op  string
+				Why *struct {
+					From, To string
+					Hazards  []struct{ Kind, Buffer string }
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(js), &p); err != nil {
+		t.Fatal(err)
+	}
+	waits := 0
+	for _, s := range p.Streams {
+		for _, o := range s.Ops {
+			if o.Op == "wait" {
+				waits++
+				if o.Why == nil || len(o.Why.Hazards) == 0 {
+					t.Errorf("a wait in the JSON has no reason: %+v", o)
+				}
+			}
+		}
+	}
+	if waits == 0 {
+		t.Fatal("no waits in the JSON")
+	}
+	// The plan file with reasons reads back and runs.
+	dir := t.TempDir()
+	pf := filepath.Join(dir, "plan.json")
+	os.WriteFile(pf, []byte(js), 0o644)
+	if _, errs, code := cli(t, "check", "--plan", pf); code != 0 {
+		t.Errorf("check --plan of a plan with reasons: exit %d: %s", code, errs)
+	}
+}
+
+// The simulator says its timings are no GPU prediction, in text and JSON.
+func TestSimulatorTimingsSaySo(t *testing.T) {
+	spec := specPath("seed/three-stage.yaml")
+	out, _, code := cli(t, "run", "--backend", "sim", spec)
+	if code != 0 || !strings.Contains(out, "not predictions of GPU time") {
+		t.Errorf("run on sim: exit %d, no note on its timings:\n%s", code, out)
+	}
+	js, _, _ := cli(t, "run", "--backend", "sim", "--json", spec)
+	if !strings.Contains(js, `"note": "simulator timings`) {
+		t.Errorf("run --json on sim: no note:\n%s", js)
+	}
+}
+
+// --out writes every output buffer without --frames, and warns when the
+// plan has none.
+func TestOutWritesOutputs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	_, errs, code := cli(t, "run", "--backend", "sim", "--out", dir, specPath("seed/three-stage.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "result_h.bin"))
+	if err != nil || len(b) != 4000 {
+		t.Fatalf("--out: result_h.bin: %d bytes, %v", len(b), err)
+	}
+	if bytes.Count(b, []byte{0}) == len(b) {
+		t.Error("--out wrote zeros")
+	}
+	// A spec with no output buffer: a warning, nothing written.
+	spec := filepath.Join(t.TempDir(), "none.yaml")
+	os.WriteFile(spec, []byte("version: 1\nbuffers: [{name: x, bytes: 64}]\nstages:\n  - {name: a, kernel: fill, args: {value: 1.0}, writes: [x]}\n"), 0o644)
+	dir2 := filepath.Join(t.TempDir(), "out")
+	_, errs, code = cli(t, "run", "--backend", "sim", "--out", dir2, spec)
+	if code != 0 || !strings.Contains(errs, "nothing was written") {
+		t.Errorf("--out with no output buffer: exit %d, stderr %q", code, errs)
+	}
+	if _, err := os.Stat(dir2); err == nil {
+		t.Error("--out with no output buffer made the folder")
+	}
+}
