@@ -27,8 +27,9 @@ func (p Pos) String() string {
 
 // Buffer placement (BufferSpec.Where): the values of contract.Where.
 const (
-	WhereDevice     = string(contract.WhereDevice)     // device memory (cuMemAlloc)
-	WhereHostPinned = string(contract.WhereHostPinned) // page-locked host memory (cuMemAllocHost)
+	WhereDevice       = string(contract.WhereDevice)       // device memory (cuMemAlloc)
+	WhereHostPinned   = string(contract.WhereHostPinned)   // page-locked host memory (cuMemAllocHost)
+	WhereHostPageable = string(contract.WhereHostPageable) // ordinary host memory (malloc): copies are staged
 )
 
 // Buffer roles (BufferSpec.Role): the values of contract.Role.

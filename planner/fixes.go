@@ -32,6 +32,10 @@ type Fix struct {
 	OldLag int `json:"old_lag,omitempty"`
 	// Edit is the fix as the spec edit, with its CUDA form (String).
 	Edit string `json:"edit"`
+	// Instead is an edit that orders the same races without the wait, by
+	// one of CUDA's implicit rules (a stream made blocking, a copy made
+	// synchronous), checked on the plan; "" when none does.
+	Instead string `json:"instead,omitempty"`
 }
 
 // fixMaxWork bounds the work of the greedy fix search (candidate waits
@@ -262,6 +266,7 @@ func fixesOf(p *Plan, races []Race, need []int, waits [][2]int) []Fix {
 				f.Races = append(f.Races, k)
 			}
 		}
+		f.Instead = insteadOf(p, races, &f) // implicit.go
 		f.Edit = f.String()
 		fixes = append(fixes, f)
 	}
@@ -390,8 +395,12 @@ func (f Fix) String() string {
 		return fmt.Sprintf("%s: add {stage: %s, lag: %d} to waits (stream %s waits, before %s, on the event recorded on stream %s after %s %d iteration%s earlier)",
 			at, f.AfterName, f.Lag, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName, f.Lag, plural(f.Lag))
 	}
-	return fmt.Sprintf("%s: add %s to waits (stream %s waits, before %s, on an event recorded on stream %s after %s)",
+	s := fmt.Sprintf("%s: add %s to waits (stream %s waits, before %s, on an event recorded on stream %s after %s)",
 		at, f.AfterName, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName)
+	if f.Instead != "" {
+		s += "; or instead " + f.Instead
+	}
+	return s
 }
 
 // report writes e grouped by fix: one block per wait with the races it

@@ -231,26 +231,28 @@ func deriveImplicit(p *Plan) *implicitOrder {
 		if T > 1 {
 			im.seq[g] = tcount[t]
 			tcount[t]++
+			r := int32(-1)
 			if o.Kind == OpWait {
-				if r := lastRec[o.Event]; r >= 0 && im.thread[opStream[r]] != t {
-					if st.Host && p.Streams[opStream[r]].Host {
-						// A host event handed over: this thread now knows
-						// what the other had issued up to the record.
-						row := im.tclock[int(tcur[t])*T : int(tcur[t]+1)*T]
-						rrow := im.tclock[int(im.trow[r])*T : int(im.trow[r]+1)*T]
-						for a := range T {
-							tmp[a] = max(row[a], rrow[a])
-						}
-						rt := im.thread[opStream[r]]
-						tmp[rt] = max(tmp[rt], im.seq[r]+1)
-						tcur[t] = int32(len(im.tclock) / T)
-						im.tclock = append(im.tclock, tmp...)
-					} else if !im.handedOver(r, g, records[o.Event], opStream) {
-						im.unordered[g] = true
-					}
+				r = lastRec[o.Event]
+			}
+			handoff := r >= 0 && im.thread[opStream[r]] != t && st.Host && p.Streams[opStream[r]].Host
+			if handoff {
+				// A host event handed over: this thread now knows what the
+				// other had issued up to the record.
+				row := im.tclock[int(tcur[t])*T : int(tcur[t]+1)*T]
+				rrow := im.tclock[int(im.trow[r])*T : int(im.trow[r]+1)*T]
+				for a := range T {
+					tmp[a] = max(row[a], rrow[a])
 				}
+				rt := im.thread[opStream[r]]
+				tmp[rt] = max(tmp[rt], im.seq[r]+1)
+				tcur[t] = int32(len(im.tclock) / T)
+				im.tclock = append(im.tclock, tmp...)
 			}
 			im.trow[g] = tcur[t]
+			if r >= 0 && !handoff && im.thread[opStream[r]] != t && !im.handedOver(r, g, records[o.Event], opStream) {
+				im.unordered[g] = true
+			}
 		}
 		// The thread's host completions this stream has not been given.
 		if d := done[t]; got[s] < len(d) {
@@ -488,11 +490,22 @@ func (v *verifier) explain(r *Race) {
 		}
 		r.Fix = edit + ", or " + r.Fix
 	}
+	blocking := func(s *Stream) {
+		text := fmt.Sprintf("declare stream %s with kind: blocking (the legacy default stream and blocking streams wait for each other's earlier work)", s.Name)
+		also(text)
+		r.edit = &ruleEdit{stream: s.ID, stage: -1, text: text}
+	}
 	switch {
 	case a.Thread != b.Thread:
 		r.Rule = fmt.Sprintf("%s: %s is issued by thread %s and %s by thread %s; a host wait orders only its own thread's later issues, and a wait on another thread's record captures it only after a host event hands it over",
 			RuleThreads, fi.Name, threadLabel(a.Thread), se.Name, threadLabel(b.Thread))
-		also(fmt.Sprintf("hand over with a host event: record an event on thread %s's host stream after it has waited for %s, and wait on that event on thread %s's host stream before %s", threadLabel(a.Thread), fi.Name, threadLabel(b.Thread), se.Name))
+		r.Fix = fmt.Sprintf("hand over with a host event: record an event on thread %s's host stream after it has waited for %s, and wait on that event on thread %s's host stream before %s", threadLabel(a.Thread), fi.Name, threadLabel(b.Thread), se.Name)
+	case fi.Copy == CopySync && syncCopyReturn(p, r.First) == returnsStaged && v.stageWrites(r.First, r.Buffer):
+		r.Rule = fmt.Sprintf("%s: %s, a synchronous copy from pageable memory, returns once its source is staged; its write to %s may still be in flight", RuleStaged, fi.Name, r.Buffer)
+		if !b.Host && !blockingKind(b.Kind) && b.Kind != StreamLegacy {
+			r.Rule += fmt.Sprintf(", and stream %s is non_blocking: not ordered with the legacy default stream", b.Name)
+			blocking(b)
+		}
 	case a.Kind == StreamLegacy && !b.Host && !blockingKind(b.Kind) && b.Kind != StreamLegacy,
 		b.Kind == StreamLegacy && !a.Host && !blockingKind(a.Kind) && a.Kind != StreamLegacy:
 		nb := b
@@ -500,13 +513,13 @@ func (v *verifier) explain(r *Race) {
 			nb = a
 		}
 		r.Rule = fmt.Sprintf("%s: stream %s is non_blocking, and non-blocking streams are not ordered with the legacy default stream", RuleLegacy, nb.Name)
-		also(fmt.Sprintf("declare stream %s with kind: blocking (the legacy default stream and blocking streams wait for each other's earlier work)", nb.Name))
-	case fi.Copy == CopySync && syncCopyReturn(p, r.First) == returnsStaged && v.stageWrites(r.First, r.Buffer):
-		r.Rule = fmt.Sprintf("%s: %s, a synchronous copy from pageable memory, returns once its source is staged; its write to %s may still be in flight", RuleStaged, fi.Name, r.Buffer)
+		blocking(nb)
 	case fi.Copy != CopySync && fi.Kernel == "copy" && !a.Host && !fi.HostFunc && b.Host && p.where(r.Buffer).Host():
 		r.Rule = fmt.Sprintf("%s: %s (cuMemcpyAsync) returns before the copy runs; the host is ordered after it only by waiting for an event", RuleAsyncCopy, fi.Name)
 		if a.Kind == StreamLegacy || a.Kind == StreamPerThread {
-			also(fmt.Sprintf("make %s a synchronous copy (copy: sync), which returns once the copy is done", fi.Name))
+			text := fmt.Sprintf("make %s a synchronous copy (copy: sync), which returns once the copy is done", fi.Name)
+			also(text)
+			r.edit = &ruleEdit{stream: -1, stage: r.First, text: text}
 		}
 	case fi.HostFunc && b.Host, se.HostFunc && a.Host:
 		h := fi
@@ -525,4 +538,49 @@ func (v *verifier) stageWrites(i int, name string) bool {
 		}
 	}
 	return false
+}
+
+// ruleEdit is a plan edit that an implicit rule offers instead of a wait:
+// a stream made blocking, or a copy stage made synchronous.
+type ruleEdit struct {
+	stream, stage int // the stream to make blocking, or -1; the stage to make a synchronous copy, or -1
+	text          string
+}
+
+func (e *ruleEdit) apply(q *Plan) {
+	if e.stream >= 0 {
+		q.Streams[e.stream].Kind = StreamBlocking
+	}
+	if e.stage >= 0 {
+		q.Stages[e.stage].Copy = CopySync
+	}
+}
+
+// insteadOf returns the rule edit that orders every race of f without
+// its wait, proven on a copy of p, or "".
+func insteadOf(p *Plan, races []Race, f *Fix) string {
+	var e *ruleEdit
+	for _, k := range f.Races {
+		re := races[k].edit
+		if re == nil || e != nil && *re != *e {
+			return ""
+		}
+		e = re
+	}
+	if e == nil {
+		return ""
+	}
+	q := clonePlan(p)
+	e.apply(q)
+	if q.Validate() != nil {
+		return ""
+	}
+	v := &verifier{p: q}
+	v.clocks()
+	for _, k := range f.Races {
+		if !v.stageHB(int32(races[k].First), int32(races[k].Second)) {
+			return ""
+		}
+	}
+	return e.text
 }

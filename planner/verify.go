@@ -62,6 +62,8 @@ type Race struct {
 	// Rule, when CUDA's implicit order was expected to order the pair,
 	// names the rule that does not (implicit.go) and why.
 	Rule string `json:"rule,omitempty"`
+
+	edit *ruleEdit // the plan edit Rule suggests instead of a wait (implicit.go)
 }
 
 func (r Race) String() string {

@@ -1,0 +1,235 @@
+package planner
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+// ruleCase is a manual spec, the kinds and threads of its streams, the
+// placement of its buffers and its copy stages, and what Verify says.
+type ruleCase struct {
+	name    string
+	spec    *dag.Spec
+	kinds   map[string]string // stream → Kind
+	threads map[string]string // stream → Thread
+	where   map[string]string // buffer → Where
+	sync    []string          // synchronous copy stages
+	hostFn  []string          // host-function stages
+	hosts   []string          // host streams besides dag.HostStream
+	once    bool              // one iteration (no Iteration: the threads hand over once)
+	race    string            // "" for race-free, else a substring of the report
+	instead string            // a substring of the first fix's rule edit (Fix.Instead)
+}
+
+func (c ruleCase) plan(t *testing.T) *Plan {
+	t.Helper()
+	s := c.spec
+	for i := range s.Buffers {
+		if w, ok := c.where[s.Buffers[i].Name]; ok {
+			s.Buffers[i].Where = w
+		}
+	}
+	p, err := Build(s, Options{})
+	if err != nil {
+		t.Fatalf("%s: Build: %v", c.name, err)
+	}
+	for i := range p.Streams {
+		p.Streams[i].Kind = c.kinds[p.Streams[i].Name]
+		p.Streams[i].Thread = c.threads[p.Streams[i].Name]
+		for _, h := range c.hosts {
+			if p.Streams[i].Name == h {
+				p.Streams[i].Host = true
+			}
+		}
+	}
+	for i := range p.Stages {
+		for _, n := range c.sync {
+			if p.Stages[i].Name == n {
+				p.Stages[i].Copy = CopySync
+			}
+		}
+		for _, n := range c.hostFn {
+			if p.Stages[i].Name == n {
+				p.Stages[i].HostFunc = true
+			}
+		}
+	}
+	if c.once {
+		p = p.WithoutOps(func(_, _ int, o Op) bool { return o.Lag > 0 })
+		p.Iteration = nil
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("%s: Validate: %v", c.name, err)
+	}
+	return p
+}
+
+func kernel(k string) stageOpt { return func(s *dag.StageSpec) { s.Kernel = k } }
+
+func event(e string) stageOpt { return func(s *dag.StageSpec) { s.Event = e } }
+
+func waitEvent(e string) stageOpt {
+	return func(s *dag.StageSpec) { s.WaitFor = append(s.WaitFor, dag.WaitSpec{Event: e}) }
+}
+
+func ruleCases() []ruleCase {
+	L := map[string]string{"L": StreamLegacy}
+	return []ruleCase{
+		{name: "legacy then non-blocking", race: RuleLegacy, instead: "declare stream s with kind: blocking",
+			spec:  manual(spec(stage("a", on("L"), writes("x")), stage("b", on("s"), writes("x")))),
+			kinds: L},
+		{name: "legacy then blocking",
+			spec:  manual(spec(stage("a", on("L"), writes("x")), stage("b", on("s"), writes("x")))),
+			kinds: map[string]string{"L": StreamLegacy, "s": StreamBlocking}},
+		{name: "blocking then legacy",
+			spec:  manual(spec(stage("a", on("s"), writes("x")), stage("b", on("L"), writes("x")))),
+			kinds: map[string]string{"L": StreamLegacy, "s": StreamBlocking}},
+		{name: "per-thread then legacy",
+			spec:  manual(spec(stage("a", on("s"), writes("x")), stage("b", on("L"), writes("x")))),
+			kinds: map[string]string{"L": StreamLegacy, "s": StreamPerThread}},
+		{name: "non-blocking then legacy", race: RuleLegacy,
+			spec:  manual(spec(stage("a", on("s"), writes("x")), stage("b", on("L"), writes("x")))),
+			kinds: L},
+		{name: "blocking, legacy, blocking (k_1, k_2, k_3 of the CUDA docs)",
+			spec:  manual(spec(stage("k1", on("s1"), writes("x")), stage("k2", on("L"), writes("y")), stage("k3", on("s2"), reads("x")))),
+			kinds: map[string]string{"L": StreamLegacy, "s1": StreamBlocking, "s2": StreamBlocking}},
+		{name: "two blocking streams without the legacy stream between", race: "RAW on x",
+			spec:  manual(spec(stage("k1", on("s1"), writes("x")), stage("k3", on("s2"), reads("x")))),
+			kinds: map[string]string{"L": StreamLegacy, "s1": StreamBlocking, "s2": StreamBlocking}},
+		{name: "async device→host copy, host reads", race: RuleAsyncCopy, instead: "make d2h a synchronous copy",
+			spec:  manual(spec(stage("d2h", kernel("copy"), on("L"), reads("d"), writes("h")), stage("use", kernel("checksum"), on(dag.HostStream), reads("h"), writes("sum")))),
+			kinds: L, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
+		{name: "sync device→host copy, host reads",
+			spec:  manual(spec(stage("d2h", kernel("copy"), on("L"), reads("d"), writes("h")), stage("use", kernel("checksum"), on(dag.HostStream), reads("h"), writes("sum")))),
+			kinds: L, sync: []string{"d2h"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
+		{name: "sync copy waits for the legacy stream's earlier work, not a non-blocking stream's", race: RuleLegacy,
+			spec: manual(spec(stage("k", on("s"), writes("d")), stage("d2h", kernel("copy"), on("L"), reads("d"), writes("h")),
+				stage("use", kernel("checksum"), on(dag.HostStream), reads("h"), writes("sum")))),
+			kinds: L, sync: []string{"d2h"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
+		{name: "sync copy after a blocking producer, host reads",
+			spec: manual(spec(stage("k", on("s"), writes("d")), stage("d2h", kernel("copy"), on("L"), reads("d"), writes("h")),
+				stage("use", kernel("checksum"), on(dag.HostStream), reads("h"), writes("sum")))),
+			kinds: map[string]string{"L": StreamLegacy, "s": StreamBlocking}, sync: []string{"d2h"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
+		{name: "async copy from pinned, host overwrites the source", race: RuleAsyncCopy,
+			spec:  manual(spec(stage("h2d", kernel("copy"), on("L"), reads("h"), writes("d")), stage("next", kernel("fill"), on(dag.HostStream), writes("h")))),
+			kinds: L, where: map[string]string{"h": dag.WhereHostPinned}},
+		{name: "sync copy from pageable, host overwrites the source",
+			spec:  manual(spec(stage("h2d", kernel("copy"), on("L"), reads("h"), writes("d")), stage("next", kernel("fill"), on(dag.HostStream), writes("h")))),
+			kinds: L, sync: []string{"h2d"}, where: map[string]string{"h": dag.WhereHostPageable}},
+		{name: "sync copy from pageable, a non-blocking stream reads the destination", race: RuleStaged,
+			spec:  manual(spec(stage("h2d", kernel("copy"), on("L"), reads("h"), writes("d")), stage("use", on("s"), reads("d")))),
+			kinds: L, sync: []string{"h2d"}, where: map[string]string{"h": dag.WhereHostPageable}},
+		{name: "sync copy from pageable, the host then launches on a blocking stream",
+			spec:  manual(spec(stage("h2d", kernel("copy"), on("L"), reads("h"), writes("d")), stage("use", on("s"), reads("d")))),
+			kinds: map[string]string{"L": StreamLegacy, "s": StreamBlocking}, sync: []string{"h2d"}, where: map[string]string{"h": dag.WhereHostPageable}},
+		{name: "host function reads what the host writes later", race: RuleHostFunc,
+			spec:   manual(spec(stage("cb", kernel("checksum"), on("s"), reads("h"), writes("sum")), stage("next", kernel("fill"), on(dag.HostStream), writes("h")))),
+			hostFn: []string{"cb"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
+		{name: "host function after the copy on its stream",
+			spec:   manual(spec(stage("d2h", kernel("copy"), on("s"), reads("d"), writes("h")), stage("cb", kernel("checksum"), on("s"), reads("h"), writes("sum")))),
+			hostFn: []string{"cb"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
+		{name: "one thread: a host wait orders later launches",
+			spec: manual(spec(stage("a", on("sa"), writes("x")), stage("w", on(dag.HostStream), waits("a")),
+				stage("b", on("sb"), writes("x")))),
+		},
+		{name: "two threads: a host wait orders only its own thread", race: RuleThreads,
+			spec: manual(spec(stage("a", on("sa"), writes("x")), stage("w", on(dag.HostStream), waits("a")),
+				stage("b", on("sb"), writes("x")))),
+			threads: map[string]string{"sb": "B"}},
+		{name: "two threads: a host event hands over",
+			spec: manual(spec(stage("a", on("sa"), writes("x")), stage("w", on(dag.HostStream), waits("a"), event("go")),
+				stage("r", on("hb"), waitEvent("go")), stage("b", on("sb"), writes("x")))),
+			threads: map[string]string{"sb": "B", "hb": "B"}, hosts: []string{"hb"}, once: true},
+		{name: "two threads: a device wait on another thread's record, not handed over", race: RuleThreads,
+			spec:    manual(spec(stage("a", on("sa"), writes("x")), stage("b", on("sb"), writes("x"), waits("a")))),
+			threads: map[string]string{"sb": "B"}},
+		{name: "two threads: a device wait on another thread's record, handed over",
+			spec: manual(spec(stage("a", on("sa"), writes("x")), stage("sig", on(dag.HostStream), event("go")),
+				stage("r", on("hb"), waitEvent("go")), stage("b", on("sb"), writes("x"), waits("a")))),
+			threads: map[string]string{"sb": "B", "hb": "B"}, hosts: []string{"hb"}, once: true},
+		{name: "two threads: the legacy stream orders only what was issued before, across a handoff",
+			spec: manual(spec(stage("a", on("s"), writes("x")), stage("sig", on(dag.HostStream), event("go")),
+				stage("r", on("hb"), waitEvent("go")), stage("b", on("L"), writes("x")))),
+			kinds: map[string]string{"L": StreamLegacy, "s": StreamBlocking}, threads: map[string]string{"L": "B", "hb": "B"}, hosts: []string{"hb"}, once: true},
+		{name: "two threads: the legacy stream without a handoff", race: RuleThreads,
+			spec:  manual(spec(stage("a", on("s"), writes("x")), stage("b", on("L"), writes("x")))),
+			kinds: map[string]string{"L": StreamLegacy, "s": StreamBlocking}, threads: map[string]string{"L": "B"}},
+	}
+}
+
+func TestImplicitRules(t *testing.T) {
+	for _, c := range ruleCases() {
+		t.Run(c.name, func(t *testing.T) {
+			p := c.plan(t)
+			err := Verify(p)
+			if c.race == "" {
+				if err != nil {
+					t.Fatalf("want race-free, got %v", err)
+				}
+				return
+			}
+			var re *RaceError
+			if !errors.As(err, &re) || len(re.Races) == 0 {
+				t.Fatalf("want a race (%s), got %v", c.race, err)
+			}
+			if !strings.Contains(err.Error(), c.race) {
+				t.Errorf("report does not name %q:\n%v", c.race, err)
+			}
+			if c.instead != "" && (len(re.Fixes) == 0 || !strings.Contains(re.Fixes[0].Instead, c.instead)) {
+				t.Errorf("first fix's rule edit: want %q, got %+v", c.instead, re.Fixes)
+			}
+			// The fixes order every race they claim (the fix search
+			// verifies them through the same implicit order).
+			for _, f := range re.Fixes {
+				if len(f.Races) == 0 {
+					t.Errorf("fix %v orders nothing", f)
+				}
+			}
+		})
+	}
+}
+
+// TestImplicitOff checks that without the implicit rules (the default
+// kinds, one thread, async copies) the cases that the rules order race:
+// the rules, not something else, order them.
+func TestImplicitOff(t *testing.T) {
+	for _, c := range ruleCases() {
+		if c.race != "" || (len(c.kinds) == 0 && len(c.sync) == 0) || strings.Contains(c.name, "host function") {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			c.kinds, c.sync = nil, nil
+			if err := Verify(c.plan(t)); err == nil {
+				t.Fatal("race-free without the rule: the case does not test it")
+			}
+		})
+	}
+}
+
+func TestValidateKinds(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(p *Plan)
+		want string
+	}{
+		{"two legacy streams", func(p *Plan) { p.Streams[0].Kind, p.Streams[1].Kind = StreamLegacy, StreamLegacy }, "both the legacy default stream"},
+		{"unknown kind", func(p *Plan) { p.Streams[0].Kind = "fast" }, `kind "fast"`},
+		{"sync copy on a non-blocking stream", func(p *Plan) { p.Stages[0].Kernel, p.Stages[0].Copy = "copy", CopySync }, "put it on the legacy or per-thread default stream"},
+		{"sync spin", func(p *Plan) { p.Stages[0].Copy = CopySync }, "only copy stages"},
+		{"two per-thread streams", func(p *Plan) { p.Streams[0].Kind, p.Streams[1].Kind = StreamPerThread, StreamPerThread }, "per-thread default stream of thread main"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Build(manual(spec(stage("a", on("s"), writes("x")), stage("b", on("t"), reads("x")))), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.edit(p)
+			if err := p.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Validate = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
