@@ -50,6 +50,10 @@ type (
 	// PlanStats are a plan's figures (planner.Stats; times in µs, sizes
 	// in bytes).
 	PlanStats = planner.Stats
+	// PlanError is a plan that is not well-formed, with the JSON path of
+	// the value at fault (planner.PlanError): ReadPlan's and Verify's
+	// error for a plan no wait can fix.
+	PlanError = planner.PlanError
 	// BudgetStep is one step of the memory_budget pass (planner.BudgetStep).
 	BudgetStep = planner.BudgetStep
 	// Mode is how Run issues a plan (executor.Mode): ModeStreams or ModeGraph.
@@ -125,7 +129,8 @@ func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
 // issue order) that every conflicting pair of accesses is ordered as in
 // declaration order. It returns nil or a *planner.RaceError whose text
 // names both stages, their streams, the buffer and bytes, and the wait that
-// would fix each race.
+// would fix each race; or a *PlanError for a plan that no wait can fix (a
+// malformed plan, a launch whose accesses share arena bytes).
 func Verify(p *StreamPlan) error { return planner.Verify(p) }
 
 // CheckRun reports what Run(ctx, p, o) would reject before it opens a

@@ -1,6 +1,7 @@
 package dagrun
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -30,97 +31,255 @@ func WritePlanJSON(w io.Writer, p *StreamPlan) error {
 
 // ReadPlan reads a plan file written by WritePlanJSON (`dagrun plan
 // --json`) and checks it as Run would, without touching a backend. Every
-// error is bad input: the file cannot be read; it is not JSON of a plan
-// (path:line:column of a syntax or type error; a file that ends early, at
-// its end) or has a field no plan has (named with its place); its version is
-// not planner.PlanVersion; it is inconsistent (Plan.Validate); or it names
-// unknown buffers or kernels, accesses outside a buffer, wrong built-in
-// arguments or sizes beyond executor.MaxBufferBytes (executor.CheckPlan).
+// error is bad input, prefixed with path and, where the value at fault
+// can be placed, its line:column: the file is not a regular file or is
+// larger than planner.MaxPlanFileBytes; it is not JSON of a plan (a syntax
+// or type error; a file that ends early, at its end; data after the plan);
+// it has a field no plan has (named with its JSON path); its version is not
+// planner.PlanVersion; it is not well-formed (Plan.Validate: the
+// *planner.PlanError's JSON path, e.g. stages[3].writes[0].bytes); or it
+// names unknown kernels or gives built-ins wrong arguments
+// (executor.CheckPlan). The counts of Stats (stages, streams, waits,
+// events, cross waits) and its one-stream and ideal times are recomputed
+// from the plan itself (planner.Recount), never taken from the file.
 func ReadPlan(path string) (*StreamPlan, error) {
-	b, err := os.ReadFile(path)
+	b, err := readRegular(path, planner.MaxPlanFileBytes, "plan file")
 	if err != nil {
 		return nil, err
 	}
 	const how = "(write one with `dagrun plan --json SPEC > FILE`)"
 	var p planner.Plan
-	if err := json.Unmarshal(b, &p); err != nil {
+	if err := p.UnmarshalJSON(b); err != nil {
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError
+		var pe *planner.PlanError
 		switch {
+		case errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &se) && se.Offset >= int64(len(b)):
+			line, col := lineCol(b, int64(len(b)))
+			return nil, fmt.Errorf("%s:%d:%d: not a plan file: the file ends early %s", path, line, col, how)
+		case errors.As(err, &pe) && pe.Offset > 0:
+			line, col := lineCol(b, skipSpace(b, pe.Offset))
+			return nil, fmt.Errorf("%s:%d:%d: not a plan file: %s %s", path, line, col, pe.Msg, how)
 		case errors.As(err, &se):
 			line, col := lineCol(b, se.Offset)
 			return nil, fmt.Errorf("%s:%d:%d: not a plan file: %v %s", path, line, col, err, how)
 		case errors.As(err, &te):
 			line, col := lineCol(b, te.Offset)
 			return nil, fmt.Errorf("%s:%d:%d: not a plan file: %v %s", path, line, col, err, how)
+		case errors.As(err, &pe):
+			return nil, fmt.Errorf("%s: %v", placed(path, b, pe.Path), err)
+		case strings.HasPrefix(err.Error(), "json: unknown field"):
+			var raw any
+			if json.Unmarshal(b, &raw) == nil {
+				if at, uerr := unknownFields(reflect.TypeFor[planner.Plan](), raw, "", true); uerr != nil {
+					return nil, fmt.Errorf("%s: not a plan file: %v %s", placed(path, b, at), uerr, how)
+				}
+			}
 		}
 		return nil, fmt.Errorf("%s: not a plan file: %v %s", path, err, how)
 	}
-	// Plan.UnmarshalJSON ignores fields it does not know; a plan file must
-	// not have any (a misspelt field would be silently dropped).
-	var raw any
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("%s: not a plan file: %v %s", path, err, how)
-	}
-	if err := unknownFields(reflect.TypeFor[planner.Plan](), raw, "", true); err != nil {
-		return nil, fmt.Errorf("%s: not a plan file: %v %s", path, err, how)
-	}
 	if p.Version != planner.PlanVersion {
-		return nil, fmt.Errorf("%s: plan version %d, this dagrun reads version %d (re-plan the spec)", path, p.Version, planner.PlanVersion)
+		return nil, fmt.Errorf("%s: plan version %d, this dagrun reads version %d (re-plan the spec)", placed(path, b, "version"), p.Version, planner.PlanVersion)
 	}
 	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %v (re-plan the spec with `dagrun plan --json`)", path, err)
+		at := ""
+		if pe := (*planner.PlanError)(nil); errors.As(err, &pe) {
+			at = pe.Path
+		}
+		return nil, fmt.Errorf("%s: %v (re-plan the spec with `dagrun plan --json`)", placed(path, b, at), err)
 	}
+	planner.Recount(&p)
 	if err := executor.CheckPlan(&p); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return &p, nil
 }
 
-// unknownFields returns an error naming the first key of the decoded JSON
-// value v that no field of t takes (json tags, else the field name, matched
-// as encoding/json does, case-insensitively), at path. It does not look into
-// maps, interfaces, types that decode themselves (except at the top, where
-// Plan does) or a stream's ops (their JSON form is Plan's own).
-func unknownFields(t reflect.Type, v any, path string, top bool) error {
+// readRegular reads the regular file path of at most limit bytes, checking
+// both before reading: a fifo, a device or a symbolic link to one (say
+// /dev/zero) is refused rather than read forever. what names the file in
+// errors.
+func readRegular(path string, limit int64, what string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s): a %s must be a file", path, st.Mode().Type(), what)
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes, more than a %s may have (%d)", path, st.Size(), what, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: more than %d bytes, more than a %s may have", path, limit, what)
+	}
+	return b, nil
+}
+
+// placed is path:line:col of the value at JSON path at in the plan file b
+// (stages[3].writes[0].bytes; for an object's field, its key), or path
+// alone when at is "" or not in b.
+func placed(path string, b []byte, at string) string {
+	if at == "" {
+		return path
+	}
+	off, ok := jsonPathOffset(b, at)
+	if !ok {
+		return path
+	}
+	line, col := lineCol(b, off)
+	return fmt.Sprintf("%s:%d:%d", path, line, col)
+}
+
+// jsonPathOffset returns the byte offset in the JSON document b of the
+// value at path (dotted fields and [index] elements, as PlanError.Path),
+// or of its key when the last step is a field. It walks b's tokens once,
+// skipping values off the path, so its cost is linear in b.
+func jsonPathOffset(b []byte, path string) (int64, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var walk func(at string) (int64, bool, error)
+	// walk reads one value whose path is at; it returns the offset of the
+	// wanted path if it lies within.
+	walk = func(at string) (int64, bool, error) {
+		start := skipSpace(b, dec.InputOffset())
+		tok, err := dec.Token()
+		if err != nil {
+			return 0, false, err
+		}
+		if at == path {
+			return start, true, nil
+		}
+		d, ok := tok.(json.Delim)
+		if !ok || !strings.HasPrefix(path, at) {
+			if ok { // skip the container
+				for depth := 1; depth > 0; {
+					t, err := dec.Token()
+					if err != nil {
+						return 0, false, err
+					}
+					if d, ok := t.(json.Delim); ok {
+						if d == '{' || d == '[' {
+							depth++
+						} else {
+							depth--
+						}
+					}
+				}
+			}
+			return 0, false, nil
+		}
+		for i := 0; dec.More(); i++ {
+			sub := fmt.Sprintf("%s[%d]", at, i)
+			if d == '{' {
+				keyAt := skipSpace(b, dec.InputOffset())
+				k, err := dec.Token()
+				if err != nil {
+					return 0, false, err
+				}
+				key, _ := k.(string)
+				sub = key
+				if at != "" {
+					sub = at + "." + key
+				}
+				if sub == path {
+					return keyAt, true, nil
+				}
+			}
+			if off, found, err := walk(sub); found || err != nil {
+				return off, found, err
+			}
+		}
+		_, err = dec.Token() // the closing delimiter
+		return 0, false, err
+	}
+	off, found, err := walk("")
+	return off, found && err == nil
+}
+
+// skipSpace returns the offset of the first byte at or after off in b that
+// is no JSON whitespace, colon or comma (the start of the next token).
+func skipSpace(b []byte, off int64) int64 {
+	for off < int64(len(b)) && strings.IndexByte(" \t\r\n:,", b[off]) >= 0 {
+		off++
+	}
+	return off
+}
+
+// unknownFields returns the JSON path and an error naming the first key
+// of the decoded JSON value v that no field of t takes (json tags, else
+// the field name, matched as encoding/json does, case-insensitively), at
+// path. It does not look into maps, interfaces, types that decode
+// themselves (except at the top, where Plan does) or a stream's ops (their
+// JSON form is Plan's own). ReadPlan calls it to name the field that
+// Plan.UnmarshalJSON refused.
+func unknownFields(t reflect.Type, v any, path string, top bool) (string, error) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if !top && reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
-		return nil
+		return "", nil
 	}
 	switch t.Kind() {
 	case reflect.Slice, reflect.Array:
 		items, _ := v.([]any)
 		for i, it := range items {
-			if err := unknownFields(t.Elem(), it, fmt.Sprintf("%s[%d]", path, i), false); err != nil {
-				return err
+			if at, err := unknownFields(t.Elem(), it, fmt.Sprintf("%s[%d]", path, i), false); err != nil {
+				return at, err
 			}
 		}
 	case reflect.Struct:
 		obj, _ := v.(map[string]any)
 		for _, key := range slices.Sorted(maps.Keys(obj)) {
 			val := obj[key]
+			sub := key
+			if path != "" {
+				sub = path + "." + key
+			}
 			if t == reflect.TypeFor[planner.Stream]() && key == "ops" {
+				if at, err := unknownOpFields(val, sub); err != nil {
+					return at, err
+				}
 				continue
 			}
 			f, ok := jsonField(t, key)
 			if !ok {
 				if path == "" {
-					return fmt.Errorf("unknown field %q", key)
+					return sub, fmt.Errorf("unknown field %q", key)
 				}
-				return fmt.Errorf("unknown field %q in %s", key, path)
+				return sub, fmt.Errorf("unknown field %q in %s", key, path)
 			}
-			sub := key
-			if path != "" {
-				sub = path + "." + key
-			}
-			if err := unknownFields(f.Type, val, sub, false); err != nil {
-				return err
+			if at, err := unknownFields(f.Type, val, sub, false); err != nil {
+				return at, err
 			}
 		}
 	}
-	return nil
+	return "", nil
+}
+
+// unknownOpFields names the first key of a stream's ops that no op has.
+func unknownOpFields(v any, path string) (string, error) {
+	ops, _ := v.([]any)
+	for i, o := range ops {
+		obj, _ := o.(map[string]any)
+		for _, key := range slices.Sorted(maps.Keys(obj)) {
+			switch key {
+			case "op", "stage", "event", "lag":
+			default:
+				return fmt.Sprintf("%s[%d].%s", path, i, key), fmt.Errorf("unknown field %q in %s[%d] (an op has op, stage, event and lag)", key, path, i)
+			}
+		}
+	}
+	return "", nil
 }
 
 // jsonField finds the field of struct type t that JSON key decodes into.

@@ -28,6 +28,7 @@ type ArgSpec struct {
 	Kind     ArgKind
 	Required bool    // a launch must give it
 	Min      float64 // KindFloat, KindInt: the least value allowed (inclusive)
+	Max      float64 // KindFloat: the largest value allowed (inclusive); 0: no bound but the kind's
 	Unit     string  // the unit of the value ("µs", "words"), "" for none
 	Example  string  // a value in spec syntax, for hints
 	Doc      string
@@ -135,6 +136,8 @@ func (s *ArgSpec) Want() string {
 		return "a positive integer"
 	case s.Kind == KindInt:
 		return fmt.Sprintf("an integer ≥ %v", s.Min)
+	case s.Kind == KindFloat && s.Max > 0:
+		return fmt.Sprintf("a number from %v to %v", s.Min, s.Max)
 	case s.Kind == KindFloat:
 		return fmt.Sprintf("a finite number ≥ %v", s.Min)
 	}
@@ -168,6 +171,12 @@ func (s *ArgSpec) float(kernel string, x any) (float64, *Violation) {
 			hint += " " + s.Unit
 		}
 		return 0, s.valueViolation(kernel, hint, "argument %s must be ≥ %v, got %v", s.Name, s.Min, f)
+	case s.Kind == KindFloat && s.Max > 0 && f > s.Max:
+		hint := fmt.Sprintf("use a value ≤ %v", s.Max)
+		if s.Unit != "" {
+			hint += " " + s.Unit
+		}
+		return 0, s.valueViolation(kernel, hint, "argument %s must be ≤ %v, got %v", s.Name, s.Max, f)
 	}
 	return f, nil
 }
@@ -290,11 +299,18 @@ func MixMaxWords(args map[string]any) (int64, error) {
 	return v, nil
 }
 
+// MaxSpinUS bounds how long one launch may spin, in µs (60 s): spin's us,
+// mix's spin_us, and a stage's duration_us, which a spin without us spins
+// for. A GPU kernel that runs longer is a mistake (and trips display
+// watchdogs).
+const MaxSpinUS = 60e6
+
 // SpinUS returns how long, in µs, a launch of kernel stays busy on top of
 // its work: for spin, args.us or else durationUS (the stage's cost
 // estimate, in µs; below 0 counts as 0); for mix, args.spin_us (0 when
 // absent); 0 for other kernels. It returns a *Violation when the argument
-// breaks its schema.
+// breaks its schema, and an error when durationUS, spun for, exceeds
+// MaxSpinUS.
 func SpinUS(kernel string, args map[string]any, durationUS float64) (float64, error) {
 	var s *ArgSpec
 	switch kernel {
@@ -307,6 +323,9 @@ func SpinUS(kernel string, args map[string]any, durationUS float64) (float64, er
 	}
 	x, ok := args[s.Name]
 	if !ok {
+		if durationUS > MaxSpinUS || math.IsNaN(durationUS) {
+			return 0, fmt.Errorf("%s spins for its duration_us %v, more than %v µs (60 s)", kernel, durationUS, float64(MaxSpinUS))
+		}
 		return max(durationUS, 0), nil
 	}
 	us, err := s.float(kernel, x)
@@ -314,4 +333,86 @@ func SpinUS(kernel string, args map[string]any, durationUS float64) (float64, er
 		return 0, err
 	}
 	return us, nil
+}
+
+// ParamBits returns the value of args[name] for a user kernel parameter of
+// type typ (u32, i32, u64, i64, f32, f64) as the bit pattern the kernel
+// receives, in the low 32 bits for the 32-bit types. Integer parameters
+// keep every bit: the value must be an integer in the type's range, given
+// as a Go integer, a json.Number (plan files decode numbers as such) or a
+// float64 that holds it exactly (|v| ≤ 2^53); 9007199254740993 as a float
+// would be ...992, so it is refused. Floats take any number (f32: within
+// float32 range). Errors name the argument and what it must be.
+func ParamBits(args map[string]any, name, typ string) (uint64, error) {
+	x, ok := args[name]
+	if !ok {
+		return 0, fmt.Errorf("argument %s (%s) is missing", name, typ)
+	}
+	switch typ {
+	case "f32", "f64":
+		f, isNum := number(x)
+		switch {
+		case !isNum:
+			return 0, fmt.Errorf("argument %s (%s) must be a number, got %s", name, typ, describe(x))
+		case typ == "f32" && math.Abs(f) > math.MaxFloat32 && !math.IsInf(f, 0):
+			return 0, fmt.Errorf("argument %s (f32) = %v overflows float32", name, f)
+		case typ == "f32":
+			return uint64(math.Float32bits(float32(f))), nil
+		}
+		return math.Float64bits(f), nil
+	}
+	var lo, hi int64
+	switch typ {
+	case "u32":
+		hi = math.MaxUint32
+	case "i32":
+		lo, hi = math.MinInt32, math.MaxInt32
+	case "u64":
+		hi = math.MaxInt64
+	case "i64":
+		lo, hi = math.MinInt64, math.MaxInt64
+	default:
+		return 0, fmt.Errorf("argument %s: parameter type %q, want u32, i32, u64, i64, f32 or f64", name, typ)
+	}
+	// u64 above 2^63−1: only as an unsigned Go integer or a json.Number.
+	if typ == "u64" {
+		switch u := x.(type) {
+		case uint64:
+			return u, nil
+		case uint:
+			return uint64(u), nil
+		case json.Number:
+			if v, err := strconv.ParseUint(string(u), 10, 64); err == nil {
+				return v, nil
+			}
+		}
+	}
+	v, exact := exactInt(x)
+	if !exact || v < lo || v > hi {
+		return 0, fmt.Errorf("argument %s (%s) must be an integer in [%d, %d] given exactly, got %s", name, typ, lo, hi, describe(x))
+	}
+	if typ == "u32" || typ == "i32" {
+		return uint64(uint32(v)), nil
+	}
+	return uint64(v), nil
+}
+
+// exactInt returns x as an int64 when it is an integer held exactly: a Go
+// integer that fits, a json.Number integer literal, or a float64 with an
+// integral value of magnitude ≤ 2^53 (beyond, a float64 has lost bits).
+func exactInt(x any) (int64, bool) {
+	switch x := x.(type) {
+	case float64:
+		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+			return 0, false
+		}
+		return int64(x), true
+	case float32:
+		return exactInt(float64(x))
+	case json.Number:
+		v, err := strconv.ParseInt(string(x), 10, 64)
+		return v, err == nil
+	}
+	v, ok, _ := integer(x)
+	return v, ok
 }

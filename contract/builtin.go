@@ -216,7 +216,7 @@ var table = []Builtin{
 		Writes: Arity{1, -1},
 		Rules:  []AccessRule{{Rule: RuleInPlace, Hint: inPlaceHint}},
 		Args: []ArgSpec{
-			{Name: "spin_us", Kind: KindFloat, Min: 0, Unit: "µs", Example: "3", Doc: "also stay busy that long"},
+			{Name: "spin_us", Kind: KindFloat, Min: 0, Max: MaxSpinUS, Unit: "µs", Example: "3", Doc: "also stay busy that long"},
 			{Name: "max_words", Kind: KindInt, Min: 1, Unit: "words", Example: "64", Doc: "write only the first max_words words of each write range",
 				Hint: "max_words is a word count ≥ 1; leave it out to write whole ranges"},
 		},
@@ -228,7 +228,7 @@ var table = []Builtin{
 		Reads:  Arity{0, -1},
 		Writes: Arity{0, -1},
 		Args: []ArgSpec{
-			{Name: "us", Kind: KindFloat, Min: 0, Unit: "µs", Example: "10", Doc: "how long to stay busy; the stage's duration_us when absent"},
+			{Name: "us", Kind: KindFloat, Min: 0, Max: MaxSpinUS, Unit: "µs", Example: "10", Doc: "how long to stay busy; the stage's duration_us when absent"},
 		},
 		Host:  true,
 		Usage: "spin: args: {us: 10} or duration_us: 10",

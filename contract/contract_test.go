@@ -279,3 +279,72 @@ func TestVocabulary(t *testing.T) {
 		t.Errorf("the empty string is valid")
 	}
 }
+
+// TestParamBitsExact: 64-bit integer parameters keep every bit from every
+// form a plan or spec gives them in, and values a float64 cannot hold
+// exactly, or outside the type, are refused.
+func TestParamBitsExact(t *testing.T) {
+	for _, c := range []struct {
+		typ  string
+		v    any
+		want uint64
+	}{
+		{"i64", json.Number("9007199254740993"), 9007199254740993},
+		{"i64", json.Number("9223372036854775807"), math.MaxInt64},
+		{"i64", json.Number("-9223372036854775808"), 1 << 63},
+		{"i64", int64(math.MaxInt64), math.MaxInt64},
+		{"i64", int(-1), math.MaxUint64},
+		{"u64", json.Number("18446744073709551615"), math.MaxUint64},
+		{"u64", uint64(math.MaxUint64), math.MaxUint64},
+		{"u64", 9007199254740992.0, 1 << 53},
+		{"u32", json.Number("4294967295"), math.MaxUint32},
+		{"i32", -1, math.MaxUint32},
+		{"f32", 1.5, uint64(math.Float32bits(1.5))},
+		{"f64", json.Number("0.1"), math.Float64bits(0.1)},
+	} {
+		got, err := ParamBits(map[string]any{"n": c.v}, "n", c.typ)
+		if err != nil || got != c.want {
+			t.Errorf("ParamBits(%T %v, %s) = %#x, %v; want %#x", c.v, c.v, c.typ, got, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		typ string
+		v   any
+	}{
+		{"i64", 9007199254740994.0},                 // integral, but beyond 2^53: maybe not what was written
+		{"i64", float64(math.MaxInt64)},             // 2^63 as a float: INT64_MAX would wrap to INT64_MIN
+		{"i64", json.Number("9223372036854775808")}, // 2^63
+		{"u64", -1},
+		{"u64", json.Number("18446744073709551616")},
+		{"u32", json.Number("4294967296")},
+		{"i32", 2147483648},
+		{"i64", 1.5},
+		{"i64", "7"},
+		{"f32", 1e39},
+		{"q8", 1},
+	} {
+		if got, err := ParamBits(map[string]any{"n": c.v}, "n", c.typ); err == nil {
+			t.Errorf("ParamBits(%T %v, %s) = %#x, want an error", c.v, c.v, c.typ, got)
+		}
+	}
+	if _, err := ParamBits(nil, "n", "i64"); err == nil {
+		t.Errorf("ParamBits of a missing argument passes")
+	}
+}
+
+// TestSpinBounded: spins longer than MaxSpinUS are refused, as arguments
+// and as a spin's duration.
+func TestSpinBounded(t *testing.T) {
+	if _, err := SpinUS(BuiltinSpin, map[string]any{"us": 1e20}, 0); err == nil {
+		t.Errorf("spin us 1e20 passes")
+	}
+	if _, err := SpinUS(BuiltinMix, map[string]any{"spin_us": MaxSpinUS + 1}, 0); err == nil {
+		t.Errorf("mix spin_us above the limit passes")
+	}
+	if _, err := SpinUS(BuiltinSpin, nil, 1e20); err == nil {
+		t.Errorf("spin for duration_us 1e20 passes")
+	}
+	if us, err := SpinUS(BuiltinSpin, map[string]any{"us": MaxSpinUS}, 0); err != nil || us != MaxSpinUS {
+		t.Errorf("spin at the limit: %v, %v", us, err)
+	}
+}

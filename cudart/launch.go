@@ -670,25 +670,15 @@ func (b *backend) userLaunch(l *executor.LaunchDesc) (*kernelLaunch, error) {
 			k.p.ptr(p)
 			continue
 		}
-		f, _, err := contract.ArgFloat(l.Args, name)
+		bits, err := contract.ParamBits(l.Args, name, typ)
 		if err != nil {
 			return nil, fmt.Errorf("kernel %s: %w", uk.Name, err)
 		}
 		switch typ {
-		case "u32":
-			k.p.u32(uint32(f))
-		case "i32":
-			k.p.u32(uint32(int32(f)))
-		case "u64":
-			k.p.u64(uint64(f))
-		case "i64":
-			k.p.u64(uint64(int64(f)))
-		case "f32":
-			k.p.f32(float32(f))
-		case "f64":
-			k.p.u64(math.Float64bits(f))
-		default:
-			return nil, fmt.Errorf("kernel %s: param %s has type %q, want ptr, u32, i32, u64, i64, f32 or f64", uk.Name, name, typ)
+		case "u32", "i32", "f32":
+			k.p.u32(uint32(bits))
+		default: // u64, i64, f64 (ParamBits refuses other types)
+			k.p.u64(bits)
 		}
 	}
 	if len(k.p.offs) > maxParams {

@@ -1,6 +1,10 @@
 package executor
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"github.com/dagrun/dagrun/contract"
 )
 
@@ -40,10 +44,31 @@ func SpinUS(l *LaunchDesc) (float64, error) {
 // (contract.CheckBuiltin): access counts, 4-byte alignment, sizes, in-place
 // and overlap rules, and arguments. It returns nil or the first rule broken,
 // a *contract.Violation (RuleKernel when Kernel is no built-in). A launch of
-// a user kernel (UserKernel set) passes. Run calls it once per stage, before
-// issuing anything, so backends may assume it.
+// a user kernel (UserKernel set) has each parameter it gives checked instead: a ptr
+// names a buffer the stage reads or writes, a number is exact for its type
+// (contract.ParamBits: 64-bit integers keep every bit). Run calls it once
+// per stage, before issuing anything, so backends may assume it.
 func CheckLaunch(l *LaunchDesc) error {
-	if l.UserKernel != nil {
+	if k := l.UserKernel; k != nil {
+		for _, ps := range k.Params {
+			name, typ, ok := strings.Cut(ps, ":")
+			if !ok {
+				return fmt.Errorf("kernel %s: param %q, want name:type", k.Name, ps)
+			}
+			if _, given := l.Args[name]; !given {
+				continue // the CUDA backend needs it; the simulator runs the kernel opaquely without
+			}
+			if typ != "ptr" {
+				if _, err := contract.ParamBits(l.Args, name, typ); err != nil {
+					return fmt.Errorf("kernel %s: %w", k.Name, err)
+				}
+				continue
+			}
+			buf, _ := l.Args[name].(string)
+			if !slices.ContainsFunc(l.Reads, func(a Arg) bool { return a.Name == buf }) && !slices.ContainsFunc(l.Writes, func(a Arg) bool { return a.Name == buf }) {
+				return fmt.Errorf("kernel %s: argument %s (ptr) must name a buffer the stage reads or writes, got %v", k.Name, name, l.Args[name])
+			}
+		}
 		return nil
 	}
 	var rb, wb [4]contract.Range

@@ -201,20 +201,12 @@ func (x *program) specialize() {
 	}
 }
 
-// resolveStages checks every stage's accesses and kernel and builds its
-// launch description for phase 0 (buffer handles are filled in by setup).
+// resolveStages checks every stage's kernel and builds its launch
+// description for phase 0 (buffer handles are filled in by setup). Its
+// accesses name buffers and lie inside them: Plan.Validate checked that.
 func (x *program) resolveStages(funcs map[string]StageFunc) error {
 	p := x.p
-	bufIdx := make(map[string]int, len(p.Buffers))
-	for i, b := range p.Buffers {
-		if b.Bytes <= 0 || b.Bytes > MaxBufferBytes {
-			return fmt.Errorf("executor: buffer %s has %d bytes, want 1 to %d (1 TiB)", b.Name, b.Bytes, int64(MaxBufferBytes))
-		}
-		if _, dup := bufIdx[b.Name]; dup {
-			return fmt.Errorf("executor: buffer %s is declared twice", b.Name)
-		}
-		bufIdx[b.Name] = i
-	}
+	bufIdx := bufferIndex(p) // names, sizes and ranges: checked by Plan.Validate
 	kernels := make(map[string]*planner.Kernel, len(p.Kernels))
 	for i := range p.Kernels {
 		kernels[p.Kernels[i].Name] = &p.Kernels[i]
@@ -228,13 +220,7 @@ func (x *program) resolveStages(funcs map[string]StageFunc) error {
 		args := flat[:len(acc):len(acc)]
 		flat = flat[len(acc):]
 		for k, a := range acc {
-			i, ok := bufIdx[a.Buffer]
-			if !ok {
-				return nil, fmt.Errorf("executor: stage %s %s unknown buffer %q", st.Name, what, a.Buffer)
-			}
-			if size := p.Buffers[i].Bytes; a.Bytes <= 0 || !contract.InBounds(a.Offset, a.Bytes, size) {
-				return nil, fmt.Errorf("executor: stage %s %s %s at offset %d, %d bytes: outside the buffer's %d bytes", st.Name, what, a.Buffer, a.Offset, a.Bytes, size)
-			}
+			i := bufIdx[a.Buffer]
 			args[k] = Arg{Name: a.Buffer, Offset: a.Offset, Bytes: a.Bytes, buf: i}
 		}
 		return args, nil
@@ -283,10 +269,7 @@ func (x *program) layout(dynamic bool) error {
 		if b.ArenaOffset == nil || dynamic {
 			continue
 		}
-		off := *b.ArenaOffset
-		if off < 0 || off > MaxBufferBytes || max(b.Copies, 1) > 1 {
-			return fmt.Errorf("executor: buffer %s: arena offset %d: want 0 to %d bytes, on a buffer of one copy", b.Name, off, int64(MaxBufferBytes))
-		}
+		off := *b.ArenaOffset // aligned, ≤ MaxBufferBytes − bytes, one copy: Plan.Validate
 		x.arenaOff[i] = off
 		x.arenaBytes = max(x.arenaBytes, off+b.Bytes, p.Stats.ArenaBytes)
 	}

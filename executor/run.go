@@ -161,9 +161,9 @@ func CheckRun(p *planner.Plan, o Options) error {
 	return err
 }
 
-// MaxBufferBytes bounds one buffer's size (1 TiB): larger sizes are certainly
-// mistakes (an H200 has 141 GB) and would overflow host-side allocation.
-const MaxBufferBytes = 1 << 40
+// MaxBufferBytes bounds one buffer's size, and all buffers' together
+// (1 TiB): planner.MaxBufferBytes, a limit of the plan format.
+const MaxBufferBytes = planner.MaxBufferBytes
 
 // Allocation modes (Options.Alloc).
 const (

@@ -77,14 +77,15 @@ func TestRunRejectsBadPlans(t *testing.T) {
 		edit func(p *planner.Plan)
 		want string
 	}{
-		"invalid":        {func(p *planner.Plan) { p.IssueOrder = p.IssueOrder[1:] }, "issue_order has 3 ops"},
+		"invalid":        {func(p *planner.Plan) { p.IssueOrder = p.IssueOrder[1:] }, "issue_order: 3 ops, streams have 4"},
 		"unknown buffer": {func(p *planner.Plan) { p.Stages[1].Reads[0].Buffer = "nope" }, `stage bad reads unknown buffer "nope"`},
 		"out of range":   {func(p *planner.Plan) { p.Stages[1].Writes[0].Offset = 8 }, "stage bad writes y at offset 8, 64 bytes: outside the buffer's 64 bytes"},
 		"unknown kernel": {func(p *planner.Plan) { p.Stages[1].Kernel = "gemm" }, `kernel "gemm" is neither a built-in nor one of the plan's kernels`},
 		"builtin shape":  {func(p *planner.Plan) { p.Stages[1].Reads = nil }, "stage bad: built-in scale takes exactly 1 read, got 0"},
 		"unaligned":      {func(p *planner.Plan) { p.Stages[0].Writes[0].Bytes = 6 }, "needs 4-byte aligned accesses"},
 		"missing arg":    {func(p *planner.Plan) { p.Stages[1].Args = nil }, "stage bad: built-in scale needs the argument a"},
-		"huge access":    {func(p *planner.Plan) { p.Stages[0].Writes[0].Offset, p.Stages[0].Writes[0].Bytes = 4092, 1<<63-4092 }, "outside the buffer's"},
+		"huge access":    {func(p *planner.Plan) { p.Stages[0].Writes[0].Offset, p.Stages[0].Writes[0].Bytes = 4092, 1<<63-4092 }, "stages[0].writes[0].offset"},
+		"wrapping end":   {func(p *planner.Plan) { p.Stages[0].Writes[0].Offset, p.Stages[0].Writes[0].Bytes = 60, 1<<63-60 }, "stages[0].writes[0].bytes: stage fill writes x at offset 60, 9223372036854775748 bytes: outside the buffer's 64 bytes"},
 		"arena offset":   {func(p *planner.Plan) { off := int64(1 << 62); p.Buffers[0].ArenaOffset = &off }, "arena offset"},
 	}
 	for name, c := range cases {

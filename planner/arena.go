@@ -510,44 +510,6 @@ func (h *launchHB) before(u, v int32) bool {
 	return h.vecs[int(h.row[v])*h.S+int(su)] > h.index[u]
 }
 
-// validateArena checks the arena fields of a plan: offsets of device temps
-// only, aligned, inside Stats.ArenaBytes when it is set; Lifetime.First
-// naming a stage.
-func (p *Plan) validateArena() error {
-	for _, b := range p.Buffers {
-		if b.ArenaOffset == nil {
-			continue
-		}
-		off := *b.ArenaOffset
-		switch {
-		case b.Role != dag.RoleTemp || cmp.Or(b.Where, dag.WhereDevice) != dag.WhereDevice:
-			return fmt.Errorf("plan: buffer %s (%s, %s) has an arena offset; only device temps live in the arena", b.Name, b.Where, b.Role)
-		case off < 0 || off%ArenaAlign != 0:
-			return fmt.Errorf("plan: buffer %s: arena offset %d, want a multiple of %d ≥ 0", b.Name, off, ArenaAlign)
-		case p.Stats.ArenaBytes > 0 && off > p.Stats.ArenaBytes-b.Bytes:
-			// (0: unknown, as in plans Unroll makes; the executor sizes the
-			// arena by its buffers then.)
-			return fmt.Errorf("plan: buffer %s: arena bytes [%d:%d] past the arena's %d bytes (stats.arena_bytes)", b.Name, off, off+b.Bytes, p.Stats.ArenaBytes)
-		}
-	}
-	var names map[string]bool
-	for _, l := range p.Lifetimes {
-		if l.First == "" {
-			continue
-		}
-		if names == nil {
-			names = make(map[string]bool, len(p.Stages))
-			for _, s := range p.Stages {
-				names[s.Name] = true
-			}
-		}
-		if !names[l.First] {
-			return fmt.Errorf("plan: lifetime of %s: first stage %q is not a stage of the plan", l.Buffer, l.First)
-		}
-	}
-	return nil
-}
-
 // NoReuseBytes is the arena p would need without any reuse: the sum of its
 // arena buffers' sizes, each rounded up to ArenaAlign, in bytes.
 func NoReuseBytes(p *Plan) int64 {

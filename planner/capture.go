@@ -294,7 +294,7 @@ func conflictsAny(a Access, list []Access) bool {
 // withCaptures adds p's capture violations to err, Verify's result: into
 // its *RaceError, or as a new one.
 func withCaptures(p *Plan, err error) error {
-	if p == nil || len(p.Captures) == 0 || p.Validate() != nil {
+	if p == nil || len(p.Captures) == 0 || p.validateShape() != nil {
 		return err
 	}
 	cv := CheckCaptures(p)

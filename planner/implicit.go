@@ -572,7 +572,7 @@ func insteadOf(p *Plan, races []Race, f *Fix) string {
 	}
 	q := clonePlan(p)
 	e.apply(q)
-	if q.Validate() != nil {
+	if q.validateShape() != nil {
 		return ""
 	}
 	v := &verifier{p: q}

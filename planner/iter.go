@@ -89,38 +89,6 @@ func hostStream(p *Plan, s int) bool { return p.Streams[s].Host }
 // spec loader bounds lags): a plan file beyond it is certainly a mistake.
 const maxLag = 1 << 20
 
-// validateIteration checks the iteration info's shape (Validate calls it):
-// stream sets ≥ 1, one slot count ≥ 1 per event, no negative lag, and
-// lagged waits only in plans with iteration info.
-func (p *Plan) validateIteration() error {
-	it := p.Iteration
-	for s, str := range p.Streams {
-		for j, o := range str.Ops {
-			if o.Lag < 0 || o.Lag > maxLag || (o.Lag > 0 && (o.Kind != OpWait || it == nil)) {
-				return fmt.Errorf("plan: stream %d op %d (%s) has lag %d: want lag only on waits of a plan with iteration info, 0 to %d", s, j, o.Kind, o.Lag, maxLag)
-			}
-		}
-	}
-	if it == nil {
-		return nil
-	}
-	if it.StreamSets < 1 || it.StreamSets > maxLag {
-		return fmt.Errorf("plan: iteration.stream_sets = %d, want 1 to %d", it.StreamSets, maxLag)
-	}
-	if it.InFlight < 0 || it.CrossWaits < 0 {
-		return fmt.Errorf("plan: iteration.in_flight = %d, cross_waits = %d: want ≥ 0", it.InFlight, it.CrossWaits)
-	}
-	if len(it.Slots) != p.Events {
-		return fmt.Errorf("plan: iteration.slots has %d entries, plan has %d events", len(it.Slots), p.Events)
-	}
-	for e, n := range it.Slots {
-		if n < 1 || n > maxLag+1 {
-			return fmt.Errorf("plan: iteration.slots[%d] = %d, want 1 to %d", e, n, maxLag+1)
-		}
-	}
-	return nil
-}
-
 // iterMaxPrune bounds the cross waits that the iterate pass tries to drop
 // one by one after placing them, and iterMaxPruneWork the work of those
 // tries (cross waits × the placing walk's clock entries and ops): past

@@ -260,13 +260,13 @@ func TestValidateIteration(t *testing.T) {
 		edit func(p *Plan)
 		want string
 	}{
-		{"slots", func(p *Plan) { p.Iteration.Slots = p.Iteration.Slots[1:] }, "slots has"},
+		{"slots", func(p *Plan) { p.Iteration.Slots = p.Iteration.Slots[1:] }, "iteration.slots: 3 entries"},
 		{"zero slot", func(p *Plan) { p.Iteration.Slots[0] = 0 }, "want 1 to"},
 		{"huge lag", func(p *Plan) {
 			p.Streams[0].Ops = append(p.Streams[0].Ops, Op{Kind: OpWait, Event: 0, Lag: 1 << 30})
 			p.IssueOrder = append(p.IssueOrder, [2]int{0, len(p.Streams[0].Ops) - 1})
 		}, "lag 1073741824"},
-		{"negative in-flight", func(p *Plan) { p.Iteration.InFlight = -5 }, "in_flight = -5"},
+		{"negative in-flight", func(p *Plan) { p.Iteration.InFlight = -5 }, "iteration.in_flight: -5"},
 		{"sets", func(p *Plan) { p.Iteration.StreamSets = 0 }, "stream_sets"},
 		{"lag without info", func(p *Plan) { p.Iteration = nil }, "lag"},
 		{"lag on record", func(p *Plan) {

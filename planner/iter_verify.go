@@ -48,7 +48,7 @@ func UnrollIterations(p *Plan) int {
 // Verify's arena check orders against the others). The result has no lifetimes. Without iteration
 // info p is unrolled with one stream set, one slot per event and no lag.
 func Unroll(p *Plan, iterations int) (*Plan, error) {
-	if err := p.Validate(); err != nil {
+	if err := p.validateShape(); err != nil {
 		return nil, err
 	}
 	if iterations < 1 {

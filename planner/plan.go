@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 )
 
 // PlanVersion is the version of the plan file format written by this package.
@@ -274,32 +276,55 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads a plan and resolves launch ops to stage indices.
-// It returns an error for unknown ops, unknown stages or missing events;
-// call Validate for the structural checks.
+// It is strict: a field no plan has and data after the plan's object are
+// errors, and numbers in kernel arguments decode as json.Number, so that
+// 64-bit integer arguments keep every digit. Errors: encoding/json's
+// (*json.SyntaxError and *json.UnmarshalTypeError carry the byte offset in
+// b; an unknown field is named but not placed), or a *PlanError for data
+// after the plan (with its Offset), a stage name given twice, an unknown
+// op, an unknown stage or a record or wait without an event. Call
+// Validate for the structural checks.
 func (p *Plan) UnmarshalJSON(b []byte) error {
 	var in planJSON
 	in.planAlias = (*planAlias)(p)
-	if err := json.Unmarshal(b, &in); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&in); err != nil {
 		return err
+	}
+	end := dec.InputOffset()
+	if _, err := dec.Token(); err != io.EOF {
+		return &PlanError{Msg: "data after the plan's JSON object", Offset: end}
 	}
 	idx := make(map[string]int, len(p.Stages))
 	for i, s := range p.Stages {
+		if _, dup := idx[s.Name]; dup {
+			return planErr(fmt.Sprintf("stages[%d].name", i), "stage %s is declared twice", s.Name)
+		}
 		idx[s.Name] = i
 	}
 	p.Streams = make([]Stream, len(in.Streams))
 	for i, sj := range in.Streams {
 		s := Stream{ID: sj.ID, Name: sj.Name, Host: sj.Host, Kind: sj.Kind, Thread: sj.Thread, Ops: make([]Op, len(sj.Ops))}
 		for j, oj := range sj.Ops {
+			at := func(field string) string { return fmt.Sprintf("streams[%d].ops[%d].%s", i, j, field) }
 			switch oj.Op {
 			case "launch":
 				k, ok := idx[oj.Stage]
 				if !ok {
-					return fmt.Errorf("plan: stream %d op %d launches unknown stage %q", i, j, oj.Stage)
+					return planErr(at("stage"), "stream %d op %d launches unknown stage %q", i, j, oj.Stage)
+				}
+				if oj.Event != nil || oj.Lag != 0 {
+					return planErr(at("op"), "a launch has no event or lag")
 				}
 				s.Ops[j] = Op{Kind: OpLaunch, Stage: k}
 			case "record", "wait":
 				if oj.Event == nil {
-					return fmt.Errorf("plan: stream %d op %d (%s) has no event", i, j, oj.Op)
+					return planErr(at("event"), "stream %d op %d (%s) has no event", i, j, oj.Op)
+				}
+				if oj.Stage != "" {
+					return planErr(at("stage"), "a %s names no stage", oj.Op)
 				}
 				kind := OpRecord
 				if oj.Op == "wait" {
@@ -307,76 +332,12 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 				}
 				s.Ops[j] = Op{Kind: kind, Event: *oj.Event, Lag: oj.Lag}
 			default:
-				return fmt.Errorf("plan: stream %d op %d: unknown op %q (want launch, record or wait)", i, j, oj.Op)
+				return planErr(at("op"), "stream %d op %d: unknown op %q (want launch, record or wait)", i, j, oj.Op)
 			}
 		}
 		p.Streams[i] = s
 	}
 	return nil
-}
-
-// Validate checks the plan's structure: stream ids, every stage launched
-// exactly once on its own stream, event ids in range, and an issue order that
-// lists each op once in stream order. It does not check ordering of accesses
-// (that is Verify's job).
-func (p *Plan) Validate() error {
-	launched := make([]int, len(p.Stages))
-	for i, s := range p.Streams {
-		if s.ID != i {
-			return fmt.Errorf("plan: stream at index %d has id %d", i, s.ID)
-		}
-		for j, o := range s.Ops {
-			switch o.Kind {
-			case OpLaunch:
-				if o.Stage < 0 || o.Stage >= len(p.Stages) {
-					return fmt.Errorf("plan: stream %d op %d launches stage %d of %d", i, j, o.Stage, len(p.Stages))
-				}
-				if p.Stages[o.Stage].Stream != i {
-					return fmt.Errorf("plan: stage %s is on stream %d but launched on stream %d", p.Stages[o.Stage].Name, p.Stages[o.Stage].Stream, i)
-				}
-				launched[o.Stage]++
-			case OpRecord, OpWait:
-				if o.Event < 0 || o.Event >= p.Events {
-					return fmt.Errorf("plan: stream %d op %d uses event %d, plan has %d events", i, j, o.Event, p.Events)
-				}
-			}
-		}
-	}
-	for i, n := range launched {
-		if n != 1 {
-			return fmt.Errorf("plan: stage %s launched %d times, want 1", p.Stages[i].Name, n)
-		}
-	}
-	for _, b := range p.Buffers {
-		if b.Copies < 0 || b.Copies > maxLag {
-			return fmt.Errorf("plan: buffer %s has copies %d, want 0 or 1 (one copy) to %d", b.Name, b.Copies, maxLag)
-		}
-	}
-	if err := p.validateArena(); err != nil {
-		return err
-	}
-	if err := p.validateKinds(); err != nil { // implicit.go
-		return err
-	}
-	next := make([]int, len(p.Streams))
-	total := 0
-	for _, s := range p.Streams {
-		total += len(s.Ops)
-	}
-	if len(p.IssueOrder) != total {
-		return fmt.Errorf("plan: issue_order has %d ops, streams have %d", len(p.IssueOrder), total)
-	}
-	for k, so := range p.IssueOrder {
-		s, j := so[0], so[1]
-		if s < 0 || s >= len(p.Streams) {
-			return fmt.Errorf("plan: issue_order[%d] names stream %d of %d", k, s, len(p.Streams))
-		}
-		if j != next[s] {
-			return fmt.Errorf("plan: issue_order[%d] issues stream %d op %d, want op %d (stream order)", k, s, j, next[s])
-		}
-		next[s]++
-	}
-	return p.validateIteration()
 }
 
 // WithoutOps returns a copy of p without the ops for which drop(stream, index,

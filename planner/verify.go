@@ -180,9 +180,11 @@ func (e *RaceError) Error() string {
 // O(accesses × segments touched × streams) time and O(streams × (waits+streams))
 // clock memory.
 //
-// It returns p.Validate's error for a malformed plan, an error for an
-// access with a negative offset or a non-positive size, nil for a race-free
-// plan, and otherwise a *RaceError listing every race (up to verifyMaxRaces).
+// It returns a *PlanError for a malformed plan (the shape checks of
+// Validate, which do not need the plan's buffer and kernel declarations)
+// and for a launch whose accesses to different buffers share arena bytes
+// (launchAliases: no wait can fix that), nil for a race-free plan, and
+// otherwise a *RaceError listing every race (up to verifyMaxRaces).
 func Verify(p *Plan) error { return withCaptures(p, verify(p, true)) }
 
 // verify is Verify; withFixes false leaves the fix search out (for the
@@ -191,7 +193,10 @@ func verify(p *Plan, withFixes bool) error {
 	if p == nil {
 		return errors.New("plan: nil plan")
 	}
-	if err := p.Validate(); err != nil {
+	if err := p.validateShape(); err != nil {
+		return err
+	}
+	if err := launchAliases(p); err != nil { // alias_verify.go
 		return err
 	}
 	if p.Iteration != nil {

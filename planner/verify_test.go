@@ -298,12 +298,12 @@ func TestVerifyStructuralErrors(t *testing.T) {
 		t.Errorf("short issue order: %v", err)
 	}
 	b = newVerifyB(1).stage("a", 0, wr("x[8:8]"))
-	if err := Verify(b.p); err == nil || !strings.Contains(err.Error(), "stage a writes x[8:8]") {
+	if err := Verify(b.p); err == nil || !strings.Contains(err.Error(), "stages[0].writes[0].bytes: stage a writes x: 0 bytes") {
 		t.Errorf("empty access: %v", err)
 	}
 	b = newVerifyB(1).stage("a", 0, rd("x"))
 	b.p.Stages[0].Reads[0].Offset = -4
-	if err := Verify(b.p); err == nil || !strings.Contains(err.Error(), "want offset ≥ 0") {
+	if err := Verify(b.p); err == nil || !strings.Contains(err.Error(), "stages[0].reads[0].offset: stage a reads x at offset -4") {
 		t.Errorf("negative offset: %v", err)
 	}
 }

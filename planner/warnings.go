@@ -16,7 +16,7 @@ import "fmt"
 // Cross-iteration waits (Lag > 0) are not judged. Each warning is one
 // sentence naming the wait's stream, the stage it guards and the records.
 func Warnings(p *Plan) []string {
-	if p.Validate() != nil {
+	if p.validateShape() != nil {
 		return nil
 	}
 	v := &verifier{p: p}

@@ -122,7 +122,13 @@ func planOrSpec(planFile string, args []string, f *planFlags, stderr io.Writer) 
 		if err != nil {
 			return nil, usageError{err}
 		}
-		return &planned{p: p, src: planFile, races: dagrun.Verify(p)}, nil
+		races := dagrun.Verify(p)
+		var pe *dagrun.PlanError
+		if errors.As(races, &pe) {
+			// Not a race: a plan no wait can fix (a launch aliasing itself in the arena).
+			return nil, usageError{fmt.Errorf("%s: %w", planFile, races)}
+		}
+		return &planned{p: p, src: planFile, races: races}, nil
 	}
 	o, err := f.options(stderr)
 	if err != nil {

@@ -1,0 +1,457 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+
+	"github.com/dagrun/dagrun/contract"
+)
+
+// Limits of the plan format. A plan file beyond one is certainly a mistake
+// or hostile; Validate rejects it with the limit in the message
+// (docs/spec.md, "Limits of plan files").
+const (
+	// MaxPlanFileBytes bounds the size of a plan file (1 GiB): a plan of a
+	// million stages is a few hundred MB of compact JSON.
+	MaxPlanFileBytes = 1 << 30
+	// MaxBufferBytes bounds one buffer's size, and the sum of every
+	// buffer's bytes times its copies, the arena included (1 TiB): an H200
+	// has 141 GB, and larger sizes would overflow host-side allocation.
+	MaxBufferBytes = 1 << 40
+	// MaxLag bounds a wait's lag, a plan's stream sets, a buffer's copies,
+	// an event's slots and the in-flight bound (2^20, as the spec loader
+	// bounds lags).
+	MaxLag = maxLag
+	// MaxEventSlots bounds the physical events of a plan: the sum of its
+	// events' slots (2^22).
+	MaxEventSlots = 1 << 22
+	// MaxStreamSetStreams bounds the physical streams of a plan with more
+	// than one stream set: its device streams times its stream sets (2^16;
+	// a GPU runs at most a few hundred streams at once).
+	MaxStreamSetStreams = 1 << 16
+	// MaxGridDim and MaxBlockThreads are CUDA's bounds on a launch's grid
+	// (x; y and z: 65535) and block (threads in all, and per dimension).
+	MaxGridDim      = math.MaxInt32
+	MaxGridDimYZ    = 65535
+	MaxBlockThreads = 1024
+)
+
+// minEventLimit is the least bound on a plan's events: a plan has at most
+// as many events as ops, or this many.
+const minEventLimit = 1024
+
+// PlanError is a plan that is not well-formed, found by Validate. Path is
+// the JSON path of the value at fault in the plan file (e.g.
+// "stages[3].writes[0].bytes", "" for the plan as a whole); Msg says what is
+// wrong and what is wanted.
+type PlanError struct {
+	Path string
+	Msg  string
+	// Offset, when > 0, is the byte offset of the fault in the JSON that
+	// UnmarshalJSON decoded (data after the plan has no path).
+	Offset int64
+}
+
+func (e *PlanError) Error() string {
+	if e.Path == "" {
+		return "plan: " + e.Msg
+	}
+	return "plan: " + e.Path + ": " + e.Msg
+}
+
+func planErr(path, format string, a ...any) error {
+	return &PlanError{Path: path, Msg: fmt.Sprintf(format, a...)}
+}
+
+// Validate checks that p is a well-formed plan, in the order that keeps
+// its own cost linear in the plan's size (counts are checked before
+// anything is sized by them), with overflow-safe arithmetic throughout:
+//
+//   - buffers: names unique and non-empty; 1 to MaxBufferBytes bytes, the
+//     sum over buffers of bytes × copies at most MaxBufferBytes; where,
+//     role and init kind from the vocabulary (where "" is device); copies 0
+//     to MaxLag; arena offsets only on device temps of one copy, aligned to
+//     ArenaAlign, inside Stats.ArenaBytes when it is set (≤ MaxBufferBytes);
+//   - stages: names unique and non-empty, a kernel, duration_us finite, 0
+//     to contract.MaxSpinUS µs, grid and block within CUDA's bounds, every
+//     access naming a buffer, bytes > 0 and offset ≤ size, bytes ≤
+//     size−offset (contract.InBounds);
+//   - kernels: names unique and non-empty;
+//   - streams: ids equal to their index; every stage launched exactly once,
+//     on its own stream; events 0 ≤ e < Events, and Events ≥ 0 at most the
+//     larger of the plan's ops and 1024 (an event no op can use is a mistake);
+//   - issue_order: every op of every stream exactly once, in stream order;
+//   - lifetimes: one per buffer at most, naming a buffer; each done entry
+//     a stream and an event of the plan; First naming a stage;
+//   - iteration: stream sets 1 to MaxLag, at most MaxStreamSetStreams
+//     physical streams beyond the first set; one slot count 1 to MaxLag+1
+//     per event, at most MaxEventSlots in all; in_flight and cross_waits 0
+//     to MaxLag; lags 0 to MaxLag, only on waits of a plan with iteration
+//     info.
+//
+// It does not check the ordering of accesses (that is Verify's job), nor
+// a kernel's arguments (executor.CheckPlan does, through the contract).
+// Errors are *PlanError, naming the JSON path of the value at fault.
+func (p *Plan) Validate() error {
+	if err := p.validateBuffers(); err != nil {
+		return err
+	}
+	bufIdx := make(map[string]int, len(p.Buffers))
+	for i, b := range p.Buffers {
+		bufIdx[b.Name] = i
+	}
+	kernels := make(map[string]bool, len(p.Kernels))
+	for i, k := range p.Kernels {
+		if k.Name == "" || kernels[k.Name] {
+			return planErr(fmt.Sprintf("kernels[%d].name", i), "kernel name %q is empty or given twice", k.Name)
+		}
+		kernels[k.Name] = true
+	}
+	for i := range p.Stages {
+		if err := p.validateStageRefs(i, bufIdx); err != nil {
+			return err
+		}
+	}
+	for i, l := range p.Lifetimes {
+		if _, ok := bufIdx[l.Buffer]; !ok {
+			return planErr(fmt.Sprintf("lifetimes[%d].buffer", i), "lifetime of unknown buffer %q", l.Buffer)
+		}
+	}
+	return p.validateShape()
+}
+
+// validateShape is the part of Validate that does not resolve names
+// against the plan's buffers and kernels, which Verify needs of the plans
+// it is given (tests build plans without declarations): stage names,
+// durations, launch shapes and access ranges within the format's limits,
+// the streams, events and issue order, lifetimes' streams, events and
+// first stages, the iteration info, and the arena offsets of declared
+// buffers. With it, no sum of an offset and a size in the verifier
+// overflows.
+func (p *Plan) validateShape() error {
+	stageIdx := make(map[string]int, len(p.Stages))
+	for i := range p.Stages {
+		if err := p.validateStage(i, stageIdx); err != nil {
+			return err
+		}
+	}
+	if err := p.validateStreams(); err != nil {
+		return err
+	}
+	if err := p.validateLifetimes(stageIdx); err != nil {
+		return err
+	}
+	if err := p.validateArena(); err != nil {
+		return err
+	}
+	if err := p.validateKinds(); err != nil { // stream kinds: implicit.go
+		return err
+	}
+	return p.validateIteration()
+}
+
+// validateBuffers checks every buffer on its own and the sum of their bytes.
+func (p *Plan) validateBuffers() error {
+	seen := make(map[string]bool, len(p.Buffers))
+	var total int64 // Σ bytes × copies, ≤ MaxBufferBytes at every step
+	for i, b := range p.Buffers {
+		at := func(field string) string { return fmt.Sprintf("buffers[%d].%s", i, field) }
+		switch {
+		case b.Name == "":
+			return planErr(at("name"), "a buffer has no name")
+		case seen[b.Name]:
+			return planErr(at("name"), "buffer %s is declared twice", b.Name)
+		case b.Bytes <= 0 || b.Bytes > MaxBufferBytes:
+			return planErr(at("bytes"), "buffer %s has %d bytes, want 1 to %d (1 TiB)", b.Name, b.Bytes, int64(MaxBufferBytes))
+		case b.Where != "" && !contract.Where(b.Where).Valid():
+			return planErr(at("where"), "buffer %s: where %q, want %s or %s", b.Name, b.Where, contract.WhereDevice, contract.WhereHostPinned)
+		case b.Role != "" && !contract.Role(b.Role).Valid():
+			return planErr(at("role"), "buffer %s: role %q, want %v", b.Name, b.Role, contract.Roles)
+		case b.Init != "" && !contract.InitKind(b.Init).Valid():
+			return planErr(at("init"), "buffer %s: init %q, want %v", b.Name, b.Init, contract.InitKinds)
+		case b.InitPath != "" && b.Init != string(contract.InitFile):
+			return planErr(at("init_path"), "buffer %s: init_path with init %q; only init file reads a file", b.Name, b.Init)
+		case b.Init == string(contract.InitFile) && b.InitPath == "":
+			return planErr(at("init_path"), "buffer %s: init file needs init_path", b.Name)
+		case math.IsNaN(b.InitValue) || math.IsInf(b.InitValue, 0):
+			return planErr(at("init_value"), "buffer %s: init_value %v, want a finite number", b.Name, b.InitValue)
+		case b.Copies < 0 || b.Copies > maxLag:
+			return planErr(at("copies"), "buffer %s has copies %d, want 0 or 1 (one copy) to %d", b.Name, b.Copies, maxLag)
+		}
+		seen[b.Name] = true
+		k := int64(max(b.Copies, 1))
+		if b.Bytes > (MaxBufferBytes-total)/k {
+			return planErr(at("bytes"), "buffer %s: the plan's buffers need more than %d bytes (1 TiB) in all, copies included", b.Name, int64(MaxBufferBytes))
+		}
+		total += b.Bytes * k
+	}
+	return nil
+}
+
+// validateArena checks the arena fields of a plan: offsets of device temps
+// of one copy only, aligned, within MaxBufferBytes and inside
+// Stats.ArenaBytes when it is set (0: unknown, as in plans Unroll makes;
+// the executor sizes the arena by its buffers then).
+func (p *Plan) validateArena() error {
+	if a := p.Stats.ArenaBytes; a < 0 || a > MaxBufferBytes {
+		return planErr("stats.arena_bytes", "%d, want 0 (no arena) to %d (1 TiB)", a, int64(MaxBufferBytes))
+	}
+	for i, b := range p.Buffers {
+		if b.ArenaOffset == nil {
+			continue
+		}
+		off := *b.ArenaOffset
+		at := fmt.Sprintf("buffers[%d].arena_offset", i)
+		switch {
+		case b.Role != string(contract.RoleTemp) || cmp.Or(b.Where, string(contract.WhereDevice)) != string(contract.WhereDevice):
+			return planErr(at, "buffer %s (%s, %s) has an arena offset; only device temps live in the arena", b.Name, b.Where, b.Role)
+		case b.Copies > 1:
+			return planErr(at, "buffer %s has %d copies and an arena offset; only buffers of one copy live in the arena", b.Name, b.Copies)
+		case off < 0 || off%ArenaAlign != 0 || off > MaxBufferBytes-b.Bytes:
+			return planErr(at, "buffer %s: arena offset %d, want a multiple of %d from 0 to %d (1 TiB less its %d bytes)", b.Name, off, ArenaAlign, MaxBufferBytes-b.Bytes, b.Bytes)
+		case p.Stats.ArenaBytes > 0 && !contract.InBounds(off, b.Bytes, p.Stats.ArenaBytes):
+			return planErr(at, "buffer %s: arena bytes [%d:%d] past the arena's %d bytes (stats.arena_bytes)", b.Name, off, off+b.Bytes, p.Stats.ArenaBytes)
+		}
+	}
+	return nil
+}
+
+// validateStage checks stage i's own fields and adds its name to stageIdx.
+func (p *Plan) validateStage(i int, stageIdx map[string]int) error {
+	st := &p.Stages[i]
+	at := func(field string) string { return fmt.Sprintf("stages[%d].%s", i, field) }
+	if st.Name == "" {
+		return planErr(at("name"), "a stage has no name")
+	}
+	if _, dup := stageIdx[st.Name]; dup {
+		return planErr(at("name"), "stage %s is declared twice", st.Name)
+	}
+	stageIdx[st.Name] = i
+	if d := st.DurationUS; math.IsNaN(d) || d < 0 || d > contract.MaxSpinUS {
+		return planErr(at("duration_us"), "stage %s: duration_us %v, want 0 to %g µs", st.Name, d, float64(contract.MaxSpinUS))
+	}
+	threads := int64(1)
+	for k := range 3 {
+		lim := int64(MaxGridDimYZ)
+		if k == 0 {
+			lim = MaxGridDim
+		}
+		if g := st.Grid[k]; g < 0 || int64(g) > lim {
+			return planErr(fmt.Sprintf("stages[%d].grid[%d]", i, k), "stage %s: grid %d, want 0 (default) to %d", st.Name, g, lim)
+		}
+		if b := st.Block[k]; b < 0 || b > MaxBlockThreads {
+			return planErr(fmt.Sprintf("stages[%d].block[%d]", i, k), "stage %s: block %d, want 0 (default) to %d", st.Name, b, MaxBlockThreads)
+		}
+		threads *= int64(max(st.Block[k], 1))
+	}
+	if threads > MaxBlockThreads {
+		return planErr(at("block"), "stage %s: block %v has %d threads, want at most %d", st.Name, st.Block, threads, MaxBlockThreads)
+	}
+	for k, list := range [2][]Access{st.Reads, st.Writes} {
+		verb := [2]string{"reads", "writes"}[k]
+		for j, a := range list {
+			switch {
+			case a.Offset < 0 || a.Offset >= MaxBufferBytes:
+				return planErr(fmt.Sprintf("stages[%d].%s[%d].offset", i, verb, j), "stage %s %s %s at offset %d: want 0 to %d", st.Name, verb, a.Buffer, a.Offset, MaxBufferBytes-1)
+			case a.Bytes <= 0 || a.Bytes > MaxBufferBytes:
+				return planErr(fmt.Sprintf("stages[%d].%s[%d].bytes", i, verb, j), "stage %s %s %s: %d bytes, want 1 to %d", st.Name, verb, a.Buffer, a.Bytes, int64(MaxBufferBytes))
+			}
+		}
+	}
+	return nil
+}
+
+// validateStageRefs checks that stage i names a kernel and that each of
+// its accesses names a buffer and lies inside it.
+func (p *Plan) validateStageRefs(i int, bufIdx map[string]int) error {
+	st := &p.Stages[i]
+	if st.Kernel == "" {
+		return planErr(fmt.Sprintf("stages[%d].kernel", i), "stage %s has no kernel", st.Name)
+	}
+	for k, list := range [2][]Access{st.Reads, st.Writes} {
+		verb := [2]string{"reads", "writes"}[k]
+		for j, a := range list {
+			b, ok := bufIdx[a.Buffer]
+			if !ok {
+				return planErr(fmt.Sprintf("stages[%d].%s[%d].buffer", i, verb, j), "stage %s %s unknown buffer %q", st.Name, verb, a.Buffer)
+			}
+			size := p.Buffers[b].Bytes
+			switch {
+			case a.Offset < 0 || a.Offset >= size:
+				return planErr(fmt.Sprintf("stages[%d].%s[%d].offset", i, verb, j), "stage %s %s %s at offset %d: want 0 to %d (the buffer has %d bytes)", st.Name, verb, a.Buffer, a.Offset, size-1, size)
+			case a.Bytes <= 0 || !contract.InBounds(a.Offset, a.Bytes, size):
+				return planErr(fmt.Sprintf("stages[%d].%s[%d].bytes", i, verb, j), "stage %s %s %s at offset %d, %d bytes: outside the buffer's %d bytes (want 1 to %d)", st.Name, verb, a.Buffer, a.Offset, a.Bytes, size, size-a.Offset)
+			}
+		}
+	}
+	return nil
+}
+
+// validateStreams checks stream ids, launches, events and the issue order.
+func (p *Plan) validateStreams() error {
+	ops := 0
+	for _, s := range p.Streams {
+		ops += len(s.Ops)
+	}
+	if lim := max(ops, minEventLimit); p.Events < 0 || p.Events > lim {
+		return planErr("events", "%d events, want 0 to %d (the larger of the plan's %d ops and %d: an event no op uses is a mistake)", p.Events, lim, ops, minEventLimit)
+	}
+	launched := make([]int32, len(p.Stages))
+	for i, s := range p.Streams {
+		if s.ID != i {
+			return planErr(fmt.Sprintf("streams[%d].id", i), "stream at index %d has id %d, want %d", i, s.ID, i)
+		}
+		for j, o := range s.Ops {
+			at := func(field string) string { return fmt.Sprintf("streams[%d].ops[%d].%s", i, j, field) }
+			switch o.Kind {
+			case OpLaunch:
+				if o.Stage < 0 || o.Stage >= len(p.Stages) {
+					return planErr(at("stage"), "stream %d op %d launches stage %d of %d", i, j, o.Stage, len(p.Stages))
+				}
+				if st := &p.Stages[o.Stage]; st.Stream != i {
+					return planErr(fmt.Sprintf("stages[%d].stream", o.Stage), "stage %s is on stream %d but launched on stream %d", st.Name, st.Stream, i)
+				}
+				if launched[o.Stage]++; launched[o.Stage] > 1 {
+					return planErr(at("stage"), "stage %s launched twice, want once", p.Stages[o.Stage].Name)
+				}
+			case OpRecord, OpWait:
+				if o.Event < 0 || o.Event >= p.Events {
+					return planErr(at("event"), "stream %d op %d uses event %d, plan has %d events", i, j, o.Event, p.Events)
+				}
+			default:
+				return planErr(at("op"), "unknown op %v", o.Kind)
+			}
+		}
+	}
+	for i, n := range launched {
+		if n != 1 {
+			return planErr(fmt.Sprintf("stages[%d]", i), "stage %s is never launched, want once", p.Stages[i].Name)
+		}
+	}
+	if len(p.IssueOrder) != ops {
+		return planErr("issue_order", "%d ops, streams have %d", len(p.IssueOrder), ops)
+	}
+	next := make([]int, len(p.Streams))
+	for k, so := range p.IssueOrder {
+		s, j := so[0], so[1]
+		if s < 0 || s >= len(p.Streams) {
+			return planErr(fmt.Sprintf("issue_order[%d]", k), "names stream %d of %d", s, len(p.Streams))
+		}
+		if next[s] >= len(p.Streams[s].Ops) {
+			return planErr(fmt.Sprintf("issue_order[%d]", k), "issues stream %d more often than its %d ops", s, len(p.Streams[s].Ops))
+		}
+		if j != next[s] {
+			return planErr(fmt.Sprintf("issue_order[%d]", k), "issues stream %d op %d, want op %d (stream order)", s, j, next[s])
+		}
+		next[s]++
+	}
+	return nil
+}
+
+// validateLifetimes checks that lifetimes name each buffer once and
+// streams, events and stages of the plan.
+func (p *Plan) validateLifetimes(stageIdx map[string]int) error {
+	seen := make(map[string]bool, len(p.Lifetimes))
+	for i, l := range p.Lifetimes {
+		if seen[l.Buffer] {
+			return planErr(fmt.Sprintf("lifetimes[%d].buffer", i), "a second lifetime of buffer %s", l.Buffer)
+		}
+		seen[l.Buffer] = true
+		if _, ok := stageIdx[l.First]; l.First != "" && !ok {
+			return planErr(fmt.Sprintf("lifetimes[%d].first", i), "lifetime of %s: first stage %q is not a stage of the plan", l.Buffer, l.First)
+		}
+		for k, d := range l.Done {
+			if d.Stream < 0 || d.Stream >= len(p.Streams) {
+				return planErr(fmt.Sprintf("lifetimes[%d].done[%d].stream", i, k), "lifetime of %s: stream %d, plan has %d streams", l.Buffer, d.Stream, len(p.Streams))
+			}
+			if d.Event < 0 || d.Event >= p.Events {
+				return planErr(fmt.Sprintf("lifetimes[%d].done[%d].event", i, k), "lifetime of %s: event %d, plan has %d events", l.Buffer, d.Event, p.Events)
+			}
+		}
+	}
+	return nil
+}
+
+// validateIteration checks the iteration info's shape: stream sets, slot
+// counts, in-flight and cross-wait counts within their limits, and lags
+// only on waits of a plan with iteration info.
+func (p *Plan) validateIteration() error {
+	it := p.Iteration
+	for s, str := range p.Streams {
+		for j, o := range str.Ops {
+			if o.Lag < 0 || o.Lag > maxLag || (o.Lag > 0 && (o.Kind != OpWait || it == nil)) {
+				return planErr(fmt.Sprintf("streams[%d].ops[%d].lag", s, j), "%s has lag %d: want lag only on waits of a plan with iteration info, 0 to %d", o.Kind, o.Lag, maxLag)
+			}
+		}
+	}
+	if it == nil {
+		return nil
+	}
+	if it.StreamSets < 1 || it.StreamSets > maxLag {
+		return planErr("iteration.stream_sets", "%d, want 1 to %d", it.StreamSets, maxLag)
+	}
+	if it.StreamSets > 1 {
+		device := 0
+		for _, s := range p.Streams {
+			if !s.Host {
+				device++
+			}
+		}
+		if device > MaxStreamSetStreams/it.StreamSets {
+			return planErr("iteration.stream_sets", "%d stream sets of %d streams: more than %d physical streams", it.StreamSets, device, MaxStreamSetStreams)
+		}
+	}
+	if it.InFlight < 0 || it.InFlight > maxLag {
+		return planErr("iteration.in_flight", "%d, want 0 to %d", it.InFlight, maxLag)
+	}
+	if it.CrossWaits < 0 {
+		return planErr("iteration.cross_waits", "%d, want ≥ 0", it.CrossWaits)
+	}
+	if len(it.Slots) != p.Events {
+		return planErr("iteration.slots", "%d entries, plan has %d events", len(it.Slots), p.Events)
+	}
+	total := 0
+	for e, n := range it.Slots {
+		if n < 1 || n > maxLag+1 {
+			return planErr(fmt.Sprintf("iteration.slots[%d]", e), "%d, want 1 to %d", n, maxLag+1)
+		}
+		if total += n; total > MaxEventSlots {
+			return planErr(fmt.Sprintf("iteration.slots[%d]", e), "the slots of events 0 to %d sum to %d, more than %d physical events", e, total, MaxEventSlots)
+		}
+	}
+	return nil
+}
+
+// Recount sets the figures of p.Stats that follow from the plan itself —
+// stages, streams, waits (lag 0), events, the one-stream time (SumUS) and
+// the ideal makespan (IdealSchedule) — and Iteration.CrossWaits, so that a
+// plan read from a file reports what it holds rather than what the file
+// claims. The figures of the hazard graph the planner built (reduced and
+// cross-stream edges, the lower bound on waits, the critical path) and the
+// planning time stay as given. p must be valid (Validate).
+func Recount(p *Plan) {
+	s := &p.Stats
+	s.Stages, s.Streams, s.Events = len(p.Stages), len(p.Streams), p.Events
+	s.Waits = 0
+	cross := 0
+	for _, str := range p.Streams {
+		for _, o := range str.Ops {
+			if o.Kind == OpWait {
+				if o.Lag == 0 {
+					s.Waits++
+				} else {
+					cross++
+				}
+			}
+		}
+	}
+	if p.Iteration != nil {
+		p.Iteration.CrossWaits = cross
+	}
+	s.SumUS = 0
+	for _, st := range p.Stages {
+		s.SumUS += max(st.DurationUS, 1) // 0 counts as 1 µs, as in Build's stats
+	}
+	s.IdealMakespanUS = idealMakespan(p)
+}
