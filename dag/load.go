@@ -33,7 +33,7 @@ const SpecVersion = 1
 // A file that cannot be read is reported as an ErrorList too, so that callers
 // treat it like any other bad input.
 func LoadFile(path string) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	text, err := readText(path)
 	if err != nil {
 		return nil, ErrorList{{
 			Pos:  Pos{File: path},
@@ -41,7 +41,26 @@ func LoadFile(path string) (*Spec, error) {
 			Hint: "check the path of the spec file",
 		}}
 	}
-	return Load(data, path, filepath.Dir(path))
+	s, err, _ := loadText(text, path, filepath.Dir(path), false)
+	return s, err
+}
+
+// readText reads the file at path as a string, without the copy of
+// os.ReadFile and a conversion (the spec's names are substrings of it).
+func readText(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var b strings.Builder
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 && fi.Size() < 1<<40 {
+		b.Grow(int(fi.Size()) + 1)
+	}
+	if _, err := io.Copy(&b, f); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }
 
 // Load parses and validates a spec (YAML, format version 1). file names the
@@ -55,15 +74,26 @@ func LoadFile(path string) (*Spec, error) {
 // every Access. On failure it returns (nil, ErrorList) with every error found,
 // sorted by position and capped at MaxErrors.
 func Load(data []byte, file, dir string) (*Spec, error) {
+	s, err, _ := loadWith(data, file, dir, false)
+	return s, err
+}
+
+// loadWith is Load, parsing YAML with yaml.v3 only when yamlv3 is set;
+// scanned says whether the streaming scanner parsed the file.
+func loadWith(data []byte, file, dir string, yamlv3 bool) (*Spec, error, bool) {
+	return loadText(string(data), file, dir, yamlv3)
+}
+
+func loadText(data string, file, dir string, yamlv3 bool) (*Spec, error, bool) {
 	if dir == "" && file != "" {
 		dir = filepath.Dir(file)
 	}
-	l := &loader{file: file, dir: dir}
+	l := &loader{file: file, dir: dir, forceYAMLv3: yamlv3}
 	s := l.load(data)
 	if err := l.errs.Err(); err != nil {
-		return nil, err
+		return nil, err, l.scanned
 	}
-	return s, nil
+	return s, nil, l.scanned
 }
 
 // loader holds the state of one Load call.
@@ -77,6 +107,11 @@ type loader struct {
 	stageSrc []stageSrc
 	bufSrc   []bufferSrc
 	kernSrc  []kernelSrc
+
+	// streamed counts the items of each list the scanner streamed.
+	streamed    map[*yaml.Node]int
+	forceYAMLv3 bool // tests: parse YAML with yaml.v3 only
+	scanned     bool // the scanner parsed the file
 
 	aliased   int                // nodes expanded through aliases so far
 	aliasSize map[*yaml.Node]int // node count of each anchored node used
@@ -129,8 +164,15 @@ var (
 )
 
 // load parses data and runs both phases.
-func (l *loader) load(data []byte) *Spec {
-	root := l.parse(data)
+//
+// Specs in JSON, and YAML specs within the scanner's subset (load_scan.go),
+// are decoded item by item as they are parsed; other YAML goes through
+// yaml.v3's node tree of the whole document.
+func (l *loader) load(data string) *Spec {
+	if s, done := l.loadScanned(data); done {
+		return s
+	}
+	root := l.parse([]byte(data))
 	if root == nil {
 		return nil
 	}
@@ -140,6 +182,79 @@ func (l *loader) load(data []byte) *Spec {
 	}
 	l.check(s)
 	return s
+}
+
+// loadScanned loads data with the streaming scanner. done is false when
+// the file is YAML outside the scanner's subset (or content that looked
+// like JSON and is not), which the caller then parses with yaml.v3.
+func (l *loader) loadScanned(data string) (s *Spec, done bool) {
+	json := isJSONFile(l.file)
+	if !json && l.forceYAMLv3 {
+		return nil, false
+	}
+	sniffed := !json && looksLikeJSON(data)
+	s = &Spec{File: l.file, Dir: l.dir, Sync: SyncAuto}
+	first := map[string]*yaml.Node{} // the list each streamed field names first
+	l.streamed = map[*yaml.Node]int{}
+	root, err := scan(data, json || sniffed, func(key string, list, item *yaml.Node) {
+		if f, ok := first[key]; ok && f != list {
+			return // a field given twice: reported, its second value ignored
+		}
+		first[key] = list
+		l.streamed[list]++
+		switch key {
+		case "buffers":
+			l.decodeBuffer(s, item)
+		case "kernels":
+			l.decodeKernel(s, item)
+		case "stages":
+			l.decodeStage(s, item)
+		}
+	})
+	if err != nil {
+		var je *jsonError
+		if json && errors.As(err, &je) {
+			*l = loader{file: l.file, dir: l.dir}
+			l.errorAt(je.at, "fix the JSON syntax here (RFC 8259: keys and strings in double quotes, no trailing commas)", "JSON syntax error: %s", je.msg)
+			return nil, true
+		}
+		*l = loader{file: l.file, dir: l.dir, forceYAMLv3: l.forceYAMLv3}
+		return nil, false
+	}
+	l.scanned = true
+	l.decodeSpec(root, s)
+	l.streamed = nil
+	l.check(s)
+	return s, true
+}
+
+// isJSONFile reports whether file names a JSON spec (extension .json).
+func isJSONFile(file string) bool { return strings.EqualFold(filepath.Ext(file), ".json") }
+
+// looksLikeJSON reports whether data starts like a JSON object.
+func looksLikeJSON(data string) bool {
+	for _, c := range []byte(data) {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == '{'
+	}
+	return false
+}
+
+// items calls decode on each item of the list n (or counts the items the
+// scanner already streamed) and returns how many there are; ok is false
+// when n is not a list (reported).
+func (l *loader) items(n *yaml.Node, what, hint string, decode func(*yaml.Node)) (int, bool) {
+	if c, ok := l.streamed[n]; ok {
+		return c, true
+	}
+	items, ok := l.list(n, what, hint)
+	for _, it := range items {
+		decode(it)
+	}
+	return len(items), ok
 }
 
 // decodeGuarded decodes root into s, turning an alias budget overrun into
@@ -192,7 +307,7 @@ func (l *loader) parse(data []byte) (root *yaml.Node) {
 		return nil
 	}
 	root = doc.Content[0]
-	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+	if root.Kind == yaml.ScalarNode && tagOf(root) == "!!null" {
 		l.errorf(root, "start from the example in docs/spec.md", "spec is empty")
 		return nil
 	}
@@ -272,9 +387,18 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return scalarKindName(n.ShortTag(), n.Value)
+		return scalarKindName(tagOf(n), n.Value)
 	}
 	return "an unknown YAML node"
+}
+
+// tagOf is n.ShortTag(): the tags yaml.v3 and the scanner set are short
+// already ("!!str"); others (none, or long forms) are resolved by yaml.v3.
+func tagOf(n *yaml.Node) string {
+	if t := n.Tag; len(t) > 2 && t[0] == '!' && t[1] == '!' {
+		return t
+	}
+	return n.ShortTag()
 }
 
 // scalarKindName describes a scalar of YAML tag tag written as value.
@@ -337,7 +461,7 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 			l.errorf(k, "field names are plain words such as "+known[0], "%s: field name must be a string, got %s", f.what, kindName(k))
 			continue
 		}
-		if k.ShortTag() == "!!merge" {
+		if tagOf(k) == "!!merge" {
 			l.errorf(k, "write the fields out instead of merging them with <<", "%s: YAML merge keys (<<) are not supported", f.what)
 			continue
 		}
@@ -404,7 +528,7 @@ func (l *loader) list(n *yaml.Node, what, hint string) ([]*yaml.Node, bool) {
 
 // str returns n's value if it is a string scalar.
 func (l *loader) str(n *yaml.Node, what string) (string, bool) {
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+	if n.Kind != yaml.ScalarNode || tagOf(n) != "!!str" {
 		hint := "write a string"
 		if n.Kind == yaml.ScalarNode {
 			hint = fmt.Sprintf("quote it if you mean the string: %q", n.Value)
@@ -436,13 +560,16 @@ var integerText = regexp.MustCompile(`^[-+]?[0-9]+$`)
 
 // int64Val returns n's value if it is an integer that fits in int64.
 func (l *loader) int64Val(n *yaml.Node, what string) (int64, bool) {
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && integerText.MatchString(n.Value) {
+	if n.Kind == yaml.ScalarNode && tagOf(n) == "!!float" && integerText.MatchString(n.Value) {
 		l.errorf(n, "use a value below 2^63", "%s: %s does not fit in a 64-bit integer", what, clip(n.Value))
 		return 0, false
 	}
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+	if n.Kind != yaml.ScalarNode || tagOf(n) != "!!int" {
 		l.errorf(n, "write a whole number such as 4096", "%s must be an integer, got %s", what, kindName(n))
 		return 0, false
+	}
+	if v, ok := decimal(n.Value); ok {
+		return v, true
 	}
 	var v int64
 	if err := n.Decode(&v); err != nil {
@@ -450,6 +577,48 @@ func (l *loader) int64Val(n *yaml.Node, what string) (int64, bool) {
 		return 0, false
 	}
 	return v, true
+}
+
+// decimal returns the value of s if it is a decimal integer that yaml.v3
+// reads as written: an optional '-', then 0 or up to 18 digits with no
+// leading zero (no base prefixes, underscores or octal forms).
+func decimal(s string) (int64, bool) {
+	t := s
+	if len(t) > 0 && t[0] == '-' {
+		t = t[1:]
+	}
+	if len(t) == 0 || len(t) > 18 || len(t) > 1 && t[0] == '0' {
+		return 0, false
+	}
+	var v int64
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if len(t) < len(s) {
+		v = -v
+	}
+	return v, true
+}
+
+// simpleFloat returns the value of s if it is a float that yaml.v3 reads
+// as strconv.ParseFloat does: digits, '.', an exponent, a sign.
+func simpleFloat(s string) (float64, bool) {
+	if s == "" || s[0] == '.' && len(s) > 1 && (s[1] < '0' || s[1] > '9') {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9', c == '.', c == 'e', c == 'E', c == '+', c == '-':
+		default:
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil
 }
 
 // intIn returns n's value if it is an integer in [lo, hi].
@@ -471,12 +640,20 @@ func (l *loader) intIn(n *yaml.Node, what string, lo, hi int64) (int64, bool) {
 
 // num returns n's value if it is a finite number (integer or float).
 func (l *loader) num(n *yaml.Node, what string) (float64, bool) {
-	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
+	if n.Kind != yaml.ScalarNode || (tagOf(n) != "!!int" && tagOf(n) != "!!float") {
 		l.errorf(n, "write a number such as 12.5", "%s must be a number, got %s", what, kindName(n))
 		return 0, false
 	}
 	var v float64
-	if err := n.Decode(&v); err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+	var err error
+	if i, ok := decimal(n.Value); ok && n.Tag == "!!int" {
+		v = float64(i)
+	} else if f, ok := simpleFloat(n.Value); ok && n.Tag == "!!float" {
+		v = f
+	} else {
+		err = n.Decode(&v)
+	}
+	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
 		l.errorf(n, "write a finite number such as 12.5", "%s must be a finite number, got %s", what, clip(n.Value))
 		return 0, false
 	}
@@ -495,7 +672,7 @@ func (l *loader) nonNegNum(n *yaml.Node, what string) (float64, bool) {
 
 // name returns n's value if it is a valid name of a buffer, kernel or stage.
 func (l *loader) name(n *yaml.Node, what string) (string, bool) {
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
+	if n.Kind == yaml.ScalarNode && tagOf(n) == "!!int" {
 		// Names like 1 or 0x10 are easy to write; keep them as written.
 		return n.Value, l.validName(n, what, n.Value)
 	}
@@ -538,7 +715,7 @@ func (l *loader) decodeSpec(root *yaml.Node, s *Spec) {
 	}
 }
 
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && tagOf(n) == "!!null" }
 
 // defaultName is the spec name used when the file gives none: the file's
 // base name without extension.

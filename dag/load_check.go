@@ -255,10 +255,12 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 			all = false // the buffer's size is wrong; reported there
 			continue
 		}
-		rangeHint := fmt.Sprintf("buffer %s is %d bytes; use a range within [0:%d]", b.Name, b.Bytes, b.Bytes)
+		rangeHint := func() string {
+			return fmt.Sprintf("buffer %s is %d bytes; use a range within [0:%d]", b.Name, b.Bytes, b.Bytes)
+		}
 		if !as.hasBytes {
 			if a.Offset >= b.Bytes {
-				c.errAt(a.Pos, rangeHint, "%s: %s offset %d is past the end of buffer %s (%d bytes)", what, field, a.Offset, b.Name, b.Bytes)
+				c.errAt(a.Pos, rangeHint(), "%s: %s offset %d is past the end of buffer %s (%d bytes)", what, field, a.Offset, b.Name, b.Bytes)
 				all = false
 				continue
 			}
@@ -268,7 +270,7 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 			if a.Offset <= math.MaxInt64-a.Bytes {
 				rng = fmt.Sprintf("[%d:%d]", a.Offset, a.End())
 			}
-			c.errAt(a.Pos, rangeHint, "%s: %s range %s%s is out of range of buffer %s (%d bytes)", what, field, a.Buffer, rng, b.Name, b.Bytes)
+			c.errAt(a.Pos, rangeHint(), "%s: %s range %s%s is out of range of buffer %s (%d bytes)", what, field, a.Buffer, rng, b.Name, b.Bytes)
 			all = false
 			continue
 		}
@@ -324,12 +326,15 @@ func ranges(accs []Access) []contract.Range {
 // an integer is written as one: a float literal (64.0) for an integer
 // argument is an error here, though a plan built in Go may pass 64.0.
 func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, b *contract.Builtin) {
-	args := maps.Clone(st.Args)
-	undecoded := map[string]bool{}
+	args := st.Args
+	var undecoded map[string]bool
 	for _, a := range src.args {
 		if _, ok := st.Args[a.name]; !ok {
-			if args == nil {
-				args = map[string]any{}
+			if undecoded == nil {
+				args, undecoded = maps.Clone(st.Args), map[string]bool{}
+				if args == nil {
+					args = map[string]any{}
+				}
 			}
 			args[a.name] = nil
 			undecoded[a.name] = true
@@ -340,6 +345,9 @@ func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, b 
 			if _, isInt := v.(int); !isInt {
 				if a := src.arg(name); a != nil && a.tag == "!!float" {
 					c.errorAt(a.val, "write a whole number such as 64 (not 64.0)", "%s: argument %s must be %s, got %s", what, name, s.Want(), a.text)
+					if undecoded == nil {
+						undecoded = map[string]bool{}
+					}
 					undecoded[name] = true
 				}
 			}

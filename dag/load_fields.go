@@ -216,32 +216,19 @@ var (
 			schema: FormatField{Type: "mapping", Items: "options", Doc: "planner options (CLI flags override them)"}},
 		{key: "buffers", null: true,
 			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
-				if items, ok := d.list(v, "buffers", "write buffers as a list: buffers: [{name: x, bytes: 4096}]"); ok {
-					for _, it := range items {
-						d.decodeBuffer(d.x, it)
-					}
-				}
+				d.items(v, "buffers", "write buffers as a list: buffers: [{name: x, bytes: 4096}]", func(it *yaml.Node) { d.decodeBuffer(d.x, it) })
 			},
 			write:  nil, // written as a block list by writeSpec
 			schema: FormatField{Type: "list", Items: "buffer", Doc: "the buffers"}},
 		{key: "kernels", null: true,
 			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
-				if items, ok := d.list(v, "kernels", "write kernels as a list: kernels: [{name: k, ptx: k.ptx, entry: k}]"); ok {
-					for _, it := range items {
-						d.decodeKernel(d.x, it)
-					}
-				}
+				d.items(v, "kernels", "write kernels as a list: kernels: [{name: k, ptx: k.ptx, entry: k}]", func(it *yaml.Node) { d.decodeKernel(d.x, it) })
 			},
 			schema: FormatField{Type: "list", Items: "kernel", Doc: "user kernels from PTX files"}},
 		{key: "stages", need: "add a list of stages: stages: [{name: a, kernel: spin}]",
 			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
-				if items, ok := d.list(v, "stages", "write stages as a list of mappings"); ok {
-					if len(items) == 0 {
-						d.errorf(v, "add at least one stage", "stages is empty")
-					}
-					for _, it := range items {
-						d.decodeStage(d.x, it)
-					}
+				if n, ok := d.items(v, "stages", "write stages as a list of mappings", func(it *yaml.Node) { d.decodeStage(d.x, it) }); ok && n == 0 {
+					d.errorf(v, "add at least one stage", "stages is empty")
 				}
 			},
 			schema: FormatField{Type: "list", Items: "stage", Doc: "the stages, in the order one stream would run them"}},
@@ -531,7 +518,7 @@ const initHint = "write init: zeros, init: {fill: 1.5}, init: {file: data.bin} o
 func (l *loader) decodeInit(n *yaml.Node, what string, in *Init, src *bufferSrc) {
 	what += ": init"
 	if n.Kind == yaml.ScalarNode {
-		if n.ShortTag() == "!!str" && n.Value == InitZeros {
+		if tagOf(n) == "!!str" && n.Value == InitZeros {
 			in.Kind = InitZeros
 			return
 		}
@@ -974,7 +961,7 @@ func (l *loader) decodeArgs(n *yaml.Node, what string, src *stageSrc) map[string
 	src.args = make([]argSrc, 0, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := l.deref(n.Content[i]), l.deref(n.Content[i+1])
-		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
+		if k.Kind != yaml.ScalarNode || tagOf(k) == "!!merge" {
 			l.errorf(k, "argument names are plain words", "%s: argument name must be a string, got %s", what, kindName(k))
 			continue
 		}
@@ -984,7 +971,7 @@ func (l *loader) decodeArgs(n *yaml.Node, what string, src *stageSrc) map[string
 		}
 		a := argSrc{name: k.Value, key: atOf(k), val: atOf(v)}
 		if v.Kind == yaml.ScalarNode {
-			a.tag, a.text = v.ShortTag(), v.Value
+			a.tag, a.text = tagOf(v), v.Value
 		}
 		src.args = append(src.args, a)
 		if v.Kind != yaml.ScalarNode {
@@ -993,6 +980,10 @@ func (l *loader) decodeArgs(n *yaml.Node, what string, src *stageSrc) map[string
 		}
 		switch a.tag {
 		case "!!int":
+			if x, ok := decimal(v.Value); ok {
+				args[k.Value] = int(x)
+				continue
+			}
 			var x int
 			if err := v.Decode(&x); err != nil {
 				l.errorf(v, "use a value below 2^63", "%s: %s: %s does not fit in a 64-bit integer", what, k.Value, clip(v.Value))
@@ -1083,7 +1074,7 @@ func (l *loader) decodeAccess(n *yaml.Node, what string) (Access, accessSrc) {
 	var src accessSrc
 	switch n.Kind {
 	case yaml.ScalarNode:
-		if n.ShortTag() != "!!str" {
+		if tagOf(n) != "!!str" {
 			l.errorf(n, accessHint, "%s: access must be a buffer name, got %s", what, kindName(n))
 			return a, src
 		}

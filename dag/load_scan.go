@@ -1,0 +1,952 @@
+package dag
+
+// A streaming parser for JSON and for the plain subset of YAML that
+// machine-written specs (WriteYAML's output) and most hand-written ones
+// use: block mappings and lists, flow lists and mappings, one-line plain
+// and quoted scalars, comments. It builds the same yaml.Node trees as
+// yaml.v3 (kinds, tags, values, line:column), but hands each item of the
+// top-level lists (buffers, kernels, stages) to a callback as soon as it
+// is parsed, and reuses the item's nodes for the next one: only one
+// item's nodes are alive at a time, where yaml.v3 holds the whole
+// document's (about 4 KB per stage).
+//
+// For YAML, anything outside the subset (anchors and aliases, tags, block
+// scalars, multi-line scalars, documents markers, tabs, non-ASCII text,
+// syntax errors) makes the scanner give up, and Load parses the file with
+// yaml.v3 instead, so that every YAML file means what yaml.v3 says and
+// gets its messages. For JSON (RFC 8259) the scanner is the parser and
+// reports syntax errors itself.
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
+
+// errOutsideSubset stops the scanner: the YAML file is outside its subset.
+var errOutsideSubset = errors.New("outside the scanner's YAML subset")
+
+// jsonError is a JSON syntax error at a position.
+type jsonError struct {
+	at  at
+	msg string
+}
+
+func (e *jsonError) Error() string { return e.msg }
+
+// scanner is the state of one scan.
+type scanner struct {
+	data string // scalars are substrings of it
+	i    int
+	json bool
+
+	line      int // line of i (1-based)
+	lineStart int // offset of line's first byte
+	colOff    int // offset whose column is col
+	col       int // column of colOff (1-based, in characters)
+
+	// onItem receives each item of the root mapping's list-valued fields
+	// named in streamKeys; nil: build whole trees.
+	onItem func(key string, list, item *yaml.Node)
+	// slab holds the nodes of the item being parsed; reused per item.
+	slab    [][]yaml.Node
+	slabAt  int // chunk
+	slabUse int // nodes used in chunk slabAt
+	inItem  bool
+	ptrs    []*yaml.Node // content slab of the items (8 slots per collection; append moves larger ones out)
+	// rootKeys are the root mapping's keys seen so far.
+	rootKeys map[string]bool
+}
+
+// streamKeys are the root fields whose list items are streamed.
+var streamKeys = []string{"buffers", "kernels", "stages"}
+
+const slabChunk = 256
+
+// scan parses data as one document and returns its root, or
+// errOutsideSubset (YAML) or a *jsonError (JSON).
+func scan(data string, json bool, onItem func(key string, list, item *yaml.Node)) (root *yaml.Node, err error) {
+	p := &scanner{data: data, json: json, line: 1, col: 1, onItem: onItem}
+	defer func() {
+		if r := recover(); r != nil {
+			switch e := r.(type) {
+			case *jsonError:
+				root, err = nil, e
+			case error:
+				if e == errOutsideSubset {
+					root, err = nil, e
+					return
+				}
+				panic(r)
+			default:
+				panic(r)
+			}
+		}
+	}()
+	if !json {
+		// The subset is printable ASCII and newlines; tabs, CR, other
+		// control characters and non-ASCII text go to yaml.v3.
+		if !subsetText(data) {
+			return nil, errOutsideSubset
+		}
+	} else if !utf8.ValidString(data) {
+		p.fail("the file is not valid UTF-8")
+	}
+	if json {
+		p.skipJSONSpace()
+		if p.i == len(p.data) {
+			p.fail("the file is empty")
+		}
+		root = p.flowValue(0, true)
+		p.skipJSONSpace()
+		if p.i < len(p.data) {
+			p.fail("unexpected %s after the end of the document", p.what())
+		}
+		return root, nil
+	}
+	ind := p.nextLine()
+	if ind != 0 {
+		p.bail() // empty, or an indented root: leave it to yaml.v3
+	}
+	root = p.blockValue(0, 0, true)
+	if p.nextLine() >= 0 {
+		p.bail()
+	}
+	return root, nil
+}
+
+func (p *scanner) bail() { panic(errOutsideSubset) }
+
+// subsetText reports whether data is text the scanner reads as yaml.v3
+// does: newlines and characters yaml.v3 takes as printable (no tabs, CR,
+// byte order marks, or the Unicode line separators YAML 1.1 breaks lines at).
+func subsetText(data string) bool {
+	for i := 0; i < len(data); {
+		c := data[i]
+		if c < 0x80 {
+			if (c < 0x20 && c != '\n') || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(data[i:])
+		if r == utf8.RuneError || !(r >= 0xA0 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD) || r == 0xFEFF || r == 0x2028 || r == 0x2029 {
+			return false
+		}
+		i += size
+	}
+	return true
+}
+
+// fail reports a JSON syntax error at the current position, or gives up
+// on YAML.
+func (p *scanner) fail(format string, args ...any) {
+	if !p.json {
+		p.bail()
+	}
+	panic(&jsonError{at: p.mark(), msg: fmt.Sprintf(format, args...)})
+}
+
+// what names the byte at i for messages.
+func (p *scanner) what() string {
+	if p.i >= len(p.data) {
+		return "end of file"
+	}
+	r, _ := utf8.DecodeRuneInString(p.data[p.i:])
+	return strconv.QuoteRune(r)
+}
+
+// mark is the position of i.
+func (p *scanner) mark() at {
+	if p.colOff < p.lineStart || p.colOff > p.i {
+		p.colOff, p.col = p.lineStart, 1
+	}
+	p.col += utf8.RuneCountInString(p.data[p.colOff:p.i])
+	p.colOff = p.i
+	return at{int32(p.line), int32(p.col)}
+}
+
+// newline consumes the '\n' at i.
+func (p *scanner) newline() {
+	p.i++
+	p.line++
+	p.lineStart, p.colOff, p.col = p.i, p.i, 1
+}
+
+func (p *scanner) node(kind yaml.Kind, a at) *yaml.Node {
+	var n *yaml.Node
+	if p.inItem {
+		if p.slabUse == slabChunk {
+			p.slabAt, p.slabUse = p.slabAt+1, 0
+		}
+		if p.slabAt == len(p.slab) {
+			p.slab = append(p.slab, make([]yaml.Node, slabChunk))
+		}
+		n = &p.slab[p.slabAt][p.slabUse]
+		p.slabUse++
+		*n = yaml.Node{}
+	} else {
+		n = new(yaml.Node)
+	}
+	n.Kind, n.Line, n.Column = kind, int(a.line), int(a.col)
+	switch kind {
+	case yaml.MappingNode:
+		n.Tag = "!!map"
+	case yaml.SequenceNode:
+		n.Tag = "!!seq"
+	}
+	return n
+}
+
+// add appends nodes to a collection's content; inside an item, content
+// starts in the item's pointer slab.
+func (p *scanner) add(content []*yaml.Node, nodes ...*yaml.Node) []*yaml.Node {
+	if content == nil && p.inItem {
+		if len(p.ptrs)+8 > cap(p.ptrs) {
+			p.ptrs = make([]*yaml.Node, 0, 4096)
+		}
+		content = p.ptrs[len(p.ptrs) : len(p.ptrs) : len(p.ptrs)+8]
+		p.ptrs = p.ptrs[:len(p.ptrs)+8]
+	}
+	return append(content, nodes...)
+}
+
+// item hands a parsed item of list to onItem and frees its nodes.
+func (p *scanner) item(key string, list, n *yaml.Node) {
+	p.onItem(key, list, n)
+	p.slabAt, p.slabUse = 0, 0
+	clear(p.ptrs)
+	p.ptrs = p.ptrs[:0]
+}
+
+// streamed reports whether the value of key at depth is streamed.
+func (p *scanner) streamed(depth int, key *yaml.Node) bool {
+	if p.onItem == nil || depth != 1 || key.Kind != yaml.ScalarNode {
+		return false
+	}
+	// Only a field's first value streams: the loader reports the second
+	// and ignores it, as it does with yaml.v3's tree.
+	if p.rootKeys == nil {
+		p.rootKeys = map[string]bool{}
+	}
+	if p.rootKeys[key.Value] {
+		return false
+	}
+	p.rootKeys[key.Value] = true
+	if key.Tag != "!!str" {
+		return false
+	}
+	for _, k := range streamKeys {
+		if k == key.Value {
+			return true
+		}
+	}
+	return false
+}
+
+// --- YAML block structure ---
+
+// nextLine skips blank and comment lines (and the rest of the current
+// line, which must be blank or a comment) and returns the indentation of
+// the next content line, leaving i at its first non-space byte, or -1 at
+// the end of the data.
+func (p *scanner) nextLine() int {
+	for {
+		p.skipSpaces()
+		if p.i < len(p.data) && p.data[p.i] == '#' {
+			p.skipToEOL()
+		}
+		if p.i == len(p.data) {
+			return -1
+		}
+		if p.data[p.i] != '\n' {
+			if p.i != p.lineStart && !p.atLineContent() {
+				p.bail()
+			}
+			ind := p.i - p.lineStart
+			if ind == 0 && p.docMarker() {
+				p.bail()
+			}
+			return ind
+		}
+		p.newline()
+	}
+}
+
+// atLineContent reports whether i is the first non-space byte of its line.
+func (p *scanner) atLineContent() bool {
+	for j := p.lineStart; j < p.i; j++ {
+		if p.data[j] != ' ' {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *scanner) docMarker() bool {
+	rest := p.data[p.i:]
+	if len(rest) >= 3 && (rest[:3] == "---" || rest[:3] == "...") {
+		return len(rest) == 3 || rest[3] == ' ' || rest[3] == '\n'
+	}
+	return rest[0] == '%'
+}
+
+func (p *scanner) skipSpaces() {
+	for p.i < len(p.data) && p.data[p.i] == ' ' {
+		p.i++
+	}
+}
+
+func (p *scanner) skipToEOL() {
+	for p.i < len(p.data) && p.data[p.i] != '\n' {
+		p.i++
+	}
+}
+
+// endOfLine checks that the rest of the line is blank or a comment.
+func (p *scanner) endOfLine() {
+	start := p.i
+	p.skipSpaces()
+	if p.i == len(p.data) || p.data[p.i] == '\n' {
+		return
+	}
+	if p.data[p.i] == '#' && p.i > start {
+		p.skipToEOL()
+		return
+	}
+	p.bail()
+}
+
+// entry reports whether i is at a block list entry ("- " or "-" at EOL).
+func (p *scanner) entry() bool {
+	return p.i < len(p.data) && p.data[p.i] == '-' && (p.i+1 == len(p.data) || p.data[p.i+1] == ' ' || p.data[p.i+1] == '\n')
+}
+
+// blockValue parses the block node whose first line is at i, indented
+// ind (≥ min).
+func (p *scanner) blockValue(ind, depth int, root bool) *yaml.Node {
+	if p.entry() {
+		return p.blockList(ind, depth, nil)
+	}
+	return p.blockMappingOrScalar(ind, depth, root)
+}
+
+// blockMappingOrScalar parses a block mapping at indentation ind whose
+// first key is at i; a lone scalar or flow node is allowed only where a
+// value may be (not at the root).
+func (p *scanner) blockMappingOrScalar(ind, depth int, root bool) *yaml.Node {
+	a := p.mark()
+	k := p.inline(depth + 1)
+	if !p.keyColon() {
+		p.bail() // a lone scalar or flow node on its own line
+	}
+	m := p.node(yaml.MappingNode, a)
+	p.mappingFrom(m, k, ind, depth)
+	return m
+}
+
+// keyColon consumes the ':' after a block mapping key.
+func (p *scanner) keyColon() bool {
+	if p.i < len(p.data) && p.data[p.i] == ':' && (p.i+1 == len(p.data) || p.data[p.i+1] == ' ' || p.data[p.i+1] == '\n') {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// mappingFrom parses the rest of block mapping m at indentation ind,
+// whose first key k has been read with its ':'.
+func (p *scanner) mappingFrom(m, k *yaml.Node, ind, depth int) {
+	for {
+		if k.Kind != yaml.ScalarNode {
+			p.bail() // complex keys
+		}
+		stream := p.streamed(depth+1, k)
+		v := p.blockMapValue(ind, depth+1, k, stream)
+		m.Content = p.add(m.Content, k, v)
+		next := p.nextLine()
+		if next < ind {
+			return
+		}
+		if next > ind || p.entry() {
+			p.bail()
+		}
+		k = p.inline(depth + 1)
+		if k.Kind != yaml.ScalarNode || !p.keyColon() {
+			p.bail()
+		}
+	}
+}
+
+// blockMapValue parses the value after "key:" of a block mapping at
+// indentation ind.
+func (p *scanner) blockMapValue(ind, depth int, key *yaml.Node, stream bool) *yaml.Node {
+	p.skipSpaces()
+	if p.i < len(p.data) && p.data[p.i] != '\n' && p.data[p.i] != '#' {
+		if stream && p.data[p.i] == '[' {
+			return p.flowStream(depth, key.Value)
+		}
+		v := p.inline(depth)
+		p.endOfLine()
+		return v
+	}
+	next := p.nextLine()
+	switch {
+	case next > ind:
+		if stream && p.entry() {
+			return p.blockList(next, depth, key)
+		}
+		return p.blockValue(next, depth, false)
+	case next == ind && p.entry():
+		if stream {
+			return p.blockList(next, depth, key)
+		}
+		return p.blockList(next, depth, nil)
+	}
+	p.bail() // an empty value
+	return nil
+}
+
+// blockList parses a block list at indentation ind whose first entry is
+// at i. With stream, its items go to onItem (named by stream.Value).
+func (p *scanner) blockList(ind, depth int, stream *yaml.Node) *yaml.Node {
+	l := p.node(yaml.SequenceNode, p.mark())
+	for {
+		p.i++ // '-'
+		p.skipSpaces()
+		if p.i == len(p.data) || p.data[p.i] == '\n' || p.data[p.i] == '#' || p.entry() {
+			p.bail() // an item on the next lines, or a nested list
+		}
+		if stream != nil {
+			p.inItem = true
+		}
+		it := p.listItem(p.i-p.lineStart, depth+1)
+		if stream != nil {
+			p.inItem = false
+			p.item(stream.Value, l, it)
+		} else {
+			l.Content = p.add(l.Content, it)
+		}
+		next := p.nextLine()
+		if next < ind {
+			return l
+		}
+		if next > ind || !p.entry() {
+			p.bail()
+		}
+	}
+}
+
+// listItem parses the block list item starting at i (after "- "), at
+// column ind: a scalar or flow node, or a compact mapping ("- a: 1").
+func (p *scanner) listItem(ind, depth int) *yaml.Node {
+	a := p.mark()
+	v := p.inline(depth)
+	if !p.keyColon() {
+		p.endOfLine()
+		return v
+	}
+	m := p.node(yaml.MappingNode, a)
+	p.mappingFrom(m, v, ind, depth)
+	return m
+}
+
+// --- inline nodes (YAML) ---
+
+// inline parses a scalar or flow node on the current line.
+func (p *scanner) inline(depth int) *yaml.Node {
+	if p.i == len(p.data) {
+		p.bail()
+	}
+	switch c := p.data[p.i]; c {
+	case '[', '{':
+		return p.flowValue(depth, false)
+	case '"':
+		return p.doubleQuoted()
+	case '\'':
+		return p.singleQuoted()
+	}
+	return p.plain(false)
+}
+
+// plain parses a plain scalar (block or flow context).
+func (p *scanner) plain(flow bool) *yaml.Node {
+	a := p.mark()
+	start := p.i
+	c := p.data[p.i]
+	switch c {
+	case '-', '?', ':':
+		if p.i+1 == len(p.data) || p.data[p.i+1] == ' ' || p.data[p.i+1] == '\n' || c != '-' {
+			p.bail()
+		}
+	case ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`', ' ', '\n':
+		p.bail()
+	}
+	end := p.i
+	for p.i < len(p.data) {
+		c := p.data[p.i]
+		if c == '\n' {
+			break
+		}
+		if c == ':' && (p.i+1 == len(p.data) || p.data[p.i+1] == ' ' || p.data[p.i+1] == '\n' || flow && isFlowIndicator(p.data[p.i+1])) {
+			break
+		}
+		if c == '#' && p.data[p.i-1] == ' ' {
+			break
+		}
+		if flow && (isFlowIndicator(c) || c == '?') {
+			break
+		}
+		p.i++
+		if c != ' ' {
+			end = p.i
+		}
+	}
+	p.i = end
+	n := p.node(yaml.ScalarNode, a)
+	n.Value = p.data[start:end]
+	n.Tag = plainTag(n)
+	return n
+}
+
+// plainTag is the tag yaml.v3 resolves plain scalar n to, without its
+// resolver for the common cases: words that start with a letter no YAML
+// keyword starts with are strings, plain decimals integers.
+func plainTag(n *yaml.Node) string {
+	v := n.Value
+	if v == "" {
+		return n.ShortTag()
+	}
+	switch c := v[0]; {
+	case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_':
+		switch v {
+		case "true", "True", "TRUE", "false", "False", "FALSE", "null", "Null", "NULL":
+			return n.ShortTag()
+		}
+		return "!!str"
+	case c >= '0' && c <= '9' || c == '-' || c == '.' || c == '+':
+		if _, ok := decimal(v); ok {
+			return "!!int"
+		}
+		if strings.ContainsAny(v, ".eE") && floatText(v) {
+			if _, ok := simpleFloat(v); ok {
+				return "!!float"
+			}
+		}
+	}
+	return n.ShortTag()
+}
+
+// floatText reports whether s matches yaml.v3's pattern of plain floats
+// (yamlStyleFloat: ^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$).
+func floatText(s string) bool {
+	i := 0
+	digits := func() int {
+		j := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		return i - j
+	}
+	if i < len(s) && (s[i] == '-' || s[i] == '+') {
+		i++
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	} else {
+		if digits() == 0 {
+			return false
+		}
+		if i < len(s) && s[i] == '.' {
+			i++
+			digits()
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '-' || s[i] == '+') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+func isFlowIndicator(c byte) bool { return c == ',' || c == '[' || c == ']' || c == '{' || c == '}' }
+
+func (p *scanner) singleQuoted() *yaml.Node {
+	a := p.mark()
+	p.i++
+	start := p.i
+	var buf []byte
+	for {
+		if p.i == len(p.data) || p.data[p.i] == '\n' {
+			p.bail()
+		}
+		if p.data[p.i] == '\'' {
+			if p.i+1 < len(p.data) && p.data[p.i+1] == '\'' {
+				buf = append(buf, p.data[start:p.i+1]...)
+				p.i += 2
+				start = p.i
+				continue
+			}
+			break
+		}
+		p.i++
+	}
+	n := p.node(yaml.ScalarNode, a)
+	if buf != nil {
+		n.Value = string(append(buf, p.data[start:p.i]...))
+	} else {
+		n.Value = p.data[start:p.i]
+	}
+	p.i++
+	n.Tag, n.Style = "!!str", yaml.SingleQuotedStyle
+	return n
+}
+
+// doubleQuoted parses a double-quoted scalar with JSON's escapes (YAML's
+// others are outside the subset).
+func (p *scanner) doubleQuoted() *yaml.Node {
+	a := p.mark()
+	p.i++
+	start := p.i
+	var buf []byte
+	for {
+		if p.i == len(p.data) {
+			p.fail("unterminated string")
+		}
+		c := p.data[p.i]
+		if c == '"' {
+			break
+		}
+		if c < 0x20 {
+			if c == '\n' {
+				p.fail("unterminated string (a newline in a string is written \\n)")
+			}
+			p.fail("control character %U in a string (write it as \\u%04x)", rune(c), c)
+		}
+		if c != '\\' {
+			p.i++
+			continue
+		}
+		buf = append(buf, p.data[start:p.i]...)
+		if p.i+1 == len(p.data) {
+			p.fail("unterminated string")
+		}
+		e := p.data[p.i+1]
+		p.i += 2
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r := p.hex4()
+			if utf16.IsSurrogate(r) {
+				if p.i+1 < len(p.data) && p.data[p.i] == '\\' && p.data[p.i+1] == 'u' {
+					p.i += 2
+					r = utf16.DecodeRune(r, p.hex4())
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			p.i -= 2
+			p.fail("unknown escape \\%c in a string", e)
+		}
+		start = p.i
+	}
+	n := p.node(yaml.ScalarNode, a)
+	if buf != nil {
+		n.Value = string(append(buf, p.data[start:p.i]...))
+	} else {
+		n.Value = p.data[start:p.i]
+	}
+	p.i++
+	n.Tag, n.Style = "!!str", yaml.DoubleQuotedStyle
+	return n
+}
+
+func (p *scanner) hex4() rune {
+	if p.i+4 > len(p.data) {
+		p.fail("a \\u escape takes 4 hex digits")
+	}
+	v, err := strconv.ParseUint(p.data[p.i:p.i+4], 16, 32)
+	if err != nil {
+		p.fail("a \\u escape takes 4 hex digits")
+	}
+	p.i += 4
+	return rune(v)
+}
+
+// --- flow collections (YAML) and JSON values ---
+
+// skipFlowSpace skips spaces, newlines and (YAML) comments inside a flow
+// collection.
+func (p *scanner) skipFlowSpace() {
+	if p.json {
+		p.skipJSONSpace()
+		return
+	}
+	for p.i < len(p.data) {
+		switch c := p.data[p.i]; {
+		case c == ' ':
+			p.i++
+		case c == '\n':
+			p.newline()
+			if p.i < len(p.data) && p.data[p.i] != ' ' && p.data[p.i] != '\n' && p.docMarker() {
+				p.bail()
+			}
+		case c == '#' && (p.i == p.lineStart || p.data[p.i-1] == ' ' || p.data[p.i-1] == '\n'):
+			p.skipToEOL()
+		default:
+			return
+		}
+	}
+}
+
+func (p *scanner) skipJSONSpace() {
+	for p.i < len(p.data) {
+		switch p.data[p.i] {
+		case ' ', '\t', '\r':
+			p.i++
+		case '\n':
+			p.newline()
+		default:
+			return
+		}
+	}
+}
+
+// flowValue parses a flow node (JSON: any value) at i.
+func (p *scanner) flowValue(depth int, root bool) *yaml.Node {
+	if depth > maxNesting {
+		p.fail("nested deeper than %d levels", maxNesting)
+	}
+	if p.i == len(p.data) {
+		p.fail("unexpected end of file")
+	}
+	switch c := p.data[p.i]; c {
+	case '[':
+		return p.flowList(depth, "")
+	case '{':
+		return p.flowMapping(depth)
+	case '"':
+		return p.doubleQuoted()
+	}
+	if p.json {
+		return p.jsonLiteral()
+	}
+	if p.data[p.i] == '\'' {
+		return p.singleQuoted()
+	}
+	return p.plain(true)
+}
+
+// maxNesting bounds the depth of nested collections.
+const maxNesting = 64
+
+// flowStream parses a flow list whose items go to onItem.
+func (p *scanner) flowStream(depth int, key string) *yaml.Node { return p.flowList(depth, key) }
+
+// flowList parses [a, b, ...]; with stream != "", its items go to onItem.
+func (p *scanner) flowList(depth int, stream string) *yaml.Node {
+	l := p.node(yaml.SequenceNode, p.mark())
+	l.Style = yaml.FlowStyle
+	p.i++
+	p.skipFlowSpace()
+	if p.i < len(p.data) && p.data[p.i] == ']' {
+		p.i++
+		return l
+	}
+	for {
+		if stream != "" {
+			p.inItem = true
+		}
+		it := p.flowValue(depth+1, false)
+		p.skipFlowSpace()
+		if !p.json && p.i < len(p.data) && p.data[p.i] == ':' {
+			p.bail() // a single-pair mapping in a list
+		}
+		if stream != "" {
+			p.inItem = false
+			p.item(stream, l, it)
+		} else {
+			l.Content = p.add(l.Content, it)
+		}
+		if p.i == len(p.data) {
+			p.fail("unexpected end of file in a list (a ']' is missing)")
+		}
+		switch p.data[p.i] {
+		case ',':
+			p.i++
+			p.skipFlowSpace()
+			if p.i < len(p.data) && p.data[p.i] == ']' {
+				p.fail("a ',' before ']'")
+			}
+		case ']':
+			p.i++
+			return l
+		default:
+			p.fail("unexpected %s in a list: want ',' or ']'", p.what())
+		}
+	}
+}
+
+// flowMapping parses {k: v, ...} (JSON: {"k": v, ...}).
+func (p *scanner) flowMapping(depth int) *yaml.Node {
+	m := p.node(yaml.MappingNode, p.mark())
+	m.Style = yaml.FlowStyle
+	p.i++
+	p.skipFlowSpace()
+	if p.i < len(p.data) && p.data[p.i] == '}' {
+		p.i++
+		return m
+	}
+	for {
+		if p.i == len(p.data) {
+			p.fail("unexpected end of file in an object (a '}' is missing)")
+		}
+		var k *yaml.Node
+		switch {
+		case p.data[p.i] == '"':
+			k = p.doubleQuoted()
+		case p.json:
+			p.fail("unexpected %s: an object's keys are strings in double quotes", p.what())
+		case p.data[p.i] == '\'':
+			k = p.singleQuoted()
+		case p.data[p.i] == '[' || p.data[p.i] == '{':
+			p.bail()
+		default:
+			k = p.plain(true)
+		}
+		p.skipFlowSpace()
+		if p.i == len(p.data) || p.data[p.i] != ':' {
+			p.fail("unexpected %s after a key: want ':'", p.what())
+		}
+		p.i++
+		if !p.json && p.i < len(p.data) && p.data[p.i] != ' ' && p.data[p.i] != '\n' && k.Style == 0 {
+			p.bail()
+		}
+		p.skipFlowSpace()
+		if p.i < len(p.data) && (p.data[p.i] == ',' || p.data[p.i] == '}') {
+			p.fail("a key without a value")
+		}
+		var v *yaml.Node
+		if p.streamed(depth+1, k) && p.i < len(p.data) && p.data[p.i] == '[' {
+			v = p.flowStream(depth+1, k.Value)
+		} else {
+			v = p.flowValue(depth+1, false)
+		}
+		m.Content = p.add(m.Content, k, v)
+		p.skipFlowSpace()
+		if p.i == len(p.data) {
+			p.fail("unexpected end of file in an object (a '}' is missing)")
+		}
+		switch p.data[p.i] {
+		case ',':
+			p.i++
+			p.skipFlowSpace()
+			if p.i < len(p.data) && p.data[p.i] == '}' {
+				p.fail("a ',' before '}'")
+			}
+		case '}':
+			p.i++
+			return m
+		default:
+			p.fail("unexpected %s in an object: want ',' or '}'", p.what())
+		}
+	}
+}
+
+// jsonLiteral parses a JSON number, true, false or null.
+func (p *scanner) jsonLiteral() *yaml.Node {
+	a := p.mark()
+	start := p.i
+	for p.i < len(p.data) {
+		c := p.data[p.i]
+		if c == ',' || c == ']' || c == '}' || c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == ':' {
+			break
+		}
+		p.i++
+	}
+	text := p.data[start:p.i]
+	n := p.node(yaml.ScalarNode, a)
+	n.Value = text
+	switch {
+	case text == "true" || text == "false":
+		n.Tag = "!!bool"
+	case text == "null":
+		n.Tag = "!!null"
+	case jsonNumber(text):
+		n.Tag = plainTag(n) // !!int or !!float, as YAML reads it
+	default:
+		p.i = start
+		if text == "" {
+			p.fail("unexpected %s: want a value", p.what())
+		}
+		p.fail("unexpected %q: want a string in double quotes, a number, true, false or null", clip(text))
+	}
+	return n
+}
+
+// jsonNumber reports whether s is a JSON number (RFC 8259, section 6).
+func jsonNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if i == len(s) || s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i == len(s) || s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	}
+	return i == len(s)
+}

@@ -1,0 +1,161 @@
+package dag
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// sameLoad loads data with the streaming scanner and with yaml.v3 alone
+// and fails unless both give the same spec or the same errors. It returns
+// whether the scanner parsed the file.
+func sameLoad(t *testing.T, data []byte, file string) bool {
+	t.Helper()
+	s1, err1, scanned := loadWith(data, file, loadDir, false)
+	s2, err2, _ := loadWith(data, file, loadDir, true)
+	if (err1 == nil) != (err2 == nil) || err1 != nil && err1.Error() != err2.Error() {
+		t.Fatalf("%s: scanner and yaml.v3 disagree (scanned %v):\nscanner: %v\nyaml.v3: %v\n%s", file, scanned, err1, err2, data)
+	}
+	if !reflect.DeepEqual(s1, s2) {
+		t.Fatalf("%s: scanner and yaml.v3 load different specs (scanned %v):\n%+v\n%+v", file, scanned, s1, s2)
+	}
+	return scanned
+}
+
+// The scanner is an optimization: on every spec of the repository, every
+// loader test case and WriteYAML's output, Load through it gives exactly
+// what yaml.v3 gives, errors and positions included; and it parses
+// WriteYAML's output and the repository's specs itself.
+func TestScannerMatchesYAMLv3(t *testing.T) {
+	for _, tc := range errorCases {
+		sameLoad(t, []byte(tc.src), "t.yaml")
+	}
+	files, _ := filepath.Glob("../specs/*/*.yaml")
+	more, _ := filepath.Glob("../specs/*/*/*.yaml")
+	local, _ := filepath.Glob(filepath.Join(loadDir, "*.yaml"))
+	files = append(append(files, more...), local...)
+	if len(files) < 5 {
+		t.Fatalf("only %d spec files found", len(files))
+	}
+	scanned := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sameLoad(t, data, f) {
+			scanned++
+		}
+		s, err := Load(data, f, filepath.Dir(f))
+		if err != nil {
+			continue
+		}
+		var buf bytes.Buffer
+		if err := WriteYAML(&buf, s); err != nil {
+			t.Fatal(err)
+		}
+		if !sameLoad(t, buf.Bytes(), f) {
+			t.Errorf("%s: the scanner gave up on WriteYAML's output:\n%s", f, buf.Bytes())
+		}
+	}
+	if scanned < len(files)*3/4 {
+		t.Errorf("the scanner parsed %d of %d spec files", scanned, len(files))
+	}
+	t.Logf("the scanner parsed %d of %d spec files", scanned, len(files))
+}
+
+// Constructs outside the subset are left to yaml.v3, with the same result.
+func TestScannerGivesUp(t *testing.T) {
+	for _, src := range []string{
+		"version: 1\nstages:\n  - &s {name: s, kernel: spin}\n",
+		"version: 1\nname: |\n  x\nstages: [{name: s, kernel: spin}]\n",
+		"version: 1\nname: a\n  b\nstages: [{name: s, kernel: spin}]\n",
+		"version: 1\nname: \"a\\x41\"\nstages: [{name: s, kernel: spin}]\n",
+		"version: 1\r\nstages: [{name: s, kernel: spin}]\r\n",
+		"version: 1\nstages:\n\t- {name: s, kernel: spin}\n",
+		"--- \nversion: 1\nstages: [{name: s, kernel: spin}]\n",
+		"version: 1\nstages: [{name: s, kernel: spin}]\n---\n",
+		"version: 1\nname: !!str x\nstages: [{name: s, kernel: spin}]\n",
+		"version: 1\nstages:\n-\n  name: s\n  kernel: spin\n",
+		"version: 1\nstages:\n  - name: s\n    kernel: spin\n    args:\n",
+		"version: 1\nname: a\u2028b\nstages: [{name: s, kernel: spin}]\n",
+	} {
+		if sameLoad(t, []byte(src), "t.yaml") {
+			t.Errorf("the scanner parsed %q", src)
+		}
+	}
+}
+
+// The same spec in JSON loads to the same Spec as in YAML, with positions
+// in the JSON file; JSON syntax errors have line:column.
+func TestLoadJSON(t *testing.T) {
+	y := "version: 1\nbuffers:\n  - {name: x, bytes: 64}\nstages:\n  - {name: a, kernel: fill, args: {value: 1.5}, writes: [x]}\n  - {name: b, kernel: copy, reads: [\"x[0:32]\"], writes: [\"x[32:64]\"], duration_us: 2}\n"
+	j := `{"version": 1,
+ "buffers": [{"name": "x", "bytes": 64}],
+ "stages": [
+  {"name": "a", "kernel": "fill", "args": {"value": 1.5}, "writes": ["x"]},
+  {"name": "b", "kernel": "copy", "reads": ["x[0:32]"], "writes": ["x[32:64]"], "duration_us": 2}
+ ]}`
+	sy, err := Load([]byte(y), "p.yaml", loadDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sj, err, scanned := loadWith([]byte(j), "p.json", loadDir, false)
+	if err != nil || !scanned {
+		t.Fatal(err, scanned)
+	}
+	if got := sj.Stages[1].Reads[0].Pos; got != (Pos{File: "p.json", Line: 5, Col: 45}) {
+		t.Errorf("position of b's read = %v", got)
+	}
+	if !reflect.DeepEqual(clearPos(sy), clearPos(sj)) {
+		t.Errorf("JSON and YAML specs differ:\n%+v\n%+v", sy, sj)
+	}
+	for _, c := range []struct{ src, want string }{
+		{`{"version": 1, "stages": [}`, "p.json:1:27: JSON syntax error: unexpected '}': want a value"},
+		{`{"version": 1,}`, "p.json:1:15: JSON syntax error: a ',' before '}'"},
+		{"{\"version\": 1,\n \"stages\": [{name: \"a\"}]}", "p.json:2:14: JSON syntax error: unexpected 'n': an object's keys are strings in double quotes"},
+		{`{"version": 1} x`, "p.json:1:16: JSON syntax error: unexpected 'x' after the end of the document"},
+		{`{"version": 01}`, `p.json:1:13: JSON syntax error: unexpected "01": want a string in double quotes, a number, true, false or null`},
+		{`{"version": 1, "stages": [{"name": "a", "kernel": "mixx"}]}`, `p.json:1:51: stage a: unknown kernel "mixx"`},
+	} {
+		_, err := Load([]byte(c.src), "p.json", loadDir)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %s", c.src, err, c.want)
+		}
+	}
+}
+
+
+// FuzzScanner holds the scanner to yaml.v3 on arbitrary input: Load
+// through the scanner gives the same spec or the same errors.
+//
+//	go test -run XXX -fuzz FuzzScanner -fuzztime 3m ./dag/
+func FuzzScanner(f *testing.F) {
+	for _, tc := range errorCases {
+		f.Add([]byte(tc.src))
+	}
+	files, _ := filepath.Glob(filepath.Join(loadDir, "*.yaml"))
+	for _, p := range files {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sameLoad(t, data, "fuzz.yaml")
+	})
+}
+
+func TestFloatText(t *testing.T) {
+	re := regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
+	for _, s := range []string{"", "1", "1.", ".5", "+.5", "-1.5e3", "1e", "1e+", "1e+5", ".", "-", "+", "..5", "1.5.2", "e5", "1E5", "00.5", "1_0", "0x10"} {
+		if floatText(s) != re.MatchString(s) {
+			t.Errorf("floatText(%q) = %v", s, floatText(s))
+		}
+	}
+}
