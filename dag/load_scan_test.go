@@ -129,7 +129,6 @@ func TestLoadJSON(t *testing.T) {
 	}
 }
 
-
 // FuzzScanner holds the scanner to yaml.v3 on arbitrary input: Load
 // through the scanner gives the same spec or the same errors.
 //
