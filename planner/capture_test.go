@@ -1,0 +1,87 @@
+package planner
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+func TestCaptureRules(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		spec    *dag.Spec
+		kinds   map[string]string
+		lazy    string // a buffer allocated lazily
+		pinned  string // a host_pinned buffer
+		mode    string
+		want    string // the broken rule, "" for none
+		stage   string // the stage named
+		fixWord string // a word of the fix
+	}{
+		{name: "fork not joined", want: CaptureUnjoined, stage: "f", fixWord: "add f to the waits of z",
+			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("f", on("s1"), waits("a"), writes("y")), stage("z", on("s0"), writes("x"))))},
+		{name: "fork joined",
+			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("f", on("s1"), waits("a"), writes("y")), stage("z", on("s0"), waits("f"), writes("x"))))},
+		{name: "fork joined through another forked stream",
+			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("f", on("s1"), waits("a"), writes("y")),
+				stage("g", on("s2"), waits("f"), writes("w")), stage("z", on("s0"), waits("g"), writes("x"))))},
+		{name: "host waits for captured work", want: CaptureSync, stage: "h",
+			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("h", on(dag.HostStream), waits("a")), stage("z", on("s0"), writes("x"))))},
+		{name: "host reads what captured work writes", want: CaptureHostAccess, stage: "h", pinned: "p",
+			spec: manual(spec(stage("a", kernel("fill"), on("s0"), writes("p")), stage("h", kernel("checksum"), on(dag.HostStream), reads("p"), writes("q")), stage("z", on("s0"), writes("x"))))},
+		{name: "lazy workspace first used in the capture", want: CaptureAlloc, stage: "a", lazy: "ws", fixWord: "warm up on stream s0",
+			spec: manual(spec(stage("warm", on("s1"), writes("ws")), stage("a", on("s0"), waits("warm"), writes("ws")), stage("z", on("s0"), writes("x"))))},
+		{name: "lazy workspace warmed up on the capture stream", lazy: "ws",
+			spec: manual(spec(stage("warm", on("s0"), writes("ws")), stage("a", on("s0"), writes("ws")), stage("z", on("s0"), writes("x"))))},
+		{name: "lazy workspace, relaxed mode", lazy: "ws", mode: CaptureRelaxed,
+			spec: manual(spec(stage("a", on("s0"), writes("ws")), stage("z", on("s0"), writes("x"))))},
+		{name: "legacy stream while a blocking stream is captured", want: CaptureLegacy, stage: "l",
+			kinds: map[string]string{"s0": StreamBlocking, "L": StreamLegacy},
+			spec:  manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
+		{name: "legacy stream while a non-blocking stream is captured",
+			kinds: map[string]string{"L": StreamLegacy},
+			spec:  manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for i := range c.spec.Buffers {
+				if c.spec.Buffers[i].Name == c.pinned || c.spec.Buffers[i].Name == "q" {
+					c.spec.Buffers[i].Where = dag.WhereHostPinned
+				}
+			}
+			p, err := Build(c.spec, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range p.Streams {
+				p.Streams[i].Kind = c.kinds[p.Streams[i].Name]
+			}
+			for i := range p.Buffers {
+				if p.Buffers[i].Name == c.lazy {
+					p.Buffers[i].Alloc = AllocLazy
+				}
+			}
+			first := "a"
+			p.Captures = []Capture{{Stream: p.Stages[p.stageIndex(first)].Stream, First: first, Last: "z", Mode: c.mode}}
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			got := CheckCaptures(p)
+			if c.want == "" {
+				if len(got) != 0 {
+					t.Fatalf("want no violation, got %v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Rule != c.want || got[0].Stage != c.stage || !strings.Contains(got[0].Fix, c.fixWord) {
+				t.Fatalf("want rule %q at %s (fix with %q), got %v", c.want, c.stage, c.fixWord, got)
+			}
+			// Verify reports it through the race report.
+			var re *RaceError
+			if err := Verify(p); !errors.As(err, &re) || len(re.Captures) != 1 || !strings.Contains(err.Error(), `capture rule "`+c.want+`"`) {
+				t.Errorf("Verify = %v", err)
+			}
+		})
+	}
+}
