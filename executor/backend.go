@@ -43,6 +43,13 @@ type LaunchDesc struct {
 	Writes     []Arg
 	// UserKernel is set when Kernel names a user PTX kernel.
 	UserKernel *planner.Kernel
+	// Copy is planner.CopySync for a synchronous copy (StreamKinder), ""
+	// for an asynchronous one.
+	Copy string
+	// HostFunc marks a host stage enqueued on a device stream
+	// (cuLaunchHostFunc): the backend runs it on the host in the stream's
+	// order.
+	HostFunc bool
 }
 
 // Backend is what the executor drives: a device with streams, events and

@@ -124,7 +124,7 @@ func (e *exec) setup() error {
 		}
 	}
 	for len(e.streams) < x.streams {
-		s, err := b.NewStream()
+		s, err := e.newStream(len(e.streams)) // kinds.go
 		if err != nil {
 			return fmt.Errorf("executor: %s: create stream %d of %d: %w", b.Name(), len(e.streams)+1, x.streams, err)
 		}

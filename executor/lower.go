@@ -69,6 +69,7 @@ type program struct {
 	lists   [][]int32 // event lists of opFree
 
 	descs [][]LaunchDesc // per stage: one per phase if it touches a ring buffer, else one
+	kinds []string       // per physical stream: its planner kind; nil when every stream is non-blocking (kinds.go)
 	funcs []StageFunc    // per stage: its Go function, or nil
 
 	streams  int   // physical streams, then the executor's (join, free)
@@ -161,6 +162,9 @@ func lower(p *planner.Plan, o *Options) (*program, error) {
 	if x.m, err = planner.NewIterationMap(p, minSlots); err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
+	if err := x.streamKinds(); err != nil { // kinds.go
+		return nil, err
+	}
 	x.inflight = o.InFlight
 	if x.inflight == 0 && hostIO {
 		x.inflight = max(p.Iteration.InFlight, p.Iteration.StreamSets) + 1
@@ -230,7 +234,7 @@ func (x *program) resolveStages(funcs map[string]StageFunc) error {
 	all := make([]LaunchDesc, len(p.Stages)) // phase 0's, one allocation
 	for i := range p.Stages {
 		st := &p.Stages[i]
-		d := LaunchDesc{Stage: i, Name: st.Name, Kernel: st.Kernel, Args: st.Args, Grid: st.Grid, Block: st.Block, DurationUS: st.DurationUS}
+		d := LaunchDesc{Stage: i, Name: st.Name, Kernel: st.Kernel, Args: st.Args, Grid: st.Grid, Block: st.Block, DurationUS: st.DurationUS, Copy: st.Copy, HostFunc: st.HostFunc}
 		var err error
 		if d.Reads, err = resolve(st, st.Reads, "reads"); err != nil {
 			return err
@@ -317,8 +321,8 @@ func (x *program) layout(dynamic bool) error {
 		}
 		for _, set := range [2][]Arg{d.Reads, d.Writes} {
 			for _, a := range set {
-				if w := p.Buffers[a.buf].Where; w != string(contract.WhereHostPinned) {
-					return fmt.Errorf("executor: stage %s runs on the host stream but touches %s buffer %s; the host reaches only host_pinned buffers", d.Name, cmp.Or(w, string(contract.WhereDevice)), a.Name)
+				if w := p.Buffers[a.buf].Where; !contract.Where(w).Host() {
+					return fmt.Errorf("executor: stage %s runs on the host stream but touches %s buffer %s; the host reaches only host_pinned and host_pageable buffers", d.Name, cmp.Or(w, string(contract.WhereDevice)), a.Name)
 				}
 			}
 		}
@@ -687,6 +691,11 @@ func (x *program) requires(b Backend) error {
 				what = "host I/O and the in-flight bound"
 			}
 			return fmt.Errorf("executor: %s: %w (needed for %s)", b.Name(), ErrNoHostSync, what)
+		}
+	}
+	if x.kinds != nil {
+		if _, ok := b.(StreamKinder); !ok {
+			return fmt.Errorf("executor: %s: %w (the plan has stream kinds or synchronous copies)", b.Name(), ErrNoStreamKinds)
 		}
 	}
 	if x.free >= 0 {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
 )
 
@@ -120,8 +119,8 @@ func (b *Backend) hostAccess(h executor.Buffer, off, n int64, write bool) (*buff
 		return nil, err
 	}
 	verb := [2]string{"read", "write"}[btoi(write)]
-	if buf.where != contract.WhereHostPinned {
-		return nil, fmt.Errorf("sim: host %s of %s: a %s buffer is not reachable from the host during a run (use host_pinned)", verb, buf.name, buf.where)
+	if !buf.where.Host() {
+		return nil, fmt.Errorf("sim: host %s of %s: a %s buffer is not reachable from the host during a run (use host_pinned or host_pageable)", verb, buf.name, buf.where)
 	}
 	if off < 0 || n < 0 || off+n > int64(len(buf.data)) {
 		return nil, fmt.Errorf("sim: host %s of %s[%d:%d]: outside the buffer's %d bytes", verb, buf.name, off, off+n, len(buf.data))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/planner"
 )
 
 // Defaults of Options.
@@ -93,6 +94,12 @@ type Backend struct {
 	dropped   int
 
 	host hostState // the host thread's clock (hostio.go)
+
+	// The legacy default stream and its holders; kinded once a stream of
+	// another kind exists (kinds.go).
+	legacy     *stream
+	legacyRefs int
+	kinded     bool
 }
 
 // New returns a simulator with options o.
@@ -307,6 +314,9 @@ func (b *Backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 	if l.UserKernel == nil && !contract.IsBuiltin(l.Kernel) {
 		return fmt.Errorf("sim: stage %s: unknown kernel %q", l.Name, l.Kernel)
 	}
+	if l.Copy == planner.CopySync {
+		return b.syncCopy(s, l) // kinds.go
+	}
 	s.push(op{kind: opLaunch, desc: l})
 	return nil
 }
@@ -347,6 +357,12 @@ func (b *Backend) DestroyStream(hs executor.Stream) error {
 	s, err := b.stream(hs)
 	if err != nil {
 		return err
+	}
+	if s == b.legacy {
+		if b.legacyRefs--; b.legacyRefs > 0 {
+			return nil
+		}
+		b.legacy = nil
 	}
 	b.mu.Lock()
 	delete(b.streams, s)

@@ -40,6 +40,14 @@ type stream struct {
 
 	stopped bool // set by the issuing goroutine on destroy
 
+	// Owned by the issuing goroutine (kinds.go): the stream's kind, whether
+	// a blocking stream has ops issued since the legacy stream last waited
+	// for it, the legacy stream's ops issued (issued) and the count a
+	// blocking stream last waited for (seenLegacy).
+	kind               string
+	dirty              bool
+	issued, seenLegacy int
+
 	mu      sync.Mutex
 	cond    *sync.Cond
 	q       []op
@@ -51,7 +59,14 @@ type stream struct {
 	clock []uint64
 }
 
+// push issues o on s with CUDA's implicit order (kinds.go) around it.
 func (s *stream) push(o op) {
+	s.b.implicitBefore(s)
+	s.pushRaw(o)
+	s.b.implicitAfter(s)
+}
+
+func (s *stream) pushRaw(o op) {
 	o.host = s.b.hostSnapshot()
 	s.b.pending.Add(1)
 	s.mu.Lock()

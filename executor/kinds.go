@@ -1,0 +1,64 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dagrun/dagrun/planner"
+)
+
+// StreamKinder is an optional Backend interface: streams of CUDA's other
+// kinds (planner.StreamBlocking, StreamLegacy, StreamPerThread), with the
+// implicit order CUDA gives them, and synchronous copies
+// (LaunchDesc.Copy == planner.CopySync: Launch returns as the "API
+// synchronization behavior" table says). Run uses it for plans whose
+// streams have a kind or whose stages copy synchronously.
+type StreamKinder interface {
+	// NewStreamKind creates a stream of kind (StreamNonBlocking is
+	// NewStream). The legacy default stream is one per backend: every
+	// call returns it, and it lives until each holder destroyed it.
+	NewStreamKind(kind string) (Stream, error)
+}
+
+// ErrNoStreamKinds is returned (wrapped) by Run when a plan with stream
+// kinds or synchronous copies meets a backend that is no StreamKinder.
+var ErrNoStreamKinds = errors.New("backend cannot create blocking or default streams")
+
+// streamKinds sets x.kinds, the kind of each physical stream, and rejects
+// what the executor cannot run: several host threads (one issue loop
+// issues every op) and, in graph mode, the legacy default stream (it
+// cannot be captured).
+func (x *program) streamKinds() error {
+	p := x.p
+	for _, s := range p.Streams {
+		if s.Thread != "" {
+			return fmt.Errorf("executor: stream %s is issued by host thread %s; the executor issues every op from one thread (dagrun check verifies plans with host threads)", s.Name, s.Thread)
+		}
+		if s.Kind == planner.StreamLegacy && x.graph {
+			return fmt.Errorf("executor: graph mode: stream %s is the legacy default stream, which cannot be captured: use stream mode", s.Name)
+		}
+	}
+	kinds := make([]string, x.m.Streams)
+	any := false
+	for _, set := range x.m.Sets {
+		for s, ps := range set {
+			kinds[ps] = p.Streams[s].Kind
+			any = any || kinds[ps] != ""
+		}
+	}
+	for i := range p.Stages {
+		any = any || p.Stages[i].Copy == planner.CopySync
+	}
+	if any {
+		x.kinds = kinds
+	}
+	return nil
+}
+
+// newStream creates physical stream i with its kind.
+func (e *exec) newStream(i int) (Stream, error) {
+	if i < len(e.x.kinds) && e.x.kinds[i] != "" {
+		return e.b.(StreamKinder).NewStreamKind(e.x.kinds[i])
+	}
+	return e.b.NewStream()
+}
