@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -109,6 +111,286 @@ def table(rows: List[dict], cap: int) -> str:
     return "\n".join(lines)
 
 
+CAPS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 0)
+
+
+def _x(a, b):
+    return "%.2f×" % (a / b) if a and b else "—"
+
+
+def schedule_table(rows: List[dict]) -> str:
+    """The schedule comparison (``--schedules``) as markdown."""
+    head = ("| model | one-stream CUDA graph | dagrun default plan (streams) | capped at 16 | cost-model plan (cap) "
+            "| best by search (cap) | lower bound: critical path / SM-time | speed-up over the one-stream graph: "
+            "default / 16 / cost model / search | search ÷ lower bound | bit-identical | torch.compile reduce-overhead |")
+    lines = [head, "|" + "---|" * 11]
+    for r in rows:
+        c = r.get("cands") or {}
+        if "error" in r or not c:
+            lines.append("| %s | %s |" % (r["model"], r.get("error", "—")) + " |" * 9)
+            continue
+        g = r["graph_ms"]
+        d, k16, cm, se = c.get("0"), c.get("16"), c.get(str(r["cost_cap"])), c.get(str(r["search_cap"]))
+        lb = r["bound"]
+        lines.append("| %s | %.3f | %.3f (%d) | %.3f | %.3f (%s) | %.3f (%s) | %.3f / %.3f | %s / %s / %s / %s | %.2f | %s | %s |" % (
+            r["model"], g, d["ms"], d["streams"], k16["ms"], cm["ms"], r["cost_cap"] or "none", se["ms"],
+            r["search_cap"] or "none", lb["cp_us"] / 1e3, lb["sm_us"] / 1e3,
+            _x(g, d["ms"]), _x(g, k16["ms"]), _x(g, cm["ms"]), _x(g, se["ms"]), se["ms"] / (lb["bound_us"] / 1e3),
+            r.get("identical", "—"), _fmt(r.get("compile_ms"))))
+    return "\n".join(lines)
+
+
+def schedules(args) -> int:
+    """--schedules: per model, the cost model, the lower bound, and every
+    stream cap of CAPS planned, predicted and timed in one run."""
+    from . import costmodel
+    from .exporter import build_model, export
+    from .runner import CompiledModel, bitwise_equal, plan_model
+    t_start = time.time()
+    os.makedirs(args.out, exist_ok=True)
+    torch.backends.cudnn.benchmark = False
+    rows: List[dict] = []
+    costs: Dict[str, dict] = {}
+    conn = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "8 (default)")
+
+    def note():
+        return ("%s, torch %s, CUDA_DEVICE_MAX_CONNECTIONS %s, batch 1, float32, random weights; median of %d calls, ms; "
+                "%.0f s in all." % (torch.cuda.get_device_name(), torch.__version__, conn, args.iters, time.time() - t_start))
+
+    def save():
+        with open(os.path.join(args.out, "schedules.json"), "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "connections": conn,
+                       "caps": list(CAPS), "rows": rows}, f, indent=1)
+        with open(os.path.join(args.out, "costs.json"), "w") as f:
+            json.dump(costs, f)
+        with open(os.path.join(args.out, "schedules.md"), "w") as f:
+            f.write(note() + "\n\n" + schedule_table(rows) + "\n")
+
+    for name in args.models:
+        spec, size = MODELS[name]
+        r: dict = {"model": name}
+        rows.append(r)
+        try:
+            torch.manual_seed(0)
+            model, _ = build_model(spec)
+            model = model.eval().cuda()
+            x = torch.randn(1, 3, size, size, device="cuda")
+            call, gout, g, _ = one_stream_graph(model, x)
+            r["graph_ms"] = median_ms(call, args.iters)
+            del call, gout, g
+            t0 = time.time()
+            ex = export(model, (x,))
+            with torch.no_grad():
+                ref = ex.gm(x)
+            r["export_s"] = round(time.time() - t0, 1)
+            t0 = time.time()
+            # profiling slows later graph replays of its process: measure in a child
+            cpath = os.path.join(args.out, "graph-%s.json" % name)
+            subprocess.run([sys.executable, "-m", "dagrun_torch", "costmodel", "--model", spec, "--size", str(size),
+                            "--out", cpath], check=True)
+            with open(cpath) as f:
+                child = json.load(f)
+            os.remove(cpath)
+            if [n["id"] for n in child["nodes"]] != [n["id"] for n in ex.graph["nodes"]]:
+                raise RuntimeError("the cost model's export has other nodes than this one")
+            cost = costmodel.from_graph(child)
+            for n in ex.graph["nodes"]:  # plan with the times the cost model holds
+                n["duration_us"] = cost.nodes[n["id"]].us
+            costmodel.attach(ex.graph, cost)
+            costs[name] = cost.to_dict()
+            r["measure_s"] = round(time.time() - t0, 1)
+            r["launch_us"] = cost.launch_us
+            r["capacity"], r["interference"] = cost.capacity, cost.interference
+            cal = cost.calibration
+            r["calibration_pairs"] = len(cal)
+            if cal:
+                r["calibration_median_error"] = round(statistics.median(abs(p["predicted_us"] / p["together_us"] - 1) for p in cal if "repeats" in p), 4)
+            r["bound"] = costmodel.lower_bound(ex.graph, cost)
+            r["kernels"] = sum(len(n.kernels) for n in cost.nodes.values())
+            r["launch_bound_us"] = round(sum(max(1, len(n.kernels)) for n in cost.nodes.values()) * cost.launch_us, 1)
+            r["mean_occupancy"] = round(sum(n.occupancy * n.us for n in cost.nodes.values()) / max(1e-9, sum(n.us for n in cost.nodes.values())), 4)
+            wide = costmodel.CostModel(cost.device, cost.sms, cost.nodes, capacity=1e9, interference=0.0)
+            cands: Dict[str, dict] = {}
+            r["cands"] = cands
+            best, chosen = costmodel.choose(cost, lambda cap: plan_model(ex, max_streams=cap), CAPS, graph=ex.graph)
+            r["cost_cap"] = best
+            for cap in CAPS:
+                plan = chosen[cap]["plan"]
+                c = {k: (round(v, 2) if isinstance(v, float) else v) for k, v in chosen[cap].items() if k != "plan"}
+                c["predicted_no_width_us"] = round(costmodel.predict(plan, wide), 2)
+                cm = CompiledModel(ex, plan, "graph", (x,), priority="auto")
+                c["ms"] = median_ms(lambda: cm(x), args.iters)
+                c["priority"], c["tuning_ms"] = cm.priority, cm.tuning
+                c["identical"] = bitwise_equal(cm(x), ref)[0]
+                cands[str(cap)] = c
+                del cm
+                torch.cuda.synchronize()
+                print(name, "cap", cap, json.dumps(c), flush=True)
+            r["search_cap"] = min(CAPS, key=lambda k: cands[str(k)]["ms"])
+            ok = all(c["identical"] for c in cands.values())
+            for cap in sorted({0, r["cost_cap"], r["search_cap"]}):
+                if not args.verify_trials:
+                    break
+                cm = CompiledModel(ex, plan_model(ex, max_streams=cap), "graph", (x,), priority="auto")
+                try:
+                    cm.verify(x, trials=args.verify_trials)
+                except AssertionError as e:
+                    ok = False
+                    r["mismatch_cap_%d" % cap] = str(e)
+                del cm
+            r["identical"] = "yes" if ok else "NO"
+            if name in args.compile_models and time.time() - t_start + _COMPILE_S[name] < args.budget_s:
+                t0 = time.time()
+                cmodel = torch.compile(model, mode="reduce-overhead")
+                with torch.no_grad():
+                    for _ in range(3):
+                        cmodel(x)
+                    r["compile_s"] = round(time.time() - t0, 1)
+                    r["compile_ms"] = median_ms(lambda: cmodel(x), args.iters)
+                del cmodel
+                torch._dynamo.reset()
+        except Exception as e:
+            r["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
+            traceback.print_exc()
+        torch.cuda.empty_cache()
+        print(name, json.dumps({k: v for k, v in r.items() if k not in ("model", "cands")}), flush=True)
+        save()
+    print()
+    print(note())
+    print(schedule_table(rows))
+    save()
+    return 0
+
+
+INDUCTOR_CAPS = (4, 8, 16, 0)
+
+
+def inductor_table(rows: List[dict]) -> str:
+    """The torch.compile composition (``--inductor``) as markdown."""
+    lines = ["| model | torch.compile reduce-overhead | Inductor's kernels, one-stream CUDA graph | dagrun over Inductor's kernels "
+             "(best cap of %s) | streams | speed-up over reduce-overhead | over the one-stream graph of the same kernels "
+             "| bit-identical to one stream | launches |" % "/".join(str(c or "none") for c in INDUCTOR_CAPS),
+             "|" + "---|" * 9]
+    for r in rows:
+        if "best_ms" not in r:
+            lines.append("| %s | %s | %s |" % (r["model"], _fmt(r.get("compile_ms")), r.get("error", "—")) + " |" * 6)
+            continue
+        lines.append("| %s | %s | %.3f | %.3f (cap %s) | %d | %s | %s | %s | %d |" % (
+            r["model"], _fmt(r.get("compile_ms")), r["one_ms"], r["best_ms"], r["best_cap"] or "none", r["best_streams"],
+            _x(r.get("compile_ms") if isinstance(r.get("compile_ms"), float) else None, r["best_ms"]),
+            _x(r["one_ms"], r["best_ms"]), r["identical"], r["launches"]))
+    return "\n".join(lines)
+
+
+def inductor(args) -> int:
+    """--inductor: torch.compile reduce-overhead against dagrun's plans over
+    the same Inductor kernels (dagrun_torch.inductor)."""
+    from . import inductor as ind
+    from .exporter import build_model
+    from .runner import bitwise_equal
+    t_start = time.time()
+    os.makedirs(args.out, exist_ok=True)
+    torch.backends.cudnn.benchmark = False
+    rows: List[dict] = []
+
+    def note():
+        return ("%s, torch %s, batch 1, float32, random weights; median of %d calls, ms; %.0f s in all." % (
+            torch.cuda.get_device_name(), torch.__version__, args.iters, time.time() - t_start))
+
+    def save():
+        with open(os.path.join(args.out, "inductor.json"), "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+        with open(os.path.join(args.out, "inductor.md"), "w") as f:
+            f.write(note() + "\n\n" + inductor_table(rows) + "\n")
+
+    for name in args.models:
+        spec, size = MODELS[name]
+        r: dict = {"model": name}
+        rows.append(r)
+        try:
+            torch.manual_seed(0)
+            model, _ = build_model(spec)
+            model = model.eval().cuda()
+            x = torch.randn(1, 3, size, size, device="cuda")
+            if name in args.compile_models and time.time() - t_start + 2 * _COMPILE_S[name] < args.budget_s:
+                t0 = time.time()
+                cro = torch.compile(model, mode="reduce-overhead")
+                with torch.no_grad():
+                    for _ in range(3):
+                        cro(x)
+                    r["compile_s"] = round(time.time() - t0, 1)
+                    r["compile_ms"] = median_ms(lambda: cro(x), args.iters)
+                del cro
+                torch._dynamo.reset()
+            t0 = time.time()
+            cd = torch.compile(model)
+            with torch.no_grad():
+                for _ in range(2):
+                    cd(x)
+            r["compile_default_s"] = round(time.time() - t0, 1)
+            wc = ind.capture_call(cd, (x,))
+            t0 = time.time()
+            ig = ind.trace_call(wc, name=name)
+            r["trace_s"] = round(time.time() - t0, 1)
+            r["launches"] = len(ig.graph["nodes"])
+            r["sum_us"] = ig.graph["sum_node_us"]
+            slots = ind.input_slots(ig.args, (x,))
+            one = ind.one_stream(ig, slots)
+            r["one_ms"] = median_ms(lambda: one(x), args.iters)
+            ref = [t.clone() for t in _flat(one(x))]
+            with torch.no_grad():
+                eager = _flat(cd(x))
+            r["one_equals_compiled"] = bitwise_equal(ref, [t.clone() for t in eager])[0]
+            del one
+            cands = {}
+            for cap in INDUCTOR_CAPS:
+                ci = ind.CompiledInductor(ig, ind.plan_graph(ig.graph, cap), slots)
+                c = {"streams": ci.streams, "ms": median_ms(lambda: ci(x), args.iters)}
+                c["identical"] = bitwise_equal(list(_flat(ci(x))), ref)[0]
+                cands[str(cap)] = c
+                del ci
+                torch.cuda.synchronize()
+                print(name, "inductor cap", cap, json.dumps(c), flush=True)
+            r["cands"] = cands
+            best = min(INDUCTOR_CAPS, key=lambda k: cands[str(k)]["ms"])
+            r["best_cap"], r["best_ms"], r["best_streams"] = best, cands[str(best)]["ms"], cands[str(best)]["streams"]
+            ok = all(c["identical"] for c in cands.values())
+            rng = random.Random(0)
+            launches = sorted(ig.launch)
+            for trial in range(args.verify_trials):  # the best plan again, with GPU delays before a tenth of the launches
+                delays = {k: int(rng.uniform(0.1, 1.0) * 200 * 1.98e3) for k in rng.sample(launches, max(1, len(launches) // 10))}
+                ci = ind.CompiledInductor(ig, ind.plan_graph(ig.graph, best), slots, delays=delays)
+                same = bitwise_equal(list(_flat(ci(x))), ref)[0]
+                r.setdefault("delayed_identical", []).append(same)
+                ok = ok and same
+                del ci
+            r["identical"] = "yes" if ok else "NO"
+            del cd, ig
+            torch._dynamo.reset()
+        except Exception as e:
+            r["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
+            traceback.print_exc()
+        torch.cuda.empty_cache()
+        print(name, json.dumps({k: v for k, v in r.items() if k not in ("model", "cands")}), flush=True)
+        save()
+    print()
+    print(note())
+    print(inductor_table(rows))
+    save()
+    return 0
+
+
+def _flat(v):
+    if isinstance(v, torch.Tensor):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        out = []
+        for e in v:
+            out += _flat(e)
+        return out
+    return []
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -121,14 +403,28 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--verify-trials", type=int, default=2)
     ap.add_argument("--budget-s", type=float, default=540.0)
     ap.add_argument("--out", default="bench-out")
+    ap.add_argument("--schedules", action="store_true",
+                    help="compare schedules instead: the cost model, the lower bound, and every stream cap in %s planned, "
+                         "predicted and timed (0: uncapped)" % (CAPS,))
+    ap.add_argument("--inductor", action="store_true",
+                    help="time dagrun's plans over torch.compile's Inductor kernels against torch.compile reduce-overhead")
+    ap.add_argument("--compile-models", nargs="*", default=[],
+                    help="with --schedules or --inductor: also time torch.compile reduce-overhead on these")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("bench: needs a GPU", file=sys.stderr)
+    if args.schedules and args.inductor:
+        print("bench: --schedules and --inductor are two different runs; give one", file=sys.stderr)
         return 2
-    for m in args.models:
+    for m in args.models + args.compile_models:
         if m not in MODELS:
             print("bench: unknown model %r (known: %s)" % (m, ", ".join(MODELS)), file=sys.stderr)
             return 2
+    if not torch.cuda.is_available():
+        print("bench: needs a GPU", file=sys.stderr)
+        return 2
+    if args.schedules:
+        return schedules(args)
+    if args.inductor:
+        return inductor(args)
     from .exporter import build_model, export
     from .runner import bitwise_equal, compile as dcompile
     t_start = time.time()

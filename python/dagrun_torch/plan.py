@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-__all__ = ["Plan", "PlanError", "Action", "lower", "peak_live_bytes"]
+__all__ = ["Plan", "PlanError", "Action", "lower", "peak_live_bytes", "launch_dag", "stream_priorities"]
 
 
 class PlanError(ValueError):
@@ -287,6 +287,32 @@ def peak_live_bytes(actions: Sequence[Action], graph: dict) -> Tuple[int, int]:
     return peak, sum(size.values())
 
 
+def launch_dag(plan: Plan) -> Tuple[List[str], Dict[str, Set[str]]]:
+    """The plan's happens-before DAG over its launches: (stages in issue
+    order, direct predecessors of each stage). A launch follows the previous
+    launch on its stream and, through each wait issued on its stream since
+    then, the launches that the waited-for record stands for (the last launch
+    on the recording stream and what that stream had waited for). Lagged
+    waits (across iterations) add no edge: each call is joined back into the
+    calling stream. This is the DAG a captured CUDA graph of the plan runs."""
+    preds: Dict[str, Set[str]] = {}
+    last: Dict[int, str] = {}
+    pending: Dict[int, Set[str]] = {}
+    rec: Dict[int, Set[str]] = {}
+    order: List[str] = []
+    for s, j in plan.issue_order:
+        o = plan.streams[s].ops[j]
+        if o.kind == "launch":
+            preds[o.stage] = pending.pop(s, set()) | ({last[s]} if s in last else set())
+            last[s] = o.stage
+            order.append(o.stage)
+        elif o.kind == "record":
+            rec[o.event] = ({last[s]} if s in last else set()) | pending.get(s, set())
+        elif o.lag == 0:
+            pending.setdefault(s, set()).update(rec.get(o.event, set()))
+    return order, preds
+
+
 def stream_priorities(plan: Plan, graph: dict, levels: int) -> List[int]:
     """A scheduling rank per plan stream, 0 (most urgent) to ``levels`` - 1.
 
@@ -304,22 +330,11 @@ def stream_priorities(plan: Plan, graph: dict, levels: int) -> List[int]:
     if levels < 1:
         raise ValueError("levels=%d: want ≥ 1" % levels)
     dur = {n["id"]: float(n.get("duration_us") or 0) or 1.0 for n in graph["nodes"]}
+    order, preds = launch_dag(plan)
     succ: Dict[str, Set[str]] = {s: set() for s in plan.stages}
-    last: Dict[int, str] = {}
-    pending: Dict[int, Set[str]] = {}
-    rec: Dict[int, Set[str]] = {}
-    order: List[str] = []
-    for s, j in plan.issue_order:
-        o = plan.streams[s].ops[j]
-        if o.kind == "launch":
-            for p in pending.pop(s, set()) | ({last[s]} if s in last else set()):
-                succ[p].add(o.stage)
-            last[s] = o.stage
-            order.append(o.stage)
-        elif o.kind == "record":
-            rec[o.event] = ({last[s]} if s in last else set()) | pending.get(s, set())
-        elif o.lag == 0:
-            pending.setdefault(s, set()).update(rec.get(o.event, set()))
+    for v, ps in preds.items():
+        for p in ps:
+            succ[p].add(v)
     bottom: Dict[str, float] = {}
     for v in reversed(order):
         bottom[v] = dur.get(v, 1.0) + max((bottom[w] for w in succ[v]), default=0.0)

@@ -40,7 +40,7 @@ from ._binary import run_dagrun
 from .exporter import Exported, export
 from .plan import Action, Plan, lower, peak_live_bytes, stream_priorities
 
-__all__ = ["compile", "CompiledModel", "VerificationError", "plan_model", "bitwise_equal"]
+__all__ = ["compile", "CompiledModel", "VerificationError", "plan_model", "bitwise_equal", "choose_cap"]
 
 
 class VerificationError(AssertionError):
@@ -330,6 +330,7 @@ class CompiledModel:
             raise ValueError("priority=%r: want True, False or 'auto'" % (priority,))
         self.exported = exported
         self.plan = plan
+        self.schedule: Optional[dict] = None  # compile(max_streams="auto"): the cost model's choice
         self.mode = mode
         self.actions = lower(plan, exported.graph, keep=exported.outputs)
         self.program = _Program(exported, self.actions)
@@ -497,7 +498,28 @@ class CompiledModel:
             raise VerificationError("compiled %s call: %s" % (self.mode, why))
 
 
-def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: Optional[int] = None,
+def choose_cap(exported: Exported, example_inputs: Sequence[Any], *, strategy: str = "default",
+               caps: Sequence[int] = (1, 2, 4, 6, 8, 12, 16, 24, 32, 0), dagrun: Optional[str] = None) -> Tuple[int, dict]:
+    """The stream cap (0: none) that the cost model predicts fastest
+    (costmodel.choose). The cost model is the one stored in the exported
+    graph, else measured now (costmodel.measure) and stored there. Returns
+    (cap, {"cap", "predicted_us": {cap: µs}, "streams": {cap: n},
+    "capacity", "interference"})."""
+    from . import costmodel
+    cost = costmodel.from_graph(exported.graph)
+    if cost is None:
+        flat = [x for x in _flatten(tuple(example_inputs)) if isinstance(x, torch.Tensor)]
+        cost = costmodel.measure(exported, flat)
+        costmodel.attach(exported.graph, cost)
+    best, cands = costmodel.choose(cost, lambda c: plan_model(exported, max_streams=c, strategy=strategy, dagrun=dagrun), caps,
+                                   graph=exported.graph)
+    return best, {"cap": best, "predicted_us": {c: round(v["predicted_us"], 2) for c, v in cands.items()},
+                  "predicted_priority_us": {c: round(v["predicted_priority_us"], 2) for c, v in cands.items()},
+                  "streams": {c: v["streams"] for c, v in cands.items()},
+                  "capacity": cost.capacity, "interference": cost.interference}
+
+
+def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: Any = None,
             strategy: str = "default", mode: str = "graph", verify: bool = False, *,
             exported: Optional[Exported] = None, repeats: int = 20, workdir: Optional[str] = None,
             dagrun: Optional[str] = None, priority: Any = "auto") -> CompiledModel:
@@ -506,7 +528,8 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: 
     Exports the model on ``example_inputs`` (CUDA tensors; node times by CUDA
     graph replay, ``repeats`` calls per timed graph), plans it with the dagrun
     binary (``strategy``: "default", "single", "round-robin" or "naive";
-    ``max_streams``: None for no cap), and returns a CompiledModel whose call
+    ``max_streams``: None for no cap, or "auto": the cap the cost model
+    predicts fastest, ``choose_cap``, recorded in ``.schedule``), and returns a CompiledModel whose call
     replays one multi-stream CUDA graph (``mode="graph"``) or issues the
     schedule on the streams (``mode="eager"``). ``verify=True`` checks the
     outputs against the one-stream run bit for bit, with delays injected on
@@ -532,9 +555,15 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: 
             ", ".join(type(x).__name__ if not isinstance(x, torch.Tensor) else str(x.device) for x in flat) or "none"))
     if not torch.cuda.is_available():
         raise ValueError("dagrun_torch.compile needs CUDA")
+    if max_streams is not None and max_streams != "auto" and (isinstance(max_streams, bool) or not isinstance(max_streams, int) or max_streams < 0):
+        raise ValueError("max_streams=%r: want None (no cap), an integer ≥ 1 or 'auto'" % (max_streams,))
     ex = exported if exported is not None else export(model, tuple(example_inputs), repeats=repeats)
+    schedule = None
+    if max_streams == "auto":
+        max_streams, schedule = choose_cap(ex, tuple(example_inputs), strategy=strategy, dagrun=dagrun)
     plan = plan_model(ex, max_streams=max_streams, strategy=strategy, workdir=workdir, dagrun=dagrun)
     cm = CompiledModel(ex, plan, mode, tuple(example_inputs), priority=priority)
+    cm.schedule = schedule
     if verify:
         cm.verify(*example_inputs)
     return cm

@@ -1,0 +1,497 @@
+"""dagrun's streams over torch.compile's fused kernels.
+
+``compile_inductor(model, inputs)`` compiles the model with
+``torch.compile`` (mode "default": Inductor's fused Triton kernels and its
+calls of cuDNN/cuBLAS, no CUDA graph), takes the Python wrapper Inductor
+generated for the graph (its ``call(args)``: allocations, kernel launches,
+``del``s, in program order), and treats every statement of it that launches
+GPU work as one graph node:
+
+- a Triton launch (``kernel.run(..., stream=stream0)``) reads its tensor
+  arguments and writes those the kernel's signature names ``out_ptr*`` or
+  ``in_out_ptr*`` or its metadata lists as mutated;
+- any other launching statement (``bufN = extern_kernels.convolution(...)``,
+  ``extern_kernels.mm(..., out=buf)``, ``torch.ops.aten.*``) reads the tensors
+  it names and writes what it assigns and its ``out=`` tensors; a bare call
+  with no ``out=`` is taken to write every tensor it names;
+- allocations, views (``reinterpret_tensor``), aliases of reused buffers,
+  ``del`` and asserts launch nothing.
+
+Tensors are storages (a reused buffer is the same tensor, so reuse orders
+its kernels by WAR/WAW), node times are measured by CUDA graph replay as the
+exporter does, and the graph goes through ``dagrun import`` and ``dagrun
+plan`` like any exported graph. The wrapper is then run once, statement by
+statement inside a CUDA graph capture, following the plan's issue order:
+each launching statement on its planned stream (Triton launches get that
+stream's handle), records and waits where the plan issues them, and the
+host statements (allocations, views, ``del``) before the launch that
+follows them. That needs the plan to issue launches in program order, which
+dagrun's planner keeps for an imported graph (its stable topological
+order); ``CompiledInductor`` checks it and raises otherwise. Every tensor the wrapper allocates is kept alive
+until the capture ends (no block is reused inside the capture), so the
+graph holds all intermediates at once: more memory than Inductor's own
+buffer reuse.
+
+Needs torch ≥ 2.4 with Inductor and Triton, and CUDA.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import statistics
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from ._binary import run_dagrun
+from .exporter import _flat_tensors, _storage_nbytes, _time_graph_replay, storage_key
+from .plan import Plan
+
+__all__ = ["InductorGraph", "WrapperCall", "CompiledInductor", "capture_call", "trace_call", "plan_graph", "issue_steps",
+           "compile_inductor", "input_slots", "one_stream", "InductorError"]
+
+_HOST_CALLS = {"empty_strided_cuda", "empty_strided", "empty", "empty_strided_cpu", "assert_size_stride",
+               "assert_alignment", "reinterpret_tensor", "get_raw_stream", "get_cuda_stream", "set_device",
+               "_DeviceGuard", "clear", "grid", "device", "check_nan", "alloc_from_pool"}
+
+
+class InductorError(RuntimeError):
+    """Inductor's wrapper could not be found or scheduled."""
+
+
+@dataclass
+class WrapperCall:
+    """One call of Inductor's generated ``call``: its code object, the
+    module's namespace, the argument list as it came in, and the other
+    locals at entry (``self`` when ``call`` is a method)."""
+    code: Any
+    globals_: dict
+    args: List[Any]
+    extra: dict
+
+
+def capture_call(compiled: Callable[..., Any], inputs: Sequence[Any]) -> WrapperCall:
+    """Run ``compiled`` (a torch.compile'd module, already warmed up) once and
+    catch Inductor's generated ``call(args)`` as it starts (``sys.setprofile``
+    on calls of a function named ``call`` in a file of Inductor's code
+    cache), with a copy of its argument list before it clears it. Raises
+    InductorError when the call does not reach exactly one generated graph
+    (a graph break makes several)."""
+    import sys
+    seen: List[WrapperCall] = []
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
+
+    def prof(frame, event, arg):
+        if event != "call":
+            return
+        co = frame.f_code
+        if co.co_name != "call" or "args" not in frame.f_locals:
+            return
+        fn = co.co_filename
+        if "torchinductor" not in fn and not (cache and fn.startswith(cache)):
+            return
+        loc = frame.f_locals
+        a = loc.get("args")
+        if not isinstance(a, list):
+            return
+        seen.append(WrapperCall(co, frame.f_globals, list(a), {k: v for k, v in loc.items() if k != "args"}))
+
+    old = sys.getprofile()
+    sys.setprofile(prof)
+    try:
+        with torch.no_grad():
+            compiled(*inputs)
+    finally:
+        sys.setprofile(old)
+    torch.cuda.synchronize()
+    if len(seen) != 1:
+        raise InductorError("the compiled model ran %d Inductor wrappers (graph breaks?); want 1" % len(seen))
+    return seen[0]
+
+
+def _call_body(code: Any) -> List[ast.stmt]:
+    with open(code.co_filename) as f:
+        src = f.read()
+    tree = ast.parse(src)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == code.co_name and node.lineno <= code.co_firstlineno <= node.body[0].lineno:
+            return _flatten_with(node.body)
+    raise InductorError("no function %s at line %d of %s" % (code.co_name, code.co_firstlineno, code.co_filename))
+
+
+def _flatten_with(body: List[ast.stmt]) -> List[ast.stmt]:
+    out: List[ast.stmt] = []
+    for s in body:
+        if isinstance(s, ast.With):
+            out += _flatten_with(s.body)
+        else:
+            out.append(s)
+    return out
+
+
+def _call_name(c: ast.Call) -> str:
+    f = c.func
+    if isinstance(f, ast.Attribute):
+        return f.attr
+    if isinstance(f, ast.Name):
+        return f.id
+    if isinstance(f, ast.Subscript):
+        return "[]"
+    return "?"
+
+
+def _is_host(s: ast.stmt) -> bool:
+    """Statements that launch nothing: del, pass, asserts, assignments of
+    names/views/allocations/streams, unpacking args, host calls."""
+    if isinstance(s, (ast.Delete, ast.Pass, ast.Assert, ast.Import, ast.ImportFrom)):
+        return True
+    if isinstance(s, ast.Assign):
+        v = s.value
+        if isinstance(v, (ast.Name, ast.Constant, ast.Tuple)) and all(isinstance(e, ast.Name) for e in getattr(v, "elts", [v])):
+            return True
+        if isinstance(v, ast.Name):
+            return True
+        if isinstance(v, ast.Call):
+            return all(_call_name(c) in _HOST_CALLS for c in ast.walk(v) if isinstance(c, ast.Call))
+        return False
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+        return all(_call_name(c) in _HOST_CALLS for c in ast.walk(s.value) if isinstance(c, ast.Call))
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+        return True
+    return False
+
+
+def _triton_kernel(s: ast.stmt, ns: dict) -> Optional[Tuple[Any, List[ast.expr]]]:
+    if not isinstance(s, ast.Expr) or not isinstance(s.value, ast.Call):
+        return None
+    f = s.value.func
+    if isinstance(f, ast.Attribute) and f.attr == "run" and isinstance(f.value, ast.Name):
+        k = ns.get(f.value.id)
+    elif isinstance(f, ast.Subscript) and isinstance(f.value, ast.Name):
+        k = ns.get(f.value.id)
+    else:
+        return None
+    if k is None or not (hasattr(k, "fn") or hasattr(k, "triton_meta")):
+        return None
+    return k, list(s.value.args)
+
+
+def _arg_names(k: Any) -> Optional[List[str]]:
+    fn = getattr(k, "fn", None)
+    names = getattr(fn, "arg_names", None)
+    if names:
+        return list(names)
+    sig = (getattr(k, "triton_meta", None) or {}).get("signature")
+    if isinstance(sig, dict):
+        return list(sig.keys())
+    return None
+
+
+def _names(e: ast.AST) -> List[str]:
+    return [n.id for n in ast.walk(e) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+
+
+@dataclass
+class InductorGraph:
+    """A traced Inductor wrapper: ``stmts`` (compiled statements),
+    ``launch`` (statement index → node id, for launching statements),
+    ``graph`` (the JSON ``dagrun import`` reads), ``globals_`` (the wrapper
+    module's namespace), ``args`` (the call's arguments)."""
+    stmts: List[Tuple[ast.stmt, Any]]
+    launch: Dict[int, str]
+    graph: dict
+    globals_: dict
+    args: List[Any]
+
+
+def _exec(stmt: ast.stmt, code: Any, ns: dict) -> Any:
+    if isinstance(stmt, ast.Return):
+        return eval(code, ns)
+    exec(code, ns)
+    return None
+
+
+def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name: str = "inductor") -> InductorGraph:
+    """Run Inductor's caught ``call`` (``capture_call``) statement by statement on the
+    current stream and build its operator graph (module doc). Tensors are
+    kept alive throughout, so storages are never reused under new names.
+    Raises InductorError on a wrapper it cannot read."""
+    body = _call_body(wc.code)
+    glb = dict(wc.globals_)
+    glb.update(wc.extra)
+    args = list(wc.args)
+    stmts = []
+    for s in body:
+        if isinstance(s, ast.Return):
+            stmts.append((s, compile(ast.Expression(s.value), "<inductor-return>", "eval")))
+        else:
+            stmts.append((s, compile(ast.Module([s], []), "<inductor>", "exec")))
+    ns = dict(glb)
+    ns["args"] = list(args)
+    keep: List[Any] = list(args)
+    tensors: List[dict] = []
+    tid_of: Dict[Tuple[str, int], str] = {}
+
+    def tid(t: torch.Tensor, kind: str) -> Optional[str]:
+        k = storage_key(t)
+        if k not in tid_of:
+            nb = _storage_nbytes(t)
+            if nb == 0:
+                return None
+            tid_of[k] = "t%d" % len(tensors)
+            tensors.append({"id": tid_of[k], "bytes": (nb + 3) // 4 * 4, "kind": kind})
+        return tid_of[k]
+
+    def tids(names: Sequence[str], kind: str = "activation") -> List[str]:
+        out = []
+        for n in names:
+            for t in _flat_tensors(ns.get(n)):
+                if t.is_cuda:
+                    i = tid(t, kind)
+                    if i and i not in out:
+                        out.append(i)
+        return out
+
+    for t in args:
+        if isinstance(t, torch.Tensor) and t.is_cuda:
+            tid(t, "input")
+    nodes: List[dict] = []
+    launch: Dict[int, str] = {}
+    out = None
+    with torch.no_grad():
+        for i, (s, code) in enumerate(stmts):
+            if isinstance(s, ast.Delete):
+                for tgt in s.targets:
+                    for n in _names(tgt) + [x.id for x in ast.walk(tgt) if isinstance(x, ast.Name)]:
+                        if n in ns:
+                            keep.append(ns[n])
+            if _is_host(s) or isinstance(s, ast.Return):
+                out = _exec(s, code, ns)
+                continue
+            kern = _triton_kernel(s, ns)
+            reads = tids(_names(s))
+            writes: List[str] = []
+            if kern is not None:
+                k, pos = kern
+                an = _arg_names(k)
+                mutated = set((getattr(k, "inductor_meta", None) or {}).get("mutated_arg_names") or [])
+                if an is None:
+                    writes = list(reads)
+                else:
+                    for a, e in zip(an, pos):
+                        if a.startswith("out_ptr") or a.startswith("in_out_ptr") or a in mutated:
+                            writes += [w for w in tids(_names(e)) if w not in writes]
+            else:
+                outs = [kw.value for kw in getattr(getattr(s, "value", None), "keywords", []) if kw.arg == "out"]
+                for e in outs:
+                    writes += [w for w in tids(_names(e)) if w not in writes]
+                if isinstance(s, ast.Expr) and not outs:
+                    writes = list(reads)
+            stream_before = ns.get("stream0")
+            ns["stream0"] = torch.cuda.current_stream().cuda_stream
+            _exec(s, code, ns)
+            if isinstance(s, ast.Assign):
+                for tgt in s.targets:
+                    writes += [w for w in tids([x.id for x in ast.walk(tgt) if isinstance(x, ast.Name)]) if w not in writes]
+                    for x in ast.walk(tgt):
+                        if isinstance(x, ast.Name):
+                            keep.append(ns.get(x.id))
+            dur = 0.0
+            if timing:
+                def fn(code=code, s=s):
+                    scratch = dict(ns)
+                    scratch["stream0"] = torch.cuda.current_stream().cuda_stream
+                    _exec(s, code, scratch)
+                d = _time_graph_replay(fn, repeats)
+                dur = d if d is not None else 0.0
+            if stream_before is not None:
+                ns["stream0"] = stream_before
+            nid = "k%d" % i
+            launch[i] = nid
+            text = ast.unparse(s) if hasattr(ast, "unparse") else type(s).__name__
+            nodes.append({"id": nid, "op": text[:80], "reads": [r for r in reads if r not in writes] + [w for w in writes if w in reads],
+                          "writes": writes, "duration_us": round(dur, 3), "inplace": any(w in reads for w in writes), "param_bytes": 0})
+    torch.cuda.synchronize()
+    graph = {"model": name, "tracer": "torch.compile (inductor wrapper)", "batch": 1,
+             "device": torch.cuda.get_device_name(), "torch": torch.__version__, "timing": "cuda-graph-replay",
+             "sum_node_us": round(sum(n["duration_us"] for n in nodes), 2), "tensors": tensors, "nodes": nodes}
+    del keep, out
+    return InductorGraph(stmts=stmts, launch=launch, graph=graph, globals_=glb, args=list(args))
+
+
+def plan_graph(graph: dict, max_streams: int = 0, dagrun: Optional[str] = None) -> Plan:
+    """``dagrun import`` and ``dagrun plan --json`` of an operator graph."""
+    with tempfile.TemporaryDirectory(prefix="dagrun_torch-ind-") as d:
+        g, s = os.path.join(d, "graph.json"), os.path.join(d, "spec.yaml")
+        with open(g, "w") as f:
+            json.dump(graph, f)
+        run_dagrun(["import", g, "-o", s], binary=dagrun)
+        r = run_dagrun(["plan", s, "--json", "--max-streams", str(max_streams)], binary=dagrun)
+        return Plan.from_dict(json.loads(r.stdout))
+
+
+def issue_steps(plan: Plan, launch: Dict[int, str]) -> List[Tuple[str, int, int]]:
+    """The plan's ops in its issue order, as (kind, stream, x): ("launch",
+    stream, statement index), ("record", stream, event) or ("wait", stream,
+    event); lagged waits are dropped (one call at a time). Records and waits
+    keep their places between launches, so a record issued after a wait
+    stands for what that wait ordered. ``launch`` maps statement index → node
+    id. Raises InductorError when the plan does not issue the launches in
+    program order (the wrapper's statements run in that order)."""
+    stmt_of = {nid: i for i, nid in launch.items()}
+    order = [plan.streams[s].ops[j].stage for s, j in plan.issue_order if plan.streams[s].ops[j].kind == "launch"]
+    if order != [launch[i] for i in sorted(launch)]:
+        raise InductorError("the plan's issue order is not the wrapper's program order: cannot run it statement by statement")
+    steps: List[Tuple[str, int, int]] = []
+    for si, j in plan.issue_order:
+        o = plan.streams[si].ops[j]
+        if o.kind == "launch":
+            steps.append(("launch", si, stmt_of[o.stage]))
+        elif o.kind == "record":
+            steps.append(("record", si, o.event))
+        elif o.lag == 0:
+            steps.append(("wait", si, o.event))
+    return steps
+
+
+class CompiledInductor:
+    """Inductor's kernels captured as one CUDA graph over a dagrun plan's
+    streams. Call it with the model's inputs (copied into the graph's static
+    input); returns the graph's static outputs (flat, as Inductor's call
+    returns them). ``streams``: plan streams; ``plan``; ``graph``.
+    ``delays`` (statement index → cycles) puts ``torch.cuda._sleep`` on the
+    launch's stream before it, to expose a missing order (a consumer would
+    read before its producer is done)."""
+
+    def __init__(self, ig: InductorGraph, plan: Plan, input_slots: Dict[int, int],
+                 delays: Optional[Dict[int, int]] = None):
+        self.ig, self.plan = ig, plan
+        self._delays = dict(delays or {})
+        self.streams = len(plan.streams)
+        self._steps = issue_steps(plan, ig.launch)
+        self._input_slots = input_slots
+        dev = torch.device("cuda", torch.cuda.current_device())
+        from .runner import new_streams
+        self._streams = new_streams(self.streams, dev)
+        self._events = [torch.cuda.Event() for _ in range(plan.events)]
+        self._keep: List[Any] = []
+        self._graph = torch.cuda.CUDAGraph()
+        self._static_args = [a.clone() if isinstance(a, torch.Tensor) and i in input_slots.values() else a
+                             for i, a in enumerate(ig.args)]
+        cap = self._streams[0]
+        cap.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(cap):
+            self._run(warm=True)   # warm every stream (handles, workspaces) outside the capture
+            torch.cuda.synchronize()
+            self._keep = []
+            with torch.cuda.graph(self._graph, stream=cap):
+                self._out = self._run()
+        torch.cuda.current_stream().wait_stream(cap)
+        self._graph.replay()
+        torch.cuda.synchronize()
+
+    def _run(self, warm: bool = False) -> Any:
+        ig = self.ig
+        streams = self._streams
+        cap = streams[0]
+        fork = torch.cuda.Event()
+        fork.record(cap)
+        for s in streams[1:]:
+            s.wait_event(fork)
+        ns = dict(ig.globals_)
+        ns["args"] = list(self._static_args)
+        keep = self._keep
+        keep.extend(self._static_args)
+        out = None
+        done = 0  # statements run so far
+
+        def host_until(stop: int) -> Any:
+            nonlocal done
+            r = None
+            while done < stop:
+                s, code = ig.stmts[done]
+                if isinstance(s, ast.Delete):
+                    for x in ast.walk(s):
+                        if isinstance(x, ast.Name) and x.id in ns:
+                            keep.append(ns[x.id])
+                if done in ig.launch:
+                    raise InductorError("internal error: statement %d launches but the plan did not issue it" % done)
+                r = _exec(s, code, ns)
+                done += 1
+            return r
+
+        with torch.no_grad():
+            for kind, si, x in self._steps:
+                st = streams[si]
+                if kind == "record":
+                    self._events[x].record(st)
+                    continue
+                if kind == "wait":
+                    st.wait_event(self._events[x])
+                    continue
+                host_until(x)
+                s, code = ig.stmts[x]
+                with torch.cuda.stream(st):
+                    if x in self._delays:
+                        torch.cuda._sleep(self._delays[x])
+                    ns["stream0"] = st.cuda_stream
+                    _exec(s, code, ns)
+                    ns["stream0"] = cap.cuda_stream
+                if isinstance(s, ast.Assign):
+                    for t in s.targets:
+                        for y in ast.walk(t):
+                            if isinstance(y, ast.Name) and y.id in ns:
+                                keep.append(ns[y.id])
+                done = x + 1
+            out = host_until(len(ig.stmts))
+        for s in streams[1:]:
+            e = torch.cuda.Event()
+            e.record(s)
+            cap.wait_event(e)
+        return out
+
+    def __call__(self, *inputs: Any) -> Any:
+        flat = _flat_tensors(inputs)
+        for k, slot in self._input_slots.items():
+            self._static_args[slot].copy_(flat[k])
+        self._graph.replay()
+        return self._out
+
+
+def one_stream(ig: InductorGraph, input_slots: Dict[int, int], dagrun: Optional[str] = None) -> CompiledInductor:
+    """The same kernels captured on one stream (the single plan): the reference for bit identity."""
+    return CompiledInductor(ig, plan_graph(ig.graph, 1, dagrun), input_slots)
+
+
+def compile_inductor(model: torch.nn.Module, inputs: Sequence[torch.Tensor], max_streams: int = 0, *,
+                     compiled: Optional[Callable] = None, dagrun: Optional[str] = None,
+                     ig: Optional[InductorGraph] = None) -> CompiledInductor:
+    """torch.compile ``model`` (mode "default"), trace Inductor's wrapper
+    (``trace_call``), plan it with dagrun (``max_streams``: 0 for no cap) and
+    capture it over the plan's streams. ``compiled``/``ig`` reuse an earlier
+    compile or trace. Raises InductorError when the wrapper cannot be read
+    or scheduled; DagrunError from the binary."""
+    if ig is None:
+        if compiled is None:
+            compiled = torch.compile(model)
+            with torch.no_grad():
+                for _ in range(2):
+                    compiled(*inputs)
+        ig = trace_call(capture_call(compiled, inputs))
+    slots = input_slots(ig.args, inputs)
+    return CompiledInductor(ig, plan_graph(ig.graph, max_streams, dagrun), slots)
+
+
+def input_slots(args: Sequence[Any], inputs: Sequence[torch.Tensor]) -> Dict[int, int]:
+    """Which of the wrapper's arguments are the model's inputs: {input index: argument index}."""
+    flat = _flat_tensors(tuple(inputs))
+    out = {}
+    for k, x in enumerate(flat):
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and a.data_ptr() == x.data_ptr() and a.shape == x.shape:
+                out[k] = i
+                break
+    return out

@@ -1,0 +1,89 @@
+"""Reading Inductor's generated wrapper and issuing a plan over it: the parts that need no GPU."""
+import ast
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dagrun_torch import inductor as ind  # noqa: E402
+from dagrun_torch.plan import Plan  # noqa: E402
+
+WRAPPER = '''
+def call(args):
+    primals_1, primals_2 = args
+    args.clear()
+    assert_size_stride(primals_1, (4, 5), (5, 1))
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        buf0 = empty_strided_cuda((4, 5), (5, 1), torch.float32)
+        # Topologically Sorted Source Nodes: [cat], Original ATen: [aten.cat]
+        stream0 = get_raw_stream(0)
+        triton_poi_fused_cat_0.run(primals_1, primals_2, buf0, 320, grid=grid(320), stream=stream0)
+        del primals_1
+        buf1 = extern_kernels.convolution(buf0, primals_2, stride=(1, 1), bias=None)
+        buf2 = buf1; del buf1  # reuse
+        buf19 = reinterpret_tensor(buf2, (4, 4), (4, 1), 0)
+        extern_kernels.mm(buf0, buf2, out=buf19)
+        buf3 = torch.ops.aten.max_pool2d_with_indices.default(buf2, [3, 3])
+        buf4 = buf3[0]
+        buf2.zero_()
+    return (buf19, buf4, )
+'''
+
+
+def body():
+    return ind._flatten_with(ast.parse(WRAPPER).body[0].body)
+
+
+def test_statements_that_launch():
+    got = [(ind._is_host(s), ast.unparse(s).split("(")[0]) for s in body()]
+    launches = [text for host, text in got if not host]
+    assert launches == ["triton_poi_fused_cat_0.run", "buf1 = extern_kernels.convolution", "extern_kernels.mm",
+                        "buf3 = torch.ops.aten.max_pool2d_with_indices.default", "buf4 = buf3[0]", "buf2.zero_", "return "]
+    host = [text for h, text in got if h]
+    assert "buf0 = empty_strided_cuda" in host and "buf19 = reinterpret_tensor" in host and "stream0 = get_raw_stream" in host
+    assert "buf2 = buf1" in host and "del buf1" in host and "args.clear" in host
+
+
+def test_triton_arguments_by_signature():
+    class Fn:
+        arg_names = ["in_ptr0", "in_ptr1", "out_ptr0", "xnumel", "XBLOCK"]
+
+    class Kernel:
+        fn = Fn()
+        inductor_meta = {"mutated_arg_names": []}
+
+        def run(self, *a, **k):
+            pass
+    s = body()[6]
+    k = ind._triton_kernel(s, {"triton_poi_fused_cat_0": Kernel()})
+    assert k is not None
+    kern, pos = k
+    assert ind._arg_names(kern) == Fn.arg_names
+    assert [ast.unparse(e) for e in pos][:3] == ["primals_1", "primals_2", "buf0"]
+    assert ind._triton_kernel(s, {"triton_poi_fused_cat_0": object()}) is None   # not a kernel object: not Triton
+
+
+def plan_of(streams, issue, events):
+    return Plan.from_dict({"spec": "t", "strategy": "default", "events": events,
+                           "stages": [{"name": o["stage"], "stream": i} for i, ops in enumerate(streams) for o in ops if o["op"] == "launch"],
+                           "streams": [{"id": i, "name": "s%d" % i, "ops": ops} for i, ops in enumerate(streams)],
+                           "issue_order": issue})
+
+
+def test_issue_steps_keep_records_after_the_waits_they_stand_for():
+    # s1: launch k1, wait e0 (for k0 on s0), record e1, launch k3; s2 waits e1 before k4:
+    # e1 must be recorded after the wait, so that k4 is ordered after k0 too.
+    streams = [[{"op": "launch", "stage": "k0"}, {"op": "record", "event": 0}],
+               [{"op": "launch", "stage": "k1"}, {"op": "wait", "event": 0}, {"op": "record", "event": 1},
+                {"op": "launch", "stage": "k3"}],
+               [{"op": "wait", "event": 1}, {"op": "launch", "stage": "k4"}]]
+    issue = [[0, 0], [0, 1], [1, 0], [1, 1], [1, 2], [1, 3], [2, 0], [2, 1]]
+    p = plan_of(streams, issue, 2)
+    launch = {2: "k0", 5: "k1", 7: "k3", 9: "k4"}
+    steps = ind.issue_steps(p, launch)
+    assert steps == [("launch", 0, 2), ("record", 0, 0), ("launch", 1, 5), ("wait", 1, 0), ("record", 1, 1),
+                     ("launch", 1, 7), ("wait", 2, 1), ("launch", 2, 9)]
+    # launches out of program order cannot be run statement by statement
+    with pytest.raises(ind.InductorError, match="program order"):
+        ind.issue_steps(p, {2: "k1", 5: "k0", 7: "k3", 9: "k4"})
