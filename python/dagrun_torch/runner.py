@@ -502,12 +502,19 @@ def choose_cap(exported: Exported, example_inputs: Sequence[Any], *, strategy: s
                caps: Sequence[int] = (1, 2, 4, 6, 8, 12, 16, 24, 32, 0), dagrun: Optional[str] = None) -> Tuple[int, dict]:
     """The stream cap (0: none) that the cost model predicts fastest
     (costmodel.choose). The cost model is the one stored in the exported
-    graph, else measured now (costmodel.measure) and stored there. Returns
+    graph (costmodel.attach), else measured now (costmodel.measure, with a
+    warning: profiling slows the process's later graph replays) and stored
+    there. ``caps``: the candidates, 0 for uncapped. Raises ValueError when
+    the stored model does not cover the graph, DagrunError from the binary.
+    Returns
     (cap, {"cap", "predicted_us": {cap: µs}, "streams": {cap: n},
     "capacity", "interference"})."""
     from . import costmodel
     cost = costmodel.from_graph(exported.graph)
     if cost is None:
+        warnings.warn("dagrun_torch: measuring the cost model profiles this process, and its CUDA graphs replay "
+                      "slower afterwards; for timings, measure in another process (python3 -m dagrun_torch costmodel) "
+                      "and attach it to the export (costmodel.attach)")
         flat = [x for x in _flatten(tuple(example_inputs)) if isinstance(x, torch.Tensor)]
         cost = costmodel.measure(exported, flat)
         costmodel.attach(exported.graph, cost)

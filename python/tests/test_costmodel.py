@@ -191,3 +191,31 @@ def test_choose_predicts_and_picks_the_fastest(googlenet_plans):
     assert best == 1 and all(c["predicted_us"] == pytest.approx(cands[1]["predicted_us"]) for c in cands.values())
     with pytest.raises(ValueError):
         cmod.choose(wide, plan_for, caps=())
+
+
+def test_choose_cap_uses_the_stored_model(dagrun_bin):
+    torch = pytest.importorskip("torch")
+    from dagrun_torch.exporter import export
+    from dagrun_torch.runner import choose_cap
+
+    class Branches(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(8, 8)
+            self.b = torch.nn.Linear(8, 8)
+            self.c = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return torch.relu(self.a(x)) + torch.sigmoid(self.b(x)) + torch.tanh(self.c(x))
+    x = torch.randn(2, 8)
+    ex = export(Branches().eval(), (x,))
+    for n in ex.graph["nodes"]:
+        n["duration_us"] = 10.0
+    cmod.attach(ex.graph, cmod.CostModel.uniform(ex.graph, occupancy=0.2))
+    cap, info = choose_cap(ex, (x,), caps=(1, 2, 0), dagrun=dagrun_bin)
+    assert info["predicted_us"][1] == pytest.approx(10.0 * len(ex.graph["nodes"]))
+    assert cap != 1 and info["predicted_us"][cap] == min(info["predicted_us"].values())
+    # kernels that each fill the GPU gain nothing from streams: the single stream is kept
+    cmod.attach(ex.graph, cmod.CostModel.uniform(ex.graph, occupancy=1.0))
+    cap, info = choose_cap(ex, (x,), caps=(1, 2, 0), dagrun=dagrun_bin)
+    assert cap == 1
