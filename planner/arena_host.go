@@ -36,62 +36,10 @@ func (st *state) checkHost() error {
 	return nil
 }
 
-// hostClock is Verify's view of CUDA's implicit order (implicit.go): at
-// each op, in issue order, it joins the clock rows of the ops that
-// implicitOrder orders before it, as a record→wait edge would.
-type hostClock struct {
-	im  *implicitOrder
-	tmp []int32
-}
-
-// newHostClock returns nil when p has no implicit order.
-func newHostClock(p *Plan) *hostClock {
-	im := deriveImplicit(p)
-	if im == nil {
-		return nil
-	}
-	return &hostClock{im: im, tmp: make([]int32, len(p.Streams))}
-}
-
-// join is called for each op, in issue order, before the op's clock row is
-// taken: op j of stream s. It joins the rows of the op's implicit
-// predecessors into s's row (copying the row only if it changes).
-func (h *hostClock) join(v *verifier, cur []int32, s int, j int32) {
-	S := v.S
-	g := v.opBase[s] + j
-	for _, f := range h.im.from[h.im.start[g]:h.im.start[g+1]] {
-		row := v.vecs[int(cur[s])*S : int(cur[s]+1)*S]
-		frow := v.vecs[int(v.opRow[f])*S : int(v.opRow[f]+1)*S]
-		fs := v.opStream[f]
-		changed := false
-		for a := range S {
-			x := max(row[a], frow[a])
-			if a == int(fs) {
-				x = max(x, v.opIndex[f]+1) // f and every op before it
-			}
-			h.tmp[a] = x
-			changed = changed || (x != row[a] && a != s)
-		}
-		if changed {
-			cur[s] = int32(len(v.vecs) / S)
-			v.vecs = append(v.vecs, h.tmp...)
-		}
-	}
-}
-
-// captures reports whether wait g captures record r: false for a wait on
-// another thread's record that no host handoff orders (implicit.go).
-func (h *hostClock) captures(r, g int32) bool {
-	return h == nil || h.im.unordered == nil || !h.im.unordered[g]
-}
-
 // readsDone reports whether read access a is done before access d's launch
 // is issued: a synchronous copy from pageable memory has staged its source
-// when it returns.
-func (h *hostClock) readsDone(v *verifier, a, d int32) bool {
-	if h == nil {
-		return false
-	}
+// when it returns (implicit.go).
+func (v *verifier) readsDone(a, d int32) bool {
 	sa := int(v.acc[a].stage)
-	return h.im.readsDoneBefore(v.p, sa, v.launchOp[sa], v.launchOp[v.acc[d].stage], v.opStream, v.opIssue)
+	return v.hb.im.readsDoneBefore(v.p, sa, v.launchOp[sa], v.launchOp[v.acc[d].stage], v.opStream, v.opIssue)
 }

@@ -82,9 +82,9 @@ const (
 //
 // Each edge from → to means: op from and every op before it on its stream
 // complete before op to starts, exactly what a record right after from and
-// a wait right before to would give. Verify joins the edges into its
-// vector clocks like record→wait edges (one happens-before construction);
-// the simulator implements the same rules at its API (executor/sim).
+// a wait right before to would give. hbEdges adds them to Verify's
+// happens-before graph next to the record→wait edges (one happens-before
+// construction); the simulator implements the same rules at its API (executor/sim).
 type implicitOrder struct {
 	base  []int32 // per stream: global id of its op 0 (Verify's numbering)
 	start []int32 // per op g: edges into g are from[start[g]:start[g+1]]

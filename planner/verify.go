@@ -167,18 +167,20 @@ func (e *RaceError) Error() string {
 // before the wait; a wait with no earlier record orders nothing. Events may
 // be recorded many times.
 //
-// Algorithm: one pass over IssueOrder gives every launch a vector clock over
-// streams (Lamport 1978; Fidge 1988, Mattern 1989), shared between launches
-// of a stream between two waits, so "i happens-before j" is one lookup. Then
-// a sweep over the accesses in declaration order keeps, per byte segment of
-// each buffer, only the frontier — the writes not yet ordered before a later
-// covering write, and the latest read per stream since — as in FastTrack
-// (Flanagan and Freund, PLDI 2009, §3). Accesses leaving the frontier are
-// kept in a shadow list of the access that superseded them, which is
-// searched only when that access itself races, so the set of reported races
-// is exact (every racy pair, no false ones) and a race-free plan costs
-// O(accesses × segments touched × streams) time and O(streams × (waits+streams))
-// clock memory.
+// Algorithm: the plan's happens-before graph (hbEdges: stream order and
+// the record → wait edges, in O(ops) memory) answers "i happens-before j"
+// by a backward search from j that stops at i's issue position and is
+// shared by every query on the same j (hbGraph.reach); a sweep over the
+// accesses in declaration order keeps, per byte segment of each buffer,
+// only the frontier — the writes not yet ordered before a later covering
+// write, and the latest read per stream since — as in FastTrack (Flanagan
+// and Freund, PLDI 2009, §3), so that a race-free plan asks
+// O(accesses × segments touched × streams reading a segment) queries.
+// Accesses leaving the frontier are kept in a shadow list of the access
+// that superseded them, which is searched only when that access itself
+// races, so the set of reported races is exact (every racy pair, no false
+// ones). Memory is O(ops + accesses × segments touched), whatever the
+// number of streams.
 //
 // It returns a *PlanError for a malformed plan (the shape checks of
 // Validate, which do not need the plan's buffer and kernel declarations)
@@ -224,7 +226,10 @@ func verify(p *Plan, withFixes bool) error {
 		if a.Second != b.Second {
 			return a.Second - b.Second
 		}
-		return strings.Compare(a.Buffer, b.Buffer)
+		if c := strings.Compare(a.Buffer, b.Buffer); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Shared, b.Shared)
 	})
 	v.records = make([][]int32, p.Events)
 	for g, s := range v.opStream {
@@ -245,23 +250,17 @@ func verify(p *Plan, withFixes bool) error {
 
 // verifier holds Verify's working state for one plan.
 type verifier struct {
-	p *Plan
-	S int // streams
+	p  *Plan
+	hb *hbGraph // happens-before (hb.go)
 
-	// Ops, numbered globally: op g is Streams[opStream[g]].Ops[opIndex[g]].
+	// Ops, numbered globally as in hbGraph (the same slices).
 	opBase     []int32 // per stream, global id of its op 0
 	opStream   []int32
 	opIndex    []int32
 	opIssue    []int32   // position in IssueOrder
-	opRow      []int32   // clock row of the op's stream just after the op
 	opCaptured []int32   // waits: the record op captured, or -1
 	launchOp   []int32   // per stage, global op id of its launch
 	records    [][]int32 // per event, its record ops (built only for Fix)
-
-	// vecs holds clock rows of S entries; row r, component a is the number
-	// of ops of stream a (a prefix) that happen-before ops using row r. The
-	// component of an op's own stream is not used: program order is opIndex.
-	vecs []int32
 
 	acc      []verifyAccess
 	bufName  []string // per buffer index
@@ -285,8 +284,6 @@ type verifier struct {
 	tmpW, tmpR []int32
 
 	truncated bool
-
-	implicit *hostClock // CUDA's implicit order (implicit.go), nil if none
 }
 
 // verifyAccess is one read or write of a stage, in the coordinates of an
@@ -396,83 +393,20 @@ func (v *verifier) accesses() error {
 	return nil
 }
 
-// clocks walks IssueOrder once and gives every op its stream's clock row.
+// clocks builds the plan's happens-before graph (hbEdges) and each
+// stage's launch op.
 func (v *verifier) clocks() {
 	p := v.p
-	S := len(p.Streams)
-	v.S = S
-	v.opBase = make([]int32, S+1)
-	for s := range p.Streams {
-		v.opBase[s+1] = v.opBase[s] + int32(len(p.Streams[s].Ops))
-	}
-	nops := int(v.opBase[S])
-	v.opStream = make([]int32, nops)
-	v.opIndex = make([]int32, nops)
-	v.opIssue = make([]int32, nops)
-	v.opRow = make([]int32, nops)
-	v.opCaptured = make([]int32, nops)
+	h := hbEdges(p)
+	v.hb = h
+	v.opBase, v.opStream, v.opIndex, v.opIssue, v.opCaptured = h.opBase, h.opStream, h.opIndex, h.opIssue, h.opCaptured
 	v.launchOp = make([]int32, len(p.Stages))
-	waits := 0
 	for s := range p.Streams {
 		for j, o := range p.Streams[s].Ops {
-			g := v.opBase[s] + int32(j)
-			v.opStream[g], v.opIndex[g], v.opCaptured[g] = int32(s), int32(j), -1
-			switch o.Kind {
-			case OpLaunch:
-				v.launchOp[o.Stage] = g
-			case OpWait:
-				waits++
+			if o.Kind == OpLaunch {
+				v.launchOp[o.Stage] = h.opBase[s] + int32(j)
 			}
 		}
-	}
-	v.vecs = make([]int32, S, S*min(waits+1, 1<<16)) // row 0: nothing happens-before
-	cur := make([]int32, S)                          // every stream starts on row 0
-	last := make([]int32, p.Events)
-	for e := range last {
-		last[e] = -1
-	}
-	tmp := make([]int32, S)
-	host := newHostClock(p) // CUDA's implicit order: host streams, default streams, synchronous copies, threads
-	v.implicit = host
-	for k, so := range p.IssueOrder {
-		s := so[0]
-		g := v.opBase[s] + int32(so[1])
-		v.opIssue[g] = int32(k)
-		switch o := p.Streams[s].Ops[so[1]]; o.Kind {
-		case OpRecord:
-			last[o.Event] = g
-		case OpWait:
-			r := last[o.Event]
-			if !host.captures(r, g) {
-				r = -1 // another thread's record, not handed over (implicit.go)
-			}
-			v.opCaptured[g] = r
-			if r < 0 || int(v.opStream[r]) == s {
-				break // nothing recorded yet (a no-op in CUDA), or program order already
-			}
-			row := v.vecs[int(cur[s])*S : int(cur[s]+1)*S]
-			rec := v.vecs[int(v.opRow[r])*S : int(v.opRow[r]+1)*S]
-			rs := v.opStream[r]
-			changed := false
-			for a := range S {
-				x := max(row[a], rec[a])
-				if a == int(rs) {
-					x = max(row[a], v.opIndex[r]+1) // the record and every op before it
-				}
-				tmp[a] = x
-				if x != row[a] && a != s {
-					changed = true
-				}
-			}
-			if changed {
-				cur[s] = int32(len(v.vecs) / S)
-				v.vecs = append(v.vecs, tmp...)
-			}
-		}
-		if host != nil {
-			host.join(v, cur, s, v.opIndex[g])
-		}
-		v.opRow[g] = cur[s]
 	}
 }
 
@@ -484,16 +418,10 @@ func (v *verifier) stageHB(i, j int32) bool {
 
 // opHB reports whether op a happens-before op b, or is b: everything up to
 // and including a on its stream completes before b starts.
-func (v *verifier) opHB(a, b int32) bool {
-	sa, sb := v.opStream[a], v.opStream[b]
-	if sa == sb {
-		return v.opIndex[a] <= v.opIndex[b]
-	}
-	return v.vecs[int(v.opRow[b])*v.S+int(sa)] > v.opIndex[a]
-}
+func (v *verifier) opHB(a, b int32) bool { return v.hb.reach(a, b) }
 
 func (v *verifier) accHB(a, d int32) bool {
-	return v.stageHB(v.acc[a].stage, v.acc[d].stage) || !v.acc[a].write && v.implicit.readsDone(v, a, d)
+	return v.stageHB(v.acc[a].stage, v.acc[d].stage) || !v.acc[a].write && v.readsDone(a, d)
 }
 
 // sweep runs every access, in declaration order, against the frontier of

@@ -92,16 +92,12 @@ func Warnings(p *Plan) []string {
 		// Redundant: the stream's clock just before the wait already
 		// covers the record, or a later wait of the same group (the
 		// waits right before one launch) covers it.
-		row := int32(0)
-		if j > 0 {
-			row = v.opRow[g-1]
-		}
 		why := ""
-		if v.vecs[int(row)*v.S+rsStream] > v.opIndex[r] {
+		if j > 0 && v.opHB(r, g-1) {
 			why = "stream order"
 			for k := 0; k < j; k++ {
 				h := v.opBase[s] + int32(k)
-				if w := p.Streams[s].Ops[k]; w.Kind == OpWait && !barrier(w.Event) && v.opCaptured[h] >= 0 && v.vecs[int(v.opRow[h])*v.S+rsStream] > v.opIndex[r] {
+				if w := p.Streams[s].Ops[k]; w.Kind == OpWait && !barrier(w.Event) && v.opCaptured[h] >= 0 && v.opHB(r, h) {
 					why = "the earlier wait for the record " + recAt(v.opCaptured[h])
 					break
 				}
@@ -116,7 +112,7 @@ func Warnings(p *Plan) []string {
 				if w.Lag > 0 || c < 0 || barrier(w.Event) {
 					continue
 				}
-				if cs := int(v.opStream[c]); cs == rsStream && v.opIndex[c] > v.opIndex[r] || v.vecs[int(v.opRow[c])*v.S+rsStream] > v.opIndex[r] {
+				if cs := int(v.opStream[c]); cs == rsStream && v.opIndex[c] > v.opIndex[r] || cs != rsStream && v.opHB(r, c) {
 					why = "the later wait for the record " + recAt(c)
 					break
 				}
