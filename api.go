@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/dagrun/dagrun/cudart"
@@ -195,7 +196,7 @@ func NewBackend(name string, o RunOptions) (executor.Backend, error) {
 	}
 	switch name {
 	case BackendSim:
-		var b executor.Backend = sim.New(sim.Options{Seed: o.Seed})
+		var b executor.Backend = sim.New(sim.Options{Seed: o.Seed, Spans: o.Timeline})
 		if o.Mode == ModeGraph {
 			b = executor.EmulateGraphs(b)
 		}
@@ -220,10 +221,13 @@ type RunResult struct {
 	// Total is executor.Run's whole time: allocation, initial contents,
 	// issue, synchronize and read-back.
 	Total time.Duration
-	// Timeline is the last iteration's timeline when RunOptions.Timeline is
-	// set: measured stage spans when the backend profiles (cuda), else the
-	// plan's ideal schedule from its durations (the simulator's time is not
-	// the GPU's), which its title says.
+	// Timeline is the run's timeline when RunOptions.Timeline is set: the
+	// spans the backend measured (cuda: GPU timestamps; the simulator: its
+	// goroutines' host time, which the title says is no GPU time) of the
+	// last TimelineIterations iterations, with their overlap and the waits
+	// within and across them; the plan's ideal schedule from its durations
+	// when the backend measured none (a graph replay on cuda without
+	// stamps), which the title says.
 	Timeline *Timeline
 }
 
@@ -259,27 +263,54 @@ func Run(ctx context.Context, p *StreamPlan, o RunOptions) (*RunResult, error) {
 	return r, err
 }
 
-// timeline builds the run's timeline: measured stage spans when the backend
-// profiles (cuda: GPU timestamps of the last iteration), else the plan's
-// ideal schedule from its durations.
+// TimelineIterations is how many iterations (the last ones) a run's
+// timeline shows.
+const TimelineIterations = 4
+
+// timeline builds the run's timeline from the spans the backend measured:
+// the k-th span of a stage is its iteration k (a graph replay reports its
+// last replay only: one iteration); else the plan's ideal schedule from
+// its durations.
 func timeline(p *StreamPlan, b executor.Backend) *Timeline {
 	var spans []trace.Span
 	if pb, ok := b.(executor.Profiler); ok {
-		last := map[int]trace.Span{}
+		count := make([]int, len(p.Stages))
 		for _, s := range pb.StageSpans() {
-			last[s.Stage] = trace.Span{Name: s.Name, Stage: s.Stage, Stream: p.Stages[s.Stage].Stream, StartUS: s.StartUS, EndUS: s.EndUS}
+			if s.Stage < 0 || s.Stage >= len(p.Stages) {
+				continue
+			}
+			spans = append(spans, trace.Span{Name: s.Name, Stage: s.Stage, Stream: p.Stages[s.Stage].Stream, StartUS: s.StartUS, EndUS: s.EndUS, Iteration: count[s.Stage]})
+			count[s.Stage]++
 		}
-		for i := range p.Stages {
-			if s, ok := last[i]; ok {
-				spans = append(spans, s)
+		last := 0
+		for _, c := range count {
+			last = max(last, c-1)
+		}
+		first := last - TimelineIterations + 1
+		spans = slices.DeleteFunc(spans, func(s trace.Span) bool { return s.Iteration < first })
+		if len(spans) > 0 {
+			t0 := spans[0].StartUS
+			for _, s := range spans {
+				t0 = min(t0, s.StartUS)
+			}
+			for i := range spans {
+				spans[i].StartUS -= t0
+				spans[i].EndUS -= t0
 			}
 		}
 	}
 	if len(spans) > 0 {
-		return trace.FromPlan(p, spans)
+		tl := trace.FromPlan(p, spans)
+		if n := tl.Iterations(); n > 1 {
+			tl.Title += fmt.Sprintf(" — iterations %d–%d", spans[0].Iteration+1, spans[0].Iteration+n)
+		}
+		if b.Name() == BackendSim {
+			tl.Title += " — simulator: host time of the simulation, not GPU time"
+		}
+		return tl
 	}
 	tl := trace.FromPlan(p, trace.Ideal(p))
-	tl.Title += " — ideal schedule from duration_us (no GPU timestamps)"
+	tl.Title += " — ideal schedule from duration_us (no measured spans)"
 	return tl
 }
 

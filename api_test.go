@@ -92,11 +92,26 @@ func TestRunRacesAsData(t *testing.T) {
 	if r := res.Races[0]; r.Buffer != "out" || !strings.Contains(r.String(), "w1") {
 		t.Errorf("race %v, want the two writers of out", r)
 	}
-	// Race-free: no races, no error, a timeline of the ideal schedule.
+	// Race-free: no races, no error, the timeline of the simulator's run
+	// (its spans, said to be no GPU time), the last iterations of it.
 	ok := mustPlan(t, "specs/seed/two-writers.yaml", dagrun.PlanOptions{})
-	res, err = dagrun.Run(context.Background(), ok, dagrun.RunOptions{Backend: dagrun.BackendSim, Timeline: true})
-	if err != nil || len(res.Races) != 0 || res.Backend != "sim" || res.Timeline == nil || !strings.Contains(res.Timeline.Title, "ideal schedule") {
-		t.Fatalf("two-writers: %+v, %v", res, err)
+	res, err = dagrun.Run(context.Background(), ok, dagrun.RunOptions{Backend: dagrun.BackendSim, Timeline: true, Options: executor.Options{Iterations: 6}})
+	if err != nil || len(res.Races) != 0 || res.Backend != "sim" || res.Timeline == nil {
+		t.Fatalf("two-writers: %v, %v", res != nil, err)
+	}
+	tl := res.Timeline
+	if !strings.Contains(tl.Title, "not GPU time") || tl.Iterations() != dagrun.TimelineIterations || len(tl.Spans) != dagrun.TimelineIterations*len(ok.Stages) {
+		t.Fatalf("timeline %q: %d iterations, %d spans; want the last %d iterations of the run, %d stages each", tl.Title, tl.Iterations(), len(tl.Spans), dagrun.TimelineIterations, len(ok.Stages))
+	}
+	// A cross-iteration wait is drawn between iterations.
+	across := 0
+	for _, f := range tl.Flows {
+		if f.FromIteration < f.Iteration {
+			across++
+		}
+	}
+	if across == 0 {
+		t.Errorf("no flow across iterations in %+v", tl.Flows)
 	}
 }
 

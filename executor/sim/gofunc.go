@@ -19,6 +19,7 @@ func (b *Backend) LaunchFunc(hs executor.Stream, l *executor.LaunchDesc, f execu
 	if err := b.checkArgs(l); err != nil {
 		return err
 	}
+	b.markEpoch()
 	s.push(op{kind: opLaunch, desc: l, fn: f})
 	return nil
 }

@@ -65,6 +65,10 @@ type Options struct {
 	// MaxRaces is how many distinct races a report lists: 0 means
 	// DefaultMaxRaces.
 	MaxRaces int
+	// Spans records each launch's start and end on its stream's goroutine
+	// (host wall-clock time of the simulation, not GPU time) for
+	// StageSpans (executor.Profiler).
+	Spans bool
 }
 
 // ErrClosed is returned by every method after Close.
@@ -100,6 +104,47 @@ type Backend struct {
 	legacy     *stream
 	legacyRefs int
 	kinded     bool
+
+	// With Options.Spans: the launches run since the last StageSpans, and
+	// the time of the first Launch call after it, their time origin.
+	spans []executor.StageSpan
+	epoch time.Time
+}
+
+// StageSpans returns, with Options.Spans, the spans of the stages run since
+// the last call (executor.Profiler), in µs from the first Launch call
+// after it: when each launch's body began and its spin ended on its
+// stream's goroutine, in the order they ended. They are the simulation's
+// host time, not a prediction of GPU time.
+func (b *Backend) StageSpans() []executor.StageSpan {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.spans
+	b.spans, b.epoch = nil, time.Time{}
+	return out
+}
+
+var _ executor.Profiler = (*Backend)(nil)
+
+// markEpoch sets the spans' time origin at the first launch issued after
+// StageSpans (Options.Spans).
+func (b *Backend) markEpoch() {
+	if !b.opt.Spans {
+		return
+	}
+	b.mu.Lock()
+	if b.epoch.IsZero() {
+		b.epoch = time.Now()
+	}
+	b.mu.Unlock()
+}
+
+// span records a launch that ran from t0 to t1 (Options.Spans).
+func (b *Backend) span(l *executor.LaunchDesc, t0, t1 time.Time) {
+	b.mu.Lock()
+	us := func(t time.Time) float64 { return float64(t.Sub(b.epoch).Nanoseconds()) / 1e3 }
+	b.spans = append(b.spans, executor.StageSpan{Stage: l.Stage, Name: l.Name, StartUS: max(0, us(t0)), EndUS: max(0, us(t1))})
+	b.mu.Unlock()
 }
 
 // New returns a simulator with options o.
@@ -314,6 +359,7 @@ func (b *Backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 	if l.UserKernel == nil && !contract.IsBuiltin(l.Kernel) {
 		return fmt.Errorf("sim: stage %s: unknown kernel %q", l.Name, l.Kernel)
 	}
+	b.markEpoch()
 	if l.Copy == planner.CopySync {
 		return b.syncCopy(s, l) // kinds.go
 	}

@@ -118,7 +118,13 @@ func (s *stream) loop() {
 		}
 		switch o.kind {
 		case opLaunch:
-			s.launch(o.desc, o.fn)
+			if s.b.opt.Spans {
+				t0 := time.Now()
+				s.launch(o.desc, o.fn)
+				s.b.span(o.desc, t0, time.Now())
+			} else {
+				s.launch(o.desc, o.fn)
+			}
 		case opRecord:
 			if s.b.detect {
 				o.slot.clock = append([]uint64(nil), s.clock...)

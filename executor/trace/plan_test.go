@@ -136,7 +136,7 @@ func TestIdealForkJoin(t *testing.T) {
 		{Name: "d", Stage: 3, Stream: 0, StartUS: 7, EndUS: 8},
 	})
 	tl := FromPlan(p, got)
-	checkFlows(t, tl.Flows, []Flow{{0, 1, 0}, {1, 3, 1}})
+	checkFlows(t, tl.Flows, []Flow{{0, 1, 0, 0, 0}, {1, 3, 1, 0, 0}})
 	if tl.Title != "test" || tl.Streams[1] != "s1" {
 		t.Errorf("title %q, streams %q", tl.Title, tl.Streams)
 	}
@@ -175,7 +175,7 @@ func TestIdealReRecordedEvent(t *testing.T) {
 		{Name: "c", Stage: 3, Stream: 0, StartUS: 5, EndUS: 11},
 		{Name: "d", Stage: 4, Stream: 2, StartUS: 11, EndUS: 12},
 	})
-	checkFlows(t, FromPlan(p, got).Flows, []Flow{{0, 1, 0}, {3, 4, 0}})
+	checkFlows(t, FromPlan(p, got).Flows, []Flow{{0, 1, 0, 0, 0}, {3, 4, 0, 0, 0}})
 }
 
 func TestIdealRecordCarriesWaits(t *testing.T) {
@@ -194,7 +194,7 @@ func TestIdealRecordCarriesWaits(t *testing.T) {
 		{Name: "c", Stage: 1, Stream: 2, StartUS: 4, EndUS: 5},
 		{Name: "d", Stage: 2, Stream: 2, StartUS: 5, EndUS: 6},
 	})
-	checkFlows(t, FromPlan(p, got).Flows, []Flow{{0, 2, 0}})
+	checkFlows(t, FromPlan(p, got).Flows, []Flow{{0, 2, 0, 0, 0}})
 }
 
 func TestFromPlanSeveralWaits(t *testing.T) {
@@ -210,7 +210,7 @@ func TestFromPlanSeveralWaits(t *testing.T) {
 	if got[2].StartUS != 2 {
 		t.Errorf("c starts at %g µs, want 2", got[2].StartUS)
 	}
-	checkFlows(t, FromPlan(p, got).Flows, []Flow{{1, 2, 1}, {0, 2, 0}})
+	checkFlows(t, FromPlan(p, got).Flows, []Flow{{1, 2, 1, 0, 0}, {0, 2, 0, 0, 0}})
 }
 
 func TestIdealRandomMatchesRecurrence(t *testing.T) {

@@ -25,7 +25,7 @@ const (
 	pngDPI         = 96
 	minPx          = 100  // smallest accepted width or height, px
 	defaultWidth   = 1600 // px, when widthPx is 0
-	overheadPx     = 110  // title, x axis and margins, px (used to size lanes)
+	overheadPx     = 150  // title (four lines), x axis and margins, px (used to size lanes)
 	laneMinPx      = 12   // lane height range when heightPx is 0, px
 	laneMaxPx      = 40
 	laneBudgetPx   = 600 // total lane height that few lanes share when heightPx is 0, px
@@ -47,14 +47,16 @@ const (
 // lanes are thinner than the font); lanes alternate a light background.
 // Each span is a bar in its stream's colour (ten colours, cycling), with
 // consecutive bars of a lane alternating two shades so back-to-back stages
-// stay apart, and the stage name inside when it fits (shortened with "…"
-// when only part fits, left out when the bar is too narrow or the lane too
-// thin). Bars shorter than a pixel are drawn one pixel wide. Each flow is a
+// stay apart, and the stage name inside when the whole name fits (left out
+// when the bar is too narrow or the lane too thin: a name cut short names
+// no stage). Bars shorter than a pixel are drawn one pixel wide. With several
+// iterations (Span.Iteration), bars of odd iterations are paler. Each flow is a
 // red arrow from the end of the producer's bar to the start of the
 // consumer's bar, fainter the more flows there are; beyond 100 flows the
 // lines go beneath the bars (so that names stay legible) and only the heads
 // are drawn on top. The title is t.Title with a summary line (streams, spans,
-// waits, makespan).
+// iterations, waits, makespan) and a key saying what bars, shades and
+// arrows mean.
 //
 // The file is written atomically: to a temporary file in path's directory,
 // renamed over path when complete (mode 0644). On any error nothing is left
@@ -140,7 +142,7 @@ func (t *Timeline) render(w, h int) (c *vgimg.Canvas, err error) {
 	if p.Title.Text == "" {
 		p.Title.Text = "dagrun timeline"
 	}
-	p.Title.Text += "\n" + t.summary()
+	p.Title.Text += "\n" + t.summary() + "\n" + t.key()
 	p.Title.Padding = pt(6)
 	p.X.Label.Text = "time (µs)"
 	p.X.Tick.Marker = usTicks{}
@@ -180,8 +182,22 @@ func (t *Timeline) render(w, h int) (c *vgimg.Canvas, err error) {
 
 // summary is the title's second line.
 func (t *Timeline) summary() string {
-	return fmt.Sprintf("%d streams · %d stages · %d waits · makespan %.1f µs",
-		len(t.Streams), len(t.Spans), len(t.Flows), Makespan(t.Spans))
+	its := ""
+	if n := t.Iterations(); n > 1 {
+		its = fmt.Sprintf(" · %d iterations", n)
+	}
+	return fmt.Sprintf("%d streams · %d stage runs%s · %d waits · makespan %.1f µs",
+		len(t.Streams), len(t.Spans), its, len(t.Flows), Makespan(t.Spans))
+}
+
+// key is the title's last two lines: what the marks mean.
+func (t *Timeline) key() string {
+	its := ""
+	if t.Iterations() > 1 {
+		its = ", paler in every other iteration"
+	}
+	return "key — bars: stage runs, coloured by stream (two shades: back-to-back stages" + its + "), named where the name fits\n" +
+		"red arrows: waits, from the end of the awaited stage to the start of the stage the wait holds back"
 }
 
 // usTicks puts about ten labelled ticks on the time axis, at multiples of
@@ -318,6 +334,9 @@ func (sp *spanPlotter) Plot(c draw.Canvas, plt *plot.Plot) {
 		if nth%2 == 1 {
 			b.fill = shade(b.fill, 0.72)
 		}
+		if s.Iteration%2 == 1 {
+			b.fill = tint(b.fill, 0.45)
+		}
 		nth++
 		boxes[i] = b
 		c.FillPolygon(b.fill, rect(b.x0, b.y0, b.x1, b.y1))
@@ -349,29 +368,13 @@ func (sp *spanPlotter) Plot(c draw.Canvas, plt *plot.Plot) {
 	heads()
 }
 
-// fitLabel returns name, or a prefix of it ending in "…" (at least three
-// runes), that fits in width; "" when nothing useful fits.
+// fitLabel returns name when it fits in width, else "": a name cut short
+// ("con…") names no stage.
 func fitLabel(sty text.Style, name string, width vg.Length) string {
-	if width <= 0 || name == "" {
+	if width <= 0 || name == "" || sty.Width(name) > width {
 		return ""
 	}
-	if sty.Width(name) <= width {
-		return name
-	}
-	r := []rune(name)
-	lo, hi := 3, len(r)-1 // longest prefix length that fits, by bisection
-	if lo > hi || sty.Width(string(r[:lo])+"…") > width {
-		return ""
-	}
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		if sty.Width(string(r[:mid])+"…") <= width {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return string(r[:lo]) + "…"
+	return name
 }
 
 // shorten cuts s to at most n runes, ending in "…" when cut.
@@ -386,6 +389,12 @@ func shorten(s string, n int) string {
 // shade darkens c by factor f (0 black, 1 unchanged).
 func shade(c color.NRGBA, f float64) color.NRGBA {
 	return color.NRGBA{R: uint8(float64(c.R) * f), G: uint8(float64(c.G) * f), B: uint8(float64(c.B) * f), A: c.A}
+}
+
+// tint mixes c with white by factor f (0 unchanged, 1 white).
+func tint(c color.NRGBA, f float64) color.NRGBA {
+	m := func(v uint8) uint8 { return uint8(float64(v) + (255-float64(v))*f) }
+	return color.NRGBA{R: m(c.R), G: m(c.G), B: m(c.B), A: c.A}
 }
 
 // textOn picks black or white text for a fill, by its luma (ITU-R BT.601).

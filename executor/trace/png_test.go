@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/text"
 )
 
 // -trace.pngdir DIR keeps the pictures that TestWritePNGExamples draws, for a
@@ -211,5 +215,19 @@ func TestUSTicks(t *testing.T) {
 		if strings.Join(got, ",") != c.want {
 			t.Errorf("ticks on [%g, %g] = %s, want %s", c.lo, c.hi, strings.Join(got, ","), c.want)
 		}
+	}
+}
+
+// A name is shown whole or not at all: a name cut short ("con…") names no
+// stage.
+func TestFitLabelWholeNamesOnly(t *testing.T) {
+	sty := text.Style{Font: font.From(plot.DefaultFont, 8), Handler: plot.New().TextHandler}
+	name := "conv2d_relu_17"
+	w := sty.Width(name)
+	if got := fitLabel(sty, name, w); got != name {
+		t.Errorf("fits exactly: %q", got)
+	}
+	if got := fitLabel(sty, name, w-1); got != "" {
+		t.Errorf("one point short: %q, want no label", got)
 	}
 }

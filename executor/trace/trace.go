@@ -27,6 +27,9 @@ type Span struct {
 	Stream  int // index into Timeline.Streams
 	StartUS float64
 	EndUS   float64
+	// Iteration is the iteration of the run the span belongs to (0 for
+	// a timeline of one iteration).
+	Iteration int
 }
 
 // DurationUS is EndUS − StartUS, in µs.
@@ -38,6 +41,9 @@ func (s Span) DurationUS() float64 { return s.EndUS - s.StartUS }
 type Flow struct {
 	FromStage, ToStage int
 	Event              int
+	// Iteration is ToStage's iteration; FromIteration is FromStage's,
+	// earlier by the wait's lag (0 for a wait in one iteration).
+	Iteration, FromIteration int
 }
 
 // FromPlan builds the timeline of plan p with the given spans (which it
@@ -81,6 +87,25 @@ func FromPlan(p *planner.Plan, spans []Span) *Timeline {
 	for i := range recordedAfter {
 		recordedAfter[i] = -1
 	}
+	pendingLag := make([][]int, len(p.Streams)) // their lags
+	// The producer of each event's last record, for waits with a lag
+	// (their record was issued in an earlier iteration).
+	producer := make([]int, p.Events)
+	for i := range producer {
+		producer[i] = -1
+	}
+	for _, str := range p.Streams {
+		last := -1
+		for _, o := range str.Ops {
+			switch {
+			case o.Kind == planner.OpLaunch && o.Stage >= 0 && o.Stage < len(p.Stages):
+				last = o.Stage
+			case o.Kind == planner.OpRecord && o.Event >= 0 && o.Event < p.Events && last >= 0:
+				producer[o.Event] = last
+			}
+		}
+	}
+	var flows []Flow // of one iteration; FromIteration holds −lag
 	for _, so := range p.IssueOrder {
 		op, ok := opAt(p, so)
 		if !ok {
@@ -93,22 +118,63 @@ func FromPlan(p *planner.Plan, spans []Span) *Timeline {
 				continue
 			}
 			for k, from := range pendingWait[s] {
-				t.Flows = append(t.Flows, Flow{FromStage: from, ToStage: op.Stage, Event: pendingEvt[s][k]})
+				flows = append(flows, Flow{FromStage: from, ToStage: op.Stage, Event: pendingEvt[s][k], FromIteration: -pendingLag[s][k]})
 			}
-			pendingWait[s], pendingEvt[s] = pendingWait[s][:0], pendingEvt[s][:0]
+			pendingWait[s], pendingEvt[s], pendingLag[s] = pendingWait[s][:0], pendingEvt[s][:0], pendingLag[s][:0]
 			lastLaunch[s] = op.Stage
 		case planner.OpRecord:
 			if op.Event >= 0 && op.Event < p.Events {
 				recordedAfter[op.Event] = lastLaunch[s]
 			}
 		case planner.OpWait:
-			if op.Event >= 0 && op.Event < p.Events && recordedAfter[op.Event] >= 0 {
-				pendingWait[s] = append(pendingWait[s], recordedAfter[op.Event])
+			if op.Event < 0 || op.Event >= p.Events {
+				continue
+			}
+			from := recordedAfter[op.Event]
+			if op.Lag > 0 {
+				from = producer[op.Event]
+			}
+			if from >= 0 {
+				pendingWait[s] = append(pendingWait[s], from)
 				pendingEvt[s] = append(pendingEvt[s], op.Event)
+				pendingLag[s] = append(pendingLag[s], op.Lag)
 			}
 		}
 	}
+	// Each iteration of the spans gets the plan's flows; a flow whose
+	// producer's iteration has no spans (before the first) is left out.
+	its := map[int]bool{}
+	for _, sp := range spans {
+		its[sp.Iteration] = true
+	}
+	if len(its) == 0 {
+		its[0] = true
+	}
+	order := make([]int, 0, len(its))
+	for it := range its {
+		order = append(order, it)
+	}
+	sort.Ints(order)
+	for _, it := range order {
+		for _, f := range flows {
+			f.Iteration, f.FromIteration = it, it+f.FromIteration
+			if f.FromIteration != it && !its[f.FromIteration] {
+				continue
+			}
+			t.Flows = append(t.Flows, f)
+		}
+	}
 	return t
+}
+
+// Iterations is the number of distinct iterations of t's spans (1 for a
+// timeline of one iteration, 0 without spans).
+func (t *Timeline) Iterations() int {
+	its := map[int]bool{}
+	for _, s := range t.Spans {
+		its[s.Iteration] = true
+	}
+	return len(its)
 }
 
 // Ideal returns plan p's ideal timeline, one span per launched stage,
@@ -169,26 +235,28 @@ func (t *Timeline) check() error {
 	return nil
 }
 
-// spanOfStage maps a stage index to the index of its first span in t.Spans;
-// flows attach to that span.
-func (t *Timeline) spanOfStage() map[int]int {
-	m := make(map[int]int, len(t.Spans))
+// spanOfStage maps a (stage index, iteration) to the index of its first
+// span in t.Spans; flows attach to that span.
+func (t *Timeline) spanOfStage() map[[2]int]int {
+	m := make(map[[2]int]int, len(t.Spans))
 	for i, s := range t.Spans {
-		if _, ok := m[s.Stage]; !ok {
-			m[s.Stage] = i
+		k := [2]int{s.Stage, s.Iteration}
+		if _, ok := m[k]; !ok {
+			m[k] = i
 		}
 	}
 	return m
 }
 
-// drawnFlows returns the flows whose two stages both have a span, as pairs of
-// span indices (producer, consumer), with the flow's index in t.Flows.
+// drawnFlows returns the flows whose two stages both have a span in the
+// flow's iterations, as pairs of span indices (producer, consumer), with
+// the flow's index in t.Flows.
 func (t *Timeline) drawnFlows() []drawnFlow {
 	at := t.spanOfStage()
 	var out []drawnFlow
 	for i, f := range t.Flows {
-		from, ok1 := at[f.FromStage]
-		to, ok2 := at[f.ToStage]
+		from, ok1 := at[[2]int{f.FromStage, f.FromIteration}]
+		to, ok2 := at[[2]int{f.ToStage, f.Iteration}]
 		if ok1 && ok2 {
 			out = append(out, drawnFlow{flow: i, from: from, to: to})
 		}
