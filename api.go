@@ -108,11 +108,26 @@ func Load(path string) (*Spec, error) { return dag.LoadFile(path) }
 // Dir (where relative PTX and init-file paths resolve) is made absolute, so
 // that a plan file written from it runs from any directory.
 //
+// A spec built in Go (File == "") is first checked as Load checks a spec
+// file (dag.Validate): every mistake is reported at once as a
+// dag.ErrorList whose entries name the stage or buffer and field by path
+// ("stages[1].reads: stage b: reads unknown buffer \"nope\""), and the
+// defaults of the format apply (an Access without Bytes is the whole
+// buffer, or the rest of it from Offset; a buffer with DType and Shape
+// has their size). A spec from Load was checked when it was loaded.
+//
 // A race is returned as *planner.RaceError together with the plan, so that
-// a caller can still print or inspect it; other errors (bad options,
-// cycles, an unmeetable memory_budget: *planner.BudgetError) come with a
-// nil plan.
+// a caller can still print or inspect it; other errors (spec mistakes, bad
+// options, cycles, an unmeetable memory_budget: *planner.BudgetError) come
+// with a nil plan.
 func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
+	if spec.File == "" {
+		checked, err := dag.Validate(spec)
+		if err != nil {
+			return nil, err
+		}
+		spec = checked
+	}
 	p, err := planner.Build(spec, o)
 	if err != nil {
 		return nil, err
@@ -121,7 +136,11 @@ func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
 		p.Dir = abs
 	}
 	if err := planner.Verify(p); err != nil {
-		return p, err
+		var race *planner.RaceError
+		if errors.As(err, &race) {
+			return p, err
+		}
+		return nil, err
 	}
 	return p, nil
 }

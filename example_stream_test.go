@@ -32,7 +32,7 @@ func Example_goStage() {
 		},
 		Stages: []dag.StageSpec{
 			{Name: "upload", Kernel: dag.BuiltinCopy, Reads: all("in_h"), Writes: all("in")},
-			{Name: "negate", Kernel: "negate", Reads: all("in"), Writes: all("out")},
+			{Name: "negate", Kernel: "negate", Go: true, Reads: all("in"), Writes: all("out")},
 			{Name: "download", Kernel: dag.BuiltinCopy, Reads: all("out"), Writes: all("out_h")},
 		}}
 	plan, err := dagrun.Plan(spec, dagrun.PlanOptions{})

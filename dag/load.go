@@ -151,7 +151,8 @@ var (
 	initFields    = []string{InitFill, InitFile, InitRandom}
 	paramFields   = []string{"name", "type"}
 	waitFields    = []string{"stage", "event", "lag"}
-	accessFields  = []string{"buffer", "offset", "bytes"}
+	accessFields   = []string{"buffer", "offset", "bytes"}
+	goKernelFields = []string{"go"}
 	strategies    = []string{"default", "single", "round-robin", "naive"}
 	paramTypes    = []string{"ptr", "u32", "i32", "u64", "i64", "f32", "f64"}
 	wheres        = []string{WhereDevice, WhereHostPinned}

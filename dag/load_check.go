@@ -180,7 +180,7 @@ func (c *checker) checkStage(i int) {
 	if resolved {
 		c.checkWriteOverlap(st, what)
 	}
-	if st.Kernel != "" {
+	if st.Kernel != "" && !st.Go {
 		switch k, user := c.kerns[st.Kernel]; {
 		case IsBuiltin(st.Kernel):
 			b := contract.Lookup(st.Kernel)
@@ -198,7 +198,7 @@ func (c *checker) checkStage(i int) {
 				}
 				return names
 			}
-			hint := "use a built-in (" + strings.Join(Builtins, ", ") + ") or declare it under kernels:"
+			hint := "use a built-in (" + strings.Join(Builtins, ", ") + "), declare it under kernels:, or name a Go function bound at run time: {go: name}"
 			if s := c.suggest(st.Kernel, names); s != "" {
 				hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
 			}

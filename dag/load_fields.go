@@ -50,7 +50,7 @@ type FormatField struct {
 
 // Format returns the mappings of the spec format as the loader's tables
 // declare them (the same tables Load decodes with), in a fixed order:
-// spec, options, buffer, init, kernel, param, stage, access, wait.
+// spec, options, buffer, init, kernel, param, stage, go-kernel, access, wait.
 func Format() []FormatMapping {
 	return []FormatMapping{
 		{Name: "spec", Fields: schemaOf(specTable)},
@@ -67,6 +67,9 @@ func Format() []FormatMapping {
 			{Key: "type", Required: true, Type: "enum", Enum: paramTypes},
 		}},
 		{Name: "stage", Fields: schemaOf(stageTable)},
+		{Name: "go-kernel", Fields: []FormatField{
+			{Key: "go", Required: true, Type: "name", Doc: "the Go function's name in RunOptions.Funcs"},
+		}},
 		{Name: "access", Fields: []FormatField{
 			{Key: "buffer", Required: true, Type: "name", Doc: "the buffer"},
 			{Key: "offset", Type: "integer", Min: 0, HasMin: true, Doc: "first byte"},
@@ -337,7 +340,11 @@ var (
 			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) { d.src.bytesN = v },
 			write: func(b *BufferSpec, _ *writing) (string, error) {
 				if b.DType != "" {
-					return "", nil // dtype and shape determine it
+					// dtype and shape determine it; a size that disagrees
+					// with them is written, for Load to report.
+					if total, ok := mulChecked(dtypeSizes[b.DType], b.Shape); b.Bytes == 0 || ok && total == b.Bytes {
+						return "", nil
+					}
 				}
 				return strconv.FormatInt(b.Bytes, 10), nil
 			},
@@ -729,15 +736,34 @@ var (
 			},
 			write:  func(st *StageSpec, _ *writing) (string, error) { return str(st.Name), nil },
 			schema: FormatField{Type: "name"}},
-		{key: "kernel", need: "name a built-in (" + strings.Join(Builtins, ", ") + ") or a kernel from kernels:",
+		{key: "kernel", need: "name a built-in (" + strings.Join(Builtins, ", ") + "), a kernel from kernels:, or a Go function: {go: name}",
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
 				d.src.kernel = atOf(v)
+				if v.Kind == yaml.MappingNode {
+					// {go: name}: a Go function bound at run time.
+					f, ok := d.mapping(v, d.what+": kernel", goKernelFields)
+					if !ok {
+						return
+					}
+					if g := d.require(f, "go", "name the Go function: kernel: {go: my_func}"); g != nil {
+						d.src.kernel = atOf(g)
+						if s, ok := d.name(g, d.what+": kernel: go"); ok {
+							d.x.Kernel, d.x.Go = s, true
+						}
+					}
+					return
+				}
 				if s, ok := d.name(v, d.what+": kernel"); ok {
 					d.x.Kernel = s
 				}
 			},
-			write:  func(st *StageSpec, _ *writing) (string, error) { return str(st.Kernel), nil },
-			schema: FormatField{Type: "name", Doc: "a built-in or a kernel from kernels:"}},
+			write: func(st *StageSpec, _ *writing) (string, error) {
+				if st.Go {
+					return "{go: " + str(st.Kernel) + "}", nil
+				}
+				return str(st.Kernel), nil
+			},
+			schema: FormatField{Type: "name|mapping", Items: "go-kernel", Doc: "a built-in, a kernel from kernels:, or {go: name}: a Go function bound at run time"}},
 		{key: "args", null: true,
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) { d.x.Args = d.decodeArgs(v, d.what, d.src) },
 			write: func(st *StageSpec, _ *writing) (string, error) {

@@ -60,6 +60,10 @@ func writeSpec(w *bufio.Writer, s *Spec) error {
 				}
 			}
 		case "stages":
+			if len(s.Stages) == 0 {
+				w.WriteString("stages: []\n")
+				continue
+			}
 			w.WriteString("stages:\n")
 			for i := range s.Stages {
 				first := true

@@ -136,7 +136,11 @@ type Launch struct {
 // with the buffers it reads and writes.
 type StageSpec struct {
 	Name   string
-	Kernel string         // a built-in (contract.Builtins) or a KernelSpec name
+	Kernel string // a built-in (contract.Builtins), a KernelSpec name, or (Go) a Go function's name
+	// Go marks Kernel as the name of a Go function, bound when the plan
+	// runs (executor.Options.Funcs; written `kernel: {go: name}`), rather
+	// than a built-in or a kernel of Spec.Kernels.
+	Go     bool
 	Args   map[string]any // kernel arguments by name: numbers, or buffer names for ptr params
 	Launch Launch
 	Reads  []Access

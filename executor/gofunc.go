@@ -53,6 +53,11 @@ type FuncLauncher interface {
 	LaunchFunc(s Stream, l *LaunchDesc, f StageFunc) error
 }
 
+// ErrUnboundFunc is returned (wrapped) when a stage runs a Go function
+// (planner.Stage.Go, `kernel: {go: name}` in a spec) that Options.Funcs
+// does not bind.
+var ErrUnboundFunc = errors.New("Go function not bound")
+
 // ErrNoFuncs is returned (wrapped) when a plan has Go-function stages and
 // the backend cannot run them.
 var ErrNoFuncs = errors.New("backend cannot run Go-function stages")

@@ -248,6 +248,9 @@ func (x *program) resolveStages(funcs map[string]StageFunc) error {
 			x.funcs[i] = f
 			continue
 		}
+		if st.Go {
+			return fmt.Errorf("executor: stage %s runs the Go function %q, which Options.Funcs does not bind: pass Funcs[%q] (RunOptions.Funcs): %w", st.Name, st.Kernel, st.Kernel, ErrUnboundFunc)
+		}
 		if !contract.IsBuiltin(st.Kernel) {
 			k, ok := kernels[st.Kernel]
 			if !ok {

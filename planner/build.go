@@ -401,7 +401,7 @@ func (st *state) newPlan() *Plan {
 		return flat[start:len(flat):len(flat)]
 	}
 	for i, sg := range s.Stages {
-		p.Stages[i] = Stage{Name: sg.Name, DurationUS: sg.DurationUS, Kernel: sg.Kernel, Args: sg.Args,
+		p.Stages[i] = Stage{Name: sg.Name, DurationUS: sg.DurationUS, Kernel: sg.Kernel, Go: sg.Go, Args: sg.Args,
 			Grid: sg.Launch.Grid, Block: sg.Launch.Block, Reads: conv(sg.Reads), Writes: conv(sg.Writes), Pinned: sg.Stream}
 		if sg.Pos.Line > 0 {
 			p.Stages[i].Source = sg.Pos.String()

@@ -53,15 +53,18 @@ type Plan struct {
 
 // Stage is one launch in the plan.
 type Stage struct {
-	Name       string         `json:"name"`
-	Stream     int            `json:"stream"`
-	DurationUS float64        `json:"duration_us"`
-	Kernel     string         `json:"kernel"`
-	Args       map[string]any `json:"args,omitempty"`
-	Grid       [3]int         `json:"grid,omitempty"`
-	Block      [3]int         `json:"block,omitempty"`
-	Reads      []Access       `json:"reads"`
-	Writes     []Access       `json:"writes"`
+	Name       string  `json:"name"`
+	Stream     int     `json:"stream"`
+	DurationUS float64 `json:"duration_us"`
+	Kernel     string  `json:"kernel"`
+	// Go marks Kernel as a Go function's name, bound when the plan runs
+	// (executor.Options.Funcs).
+	Go     bool           `json:"go,omitempty"`
+	Args   map[string]any `json:"args,omitempty"`
+	Grid   [3]int         `json:"grid,omitempty"`
+	Block  [3]int         `json:"block,omitempty"`
+	Reads  []Access       `json:"reads"`
+	Writes []Access       `json:"writes"`
 	// Pinned is the stream name the spec pinned this stage to ("" if free).
 	Pinned string `json:"pinned,omitempty"`
 	// Source is the stage's position in its spec (file:line:col), for
