@@ -148,20 +148,20 @@ func (l *loader) errAt(p Pos, hint, format string, args ...any) {
 
 // Value sets of the format (the enums of Format).
 var (
-	initFields    = []string{InitFill, InitFile, InitRandom}
-	paramFields   = []string{"name", "type"}
-	waitFields    = []string{"stage", "event", "lag"}
+	initFields     = []string{InitFill, InitFile, InitRandom}
+	paramFields    = []string{"name", "type"}
+	waitFields     = []string{"stage", "event", "lag"}
 	accessFields   = []string{"buffer", "offset", "bytes"}
 	goKernelFields = []string{"go"}
-	strategies    = []string{"default", "single", "round-robin", "naive"}
-	paramTypes    = []string{"ptr", "u32", "i32", "u64", "i64", "f32", "f64"}
-	wheres        = []string{WhereDevice, WhereHostPinned}
-	roles         = []string{RoleInput, RoleOutput, RoleTemp}
-	syncModes     = []string{SyncAuto, SyncManual}
-	arenaModes    = []string{ArenaPlanned, ArenaOff, ArenaStreamOrder}
-	dtypeSizes    = map[string]int64{"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "u32": 4, "i8": 1, "u8": 1, "f64": 8, "i64": 8}
-	dtypeNames    = []string{"f32", "f16", "bf16", "i32", "u32", "i8", "u8", "f64", "i64"}
-	yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+	strategies     = []string{"default", "single", "round-robin", "naive"}
+	paramTypes     = []string{"ptr", "u32", "i32", "u64", "i64", "f32", "f64"}
+	wheres         = []string{WhereDevice, WhereHostPinned}
+	roles          = []string{RoleInput, RoleOutput, RoleTemp}
+	syncModes      = []string{SyncAuto, SyncManual}
+	arenaModes     = []string{ArenaPlanned, ArenaOff, ArenaStreamOrder}
+	dtypeSizes     = map[string]int64{"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "u32": 4, "i8": 1, "u8": 1, "f64": 8, "i64": 8}
+	dtypeNames     = []string{"f32", "f16", "bf16", "i32", "u32", "i8", "u8", "f64", "i64"}
+	yamlLineError  = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 )
 
 // load parses data and runs both phases.

@@ -62,7 +62,6 @@ func Validate(s *Spec) (*Spec, error) {
 // goSpecFile names the text Validate loads; it never reaches the caller.
 const goSpecFile = "\x00go-spec"
 
-
 // goErrors replaces the positions in errs (in text, as WriteYAML wrote
 // it) with paths in the spec: each line of text is one field of the
 // header, one buffer or kernel (a flow mapping), or one field of a stage.
