@@ -178,17 +178,41 @@ func memoryRow(m *dagrun.MemoryBench) []string {
 	return append(row, fmt.Sprintf("%d, %v", m.Sim.DetectorRaces, m.Sim.SameOutputs))
 }
 
+// curvesToDraw splits curves into those with budget steps (a line each, a
+// legend entry each) and the names of those with none (one point at
+// (100, 0) that every curve starts from: no line to see).
+func curvesToDraw(curves []memCurve) (drawn []memCurve, none []string) {
+	for _, c := range curves {
+		if len(c.m.BudgetSteps) == 0 {
+			none = append(none, c.name)
+		} else {
+			drawn = append(drawn, c)
+		}
+	}
+	return drawn, none
+}
+
 // plotCurves draws each spec's budget steps: arena against ideal makespan,
-// both relative to the spec's default plan (the point (100, 0)).
+// both relative to the spec's default plan (the point (100, 0)). Specs
+// that needed no step (their default plan is at the one-stream arena
+// already) have no curve: the subtitle names them, so that every legend
+// entry has a line to see.
 func plotCurves(curves []memCurve, path string) error {
 	p := plot.New()
 	p.Title.Text = "memory_budget: arena vs ideal makespan, step by step toward the one-stream arena"
+	drawn, none := curvesToDraw(curves)
+	if len(none) > 0 {
+		p.Title.Text += "\nno step needed, the default plan is at the one-stream arena already:"
+		for k := 0; k < len(none); k += 5 {
+			p.Title.Text += "\n" + strings.Join(none[k:min(k+5, len(none))], ", ")
+		}
+	}
 	p.X.Label.Text = "arena, % of the default plan's"
 	p.Y.Label.Text = "ideal makespan, % above the default plan's"
-	p.Legend.Top = true
+	p.Legend.Left = true // bottom left: the curves run from the bottom right up to the top left
+	p.Legend.XOffs, p.Legend.YOffs = vg.Points(8), vg.Points(24)
 	p.Add(plotter.NewGrid())
-	i := 0
-	for _, c := range curves {
+	for i, c := range drawn {
 		pts := plotter.XYs{{X: 100, Y: 0}}
 		for _, st := range c.m.BudgetSteps {
 			pts = append(pts, plotter.XY{X: 100 * float64(st.ArenaBytes) / float64(c.m.ArenaBytes), Y: 100 * (st.MakespanUS/c.m.MakespanUS - 1)})
@@ -200,11 +224,15 @@ func plotCurves(curves []memCurve, path string) error {
 		l.Color = plotutil.Color(i)
 		s.Color = plotutil.Color(i)
 		s.Shape = plotutil.Shape(i)
-		l.Width = vg.Points(1.2)
+		s.Radius = vg.Points(3.5 + 1.5*float64(i%3)) // curves that share points stay apart
+		l.Width = vg.Points(1.5)
+		if i > 0 { // dashed, so that a curve drawn over another's still shows it
+			l.Dashes = []vg.Length{vg.Points(float64(4 + 3*i)), vg.Points(4)}
+		}
 		p.Add(l, s)
-		label := fmt.Sprintf("%s (%d steps)", c.name, len(c.m.BudgetSteps))
+		end := pts[len(pts)-1]
+		label := fmt.Sprintf("%s: %d step(s), arena %.0f%%, makespan +%.1f%%", c.name, len(c.m.BudgetSteps), end.X, end.Y)
 		p.Legend.Add(label, l, s)
-		i++
 	}
 	p.X.Max = 102
 	p.Y.Min = -0.2

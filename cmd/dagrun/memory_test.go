@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dagrun/dagrun"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -92,5 +95,36 @@ func TestBenchMemory(t *testing.T) {
 	}
 	if st, err := os.Stat(png); err != nil || st.Size() < 1000 {
 		t.Errorf("plot: %v", err)
+	}
+}
+
+// The budget plot draws a line, with a legend entry, only for specs whose
+// budget loop took steps; the others (a single point under every curve's
+// start) are named in the title instead of an entry with nothing to see.
+func TestBudgetPlotEveryEntryVisible(t *testing.T) {
+	var curves []memCurve
+	for _, f := range []string{"seed/three-stage.yaml", "models/resnet50.yaml"} {
+		s, err := dagrun.Load(specPath(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := dagrun.BenchMemory(context.Background(), s, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		curves = append(curves, memCurve{name: f, m: m})
+	}
+	drawn, none := curvesToDraw(curves)
+	for _, c := range drawn {
+		if len(c.m.BudgetSteps) == 0 {
+			t.Errorf("%s drawn with no step", c.name)
+		}
+	}
+	if len(drawn)+len(none) != len(curves) || len(drawn) == 0 {
+		t.Fatalf("drawn %d, named %v, of %d", len(drawn), none, len(curves))
+	}
+	path := filepath.Join(t.TempDir(), "b.png")
+	if err := plotCurves(curves, path); err != nil {
+		t.Fatal(err)
 	}
 }
