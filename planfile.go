@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/internal/safefile"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -43,10 +43,15 @@ func WritePlanJSON(w io.Writer, p *StreamPlan) error {
 // events, cross waits) and its one-stream and ideal times are recomputed
 // from the plan itself (planner.Recount), never taken from the file.
 func ReadPlan(path string) (*StreamPlan, error) {
-	b, err := readRegular(path, planner.MaxPlanFileBytes, "plan file")
+	b, err := safefile.ReadFile(path, planner.MaxPlanFileBytes, "plan file")
 	if err != nil {
 		return nil, err
 	}
+	return decodePlan(path, b)
+}
+
+// decodePlan is ReadPlan of the file path whose bytes are b.
+func decodePlan(path string, b []byte) (*StreamPlan, error) {
 	const how = "(write one with `dagrun plan --json SPEC > FILE`)"
 	var p planner.Plan
 	if err := p.UnmarshalJSON(b); err != nil {
@@ -93,36 +98,6 @@ func ReadPlan(path string) (*StreamPlan, error) {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return &p, nil
-}
-
-// readRegular reads the regular file path of at most limit bytes, checking
-// both before reading: a fifo, a device or a symbolic link to one (say
-// /dev/zero) is refused rather than read forever. what names the file in
-// errors.
-func readRegular(path string, limit int64, what string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s): a %s must be a file", path, st.Mode().Type(), what)
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s: %d bytes, more than a %s may have (%d)", path, st.Size(), what, limit)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: more than %d bytes, more than a %s may have", path, limit, what)
-	}
-	return b, nil
 }
 
 // placed is path:line:col of the value at JSON path at in the plan file b

@@ -7,10 +7,10 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 
 	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/internal/safefile"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -91,17 +91,13 @@ func initInto(dir string, b planner.Buffer, out []byte) error {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(dir, path)
 		}
-		f, err := os.Open(path)
+		f, size, err := safefile.Open(path, -1, "init file")
 		if err != nil {
 			return fmt.Errorf("buffer %s: init file: %w", b.Name, err)
 		}
 		defer f.Close()
-		st, err := f.Stat()
-		if err != nil {
-			return fmt.Errorf("buffer %s: init file: %w", b.Name, err)
-		}
-		if st.Size() != b.Bytes {
-			return fmt.Errorf("buffer %s: init file %s has %d bytes, the buffer has %d: resize the file or the buffer", b.Name, path, st.Size(), b.Bytes)
+		if size != b.Bytes {
+			return fmt.Errorf("buffer %s: init file %s has %d bytes, the buffer has %d: resize the file or the buffer", b.Name, path, size, b.Bytes)
 		}
 		if _, err := io.ReadFull(f, out); err != nil {
 			return fmt.Errorf("buffer %s: init file %s: %w", b.Name, path, err)

@@ -4,6 +4,7 @@
 package frames
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"image"
@@ -11,10 +12,13 @@ import (
 	_ "image/gif"  // GIF frames
 	_ "image/jpeg" // JPEG frames
 	_ "image/png"  // PNG frames
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/dagrun/dagrun/internal/safefile"
 )
 
 // Frame file name extensions ReadFrames reads (lower case).
@@ -35,7 +39,11 @@ var (
 //     ones padded), colour models converted by image/draw, alpha 255 — the
 //     frames of specs/video's LoadFrames.
 //
-// It returns an error naming the file that is the wrong size or does not
+// Only regular files are read (a fifo, a device or a link to one is an
+// error), each checked before it is read: a raw frame's size, an image's
+// file size (MaxFileBytes) and the dimensions its header declares
+// (MaxPixels); all frames together take at most MaxBytes. It returns an
+// error naming the file that is the wrong size, too large or does not
 // decode, an error for images when shape is not [H, W, 4], and an error
 // when dir holds no frame.
 func ReadFrames(dir string, n int64, shape []int64) ([][]byte, error) {
@@ -44,36 +52,87 @@ func ReadFrames(dir string, n int64, shape []int64) ([][]byte, error) {
 		return nil, fmt.Errorf("executor: frames: %w", err)
 	}
 	var frames [][]byte
+	var total int64
 	for _, e := range ents {
 		ext := strings.ToLower(filepath.Ext(e.Name()))
 		if e.IsDir() || (!slices.Contains(imageExts, ext) && !slices.Contains(rawExts, ext)) {
 			continue
 		}
+		if total += n; total > MaxBytes {
+			return nil, fmt.Errorf("executor: frames: the frames in %s take more than %d bytes (%d GiB) of %d bytes each: stream fewer frames", dir, int64(MaxBytes), MaxBytes>>30, n)
+		}
 		path := filepath.Join(dir, e.Name())
-		data, err := os.ReadFile(path)
+		var frame []byte
+		if slices.Contains(rawExts, ext) {
+			frame, err = readRaw(path, n)
+		} else {
+			frame, err = readImage(path, n, shape)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("executor: frames: %w", err)
 		}
-		if slices.Contains(rawExts, ext) {
-			if int64(len(data)) != n {
-				return nil, fmt.Errorf("executor: frames: %s has %d bytes, the buffer %d", path, len(data), n)
-			}
-			frames = append(frames, data)
-			continue
-		}
-		if len(shape) != 3 || shape[2] != 4 || 4*shape[0]*shape[1] != n {
-			return nil, fmt.Errorf("executor: frames: %s is an image; the buffer needs shape [H, W, 4] (RGBA8) to take images, it has shape %v and %d bytes", path, shape, n)
-		}
-		img, _, err := image.Decode(strings.NewReader(string(data)))
-		if err != nil {
-			return nil, fmt.Errorf("executor: frames: %s: %w", path, err)
-		}
-		frames = append(frames, RGBAFrame(img, int(shape[1]), int(shape[0])))
+		frames = append(frames, frame)
 	}
 	if len(frames) == 0 {
 		return nil, errors.New("executor: frames: no .png, .jpg, .jpeg, .gif, .raw, .bin or .rgba file in " + dir)
 	}
 	return frames, nil
+}
+
+// Limits of frame inputs.
+const (
+	// MaxPixels bounds an image's width × height as its header declares
+	// it, checked before the image is decoded (2^25 pixels, 128 MiB as
+	// RGBA8): a 68-byte PNG may declare 100000×100000.
+	MaxPixels = 1 << 25
+	// MaxFileBytes bounds an image file's size (256 MiB).
+	MaxFileBytes = 1 << 28
+	// MaxBytes bounds all frames of one input together (4 GiB): they are
+	// held in memory for the run.
+	MaxBytes = 1 << 32
+)
+
+// readRaw reads the raw frame path, exactly n bytes, checked before it is
+// read; only a regular file is read.
+func readRaw(path string, n int64) ([]byte, error) {
+	f, size, err := safefile.Open(path, -1, "frame")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if size != n {
+		return nil, fmt.Errorf("%s has %d bytes, the buffer %d", path, size, n)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return data, nil
+}
+
+// readImage decodes the image path onto the buffer's H×W RGBA8 canvas,
+// after checking the file (regular, at most MaxFileBytes) and the
+// dimensions its header declares (at most MaxPixels).
+func readImage(path string, n int64, shape []int64) ([]byte, error) {
+	if len(shape) != 3 || shape[2] != 4 || shape[0] <= 0 || shape[1] <= 0 || shape[0] > n || shape[1] > n || 4*shape[0]*shape[1] != n {
+		return nil, fmt.Errorf("%s is an image; the buffer needs shape [H, W, 4] (RGBA8) to take images, it has shape %v and %d bytes", path, shape, n)
+	}
+	data, err := safefile.ReadFile(path, MaxFileBytes, "frame")
+	if err != nil {
+		return nil, err
+	}
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > MaxPixels {
+		return nil, fmt.Errorf("%s: a %d×%d image: want 1 to %d pixels (frames.MaxPixels)", path, cfg.Width, cfg.Height, MaxPixels)
+	}
+	img, _, err := image.Decode(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return RGBAFrame(img, int(shape[1]), int(shape[0])), nil
 }
 
 // RGBAFrame draws img centred on a w×h canvas of opaque black and returns

@@ -23,9 +23,12 @@ const (
 	// an event's slots and the in-flight bound (2^20, as the spec loader
 	// bounds lags).
 	MaxLag = maxLag
-	// MaxEventSlots bounds the physical events of a plan: the sum of its
-	// events' slots (2^22).
-	MaxEventSlots = 1 << 22
+	// MaxExtraSlots bounds the physical events of a plan beyond one per
+	// event: the sum over events of their slots − 1 (2^16), and likewise
+	// the ring copies beyond one per buffer: the sum of copies − 1. A
+	// small file must not make the executor create millions of events or
+	// allocations.
+	MaxExtraSlots = 1 << 16
 	// MaxStreamSetStreams bounds the physical streams of a plan with more
 	// than one stream set: its device streams times its stream sets (2^16;
 	// a GPU runs at most a few hundred streams at once).
@@ -71,7 +74,7 @@ func planErr(path, format string, a ...any) error {
 //   - buffers: names unique and non-empty; 1 to MaxBufferBytes bytes, the
 //     sum over buffers of bytes × copies at most MaxBufferBytes; where,
 //     role and init kind from the vocabulary (where "" is device); copies 0
-//     to MaxLag; arena offsets only on device temps of one copy, aligned to
+//     to MaxLag, at most MaxExtraSlots beyond one each in all; arena offsets only on device temps of one copy, aligned to
 //     ArenaAlign, inside Stats.ArenaBytes when it is set (≤ MaxBufferBytes);
 //   - stages: names unique and non-empty, a kernel, duration_us finite, 0
 //     to contract.MaxSpinUS µs, grid and block within CUDA's bounds, every
@@ -86,7 +89,7 @@ func planErr(path, format string, a ...any) error {
 //     a stream and an event of the plan; First naming a stage;
 //   - iteration: stream sets 1 to MaxLag, at most MaxStreamSetStreams
 //     physical streams beyond the first set; one slot count 1 to MaxLag+1
-//     per event, at most MaxEventSlots in all; in_flight and cross_waits 0
+//     per event, at most MaxExtraSlots beyond one each in all; in_flight and cross_waits 0
 //     to MaxLag; lags 0 to MaxLag, only on waits of a plan with iteration
 //     info.
 //
@@ -155,6 +158,7 @@ func (p *Plan) validateShape() error {
 func (p *Plan) validateBuffers() error {
 	seen := make(map[string]bool, len(p.Buffers))
 	var total int64 // Σ bytes × copies, ≤ MaxBufferBytes at every step
+	extra := 0      // Σ copies − 1
 	for i, b := range p.Buffers {
 		at := func(field string) string { return fmt.Sprintf("buffers[%d].%s", i, field) }
 		switch {
@@ -180,6 +184,9 @@ func (p *Plan) validateBuffers() error {
 			return planErr(at("copies"), "buffer %s has copies %d, want 0 or 1 (one copy) to %d", b.Name, b.Copies, maxLag)
 		}
 		seen[b.Name] = true
+		if extra += max(b.Copies, 1) - 1; extra > MaxExtraSlots {
+			return planErr(at("copies"), "buffers 0 to %d have %d ring copies beyond one each, more than %d", i, extra, MaxExtraSlots)
+		}
 		k := int64(max(b.Copies, 1))
 		if b.Bytes > (MaxBufferBytes-total)/k {
 			return planErr(at("bytes"), "buffer %s: the plan's buffers need more than %d bytes (1 TiB) in all, copies included", b.Name, int64(MaxBufferBytes))
@@ -411,13 +418,13 @@ func (p *Plan) validateIteration() error {
 	if len(it.Slots) != p.Events {
 		return planErr("iteration.slots", "%d entries, plan has %d events", len(it.Slots), p.Events)
 	}
-	total := 0
+	extra := 0
 	for e, n := range it.Slots {
 		if n < 1 || n > maxLag+1 {
 			return planErr(fmt.Sprintf("iteration.slots[%d]", e), "%d, want 1 to %d", n, maxLag+1)
 		}
-		if total += n; total > MaxEventSlots {
-			return planErr(fmt.Sprintf("iteration.slots[%d]", e), "the slots of events 0 to %d sum to %d, more than %d physical events", e, total, MaxEventSlots)
+		if extra += n - 1; extra > MaxExtraSlots {
+			return planErr(fmt.Sprintf("iteration.slots[%d]", e), "events 0 to %d have %d slots beyond one each, more than %d", e, extra, MaxExtraSlots)
 		}
 	}
 	return nil
