@@ -78,6 +78,8 @@ type backend struct {
 // worker is the state that lives on the locked OS thread.
 type worker struct {
 	b        *backend
+	// nvtxNames are the stages' names as C strings, for NVTX ranges (nvtx.go).
+	nvtxNames map[string]unsafe.Pointer
 	dev      cu.Device
 	ctx      cu.CUContext
 	asyncErr error

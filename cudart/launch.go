@@ -527,10 +527,27 @@ func (k *kernelLaunch) step(s *stream, what string) func(*worker) error {
 // queueStage queues the driver calls of one stage (steps, run in order on
 // the worker) as one op. With Options.Profile they are bracketed by timed
 // events: plain records in stream mode, event-record nodes in a capture.
+// In both profile modes (Profile, KernelTimestamps) they run inside an
+// NVTX range named after the stage (nvtx.go).
 func (b *backend) queueStage(s *stream, l *executor.LaunchDesc, what string, steps ...func(*worker) error) error {
 	if b.opts.Profile {
 		stage, name := l.Stage, l.Name
-		return b.queue(what, func(w *worker) error { return w.timedStage(s, stage, name, what, steps) })
+		return b.queue(what, func(w *worker) error {
+			return w.nvtxRange(name, func() error { return w.timedStage(s, stage, name, what, steps) })
+		})
+	}
+	if b.opts.KernelTimestamps { // the other profile mode: a named NVTX range per stage too (nvtx.go)
+		name := l.Name
+		return b.queue(what, func(w *worker) error {
+			return w.nvtxRange(name, func() error {
+				for _, f := range steps {
+					if err := f(w); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
 	}
 	if len(steps) == 1 {
 		return b.queue(what, steps[0])

@@ -5,9 +5,9 @@
 # compile and libcuda.so to link. It compiles against CUDA 11.8 / 12.x
 # headers but NOT against CUDA 13's (there cuCtxCreate is a macro for
 # cuCtxCreate_v4, which takes a parameter struct). So this script fetches the
-# CUDA 11.8 cuda.h and the driver stub libcuda.so (soname libcuda.so.1) from
-# Debian's non-free package nvidia-cuda-dev, extracting only those two files
-# into .cache/cuda/ (ignored; NVIDIA files are never committed). Binaries
+# CUDA 11.8 cuda.h, the header-only NVTX3 (nvtx3/) and the driver stub
+# libcuda.so (soname libcuda.so.1) from Debian's non-free package
+# nvidia-cuda-dev, extracting only those files into .cache/cuda/ (ignored; NVIDIA files are never committed). Binaries
 # built this way run on newer drivers (seen: 580 on the H200), which keep the
 # old entry points; the stub's soname makes them load the real driver there.
 #
@@ -70,7 +70,7 @@ fromEnv() {
 }
 
 fetch() {
-  if [[ -f "$cache/include/cuda.h" && -f "$cache/lib/libcuda.so" ]]; then
+  if [[ -f "$cache/include/cuda.h" && -f "$cache/include/nvtx3/nvToolsExt.h" && -f "$cache/lib/libcuda.so" ]]; then
     return 0
   fi
   [[ -r /etc/os-release ]] || unavailable "not Debian or Ubuntu (no /etc/os-release), so nvidia-cuda-dev cannot be fetched"
@@ -106,13 +106,14 @@ SRC
     echo "build-gpu.sh: not Debian ($ID); relying on the configured sources (Ubuntu: multiverse)" >&2
     $sudo apt-get update -qq >&2
   fi
-  echo "build-gpu.sh: downloading nvidia-cuda-dev (large, ~775 MB; only 2 files are kept)" >&2
+  echo "build-gpu.sh: downloading nvidia-cuda-dev (large, ~775 MB; only cuda.h, nvtx3/ and the driver stub are kept)" >&2
   (cd "$tmp" && apt-get download -qq nvidia-cuda-dev >&2)
   local deb; deb="$(ls "$tmp"/nvidia-cuda-dev_*.deb)"
   echo "build-gpu.sh: $(basename "$deb")" >&2
-  (cd "$tmp" && dpkg-deb --fsys-tarfile "$deb" | tar -x ./usr/include/cuda.h ./usr/lib/x86_64-linux-gnu/stubs/libcuda.so)
+  (cd "$tmp" && dpkg-deb --fsys-tarfile "$deb" | tar -x ./usr/include/cuda.h ./usr/include/nvtx3 ./usr/lib/x86_64-linux-gnu/stubs/libcuda.so)
   mkdir -p "$cache/include" "$cache/lib"
   cp "$tmp/usr/include/cuda.h" "$cache/include/cuda.h"
+  rm -rf "$cache/include/nvtx3" && cp -r "$tmp/usr/include/nvtx3" "$cache/include/nvtx3" # NVTX3, header-only: stage names in Nsight Systems
   cp "$tmp/usr/lib/x86_64-linux-gnu/stubs/libcuda.so" "$cache/lib/libcuda.so"
   basename "$deb" >"$cache/SOURCE"
   grep -m1 'define CUDA_VERSION' "$cache/include/cuda.h" >&2
