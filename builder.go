@@ -23,9 +23,9 @@ type SpecBuilder struct {
 
 // Buf names a buffer, or a byte range of one, for Reads and Writes.
 type Buf struct {
-	name        string
-	off, n      int64
-	ranged      bool
+	name   string
+	off, n int64
+	ranged bool
 }
 
 // Name is the buffer's name.

@@ -77,19 +77,19 @@ type backend struct {
 
 // worker is the state that lives on the locked OS thread.
 type worker struct {
-	b        *backend
+	b *backend
 	// nvtxNames are the stages' names as C strings, for NVTX ranges (nvtx.go).
 	nvtxNames map[string]unsafe.Pointer
-	dev      cu.Device
-	ctx      cu.CUContext
-	asyncErr error
-	builtins cu.Module
-	fns      map[string]cu.Function // built-in kernel entries by short name
-	mods     map[string]cu.Module   // user modules by PTX path
-	ufns     map[string]cu.Function // user kernels by path + "\x00" + entry
-	prof     []profRec
-	evPool   []cu.Event
-	times    map[string]float64 // profile: GPU ms per stage, summed
+	dev       cu.Device
+	ctx       cu.CUContext
+	asyncErr  error
+	builtins  cu.Module
+	fns       map[string]cu.Function // built-in kernel entries by short name
+	mods      map[string]cu.Module   // user modules by PTX path
+	ufns      map[string]cu.Function // user kernels by path + "\x00" + entry
+	prof      []profRec
+	evPool    []cu.Event
+	times     map[string]float64 // profile: GPU ms per stage, summed
 	// Profile, stream mode: a timed event recorded before the first stage
 	// after a Synchronize; spans are measured from it.
 	origin    cu.Event
