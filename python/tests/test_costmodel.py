@@ -276,3 +276,18 @@ def test_choose_cap_uses_the_stored_model(dagrun_bin):
     cmod.attach(ex.graph, cmod.CostModel.uniform(ex.graph, occupancy=1.0))
     cap, info = choose_cap(ex, (x,), caps=(1, 2, 0), dagrun=dagrun_bin)
     assert cap == 1
+
+
+def test_bench_and_costmodel_refuse_bad_options():
+    pytest.importorskip("torch")
+    import sys
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "dagrun_torch"] + list(args), cwd=pkg, capture_output=True, text=True)
+    r = run("bench", "--schedules", "--inductor")
+    assert r.returncode == 2 and "two different runs" in r.stderr
+    r = run("bench", "--inductor", "--compile-models", "lenet")
+    assert r.returncode == 2 and "unknown model 'lenet'" in r.stderr
+    r = run("costmodel", "--model", "googlenet", "--out", "x.json", "--size", "0")
+    assert r.returncode == 2 and "--size" in r.stderr
