@@ -291,3 +291,15 @@ def test_bench_and_costmodel_refuse_bad_options():
     assert r.returncode == 2 and "unknown model 'lenet'" in r.stderr
     r = run("costmodel", "--model", "googlenet", "--out", "x.json", "--size", "0")
     assert r.returncode == 2 and "--size" in r.stderr
+
+
+def test_bench_tables_render_the_recorded_runs():
+    pytest.importorskip("torch")
+    from dagrun_torch import bench
+    for js, md, table in (("schedules.json", "schedules.md", bench.schedule_table),
+                          ("inductor.json", "inductor.md", bench.inductor_table)):
+        with open(os.path.join(H200, js)) as f:
+            rows = json.load(f)["rows"]
+        with open(os.path.join(H200, md)) as f:
+            recorded = f.read().split("\n\n", 1)[1].strip()
+        assert table(rows) == recorded, js
