@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -22,6 +21,7 @@ import (
 // (or, for check, when the report is the result), so bad input leaves no
 // partial output behind.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	stdout = stdoutWriter{stdout}
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -32,6 +32,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		err = usageError{err}
 	}
 	return err
+}
+
+// stdoutWriter reports a failed write to standard output (a full disk,
+// `> /dev/full`, a closed pipe) as a failure, exit 1: the output is lost.
+type stdoutWriter struct{ w io.Writer }
+
+func (s stdoutWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil {
+		err = failure{fmt.Errorf("writing the output: %w", err)}
+	}
+	return n, err
 }
 
 // failure marks an error that is a failure (exit 1), not bad input.
@@ -298,6 +310,7 @@ redundant. --json prints the same report for tools.`,
 
 // runFlags are run's flags other than the planner's and the stream's.
 type runFlags struct {
+	files                                   *outFiles // --out, --trace, --timeline: staged until the run succeeds
 	planFile, mode, traceFile, timelineFile string
 	allowRace, asJSON                       bool
 }
@@ -350,6 +363,16 @@ anything is loaded, with exit 2.`,
 			if _, err := pf.options(stderr); err != nil {
 				return err
 			}
+			for _, c := range []struct {
+				flag, path string
+				dir        bool
+			}{{"--out", sf.outDir, true}, {"--trace", rf.traceFile, false}, {"--timeline", rf.timelineFile, false}} {
+				if err := checkOutPath(c.flag, c.path, c.dir); err != nil {
+					return err
+				}
+			}
+			rf.files = &outFiles{}
+			defer rf.files.discard()
 			ro.Timeline = rf.traceFile != "" || rf.timelineFile != ""
 			pl, err := planOrSpec(rf.planFile, args, &pf, stderr)
 			if err != nil {
@@ -368,6 +391,11 @@ anything is loaded, with exit 2.`,
 			if err := dagrun.CheckRun(pl.p, ro); err != nil {
 				return usagef("%s: %v", pl.src, err)
 			}
+			if sf.outDir != "" {
+				if err := checkOutNames(pl.p); err != nil {
+					return err
+				}
+			}
 			if ro.Iterations > 1 || sf.frames != "" {
 				for _, n := range pl.p.Notes {
 					fmt.Fprintf(stderr, "dagrun: note: %s\n", n)
@@ -385,8 +413,14 @@ anything is loaded, with exit 2.`,
 			} else {
 				err = runPlain(cmd.Context(), pl, ro, &rf, sf.outDir, &out, stderr)
 			}
-			// Figures come only with a finished run; a streamed run whose
-			// frames are wrong still prints its report.
+			// Output files only from a run that succeeded; figures only from
+			// a finished run (a streamed run whose frames are wrong still
+			// prints its report).
+			if err == nil {
+				if cerr := rf.files.commit(); cerr != nil {
+					return failure{fmt.Errorf("writing the output files: %w", cerr)}
+				}
+			}
 			if _, werr := stdout.Write(out.Bytes()); err == nil {
 				err = werr
 			}
@@ -432,7 +466,7 @@ func execute(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFlag
 		return nil, failure{fmt.Errorf("%s: %w", pl.src, err)}
 	}
 	if res.Timeline != nil {
-		if err := writeTimeline(res.Timeline, rf.traceFile, rf.timelineFile); err != nil {
+		if err := writeTimeline(rf.files, res.Timeline, rf.traceFile, rf.timelineFile); err != nil {
 			return nil, failure{err}
 		}
 	}
@@ -448,7 +482,7 @@ func runPlain(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFla
 		return err
 	}
 	if outDir != "" {
-		if err := writeOutputs(outDir, res, nil, 0, stderr); err != nil {
+		if err := writeOutputs(rf.files, outDir, res, nil, 0, stderr); err != nil {
 			return err
 		}
 	}
@@ -473,21 +507,18 @@ func writeSimNote(w io.Writer, res *dagrun.RunResult) {
 	}
 }
 
-// writeOutputs writes each output buffer's contents after the run (the
-// last iteration's) to dir/NAME.bin, atomically, except the buffers in
-// skip (streamed per iteration already: streamed files of them). With no
-// file written at all it warns on stderr.
-func writeOutputs(dir string, res *dagrun.RunResult, skip map[string]bool, streamed int, stderr io.Writer) error {
+// writeOutputs stages each output buffer's contents after the run (the
+// last iteration's) for dir/NAME.bin (NAME: outName), except the buffers
+// in skip (streamed per iteration already: streamed files of them). With
+// no file written at all it warns on stderr.
+func writeOutputs(files *outFiles, dir string, res *dagrun.RunResult, skip map[string]bool, streamed int, stderr io.Writer) error {
 	n := 0
 	for _, o := range res.Outputs {
 		if skip[o.Name] {
 			continue
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return failure{fmt.Errorf("--out %s: %w", dir, err)}
-		}
-		path := filepath.Join(dir, strings.ReplaceAll(o.Name, "/", "_")+".bin")
-		if err := writeFileAtomic(path, o.Data); err != nil {
+		path := filepath.Join(dir, outName(o.Name)+".bin")
+		if err := files.write(path, o.Data); err != nil {
 			return failure{fmt.Errorf("--out: writing %s: %w", path, err)}
 		}
 		n++
@@ -506,19 +537,23 @@ func writeIssued(w io.Writer, ro dagrun.RunOptions, res *dagrun.RunResult) {
 	fmt.Fprintf(w, "issued %d launches, %d waits, %d records (alloc %s)\n", res.Launches, res.Waits, res.Records, ro.Alloc)
 }
 
-// writeTimeline writes the Chrome trace and/or the PNG, each atomically.
-func writeTimeline(tl *dagrun.Timeline, traceFile, pngFile string) error {
+// writeTimeline stages the Chrome trace and/or the PNG.
+func writeTimeline(files *outFiles, tl *dagrun.Timeline, traceFile, pngFile string) error {
 	if traceFile != "" {
 		var buf bytes.Buffer
 		if err := tl.WriteChromeTrace(&buf); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(traceFile, buf.Bytes()); err != nil {
+		if err := files.write(traceFile, buf.Bytes()); err != nil {
 			return err
 		}
 	}
 	if pngFile != "" {
-		return tl.WritePNG(pngFile, 1600, 0)
+		tmp, err := files.path(pngFile)
+		if err != nil {
+			return err
+		}
+		return tl.WritePNG(tmp, 1600, 0)
 	}
 	return nil
 }

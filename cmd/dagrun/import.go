@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -28,6 +27,9 @@ in-place nodes read and write one buffer. The spec is written to -o FILE
 			if o.MaxWords <= 0 {
 				return usagef("--max-words %d: want a positive number of 4-byte words", o.MaxWords)
 			}
+			if err := checkOutPath("-o", outPath, false); err != nil {
+				return err
+			}
 			s, summary, err := dagrun.ImportGraph(args[0], o)
 			if err != nil {
 				return usageError{err}
@@ -41,7 +43,12 @@ in-place nodes read and write one buffer. The spec is written to -o FILE
 				_, err = stdout.Write(out.Bytes())
 				return err
 			}
-			if err := writeFileAtomic(outPath, out.Bytes()); err != nil {
+			var files outFiles
+			defer files.discard()
+			if err := files.write(outPath, out.Bytes()); err != nil {
+				return failure{fmt.Errorf("writing %s: %w", outPath, err)}
+			}
+			if err := files.commit(); err != nil {
 				return failure{fmt.Errorf("writing %s: %w", outPath, err)}
 			}
 			return nil
@@ -50,29 +57,4 @@ in-place nodes read and write one buffer. The spec is written to -o FILE
 	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write the spec to this file instead of stdout")
 	cmd.Flags().IntVar(&o.MaxWords, "max-words", 64, "mix max_words per written tensor")
 	return cmd
-}
-
-// writeFileAtomic writes data to path through a temporary file in the same
-// directory and a rename, so a failure leaves no partial file.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".dagrun-*")
-	if err != nil {
-		return failure{err}
-	}
-	defer os.Remove(f.Name())
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return failure{err}
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return failure{err}
-	}
-	if err := f.Close(); err != nil {
-		return failure{err}
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return failure{err}
-	}
-	return nil
 }

@@ -9,16 +9,28 @@
 // It does all its work through the root package dagrun (the embedded Go
 // API). Flags that contradict each other are rejected before anything is
 // loaded. Exit codes: 0 ok, 1 a race was found or a run failed, 2 bad input
-// or usage; on exit 2 nothing is written to stdout.
+// or usage, 3 an internal error (a crash: a panic, the runtime out of
+// memory, the process killed); on exit 2 and 3 nothing is written to
+// stdout, and no command leaves a partial output file.
+//
+// Crashes are told apart by a watcher: dagrun runs the command in a child
+// process of its own binary, whose Go runtime reports a crash on a pipe
+// (runtime/debug.SetCrashOutput); the parent turns it into the one line
+// "dagrun: internal error: please report: …" and exit 3, and removes the
+// output files the child had staged.
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 
 	// The video demo's kernels have Go bodies for the simulator; registering
 	// them lets `dagrun run --backend sim specs/video/cameras.yaml` compute
@@ -27,17 +39,119 @@ import (
 )
 
 func main() {
+	if os.Getenv(workerEnv) == "" {
+		os.Exit(watch())
+	}
+	// Fd 2 carries only what the runtime itself writes there (a crash
+	// dump, which the watcher drops for its one line); the command's own
+	// messages go to the watcher's stderr, passed as fd 5.
+	os.Stderr = os.NewFile(5, "stderr")
+	crash := os.NewFile(3, "crash")
+	debug.SetCrashOutput(crash, debug.CrashOptions{})
+	crash.Close()
+	stagedTo = os.NewFile(4, "staged")
+	switch os.Getenv("DAGRUN_TEST_CRASH") { // the crash tests' faults (main_crash_test.go)
+	case "panic":
+		go func() { panic("dagrun: test crash") }()
+		select {}
+	case "oom": // the runtime cannot map 64 TiB: "fatal error: runtime: out of memory"
+		b := make([]byte, 1<<46)
+		b[len(b)-1] = 1
+		fmt.Println(len(b))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
 }
 
+// workerEnv marks the child process that runs the command.
+const workerEnv = "DAGRUN_WORKER"
+
+// stagedTo, in the worker, receives the path of every staging folder
+// outFiles creates, one per line, so that the watcher can remove them
+// after a crash; nil in tests.
+var stagedTo *os.File
+
+// watch runs the command in a worker process (this binary, workerEnv set)
+// and returns its exit code, or exitInternal with one line on stderr when
+// the worker crashed: its runtime wrote a crash report, or a signal (the
+// kernel's out-of-memory killer) ended it. Interrupts reach the worker
+// (the terminal sends them to both); the watcher waits for it.
+func watch() int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dagrun: internal error: please report: cannot find the dagrun binary: %v\n", err)
+		return exitInternal
+	}
+	crashR, crashW, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dagrun: internal error: please report: %v\n", err)
+		return exitInternal
+	}
+	stagedR, stagedW, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dagrun: internal error: please report: %v\n", err)
+		return exitInternal
+	}
+	var runtimeOut strings.Builder // the worker's fd 2: the runtime's own writes
+	cmd := exec.Command(exe, os.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, &limitedWriter{w: &runtimeOut, n: 1 << 20}
+	cmd.ExtraFiles = []*os.File{crashW, stagedW, os.Stderr}
+	cmd.Env = append(os.Environ(), workerEnv+"=1")
+	signal.Ignore(os.Interrupt)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "dagrun: internal error: please report: starting the worker: %v\n", err)
+		return exitInternal
+	}
+	crashW.Close()
+	stagedW.Close()
+	var staged []string
+	done := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stagedR)
+		for sc.Scan() {
+			staged = append(staged, sc.Text())
+		}
+		close(done)
+	}()
+	report, _ := io.ReadAll(io.LimitReader(crashR, 1<<20))
+	werr := cmd.Wait()
+	<-done
+	state := cmd.ProcessState
+	if len(report) == 0 && (werr == nil || state.Exited()) {
+		io.WriteString(os.Stderr, runtimeOut.String()) // a library's message, say
+		return state.ExitCode()
+	}
+	for _, dir := range staged {
+		os.RemoveAll(dir)
+	}
+	if os.Getenv("GOTRACEBACK") != "" { // asked for: the whole report
+		os.Stderr.Write(report)
+	}
+	why := ""
+	for _, line := range strings.Split(runtimeOut.String()+"\n"+string(report), "\n") {
+		if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
+			why = line
+			break
+		}
+	}
+	if why == "" && len(report) > 0 {
+		why = "the Go runtime reported a crash (set GOTRACEBACK=all to see it)"
+	}
+	if why == "" {
+		why = fmt.Sprintf("the worker process was ended by %v (the system's out-of-memory killer?)", state)
+	}
+	fmt.Fprintf(os.Stderr, "dagrun: internal error: please report: %s\n", why)
+	return exitInternal
+}
+
 // Exit codes.
 const (
-	exitOK      = 0
-	exitFailure = 1 // a race, a failed run
-	exitUsage   = 2 // bad input: usage, spec or plan errors
+	exitOK       = 0
+	exitFailure  = 1 // a race, a failed run
+	exitUsage    = 2 // bad input: usage, spec or plan errors
+	exitInternal = 3 // a crash: a panic, out of memory (told apart by watch)
 )
 
 // usageError marks bad input: exit 2.
@@ -59,4 +173,17 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// limitedWriter keeps the first n bytes written to it and drops the rest.
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	k := min(len(p), l.n)
+	l.w.Write(p[:k])
+	l.n -= k
+	return len(p), nil
 }

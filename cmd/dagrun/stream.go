@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -80,6 +79,7 @@ type streamIO struct {
 	outputs []int
 	frames  [][][]byte // per input: its frames
 	outDir  string
+	files   *outFiles // where outDir's files are staged
 	check   *videoCheck
 
 	mu    sync.Mutex
@@ -88,9 +88,9 @@ type streamIO struct {
 
 // newStreamIO finds the streamed buffers of pl and reads the frames for
 // them (shapes from pl's spec; a plan file streams raw frames only).
-func newStreamIO(pl *planned, f *streamFlags) (*streamIO, error) {
+func newStreamIO(pl *planned, f *streamFlags, files *outFiles) (*streamIO, error) {
 	p, spec := pl.p, pl.spec
-	s := &streamIO{p: p, outDir: f.outDir}
+	s := &streamIO{p: p, outDir: f.outDir, files: files}
 	s.inputs, s.outputs = dagrun.HostIO(p)
 	if len(s.inputs) == 0 {
 		return nil, usagef("--frames: the plan has no host_pinned input buffer to stream frames into")
@@ -155,11 +155,7 @@ func (s *streamIO) options() (map[string]dagrun.InputFunc, map[string]dagrun.Out
 		name := s.p.Buffers[i].Name
 		out[name] = func(it int, data []byte) error {
 			if s.outDir != "" {
-				dir := filepath.Join(s.outDir, strings.ReplaceAll(name, "/", "_"))
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					return err
-				}
-				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%06d.bin", it)), data, 0o644); err != nil {
+				if err := s.files.write(filepath.Join(s.outDir, outName(name), fmt.Sprintf("%06d.bin", it)), data); err != nil {
 					return err
 				}
 			}
@@ -213,7 +209,7 @@ func runStream(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFl
 	if p.Iteration == nil {
 		return usagef("--frames needs a plan with iteration info (re-plan the spec: plan files written before it was always included have none)")
 	}
-	s, err := newStreamIO(pl, f)
+	s, err := newStreamIO(pl, f, rf.files)
 	if err != nil {
 		return err
 	}
@@ -265,7 +261,7 @@ func runStream(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFl
 		for _, i := range s.outputs {
 			streamed[p.Buffers[i].Name] = true
 		}
-		if err := writeOutputs(f.outDir, res, streamed, frames, stderr); err != nil {
+		if err := writeOutputs(rf.files, f.outDir, res, streamed, frames, stderr); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// listFiles lists every file and folder under dir, relative to it.
+func listFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if rel, _ := filepath.Rel(dir, p); rel != "." {
+			out = append(out, rel)
+		}
+		return nil
+	})
+	return out
+}
+
+// TestOutputsOnlyFromSuccess: a run that fails (here the simulator's
+// detector sees a race) leaves none of --out, --trace and --timeline
+// behind, nor staging folders; output paths that cannot be written are
+// refused before the run; the same run without the race writes them all.
+func TestOutputsOnlyFromSuccess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, trace, png := filepath.Join(dir, "out"), filepath.Join(dir, "t.json"), filepath.Join(dir, "t.png")
+	racy := specPath("shared-io/shared-io-racy.yaml")
+	args := []string{"run", "--backend", "sim", "--seed", "3", "--allow-race", "--iterations", "2", "--out", out, "--trace", trace, "--timeline", png, racy}
+	if _, errs, code := cli(t, args...); code != exitFailure {
+		t.Fatalf("racy run: exit %d, want 1\n%s", code, errs)
+	}
+	if got := listFiles(t, dir); len(got) != 0 {
+		t.Errorf("a failed run left %v", got)
+	}
+	for _, c := range [][]string{
+		{"--timeline", filepath.Join(dir, "no", "t.png")},
+		{"--trace", dir},
+		{"--out", trace + "x/y"},
+	} {
+		args := append([]string{"run", "--backend", "sim", "--trace", trace}, c...)
+		_, errs, code := cli(t, append(args, specPath("shared-io/shared-io.yaml"))...)
+		if code != exitUsage || !strings.Contains(errs, c[0]) || strings.Contains(errs, "backend:") {
+			t.Errorf("%v: exit %d, want 2 naming the flag before the run\n%s", c, code, errs)
+		}
+		if got := listFiles(t, dir); len(got) != 0 {
+			t.Errorf("%v: refused run left %v", c, got)
+		}
+	}
+	args = []string{"run", "--backend", "sim", "--out", out, "--trace", trace, "--timeline", png, specPath("shared-io/shared-io.yaml")}
+	if _, errs, code := cli(t, args...); code != exitOK {
+		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	got := strings.Join(listFiles(t, dir), " ")
+	for _, want := range []string{"t.json", "t.png", "out"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("a run that succeeded wrote %s, no %s", got, want)
+		}
+	}
+	if strings.Contains(got, ".dagrun-tmp") {
+		t.Errorf("staging folders left: %s", got)
+	}
+}
+
+// TestOutNamesStayInside: buffer names become file names that cannot
+// leave --out (a buffer named "..", "../x", "/etc/y"), and two that would
+// be the same file are refused before the run.
+func TestOutNamesStayInside(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"..", "../../x", "/etc/y", ".", ""} {
+		if n := outName(name); n == "" || strings.HasPrefix(n, ".") || strings.ContainsRune(n, filepath.Separator) || !filepath.IsLocal(n) {
+			t.Errorf("outName(%q) = %q: not a plain name inside the folder", name, n)
+		}
+	}
+	base, err := os.ReadFile(filepath.Join("testdata", "plans", "fan-out-fan-in.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(t *testing.T, edit func(p map[string]any)) string {
+		var p map[string]any
+		json.Unmarshal(base, &p)
+		edit(p)
+		b, _ := json.Marshal(p)
+		path := filepath.Join(t.TempDir(), "plan.json")
+		os.WriteFile(path, b, 0o644)
+		return path
+	}
+	rename := func(p map[string]any, old, name string) {
+		for _, b := range p["buffers"].([]any) {
+			if m := b.(map[string]any); m["name"] == old {
+				m["name"] = name
+			}
+		}
+		for _, l := range p["lifetimes"].([]any) {
+			if m := l.(map[string]any); m["buffer"] == old {
+				m["buffer"] = name
+			}
+		}
+		for _, s := range p["stages"].([]any) {
+			for _, k := range []string{"reads", "writes"} {
+				for _, a := range s.(map[string]any)[k].([]any) {
+					if m := a.(map[string]any); m["buffer"] == old {
+						m["buffer"] = name
+					}
+				}
+			}
+		}
+	}
+	root := t.TempDir()
+	out := filepath.Join(root, "x", "out")
+	os.MkdirAll(filepath.Dir(out), 0o755)
+	plan := write(t, func(p map[string]any) { rename(p, "y", "..") })
+	if _, errs, code := cli(t, "run", "--backend", "sim", "--plan", plan, "--out", out); code != exitOK {
+		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	if got := listFiles(t, root); strings.Join(got, " ") != "x x/out x/out/_...bin" {
+		t.Errorf("files %v, want only x/out/_...bin", got)
+	}
+	plan = write(t, func(p map[string]any) { rename(p, "y", "a/b"); rename(p, "d", "a_b") })
+	if _, errs, code := cli(t, "run", "--backend", "sim", "--plan", plan, "--out", out); code != exitUsage || !strings.Contains(errs, "would both be written as a_b") {
+		t.Errorf("colliding names: exit %d\n%s", code, errs)
+	}
+}
+
+var buildOnce = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "dagrun-bin-*")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "dagrun")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", &exec.ExitError{Stderr: out}
+	}
+	return bin, nil
+})
+
+// TestCrashExit3: a crash of the command (a panic in any goroutine, the Go
+// runtime out of memory) is exit 3 with one line on stderr and nothing on
+// stdout; other exits pass through the watcher unchanged, and an output
+// that cannot be written is a failure, exit 1.
+func TestCrashExit3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(env string, args ...string) (string, string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env)
+		var so, se strings.Builder
+		cmd.Stdout, cmd.Stderr = &so, &se
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return so.String(), se.String(), code
+	}
+	spec := specPath("examples/fan-out-fan-in.yaml")
+	for _, c := range []struct{ crash, want string }{
+		{"panic", "dagrun: internal error: please report: panic: dagrun: test crash\n"},
+		{"oom", "dagrun: internal error: please report: fatal error: runtime: out of memory\n"},
+	} {
+		out, errs, code := run("DAGRUN_TEST_CRASH="+c.crash, "check", spec)
+		if code != exitInternal || out != "" || errs != c.want {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want 3, nothing, %q", c.crash, code, out, errs, c.want)
+		}
+	}
+	if out, _, code := run("", "check", spec); code != exitOK || !strings.Contains(out, "ok: no race") {
+		t.Errorf("check through the watcher: exit %d, %q", code, out)
+	}
+	if _, errs, code := run("", "check", "nosuch.yaml"); code != exitUsage || !strings.Contains(errs, "nosuch.yaml") {
+		t.Errorf("bad input through the watcher: exit %d, %q", code, errs)
+	}
+	if f, err := os.OpenFile("/dev/full", os.O_WRONLY, 0); err == nil {
+		cmd := exec.Command(bin, "check", spec)
+		cmd.Stdout = f
+		var se strings.Builder
+		cmd.Stderr = &se
+		err := cmd.Run()
+		f.Close()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(se.String(), "writing the output") {
+			t.Errorf("check > /dev/full: %v, %q; want exit 1 saying the output was not written", err, se.String())
+		}
+	}
+}
+
+// TestOutFilesStaged: staged files appear only on commit, all of them, and
+// discard leaves nothing, staging folders included.
+func TestOutFilesStaged(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.bin"), filepath.Join(dir, "out", "buf", "000001.bin")
+	var o outFiles
+	if err := o.write(a, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.write(b, []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{a, b} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s exists before commit", p)
+		}
+	}
+	o.discard()
+	if got := listFiles(t, dir); len(got) != 0 {
+		t.Errorf("discard left %v", got)
+	}
+	o.write(a, []byte("a"))
+	o.write(b, []byte("b"))
+	if err := o.commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(listFiles(t, dir), " "); got != "a.bin out out/buf out/buf/000001.bin" {
+		t.Errorf("after commit: %s", got)
+	}
+	os.Remove(a)
+	os.Mkdir(a, 0o755) // a destination that became a folder: nothing moves
+	o.write(filepath.Join(dir, "c.bin"), []byte("c"))
+	o.write(a, []byte("a"))
+	if err := o.commit(); err == nil {
+		t.Errorf("commit over a folder: no error")
+	}
+	if got := strings.Join(listFiles(t, dir), " "); got != "a.bin out out/buf out/buf/000001.bin" {
+		t.Errorf("after a failed commit: %s", got)
+	}
+}
