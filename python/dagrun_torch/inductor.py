@@ -25,7 +25,12 @@ statement inside a CUDA graph capture, following the plan's issue order:
 each launching statement on its planned stream (Triton launches get that
 stream's handle), records and waits where the plan issues them, and the
 host statements (allocations, views, ``del``) before the launch that
-follows them. That needs the plan to issue launches in program order, which
+follows them. A buffer the wrapper allocates is allocated on the stream of
+the first launch that touches it: PyTorch's caching allocator hands a block
+freed on a stream (a cuDNN workspace, say) to the next allocation on that
+stream, which is safe only for work in that stream's order; allocated on
+the capture stream and written first on another, the buffer's bytes could
+still be in use by a kernel on the capture stream. That needs the plan to issue launches in program order, which
 dagrun's planner keeps for an imported graph (its stable topological
 order); ``CompiledInductor`` checks it and raises otherwise. Every tensor the wrapper allocates is kept alive
 until the capture ends (no block is reused inside the capture), so the
@@ -41,7 +46,7 @@ import json
 import os
 import statistics
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -199,12 +204,15 @@ class InductorGraph:
     """A traced Inductor wrapper: ``stmts`` (compiled statements),
     ``launch`` (statement index → node id, for launching statements),
     ``graph`` (the JSON ``dagrun import`` reads), ``globals_`` (the wrapper
-    module's namespace), ``args`` (the call's arguments)."""
+    module's namespace), ``args`` (the call's arguments), ``first_use``
+    (allocating statement index → the first node that touches what it
+    allocates)."""
     stmts: List[Tuple[ast.stmt, Any]]
     launch: Dict[int, str]
     graph: dict
     globals_: dict
     args: List[Any]
+    first_use: Dict[int, str] = field(default_factory=dict)
 
 
 def _exec(stmt: ast.stmt, code: Any, ns: dict) -> Any:
@@ -260,6 +268,7 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
             tid(t, "input")
     nodes: List[dict] = []
     launch: Dict[int, str] = {}
+    allocated: Dict[int, List[str]] = {}
     out = None
     with torch.no_grad():
         for i, (s, code) in enumerate(stmts):
@@ -270,6 +279,8 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
                             keep.append(ns[n])
             if _is_host(s) or isinstance(s, ast.Return):
                 out = _exec(s, code, ns)
+                if _allocates(s):
+                    allocated[i] = tids([x.id for t in s.targets for x in ast.walk(t) if isinstance(x, ast.Name)])
                 continue
             kern = _triton_kernel(s, ns)
             reads = tids(_names(s))
@@ -319,7 +330,28 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
              "device": torch.cuda.get_device_name(), "torch": torch.__version__, "timing": "cuda-graph-replay",
              "sum_node_us": round(sum(n["duration_us"] for n in nodes), 2), "tensors": tensors, "nodes": nodes}
     del keep, out
-    return InductorGraph(stmts=stmts, launch=launch, graph=graph, globals_=glb, args=list(args))
+    return InductorGraph(stmts=stmts, launch=launch, graph=graph, globals_=glb, args=list(args),
+                         first_use=first_uses(allocated, nodes))
+
+
+def _allocates(s: ast.stmt) -> bool:
+    """An assignment of a fresh buffer (empty_strided_cuda, empty_strided, empty)."""
+    return isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and \
+        _call_name(s.value) in ("empty_strided_cuda", "empty_strided", "empty")
+
+
+def first_uses(allocated: Dict[int, List[str]], nodes: Sequence[dict]) -> Dict[int, str]:
+    """For each allocating statement (index → tensor ids it allocates), the
+    first node in program order that reads or writes one of them; statements
+    whose buffers no node touches are left out."""
+    out: Dict[int, str] = {}
+    for i, tids in allocated.items():
+        want = set(tids)
+        for n in nodes:
+            if want & (set(n.get("reads") or ()) | set(n.get("writes") or ())):
+                out[i] = n["id"]
+                break
+    return out
 
 
 def plan_graph(graph: dict, max_streams: int = 0, dagrun: Optional[str] = None) -> Plan:
@@ -419,7 +451,13 @@ class CompiledInductor:
                             keep.append(ns[x.id])
                 if done in ig.launch:
                     raise InductorError("internal error: statement %d launches but the plan did not issue it" % done)
-                r = _exec(s, code, ns)
+                first = ig.first_use.get(done)
+                if first is not None:
+                    # allocate on the stream of the buffer's first launch (see the module doc)
+                    with torch.cuda.stream(streams[self.plan.stages[first]]):
+                        r = _exec(s, code, ns)
+                else:
+                    r = _exec(s, code, ns)
                 done += 1
             return r
 

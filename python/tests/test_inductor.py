@@ -87,3 +87,13 @@ def test_issue_steps_keep_records_after_the_waits_they_stand_for():
     # launches out of program order cannot be run statement by statement
     with pytest.raises(ind.InductorError, match="program order"):
         ind.issue_steps(p, {2: "k1", 5: "k0", 7: "k3", 9: "k4"})
+
+
+def test_buffers_are_allocated_for_their_first_launch():
+    b = body()
+    allocs = [ast.unparse(s).split(" =")[0] for s in b if ind._allocates(s)]
+    assert allocs == ["buf0"]          # views, aliases and extern outputs allocate nothing here
+    nodes = [{"id": "k6", "reads": ["t0", "t1"], "writes": ["t2"]},
+             {"id": "k8", "reads": ["t2"], "writes": ["t3"]},
+             {"id": "k9", "reads": ["t4"], "writes": ["t4"]}]
+    assert ind.first_uses({5: ["t2"], 7: ["t4", "t3"], 8: ["t9"]}, nodes) == {5: "k6", 7: "k8"}
