@@ -23,7 +23,8 @@ import (
 //     iteration i−d. A wait with i−d < 0 is skipped (there is nothing to
 //     wait for). Slots are enough that no later record of that slot is
 //     issued before the wait: every record is issued before each wait that
-//     needs it, across iterations too (GPU.md's wait-before-record trap).
+//     needs it, across iterations too (a wait issued before its record
+//     waits for nothing in CUDA: the wait-before-record trap).
 //
 // The reference semantics is one stream running iteration 0's stages in
 // declaration order, then iteration 1's, and so on. The iterate pass adds

@@ -103,7 +103,7 @@ images, every output frame checked against the float64 reference, and prints:
  1. for each cameras × copies: frames/s and p50/p99 per-iteration latency of
     the default plan and of the same pipeline on one stream (strategy
     single), and their ratio;
- 2. the seed's failure: the pipeline with its copies pinned to copy streams
+ 2. the cross-iteration failure: the pipeline with its copies pinned to copy streams
     (h2d, d2h) and a compute stream per camera, copies: 2; with the
     cross-iteration waits removed by hand (wrong frames of --fail-iterations),
     with the host's staging waits skipped, and with the plan (wrong frames
@@ -216,7 +216,7 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 		}
 	}
 	cams := vb.failCams
-	fmt.Fprintf(w, "\n2. the seed's failure: %d camera(s), copies: 2 (results: %d), upload on stream h2d, download on d2h, compute (after a %d µs spin) on its own stream, in flight ≤ %d\n", cams, failOutCopies, failSlowUS, failInFlight)
+	fmt.Fprintf(w, "\n2. the cross-iteration failure: %d camera(s), copies: 2 (results: %d), upload on stream h2d, download on d2h, compute (after a %d µs spin) on its own stream, in flight ≤ %d\n", cams, failOutCopies, failSlowUS, failInFlight)
 	planned, err := vb.plan(cams, 2, planner.Options{StreamSets: 1}, true)
 	if err != nil {
 		return err
@@ -278,8 +278,8 @@ func (vb *videoBench) plan(cams, k int, o planner.Options, pin bool) (*planner.P
 		for c := 0; c < cams; c++ {
 			s.Buffer(video.OutputBuffer(c)).Copies = failOutCopies
 		}
-		// A slow kernel at the head of each camera's compute stream (the
-		// seed's setting): the compute stream lags the copy streams, so
+		// A slow kernel at the head of each camera's compute stream (where a
+		// missing cross-iteration wait shows): the compute stream lags the copy streams, so
 		// an upload can overtake the preprocess of two frames earlier.
 		var stages []dag.StageSpec
 		for _, st := range s.Stages {
@@ -375,7 +375,7 @@ func (vb *videoBench) measure(ctx context.Context, p *planner.Plan, cams, iters,
 }
 
 // dropCrossWaits returns p without its cross-iteration waits (Lag > 0):
-// the seed's bug, by hand.
+// the cross-iteration race, by hand.
 func dropCrossWaits(p *planner.Plan) *planner.Plan {
 	q := p.WithoutOps(func(_, _ int, o planner.Op) bool { return o.Kind == planner.OpWait && o.Lag > 0 })
 	it := *p.Iteration
