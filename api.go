@@ -57,6 +57,8 @@ type (
 	PlanError = planner.PlanError
 	// BudgetStep is one step of the memory_budget pass (planner.BudgetStep).
 	BudgetStep = planner.BudgetStep
+	// PassTime is the time of one planning phase (StreamPlan.Timings; ms).
+	PassTime = planner.PassTime
 	// Mode is how Run issues a plan (executor.Mode): ModeStreams or ModeGraph.
 	Mode = executor.Mode
 	// InputFunc fills a host_pinned input buffer's copy for one iteration
@@ -106,7 +108,8 @@ func Load(path string) (*Spec, error) { return dag.LoadFile(path) }
 // Plan builds the stream plan of spec and verifies it. For specs with
 // `sync: manual` the plan is the spec's own streams and waits. The plan's
 // Dir (where relative PTX and init-file paths resolve) is made absolute, so
-// that a plan file written from it runs from any directory.
+// that a plan file written from it runs from any directory. The plan's
+// Timings end with the verifier's ("verify").
 //
 // A spec built in Go (File == "") is first checked as Load checks a spec
 // file (dag.Validate): every mistake is reported at once as a
@@ -135,7 +138,10 @@ func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
 	if abs, err := filepath.Abs(p.Dir); err == nil {
 		p.Dir = abs
 	}
-	if err := planner.Verify(p); err != nil {
+	t0 := time.Now()
+	err = planner.Verify(p)
+	p.Timings = append(p.Timings, planner.PassTime{Pass: "verify", MS: float64(time.Since(t0).Nanoseconds()) / 1e6, Runs: 1})
+	if err != nil {
 		var race *planner.RaceError
 		if errors.As(err, &race) {
 			return p, err

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/synth"
 
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
@@ -178,3 +182,63 @@ func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, erro
 // SimTimingNote is what the simulator backend's timings are and are not;
 // the command line prints it after every figure the simulator measured.
 const SimTimingNote = "simulator timings are the CPU time of a simulation (random per-op delays, one goroutine per stream), not predictions of GPU time; --backend cuda measures the GPU"
+
+// ScaleBench is the cost of planning and verifying one spec: the plan's
+// size, where the time went and the bytes allocated.
+type ScaleBench struct {
+	Spec                           string
+	Stages, Streams, Waits, Events int
+	LowerBoundWaits                int
+	ArenaBytes                     int64 // the plan's arena, bytes
+	LiveBoundBytes                 int64 // planner.LiveBound of the plan, bytes
+	CriticalPathUS, IdealMakespan  float64
+	// Timings are Build's phases and the verifier's ("verify"), ms.
+	Timings []planner.PassTime
+	// AllocBytes is what planning and verifying allocated, bytes (Go's
+	// runtime.MemStats.TotalAlloc difference).
+	AllocBytes uint64
+	Notes      []string
+}
+
+// BenchScale plans s with o and verifies the plan, timing each phase.
+// Errors: a planning error, or the verifier's (a race is an error here).
+func BenchScale(s *Spec, o PlanOptions) (*ScaleBench, error) {
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	p, err := Plan(s, o)
+	runtime.ReadMemStats(&m1)
+	if err != nil {
+		return nil, err
+	}
+	st := p.Stats
+	return &ScaleBench{Spec: s.Name, Stages: st.Stages, Streams: st.Streams, Waits: st.Waits, Events: st.Events,
+		LowerBoundWaits: st.LowerBoundWaits, ArenaBytes: st.ArenaBytes, LiveBoundBytes: planner.LiveBound(p),
+		CriticalPathUS: st.CriticalPathUS, IdealMakespan: st.IdealMakespanUS,
+		Timings: p.Timings, AllocBytes: m1.TotalAlloc - m0.TotalAlloc, Notes: p.Notes}, nil
+}
+
+// ScaleShapes are the shapes ScaleSpec makes besides model chains.
+var ScaleShapes = synth.Shapes
+
+// ScaleSpec returns a synthetic spec of n stages of the named shape
+// (ScaleShapes; synth.Shape says what each is).
+func ScaleSpec(shape string, n int) (*Spec, error) { return synth.Shape(shape, n) }
+
+// ChainSpec returns k copies of the model graph in graphFile (the format of
+// `dagrun import`) run one after the other (synth.Chain); with n > 0, k is
+// the fewest copies of at least n stages in all.
+func ChainSpec(graphFile string, k, n int) (*Spec, error) {
+	g, err := dag.ReadGraphFile(graphFile)
+	if err != nil {
+		return nil, err
+	}
+	m, err := dag.ImportGraph(g, dag.ImportOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", graphFile, err)
+	}
+	if n > 0 {
+		k = (n + 1 + len(m.Stages)) / (len(m.Stages) + 1) // k·(stages+1) − 1 ≥ n
+	}
+	return synth.Chain(m, k)
+}

@@ -135,6 +135,7 @@ type state struct {
 	notes      []string // quality limits met so far (Plan.Notes)
 	plan       *Plan
 	start      time.Time
+	timings    []PassTime   // this run's hazard analysis and passes
 	dumped     bytes.Buffer // DumpAfter's output of this run
 }
 
@@ -169,6 +170,7 @@ func (a *adjacency) edges() int        { return len(a.adj) }
 func Build(s *dag.Spec, o Options) (*Plan, error) {
 	start := time.Now()
 	st, err := pipeline(s, o, start, nil)
+	var timings []PassTime // of the runs before st's
 	if err != nil {
 		st.flushDump()
 		return nil, err
@@ -177,11 +179,16 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 	// the orders chosen from it to the spec and plan again.
 	b, err := newBudget(st)
 	for err == nil && b != nil && !b.met(st) {
+		t0 := time.Now()
 		kind, ok := b.choose(st)
+		timings = addTime(timings, "budget", time.Since(t0))
 		if !ok {
 			break // no order left to try
 		}
 		next, perr := pipeline(b.spec(s), o, start, b.hint)
+		for _, t := range st.timings {
+			timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
+		}
 		if perr != nil {
 			err = fmt.Errorf("planner: re-planning after %s step %d: %w", kind, len(b.steps)+1, perr)
 			break
@@ -190,25 +197,58 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		b.record(kind, st)
 	}
 	if err == nil && b != nil {
+		t0 := time.Now()
 		err = b.finish(st)
+		timings = addTime(timings, "budget", time.Since(t0))
 	}
 	st.flushDump()
 	if err != nil {
 		return nil, err
 	}
 	st.plan.Notes = st.notes
+	for _, t := range st.timings {
+		timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
+	}
+	st.plan.Timings = timings
+	st.plan.Stats.PlanningMS = ms(time.Since(start)) // every pass and budget step
 	return st.plan, nil
+}
+
+// PassTime is the time Build spent in one phase: hazard analysis
+// ("hazards"), a pass (by its name in Passes), or the budget loop's choice
+// of orders ("budget"), summed over the budget loop's pipeline runs
+// (Runs of them).
+type PassTime struct {
+	Pass string
+	MS   float64 // wall time, ms
+	Runs int
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+// addTime adds d to phase name of list.
+func addTime(list []PassTime, name string, d time.Duration) []PassTime {
+	for i := range list {
+		if list[i].Pass == name {
+			list[i].MS += ms(d)
+			list[i].Runs++
+			return list
+		}
+	}
+	return append(list, PassTime{Pass: name, MS: ms(d), Runs: 1})
 }
 
 // pipeline runs hazard analysis and the passes on s, with layout as the
 // arena layout to try (nil: none). The state it returns is nil only when s
 // could not be analysed.
 func pipeline(s *dag.Spec, o Options, start time.Time, layout map[int]int64) (*state, error) {
+	t0 := time.Now()
 	st, err := newState(s, o)
 	if err != nil {
 		return nil, err
 	}
 	st.start, st.layoutHint = start, layout
+	st.timings = addTime(st.timings, "hazards", time.Since(t0))
 	for _, ps := range passes {
 		if st.manual && !ps.required {
 			continue
@@ -287,7 +327,10 @@ func (st *state) run(ps pass) (err error) {
 			err = fmt.Errorf("planner: pass %q panicked: %v\n%s", ps.name, r, debug.Stack())
 		}
 	}()
-	if err := ps.fn(st); err != nil {
+	t0 := time.Now()
+	err = ps.fn(st)
+	st.timings = addTime(st.timings, ps.name, time.Since(t0))
+	if err != nil {
 		return fmt.Errorf("planner: pass %q: %w", ps.name, err)
 	}
 	if st.opts.Check && st.plan != nil {

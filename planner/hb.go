@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -24,6 +25,8 @@ type hbGraph struct {
 
 	// The cross-stream edges x → y, by y: pred[predOff[y]:predOff[y+1]].
 	predOff, pred []int32
+	cross         []hbCross // the edges by streams (direct)
+	crossBase     []int32   // per stream: its first entry in cross
 	// edgeOps lists the ops with at least one incoming edge, in op-id order
 	// (so per stream in stream order); edgeBase[s] is stream s's first.
 	edgeOps  []int32
@@ -123,10 +126,44 @@ func hbEdges(p *Plan) *hbGraph {
 		i, _ := slices.BinarySearch(h.edgeOps, h.opBase[s])
 		h.edgeBase[s] = int32(i)
 	}
+	// The edges by (target stream, source stream, target op), with the
+	// running maximum of the source op's index in each group (direct).
+	h.cross = make([]hbCross, len(edges))
+	for k, e := range edges {
+		h.cross[k] = hbCross{to: h.opStream[e.to], from: h.opStream[e.from], toIndex: h.opIndex[e.to], fromMax: h.opIndex[e.from]}
+	}
+	slices.SortFunc(h.cross, func(x, y hbCross) int {
+		return cmp.Or(cmp.Compare(x.to, y.to), cmp.Compare(x.from, y.from), cmp.Compare(x.toIndex, y.toIndex))
+	})
+	for k := 1; k < len(h.cross); k++ {
+		if x, y := &h.cross[k-1], &h.cross[k]; x.to == y.to && x.from == y.from {
+			y.fromMax = max(y.fromMax, x.fromMax)
+		}
+	}
+	h.crossBase = make([]int32, S+1)
+	for s := range S + 1 {
+		i, _ := slices.BinarySearchFunc(h.cross, int32(s), func(x hbCross, s int32) int { return cmp.Compare(x.to, s) })
+		h.crossBase[s] = int32(i)
+	}
 	for c := range h.cones {
 		h.cones[c].target = -1
 	}
 	return h
+}
+
+// hbCross is one edge by its streams: an op of stream to at toIndex has a
+// predecessor on stream from; fromMax is the latest source index of the
+// edges into ops 0..toIndex of to from that stream.
+type hbCross struct{ to, from, toIndex, fromMax int32 }
+
+// direct reports whether an edge into ops 0..j of stream u comes from op
+// i or later of stream t: then ops 0..i of t happen-before op j of u.
+func (h *hbGraph) direct(u, j, t, i int32) bool {
+	list := h.cross[h.crossBase[u]:h.crossBase[u+1]]
+	k, _ := slices.BinarySearchFunc(list, [2]int32{t, j + 1}, func(x hbCross, key [2]int32) int {
+		return cmp.Or(cmp.Compare(x.from, key[0]), cmp.Compare(x.toIndex, key[1]))
+	})
+	return k > 0 && list[k-1].from == t && list[k-1].fromMax >= i
 }
 
 // hbCone is the part of one target op's backward cone explored so far:
@@ -148,6 +185,10 @@ type hbCone struct {
 	queue   []int32
 	qhead   int
 	blocked []int32
+	// The query in progress (reach): a's stream and index, and whether a
+	// stream raised since has a direct edge from them.
+	askStream, askIndex int32
+	hit                 bool
 }
 
 // hbRange is a range [lo, hi] of positions in edgeOps, on one stream.
@@ -182,7 +223,15 @@ func (h *hbGraph) reach(a, b int32) bool {
 		}
 		c.blocked = c.blocked[:0]
 	}
-	for c.top[sa] < want {
+	// Streams of the cone with a direct edge from a's stream at or after a
+	// (a hub such as a barrier's join is found in one step).
+	for _, u := range c.touched {
+		if h.direct(u, c.top[u], sa, want) {
+			return true
+		}
+	}
+	c.askStream, c.askIndex, c.hit = sa, want, false
+	for c.top[sa] < want && !c.hit {
 		if c.qhead == len(c.queue) {
 			return false
 		}
@@ -243,7 +292,7 @@ func (h *hbGraph) cone(b int32) *hbCone {
 		c.queue, c.ranges = nil, nil // do not keep a big search's memory for small ones
 	}
 	c.touched, c.ranges, c.queue, c.qhead, c.blocked = c.touched[:0], c.ranges[:0], c.queue[:0], 0, c.blocked[:0]
-	c.target, c.used, c.stop = b, h.tick, math.MaxInt32
+	c.target, c.used, c.stop, c.askStream = b, h.tick, math.MaxInt32, -1
 	h.raise(c, h.opStream[b], h.opIndex[b])
 	return c
 }
@@ -259,6 +308,9 @@ func (h *hbGraph) raise(c *hbCone, s, i int32) {
 		c.touched = append(c.touched, s)
 	}
 	c.top[s] = i
+	if !c.hit && c.askStream >= 0 && h.direct(s, i, c.askStream, c.askIndex) {
+		c.hit = true // the query in progress is answered
+	}
 	lo, hi := h.edgeBase[s], h.edgeBase[s+1]
 	list := h.edgeOps[lo:hi]
 	from, _ := slices.BinarySearch(list, h.opBase[s]+old+1)

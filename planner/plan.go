@@ -44,6 +44,10 @@ type Plan struct {
 	// sentence each (a pass bounded for cost, a form that does not apply);
 	// `dagrun plan` prints each as "note: …". Empty when none was met.
 	Notes []string `json:"notes,omitempty"`
+	// Timings is where Build's time went, phase by phase in pipeline
+	// order, then "verify" when dagrun.Plan verified it (not written to
+	// plan files; nil for plans read from one).
+	Timings []PassTime `json:"-"`
 	// Captures are the stream-capture regions of the plan (capture.go):
 	// CheckCaptures holds them to CUDA's capture rules.
 	Captures []Capture `json:"captures,omitempty"`
@@ -226,7 +230,7 @@ type Stats struct {
 	CriticalPathUS   float64 `json:"critical_path_us"`   // longest path by duration_us, µs
 	IdealMakespanUS  float64 `json:"ideal_makespan_us"`  // latest end of IdealSchedule, µs
 	SumUS            float64 `json:"sum_us"`             // one-stream time: sum of durations, µs
-	PlanningMS       float64 `json:"planning_ms"`        // Build's time, ms
+	PlanningMS       float64 `json:"planning_ms"`        // Build's time, every pass and budget step, ms
 	// ArenaBytes is the size of the device arena (0: none), bytes.
 	ArenaBytes int64 `json:"arena_bytes,omitempty"`
 }

@@ -17,13 +17,34 @@ func TestStats(t *testing.T) {
 	} {
 		st := upTo(t, s, tc.o, "stats")
 		got := st.plan.Stats
-		if got.PlanningMS <= 0 {
-			t.Errorf("%s: planning_ms = %v", tc.o.Strategy, got.PlanningMS)
-		}
 		got.PlanningMS = 0
 		if got != tc.want {
 			t.Errorf("%s: stats\n got %+v\nwant %+v", tc.o.Strategy, got, tc.want)
 		}
+	}
+}
+
+// TestPlanningTime: planning_ms covers every pass, the last (iterate)
+// included, and Timings names each pass once.
+func TestPlanningTime(t *testing.T) {
+	s := spec(stage("a", writes("x")), stage("b", reads("x"), writes("y")), stage("c", reads("x"), writes("z")))
+	p := build(t, s, Options{MemoryBudget: BudgetNone})
+	var sum float64
+	seen := map[string]bool{}
+	for _, pt := range p.Timings {
+		if seen[pt.Pass] {
+			t.Errorf("phase %s listed twice", pt.Pass)
+		}
+		seen[pt.Pass] = true
+		sum += pt.MS
+	}
+	for _, name := range append(Passes(), "hazards") {
+		if !seen[name] {
+			t.Errorf("Timings %v: no %s", p.Timings, name)
+		}
+	}
+	if p.Stats.PlanningMS <= 0 || p.Stats.PlanningMS < sum {
+		t.Errorf("planning_ms = %v, want > 0 and ≥ the phases' %v", p.Stats.PlanningMS, sum)
 	}
 }
 

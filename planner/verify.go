@@ -307,11 +307,14 @@ type verifySpace struct {
 	states []*verifyState
 }
 
-// verifyState is the frontier of one segment. States are immutable once
-// built, so that segments may share them.
+// verifyState is the frontier of one segment. Segments may share one; a
+// step changes a frontier in place only when no other segment holds it.
 type verifyState struct {
 	w []int32 // writes not happening-before a later write of the segment
 	r []int32 // reads since the last write that they happen-before; at most one per stream (the latest in stream order)
+	// byStream indexes r by stream when r is long (readOf).
+	byStream map[int32]int32
+	refs     int32 // segments holding this frontier
 }
 
 // verifyAddress maps a buffer access to its address space key and the
@@ -432,16 +435,26 @@ func (v *verifier) sweep() {
 		sp := &v.spaces[ad.space]
 		lo, _ := slices.BinarySearch(sp.bounds, ad.lo)
 		hi, _ := slices.BinarySearch(sp.bounds, ad.hi)
-		var lastOld, lastNew *verifyState
-		for k := lo; k < hi; k++ {
+		for k := lo; k < hi; {
+			// A run of segments with the same frontier takes one step; a
+			// frontier no other segment holds is updated in place.
 			st := sp.states[k]
-			if k > lo && st == lastOld {
-				sp.states[k] = lastNew
-				continue
+			end := k + 1
+			for end < hi && sp.states[end] == st {
+				end++
 			}
-			lastOld = st
-			lastNew = v.step(st, int32(d))
-			sp.states[k] = lastNew
+			own := st != nil && int(st.refs) == end-k
+			next := v.step(st, int32(d), own)
+			if next != st {
+				if st != nil {
+					st.refs -= int32(end - k)
+				}
+				next.refs += int32(end - k)
+				for ; k < end; k++ {
+					sp.states[k] = next
+				}
+			}
+			k = end
 		}
 		if len(v.races) >= verifyMaxRaces {
 			v.truncated = d < len(v.acc)-1
@@ -451,8 +464,9 @@ func (v *verifier) sweep() {
 }
 
 // step checks access d against one segment's frontier st and returns the
-// segment's frontier after d.
-func (v *verifier) step(st *verifyState, d int32) *verifyState {
+// segment's frontier after d: st itself, changed, when own is set (no
+// other segment holds st).
+func (v *verifier) step(st *verifyState, d int32, own bool) *verifyState {
 	ad := &v.acc[d]
 	if st != nil {
 		for _, a := range st.w {
@@ -483,6 +497,10 @@ func (v *verifier) step(st *verifyState, d int32) *verifyState {
 			}
 		}
 		v.tmpW, v.tmpR = w, r
+		if own {
+			st.w, st.r, st.byStream = append(st.w[:0], w...), append(st.r[:0], r...), nil
+			return st
+		}
 		return v.state(w, r)
 	}
 	var w, r []int32
@@ -491,27 +509,63 @@ func (v *verifier) step(st *verifyState, d int32) *verifyState {
 	}
 	ld := v.launchOp[ad.stage]
 	sd, pd := v.opStream[ld], v.opIndex[ld]
-	for k, a := range r {
-		la := v.launchOp[v.acc[a].stage]
-		if v.opStream[la] != sd {
-			continue
-		}
-		if v.opIndex[la] >= pd { // d is before a (or of a's stage) on their stream
-			if v.joined[a] != d {
-				v.joined[a] = d
-				v.link(a, d)
+	k := v.readOf(st, sd)
+	if k < 0 {
+		if own {
+			st.r = append(st.r, d)
+			if st.byStream != nil {
+				st.byStream[sd] = int32(len(st.r) - 1)
 			}
 			return st
 		}
-		v.supersede(d, a)
-		nr := append(v.tmpR[:0], r...)
-		nr[k] = d
+		nr := append(append(v.tmpR[:0], r...), d)
 		v.tmpR = nr
 		return v.state(w, nr)
 	}
-	nr := append(append(v.tmpR[:0], r...), d)
+	a := r[k]
+	if v.opIndex[v.launchOp[v.acc[a].stage]] >= pd { // d is before a (or of a's stage) on their stream
+		if v.joined[a] != d {
+			v.joined[a] = d
+			v.link(a, d)
+		}
+		return st
+	}
+	v.supersede(d, a)
+	if own {
+		st.r[k] = d
+		return st
+	}
+	nr := append(v.tmpR[:0], r...)
+	nr[k] = d
 	v.tmpR = nr
 	return v.state(w, nr)
+}
+
+// readOf returns the position in st.r of the read on stream s, or -1. A
+// frontier of many reads keeps an index by stream.
+func (v *verifier) readOf(st *verifyState, s int32) int {
+	if st == nil {
+		return -1
+	}
+	stream := func(a int32) int32 { return v.opStream[v.launchOp[v.acc[a].stage]] }
+	if len(st.r) < 16 {
+		for k, a := range st.r {
+			if stream(a) == s {
+				return k
+			}
+		}
+		return -1
+	}
+	if st.byStream == nil {
+		st.byStream = make(map[int32]int32, len(st.r))
+		for k, a := range st.r {
+			st.byStream[stream(a)] = int32(k)
+		}
+	}
+	if k, ok := st.byStream[s]; ok {
+		return int(k)
+	}
+	return -1
 }
 
 // state returns a new frontier holding copies of w and r (w is shared as

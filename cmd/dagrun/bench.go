@@ -41,7 +41,7 @@ critical path / ideal makespan under the cap.`,
 			return err
 		},
 	}
-	bench.AddCommand(plan, newBenchMemoryCmd(stdout, stderr)) // memory.go
+	bench.AddCommand(plan, newBenchMemoryCmd(stdout, stderr), newBenchScaleCmd(stdout, stderr)) // memory.go, scale.go
 	return bench
 }
 

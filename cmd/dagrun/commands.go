@@ -122,7 +122,8 @@ type planned struct {
 	src  string       // the spec or plan file, for messages
 	// races is the verifier's report (a *planner.RaceError), nil when the
 	// plan is race-free.
-	races error
+	races  error
+	loadMS float64 // the spec's load time, ms
 }
 
 // planOrSpec reads and verifies the plan file planFile, or loads, plans
@@ -146,10 +147,12 @@ func planOrSpec(planFile string, args []string, f *planFlags, stderr io.Writer) 
 	if err != nil {
 		return nil, err
 	}
+	t0 := time.Now()
 	s, err := loadSpec(args[0])
 	if err != nil {
 		return nil, err
 	}
+	loadMS := msSince(t0)
 	p, err := dagrun.Plan(s, o)
 	if p == nil {
 		return nil, usageError{fmt.Errorf("%s: %w", args[0], err)}
@@ -157,7 +160,7 @@ func planOrSpec(planFile string, args []string, f *planFlags, stderr io.Writer) 
 	for _, n := range dagrun.PinNotes(s, o, p) {
 		fmt.Fprintf(stderr, "dagrun: note: %s\n", n)
 	}
-	return &planned{p: p, spec: s, src: args[0], races: err}, nil
+	return &planned{p: p, spec: s, src: args[0], races: err, loadMS: loadMS}, nil
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -183,7 +186,7 @@ Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
 
 func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 	var pf planFlags
-	var asJSON, noVerify bool
+	var asJSON, noVerify, timings bool
 	var format string
 	cmd := &cobra.Command{
 		Use:   "plan SPEC",
@@ -204,6 +207,9 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 			pl, err := planOrSpec("", args, &pf, stderr)
 			if err != nil {
 				return err
+			}
+			if timings {
+				defer printTimings(stderr, pl, time.Now())
 			}
 			if pl.races != nil && !noVerify {
 				return failure{fmt.Errorf("%s: the plan has races (use `dagrun check` for the report, --no-verify to print it anyway):\n%w", args[0], pl.races)}
@@ -235,8 +241,29 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan file (JSON); same as --format json")
 	cmd.Flags().StringVar(&format, "format", "table", "output: table, json, dot (Graphviz's DOT; the picture needs Graphviz: dot -Tpng -o plan.png) or mermaid (renders on GitHub and in many editors); stages grouped by stream, waits with their reason")
 	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "print the plan even if the verifier finds a race")
+	cmd.Flags().BoolVar(&timings, "timings", false, "print to stderr where the time went (ms): loading the spec, each planner pass, the verifier, writing the plan")
 	return cmd
 }
+
+// printTimings prints plan's --timings line: load, Build's phases, verify,
+// and the write that began at w.
+func printTimings(stderr io.Writer, pl *planned, w time.Time) {
+	var b strings.Builder
+	total := pl.loadMS
+	fmt.Fprintf(&b, "dagrun: timings (ms): load %.1f", pl.loadMS)
+	for _, t := range pl.p.Timings {
+		fmt.Fprintf(&b, ", %s %.1f", t.Pass, t.MS)
+		if t.Runs > 1 {
+			fmt.Fprintf(&b, " (%d runs)", t.Runs)
+		}
+		total += t.MS
+	}
+	write := msSince(w)
+	fmt.Fprintf(&b, ", write %.1f; total %.1f\n", write, total+write)
+	io.WriteString(stderr, b.String())
+}
+
+func msSince(t time.Time) float64 { return float64(time.Since(t).Nanoseconds()) / 1e6 }
 
 func newCheckCmd(stdout, stderr io.Writer) *cobra.Command {
 	var pf planFlags

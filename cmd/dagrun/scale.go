@@ -1,0 +1,202 @@
+package main
+
+// `dagrun bench scale`: the planner and verifier on synthetic specs and
+// model chains of any size.
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dagrun/dagrun"
+)
+
+func newBenchScaleCmd(stdout, stderr io.Writer) *cobra.Command {
+	var shapes, sizes, graphs, copies, write string
+	var mem memoryFlags
+	cmd := &cobra.Command{
+		Use:   "scale",
+		Short: "Planning and verifying time and memory on synthetic specs and model chains of 10k to 1M stages",
+		Long: `bench scale makes specs of each --shapes at each --stages size (layered: 64
+wide with skip edges; wavefront: a square grid; shared-read: one buffer read by
+every stage, then one reducer; chain: copies of each --graphs model run one
+after the other), plus chains of --copies copies of each --graphs model, plans
+and verifies each, and prints one Markdown table: the plan's size, its arena
+against the live-bytes bound, the time of each phase (ms) and the bytes
+allocated per stage. With --write DIR it writes the specs there instead
+(DIR/NAME.yaml), for timing the whole command (dagrun plan).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var o dagrun.PlanOptions
+			if err := mem.apply(&o); err != nil {
+				return err
+			}
+			ns, err := parseCounts(sizes, "--stages")
+			if err != nil {
+				return err
+			}
+			ks, err := parseCounts(copies, "--copies")
+			if err != nil {
+				return err
+			}
+			var gs []string
+			if graphs != "" {
+				gs = strings.Split(graphs, ",")
+			}
+			type job struct {
+				name string
+				make func() (*dagrun.Spec, error)
+			}
+			var jobs []job
+			for _, sh := range strings.Split(shapes, ",") {
+				sh = strings.TrimSpace(sh)
+				if sh == "" {
+					continue
+				}
+				if sh != "chain" && !slices.Contains(dagrun.ScaleShapes, sh) {
+					return usagef("--shapes: unknown shape %q, want chain or one of %s", sh, strings.Join(dagrun.ScaleShapes, ", "))
+				}
+				if sh == "chain" && len(gs) == 0 {
+					return usagef("--shapes chain needs --graphs (model graph files, e.g. specs/models/graphs/nasnetalarge.json)")
+				}
+				for _, n := range ns {
+					if sh != "chain" {
+						jobs = append(jobs, job{fmt.Sprintf("%s-%s", sh, countLabel(n)), func() (*dagrun.Spec, error) { return dagrun.ScaleSpec(sh, n) }})
+						continue
+					}
+					for _, g := range gs {
+						jobs = append(jobs, job{fmt.Sprintf("%s-chain-%s", graphName(g), countLabel(n)), func() (*dagrun.Spec, error) { return dagrun.ChainSpec(g, 0, n) }})
+					}
+				}
+			}
+			for _, g := range gs {
+				for _, k := range ks {
+					jobs = append(jobs, job{fmt.Sprintf("%s-x%d", graphName(g), k), func() (*dagrun.Spec, error) { return dagrun.ChainSpec(g, k, 0) }})
+				}
+			}
+			if write != "" {
+				for _, j := range jobs {
+					s, err := j.make()
+					if err != nil {
+						return usageError{err}
+					}
+					if err := writeSpecFile(filepath.Join(write, j.name+".yaml"), s); err != nil {
+						return failure{err}
+					}
+					fmt.Fprintf(stdout, "%s: %d stages\n", filepath.Join(write, j.name+".yaml"), len(s.Stages))
+				}
+				return nil
+			}
+			fmt.Fprintln(stdout, "| spec | stages | streams | waits | lower bound | arena MiB | live bound MiB | planning ms | verify ms | slowest phases (ms) | alloc B/stage |")
+			fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|---|---|")
+			for _, j := range jobs {
+				s, err := j.make()
+				if err != nil {
+					return usageError{err}
+				}
+				b, err := dagrun.BenchScale(s, o)
+				if err != nil {
+					return failure{fmt.Errorf("%s: %w", j.name, err)}
+				}
+				fmt.Fprintf(stdout, "| %s |\n", strings.Join(scaleRow(j.name, b), " | "))
+				for _, n := range b.Notes {
+					fmt.Fprintf(stderr, "dagrun: %s: note: %s\n", j.name, n)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&shapes, "shapes", "layered,wavefront,shared-read", "synthetic shapes ("+strings.Join(dagrun.ScaleShapes, ", ")+", or chain: copies of each --graphs model up to --stages)")
+	cmd.Flags().StringVar(&sizes, "stages", "10k,100k", "sizes in stages (suffixes k, M)")
+	cmd.Flags().StringVar(&graphs, "graphs", "", "model graph files (comma-separated), for chain and --copies")
+	cmd.Flags().StringVar(&copies, "copies", "", "chains of this many copies of each --graphs model (comma-separated, e.g. 1,2,8,80)")
+	cmd.Flags().StringVar(&write, "write", "", "write the specs to this directory instead of planning them")
+	mem.add(cmd)
+	return cmd
+}
+
+// scaleRow is one row of the scale table.
+func scaleRow(name string, b *dagrun.ScaleBench) []string {
+	mib := func(x int64) string { return fmt.Sprintf("%.1f", float64(x)/(1<<20)) }
+	var plan, verify float64
+	top := make([]string, 0, 3)
+	ts := append([]dagrun.PassTime(nil), b.Timings...)
+	for _, t := range ts {
+		if t.Pass == "verify" {
+			verify += t.MS
+		} else {
+			plan += t.MS
+		}
+	}
+	for range 3 {
+		k := -1
+		for i, t := range ts {
+			if t.Pass != "verify" && t.MS > 0 && (k < 0 || t.MS > ts[k].MS) {
+				k = i
+			}
+		}
+		if k < 0 {
+			break
+		}
+		top = append(top, fmt.Sprintf("%s %.0f", ts[k].Pass, ts[k].MS))
+		ts[k].MS = 0
+	}
+	return []string{name, fmt.Sprint(b.Stages), fmt.Sprint(b.Streams), fmt.Sprint(b.Waits), fmt.Sprint(b.LowerBoundWaits),
+		mib(b.ArenaBytes), mib(b.LiveBoundBytes), fmt.Sprintf("%.0f", plan), fmt.Sprintf("%.0f", verify), strings.Join(top, ", "),
+		fmt.Sprintf("%.0f", float64(b.AllocBytes)/float64(max(b.Stages, 1)))}
+}
+
+// parseCounts reads a comma-separated list of counts with optional
+// suffixes k (1000) and M (10⁶).
+func parseCounts(list, flag string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		mul := 1
+		switch {
+		case strings.HasSuffix(f, "k"):
+			mul, f = 1000, strings.TrimSuffix(f, "k")
+		case strings.HasSuffix(f, "M"):
+			mul, f = 1000000, strings.TrimSuffix(f, "M")
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 100_000_000/mul {
+			return nil, usagef("%s %q: want positive counts such as 10k, 100k, 1M", flag, list)
+		}
+		out = append(out, n*mul)
+	}
+	return out, nil
+}
+
+func countLabel(n int) string {
+	switch {
+	case n%1000000 == 0:
+		return fmt.Sprintf("%dM", n/1000000)
+	case n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+func graphName(path string) string {
+	return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+}
+
+// writeSpecFile writes s as YAML to path, leaving no partial file behind.
+func writeSpecFile(path string, s *dagrun.Spec) error {
+	var b bytes.Buffer
+	if err := dagrun.WriteSpec(&b, s); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
