@@ -122,8 +122,8 @@ func scalarSchema(mapping string, f dag.FormatField, t string) (map[string]any, 
 	switch t {
 	case "integer", "number":
 		return bounded(map[string]any{"type": t}, f), nil
-	case "string":
-		return map[string]any{"type": "string"}, nil
+	case "string", "boolean":
+		return map[string]any{"type": t}, nil
 	case "name":
 		return ref("name"), nil
 	case "enum":

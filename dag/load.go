@@ -155,7 +155,7 @@ var (
 	goKernelFields = []string{"go"}
 	strategies     = []string{"default", "single", "round-robin", "naive"}
 	paramTypes     = []string{"ptr", "u32", "i32", "u64", "i64", "f32", "f64"}
-	wheres         = []string{WhereDevice, WhereHostPinned}
+	wheres         = []string{WhereDevice, WhereHostPinned, WhereHostPageable}
 	roles          = []string{RoleInput, RoleOutput, RoleTemp}
 	syncModes      = []string{SyncAuto, SyncManual}
 	arenaModes     = []string{ArenaPlanned, ArenaOff, ArenaStreamOrder}

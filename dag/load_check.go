@@ -57,6 +57,8 @@ func (l *loader) check(s *Spec) {
 	for i := range s.Stages {
 		c.checkStage(i)
 	}
+	c.checkStreams()  // load_rules.go
+	c.checkCaptures() // load_rules.go
 	c.checkAfterCycles()
 }
 
@@ -218,6 +220,7 @@ func (c *checker) checkStage(i int) {
 	if st.Stream == HostStream {
 		c.checkHostStage(st, src, what, resolved)
 	}
+	c.checkStageRules(st, src, what, resolved) // load_rules.go
 	if c.s.Sync == SyncManual && st.Stream == "" {
 		c.errorAt(src.at, "pin the stage to a named stream, e.g. stream: s0", "%s: sync: manual needs a stream for every stage", what)
 	}

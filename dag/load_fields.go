@@ -21,7 +21,7 @@ import (
 // its fields in the order WriteYAML writes them. Format returns them all,
 // for tools that generate a schema of specs or editor completion.
 type FormatMapping struct {
-	Name   string // "spec", "options", "buffer", "kernel", "param", "stage", "access", "wait", "init"
+	Name   string // "spec", "options", "buffer", "kernel", "param", "stage", "stream", "capture", "access", "wait", "init"
 	Fields []FormatField
 	// OneOf: exactly one of the fields is given (init); otherwise any subset
 	// with the Required ones.
@@ -34,7 +34,7 @@ type FormatField struct {
 	Required bool
 	// Type is one of: "integer", "number" (finite), "string", "name" (a
 	// name: no spaces, brackets, commas or control characters), "enum"
-	// (one of Enum), "list" (of Items), "mapping" (the mapping named
+	// (one of Enum), "boolean" (true or false), "list" (of Items), "mapping" (the mapping named
 	// Items), "args" (a mapping of names to numbers or strings), or an
 	// either-form: "name|mapping" (a name or the mapping named Items),
 	// "access" (a buffer name, "name[a:b]", or the access mapping),
@@ -50,7 +50,8 @@ type FormatField struct {
 
 // Format returns the mappings of the spec format as the loader's tables
 // declare them (the same tables Load decodes with), in a fixed order:
-// spec, options, buffer, init, kernel, param, stage, go-kernel, access, wait.
+// spec, options, buffer, init, kernel, param, stage, go-kernel, stream,
+// capture, access, wait.
 func Format() []FormatMapping {
 	return []FormatMapping{
 		{Name: "spec", Fields: schemaOf(specTable)},
@@ -70,6 +71,8 @@ func Format() []FormatMapping {
 		{Name: "go-kernel", Fields: []FormatField{
 			{Key: "go", Required: true, Type: "name", Doc: "the Go function's name in RunOptions.Funcs"},
 		}},
+		{Name: "stream", Fields: schemaOf(streamTable)},
+		{Name: "capture", Fields: schemaOf(captureTable)},
 		{Name: "access", Fields: []FormatField{
 			{Key: "buffer", Required: true, Type: "name", Doc: "the buffer"},
 			{Key: "offset", Type: "integer", Min: 0, HasMin: true, Doc: "first byte"},
@@ -228,6 +231,32 @@ var (
 				d.items(v, "kernels", "write kernels as a list: kernels: [{name: k, ptx: k.ptx, entry: k}]", func(it *yaml.Node) { d.decodeKernel(d.x, it) })
 			},
 			schema: FormatField{Type: "list", Items: "kernel", Doc: "user kernels from PTX files"}},
+		{key: "streams", null: true,
+			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
+				d.items(v, "streams", "write streams as a list: streams: [{name: s, kind: blocking}]", func(it *yaml.Node) {
+					sd := StreamSpec{Pos: d.pos(it), Kind: KindNonBlocking}
+					if decodeObject(d.loader, it, "stream", streamTable, streamDeclKeys, &sd, &struct{}{}) != nil {
+						d.x.Streams = append(d.x.Streams, sd)
+					}
+				})
+			},
+			write: func(s *Spec, w *writing) (string, error) {
+				return flowItems(streamTable, s.Streams, w)
+			},
+			schema: FormatField{Type: "list", Items: "stream", Doc: "stream kinds and host threads (undeclared streams: non_blocking, main thread)"}},
+		{key: "captures", null: true,
+			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
+				d.items(v, "captures", "write captures as a list: captures: [{stream: s, first: a, last: z}]", func(it *yaml.Node) {
+					cd := CaptureSpec{Pos: d.pos(it), Mode: CaptureGlobal}
+					if decodeObject(d.loader, it, "capture", captureTable, captureKeys, &cd, &struct{}{}) != nil {
+						d.x.Captures = append(d.x.Captures, cd)
+					}
+				})
+			},
+			write: func(s *Spec, w *writing) (string, error) {
+				return flowItems(captureTable, s.Captures, w)
+			},
+			schema: FormatField{Type: "list", Items: "capture", Doc: "stream-capture regions, checked against CUDA's capture rules"}},
 		{key: "stages", need: "add a list of stages: stages: [{name: a, kernel: spin}]",
 			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
 				if n, ok := d.items(v, "stages", "write stages as a list of mappings", func(it *yaml.Node) { d.decodeStage(d.x, it) }); ok && n == 0 {
@@ -407,6 +436,14 @@ var (
 			},
 			write:  func(b *BufferSpec, _ *writing) (string, error) { return intIf(int64(b.Copies)), nil },
 			schema: FormatField{Type: "integer", Min: 1, Max: maxCopies, HasMin: true, HasMax: true, Doc: "ring size across iterations"}},
+		{key: "alloc",
+			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) {
+				if a, ok := d.oneOf(v, d.what+": alloc", allocModes); ok {
+					d.x.Alloc = a
+				}
+			},
+			write:  func(b *BufferSpec, _ *writing) (string, error) { return strIf(b.Alloc, ""), nil },
+			schema: FormatField{Type: "enum", Enum: allocModes, Doc: "lazy: each stream allocates it (cuMemAlloc) at its first use, like a library's workspace"}},
 	}
 	bufferKeys = keysOf(bufferTable)
 )
@@ -860,6 +897,27 @@ var (
 			},
 			write:  func(st *StageSpec, _ *writing) (string, error) { return strIf(st.Event, ""), nil },
 			schema: FormatField{Type: "name", Doc: "sync: manual: an event recorded right after the stage"}},
+		{key: "copy",
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				if m, ok := d.oneOf(v, d.what+": copy", copyModes); ok {
+					d.x.Copy = m
+				}
+			},
+			write:  func(st *StageSpec, _ *writing) (string, error) { return strIf(st.Copy, CopyAsync), nil },
+			schema: FormatField{Type: "enum", Enum: copyModes, Doc: "a copy stage's mode: async (cuMemcpyAsync, the default) or sync (cuMemcpy, on a default stream)"}},
+		{key: "host_func",
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				if b, ok := d.boolVal(v, d.what+": host_func"); ok {
+					d.x.HostFunc = b
+				}
+			},
+			write: func(st *StageSpec, _ *writing) (string, error) {
+				if st.HostFunc {
+					return "true", nil
+				}
+				return "", nil
+			},
+			schema: FormatField{Type: "boolean", Doc: "run the built-in on the host in the stream's order (cuLaunchHostFunc)"}},
 	}
 	stageKeys = keysOf(stageTable)
 	// stageFields are the stage's keys (for messages and tests).
@@ -1157,4 +1215,108 @@ func (l *loader) decodeAccess(n *yaml.Node, what string) (Access, accessSrc) {
 		l.errorf(n, accessHint, "%s: access must be a buffer name or a mapping, got %s", what, kindName(n))
 	}
 	return a, src
+}
+
+// --- streams and captures ---
+
+var (
+	streamTable = []field[StreamSpec, struct{}]{
+		{key: "name", need: "give the stream a name: {name: s, kind: blocking}",
+			decode: func(d *decoding[StreamSpec, struct{}], v *yaml.Node) {
+				if n, ok := d.name(v, "stream name"); ok {
+					d.x.Name = n
+					d.what = "stream " + n
+				}
+			},
+			write:  func(x *StreamSpec, _ *writing) (string, error) { return str(x.Name), nil },
+			schema: FormatField{Type: "name", Doc: "a stream that stages name in stream:"}},
+		{key: "kind",
+			decode: func(d *decoding[StreamSpec, struct{}], v *yaml.Node) {
+				if k, ok := d.oneOf(v, d.what+": kind", streamKinds); ok {
+					d.x.Kind = k
+				}
+			},
+			write:  func(x *StreamSpec, _ *writing) (string, error) { return strIf(x.Kind, KindNonBlocking), nil },
+			schema: FormatField{Type: "enum", Enum: streamKinds, Doc: "how the stream orders with the legacy default stream, or host: a host thread's host stream"}},
+		{key: "thread",
+			decode: func(d *decoding[StreamSpec, struct{}], v *yaml.Node) {
+				if t, ok := d.name(v, d.what+": thread"); ok {
+					d.x.Thread = t
+				}
+			},
+			write:  func(x *StreamSpec, _ *writing) (string, error) { return strIf(x.Thread, MainThread), nil },
+			schema: FormatField{Type: "name", Doc: "the host thread that issues the stream's ops (default main)"}},
+	}
+	streamDeclKeys = keysOf(streamTable)
+
+	captureTable = []field[CaptureSpec, struct{}]{
+		{key: "stream", need: "name the capture's stream: {stream: s, first: a, last: z}",
+			decode: func(d *decoding[CaptureSpec, struct{}], v *yaml.Node) {
+				if n, ok := d.name(v, "capture: stream"); ok {
+					d.x.Stream = n
+				}
+			},
+			write:  func(x *CaptureSpec, _ *writing) (string, error) { return str(x.Stream), nil },
+			schema: FormatField{Type: "name", Doc: "the stream the capture begins and ends on"}},
+		{key: "first", need: "name the first captured stage: first: a",
+			decode: func(d *decoding[CaptureSpec, struct{}], v *yaml.Node) {
+				if n, ok := d.name(v, "capture: first"); ok {
+					d.x.First = n
+				}
+			},
+			write:  func(x *CaptureSpec, _ *writing) (string, error) { return str(x.First), nil },
+			schema: FormatField{Type: "name", Doc: "the stage the capture begins before (on the capture's stream)"}},
+		{key: "last", need: "name the last captured stage: last: z",
+			decode: func(d *decoding[CaptureSpec, struct{}], v *yaml.Node) {
+				if n, ok := d.name(v, "capture: last"); ok {
+					d.x.Last = n
+				}
+			},
+			write:  func(x *CaptureSpec, _ *writing) (string, error) { return str(x.Last), nil },
+			schema: FormatField{Type: "name", Doc: "the stage the capture ends after (on the capture's stream)"}},
+		{key: "mode",
+			decode: func(d *decoding[CaptureSpec, struct{}], v *yaml.Node) {
+				if m, ok := d.oneOf(v, "capture: mode", captureModes); ok {
+					d.x.Mode = m
+				}
+			},
+			write:  func(x *CaptureSpec, _ *writing) (string, error) { return strIf(x.Mode, CaptureGlobal), nil },
+			schema: FormatField{Type: "enum", Enum: captureModes, Doc: "cuStreamBeginCapture's mode (default global)"}},
+	}
+	captureKeys = keysOf(captureTable)
+
+	streamKinds  = []string{KindNonBlocking, KindBlocking, KindLegacy, KindPerThread, KindHost}
+	captureModes = []string{CaptureGlobal, CaptureThreadLocal, CaptureRelaxed}
+	copyModes    = []string{CopyAsync, CopySync}
+	allocModes   = []string{AllocLazy}
+)
+
+// flowItems writes items as a flow list of flow mappings, "" when empty.
+func flowItems[T any](table []field[T, struct{}], items []T, w *writing) (string, error) {
+	if len(items) == 0 {
+		return "", nil
+	}
+	out := make([]string, len(items))
+	for i := range items {
+		var f flowMap
+		if err := writeFields(table, &items[i], w, f.add); err != nil {
+			return "", err
+		}
+		out[i] = f.String()
+	}
+	return flowList(out), nil
+}
+
+// boolVal reads a YAML boolean (true or false).
+func (l *loader) boolVal(n *yaml.Node, what string) (bool, bool) {
+	if n.Kind == yaml.ScalarNode && tagOf(n) == "!!bool" {
+		switch n.Value {
+		case "true", "True", "TRUE":
+			return true, true
+		case "false", "False", "FALSE":
+			return false, true
+		}
+	}
+	l.errorf(n, "write true or false", "%s must be true or false, got %s", what, kindName(n))
+	return false, false
 }

@@ -486,6 +486,14 @@ func clearPos(s *Spec) *Spec {
 			st.WaitFor[j].Pos = Pos{}
 		}
 	}
+	c.Streams = append([]StreamSpec(nil), s.Streams...)
+	for i := range c.Streams {
+		c.Streams[i].Pos = Pos{}
+	}
+	c.Captures = append([]CaptureSpec(nil), s.Captures...)
+	for i := range c.Captures {
+		c.Captures[i].Pos = Pos{}
+	}
 	return &c
 }
 

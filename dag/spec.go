@@ -72,8 +72,14 @@ type BufferSpec struct {
 	Role   string  // RoleInput, RoleOutput, RoleTemp (default temp)
 	Init   Init
 	Copies int // ring size across iterations; 0 or 1 means one copy
-	Pos    Pos
+	// Alloc is AllocLazy for a buffer each stream allocates with cuMemAlloc
+	// at its first use (a library's per-stream workspace), "" otherwise.
+	Alloc string
+	Pos   Pos
 }
+
+// AllocLazy is BufferSpec.Alloc's `alloc: lazy`.
+const AllocLazy = "lazy"
 
 func (b BufferSpec) String() string {
 	return fmt.Sprintf("buffer %s (%d bytes, %s, %s)", b.Name, b.Bytes, b.Where, b.Role)
@@ -160,8 +166,58 @@ type StageSpec struct {
 	// wait on it waits for its latest record issued before the wait.
 	Event      string
 	DurationUS float64 // cost estimate in µs (0 = unknown, treated as 1 µs by the planner's critical path)
-	Pos        Pos
+	// Copy is CopySync for a synchronous copy (cuMemcpy, on a default
+	// stream), "" or CopyAsync for cuMemcpyAsync on the stage's stream.
+	Copy string
+	// HostFunc: the stage's built-in runs on the host in its device
+	// stream's order (cuLaunchHostFunc), not when the host issues it.
+	HostFunc bool
+	Pos      Pos
 }
+
+// Copy modes (StageSpec.Copy).
+const (
+	CopyAsync = "async"
+	CopySync  = "sync"
+)
+
+// Stream kinds (StreamSpec.Kind): CUDA's stream flags and default streams
+// (docs/spec.md, "Streams").
+const (
+	KindNonBlocking = "non_blocking" // cuStreamCreate(CU_STREAM_NON_BLOCKING), the default
+	KindBlocking    = "blocking"     // cuStreamCreate(CU_STREAM_DEFAULT): ordered with the legacy default stream
+	KindLegacy      = "legacy"       // the legacy default stream (CU_STREAM_LEGACY)
+	KindPerThread   = "per_thread"   // a thread's per-thread default stream (CU_STREAM_PER_THREAD)
+	KindHost        = "host"         // a host thread's own host stream (its host stages and waits)
+)
+
+// StreamSpec declares a stream's kind and the host thread that issues its
+// ops ("" or MainThread: the main thread). Streams not declared are
+// non-blocking streams of the main thread.
+type StreamSpec struct {
+	Name   string
+	Kind   string
+	Thread string
+	Pos    Pos
+}
+
+// MainThread is the host thread of streams that name none.
+const MainThread = "main"
+
+// CaptureSpec is a stream-capture region: cuStreamBeginCapture on Stream
+// before stage First, cuStreamEndCapture after stage Last (both on
+// Stream), in Mode (CaptureGlobal when "").
+type CaptureSpec struct {
+	Stream, First, Last, Mode string
+	Pos                       Pos
+}
+
+// Capture modes (CaptureSpec.Mode).
+const (
+	CaptureGlobal      = "global"
+	CaptureThreadLocal = "thread_local"
+	CaptureRelaxed     = "relaxed"
+)
 
 // WaitSpec is a wait of a hand-synchronized stage: on the latest record of
 // Stage's event (the event recorded right after Stage) or of the named
@@ -227,6 +283,30 @@ type Spec struct {
 	Buffers []BufferSpec
 	Kernels []KernelSpec
 	Stages  []StageSpec
+	// Streams declares stream kinds and host threads; Captures, capture
+	// regions (docs/spec.md, "Streams", "Capture regions").
+	Streams  []StreamSpec
+	Captures []CaptureSpec
+}
+
+// StreamOf returns the declaration of stream name, or nil.
+func (s *Spec) StreamOf(name string) *StreamSpec {
+	for i := range s.Streams {
+		if s.Streams[i].Name == name {
+			return &s.Streams[i]
+		}
+	}
+	return nil
+}
+
+// IsHostStream reports whether stream name is a host stream: HostStream
+// (the main thread's) or one declared kind: host.
+func (s *Spec) IsHostStream(name string) bool {
+	if name == HostStream {
+		return true
+	}
+	d := s.StreamOf(name)
+	return d != nil && d.Kind == KindHost
 }
 
 func (s *Spec) String() string {

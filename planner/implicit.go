@@ -584,3 +584,17 @@ func insteadOf(p *Plan, races []Race, f *Fix) string {
 	}
 	return e.text
 }
+
+// hasDefaultStream reports whether p has a legacy or per-thread default
+// stream (one per context or thread: the iterate pass gives such plans one
+// stream set).
+func hasDefaultStream(p *Plan) bool { return defaultStreamName(p) != "" }
+
+func defaultStreamName(p *Plan) string {
+	for _, s := range p.Streams {
+		if s.Kind == StreamLegacy || s.Kind == StreamPerThread {
+			return s.Name
+		}
+	}
+	return ""
+}

@@ -166,6 +166,11 @@ func iterate(st *state) error {
 	case n > iterMaxStages:
 		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s stages (this plan has %s)", thousands(iterMaxStages), thousands(n)))
 		return nil
+	case R != 1 && hasDefaultStream(p): // implicit.go
+		if R > 1 || kmax > 1 {
+			st.note("one stream set: stream %s is a default stream, of which CUDA has one (per context, or per thread), so iterations do not get streams of their own", defaultStreamName(p))
+		}
+		R = 1
 	case R == 0 && st.strategy == StrategySingle:
 		R = 1
 	case R == 0:

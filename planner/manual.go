@@ -113,6 +113,7 @@ func (st *state) buildManual() error {
 	if p.Streams == nil {
 		p.Streams = []Stream{}
 	}
+	applySpecRules(s, p) // spec_rules.go
 	st.plan = p
 	return nil
 }

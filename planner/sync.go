@@ -86,6 +86,7 @@ func syncStreams(st *state) error {
 		}
 	}
 	p.Stats.Waits = len(waitOn)
+	applySpecRules(st.spec, p) // spec_rules.go
 	st.plan = p
 	return nil
 }

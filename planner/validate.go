@@ -169,7 +169,7 @@ func (p *Plan) validateBuffers() error {
 		case b.Bytes <= 0 || b.Bytes > MaxBufferBytes:
 			return planErr(at("bytes"), "buffer %s has %d bytes, want 1 to %d (1 TiB)", b.Name, b.Bytes, int64(MaxBufferBytes))
 		case b.Where != "" && !contract.Where(b.Where).Valid():
-			return planErr(at("where"), "buffer %s: where %q, want %s or %s", b.Name, b.Where, contract.WhereDevice, contract.WhereHostPinned)
+			return planErr(at("where"), "buffer %s: where %q, want %s, %s or %s", b.Name, b.Where, contract.WhereDevice, contract.WhereHostPinned, contract.WhereHostPageable)
 		case b.Role != "" && !contract.Role(b.Role).Valid():
 			return planErr(at("role"), "buffer %s: role %q, want %v", b.Name, b.Role, contract.Roles)
 		case b.Init != "" && !contract.InitKind(b.Init).Valid():

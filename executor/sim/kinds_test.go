@@ -3,8 +3,10 @@ package sim_test
 import (
 	"errors"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 
+	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/planner"
@@ -78,5 +80,40 @@ func TestDetectorAgreesOnStreamKinds(t *testing.T) {
 	t.Logf("%d racy plans, %d race-free (%d of them ordered only by the legacy default stream's rule)", nracy, nclean, nordered)
 	if nordered == 0 {
 		t.Error("no plan was ordered by the legacy rule alone: the test does not exercise it")
+	}
+}
+
+// TestDetectorAgreesOnRulesSpecs: the runnable patterns of specs/rules/
+// (stream kinds, copy modes, pageable memory, host functions) on the
+// simulator under 20 seeds: the detector flags the buggy spec under every
+// seed and the fixed one under none, as the verifier does.
+func TestDetectorAgreesOnRulesSpecs(t *testing.T) {
+	for _, name := range []string{"legacy", "pageable", "copy", "hostfunc"} {
+		for _, variant := range []string{"racy", "fixed"} {
+			t.Run(name+"-"+variant, func(t *testing.T) {
+				s, err := dag.LoadFile(filepath.Join("..", "..", "specs", "rules", name+"-"+variant+".yaml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := planner.Build(s, planner.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := verifierRacy(t, p)
+				if want != (variant == "racy") {
+					t.Fatalf("verifier: race=%v", want)
+				}
+				for seed := range int64(20) {
+					_, err := run(t, p, sim.Options{Seed: seed, MaxDelay: 2000}, 2)
+					var re *executor.RaceError
+					if err != nil && !errors.As(err, &re) {
+						t.Fatalf("seed %d: %v", seed, err)
+					}
+					if got := re != nil; got != want {
+						t.Fatalf("seed %d: detector says race=%v, the verifier %v (%v)", seed, got, want, err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -1,0 +1,59 @@
+package planner
+
+import "github.com/dagrun/dagrun/dag"
+
+// applySpecRules carries the spec's stream declarations (kind, host
+// thread, host streams of other threads), copy modes, host functions,
+// lazy buffers and capture regions into p, whose streams the manual build
+// or the sync pass has made.
+func applySpecRules(s *dag.Spec, p *Plan) {
+	for i := range p.Streams {
+		str := &p.Streams[i]
+		d := s.StreamOf(str.Name)
+		if d == nil {
+			continue
+		}
+		switch d.Kind {
+		case dag.KindHost:
+			str.Host = true
+		case dag.KindNonBlocking:
+		default:
+			str.Kind = d.Kind
+		}
+		if d.Thread != dag.MainThread {
+			str.Thread = d.Thread
+		}
+	}
+	for i, sg := range s.Stages {
+		if sg.Copy == dag.CopySync {
+			p.Stages[i].Copy = CopySync
+		}
+		p.Stages[i].HostFunc = sg.HostFunc
+	}
+	for i, b := range s.Buffers {
+		if b.Alloc == dag.AllocLazy && i < len(p.Buffers) && p.Buffers[i].Name == b.Name {
+			p.Buffers[i].Alloc = AllocLazy
+		}
+	}
+	p.Captures = nil
+	for _, c := range s.Captures {
+		id := -1
+		for k := range p.Streams {
+			if p.Streams[k].Name == c.Stream {
+				id = k
+			}
+		}
+		if id < 0 {
+			continue // the loader reports a capture on a stream no stage uses
+		}
+		mode := c.Mode
+		if mode == dag.CaptureGlobal {
+			mode = CaptureGlobal
+		}
+		src := ""
+		if c.Pos.Line > 0 {
+			src = c.Pos.String()
+		}
+		p.Captures = append(p.Captures, Capture{Stream: id, First: c.First, Last: c.Last, Mode: mode, Source: src})
+	}
+}
