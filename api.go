@@ -94,6 +94,8 @@ const (
 	BudgetReuse     = planner.BudgetReuse     // BudgetStep.Kind: buffers already disjoint in time ordered, no makespan cost
 	BudgetSerialize = planner.BudgetSerialize // BudgetStep.Kind: a first use delayed, makespan traded for bytes
 
+	MaxLatencies = executor.MaxLatencies // RunResult.Latencies: at most this many, a uniform sample of longer runs
+
 	ModeStreams = executor.ModeStreams // RunOptions.Mode: issue every op of every iteration
 	ModeGraph   = executor.ModeGraph   // RunOptions.Mode: capture one iteration as a CUDA graph and replay it
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"math/rand/v2"
 	"time"
 
 	"github.com/dagrun/dagrun/contract"
@@ -39,8 +40,9 @@ type exec struct {
 	issued  int  // iterations issued
 	done    int  // iterations the host saw complete (a prefix)
 	next    []int
-	start   []time.Time
-	lat     []time.Duration
+	start   []time.Time     // per iteration in flight (ring of in-flight + 1): when its host work began
+	lat     []time.Duration // Result.Latencies: every iteration's, or a uniform sample of MaxLatencies
+	latRng  *rand.Rand      // the sample's choices (Vitter's algorithm R)
 	scratch [][]byte // per host input/output
 
 	launches, waits, records int
@@ -77,7 +79,7 @@ func (e *exec) setup() error {
 		}
 		e.arena = h
 	}
-	var scratch []byte
+	var scratch, zeros []byte
 	e.bufs = make([][]Buffer, len(p.Buffers))
 	for i, pb := range p.Buffers {
 		k := x.m.Copies[i]
@@ -101,12 +103,24 @@ func (e *exec) setup() error {
 			}
 			e.owned = append(e.owned, h)
 			e.bufs[i][c] = h
-			if int64(cap(scratch)) < pb.Bytes {
-				scratch = make([]byte, pb.Bytes)
-			}
-			data := scratch[:pb.Bytes]
-			if err := initInto(p.Dir, pb, data); err != nil {
-				return fmt.Errorf("executor: %w", err)
+			var data []byte
+			switch pb.Init {
+			case "", string(contract.InitZeros):
+				// Zeros come from a slice never written: its pages stay the
+				// system's zero page, so a large zero buffer costs no host
+				// memory here (the simulator does not write zeros at all).
+				if int64(len(zeros)) < pb.Bytes {
+					zeros = make([]byte, pb.Bytes)
+				}
+				data = zeros[:pb.Bytes]
+			default:
+				if int64(cap(scratch)) < pb.Bytes {
+					scratch = make([]byte, pb.Bytes)
+				}
+				data = scratch[:pb.Bytes]
+				if err := initInto(p.Dir, pb, data); err != nil {
+					return fmt.Errorf("executor: %w", err)
+				}
 			}
 			if err := b.Write(h, data); err != nil {
 				return fmt.Errorf("executor: %s: write initial contents of buffer %s: %w", b.Name(), name, err)
@@ -145,8 +159,8 @@ func (e *exec) setup() error {
 		e.freed = make([]bool, len(p.Buffers))
 	}
 	if x.inflight > 0 {
-		e.start = make([]time.Time, x.iters)
-		e.lat = make([]time.Duration, 0, x.iters)
+		e.start = make([]time.Time, x.inflight+1) // at most in-flight + 1 iterations are outstanding
+		e.lat = make([]time.Duration, 0, min(x.iters, MaxLatencies))
 	}
 	for _, set := range [2][]hostBuf{x.inputs, x.outputs} {
 		for _, h := range set {
@@ -319,7 +333,7 @@ func (e *exec) tail(start time.Time) (*Result, error) {
 		return nil, err
 	}
 	res.Launches, res.Waits, res.Records = e.launches, e.waits, e.records
-	res.Latencies = e.lat
+	res.Latencies, res.LatencyIterations = e.lat, e.done
 	last := max(e.issued-1, 0)
 	for i, pb := range e.x.p.Buffers {
 		if pb.Role != string(contract.RoleOutput) {
@@ -396,7 +410,7 @@ func splitRace(err error) (race *RaceError, other error) {
 // copy in iteration it−K.
 func (e *exec) hostSide(it int) error {
 	x, b := e.x, e.b
-	e.start[it] = time.Now()
+	e.start[it%len(e.start)] = time.Now()
 	if err := e.poll(); err != nil {
 		return err
 	}
@@ -498,8 +512,18 @@ func (e *exec) waitDone(it int) error {
 // complete records iteration it as seen complete now, delivers its outputs
 // and reports progress.
 func (e *exec) complete(it int) error {
-	lat := time.Since(e.start[it])
-	e.lat = append(e.lat, lat)
+	lat := time.Since(e.start[it%len(e.start)])
+	switch {
+	case len(e.lat) < MaxLatencies:
+		e.lat = append(e.lat, lat)
+	default: // reservoir sampling (Vitter 1985, algorithm R): keep it with probability MaxLatencies/(it+1)
+		if e.latRng == nil {
+			e.latRng = rand.New(rand.NewPCG(1, 2))
+		}
+		if j := e.latRng.IntN(it + 1); j < MaxLatencies {
+			e.lat[j] = lat
+		}
+	}
 	e.done = it + 1
 	for k := range e.x.outputs {
 		if e.next[k] == it {

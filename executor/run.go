@@ -71,9 +71,18 @@ type Result struct {
 	RaceReport *planner.RaceError
 	// Latencies, for runs with iteration info and host I/O or Progress, is
 	// each iteration's time from the start of its host work (filling its
-	// inputs) to when the host saw its last op complete.
-	Latencies []time.Duration
+	// inputs) to when the host saw its last op complete, in iteration
+	// order; for runs of more than MaxLatencies iterations, a uniform
+	// random sample of MaxLatencies of them (Vitter's reservoir algorithm
+	// R, ACM TOMS 1985), in no order. LatencyIterations is how many
+	// iterations it is taken from.
+	Latencies         []time.Duration
+	LatencyIterations int
 }
+
+// MaxLatencies bounds Result.Latencies (2^20 iterations, 8 MiB): a run's
+// memory must not grow with its iterations.
+const MaxLatencies = 1 << 20
 
 // Run runs plan p on backend b for o.Iterations iterations.
 //

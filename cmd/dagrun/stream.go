@@ -249,6 +249,9 @@ func runStream(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFl
 	fmt.Fprintf(stdout, "streamed %d frames (%d iterations × %d inputs, %d distinct frames) on %s in %s: %.0f frames/s; per-iteration latency p50 %s, p99 %s\n",
 		frames, iters, len(s.inputs), len(s.frames[0]), res.Backend, res.Wall.Round(time.Microsecond), float64(frames)/res.Wall.Seconds(),
 		pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond))
+	if res.LatencyIterations > len(res.Latencies) {
+		fmt.Fprintf(stdout, "note: latency percentiles from a uniform sample of %d of the %d iterations (the run keeps at most %d)\n", len(res.Latencies), res.LatencyIterations, dagrun.MaxLatencies)
+	}
 	fmt.Fprintf(stdout, "plan: %d streams × %d stream sets, %d cross-iteration waits, in flight ≤ %d; %s with setup and read-back\n",
 		len(p.Streams), p.Iteration.StreamSets, p.Iteration.CrossWaits, p.Iteration.InFlight, res.Total.Round(time.Millisecond))
 	writeIssued(stdout, ro, res)

@@ -17,3 +17,18 @@ func ShadowSegments(h executor.Buffer) (segs, maxReads int) {
 // Drain waits for all queued work without clearing the shadow state as
 // Synchronize does.
 func Drain(b *Backend) { b.pending.Wait() }
+
+// MaxQueued is the most ops a stream queues.
+const MaxQueued = maxQueued
+
+// QueueCap returns the capacity of the queue of every stream of b.
+func QueueCap(b *Backend) (caps []int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.streams {
+		s.mu.Lock()
+		caps = append(caps, cap(s.q))
+		s.mu.Unlock()
+	}
+	return caps
+}

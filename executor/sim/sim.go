@@ -206,6 +206,7 @@ func (b *Backend) NewStream() (executor.Stream, error) {
 	s := &stream{b: b, num: num, vc: b.nextVC, rng: rand.New(rand.NewPCG(uint64(b.opt.Seed), uint64(num)))}
 	b.nextVC++
 	s.cond = sync.NewCond(&s.mu)
+	s.space = sync.NewCond(&s.mu)
 	b.streams[s] = callSite()
 	b.mu.Unlock()
 	b.running.Add(1)

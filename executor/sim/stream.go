@@ -32,7 +32,15 @@ type op struct {
 	free bool                 // opLifetime: a free
 }
 
-// stream is an executor.Stream: an unbounded FIFO drained by one goroutine.
+// maxQueued bounds a stream's queued ops, as a CUDA stream's launch queue
+// does (the host blocks in the launch when it is full): the host cannot
+// run ahead of a stream by more, so a long run's memory does not grow with
+// its iterations. Queued ops depend only on ops issued before them, so a
+// full queue always drains.
+const maxQueued = 1024
+
+// stream is an executor.Stream: a FIFO of at most maxQueued ops drained by
+// one goroutine.
 type stream struct {
 	b   *Backend
 	num int // stream number in reports (reused after destroy)
@@ -49,7 +57,8 @@ type stream struct {
 	issued, seenLegacy int
 
 	mu      sync.Mutex
-	cond    *sync.Cond
+	cond    *sync.Cond // signalled when an op is queued or the stream closes
+	space   *sync.Cond // signalled when an op leaves a full queue
 	q       []op
 	head    int
 	closing bool
@@ -70,6 +79,9 @@ func (s *stream) pushRaw(o op) {
 	o.host = s.b.hostSnapshot()
 	s.b.pending.Add(1)
 	s.mu.Lock()
+	for len(s.q)-s.head >= maxQueued {
+		s.space.Wait()
+	}
 	s.q = append(s.q, o)
 	s.mu.Unlock()
 	s.cond.Signal()
@@ -99,8 +111,16 @@ func (s *stream) pop() (op, bool) {
 	o := s.q[s.head]
 	s.q[s.head] = op{}
 	s.head++
-	if s.head == len(s.q) {
+	switch {
+	case s.head == len(s.q):
 		s.q, s.head = s.q[:0], 0
+	case s.head >= maxQueued: // keep the slice from growing while the queue never empties
+		n := copy(s.q, s.q[s.head:])
+		clear(s.q[n:])
+		s.q, s.head = s.q[:n], 0
+	}
+	if len(s.q)-s.head == maxQueued-1 {
+		s.space.Signal()
 	}
 	return o, true
 }
