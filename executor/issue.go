@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/dagrun/dagrun/contract"
@@ -43,7 +43,7 @@ type exec struct {
 	start   []time.Time     // per iteration in flight (ring of in-flight + 1): when its host work began
 	lat     []time.Duration // Result.Latencies: every iteration's, or a uniform sample of MaxLatencies
 	latRng  *rand.Rand      // the sample's choices (Vitter's algorithm R)
-	scratch [][]byte // per host input/output
+	scratch [][]byte        // per host input/output
 
 	launches, waits, records int
 	captured                 []counts // per phase: the ops one replay runs
