@@ -72,6 +72,8 @@ type (
 	// Timeline is a run's timeline: one lane per stream, a bar per stage,
 	// the waits as arrows (trace.Timeline; WriteChromeTrace, WritePNG).
 	Timeline = trace.Timeline
+	// LoadOptions control LoadWith (dag.LoadOptions).
+	LoadOptions = dag.LoadOptions
 	// ImportOptions control ImportGraph (dag.ImportOptions).
 	ImportOptions = dag.ImportOptions
 )
@@ -103,9 +105,16 @@ const (
 	AllocDynamic = executor.AllocDynamic // RunOptions.Alloc: temps allocated at first use, freed stream-ordered
 )
 
-// Load reads and strictly validates a YAML spec. Errors are dag.ErrorList
-// (each with file:line:column, what is wrong, and what to do).
+// Load reads and strictly validates a spec file (YAML, or JSON: a .json
+// file or one that starts with '{'). Errors are dag.ErrorList (each with
+// file:line:column, what is wrong, and what to do). Init and PTX files the
+// spec names must lie in its folder (or below); see LoadWith.
 func Load(path string) (*Spec, error) { return dag.LoadFile(path) }
+
+// LoadWith is Load with options: o.AllowOutside lets init and PTX files
+// lie outside the spec's folder (absolute paths, "..", symbolic links
+// that lead out).
+func LoadWith(path string, o LoadOptions) (*Spec, error) { return dag.LoadFileWith(path, o) }
 
 // Plan builds the stream plan of spec and verifies it. For specs with
 // `sync: manual` the plan is the spec's own streams and waits. The plan's

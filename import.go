@@ -16,7 +16,9 @@ import (
 // each naming path: the file cannot be read or is not JSON of that form;
 // duplicate or unknown ids, non-positive sizes or sizes that are not a
 // multiple of 4 bytes, negative durations, writes to input or param
-// tensors.
+// tensors; and a graph that does not make a spec Load accepts (ids that
+// are not valid names, a node writing a tensor twice), with the loader's
+// errors (dag.Validate). summary is one line, whatever the graph's text.
 func ImportGraph(path string, o ImportOptions) (s *Spec, summary string, err error) {
 	g, err := dag.ReadGraphFile(path)
 	if err != nil {
@@ -25,6 +27,10 @@ func ImportGraph(path string, o ImportOptions) (s *Spec, summary string, err err
 	s, err = dag.ImportGraph(g, o)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	// What the caller writes must load: check the spec as Load would.
+	if _, err := dag.Validate(s); err != nil {
+		return nil, "", fmt.Errorf("%s: the graph does not make a valid spec (rename or fix the ids and tensors named below):\n%w", path, err)
 	}
 	return s, dag.GraphSummary(g), nil
 }

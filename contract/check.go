@@ -2,6 +2,7 @@ package contract
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -132,24 +133,124 @@ func (b *Builtin) CheckAccesses(reads, writes []Range) []*Violation {
 					b.Name, rule.A.Field, x.Bytes, x, rule.Bytes)
 			}
 		case RuleInPlace:
+			ws := newRangeIndex(writes)
 			for i, r := range reads {
-				for _, w := range writes {
-					if r.Overlaps(w) && (r.Offset != w.Offset || r.Bytes != w.Bytes) {
-						add(rule.Rule, FieldReads, i, rule.Hint, "built-in %s reads %s, which overlaps its write %s without being the same range", b.Name, r, w)
-					}
+				if j := ws.differentOverlap(r); j >= 0 {
+					add(rule.Rule, FieldReads, i, rule.Hint, "built-in %s reads %s, which overlaps its write %s without being the same range", b.Name, r, writes[j])
 				}
 			}
 		case RuleDisjoint:
-			for _, r := range reads {
-				for j, w := range writes {
-					if r.Overlaps(w) {
-						add(rule.Rule, FieldWrites, j, rule.Hint, "built-in %s writes %s, which overlaps its read %s", b.Name, w, r)
-					}
+			rs := newRangeIndex(reads)
+			for j, w := range writes {
+				if i := rs.overlap(w); i >= 0 {
+					add(rule.Rule, FieldWrites, j, rule.Hint, "built-in %s writes %s, which overlaps its read %s", b.Name, w, reads[i])
 				}
 			}
 		}
 	}
 	return vs
+}
+
+// rangeIndex answers overlap queries on a set of ranges in O(log n) each
+// (so that a launch's reads against its writes cost O((r+w) log w), not
+// r×w): the ranges sorted by buffer, offset and length, with the running
+// maximum end within each buffer (a sweep over interval starts, as in
+// de Berg et al., Computational Geometry, section 10.1).
+type rangeIndex struct {
+	rs     []Range
+	order  []int   // indices of rs, sorted
+	maxEnd []int64 // maxEnd[k]: the largest End of order[g..k], g the start of k's buffer
+	argMax []int   // the index in rs of that range
+}
+
+func newRangeIndex(rs []Range) *rangeIndex {
+	x := &rangeIndex{rs: rs, order: make([]int, len(rs)), maxEnd: make([]int64, len(rs)), argMax: make([]int, len(rs))}
+	for i := range x.order {
+		x.order[i] = i
+	}
+	slices.SortFunc(x.order, func(a, b int) int {
+		ra, rb := rs[a], rs[b]
+		if c := strings.Compare(ra.Buffer, rb.Buffer); c != 0 {
+			return c
+		}
+		if ra.Offset != rb.Offset {
+			return cmpInt(ra.Offset, rb.Offset)
+		}
+		return cmpInt(ra.Bytes, rb.Bytes)
+	})
+	for k, i := range x.order {
+		x.maxEnd[k], x.argMax[k] = rs[i].End(), i
+		if k > 0 && rs[x.order[k-1]].Buffer == rs[i].Buffer && x.maxEnd[k-1] > x.maxEnd[k] {
+			x.maxEnd[k], x.argMax[k] = x.maxEnd[k-1], x.argMax[k-1]
+		}
+	}
+	return x
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// search returns the first position whose range is in a buffer after
+// buf, or in buf starting at or after off (at > off when after).
+func (x *rangeIndex) search(buf string, off int64, after bool) int {
+	lo, hi := 0, len(x.order)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		r := x.rs[x.order[m]]
+		c := strings.Compare(r.Buffer, buf)
+		if c > 0 || c == 0 && (r.Offset > off || !after && r.Offset == off) {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}
+
+// before returns the index of a range of q's buffer starting before off
+// that ends after q.Offset, or -1.
+func (x *rangeIndex) before(q Range, off int64) int {
+	g := x.search(q.Buffer, math.MinInt64, false) // the buffer's first position
+	k := x.search(q.Buffer, off, false)
+	if k > g && x.maxEnd[k-1] > q.Offset {
+		return x.argMax[k-1]
+	}
+	return -1
+}
+
+// overlap returns the index of a range that overlaps q, or -1.
+func (x *rangeIndex) overlap(q Range) int {
+	return x.before(q, q.End())
+}
+
+// differentOverlap returns the index of a range that overlaps q without
+// being the same range, or -1.
+func (x *rangeIndex) differentOverlap(q Range) int {
+	if i := x.before(q, q.Offset); i >= 0 {
+		return i // starts before q and reaches into it
+	}
+	p := x.search(q.Buffer, q.Offset, false)
+	e := x.search(q.Buffer, q.Offset, true) // ranges starting at q.Offset are [p, e)
+	if e > p {
+		for _, k := range [2]int{p, e - 1} {
+			if r := x.rs[x.order[k]]; r.Bytes != q.Bytes && r.Bytes > 0 && q.Bytes > 0 {
+				return x.order[k]
+			}
+		}
+	}
+	if e < len(x.order) {
+		if r := x.rs[x.order[e]]; r.Buffer == q.Buffer && r.Offset < q.End() {
+			return x.order[e] // starts inside q
+		}
+	}
+	return -1
 }
 
 // CheckArgs returns every rule of b about arguments that args breaks:

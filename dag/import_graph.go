@@ -189,7 +189,8 @@ func isWritten(lastWrite map[string]int, id string) bool {
 	return ok
 }
 
-// GraphSummary is a one-line description of a graph, for import headers.
+// GraphSummary is a one-line description of a graph, for import headers
+// (control characters and line breaks of the graph's text become spaces).
 func GraphSummary(g *Graph) string {
 	ops := map[string]int{}
 	for _, n := range g.Nodes {
@@ -209,5 +210,12 @@ func GraphSummary(g *Graph) string {
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s×%d", k, ops[k]))
 	}
-	return fmt.Sprintf("%s (%s, %s): %d nodes, %d tensors; top ops %s", g.Model, g.Source, g.Tracer, len(g.Nodes), len(g.Tensors), strings.Join(parts, " "))
+	line := fmt.Sprintf("%s (%s, %s): %d nodes, %d tensors; top ops %s", g.Model, g.Source, g.Tracer, len(g.Nodes), len(g.Tensors), strings.Join(parts, " "))
+	// One line: it goes into a comment.
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 {
+			return ' '
+		}
+		return r
+	}, line)
 }

@@ -23,6 +23,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/dagrun/dagrun/internal/safefile"
 )
 
 // SpecVersion is the spec format version this package reads and writes.
@@ -32,33 +34,46 @@ const SpecVersion = 1
 // paths in the spec (PTX files, init files) resolve against path's directory.
 // A file that cannot be read is reported as an ErrorList too, so that callers
 // treat it like any other bad input.
-func LoadFile(path string) (*Spec, error) {
+func LoadFile(path string) (*Spec, error) { return loadFile(path, LoadOptions{}) }
+
+func loadFile(path string, o LoadOptions) (*Spec, error) {
 	text, err := readText(path)
 	if err != nil {
+		var refused *safefile.RefusedError
+		hint := "check the path of the spec file"
+		if errors.As(err, &refused) {
+			hint = "give the path of a spec file (YAML or JSON)"
+			if !refused.Irregular {
+				hint = fmt.Sprintf("a spec file has at most %d bytes (dag.MaxSpecBytes)", MaxSpecBytes)
+			}
+		}
 		return nil, ErrorList{{
 			Pos:  Pos{File: path},
 			Msg:  "cannot read spec: " + unwrapPathError(err),
-			Hint: "check the path of the spec file",
+			Hint: hint,
 		}}
 	}
-	s, err, _ := loadText(text, path, filepath.Dir(path), false)
+	s, err, _ := loadText(text, path, filepath.Dir(path), o, false)
 	return s, err
 }
 
-// readText reads the file at path as a string, without the copy of
-// os.ReadFile and a conversion (the spec's names are substrings of it).
+// readText reads the spec file at path as a string (a regular file of at
+// most MaxSpecBytes, safefile's checks), without the copy of os.ReadFile
+// and a conversion: the spec's names are substrings of it.
 func readText(path string) (string, error) {
-	f, err := os.Open(path)
+	f, size, err := safefile.Open(path, MaxSpecBytes, "spec")
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	var b strings.Builder
-	if fi, err := f.Stat(); err == nil && fi.Size() > 0 && fi.Size() < 1<<40 {
-		b.Grow(int(fi.Size()) + 1)
-	}
-	if _, err := io.Copy(&b, f); err != nil {
+	b.Grow(int(size) + 1)
+	n, err := io.Copy(&b, io.LimitReader(f, MaxSpecBytes+1))
+	if err != nil {
 		return "", err
+	}
+	if n > MaxSpecBytes {
+		return "", &safefile.RefusedError{Path: path, What: "spec", Size: n, Limit: MaxSpecBytes}
 	}
 	return b.String(), nil
 }
@@ -74,21 +89,25 @@ func readText(path string) (string, error) {
 // every Access. On failure it returns (nil, ErrorList) with every error found,
 // sorted by position and capped at MaxErrors.
 func Load(data []byte, file, dir string) (*Spec, error) {
-	s, err, _ := loadWith(data, file, dir, false)
+	s, err, _ := loadText(string(data), file, dir, LoadOptions{}, false)
 	return s, err
 }
 
-// loadWith is Load, parsing YAML with yaml.v3 only when yamlv3 is set;
+// loadBytes is Load, parsing YAML with yaml.v3 only when yamlv3 is set;
 // scanned says whether the streaming scanner parsed the file.
-func loadWith(data []byte, file, dir string, yamlv3 bool) (*Spec, error, bool) {
-	return loadText(string(data), file, dir, yamlv3)
+func loadBytes(data []byte, file, dir string, yamlv3 bool) (*Spec, error, bool) {
+	return loadText(string(data), file, dir, LoadOptions{}, yamlv3)
 }
 
-func loadText(data string, file, dir string, yamlv3 bool) (*Spec, error, bool) {
+func loadText(data string, file, dir string, o LoadOptions, yamlv3 bool) (*Spec, error, bool) {
 	if dir == "" && file != "" {
 		dir = filepath.Dir(file)
 	}
-	l := &loader{file: file, dir: dir, forceYAMLv3: yamlv3}
+	if len(data) > MaxSpecBytes {
+		return nil, ErrorList{{Pos: Pos{File: file}, Msg: fmt.Sprintf("the spec is %d bytes, more than the %d a spec may have", len(data), MaxSpecBytes),
+			Hint: "split the pipeline, or shorten names (dag.MaxSpecBytes)"}}, false
+	}
+	l := &loader{file: file, dir: dir, forceYAMLv3: yamlv3, allowOutside: o.AllowOutside}
 	s := l.load(data)
 	if err := l.errs.Err(); err != nil {
 		return nil, err, l.scanned
@@ -109,10 +128,13 @@ type loader struct {
 	kernSrc  []kernelSrc
 
 	// streamed counts the items of each list the scanner streamed.
-	streamed    map[*yaml.Node]int
-	forceYAMLv3 bool // tests: parse YAML with yaml.v3 only
-	scanned     bool // the scanner parsed the file
+	streamed     map[*yaml.Node]int
+	forceYAMLv3  bool // tests: parse YAML with yaml.v3 only
+	allowOutside bool // LoadOptions.AllowOutside
+	scanned      bool // the scanner parsed the file
 
+	accesses  int                // reads and writes decoded so far (MaxAccesses)
+	over      map[string]bool    // the lists past their limit, reported
 	aliased   int                // nodes expanded through aliases so far
 	aliasSize map[*yaml.Node]int // node count of each anchored node used
 }
@@ -215,11 +237,11 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 	if err != nil {
 		var je *jsonError
 		if json && errors.As(err, &je) {
-			*l = loader{file: l.file, dir: l.dir}
+			*l = loader{file: l.file, dir: l.dir, allowOutside: l.allowOutside}
 			l.errorAt(je.at, "fix the JSON syntax here (RFC 8259: keys and strings in double quotes, no trailing commas)", "JSON syntax error: %s", je.msg)
 			return nil, true
 		}
-		*l = loader{file: l.file, dir: l.dir, forceYAMLv3: l.forceYAMLv3}
+		*l = loader{file: l.file, dir: l.dir, forceYAMLv3: l.forceYAMLv3, allowOutside: l.allowOutside}
 		return nil, false
 	}
 	l.scanned = true
@@ -242,6 +264,22 @@ func looksLikeJSON(data string) bool {
 		return c == '{'
 	}
 	return false
+}
+
+// tooMany reports (once per list) and returns true when a list already
+// has limit items, so that item n is not decoded.
+func (l *loader) tooMany(n *yaml.Node, have, limit int, list, name string) bool {
+	if have < limit {
+		return false
+	}
+	if !l.over[list] {
+		if l.over == nil {
+			l.over = map[string]bool{}
+		}
+		l.over[list] = true
+		l.errorf(n, "split the pipeline into several specs", "more than %d %s: a spec has at most %d (dag.%s)", limit, list, limit, name)
+	}
+	return true
 }
 
 // items calls decode on each item of the list n (or counts the items the

@@ -4,12 +4,16 @@ package dag
 // on them (see load.go for the first phase).
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -18,16 +22,18 @@ import (
 	"gonum.org/v1/gonum/graph/topo"
 
 	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/internal/safefile"
 )
 
 // checker is the state of the check phase.
 type checker struct {
 	*loader
 	s       *Spec
-	bufs    map[string]int // buffer name → index of its first declaration
-	kerns   map[string]int // kernel name → index
-	stages  map[string]int // stage name → index of its first declaration
-	forward []afterEdge    // after entries naming a later-declared stage
+	bufs    map[string]int  // buffer name → index of its first declaration
+	kerns   map[string]int  // kernel name → index
+	stages  map[string]int  // stage name → index of its first declaration
+	forward []afterEdge     // after entries naming a later-declared stage
+	events  map[string]bool // the events stages record (built on first use)
 }
 
 // afterEdge is an after entry: stage to lists from (from must run first).
@@ -38,8 +44,17 @@ type afterEdge struct {
 
 func (l *loader) check(s *Spec) {
 	c := &checker{loader: l, s: s, bufs: map[string]int{}, kerns: map[string]int{}, stages: map[string]int{}}
+	var total int64 // bytes of every buffer times its copies
 	for i := range s.Buffers {
 		c.checkBuffer(i)
+		b := &s.Buffers[i]
+		if c.bufSrc[i].sizeOK && total <= MaxBufferBytes {
+			copies := int64(max(b.Copies, 1))
+			if total += b.Bytes * copies; total > MaxBufferBytes || b.Bytes > MaxBufferBytes/copies {
+				c.errorAt(c.bufSrc[i].at, "use fewer or smaller buffers, or fewer copies", "buffer %s: the buffers (bytes times copies) add up to more than the %d (1 TiB) a spec may have (dag.MaxBufferBytes)", b.Name, int64(MaxBufferBytes))
+				total = MaxBufferBytes + 1
+			}
+		}
 	}
 	for i := range s.Kernels {
 		c.checkKernel(i)
@@ -84,17 +99,38 @@ func (c *checker) checkBuffer(i int) {
 		if src.initFile == (at{}) {
 			return
 		}
-		p := c.resolvePath(b.Init.Path)
-		fi, err := os.Stat(p)
+		f, size, err := c.openInput(b.Init.Path, MaxBufferBytes, "init file")
+		if f != nil {
+			f.Close()
+		}
+		var refused *safefile.RefusedError
 		switch {
+		case errors.Is(err, safefile.ErrOutside):
+			c.errorAt(src.initFile, outsideHint, "buffer %s: init file %s is outside the spec's folder", b.Name, b.Init.Path)
+		case errors.As(err, &refused) && refused.Irregular:
+			c.errorAt(src.initFile, "name a regular file holding the raw bytes", "buffer %s: init file %s is not a regular file", b.Name, b.Init.Path)
+		case errors.As(err, &refused):
+			size = refused.Size
+			fallthrough
+		case err == nil && size != b.Bytes:
+			c.errorAt(src.initFile, fmt.Sprintf("the file must hold exactly the buffer's %d bytes", b.Bytes), "buffer %s: init file %s is %d bytes, the buffer %d", b.Name, b.Init.Path, size, b.Bytes)
 		case err != nil:
 			c.errorAt(src.initFile, "paths are relative to the spec's directory ("+c.dirName()+")", "buffer %s: init file %s: %s", b.Name, b.Init.Path, unwrapPathError(err))
-		case !fi.Mode().IsRegular():
-			c.errorAt(src.initFile, "name a regular file holding the raw bytes", "buffer %s: init file %s is not a regular file", b.Name, b.Init.Path)
-		case fi.Size() != b.Bytes:
-			c.errorAt(src.initFile, fmt.Sprintf("the file must hold exactly the buffer's %d bytes", b.Bytes), "buffer %s: init file %s is %d bytes, the buffer %d", b.Name, b.Init.Path, fi.Size(), b.Bytes)
 		}
 	}
+}
+
+// outsideHint is the hint of a file named outside the spec's folder.
+const outsideHint = "keep init and PTX files in the spec's folder or below it (a spec from someone else must not read your other files); to allow others, pass --allow-outside-paths (dag.LoadOptions.AllowOutside)"
+
+// openInput opens the file a spec names (an init or PTX file), a regular
+// file of at most limit bytes: inside the spec's folder (safefile.OpenIn)
+// unless AllowOutside.
+func (c *checker) openInput(p string, limit int64, what string) (*os.File, int64, error) {
+	if c.allowOutside {
+		return safefile.Open(c.resolvePath(p), limit, what)
+	}
+	return safefile.OpenIn(c.dirName(), p, limit, what)
 }
 
 func (c *checker) resolvePath(p string) string {
@@ -132,21 +168,24 @@ func (c *checker) checkKernel(i int) {
 	if !src.ok || k.PTX == "" || k.Entry == "" {
 		return
 	}
-	path := c.resolvePath(k.PTX)
-	fi, err := os.Stat(path)
-	if err == nil && !fi.Mode().IsRegular() {
-		c.errorAt(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is not a regular file", k.Name, k.PTX)
-		return
-	}
-	if err == nil && fi.Size() > maxPTXBytes {
-		c.errorAt(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is %d bytes, more than the %d a PTX module may have here", k.Name, k.PTX, fi.Size(), maxPTXBytes)
-		return
-	}
+	f, _, err := c.openInput(k.PTX, maxPTXBytes, "PTX file")
 	var data []byte
 	if err == nil {
-		data, err = os.ReadFile(path)
+		data, err = io.ReadAll(io.LimitReader(f, maxPTXBytes))
+		f.Close()
 	}
-	if err != nil {
+	var refused *safefile.RefusedError
+	switch {
+	case errors.Is(err, safefile.ErrOutside):
+		c.errorAt(src.ptx, outsideHint, "kernel %s: PTX file %s is outside the spec's folder", k.Name, k.PTX)
+		return
+	case errors.As(err, &refused) && refused.Irregular:
+		c.errorAt(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is not a regular file", k.Name, k.PTX)
+		return
+	case errors.As(err, &refused):
+		c.errorAt(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is %d bytes, more than the %d a PTX module may have here", k.Name, k.PTX, refused.Size, maxPTXBytes)
+		return
+	case err != nil:
 		c.errorAt(src.ptx, "paths are relative to the spec's directory ("+c.dirName()+"); build the PTX with nvcc -ptx", "kernel %s: PTX file %s: %s", k.Name, k.PTX, unwrapPathError(err))
 		return
 	}
@@ -179,8 +218,8 @@ func (c *checker) checkStage(i int) {
 	}
 	resolved := c.resolveAccesses(st, src, what, "reads", st.Reads, src.reads)
 	resolved = c.resolveAccesses(st, src, what, "writes", st.Writes, src.writes) && resolved
-	if resolved {
-		c.checkWriteOverlap(st, what)
+	if resolved && c.checkWriteOverlap(st, what) {
+		resolved = false // the built-in's rules on ranges would say it again
 	}
 	if st.Kernel != "" && !st.Go {
 		switch k, user := c.kerns[st.Kernel]; {
@@ -284,16 +323,44 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 	return all
 }
 
-// checkWriteOverlap reports two writes of one stage that share bytes.
-func (c *checker) checkWriteOverlap(st *StageSpec, what string) {
-	for j := 1; j < len(st.Writes); j++ {
-		for k := 0; k < j; k++ {
-			if st.Writes[j].Overlaps(st.Writes[k]) {
-				c.errAt(st.Writes[j].Pos, "a stage writes each byte once: list the range once, or split it into disjoint ranges", "%s: writes %s and %s overlap", what, st.Writes[k], st.Writes[j])
-				break
+// checkWriteOverlap reports two writes of one stage that share bytes, at
+// the later-listed one, and says whether there were any. The writes are
+// swept in order of buffer and offset (O(n log n) for n writes), each
+// compared with the one reaching furthest among those before it.
+func (c *checker) checkWriteOverlap(st *StageSpec, what string) bool {
+	ws := st.Writes
+	if len(ws) < 2 {
+		return false
+	}
+	order := make([]int, len(ws))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := strings.Compare(ws[a].Buffer, ws[b].Buffer); c != 0 {
+			return c
+		}
+		return cmp.Compare(ws[a].Offset, ws[b].Offset)
+	})
+	reported := map[int]bool{}
+	far := order[0] // the write reaching furthest so far in this buffer
+	for _, i := range order[1:] {
+		if ws[i].Buffer != ws[far].Buffer {
+			far = i
+			continue
+		}
+		if ws[i].Offset < ws[far].End() {
+			first, later := min(i, far), max(i, far)
+			if !reported[later] {
+				reported[later] = true
+				c.errAt(ws[later].Pos, "a stage writes each byte once: list the range once, or split it into disjoint ranges", "%s: writes %s and %s overlap", what, ws[first], ws[later])
 			}
 		}
+		if ws[i].End() > ws[far].End() {
+			far = i
+		}
 	}
+	return len(reported) > 0
 }
 
 // checkBuiltin checks a built-in stage's resolved accesses against the
@@ -520,15 +587,16 @@ func (c *checker) checkWaitFor(i int, st *StageSpec, src *stageSrc, what string)
 		case w.Stage != "":
 			c.checkRefs(i, []string{w.Stage}, []at{n}, what, "waits")
 		case w.Event != "":
-			known := false
-			var events []string
-			for _, other := range c.s.Stages {
-				if other.Event != "" {
-					known = known || other.Event == w.Event
-					events = append(events, other.Event)
+			if c.events == nil {
+				c.events = map[string]bool{}
+				for _, other := range c.s.Stages {
+					if other.Event != "" {
+						c.events[other.Event] = true
+					}
 				}
 			}
-			if !known {
+			if !c.events[w.Event] {
+				events := slices.Sorted(maps.Keys(c.events))
 				hint := "name an event that a stage records with event: NAME"
 				if s := c.suggest(w.Event, func() []string { return events }); s != "" {
 					hint = fmt.Sprintf("did you mean %q?", s)

@@ -454,6 +454,9 @@ const (
 )
 
 func (l *loader) decodeBuffer(s *Spec, n *yaml.Node) {
+	if l.tooMany(n, len(s.Buffers), limits.buffers, "buffers", "MaxBuffers") {
+		return
+	}
 	b := BufferSpec{Pos: l.pos(n), Where: WhereDevice, Role: RoleTemp, Init: Init{Kind: InitZeros}}
 	src := bufferSrc{at: atOf(n)}
 	if f := decodeObject(l, n, "buffer", bufferTable, bufferKeys, &b, &src); f != nil {
@@ -516,6 +519,14 @@ func (l *loader) bufferSize(f *fields, b *BufferSpec, src *bufferSrc, what strin
 			b.Bytes = computed
 		} else {
 			b.Bytes = given
+		}
+		if b.Bytes > MaxBufferBytes {
+			at := bytesN
+			if at == nil {
+				at = shapeN
+			}
+			l.errorf(at, "split the buffer", "%s: %d bytes, more than the %d (1 TiB) a buffer may have (dag.MaxBufferBytes)", what, b.Bytes, int64(MaxBufferBytes))
+			sizeOK = false
 		}
 	}
 	src.sizeOK = sizeOK
@@ -680,6 +691,9 @@ var (
 )
 
 func (l *loader) decodeKernel(s *Spec, n *yaml.Node) {
+	if l.tooMany(n, len(s.Kernels), limits.kernels, "kernels", "MaxKernels") {
+		return
+	}
 	k := KernelSpec{Pos: l.pos(n)}
 	src := kernelSrc{at: atOf(n)}
 	before := len(l.errs)
@@ -925,6 +939,9 @@ var (
 )
 
 func (l *loader) decodeStage(s *Spec, n *yaml.Node) {
+	if l.tooMany(n, len(s.Stages), limits.stages, "stages", "MaxStages") {
+		return
+	}
 	st := StageSpec{Pos: l.pos(n)}
 	src := stageSrc{at: atOf(n)}
 	if f := decodeObject(l, n, "stage", stageTable, stageKeys, &st, &src); f != nil {
@@ -1142,6 +1159,19 @@ func (l *loader) decodeAccesses(n *yaml.Node, what string) ([]Access, []accessSr
 	items, ok := l.list(n, what, "write a list: [x, y[0:512]]")
 	if !ok {
 		return nil, nil
+	}
+	// Past a limit, one unresolved access stands for the list (so that
+	// the stage's other checks do not count it as empty).
+	refused := []Access{{Pos: l.pos(n)}}
+	if len(items) > MaxStageAccesses {
+		l.errorf(n, "split the stage, or list fewer, larger ranges", "%s: %d accesses, more than the %d a stage may have in one list (dag.MaxStageAccesses)", what, len(items), MaxStageAccesses)
+		return refused, []accessSrc{{}}
+	}
+	if l.accesses += len(items); l.accesses > limits.accesses {
+		if l.accesses-len(items) <= limits.accesses {
+			l.errorf(n, "split the pipeline into several specs", "%s: more than %d reads and writes in the spec (dag.MaxAccesses)", what, limits.accesses)
+		}
+		return refused, []accessSrc{{}}
 	}
 	accs := make([]Access, len(items))
 	srcs := make([]accessSrc, len(items))

@@ -15,8 +15,8 @@ import (
 // whether the scanner parsed the file.
 func sameLoad(t *testing.T, data []byte, file string) bool {
 	t.Helper()
-	s1, err1, scanned := loadWith(data, file, loadDir, false)
-	s2, err2, _ := loadWith(data, file, loadDir, true)
+	s1, err1, scanned := loadBytes(data, file, loadDir, false)
+	s2, err2, _ := loadBytes(data, file, loadDir, true)
 	if (err1 == nil) != (err2 == nil) || err1 != nil && err1.Error() != err2.Error() {
 		t.Fatalf("%s: scanner and yaml.v3 disagree (scanned %v):\nscanner: %v\nyaml.v3: %v\n%s", file, scanned, err1, err2, data)
 	}
@@ -104,7 +104,7 @@ func TestLoadJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sj, err, scanned := loadWith([]byte(j), "p.json", loadDir, false)
+	sj, err, scanned := loadBytes([]byte(j), "p.json", loadDir, false)
 	if err != nil || !scanned {
 		t.Fatal(err, scanned)
 	}

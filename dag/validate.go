@@ -29,7 +29,7 @@ func Validate(s *Spec) (*Spec, error) {
 			Hint: "argument values are integers, floats or strings"}}
 	}
 	text := buf.String()
-	out, err, _ := loadText(text, goSpecFile, s.Dir, false)
+	out, err, _ := loadText(text, goSpecFile, s.Dir, LoadOptions{AllowOutside: true}, false)
 	if err != nil {
 		return nil, goErrors(err.(ErrorList), text)
 	}

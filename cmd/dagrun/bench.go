@@ -27,7 +27,7 @@ critical path / ideal makespan under the cap.`,
 			fmt.Fprintln(&out, "| spec | stages | default streams/waits | lower bound waits | naive streams/waits | round-robin streams/waits | single waits | events | critical path µs | ideal makespan µs | sum µs | max 8: streams/waits, makespan µs (kept) | max 16: streams/waits, makespan µs (kept) | planning ms |")
 			fmt.Fprintln(&out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 			for _, path := range args {
-				s, err := loadSpec(path)
+				s, err := loadSpec(path, false)
 				if err != nil {
 					return err
 				}

@@ -65,9 +65,11 @@ type planFlags struct {
 	dumpAfter  string
 	streamSets int         // iterations: PlanOptions.StreamSets (docs/iterations.md)
 	mem        memoryFlags // --arena, --memory-budget: memory.go
+	outside    bool        // --allow-outside-paths
 }
 
 func (f *planFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.outside, "allow-outside-paths", false, "let the spec's init and PTX files lie outside its folder (absolute paths, .., links that lead out); without it a spec from someone else cannot read your other files")
 	cmd.Flags().StringVar(&f.strategy, "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive, hazard-dag (the whole hazard DAG, for graph mode) (default: the spec's options, else default)")
 	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams; 0 = uncapped (default: the spec's max_streams)")
 	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass")
@@ -107,8 +109,9 @@ func (f *planFlags) options(stderr io.Writer) (dagrun.PlanOptions, error) {
 }
 
 // loadSpec loads a spec; every loader error is bad input (exit 2).
-func loadSpec(path string) (*dagrun.Spec, error) {
-	s, err := dagrun.Load(path)
+// allowOutside is --allow-outside-paths.
+func loadSpec(path string, allowOutside bool) (*dagrun.Spec, error) {
+	s, err := dagrun.LoadWith(path, dagrun.LoadOptions{AllowOutside: allowOutside})
 	if err != nil {
 		return nil, usageError{err}
 	}
@@ -148,7 +151,7 @@ func planOrSpec(planFile string, args []string, f *planFlags, stderr io.Writer) 
 		return nil, err
 	}
 	t0 := time.Now()
-	s, err := loadSpec(args[0])
+	s, err := loadSpec(args[0], f.outside)
 	if err != nil {
 		return nil, err
 	}

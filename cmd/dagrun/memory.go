@@ -103,7 +103,7 @@ draws them: arena against ideal makespan, both relative to the default plan.`,
 			fmt.Fprintln(&out, "|---|---|---|---|---|---|---|---|---|---|---|")
 			var curves []memCurve
 			for _, path := range args {
-				s, err := loadSpec(path)
+				s, err := loadSpec(path, false)
 				if err != nil {
 					return err
 				}

@@ -5,9 +5,12 @@
 package safefile
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 )
 
 // Open opens the regular file path for reading and returns it with its
@@ -40,12 +43,79 @@ func Open(path string, limit int64, what string) (*os.File, int64, error) {
 
 func check(path string, st os.FileInfo, limit int64, what string) error {
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file (%v): a %s must be a plain file", path, st.Mode().Type(), what)
+		return &RefusedError{Path: path, What: what, Mode: st.Mode().Type(), Irregular: true}
 	}
 	if limit >= 0 && st.Size() > limit {
-		return fmt.Errorf("%s: %d bytes, more than a %s may have (%d bytes)", path, st.Size(), what, limit)
+		return &RefusedError{Path: path, What: what, Size: st.Size(), Limit: limit}
 	}
 	return nil
+}
+
+// RefusedError is a file Open refuses: not a regular file (Irregular), or
+// of Size bytes, larger than Limit.
+type RefusedError struct {
+	Path, What  string
+	Irregular   bool
+	Mode        os.FileMode // the file's type, when Irregular
+	Size, Limit int64
+}
+
+func (e *RefusedError) Error() string {
+	if e.Irregular {
+		return fmt.Sprintf("%s: not a regular file (%v): a %s must be a plain file", e.Path, e.Mode, e.What)
+	}
+	return fmt.Sprintf("%s: %d bytes, more than a %s may have (%d bytes)", e.Path, e.Size, e.What, e.Limit)
+}
+
+// ErrOutside is returned (wrapped) by OpenIn for a name that leads out of
+// its folder: absolute, through "..", or through a symbolic link.
+var ErrOutside = errors.New("outside the folder")
+
+// OpenIn is Open of the file name inside the folder dir: name is relative
+// to dir, and it is refused with ErrOutside, before anything is looked up,
+// when it is absolute or climbs out with "..", and when a symbolic link
+// on its way leads out of dir (os.Root), so that a refusal says nothing of
+// what lies outside.
+func OpenIn(dir, name string, limit int64, what string) (*os.File, int64, error) {
+	if !filepath.IsLocal(name) {
+		return nil, 0, &os.PathError{Op: "open", Path: name, Err: ErrOutside}
+	}
+	if dir == "" {
+		dir = "."
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer root.Close()
+	st, err := root.Stat(name)
+	if err != nil {
+		return nil, 0, outside(name, err)
+	}
+	if err := check(name, st, limit, what); err != nil {
+		return nil, 0, err
+	}
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, 0, outside(name, err)
+	}
+	if st, err = f.Stat(); err == nil {
+		err = check(name, st, limit, what)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
+}
+
+// outside turns os.Root's refusal of a path that escapes it into ErrOutside.
+func outside(name string, err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes") {
+		return &os.PathError{Op: "open", Path: name, Err: ErrOutside}
+	}
+	return err
 }
 
 // ReadFile is os.ReadFile of a regular file of at most limit bytes (Open's

@@ -1,0 +1,46 @@
+package dag
+
+// Limits of the spec format (docs/spec.md, "Limits"). A spec beyond one is
+// refused with an error at the place it is exceeded that names the limit;
+// they bound what a spec file can make the loader build, whoever wrote it.
+const (
+	// MaxSpecBytes bounds a spec file's size (1 GiB): a spec of a million
+	// stages is about 200 MB of YAML.
+	MaxSpecBytes = 1 << 30
+	// MaxStages bounds the stages of a spec (2^22).
+	MaxStages = 1 << 22
+	// MaxBuffers bounds the buffers of a spec (2^22).
+	MaxBuffers = 1 << 22
+	// MaxKernels bounds the user kernels of a spec (2^16).
+	MaxKernels = 1 << 16
+	// MaxStageAccesses bounds the reads and the writes of one stage (2^16
+	// each).
+	MaxStageAccesses = 1 << 16
+	// MaxAccesses bounds the reads and writes of all stages together (2^25).
+	MaxAccesses = 1 << 25
+	// MaxBufferBytes bounds one buffer's size, and the sum of every
+	// buffer's bytes times its copies (1 TiB, the plan format's
+	// planner.MaxBufferBytes).
+	MaxBufferBytes = 1 << 40
+)
+
+// limits are the limits the loader applies (tests lower them).
+var limits = struct{ stages, buffers, kernels, accesses int }{MaxStages, MaxBuffers, MaxKernels, MaxAccesses}
+
+// LoadOptions control LoadFileWith and LoadWith.
+type LoadOptions struct {
+	// AllowOutside lets init files and PTX files lie outside the spec's
+	// folder: absolute paths, "..", symbolic links that lead out. By
+	// default they are refused, without looking them up, so that a spec
+	// from someone else can neither read nor probe the user's other files.
+	AllowOutside bool
+}
+
+// LoadFileWith is LoadFile with options.
+func LoadFileWith(path string, o LoadOptions) (*Spec, error) { return loadFile(path, o) }
+
+// LoadWith is Load with options.
+func LoadWith(data []byte, file, dir string, o LoadOptions) (*Spec, error) {
+	s, err, _ := loadText(string(data), file, dir, o, false)
+	return s, err
+}
