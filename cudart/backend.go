@@ -70,6 +70,10 @@ type backend struct {
 	// that the next capture records as its first and last nodes, so that a
 	// replay's GPU time excludes the launch's latency.
 	markers *[2]cu.Event
+	// hostErr is the first error of a host function since the last
+	// Synchronize (rules.go), set on a driver thread.
+	hostErrMu sync.Mutex
+	hostErr   error
 	// stamps is the kernel-timestamp buffer of stream-mode launches;
 	// capStamps, that of the capture in progress (Options.KernelTimestamps).
 	stamps, capStamps *stampBuf
@@ -116,6 +120,9 @@ type stream struct {
 	// retired are scratch buffers outgrown during a stream capture: captured
 	// copies may still use them, so they live as long as the stream.
 	retired []cu.DevicePtr
+	// def marks a default stream (legacy or per-thread, rules.go): named,
+	// never created or destroyed.
+	def bool
 }
 
 type event struct {
@@ -128,8 +135,8 @@ type buffer struct {
 	name  string
 	bytes int64
 	where contract.Where
-	dptr  cu.DevicePtr   // device address (for pinned memory, the same address: unified addressing)
-	host  unsafe.Pointer // pinned host memory, nil for device buffers
+	dptr  cu.DevicePtr   // device address (for pinned memory, the same address: unified addressing; 0 for pageable memory)
+	host  unsafe.Pointer // pinned or pageable host memory, nil for device buffers
 }
 
 var _ executor.Backend = (*backend)(nil)
@@ -507,8 +514,14 @@ func (b *backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 			}
 			buf.dptr = p
 			return wrap(cu.MemsetD8(p, 0, d.Bytes), "cuMemsetD8 buffer %s", d.Name)
+		case contract.WhereHostPageable:
+			buf.host = allocPageable(d.Bytes) // rules.go
+			if buf.host == nil {
+				return fmt.Errorf("cudart: buffer %s: out of host memory for %d pageable bytes", d.Name, d.Bytes)
+			}
+			return nil
 		}
-		return fmt.Errorf("cudart: buffer %s: where %q, want %q or %q", d.Name, d.Where, contract.WhereDevice, contract.WhereHostPinned)
+		return fmt.Errorf("cudart: buffer %s: where %q, want %q, %q or %q", d.Name, d.Where, contract.WhereDevice, contract.WhereHostPinned, contract.WhereHostPageable)
 	})
 	if err != nil {
 		return nil, err
@@ -585,6 +598,9 @@ func (b *backend) Synchronize() error {
 	return b.call("synchronize", func(w *worker) error {
 		err := w.asyncErr
 		w.asyncErr = nil
+		if herr := b.takeHostFuncErr(); herr != nil && err == nil { // rules.go
+			err = herr
+		}
 		if serr := cu.Synchronize(); serr != nil && err == nil {
 			err = wrap(serr, "cuCtxSynchronize")
 		}
@@ -599,6 +615,10 @@ func (b *backend) DestroyStream(h executor.Stream) error {
 	s, ok := h.(*stream)
 	if !ok || s == nil {
 		return fmt.Errorf("cudart: DestroyStream: %T is not a cuda stream", h)
+	}
+	if s.def {
+		b.untrack(s.id) // a default stream: nothing to destroy (rules.go)
+		return nil
 	}
 	err := b.call("cuStreamDestroy", func(w *worker) error {
 		if err := w.freeRetired(s); err != nil {
@@ -638,6 +658,10 @@ func (b *backend) Free(h executor.Buffer) error {
 	err = b.call("free "+buf.name, func(w *worker) error {
 		if err := cu.Synchronize(); err != nil {
 			return wrap(err, "cuCtxSynchronize before freeing %s", buf.name)
+		}
+		if buf.where == contract.WhereHostPageable {
+			freePageable(buf.host)
+			return nil
 		}
 		if buf.host != nil {
 			return wrap(cu.MemFreeHost(buf.host), "cuMemFreeHost %s", buf.name)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/planner"
 )
 
 // Mix limits: the mix kernel takes its pointers in one by-value parameter
@@ -106,6 +107,12 @@ func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 	s, ok := hs.(*stream)
 	if !ok || s == nil {
 		return fmt.Errorf("cudart: launch %s: %T is not a cuda stream", l.Name, hs)
+	}
+	switch {
+	case l.Copy == planner.CopySync:
+		return b.syncCopy(l) // rules.go
+	case l.HostFunc:
+		return b.hostFunc(s, l) // rules.go
 	}
 	p, err := b.prepared(l)
 	if err != nil {

@@ -45,6 +45,7 @@ import (
 
 	"gorgonia.org/cu"
 
+	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -139,3 +140,113 @@ func copyDtoHAsync(h unsafe.Pointer, d cu.DevicePtr, n int64, s cu.Stream) error
 // allocPageable returns n bytes of pageable C memory (free with freePageable).
 func allocPageable(n int64) unsafe.Pointer { return C.calloc(C.size_t(n), 1) }
 func freePageable(p unsafe.Pointer)        { C.free(p) }
+
+var _ executor.StreamKinder = (*backend)(nil)
+
+// NewStreamKind creates a stream of a planner kind with its real flags, or
+// names the legacy or per-thread default stream (created by no one,
+// destroyed by no one: DestroyStream only forgets it).
+func (b *backend) NewStreamKind(kind string) (executor.Stream, error) {
+	s := &stream{}
+	err := b.call("cuStreamCreate("+kind+")", func(w *worker) error {
+		var owned bool
+		var err error
+		s.s, owned, err = makeStream(kind)
+		s.def = !owned
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.id = b.track("stream ("+kind+")", s)
+	return s, nil
+}
+
+// syncCopy runs a synchronous copy (cuMemcpyHtoD, cuMemcpyDtoH,
+// cuMemcpyDtoD) on the worker and returns when the driver call returns,
+// as the "API synchronization behavior" table says. The driver's
+// synchronous copies run on the legacy default stream; a per-thread
+// default stream's copy gets the legacy stream's order too (more order,
+// not less).
+func (b *backend) syncCopy(l *executor.LaunchDesc) error {
+	if len(l.Reads) != 1 || len(l.Writes) != 1 {
+		return fmt.Errorf("cudart: %s: a copy reads one range and writes one", l.Name)
+	}
+	r, wr := l.Reads[0], l.Writes[0]
+	src, err := asBuffer(r.Buffer)
+	if err != nil {
+		return err
+	}
+	dst, err := asBuffer(wr.Buffer)
+	if err != nil {
+		return err
+	}
+	n := wr.Bytes
+	return b.call(l.Name+": synchronous copy", func(w *worker) error {
+		switch {
+		case src.host != nil && dst.host != nil:
+			copy(unsafe.Slice((*byte)(unsafe.Add(dst.host, wr.Offset)), n), unsafe.Slice((*byte)(unsafe.Add(src.host, r.Offset)), n))
+			return nil
+		case src.host != nil:
+			return wrap(copyHtoD(dst.dptr+cu.DevicePtr(wr.Offset), unsafe.Add(src.host, r.Offset), n), "%s: cuMemcpyHtoD %d bytes", l.Name, n)
+		case dst.host != nil:
+			return wrap(copyDtoH(unsafe.Add(dst.host, wr.Offset), src.dptr+cu.DevicePtr(r.Offset), n), "%s: cuMemcpyDtoH %d bytes", l.Name, n)
+		}
+		return wrap(cu.MemcpyDtoD(dst.dptr+cu.DevicePtr(wr.Offset), src.dptr+cu.DevicePtr(r.Offset), n), "%s: cuMemcpyDtoD %d bytes", l.Name, n)
+	})
+}
+
+// hostFunc enqueues a host stage's built-in on s with cuLaunchHostFunc: the
+// driver runs it on its own thread in s's order, on host memory (the
+// loader and the executor keep host functions to host buffers). An error
+// is reported at the next Synchronize.
+func (b *backend) hostFunc(s *stream, l *executor.LaunchDesc) error {
+	host := func(a executor.Arg) ([]byte, error) { return pinned(a.Buffer, a.Offset, a.Bytes, "function access") }
+	ins, outs := make([][]byte, len(l.Reads)), make([][]byte, len(l.Writes))
+	for i, a := range l.Reads {
+		x, err := host(a)
+		if err != nil {
+			return fmt.Errorf("cudart: host function %s: %w", l.Name, err)
+		}
+		ins[i] = x
+	}
+	for i, a := range l.Writes {
+		x, err := host(a)
+		if err != nil {
+			return fmt.Errorf("cudart: host function %s: %w", l.Name, err)
+		}
+		outs[i] = x
+	}
+	run := func() {
+		in := make([][]byte, len(ins))
+		for i, x := range ins {
+			in[i] = append([]byte(nil), x...)
+		}
+		out, err := executor.HostKernel(l, in)
+		if err != nil {
+			b.hostErrMu.Lock()
+			if b.hostErr == nil {
+				b.hostErr = fmt.Errorf("cudart: host function %s: %w", l.Name, err)
+			}
+			b.hostErrMu.Unlock()
+			return
+		}
+		for i, o := range out {
+			if o != nil {
+				copy(outs[i], o)
+			}
+		}
+	}
+	return b.queue(l.Name+": cuLaunchHostFunc", func(w *worker) error {
+		return wrap(launchHostFunc(s.s, run), "%s: cuLaunchHostFunc", l.Name)
+	})
+}
+
+// takeHostFuncErr returns and clears the first host-function error.
+func (b *backend) takeHostFuncErr() error {
+	b.hostErrMu.Lock()
+	defer b.hostErrMu.Unlock()
+	err := b.hostErr
+	b.hostErr = nil
+	return err
+}
