@@ -27,7 +27,8 @@
 #   .cache/cuda/              fetched before (DAGRUN_CUDA_CACHE moves it)
 #   Debian's nvidia-cuda-dev  fetched with apt-get and dpkg-deb: Debian or
 #                             Ubuntu, as root or with password-less sudo,
-#                             network access to the mirror
+#                             network access to the mirror (~775 MB once;
+#                             DAGRUN_CUDA_FETCH=no never fetches)
 # When none applies it prints one line saying why and exits 3 (test.sh then
 # skips the cuda compile check and says so).
 set -euo pipefail
@@ -73,6 +74,7 @@ fetch() {
   if [[ -f "$cache/include/cuda.h" && -f "$cache/include/nvtx3/nvToolsExt.h" && -f "$cache/lib/libcuda.so" ]]; then
     return 0
   fi
+  [[ "${DAGRUN_CUDA_FETCH:-yes}" != no ]] || unavailable "fetching is off (DAGRUN_CUDA_FETCH=no)"
   [[ -r /etc/os-release ]] || unavailable "not Debian or Ubuntu (no /etc/os-release), so nvidia-cuda-dev cannot be fetched"
   command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || unavailable "no apt-get/dpkg-deb to fetch Debian's nvidia-cuda-dev"
   if [[ $(id -u) -ne 0 ]] && ! sudo -n true 2>/dev/null; then
