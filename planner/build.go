@@ -69,17 +69,20 @@ type pass struct {
 	// automatically synchronized specs (a sync: manual spec brings its own
 	// streams, waits and issue order, which those passes would compute).
 	required bool
+	// final passes run once, on the plan that the memory_budget loop keeps
+	// (the loop compares arenas, which they do not change).
+	final bool
 }
 
 // passes is the pipeline, in order; it is the reference for readers.
 var passes = []pass{
-	{name: "reduce", fn: reduce, required: true},       // transitive reduction of the hazard DAG
-	{name: "assign", fn: assign},                       // stages → streams (path cover, caps, baselines, pins)
-	{name: "sync", fn: syncStreams},                    // record/wait pairs by vector clocks; issue order
-	{name: "lifetimes", fn: lifetimes, required: true}, // per buffer and stream, the event after its last use
-	{name: "arena", fn: arena, required: true},         // temps share one arena where happens-before orders their lifetimes
-	{name: "stats", fn: stats, required: true},         // Plan.Stats
-	{name: "iterate", fn: iterate, required: true},     // cross-iteration waits, stream sets, event slots; else the barrier form
+	{name: "reduce", fn: reduce, required: true},                // transitive reduction of the hazard DAG
+	{name: "assign", fn: assign},                                // stages → streams (path cover, caps, baselines, pins)
+	{name: "sync", fn: syncStreams},                             // record/wait pairs by vector clocks; issue order
+	{name: "lifetimes", fn: lifetimes, required: true},          // per buffer and stream, the event after its last use
+	{name: "arena", fn: arena, required: true},                  // temps share one arena where happens-before orders their lifetimes
+	{name: "stats", fn: stats, required: true},                  // Plan.Stats
+	{name: "iterate", fn: iterate, required: true, final: true}, // cross-iteration waits, stream sets, event slots; else the barrier form
 }
 
 // passOrder lists the ordering constraints between passes, each with its
@@ -201,6 +204,9 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		err = b.finish(st)
 		timings = addTime(timings, "budget", time.Since(t0))
 	}
+	if err == nil {
+		err = st.runFinal()
+	}
 	st.flushDump()
 	if err != nil {
 		return nil, err
@@ -250,7 +256,7 @@ func pipeline(s *dag.Spec, o Options, start time.Time, layout map[int]int64) (*s
 	st.start, st.layoutHint = start, layout
 	st.timings = addTime(st.timings, "hazards", time.Since(t0))
 	for _, ps := range passes {
-		if st.manual && !ps.required {
+		if st.manual && !ps.required || ps.final {
 			continue
 		}
 		if err := st.run(ps); err != nil {
@@ -258,6 +264,18 @@ func pipeline(s *dag.Spec, o Options, start time.Time, layout map[int]int64) (*s
 		}
 	}
 	return st, nil
+}
+
+// runFinal runs the final passes on the state Build keeps.
+func (st *state) runFinal() error {
+	for _, ps := range passes {
+		if ps.final && (ps.required || !st.manual) {
+			if err := st.run(ps); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // flushDump writes the run's DumpAfter output to Options.Dump (st may be nil).

@@ -299,6 +299,18 @@ func iterInFlight(p *Plan) int {
 // iterHazards returns, per stage b, the cross-iteration orders (a, d) it
 // needs, deduplicated, and the in-flight bound (smallest K over conflicting
 // buffers; the largest K if none conflicts).
+//
+// Per elementary byte segment of each address space (a buffer, or the
+// arena's buffers together), the accesses of one iteration in declaration
+// order are: reads before the segment's first write (head), the first and
+// the last write, reads after the last write (tail). The plan orders every
+// conflicting pair of one iteration (Verify), so everything up to the last
+// write happens-before it and everything from the first write on
+// happens-after that; every cross-iteration hazard on the segment then
+// follows from three kinds of order, K iterations apart (K the ring's
+// copies): last write → first write, each tail read → first write, last
+// write → each head read. That is O(accesses × segments they cover) orders,
+// where every pair of conflicting accesses would be quadratic.
 func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 	type acc struct {
 		stage  int32
@@ -319,31 +331,66 @@ func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 			}
 		}
 	}
+	type segment struct {
+		first, last int32 // first and last write, -1: none
+		head, tail  []int32
+	}
 	reqs := make([][]iterReq, len(p.Stages))
 	seen := map[[3]int32]bool{}
+	add := func(a, d, k int32) {
+		if key := [3]int32{a, d, k}; !seen[key] {
+			seen[key] = true
+			reqs[d] = append(reqs[d], iterReq{a, k})
+		}
+	}
 	inflight := 0
+	var bounds []int64
+	var segs []segment
 	for _, name := range names {
-		k := max(copies[name], 1)
+		k := int32(max(copies[name], 1))
 		list := byBuf[name]
+		bounds = bounds[:0]
 		for _, x := range list {
-			if !x.write {
-				continue
-			}
-			for _, y := range list {
-				if y.lo >= x.hi || x.lo >= y.hi {
-					continue
-				}
-				if inflight == 0 || k < inflight {
-					inflight = k
-				}
-				// x writes, y reads or writes: both directions.
-				for _, e := range [2][2]int32{{x.stage, y.stage}, {y.stage, x.stage}} {
-					key := [3]int32{e[0], e[1], int32(k)}
-					if !seen[key] {
-						seen[key] = true
-						reqs[e[1]] = append(reqs[e[1]], iterReq{e[0], int32(k)})
+			bounds = append(bounds, x.lo, x.hi)
+		}
+		slices.Sort(bounds)
+		bounds = slices.Compact(bounds)
+		segs = slices.Grow(segs[:0], len(bounds))[:len(bounds)-1]
+		for g := range segs {
+			segs[g] = segment{first: -1, last: -1}
+		}
+		for _, x := range list { // in declaration order, each stage's reads first
+			lo, _ := slices.BinarySearch(bounds, x.lo)
+			hi, _ := slices.BinarySearch(bounds, x.hi)
+			for g := lo; g < hi; g++ {
+				sg := &segs[g]
+				switch {
+				case x.write:
+					if sg.first < 0 {
+						sg.first = x.stage
 					}
+					sg.last, sg.tail = x.stage, sg.tail[:0]
+				case sg.first < 0:
+					sg.head = append(sg.head, x.stage)
+				default:
+					sg.tail = append(sg.tail, x.stage)
 				}
+			}
+		}
+		for g := range segs {
+			sg := &segs[g]
+			if sg.first < 0 {
+				continue // only reads: no hazard
+			}
+			if inflight == 0 || int(k) < inflight {
+				inflight = int(k)
+			}
+			add(sg.last, sg.first, k)
+			for _, r := range sg.tail {
+				add(r, sg.first, k)
+			}
+			for _, r := range sg.head {
+				add(sg.last, r, k)
 			}
 		}
 	}
