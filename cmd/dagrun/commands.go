@@ -469,8 +469,8 @@ anything is loaded, with exit 2.`,
 	fl.BoolVar(&rf.allowRace, "allow-race", false, "run even if the verifier finds a race (to reproduce a bug)")
 	fl.BoolVar(&rf.asJSON, "json", false, "print the result as JSON")
 	fl.StringVar(&rf.mode, "mode", string(dagrun.ModeStreams), "streams (launch every op) or graph (capture one iteration as a CUDA graph and replay it)")
-	fl.StringVar(&rf.traceFile, "trace", "", "write a Chrome trace-event JSON of the last iteration (Perfetto, chrome://tracing): one lane per stream, waits as flows")
-	fl.StringVar(&rf.timelineFile, "timeline", "", "draw the same timeline as a PNG (lanes per stream, stage bars, wait arrows)")
+	fl.StringVar(&rf.traceFile, "trace", "", "write a Chrome trace-event JSON of the run (Perfetto, chrome://tracing): its last 4 iterations, one lane per stream, waits as flows; GPU timestamps on cuda, the simulator's own spans (host time) on sim")
+	fl.StringVar(&rf.timelineFile, "timeline", "", "draw the same timeline as a PNG (lanes per stream, stage bars, wait arrows, a key in the title)")
 	return cmd
 }
 
