@@ -27,7 +27,7 @@ var ErrNoStreamKinds = errors.New("backend cannot create blocking or default str
 // streamKinds sets x.kinds, the kind of each physical stream, and rejects
 // what the executor cannot run: several host threads (one issue loop
 // issues every op) and, in graph mode, the legacy default stream (it
-// cannot be captured).
+// cannot be captured) and synchronous copies (not allowed in a capture).
 func (x *program) streamKinds() error {
 	p := x.p
 	for _, s := range p.Streams {
@@ -36,6 +36,13 @@ func (x *program) streamKinds() error {
 		}
 		if s.Kind == planner.StreamLegacy && x.graph {
 			return fmt.Errorf("executor: graph mode: stream %s is the legacy default stream, which cannot be captured: use stream mode", s.Name)
+		}
+	}
+	if x.graph {
+		for i := range p.Stages {
+			if p.Stages[i].Copy == planner.CopySync {
+				return fmt.Errorf("executor: graph mode: stage %s is a synchronous copy, which a capture does not allow (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED): make it copy: async, or use stream mode", p.Stages[i].Name)
+			}
 		}
 	}
 	kinds := make([]string, x.m.Streams)

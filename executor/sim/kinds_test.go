@@ -1,9 +1,12 @@
 package sim_test
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
@@ -114,6 +117,44 @@ func TestDetectorAgreesOnRulesSpecs(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestGraphModeRefusesCaptureRules: graph mode refuses what a capture does
+// not allow, naming the stage.
+func TestGraphModeRefusesCaptureRules(t *testing.T) {
+	const perThreadCopy = `version: 1
+sync: manual
+streams: [{name: pt, kind: per_thread}]
+buffers:
+  - {name: a, bytes: 64}
+  - {name: b, bytes: 64, role: output}
+stages:
+  - {name: k, kernel: fill, args: {value: 1.0}, writes: [a], stream: pt}
+  - {name: download, kernel: copy, copy: sync, reads: [a], writes: [b], stream: pt}
+`
+	legacy, err := os.ReadFile(filepath.Join("..", "..", "specs", "rules", "legacy-fixed.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ spec, want string }{
+		{perThreadCopy, "stage download is a synchronous copy"},
+		{string(legacy), "stream default is the legacy default stream"},
+	} {
+		s, err := dag.Load([]byte(c.spec), "t.yaml", ".")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := planner.Build(s, planner.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := sim.New(sim.Options{})
+		_, err = executor.Run(context.Background(), p, b, executor.Options{Mode: executor.ModeGraph})
+		b.Close()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("graph mode: %v, want %q", err, c.want)
 		}
 	}
 }

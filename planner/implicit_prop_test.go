@@ -1,0 +1,82 @@
+package planner
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+	"pgregory.net/rapid"
+)
+
+// genKindsSpec draws a genSpec with pins, gives the pinned streams random
+// kinds (at most one legacy default stream, one per-thread default
+// stream), and adds host memory: a pageable buffer copied synchronously to
+// the device when there is a default stream, a pinned buffer that a
+// host-function stage fills on a device stream and a host stage sums.
+func genKindsSpec(t *rapid.T) *dag.Spec {
+	s := genSpec(t, true, true)
+	kinds := []string{dag.KindNonBlocking, dag.KindBlocking, dag.KindLegacy, dag.KindPerThread}
+	used := map[string]bool{}
+	for _, st := range s.Stages {
+		if st.Stream != "" {
+			used[st.Stream] = true
+		}
+	}
+	var def string
+	taken := map[string]bool{}
+	for p := range 3 {
+		name := fmt.Sprintf("p%d", p)
+		k := kinds[rapid.IntRange(0, 3).Draw(t, "kind")]
+		if taken[k] && (k == dag.KindLegacy || k == dag.KindPerThread) {
+			k = dag.KindBlocking
+		}
+		taken[k] = true
+		if (k == dag.KindLegacy || k == dag.KindPerThread) && def == "" {
+			def = name
+		}
+		s.Streams = append(s.Streams, dag.StreamSpec{Name: name, Kind: k, Thread: dag.MainThread})
+	}
+	if rapid.Bool().Draw(t, "ring") {
+		s.Buffers[0].Copies = 2 // a ring: the iterate pass would give iterations stream sets
+	}
+	s.Buffers = append(s.Buffers,
+		dag.BufferSpec{Name: "g", Bytes: 64, Where: dag.WhereHostPageable},
+		dag.BufferSpec{Name: "h", Bytes: 64, Where: dag.WhereHostPinned},
+		dag.BufferSpec{Name: "sum", Bytes: 8, Where: dag.WhereHostPinned})
+	at := func(label string) int { return rapid.IntRange(0, len(s.Stages)).Draw(t, label) }
+	insert := func(i int, st dag.StageSpec) {
+		s.Stages = append(s.Stages[:i], append([]dag.StageSpec{st}, s.Stages[i:]...)...)
+	}
+	whole := func(b string, n int64) []dag.Access { return []dag.Access{{Buffer: b, Bytes: n}} }
+	if def != "" {
+		mode := []string{dag.CopySync, dag.CopyAsync}[rapid.IntRange(0, 1).Draw(t, "copy mode")]
+		insert(at("upload at"), dag.StageSpec{Name: "upload", Kernel: dag.BuiltinCopy, Copy: mode, Stream: def, Reads: whole("g", 64), Writes: whole("b0", 64)})
+		insert(at("refill at"), dag.StageSpec{Name: "refill", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.0}, Stream: dag.HostStream, Writes: whole("g", 64)})
+	}
+	dev := fmt.Sprintf("p%d", rapid.IntRange(0, 2).Draw(t, "host func stream"))
+	insert(at("cb at"), dag.StageSpec{Name: "cb", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 2.0}, HostFunc: true, Stream: dev, Writes: whole("h", 64)})
+	insert(at("total at"), dag.StageSpec{Name: "total", Kernel: dag.BuiltinChecksum, Stream: dag.HostStream, Reads: whole("h", 64), Writes: whole("sum", 8)})
+	// Declared streams must be used.
+	for p := range 3 {
+		if name := fmt.Sprintf("p%d", p); !used[name] && name != dev && name != def {
+			s.Stages = append(s.Stages, dag.StageSpec{Name: "use-" + name, Kernel: dag.BuiltinSpin, Stream: name})
+		}
+	}
+	return s
+}
+
+// TestPlansRaceFreeWithKinds: the planner's plans of specs that mix stream
+// kinds, synchronous and asynchronous copies from pageable memory, host
+// functions and host stages verify race-free under CUDA's implicit order,
+// for every strategy.
+func TestPlansRaceFreeWithKinds(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genKindsSpec(t)
+		for _, strategy := range []string{StrategyDefault, StrategyNaive, StrategyRoundRobin} {
+			p := mustBuild(t, s, Options{Strategy: strategy})
+			if err := p.Validate(); err != nil {
+				t.Fatalf("%s: %v", strategy, err)
+			}
+		}
+	})
+}
