@@ -257,6 +257,7 @@ type emulatedGraph struct {
 	origin Stream
 	ops    []func() error
 	dead   bool
+	joins  captureJoins // which streams joined the capture, and whether they joined back (capture_joins.go)
 }
 
 func (e *emulated) BeginCapture(s Stream) error {
@@ -264,6 +265,7 @@ func (e *emulated) BeginCapture(s Stream) error {
 		return errors.New("executor: emulated graphs: a capture is already in progress")
 	}
 	e.cur = &emulatedGraph{origin: s}
+	e.cur.joins.begin(s)
 	return nil
 }
 
@@ -273,6 +275,9 @@ func (e *emulated) EndCapture(s Stream) (Graph, error) {
 		return nil, errors.New("executor: emulated graphs: EndCapture on a stream that is not capturing")
 	}
 	e.cur = nil
+	if err := g.joins.end(s); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -306,6 +311,10 @@ func (e *emulated) DestroyGraph(h Graph) error {
 
 func (e *emulated) Launch(s Stream, l *LaunchDesc) error {
 	if e.cur != nil {
+		if l.Copy == planner.CopySync {
+			return fmt.Errorf("executor: emulated graphs: stage %s is a synchronous copy, which a capture does not allow (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)", l.Name)
+		}
+		e.cur.joins.launch(s, l.Name)
 		e.cur.ops = append(e.cur.ops, func() error { return e.Backend.Launch(s, l) })
 		return nil
 	}
@@ -314,6 +323,7 @@ func (e *emulated) Launch(s Stream, l *LaunchDesc) error {
 
 func (e *emulated) Record(ev Event, s Stream) error {
 	if e.cur != nil {
+		e.cur.joins.record(ev, s)
 		e.cur.ops = append(e.cur.ops, func() error { return e.Backend.Record(ev, s) })
 		return nil
 	}
@@ -322,6 +332,7 @@ func (e *emulated) Record(ev Event, s Stream) error {
 
 func (e *emulated) Wait(s Stream, ev Event) error {
 	if e.cur != nil {
+		e.cur.joins.wait(s, ev)
 		e.cur.ops = append(e.cur.ops, func() error { return e.Backend.Wait(s, ev) })
 		return nil
 	}

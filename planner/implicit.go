@@ -89,7 +89,6 @@ type implicitOrder struct {
 	base  []int32 // per stream: global id of its op 0 (Verify's numbering)
 	start []int32 // per op g: edges into g are from[start[g]:start[g+1]]
 	from  []int32
-	rule  []string // per edge: the rule that adds it
 
 	// early, per stage: its reads are done when the launch call returns
 	// (a synchronous copy from pageable memory stages its source).
@@ -163,10 +162,8 @@ func deriveImplicit(p *Plan) *implicitOrder {
 
 	type edge struct{ from, to int32 }
 	var edges []edge
-	var rules []string
-	add := func(from, to int32, rule string) {
+	add := func(from, to int32, rule string) { // rule: which of the rules above adds it (for readers)
 		edges = append(edges, edge{from, to})
-		rules = append(rules, rule)
 	}
 
 	lastOp := make([]int32, S) // per stream: latest op issued, -1
@@ -316,11 +313,9 @@ func deriveImplicit(p *Plan) *implicitOrder {
 		im.start[g+1] += im.start[g]
 	}
 	im.from = make([]int32, len(edges))
-	im.rule = make([]string, len(edges))
 	fill := slices.Clone(im.start[:nops])
-	for k, e := range edges {
+	for _, e := range edges {
 		im.from[fill[e.to]] = e.from
-		im.rule[fill[e.to]] = rules[k]
 		fill[e.to]++
 	}
 	return im

@@ -158,3 +158,54 @@ stages:
 		}
 	}
 }
+
+// TestEmulatedCaptureJoins: the simulator's graph mode (EmulateGraphs)
+// holds a capture to CUDA's join rule: a stream forked into the capture by
+// a wait and not joined back fails the end of the capture, naming its
+// stage; joined back, the capture ends.
+func TestEmulatedCaptureJoins(t *testing.T) {
+	for _, join := range []bool{false, true} {
+		b := sim.New(sim.Options{})
+		g := executor.EmulateGraphs(b)
+		s0, _ := g.NewStream()
+		s1, _ := g.NewStream()
+		e0, _ := g.NewEvent()
+		e1, _ := g.NewEvent()
+		buf, _ := g.Alloc(executor.BufferDesc{Name: "x", Bytes: 64, Where: "device"})
+		fill := func(name string) *executor.LaunchDesc {
+			return &executor.LaunchDesc{Name: name, Kernel: "fill", Args: map[string]any{"value": 1.0}, Writes: []executor.Arg{{Buffer: buf, Name: "x", Bytes: 64}}}
+		}
+		must := func(err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(g.BeginCapture(s0))
+		must(g.Launch(s0, fill("fork")))
+		must(g.Record(e0, s0))
+		must(g.Wait(s1, e0))
+		must(g.Launch(s1, fill("branch")))
+		if join {
+			must(g.Record(e1, s1))
+			must(g.Wait(s0, e1))
+		}
+		gr, err := g.EndCapture(s0)
+		switch {
+		case !join && (err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_STREAM_CAPTURE_UNJOINED") || !strings.Contains(err.Error(), "stage branch")):
+			t.Errorf("unjoined: EndCapture = %v", err)
+		case join && err != nil:
+			t.Errorf("joined: EndCapture = %v", err)
+		case join:
+			must(g.DestroyGraph(gr))
+		}
+		must(g.Synchronize())
+		for _, h := range []executor.Stream{s0, s1} {
+			must(g.DestroyStream(h))
+		}
+		for _, h := range []executor.Event{e0, e1} {
+			must(g.DestroyEvent(h))
+		}
+		must(g.Free(buf))
+		must(b.Close())
+	}
+}
