@@ -376,7 +376,7 @@ func TestRulesCapture(t *testing.T) {
 			return err
 		}
 		return eventSync(e0)
-	}), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+	}), "CUDA_ERROR_CAPTURED_EVENT")
 	// cuMemAlloc inside the capture (a lazy workspace's first use on the
 	// capture stream), and with the warm-up before it.
 	check("allocation inside", run("allocation inside", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
@@ -406,8 +406,8 @@ func errName(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	if rr, ok := err.(rawResult); ok {
-		return rr.Error()
+	if code, ok := resultCode(err); ok {
+		return rawResult(code).Error() // the driver's name (cuGetErrorName), whichever wrapper returned it
 	}
 	return err.Error()
 }

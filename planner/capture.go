@@ -36,7 +36,7 @@ type Capture struct {
 // Capture rules, as CaptureViolation.Rule names them.
 const (
 	CaptureUnjoined    = "unjoined"     // a stream forked into the capture is not joined back: CUDA_ERROR_STREAM_CAPTURE_UNJOINED at cuStreamEndCapture
-	CaptureSync        = "synchronize"  // the host waits for captured work: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, the capture is invalidated
+	CaptureSync        = "synchronize"  // the host waits for captured work: CUDA_ERROR_CAPTURED_EVENT (cuEventSynchronize on an event recorded in the capture), the capture is invalidated
 	CaptureHostAccess  = "host access"  // a host stage touches bytes of captured work, which has not run
 	CaptureAlloc       = "allocation"   // cuMemAlloc during a capture: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED in global and thread-local mode
 	CaptureLegacy      = "legacy"       // the legacy default stream used during a capture of blocking streams: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
@@ -222,7 +222,7 @@ func (v *verifier) checkCapture(c Capture) []CaptureViolation {
 		switch {
 		case str.Host && o.Kind == OpWait:
 			if r := v.opCaptured[g]; r >= 0 && captured[v.opStream[r]] && int(v.opIssue[r]) >= begin {
-				bad(g, CaptureSync, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+				bad(g, CaptureSync, "CUDA_ERROR_CAPTURED_EVENT",
 					"move the host wait after the capture ends (captured work runs only when the graph is launched)")
 			}
 		case str.Host && o.Kind == OpLaunch:
