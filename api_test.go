@@ -38,7 +38,7 @@ func TestPlanFileRoundTrip(t *testing.T) {
 		t.Errorf("plan Dir %q is not absolute", p.Dir)
 	}
 	var buf bytes.Buffer
-	if err := dagrun.WritePlanJSON(&buf, p); err != nil {
+	if err := dagrun.WritePlanJSON(&buf, p, true); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -49,7 +49,7 @@ func TestPlanFileRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var again bytes.Buffer
-	dagrun.WritePlanJSON(&again, q)
+	dagrun.WritePlanJSON(&again, q, true)
 	if again.String() != buf.String() {
 		t.Errorf("plan file does not read back to the same plan")
 	}

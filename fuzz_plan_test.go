@@ -45,7 +45,7 @@ var fuzzBases = sync.OnceValues(func() ([][]byte, error) {
 			return nil, err
 		}
 		var buf bytes.Buffer
-		if err := WritePlanJSON(&buf, p); err != nil {
+		if err := WritePlanJSON(&buf, p, true); err != nil {
 			return nil, err
 		}
 		out = append(out, buf.Bytes())
@@ -99,7 +99,7 @@ func checkPlanBytes(t *testing.T, b []byte) {
 		t.Fatalf("WriteDOT of an accepted plan: %v", err)
 	}
 	var out bytes.Buffer
-	if err := WritePlanJSON(&out, p); err != nil {
+	if err := WritePlanJSON(&out, p, false); err != nil {
 		t.Fatalf("WritePlanJSON of an accepted plan: %v", err)
 	}
 	if _, err := decodePlan("again.json", out.Bytes()); err != nil {

@@ -262,24 +262,13 @@ type planJSON struct {
 }
 
 // MarshalJSON writes launches by stage name and each wait with its reason
-// ("why": WaitReasons).
+// ("why": WaitReasons): EncodeJSON's compact form.
 func (p *Plan) MarshalJSON() ([]byte, error) {
-	out := planJSON{planAlias: (*planAlias)(p), Streams: make([]streamJSON, len(p.Streams))}
-	why := p.WaitReasons()
-	for i, s := range p.Streams {
-		sj := streamJSON{ID: s.ID, Name: s.Name, Host: s.Host, Kind: s.Kind, Thread: s.Thread, Ops: make([]opJSON, len(s.Ops))}
-		for j, o := range s.Ops {
-			switch o.Kind {
-			case OpLaunch:
-				sj.Ops[j] = opJSON{Op: "launch", Stage: p.Stages[o.Stage].Name}
-			default:
-				e := o.Event
-				sj.Ops[j] = opJSON{Op: o.Kind.String(), Event: &e, Lag: o.Lag, Why: why[i][j]}
-			}
-		}
-		out.Streams[i] = sj
+	var b bytes.Buffer
+	if err := p.EncodeJSON(&b, false); err != nil {
+		return nil, err
 	}
-	return json.Marshal(out)
+	return b.Bytes(), nil
 }
 
 // UnmarshalJSON reads a plan and resolves launch ops to stage indices.

@@ -189,7 +189,7 @@ Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
 
 func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 	var pf planFlags
-	var asJSON, noVerify, timings bool
+	var asJSON, noVerify, timings, indent bool
 	var format string
 	cmd := &cobra.Command{
 		Use:   "plan SPEC",
@@ -206,6 +206,9 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 			case "table", "json", "dot", "mermaid":
 			default:
 				return usagef("--format %q: want table, json, dot or mermaid", format)
+			}
+			if cmd.Flags().Changed("indent") && format != "json" {
+				return usagef("--indent applies to the plan file (--json), not --format %s", format)
 			}
 			pl, err := planOrSpec("", args, &pf, stderr)
 			if err != nil {
@@ -226,8 +229,11 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 			switch format {
 			case "table":
 				pl.p.WriteTable(&out)
-			case "json":
-				err = dagrun.WritePlanJSON(&out, pl.p)
+			case "json": // streamed: a big plan is never all in memory as text
+				if !cmd.Flags().Changed("indent") {
+					indent = len(pl.p.Stages) <= dagrun.CompactPlanStages
+				}
+				return dagrun.WritePlanJSON(stdout, pl.p, indent)
 			case "dot":
 				err = pl.p.WriteDOT(&out)
 			case "mermaid":
@@ -244,6 +250,7 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan file (JSON); same as --format json")
 	cmd.Flags().StringVar(&format, "format", "table", "output: table, json, dot (Graphviz's DOT; the picture needs Graphviz: dot -Tpng -o plan.png) or mermaid (renders on GitHub and in many editors); stages grouped by stream, waits with their reason")
 	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "print the plan even if the verifier finds a race")
+	cmd.Flags().BoolVar(&indent, "indent", false, fmt.Sprintf("with --json: indent the plan file for people (default: for plans of up to %d stages; larger ones are compact unless --indent)", dagrun.CompactPlanStages))
 	cmd.Flags().BoolVar(&timings, "timings", false, "print to stderr where the time went (ms): loading the spec, each planner pass, the verifier, writing the plan")
 	return cmd
 }

@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 
@@ -99,6 +100,8 @@ func watch() int {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, &limitedWriter{w: &runtimeOut, n: 1 << 20}
 	cmd.ExtraFiles = []*os.File{crashW, stagedW, os.Stderr}
 	cmd.Env = append(os.Environ(), workerEnv+"=1")
+	runtime.LockOSThread() // the parent-death signal follows the thread that started the worker: keep it
+	dieWithWatcher(cmd)
 	signal.Ignore(os.Interrupt)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "dagrun: internal error: please report: starting the worker: %v\n", err)
