@@ -32,6 +32,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	// The video demo's kernels have Go bodies for the simulator; registering
 	// them lets `dagrun run --backend sim specs/video/cameras.yaml` compute
@@ -128,6 +129,12 @@ func watch() int {
 	}
 	for _, dir := range staged {
 		os.RemoveAll(dir)
+	}
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && len(report) == 0 && ws.Signaled() && ws.Signal() == syscall.SIGPIPE {
+		// The reader of stdout went away (`| dot` without Graphviz, `| head`):
+		// no crash, a failed write to stdout.
+		fmt.Fprintln(os.Stderr, "dagrun: stdout was closed by the program reading it (broken pipe); the output is incomplete")
+		return exitFailure
 	}
 	if os.Getenv("GOTRACEBACK") != "" { // asked for: the whole report
 		os.Stderr.Write(report)

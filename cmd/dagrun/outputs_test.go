@@ -234,3 +234,30 @@ func TestOutFilesStaged(t *testing.T) {
 		t.Errorf("after a failed commit: %s", got)
 	}
 }
+
+// A reader that goes away (`dagrun plan --format dot | dot` without
+// Graphviz) is a broken pipe, not a crash: exit 1 and one line saying so.
+func TestBrokenPipeIsNoCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // the reader is gone before dagrun writes
+	cmd := exec.Command(bin, "plan", "--format", "dot", specPath("models/nasnetalarge.yaml"))
+	cmd.Stdout = w
+	var se strings.Builder
+	cmd.Stderr = &se
+	err = cmd.Run()
+	w.Close()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != exitFailure || strings.Contains(se.String(), "internal error") || !strings.Contains(se.String(), "broken pipe") {
+		t.Errorf("plan into a closed pipe: %v, %q; want exit 1 and one line saying the pipe was closed", err, se.String())
+	}
+}
