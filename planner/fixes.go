@@ -515,8 +515,12 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 		return nil
 	}
 	life := make(map[string]int, len(p.Lifetimes))
+	done := map[[2]int][]int{} // (lifetime, stream) → the events it names on that stream
 	for i, l := range p.Lifetimes {
 		life[l.Buffer] = i
+		for _, d := range l.Done {
+			done[[2]int{i, d.Stream}] = append(done[[2]int{i, d.Stream}], d.Event)
+		}
 	}
 	var gaps []LifetimeGap
 	for s, str := range p.Streams {
@@ -549,12 +553,9 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 			use := p.Stages[str.Ops[j].Stage].Name
 			ev := -1
 			covered := false
-			for _, d := range p.Lifetimes[i].Done {
-				if d.Stream != s {
-					continue
-				}
-				ev = d.Event
-				for _, r := range recs[d.Event] {
+			for _, e := range done[[2]int{i, s}] {
+				ev = e
+				for _, r := range recs[e] {
 					covered = covered || r > j
 				}
 			}
