@@ -34,15 +34,16 @@ func arena(st *state) error {
 		return fmt.Errorf("unknown arena mode %q (want planned, off or stream-order)", mode)
 	}
 	p := st.plan
-	if n := arenaCandidates(p); mode != dag.ArenaOff && n > MaxArenaBuffers {
-		// The layout compares every pair of buffers (quadratic): beyond
-		// MaxArenaBuffers temps each keeps its own allocation.
+	n := arenaCandidates(p)
+	large := n > MaxArenaBuffers
+	if large && mode != dag.ArenaOff && !denseClocksFit(p) {
+		// Past both bounds the layout's happens-before tests cost too much.
 		for i := range p.Buffers {
 			p.Buffers[i].ArenaOffset = nil
 		}
 		p.Stats.ArenaBytes = 0
-		st.note("no arena: the arena pass is bounded at %s device temps (this plan has %s), so each temp keeps its own allocation (%s bytes in all, where a shared arena could reuse bytes between temps whose lifetimes are ordered)",
-			thousands(MaxArenaBuffers), thousands(n), thousands(int(tempBytes(p))))
+		st.note("no arena: above %s device temps (this plan has %s) the arena pass lays temps out in issue order only when its vector clocks fit in %s entries (this plan needs %s), so each temp keeps its own allocation (%s bytes in all, where a shared arena could reuse bytes between temps whose lifetimes are ordered)",
+			thousands(MaxArenaBuffers), thousands(n), thousands(launchHBMax), thousands(launchHBSize(p)), thousands(int(tempBytes(p))))
 		return nil
 	}
 	a := newArenaInfo(p)
@@ -62,16 +63,84 @@ func arena(st *state) error {
 	if mode == dag.ArenaStreamOrder {
 		before = a.beforeStreamOrder
 	}
-	offs, size := a.layout(before)
+	var offs []int64
+	var size int64
+	if large {
+		offs, size = a.layoutIssue(before)
+	} else {
+		offs, size = a.layout(before)
+	}
 	for k, b := range a.bufs {
 		off := offs[k]
 		p.Buffers[b.idx].ArenaOffset = &off
 	}
 	p.Stats.ArenaBytes = size
-	if st.layoutHint != nil && mode == dag.ArenaPlanned {
+	if st.layoutHint != nil && mode == dag.ArenaPlanned && !large {
 		a.applyLayout(st.layoutHint)
 	}
+	if large && mode == dag.ArenaPlanned {
+		st.note("arena in issue order: above %s device temps (this plan has %s) the arena pass places each temp when its first use is issued, in the freed bytes of a temp whose every use happens-before it (best fit among the %d latest freed; freed blocks are not merged), instead of comparing every pair of temps by size: %s bytes, against %s bytes live at most in the ideal schedule (planner.LiveBound)",
+			thousands(MaxArenaBuffers), thousands(len(a.bufs)), arenaScan, thousands(int(size)), thousands(int(LiveBound(p))))
+	}
 	return nil
+}
+
+// arenaScan bounds the freed blocks layoutIssue tries for each temp.
+const arenaScan = 256
+
+// layoutIssue assigns offsets online, in issue order, for plans with more
+// temps than MaxArenaBuffers: at a temp's first launch, the temps whose
+// last launch was issued before are free, and it takes the best-fitting of
+// the arenaScan latest freed blocks whose last owner it may follow
+// (before), the rest of a larger block staying free; else it goes on top.
+// Bytes are shared only along before, as in layout, and by transitivity
+// with every earlier owner. Cost: O(temps × arenaScan) before tests.
+func (a *arenaInfo) layoutIssue(before func(x, y *arenaBuf) bool) ([]int64, int64) {
+	n := len(a.bufs)
+	offs := make([]int64, n)
+	starts, ends := make([]int, n), make([]int, n)
+	for i := range starts {
+		starts[i], ends[i] = i, i
+	}
+	slices.SortStableFunc(starts, func(i, j int) int { return cmp.Compare(a.bufs[i].firstIssue, a.bufs[j].firstIssue) })
+	slices.SortStableFunc(ends, func(i, j int) int { return cmp.Compare(a.bufs[i].lastIssue, a.bufs[j].lastIssue) })
+	type block struct {
+		off, size int64
+		owner     int // index into a.bufs of the temp that used these bytes last
+	}
+	var free []block
+	var top int64
+	e := 0
+	for _, i := range starts {
+		x := a.bufs[i]
+		for ; e < n && a.bufs[ends[e]].lastIssue < x.firstIssue; e++ {
+			y := ends[e]
+			free = append(free, block{offs[y], a.bufs[y].size, y})
+		}
+		best := -1
+		for k := len(free) - 1; k >= 0 && k >= len(free)-arenaScan; k-- {
+			b := free[k]
+			if b.size < x.size || best >= 0 && b.size >= free[best].size || !before(a.bufs[b.owner], x) {
+				continue
+			}
+			if best = k; b.size == x.size {
+				break // an exact fit
+			}
+		}
+		if best < 0 {
+			offs[i] = top
+			top += x.size
+			continue
+		}
+		b := free[best]
+		offs[i] = b.off
+		if b.size > x.size {
+			free[best] = block{b.off + x.size, b.size - x.size, b.owner}
+		} else {
+			free = slices.Delete(free, best, best+1)
+		}
+	}
+	return offs, top
 }
 
 // applyLayout replaces the arena's offsets by hint (per Plan.Buffers
@@ -106,10 +175,11 @@ func (a *arenaInfo) applyLayout(hint map[int]int64) {
 	p.Stats.ArenaBytes = size
 }
 
-// MaxArenaBuffers bounds the temps the arena pass lays out: its best-fit
-// placement compares every pair of buffers, so a plan with more device temps
-// than this keeps one allocation per buffer (Stats.ArenaBytes 0), as with
-// arena: off. The eight model graphs have at most 1,266 temps.
+// MaxArenaBuffers bounds the temps the arena pass lays out by size: its
+// best-fit placement compares every pair of buffers, so a plan with more
+// device temps than this is laid out in issue order (layoutIssue), which
+// Plan.Notes says with its cost. The eight model graphs have at most 1,266
+// temps.
 const MaxArenaBuffers = 2048
 
 // tempBytes is the bytes of p's device temps, each rounded up to ArenaAlign.
@@ -138,10 +208,43 @@ func arenaCandidates(p *Plan) int {
 // arenaInfo is what the arena pass knows about a plan: the eligible
 // buffers, with their launches per stream, and launch happens-before.
 type arenaInfo struct {
-	p    *Plan
-	hb   *launchHB
-	bufs []*arenaBuf
+	p     *Plan
+	hb    stageOrder
+	issue []int32 // per stage: position of its launch in IssueOrder
+	bufs  []*arenaBuf
 }
+
+// stageOrder answers "does stage u's launch happen-before stage v's"
+// (false for u == v).
+type stageOrder interface{ before(u, v int32) bool }
+
+// graphOrder is stageOrder by a search of the plan's happens-before graph
+// (hb.go), for plans whose dense clocks (launchHB) would be too large.
+type graphOrder struct {
+	h      *hbGraph
+	launch []int32 // per stage: its launch op
+}
+
+func (g graphOrder) before(u, v int32) bool { return u != v && g.h.reach(g.launch[u], g.launch[v]) }
+
+// launchHBMax bounds the clock entries (streams × rows) of launchHB that
+// newArenaInfo builds; beyond it the arena asks the happens-before graph.
+const launchHBMax = 1 << 24
+
+// launchHBSize is the clock entries launchHB needs for p: streams × (waits+1).
+func launchHBSize(p *Plan) int {
+	waits := 0
+	for _, str := range p.Streams {
+		for _, o := range str.Ops {
+			if o.Kind == OpWait {
+				waits++
+			}
+		}
+	}
+	return len(p.Streams) * (waits + 1)
+}
+
+func denseClocksFit(p *Plan) bool { return launchHBSize(p) <= launchHBMax }
 
 // arenaBuf is one arena-eligible buffer.
 type arenaBuf struct {
@@ -160,7 +263,24 @@ type arenaBuf struct {
 // stage; see touched), so that their bytes may hold another buffer's data
 // before their first use.
 func newArenaInfo(p *Plan) *arenaInfo {
-	a := &arenaInfo{p: p, hb: newLaunchHB(p)}
+	a := &arenaInfo{p: p}
+	if denseClocksFit(p) {
+		h := newLaunchHB(p)
+		a.hb, a.issue = h, h.issue
+	} else {
+		h := hbEdges(p)
+		g := graphOrder{h: h, launch: make([]int32, len(p.Stages))}
+		a.issue = make([]int32, len(p.Stages))
+		for s := range p.Streams {
+			for j, o := range p.Streams[s].Ops {
+				if o.Kind == OpLaunch {
+					g.launch[o.Stage] = h.opBase[s] + int32(j)
+					a.issue[o.Stage] = h.opIssue[g.launch[o.Stage]]
+				}
+			}
+		}
+		a.hb = g
+	}
 	idx := make(map[string]int, len(p.Buffers))
 	ok := make([]bool, len(p.Buffers))
 	for i, b := range p.Buffers {
@@ -232,7 +352,7 @@ func newArenaInfo(p *Plan) *arenaInfo {
 func (a *arenaInfo) first(b *arenaBuf) int {
 	f := -1
 	for _, v := range b.first {
-		if f < 0 || a.hb.issue[v] < a.hb.issue[f] {
+		if f < 0 || a.issue[v] < a.issue[f] {
 			f = int(v)
 		}
 	}
@@ -275,7 +395,7 @@ func (a *arenaInfo) beforeStreamOrder(x, y *arenaBuf) bool {
 func (a *arenaInfo) allocStream(b *arenaBuf) int32 {
 	best := 0
 	for j, v := range b.first {
-		if a.hb.issue[v] < a.hb.issue[b.first[best]] {
+		if a.issue[v] < a.issue[b.first[best]] {
 			best = j
 		}
 	}

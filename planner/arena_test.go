@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/synth"
 )
 
 // offsetOf returns buffer name's arena offset, or -1.
@@ -400,5 +401,25 @@ func TestTouched(t *testing.T) {
 	_, w = touched(&Stage{Kernel: dag.BuiltinChecksum, Reads: sg.Reads[:1], Writes: sg.Writes})
 	if w[0].Bytes != 8 || sg.Writes[0].Bytes != 1024 {
 		t.Errorf("checksum writes %v (the stage's own write must not change: %v)", w, sg.Writes)
+	}
+}
+
+// TestArenaIssueOrder: past MaxArenaBuffers temps (two chained copies of
+// nasnetalarge) the arena is laid out in issue order: it shares bytes (far
+// below one allocation per temp), the plan verifies, and a note says so.
+func TestArenaIssueOrder(t *testing.T) {
+	s, err := synth.Chain(loadGraph(t, "nasnetalarge"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := build(t, s, Options{MemoryBudget: BudgetNone})
+	if n := arenaCandidates(p); n <= MaxArenaBuffers {
+		t.Fatalf("%d temps: want more than %d", n, MaxArenaBuffers)
+	}
+	if a, none := p.Stats.ArenaBytes, NoReuseBytes(p); a == 0 || a > none/4 {
+		t.Errorf("arena %d bytes: want > 0 and at most a quarter of the %d without reuse", a, none)
+	}
+	if !slices.ContainsFunc(p.Notes, func(n string) bool { return strings.Contains(n, "arena in issue order") }) {
+		t.Errorf("notes %q: want the arena's", p.Notes)
 	}
 }

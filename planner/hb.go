@@ -34,7 +34,7 @@ type hbGraph struct {
 
 	im *implicitOrder // CUDA's implicit order, nil if the plan has none
 
-	cones [2]hbCone // the two latest targets' cones (reach)
+	cones [4]hbCone // the latest targets' cones (reach)
 	tick  int
 }
 
@@ -224,8 +224,9 @@ func (h *hbGraph) reach(a, b int32) bool {
 		c.blocked = c.blocked[:0]
 	}
 	// Streams of the cone with a direct edge from a's stream at or after a
-	// (a hub such as a barrier's join is found in one step).
-	for _, u := range c.touched {
+	// (a hub such as a barrier's join is found in one step); a shortcut
+	// only, tried while the cone is small.
+	for _, u := range c.touched[:min(len(c.touched), 16)] {
 		if h.direct(u, c.top[u], sa, want) {
 			return true
 		}
@@ -264,7 +265,7 @@ func (h *hbGraph) enqueue(c *hbCone, s int32) {
 }
 
 // cone returns b's cone, starting a new one (in the least recently used
-// slot) if b is not one of the latest two targets.
+// slot) if b is not one of the latest targets.
 func (h *hbGraph) cone(b int32) *hbCone {
 	h.tick++
 	k := 0
