@@ -123,7 +123,8 @@ type loader struct {
 	// Source positions of what decode produced, for check (parallel to
 	// Spec.Stages, Buffers and Kernels). They hold no YAML nodes, so that
 	// a node tree can go as soon as its part is decoded.
-	stageSrc []stageSrc
+	stageSrc chunks[stageSrc] // by stage index; chunked: no copies as it grows
+	atSlab   []at             // where stages' key positions are carved from
 	bufSrc   []bufferSrc
 	kernSrc  []kernelSrc
 
@@ -137,6 +138,32 @@ type loader struct {
 	over      map[string]bool    // the lists past their limit, reported
 	aliased   int                // nodes expanded through aliases so far
 	aliasSize map[*yaml.Node]int // node count of each anchored node used
+}
+
+// chunks is a list that grows in fixed chunks, so that appending never
+// copies what it holds (the loader's per-item positions, for specs of
+// millions of stages).
+type chunks[T any] struct{ c [][]T }
+
+const chunkLen = 4096
+
+func (x *chunks[T]) add(v T) {
+	if n := len(x.c); n == 0 || len(x.c[n-1]) == chunkLen {
+		x.c = append(x.c, make([]T, 0, chunkLen))
+	}
+	x.c[len(x.c)-1] = append(x.c[len(x.c)-1], v)
+}
+
+func (x *chunks[T]) at(i int) *T { return &x.c[i/chunkLen][i%chunkLen] }
+
+// ats returns n zero positions carved from a shared slab.
+func (l *loader) ats(n int) []at {
+	if len(l.atSlab) < n {
+		l.atSlab = make([]at, max(n, 16*chunkLen))
+	}
+	a := l.atSlab[:n:n]
+	l.atSlab = l.atSlab[n:]
+	return a
 }
 
 // at is a position in the spec file: 1-based line and column; the zero at
@@ -217,6 +244,11 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 	}
 	sniffed := !json && looksLikeJSON(data)
 	s = &Spec{File: l.file, Dir: l.dir, Sync: SyncAuto}
+	// Room for the stages up front (each names its kernel once), so that
+	// a spec of a million stages is not copied as the list grows.
+	if n := strings.Count(data, "kernel:") + strings.Count(data, `"kernel"`); n > chunkLen {
+		s.Stages = make([]StageSpec, 0, min(n, limits.stages))
+	}
 	first := map[string]*yaml.Node{} // the list each streamed field names first
 	l.streamed = map[*yaml.Node]int{}
 	root, err := scan(data, json || sniffed, func(key string, list, item *yaml.Node) {

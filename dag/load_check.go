@@ -64,7 +64,7 @@ func (l *loader) check(s *Spec) {
 			continue
 		}
 		if j, dup := c.stages[st.Name]; dup {
-			c.errorAt(c.stageSrc[i].name, "give each stage its own name", "stage %q declared twice (first at %s)", st.Name, s.Stages[j].Pos)
+			c.errorAt(c.stageSrc.at(i).name, "give each stage its own name", "stage %q declared twice (first at %s)", st.Name, s.Stages[j].Pos)
 			continue
 		}
 		c.stages[st.Name] = i
@@ -208,7 +208,7 @@ func (c *checker) checkKernel(i int) {
 
 func (c *checker) checkStage(i int) {
 	st := &c.s.Stages[i]
-	src := &c.stageSrc[i]
+	src := c.stageSrc.at(i)
 	if !src.decoded {
 		return // not a mapping; reported
 	}
@@ -699,8 +699,17 @@ func (c *checker) reportCycle(g graph.Directed, comp []graph.Node) {
 	pos := st.Pos
 	for j, name := range st.After {
 		if name == c.s.Stages[last].Name {
-			pos = c.posAt(c.stageSrc[start].after[j])
+			pos = c.posAt(c.stageSrc.at(int(start)).after[j])
 		}
 	}
 	c.errAt(pos, "after names earlier stages only; remove one after entry of the cycle", "after forms a cycle: %s (each must run before the next)", strings.Join(names, " → "))
+}
+
+// buffer returns the first buffer named name, or nil: Spec.Buffer through
+// the checker's index (Spec.Buffer is a linear scan).
+func (c *checker) buffer(name string) *BufferSpec {
+	if i, ok := c.bufs[name]; ok {
+		return &c.s.Buffers[i]
+	}
+	return nil
 }

@@ -946,13 +946,13 @@ func (l *loader) decodeStage(s *Spec, n *yaml.Node) {
 	src := stageSrc{at: atOf(n)}
 	if f := decodeObject(l, n, "stage", stageTable, stageKeys, &st, &src); f != nil {
 		src.decoded = true
-		src.keys = make([]at, len(stageKeys))
+		src.keys = l.ats(len(stageKeys))
 		for i, k := range f.key {
 			src.keys[i] = atOf(k)
 		}
 	}
 	s.Stages = append(s.Stages, st)
-	l.stageSrc = append(l.stageSrc, src)
+	l.stageSrc.add(src)
 }
 
 // fieldPos returns the position of field name's key in a stage, or the

@@ -19,7 +19,7 @@ func (c *checker) checkHostStage(st *StageSpec, src *stageSrc, what string, reso
 	}
 	for _, list := range [2][]Access{st.Reads, st.Writes} {
 		for _, a := range list {
-			if b := c.s.Buffer(a.Buffer); b != nil && b.Where != WhereHostPinned && b.Where != WhereHostPageable {
+			if b := c.buffer(a.Buffer); b != nil && b.Where != WhereHostPinned && b.Where != WhereHostPageable {
 				c.errAt(a.Pos, "the host thread reaches only host memory: make "+a.Buffer+" where: host_pinned (or host_pageable), or copy it with a device stage first",
 					"%s runs on the host but touches %s buffer %s", what, cmp.Or(b.Where, WhereDevice), a.Buffer)
 			}

@@ -109,7 +109,7 @@ func (c *checker) checkStageRules(st *StageSpec, src *stageSrc, what string, res
 	}
 	for _, list := range [2][]Access{st.Reads, st.Writes} {
 		for _, a := range list {
-			b := c.s.Buffer(a.Buffer)
+			b := c.buffer(a.Buffer)
 			if b == nil {
 				continue
 			}
