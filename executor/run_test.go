@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
@@ -241,5 +243,37 @@ func TestIssueLoopAllocatesNothing(t *testing.T) {
 	// in 100 iterations.)
 	if two, many := allocs(2), allocs(102); many > two+1 {
 		t.Errorf("2 iterations: %v allocs, 102 iterations: %v: the issue loop allocates", two, many)
+	}
+}
+
+// TestLongRunNotSizedUpFront: a run of two billion iterations with host
+// progress sizes nothing by its iterations (it once allocated per-iteration
+// arrays up front): set up and cancelled at once, it returns the context's
+// error, well within the test's memory.
+func TestLongRunNotSizedUpFront(t *testing.T) {
+	p := plan2().Plan()
+	p.Stages[1].Name = "scale"
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b := sim.New(sim.Options{})
+	_, err := executor.Run(ctx, p, b, executor.Options{Iterations: 2_000_000_000, Progress: func(int, time.Duration) {}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want the context's cancellation", err)
+	}
+}
+
+// TestInitFileNotRegular: an init file that is a fifo or a link to a
+// device is refused at once (it once hung, or read /dev/zero for ever).
+func TestInitFileNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Skip(err)
+	}
+	os.Symlink("/dev/zero", filepath.Join(dir, "zero"))
+	for _, name := range []string{"fifo", "zero"} {
+		_, err := executor.InitialContents(dir, planner.Buffer{Name: "f", Bytes: 8, Init: dag.InitFile, InitPath: name})
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("%s: %v, want it refused as not a regular file", name, err)
+		}
 	}
 }

@@ -91,3 +91,24 @@ func BenchmarkEncodeJSON(b *testing.B) {
 		})
 	}
 }
+
+// TestPlanArgsExact: kernel arguments in a plan file keep every digit
+// through decoding and encoding (json.Number), so a 64-bit integer
+// argument reaches the kernel as written.
+func TestPlanArgsExact(t *testing.T) {
+	in := `{"version":1,"stages":[{"name":"a","stream":0,"duration_us":1,"kernel":"k","args":{"n":9007199254740993,"m":-9223372036854775808},"reads":[],"writes":[]}],"issue_order":[[0,0]],"events":0,"buffers":[],"lifetimes":[],"stats":{"stages":1,"streams":1,"waits":0,"events":0,"cross_stream_edges":0,"reduced_edges":0,"lower_bound_waits":0,"critical_path_us":0,"ideal_makespan_us":0,"sum_us":0,"planning_ms":0},"streams":[{"id":0,"name":"s0","ops":[{"op":"launch","stage":"a"}]}]}`
+	var p Plan
+	if err := p.UnmarshalJSON([]byte(in)); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := p.Stages[0].Args["n"], p.Stages[0].Args["m"]; n != json.Number("9007199254740993") || m != json.Number("-9223372036854775808") {
+		t.Fatalf("args %#v, %#v: want the numbers as written", n, m)
+	}
+	out, err := p.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out, []byte(`"args":{"m":-9223372036854775808,"n":9007199254740993}`)) {
+		t.Errorf("written back: %s", out)
+	}
+}
