@@ -25,15 +25,11 @@ type StreamKinder interface {
 var ErrNoStreamKinds = errors.New("backend cannot create blocking or default streams")
 
 // streamKinds sets x.kinds, the kind of each physical stream, and rejects
-// what the executor cannot run: several host threads (one issue loop
-// issues every op) and, in graph mode, the legacy default stream (it
-// cannot be captured) and synchronous copies (not allowed in a capture).
+// what graph mode cannot run: the legacy default stream (it cannot be
+// captured) and synchronous copies (not allowed in a capture).
 func (x *program) streamKinds() error {
 	p := x.p
 	for _, s := range p.Streams {
-		if s.Thread != "" {
-			return fmt.Errorf("executor: stream %s is issued by host thread %s; the executor issues every op from one thread (dagrun check verifies plans with host threads)", s.Name, s.Thread)
-		}
 		if s.Kind == planner.StreamLegacy && x.graph {
 			return fmt.Errorf("executor: graph mode: stream %s is the legacy default stream, which cannot be captured: use stream mode", s.Name)
 		}
@@ -68,4 +64,15 @@ func (e *exec) newStream(i int) (Stream, error) {
 		return e.b.(StreamKinder).NewStreamKind(e.x.kinds[i])
 	}
 	return e.b.NewStream()
+}
+
+// oneThread rejects a plan issued from several host threads when it is to
+// run: one issue loop issues every op (dagrun check verifies such plans).
+func (x *program) oneThread() error {
+	for _, s := range x.p.Streams {
+		if s.Thread != "" {
+			return fmt.Errorf("executor: stream %s is issued by host thread %s; the executor issues every op from one thread (dagrun check verifies plans with host threads)", s.Name, s.Thread)
+		}
+	}
+	return nil
 }

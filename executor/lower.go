@@ -682,6 +682,9 @@ func (x *program) touchesDynamic(d *LaunchDesc) bool {
 // requires checks that b can run the program: graphs, host waits,
 // stream-ordered allocation, Go-function stages.
 func (x *program) requires(b Backend) error {
+	if err := x.oneThread(); err != nil { // kinds.go
+		return err
+	}
 	if x.graph && !x.graphsOptional {
 		if _, ok := b.(GraphBackend); !ok {
 			return fmt.Errorf("executor: %s: %w", b.Name(), ErrNoGraphs)
