@@ -142,9 +142,13 @@ func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
 		}
 		spec = checked
 	}
+	o, defaultCap := withDefaultCap(spec, o) // defaults.go
 	p, err := planner.Build(spec, o)
 	if err != nil {
 		return nil, err
+	}
+	if defaultCap {
+		capNote(p)
 	}
 	if abs, err := filepath.Abs(p.Dir); err == nil {
 		p.Dir = abs

@@ -1,0 +1,47 @@
+package dagrun
+
+import (
+	"cmp"
+	"fmt"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+// DefaultMaxStreams is the stream cap Plan applies when neither the
+// options nor the spec set one (PlanOptions.MaxStreams 0, no max_streams),
+// for the default strategy of an automatically synchronized spec.
+// PlanOptions.MaxStreams < 0 (`--max-streams 0` on the command line)
+// plans uncapped. The value was chosen by measurement on the GPU
+// (docs/performance.md, "Default stream cap"); 0 means uncapped.
+const DefaultMaxStreams = 0
+
+// withDefaultCap returns o with DefaultMaxStreams applied where it
+// applies, and whether it was.
+func withDefaultCap(spec *Spec, o PlanOptions) (PlanOptions, bool) {
+	if DefaultMaxStreams == 0 || o.MaxStreams != 0 || spec.Options.MaxStreams != 0 || spec.Sync == dag.SyncManual {
+		return o, false
+	}
+	if cmp.Or(o.Strategy, spec.Options.Strategy, StrategyDefault) != StrategyDefault {
+		return o, false
+	}
+	o.MaxStreams = DefaultMaxStreams
+	return o, true
+}
+
+// capNote is the note of a plan the default cap folded: how many chains
+// the uncapped plan has (a minimum path cover has stages − its maximum
+// matching chains; Stats.LowerBoundWaits is reduced edges − that
+// matching), and what the cap keeps of the critical path.
+func capNote(p *StreamPlan) {
+	st := p.Stats
+	chains := st.Stages - st.ReducedEdges + st.LowerBoundWaits
+	if st.Streams < DefaultMaxStreams || chains <= st.Streams {
+		return // the cap did not bind
+	}
+	kept := 100.0
+	if st.IdealMakespanUS > 0 {
+		kept = 100 * st.CriticalPathUS / st.IdealMakespanUS
+	}
+	p.Notes = append(p.Notes, fmt.Sprintf("streams capped at %d by default (the uncapped plan has %d): the ideal makespan keeps %.0f%% of the critical path; --max-streams 0 (PlanOptions.MaxStreams = -1) plans uncapped, --max-streams N or the spec's max_streams sets another cap",
+		DefaultMaxStreams, chains, kept))
+}

@@ -1,0 +1,68 @@
+package dagrun_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun"
+)
+
+// Plan caps the default strategy's streams at DefaultMaxStreams unless the
+// options or the spec set a cap, says so when the cap binds, and plans
+// uncapped with MaxStreams < 0.
+func TestDefaultMaxStreams(t *testing.T) {
+	s, err := dagrun.Load("specs/models/nasnetalarge.yaml") // 159 chains uncapped
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := func(o dagrun.PlanOptions) *dagrun.StreamPlan {
+		t.Helper()
+		p, err := dagrun.Plan(s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	noted := func(p *dagrun.StreamPlan) bool {
+		for _, n := range p.Notes {
+			if strings.Contains(n, "capped at") && strings.Contains(n, "by default") {
+				return true
+			}
+		}
+		return false
+	}
+	uncapped := plan(dagrun.PlanOptions{MaxStreams: -1})
+	if uncapped.Stats.Streams != 159 || noted(uncapped) {
+		t.Fatalf("uncapped: %d streams, notes %q", uncapped.Stats.Streams, uncapped.Notes)
+	}
+	def := plan(dagrun.PlanOptions{})
+	switch dagrun.DefaultMaxStreams {
+	case 0:
+		if def.Stats.Streams != 159 || noted(def) {
+			t.Errorf("no default cap: %d streams, notes %q", def.Stats.Streams, def.Notes)
+		}
+	default:
+		if def.Stats.Streams != dagrun.DefaultMaxStreams || !noted(def) {
+			t.Errorf("default: %d streams, notes %q; want %d and a note", def.Stats.Streams, def.Notes, dagrun.DefaultMaxStreams)
+		}
+	}
+	if p := plan(dagrun.PlanOptions{MaxStreams: 4}); p.Stats.Streams != 4 || noted(p) {
+		t.Errorf("--max-streams 4: %d streams, notes %q", p.Stats.Streams, p.Notes)
+	}
+	spec := *s
+	spec.Options.MaxStreams = 32
+	if p, err := dagrun.Plan(&spec, dagrun.PlanOptions{}); err != nil || p.Stats.Streams != 32 || noted(p) {
+		t.Errorf("the spec's max_streams 32: %v streams, %v", p.Stats.Streams, err)
+	}
+	if p := plan(dagrun.PlanOptions{Strategy: dagrun.StrategyHazardDAG}); p.Stats.Streams != 159 || noted(p) {
+		t.Errorf("hazard-dag: %d streams, notes %q; want its own streams, no cap", p.Stats.Streams, p.Notes)
+	}
+	// A spec narrower than the cap: no note.
+	r, err := dagrun.Load("specs/models/resnet50.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := dagrun.Plan(r, dagrun.PlanOptions{}); err != nil || noted(p) {
+		t.Errorf("resnet50 (5 chains): %v, notes %q", err, p.Notes)
+	}
+}
