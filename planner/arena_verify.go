@@ -104,20 +104,16 @@ func (v *verifier) arenaLifetimes() {
 	slices.Sort(bounds)
 	bounds = slices.Compact(bounds)
 	segs := make([][]*arenaUse, max(len(bounds)-1, 0))
+	useOf := make(map[[2]int32]*arenaUse, len(accs)) // (segment, buffer) → its use
 	for _, a := range accs {
 		lo, _ := slices.BinarySearch(bounds, a.lo)
 		hi, _ := slices.BinarySearch(bounds, a.hi)
 		for g := lo; g < hi; g++ {
-			var u *arenaUse
-			for _, x := range segs[g] {
-				if x.buf == a.buf {
-					u = x
-					break
-				}
-			}
+			u := useOf[[2]int32{int32(g), a.buf}]
 			if u == nil {
 				u = &arenaUse{buf: a.buf, firstIssue: a.k}
 				segs[g] = append(segs[g], u)
+				useOf[[2]int32{int32(g), a.buf}] = u
 			}
 			j := slices.Index(u.streams, a.s)
 			if j < 0 {

@@ -151,3 +151,25 @@ func TestBudgetPlanIsOnePipelineRun(t *testing.T) {
 		t.Errorf("dump after arena:\n%s\nwant one dump, with %q", b.String(), want)
 	}
 }
+
+// TestBudgetAutoWaitCount: with memory_budget auto, Stats.Waits counts the
+// plan's wait ops of one iteration (lag 0), on every model graph.
+func TestBudgetAutoWaitCount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans every model graph with memory_budget auto")
+	}
+	for _, ref := range graphRefs {
+		p := build(t, loadGraph(t, ref.model), Options{MemoryBudget: BudgetAuto})
+		n := 0
+		for _, s := range p.Streams {
+			for _, o := range s.Ops {
+				if o.Kind == OpWait && o.Lag == 0 {
+					n++
+				}
+			}
+		}
+		if p.Stats.Waits != n {
+			t.Errorf("%s: stats.waits %d, the plan has %d wait ops of lag 0", ref.model, p.Stats.Waits, n)
+		}
+	}
+}
