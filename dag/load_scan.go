@@ -841,9 +841,13 @@ func (p *scanner) flowMapping(depth int) *yaml.Node {
 		default:
 			k = p.plain(true)
 		}
+		keyLine := p.line
 		p.skipFlowSpace()
 		if p.i == len(p.data) || p.data[p.i] != ':' {
 			p.fail("unexpected %s after a key: want ':'", p.what())
+		}
+		if !p.json && p.line != keyLine {
+			p.bail() // YAML's implicit keys end on their line
 		}
 		p.i++
 		if !p.json && p.i < len(p.data) && p.data[p.i] != ' ' && p.data[p.i] != '\n' && k.Style == 0 {
