@@ -520,8 +520,11 @@ func (p *scanner) plain(flow bool) *yaml.Node {
 // keyword starts with are strings, plain decimals integers.
 func plainTag(n *yaml.Node) string {
 	v := n.Value
-	if v == "" {
+	switch v {
+	case "":
 		return n.ShortTag()
+	case "<<":
+		return "!!merge" // as yaml.v3's parser tags a plain <<
 	}
 	switch c := v[0]; {
 	case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_':
