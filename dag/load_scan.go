@@ -59,6 +59,7 @@ type scanner struct {
 	slabUse int // nodes used in chunk slabAt
 	inItem  bool
 	ptrs    []*yaml.Node // content slab of the items (8 slots per collection; append moves larger ones out)
+	lastMark int // offset of the node marked last (a key's start, at its ':')
 	// rootKeys are the root mapping's keys seen so far.
 	rootKeys map[string]bool
 }
@@ -164,6 +165,7 @@ func (p *scanner) what() string {
 
 // mark is the position of i.
 func (p *scanner) mark() at {
+	p.lastMark = p.i
 	if p.colOff < p.lineStart || p.colOff > p.i {
 		p.colOff, p.col = p.lineStart, 1
 	}
@@ -354,10 +356,19 @@ func (p *scanner) blockMappingOrScalar(ind, depth int, root bool) *yaml.Node {
 // keyColon consumes the ':' after a block mapping key.
 func (p *scanner) keyColon() bool {
 	if p.i < len(p.data) && p.data[p.i] == ':' && (p.i+1 == len(p.data) || p.data[p.i+1] == ' ' || p.data[p.i+1] == '\n') {
+		p.longKey()
 		p.i++
 		return true
 	}
 	return false
+}
+
+// longKey gives up on a key that ends more than 1024 characters after it
+// starts: yaml.v3 (libyaml) takes no longer implicit keys.
+func (p *scanner) longKey() {
+	if !p.json && utf8.RuneCountInString(p.data[p.lastMark:p.i]) > 1000 {
+		p.bail()
+	}
 }
 
 // mappingFrom parses the rest of block mapping m at indentation ind,
@@ -852,6 +863,7 @@ func (p *scanner) flowMapping(depth int) *yaml.Node {
 		if !p.json && p.line != keyLine {
 			p.bail() // YAML's implicit keys end on their line
 		}
+		p.longKey()
 		p.i++
 		if !p.json && p.i < len(p.data) && p.data[p.i] != ' ' && p.data[p.i] != '\n' && k.Style == 0 {
 			p.bail()
