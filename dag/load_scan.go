@@ -54,12 +54,12 @@ type scanner struct {
 	// named in streamKeys; nil: build whole trees.
 	onItem func(key string, list, item *yaml.Node)
 	// slab holds the nodes of the item being parsed; reused per item.
-	slab    [][]yaml.Node
-	slabAt  int // chunk
-	slabUse int // nodes used in chunk slabAt
-	inItem  bool
-	ptrs    []*yaml.Node // content slab of the items (8 slots per collection; append moves larger ones out)
-	lastMark int // offset of the node marked last (a key's start, at its ':')
+	slab     [][]yaml.Node
+	slabAt   int // chunk
+	slabUse  int // nodes used in chunk slabAt
+	inItem   bool
+	ptrs     []*yaml.Node // content slab of the items (8 slots per collection; append moves larger ones out)
+	lastMark int          // offset of the node marked last (a key's start, at its ':')
 	// rootKeys are the root mapping's keys seen so far.
 	rootKeys map[string]bool
 }
