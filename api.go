@@ -116,7 +116,10 @@ func Load(path string) (*Spec, error) { return dag.LoadFile(path) }
 // that lead out).
 func LoadWith(path string, o LoadOptions) (*Spec, error) { return dag.LoadFileWith(path, o) }
 
-// Plan builds the stream plan of spec and verifies it. For specs with
+// Plan builds the stream plan of spec and verifies it. Unless o or the
+// spec sets a stream cap, the default strategy's plan has at most
+// DefaultMaxStreams streams (a note says when the cap folded chains;
+// o.MaxStreams < 0 plans uncapped). For specs with
 // `sync: manual` the plan is the spec's own streams and waits. The plan's
 // Dir (where relative PTX and init-file paths resolve) is made absolute, so
 // that a plan file written from it runs from any directory. The plan's

@@ -11,9 +11,12 @@ import (
 // options nor the spec set one (PlanOptions.MaxStreams 0, no max_streams),
 // for the default strategy of an automatically synchronized spec.
 // PlanOptions.MaxStreams < 0 (`--max-streams 0` on the command line)
-// plans uncapped. The value was chosen by measurement on the GPU
-// (docs/performance.md, "Default stream cap"); 0 means uncapped.
-const DefaultMaxStreams = 0
+// plans uncapped. The value was chosen by measurement on an H200
+// (docs/performance.md, "Default stream cap"): stream mode was never
+// slower than one stream on the eight model graphs at 8 (uncapped it was
+// 1.67× slower on nasnetalarge), graph mode within 2% of uncapped, and the
+// device has 8 hardware queues by default (CUDA_DEVICE_MAX_CONNECTIONS).
+const DefaultMaxStreams = 8
 
 // withDefaultCap returns o with DefaultMaxStreams applied where it
 // applies, and whether it was.

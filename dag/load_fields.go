@@ -304,7 +304,7 @@ var (
 				}
 			},
 			write:  func(o *Options, _ *writing) (string, error) { return intIf(int64(o.MaxStreams)), nil },
-			schema: FormatField{Type: "integer", Min: 0, Max: math.MaxInt32, HasMin: true, HasMax: true, Doc: "most streams (0: uncapped)"}},
+			schema: FormatField{Type: "integer", Min: 0, Max: math.MaxInt32, HasMin: true, HasMax: true, Doc: "most streams (0: dagrun's default cap, 8 for the default strategy)"}},
 		{key: "arena",
 			decode: func(d *decoding[Options, struct{}], v *yaml.Node) {
 				if s, ok := d.oneOf(v, "options: arena", arenaModes); ok {

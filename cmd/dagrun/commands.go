@@ -71,7 +71,7 @@ type planFlags struct {
 func (f *planFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.outside, "allow-outside-paths", false, "let the spec's init and PTX files lie outside its folder (absolute paths, .., links that lead out); without it a spec from someone else cannot read your other files")
 	cmd.Flags().StringVar(&f.strategy, "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive, hazard-dag (the whole hazard DAG, for graph mode) (default: the spec's options, else default)")
-	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams; 0 = uncapped (default: the spec's max_streams)")
+	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams; 0 = uncapped (default: the spec's max_streams, else 8 for the default strategy: dagrun.DefaultMaxStreams)")
 	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass")
 	cmd.Flags().IntVar(&f.streamSets, "stream-sets", 0, "iterations rotate over this many copies of the streams (0: the largest copies of any buffer; 1: all iterations on the same streams)")
 	cmd.Flags().StringVar(&f.dumpAfter, "dump-after", "", "print the plan to stderr after the named pass ("+strings.Join(dagrun.Passes(), ", ")+")")
