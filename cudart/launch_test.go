@@ -162,4 +162,7 @@ func TestLaunchRefusesWrappingAccess(t *testing.T) {
 	}
 	must(t, b.Synchronize())
 	sameWords(t, "neighbour z after refused launches", read(t, b, z), z0)
+	for _, buf := range []*buffer{x, y, z} {
+		must(t, b.Free(buf))
+	}
 }
