@@ -151,6 +151,11 @@ func hbEdges(p *Plan) *hbGraph {
 	return h
 }
 
+// hbHub is the incoming edges from which a stream is looked up directly
+// when the search reaches it (a barrier's join, a reducer); the search
+// explores the edges of other streams soon enough.
+const hbHub = 32
+
 // hbCross is one edge by its streams: an op of stream to at toIndex has a
 // predecessor on stream from; fromMax is the latest source index of the
 // edges into ops 0..toIndex of to from that stream.
@@ -227,7 +232,7 @@ func (h *hbGraph) reach(a, b int32) bool {
 	// (a hub such as a barrier's join is found in one step); a shortcut
 	// only, tried while the cone is small.
 	for _, u := range c.touched[:min(len(c.touched), 16)] {
-		if h.direct(u, c.top[u], sa, want) {
+		if h.crossBase[u+1]-h.crossBase[u] >= hbHub && h.direct(u, c.top[u], sa, want) {
 			return true
 		}
 	}
@@ -309,7 +314,7 @@ func (h *hbGraph) raise(c *hbCone, s, i int32) {
 		c.touched = append(c.touched, s)
 	}
 	c.top[s] = i
-	if !c.hit && c.askStream >= 0 && h.direct(s, i, c.askStream, c.askIndex) {
+	if !c.hit && c.askStream >= 0 && h.crossBase[s+1]-h.crossBase[s] >= hbHub && h.direct(s, i, c.askStream, c.askIndex) {
 		c.hit = true // the query in progress is answered
 	}
 	lo, hi := h.edgeBase[s], h.edgeBase[s+1]
