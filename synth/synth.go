@@ -27,7 +27,8 @@ var Shapes = []string{"layered", "wavefront", "shared-read", "series-parallel", 
 //   - wavefront: a square grid (⌈√n⌉ wide), row-major; (i, j) reads
 //     (i−1, j) and (i, j−1);
 //   - shared-read: one stage writes a buffer that every other stage but
-//     the last reads; the last (a reducer) reads all their outputs;
+//     the last reads, each writing its slice of one output buffer; the
+//     last (a reducer) reads that buffer;
 //   - series-parallel: random series and parallel compositions;
 //   - fan-chains: blocks of one source fanning out to 64 chains of 16
 //     stages that join again.
@@ -118,15 +119,23 @@ func Wavefront(n, w int) *dag.Spec {
 }
 
 // SharedRead is the shared-read shape of Shape: stage 0 writes t0, stages
-// 1…n−2 read it, stage n−1 reads their outputs.
+// 1…n−2 read it and each write their own 256-byte slice of one buffer out,
+// and stage n−1 reads out whole (one access, however many writers).
 func SharedRead(n int) *dag.Spec {
 	y := newBuilder("shared-read", n)
 	y.add(5)
-	mid := make([]int, 0, max(n-2, 0))
+	k := int64(max(n-2, 1))
+	y.s.Buffers = append(y.s.Buffers, dag.BufferSpec{Name: "out", Bytes: k * bufBytes, Where: dag.WhereDevice, Role: dag.RoleTemp})
 	for i := 1; i < n-1; i++ {
-		mid = append(mid, y.add(float64(1+i%7), 0))
+		y.s.Stages = append(y.s.Stages, dag.StageSpec{Name: "n" + strconv.Itoa(i), Kernel: dag.BuiltinMix, DurationUS: float64(1 + i%7),
+			Launch: dag.Launch{Grid: [3]int{1, 1, 1}},
+			Reads:  []dag.Access{{Buffer: "t0", Bytes: bufBytes}},
+			Writes: []dag.Access{{Buffer: "out", Offset: int64(i-1) * bufBytes, Bytes: bufBytes}}})
 	}
-	y.add(5, mid...)
+	y.s.Stages = append(y.s.Stages, dag.StageSpec{Name: "n" + strconv.Itoa(n-1), Kernel: dag.BuiltinMix, DurationUS: 5,
+		Launch: dag.Launch{Grid: [3]int{1, 1, 1}}, Reads: []dag.Access{{Buffer: "out", Bytes: k * bufBytes}},
+		Writes: []dag.Access{{Buffer: "sum", Bytes: bufBytes}}})
+	y.s.Buffers = append(y.s.Buffers, dag.BufferSpec{Name: "sum", Bytes: bufBytes, Where: dag.WhereDevice, Role: dag.RoleOutput})
 	return y.s
 }
 
