@@ -136,7 +136,9 @@ func TestGraphMatchesStreams(t *testing.T) {
 		if slices.ContainsFunc(s.Stages, func(st dag.StageSpec) bool { return st.Stream == "host" }) {
 			continue // host stages run at issue time: graph mode rejects them
 		}
-		if slices.ContainsFunc(s.Streams, func(d dag.StreamSpec) bool { return d.Kind == dag.KindLegacy || d.Thread != "" && d.Thread != dag.MainThread }) ||
+		if slices.ContainsFunc(s.Streams, func(d dag.StreamSpec) bool {
+			return d.Kind == dag.KindLegacy || d.Thread != "" && d.Thread != dag.MainThread
+		}) ||
 			slices.ContainsFunc(s.Stages, func(st dag.StageSpec) bool { return st.Copy == dag.CopySync }) {
 			continue // graph mode refuses the legacy default stream and synchronous copies (not capturable), the executor host threads
 		}
