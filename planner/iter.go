@@ -301,7 +301,7 @@ func iterInFlight(p *Plan) int {
 // buffers; the largest K if none conflicts).
 //
 // Per elementary byte segment of each address space (a buffer, or the
-// arena's buffers together), the accesses of one iteration in declaration
+// arena's buffers together), the accesses of one iteration in issue
 // order are: reads before the segment's first write (head), the first and
 // the last write, reads after the last write (tail). The plan orders every
 // conflicting pair of one iteration (Verify), so everything up to the last
@@ -320,7 +320,18 @@ func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 	byBuf := map[string][]acc{}
 	arena := arenaOffsets(p) // arena buffers share one space, one copy (arenaAddress)
 	var names []string
-	for v, sg := range p.Stages {
+	// Stages in issue order: it extends happens-before (every record is
+	// issued before its waits), so it orders the conflicting accesses of an
+	// address space as the plan does. Declaration order would not: temps
+	// that share arena bytes are ordered by the schedule, not by a hazard.
+	order := make([]int, len(p.Stages))
+	for v := range order {
+		order[v] = v
+	}
+	pos := launchPositions(p)
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(pos[a], pos[b]) })
+	for _, v := range order {
+		sg := p.Stages[v]
 		for k, list := range [2][]Access{sg.Reads, sg.Writes} {
 			for _, a := range list {
 				key, base := arenaAddress(arena, a.Buffer)
@@ -359,7 +370,7 @@ func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 		for g := range segs {
 			segs[g] = segment{first: -1, last: -1}
 		}
-		for _, x := range list { // in declaration order, each stage's reads first
+		for _, x := range list { // in issue order, each stage's reads first
 			lo, _ := slices.BinarySearch(bounds, x.lo)
 			hi, _ := slices.BinarySearch(bounds, x.hi)
 			for g := lo; g < hi; g++ {
