@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/internal/safefile"
@@ -49,12 +51,69 @@ const CompactPlanStages = 10_000
 // (executor.CheckPlan). The counts of Stats (stages, streams, waits,
 // events, cross waits) and its one-stream and ideal times are recomputed
 // from the plan itself (planner.Recount), never taken from the file.
+//
+// The files the plan names (init files, PTX files) must lie in the plan
+// file's own folder or below it, by name: a plan file from someone else
+// must not read your other files (its "dir" field is as much theirs as its
+// paths). ReadPlanWith with LoadOptions.AllowOutside lifts that.
 func ReadPlan(path string) (*StreamPlan, error) {
+	return ReadPlanWith(path, LoadOptions{})
+}
+
+// ReadPlanWith is ReadPlan with options: o.AllowOutside lets the plan name
+// init and PTX files outside the plan file's folder.
+func ReadPlanWith(path string, o LoadOptions) (*StreamPlan, error) {
 	b, err := safefile.ReadFile(path, planner.MaxPlanFileBytes, "plan file")
 	if err != nil {
 		return nil, err
 	}
-	return decodePlan(path, b)
+	p, err := decodePlan(path, b)
+	if err != nil {
+		return nil, err
+	}
+	if !o.AllowOutside {
+		if err := planFilesInside(p, filepath.Dir(path)); err != nil {
+			return nil, fmt.Errorf("%s: plan: %s: %s", placed(path, b, err.at), err.at, err.msg)
+		}
+	}
+	return p, nil
+}
+
+// outsideError is a file a plan names outside the plan file's folder, at
+// its JSON path.
+type outsideError struct{ at, msg string }
+
+// planFilesInside returns the first init or PTX file of p that does not
+// resolve (against p.Dir, as the executor resolves it) inside dir.
+func planFilesInside(p *StreamPlan, dir string) *outsideError {
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return &outsideError{msg: err.Error()}
+	}
+	inside := func(name string) bool {
+		full := name
+		if !filepath.IsAbs(full) {
+			full = filepath.Join(p.Dir, name)
+		}
+		full, err := filepath.Abs(full)
+		if err != nil {
+			return false
+		}
+		rel, err := filepath.Rel(root, full)
+		return err == nil && filepath.IsLocal(rel)
+	}
+	const hint = "keep the files a plan names in the plan file's folder or below it (a plan file from someone else must not read your other files); to allow others, pass --allow-outside-paths"
+	for i, b := range p.Buffers {
+		if b.Init == string(contract.InitFile) && !inside(b.InitPath) {
+			return &outsideError{fmt.Sprintf("buffers[%d].init_path", i), fmt.Sprintf("buffer %s: init file %q is outside %s: %s", b.Name, b.InitPath, dir, hint)}
+		}
+	}
+	for i, k := range p.Kernels {
+		if !inside(k.PTX) {
+			return &outsideError{fmt.Sprintf("kernels[%d].ptx", i), fmt.Sprintf("kernel %s: PTX file %q is outside %s: %s", k.Name, k.PTX, dir, hint)}
+		}
+	}
+	return nil
 }
 
 // decodePlan is ReadPlan of the file path whose bytes are b.

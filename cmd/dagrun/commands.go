@@ -69,7 +69,7 @@ type planFlags struct {
 }
 
 func (f *planFlags) add(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&f.outside, "allow-outside-paths", false, "let the spec's init and PTX files lie outside its folder (absolute paths, .., links that lead out); without it a spec from someone else cannot read your other files")
+	cmd.Flags().BoolVar(&f.outside, "allow-outside-paths", false, "let the init and PTX files of a spec or plan file lie outside its folder (absolute paths, .., links that lead out); without it a spec or plan file from someone else cannot read your other files")
 	cmd.Flags().StringVar(&f.strategy, "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive, hazard-dag (the whole hazard DAG, for graph mode) (default: the spec's options, else default)")
 	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams; 0 = uncapped (default: the spec's max_streams, else 8 for the default strategy: dagrun.DefaultMaxStreams)")
 	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass")
@@ -134,7 +134,7 @@ type planned struct {
 // not an error here but planned.races.
 func planOrSpec(planFile string, args []string, f *planFlags, stderr io.Writer) (*planned, error) {
 	if planFile != "" {
-		p, err := dagrun.ReadPlan(planFile)
+		p, err := dagrun.ReadPlanWith(planFile, dagrun.LoadOptions{AllowOutside: f.outside})
 		if err != nil {
 			return nil, usageError{err}
 		}
