@@ -54,6 +54,14 @@ def median_ms(fn: Callable[[], object], iters: int, warmup: int = 5) -> float:
     return statistics.median(times)
 
 
+def gpu_model(spec, size: int):
+    """The model of spec (random weights, seed 0) in eval mode on the GPU and
+    an input of shape [1, 3, size, size] (float32)."""
+    torch.manual_seed(0)
+    model, _ = build_model(spec)
+    return model.eval().cuda(), torch.randn(1, 3, size, size, device="cuda")
+
+
 def weight_bytes(model: torch.nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
 
@@ -171,10 +179,7 @@ def schedules(args) -> int:
         r: dict = {"model": name}
         rows.append(r)
         try:
-            torch.manual_seed(0)
-            model, _ = build_model(spec)
-            model = model.eval().cuda()
-            x = torch.randn(1, 3, size, size, device="cuda")
+            model, x = gpu_model(spec, size)
             call, gout, g, _ = one_stream_graph(model, x)
             r["graph_ms"] = median_ms(call, args.iters)
             del call, gout, g
@@ -308,10 +313,7 @@ def inductor(args) -> int:
         r: dict = {"model": name}
         rows.append(r)
         try:
-            torch.manual_seed(0)
-            model, _ = build_model(spec)
-            model = model.eval().cuda()
-            x = torch.randn(1, 3, size, size, device="cuda")
+            model, x = gpu_model(spec, size)
             if name in args.compile_models and time.time() - t_start + 2 * _COMPILE_S[name] < args.budget_s:
                 t0 = time.time()
                 cro = torch.compile(model, mode="reduce-overhead")
@@ -453,10 +455,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         r = {"model": name}
         rows.append(r)
         try:
-            torch.manual_seed(0)
-            model, _ = build_model(spec)
-            model = model.eval().cuda()
-            x = torch.randn(1, 3, size, size, device="cuda")
+            model, x = gpu_model(spec, size)
             models[name] = (model, x)
             with torch.no_grad():
                 r["eager_ms"] = median_ms(lambda: model(x), args.iters)
