@@ -422,7 +422,7 @@ func (e *RaceError) report(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "; %d wait%s %s %s", len(e.Fixes), plural(len(e.Fixes)), verb, them)
 		if len(e.Unfixed) > 0 {
-			fmt.Fprintf(b, " but %d", len(e.Unfixed))
+			fmt.Fprintf(b, "; %d other%s no one wait fixes (each with its advice, below)", len(e.Unfixed), plural(len(e.Unfixed)))
 		}
 	}
 	switch {
@@ -449,10 +449,10 @@ func (e *RaceError) report(b *strings.Builder) {
 	}
 	for j, k := range e.Unfixed {
 		if printed == verifyMaxPrinted {
-			fmt.Fprintf(b, "\n\t... and %d more", len(e.Unfixed)-j)
+			fmt.Fprintf(b, "\n  … and %d more", len(e.Unfixed)-j)
 			break
 		}
-		b.WriteString("\n\t")
+		b.WriteString("\n  ")
 		b.WriteString(e.Races[k].String())
 		printed++
 	}
