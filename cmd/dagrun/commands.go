@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dagrun/dagrun"
 )
@@ -66,9 +67,11 @@ type planFlags struct {
 	streamSets int         // iterations: PlanOptions.StreamSets (docs/iterations.md)
 	mem        memoryFlags // --arena, --memory-budget: memory.go
 	outside    bool        // --allow-outside-paths
+	flags      *pflag.FlagSet
 }
 
 func (f *planFlags) add(cmd *cobra.Command) {
+	f.flags = cmd.Flags()
 	cmd.Flags().BoolVar(&f.outside, "allow-outside-paths", false, "let the init and PTX files of a spec or plan file lie outside its folder (absolute paths, .., links that lead out); without it a spec or plan file from someone else cannot read your other files")
 	cmd.Flags().StringVar(&f.strategy, "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive, hazard-dag (the whole hazard DAG, for graph mode) (default: the spec's options, else default)")
 	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams; 0 = uncapped (default: the spec's max_streams, else 8 for the default strategy: dagrun.DefaultMaxStreams)")
@@ -96,7 +99,7 @@ func (f *planFlags) options(stderr io.Writer) (dagrun.PlanOptions, error) {
 	default:
 		return o, usagef("--strategy %q: want default, single, round-robin, naive or hazard-dag", f.strategy)
 	}
-	if f.maxStreams < -1 {
+	if f.maxStreams < 0 && (f.maxStreams < -1 || f.flags != nil && f.flags.Changed("max-streams")) {
 		return o, usagef("--max-streams %d: want 0 (uncapped) or a positive cap", f.maxStreams)
 	}
 	if f.dumpAfter != "" {

@@ -237,3 +237,18 @@ func TestOutWritesOutputs(t *testing.T) {
 		t.Error("--out with no output buffer made the folder")
 	}
 }
+
+// A negative stream cap is bad input even when it is the flag's internal
+// "not given" value.
+func TestMaxStreamsNegativeRejected(t *testing.T) {
+	spec := filepath.Join("..", "..", "specs", "seed", "three-stage.yaml")
+	for _, v := range []string{"-1", "-2"} {
+		_, errOut, code := cli(t, "plan", "--max-streams", v, spec)
+		if code != 2 || !strings.Contains(errOut, "--max-streams "+v+": want 0 (uncapped) or a positive cap") {
+			t.Errorf("--max-streams %s: exit %d, %q", v, code, errOut)
+		}
+	}
+	if _, errOut, code := cli(t, "plan", spec); code != 0 {
+		t.Errorf("no --max-streams: exit %d, %q", code, errOut)
+	}
+}
