@@ -119,6 +119,10 @@ func planFilesInside(p *StreamPlan, dir string) *outsideError {
 // decodePlan is ReadPlan of the file path whose bytes are b.
 func decodePlan(path string, b []byte) (*StreamPlan, error) {
 	const how = "(write one with `dagrun plan --json SPEC > FILE`)"
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] != '{' {
+		line, col := lineCol(b, int64(len(b)-len(t)))
+		return nil, fmt.Errorf("%s:%d:%d: not a plan file: a plan file is a JSON object %s; a spec (YAML) is passed without --plan", path, line, col, how)
+	}
 	var p planner.Plan
 	if err := p.UnmarshalJSON(b); err != nil {
 		var se *json.SyntaxError

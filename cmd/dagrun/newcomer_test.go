@@ -252,3 +252,16 @@ func TestMaxStreamsNegativeRejected(t *testing.T) {
 		t.Errorf("no --max-streams: exit %d, %q", code, errOut)
 	}
 }
+
+// A plan file given as a spec, or a spec given as a plan file, is named
+// for what it is, with the flag to use.
+func TestPlanFileAndSpecMixedUp(t *testing.T) {
+	plan := filepath.Join("testdata", "plans", "fan-out-fan-in.json")
+	spec := filepath.Join("..", "..", "specs", "seed", "three-stage.yaml")
+	if _, errOut, code := cli(t, "plan", plan); code != 2 || !strings.Contains(errOut, "is a plan file") || !strings.Contains(errOut, "--plan") {
+		t.Errorf("plan PLANFILE: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := cli(t, "check", "--plan", spec); code != 2 || !strings.Contains(errOut, "a spec (YAML) is passed without --plan") {
+		t.Errorf("check --plan SPEC: exit %d, %q", code, errOut)
+	}
+}
