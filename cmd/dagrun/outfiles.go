@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,13 +40,26 @@ func checkOutPath(flag, path string, dir bool) error {
 			}
 			return usagef("%s %s: is a folder, want a file name", flag, path)
 		}
-		return nil
+		if dir {
+			return writable(flag, path, path) // the files go into it
+		}
+		return writable(flag, path, filepath.Dir(filepath.Clean(path)))
 	}
 	parent := filepath.Dir(filepath.Clean(path))
 	if st, err := os.Stat(parent); err != nil || !st.IsDir() {
 		return usagef("%s %s: folder %s does not exist", flag, path, parent)
 	}
-	return nil
+	return writable(flag, path, parent)
+}
+
+// writable checks that the folder dir, where the staging folder for path
+// will be made, takes a new entry: it makes and removes one.
+func writable(flag, path, dir string) error {
+	probe, err := os.MkdirTemp(dir, ".dagrun-tmp-*")
+	if err != nil {
+		return usagef("%s %s: cannot write in folder %s (%v)", flag, path, dir, errors.Unwrap(err))
+	}
+	return os.Remove(probe)
 }
 
 // path returns where to write the file that belongs at dst: a fresh

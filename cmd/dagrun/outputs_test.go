@@ -261,3 +261,18 @@ func TestBrokenPipeIsNoCrash(t *testing.T) {
 		t.Errorf("plan into a closed pipe: %v, %q; want exit 1 and one line saying the pipe was closed", err, se.String())
 	}
 }
+
+// An output path in a folder that takes no new entry is refused before
+// the run (exit 2), not after it.
+func TestOutPathNotWritableRefusedFirst(t *testing.T) {
+	spec := filepath.Join("..", "..", "specs", "seed", "three-stage.yaml")
+	for _, args := range [][]string{
+		{"run", "--backend", "sim", "--out", "/proc/dagrun-out", spec},
+		{"run", "--backend", "sim", "--trace", "/proc/dagrun-trace.json", spec},
+	} {
+		out, errOut, code := cli(t, args...)
+		if code != 2 || !strings.Contains(errOut, "cannot write in folder /proc") || strings.Contains(out, "backend:") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+}
