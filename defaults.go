@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
 )
 
 // DefaultMaxStreams is the stream cap Plan applies when neither the
@@ -48,3 +49,7 @@ func capNote(p *StreamPlan) {
 	p.Notes = append(p.Notes, fmt.Sprintf("streams capped at %d by default (the uncapped plan has %d): the ideal makespan keeps %.0f%% of the critical path; --max-streams 0 (PlanOptions.MaxStreams = -1) plans uncapped, --max-streams N or the spec's max_streams sets another cap",
 		DefaultMaxStreams, chains, kept))
 }
+
+// MaxIterations is the most iterations one run takes (RunOptions.Iterations,
+// --iterations): 2^40. Run returns an error for more.
+const MaxIterations = executor.MaxIterations

@@ -96,6 +96,11 @@ type hostBuf struct {
 	out  OutputFunc
 }
 
+// MaxIterations bounds Options.Iterations: 2^40 iterations, beyond any
+// run's patience at a microsecond each (12 days), so a count that is a
+// mistake (a float's bits, a negative number cast) is refused up front.
+const MaxIterations = 1 << 40
+
 // Bounds of a lowered program.
 const (
 	// maxPhases bounds the phases of a program: the least common multiple
@@ -109,8 +114,8 @@ const (
 // backend's abilities are checked by program.requires.
 func lower(p *planner.Plan, o *Options) (*program, error) {
 	iters := cmp.Or(o.Iterations, 1)
-	if iters < 0 {
-		return nil, fmt.Errorf("executor: iterations = %d, want ≥ 1", iters)
+	if iters < 0 || iters > MaxIterations {
+		return nil, fmt.Errorf("executor: iterations = %d, want 1 to %d (executor.MaxIterations)", iters, MaxIterations)
 	}
 	graph := false
 	switch o.Mode {

@@ -399,8 +399,8 @@ anything is loaded, with exit 2.`,
 			if (rf.planFile == "") == (len(args) == 0) {
 				return usagef("run takes a SPEC or --plan FILE (exactly one)")
 			}
-			if ro.Iterations < 1 {
-				return usagef("--iterations %d: want ≥ 1", ro.Iterations)
+			if ro.Iterations < 1 || ro.Iterations > dagrun.MaxIterations {
+				return usagef("--iterations %d: want 1 to %d", ro.Iterations, dagrun.MaxIterations)
 			}
 			switch ro.Backend {
 			case dagrun.BackendAuto, dagrun.BackendSim, dagrun.BackendCUDA:

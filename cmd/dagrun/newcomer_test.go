@@ -265,3 +265,12 @@ func TestPlanFileAndSpecMixedUp(t *testing.T) {
 		t.Errorf("check --plan SPEC: exit %d, %q", code, errOut)
 	}
 }
+
+// --iterations beyond dagrun.MaxIterations is refused before any work.
+func TestIterationsBounded(t *testing.T) {
+	spec := filepath.Join("..", "..", "specs", "seed", "three-stage.yaml")
+	out, errOut, code := cli(t, "run", "--backend", "sim", "--iterations", "2000000000000", spec)
+	if code != 2 || !strings.Contains(errOut, "want 1 to 1099511627776") || strings.Contains(out, "backend:") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
