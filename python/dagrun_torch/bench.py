@@ -62,6 +62,22 @@ def gpu_model(spec, size: int):
     return model.eval().cuda(), torch.randn(1, 3, size, size, device="cuda")
 
 
+def reduce_overhead_ms(model: torch.nn.Module, x: torch.Tensor, iters: int):
+    """torch.compile(mode="reduce-overhead") of model: its compile time (s,
+    with 3 warm-up calls) and the median ms per call over iters calls. The
+    compiled model is dropped and dynamo reset before returning."""
+    t0 = time.time()
+    cmodel = torch.compile(model, mode="reduce-overhead")
+    with torch.no_grad():
+        for _ in range(3):
+            cmodel(x)
+        compile_s = round(time.time() - t0, 1)
+        ms = median_ms(lambda: cmodel(x), iters)
+    del cmodel
+    torch._dynamo.reset()
+    return compile_s, ms
+
+
 def weight_bytes(model: torch.nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
 
@@ -245,15 +261,7 @@ def schedules(args) -> int:
                 del cm
             r["identical"] = "yes" if ok else "NO"
             if name in args.compile_models and time.time() - t_start + _COMPILE_S[name] < args.budget_s:
-                t0 = time.time()
-                cmodel = torch.compile(model, mode="reduce-overhead")
-                with torch.no_grad():
-                    for _ in range(3):
-                        cmodel(x)
-                    r["compile_s"] = round(time.time() - t0, 1)
-                    r["compile_ms"] = median_ms(lambda: cmodel(x), args.iters)
-                del cmodel
-                torch._dynamo.reset()
+                r["compile_s"], r["compile_ms"] = reduce_overhead_ms(model, x, args.iters)
         except Exception as e:
             r["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
             traceback.print_exc()
@@ -315,15 +323,7 @@ def inductor(args) -> int:
         try:
             model, x = gpu_model(spec, size)
             if name in args.compile_models and time.time() - t_start + 2 * _COMPILE_S[name] < args.budget_s:
-                t0 = time.time()
-                cro = torch.compile(model, mode="reduce-overhead")
-                with torch.no_grad():
-                    for _ in range(3):
-                        cro(x)
-                    r["compile_s"] = round(time.time() - t0, 1)
-                    r["compile_ms"] = median_ms(lambda: cro(x), args.iters)
-                del cro
-                torch._dynamo.reset()
+                r["compile_s"], r["compile_ms"] = reduce_overhead_ms(model, x, args.iters)
             t0 = time.time()
             cd = torch.compile(model)
             with torch.no_grad():
@@ -518,15 +518,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 continue
             model, x = models[name]
             try:
-                t0 = time.time()
-                cmodel = torch.compile(model, mode="reduce-overhead")
-                with torch.no_grad():
-                    for _ in range(3):
-                        cmodel(x)
-                    r["compile_s"] = round(time.time() - t0, 1)
-                    r["compile_ms"] = median_ms(lambda: cmodel(x), args.iters)
-                del cmodel
-                torch._dynamo.reset()
+                r["compile_s"], r["compile_ms"] = reduce_overhead_ms(model, x, args.iters)
             except Exception as e:
                 r["compile_ms"] = "failed"
                 r["compile_error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
