@@ -809,21 +809,8 @@ func (p *scanner) flowList(depth int, stream string) *yaml.Node {
 		} else {
 			l.Content = p.add(l.Content, it)
 		}
-		if p.i == len(p.data) {
-			p.fail("unexpected end of file in a list (a ']' is missing)")
-		}
-		switch p.data[p.i] {
-		case ',':
-			p.i++
-			p.skipFlowSpace()
-			if p.i < len(p.data) && p.data[p.i] == ']' {
-				p.fail("a ',' before ']'")
-			}
-		case ']':
-			p.i++
+		if p.flowSep(']', "a list") {
 			return l
-		default:
-			p.fail("unexpected %s in a list: want ',' or ']'", p.what())
 		}
 	}
 }
@@ -880,21 +867,8 @@ func (p *scanner) flowMapping(depth int) *yaml.Node {
 		}
 		m.Content = p.add(m.Content, k, v)
 		p.skipFlowSpace()
-		if p.i == len(p.data) {
-			p.fail("unexpected end of file in an object (a '}' is missing)")
-		}
-		switch p.data[p.i] {
-		case ',':
-			p.i++
-			p.skipFlowSpace()
-			if p.i < len(p.data) && p.data[p.i] == '}' {
-				p.fail("a ',' before '}'")
-			}
-		case '}':
-			p.i++
+		if p.flowSep('}', "an object") {
 			return m
-		default:
-			p.fail("unexpected %s in an object: want ',' or '}'", p.what())
 		}
 	}
 }
@@ -968,4 +942,28 @@ func jsonNumber(s string) bool {
 		}
 	}
 	return i == len(s)
+}
+
+// flowSep reads what follows an element of a flow collection of kind what
+// ("a list", "an object") that ends with close: a ',' (false: another
+// element follows) or close (true: the collection ends). Anything else, a
+// ',' right before close, or the end of the file fails the parse.
+func (p *scanner) flowSep(close byte, what string) bool {
+	if p.i == len(p.data) {
+		p.fail("unexpected end of file in %s (a '%c' is missing)", what, close)
+	}
+	switch p.data[p.i] {
+	case ',':
+		p.i++
+		p.skipFlowSpace()
+		if p.i < len(p.data) && p.data[p.i] == close {
+			p.fail("a ',' before '%c'", close)
+		}
+		return false
+	case close:
+		p.i++
+		return true
+	}
+	p.fail("unexpected %s in %s: want ',' or '%c'", p.what(), what, close)
+	return false
 }
