@@ -353,8 +353,8 @@ redundant. --json prints the same report for tools.`,
 			}
 			if pl.races == nil {
 				st := pl.p.Stats
-				fmt.Fprintf(&out, "%s: ok: no race (%d stages on %d streams, %d waits, %d events)\n",
-					pl.src, st.Stages, st.Streams, st.Waits, st.Events)
+				fmt.Fprintf(&out, "%s: ok: no race (%s on %s, %s, %s)\n",
+					pl.src, counted(st.Stages, "stage"), counted(st.Streams, "stream"), counted(st.Waits, "wait"), counted(st.Events, "event"))
 			}
 			if _, err := stdout.Write(out.Bytes()); err != nil {
 				return err
@@ -597,7 +597,7 @@ func writeOutputs(files *outFiles, dir string, res *dagrun.RunResult, skip map[s
 
 // writeIssued prints the ops the executor issued and the allocation mode.
 func writeIssued(w io.Writer, ro dagrun.RunOptions, res *dagrun.RunResult) {
-	fmt.Fprintf(w, "issued %d launches, %d waits, %d records (alloc %s)\n", res.Launches, res.Waits, res.Records, ro.Alloc)
+	fmt.Fprintf(w, "issued %s, %s, %s (alloc %s)\n", counted(res.Launches, "launch"), counted(res.Waits, "wait"), counted(res.Records, "record"), ro.Alloc)
 }
 
 // writeTimeline stages the Chrome trace and/or the PNG.
@@ -653,4 +653,15 @@ func writeRunJSON(w io.Writer, ro dagrun.RunOptions, res *dagrun.RunResult) erro
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// counted writes n with its noun, plural unless n is 1 ("1 wait", "3 launches").
+func counted(n int, noun string) string {
+	switch {
+	case n == 1:
+		return "1 " + noun
+	case strings.HasSuffix(noun, "ch"):
+		return fmt.Sprintf("%d %ses", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

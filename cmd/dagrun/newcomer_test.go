@@ -274,3 +274,18 @@ func TestIterationsBounded(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestSummaryCountsAgree: check's summary and run's issue line write "1
+// wait", not "1 waits".
+func TestSummaryCountsAgree(t *testing.T) {
+	out, _, code := cli(t, "check", specPath("seed/two-writers.yaml"))
+	if code != exitOK || !strings.Contains(out, "3 stages on 2 streams, 1 wait, 2 events") {
+		t.Fatalf("check: exit %d, output %q", code, out)
+	}
+	if got, want := counted(2, "launch"), "2 launches"; got != want {
+		t.Errorf("counted(2, launch) = %q, want %q", got, want)
+	}
+	if got, want := counted(1, "record"), "1 record"; got != want {
+		t.Errorf("counted(1, record) = %q, want %q", got, want)
+	}
+}
