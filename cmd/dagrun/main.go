@@ -61,11 +61,15 @@ func main() {
 		b[len(b)-1] = 1
 		fmt.Println(len(b))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
 }
+
+// stopSignals end a command early: its context is cancelled, the run stops
+// and nothing staged is kept.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
 
 // workerEnv marks the child process that runs the command.
 const workerEnv = "DAGRUN_WORKER"
@@ -103,11 +107,21 @@ func watch() int {
 	cmd.Env = append(os.Environ(), workerEnv+"=1")
 	runtime.LockOSThread() // the parent-death signal follows the thread that started the worker: keep it
 	dieWithWatcher(cmd)
-	signal.Ignore(os.Interrupt)
+	// An interrupt or termination sent to this process alone (kill, a
+	// supervisor) is passed on to the worker, which stops its run and
+	// removes its staged outputs; one from the terminal reaches both.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, stopSignals...)
+	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "dagrun: internal error: please report: starting the worker: %v\n", err)
 		return exitInternal
 	}
+	go func() {
+		for sig := range sigs {
+			cmd.Process.Signal(sig)
+		}
+	}()
 	crashW.Close()
 	stagedW.Close()
 	var staged []string

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // listFiles lists every file and folder under dir, relative to it.
@@ -273,6 +278,56 @@ func TestOutPathNotWritableRefusedFirst(t *testing.T) {
 		out, errOut, code := cli(t, args...)
 		if code != 2 || !strings.Contains(errOut, "cannot write in folder /proc") || strings.Contains(out, "backend:") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+}
+
+// TestInterruptReachesWorker: an interrupt sent to the dagrun process alone
+// (not to its process group, as a supervisor's kill does) stops the run in
+// the worker: exit 1 with the executor's "stopped before iteration" line,
+// and no worker left behind.
+func TestInterruptReachesWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		cmd := exec.Command(bin, "run", "--backend", "sim", "--iterations", "100000000", specPath("seed/three-stage.yaml"))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var se strings.Builder
+		cmd.Stderr = &se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Signal once the worker exists and has had time to start its run
+		// (its handler is set before the command starts).
+		children := fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)
+		for i := 0; i < 600; i++ {
+			if b, err := os.ReadFile(children); err != nil || len(bytes.TrimSpace(b)) > 0 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { io.Copy(io.Discard, stdout); done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(60 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("%v: dagrun still running a minute after the signal", sig)
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(se.String(), "stopped before iteration") {
+			t.Errorf("%v: %v, stderr %q; want exit 1 saying where the run stopped", sig, err, se.String())
 		}
 	}
 }
