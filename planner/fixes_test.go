@@ -236,3 +236,33 @@ func TestWarnings(t *testing.T) {
 		t.Errorf("later wait: %q", w)
 	}
 }
+
+// TestWarnUnwrittenOutput: an output buffer no stage writes and nothing
+// initialises is named; once a stage writes it, or an init fills it, not.
+func TestWarnUnwrittenOutput(t *testing.T) {
+	warned := func(s *dag.Spec) bool {
+		p, err := Build(s, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range Warnings(p) {
+			if strings.HasPrefix(w, "output buffer y: no stage writes it") {
+				return true
+			}
+		}
+		return false
+	}
+	s := spec(stage("a", writes("x")), stage("b", reads("x")))
+	s.Buffers = append(s.Buffers, dag.BufferSpec{Name: "y", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleOutput})
+	if !warned(s) {
+		t.Error("no warning for output y that no stage writes")
+	}
+	s.Buffers[len(s.Buffers)-1].Init = dag.Init{Kind: dag.InitFill, Value: 1}
+	if warned(s) {
+		t.Error("warning for output y filled by its init")
+	}
+	s = outputs(spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"))), "y")
+	if warned(s) {
+		t.Error("warning for output y written by b")
+	}
+}

@@ -1,10 +1,17 @@
 package planner
 
-import "fmt"
+import (
+	"fmt"
 
-// Warnings lists what is legal but likely not meant in p's waits, for
-// hand-synchronized specs and plan files (a planned plan has none):
+	"github.com/dagrun/dagrun/dag"
+)
+
+// Warnings lists what is legal but likely not meant in p: in its waits,
+// for hand-synchronized specs and plan files (a planned plan's waits give
+// none), and in its buffers:
 //
+//   - an output buffer that no stage writes and nothing initialises reads
+//     back as zeros (a stage's writes list that misses it, most likely);
 //   - a wait issued before any record of its event waits for nothing
 //     (CUDA's wait-before-record mistake);
 //   - a wait whose event was recorded more than once before it waits for
@@ -120,6 +127,24 @@ func Warnings(p *Plan) []string {
 		}
 		if why != "" {
 			out = append(out, fmt.Sprintf("%s: the wait for the record %s is redundant: %s already orders it", at, recAt(r), why))
+		}
+	}
+	return append(out, unwrittenOutputs(p)...)
+}
+
+// unwrittenOutputs warns of each output buffer that no stage writes and no
+// init fills.
+func unwrittenOutputs(p *Plan) []string {
+	written := make(map[string]bool)
+	for i := range p.Stages {
+		for _, w := range p.Stages[i].Writes {
+			written[w.Buffer] = true
+		}
+	}
+	var out []string
+	for _, b := range p.Buffers {
+		if b.Role == dag.RoleOutput && !written[b.Name] && (b.Init == "" || b.Init == "zeros") {
+			out = append(out, fmt.Sprintf("output buffer %s: no stage writes it and no init fills it, so it reads back as %d zero bytes: add it to the writes of the stage that produces it", b.Name, b.Bytes))
 		}
 	}
 	return out
