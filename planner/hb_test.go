@@ -1,7 +1,10 @@
 package planner
 
 import (
+	"cmp"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -83,9 +86,8 @@ func closure(p *Plan) (before [][]bool, id func(s, j int) int) {
 	return before, id
 }
 
-// TestReachMatchesClosure: the backward search answers every pair of ops of
-// random plans as the brute-force closure does, asked in random order (so
-// that searches are resumed with lower windows and targets change).
+// TestReachMatchesClosure: the clocks answer every pair of ops of random
+// plans as the brute-force closure does, asked in random order.
 func TestReachMatchesClosure(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for trial := range 300 {
@@ -107,5 +109,142 @@ func TestReachMatchesClosure(t *testing.T) {
 				t.Fatalf("trial %d: reach(stream %d op %d, stream %d op %d) = %v, want %v", trial, x[0], x[1], y[0], y[1], got, want)
 			}
 		}
+	}
+}
+
+// randomImplicitPlan returns a plan of S streams with staggered, short
+// lives (so that later streams can continue the chains of finished ones),
+// random stream kinds, host threads and host streams, and launches,
+// records, waits and synchronous copies from pageable, pinned and device
+// memory, issued by start time.
+func randomImplicitPlan(rng *rand.Rand, S int) *Plan {
+	p := &Plan{Events: 1 + rng.IntN(8)}
+	p.Buffers = []Buffer{{Name: "dev", Where: "device"}, {Name: "pageable", Where: "host_pageable"}, {Name: "pinned", Where: "host_pinned"}}
+	threads := []string{"", "t1", "t2"}[:1+rng.IntN(3)]
+	legacy, perThread, host := false, map[string]bool{}, map[string]bool{}
+	type timed struct {
+		at    float64
+		s, j  int
+		order int
+	}
+	var ops []timed
+	for s := range S {
+		str := Stream{ID: s, Name: fmt.Sprintf("s%d", s), Thread: threads[rng.IntN(len(threads))]}
+		switch k := rng.IntN(6); {
+		case k == 0 && !host[str.Thread]:
+			str.Host, host[str.Thread] = true, true
+		case k == 1 && !legacy:
+			str.Kind, legacy = StreamLegacy, true
+		case k == 2 && !perThread[str.Thread]:
+			str.Kind, perThread[str.Thread] = StreamPerThread, true
+		case k == 3:
+			str.Kind = StreamBlocking
+		}
+		at := rng.Float64() * float64(S)
+		for j := range 1 + rng.IntN(6) {
+			var o Op
+			switch rng.IntN(3) {
+			case 0:
+				o = Op{Kind: OpLaunch, Stage: len(p.Stages)}
+				st := Stage{Name: fmt.Sprintf("v%d", len(p.Stages)), Stream: s, Kernel: "spin"}
+				if (str.Kind == StreamLegacy || str.Kind == StreamPerThread) && rng.IntN(2) == 0 {
+					src, dst := p.Buffers[rng.IntN(3)].Name, p.Buffers[rng.IntN(3)].Name
+					st.Kernel, st.Copy = "copy", CopySync
+					st.Reads, st.Writes = []Access{{Buffer: src, Bytes: 8}}, []Access{{Buffer: dst, Bytes: 8}}
+				}
+				p.Stages = append(p.Stages, st)
+			case 1:
+				o = Op{Kind: OpRecord, Event: rng.IntN(p.Events)}
+			default:
+				o = Op{Kind: OpWait, Event: rng.IntN(p.Events)}
+			}
+			str.Ops = append(str.Ops, o)
+			ops = append(ops, timed{at: at, s: s, j: j})
+			at += rng.Float64() * 3
+		}
+		p.Streams = append(p.Streams, str)
+	}
+	slices.SortStableFunc(ops, func(x, y timed) int { return cmp.Compare(x.at, y.at) })
+	for _, t := range ops {
+		p.IssueOrder = append(p.IssueOrder, [2]int{t.s, t.j})
+	}
+	return p
+}
+
+// TestReachMatchesBFS: the clocks (both layouts) answer every pair of ops
+// as a breadth-first search over the plan's edges does: stream order, each
+// wait's captured record, and CUDA's implicit order (deriveImplicit), on
+// random plans with stream kinds, host threads, synchronous copies and
+// many short streams whose chains are continued.
+func TestReachMatchesBFS(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 3))
+	merged := 0
+	for trial := range 400 {
+		p := randomImplicitPlan(rng, 1+rng.IntN(24))
+		if err := p.validateKinds(); err != nil {
+			t.Fatalf("trial %d: generator: %v", trial, err)
+		}
+		base := make([]int, len(p.Streams)+1)
+		for s := range p.Streams {
+			base[s+1] = base[s] + len(p.Streams[s].Ops)
+		}
+		n := base[len(p.Streams)]
+		// Edges by target: stream order, the latest record of the wait's
+		// event issued before it (unless implicit.go finds it unordered),
+		// implicit order.
+		im := deriveImplicit(p)
+		pred := make([][]int, n)
+		last := map[int]int{}
+		for _, so := range p.IssueOrder {
+			g := base[so[0]] + so[1]
+			if so[1] > 0 {
+				pred[g] = append(pred[g], g-1)
+			}
+			o := p.Streams[so[0]].Ops[so[1]]
+			if r, ok := last[o.Event]; ok && o.Kind == OpWait && (im == nil || !im.unordered[int32(g)]) {
+				pred[g] = append(pred[g], r)
+			}
+			if o.Kind == OpRecord {
+				last[o.Event] = g
+			}
+			if im != nil {
+				for _, f := range im.from[im.start[g]:im.start[g+1]] {
+					pred[g] = append(pred[g], int(f))
+				}
+			}
+		}
+		before := make([][]bool, n) // before[b][a]: a path a → … → b, or a == b
+		for b := range n {
+			seen := make([]bool, n)
+			seen[b] = true
+			queue := []int{b}
+			for len(queue) > 0 {
+				x := queue[0]
+				queue = queue[1:]
+				for _, y := range pred[x] {
+					if !seen[y] {
+						seen[y] = true
+						queue = append(queue, y)
+					}
+				}
+			}
+			before[b] = seen
+		}
+		for _, layout := range []hbLayout{hbDense, hbSparse} {
+			h := buildHB(p, layout)
+			if h.chains < len(p.Streams) {
+				merged++
+			}
+			for a := range n {
+				for b := range n {
+					if got, want := h.reach(int32(a), int32(b)), before[b][a]; got != want {
+						t.Fatalf("trial %d, layout %d (%d streams, %d chains): reach(op %d, op %d) = %v, want %v", trial, layout, len(p.Streams), h.chains, a, b, got, want)
+					}
+				}
+			}
+		}
+	}
+	if merged == 0 {
+		t.Errorf("no plan had fewer chains than streams: the chain continuation went untested")
 	}
 }
