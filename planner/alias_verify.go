@@ -29,7 +29,7 @@ func launchAliases(p *Plan) error {
 		lo, hi int64
 		buf    string
 		write  bool
-		path   string
+		j      int // index in Reads or Writes
 		a      Access
 	}
 	var spans []span
@@ -43,7 +43,7 @@ func launchAliases(p *Plan) error {
 					continue
 				}
 				lo := base + a.Offset // both ≤ MaxBufferBytes (validateShape): no overflow
-				spans = append(spans, span{lo, lo + a.Bytes, a.Buffer, k == 1, fmt.Sprintf("stages[%d].%s[%d]", i, [2]string{"reads", "writes"}[k], j), a})
+				spans = append(spans, span{lo, lo + a.Bytes, a.Buffer, k == 1, j, a})
 			}
 		}
 		if len(spans) < 2 {
@@ -90,7 +90,8 @@ func launchAliases(p *Plan) error {
 			for _, y := range against {
 				if y >= 0 && spans[y].buf != s.buf && spans[y].hi > s.lo {
 					o := spans[y]
-					return planErr(s.path, "stage %s %s %s[%d:%d] and %s %s[%d:%d], which share arena bytes [%d:%d] (arena offsets %d and %d): one launch cannot be ordered with itself, so the buffers must not share bytes (re-plan the spec)",
+					path := fmt.Sprintf("stages[%d].%s[%d]", i, verb(s.write), s.j)
+					return planErr(path, "stage %s %s %s[%d:%d] and %s %s[%d:%d], which share arena bytes [%d:%d] (arena offsets %d and %d): one launch cannot be ordered with itself, so the buffers must not share bytes (re-plan the spec)",
 						st.Name, verb(s.write), s.buf, s.a.Offset, s.a.Offset+s.a.Bytes, verb(o.write), o.buf, o.a.Offset, o.a.Offset+o.a.Bytes,
 						max(s.lo, o.lo), min(s.hi, o.hi), off[s.buf], off[o.buf])
 				}

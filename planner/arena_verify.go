@@ -68,14 +68,14 @@ type arenaUse struct {
 func (v *verifier) arenaLifetimes() {
 	p := v.p
 	off := make([]int64, len(p.Buffers))
-	idx := map[string]int32{}
+	inArena := make([]bool, len(p.Buffers))
+	used := false
 	for i, b := range p.Buffers {
 		if b.ArenaOffset != nil {
-			idx[b.Name] = int32(i)
-			off[i] = *b.ArenaOffset
+			off[i], inArena[i], used = *b.ArenaOffset, true, true
 		}
 	}
-	if len(idx) == 0 {
+	if !used {
 		return
 	}
 	type access struct {
@@ -83,37 +83,67 @@ func (v *verifier) arenaLifetimes() {
 		lo, hi           int64
 		write            bool
 	}
-	var accs []access
-	var bounds []int64
+	accs := make([]access, 0, len(v.acc))
+	bounds := make([]int64, 0, 2*len(v.acc))
 	for k, so := range p.IssueOrder {
 		o := p.Streams[so[0]].Ops[so[1]]
 		if o.Kind != OpLaunch {
 			continue
 		}
-		sg := &p.Stages[o.Stage]
-		for w, list := range [2][]Access{sg.Reads, sg.Writes} {
-			for _, a := range list {
-				if i, ok := idx[a.Buffer]; ok {
-					lo := off[i] + a.Offset
-					accs = append(accs, access{int32(k), int32(so[0]), int32(o.Stage), i, lo, lo + a.Bytes, w == 1})
-					bounds = append(bounds, lo, lo+a.Bytes)
-				}
+		// The stage's accesses (verifier.accesses: reads, then writes;
+		// buffer indices below len(p.Buffers) are p.Buffers').
+		for _, a := range v.acc[v.accStart[o.Stage]:v.accStart[o.Stage+1]] {
+			if int(a.buf) < len(p.Buffers) && inArena[a.buf] {
+				lo, hi := off[a.buf]+a.lo-v.bufBase[a.buf], off[a.buf]+a.hi-v.bufBase[a.buf]
+				accs = append(accs, access{int32(k), int32(so[0]), a.stage, a.buf, lo, hi, a.write})
+				bounds = append(bounds, lo, hi)
 			}
 		}
 	}
 	slices.Sort(bounds)
 	bounds = slices.Compact(bounds)
 	segs := make([][]*arenaUse, max(len(bounds)-1, 0))
-	useOf := make(map[[2]int32]*arenaUse, len(accs)) // (segment, buffer) → its use
-	for _, a := range accs {
+	// Per buffer, its uses by segment, over the segments its accesses span
+	// (useOf[buf][g-segLo[buf]]), carved from one array.
+	segLo, segHi := make([]int32, len(p.Buffers)), make([]int32, len(p.Buffers))
+	for i := range segLo {
+		segLo[i] = -1
+	}
+	for k := range accs {
+		a := &accs[k]
 		lo, _ := slices.BinarySearch(bounds, a.lo)
 		hi, _ := slices.BinarySearch(bounds, a.hi)
-		for g := lo; g < hi; g++ {
-			u := useOf[[2]int32{int32(g), a.buf}]
+		a.lo, a.hi = int64(lo), int64(hi) // segment indices from here on
+		if segLo[a.buf] < 0 || int32(lo) < segLo[a.buf] {
+			segLo[a.buf] = int32(lo)
+		}
+		segHi[a.buf] = max(segHi[a.buf], int32(hi))
+	}
+	n := 0
+	for i := range segLo {
+		if segLo[i] >= 0 {
+			n += int(segHi[i] - segLo[i])
+		}
+	}
+	useOf := make([][]*arenaUse, len(p.Buffers))
+	all := make([]*arenaUse, n)
+	for i := range segLo {
+		if segLo[i] >= 0 {
+			useOf[i], all = all[:segHi[i]-segLo[i]], all[segHi[i]-segLo[i]:]
+		}
+	}
+	var slab []arenaUse
+	for _, a := range accs {
+		for g := a.lo; g < a.hi; g++ {
+			u := useOf[a.buf][int32(g)-segLo[a.buf]]
 			if u == nil {
-				u = &arenaUse{buf: a.buf, firstIssue: a.k}
+				if len(slab) == 0 {
+					slab = make([]arenaUse, 1024)
+				}
+				u, slab = &slab[0], slab[1:]
+				*u = arenaUse{buf: a.buf, firstIssue: a.k}
 				segs[g] = append(segs[g], u)
-				useOf[[2]int32{int32(g), a.buf}] = u
+				useOf[a.buf][int32(g)-segLo[a.buf]] = u
 			}
 			j := slices.Index(u.streams, a.s)
 			if j < 0 {

@@ -514,53 +514,60 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 	if len(p.Lifetimes) == 0 {
 		return nil
 	}
-	life := make(map[string]int, len(p.Lifetimes))
-	done := map[[2]int][]int{} // (lifetime, stream) → the events it names on that stream
+	life := make(map[string]int32, len(p.Lifetimes)) // buffer → its (last) lifetime
 	for i, l := range p.Lifetimes {
-		life[l.Buffer] = i
-		for _, d := range l.Done {
-			done[[2]int{i, d.Stream}] = append(done[[2]int{i, d.Stream}], d.Event)
-		}
+		life[l.Buffer] = int32(i)
+	}
+	last := make([]int32, len(p.Lifetimes)) // per lifetime: op index of the stream's last launch touching it, or -1
+	for i := range last {
+		last[i] = -1
+	}
+	lastRec := make([]int32, p.Events) // per event: op index of its last record on the stream, or -1
+	for e := range lastRec {
+		lastRec[e] = -1
 	}
 	var gaps []LifetimeGap
+	var touched []int32 // lifetimes the stream touches
 	for s, str := range p.Streams {
-		last := map[string]int{} // buffer → op index of the stream's last launch touching it
-		recs := map[int][]int{}  // event → op indices of its records on s
+		touched = touched[:0]
 		for j, o := range str.Ops {
 			switch o.Kind {
 			case OpRecord:
-				recs[o.Event] = append(recs[o.Event], j)
+				lastRec[o.Event] = int32(j)
 			case OpLaunch:
 				st := &p.Stages[o.Stage]
 				for _, list := range [2][]Access{st.Reads, st.Writes} {
 					for _, a := range list {
-						last[a.Buffer] = j
+						if i, ok := life[a.Buffer]; ok {
+							if last[i] < 0 {
+								touched = append(touched, i)
+							}
+							last[i] = int32(j)
+						}
 					}
 				}
 			}
 		}
-		names := make([]string, 0, len(last))
-		for b := range last {
-			names = append(names, b)
-		}
-		slices.Sort(names)
-		for _, b := range names {
-			i, ok := life[b]
-			if !ok {
-				continue
-			}
-			j := last[b]
+		slices.SortFunc(touched, func(x, y int32) int { return strings.Compare(p.Lifetimes[x].Buffer, p.Lifetimes[y].Buffer) })
+		for _, i := range touched {
+			j := last[i]
 			use := p.Stages[str.Ops[j].Stage].Name
 			ev := -1
 			covered := false
-			for _, e := range done[[2]int{i, s}] {
-				ev = e
-				for _, r := range recs[e] {
-					covered = covered || r > j
+			for _, d := range p.Lifetimes[i].Done {
+				if d.Stream == s {
+					ev = d.Event
+					covered = covered || d.Event >= 0 && d.Event < len(lastRec) && lastRec[d.Event] > j
 				}
 			}
 			if !covered {
-				gaps = append(gaps, LifetimeGap{Buffer: b, Stream: streamLabel(str.Name, s), LastUse: use, Event: ev})
+				gaps = append(gaps, LifetimeGap{Buffer: p.Lifetimes[i].Buffer, Stream: streamLabel(str.Name, s), LastUse: use, Event: ev})
+			}
+			last[i] = -1
+		}
+		for _, o := range str.Ops {
+			if o.Kind == OpRecord {
+				lastRec[o.Event] = -1
 			}
 		}
 	}

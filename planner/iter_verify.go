@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"strconv"
 )
 
 // verifyMaxUnroll bounds the iterations Verify unrolls.
@@ -62,6 +63,17 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Kernels: p.Kernels, Events: m.Events(), unrolled: true}
 	name := make([][]string, len(p.Buffers)) // per buffer and iteration (nil: its own name)
 	idx := make(map[string]int, len(p.Buffers))
+	nb := 0
+	for bi, b := range p.Buffers {
+		switch k := m.Copies[bi]; {
+		case k == 1 && b.ArenaOffset != nil:
+			nb += iterations
+		default:
+			nb += k
+		}
+	}
+	q.Buffers = make([]Buffer, 0, nb)
+	q.IssueOrder = make([][2]int, 0, len(p.IssueOrder)*iterations)
 	for bi, b := range p.Buffers {
 		idx[b.Name] = bi
 		k := m.Copies[bi]
@@ -71,7 +83,7 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 			name[bi] = make([]string, iterations)
 			for it := range iterations {
 				bc := b
-				bc.Name = fmt.Sprintf("%s@%d", b.Name, it)
+				bc.Name = b.Name + "@" + strconv.Itoa(it)
 				name[bi][it] = bc.Name
 				q.Buffers = append(q.Buffers, bc)
 			}
@@ -81,7 +93,7 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 			copies := make([]string, k)
 			for c := range k {
 				bc := b
-				bc.Name = fmt.Sprintf("%s#%d", b.Name, c)
+				bc.Name = b.Name + "#" + strconv.Itoa(c)
 				copies[c] = bc.Name
 				q.Buffers = append(q.Buffers, bc)
 			}
@@ -91,14 +103,36 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 			}
 		}
 	}
-	rename := func(as []Access, it int) []Access {
-		out := make([]Access, len(as))
-		for i, a := range as {
-			out[i] = a
-			if bi, ok := idx[a.Buffer]; ok && name[bi] != nil {
-				out[i].Buffer = name[bi][it]
+	// Per access of p (stage by stage, reads then writes), its buffer's
+	// names by iteration, or nil to keep its name; the iterations' accesses
+	// are carved from one array.
+	var names [][]string
+	for _, sg := range p.Stages {
+		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
+			for _, a := range list {
+				var nm []string
+				if bi, ok := idx[a.Buffer]; ok {
+					nm = name[bi]
+				}
+				names = append(names, nm)
 			}
 		}
+	}
+	slab := make([]Access, len(names)*iterations)
+	at := 0
+	rename := func(as []Access, it int) []Access {
+		if len(as) == 0 {
+			return []Access{}
+		}
+		out := slab[:len(as):len(as)]
+		slab = slab[len(as):]
+		copy(out, as)
+		for i := range out {
+			if nm := names[at+i]; nm != nil {
+				out[i].Buffer = nm[it]
+			}
+		}
+		at += len(as)
 		return out
 	}
 	R := len(m.Sets)
@@ -118,8 +152,9 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 	}
 	q.Stages = make([]Stage, 0, n*iterations)
 	for it := 0; it < iterations; it++ {
+		at = 0
 		for _, sg := range p.Stages {
-			sg.Name = fmt.Sprintf("%s@%d", sg.Name, it)
+			sg.Name = sg.Name + "@" + strconv.Itoa(it)
 			sg.Stream = m.Stream(it, sg.Stream)
 			sg.Reads, sg.Writes = rename(sg.Reads, it), rename(sg.Writes, it)
 			q.Stages = append(q.Stages, sg)
@@ -155,25 +190,27 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 // stages as "NAME@i" (iteration i) and ring copies as "NAME#c", and whose
 // fixes are waits across iterations: Fix.Lag iterations back.
 func verifyIterations(p *Plan, withFixes bool) error {
-	one := p.WithoutOps(func(_, _ int, o Op) bool { return o.Lag > 0 })
-	one.Iteration = nil
 	q, err := Unroll(p, UnrollIterations(p))
 	if err != nil {
 		return err
 	}
-	// Iteration 0 of q is one (its lagged waits have nothing to wait for),
-	// so a race-free q needs no look at one but for its lifetimes (q has
-	// none).
-	if err := verify(q, false); err == nil {
-		if gaps := lifetimeGaps(one); len(gaps) > 0 {
+	// Iteration 0 of q is one (p without its lagged waits: they have
+	// nothing to wait for), so a race-free q needs no look at one but for
+	// its lifetimes (q has none), which are p's: lifetimeGaps reads records
+	// and launches, and lags are only on waits.
+	// q's and one's launches are p's, whose arena aliases verify checked.
+	if err := verifyWith(q, false, false); err == nil {
+		if gaps := lifetimeGaps(p); len(gaps) > 0 {
 			return &RaceError{Lifetimes: gaps, FixesMinimal: true}
 		}
 		return nil
 	}
-	if err := verify(one, withFixes); err != nil {
+	one := p.WithoutOps(func(_, _ int, o Op) bool { return o.Lag > 0 })
+	one.Iteration = nil
+	if err := verifyWith(one, withFixes, false); err != nil {
 		return err
 	}
-	err = verify(q, withFixes)
+	err = verifyWith(q, withFixes, false)
 	re, ok := err.(*RaceError)
 	if !ok || !withFixes {
 		return err

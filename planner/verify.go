@@ -192,15 +192,21 @@ func Verify(p *Plan) error { return withCaptures(p, verify(p, true)) }
 
 // verify is Verify; withFixes false leaves the fix search out (for the
 // searches that only ask whether a plan is race-free).
-func verify(p *Plan, withFixes bool) error {
+func verify(p *Plan, withFixes bool) error { return verifyWith(p, withFixes, true) }
+
+// verifyWith is verify; aliases false skips launchAliases, for plans whose
+// launches are those of a plan it passed (iterations of it: verifyIterations).
+func verifyWith(p *Plan, withFixes, aliases bool) error {
 	if p == nil {
 		return errors.New("plan: nil plan")
 	}
 	if err := p.validateShape(); err != nil {
 		return err
 	}
-	if err := launchAliases(p); err != nil { // alias_verify.go
-		return err
+	if aliases {
+		if err := launchAliases(p); err != nil { // alias_verify.go
+			return err
+		}
 	}
 	if p.Iteration != nil {
 		return verifyIterations(p, withFixes) // across iterations: iter_verify.go
@@ -264,7 +270,8 @@ type verifier struct {
 	records    [][]int32 // per event, its record ops (built only for Fix)
 
 	acc      []verifyAccess
-	bufName  []string // per buffer index
+	accStart []int32  // per stage: its first access in acc (len(Stages)+1 entries)
+	bufName  []string // per buffer index: p.Buffers' first, then undeclared ones
 	bufBase  []int64  // per buffer index: the space offset of its byte 0
 	bufSpace []int32  // per buffer index: its address space
 	spaces   []verifySpace
@@ -295,7 +302,7 @@ type verifyAccess struct {
 	lo, hi int64 // [lo, hi) in the space
 	stage  int32
 	space  int32
-	buf    int32 // index into verifier.bufName
+	buf    int32 // index into verifier.bufName (< len(p.Buffers): p.Buffers')
 	write  bool
 }
 
@@ -334,11 +341,23 @@ func (v *verifier) accesses() error {
 		n += len(p.Stages[i].Reads) + len(p.Stages[i].Writes)
 	}
 	spaceOf := map[string]int32{}
+	// Buffers: p.Buffers' by their index (the last of a name), then the
+	// undeclared ones a stage names; a buffer's space is set at its first
+	// access.
 	bufOf := make(map[string]int32, max(len(p.Buffers), n/8))
+	v.bufName = make([]string, len(p.Buffers))
+	v.bufBase = make([]int64, len(p.Buffers))
+	v.bufSpace = make([]int32, len(p.Buffers))
+	for i, b := range p.Buffers {
+		bufOf[b.Name] = int32(i)
+		v.bufName[i], v.bufSpace[i] = b.Name, -1
+	}
 	v.acc = make([]verifyAccess, 0, n)
+	v.accStart = make([]int32, len(p.Stages)+1)
 	var count []int32 // per space: bounds
 	for i := range p.Stages {
 		st := &p.Stages[i]
+		v.accStart[i] = int32(len(v.acc))
 		for k, list := range [2][]Access{st.Reads, st.Writes} {
 			for _, a := range list {
 				if a.Offset < 0 || a.Bytes <= 0 {
@@ -347,18 +366,22 @@ func (v *verifier) accesses() error {
 				}
 				b, ok := bufOf[a.Buffer]
 				if !ok {
-					key, base := verifyAddress(p, a.Buffer)
 					b = int32(len(v.bufName))
 					bufOf[a.Buffer] = b
 					v.bufName = append(v.bufName, a.Buffer)
-					v.bufBase = append(v.bufBase, base)
+					v.bufBase = append(v.bufBase, 0)
+					v.bufSpace = append(v.bufSpace, -1)
+				}
+				if v.bufSpace[b] < 0 {
+					key, base := verifyAddress(p, a.Buffer)
+					v.bufBase[b] = base
 					sp, ok := spaceOf[key]
 					if !ok {
 						sp = int32(len(count))
 						spaceOf[key] = sp
 						count = append(count, 0)
 					}
-					v.bufSpace = append(v.bufSpace, sp)
+					v.bufSpace[b] = sp
 				}
 				sp := v.bufSpace[b]
 				lo := v.bufBase[b] + a.Offset
@@ -367,6 +390,7 @@ func (v *verifier) accesses() error {
 			}
 		}
 	}
+	v.accStart[len(p.Stages)] = int32(len(v.acc))
 	// Each space's segment bounds: the sorted distinct ends of its accesses,
 	// carved from one array.
 	bounds := make([]int64, 2*n)
