@@ -3,7 +3,9 @@ package planner
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math"
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
@@ -57,6 +59,75 @@ func TestEncodeJSONStreams(t *testing.T) {
 		if !bytes.Equal(got.Bytes(), wantIndent.Bytes()) {
 			t.Errorf("plan %d indented:\n got %s\nwant %s", i, got.Bytes(), wantIndent.Bytes())
 		}
+	}
+}
+
+// TestEncodeJSONFields: the hand-written encoding of stages, buffers,
+// lifetimes, issue order and ops is encoding/json's for every value a
+// field can hold: names that need escaping (quotes, <, >, &, control
+// characters, U+2028, invalid UTF-8, non-ASCII), floats in exponent form,
+// every optional field, nil and empty lists; and on the plans of the
+// synthetic shapes (waits with reasons, arena offsets, lags).
+func TestEncodeJSONFields(t *testing.T) {
+	var plans []*Plan
+	for _, sh := range []string{"layered", "wavefront", "shared-read", "series-parallel"} {
+		s, err := synth.Shape(sh, 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, build(t, s, Options{MaxStreams: 8}))
+	}
+	p := build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"), on("q")), stage("c", reads("y"), writes("x"))), Options{})
+	names := []string{`q"uote`, "<a&b>", "tab\tnl\n\x01", "line\u2028sep", "bad\xffutf8", "é∂", ""}
+	floats := []float64{0, 1, -2.5, 1e-7, 1e21, 123456789012345678901234.0, 0.000001, 1e20, 5e-324}
+	for i := range p.Stages {
+		st := &p.Stages[i]
+		st.Name = names[i%len(names)] + st.Name
+		st.DurationUS = floats[i%len(floats)]
+		st.Pinned, st.Source, st.Copy = names[(i+1)%len(names)], names[(i+2)%len(names)], names[(i+3)%len(names)]
+		st.Go, st.HostFunc = i%2 == 0, i%2 == 1
+		st.Grid, st.Block = [3]int{i, -1, 1 << 40}, [3]int{}
+	}
+	p.Stages[0].Reads, p.Stages[1].Writes = nil, []Access{}
+	p.Stages[2].Args = map[string]any{"<k>": "v&", "n": 3}
+	off := int64(64)
+	p.Buffers = append(p.Buffers, Buffer{Name: names[0], Bytes: 1, Where: names[1], Role: names[2], Init: names[3], InitValue: 1e-9, InitPath: names[4], InitSeed: -7, Copies: 3, ArenaOffset: &off, Alloc: names[5]})
+	for i, f := range floats {
+		p.Buffers = append(p.Buffers, Buffer{Name: fmt.Sprint("f", i), Bytes: 4, Where: "device", Role: "temp", InitValue: f})
+	}
+	p.Lifetimes = append(p.Lifetimes, Lifetime{Buffer: names[1]}, Lifetime{Buffer: "z", Done: []StreamAt{}, First: names[2]})
+	p.Streams[0].Host, p.Streams[0].Kind, p.Streams[0].Thread = true, names[1], names[2]
+	for i := range p.Streams {
+		p.Streams[i].Name = names[i%len(names)] + p.Streams[i].Name
+	}
+	plans = append(plans, p)
+	for i, p := range plans {
+		want, err := marshalOracle(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := p.EncodeJSON(&got, false); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("plan %d compact:\n got %s\nwant %s", i, got.Bytes(), want)
+		}
+		var wantIndent bytes.Buffer
+		json.Indent(&wantIndent, want, "", "  ")
+		got.Reset()
+		if err := p.EncodeJSON(&got, true); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), wantIndent.Bytes()) {
+			t.Errorf("plan %d indented:\n got %s\nwant %s", i, got.Bytes(), wantIndent.Bytes())
+		}
+	}
+	// A NaN is encoding/json's error, not a plan file.
+	p.Stages[0].DurationUS = math.NaN()
+	_, want := marshalOracle(p)
+	if err := p.EncodeJSON(io.Discard, false); err == nil || want == nil || err.Error() != want.Error() {
+		t.Errorf("NaN duration: error %v, want %v", err, want)
 	}
 }
 

@@ -74,58 +74,84 @@ const maxWhyHazards = 8
 // record). Cost: O(accesses of the two stages) per wait, plus a walk back
 // along the recording stream when they do not conflict.
 func (p *Plan) WaitReasons() [][]*WaitReason {
-	prod := p.producers()
-	// Position of each stage on its stream, for the walk back.
-	type pos struct{ stream, idx int }
-	at := make([]pos, len(p.Stages))
-	launches := make([][]int, len(p.Streams))
+	wr := p.waitReasoner()
+	out := make([][]*WaitReason, len(p.Streams))
+	for s, str := range p.Streams {
+		out[s] = make([]*WaitReason, len(str.Ops))
+		for j := range str.Ops {
+			out[s][j] = wr.reason(s, j)
+		}
+	}
+	return out
+}
+
+// reasoner answers WaitReasons one wait at a time, so that the plan
+// encoder need not hold every reason of a big plan at once.
+type reasoner struct {
+	p        *Plan
+	prod     []int   // per event, the stage launched right before its last record
+	at       []whyAt // per stage, its stream and index among the stream's launches
+	launches [][]int // per stream, its launched stages in order
+	bufs     map[string]whyBuf
+	arena    bool // some buffer has an arena offset
+	// The next launch after the last wait asked about (ops are asked
+	// about in order: a run of waits is scanned once).
+	nextStream, nextOp int
+}
+
+type whyAt struct{ stream, idx int32 }
+
+func (p *Plan) waitReasoner() *reasoner {
+	wr := &reasoner{p: p, prod: p.producers(), at: make([]whyAt, len(p.Stages)), launches: make([][]int, len(p.Streams)), nextStream: -1}
 	for s, str := range p.Streams {
 		for _, o := range str.Ops {
 			if o.Kind == OpLaunch && o.Stage >= 0 && o.Stage < len(p.Stages) {
-				at[o.Stage] = pos{s, len(launches[s])}
-				launches[s] = append(launches[s], o.Stage)
+				wr.at[o.Stage] = whyAt{int32(s), int32(len(wr.launches[s]))}
+				wr.launches[s] = append(wr.launches[s], o.Stage)
 			}
 		}
 	}
-	bufs := make(map[string]whyBuf, len(p.Buffers))
+	wr.bufs = make(map[string]whyBuf, len(p.Buffers))
 	for _, b := range p.Buffers {
 		wb := whyBuf{copies: max(b.Copies, 1), arena: -1}
 		if b.ArenaOffset != nil {
 			wb.arena = *b.ArenaOffset
+			wr.arena = true
 		}
-		bufs[b.Name] = wb
+		wr.bufs[b.Name] = wb
 	}
-	out := make([][]*WaitReason, len(p.Streams))
-	for s, str := range p.Streams {
-		out[s] = make([]*WaitReason, len(str.Ops))
-		for j, o := range str.Ops {
-			if o.Kind != OpWait || o.Event < 0 || o.Event >= len(prod) || prod[o.Event] < 0 {
-				continue
-			}
-			to := -1
-			for _, n := range str.Ops[j+1:] {
-				if n.Kind == OpLaunch {
-					to = n.Stage
-					break
-				}
-			}
-			if to < 0 {
-				continue
-			}
-			from := prod[o.Event]
-			r := &WaitReason{From: p.Stages[from].Name, To: p.Stages[to].Name, Lag: o.Lag}
-			r.Hazards = p.hazards(from, to, o.Lag, bufs)
-			if len(r.Hazards) == 0 {
-				// Stream order before From is awaited too.
-				ps := at[from]
-				for k := ps.idx - 1; k >= 0 && len(r.Hazards) == 0; k-- {
-					r.Hazards = p.hazards(launches[ps.stream][k], to, o.Lag, bufs)
-				}
-			}
-			out[s][j] = r
+	return wr
+}
+
+// reason is WaitReasons()[s][j].
+func (wr *reasoner) reason(s, j int) *WaitReason {
+	p := wr.p
+	ops := p.Streams[s].Ops
+	o := ops[j]
+	if o.Kind != OpWait || o.Event < 0 || o.Event >= len(wr.prod) || wr.prod[o.Event] < 0 {
+		return nil
+	}
+	if wr.nextStream != s || wr.nextOp <= j || wr.nextOp > len(ops) {
+		wr.nextStream, wr.nextOp = s, j+1
+		for wr.nextOp < len(ops) && ops[wr.nextOp].Kind != OpLaunch {
+			wr.nextOp++
 		}
 	}
-	return out
+	if wr.nextOp == len(ops) {
+		return nil
+	}
+	to := ops[wr.nextOp].Stage
+	from := wr.prod[o.Event]
+	r := &WaitReason{From: p.Stages[from].Name, To: p.Stages[to].Name, Lag: o.Lag}
+	r.Hazards = wr.hazards(from, to, o.Lag)
+	if len(r.Hazards) == 0 {
+		// Stream order before From is awaited too.
+		ps := wr.at[from]
+		for k := int(ps.idx) - 1; k >= 0 && len(r.Hazards) == 0; k-- {
+			r.Hazards = wr.hazards(wr.launches[ps.stream][k], to, o.Lag)
+		}
+	}
+	return r
 }
 
 // whyBuf is what WaitReasons needs of a buffer: its ring copies and its
@@ -139,17 +165,18 @@ type whyBuf struct {
 // earlier) before stage b, in a's buffer's bytes: on the same buffer, or
 // on two buffers that share arena bytes. A ring buffer's copies differ
 // between iterations lag apart unless lag is a multiple of its copies.
-func (p *Plan) hazards(a, b, lag int, bufs map[string]whyBuf) []Hazard {
+func (wr *reasoner) hazards(a, b, lag int) []Hazard {
+	p := wr.p
 	x, y := &p.Stages[a], &p.Stages[b]
 	var hz []Hazard
 	add := func(kind string, u, v Access) {
-		bu, bv := bufs[u.Buffer], bufs[v.Buffer]
-		if lag%max(bu.copies, 1) != 0 || lag%max(bv.copies, 1) != 0 {
-			return
-		}
 		shared := ""
 		if u.Buffer != v.Buffer {
-			if bu.arena < 0 || bv.arena < 0 {
+			if !wr.arena {
+				return
+			}
+			bu, bv := wr.bufs[u.Buffer], wr.bufs[v.Buffer]
+			if bu.arena < 0 || bv.arena < 0 || lag%bu.copies != 0 || lag%bv.copies != 0 {
 				return
 			}
 			shared = v.Buffer
@@ -158,6 +185,11 @@ func (p *Plan) hazards(a, b, lag int, bufs map[string]whyBuf) []Hazard {
 		}
 		if !u.Overlaps(v) {
 			return
+		}
+		if lag != 0 && shared == "" {
+			if bu := wr.bufs[u.Buffer]; lag%max(bu.copies, 1) != 0 {
+				return
+			}
 		}
 		lo, hi := max(u.Offset, v.Offset), min(u.Offset+u.Bytes, v.Offset+v.Bytes)
 		for k := range hz { // one entry per kind and buffer: the union of ranges
