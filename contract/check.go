@@ -133,6 +133,9 @@ func (b *Builtin) CheckAccesses(reads, writes []Range) []*Violation {
 					b.Name, rule.A.Field, x.Bytes, x, rule.Bytes)
 			}
 		case RuleInPlace:
+			if len(reads)*len(writes) <= smallPairs && !anyPair(reads, writes, differentOverlap) {
+				continue
+			}
 			ws := newRangeIndex(writes)
 			for i, r := range reads {
 				if j := ws.differentOverlap(r); j >= 0 {
@@ -140,6 +143,9 @@ func (b *Builtin) CheckAccesses(reads, writes []Range) []*Violation {
 				}
 			}
 		case RuleDisjoint:
+			if len(reads)*len(writes) <= smallPairs && !anyPair(writes, reads, Range.overlaps) {
+				continue
+			}
 			rs := newRangeIndex(reads)
 			for j, w := range writes {
 				if i := rs.overlap(w); i >= 0 {
@@ -149,6 +155,44 @@ func (b *Builtin) CheckAccesses(reads, writes []Range) []*Violation {
 		}
 	}
 	return vs
+}
+
+// smallPairs is the most access pairs CheckAccesses compares one by one
+// before it builds a rangeIndex: most launches have a few accesses, and
+// pass; a rule found broken is reported through the index, as for larger
+// launches.
+const smallPairs = 64
+
+// anyPair reports whether rel(q, r) holds for some q of qs and r of rs.
+func anyPair(qs, rs []Range, rel func(q, r Range) bool) bool {
+	for _, q := range qs {
+		for _, r := range rs {
+			if rel(q, r) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// overlaps reports whether q and r share a byte (rangeIndex.overlap's test).
+func (q Range) overlaps(r Range) bool {
+	return q.Buffer == r.Buffer && r.Offset < q.End() && r.End() > q.Offset
+}
+
+// differentOverlap reports whether r overlaps q without being the same
+// range (rangeIndex.differentOverlap's test).
+func differentOverlap(q, r Range) bool {
+	if q.Buffer != r.Buffer {
+		return false
+	}
+	switch {
+	case r.Offset < q.Offset:
+		return r.End() > q.Offset
+	case r.Offset == q.Offset:
+		return r.Bytes != q.Bytes && r.Bytes > 0 && q.Bytes > 0
+	}
+	return r.Offset < q.End()
 }
 
 // rangeIndex answers overlap queries on a set of ranges in O(log n) each

@@ -125,8 +125,11 @@ type loader struct {
 	// a node tree can go as soon as its part is decoded.
 	stageSrc chunks[stageSrc] // by stage index; chunked: no copies as it grows
 	atSlab   []at             // where stages' key positions are carved from
-	bufSrc   []bufferSrc
-	kernSrc  []kernelSrc
+	// where the stages' accesses are carved from
+	accSlab    []Access
+	accSrcSlab []accessSrc
+	bufSrc     []bufferSrc
+	kernSrc    []kernelSrc
 
 	// streamed counts the items of each list the scanner streamed.
 	streamed     map[*yaml.Node]int
@@ -138,6 +141,8 @@ type loader struct {
 	over      map[string]bool    // the lists past their limit, reported
 	aliased   int                // nodes expanded through aliases so far
 	aliasSize map[*yaml.Node]int // node count of each anchored node used
+
+	freeFields []*fields // given back by release, for mapping
 }
 
 // chunks is a list that grows in fixed chunks, so that appending never
@@ -249,6 +254,12 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 	if n := strings.Count(data, "kernel:") + strings.Count(data, `"kernel"`); n > chunkLen {
 		s.Stages = make([]StageSpec, 0, min(n, limits.stages))
 	}
+	// Likewise the buffers (each gives bytes or a dtype; accesses written
+	// as mappings count too: the room left over is given back below).
+	if n := strings.Count(data, "bytes:") + strings.Count(data, `"bytes"`) + strings.Count(data, "dtype:") + strings.Count(data, `"dtype"`); n > chunkLen {
+		s.Buffers = make([]BufferSpec, 0, min(n, limits.buffers))
+		l.bufSrc = make([]bufferSrc, 0, cap(s.Buffers))
+	}
 	first := map[string]*yaml.Node{} // the list each streamed field names first
 	l.streamed = map[*yaml.Node]int{}
 	root, err := scan(data, json || sniffed, func(key string, list, item *yaml.Node) {
@@ -277,6 +288,9 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 		return nil, false
 	}
 	l.scanned = true
+	if c := cap(s.Buffers); c > chunkLen && c > 2*len(s.Buffers) {
+		s.Buffers = slices.Clone(s.Buffers)
+	}
 	l.decodeSpec(root, s)
 	l.streamed = nil
 	l.check(s)
@@ -514,8 +528,7 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 		l.errorf(n, "write it as a mapping of fields: {"+strings.Join(known, ": ..., ")+": ...}", "%s must be a mapping, got %s", what, kindName(n))
 		return nil, false
 	}
-	f := &fields{n: n, known: known, val: make([]*yaml.Node, 2*len(known)), what: what}
-	f.key, f.val = f.val[len(known):], f.val[:len(known)]
+	f := l.newFields(n, known, what)
 	if known[0] == "name" {
 		// Name the object in every message about it, when it has a usable name.
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -555,6 +568,34 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 	return f, true
 }
 
+// newFields returns empty fields for the mapping n, reusing those given
+// back by release.
+func (l *loader) newFields(n *yaml.Node, known []string, what string) *fields {
+	var f *fields
+	if k := len(l.freeFields); k > 0 {
+		f = l.freeFields[k-1]
+		l.freeFields = l.freeFields[:k-1]
+	} else {
+		f = new(fields)
+	}
+	nodes := f.val[:cap(f.val)]
+	if cap(nodes) < 2*len(known) {
+		nodes = make([]*yaml.Node, 2*len(known))
+	} else {
+		nodes = nodes[:2*len(known)]
+		clear(nodes)
+	}
+	*f = fields{n: n, known: known, val: nodes[:len(known)], key: nodes[len(known):], what: what}
+	return f
+}
+
+// release gives f back for reuse; f is not used after.
+func (l *loader) release(f *fields) {
+	if len(l.freeFields) < 64 {
+		l.freeFields = append(l.freeFields, f)
+	}
+}
+
 // get returns field name's value node, or nil.
 func (f *fields) get(name string) *yaml.Node {
 	if i := slices.Index(f.known, name); i >= 0 {
@@ -590,11 +631,17 @@ func (l *loader) list(n *yaml.Node, what, hint string) ([]*yaml.Node, bool) {
 		l.errorf(n, hint, "%s must be a list, got %s", what, kindName(n))
 		return nil, false
 	}
-	out := make([]*yaml.Node, len(n.Content))
 	for i, c := range n.Content {
-		out[i] = l.deref(c)
+		if c.Kind == yaml.AliasNode {
+			out := make([]*yaml.Node, len(n.Content))
+			copy(out, n.Content[:i])
+			for j := i; j < len(n.Content); j++ {
+				out[j] = l.deref(n.Content[j])
+			}
+			return out, true
+		}
 	}
-	return out, true
+	return n.Content, true // no aliases: the items as they are (read only)
 }
 
 // str returns n's value if it is a string scalar.

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -360,7 +361,7 @@ var (
 				d.src.name = atOf(v)
 				if s, ok := d.name(v, "buffer name"); ok {
 					d.x.Name = s
-					d.what = "buffer " + s
+					d.named("buffer", s)
 				}
 			},
 			write:  func(b *BufferSpec, _ *writing) (string, error) { return str(b.Name), nil },
@@ -397,7 +398,7 @@ var (
 			schema: FormatField{Type: "list", Items: "integer", Min: 1, HasMin: true, Doc: "dimensions in elements"}},
 		{key: "where",
 			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) {
-				if w, ok := d.oneOf(v, d.what+": where", wheres); ok {
+				if w, ok := d.oneOfOf(v, d.what, ": where", wheres); ok {
 					d.x.Where = w
 				}
 			},
@@ -405,7 +406,7 @@ var (
 			schema: FormatField{Type: "enum", Enum: wheres, Doc: "where the buffer lives (default device)"}},
 		{key: "role",
 			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) {
-				if r, ok := d.oneOf(v, d.what+": role", roles); ok {
+				if r, ok := d.oneOfOf(v, d.what, ": role", roles); ok {
 					d.x.Role = r
 				}
 			},
@@ -457,18 +458,21 @@ func (l *loader) decodeBuffer(s *Spec, n *yaml.Node) {
 	if l.tooMany(n, len(s.Buffers), limits.buffers, "buffers", "MaxBuffers") {
 		return
 	}
-	b := BufferSpec{Pos: l.pos(n), Where: WhereDevice, Role: RoleTemp, Init: Init{Kind: InitZeros}}
-	src := bufferSrc{at: atOf(n)}
-	if f := decodeObject(l, n, "buffer", bufferTable, bufferKeys, &b, &src); f != nil {
-		what := "buffer"
-		if b.Name != "" {
-			what += " " + b.Name
+	// Decoded in place: no copy of each buffer as the lists grow.
+	s.Buffers = append(s.Buffers, BufferSpec{Pos: l.pos(n), Where: WhereDevice, Role: RoleTemp, Init: Init{Kind: InitZeros}})
+	l.bufSrc = append(l.bufSrc, bufferSrc{at: atOf(n)})
+	b, src := &s.Buffers[len(s.Buffers)-1], &l.bufSrc[len(l.bufSrc)-1]
+	if f := decodeObject(l, n, "buffer", bufferTable, bufferKeys, b, src); f != nil {
+		what := f.what
+		if b.Name == "" {
+			what = "buffer"
+		} else if !isNamed(what, "buffer", b.Name) {
+			what = "buffer " + b.Name
 		}
-		l.bufferSize(f, &b, &src, what)
+		l.bufferSize(f, b, src, what)
+		l.release(f)
 	}
 	src.bytesN, src.dtypeN, src.shapeN = nil, nil, nil
-	s.Buffers = append(s.Buffers, b)
-	l.bufSrc = append(l.bufSrc, src)
 }
 
 // bufferSize sets b.Bytes from bytes, or dtype and shape, checking they agree.
@@ -478,7 +482,7 @@ func (l *loader) bufferSize(f *fields, b *BufferSpec, src *bufferSrc, what strin
 	var given int64
 	if bytesN != nil {
 		var ok bool
-		given, ok = l.intIn(bytesN, what+": bytes", 1, math.MaxInt64)
+		given, ok = l.intInOf(bytesN, what, ": bytes", 1, math.MaxInt64)
 		sizeOK = sizeOK && ok
 	}
 	var computed int64
@@ -782,7 +786,7 @@ var (
 				d.src.name = atOf(v)
 				if s, ok := d.name(v, "stage name"); ok {
 					d.x.Name = s
-					d.what = "stage " + s
+					d.named("stage", s)
 				}
 			},
 			write:  func(st *StageSpec, _ *writing) (string, error) { return str(st.Name), nil },
@@ -804,7 +808,7 @@ var (
 					}
 					return
 				}
-				if s, ok := d.name(v, d.what+": kernel"); ok {
+				if s, ok := d.nameOf(v, d.what, ": kernel"); ok {
 					d.x.Kernel = s
 				}
 			},
@@ -839,19 +843,19 @@ var (
 			schema: FormatField{Type: "args", Doc: "kernel arguments: numbers, or buffer names for ptr parameters"}},
 		{key: "grid",
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
-				d.x.Launch.Grid = d.decodeDim3(v, d.what+": grid")
+				d.x.Launch.Grid = d.decodeDim3(v, d.what, ": grid")
 			},
 			write:  func(st *StageSpec, _ *writing) (string, error) { return dim3If(st.Launch.Grid), nil },
 			schema: FormatField{Type: "list", Items: "integer", Min: 1, Max: math.MaxInt32, HasMin: true, HasMax: true, Doc: "thread blocks: 1 to 3 dimensions"}},
 		{key: "block",
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
-				d.x.Launch.Block = d.decodeDim3(v, d.what+": block")
+				d.x.Launch.Block = d.decodeDim3(v, d.what, ": block")
 			},
 			write:  func(st *StageSpec, _ *writing) (string, error) { return dim3If(st.Launch.Block), nil },
 			schema: FormatField{Type: "list", Items: "integer", Min: 1, Max: math.MaxInt32, HasMin: true, HasMax: true, Doc: "threads per block: 1 to 3 dimensions"}},
 		{key: "reads", null: true,
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
-				d.x.Reads, d.src.reads = d.decodeAccesses(v, d.what+": reads")
+				d.x.Reads, d.src.reads = d.decodeAccesses(v, d.what, ": reads")
 			},
 			write: func(st *StageSpec, w *writing) (string, error) {
 				return accessesIf(st.Reads, w.sizes), nil
@@ -859,7 +863,7 @@ var (
 			schema: FormatField{Type: "list", Items: "access", Doc: "what the stage reads"}},
 		{key: "writes", null: true,
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
-				d.x.Writes, d.src.writes = d.decodeAccesses(v, d.what+": writes")
+				d.x.Writes, d.src.writes = d.decodeAccesses(v, d.what, ": writes")
 			},
 			write: func(st *StageSpec, w *writing) (string, error) {
 				return accessesIf(st.Writes, w.sizes), nil
@@ -867,7 +871,7 @@ var (
 			schema: FormatField{Type: "list", Items: "access", Doc: "what the stage writes"}},
 		{key: "after", null: true,
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
-				d.x.After, d.src.after = d.decodeNames(v, d.what+": after", "write after as a list of earlier stage names: after: [prep]")
+				d.x.After, d.src.after = d.decodeNames(v, d.what, ": after", "write after as a list of earlier stage names: after: [prep]")
 			},
 			write: func(st *StageSpec, _ *writing) (string, error) {
 				if len(st.After) == 0 {
@@ -878,7 +882,7 @@ var (
 			schema: FormatField{Type: "list", Items: "name", Doc: "earlier stages that must happen-before this one"}},
 		{key: "stream",
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
-				if s, ok := d.name(v, d.what+": stream"); ok {
+				if s, ok := d.nameOf(v, d.what, ": stream"); ok {
 					d.x.Stream = s
 				}
 			},
@@ -886,7 +890,7 @@ var (
 			schema: FormatField{Type: "name", Doc: "pin to a named stream (host: the host thread)"}},
 		{key: "duration_us",
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
-				if x, ok := d.nonNegNum(v, d.what+": duration_us"); ok {
+				if x, ok := d.nonNegNumOf(v, d.what, ": duration_us"); ok {
 					d.x.DurationUS = x
 				}
 			},
@@ -905,7 +909,7 @@ var (
 			schema: FormatField{Type: "list", Items: "name|mapping", Enum: nil, Doc: "sync: manual: stages (or {stage, lag} / {event}) to wait for; mapping: wait"}},
 		{key: "event",
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
-				if s, ok := d.name(v, d.what+": event"); ok {
+				if s, ok := d.nameOf(v, d.what, ": event"); ok {
 					d.x.Event = s
 				}
 			},
@@ -913,7 +917,7 @@ var (
 			schema: FormatField{Type: "name", Doc: "sync: manual: an event recorded right after the stage"}},
 		{key: "copy",
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
-				if m, ok := d.oneOf(v, d.what+": copy", copyModes); ok {
+				if m, ok := d.oneOfOf(v, d.what, ": copy", copyModes); ok {
 					d.x.Copy = m
 				}
 			},
@@ -942,17 +946,18 @@ func (l *loader) decodeStage(s *Spec, n *yaml.Node) {
 	if l.tooMany(n, len(s.Stages), limits.stages, "stages", "MaxStages") {
 		return
 	}
-	st := StageSpec{Pos: l.pos(n)}
-	src := stageSrc{at: atOf(n)}
-	if f := decodeObject(l, n, "stage", stageTable, stageKeys, &st, &src); f != nil {
+	// Decoded in place: no copy of each stage as the lists grow.
+	s.Stages = append(s.Stages, StageSpec{Pos: l.pos(n)})
+	l.stageSrc.add(stageSrc{at: atOf(n)})
+	st, src := &s.Stages[len(s.Stages)-1], l.stageSrc.at(len(s.Stages)-1)
+	if f := decodeObject(l, n, "stage", stageTable, stageKeys, st, src); f != nil {
 		src.decoded = true
 		src.keys = l.ats(len(stageKeys))
 		for i, k := range f.key {
 			src.keys[i] = atOf(k)
 		}
+		l.release(f)
 	}
-	s.Stages = append(s.Stages, st)
-	l.stageSrc.add(src)
 }
 
 // fieldPos returns the position of field name's key in a stage, or the
@@ -1111,8 +1116,24 @@ func (l *loader) decodeArgs(n *yaml.Node, what string, src *stageSrc) map[string
 
 // decodeDim3 reads a launch dimension: a list of 1 to 3 positive integers;
 // missing trailing dimensions are 1.
-func (l *loader) decodeDim3(n *yaml.Node, what string) [3]int {
+func (l *loader) decodeDim3(n *yaml.Node, obj, field string) [3]int {
 	var d [3]int
+	if n.Kind == yaml.SequenceNode && len(n.Content) >= 1 && len(n.Content) <= 3 {
+		// The common case without building the field's name for messages.
+		d = [3]int{1, 1, 1}
+		for i, it := range n.Content {
+			v, ok := fastInt(it)
+			if !ok || v < 1 || v > math.MaxInt32 {
+				d = [3]int{}
+				break
+			}
+			d[i] = int(v)
+		}
+		if d != ([3]int{}) {
+			return d
+		}
+	}
+	what := obj + field
 	items, ok := l.list(n, what, "write a list of 1 to 3 positive integers: [256, 1, 1]")
 	if !ok {
 		return d
@@ -1133,15 +1154,15 @@ func (l *loader) decodeDim3(n *yaml.Node, what string) [3]int {
 }
 
 // decodeNames reads a list of stage names.
-func (l *loader) decodeNames(n *yaml.Node, what, hint string) ([]string, []at) {
-	items, ok := l.list(n, what, hint)
+func (l *loader) decodeNames(n *yaml.Node, obj, field, hint string) ([]string, []at) {
+	items, ok := l.listOf(n, obj, field, hint)
 	if !ok {
 		return nil, nil
 	}
 	names := make([]string, 0, len(items))
 	nodes := make([]at, 0, len(items))
 	for _, it := range items {
-		s, ok := l.name(it, what)
+		s, ok := l.nameOf(it, obj, field)
 		if !ok {
 			continue
 		}
@@ -1155,30 +1176,56 @@ const accessHint = "write a buffer name (x), a byte range (x[0:512]) or {buffer:
 
 // decodeAccesses reads a list of accesses. Offsets and Bytes are resolved
 // against the buffer sizes in check.
-func (l *loader) decodeAccesses(n *yaml.Node, what string) ([]Access, []accessSrc) {
-	items, ok := l.list(n, what, "write a list: [x, y[0:512]]")
+func (l *loader) decodeAccesses(n *yaml.Node, obj, field string) ([]Access, []accessSrc) {
+	items, ok := l.listOf(n, obj, field, "write a list: [x, y[0:512]]")
 	if !ok {
 		return nil, nil
 	}
 	// Past a limit, one unresolved access stands for the list (so that
 	// the stage's other checks do not count it as empty).
-	refused := []Access{{Pos: l.pos(n)}}
 	if len(items) > MaxStageAccesses {
-		l.errorf(n, "split the stage, or list fewer, larger ranges", "%s: %d accesses, more than the %d a stage may have in one list (dag.MaxStageAccesses)", what, len(items), MaxStageAccesses)
-		return refused, []accessSrc{{}}
+		l.errorf(n, "split the stage, or list fewer, larger ranges", "%s: %d accesses, more than the %d a stage may have in one list (dag.MaxStageAccesses)", obj+field, len(items), MaxStageAccesses)
+		return []Access{{Pos: l.pos(n)}}, []accessSrc{{}}
 	}
 	if l.accesses += len(items); l.accesses > limits.accesses {
 		if l.accesses-len(items) <= limits.accesses {
-			l.errorf(n, "split the pipeline into several specs", "%s: more than %d reads and writes in the spec (dag.MaxAccesses)", what, limits.accesses)
+			l.errorf(n, "split the pipeline into several specs", "%s: more than %d reads and writes in the spec (dag.MaxAccesses)", obj+field, limits.accesses)
 		}
-		return refused, []accessSrc{{}}
+		return []Access{{Pos: l.pos(n)}}, []accessSrc{{}}
 	}
-	accs := make([]Access, len(items))
-	srcs := make([]accessSrc, len(items))
+	accs := carve(&l.accSlab, len(items))
+	srcs := carve(&l.accSrcSlab, len(items))
 	for i, it := range items {
-		accs[i], srcs[i] = l.decodeAccess(it, what)
+		if it.Kind == yaml.ScalarNode {
+			accs[i], srcs[i] = l.decodeShortAccess(it, obj, field)
+			continue
+		}
+		accs[i], srcs[i] = l.decodeAccess(it, obj+field)
 	}
 	return accs, srcs
+}
+
+// carve returns n zero values carved from a shared slab (which keeps the
+// values of many small lists in few allocations).
+func carve[T any](slab *[]T, n int) []T {
+	if len(*slab) < n {
+		*slab = make([]T, max(n, 2*chunkLen))
+	}
+	x := (*slab)[:n:n]
+	*slab = (*slab)[n:]
+	return x
+}
+
+// decodeShortAccess reads an access written as a scalar: "x", "x[a:b]",
+// "x[a:]" or "x[:b]" (decodeAccess, naming the field only for messages).
+func (l *loader) decodeShortAccess(n *yaml.Node, obj, field string) (Access, accessSrc) {
+	if n.Tag == "!!str" {
+		buf, off, nbytes, hasBytes, msg := parseShortAccess(n.Value)
+		if msg == "" && nameOK(buf) {
+			return Access{Buffer: buf, Offset: off, Bytes: nbytes, Pos: l.pos(n)}, accessSrc{hasBytes: hasBytes, ok: true}
+		}
+	}
+	return l.decodeAccess(n, obj+field)
 }
 
 // decodeAccess reads one access: "x", "x[a:b]", "x[a:]", "x[:b]", or
@@ -1207,6 +1254,7 @@ func (l *loader) decodeAccess(n *yaml.Node, what string) (Access, accessSrc) {
 		if !ok {
 			return a, src
 		}
+		defer l.release(f)
 		good := true
 		if v := l.require(f, "buffer", accessHint); v != nil {
 			if s, ok := l.name(v, what+": buffer"); ok {
@@ -1349,4 +1397,99 @@ func (l *loader) boolVal(n *yaml.Node, what string) (bool, bool) {
 	}
 	l.errorf(n, "write true or false", "%s must be true or false, got %s", what, kindName(n))
 	return false, false
+}
+
+// --- fast paths: the common, valid value, decoded without building the
+// field's name for messages (obj+field); anything else goes to the full
+// decoder with that name. ---
+
+// named sets d.what to "KIND NAME" unless mapping named the object so.
+func (d *decoding[T, S]) named(kind, name string) {
+	if !isNamed(d.what, kind, name) {
+		d.what = kind + " " + name
+	}
+}
+
+// isNamed reports whether what is kind + " " + name.
+func isNamed(what, kind, name string) bool {
+	return len(what) == len(kind)+1+len(name) && what[len(kind)] == ' ' && what[:len(kind)] == kind && what[len(kind)+1:] == name
+}
+
+// nameOK reports whether nameProblem(v) == "".
+func nameOK(v string) bool {
+	if v == "" {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c >= utf8.RuneSelf || nameBad[c] {
+			return nameProblem(v) == ""
+		}
+	}
+	return true
+}
+
+// nameBad marks the ASCII bytes nameProblem refuses.
+var nameBad = func() (t [utf8.RuneSelf]bool) {
+	for c := range utf8.RuneSelf {
+		t[c] = c <= ' ' || c == 0x7f || strings.ContainsRune("[],{}#&*!|>'\"%@`", rune(c))
+	}
+	return t
+}()
+
+// nameOf is name(n, obj+field).
+func (l *loader) nameOf(n *yaml.Node, obj, field string) (string, bool) {
+	if n.Kind == yaml.ScalarNode && (n.Tag == "!!str" || n.Tag == "!!int") && nameOK(n.Value) {
+		return n.Value, true
+	}
+	return l.name(n, obj+field)
+}
+
+// oneOfOf is oneOf(n, obj+field, allowed).
+func (l *loader) oneOfOf(n *yaml.Node, obj, field string, allowed []string) (string, bool) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && contains(allowed, n.Value) {
+		return n.Value, true
+	}
+	return l.oneOf(n, obj+field, allowed)
+}
+
+// fastInt is n's value if it is a decimal integer scalar (int64Val's
+// common case).
+func fastInt(n *yaml.Node) (int64, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		return 0, false
+	}
+	return decimal(n.Value)
+}
+
+// intInOf is intIn(n, obj+field, lo, hi).
+func (l *loader) intInOf(n *yaml.Node, obj, field string, lo, hi int64) (int64, bool) {
+	if v, ok := fastInt(n); ok && v >= lo && v <= hi {
+		return v, true
+	}
+	return l.intIn(n, obj+field, lo, hi)
+}
+
+// nonNegNumOf is nonNegNum(n, obj+field).
+func (l *loader) nonNegNumOf(n *yaml.Node, obj, field string) (float64, bool) {
+	if n.Kind == yaml.ScalarNode {
+		switch n.Tag {
+		case "!!int":
+			if i, ok := decimal(n.Value); ok && i >= 0 {
+				return float64(i), true
+			}
+		case "!!float":
+			if f, ok := simpleFloat(n.Value); ok && f >= 0 && !math.IsInf(f, 0) {
+				return f, true
+			}
+		}
+	}
+	return l.nonNegNum(n, obj+field)
+}
+
+// listOf is list(n, obj+field, hint).
+func (l *loader) listOf(n *yaml.Node, obj, field, hint string) ([]*yaml.Node, bool) {
+	if n.Kind == yaml.SequenceNode {
+		return l.list(n, "", hint)
+	}
+	return l.list(n, obj+field, hint)
 }
