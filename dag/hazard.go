@@ -306,10 +306,7 @@ type pendingHazard struct {
 // reported with the stage names of each cycle.
 func Hazards(s *Spec) (*HazardGraph, error) {
 	n := len(s.Stages)
-	index := make(map[string]int32, n)
-	for i, st := range s.Stages {
-		index[st.Name] = int32(i)
-	}
+	var index map[string]int32 // stage name → index, built at the first after: entry
 	bufIdx := make(map[string]int, len(s.Buffers))
 	bufs := make([]bufState, 0, len(s.Buffers))
 	bufOf := func(name string) *bufState {
@@ -346,6 +343,12 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 		st := &s.Stages[v]
 		pend = pend[:0]
 		for _, name := range st.After {
+			if index == nil {
+				index = make(map[string]int32, n)
+				for i := range s.Stages {
+					index[s.Stages[i].Name] = int32(i)
+				}
+			}
 			u, ok := index[name]
 			switch {
 			case !ok:

@@ -156,9 +156,9 @@ type planned struct {
 }
 
 // planOrSpec reads and verifies the plan file planFile, or loads, plans
-// and verifies the spec args[0]. Errors are bad input (exit 2); a race is
+// and verifies the spec args[0] (kept in planned.spec with keepSpec). Errors are bad input (exit 2); a race is
 // not an error here but planned.races.
-func planOrSpec(planFile string, args []string, f *planFlags, stderr io.Writer) (*planned, error) {
+func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, stderr io.Writer) (*planned, error) {
 	if planFile != "" {
 		p, err := dagrun.ReadPlanWith(planFile, dagrun.LoadOptions{AllowOutside: f.outside})
 		if err != nil {
@@ -182,14 +182,23 @@ func planOrSpec(planFile string, args []string, f *planFlags, stderr io.Writer) 
 		return nil, err
 	}
 	loadMS := msSince(t0)
+	// Only run --frames needs the spec after planning; otherwise nothing
+	// holds it past Build, so that the verifier of a big plan runs without
+	// it in memory (PinNotes reads the spec's header fields only).
+	head := &dagrun.Spec{Name: s.Name, File: s.File, Sync: s.Sync}
+	var kept *dagrun.Spec
+	if keepSpec {
+		kept = s
+	}
 	p, err := dagrun.Plan(s, o)
+	s = nil
 	if p == nil {
 		return nil, usageError{fmt.Errorf("%s: %w", args[0], err)}
 	}
-	for _, n := range dagrun.PinNotes(s, o, p) {
+	for _, n := range dagrun.PinNotes(head, o, p) {
 		fmt.Fprintf(stderr, "dagrun: note: %s\n", n)
 	}
-	return &planned{p: p, spec: s, src: args[0], races: err, loadMS: loadMS}, nil
+	return &planned{p: p, spec: kept, src: args[0], races: err, loadMS: loadMS}, nil
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -236,7 +245,7 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 			if cmd.Flags().Changed("indent") && format != "json" {
 				return usagef("--indent applies to the plan file (--json), not --format %s", format)
 			}
-			pl, err := planOrSpec("", args, &pf, stderr)
+			pl, err := planOrSpec("", args, &pf, false, stderr)
 			if err != nil {
 				return err
 			}
@@ -325,7 +334,7 @@ redundant. --json prints the same report for tools.`,
 			if err := checkConflicts(cmd, planFileConflicts); err != nil {
 				return err
 			}
-			pl, err := planOrSpec(planFile, args, &pf, stderr)
+			pl, err := planOrSpec(planFile, args, &pf, false, stderr)
 			if err != nil {
 				return err
 			}
@@ -437,7 +446,7 @@ anything is loaded, with exit 2.`,
 			rf.files = &outFiles{}
 			defer rf.files.discard()
 			ro.Timeline = rf.traceFile != "" || rf.timelineFile != ""
-			pl, err := planOrSpec(rf.planFile, args, &pf, stderr)
+			pl, err := planOrSpec(rf.planFile, args, &pf, true, stderr)
 			if err != nil {
 				return err
 			}
