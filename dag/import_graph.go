@@ -36,7 +36,12 @@ type GraphTensor struct {
 }
 
 // GraphNode is one operator: the tensor ids it reads and writes and its GPU
-// time in µs. In-place nodes read and write the same tensor id.
+// time in µs. In-place nodes read and write the same tensor id. Stream, when
+// set, pins the node's stage to that named stream (StageSpec.Stream): nodes
+// with one stream name share a stream, in node order; a schedule made
+// outside the planner (dagrun_torch's staged schedule) hands its stream
+// assignment to the planner this way, which still places the waits and
+// verifies the plan.
 type GraphNode struct {
 	ID         string   `json:"id"`
 	Op         string   `json:"op"`
@@ -45,6 +50,7 @@ type GraphNode struct {
 	DurationUS float64  `json:"duration_us"`
 	Inplace    bool     `json:"inplace"`
 	ParamBytes int64    `json:"param_bytes"`
+	Stream     string   `json:"stream,omitempty"`
 }
 
 // ImportOptions control how graph nodes become stages.
@@ -168,6 +174,7 @@ func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 			Args:       map[string]any{"spin_us": n.DurationUS, "max_words": o.MaxWords},
 			Launch:     Launch{Grid: [3]int{1, 1, 1}},
 			DurationUS: n.DurationUS,
+			Stream:     n.Stream,
 		}
 		for _, id := range n.Reads {
 			st.Reads = append(st.Reads, Access{Buffer: id, Bytes: tensors[id].Bytes})

@@ -57,6 +57,7 @@ def median_ms(fn: Callable[[], object], iters: int, warmup: int = 5) -> float:
 def gpu_model(spec, size: int):
     """The model of spec (random weights, seed 0) in eval mode on the GPU and
     an input of shape [1, 3, size, size] (float32)."""
+    from .exporter import build_model
     torch.manual_seed(0)
     model, _ = build_model(spec)
     return model.eval().cuda(), torch.randn(1, 3, size, size, device="cuda")
@@ -142,49 +143,70 @@ def _x(a, b):
     return "%.2f×" % (a / b) if a and b else "—"
 
 
+# Schedules beyond the stream caps: the staged (IOS) schedule, and the
+# priority order (bottom level first) under three caps.
+EXTRA = ("staged", "prio4", "prio16", "prio0")
+
+
+def cand_label(k) -> str:
+    """A candidate's name in the tables: a cap, "none", "staged" or "priority order, cap N"."""
+    k = str(k)
+    if k == "staged":
+        return "staged"
+    if k.startswith("prio"):
+        return "priority order, %s" % cand_label(k[4:])
+    return "none" if k == "0" else k
+
+
 def schedule_table(rows: List[dict]) -> str:
     """The schedule comparison (``--schedules``) as markdown."""
-    head = ("| model | one-stream CUDA graph | dagrun default plan (streams) | capped at 16 | cost-model plan (cap) "
-            "| best by search (cap) | lower bound: critical path / SM-time | speed-up over the one-stream graph: "
-            "default / 16 / cost model / search | search ÷ lower bound | bit-identical | torch.compile reduce-overhead |")
-    lines = [head, "|" + "---|" * 11]
+    head = ("| model | one-stream CUDA graph | dagrun default plan (streams) | capped at 16 | staged (IOS) plan (streams) "
+            "| priority order, best of caps 4/16/none (cap) | cost-model choice | best by search | lower bound: critical path / SM-time "
+            "| speed-up over the one-stream graph: default / 16 / staged / cost model / search | search ÷ lower bound | bit-identical "
+            "| torch.compile reduce-overhead |")
+    lines = [head, "|" + "---|" * 13]
     for r in rows:
         c = r.get("cands") or {}
         if "error" in r or not c:
-            lines.append("| %s | %s |" % (r["model"], r.get("error", "—")) + " |" * 9)
+            lines.append("| %s | %s |" % (r["model"], r.get("error", "—")) + " |" * 11)
             continue
         g = r["graph_ms"]
-        d, k16, cm, se = c.get("0"), c.get("16"), c.get(str(r["cost_cap"])), c.get(str(r["search_cap"]))
+        d, k16, stg, cm, se = c.get("0"), c.get("16"), c.get("staged"), c.get(r["cost_cap"]), c.get(r["search_cap"])
+        pk = min((k for k in EXTRA if k.startswith("prio") and k in c), key=lambda k: c[k]["ms"], default=None)
         lb = r["bound"]
-        lines.append("| %s | %.3f | %.3f (%d) | %.3f | %.3f (%s) | %.3f (%s) | %.3f / %.3f | %s / %s / %s / %s | %.2f | %s | %s |" % (
-            r["model"], g, d["ms"], d["streams"], k16["ms"], cm["ms"], r["cost_cap"] or "none", se["ms"],
-            r["search_cap"] or "none", lb["cp_us"] / 1e3, lb["sm_us"] / 1e3,
-            _x(g, d["ms"]), _x(g, k16["ms"]), _x(g, cm["ms"]), _x(g, se["ms"]), se["ms"] / (lb["bound_us"] / 1e3),
-            r.get("identical", "—"), _fmt(r.get("compile_ms"))))
+        lines.append("| %s | %.3f | %.3f (%d) | %.3f | %s | %s | %.3f (%s) | %.3f (%s) | %.3f / %.3f | %s / %s / %s / %s / %s | %.2f | %s | %s |" % (
+            r["model"], g, d["ms"], d["streams"], k16["ms"],
+            "%.3f (%d)" % (stg["ms"], stg["streams"]) if stg else "—",
+            "%.3f (%s)" % (c[pk]["ms"], cand_label(pk[4:])) if pk else "—",
+            cm["ms"], cand_label(r["cost_cap"]), se["ms"], cand_label(r["search_cap"]), lb["cp_us"] / 1e3, lb["sm_us"] / 1e3,
+            _x(g, d["ms"]), _x(g, k16["ms"]), _x(g, stg["ms"]) if stg else "—", _x(g, cm["ms"]), _x(g, se["ms"]),
+            se["ms"] / (lb["bound_us"] / 1e3), r.get("identical", "—"), _fmt(r.get("compile_ms"))))
     return "\n".join(lines)
 
 
 def schedules(args) -> int:
     """--schedules: per model, the cost model, the lower bound, and every
     stream cap of CAPS planned, predicted and timed in one run."""
-    from . import costmodel
+    from . import costmodel, schedule
     from .exporter import build_model, export
     from .runner import CompiledModel, bitwise_equal, plan_model
     t_start = time.time()
     os.makedirs(args.out, exist_ok=True)
-    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     rows: List[dict] = []
     costs: Dict[str, dict] = {}
     conn = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "8 (default)")
 
     def note():
-        return ("%s, torch %s, CUDA_DEVICE_MAX_CONNECTIONS %s, batch 1, float32, random weights; median of %d calls, ms; "
-                "%.0f s in all." % (torch.cuda.get_device_name(), torch.__version__, conn, args.iters, time.time() - t_start))
+        return ("%s, torch %s, CUDA_DEVICE_MAX_CONNECTIONS %s, cudnn.benchmark %s, batch 1, float32, random weights; "
+                "median of %d calls, ms; %.0f s in all." % (torch.cuda.get_device_name(), torch.__version__, conn,
+                                                           args.cudnn_benchmark, args.iters, time.time() - t_start))
 
     def save():
         with open(os.path.join(args.out, "schedules.json"), "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "connections": conn,
-                       "caps": list(CAPS), "rows": rows}, f, indent=1)
+                       "cudnn_benchmark": args.cudnn_benchmark,
+                       "caps": list(CAPS), "extra": list(EXTRA), "rows": rows}, f, indent=1)
         with open(os.path.join(args.out, "costs.json"), "w") as f:
             json.dump(costs, f)
         with open(os.path.join(args.out, "schedules.md"), "w") as f:
@@ -208,7 +230,7 @@ def schedules(args) -> int:
             # profiling slows later graph replays of its process: measure in a child
             cpath = os.path.join(args.out, "graph-%s.json" % name)
             subprocess.run([sys.executable, "-m", "dagrun_torch", "costmodel", "--model", spec, "--size", str(size),
-                            "--out", cpath], check=True)
+                            "--out", cpath] + (["--cudnn-benchmark"] if args.cudnn_benchmark else []), check=True)
             with open(cpath) as f:
                 child = json.load(f)
             os.remove(cpath)
@@ -233,9 +255,27 @@ def schedules(args) -> int:
             wide = costmodel.CostModel(cost.device, cost.sms, cost.nodes, capacity=1e9, interference=0.0)
             cands: Dict[str, dict] = {}
             r["cands"] = cands
-            best, chosen = costmodel.choose(cost, lambda cap: plan_model(ex, max_streams=cap), CAPS, graph=ex.graph)
+            _, chosen = costmodel.choose(cost, lambda cap: plan_model(ex, max_streams=cap), CAPS, graph=ex.graph)
+            chosen = {str(k): v for k, v in chosen.items()}
+            # the staged (IOS) schedule and the priority order, through the same planner
+            t0 = time.time()
+            st = schedule.staged(ex.graph, cost)
+            r["staged"] = dict(st.summary(), seconds=round(time.time() - t0, 1))
+            byid = {n["id"]: n for n in ex.graph["nodes"]}
+            forms = {"staged": (0, schedule.apply(ex.graph, st))}
+            pg = dict(ex.graph, nodes=[byid[v] for v in schedule.priority_order(ex.graph, cost)])
+            for k in EXTRA:
+                if k.startswith("prio"):
+                    forms[k] = (int(k[4:]), pg)
+            for k, (cap, form) in forms.items():
+                p = plan_model(ex, max_streams=cap, graph=form)
+                plain, prio = costmodel.predict(p, cost), costmodel.predict(p, cost, ex.graph)
+                chosen[k] = {"streams": len(p.streams), "predicted_us": min(plain, prio), "predicted_plain_us": plain,
+                             "predicted_priority_us": prio, "plan": p}
+            keys = [str(c) for c in CAPS] + list(EXTRA)
+            best = min(keys, key=lambda k: (round(chosen[k]["predicted_us"], 3), chosen[k]["streams"]))
             r["cost_cap"] = best
-            for cap in CAPS:
+            for cap in keys:
                 plan = chosen[cap]["plan"]
                 c = {k: (round(v, 2) if isinstance(v, float) else v) for k, v in chosen[cap].items() if k != "plan"}
                 c["predicted_no_width_us"] = round(costmodel.predict(plan, wide), 2)
@@ -246,18 +286,18 @@ def schedules(args) -> int:
                 cands[str(cap)] = c
                 del cm
                 torch.cuda.synchronize()
-                print(name, "cap", cap, json.dumps(c), flush=True)
-            r["search_cap"] = min(CAPS, key=lambda k: cands[str(k)]["ms"])
+                print(name, cand_label(cap), json.dumps(c), flush=True)
+            r["search_cap"] = min(keys, key=lambda k: cands[k]["ms"])
             ok = all(c["identical"] for c in cands.values())
-            for cap in sorted({0, r["cost_cap"], r["search_cap"]}):
+            for cap in sorted({"0", r["cost_cap"], r["search_cap"]}):
                 if not args.verify_trials:
                     break
-                cm = CompiledModel(ex, plan_model(ex, max_streams=cap), "graph", (x,), priority="auto")
+                cm = CompiledModel(ex, chosen[cap]["plan"], "graph", (x,), priority="auto")
                 try:
                     cm.verify(x, trials=args.verify_trials)
                 except AssertionError as e:
                     ok = False
-                    r["mismatch_cap_%d" % cap] = str(e)
+                    r["mismatch_%s" % cap] = str(e)
                 del cm
             r["identical"] = "yes" if ok else "NO"
             if name in args.compile_models and time.time() - t_start + _COMPILE_S[name] < args.budget_s:
@@ -303,7 +343,7 @@ def inductor(args) -> int:
     from .runner import bitwise_equal
     t_start = time.time()
     os.makedirs(args.out, exist_ok=True)
-    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     rows: List[dict] = []
 
     def note():
@@ -411,10 +451,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--budget-s", type=float, default=540.0)
     ap.add_argument("--out", default="bench-out")
     ap.add_argument("--schedules", action="store_true",
-                    help="compare schedules instead: the cost model, the lower bound, and every stream cap in %s planned, "
-                         "predicted and timed (0: uncapped)" % (CAPS,))
+                    help="compare schedules instead: the cost model, the lower bound, every stream cap in %s (0: uncapped), "
+                         "the staged (IOS) schedule and the priority order under caps 4, 16 and none, planned, predicted "
+                         "and timed" % (CAPS,))
     ap.add_argument("--inductor", action="store_true",
                     help="time dagrun's plans over torch.compile's Inductor kernels against torch.compile reduce-overhead")
+    ap.add_argument("--cudnn-benchmark", action="store_true",
+                    help="torch.backends.cudnn.benchmark for every column (the one-stream baselines, the cost model and "
+                         "the plans run the same cuDNN algorithms)")
     ap.add_argument("--compile-models", nargs="*", default=[],
                     help="with --schedules or --inductor: also time torch.compile reduce-overhead on these")
     args = ap.parse_args(argv)
@@ -436,7 +480,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from .runner import bitwise_equal, compile as dcompile
     t_start = time.time()
     os.makedirs(args.out, exist_ok=True)
-    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     rows: List[dict] = []
     models: Dict[str, tuple] = {}
 

@@ -597,7 +597,7 @@ def measure(exported: Any, inputs: Sequence[Any], *, pairs: int = 24, repeats: i
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """python3 -m dagrun_torch costmodel --model NAME [--size N] --out GRAPH.json
+    """python3 -m dagrun_torch costmodel --model NAME [--size N] [--cudnn-benchmark] --out GRAPH.json
 
     Export a torchvision/timm model (random weights, seed 0, batch 1), measure
     its cost model on the GPU, and write the exported graph with the model in
@@ -610,6 +610,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--pairs", type=int, default=24)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--cudnn-benchmark", action="store_true",
+                    help="let cuDNN time its convolution algorithms and take the fastest (torch.backends.cudnn.benchmark)")
     args = ap.parse_args(argv)
     if args.size < 1 or args.pairs < 0:
         ap.error("--size must be ≥ 1 and --pairs ≥ 0")
@@ -626,7 +628,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     model = model.eval().cuda()
     x = torch.randn(1, 3, args.size, args.size, device="cuda")
-    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     ex = export(model, (x,))
     cost = measure(ex, [x], pairs=args.pairs)
     attach(ex.graph, cost)

@@ -154,9 +154,12 @@ def new_streams(n: int, device: torch.device, priorities: Optional[Sequence[int]
 
 
 def plan_model(exported: Exported, *, max_streams: Optional[int] = None, strategy: str = "default",
-               workdir: Optional[str] = None, dagrun: Optional[str] = None) -> Plan:
+               workdir: Optional[str] = None, dagrun: Optional[str] = None, graph: Optional[dict] = None) -> Plan:
     """Write the exported graph, run ``dagrun import`` and ``dagrun plan --json``
     on it, and return the plan. ``max_streams``: None or 0 for no cap, else ≥ 1.
+    ``graph``: plan this form of the exported graph instead (the same nodes
+    and dependencies in another topological order, with stream pins:
+    ``schedule.apply``); the plan runs the exported module all the same.
     Files go to ``workdir`` (graph.json, spec.yaml, plan.json), a temporary
     folder if None. Raises ValueError on bad arguments and DagrunError when
     dagrun rejects the graph or finds a race in its own plan."""
@@ -172,7 +175,11 @@ def plan_model(exported: Exported, *, max_streams: Optional[int] = None, strateg
     try:
         gpath = os.path.join(workdir, "graph.json")
         spath = os.path.join(workdir, "spec.yaml")
-        exported.save(gpath)
+        if graph is None:
+            exported.save(gpath)
+        else:
+            with open(gpath, "w") as f:
+                json.dump(graph, f)
         run_dagrun(["import", gpath, "-o", spath], binary=dagrun)
         args = ["plan", spath, "--json", "--strategy", strategy, "--max-streams", str(max_streams or 0)]
         r = run_dagrun(args, binary=dagrun)
