@@ -185,8 +185,10 @@ def schedule_table(rows: List[dict]) -> str:
 
 
 def schedules(args) -> int:
-    """--schedules: per model, the cost model, the lower bound, and every
-    stream cap of CAPS planned, predicted and timed in one run."""
+    """--schedules: per model, the cost model, the lower bound, every
+    stream cap of CAPS, the staged (IOS) schedule and the priority order
+    (EXTRA), planned, predicted and timed in one run; the cost model's choice
+    is the candidate it predicts fastest, the search the one measured fastest."""
     from . import costmodel, schedule
     from .exporter import build_model, export
     from .runner import CompiledModel, bitwise_equal, plan_model
