@@ -62,11 +62,12 @@ __all__ = ["NodeCost", "CostModel", "data_dag", "critical_path_us", "lower_bound
 H200_SMS = 132
 MIN_OCC = 0.02  # a kernel counts at least this much of the GPU: it holds a queue slot and the block scheduler
 # Co-running kernels beyond which the interference slowdown stops growing.
-# Pairs cannot tell (they have one co-runner); fitted on H200 plan timings of
-# googlenet, inception_v3, inception_v4 and nasnetalarge (ten stream caps
-# each, python/tests/testdata/h200/perf/schedules.json): unbounded, the model
-# over-predicts nasnetalarge's wide plans by up to 13%; at 3–4 its median
-# error over the 40 plans is lowest (8%).
+# Pairs cannot tell (they have one co-runner); fitted on an earlier H200
+# sweep of googlenet, inception_v3, inception_v4 and nasnetalarge (ten stream
+# caps each): unbounded, the model over-predicted nasnetalarge's wide plans by
+# up to 13%; at 3–4 its median error over the 40 plans was lowest (8%). On
+# the sweep recorded in python/tests/testdata/h200/perf/schedules.json (56
+# plans) its median error is 5.3%.
 INTERFERENCE_CAP = 4
 
 
