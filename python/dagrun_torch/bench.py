@@ -30,6 +30,8 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 
+from .schedule import EXTRA  # the candidates beyond the caps: the staged schedule, the priority order
+
 MODELS = {
     "googlenet": ("googlenet", 224), "inception_v3": ("inception_v3", 299), "inception_v4": ("timm:inception_v4", 299),
     "nasnetalarge": ("timm:nasnetalarge", 331), "resnet50": ("resnet50", 224), "densenet121": ("densenet121", 224),
@@ -143,9 +145,6 @@ def _x(a, b):
     return "%.2f×" % (a / b) if a and b else "—"
 
 
-# Schedules beyond the stream caps: the staged (IOS) schedule, and the
-# priority order (bottom level first) under three caps.
-EXTRA = ("staged", "prio4", "prio16", "prio0")
 
 
 def cand_label(k) -> str:
@@ -257,29 +256,14 @@ def schedules(args) -> int:
             wide = costmodel.CostModel(cost.device, cost.sms, cost.nodes, capacity=1e9, interference=0.0)
             cands: Dict[str, dict] = {}
             r["cands"] = cands
-            _, chosen = costmodel.choose(cost, lambda cap: plan_model(ex, max_streams=cap), CAPS, graph=ex.graph)
-            chosen = {str(k): v for k, v in chosen.items()}
-            # the staged (IOS) schedule and the priority order, through the same planner
-            t0 = time.time()
-            st = schedule.staged(ex.graph, cost)
-            r["staged"] = dict(st.summary(), seconds=round(time.time() - t0, 1))
-            byid = {n["id"]: n for n in ex.graph["nodes"]}
-            forms = {"staged": (0, schedule.apply(ex.graph, st))}
-            pg = dict(ex.graph, nodes=[byid[v] for v in schedule.priority_order(ex.graph, cost)])
-            for k in EXTRA:
-                if k.startswith("prio"):
-                    forms[k] = (int(k[4:]), pg)
-            for k, (cap, form) in forms.items():
-                p = plan_model(ex, max_streams=cap, graph=form)
-                plain, prio = costmodel.predict(p, cost), costmodel.predict(p, cost, ex.graph)
-                chosen[k] = {"streams": len(p.streams), "predicted_us": min(plain, prio), "predicted_plain_us": plain,
-                             "predicted_priority_us": prio, "plan": p}
             keys = [str(c) for c in CAPS] + list(EXTRA)
-            best = min(keys, key=lambda k: (round(chosen[k]["predicted_us"], 3), chosen[k]["streams"]))
+            best, chosen = schedule.choose(ex.graph, cost, lambda cap, g: plan_model(ex, max_streams=cap, graph=g), keys)
+            r["staged"] = chosen["staged"]["summary"]
             r["cost_cap"] = best
             for cap in keys:
                 plan = chosen[cap]["plan"]
-                c = {k: (round(v, 2) if isinstance(v, float) else v) for k, v in chosen[cap].items() if k != "plan"}
+                c = {k: (round(v, 2) if isinstance(v, float) else v) for k, v in chosen[cap].items()
+                     if k not in ("plan", "form", "summary", "cap")}
                 c["predicted_no_width_us"] = round(costmodel.predict(plan, wide), 2)
                 cm = CompiledModel(ex, plan, "graph", (x,), priority="auto")
                 c["ms"] = median_ms(lambda: cm(x), args.iters)

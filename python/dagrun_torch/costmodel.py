@@ -355,22 +355,17 @@ def fit(pairs: Sequence[dict], capacities: Optional[Iterable[float]] = None,
 
 def choose(cost: CostModel, plan_for: Callable[[int], Plan], caps: Sequence[int] = (1, 2, 4, 6, 8, 12, 16, 24, 32, 0),
            graph: Optional[dict] = None) -> Tuple[int, Dict[int, dict]]:
-    """The stream cap (0: uncapped) whose plan ``cost`` predicts fastest.
-    ``plan_for(cap)`` plans the graph with that cap; with ``graph`` each plan
-    is predicted with and without stream priorities and the better counts.
-    Ties go to the fewer streams. Returns (cap, {cap: {"streams",
-    "predicted_us", "predicted_plain_us", "predicted_priority_us", "plan"}})."""
+    """The stream cap (0: uncapped) whose plan ``cost`` predicts fastest: the
+    caps-only case of ``schedule.choose``. ``plan_for(cap)`` plans the graph
+    with that cap; with ``graph`` each plan is predicted with and without
+    stream priorities and the better counts. Ties go to the fewer streams.
+    Returns (cap, {cap: {"streams", "predicted_us", "predicted_plain_us",
+    "predicted_priority_us", "plan", ...}}). Raises ValueError with no caps."""
+    from .schedule import choose as choose_candidate
     if not caps:
         raise ValueError("choose: no caps to choose from")
-    out: Dict[int, dict] = {}
-    for c in caps:
-        p = plan_for(c)
-        plain = predict(p, cost)
-        prio = predict(p, cost, graph) if graph is not None else plain
-        out[c] = {"streams": len(p.streams), "predicted_us": min(plain, prio), "predicted_plain_us": plain,
-                  "predicted_priority_us": prio, "plan": p}
-    best = min(out, key=lambda c: (round(out[c]["predicted_us"], 3), out[c]["streams"]))
-    return best, out
+    best, out = choose_candidate(graph, cost, lambda cap, _form: plan_for(cap), [str(c) for c in caps])
+    return int(best), {int(k): v for k, v in out.items()}
 
 
 def kernel_occupancy(args: dict, max_warps_per_sm: int = 64) -> float:

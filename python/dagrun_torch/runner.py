@@ -505,18 +505,9 @@ class CompiledModel:
             raise VerificationError("compiled %s call: %s" % (self.mode, why))
 
 
-def choose_cap(exported: Exported, example_inputs: Sequence[Any], *, strategy: str = "default",
-               caps: Sequence[int] = (1, 2, 4, 6, 8, 12, 16, 24, 32, 0), dagrun: Optional[str] = None) -> Tuple[int, dict]:
-    """The stream cap (0: none) that the cost model predicts fastest
-    (costmodel.choose). The cost model is the one stored in the exported
-    graph (costmodel.attach), else measured now (costmodel.measure, with a
-    warning: profiling slows the process's later graph replays) and stored
-    there. ``caps``: the candidates, 0 for uncapped. Raises ValueError when
-    the stored model does not cover the graph, DagrunError from the binary.
-    Returns
-    (cap, {"cap", "predicted_us": {cap: µs}, "streams": {cap: n},
-    "capacity", "interference"})."""
-    from . import costmodel
+def _choose(exported: Exported, example_inputs: Sequence[Any], keys: Sequence[str], strategy: str,
+            dagrun: Optional[str]) -> Tuple[str, Dict[str, dict], Any]:
+    from . import costmodel, schedule
     cost = costmodel.from_graph(exported.graph)
     if cost is None:
         warnings.warn("dagrun_torch: measuring the cost model profiles this process, and its CUDA graphs replay "
@@ -525,12 +516,35 @@ def choose_cap(exported: Exported, example_inputs: Sequence[Any], *, strategy: s
         flat = [x for x in _flatten(tuple(example_inputs)) if isinstance(x, torch.Tensor)]
         cost = costmodel.measure(exported, flat)
         costmodel.attach(exported.graph, cost)
-    best, cands = costmodel.choose(cost, lambda c: plan_model(exported, max_streams=c, strategy=strategy, dagrun=dagrun), caps,
-                                   graph=exported.graph)
-    return best, {"cap": best, "predicted_us": {c: round(v["predicted_us"], 2) for c, v in cands.items()},
-                  "predicted_priority_us": {c: round(v["predicted_priority_us"], 2) for c, v in cands.items()},
-                  "streams": {c: v["streams"] for c, v in cands.items()},
-                  "capacity": cost.capacity, "interference": cost.interference}
+    best, cands = schedule.choose(exported.graph, cost, lambda c, g: plan_model(exported, max_streams=c, strategy=strategy,
+                                                                                dagrun=dagrun, graph=g), keys)
+    return best, cands, cost
+
+
+def _key(k: str) -> Any:
+    return int(k) if k.isdigit() else k
+
+
+def choose_cap(exported: Exported, example_inputs: Sequence[Any], *, strategy: str = "default",
+               caps: Sequence[int] = (1, 2, 4, 6, 8, 12, 16, 24, 32, 0), extra: Sequence[str] = (),
+               dagrun: Optional[str] = None) -> Tuple[int, dict]:
+    """The schedule that the cost model predicts fastest (schedule.choose)
+    among the stream caps (0: none) and the ``extra`` candidates
+    (schedule.EXTRA: the staged schedule, the priority order under caps).
+    The cost model is the one stored in the exported graph
+    (costmodel.attach), else measured now (costmodel.measure, with a
+    warning: profiling slows the process's later graph replays) and stored
+    there. Raises ValueError when the stored model does not cover the graph
+    or a candidate is unknown, DagrunError from the binary. Returns (the
+    chosen candidate's cap, {"cap", "candidate" (its cap, or its name),
+    "predicted_us": {candidate: µs}, "predicted_priority_us", "streams",
+    "capacity", "interference"}), caps as integers, other candidates by name."""
+    best, cands, cost = _choose(exported, example_inputs, [str(c) for c in caps] + list(extra), strategy, dagrun)
+    return cands[best]["cap"], {"cap": cands[best]["cap"], "candidate": _key(best),
+                                "predicted_us": {_key(c): round(v["predicted_us"], 2) for c, v in cands.items()},
+                                "predicted_priority_us": {_key(c): round(v["predicted_priority_us"], 2) for c, v in cands.items()},
+                                "streams": {_key(c): v["streams"] for c, v in cands.items()},
+                                "capacity": cost.capacity, "interference": cost.interference}
 
 
 def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: Any = None,
@@ -542,8 +556,10 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: 
     Exports the model on ``example_inputs`` (CUDA tensors; node times by CUDA
     graph replay, ``repeats`` calls per timed graph), plans it with the dagrun
     binary (``strategy``: "default", "single", "round-robin" or "naive";
-    ``max_streams``: None for no cap, or "auto": the cap the cost model
-    predicts fastest, ``choose_cap``, recorded in ``.schedule``), and returns a CompiledModel whose call
+    ``max_streams``: None for no cap, or "auto": the schedule the cost model
+    predicts fastest among the caps, the staged schedule and the priority
+    order (``choose_cap``; the latter two with the default strategy),
+    recorded in ``.schedule``), and returns a CompiledModel whose call
     replays one multi-stream CUDA graph (``mode="graph"``) or issues the
     schedule on the streams (``mode="eager"``). ``verify=True`` checks the
     outputs against the one-stream run bit for bit, with delays injected on
@@ -572,10 +588,15 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: 
     if max_streams is not None and max_streams != "auto" and (isinstance(max_streams, bool) or not isinstance(max_streams, int) or max_streams < 0):
         raise ValueError("max_streams=%r: want None (no cap), an integer ≥ 1 or 'auto'" % (max_streams,))
     ex = exported if exported is not None else export(model, tuple(example_inputs), repeats=repeats)
-    schedule = None
+    schedule, form = None, None
     if max_streams == "auto":
-        max_streams, schedule = choose_cap(ex, tuple(example_inputs), strategy=strategy, dagrun=dagrun)
-    plan = plan_model(ex, max_streams=max_streams, strategy=strategy, workdir=workdir, dagrun=dagrun)
+        from .schedule import EXTRA, form as schedule_form
+        max_streams, schedule = choose_cap(ex, tuple(example_inputs), strategy=strategy, dagrun=dagrun,
+                                           extra=EXTRA if strategy == "default" else ())
+        if isinstance(schedule["candidate"], str):
+            from .costmodel import from_graph
+            _, form, _ = schedule_form(ex.graph, from_graph(ex.graph), schedule["candidate"])
+    plan = plan_model(ex, max_streams=max_streams, strategy=strategy, workdir=workdir, dagrun=dagrun, graph=form)
     cm = CompiledModel(ex, plan, mode, tuple(example_inputs), priority=priority)
     cm.schedule = schedule
     if verify:

@@ -49,7 +49,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from .costmodel import CostModel, data_dag, simulate
 
-__all__ = ["Staged", "staged", "apply", "priority_order", "bottom_levels", "blocks", "stage_us"]
+__all__ = ["Staged", "staged", "apply", "priority_order", "bottom_levels", "blocks", "stage_us", "form", "choose", "EXTRA"]
 
 STREAM_PREFIX = "ios"
 
@@ -373,3 +373,50 @@ def apply(graph: dict, sched: Staged) -> dict:
             n["stream"] = sched.stream[v]
         nodes.append(n)
     return dict(graph, nodes=nodes)
+
+
+# Candidates beyond the stream caps: the staged schedule (uncapped: its pins
+# set the streams of the blocks it stages) and the priority order under three caps.
+EXTRA = ("staged", "prio4", "prio16", "prio0")
+
+
+def form(graph: dict, cost: CostModel, key: str) -> Tuple[int, Optional[dict], dict]:
+    """What to hand the planner for candidate ``key``: (stream cap, 0 for
+    none; the graph form to plan, None for ``graph`` as it is; a summary).
+    Keys: a cap ("0": uncapped), "staged" (``apply`` of ``staged``,
+    uncapped), "prioN" (``priority_order``, cap N). Raises ValueError on
+    another key."""
+    k = str(key)
+    if k.isdigit():
+        return int(k), None, {}
+    if k == "staged":
+        s = staged(graph, cost)
+        return 0, apply(graph, s), s.summary()
+    if k.startswith("prio") and k[4:].isdigit():
+        byid = {n["id"]: n for n in graph["nodes"]}
+        return int(k[4:]), dict(graph, nodes=[byid[v] for v in priority_order(graph, cost)]), {}
+    raise ValueError("schedule candidate %r: want a stream cap, 'staged' or 'prioN'" % (key,))
+
+
+def choose(graph: Optional[dict], cost: CostModel, plan_for, keys: Sequence[str]) -> Tuple[str, Dict[str, dict]]:
+    """The candidate (``form`` keys) whose plan ``cost`` predicts fastest,
+    with and without the planned stream priorities (the better counts; ties
+    go to fewer streams; ``graph`` None: caps only, predicted without
+    priorities). ``plan_for(cap, graph_form)`` plans one (graph_form
+    None: the graph as it is). Returns (key, {key: {"cap", "streams",
+    "predicted_us", "predicted_plain_us", "predicted_priority_us", "plan",
+    "form" (the graph form or None), "summary"}}); predictions in µs.
+    Raises ValueError with no keys or an unknown one."""
+    from .costmodel import predict
+    if not keys:
+        raise ValueError("schedule.choose: no candidates")
+    out: Dict[str, dict] = {}
+    for k in keys:
+        cap, g, summ = form(graph, cost, k)
+        p = plan_for(cap, g)
+        plain = predict(p, cost)
+        prio = predict(p, cost, graph)
+        out[str(k)] = {"cap": cap, "streams": len(p.streams), "predicted_us": min(plain, prio), "predicted_plain_us": plain,
+                       "predicted_priority_us": prio, "plan": p, "form": g, "summary": summ}
+    best = min(out, key=lambda k: (round(out[k]["predicted_us"], 3), out[k]["streams"]))
+    return best, out

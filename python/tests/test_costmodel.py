@@ -276,6 +276,14 @@ def test_choose_cap_uses_the_stored_model(dagrun_bin):
     cmod.attach(ex.graph, cmod.CostModel.uniform(ex.graph, occupancy=1.0))
     cap, info = choose_cap(ex, (x,), caps=(1, 2, 0), dagrun=dagrun_bin)
     assert cap == 1
+    # with the staged schedule and the priority order among the candidates
+    from dagrun_torch.schedule import EXTRA
+    cmod.attach(ex.graph, cmod.CostModel.uniform(ex.graph, occupancy=0.2))
+    cap, info = choose_cap(ex, (x,), caps=(1, 0), extra=EXTRA, dagrun=dagrun_bin)
+    assert set(info["predicted_us"]) == {1, 0} | set(EXTRA)
+    assert info["predicted_us"][info["candidate"]] == min(info["predicted_us"].values()) and cap != 1
+    with pytest.raises(ValueError):
+        choose_cap(ex, (x,), caps=(1,), extra=("fastest",), dagrun=dagrun_bin)
 
 
 def test_bench_and_costmodel_refuse_bad_options():

@@ -38,6 +38,39 @@ def test_compile_googlenet(googlenet, dagrun_bin, mode, cap):
         fast(torch.randn(1, 3, 200, 200, device="cuda"))
 
 
+@pytest.mark.parametrize("key", ["staged", "prio4"])
+def test_schedule_forms_run_bit_identical(googlenet, dagrun_bin, key):
+    """The staged schedule's stream pins and the priority order's node order
+    go through the planner and run the model bit for bit, with delays."""
+    from dagrun_torch import costmodel, schedule
+    from dagrun_torch.runner import CompiledModel, plan_model
+    m, x = googlenet
+    ex = dagrun_torch.export(m, (x,))
+    cost = costmodel.CostModel.uniform(ex.graph, occupancy=0.2)
+    cap, form, _ = schedule.form(ex.graph, cost, key)
+    plan = plan_model(ex, max_streams=cap, graph=form, dagrun=dagrun_bin)
+    assert len(plan.streams) > 1
+    if key == "staged":
+        assert all(plan.streams[plan.stages[n["id"]]].name == n["stream"] for n in form["nodes"] if "stream" in n)
+    cm = CompiledModel(ex, plan, "graph", (x,))
+    cm.verify(x, trials=2)
+    with torch.no_grad():
+        ok, why = bitwise_equal(cm(x), m(x))
+    assert ok, why
+
+
+def test_compile_auto_chooses_among_the_schedules(googlenet, dagrun_bin):
+    from dagrun_torch import costmodel, schedule
+    m, x = googlenet
+    ex = dagrun_torch.export(m, (x,))
+    costmodel.attach(ex.graph, costmodel.CostModel.uniform(ex.graph, occupancy=0.2))
+    fast = dagrun_torch.compile(m, (x,), max_streams="auto", exported=ex, verify=True, dagrun=dagrun_bin)
+    s = fast.schedule
+    assert set(schedule.EXTRA) <= set(s["predicted_us"])
+    assert s["predicted_us"][s["candidate"]] == min(s["predicted_us"].values())
+    assert fast.streams == s["streams"][s["candidate"]]
+
+
 def test_verify_catches_a_missing_wait(googlenet, dagrun_bin):
     # Drop every wait from the lowered program: verify() must see wrong outputs.
     m, x = googlenet

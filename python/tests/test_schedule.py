@@ -130,3 +130,19 @@ def test_recorded_h200_staged_beats_greedy(dagrun_bin, tmp_path, model):
     if len(staged.streams) != rec["streams"]:
         pytest.skip("the planner's plans changed since the recorded run")
     assert pred == pytest.approx(rec["predicted_us"], rel=1e-3)
+
+
+def test_choose_takes_the_form_predicted_fastest(dagrun_bin, tmp_path):
+    """b and c fill the GPU and slow each other: the staged schedule (one
+    stream for both) is predicted faster than any cap above 1, and a cap-1
+    plan, with nothing to run side by side, is not faster still."""
+    g = fork_join()
+    cm = costs(g, {"b": 1.0, "c": 1.0}, interference=0.5)
+    best, out = sched.choose(g, cm, lambda cap, form: _plan(dagrun_bin, tmp_path, form or g, cap), ["1", "0", "staged", "prio0"])
+    assert out["staged"]["predicted_us"] < out["0"]["predicted_us"] - 5
+    assert out[best]["predicted_us"] == min(v["predicted_us"] for v in out.values())
+    assert out["staged"]["summary"]["staged_blocks"] == 4 and out["0"]["form"] is None
+    with pytest.raises(ValueError, match="candidate"):
+        sched.choose(g, cm, lambda cap, form: _plan(dagrun_bin, tmp_path, form or g, cap), ["fastest"])
+    with pytest.raises(ValueError):
+        sched.choose(g, cm, lambda cap, form: None, [])
