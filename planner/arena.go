@@ -23,9 +23,14 @@ const ArenaAlign = 256
 // record→wait in issue order, Verify's notion): never because of host issue
 // order or because the allocating stream is done. Offsets: greedy by size,
 // best fit (Pisarchyk and Lee, "Efficient Memory Management for Deep Neural
-// Net Inference", 2020, §4.3), 256-byte aligned; the budget loop's layout
-// (Build) replaces them when it is smaller and valid. It also names each
-// eligible temp's first stage (Lifetime.First) for --alloc dynamic.
+// Net Inference", 2020, §4.3), 256-byte aligned, over every temp of the
+// plan; each temp is compared only with those whose conservative lifetimes
+// in issue order overlap its own (issueSpans, spanIndex), so the pass is
+// near-linear in temps for plans whose temps die soon after their last use
+// (a chain of k copies of a model costs k times one copy, and gets one
+// copy's arena). The budget loop's layout (Build) replaces the offsets when
+// it is smaller and valid. It also names each eligible temp's first stage
+// (Lifetime.First) for --alloc dynamic.
 func arena(st *state) error {
 	mode := cmp.Or(st.opts.Arena, st.spec.Options.Arena, dag.ArenaPlanned)
 	switch mode {
@@ -34,18 +39,6 @@ func arena(st *state) error {
 		return fmt.Errorf("unknown arena mode %q (want planned, off or stream-order)", mode)
 	}
 	p := st.plan
-	n := arenaCandidates(p)
-	large := n > MaxArenaBuffers
-	if large && mode != dag.ArenaOff && !denseClocksFit(p) {
-		// Past both bounds the layout's happens-before tests cost too much.
-		for i := range p.Buffers {
-			p.Buffers[i].ArenaOffset = nil
-		}
-		p.Stats.ArenaBytes = 0
-		st.note("no arena: above %s device temps (this plan has %s) the arena pass lays temps out in issue order only when its vector clocks fit in %s entries (this plan needs %s), so each temp keeps its own allocation (%s bytes in all, where a shared arena could reuse bytes between temps whose lifetimes are ordered)",
-			thousands(MaxArenaBuffers), thousands(n), thousands(launchHBMax), thousands(launchHBSize(p)), thousands(int(tempBytes(p))))
-		return nil
-	}
 	a := newArenaInfo(p)
 	for i := range p.Buffers {
 		p.Buffers[i].ArenaOffset = nil
@@ -59,128 +52,71 @@ func arena(st *state) error {
 	if mode == dag.ArenaOff {
 		return nil
 	}
-	before := a.before
-	if mode == dag.ArenaStreamOrder {
-		before = a.beforeStreamOrder
-	}
 	var offs []int64
 	var size int64
-	if large {
-		offs, size = a.layoutIssue(before)
+	var sp spans
+	var skipped, temps, segments int
+	if mode == dag.ArenaStreamOrder {
+		offs, size = a.layoutStreamOrder()
 	} else {
-		offs, size = a.layout(before)
+		sp = a.issueSpans()
+		offs, size, skipped, temps, segments = a.layoutPlanned(sp)
 	}
 	for k, b := range a.bufs {
 		off := offs[k]
 		p.Buffers[b.idx].ArenaOffset = &off
 	}
 	p.Stats.ArenaBytes = size
-	if st.layoutHint != nil && mode == dag.ArenaPlanned && !large {
-		a.applyLayout(st.layoutHint)
+	if st.layoutHint != nil && mode == dag.ArenaPlanned {
+		a.applyLayout(st.layoutHint, sp)
 	}
-	if large && mode == dag.ArenaPlanned {
-		st.note("arena in issue order: above %s device temps (this plan has %s) the arena pass places each temp when its first use is issued, in the freed bytes of a temp whose every use happens-before it (best fit among the %d latest freed; freed blocks are not merged), instead of comparing every pair of temps by size: %s bytes, against %s bytes live at most in the ideal schedule (planner.LiveBound)",
-			thousands(MaxArenaBuffers), thousands(len(a.bufs)), arenaScan, thousands(int(size)), thousands(int(LiveBound(p))))
+	if skipped > 0 {
+		st.note("arena by issue-order sweep alone in %s of %s segments (%s of %s temps): the greedy layout by size, which may find a smaller arena (on the model graphs up to 1.2× smaller), is bounded at %s pairs of temps with overlapping lifetimes per plan; the arena is %s bytes (planner.LiveBound gives the lower bound of the plan's schedule)",
+			thousands(skipped), thousands(segments), thousands(temps), thousands(len(a.bufs)), thousands(greedyMaxPairs), thousands(int(p.Stats.ArenaBytes)))
 	}
 	return nil
-}
-
-// arenaScan bounds the freed blocks layoutIssue tries for each temp.
-const arenaScan = 256
-
-// layoutIssue assigns offsets online, in issue order, for plans with more
-// temps than MaxArenaBuffers: at a temp's first launch, the temps whose
-// last launch was issued before are free, and it takes the best-fitting of
-// the arenaScan latest freed blocks whose last owner it may follow
-// (before), the rest of a larger block staying free; else it goes on top.
-// Bytes are shared only along before, as in layout, and by transitivity
-// with every earlier owner. Cost: O(temps × arenaScan) before tests.
-func (a *arenaInfo) layoutIssue(before func(x, y *arenaBuf) bool) ([]int64, int64) {
-	n := len(a.bufs)
-	offs := make([]int64, n)
-	starts, ends := make([]int, n), make([]int, n)
-	for i := range starts {
-		starts[i], ends[i] = i, i
-	}
-	slices.SortStableFunc(starts, func(i, j int) int { return cmp.Compare(a.bufs[i].firstIssue, a.bufs[j].firstIssue) })
-	slices.SortStableFunc(ends, func(i, j int) int { return cmp.Compare(a.bufs[i].lastIssue, a.bufs[j].lastIssue) })
-	type block struct {
-		off, size int64
-		owner     int // index into a.bufs of the temp that used these bytes last
-	}
-	var free []block
-	var top int64
-	e := 0
-	for _, i := range starts {
-		x := a.bufs[i]
-		for ; e < n && a.bufs[ends[e]].lastIssue < x.firstIssue; e++ {
-			y := ends[e]
-			free = append(free, block{offs[y], a.bufs[y].size, y})
-		}
-		best := -1
-		for k := len(free) - 1; k >= 0 && k >= len(free)-arenaScan; k-- {
-			b := free[k]
-			if b.size < x.size || best >= 0 && b.size >= free[best].size || !before(a.bufs[b.owner], x) {
-				continue
-			}
-			if best = k; b.size == x.size {
-				break // an exact fit
-			}
-		}
-		if best < 0 {
-			offs[i] = top
-			top += x.size
-			continue
-		}
-		b := free[best]
-		offs[i] = b.off
-		if b.size > x.size {
-			free[best] = block{b.off + x.size, b.size - x.size, b.owner}
-		} else {
-			free = slices.Delete(free, best, best+1)
-		}
-	}
-	return offs, top
 }
 
 // applyLayout replaces the arena's offsets by hint (per Plan.Buffers
 // index; the budget loop's layout over the ideal schedule) when hint is
 // smaller and valid: every two buffers sharing bytes are ordered by the
-// plan's happens-before.
-func (a *arenaInfo) applyLayout(hint map[int]int64) {
+// plan's happens-before. Only buffers whose spans (sp) overlap can be
+// unordered, so it asks the span index for those rather than every pair.
+func (a *arenaInfo) applyLayout(hint map[int]int64, sp spans) {
 	p := a.p
 	var size int64
-	for _, b := range a.bufs {
+	offs := make([]int64, len(a.bufs))
+	for k, b := range a.bufs {
 		off, ok := hint[b.idx]
 		if !ok || p.Buffers[b.idx].ArenaOffset == nil {
 			return
 		}
+		offs[k] = off
 		size = max(size, off+b.size)
 	}
 	if size >= p.Stats.ArenaBytes {
 		return
 	}
+	ix := newSpanIndex(sp)
+	for k := range a.bufs {
+		ix.add(k)
+	}
+	var cand []int32
 	for i, x := range a.bufs {
-		for _, y := range a.bufs[i+1:] {
-			ox, oy := hint[x.idx], hint[y.idx]
-			if ox < oy+y.size && oy < ox+x.size && !a.before(x, y) && !a.before(y, x) {
+		cand = ix.overlapping(cand[:0], sp, i)
+		for _, j := range cand {
+			y := a.bufs[j]
+			if int(j) > i && offs[i] < offs[j]+y.size && offs[j] < offs[i]+x.size && !a.before(x, y) && !a.before(y, x) {
 				return
 			}
 		}
 	}
-	for _, b := range a.bufs {
-		off := hint[b.idx]
+	for k, b := range a.bufs {
+		off := offs[k]
 		p.Buffers[b.idx].ArenaOffset = &off
 	}
 	p.Stats.ArenaBytes = size
 }
-
-// MaxArenaBuffers bounds the temps the arena pass lays out by size: its
-// best-fit placement compares every pair of buffers, so a plan with more
-// device temps than this is laid out in issue order (layoutIssue), which
-// Plan.Notes says with its cost. The eight model graphs have at most 1,266
-// temps.
-const MaxArenaBuffers = 2048
 
 // tempBytes is the bytes of p's device temps, each rounded up to ArenaAlign.
 func tempBytes(p *Plan) int64 {
@@ -208,10 +144,11 @@ func arenaCandidates(p *Plan) int {
 // arenaInfo is what the arena pass knows about a plan: the eligible
 // buffers, with their launches per stream, and launch happens-before.
 type arenaInfo struct {
-	p     *Plan
-	hb    stageOrder
-	issue []int32 // per stage: position of its launch in IssueOrder
-	bufs  []*arenaBuf
+	p      *Plan
+	hb     stageOrder
+	issue  []int32 // per stage: position of its launch in IssueOrder
+	stream []int32 // per stage: its stream
+	bufs   []*arenaBuf
 }
 
 // stageOrder answers "does stage u's launch happen-before stage v's"
@@ -280,6 +217,10 @@ func newArenaInfo(p *Plan) *arenaInfo {
 			}
 		}
 		a.hb = g
+	}
+	a.stream = make([]int32, len(p.Stages))
+	for v := range p.Stages {
+		a.stream[v] = int32(p.Stages[v].Stream)
 	}
 	idx := make(map[string]int, len(p.Buffers))
 	ok := make([]bool, len(p.Buffers))
@@ -402,21 +343,315 @@ func (a *arenaInfo) allocStream(b *arenaBuf) int32 {
 	return b.streams[best]
 }
 
-// layout assigns offsets, greedy by size with best fit: buffers in order of
-// decreasing size (then first issue), each at the start of the smallest gap
-// between the already placed buffers it conflicts with (those not ordered
-// with it by before, either way) that holds it, else above them all. It
-// returns the offsets (per a.bufs) and the arena size in bytes.
-func (a *arenaInfo) layout(before func(x, y *arenaBuf) bool, start ...[]float64) ([]int64, int64) {
+// spans are conservative lifetimes of the arena buffers on one axis,
+// half-open [lo[k], hi[k]) per a.bufs index: two buffers whose spans are
+// disjoint are ordered (either way) by the relation the layout shares bytes
+// along. The layout then compares a buffer only with the placed buffers
+// whose spans overlap its own (spanIndex), so its cost is near-linear in
+// temps when few spans overlap, as in a DNN's schedule.
+type spans struct{ lo, hi []float64 }
+
+// issueSpans are the spans of happens-before: buffer b spans from its first
+// launch's issue position to the issue position, plus one, of the latest
+// first use of a temp (on any stream) that b's last uses do not all
+// happen-before. A temp first used after that is therefore after every use
+// of b. Two bounds find that position without asking every stream:
+//
+//   - cuts: launches after which every op issued later happens-after them
+//     (in the op graph of stream order and record→wait, every later op has
+//     a predecessor issued at or after the cut: one suffix minimum over
+//     issue order, linear). The first cut after b's last uses that they
+//     happen-before bounds b's span; in a chain of models, each model's
+//     last stage is one.
+//   - per stream whose temps' first uses fall between b's last use and
+//     that cut, a binary search for the first of them after b (first uses
+//     are in stream order there, and happens-before is monotone along a
+//     stream).
+//
+// Cost: O(temps × (streams live in the span + 1) × log temps)
+// happens-before tests.
+func (a *arenaInfo) issueSpans() spans {
+	p := a.p
+	S := len(p.Streams)
+	fl := make([][]int32, S) // per stream: temps' first launches on it, in issue order
+	for _, b := range a.bufs {
+		for j, v := range b.first {
+			fl[b.streams[j]] = append(fl[b.streams[j]], v)
+		}
+	}
+	// Streams as spans of their temps' first uses, for the query below.
+	ss := spans{lo: make([]float64, S), hi: make([]float64, S)}
+	for s := range fl {
+		slices.SortFunc(fl[s], func(u, v int32) int { return cmp.Compare(a.issue[u], a.issue[v]) })
+		fl[s] = slices.Compact(fl[s])
+		ss.lo[s], ss.hi[s] = math.Inf(1), math.Inf(1) // empty: never overlaps
+		if l := len(fl[s]); l > 0 {
+			ss.lo[s], ss.hi[s] = float64(a.issue[fl[s][0]]), float64(a.issue[fl[s][l-1]])+1
+		}
+	}
+	streams := newSpanIndex(ss)
+	for s := range S {
+		streams.add(s)
+	}
+	cuts := a.cuts()
+	sp := spans{lo: make([]float64, len(a.bufs)), hi: make([]float64, len(a.bufs))}
+	var live []int32
+	for k, b := range a.bufs {
+		after := func(v int32) bool {
+			for _, u := range b.last {
+				if !a.hb.before(u, v) {
+					return false
+				}
+			}
+			return true
+		}
+		last := int32(b.lastIssue)
+		limit := int32(len(p.IssueOrder)) // first uses at or after limit are after b
+		c, _ := slices.BinarySearchFunc(cuts, last+1, func(v, at int32) int { return cmp.Compare(a.issue[v], at) })
+		for tries := 0; c < len(cuts) && tries < 4; c, tries = c+1, tries+1 {
+			if after(cuts[c]) {
+				limit = a.issue[cuts[c]]
+				break
+			}
+		}
+		end := last
+		live = streams.query(live[:0], float64(last)+1, float64(limit), -1)
+		for _, t := range live {
+			list := fl[t]
+			i, _ := slices.BinarySearchFunc(list, last+1, func(v, at int32) int { return cmp.Compare(a.issue[v], at) })
+			if i == len(list) || a.issue[list[i]] >= limit || after(list[i]) {
+				continue
+			}
+			rest := list[i+1:]
+			j := sort.Search(len(rest), func(j int) bool { return a.issue[rest[j]] >= limit || after(rest[j]) })
+			end = max(end, a.issue[list[i+j]]) // the last one not after b
+		}
+		sp.lo[k], sp.hi[k] = float64(b.firstIssue), float64(end)+1
+	}
+	return sp
+}
+
+// cuts returns the stages whose launch is a cut of the plan, in issue
+// order: every op issued after it happens-after it, by stream order and
+// record→wait edges alone (CUDA's implicit orders add to happens-before,
+// so leaving them out only misses cuts). An op issued at q has
+// predecessors: the op before it on its stream, and for a wait with no
+// lag, the latest record of its event issued before it on another stream.
+// The launch at p is a cut iff every op issued after p has a predecessor
+// issued at p or later (then, by induction in issue order, p reaches it).
+func (a *arenaInfo) cuts() []int32 {
+	p := a.p
+	n := len(p.IssueOrder)
+	maxPred := make([]int32, n)
+	prev := make([]int32, len(p.Streams)) // per stream: issue position of its latest op
+	for s := range prev {
+		prev[s] = -1
+	}
+	rec := make([]int32, p.Events) // per event: issue position of its latest record
+	recStream := make([]int32, p.Events)
+	for e := range rec {
+		rec[e] = -1
+	}
+	for q, so := range p.IssueOrder {
+		s := so[0]
+		o := p.Streams[s].Ops[so[1]]
+		m := prev[s]
+		switch o.Kind {
+		case OpRecord:
+			rec[o.Event], recStream[o.Event] = int32(q), int32(s)
+		case OpWait:
+			if r := rec[o.Event]; o.Lag == 0 && r >= 0 && int(recStream[o.Event]) != s {
+				m = max(m, r)
+			}
+		}
+		maxPred[q], prev[s] = m, int32(q)
+	}
+	var cuts []int32
+	sufMin := int32(math.MaxInt32) // min of maxPred over the ops issued after q
+	for q := n - 1; q >= 0; q-- {
+		so := p.IssueOrder[q]
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch && sufMin >= int32(q) {
+			cuts = append(cuts, int32(o.Stage))
+		}
+		sufMin = min(sufMin, maxPred[q])
+	}
+	slices.Reverse(cuts)
+	return cuts
+}
+
+// spanIndex finds the placed buffers whose spans overlap a given one: a
+// max-segment tree over the buffers in order of span start, holding each
+// placed buffer's span end. A query reports the placed buffers that start
+// before the given span ends and end after it starts, in O((k+1) log n)
+// for k reported.
+type spanIndex struct {
+	byLo []int32   // a.bufs indices by span start
+	los  []float64 // span starts in that order
+	rank []int32   // per a.bufs index: its place in byLo
+	size int       // leaves (a power of two)
+	tree []float64 // max span end of placed buffers per node; -Inf if none
+	hi   []float64 // span ends per a.bufs index
+}
+
+func newSpanIndex(sp spans) *spanIndex {
+	n := len(sp.lo)
+	ix := &spanIndex{byLo: make([]int32, n), los: make([]float64, n), rank: make([]int32, n), size: 1}
+	for i := range ix.byLo {
+		ix.byLo[i] = int32(i)
+	}
+	slices.SortStableFunc(ix.byLo, func(i, j int32) int { return cmp.Compare(sp.lo[i], sp.lo[j]) })
+	for r, k := range ix.byLo {
+		ix.rank[k], ix.los[r] = int32(r), sp.lo[k]
+	}
+	for ix.size < n {
+		ix.size *= 2
+	}
+	ix.tree = make([]float64, 2*ix.size)
+	ix.hi = sp.hi
+	ix.reset()
+	return ix
+}
+
+// reset marks every buffer unplaced.
+func (ix *spanIndex) reset() {
+	for i := range ix.tree {
+		ix.tree[i] = math.Inf(-1)
+	}
+}
+
+// add marks buffer k placed.
+func (ix *spanIndex) add(k int) {
+	i := ix.size + int(ix.rank[k])
+	for h := ix.hi[k]; i >= 1 && ix.tree[i] < h; i /= 2 {
+		ix.tree[i] = h
+	}
+}
+
+// overlapping appends to out the placed buffers other than k whose spans
+// overlap k's.
+func (ix *spanIndex) overlapping(out []int32, sp spans, k int) []int32 {
+	return ix.query(out, sp.lo[k], sp.hi[k], k)
+}
+
+// query appends to out the placed items other than skip whose spans
+// overlap [lo, hi).
+func (ix *spanIndex) query(out []int32, lo, hi float64, skip int) []int32 {
+	r, _ := slices.BinarySearch(ix.los, hi) // ranks [0, r) start before hi
+	var walk func(node, nlo, nhi int)
+	walk = func(node, nlo, nhi int) {
+		if nlo >= r || ix.tree[node] <= lo {
+			return
+		}
+		if node >= ix.size {
+			if j := ix.byLo[node-ix.size]; int(j) != skip {
+				out = append(out, j)
+			}
+			return
+		}
+		mid := (nlo + nhi) / 2
+		walk(2*node, nlo, mid)
+		walk(2*node+1, mid, nhi)
+	}
+	walk(1, 0, ix.size)
+	return out
+}
+
+// sub returns the spans of members (a.bufs indices), indexed 0..len(members)-1.
+func (sp spans) sub(members []int) spans {
+	out := spans{lo: make([]float64, len(members)), hi: make([]float64, len(members))}
+	for i, k := range members {
+		out.lo[i], out.hi[i] = sp.lo[k], sp.hi[k]
+	}
+	return out
+}
+
+// greedyMaxPairs bounds the work of the greedy layout by size over a
+// whole plan: the pairs of temps whose spans overlap, summed over the
+// segments it lays out (a pair costs up to two happens-before tests and a
+// place in a sort, in each of layout's orders; the eight model graphs have
+// at most about 10⁵). Segments past it keep the sweep's layout, which
+// Plan.Notes says.
+var greedyMaxPairs = 1_000_000
+
+// layoutPlanned lays out the planned arena: the temps split into
+// segments, runs of temps in order of span start that no span crosses
+// (every temp of a segment happens-after every temp of the segments
+// before it, so each segment is laid out from offset 0 on its own and the
+// arena is the largest); each segment gets the sweep's layout, and the
+// greedy layout by size when that is smaller and its span-overlap pairs fit
+// in what is left of greedyMaxPairs. It returns the offsets (per a.bufs),
+// the arena size in bytes, and the segments and temps left to the sweep
+// alone for want of pairs.
+func (a *arenaInfo) layoutPlanned(sp spans) (offs []int64, size int64, skipped, skippedTemps, segments int) {
 	n := len(a.bufs)
+	offs = make([]int64, n)
+	byLo := make([]int, n)
+	for i := range byLo {
+		byLo[i] = i
+	}
+	slices.SortStableFunc(byLo, func(i, j int) int { return cmp.Compare(sp.lo[i], sp.lo[j]) })
+	budget := greedyMaxPairs
+	for s := 0; s < n; {
+		e, end := s+1, sp.hi[byLo[s]]
+		for e < n && sp.lo[byLo[e]] < end {
+			end = max(end, sp.hi[byLo[e]])
+			e++
+		}
+		members := byLo[s:e]
+		segments++
+		local := sp.sub(members)
+		o, sz := a.sweep(members, local)
+		if pairs := overlapPairs(local); pairs <= budget {
+			budget -= pairs
+			if og, szg := a.layout(a.before, local, members); szg <= sz {
+				o, sz = og, szg
+			}
+		} else {
+			skipped++
+			skippedTemps += len(members)
+		}
+		for i, k := range members {
+			offs[k] = o[i]
+		}
+		size = max(size, sz)
+		s = e
+	}
+	return offs, size, skipped, skippedTemps, segments
+}
+
+// overlapPairs counts the pairs of spans that overlap (spans sorted by lo).
+func overlapPairs(sp spans) int {
+	pairs := 0
+	for i, h := range sp.hi {
+		j, _ := slices.BinarySearch(sp.lo[i+1:], h)
+		pairs += j
+	}
+	return pairs
+}
+
+// layout assigns offsets to members (a.bufs indices), greedy by size with
+// best fit (Pisarchyk and Lee, "Efficient Memory Management for Deep Neural
+// Net Inference", 2020, §4.3, "greedy by size for offset calculation"):
+// buffers in order of decreasing size (then first issue), each at the
+// start of the smallest gap between the already placed buffers it
+// conflicts with (those not ordered with it by before, either way) that
+// holds it, else above them all. It tries a few orders (by size, by first
+// issue, by size × issue length, and by start if given, per member) and
+// keeps the smallest arena. The placed buffers a buffer can conflict with
+// are those whose spans overlap its own (spanIndex); sp, per member, must
+// be spans of before. It returns the offsets (per member) and the arena
+// size in bytes.
+func (a *arenaInfo) layout(before func(x, y *arenaBuf) bool, sp spans, members []int, start ...[]float64) ([]int64, int64) {
+	m := len(members)
+	buf := func(i int) *arenaBuf { return a.bufs[members[i]] }
 	var bestOffs []int64
 	bestSize := int64(math.MaxInt64)
 	keys := []func(i, j int) int{
-		func(i, j int) int { return cmp.Compare(a.bufs[j].size, a.bufs[i].size) },
-		func(i, j int) int { return cmp.Compare(a.bufs[i].firstIssue, a.bufs[j].firstIssue) },
+		func(i, j int) int { return cmp.Compare(buf(j).size, buf(i).size) },
+		func(i, j int) int { return cmp.Compare(buf(i).firstIssue, buf(j).firstIssue) },
 		func(i, j int) int {
-			si := a.bufs[i].size * int64(a.bufs[i].lastIssue-a.bufs[i].firstIssue+1)
-			sj := a.bufs[j].size * int64(a.bufs[j].lastIssue-a.bufs[j].firstIssue+1)
+			si := buf(i).size * int64(buf(i).lastIssue-buf(i).firstIssue+1)
+			sj := buf(j).size * int64(buf(j).lastIssue-buf(j).firstIssue+1)
 			return cmp.Compare(sj, si)
 		},
 	}
@@ -424,55 +659,90 @@ func (a *arenaInfo) layout(before func(x, y *arenaBuf) bool, start ...[]float64)
 		lo := start[0]
 		keys = append(keys, func(i, j int) int { return cmp.Compare(lo[i], lo[j]) })
 	}
+	ix := newSpanIndex(sp)
+	order := make([]int, m)
 	for _, key := range keys {
-		order := make([]int, n)
 		for i := range order {
 			order[i] = i
 		}
 		slices.SortStableFunc(order, func(i, j int) int {
-			return cmp.Or(key(i, j), cmp.Compare(a.bufs[j].size, a.bufs[i].size), cmp.Compare(a.bufs[i].firstIssue, a.bufs[j].firstIssue))
+			return cmp.Or(key(i, j), cmp.Compare(buf(j).size, buf(i).size), cmp.Compare(buf(i).firstIssue, buf(j).firstIssue))
 		})
-		offs, size := a.place(order, before)
+		ix.reset()
+		offs, size := a.place(order, before, sp, members, ix)
 		if size < bestSize {
 			bestOffs, bestSize = offs, size
 		}
 	}
-	if n == 0 {
+	if m == 0 {
 		return nil, 0
 	}
 	return bestOffs, bestSize
 }
 
-func (a *arenaInfo) place(order []int, before func(x, y *arenaBuf) bool) ([]int64, int64) {
-	n := len(a.bufs)
-	offs := make([]int64, n)
-	// done holds the placed buffers sorted by offset, so the conflicting
-	// ones come out in offset order without a sort per placement.
-	done := make([]int, 0, n)
+func (a *arenaInfo) place(order []int, before func(x, y *arenaBuf) bool, sp spans, members []int, ix *spanIndex) ([]int64, int64) {
+	offs := make([]int64, len(members))
 	var size int64
+	var cand []int32
 	for _, i := range order {
-		x := a.bufs[i]
+		x := a.bufs[members[i]]
+		cand = ix.overlapping(cand[:0], sp, i)
+		w := 0
+		for _, j := range cand {
+			if y := a.bufs[members[j]]; !before(x, y) && !before(y, x) {
+				cand[w] = j // a conflict: ordered lifetimes may share bytes
+				w++
+			}
+		}
+		cand = cand[:w]
+		slices.SortFunc(cand, func(j, k int32) int { return cmp.Or(cmp.Compare(offs[j], offs[k]), cmp.Compare(j, k)) })
 		best, bestGap := int64(-1), int64(math.MaxInt64)
 		var top int64
-		for _, j := range done {
-			y := a.bufs[j]
-			if before(x, y) || before(y, x) {
-				continue // ordered lifetimes may share bytes
-			}
+		for _, j := range cand {
 			if gap := offs[j] - top; gap >= x.size && gap < bestGap {
 				best, bestGap = top, gap
 			}
-			top = max(top, offs[j]+y.size)
+			top = max(top, offs[j]+a.bufs[members[j]].size)
 		}
 		if best < 0 {
 			best = top
 		}
 		offs[i] = best
 		size = max(size, best+x.size)
-		k, _ := slices.BinarySearchFunc(done, best, func(j int, off int64) int { return cmp.Compare(offs[j], off) })
-		done = slices.Insert(done, k, i)
+		ix.add(i)
 	}
 	return offs, size
+}
+
+// layoutStreamOrder is the stream-order arena (ArenaStreamOrder), as a
+// caching allocator without record_stream keeps it: one pool per
+// allocating stream (that of a buffer's first launch), in which a buffer's
+// bytes are reused once its last use has been issued (beforeStreamOrder),
+// whatever other streams still do with them. The pools are laid out by
+// layout and stacked in stream order.
+func (a *arenaInfo) layoutStreamOrder() ([]int64, int64) {
+	pools := make([][]int, len(a.p.Streams))
+	for k, b := range a.bufs {
+		s := a.allocStream(b)
+		pools[s] = append(pools[s], k)
+	}
+	offs := make([]int64, len(a.bufs))
+	var base int64
+	for _, pool := range pools {
+		if len(pool) == 0 {
+			continue
+		}
+		sp := spans{lo: make([]float64, len(pool)), hi: make([]float64, len(pool))}
+		for i, k := range pool {
+			sp.lo[i], sp.hi[i] = float64(a.bufs[k].firstIssue), float64(a.bufs[k].lastIssue)+1
+		}
+		o, size := a.layout(a.beforeStreamOrder, sp, pool)
+		for i, k := range pool {
+			offs[k] = base + o[i]
+		}
+		base += size
+	}
+	return offs, base
 }
 
 func alignUp(n int64) int64 { return (n + ArenaAlign - 1) / ArenaAlign * ArenaAlign }

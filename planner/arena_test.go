@@ -404,22 +404,38 @@ func TestTouched(t *testing.T) {
 	}
 }
 
-// TestArenaIssueOrder: past MaxArenaBuffers temps (two chained copies of
-// nasnetalarge) the arena is laid out in issue order: it shares bytes (far
-// below one allocation per temp), the plan verifies, and a note says so.
-func TestArenaIssueOrder(t *testing.T) {
-	s, err := synth.Chain(loadGraph(t, "nasnetalarge"), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := build(t, s, Options{MemoryBudget: BudgetNone})
-	if n := arenaCandidates(p); n <= MaxArenaBuffers {
-		t.Fatalf("%d temps: want more than %d", n, MaxArenaBuffers)
-	}
-	if a, none := p.Stats.ArenaBytes, NoReuseBytes(p); a == 0 || a > none/4 {
-		t.Errorf("arena %d bytes: want > 0 and at most a quarter of the %d without reuse", a, none)
-	}
-	if !slices.ContainsFunc(p.Notes, func(n string) bool { return strings.Contains(n, "arena in issue order") }) {
-		t.Errorf("notes %q: want the arena's", p.Notes)
+// TestArenaChainedCopies: in a chain of k copies of nasnetalarge every temp
+// of copy i is dead (happens-before) before copy i+1 starts, so the arena of
+// k copies is at most 1.1× the arena of one copy (it shares bytes far below
+// one allocation per temp), the plan verifies, and with memory_budget auto
+// it is within 1.1× the live-bytes bound.
+func TestArenaChainedCopies(t *testing.T) {
+	m := loadGraph(t, "nasnetalarge")
+	var one int64
+	for _, k := range []int{1, 2, 8} {
+		s, err := synth.Chain(m, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := build(t, s, Options{MemoryBudget: BudgetNone})
+		a := p.Stats.ArenaBytes
+		if k == 1 {
+			one = a
+		}
+		if a == 0 || 10*a > 11*one {
+			t.Errorf("%d copies: arena %d bytes, want at most 1.1× one copy's %d", k, a, one)
+		}
+		for _, n := range p.Notes {
+			if strings.Contains(n, "arena") {
+				t.Errorf("%d copies: note %q", k, n)
+			}
+		}
+		if k == 1 || k > 2 && testing.Short() {
+			continue
+		}
+		p = build(t, s, Options{MemoryBudget: BudgetAuto})
+		if a, lb := p.Stats.ArenaBytes, LiveBound(p); 10*a > 11*lb {
+			t.Errorf("%d copies, memory_budget auto: arena %d bytes, want at most 1.1× the live bound %d", k, a, lb)
+		}
 	}
 }

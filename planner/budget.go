@@ -303,7 +303,7 @@ func (st *state) reusePairs() ([][2]int, map[int]int64) {
 		k[b] = i
 	}
 	timeBefore := func(x, y *arenaBuf) bool { return bv.hi[k[x]] <= bv.lo[k[y]] }
-	offs, size := a.layout(timeBefore, bv.lo)
+	offs, size := a.layout(timeBefore, spans{bv.lo, bv.hi}, allBufs(len(a.bufs)), bv.lo)
 	if size >= st.plan.Stats.ArenaBytes {
 		return nil, nil
 	}
@@ -467,4 +467,13 @@ func (st *state) tails() []float64 {
 		tail[v] = t + st.dur[v]
 	}
 	return tail
+}
+
+// allBufs is 0..n-1, every arena buffer as layout's members.
+func allBufs(n int) []int {
+	m := make([]int, n)
+	for i := range m {
+		m[i] = i
+	}
+	return m
 }

@@ -55,9 +55,11 @@
 // Costs are near-linear in stages and edges for the graphs this project
 // meets (see BenchmarkBuild): reduce prunes its reachability searches by
 // level and position, the matching is O(E·√V), and sync's sparse clocks
-// drop streams once nothing can ask about them. The arena's layout by size
-// is quadratic in temps: past MaxArenaBuffers it places temps in issue
-// order instead, and the iterate pass's walk (dense vector clocks over
-// physical streams) is bounded by iterMaxStages and iterMaxClock; past a
-// bound the plan takes the cheaper correct form and says so in a note.
+// drop streams once nothing can ask about them. The arena pass splits the
+// temps at points no lifetime crosses, sweeps each part in issue order with
+// a coalescing free list, and lays out by size (comparing only temps whose
+// lifetimes overlap) within a bound on its pairs; the iterate pass's walk
+// (dense vector clocks over physical streams) is bounded by iterMaxStages
+// and iterMaxClock; past a bound the plan takes the cheaper correct form
+// and says so in a note.
 package planner

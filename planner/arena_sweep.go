@@ -1,0 +1,289 @@
+package planner
+
+import (
+	"cmp"
+	"slices"
+)
+
+// sweepScan bounds the free blocks sweep tries for one temp (those that
+// fit, smallest first) before it places the temp on top of the arena.
+const sweepScan = 64
+
+// sweep lays out the members (a.bufs indices; sp their spans, per member) in issue order with a free
+// list, as an online allocator would (the "offset calculation" sweep of
+// Sekiyama et al., "Profile-guided memory optimization for deep neural
+// networks", 2018, §3, and Pisarchyk and Lee 2020, §4.3, with best fit):
+// walking the members by first issue, a temp's bytes are freed once its
+// last launch has been issued, adjacent free blocks are coalesced, and
+// each temp takes the smallest free block that holds it whose every
+// previous owner happens-before it (each owner's last launch per stream
+// before each of the temp's first launches; a block keeps the latest
+// owner per stream, so the test is O(streams)), else the free block at the
+// top of the arena, grown, else new bytes on top. Free blocks are kept in a
+// tree ordered by size and offset (freeTree) and by offset at both ends
+// for coalescing. Bytes are shared only along happens-before (by
+// transitivity through every earlier owner). Cost: O(temps × (log temps +
+// sweepScan × streams)) happens-before tests at most. It returns the
+// offsets (per member) and the arena size in bytes.
+func (a *arenaInfo) sweep(members []int, sp spans) ([]int64, int64) {
+	m := len(members)
+	offs := make([]int64, m)
+	starts, ends := make([]int, m), make([]int, m)
+	for i := range starts {
+		starts[i], ends[i] = i, i
+	}
+	buf := func(i int) *arenaBuf { return a.bufs[members[i]] }
+	slices.SortStableFunc(starts, func(i, j int) int { return cmp.Compare(buf(i).firstIssue, buf(j).firstIssue) })
+	slices.SortStableFunc(ends, func(i, j int) int { return cmp.Compare(buf(i).lastIssue, buf(j).lastIssue) })
+	f := &freeList{byStart: map[int64]*freeBlock{}, byEnd: map[int64]*freeBlock{}}
+	var top int64
+	e := 0
+	for _, i := range starts {
+		x := buf(i)
+		pos := sp.lo[i]
+		for ; e < len(ends) && buf(ends[e]).lastIssue < x.firstIssue; e++ {
+			y := buf(ends[e])
+			f.release(&freeBlock{off: offs[ends[e]], size: y.size, owners: y.last, clean: sp.hi[ends[e]]}, pos)
+		}
+		f.clean(pos)
+		ok := func(b *freeBlock) bool { return b.owners == nil || a.follows(b.owners, x) }
+		if b := f.bestFit(x.size, ok); b != nil {
+			offs[i] = b.off
+			f.take(b, x.size)
+			continue
+		}
+		if b := f.byEnd[top]; b != nil && ok(b) {
+			offs[i] = b.off // the top block, grown to fit if need be
+			if b.size >= x.size {
+				f.take(b, x.size)
+			} else {
+				f.remove(b)
+				top = b.off + x.size
+			}
+			continue
+		}
+		offs[i] = top
+		top += x.size
+	}
+	return offs, top
+}
+
+// follows reports whether every launch in owners happens-before every
+// first launch of x.
+func (a *arenaInfo) follows(owners []int32, x *arenaBuf) bool {
+	for _, u := range owners {
+		for _, v := range x.first {
+			if !a.hb.before(u, v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// freeBlock is a free range of the arena with the latest launch per stream
+// of the temps that used its bytes (owners, by stream), until the sweep
+// passes clean, the span end of those temps (issueSpans): every temp first
+// used from there on happens-after them all, and owners is dropped.
+type freeBlock struct {
+	off, size int64
+	owners    []int32 // nil once clean
+	clean     float64
+	age       int64 // 0 once clean, else the order of release
+	free      bool
+	prio      uint32 // treap priority
+	l, r      *freeBlock
+}
+
+// freeList is sweep's free blocks: by offset at both ends (coalescing), in
+// a treap ordered by (size, offset) (best fit), and by clean (a heap).
+// Only clean blocks are coalesced: merging a block still owned into
+// another would make the whole wait for its owners.
+type freeList struct {
+	byStart, byEnd map[int64]*freeBlock
+	root           *freeBlock
+	seed           uint32
+	dirty          []*freeBlock // min-heap by clean of blocks with owners
+	released       int64
+	stack          []*freeBlock // bestFit's
+}
+
+func (f *freeList) add(b *freeBlock) {
+	f.seed = f.seed*1664525 + 1013904223
+	b.prio, b.l, b.r, b.free = f.seed, nil, nil, true
+	f.byStart[b.off], f.byEnd[b.off+b.size] = b, b
+	f.root = treapInsert(f.root, b)
+	if b.owners != nil {
+		f.dirty = append(f.dirty, b)
+		for i := len(f.dirty) - 1; i > 0; {
+			up := (i - 1) / 2
+			if f.dirty[up].clean <= f.dirty[i].clean {
+				break
+			}
+			f.dirty[up], f.dirty[i] = f.dirty[i], f.dirty[up]
+			i = up
+		}
+	}
+}
+
+func (f *freeList) remove(b *freeBlock) {
+	delete(f.byStart, b.off)
+	delete(f.byEnd, b.off+b.size)
+	f.root = treapDelete(f.root, b)
+	b.free = false
+}
+
+// release frees b at sweep position pos, merging it with the clean free
+// blocks next to it if it is clean itself.
+func (f *freeList) release(b *freeBlock, pos float64) {
+	if b.clean <= pos {
+		b.owners = nil
+	}
+	if b.owners != nil && b.age == 0 {
+		f.released++
+		b.age = f.released
+	}
+	if b.owners == nil {
+		if l := f.byEnd[b.off]; l != nil && l.owners == nil {
+			f.remove(l)
+			b.off, b.size = l.off, l.size+b.size
+		}
+		if r := f.byStart[b.off+b.size]; r != nil && r.owners == nil {
+			f.remove(r)
+			b.size += r.size
+		}
+	}
+	f.add(b)
+}
+
+// clean drops the owners of the free blocks whose clean is at most pos,
+// and coalesces them with their clean neighbours.
+func (f *freeList) clean(pos float64) {
+	for len(f.dirty) > 0 && f.dirty[0].clean <= pos {
+		b := f.dirty[0]
+		last := len(f.dirty) - 1
+		f.dirty[0] = f.dirty[last]
+		f.dirty = f.dirty[:last]
+		for i := 0; ; {
+			c := 2*i + 1
+			if c >= last {
+				break
+			}
+			if c+1 < last && f.dirty[c+1].clean < f.dirty[c].clean {
+				c++
+			}
+			if f.dirty[i].clean <= f.dirty[c].clean {
+				break
+			}
+			f.dirty[i], f.dirty[c] = f.dirty[c], f.dirty[i]
+			i = c
+		}
+		if b.free {
+			f.remove(b)
+			f.release(&freeBlock{off: b.off, size: b.size}, pos)
+		}
+	}
+}
+
+// take uses the first size bytes of b; the rest stays free with b's owners.
+func (f *freeList) take(b *freeBlock, size int64) {
+	f.remove(b)
+	if b.size > size {
+		f.add(&freeBlock{off: b.off + size, size: b.size - size, owners: b.owners, clean: b.clean, age: b.age})
+	}
+}
+
+// bestFit returns the smallest free block of at least size bytes (then
+// by key) that ok accepts, among the sweepScan smallest that fit. It walks
+// the treap in order from the first fit, with a stack of the nodes whose
+// right subtrees are still to visit.
+func (f *freeList) bestFit(size int64, ok func(*freeBlock) bool) *freeBlock {
+	key := blockKey{size, -1, -1}
+	stack := f.stack[:0]
+	for t := f.root; t != nil; {
+		if key.less(t.key()) {
+			stack = append(stack, t)
+			t = t.l
+		} else {
+			t = t.r
+		}
+	}
+	defer func() { f.stack = stack[:0] }()
+	for range sweepScan {
+		if len(stack) == 0 {
+			return nil
+		}
+		b := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if ok(b) {
+			return b
+		}
+		for t := b.r; t != nil; t = t.l {
+			stack = append(stack, t)
+		}
+	}
+	return nil
+}
+
+// blockKey orders free blocks for best fit: by size, then clean blocks
+// (age 0) by offset, then the others oldest released first (the likeliest
+// to be after the temp being placed).
+type blockKey struct{ size, age, off int64 }
+
+func (b *freeBlock) key() blockKey { return blockKey{b.size, b.age, b.off} }
+
+func (k blockKey) less(o blockKey) bool {
+	return k.size < o.size || k.size == o.size && (k.age < o.age || k.age == o.age && k.off < o.off)
+}
+
+func treapInsert(t, b *freeBlock) *freeBlock {
+	if t == nil {
+		return b
+	}
+	if b.key().less(t.key()) {
+		t.l = treapInsert(t.l, b)
+		if t.l.prio > t.prio {
+			l := t.l
+			t.l, l.r = l.r, t
+			return l
+		}
+	} else {
+		t.r = treapInsert(t.r, b)
+		if t.r.prio > t.prio {
+			r := t.r
+			t.r, r.l = r.l, t
+			return r
+		}
+	}
+	return t
+}
+
+func treapDelete(t, b *freeBlock) *freeBlock {
+	if t == nil {
+		return nil
+	}
+	if t == b {
+		return treapMerge(t.l, t.r)
+	}
+	if b.key().less(t.key()) {
+		t.l = treapDelete(t.l, b)
+	} else {
+		t.r = treapDelete(t.r, b)
+	}
+	return t
+}
+
+func treapMerge(l, r *freeBlock) *freeBlock {
+	switch {
+	case l == nil:
+		return r
+	case r == nil:
+		return l
+	case l.prio > r.prio:
+		l.r = treapMerge(l.r, r)
+		return l
+	default:
+		r.l = treapMerge(l, r.l)
+		return r
+	}
+}
