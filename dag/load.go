@@ -255,8 +255,9 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 		s.Stages = make([]StageSpec, 0, min(n, limits.stages))
 	}
 	// Likewise the buffers (each gives bytes or a dtype; accesses written
-	// as mappings count too: the room left over is given back below).
-	if n := strings.Count(data, "bytes:") + strings.Count(data, `"bytes"`) + strings.Count(data, "dtype:") + strings.Count(data, `"dtype"`); n > chunkLen {
+	// as mappings and names that hold these words count too: room left
+	// over is given back below).
+	if n := strings.Count(data, "bytes") + strings.Count(data, "dtype"); n > chunkLen {
 		s.Buffers = make([]BufferSpec, 0, min(n, limits.buffers))
 		l.bufSrc = make([]bufferSrc, 0, cap(s.Buffers))
 	}

@@ -43,7 +43,7 @@ type afterEdge struct {
 }
 
 func (l *loader) check(s *Spec) {
-	c := &checker{loader: l, s: s, bufs: map[string]int{}, kerns: map[string]int{}, stages: map[string]int{}}
+	c := &checker{loader: l, s: s, bufs: make(map[string]int, len(s.Buffers)), kerns: map[string]int{}, stages: make(map[string]int, len(s.Stages))}
 	var total int64 // bytes of every buffer times its copies
 	for i := range s.Buffers {
 		c.checkBuffer(i)

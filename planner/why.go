@@ -97,6 +97,7 @@ type reasoner struct {
 	// The next launch after the last wait asked about (ops are asked
 	// about in order: a run of waits is scanned once).
 	nextStream, nextOp int
+	scratch            []whyBuf // hazards: the buffers of the two stages' accesses
 }
 
 type whyAt struct{ stream, idx int32 }
@@ -165,18 +166,31 @@ type whyBuf struct {
 // earlier) before stage b, in a's buffer's bytes: on the same buffer, or
 // on two buffers that share arena bytes. A ring buffer's copies differ
 // between iterations lag apart unless lag is a multiple of its copies.
+// Each access's buffer is looked up once per call, and only when the
+// plan has an arena or the wait a lag.
 func (wr *reasoner) hazards(a, b, lag int) []Hazard {
 	p := wr.p
 	x, y := &p.Stages[a], &p.Stages[b]
+	look := wr.arena || lag != 0
+	if look {
+		wr.scratch = wr.scratch[:0]
+		for _, list := range [4][]Access{x.Writes, x.Reads, y.Reads, y.Writes} {
+			for _, u := range list {
+				wr.scratch = append(wr.scratch, wr.bufs[u.Buffer])
+			}
+		}
+	}
+	xw, xr := 0, len(x.Writes)
+	yr, yw := xr+len(x.Reads), xr+len(x.Reads)+len(y.Reads)
 	var hz []Hazard
-	add := func(kind string, u, v Access) {
+	add := func(kind string, u, v Access, iu, iv int) {
 		shared := ""
 		if u.Buffer != v.Buffer {
 			if !wr.arena {
 				return
 			}
-			bu, bv := wr.bufs[u.Buffer], wr.bufs[v.Buffer]
-			if bu.arena < 0 || bv.arena < 0 || lag%bu.copies != 0 || lag%bv.copies != 0 {
+			bu, bv := wr.scratch[iu], wr.scratch[iv]
+			if bu.arena < 0 || bv.arena < 0 || lag%max(bu.copies, 1) != 0 || lag%max(bv.copies, 1) != 0 {
 				return
 			}
 			shared = v.Buffer
@@ -186,10 +200,8 @@ func (wr *reasoner) hazards(a, b, lag int) []Hazard {
 		if !u.Overlaps(v) {
 			return
 		}
-		if lag != 0 && shared == "" {
-			if bu := wr.bufs[u.Buffer]; lag%max(bu.copies, 1) != 0 {
-				return
-			}
+		if look && shared == "" && lag%max(wr.scratch[iu].copies, 1) != 0 {
+			return
 		}
 		lo, hi := max(u.Offset, v.Offset), min(u.Offset+u.Bytes, v.Offset+v.Bytes)
 		for k := range hz { // one entry per kind and buffer: the union of ranges
@@ -204,17 +216,17 @@ func (wr *reasoner) hazards(a, b, lag int) []Hazard {
 			hz = append(hz, Hazard{Kind: kind, Buffer: u.Buffer, Offset: lo, Bytes: hi - lo, Stage: x.Name, Shared: shared})
 		}
 	}
-	for _, w := range x.Writes {
-		for _, r := range y.Reads {
-			add(RaceRAW, w, r)
+	for i, w := range x.Writes {
+		for j, r := range y.Reads {
+			add(RaceRAW, w, r, xw+i, yr+j)
 		}
-		for _, w2 := range y.Writes {
-			add(RaceWAW, w, w2)
+		for j, w2 := range y.Writes {
+			add(RaceWAW, w, w2, xw+i, yw+j)
 		}
 	}
-	for _, r := range x.Reads {
-		for _, w := range y.Writes {
-			add(RaceWAR, r, w)
+	for i, r := range x.Reads {
+		for j, w := range y.Writes {
+			add(RaceWAR, r, w, xr+i, yw+j)
 		}
 	}
 	return hz
