@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/dagrun/dagrun/dag"
@@ -461,13 +462,15 @@ func (st *state) newPlan() *Plan {
 		}
 		return flat[start:len(flat):len(flat)]
 	}
+	var src sourceText
 	for i, sg := range s.Stages {
 		p.Stages[i] = Stage{Name: sg.Name, DurationUS: sg.DurationUS, Kernel: sg.Kernel, Go: sg.Go, Args: sg.Args,
 			Grid: sg.Launch.Grid, Block: sg.Launch.Block, Reads: conv(sg.Reads), Writes: conv(sg.Writes), Pinned: sg.Stream}
 		if sg.Pos.Line > 0 {
-			p.Stages[i].Source = sg.Pos.String()
+			src.add(&p.Stages[i].Source, sg.Pos)
 		}
 	}
+	src.flush()
 	p.Buffers = make([]Buffer, len(s.Buffers))
 	for i, b := range s.Buffers {
 		p.Buffers[i] = Buffer{Name: b.Name, Bytes: b.Bytes, Where: cmp.Or(b.Where, dag.WhereDevice), Role: cmp.Or(b.Role, dag.RoleTemp),
@@ -492,3 +495,39 @@ func (st *state) newPlan() *Plan {
 
 // verifyPlan is the check run after each pass in check mode.
 var verifyPlan = Verify
+
+// sourceText writes positions as Pos.String() does ("file:line:col") into
+// shared chunks of text, one string per chunk, so that a plan of a million
+// stages does not hold a million small strings.
+type sourceText struct {
+	buf  []byte
+	dsts []*string
+	ends []int
+}
+
+func (t *sourceText) add(dst *string, p dag.Pos) {
+	if len(t.buf) > 60<<10 {
+		t.flush()
+	}
+	if t.buf == nil {
+		t.buf = make([]byte, 0, 64<<10)
+	}
+	t.buf = append(t.buf, p.File...)
+	t.buf = append(t.buf, ':')
+	t.buf = strconv.AppendInt(t.buf, int64(p.Line), 10)
+	t.buf = append(t.buf, ':')
+	t.buf = strconv.AppendInt(t.buf, int64(p.Col), 10)
+	t.dsts = append(t.dsts, dst)
+	t.ends = append(t.ends, len(t.buf))
+}
+
+// flush sets the strings added since the last flush.
+func (t *sourceText) flush() {
+	text := string(t.buf)
+	start := 0
+	for k, dst := range t.dsts {
+		*dst = text[start:t.ends[k]]
+		start = t.ends[k]
+	}
+	t.buf, t.dsts, t.ends = t.buf[:0], t.dsts[:0], t.ends[:0]
+}
