@@ -305,7 +305,6 @@ def staged(graph: dict, cost: CostModel, *, max_groups: int = 4, max_states: int
     res = Staged()
     memo: Dict[tuple, float] = {}
     stream_of: Dict[str, str] = {}
-    ncols = 0
     for blk in blocks(prio, preds):
         res.blocks += 1
         chains = _chains(blk, preds, bl)
@@ -340,7 +339,6 @@ def staged(graph: dict, cost: CostModel, *, max_groups: int = 4, max_states: int
                     while "%s%d" % (STREAM_PREFIX, k) in taken:
                         k += 1
                     s = "%s%d" % (STREAM_PREFIX, k)
-                    ncols = max(ncols, k + 1)
                 taken.add(s)
                 for v in g:
                     stream_of[v] = s
