@@ -44,20 +44,32 @@ type op struct {
 	what  string // for --sync-each: which stage or op this was
 }
 
-// backend implements executor.Backend on one CUDA device.
+// backend implements executor.Backend on one CUDA device: the main host
+// thread's, which owns the context, or another host thread's view
+// (Thread, threads.go). Each has its own worker goroutine locked to an OS
+// thread with the context current; they share the device state.
 type backend struct {
+	*shared
+	q     chan op
+	done  chan struct{}
+	reply chan error // reused reply channel for synchronous ops
+	// thread is the host thread this view issues for ("" the main one).
+	thread string
+}
+
+// shared is the state of a device that every host thread's view shares.
+type shared struct {
 	opts Options
 	info Info
-	q    chan op
-	done chan struct{}
 	// spinOverheadNS: see Options.SpinOverheadNS.
 	spinOverheadNS float64
 
-	mu     sync.Mutex // guards the fields below (only the caller goroutine uses them; the mutex keeps -race honest for tests that inspect Live)
+	mu     sync.Mutex // guards the fields below (and the threads' views)
 	closed bool
 	nextID int
 	live   map[int]liveHandle // streams, events and buffers not yet destroyed or freed
-	reply  chan error         // reused reply channel for synchronous ops
+	// threads are the other host threads' views, by name (threads.go).
+	threads map[string]*backend
 	// builtinFns are the built-in kernels' functions, set by the worker's
 	// init before New returns, read-only after.
 	builtinFns map[string]cu.Function
@@ -70,8 +82,9 @@ type backend struct {
 	// that the next capture records as its first and last nodes, so that a
 	// replay's GPU time excludes the launch's latency.
 	markers *[2]cu.Event
-	// hostErr is the first error of a host function since the last
-	// Synchronize (rules.go), set on a driver thread.
+	// hostErr is the first error of a host function (rules.go), set on a
+	// driver thread, or of an op queued by another host thread's view
+	// (threads.go), since the last Synchronize.
 	hostErrMu sync.Mutex
 	hostErr   error
 	// stamps is the kernel-timestamp buffer of stream-mode launches;
@@ -154,14 +167,16 @@ func newBackend(opts Options) (*backend, error) {
 		return nil, err
 	}
 	b := &backend{
-		opts:           opts,
-		q:              make(chan op, queueLen),
-		done:           make(chan struct{}),
-		live:           map[int]liveHandle{},
-		userFns:        map[string]cu.Function{},
-		preps:          map[*executor.LaunchDesc]*prep{},
-		reply:          make(chan error, 1),
-		spinOverheadNS: max(opts.SpinOverheadNS, 0),
+		shared: &shared{
+			opts:           opts,
+			live:           map[int]liveHandle{},
+			userFns:        map[string]cu.Function{},
+			preps:          map[*executor.LaunchDesc]*prep{},
+			spinOverheadNS: max(opts.SpinOverheadNS, 0),
+		},
+		q:     make(chan op, queueLen),
+		done:  make(chan struct{}),
+		reply: make(chan error, 1),
 	}
 	started := make(chan error, 1)
 	go b.run(started)
@@ -176,7 +191,11 @@ func (b *backend) run(started chan<- error) {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	defer close(b.done)
 	w := &worker{b: b, fns: map[string]cu.Function{}, mods: map[string]cu.Module{}, ufns: map[string]cu.Function{}, times: map[string]float64{}}
-	if err := w.init(); err != nil {
+	init, close := w.init, w.close
+	if b.thread != "" {
+		init, close = w.initThread, w.closeThread // threads.go
+	}
+	if err := init(); err != nil {
 		started <- err
 		return
 	}
@@ -192,13 +211,16 @@ func (b *backend) run(started chan<- error) {
 				err = wrap(serr, "%s (synchronized after it: --sync-each)", o.what)
 			}
 		}
-		if o.reply != nil {
+		switch {
+		case o.reply != nil:
 			o.reply <- err
-		} else if err != nil && w.asyncErr == nil {
+		case err != nil && b.thread != "":
+			b.noteHostErr(err) // another thread's: the main thread's Synchronize reports it
+		case err != nil && w.asyncErr == nil:
 			w.asyncErr = err
 		}
 	}
-	w.close()
+	close()
 }
 
 // spinPolls is how many times the worker polls its empty queue before it
@@ -595,6 +617,9 @@ func (b *backend) Wait(hs executor.Stream, he executor.Event) error {
 }
 
 func (b *backend) Synchronize() error {
+	if err := b.drainThreads(); err != nil { // threads.go
+		return err
+	}
 	return b.call("synchronize", func(w *worker) error {
 		err := w.asyncErr
 		w.asyncErr = nil
@@ -677,6 +702,10 @@ func (b *backend) Free(h executor.Buffer) error {
 // It returns an error listing each stream, event and buffer that was still
 // alive, with the call site that created it.
 func (b *backend) Close() error {
+	if b.thread != "" {
+		return nil // a thread's view lives until the backend's Close
+	}
+	b.closeThreads() // threads.go
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()

@@ -162,10 +162,6 @@ func TestSpecsMatchSim(t *testing.T) {
 			figure(t, "%s: racy by design, skipped", f)
 			continue
 		}
-		if slices.ContainsFunc(p.Streams, func(s planner.Stream) bool { return s.Thread != "" }) {
-			figure(t, "%s: issued from several host threads (check verifies it; the executor refuses it), skipped", f)
-			continue
-		}
 		if len(p.Kernels) > 0 {
 			// The simulator runs a user kernel as an opaque mix unless given
 			// its CPU body, and float kernels match only to a tolerance: the

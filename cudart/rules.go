@@ -224,11 +224,7 @@ func (b *backend) hostFunc(s *stream, l *executor.LaunchDesc) error {
 		}
 		out, err := executor.HostKernel(l, in)
 		if err != nil {
-			b.hostErrMu.Lock()
-			if b.hostErr == nil {
-				b.hostErr = fmt.Errorf("cudart: host function %s: %w", l.Name, err)
-			}
-			b.hostErrMu.Unlock()
+			b.noteHostErr(fmt.Errorf("cudart: host function %s: %w", l.Name, err))
 			return
 		}
 		for i, o := range out {
@@ -242,7 +238,17 @@ func (b *backend) hostFunc(s *stream, l *executor.LaunchDesc) error {
 	})
 }
 
-// takeHostFuncErr returns and clears the first host-function error.
+// noteHostErr keeps err if it is the first since the last Synchronize.
+func (b *backend) noteHostErr(err error) {
+	b.hostErrMu.Lock()
+	if b.hostErr == nil {
+		b.hostErr = err
+	}
+	b.hostErrMu.Unlock()
+}
+
+// takeHostFuncErr returns and clears the first host-function error (or
+// another thread's queued op's).
 func (b *backend) takeHostFuncErr() error {
 	b.hostErrMu.Lock()
 	defer b.hostErrMu.Unlock()

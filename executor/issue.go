@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/dagrun/dagrun/contract"
@@ -22,6 +23,10 @@ type exec struct {
 	sa StreamAllocator
 	gb GraphBackend
 	fl FuncLauncher
+	hh HostHandoff // a host thread's view, for its handoffs (threads.go)
+
+	views    []Backend // per host thread, its view of b (threads.go); nil with one thread
+	handoffs *handoffs
 
 	syncEach bool
 	progress func(iteration int, latency time.Duration)
@@ -31,10 +36,10 @@ type exec struct {
 	bufs    [][]Buffer // per plan buffer, per ring copy; the arena's for arena buffers, nil for dynamic ones
 	owned   []Buffer   // allocations of its own (freed by release)
 	arena   Buffer
-	live    []Buffer // per plan buffer: the current dynamic allocation
-	freed   []bool   // per plan buffer: live's free was issued
-	hostRec []bool   // per physical event: its latest record was the host stream's
-	graphs  []Graph  // per phase, in graph mode
+	live    []Buffer      // per plan buffer: the current dynamic allocation
+	freed   []bool        // per plan buffer: live's free was issued
+	hostRec []atomic.Bool // per physical event: its latest record was a host stream's (atomic: host threads share it)
+	graphs  []Graph       // per phase, in graph mode
 
 	pending bool // work was issued and not synchronized
 	issued  int  // iterations issued
@@ -152,7 +157,7 @@ func (e *exec) setup() error {
 		e.events = append(e.events, ev)
 	}
 	if x.host {
-		e.hostRec = make([]bool, x.events)
+		e.hostRec = make([]atomic.Bool, x.events)
 	}
 	if x.free >= 0 {
 		e.live = make([]Buffer, len(p.Buffers))
@@ -170,6 +175,9 @@ func (e *exec) setup() error {
 	e.next = make([]int, len(x.outputs))
 	e.graphs = make([]Graph, len(x.capture))
 	e.captured = make([]counts, len(x.capture))
+	if x.threads != nil {
+		return e.threadViews() // threads.go
+	}
 	return nil
 }
 
@@ -219,11 +227,11 @@ func (e *exec) issueOther(in *instr, it int) (c counts, err error) {
 		return counts{launches: 1}, e.b.Launch(e.streams[in.stream], e.bind(in.desc))
 	case opRecordTrack:
 		if e.hostRec != nil {
-			e.hostRec[in.event] = false
+			e.hostRec[in.event].Store(false)
 		}
 		return counts{records: 1}, e.b.Record(e.events[in.event], e.streams[in.stream])
 	case opWaitTrack:
-		if it < int(in.lag) || e.hostRec != nil && e.hostRec[in.event] {
+		if it < int(in.lag) || e.hostRec != nil && e.hostRec[in.event].Load() {
 			return c, nil
 		}
 		return counts{waits: 1}, e.b.Wait(e.streams[in.stream], e.events[in.event])
@@ -236,12 +244,22 @@ func (e *exec) issueOther(in *instr, it int) (c counts, err error) {
 	case opHost:
 		return counts{launches: 1}, hostLaunch(e.hs, in.desc)
 	case opHostRecord:
-		e.hostRec[in.event] = true
+		e.hostRec[in.event].Store(true)
 	case opHostWait:
-		if it < int(in.lag) || e.hostRec[in.event] {
+		if it < int(in.lag) || e.hostRec[in.event].Load() {
 			return c, nil
 		}
 		return c, e.hs.SyncEvent(e.events[in.event])
+	case opSignal:
+		e.hostRec[in.event].Store(true)
+		e.handoffs.signal(in.buf, it, e.hh)
+	case opAwait:
+		if it < int(in.lag) {
+			return c, nil
+		}
+		if !e.handoffs.await(in.buf, it-int(in.lag), e.hh) {
+			return c, errHandoff
+		}
 	case opAlloc:
 		pb := e.x.p.Buffers[in.buf]
 		var h Buffer
@@ -303,6 +321,9 @@ func (e *exec) bind(d *LaunchDesc) *LaunchDesc {
 // run issues the program's iterations, then runs the shared tail.
 func (e *exec) run(ctx context.Context) (*Result, error) {
 	x := e.x
+	if x.threads != nil {
+		return e.runThreads(ctx) // threads.go
+	}
 	start := time.Now()
 	for it := 0; it < x.iters; it++ {
 		if err := ctx.Err(); err != nil {
@@ -582,7 +603,7 @@ func (e *exec) opError(in *instr, it int, err error) error {
 			what = fmt.Sprintf("launch stage %s (kernel %s) on %s", in.desc.Name, in.desc.Kernel, st)
 		case opAlloc, opFree:
 			what = fmt.Sprintf("%s buffer %s on %s", in.op, x.p.Buffers[in.buf].Name, st)
-		case opRecord, opRecordTrack, opHostRecord:
+		case opRecord, opRecordTrack, opHostRecord, opSignal:
 			what = fmt.Sprintf("record event %d on %s", o.Event, st)
 		default:
 			what = fmt.Sprintf("wait on event %d (lag %d) on %s", o.Event, o.Lag, st)
@@ -593,7 +614,7 @@ func (e *exec) opError(in *instr, it int, err error) error {
 
 func (op opcode) String() string {
 	return [...]string{"launch", "launch", "Go-function launch", "host launch", "record", "host record", "wait", "record", "wait", "host wait",
-		"alloc", "free", "host side", "end record", "graph launch"}[op]
+		"alloc", "free", "host side", "end record", "graph launch", "host signal", "host await"}[op]
 }
 
 // release waits for issued work, then destroys the graphs, events and

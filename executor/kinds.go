@@ -65,14 +65,3 @@ func (e *exec) newStream(i int) (Stream, error) {
 	}
 	return e.b.NewStream()
 }
-
-// oneThread rejects a plan issued from several host threads when it is to
-// run: one issue loop issues every op (dagrun check verifies such plans).
-func (x *program) oneThread() error {
-	for _, s := range x.p.Streams {
-		if s.Thread != "" {
-			return fmt.Errorf("executor: stream %s is issued by host thread %s; the executor issues every op from one thread (dagrun check verifies plans with host threads)", s.Name, s.Thread)
-		}
-	}
-	return nil
-}

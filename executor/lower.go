@@ -36,6 +36,8 @@ const (
 	opHostIO                    // the host side of an iteration: completions, the in-flight bound, host outputs and inputs
 	opEnd                       // Backend.Record of the iteration's end event (ends[it mod in-flight]) on stream
 	opGraph                     // GraphBackend.LaunchGraph of the graph of phase buf on stream
+	opSignal                    // opHostRecord of a host event handed to another thread: also signals handoff buf (threads.go)
+	opAwait                     // a host wait on another thread's host event: blocks until handoff buf of iteration it−lag was signalled (threads.go)
 )
 
 // instr is one instruction of a lowered program.
@@ -45,7 +47,7 @@ type instr struct {
 	lag    int32 // a wait: left out in the first lag iterations (its record never ran)
 	stream int32 // physical stream: index into exec.streams
 	event  int32 // physical event: index into exec.events (opFree: into program.lists)
-	buf    int32 // plan buffer (opAlloc, opFree); phase (opGraph)
+	buf    int32 // plan buffer (opAlloc, opFree); phase (opGraph); handoff (opSignal, opAwait)
 	src    int32 // the plan op it comes from (index into IssueOrder); −1: the executor's own
 	desc   *LaunchDesc
 	fn     StageFunc
@@ -78,6 +80,17 @@ type program struct {
 	free     int32 // free stream, −1 without dynamic buffers
 	ends     int32 // first of the in-flight end events, −1 without
 	inflight int   // in-flight bound L (0: untracked)
+
+	// Host threads (threads.go), nil with one: per thread its instructions
+	// (threads[0].phases is phases), per plan stream its thread, and the
+	// host events handed across threads: by issue position, the records
+	// that signal and the waits that await each handoff, and per handoff
+	// its awaits in one iteration.
+	threads   []threadProg
+	thread    []int
+	signals   map[int]int32
+	awaits    map[int]int32
+	awaitsPer []int
 
 	host       bool    // host stages: needs a HostSyncer
 	dynamic    []bool  // per plan buffer: allocated at first use, freed after its lifetime
@@ -170,6 +183,9 @@ func lower(p *planner.Plan, o *Options) (*program, error) {
 	if err := x.streamKinds(); err != nil { // kinds.go
 		return nil, err
 	}
+	if err := x.hostThreads(o, dynamic); err != nil { // threads.go
+		return nil, err
+	}
 	x.inflight = o.InFlight
 	if x.inflight == 0 && hostIO {
 		x.inflight = max(p.Iteration.InFlight, p.Iteration.StreamSets) + 1
@@ -184,6 +200,7 @@ func lower(p *planner.Plan, o *Options) (*program, error) {
 		return nil, err
 	}
 	x.specialize()
+	x.splitThreads() // threads.go
 	return x, nil
 }
 
@@ -578,6 +595,9 @@ func (x *program) appendIteration(ops []instr, ph, period int, allocs map[int][]
 			in.op, in.event = opRecord, int32(m.Record(it, o.Event))
 			if host {
 				in.op = opHostRecord
+				if h, ok := x.signals[k]; ok {
+					in.op, in.buf = opSignal, h
+				}
 			}
 		case planner.OpWait:
 			if capture && o.Lag > 0 {
@@ -590,6 +610,9 @@ func (x *program) appendIteration(ops []instr, ph, period int, allocs map[int][]
 			in.op, in.event, in.lag = opWait, int32(e), int32(o.Lag)
 			if host {
 				in.op = opHostWait
+				if h, ok := x.awaits[k]; ok {
+					in.op, in.buf = opAwait, h
+				}
 			}
 		}
 		ops = append(ops, in)
@@ -687,8 +710,10 @@ func (x *program) touchesDynamic(d *LaunchDesc) bool {
 // requires checks that b can run the program: graphs, host waits,
 // stream-ordered allocation, Go-function stages.
 func (x *program) requires(b Backend) error {
-	if err := x.oneThread(); err != nil { // kinds.go
-		return err
+	if x.threads != nil {
+		if _, ok := b.(Threader); !ok {
+			return fmt.Errorf("executor: %s: %w (the plan's streams name %d host threads)", b.Name(), ErrNoThreads, len(x.threads))
+		}
 	}
 	if x.graph && !x.graphsOptional {
 		if _, ok := b.(GraphBackend); !ok {

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/dagrun/dagrun"
 )
 
 // dagrun runs the command line in-process and returns stdout, stderr and the exit code.
@@ -42,21 +40,6 @@ func allSpecs(t *testing.T) []string {
 }
 
 func isRacy(path string) bool { return strings.Contains(filepath.Base(path), "racy") }
-
-// hostThreads reports whether the spec at path issues from several host
-// threads (check verifies it; the executor, one issuing thread, refuses it).
-func hostThreads(t *testing.T, path string) bool {
-	s, err := dagrun.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range s.Streams {
-		if d.Thread != "" && d.Thread != "main" {
-			return true
-		}
-	}
-	return false
-}
 
 func TestCheckExitCodes(t *testing.T) {
 	t.Parallel()
@@ -194,7 +177,7 @@ func checksums(t *testing.T, args ...string) string {
 func TestRunSeedsMatchSingleStream(t *testing.T) {
 	t.Parallel()
 	for _, p := range allSpecs(t) {
-		if isRacy(p) || hostThreads(t, p) {
+		if isRacy(p) {
 			continue
 		}
 		t.Run(filepath.Base(p), func(t *testing.T) {

@@ -16,6 +16,11 @@ type hostState struct {
 	used  bool
 	clock []uint64
 	snap  []uint64
+	// Host threads (threads.go): the thread's number, and per thread the
+	// records it issued that this thread knows were issued before its
+	// next call (its own count included).
+	id    int
+	known []uint64
 }
 
 var _ executor.HostSyncer = (*Backend)(nil)
@@ -58,7 +63,9 @@ func (b *Backend) SyncEvent(he executor.Event) error {
 	}
 	if sl := e.latest; sl != nil {
 		<-sl.done
-		b.hostJoin(sl.clock)
+		if !b.unordered(sl) {
+			b.hostJoin(sl.clock)
+		}
 	}
 	return nil
 }
@@ -76,7 +83,9 @@ func (b *Backend) QueryEvent(he executor.Event) (bool, error) {
 	}
 	select {
 	case <-sl.done:
-		b.hostJoin(sl.clock)
+		if !b.unordered(sl) {
+			b.hostJoin(sl.clock)
+		}
 		return true, nil
 	default:
 		return false, nil

@@ -87,11 +87,12 @@ func TestDetectorAgreesOnStreamKinds(t *testing.T) {
 }
 
 // TestDetectorAgreesOnRulesSpecs: the runnable patterns of specs/rules/
-// (stream kinds, copy modes, pageable memory, host functions) on the
-// simulator under 20 seeds: the detector flags the buggy spec under every
-// seed and the fixed one under none, as the verifier does.
+// (stream kinds, copy modes, pageable memory, host functions, host
+// threads) on the simulator under 20 seeds: the detector flags the buggy
+// spec under every seed and the fixed one under none, as the verifier
+// does.
 func TestDetectorAgreesOnRulesSpecs(t *testing.T) {
-	for _, name := range []string{"legacy", "pageable", "copy", "hostfunc"} {
+	for _, name := range []string{"legacy", "pageable", "copy", "hostfunc", "threads"} {
 		for _, variant := range []string{"racy", "fixed"} {
 			t.Run(name+"-"+variant, func(t *testing.T) {
 				s, err := dag.LoadFile(filepath.Join("..", "..", "specs", "rules", name+"-"+variant+".yaml"))

@@ -97,7 +97,15 @@ type Backend struct {
 	raceOrder []raceKey
 	dropped   int
 
-	host hostState // the host thread's clock (hostio.go)
+	// host is the issuing host thread's clock (hostio.go): mainHost's, or
+	// while a thread's view issues (threads.go), that thread's.
+	host     *hostState
+	mainHost hostState
+	// Host threads (threads.go): issueMu serializes the views' calls,
+	// threads holds the views by name, threaded is set once one exists.
+	issueMu  sync.Mutex
+	threads  map[string]*thread
+	threaded bool
 
 	// The legacy default stream and its holders; kinded once a stream of
 	// another kind exists (kinds.go).
@@ -158,6 +166,7 @@ func New(o Options) *Backend {
 		buffers:  map[*buffer]string{},
 		races:    map[raceKey]*executor.Race{},
 	}
+	b.host = &b.mainHost
 	if b.maxDelay == 0 {
 		b.maxDelay = DefaultMaxDelay
 	}
@@ -310,6 +319,7 @@ func (b *Backend) Record(he executor.Event, hs executor.Stream) error {
 		return err
 	}
 	sl := &slot{done: make(chan struct{}), stream: s.num}
+	b.stampRecord(sl) // threads.go
 	e.latest = sl
 	s.push(op{kind: opRecord, slot: sl})
 	return nil
@@ -326,7 +336,7 @@ func (b *Backend) Wait(hs executor.Stream, he executor.Event) error {
 	if err != nil {
 		return err
 	}
-	s.push(op{kind: opWait, slot: e.latest})
+	s.push(op{kind: opWait, slot: e.latest, blind: b.unordered(e.latest)}) // threads.go
 	return nil
 }
 
@@ -540,6 +550,11 @@ type slot struct {
 	done   chan struct{}
 	clock  []uint64
 	stream int
+	// thread and seq, for a record issued through a thread's view
+	// (threads.go): the issuing thread and its count of records then (0:
+	// not a thread's record).
+	thread int
+	seq    uint64
 }
 
 // buffer is an executor.Buffer.

@@ -30,6 +30,11 @@ type op struct {
 	host []uint64             // the host's clock when the op was issued (hostio.go), nil if the host never waited or accessed
 	buf  *buffer              // opLifetime: the buffer allocated (alloc) or freed
 	free bool                 // opLifetime: a free
+	// blind, on a wait: the record it takes is another host thread's and
+	// not ordered before the wait by a host handoff (threads.go): the
+	// stream waits for it, the race detector takes it as waiting for
+	// nothing, as the verifier does.
+	blind bool
 }
 
 // maxQueued bounds a stream's queued ops, as a CUDA stream's launch queue
@@ -153,7 +158,7 @@ func (s *stream) loop() {
 		case opWait:
 			if o.slot != nil {
 				<-o.slot.done
-				if s.b.detect {
+				if s.b.detect && !o.blind {
 					s.join(o.slot.clock)
 				}
 			}
