@@ -12,11 +12,6 @@ package cudart
 #include <cuda.h>
 #include <stddef.h>
 
-// Relaxed mode: the worker may still allocate (a mix stage's scratch grows
-// on first use) while a capture is open; nothing else runs on the thread.
-static CUresult dr_begin_capture(CUstream s) {
-	return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
-}
 static CUresult dr_end_capture(CUstream s, CUgraph *g) { return cuStreamEndCapture(s, g); }
 static CUresult dr_instantiate(CUgraphExec *e, CUgraph g) { return cuGraphInstantiateWithFlags(e, g, 0); }
 static CUresult dr_graph_upload(CUgraphExec e, CUstream s) { return cuGraphUpload(e, s); }
@@ -44,6 +39,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/planner"
 )
 
 var _ executor.GraphBackend = (*backend)(nil)
@@ -103,6 +99,20 @@ func (w *worker) recordTimed(e cu.Event, s *stream) error {
 // a capture already open, Options.SyncEach (a capture cannot synchronize),
 // driver errors.
 func (b *backend) BeginCapture(hs executor.Stream) error {
+	// Relaxed mode: the worker may still allocate (a mix stage's scratch
+	// grows on first use) while a capture is open.
+	return b.BeginCaptureMode(hs, planner.CaptureRelaxed)
+}
+
+var _ executor.CaptureModer = (*backend)(nil)
+
+// BeginCaptureMode is BeginCapture in one of cuStreamBeginCapture's modes
+// (planner.CaptureGlobal, CaptureThreadLocal, CaptureRelaxed): graph mode
+// begins a plan's capture regions in their mode, so that the driver
+// refuses what the mode refuses (a cuMemAlloc in global mode:
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). In global and thread-local mode
+// an in-place mix stage whose scratch buffer must grow fails the same way.
+func (b *backend) BeginCaptureMode(hs executor.Stream, mode string) error {
 	s, ok := hs.(*stream)
 	if !ok || s == nil {
 		return fmt.Errorf("cudart: BeginCapture: %T is not a cuda stream", hs)
@@ -121,7 +131,7 @@ func (b *backend) BeginCapture(hs executor.Stream) error {
 			}
 			b.capStamps = sb
 		}
-		if err := rawErr(C.dr_begin_capture(cuStream(s.s))); err != nil {
+		if err := beginCaptureMode(s.s, mode); err != nil { // rules.go
 			b.capStamps.free()
 			b.capStamps = nil
 			return wrap(err, "cuStreamBeginCapture")

@@ -99,6 +99,11 @@ type Prepared struct {
 // also on errors.
 func Prepare(p *planner.Plan, b Backend) (*Prepared, error) {
 	o := Options{Mode: ModeGraph}
+	if len(p.Captures) > 0 { // one iteration in graph shape: the whole of it
+		q := *p
+		q.Captures = nil
+		p = &q
+	}
 	x, err := lower(p, &o)
 	if err != nil {
 		return nil, err
@@ -219,9 +224,13 @@ func (e *exec) capture(ph int) error {
 // calls instead of issuing them, and LaunchGraph(g, s) issues them again in
 // the same order. Replaying the same ops on the same streams gives the same
 // dependencies as a captured graph, so graph mode runs on any backend (the
-// simulator: its race detector then checks the replays). Every op issued
-// during a capture is recorded (a real capture records only the streams that
-// joined it); a graph may only be launched on its origin stream. If b is a
+// simulator: its race detector then checks the replays). As in a real
+// capture, only the ops of the streams that joined it are recorded; the
+// others run (CUDA's join rule: capture_joins.go). An allocation during a
+// capture in global or thread-local mode (CaptureModer) fails as the
+// driver's cuMemAlloc does. A graph may only be launched on its origin
+// stream. The wrapper creates streams of b's kinds when b is a
+// StreamKinder. If b is a
 // Profiler or a HostSyncer, so is the wrapper (host waits are not captured).
 func EmulateGraphs(b Backend) GraphBackend {
 	e := &emulated{Backend: b}
@@ -250,7 +259,42 @@ func EmulateGraphs(b Backend) GraphBackend {
 
 type emulated struct {
 	Backend
-	cur *emulatedGraph // capture in progress
+	cur  *emulatedGraph // capture in progress
+	mode string         // its mode (planner.CaptureGlobal …)
+}
+
+var (
+	_ CaptureModer = (*emulated)(nil)
+	_ StreamKinder = (*emulated)(nil)
+)
+
+// NewStreamKind is b's, or ErrNoStreamKinds when b is no StreamKinder.
+func (e *emulated) NewStreamKind(kind string) (Stream, error) {
+	if sk, ok := e.Backend.(StreamKinder); ok {
+		return sk.NewStreamKind(kind)
+	}
+	if kind == planner.StreamNonBlocking {
+		return e.Backend.NewStream()
+	}
+	return nil, fmt.Errorf("executor: emulated graphs: %s: %w", e.Backend.Name(), ErrNoStreamKinds)
+}
+
+// BeginCaptureMode is BeginCapture in a capture mode.
+func (e *emulated) BeginCaptureMode(s Stream, mode string) error {
+	if err := e.BeginCapture(s); err != nil {
+		return err
+	}
+	e.mode = mode
+	return nil
+}
+
+// Alloc fails during a capture unless its mode is relaxed, as cuMemAlloc
+// does.
+func (e *emulated) Alloc(d BufferDesc) (Buffer, error) {
+	if e.cur != nil && e.mode != planner.CaptureRelaxed {
+		return nil, fmt.Errorf("executor: emulated graphs: alloc %s during a capture (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED): allocate before the capture begins, or capture in relaxed mode", d.Name)
+	}
+	return e.Backend.Alloc(d)
 }
 
 type emulatedGraph struct {
@@ -264,7 +308,7 @@ func (e *emulated) BeginCapture(s Stream) error {
 	if e.cur != nil {
 		return errors.New("executor: emulated graphs: a capture is already in progress")
 	}
-	e.cur = &emulatedGraph{origin: s}
+	e.cur, e.mode = &emulatedGraph{origin: s}, planner.CaptureRelaxed
 	e.cur.joins.begin(s)
 	return nil
 }
@@ -310,7 +354,7 @@ func (e *emulated) DestroyGraph(h Graph) error {
 }
 
 func (e *emulated) Launch(s Stream, l *LaunchDesc) error {
-	if e.cur != nil {
+	if e.cur != nil && e.cur.joins.captured(s) {
 		if l.Copy == planner.CopySync {
 			return fmt.Errorf("executor: emulated graphs: stage %s is a synchronous copy, which a capture does not allow (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)", l.Name)
 		}
@@ -324,8 +368,10 @@ func (e *emulated) Launch(s Stream, l *LaunchDesc) error {
 func (e *emulated) Record(ev Event, s Stream) error {
 	if e.cur != nil {
 		e.cur.joins.record(ev, s)
-		e.cur.ops = append(e.cur.ops, func() error { return e.Backend.Record(ev, s) })
-		return nil
+		if e.cur.joins.captured(s) {
+			e.cur.ops = append(e.cur.ops, func() error { return e.Backend.Record(ev, s) })
+			return nil
+		}
 	}
 	return e.Backend.Record(ev, s)
 }
@@ -333,8 +379,10 @@ func (e *emulated) Record(ev Event, s Stream) error {
 func (e *emulated) Wait(s Stream, ev Event) error {
 	if e.cur != nil {
 		e.cur.joins.wait(s, ev)
-		e.cur.ops = append(e.cur.ops, func() error { return e.Backend.Wait(s, ev) })
-		return nil
+		if e.cur.joins.captured(s) {
+			e.cur.ops = append(e.cur.ops, func() error { return e.Backend.Wait(s, ev) })
+			return nil
+		}
 	}
 	return e.Backend.Wait(s, ev)
 }

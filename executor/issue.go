@@ -28,6 +28,9 @@ type exec struct {
 	views    []Backend // per host thread, its view of b (threads.go); nil with one thread
 	handoffs *handoffs
 
+	capturing, capStream int32              // the graph being captured (capture_regions.go), −1; its stream
+	lazyDone             map[[2]int32]bool // (stream, lazy buffer): workspace allocated
+
 	syncEach bool
 	progress func(iteration int, latency time.Duration)
 
@@ -64,7 +67,7 @@ func (x *program) setup(b Backend, o *Options) (*exec, error) {
 	if err := x.requires(b); err != nil {
 		return nil, err
 	}
-	e := &exec{x: x, b: b, syncEach: o.SyncEach, progress: o.Progress}
+	e := &exec{x: x, b: b, syncEach: o.SyncEach, progress: o.Progress, capturing: -1}
 	e.hs, _ = b.(HostSyncer)
 	e.sa, _ = b.(StreamAllocator)
 	e.gb, _ = b.(GraphBackend)
@@ -173,8 +176,11 @@ func (e *exec) setup() error {
 		}
 	}
 	e.next = make([]int, len(x.outputs))
-	e.graphs = make([]Graph, len(x.capture))
+	e.graphs = make([]Graph, max(len(x.capture), len(x.graphCounts)))
 	e.captured = make([]counts, len(x.capture))
+	if x.regionMode {
+		e.captured = x.graphCounts
+	}
 	if x.threads != nil {
 		return e.threadViews() // threads.go
 	}
@@ -212,7 +218,7 @@ func (e *exec) issue(prog []instr, it int) error {
 		}
 		if err != nil {
 			e.launches, e.waits, e.records = e.launches+launches, e.waits+waits, e.records+records
-			return e.opError(in, it, err)
+			return e.captureError(in, e.opError(in, it, err)) // capture_regions.go
 		}
 	}
 	e.launches, e.waits, e.records = e.launches+launches, e.waits+waits, e.records+records
@@ -275,6 +281,12 @@ func (e *exec) issueOther(in *instr, it int) (c counts, err error) {
 		return counts{records: 1}, e.b.Record(e.endEvent(it), e.streams[in.stream])
 	case opGraph:
 		return e.captured[in.buf], e.gb.LaunchGraph(e.graphs[in.buf], e.streams[in.stream])
+	case opCaptureBegin:
+		return c, e.beginCapture(in)
+	case opCaptureEnd:
+		return e.endCapture(in)
+	case opLazy:
+		return c, e.lazyAlloc(in)
 	}
 	return c, nil
 }
@@ -329,7 +341,11 @@ func (e *exec) run(ctx context.Context) (*Result, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("executor: stopped before iteration %d of %d: %w", it+1, x.iters, err)
 		}
-		if err := e.issue(x.phases[it%len(x.phases)], it); err != nil {
+		prog := x.phases[it%len(x.phases)]
+		if it < len(x.first) {
+			prog = x.first[it] // capture regions: it captures (capture_regions.go)
+		}
+		if err := e.issue(prog, it); err != nil {
 			return nil, err
 		}
 		e.issued = it + 1
@@ -603,6 +619,8 @@ func (e *exec) opError(in *instr, it int, err error) error {
 			what = fmt.Sprintf("launch stage %s (kernel %s) on %s", in.desc.Name, in.desc.Kernel, st)
 		case opAlloc, opFree:
 			what = fmt.Sprintf("%s buffer %s on %s", in.op, x.p.Buffers[in.buf].Name, st)
+		case opLazy:
+			what = fmt.Sprintf("allocate the workspace of lazy buffer %s at its first use on %s (stage %s)", x.p.Buffers[in.buf].Name, st, x.p.Stages[o.Stage].Name)
 		case opRecord, opRecordTrack, opHostRecord, opSignal:
 			what = fmt.Sprintf("record event %d on %s", o.Event, st)
 		default:
@@ -614,7 +632,8 @@ func (e *exec) opError(in *instr, it int, err error) error {
 
 func (op opcode) String() string {
 	return [...]string{"launch", "launch", "Go-function launch", "host launch", "record", "host record", "wait", "record", "wait", "host wait",
-		"alloc", "free", "host side", "end record", "graph launch", "host signal", "host await"}[op]
+		"alloc", "free", "host side", "end record", "graph launch", "host signal", "host await",
+		"begin capture", "end capture", "workspace allocation"}[op]
 }
 
 // release waits for issued work, then destroys the graphs, events and

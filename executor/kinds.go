@@ -30,11 +30,11 @@ var ErrNoStreamKinds = errors.New("backend cannot create blocking or default str
 func (x *program) streamKinds() error {
 	p := x.p
 	for _, s := range p.Streams {
-		if s.Kind == planner.StreamLegacy && x.graph {
+		if s.Kind == planner.StreamLegacy && x.graph && !x.regionMode {
 			return fmt.Errorf("executor: graph mode: stream %s is the legacy default stream, which cannot be captured: use stream mode", s.Name)
 		}
 	}
-	if x.graph {
+	if x.graph && !x.regionMode {
 		for i := range p.Stages {
 			if p.Stages[i].Copy == planner.CopySync {
 				return fmt.Errorf("executor: graph mode: stage %s is a synchronous copy, which a capture does not allow (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED): make it copy: async, or use stream mode", p.Stages[i].Name)

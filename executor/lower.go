@@ -38,6 +38,9 @@ const (
 	opGraph                     // GraphBackend.LaunchGraph of the graph of phase buf on stream
 	opSignal                    // opHostRecord of a host event handed to another thread: also signals handoff buf (threads.go)
 	opAwait                     // a host wait on another thread's host event: blocks until handoff buf of iteration it−lag was signalled (threads.go)
+	opCaptureBegin              // GraphBackend.BeginCapture on stream of the region of graph buf (capture_regions.go)
+	opCaptureEnd                // GraphBackend.EndCapture on stream: graph buf
+	opLazy                      // the workspace of lazy buffer buf on stream, at its first use there (capture_regions.go)
 )
 
 // instr is one instruction of a lowered program.
@@ -91,6 +94,15 @@ type program struct {
 	signals   map[int]int32
 	awaits    map[int]int32
 	awaitsPer []int
+
+	// Capture regions in graph mode (capture_regions.go): the regions, per
+	// phase the program of its first iteration (which captures), and per
+	// graph (phase × region) its captured ops.
+	regionMode  bool
+	regions     []region
+	first       [][]instr
+	graphCounts []counts
+	lazy        []bool // per plan buffer: planner.AllocLazy
 
 	host       bool    // host stages: needs a HostSyncer
 	dynamic    []bool  // per plan buffer: allocated at first use, freed after its lifetime
@@ -166,7 +178,7 @@ func lower(p *planner.Plan, o *Options) (*program, error) {
 	if p.Iteration == nil && (iters > 1 || hostIO || o.InFlight > 0) {
 		p = planner.WithIteration(p)
 	}
-	x := &program{p: p, graph: graph, iters: iters, free: -1, ends: -1}
+	x := &program{p: p, graph: graph, iters: iters, free: -1, ends: -1, regionMode: graph && len(p.Captures) > 0}
 	if err := x.resolveStages(o.Funcs); err != nil {
 		return nil, err
 	}
@@ -191,9 +203,12 @@ func lower(p *planner.Plan, o *Options) (*program, error) {
 		x.inflight = max(p.Iteration.InFlight, p.Iteration.StreamSets) + 1
 	}
 	x.inflight = min(x.inflight, iters) // a bound beyond the run bounds nothing
-	if graph {
+	switch {
+	case x.regionMode:
+		err = x.lowerRegions() // capture_regions.go
+	case graph:
 		err = x.lowerGraph()
-	} else {
+	default:
 		err = x.lowerStreams()
 	}
 	if err != nil {
@@ -210,7 +225,7 @@ func lower(p *planner.Plan, o *Options) (*program, error) {
 // wait tracks which records are the host's, and a wait with a lag is left
 // out in the first iterations.
 func (x *program) specialize() {
-	for _, progs := range [2][][]instr{x.phases, x.capture} {
+	for _, progs := range [3][][]instr{x.phases, x.capture, x.first} {
 		for _, prog := range progs {
 			for i := range prog {
 				in := &prog[i]
@@ -294,6 +309,12 @@ func (x *program) layout(dynamic bool) error {
 	x.arenaOff = make([]int64, len(p.Buffers))
 	x.dynamic = make([]bool, len(p.Buffers))
 	for i, b := range p.Buffers {
+		if b.Alloc == planner.AllocLazy {
+			if x.lazy == nil {
+				x.lazy = make([]bool, len(p.Buffers))
+			}
+			x.lazy[i] = true
+		}
 		x.arenaOff[i] = -1
 		if b.ArenaOffset == nil || dynamic {
 			continue
@@ -352,7 +373,7 @@ func (x *program) layout(dynamic bool) error {
 			}
 		}
 	}
-	if x.graph && x.host {
+	if x.graph && x.host && !x.regionMode {
 		return errors.New("executor: graph mode: the plan has host stages (they run on the CPU at issue time, not in a graph replay): use stream mode")
 	}
 	return nil
@@ -580,6 +601,15 @@ func (x *program) appendIteration(ops []instr, ph, period int, allocs map[int][]
 		case planner.OpLaunch:
 			for _, b := range allocs[o.Stage] {
 				ops = append(ops, instr{op: opAlloc, stream: s, buf: int32(b), src: int32(k)})
+			}
+			if x.lazy != nil && !host {
+				for _, set := range [2][]Arg{x.descs[o.Stage][0].Reads, x.descs[o.Stage][0].Writes} {
+					for _, a := range set {
+						if x.lazy[a.buf] {
+							ops = append(ops, instr{op: opLazy, stream: s, buf: int32(a.buf), src: int32(k)})
+						}
+					}
+				}
 			}
 			in.desc, in.fn = x.desc(o.Stage, ph), x.funcs[o.Stage]
 			switch {

@@ -102,26 +102,65 @@ func (p *Plan) stageIndex(name string) int {
 	return -1
 }
 
-// captureRegion returns the issue-order positions [begin, end) of capture c:
-// from the waits just before First's launch on its stream to the records
-// just after Last's launch.
-func (v *verifier) captureRegion(c Capture) (begin, end int) {
-	p := v.p
-	lf := v.launchOp[p.stageIndex(c.First)]
-	ll := v.launchOp[p.stageIndex(c.Last)]
-	s := int(v.opStream[lf])
-	ops := p.Streams[s].Ops
-	j := v.opIndex[lf]
-	for j > 0 && ops[j-1].Kind == OpWait {
-		j--
+// captureRegion is CaptureRegion for the verifier.
+func (v *verifier) captureRegion(c Capture) (begin, end int) { return v.p.CaptureRegion(c) }
+
+// CaptureRegion returns the issue-order positions [begin, end) of capture
+// c (IssueOrder indices): from the waits issued just before First's launch
+// on its stream (right before it in issue order too: a wait issued
+// earlier, such as an iteration barrier's, comes before the capture) to
+// the records issued just after Last's launch. p must be valid.
+func (p *Plan) CaptureRegion(c Capture) (begin, end int) {
+	ops := p.Streams[c.Stream].Ops
+	pos := make([]int, len(ops)) // issue position of each op of the stream
+	for k, so := range p.IssueOrder {
+		if so[0] == c.Stream {
+			pos[so[1]] = k
+		}
 	}
-	begin = int(v.opIssue[v.opBase[s]+j])
-	j = v.opIndex[ll]
-	for int(j)+1 < len(ops) && ops[j+1].Kind == OpRecord {
-		j++
+	f, l := p.stageIndex(c.First), p.stageIndex(c.Last)
+	jf, jl := -1, -1
+	for j, o := range ops {
+		if o.Kind == OpLaunch && o.Stage == f {
+			jf = j
+		}
+		if o.Kind == OpLaunch && o.Stage == l {
+			jl = j
+		}
 	}
-	end = int(v.opIssue[v.opBase[s]+j]) + 1
-	return begin, end
+	for jf > 0 && ops[jf-1].Kind == OpWait && pos[jf-1] == pos[jf]-1 {
+		jf--
+	}
+	for jl+1 < len(ops) && ops[jl+1].Kind == OpRecord && pos[jl+1] == pos[jl]+1 {
+		jl++
+	}
+	return pos[jf], pos[jl] + 1
+}
+
+// CapturedStreams reports, per stream, whether capture c takes its ops in
+// the capture's region (CaptureRegion): its stream, and every device
+// stream that joins it by waiting (lag 0) on an event whose latest record
+// before the wait was issued in the region on a captured stream (CUDA
+// programming guide, "CUDA Graphs", cross-stream dependencies). p must be
+// valid.
+func (p *Plan) CapturedStreams(c Capture) []bool {
+	begin, end := p.CaptureRegion(c)
+	captured := make([]bool, len(p.Streams))
+	captured[c.Stream] = true
+	inside := map[int]bool{} // events whose latest record is a captured one in the region
+	for k, so := range p.IssueOrder[:end] {
+		str := &p.Streams[so[0]]
+		o := str.Ops[so[1]]
+		switch o.Kind {
+		case OpRecord:
+			inside[o.Event] = k >= begin && captured[so[0]]
+		case OpWait:
+			if k >= begin && o.Lag == 0 && inside[o.Event] && !str.Host {
+				captured[so[0]] = true
+			}
+		}
+	}
+	return captured
 }
 
 // CheckCaptures holds p's capture regions to CUDA's capture rules: every
