@@ -35,10 +35,10 @@ type CaptureModer interface {
 
 // region is a capture region as the executor lowers it.
 type region struct {
-	c            planner.Capture
-	begin, end   int    // IssueOrder positions (planner.Plan.CaptureRegion)
-	captured     []bool // per plan stream: the capture takes its ops in the region
-	external     map[int]bool
+	c             planner.Capture
+	begin, end    int    // IssueOrder positions (planner.Plan.CaptureRegion)
+	captured      []bool // per plan stream: the capture takes its ops in the region
+	external      map[int]bool
 	what, verdict string
 }
 

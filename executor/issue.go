@@ -28,7 +28,7 @@ type exec struct {
 	views    []Backend // per host thread, its view of b (threads.go); nil with one thread
 	handoffs *handoffs
 
-	capturing, capStream int32              // the graph being captured (capture_regions.go), −1; its stream
+	capturing, capStream int32             // the graph being captured (capture_regions.go), −1; its stream
 	lazyDone             map[[2]int32]bool // (stream, lazy buffer): workspace allocated
 
 	syncEach bool

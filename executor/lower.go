@@ -21,26 +21,26 @@ import (
 type opcode uint8
 
 const (
-	opLaunch      opcode = iota // Backend.Launch(desc) on stream
-	opLaunchBind                // opLaunch of a launch that touches dynamic buffers, bound to their current allocations first
-	opFunc                      // a Go-function stage (FuncLauncher) on stream
-	opHost                      // a host stage, computed on the issuing goroutine now
-	opRecord                    // Backend.Record(event, stream)
-	opHostRecord                // a record on the host stream: nothing is issued, the event's latest record is the host's
-	opWait                      // Backend.Wait(stream, event)
-	opRecordTrack               // opRecord in a program with host stages: also notes that the latest record is a device stream's
-	opWaitTrack                 // opWait with a lag (left out before iteration lag) or in a program with host stages (left out when the event's latest record is the host's)
-	opHostWait                  // HostSyncer.SyncEvent(event), the host stream's wait; left out likewise
-	opAlloc                     // StreamAllocator.AllocAsync of dynamic buffer buf on stream
-	opFree                      // the free stream waits on the events lists[event], then FreeAsync of buf
-	opHostIO                    // the host side of an iteration: completions, the in-flight bound, host outputs and inputs
-	opEnd                       // Backend.Record of the iteration's end event (ends[it mod in-flight]) on stream
-	opGraph                     // GraphBackend.LaunchGraph of the graph of phase buf on stream
-	opSignal                    // opHostRecord of a host event handed to another thread: also signals handoff buf (threads.go)
-	opAwait                     // a host wait on another thread's host event: blocks until handoff buf of iteration it−lag was signalled (threads.go)
-	opCaptureBegin              // GraphBackend.BeginCapture on stream of the region of graph buf (capture_regions.go)
-	opCaptureEnd                // GraphBackend.EndCapture on stream: graph buf
-	opLazy                      // the workspace of lazy buffer buf on stream, at its first use there (capture_regions.go)
+	opLaunch       opcode = iota // Backend.Launch(desc) on stream
+	opLaunchBind                 // opLaunch of a launch that touches dynamic buffers, bound to their current allocations first
+	opFunc                       // a Go-function stage (FuncLauncher) on stream
+	opHost                       // a host stage, computed on the issuing goroutine now
+	opRecord                     // Backend.Record(event, stream)
+	opHostRecord                 // a record on the host stream: nothing is issued, the event's latest record is the host's
+	opWait                       // Backend.Wait(stream, event)
+	opRecordTrack                // opRecord in a program with host stages: also notes that the latest record is a device stream's
+	opWaitTrack                  // opWait with a lag (left out before iteration lag) or in a program with host stages (left out when the event's latest record is the host's)
+	opHostWait                   // HostSyncer.SyncEvent(event), the host stream's wait; left out likewise
+	opAlloc                      // StreamAllocator.AllocAsync of dynamic buffer buf on stream
+	opFree                       // the free stream waits on the events lists[event], then FreeAsync of buf
+	opHostIO                     // the host side of an iteration: completions, the in-flight bound, host outputs and inputs
+	opEnd                        // Backend.Record of the iteration's end event (ends[it mod in-flight]) on stream
+	opGraph                      // GraphBackend.LaunchGraph of the graph of phase buf on stream
+	opSignal                     // opHostRecord of a host event handed to another thread: also signals handoff buf (threads.go)
+	opAwait                      // a host wait on another thread's host event: blocks until handoff buf of iteration it−lag was signalled (threads.go)
+	opCaptureBegin               // GraphBackend.BeginCapture on stream of the region of graph buf (capture_regions.go)
+	opCaptureEnd                 // GraphBackend.EndCapture on stream: graph buf
+	opLazy                       // the workspace of lazy buffer buf on stream, at its first use there (capture_regions.go)
 )
 
 // instr is one instruction of a lowered program.
