@@ -16,7 +16,11 @@
 // and copies are queued without waiting (their driver errors surface at the
 // next Synchronize, or at once with Options.SyncEach); calls that return a
 // value or must be ordered with the host (NewStream, Alloc, Read, Write,
-// Synchronize, Destroy*, Free) wait for the worker.
+// Synchronize, Destroy*, Free) wait for the worker. A plan issued from
+// several host threads (executor.Threader) gives each other thread a view
+// of the backend with a worker of its own, on its own OS thread with the
+// primary context current (threads.go); the main thread's Synchronize
+// waits until every view's worker has issued what it was given.
 //
 // Graph mode: the backend is an executor.GraphBackend (graph.go): stream
 // capture in relaxed mode (cuStreamBeginCapture … cuStreamEndCapture), then

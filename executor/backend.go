@@ -54,7 +54,9 @@ type LaunchDesc struct {
 
 // Backend is what the executor drives: a device with streams, events and
 // memory. All methods are called from one goroutine (the executor's issue
-// loop); implementations may run the work asynchronously.
+// loop; for a plan issued from several host threads, each thread's view
+// from its thread's goroutine: Threader); implementations may run the work
+// asynchronously.
 //
 // CUDA semantics are the contract: Wait(s, e) orders s after the work
 // captured by the most recent Record(e, ·) issued before the Wait call; a

@@ -24,6 +24,12 @@
 // Stream ordered allocation by lifetimes (--alloc dynamic) fits the
 // same list as two more op kinds placed by the plan's lifetime records.
 //
+// A plan whose streams name host threads runs one goroutine per thread,
+// each issuing its thread's instructions with the same loop on its view of
+// the backend (threads.go); host events handed across threads are
+// instructions too. In graph mode a plan's capture regions are captured
+// where they are and the rest is issued eagerly (capture_regions.go).
+//
 // Backends report races through *RaceError from Synchronize; Run returns
 // it with the Result so callers can print outputs and still exit 1.
 package executor
