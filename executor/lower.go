@@ -373,6 +373,9 @@ func (x *program) layout(dynamic bool) error {
 			}
 		}
 	}
+	for _, s := range p.Streams {
+		x.host = x.host || s.Host && len(s.Ops) > 0 // host waits and records need the host's tracking too
+	}
 	if x.graph && x.host && !x.regionMode {
 		return errors.New("executor: graph mode: the plan has host stages (they run on the CPU at issue time, not in a graph replay): use stream mode")
 	}

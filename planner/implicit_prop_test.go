@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -76,6 +77,61 @@ func TestPlansRaceFreeWithKinds(t *testing.T) {
 			p := mustBuild(t, s, Options{Strategy: strategy})
 			if err := p.Validate(); err != nil {
 				t.Fatalf("%s: %v", strategy, err)
+			}
+		}
+	})
+}
+
+// TestPlansRaceFreeWithCaptures: specs of TestPlansRaceFreeWithKinds with
+// a capture region on one of their pinned streams plan race-free for
+// every strategy; whether the region keeps the capture rules is the
+// capture checker's to say, and each violation it reports names a stage
+// of the plan.
+func TestPlansRaceFreeWithCaptures(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genKindsSpec(t)
+		on := map[string][]string{}
+		for _, st := range s.Stages {
+			if st.Stream != "" && st.Stream != dag.HostStream {
+				on[st.Stream] = append(on[st.Stream], st.Name)
+			}
+		}
+		var streams []string
+		for _, d := range s.Streams {
+			if len(on[d.Name]) > 0 && d.Kind != dag.KindLegacy {
+				streams = append(streams, d.Name)
+			}
+		}
+		if len(streams) == 0 {
+			t.Skip("no stream to capture")
+		}
+		cs := streams[rapid.IntRange(0, len(streams)-1).Draw(t, "capture stream")]
+		names := on[cs]
+		f := rapid.IntRange(0, len(names)-1).Draw(t, "first")
+		l := rapid.IntRange(f, len(names)-1).Draw(t, "last")
+		mode := []string{"", dag.CaptureThreadLocal, dag.CaptureRelaxed}[rapid.IntRange(0, 2).Draw(t, "mode")]
+		s.Captures = []dag.CaptureSpec{{Stream: cs, First: names[f], Last: names[l], Mode: mode}}
+		stages := map[string]bool{}
+		for _, st := range s.Stages {
+			stages[st.Name] = true
+		}
+		for _, strategy := range []string{StrategyDefault, StrategyNaive, StrategyRoundRobin} {
+			p, err := Build(s, Options{Strategy: strategy}) // not Check: a capture violation is the checker's verdict, not a Build failure
+			if err != nil {
+				t.Fatalf("%s: Build: %v", strategy, err)
+			}
+			err = Verify(p)
+			var re *RaceError
+			if err != nil && !errors.As(err, &re) {
+				t.Fatalf("%s: Verify: %v", strategy, err)
+			}
+			if re != nil && len(re.Races) > 0 {
+				t.Fatalf("%s: %d races: %v", strategy, len(re.Races), err)
+			}
+			for _, v := range CheckCaptures(p) {
+				if !stages[v.Stage] {
+					t.Fatalf("%s: violation names %q, not a stage: %v", strategy, v.Stage, v)
+				}
 			}
 		}
 	})
