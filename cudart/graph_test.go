@@ -117,8 +117,12 @@ func TestGraphMatchesStreams(t *testing.T) {
 			}
 		}
 		spans := bp.StageSpans()
-		if len(spans) == 0 || len(spans) > 2*len(def.Stages) {
-			t.Errorf("%s: profiled graph runs gave %d stage spans, want 1–2 per stage (%d stages)", name, len(spans), len(def.Stages))
+		limit := 2 * len(def.Stages)
+		if len(def.Captures) > 0 {
+			limit = 5 * len(def.Stages) // stages outside the capture regions run eagerly: a span per launch (1 + 3 iterations)
+		}
+		if len(spans) == 0 || len(spans) > limit {
+			t.Errorf("%s: profiled graph runs gave %d stage spans, want 1–2 per stage, or one per eager launch (%d stages)", name, len(spans), len(def.Stages))
 		}
 	}
 	dir := specsDir(t)

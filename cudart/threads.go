@@ -133,3 +133,19 @@ func (b *backend) closeThreads() {
 	b.threads = nil
 	b.mu.Unlock()
 }
+
+var _ executor.HostHandoff = (*backend)(nil)
+
+// Release is called as this thread hands a host event to another one: it
+// returns once the view's worker has made every driver call queued before
+// it, so that the other thread's calls after the handoff come after them
+// (a cuEventRecord queued here is made before the other thread's
+// cuStreamWaitEvent on it). The token is nil.
+func (b *backend) Release() any {
+	b.call("host event handoff", func(w *worker) error { return nil })
+	return nil
+}
+
+// Acquire does nothing: the Go handoff orders the receiving thread's later
+// calls after Release returned.
+func (b *backend) Acquire(any) {}
