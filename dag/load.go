@@ -534,7 +534,7 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 		// Name the object in every message about it, when it has a usable name.
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := l.deref(n.Content[i]), l.deref(n.Content[i+1])
-			if k.Kind == yaml.ScalarNode && k.Value == "name" && v.Kind == yaml.ScalarNode && nameProblem(v.Value) == "" {
+			if k.Kind == yaml.ScalarNode && k.Value == "name" && v.Kind == yaml.ScalarNode && nameOK(v.Value) {
 				f.what = what + " " + v.Value
 				break
 			}
@@ -803,6 +803,9 @@ func (l *loader) name(n *yaml.Node, what string) (string, bool) {
 }
 
 func (l *loader) validName(n *yaml.Node, what, v string) bool {
+	if nameOK(v) {
+		return true
+	}
 	if msg := nameProblem(v); msg != "" {
 		l.errorf(n, "names are non-empty and hold no spaces, brackets, commas or control characters (letters, digits and _ . - / : are fine)", "%s %q %s", what, clip(v), msg)
 		return false

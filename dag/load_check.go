@@ -34,6 +34,8 @@ type checker struct {
 	stages  map[string]int  // stage name → index of its first declaration
 	forward []afterEdge     // after entries naming a later-declared stage
 	events  map[string]bool // the events stages record (built on first use)
+	// checkBuiltin's ranges of one stage, reused
+	rangeR, rangeW []contract.Range
 }
 
 // afterEdge is an after entry: stage to lists from (from must run first).
@@ -367,7 +369,8 @@ func (c *checker) checkWriteOverlap(st *StageSpec, what string) bool {
 // built-in contract (contract.Builtin.CheckAccesses), reporting each rule
 // broken at the access it is about (the reads or writes field for counts).
 func (c *checker) checkBuiltin(st *StageSpec, src *stageSrc, what string, b *contract.Builtin) {
-	for _, v := range b.CheckAccesses(ranges(st.Reads), ranges(st.Writes)) {
+	c.rangeR, c.rangeW = ranges(c.rangeR[:0], st.Reads), ranges(c.rangeW[:0], st.Writes)
+	for _, v := range b.CheckAccesses(c.rangeR, c.rangeW) {
 		list := st.Reads
 		if v.Field == contract.FieldWrites {
 			list = st.Writes
@@ -380,11 +383,10 @@ func (c *checker) checkBuiltin(st *StageSpec, src *stageSrc, what string, b *con
 	}
 }
 
-// ranges returns accesses as contract ranges.
-func ranges(accs []Access) []contract.Range {
-	out := make([]contract.Range, len(accs))
-	for i, a := range accs {
-		out[i] = contract.Range{Buffer: a.Buffer, Offset: a.Offset, Bytes: a.Bytes}
+// ranges appends accesses to out as contract ranges.
+func ranges(out []contract.Range, accs []Access) []contract.Range {
+	for _, a := range accs {
+		out = append(out, contract.Range{Buffer: a.Buffer, Offset: a.Offset, Bytes: a.Bytes})
 	}
 	return out
 }

@@ -1057,10 +1057,10 @@ func (l *loader) decodeWaits(n *yaml.Node, what string) ([]string, []at, []WaitS
 
 // decodeArgs reads a mapping of scalar arguments: integers become int,
 // other numbers float64, strings string.
-func (l *loader) decodeArgs(n *yaml.Node, what string, src *stageSrc) map[string]any {
-	what += ": args"
+func (l *loader) decodeArgs(n *yaml.Node, obj string, src *stageSrc) map[string]any {
+	// The field's name, obj + ": args", is built for messages only.
 	if n.Kind != yaml.MappingNode {
-		l.errorf(n, "write args as a mapping: args: {a: 2.0}", "%s must be a mapping, got %s", what, kindName(n))
+		l.errorf(n, "write args as a mapping: args: {a: 2.0}", "%s must be a mapping, got %s", obj+": args", kindName(n))
 		return nil
 	}
 	args := make(map[string]any, len(n.Content)/2)
@@ -1068,11 +1068,11 @@ func (l *loader) decodeArgs(n *yaml.Node, what string, src *stageSrc) map[string
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := l.deref(n.Content[i]), l.deref(n.Content[i+1])
 		if k.Kind != yaml.ScalarNode || tagOf(k) == "!!merge" {
-			l.errorf(k, "argument names are plain words", "%s: argument name must be a string, got %s", what, kindName(k))
+			l.errorf(k, "argument names are plain words", "%s: argument name must be a string, got %s", obj+": args", kindName(k))
 			continue
 		}
 		if prev := src.arg(k.Value); prev != nil {
-			l.errorf(k, "remove one of them", "%s: argument %q given twice (first at line %d)", what, k.Value, prev.key.line)
+			l.errorf(k, "remove one of them", "%s: argument %q given twice (first at line %d)", obj+": args", k.Value, prev.key.line)
 			continue
 		}
 		a := argSrc{name: k.Value, key: atOf(k), val: atOf(v)}
@@ -1081,7 +1081,7 @@ func (l *loader) decodeArgs(n *yaml.Node, what string, src *stageSrc) map[string
 		}
 		src.args = append(src.args, a)
 		if v.Kind != yaml.ScalarNode {
-			l.errorf(v, "argument values are numbers or buffer names", "%s: %s must be a number or a string, got %s", what, k.Value, kindName(v))
+			l.errorf(v, "argument values are numbers or buffer names", "%s: %s must be a number or a string, got %s", obj+": args", k.Value, kindName(v))
 			continue
 		}
 		switch a.tag {
@@ -1092,12 +1092,16 @@ func (l *loader) decodeArgs(n *yaml.Node, what string, src *stageSrc) map[string
 			}
 			var x int
 			if err := v.Decode(&x); err != nil {
-				l.errorf(v, "use a value below 2^63", "%s: %s: %s does not fit in a 64-bit integer", what, k.Value, clip(v.Value))
+				l.errorf(v, "use a value below 2^63", "%s: %s: %s does not fit in a 64-bit integer", obj+": args", k.Value, clip(v.Value))
 				continue
 			}
 			args[k.Value] = x
 		case "!!float":
-			x, ok := l.num(v, what+": "+k.Value)
+			if x, ok := simpleFloat(v.Value); ok && v.Tag == "!!float" && !math.IsInf(x, 0) {
+				args[k.Value] = x
+				continue
+			}
+			x, ok := l.num(v, obj+": args: "+k.Value)
 			if !ok {
 				continue
 			}
@@ -1105,7 +1109,7 @@ func (l *loader) decodeArgs(n *yaml.Node, what string, src *stageSrc) map[string
 		case "!!str":
 			args[k.Value] = v.Value
 		default:
-			l.errorf(v, "argument values are numbers or buffer names; quote a string", "%s: %s must be a number or a string, got %s", what, k.Value, kindName(v))
+			l.errorf(v, "argument values are numbers or buffer names; quote a string", "%s: %s must be a number or a string, got %s", obj+": args", k.Value, kindName(v))
 		}
 	}
 	if len(args) == 0 {
