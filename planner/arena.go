@@ -40,6 +40,7 @@ func arena(st *state) error {
 	}
 	p := st.plan
 	a := newArenaInfo(p)
+	st.arenaInfo = a
 	for i := range p.Buffers {
 		p.Buffers[i].ArenaOffset = nil
 	}

@@ -142,10 +142,27 @@ func newBudget(st *state) (*budget, error) {
 	return b, nil
 }
 
-// met reports whether st's plan is within the budget or the loop is out of steps.
+// met reports whether st's plan is within the budget or the loop is out
+// of steps: budgetMaxSteps in all, or budgetStale in a row that did not
+// lower the smallest arena reached.
 func (b *budget) met(st *state) bool {
-	return st.plan.Stats.ArenaBytes <= b.limit || len(b.steps) >= budgetMaxSteps
+	if st.plan.Stats.ArenaBytes <= b.limit || len(b.steps) >= budgetMaxSteps {
+		return true
+	}
+	best, stale := b.berr.StartArena, 0
+	for _, s := range b.steps {
+		if s.ArenaBytes < best {
+			best, stale = s.ArenaBytes, 0
+		} else {
+			stale++
+		}
+	}
+	return stale >= budgetStale
 }
+
+// budgetStale is how many steps in a row may leave the smallest arena
+// reached where it is before the loop gives up.
+const budgetStale = 3
 
 // choose picks the next step's buffer orders from st's plan and adds their
 // edges to b.extra: the reuse pairs of the ideal schedule's layout (once
@@ -163,16 +180,17 @@ func (b *budget) choose(st *state) (kind string, ok bool) {
 			return "", false // auto: free orders only
 		}
 		kind = BudgetSerialize
-		pair, found := st.serializePair()
-		if !found {
+		pairs := st.serializePairs(st.plan.Stats.ArenaBytes - b.limit)
+		if len(pairs) == 0 {
 			return "", false
 		}
-		b.pairs, b.hint, b.reused = [][2]int{pair}, nil, false
+		b.pairs, b.hint, b.reused = pairs, nil, false
 	}
 	b.edges = 0
+	stages := st.bufferStages()
 	for _, pr := range b.pairs {
-		for _, u := range st.stagesOf(pr[0]) {
-			for _, v := range st.stagesOf(pr[1]) {
+		for _, u := range stages[pr[0]] {
+			for _, v := range stages[pr[1]] {
 				if e := [2]int32{u, v}; !b.extra[e] {
 					b.extra[e] = true
 					b.edges++
@@ -253,7 +271,10 @@ type budgetView struct {
 
 func (st *state) view() *budgetView {
 	p := st.plan
-	a := newArenaInfo(p)
+	a := st.arenaInfo // the arena pass's, of this plan (its eligible buffers and happens-before)
+	if a == nil || a.p != p {
+		a = newArenaInfo(p)
+	}
 	bv := &budgetView{a: a, stages: make([][]int32, len(a.bufs)), lo: make([]float64, len(a.bufs)), hi: make([]float64, len(a.bufs))}
 	at := make(map[string]int, len(a.bufs))
 	for k, b := range a.bufs {
@@ -276,15 +297,22 @@ func (st *state) view() *budgetView {
 	return bv
 }
 
-// stagesOf returns the stages touching buffer i (an index into Plan.Buffers).
-func (st *state) stagesOf(i int) []int32 {
-	var out []int32
-	name := st.plan.Buffers[i].Name
-	for v, sg := range st.plan.Stages {
+// bufferStages returns, per Plan.Buffers index, the stages touching the
+// buffer, in stage order: one pass over the accesses.
+func (st *state) bufferStages() [][]int32 {
+	p := st.plan
+	idx := make(map[string]int32, len(p.Buffers))
+	for i, b := range p.Buffers {
+		idx[b.Name] = int32(i)
+	}
+	out := make([][]int32, len(p.Buffers))
+	for v, sg := range p.Stages {
 		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
-			if slices.ContainsFunc(list, func(x Access) bool { return x.Buffer == name }) {
-				out = append(out, int32(v))
-				break
+			for _, x := range list {
+				i, ok := idx[x.Buffer]
+				if l := out[i]; ok && (len(l) == 0 || l[len(l)-1] != int32(v)) {
+					out[i] = append(l, int32(v))
+				}
 			}
 		}
 	}
@@ -315,13 +343,25 @@ func (st *state) reusePairs() ([][2]int, map[int]int64) {
 	overlap := func(i, j int) bool {
 		return offs[i] < offs[j]+a.bufs[j].size && offs[j] < offs[i]+a.bufs[i].size
 	}
+	// The buffers sharing bytes with y: an index of the byte ranges.
+	bytes := spans{lo: make([]float64, len(a.bufs)), hi: make([]float64, len(a.bufs))}
+	for i, b := range a.bufs {
+		bytes.lo[i], bytes.hi[i] = float64(offs[i]), float64(offs[i]+b.size)
+	}
+	ix := newSpanIndex(bytes)
+	for i := range a.bufs {
+		ix.add(i)
+	}
 	var pairs [][2]int
 	var pred, byLo []int
+	var cand []int32
 	for j, y := range a.bufs {
 		pred = pred[:0]
-		for i, x := range a.bufs {
-			if i != j && overlap(i, j) && timeBefore(x, y) {
-				pred = append(pred, i)
+		cand = ix.overlapping(cand[:0], bytes, j)
+		slices.Sort(cand)
+		for _, i := range cand {
+			if x := a.bufs[i]; overlap(int(i), j) && timeBefore(x, y) {
+				pred = append(pred, int(i))
 			}
 		}
 		byLo = append(byLo[:0], pred...)
@@ -350,17 +390,19 @@ func (st *state) reusePairs() ([][2]int, map[int]int64) {
 	return pairs, hint
 }
 
-// serializePair picks one order x<y between two buffers live together at
-// the peak of the ideal schedule's live bytes (aligned sizes): of those
-// where no stage of y reaches a stage of x (so the edges make no cycle, and
-// no path uses two of them), the one with the
-// smallest critical-path increase, then the largest y, then names. ok is
-// false when there is none.
-func (st *state) serializePair() (pair [2]int, ok bool) {
+// serializePairs picks the orders x<y of one serializing step, between
+// buffers live together at the peak of the ideal schedule's live bytes
+// (aligned sizes), of those where no stage of y reaches a stage of x (so
+// the edges make no cycle, and no path uses two of them): the one with the
+// smallest critical-path increase, then the largest y, then names; and
+// while the delayed buffers' bytes are short of excess (the arena's bytes
+// over the budget), the next ones in that order, so that a budget far away
+// takes fewer re-plans. It returns no pairs when there is none.
+func (st *state) serializePairs(excess int64) (pairs [][2]int) {
 	bv := st.view()
 	a := bv.a
 	if len(a.bufs) == 0 {
-		return pair, false
+		return nil
 	}
 	// Peak instant: sweep starts and ends (ends first at equal times).
 	type ev struct {
@@ -423,8 +465,11 @@ func (st *state) serializePair() (pair [2]int, ok bool) {
 		}
 		return true
 	}
-	bestCost := math.Inf(1)
-	var best [2]int
+	type cand struct {
+		x, y int
+		cost float64
+	}
+	var cands []cand
 	for _, x := range alive {
 		for _, y := range alive {
 			if x == y || !acyclic(x, y) {
@@ -436,22 +481,82 @@ func (st *state) serializePair() (pair [2]int, ok bool) {
 					longest = max(longest, eft[u]+tail[v])
 				}
 			}
-			cost := max(longest-cp, 0)
-			better := cost < bestCost-1e-9
-			if !better && math.Abs(cost-bestCost) <= 1e-9 {
-				bx, by := a.bufs[best[0]], a.bufs[best[1]]
-				cx, cy := a.bufs[x], a.bufs[y]
-				better = cmp.Or(cmp.Compare(by.size, cy.size), cmp.Compare(cx.idx, bx.idx), cmp.Compare(cy.idx, by.idx)) < 0
+			cands = append(cands, cand{x, y, max(longest-cp, 0)})
+		}
+	}
+	slices.SortFunc(cands, func(c, d cand) int {
+		if math.Abs(c.cost-d.cost) > 1e-9 {
+			return cmp.Compare(c.cost, d.cost)
+		}
+		cx, cy, dx, dy := a.bufs[c.x], a.bufs[c.y], a.bufs[d.x], a.bufs[d.y]
+		return cmp.Or(cmp.Compare(dy.size, cy.size), cmp.Compare(cx.idx, dx.idx), cmp.Compare(cy.idx, dy.idx))
+	})
+	// The batch: the cheapest pair, then further pairs of buffers not yet
+	// in it while the delayed buffers' bytes are short of excess, each kept
+	// only if the batch's edges still make no cycle (a topological sort of
+	// the hazard graph with them).
+	used := make(map[int]bool)
+	var extra [][2]int32
+	var freed int64
+	for i, c := range cands {
+		if len(pairs) >= budgetMaxBatch || len(pairs) > 0 && (freed >= excess || i >= 4*budgetMaxBatch) {
+			break
+		}
+		if used[c.x] || used[c.y] {
+			continue
+		}
+		n := len(extra)
+		for _, u := range bv.stages[c.x] {
+			for _, v := range bv.stages[c.y] {
+				extra = append(extra, [2]int32{u, v})
 			}
-			if better {
-				bestCost, best, ok = cost, [2]int{x, y}, true
+		}
+		if len(pairs) > 0 && !st.acyclicWith(extra) {
+			extra = extra[:n]
+			continue
+		}
+		used[c.x], used[c.y] = true, true
+		freed += a.bufs[c.y].size
+		pairs = append(pairs, [2]int{a.bufs[c.x].idx, a.bufs[c.y].idx})
+	}
+	return pairs
+}
+
+// budgetMaxBatch bounds the pairs of one serializing step.
+const budgetMaxBatch = 64
+
+// acyclicWith reports whether the hazard graph with the extra edges (u → v)
+// has no cycle: Kahn's algorithm, O(stages + edges).
+func (st *state) acyclicWith(extra [][2]int32) bool {
+	indeg := make([]int32, st.n)
+	out := make([][]int32, st.n)
+	for v := range st.n {
+		indeg[v] = int32(len(st.g.Pred(v)))
+	}
+	for _, e := range extra {
+		indeg[e[1]]++
+		out[e[0]] = append(out[e[0]], e[1])
+	}
+	var ready []int32
+	for v := range st.n {
+		if indeg[v] == 0 {
+			ready = append(ready, int32(v))
+		}
+	}
+	seen := 0
+	for len(ready) > 0 {
+		u := ready[len(ready)-1]
+		ready = ready[:len(ready)-1]
+		seen++
+		for _, list := range [2][]int32{st.g.Succ(int(u)), out[u]} {
+			for _, w := range list {
+				if indeg[w]--; indeg[w] == 0 {
+					ready = append(ready, w)
+				}
 			}
 		}
 	}
-	if !ok {
-		return pair, false
-	}
-	return [2]int{a.bufs[best[0]].idx, a.bufs[best[1]].idx}, true
+	return seen == st.n
 }
 
 // tails returns, per stage, the longest path from its start to the end of

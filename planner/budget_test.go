@@ -173,3 +173,27 @@ func TestBudgetAutoWaitCount(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetAnswer: a budget far below what nasnetalarge can reach is
+// answered with a *BudgetError saying by how much it is missed, and one
+// it can reach is met, each in few re-plans: a serializing step orders as
+// many pairs at the peak as the bytes over the budget ask for, rather than
+// one pair per re-plan (37 re-plans for the 40 MiB case).
+func TestBudgetAnswer(t *testing.T) {
+	s := loadGraph(t, "nasnetalarge")
+	_, err := Build(s, Options{MemoryBudget: 40 << 20})
+	var be *BudgetError
+	if !errors.As(err, &be) {
+		t.Fatalf("40 MiB: %v, want a *BudgetError", err)
+	}
+	if be.Arena <= be.Budget || be.Arena >= be.StartArena || !strings.Contains(be.Error(), fmt.Sprintf("%d bytes", be.Arena-be.Budget)) {
+		t.Errorf("40 MiB: arena %d, start %d: %v", be.Arena, be.StartArena, be)
+	}
+	if len(be.Steps) > 16 {
+		t.Errorf("40 MiB: %d steps (re-plans), want at most 16", len(be.Steps))
+	}
+	p := build(t, s, Options{MemoryBudget: 80 << 20})
+	if p.Stats.ArenaBytes > 80<<20 || len(p.Budget) == 0 || len(p.Budget) > 16 {
+		t.Errorf("80 MiB: arena %d after %d steps", p.Stats.ArenaBytes, len(p.Budget))
+	}
+}

@@ -136,7 +136,8 @@ type state struct {
 	// Plan.Buffers index) that the arena pass takes when it is smaller than
 	// its own and valid for this plan.
 	layoutHint map[int]int64
-	notes      []string // quality limits met so far (Plan.Notes)
+	notes      []string   // quality limits met so far (Plan.Notes)
+	arenaInfo  *arenaInfo // the arena pass's view of plan, for the budget loop
 	plan       *Plan
 	start      time.Time
 	timings    []PassTime   // this run's hazard analysis and passes
