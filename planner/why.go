@@ -97,7 +97,36 @@ type reasoner struct {
 	// The next launch after the last wait asked about (ops are asked
 	// about in order: a run of waits is scanned once).
 	nextStream, nextOp int
-	scratch            []whyBuf // hazards: the buffers of the two stages' accesses
+	// The buffer of each stage's accesses (Writes, then Reads), looked
+	// up at a stage's first wait: info[off[i]:off[i+1]], known[i].
+	info  []whyBuf
+	off   []int32
+	known []bool
+}
+
+// infoOf returns the buffers of stage i's writes, then reads.
+func (wr *reasoner) infoOf(i int) []whyBuf {
+	if wr.off == nil {
+		st := wr.p.Stages
+		wr.off = make([]int32, len(st)+1)
+		for k := range st {
+			wr.off[k+1] = wr.off[k] + int32(len(st[k].Writes)+len(st[k].Reads))
+		}
+		wr.info = make([]whyBuf, wr.off[len(st)])
+		wr.known = make([]bool, len(st))
+	}
+	out := wr.info[wr.off[i]:wr.off[i+1]]
+	if !wr.known[i] {
+		wr.known[i] = true
+		x := &wr.p.Stages[i]
+		for k, u := range x.Writes {
+			out[k] = wr.bufs[u.Buffer]
+		}
+		for k, u := range x.Reads {
+			out[len(x.Writes)+k] = wr.bufs[u.Buffer]
+		}
+	}
+	return out
 }
 
 type whyAt struct{ stream, idx int32 }
@@ -172,16 +201,13 @@ func (wr *reasoner) hazards(a, b, lag int) []Hazard {
 	p := wr.p
 	x, y := &p.Stages[a], &p.Stages[b]
 	look := wr.arena || lag != 0
+	var xi, yi []whyBuf // x's and y's buffers, writes then reads
 	if look {
-		wr.scratch = wr.scratch[:0]
-		for _, list := range [4][]Access{x.Writes, x.Reads, y.Reads, y.Writes} {
-			for _, u := range list {
-				wr.scratch = append(wr.scratch, wr.bufs[u.Buffer])
-			}
-		}
+		xi, yi = wr.infoOf(a), wr.infoOf(b)
 	}
+	// Indices into xi (iu) and yi (iv).
 	xw, xr := 0, len(x.Writes)
-	yr, yw := xr+len(x.Reads), xr+len(x.Reads)+len(y.Reads)
+	yw, yr := 0, len(y.Writes)
 	var hz []Hazard
 	add := func(kind string, u, v Access, iu, iv int) {
 		shared := ""
@@ -189,7 +215,7 @@ func (wr *reasoner) hazards(a, b, lag int) []Hazard {
 			if !wr.arena {
 				return
 			}
-			bu, bv := wr.scratch[iu], wr.scratch[iv]
+			bu, bv := xi[iu], yi[iv]
 			if bu.arena < 0 || bv.arena < 0 || lag%max(bu.copies, 1) != 0 || lag%max(bv.copies, 1) != 0 {
 				return
 			}
@@ -200,7 +226,7 @@ func (wr *reasoner) hazards(a, b, lag int) []Hazard {
 		if !u.Overlaps(v) {
 			return
 		}
-		if look && shared == "" && lag%max(wr.scratch[iu].copies, 1) != 0 {
+		if look && shared == "" && lag%max(xi[iu].copies, 1) != 0 {
 			return
 		}
 		lo, hi := max(u.Offset, v.Offset), min(u.Offset+u.Bytes, v.Offset+v.Bytes)

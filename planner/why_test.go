@@ -103,3 +103,44 @@ func TestWaitReasonsMatchHazardEdges(t *testing.T) {
 		t.Fatalf("checked %d waits, want ≥ 100", checked)
 	}
 }
+
+// TestWaitReasonRingAndArena: a wait's reason lists a hazard on a ring
+// buffer only when the lag is a multiple of its copies (else the two
+// iterations use different copies), and a hazard between two buffers only
+// when they share arena bytes (named in Shared).
+func TestWaitReasonRingAndArena(t *testing.T) {
+	off0, off64 := int64(0), int64(64)
+	mk := func(copies, copiesY, lag int, arenaY *int64) *Plan {
+		return &Plan{
+			Version: PlanVersion,
+			Stages: []Stage{
+				{Name: "a", Writes: []Access{{Buffer: "x", Offset: 0, Bytes: 128}}},
+				{Name: "b", Stream: 1, Reads: []Access{{Buffer: "x", Offset: 0, Bytes: 64}}, Writes: []Access{{Buffer: "y", Offset: 0, Bytes: 32}}},
+			},
+			Buffers: []Buffer{{Name: "x", Bytes: 128, Copies: copies, ArenaOffset: &off0}, {Name: "y", Bytes: 32, Copies: copiesY, ArenaOffset: arenaY}},
+			Events:  1,
+			Streams: []Stream{
+				{ID: 0, Name: "s0", Ops: []Op{{Kind: OpLaunch, Stage: 0}, {Kind: OpRecord, Event: 0}}},
+				{ID: 1, Name: "s1", Ops: []Op{{Kind: OpWait, Event: 0, Lag: lag}, {Kind: OpLaunch, Stage: 1}}},
+			},
+		}
+	}
+	for _, c := range []struct {
+		copies, copiesY, lag int
+		arenaY               *int64
+		want                 string
+	}{
+		{1, 0, 0, nil, "RAW x[0:64]"},
+		{2, 0, 1, nil, "no shared bytes (ordering only)"},
+		{2, 0, 2, nil, "RAW x[0:64]"},
+		{1, 0, 0, &off64, "RAW x[0:64], WAW x[64:96] (arena bytes shared with y)"},
+		{2, 0, 1, &off64, "no shared bytes (ordering only)"},
+		{1, 2, 1, &off64, "RAW x[0:64]"},
+		{1, 2, 2, &off64, "RAW x[0:64], WAW x[64:96] (arena bytes shared with y)"},
+	} {
+		r := mk(c.copies, c.copiesY, c.lag, c.arenaY).WaitReasons()[1][0]
+		if r == nil || r.String() != c.want {
+			t.Errorf("copies %d and %d, lag %d, y in arena %v: reason %v, want %s", c.copies, c.copiesY, c.lag, c.arenaY != nil, r, c.want)
+		}
+	}
+}
