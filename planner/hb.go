@@ -21,11 +21,16 @@ import "slices"
 // sources tell its stream something new starts a row, the clock of that
 // op: per chain, how many of its ops happen-before the op. An op's clock is
 // the row of the latest such op of its stream at or before it (rowOf), and
-// on its own chain its own position. A row is stored as the entries that
-// changed (deltas), and is expanded to dense int32 rows when that is no
-// larger than the deltas, and always for plans of few chains (O(1) a query);
-// otherwise the deltas are indexed per stream by (chain, row), and a query
-// is a binary search.
+// on its own chain its own position. A row is stored as its parent row
+// and the entries that changed from it (deltas): the parent is the
+// stream's previous row, or, when the op's first source knows the op of
+// that row (so that its clock covers the stream's), the source's row,
+// adopted as is (a stream waking up after others synchronized, a reader
+// waiting on a writer that saw every reader: no copy of the clock). Rows
+// are expanded to dense int32 rows when that is no larger than the
+// deltas, and always for plans of few chains (O(1) a query); otherwise
+// the deltas are indexed per stream by (chain, row), and a query is a
+// binary search per adoption followed (at most hbMaxHops).
 type hbGraph struct {
 	opBase   []int32 // per stream, global id of its op 0 (S+1 entries)
 	opStream []int32
@@ -46,9 +51,12 @@ type hbGraph struct {
 	// Dense layout: row r's entry for chain c is dense[r*chains+c].
 	dense []int32
 	// Sparse layout: stream s's deltas are sparse[sparseBase[s]:sparseBase[s+1]],
-	// sorted by (chain, row).
-	sparse     []hbDelta
-	sparseBase []int32
+	// sorted by (chain, row); row r is stream rowStream[r]'s, its segment
+	// begins at row rowSeg[r], and a segment's first row adopted the
+	// clock of row rowBase (-1: none).
+	sparse                     []hbDelta
+	sparseBase                 []int32
+	rowStream, rowSeg, rowBase []int32
 }
 
 // hbDelta is one clock entry set at a row: chain's count became val.
@@ -83,16 +91,18 @@ const (
 //     handoff orders captures nothing.
 //
 // Every edge goes from an earlier-issued op to a later one, so one walk
-// over IssueOrder builds every clock. A stream joins an edge's source
-// clock incrementally (the differential technique of Singhal and
-// Kshemkalyani, "An efficient implementation of vector clocks", IPL 43(1),
-// 1992): only the rows of the source's stream after the one whose op it
-// already knows, so each delta of a stream is read at most once per stream
-// that syncs with it. Cost: O(ops + D·f) time and O(ops + D) memory for D
-// deltas and f the streams that sync directly with a stream (D ≤ rows ×
-// chains; about rows × chains that advance between a stream's syncs), plus
-// the live clocks of the streams being issued (O(chains) each), and
-// implicitOrder's.
+// over IssueOrder builds every clock. A stream that does not adopt joins
+// an edge's source clock incrementally (the differential technique of
+// Singhal and Kshemkalyani, "An efficient implementation of vector
+// clocks", IPL 43(1), 1992): it takes the deltas of the source's rows back
+// to the first one whose op it already knows, so each row is read at most
+// once per stream that syncs with it. Cost: O(ops + D·(f + log D)) time and
+// O(ops + D) memory for D deltas and f the streams that sync directly
+// with a stream, plus implicitOrder's. D ≤ rows × chains; it is about the
+// rows times the chains that advance between a stream's syncs when the
+// stream cannot adopt (few streams: at most streams per row; uncapped plans
+// whose streams each run a few stages per iteration: up to streams² per
+// unrolled iteration).
 func hbEdges(p *Plan) *hbGraph { return buildHB(p, hbAuto) }
 
 func buildHB(p *Plan, layout hbLayout) *hbGraph {
@@ -116,9 +126,17 @@ func buildHB(p *Plan, layout hbLayout) *hbGraph {
 	im := deriveImplicit(p) // CUDA's implicit order (implicit.go), nil if none
 	h.im = im
 	h.chain, h.chainOff = make([]int32, S), make([]int32, S)
-	b := hbBuilder{h: h, live: make([][]int32, S), lastRow: make([]int32, S), rowStart: []int32{0}}
+	b := hbBuilder{h: h, lastRow: make([]int32, S), rowStart: []int32{0}}
 	for s := range S {
 		b.lastRow[s] = -1
+	}
+	if S <= hbFlatStreams {
+		b.headFlat = make([]int32, S*S)
+		for k := range b.headFlat {
+			b.headFlat[k] = -1
+		}
+	} else {
+		b.headMap = map[uint64]int32{}
 	}
 	last := make([]int32, p.Events) // per event: its latest record issued so far
 	for e := range last {
@@ -166,59 +184,129 @@ func buildHB(p *Plan, layout hbLayout) *hbGraph {
 // hbBuilder is buildHB's working state.
 type hbBuilder struct {
 	h *hbGraph
-	// live, per stream being issued: its clock so far, by chain (grown on
-	// demand; handed back to pool after its last op).
-	live [][]int32
-	pool [][]int32
 	// chainLen, per chain: its length, in ops of the streams it holds.
 	chainLen []int32
-	// Rows: row r belongs to stream rowStream[r]; its deltas are
-	// dChain/dVal[rowStart[r]:rowStart[r+1]].
-	rowStream, rowStart []int32
-	rowPrev             []int32 // per row: its stream's row before it, or -1
-	dChain, dVal        []int32
-	lastRow             []int32 // per stream: its latest row, or -1
+	// Rows, by id in creation (issue) order: row r is made by op rowOp[r]
+	// of stream rowStream[r]; its clock is its parent's (rowParent: the
+	// stream's previous row, or the base row it adopted, or none) with its
+	// deltas dChain/dVal[rowStart[r]:rowStart[r+1]] raised. rowSeg[r] is
+	// the first row of r's segment (rows of one stream since its last
+	// adoption); rowHops[r] is how many adoptions a query from r may
+	// follow.
+	rowStream, rowOp, rowParent, rowSeg, rowHops []int32
+	rowStart                                     []int32
+	adopted                                      []bool // per row: it adopted its parent (another stream's row)
+	dChain, dVal, dRow                           []int32
+	// dPrev, per delta: the previous delta of the same stream and chain,
+	// or -1; head(s, c) is the latest (build-time queries). dJump and
+	// dDepth make each such list a random-access stack (Myers, "An
+	// applicative random-access stack", IPL 17(5), 1983): the latest delta
+	// at or before a row is found in O(log n) steps.
+	dPrev, dJump, dDepth []int32
+	headFlat             []int32 // S×S heads when S ≤ hbFlatStreams
+	headMap              map[uint64]int32
+	lastRow              []int32 // per stream: its latest row, or -1
 	// at, per chain: 1 + the index in dChain of its delta in the row being
 	// built, when atOp is that row's op.
 	at, atOp []int32
 }
 
+// hbMaxHops bounds the adoptions a query follows: a stream adopts a row
+// whose queries follow more only by taking its deltas instead. (A
+// variable for tests.)
+var hbMaxHops int32 = 8
+
+// hbFlatStreams is the most streams for which the build-time heads are one
+// streams × streams table (4 MiB at most); with more, a map. (A variable
+// for tests.)
+var hbFlatStreams = 1024
+
+func (b *hbBuilder) head(s, c int32) int32 {
+	if b.headFlat != nil {
+		return b.headFlat[int(s)*len(b.lastRow)+int(c)]
+	}
+	if k, ok := b.headMap[uint64(s)<<32|uint64(c)]; ok {
+		return k
+	}
+	return -1
+}
+
+func (b *hbBuilder) setHead(s, c, k int32) {
+	if b.headFlat != nil {
+		b.headFlat[int(s)*len(b.lastRow)+int(c)] = k
+		return
+	}
+	b.headMap[uint64(s)<<32|uint64(c)] = k
+}
+
+// query returns row r's entry for chain c while the rows are being built
+// (r may be the row being built): the latest delta of c in r's segment, or
+// else in the row its segment adopted.
+func (b *hbBuilder) query(r, c int32) int32 {
+	for r >= 0 {
+		s, seg := b.rowStream[r], b.rowSeg[r]
+		k := b.head(s, c)
+		for k >= 0 && b.dRow[k] > r {
+			if j := b.dJump[k]; j >= 0 && b.dRow[j] > r {
+				k = j // every delta skipped is after r too
+			} else {
+				k = b.dPrev[k]
+			}
+		}
+		if k >= 0 && b.dRow[k] >= seg {
+			return b.dVal[k]
+		}
+		if !b.adopted[seg] {
+			return 0
+		}
+		r = b.rowParent[seg]
+	}
+	return 0
+}
+
 // issue handles op g of stream s, ordered after the ops of src (other
-// streams', issued earlier).
+// streams', issued earlier): a new row when they tell s something new.
 func (b *hbBuilder) issue(s, g int32, src []int32) {
 	h := b.h
 	first := h.opIndex[g] == 0
 	if first {
-		if n := len(b.pool); n > 0 {
-			b.live[s], b.pool = b.pool[n-1], b.pool[:n-1]
-		}
 		h.chain[s] = -1 // not chosen yet: joins below skip nothing
 	}
 	start := int32(len(b.dChain))
-	for _, x := range src {
-		b.join(s, g, x)
+	if len(src) > 0 {
+		// The row being built, tentatively: a continuation of s's rows.
+		r := int32(len(b.rowStream))
+		prev := b.lastRow[s]
+		seg, hops := r, int32(0)
+		if prev >= 0 {
+			seg, hops = b.rowSeg[prev], b.rowHops[prev]
+		}
+		b.rowStream = append(b.rowStream, s)
+		b.rowOp = append(b.rowOp, g)
+		b.rowParent = append(b.rowParent, prev)
+		b.rowSeg = append(b.rowSeg, seg)
+		b.rowHops = append(b.rowHops, hops)
+		b.adopted = append(b.adopted, false)
+		for _, x := range src {
+			b.join(s, g, r, prev, x)
+		}
+		if int32(len(b.dChain)) == start { // nothing new: no row
+			n := len(b.rowStream) - 1
+			b.rowStream, b.rowOp, b.rowParent, b.rowSeg, b.rowHops, b.adopted = b.rowStream[:n], b.rowOp[:n], b.rowParent[:n], b.rowSeg[:n], b.rowHops[:n], b.adopted[:n]
+		} else {
+			b.rowStart = append(b.rowStart, int32(len(b.dChain)))
+			b.lastRow[s] = r
+		}
 	}
 	if first {
 		b.place(s, start)
 	}
-	if int32(len(b.dChain)) > start {
-		b.rowStream = append(b.rowStream, s)
-		b.rowPrev = append(b.rowPrev, b.lastRow[s])
-		b.rowStart = append(b.rowStart, int32(len(b.dChain)))
-		b.lastRow[s] = int32(len(b.rowStream) - 1)
-	}
 	h.rowOf[g] = b.lastRow[s]
-	if int(g) == int(h.opBase[s+1])-1 { // the stream's last op
-		l := b.live[s]
-		clear(l)
-		b.pool = append(b.pool, l[:0])
-		b.live[s] = nil
-	}
 }
 
-// place chooses stream s's chain at its first op, whose clock is the
-// deltas from start: a chain whose last op g knows (then that chain's
-// streams are finished) is continued; else a new one begins.
+// place chooses stream s's chain at its first op, whose new deltas start
+// at start: a chain whose last op it knows (then that chain's streams are
+// finished) is continued; else a new one begins.
 func (b *hbBuilder) place(s, start int32) {
 	h := b.h
 	n := int32(h.opBase[s+1] - h.opBase[s])
@@ -226,14 +314,7 @@ func (b *hbBuilder) place(s, start int32) {
 		if c := b.dChain[k]; b.dVal[k] == b.chainLen[c] {
 			h.chain[s], h.chainOff[s] = c, b.chainLen[c]
 			b.chainLen[c] += n
-			// Its own chain is known by position: drop the entry.
-			last := int32(len(b.dChain)) - 1
-			b.dChain[k], b.dVal[k] = b.dChain[last], b.dVal[last]
-			b.dChain, b.dVal = b.dChain[:last], b.dVal[:last]
-			if k < last {
-				b.at[b.dChain[k]] = k + 1
-			}
-			return
+			return // its entry for its own chain is never read (reach compares positions)
 		}
 	}
 	h.chain[s], h.chainOff[s] = int32(len(b.chainLen)), 0
@@ -241,82 +322,95 @@ func (b *hbBuilder) place(s, start int32) {
 	b.at, b.atOp = append(b.at, 0), append(b.atOp, -1)
 }
 
-// join orders op g of stream u after op x of another stream t: u's clock
-// takes the entries of t's rows after the last one u already had, up to
-// x's, and x's own position.
-func (b *hbBuilder) join(u, g, x int32) {
+// join orders op g of stream u (its row being built is r, its previous row
+// prev) after op x of another stream t. When x's clock covers u's (x knows
+// the op of u's previous row) and the hop bound allows, r adopts x's row;
+// else r takes the deltas of x's rows, walking from x's row to its parents
+// until one whose op u's previous clock knows (it knows all that row
+// knows), so that each row is taken at most once per stream.
+func (b *hbBuilder) join(u, g, r, prev, x int32) {
 	h := b.h
 	t := h.opStream[x]
 	ct := h.chain[t]
-	if ct == h.chain[u] {
+	cu := h.chain[u]
+	if ct == cu {
 		return // issued earlier on u's own chain: before g
 	}
 	q := h.chainOff[t] + h.opIndex[x] + 1 // x's count on its chain
-	p := b.get(u, ct)
-	if p >= q {
+	if b.query(r, ct) >= q {
 		return // u knows x already, and so all x knows
 	}
-	// The latest row of t that u already has: the one of the op of t at
-	// u's count p (it knows that op, and so its clock).
-	r0 := int32(-1)
-	if k := p - h.chainOff[t]; k > 0 {
-		r0 = h.rowOf[h.opBase[t]+k-1]
-	}
-	if rx := h.rowOf[x]; rx > r0 {
-		// t's rows in (r0, rx]: from rx back along t's rows.
-		for r := rx; r > r0; r = b.prevRow(r) {
-			for k := b.rowStart[r]; k < b.rowStart[r+1]; k++ {
-				b.raise(u, g, b.dChain[k], b.dVal[k])
+	rx := h.rowOf[x]
+	if !b.adopted[r] && int32(len(b.dChain)) == b.rowStart[len(b.rowStart)-1] {
+		covers := prev < 0
+		if !covers && cu >= 0 {
+			y := b.rowOp[prev]
+			covers = b.query(rx, cu) > h.chainOff[u]+h.opIndex[y]
+		}
+		if covers && (rx < 0 || b.rowHops[rx] < hbMaxHops) {
+			b.adopted[r], b.rowParent[r], b.rowSeg[r] = true, rx, r
+			b.rowHops[r] = 0
+			if rx >= 0 {
+				b.rowHops[r] = b.rowHops[rx] + 1
 			}
+			b.raise(u, g, r, ct, q)
+			return
 		}
 	}
-	b.raise(u, g, ct, q)
-}
-
-// prevRow returns the row of r's stream before r, or -1.
-func (b *hbBuilder) prevRow(r int32) int32 { return b.rowPrev[r] }
-
-// get returns u's live clock entry for chain c.
-func (b *hbBuilder) get(u, c int32) int32 {
-	if l := b.live[u]; int(c) < len(l) {
-		return l[c]
+	for k := rx; k >= 0; k = b.rowParent[k] {
+		sk := b.rowStream[k]
+		if ck := h.chain[sk]; ck == cu || prev >= 0 && b.query(prev, ck) > h.chainOff[sk]+h.opIndex[b.rowOp[k]] {
+			break // u's previous clock knows row k's op
+		}
+		for d := b.rowStart[k]; d < b.rowStart[k+1]; d++ {
+			b.raise(u, g, r, b.dChain[d], b.dVal[d])
+		}
 	}
-	return 0
+	b.raise(u, g, r, ct, q)
 }
 
-// raise sets u's entry for chain c to at least val, recording the delta
-// in the row of op g.
-func (b *hbBuilder) raise(u, g, c, val int32) {
+// raise sets u's entry for chain c to at least val in row r (of op g).
+func (b *hbBuilder) raise(u, g, r, c, val int32) {
 	if c == b.h.chain[u] {
 		return
 	}
-	l := b.live[u]
-	if int(c) >= len(l) {
-		l = append(l, make([]int32, int(c)+1-len(l))...)
-		b.live[u] = l
-	}
-	if l[c] >= val {
-		return
-	}
-	l[c] = val
 	if b.atOp[c] == g {
-		b.dVal[b.at[c]-1] = val
+		if k := b.at[c] - 1; b.dVal[k] < val {
+			b.dVal[k] = val
+		}
 		return
 	}
-	b.atOp[c], b.at[c] = g, int32(len(b.dChain))+1
+	if b.query(r, c) >= val {
+		return
+	}
+	k := int32(len(b.dChain))
+	b.atOp[c], b.at[c] = g, k+1
 	b.dChain = append(b.dChain, c)
 	b.dVal = append(b.dVal, val)
+	b.dRow = append(b.dRow, r)
+	p := b.head(u, c)
+	depth, jump := int32(0), p
+	if p >= 0 {
+		depth = b.dDepth[p] + 1
+		if j := b.dJump[p]; j >= 0 && b.dJump[j] >= 0 && b.dDepth[p]-b.dDepth[j] == b.dDepth[j]-b.dDepth[b.dJump[j]] {
+			jump = b.dJump[j]
+		}
+	}
+	b.dPrev = append(b.dPrev, p)
+	b.dJump = append(b.dJump, jump)
+	b.dDepth = append(b.dDepth, depth)
+	b.setHead(u, c, k)
 }
 
-// expand stores the rows dense: each row is its stream's previous row with
-// its deltas applied.
+// expand stores the rows dense: each row is its parent's with its deltas
+// applied.
 func (b *hbBuilder) expand() {
 	h := b.h
 	W := h.chains
 	h.dense = make([]int32, h.rows*W)
 	for r := range h.rows {
 		row := h.dense[r*W : (r+1)*W]
-		if pr := b.rowPrev[r]; pr >= 0 {
+		if pr := b.rowParent[r]; pr >= 0 {
 			copy(row, h.dense[int(pr)*W:(int(pr)+1)*W])
 		}
 		for k := b.rowStart[r]; k < b.rowStart[r+1]; k++ {
@@ -326,27 +420,24 @@ func (b *hbBuilder) expand() {
 }
 
 // index sorts the deltas by (stream, chain, row): a counting sort by chain,
-// then a stable one by stream (rows are already in order).
+// then a stable one by stream (rows are already in order); queries follow
+// a segment's adoption (rowSeg, rowParent of adopted rows).
 func (b *hbBuilder) index() {
 	h := b.h
 	S := len(h.opBase) - 1
 	D := len(b.dChain)
 	byChain := make([]hbDelta, D)
-	count := make([]int32, max(h.chains, S)+1)
+	count := make([]int32, h.chains+1)
 	for _, c := range b.dChain {
 		count[c+1]++
 	}
 	for c := range h.chains {
 		count[c+1] += count[c]
 	}
-	for r := range h.rows {
-		for k := b.rowStart[r]; k < b.rowStart[r+1]; k++ {
-			c := b.dChain[k]
-			byChain[count[c]] = hbDelta{chain: c, row: int32(r), val: b.dVal[k]}
-			count[c]++
-		}
+	for k, c := range b.dChain {
+		byChain[count[c]] = hbDelta{chain: c, row: b.dRow[k], val: b.dVal[k]}
+		count[c]++
 	}
-	b.dChain, b.dVal = nil, nil
 	h.sparseBase = make([]int32, S+1)
 	for _, d := range byChain {
 		h.sparseBase[b.rowStream[d.row]+1]++
@@ -360,6 +451,14 @@ func (b *hbBuilder) index() {
 		s := b.rowStream[d.row]
 		h.sparse[fill[s]] = d
 		fill[s]++
+	}
+	h.rowStream, h.rowSeg = b.rowStream, b.rowSeg
+	h.rowBase = make([]int32, h.rows)
+	for r := range h.rows {
+		h.rowBase[r] = -1
+		if b.adopted[r] {
+			h.rowBase[r] = b.rowParent[r]
+		}
 	}
 }
 
@@ -380,25 +479,30 @@ func (h *hbGraph) reach(a, b int32) bool {
 	if r < 0 {
 		return false
 	}
-	return h.count(r, sb, ca) > pa
+	return h.count(r, ca) > pa
 }
 
-// count returns row r's (of stream s) entry for chain c: how many of c's
-// ops happen-before the row's op.
-func (h *hbGraph) count(r, s, c int32) int32 {
+// count returns row r's entry for chain c: how many of c's ops
+// happen-before the row's op. Sparse: the latest delta of c in r's
+// segment, else in the row the segment adopted (at most hbMaxHops).
+func (h *hbGraph) count(r, c int32) int32 {
 	if h.sparseBase == nil {
 		return h.dense[int(r)*h.chains+int(c)]
 	}
-	list := h.sparse[h.sparseBase[s]:h.sparseBase[s+1]]
-	// The first delta after (c, r); the one before it is c's latest at r.
-	k, _ := slices.BinarySearchFunc(list, [2]int32{c, r + 1}, func(d hbDelta, key [2]int32) int {
-		if d.chain != key[0] {
-			return int(d.chain - key[0])
+	for r >= 0 {
+		s, seg := h.rowStream[r], h.rowSeg[r]
+		list := h.sparse[h.sparseBase[s]:h.sparseBase[s+1]]
+		// The first delta after (c, r); the one before it is c's latest at r.
+		k, _ := slices.BinarySearchFunc(list, [2]int32{c, r + 1}, func(d hbDelta, key [2]int32) int {
+			if d.chain != key[0] {
+				return int(d.chain - key[0])
+			}
+			return int(d.row - key[1])
+		})
+		if k > 0 && list[k-1].chain == c && list[k-1].row >= seg {
+			return list[k-1].val
 		}
-		return int(d.row - key[1])
-	})
-	if k > 0 && list[k-1].chain == c {
-		return list[k-1].val
+		r = h.rowBase[seg]
 	}
 	return 0
 }

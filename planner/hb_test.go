@@ -230,8 +230,15 @@ func TestReachMatchesBFS(t *testing.T) {
 			}
 			before[b] = seen
 		}
-		for _, layout := range []hbLayout{hbDense, hbSparse} {
+		for k, layout := range []hbLayout{hbDense, hbSparse, hbSparse} {
+			// The third build follows one adoption at most (so that rows are
+			// taken delta by delta past it) and keeps its heads in a map.
+			hops, flat := hbMaxHops, hbFlatStreams
+			if k == 2 {
+				hbMaxHops, hbFlatStreams = 1, 0
+			}
 			h := buildHB(p, layout)
+			hbMaxHops, hbFlatStreams = hops, flat
 			if h.chains < len(p.Streams) {
 				merged++
 			}
