@@ -59,7 +59,7 @@
 // temps at points no lifetime crosses, sweeps each part in issue order with
 // a coalescing free list, and lays out by size (comparing only temps whose
 // lifetimes overlap) within a bound on its pairs; the iterate pass's walk
-// (dense vector clocks over physical streams) is bounded by iterMaxStages
-// and iterMaxClock; past a bound the plan takes the cheaper correct form
-// and says so in a note.
+// (dense vector clocks over physical streams, read only by joins that
+// teach a stream something) is bounded by iterMaxClock; past a bound the
+// plan takes the cheaper correct form and says so in a note.
 package planner

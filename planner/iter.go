@@ -101,15 +101,13 @@ var (
 	iterMaxPruneWork = 200_000_000
 )
 
-// iterMaxStages and iterMaxClock bound the plans the iterate pass walks:
-// the walk keeps a snapshot per stage and unrolled iteration, and a dense
-// vector clock per physical stream, which each join reads and may copy, so
-// its time and memory grow as iterations × joins × physical streams.
-// Larger plans get the barrier form (WithIteration) and a note.
-var (
-	iterMaxStages = 100_000
-	iterMaxClock  = 30_000_000 // clock entries read by one walk, 4 bytes each
-)
+// iterMaxClock bounds the walk of the iterate pass: it keeps a snapshot
+// per stage for the last few unrolled iterations, and a dense vector clock
+// per physical stream, which a join that teaches the stream something new
+// reads and may copy (a join that does not costs O(1)), so its time and
+// memory grow as iterations × such joins × physical streams. A walk past
+// it stops, and the plan gets the barrier form (WithIteration) and a note.
+var iterMaxClock = 300_000_000 // clock entries read by one walk, 4 bytes each
 
 // iterReq is one cross-iteration order the reference semantics needs: stage
 // a of iteration i−d happens-before stage b of iteration i, for every i ≥ d.
@@ -136,7 +134,7 @@ type iterReq struct {
 // its launch (sync's event when it has one); slots follow from the lags.
 //
 // Manual specs (their waits are the user's) and plans beyond the walk's
-// bounds (iterMaxStages, iterMaxClock) get the barrier form instead
+// bound (iterMaxClock) get the barrier form instead
 // (WithIteration): correct for any race-free iteration, iterations not
 // overlapping; a note states the cost.
 //
@@ -163,9 +161,6 @@ func iterate(st *state) error {
 			st.plan = WithIteration(p)
 		}
 		return nil
-	case n > iterMaxStages:
-		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s stages (this plan has %s)", thousands(iterMaxStages), thousands(n)))
-		return nil
 	case R != 1 && hasDefaultStream(p): // implicit.go
 		if R > 1 || kmax > 1 {
 			st.note("one stream set: stream %s is a default stream, of which CUDA has one (per context, or per thread), so iterations do not get streams of their own", defaultStreamName(p))
@@ -182,15 +177,6 @@ func iterate(st *state) error {
 	}
 	p.Iteration = &Iteration{StreamSets: R} // provisional: the walk maps streams through it
 	_, P := p.PhysicalStreams()
-	// Every wait of an iteration joins a clock of P entries: the walk's
-	// work is at least U·waits·P (U ≥ U0 iterations), plus the joins of its
-	// cross waits.
-	if U0 := min(period, 64) + 4; U0*p.Stats.Waits*P > iterMaxClock {
-		p.Iteration = nil
-		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read (this plan needs at least %s: %d iterations × %s waits × %s physical streams)",
-			thousands(iterMaxClock), thousands(U0*p.Stats.Waits*P), U0, thousands(p.Stats.Waits), thousands(P)))
-		return nil
-	}
 	reqs, inflight := iterHazards(p, copies)
 	// Latest producer first: smaller distance, then later in issue order.
 	pos := launchPositions(p)
@@ -317,9 +303,25 @@ func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 		lo, hi int64
 		write  bool
 	}
-	byBuf := map[string][]acc{}
-	arena := arenaOffsets(p) // arena buffers share one space, one copy (arenaAddress)
-	var names []string
+	// Address spaces: the arena's buffers together (one copy, as
+	// arenaAddress), else each buffer on its own; per buffer name its
+	// space and base, spaces numbered in first-use order.
+	type place struct {
+		space int32 // index of the space + 1, 0 = not used yet
+		base  int64
+		arena bool
+	}
+	where := make(map[string]*place, len(p.Buffers))
+	arenaPlace := &place{}
+	for _, b := range p.Buffers {
+		if b.ArenaOffset != nil {
+			where[b.Name] = &place{base: *b.ArenaOffset, arena: true}
+		} else {
+			where[b.Name] = &place{}
+		}
+	}
+	var byBuf [][]acc
+	var names []string // per space: its key (arenaAddress)
 	// Stages in issue order: it extends happens-before (every record is
 	// issued before its waits), so it orders the conflicting accesses of an
 	// address space as the plan does. Declaration order would not: temps
@@ -334,11 +336,22 @@ func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 		sg := p.Stages[v]
 		for k, list := range [2][]Access{sg.Reads, sg.Writes} {
 			for _, a := range list {
-				key, base := arenaAddress(arena, a.Buffer)
-				if _, ok := byBuf[key]; !ok {
-					names = append(names, key)
+				w := where[a.Buffer]
+				if w == nil { // not declared: Validate reports it
+					w = &place{}
+					where[a.Buffer] = w
 				}
-				byBuf[key] = append(byBuf[key], acc{int32(v), base + a.Offset, base + a.Offset + a.Bytes, k == 1})
+				sp, key := w, a.Buffer
+				if w.arena {
+					sp, key = arenaPlace, arenaSpace
+				}
+				if sp.space == 0 {
+					byBuf = append(byBuf, nil)
+					names = append(names, key)
+					sp.space = int32(len(byBuf))
+				}
+				g := sp.space - 1
+				byBuf[g] = append(byBuf[g], acc{int32(v), w.base + a.Offset, w.base + a.Offset + a.Bytes, k == 1})
 			}
 		}
 	}
@@ -347,19 +360,13 @@ func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 		head, tail  []int32
 	}
 	reqs := make([][]iterReq, len(p.Stages))
-	seen := map[[3]int32]bool{}
-	add := func(a, d, k int32) {
-		if key := [3]int32{a, d, k}; !seen[key] {
-			seen[key] = true
-			reqs[d] = append(reqs[d], iterReq{a, k})
-		}
-	}
+	add := func(a, d, k int32) { reqs[d] = append(reqs[d], iterReq{a, k}) } // deduplicated below
 	inflight := 0
 	var bounds []int64
 	var segs []segment
-	for _, name := range names {
+	for g, name := range names {
 		k := int32(max(copies[name], 1))
-		list := byBuf[name]
+		list := byBuf[g]
 		bounds = bounds[:0]
 		for _, x := range list {
 			bounds = append(bounds, x.lo, x.hi)
@@ -410,6 +417,10 @@ func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 		for _, k := range copies {
 			inflight = max(inflight, k)
 		}
+	}
+	for d := range reqs {
+		slices.SortFunc(reqs[d], func(x, y iterReq) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.d, y.d)) })
+		reqs[d] = slices.Clip(slices.Compact(reqs[d]))
 	}
 	return reqs, inflight
 }
@@ -485,20 +496,15 @@ func (w *iterWalk) run(place bool) bool {
 		if s.ps == int32(ps) {
 			return
 		}
-		w.work += P
-		over = over || (w.limit > 0 && w.work > w.limit)
-		need := c[s.ps] < s.idx
-		if !need {
-			for q, v := range s.clock {
-				if v > c[q] && q != ps {
-					need = true
-					break
-				}
-			}
-		}
-		if !need {
+		// Knowing s's launch means knowing all it knew: clocks only grow
+		// along a stream, and a launch's knowledge reaches others only
+		// through its stream's later records. So a join costs O(1) unless
+		// it merges, and O(P) then.
+		if c[s.ps] >= s.idx {
 			return
 		}
+		w.work += P
+		over = over || (w.limit > 0 && w.work > w.limit)
 		nc := c
 		if shared[ps] {
 			nc = make([]int32, P)
