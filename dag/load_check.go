@@ -295,6 +295,10 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 			continue
 		}
 		b := &c.s.Buffers[bi]
+		// The declared name's string: the same bytes, so that the name
+		// maps of the planner's passes find it without reading a second
+		// copy of it (string equality first compares the pointers).
+		a.Buffer = b.Name
 		if !c.bufSrc[bi].sizeOK {
 			all = false // the buffer's size is wrong; reported there
 			continue
