@@ -42,6 +42,13 @@
 // earlier work before the host and clears the shadow state, which keeps it
 // bounded; so does merging neighbouring ranges with equal state.
 //
+// Host threads. A plan issued from several host threads runs on the
+// threads' views of the backend (Thread, threads.go): their calls are
+// serialized, each with its thread's own host clock, and a wait on another
+// thread's record that no host handoff made known to the waiting thread
+// is taken by the detector as waiting for nothing, so such a race is
+// reported under every seed however the threads interleave.
+//
 // Resources. The backend counts live streams, events and buffers with the
 // call site that created each; Close reports every one still alive.
 package sim

@@ -75,7 +75,8 @@ type Options struct {
 var ErrClosed = errors.New("sim: backend is closed")
 
 // Backend is the simulator. Its methods must be called from one goroutine
-// (executor.Backend's contract); the work runs on one goroutine per stream.
+// (executor.Backend's contract), its threads' views each from its own
+// (Thread); the work runs on one goroutine per stream.
 type Backend struct {
 	opt      Options
 	maxDelay time.Duration
