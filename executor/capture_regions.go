@@ -45,6 +45,9 @@ type region struct {
 // lowerRegions lowers graph mode for a plan with capture regions.
 func (x *program) lowerRegions() error {
 	p, m := x.p, x.m
+	if x.inflight > 0 {
+		return errors.New("executor: graph mode with capture regions tracks no iteration's end: the in-flight bound and progress need stream mode, or a spec without captures (the whole iteration captured)")
+	}
 	n := 1
 	if x.iters > 1 {
 		n = m.Period(maxPhases)

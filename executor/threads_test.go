@@ -273,6 +273,9 @@ stages:
   - {name: k2, kernel: scale, args: {a: 2.0}, reads: [a], writes: [a], stream: main}
 captures: [{stream: main, first: k1, last: k2}]
 `)
+	if err := executor.CheckRun(rulesPlan(t, "capture-fixed"), executor.Options{Mode: executor.ModeGraph, InFlight: 2}); err == nil || !strings.Contains(err.Error(), "in-flight") {
+		t.Errorf("capture regions with an in-flight bound: %v", err)
+	}
 	for _, c := range []struct {
 		p    *planner.Plan
 		want []string
