@@ -47,7 +47,10 @@
 // serialized, each with its thread's own host clock, and a wait on another
 // thread's record that no host handoff made known to the waiting thread
 // is taken by the detector as waiting for nothing, so such a race is
-// reported under every seed however the threads interleave.
+// reported under every seed however the threads interleave. The legacy
+// default stream's implicit order is applied as the calls come, across
+// threads too (the verifier takes another thread's ops into it only
+// through handoffs).
 //
 // Resources. The backend counts live streams, events and buffers with the
 // call site that created each; Close reports every one still alive.
