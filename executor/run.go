@@ -96,7 +96,12 @@ const MaxLatencies = 1 << 20
 // plan without iteration info run for several iterations is first given the
 // barrier form of planner.WithIteration. In graph mode (ModeGraph) each
 // phase is captured once into a graph (forked from and joined back to
-// stream 0) and replayed per iteration.
+// stream 0) and replayed per iteration; a plan with capture regions
+// (planner.Plan.Captures) has those regions captured and replayed, the
+// rest issued as in stream mode (capture_regions.go). A plan whose streams
+// name host threads is issued from one goroutine per thread, each on its
+// view of the backend (Threader), host events handed across threads
+// included (threads.go).
 //
 // Host side, with host I/O or an in-flight bound: before issuing iteration
 // i the host notes which iterations have completed (every stream's end is
@@ -114,7 +119,8 @@ const MaxLatencies = 1 << 20
 // rejected before anything is created (graph mode with SyncEach, dynamic
 // allocation, host stages or host inputs and outputs; a backend without
 // the interface a feature needs: ErrNoGraphs, ErrNoHostSync,
-// ErrNoStreamAlloc, ErrNoFuncs); plan errors as CheckPlan; backend errors
+// ErrNoStreamAlloc, ErrNoFuncs, ErrNoThreads; host threads with graph
+// mode, dynamic allocation, host I/O, an in-flight bound or SyncEach); plan errors as CheckPlan; backend errors
 // name the op, stage, stream and iteration. When the final Synchronize
 // returns only a *RaceError, Run returns the Result (with Result.Races)
 // together with it; other errors come with a nil Result. Run checks ctx
