@@ -44,6 +44,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) executor.Backend) {
 	t.Run("Arena", s.arena)             // alloc.go
 	t.Run("StreamAlloc", s.streamAlloc) // alloc.go
 	t.Run("HostStages", s.hostStages)   // alloc.go
+	t.Run("HostThreads", s.hostThreads) // threads.go
 }
 
 type suite struct {
