@@ -142,7 +142,26 @@ type loader struct {
 	aliased   int                // nodes expanded through aliases so far
 	aliasSize map[*yaml.Node]int // node count of each anchored node used
 
-	freeFields []*fields // given back by release, for mapping
+	freeFields []*fields       // given back by release, for mapping
+	names      strings.Builder // join's text, in chunks
+	decs       []any           // decodeObject's states given back, for reuse
+}
+
+// join returns a + " " + b ("stage prep", an object named in messages),
+// cut from a shared chunk of text instead of a string of its own: a
+// Builder only appends, so the strings it returned stay as they were.
+func (l *loader) join(a, b string) string {
+	if l.names.Len()+len(a)+1+len(b) > 64<<10 {
+		l.names = strings.Builder{}
+	}
+	if l.names.Cap() == 0 {
+		l.names.Grow(64 << 10)
+	}
+	start := l.names.Len()
+	l.names.WriteString(a)
+	l.names.WriteByte(' ')
+	l.names.WriteString(b)
+	return l.names.String()[start:]
 }
 
 // chunks is a list that grows in fixed chunks, so that appending never
@@ -535,7 +554,7 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := l.deref(n.Content[i]), l.deref(n.Content[i+1])
 			if k.Kind == yaml.ScalarNode && k.Value == "name" && v.Kind == yaml.ScalarNode && nameOK(v.Value) {
-				f.what = what + " " + v.Value
+				f.what = l.join(what, v.Value)
 				break
 			}
 		}

@@ -216,7 +216,7 @@ func (c *checker) checkStage(i int) {
 	}
 	what := "stage"
 	if st.Name != "" {
-		what += " " + st.Name
+		what = c.join(what, st.Name)
 	}
 	resolved := c.resolveAccesses(st, src, what, "reads", st.Reads, src.reads)
 	resolved = c.resolveAccesses(st, src, what, "writes", st.Writes, src.writes) && resolved

@@ -142,7 +142,8 @@ func decodeObject[T, S any](l *loader, n *yaml.Node, what string, table []field[
 	if !ok {
 		return nil
 	}
-	d := &decoding[T, S]{loader: l, x: x, src: src, f: f, what: f.what}
+	d := takeDecoding[T, S](l)
+	*d = decoding[T, S]{loader: l, x: x, src: src, f: f, what: f.what}
 	for i := range table {
 		fd := &table[i]
 		v := f.val[i]
@@ -157,7 +158,23 @@ func decodeObject[T, S any](l *loader, n *yaml.Node, what string, table []field[
 		}
 		fd.decode(d, v)
 	}
+	*d = decoding[T, S]{}
+	l.decs = append(l.decs, d)
 	return f
+}
+
+// takeDecoding returns a decoding state of type T, S given back by an
+// earlier decodeObject (one per type of object, not one per object), or a
+// new one.
+func takeDecoding[T, S any](l *loader) *decoding[T, S] {
+	for i := len(l.decs) - 1; i >= 0; i-- {
+		if d, ok := l.decs[i].(*decoding[T, S]); ok {
+			l.decs[i] = l.decs[len(l.decs)-1]
+			l.decs = l.decs[:len(l.decs)-1]
+			return d
+		}
+	}
+	return new(decoding[T, S])
 }
 
 // writeFields calls write for each field of table that x has, in order.
