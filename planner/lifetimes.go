@@ -4,7 +4,8 @@ package planner
 // the event after whose record each stream is done with it: the first
 // record on that stream at or after its last launch that touches the
 // buffer, or else one record appended at the end of the stream (at most one
-// new event per stream, shared by all buffers). It is the planned form of
+// new event per stream, shared by all buffers, with one slot in
+// Plan.Iteration when the spec's waits across iterations set it). It is the planned form of
 // CUDA's record_stream: the bytes may be reused once every listed event has
 // completed. Done lists are sorted by stream id. Cost: O(ops + accesses).
 func lifetimes(st *state) error {
@@ -67,6 +68,12 @@ func lifetimes(st *state) error {
 					sops := &p.Streams[s].Ops
 					p.IssueOrder = append(p.IssueOrder, [2]int{s, len(*sops)})
 					*sops = append(*sops, Op{Kind: OpRecord, Event: int(end)})
+					if p.Iteration != nil {
+						// A spec's own waits across iterations set the
+						// slots already (manual.go): one slot, as no
+						// wait reads the end record across iterations.
+						p.Iteration.Slots = append(p.Iteration.Slots, 1)
+					}
 				}
 				found[i].event = end
 			}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/dagrun/dagrun/dag"
 )
 
 func TestManual(t *testing.T) {
@@ -69,4 +71,44 @@ func TestManual(t *testing.T) {
 			t.Errorf("unknown wait: %v", err)
 		}
 	})
+}
+
+// loadSpec parses an inline spec the way the CLI reads a file.
+func loadSpec(t *testing.T, src string) *dag.Spec {
+	t.Helper()
+	s, err := dag.Load([]byte(src), "test.yaml", ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A wait across iterations and a buffer last used after every record on its
+// stream: lifetimes appends an end record, which must get its event slot, so
+// that the plan passes its own validation and verifies.
+func TestManualLagWithEndRecord(t *testing.T) {
+	s := loadSpec(t, `version: 1
+sync: manual
+streams:
+  - {name: d, thread: t2}
+  - {name: t2h, kind: host, thread: t2}
+buffers:
+  - {name: x, bytes: 4096}
+stages:
+  - {name: gate, kernel: spin, stream: host, waits: [{event: back, lag: 1}]}
+  - {name: sig, kernel: spin, stream: host, event: handoff}
+  - {name: rcv, kernel: spin, stream: t2h, waits: [{event: handoff}]}
+  - {name: r, kernel: fill, args: {value: 1.0}, writes: [x], stream: d}
+  - {name: ret, kernel: spin, stream: t2h, event: back}
+`)
+	p, err := Build(s, Options{})
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if len(p.Iteration.Slots) != p.Events {
+		t.Fatalf("%d slots for %d events", len(p.Iteration.Slots), p.Events)
+	}
+	if err := Verify(p); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
 }
