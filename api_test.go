@@ -59,7 +59,7 @@ func TestPlanFileRoundTrip(t *testing.T) {
 		{strings.Replace(buf.String(), `"duration_us"`, `"duration"`, 1), `plan\.json:\d+:7: not a plan file: unknown field "duration" in stages\[0\]`},
 		{buf.String() + "{}", `plan\.json:\d+:1: not a plan file: data after the plan's JSON object`},
 		{strings.Replace(buf.String(), `"bytes": 16384`, `"bytes": 9223372036854775807`, 1), `plan\.json:\d+:\d+: plan: stages\[\d+\]\.(reads|writes)\[\d+\]\.bytes: .*outside the buffer`},
-		{strings.Replace(buf.String(), `"events": `, `"events": "many", "x": `, 1), `plan\.json:\d+:\d+: not a plan file: .*events`},
+		{strings.Replace(buf.String(), `"events": `, `"events": "many", "x": `, 1), `plan\.json:\d+:\d+: plan: events: a JSON string where the plan format has an integer`},
 		{strings.Replace(buf.String(), `"version": 1`, `"version": 99`, 1), `plan version 99`},
 	} {
 		os.WriteFile(f, []byte(c.data), 0o644)

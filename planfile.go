@@ -138,6 +138,11 @@ func decodePlan(path string, b []byte) (*StreamPlan, error) {
 		case errors.As(err, &se):
 			line, col := lineCol(b, se.Offset)
 			return nil, fmt.Errorf("%s:%d:%d: not a plan file: %v %s", path, line, col, err, how)
+		case errors.As(err, &te) && te.Field != "":
+			// A plan file with a value of the wrong type: name the field by
+			// its JSON path and the two types, not the Go struct.
+			line, col := lineCol(b, te.Offset)
+			return nil, fmt.Errorf("%s:%d:%d: plan: %s: a JSON %s where the plan format has %s (re-plan the spec with `dagrun plan --json`)", path, line, col, strings.TrimPrefix(te.Field, "planAlias."), te.Value, jsonKind(te.Type))
 		case errors.As(err, &te):
 			line, col := lineCol(b, te.Offset)
 			return nil, fmt.Errorf("%s:%d:%d: not a plan file: %v %s", path, line, col, err, how)
@@ -168,6 +173,26 @@ func decodePlan(path string, b []byte) (*StreamPlan, error) {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return &p, nil
+}
+
+// jsonKind names the JSON form of a Go type, for a plan file's type errors.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "an object"
 }
 
 // placed is path:line:col of the value at JSON path at in the plan file b

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -130,7 +132,7 @@ func (p *Plan) WriteTable(w io.Writer) {
 		if it.Barrier {
 			barrier = " barrier"
 		}
-		fmt.Fprintf(w, "iterations: stream_sets=%d cross_waits=%d in_flight=%d slots=%v%s\n", it.StreamSets, it.CrossWaits, it.InFlight, it.Slots, barrier)
+		fmt.Fprintf(w, "iterations: stream_sets=%d cross_waits=%d in_flight=%d slots=%s%s\n", it.StreamSets, it.CrossWaits, it.InFlight, slotsSummary(it.Slots), barrier)
 	}
 	for _, n := range p.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
@@ -341,4 +343,28 @@ func (p *Plan) WriteMermaid(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// slotsSummary writes the events' slot counts for the plan table: the list
+// for up to 16 events, else how many events have each count
+// ("{1: 48790 events, 2: 3 events}").
+func slotsSummary(slots []int) string {
+	if len(slots) <= 16 {
+		return fmt.Sprint(slots)
+	}
+	count := map[int]int{}
+	for _, n := range slots {
+		count[n]++
+	}
+	keys := slices.Sorted(maps.Keys(count))
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d: %d events", k, count[k])
+	}
+	b.WriteByte('}')
+	return b.String()
 }

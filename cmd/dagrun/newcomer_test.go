@@ -289,3 +289,24 @@ func TestSummaryCountsAgree(t *testing.T) {
 		t.Errorf("counted(1, record) = %q, want %q", got, want)
 	}
 }
+
+// TestScaleWriteFolder: bench scale --write makes its folder when the
+// parent exists, and refuses a folder whose parent is missing before any
+// work, leaving nothing.
+func TestScaleWriteFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "specs")
+	out, errOut, code := cli(t, "bench", "scale", "--write", dir, "--stages", "1k", "--shapes", "layered")
+	if code != exitOK || !strings.Contains(out, "layered-1k.yaml: 1000 stages") {
+		t.Fatalf("exit %d, %q %q", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "layered-1k.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "no", "such")
+	if _, errOut, code := cli(t, "bench", "scale", "--write", missing, "--stages", "1k", "--shapes", "layered"); code != exitUsage || !strings.Contains(errOut, "does not exist") {
+		t.Errorf("missing parent: exit %d, %q", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); err == nil {
+		t.Errorf("%s was made", filepath.Dir(missing))
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -82,17 +81,34 @@ allocated per stage. With --write DIR it writes the specs there instead
 				}
 			}
 			if write != "" {
+				// Like --out: the folder is made if its parent exists, and
+				// the specs appear together once all are written.
+				if err := checkOutPath("--write", write, true); err != nil {
+					return err
+				}
+				files := &outFiles{}
+				defer files.discard()
+				var done strings.Builder
 				for _, j := range jobs {
 					s, err := j.make()
 					if err != nil {
 						return usageError{err}
 					}
-					if err := writeSpecFile(filepath.Join(write, j.name+".yaml"), s); err != nil {
+					var b bytes.Buffer
+					if err := dagrun.WriteSpec(&b, s); err != nil {
 						return failure{err}
 					}
-					fmt.Fprintf(stdout, "%s: %d stages\n", filepath.Join(write, j.name+".yaml"), len(s.Stages))
+					path := filepath.Join(write, j.name+".yaml")
+					if err := files.write(path, b.Bytes()); err != nil {
+						return failure{err}
+					}
+					fmt.Fprintf(&done, "%s: %d stages\n", path, len(s.Stages))
 				}
-				return nil
+				if err := files.commit(); err != nil {
+					return failure{err}
+				}
+				_, err := io.WriteString(stdout, done.String())
+				return err
 			}
 			fmt.Fprintln(stdout, "| spec | stages | streams | waits | lower bound | arena MiB | live bound MiB | planning ms | verify ms | slowest phases (ms) | alloc B/stage |")
 			fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|---|---|")
@@ -190,13 +206,4 @@ func countLabel(n int) string {
 
 func graphName(path string) string {
 	return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-}
-
-// writeSpecFile writes s as YAML to path, leaving no partial file behind.
-func writeSpecFile(path string, s *dagrun.Spec) error {
-	var b bytes.Buffer
-	if err := dagrun.WriteSpec(&b, s); err != nil {
-		return err
-	}
-	return os.WriteFile(path, b.Bytes(), 0o644)
 }
