@@ -38,7 +38,7 @@ const (
 	CaptureUnjoined    = "unjoined"     // a stream forked into the capture is not joined back: CUDA_ERROR_STREAM_CAPTURE_UNJOINED at cuStreamEndCapture
 	CaptureSync        = "synchronize"  // the host waits for captured work: CUDA_ERROR_CAPTURED_EVENT (cuEventSynchronize on an event recorded in the capture), the capture is invalidated
 	CaptureHostAccess  = "host access"  // a host stage touches bytes of captured work, which has not run
-	CaptureAlloc       = "allocation"   // cuMemAlloc during a capture: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED in global and thread-local mode
+	CaptureAlloc       = "allocation"   // cuMemAlloc during a capture, on any stream: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED from any thread in global mode, from the capturing thread in thread-local mode
 	CaptureLegacy      = "legacy"       // the legacy default stream used during a capture of blocking streams: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
 	CaptureSyncCopy    = "sync copy"    // a synchronous copy waits for the device: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
 	CaptureLegacyBegin = "legacy begin" // capture begun on the legacy default stream: not allowed (cuStreamBeginCapture)
@@ -169,8 +169,10 @@ func (p *Plan) CapturedStreams(c Capture) []bool {
 // capture no host wait on captured work, no host stage on bytes captured
 // work touches, no synchronous copy, no use of the legacy default stream
 // while a blocking stream is captured, and no cuMemAlloc (a lazy buffer's
-// first use on a captured stream: warm up on that stream first) unless
-// the mode is relaxed. Happens-before inside the region is Verify's
+// first use on a stream, captured or not: warm up on that stream first)
+// from any thread in global mode, from the capturing thread in
+// thread-local mode, as cuThreadExchangeStreamCaptureMode's reference
+// says of unsafe calls; relaxed mode allows it. Happens-before inside the region is Verify's
 // (stream order plus record→wait in issue order). p must be valid.
 func CheckCaptures(p *Plan) []CaptureViolation {
 	if len(p.Captures) == 0 {
@@ -279,16 +281,24 @@ func (v *verifier) checkCapture(c Capture) []CaptureViolation {
 				if st.Copy == CopySync {
 					bad(g, CaptureSyncCopy, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "make "+st.Name+" an asynchronous copy (copy: async) on a captured stream")
 				}
-				for _, a := range stageAccesses(st) {
-					if lazy[a.Buffer] && !usedBefore[[2]string{str.Name, a.Buffer}] && c.Mode != CaptureRelaxed {
-						bad(g, CaptureAlloc, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
-							fmt.Sprintf("warm up on stream %s: run a stage that uses %s on %s before the capture begins, so its cuMemAlloc happens outside the capture", str.Name, a.Buffer, str.Name))
-						usedBefore[[2]string{str.Name, a.Buffer}] = true
-					}
-				}
 				capturedAcc = append(capturedAcc, stageAccesses(st)...)
 			}
 			lastIn[s] = g
+		}
+		// A lazy buffer's first use on a stream is a cuMemAlloc, an
+		// unsafe call whether or not the stream is captured: it fails
+		// from any thread in global mode, from the capturing thread in
+		// thread-local mode (cuThreadExchangeStreamCaptureMode).
+		if !str.Host && o.Kind == OpLaunch && len(lazy) > 0 {
+			for _, a := range stageAccesses(&p.Stages[o.Stage]) {
+				if key := [2]string{str.Name, a.Buffer}; lazy[a.Buffer] && !usedBefore[key] {
+					usedBefore[key] = true
+					if affected {
+						bad(g, CaptureAlloc, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+							fmt.Sprintf("warm up on stream %s: run a stage that uses %s on %s before the capture begins, so its cuMemAlloc happens outside the capture", str.Name, a.Buffer, str.Name))
+					}
+				}
+			}
 		}
 		if !captured[s] && !str.Host && o.Kind == OpLaunch && affected {
 			st := &p.Stages[o.Stage]

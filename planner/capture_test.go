@@ -13,6 +13,7 @@ func TestCaptureRules(t *testing.T) {
 		name    string
 		spec    *dag.Spec
 		kinds   map[string]string
+		threads map[string]string // stream → host thread
 		lazy    string // a buffer allocated lazily
 		pinned  string // a host_pinned buffer
 		mode    string
@@ -37,6 +38,15 @@ func TestCaptureRules(t *testing.T) {
 			spec: manual(spec(stage("warm", on("s0"), writes("ws")), stage("a", on("s0"), writes("ws")), stage("z", on("s0"), writes("x"))))},
 		{name: "lazy workspace, relaxed mode", lazy: "ws", mode: CaptureRelaxed,
 			spec: manual(spec(stage("a", on("s0"), writes("ws")), stage("z", on("s0"), writes("x"))))},
+		{name: "lazy workspace first used on a stream not captured, global mode", want: CaptureAlloc, stage: "b", lazy: "ws", fixWord: "warm up on stream s1",
+			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("ws")), stage("z", on("s0"), writes("x"))))},
+		{name: "lazy workspace first used on a stream not captured, thread-local mode, same thread", want: CaptureAlloc, stage: "b", lazy: "ws", mode: CaptureThreadLocal,
+			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("ws")), stage("z", on("s0"), writes("x"))))},
+		{name: "lazy workspace first used on a stream not captured, thread-local mode, other thread", lazy: "ws", mode: CaptureThreadLocal,
+			threads: map[string]string{"s1": "t2"},
+			spec:    manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("ws")), stage("z", on("s0"), writes("x"))))},
+		{name: "lazy workspace first used on a stream not captured, relaxed mode", lazy: "ws", mode: CaptureRelaxed,
+			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("ws")), stage("z", on("s0"), writes("x"))))},
 		{name: "legacy stream while a blocking stream is captured", want: CaptureLegacy, stage: "l",
 			kinds: map[string]string{"s0": StreamBlocking, "L": StreamLegacy},
 			spec:  manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
@@ -56,6 +66,7 @@ func TestCaptureRules(t *testing.T) {
 			}
 			for i := range p.Streams {
 				p.Streams[i].Kind = c.kinds[p.Streams[i].Name]
+				p.Streams[i].Thread = c.threads[p.Streams[i].Name]
 			}
 			for i := range p.Buffers {
 				if p.Buffers[i].Name == c.lazy {
