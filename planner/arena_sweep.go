@@ -7,7 +7,7 @@ import (
 
 // sweepScan bounds the free blocks sweep tries for one temp (those that
 // fit, smallest first) before it places the temp on top of the arena.
-const sweepScan = 64
+const sweepScan = 256
 
 // sweep lays out the members (a.bufs indices; sp their spans, per member) in issue order with a free
 // list, as an online allocator would (the "offset calculation" sweep of
