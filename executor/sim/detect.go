@@ -132,25 +132,29 @@ func (sh *shadow) apply(lo, hi int64, cur access, c []uint64) []found {
 		sg.reads = append(reads, cur)
 	}
 
-	merged := make([]seg, 0, len(segs)+len(left)+len(mid)+len(right))
-	merged = append(merged, segs[:i]...)
-	for _, part := range [3][]seg{left, mid, right} {
-		for _, sg := range part {
-			if n := len(merged); n > 0 && merged[n-1].hi == sg.lo && merged[n-1].sameState(&sg) {
-				merged[n-1].hi = sg.hi
-				continue
-			}
-			merged = append(merged, sg)
-		}
+	// Splice the new pieces over segs[i:j] in place, coalescing equal
+	// neighbours (the segments beside the range included): the cost is the
+	// range's and the tail's move, not a copy of every segment.
+	start, end := i, j
+	pieces := make([]seg, 0, len(left)+len(mid)+len(right)+2)
+	if start > 0 {
+		start--
+		pieces = append(pieces, segs[start])
 	}
-	for _, sg := range segs[j:] {
-		if n := len(merged); n > 0 && merged[n-1].hi == sg.lo && merged[n-1].sameState(&sg) {
-			merged[n-1].hi = sg.hi
+	pieces = append(append(append(pieces, left...), mid...), right...)
+	if end < len(segs) {
+		pieces = append(pieces, segs[end])
+		end++
+	}
+	kept := pieces[:0]
+	for _, sg := range pieces {
+		if n := len(kept); n > 0 && kept[n-1].hi == sg.lo && kept[n-1].sameState(&sg) {
+			kept[n-1].hi = sg.hi
 			continue
 		}
-		merged = append(merged, sg)
+		kept = append(kept, sg)
 	}
-	sh.segs = merged
+	sh.segs = slices.Replace(segs, start, end, kept...)
 	return out
 }
 
