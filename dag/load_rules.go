@@ -149,4 +149,18 @@ func (c *checker) checkCaptures() {
 			c.errAt(cp.Pos, "capture a device stream", "capture on host stream %s", cp.Stream)
 		}
 	}
+	// A stream has one capture at a time (cuStreamBeginCapture on a
+	// capturing stream fails): the stages of two captures on one stream
+	// must not overlap in declaration order, a stream's issue order.
+	for k, cp := range c.s.Captures {
+		fi, li := c.s.StageIndex(cp.First), c.s.StageIndex(cp.Last)
+		for _, q := range c.s.Captures[:k] {
+			qf, ql := c.s.StageIndex(q.First), c.s.StageIndex(q.Last)
+			if q.Stream == cp.Stream && min(fi, li, qf, ql) >= 0 && fi <= ql && qf <= li {
+				c.errAt(cp.Pos, "end one capture before the next begins on the stream: make the regions' stages disjoint, or merge them into one capture",
+					"capture of %s…%s on stream %s overlaps the capture of %s…%s (%s): a stream has one capture at a time", cp.First, cp.Last, cp.Stream, q.First, q.Last, q.Pos)
+				break
+			}
+		}
+	}
 }

@@ -18,6 +18,7 @@ func TestLoadRules(t *testing.T) {
 		{"kernel on pageable memory", "stages:\n  - {name: s, kernel: fill, args: {value: 1.0}, writes: [h], stream: a}\n", "device kernels cannot reach pageable memory"},
 		{"capture on another stream's stage", "stages:\n  - {name: s, kernel: spin, stream: a}\n  - {name: t, kernel: spin, stream: b}\ncaptures:\n  - {stream: a, first: s, last: t}\n", "stage t runs on stream b"},
 		{"capture backwards", "stages:\n  - {name: s, kernel: spin, stream: a}\n  - {name: t, kernel: spin, stream: a}\ncaptures:\n  - {stream: a, first: t, last: s}\n", "comes after last stage"},
+		{"captures overlap on a stream", "stages:\n  - {name: s, kernel: spin, stream: a}\n  - {name: t, kernel: spin, stream: a}\n  - {name: u, kernel: spin, stream: a}\ncaptures:\n  - {stream: a, first: s, last: t}\n  - {stream: a, first: t, last: u}\n", "t.yaml:12:5: capture of t…u on stream a overlaps the capture of s…t (t.yaml:11:5)"},
 		{"threads in auto", "streams:\n  - {name: a, thread: w}\nstages:\n  - {name: s, kernel: spin, stream: a}\n", "need sync: manual"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -69,7 +69,8 @@ func (c CaptureViolation) String() string {
 }
 
 // validateCaptures checks that each capture names stages of its stream,
-// First not after Last, a known mode.
+// First not after Last, a known mode, and that no two captures on one
+// stream overlap in issue order.
 func (p *Plan) validateCaptures() error {
 	for k, c := range p.Captures {
 		if c.Stream < 0 || c.Stream >= len(p.Streams) {
@@ -87,6 +88,20 @@ func (p *Plan) validateCaptures() error {
 		for _, i := range []int{f, l} {
 			if p.Stages[i].Stream != c.Stream {
 				return fmt.Errorf("plan: capture %d on stream %s: stage %s is on stream %s; a capture begins and ends on its own stream", k, p.Streams[c.Stream].Name, p.Stages[i].Name, p.Streams[p.Stages[i].Stream].Name)
+			}
+		}
+	}
+	// One capture per stream at a time, in issue order (cuStreamBeginCapture
+	// on a capturing stream fails).
+	for k, c := range p.Captures {
+		b, e := p.CaptureRegion(c)
+		for j, q := range p.Captures[:k] {
+			if qb, qe := p.CaptureRegion(q); q.Stream == c.Stream && b < qe && qb < e {
+				at := ""
+				if c.Source != "" {
+					at = " (" + c.Source + ")"
+				}
+				return fmt.Errorf("plan: capture %d%s of %s…%s on stream %s overlaps capture %d (%s…%s) in issue order: a stream has one capture at a time; make their stages disjoint", k, at, c.First, c.Last, p.Streams[c.Stream].Name, j, q.First, q.Last)
 			}
 		}
 	}

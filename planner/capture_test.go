@@ -14,8 +14,8 @@ func TestCaptureRules(t *testing.T) {
 		spec    *dag.Spec
 		kinds   map[string]string
 		threads map[string]string // stream → host thread
-		lazy    string // a buffer allocated lazily
-		pinned  string // a host_pinned buffer
+		lazy    string            // a buffer allocated lazily
+		pinned  string            // a host_pinned buffer
 		mode    string
 		want    string // the broken rule, "" for none
 		stage   string // the stage named
@@ -94,5 +94,19 @@ func TestCaptureRules(t *testing.T) {
 				t.Errorf("Verify = %v", err)
 			}
 		})
+	}
+}
+
+// Two captures on one stream whose regions share a stage: the plan is
+// invalid (a stream has one capture at a time); disjoint ones are valid.
+func TestCapturesOverlap(t *testing.T) {
+	p := build(t, manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s0"), writes("x")), stage("c", on("s0"), writes("x")))), Options{})
+	p.Captures = []Capture{{Stream: 0, First: "a", Last: "a"}, {Stream: 0, First: "b", Last: "c"}}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("disjoint captures: %v", err)
+	}
+	p.Captures = []Capture{{Stream: 0, First: "a", Last: "b"}, {Stream: 0, First: "b", Last: "c", Source: "t.yaml:12:5"}}
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "capture 1 (t.yaml:12:5) of b…c on stream s0 overlaps capture 0") {
+		t.Fatalf("overlapping captures: Validate = %v", err)
 	}
 }
