@@ -1,0 +1,78 @@
+package planner
+
+import (
+	"flag"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/synth"
+)
+
+// verifyBenchStreams is the stream cap of the plans BenchmarkVerifyScale
+// verifies: the command's default (dagrun.DefaultMaxStreams).
+const verifyBenchStreams = 8
+
+// BenchmarkVerifyScale verifies the plans a user gets by default (at most 8
+// streams) of the scale shapes (synth.Shapes) and of chained nasnetalarge
+// copies, plus the uncapped shared-read plan (one stream per reader), at
+// 10k, 100k and 1M stages (1M only when the -bench pattern names it),
+// reporting ns/stage, B/stage (allocated by Verify) and the plan's streams.
+func BenchmarkVerifyScale(b *testing.B) {
+	pattern := ""
+	if f := flag.Lookup("test.bench"); f != nil {
+		pattern = f.Value.String()
+	}
+	type bench struct {
+		name       string
+		gen        func(int) *dag.Spec
+		maxStreams int
+	}
+	var benches []bench
+	for _, sh := range synth.Shapes {
+		benches = append(benches, bench{sh, func(n int) *dag.Spec { s, _ := synth.Shape(sh, n); return s }, verifyBenchStreams})
+	}
+	benches = append(benches,
+		bench{"nasnetalarge-chain", func(n int) *dag.Spec {
+			m := loadGraph(b, "nasnetalarge")
+			s, err := synth.Chain(m, (n+1+len(m.Stages))/(len(m.Stages)+1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		}, verifyBenchStreams},
+		bench{"shared-read-uncapped", synth.SharedRead, 0})
+	for _, bc := range benches {
+		for _, size := range []struct {
+			label string
+			n     int
+		}{{"10k", 10000}, {"100k", 100000}, {"1M", 1000000}} {
+			b.Run(bc.name+"/"+size.label, func(b *testing.B) {
+				if size.n >= 1000000 && !strings.Contains(pattern, "1M") {
+					b.Skip("1M stages: name 1M in -bench to run it")
+				}
+				s := bc.gen(size.n)
+				p, err := Build(s, Options{MaxStreams: bc.maxStreams})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var ms0, ms1 runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&ms0)
+				b.ResetTimer()
+				for b.Loop() {
+					if err := Verify(p); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				runtime.ReadMemStats(&ms1)
+				n := float64(len(s.Stages))
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/stage")
+				b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N)/n, "B/stage")
+				b.ReportMetric(float64(len(p.Streams)), "streams")
+			})
+		}
+	}
+}
