@@ -74,10 +74,22 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 	}
 	q.Buffers = make([]Buffer, 0, nb)
 	q.IssueOrder = make([][2]int, 0, len(p.IssueOrder)*iterations)
+	qOf := make([][]int32, len(p.Buffers)) // per buffer and iteration: its index in q.Buffers
 	for bi, b := range p.Buffers {
 		idx[b.Name] = bi
 		k := m.Copies[bi]
 		b.Copies = 0
+		qOf[bi] = make([]int32, iterations)
+		for it := range iterations {
+			switch {
+			case k == 1 && b.ArenaOffset != nil:
+				qOf[bi][it] = int32(len(q.Buffers) + it)
+			case k == 1:
+				qOf[bi][it] = int32(len(q.Buffers))
+			default:
+				qOf[bi][it] = int32(len(q.Buffers) + m.Copy(it, bi))
+			}
+		}
 		switch {
 		case k == 1 && b.ArenaOffset != nil:
 			name[bi] = make([]string, iterations)
@@ -107,20 +119,33 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 	// names by iteration, or nil to keep its name; the iterations' accesses
 	// are carved from one array.
 	var names [][]string
+	var pbuf []int32 // per access of p: its buffer's index, or -1
 	for _, sg := range p.Stages {
 		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
 			for _, a := range list {
 				var nm []string
-				if bi, ok := idx[a.Buffer]; ok {
+				bi, ok := idx[a.Buffer]
+				if ok {
 					nm = name[bi]
+				} else {
+					bi = -1
 				}
 				names = append(names, nm)
+				pbuf = append(pbuf, int32(bi))
 			}
 		}
 	}
 	slab := make([]Access, len(names)*iterations)
+	q.accBuf = make([]int32, 0, len(names)*iterations)
 	at := 0
 	rename := func(as []Access, it int) []Access {
+		for i := range as {
+			qb := int32(-1)
+			if bi := pbuf[at+i]; bi >= 0 {
+				qb = qOf[bi][it]
+			}
+			q.accBuf = append(q.accBuf, qb)
+		}
 		if len(as) == 0 {
 			return []Access{}
 		}

@@ -53,6 +53,10 @@ type Plan struct {
 	Captures []Capture `json:"captures,omitempty"`
 
 	unrolled bool // made by Unroll: its stages are iterations of another plan's
+	// accBuf, made by Unroll: per access (stage by stage, reads then
+	// writes), its buffer's index in Buffers, or -1 (Verify reads it
+	// instead of looking each name up).
+	accBuf []int32
 }
 
 // Stage is one launch in the plan.

@@ -344,12 +344,20 @@ func (v *verifier) accesses() error {
 	// Buffers: p.Buffers' by their index (the last of a name), then the
 	// undeclared ones a stage names; a buffer's space is set at its first
 	// access.
-	bufOf := make(map[string]int32, max(len(p.Buffers), n/8))
+	// An unrolled plan names each access's buffer by index (Plan.accBuf):
+	// then only undeclared names go through the map.
+	hint := len(p.accBuf) == n
+	bufOf := map[string]int32{}
+	if !hint {
+		bufOf = make(map[string]int32, max(len(p.Buffers), n/8))
+	}
 	v.bufName = make([]string, len(p.Buffers))
 	v.bufBase = make([]int64, len(p.Buffers))
 	v.bufSpace = make([]int32, len(p.Buffers))
 	for i, b := range p.Buffers {
-		bufOf[b.Name] = int32(i)
+		if !hint {
+			bufOf[b.Name] = int32(i)
+		}
 		v.bufName[i], v.bufSpace[i] = b.Name, -1
 	}
 	v.acc = make([]verifyAccess, 0, n)
@@ -364,7 +372,13 @@ func (v *verifier) accesses() error {
 					verb := [2]string{"reads", "writes"}[k]
 					return fmt.Errorf("plan: stage %s %s %s[%d:%d]: want offset ≥ 0 and bytes > 0", st.Name, verb, a.Buffer, a.Offset, a.Offset+a.Bytes)
 				}
-				b, ok := bufOf[a.Buffer]
+				var b int32
+				ok := false
+				if hint && p.accBuf[len(v.acc)] >= 0 {
+					b, ok = p.accBuf[len(v.acc)], true
+				} else {
+					b, ok = bufOf[a.Buffer]
+				}
 				if !ok {
 					b = int32(len(v.bufName))
 					bufOf[a.Buffer] = b
