@@ -42,6 +42,7 @@ const (
 	CaptureLegacy      = "legacy"       // the legacy default stream used during a capture of blocking streams: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
 	CaptureSyncCopy    = "sync copy"    // a synchronous copy waits for the device: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
 	CaptureLegacyBegin = "legacy begin" // capture begun on the legacy default stream: not allowed (cuStreamBeginCapture)
+	CaptureIsolation   = "isolation"    // a stream that one capture takes waits on an event recorded in another: CUDA_ERROR_STREAM_CAPTURE_ISOLATION
 )
 
 // CaptureViolation is one broken capture rule.
@@ -159,23 +160,37 @@ func (p *Plan) CaptureRegion(c Capture) (begin, end int) {
 // programming guide, "CUDA Graphs", cross-stream dependencies). p must be
 // valid.
 func (p *Plan) CapturedStreams(c Capture) []bool {
-	begin, end := p.CaptureRegion(c)
 	captured := make([]bool, len(p.Streams))
-	captured[c.Stream] = true
+	for s, k := range p.captureJoins(c) {
+		captured[s] = k >= 0
+	}
+	return captured
+}
+
+// captureJoins returns, per stream, the issue position at which it joined
+// capture c (CapturedStreams): its stream at the region's begin, −1 for a
+// stream that never joins.
+func (p *Plan) captureJoins(c Capture) []int {
+	begin, end := p.CaptureRegion(c)
+	joined := make([]int, len(p.Streams))
+	for s := range joined {
+		joined[s] = -1
+	}
+	joined[c.Stream] = begin
 	inside := map[int]bool{} // events whose latest record is a captured one in the region
 	for k, so := range p.IssueOrder[:end] {
 		str := &p.Streams[so[0]]
 		o := str.Ops[so[1]]
 		switch o.Kind {
 		case OpRecord:
-			inside[o.Event] = k >= begin && captured[so[0]]
+			inside[o.Event] = k >= begin && joined[so[0]] >= 0
 		case OpWait:
-			if k >= begin && o.Lag == 0 && inside[o.Event] && !str.Host {
-				captured[so[0]] = true
+			if k >= begin && o.Lag == 0 && inside[o.Event] && !str.Host && joined[so[0]] < 0 {
+				joined[so[0]] = k
 			}
 		}
 	}
-	return captured
+	return joined
 }
 
 // CheckCaptures holds p's capture regions to CUDA's capture rules: every
@@ -196,14 +211,32 @@ func CheckCaptures(p *Plan) []CaptureViolation {
 	v := &verifier{p: p}
 	v.clocks()
 	var out []CaptureViolation
-	for _, c := range p.Captures {
-		out = append(out, v.checkCapture(c)...)
+	for k := range p.Captures {
+		out = append(out, v.checkCapture(k)...)
 	}
 	return out
 }
 
-func (v *verifier) checkCapture(c Capture) []CaptureViolation {
+// capturedElsewhere returns the capture other than k that takes stream s's
+// ops at issue position at (s is its stream, or joined it before), or −1.
+func (v *verifier) capturedElsewhere(k, s, at int) int {
 	p := v.p
+	for q, c := range p.Captures {
+		if q == k {
+			continue
+		}
+		if begin, end := p.CaptureRegion(c); at >= begin && at < end {
+			if j := p.captureJoins(c)[s]; j >= 0 && j <= at {
+				return q
+			}
+		}
+	}
+	return -1
+}
+
+func (v *verifier) checkCapture(ck int) []CaptureViolation {
+	p := v.p
+	c := p.Captures[ck]
 	begin, end := v.captureRegion(c)
 	var out []CaptureViolation
 	stageOf := func(g int32) (string, string, string) {
@@ -267,9 +300,15 @@ func (v *verifier) checkCapture(c Capture) []CaptureViolation {
 		if k >= end {
 			break
 		}
-		// Joining the capture: a wait on an event recorded in it.
+		// Joining the capture: a wait on an event recorded in it. A
+		// stream that another capture takes cannot join: the dependency
+		// would cross from one capture sequence into another.
 		if o.Kind == OpWait && !captured[s] {
 			if r := v.opCaptured[g]; r >= 0 && captured[v.opStream[r]] && int(v.opIssue[r]) >= begin && !str.Host {
+				if q := v.capturedElsewhere(ck, int(s), k); q >= 0 {
+					bad(g, CaptureIsolation, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION", v.isolationFix(ck, q, int(s), k, end))
+					continue
+				}
 				captured[s] = true
 				blocking = blocking || blockingKind(str.Kind)
 			}
@@ -340,6 +379,30 @@ func (v *verifier) checkCapture(c Capture) []CaptureViolation {
 			fmt.Sprintf("join stream %s back before the capture ends: add %s to the waits of %s (stream %s waits for stream %s)", p.Streams[s].Name, st, c.Last, p.Streams[origin].Name, p.Streams[s].Name))
 	}
 	return out
+}
+
+// isolationFix is the fix for a wait, at issue position at on stream s,
+// that capture q takes, on an event recorded in capture ck: capture the
+// work of both in one capture (drop q), with s joined back into ck's
+// stream after its last stage in ck's region (which ends at end).
+func (v *verifier) isolationFix(ck, q, s, at, end int) string {
+	p := v.p
+	c, cq := p.Captures[ck], p.Captures[q]
+	at2 := ""
+	if cq.Source != "" {
+		at2 = " (" + cq.Source + ")"
+	}
+	fix := fmt.Sprintf("capture the work of both streams in one capture: remove the capture of %s…%s on stream %s%s", cq.First, cq.Last, p.Streams[cq.Stream].Name, at2)
+	last := -1 // stream s's last launch in ck's region
+	for _, so := range p.IssueOrder[at:end] {
+		if o := p.Streams[so[0]].Ops[so[1]]; so[0] == s && o.Kind == OpLaunch {
+			last = o.Stage
+		}
+	}
+	if last >= 0 {
+		fix += fmt.Sprintf(" and join stream %s back before the capture on %s ends: add %s to the waits of %s", p.Streams[s].Name, p.Streams[c.Stream].Name, p.Stages[last].Name, c.Last)
+	}
+	return fix
 }
 
 func stageAccesses(st *Stage) []Access {

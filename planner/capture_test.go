@@ -110,3 +110,41 @@ func TestCapturesOverlap(t *testing.T) {
 		t.Fatalf("overlapping captures: Validate = %v", err)
 	}
 }
+
+// A stream that one capture takes waits on an event recorded in another
+// capture: the isolation rule (not unjoined), and its fix, one capture with
+// the stream joined back, keeps every rule.
+func TestCaptureIsolation(t *testing.T) {
+	const racy = `version: 1
+sync: manual
+buffers:
+  - {name: x, bytes: 4096, init: {random: 1}}
+  - {name: y, bytes: 4096}
+  - {name: z, bytes: 4096, role: output}
+stages:
+  - {name: a1, kernel: scale, args: {a: 2.0}, reads: [x], writes: [y], stream: s1}
+  - {name: b1, kernel: spin, stream: s2}
+  - {name: b2, kernel: scale, args: {a: 2.0}, reads: [y], writes: [z], stream: s2, waits: [a1]}
+  - {name: a2, kernel: spin, stream: s1}
+captures:
+  - {stream: s1, first: a1, last: a2}
+  - {stream: s2, first: b1, last: b2}
+`
+	p, err := Build(loadSpec(t, racy), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := CheckCaptures(p)
+	if len(got) != 1 || got[0].Rule != "isolation" || got[0].Stage != "b2" || got[0].Error != "CUDA_ERROR_STREAM_CAPTURE_ISOLATION" {
+		t.Fatalf("want one isolation violation at b2, got %v", got)
+	}
+	const want = "remove the capture of b1…b2 on stream s2 (test.yaml:14:5) and join stream s2 back before the capture on s1 ends: add b2 to the waits of a2"
+	if !strings.Contains(got[0].Fix, want) {
+		t.Fatalf("fix %q, want %q", got[0].Fix, want)
+	}
+	fixed := strings.Replace(racy, "  - {stream: s2, first: b1, last: b2}\n", "", 1)
+	fixed = strings.Replace(fixed, "{name: a2, kernel: spin, stream: s1}", "{name: a2, kernel: spin, stream: s1, waits: [b2]}", 1)
+	if err := Verify(build(t, loadSpec(t, fixed), Options{})); err != nil {
+		t.Fatalf("the suggested fix: %v", err)
+	}
+}
