@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -444,4 +445,84 @@ func (e *RaceError) reportCaptures(b *strings.Builder) {
 		b.WriteString("\n")
 		b.WriteString(c.String())
 	}
+}
+
+// joinCaptures makes an automatically synchronized plan keep the join
+// rule by construction: for each capture, every device stream forked into
+// it (CapturedStreams) whose last op in the region does not happen before
+// the launch of the capture's last stage gets a record after that op
+// (reusing one that is there) and the capture's stream a wait on it right
+// before that launch. Other waits are untouched, so the fewest waits of the
+// sync pass are kept elsewhere. It returns the waits added. Cost:
+// O(captures × (joins + 1) × ops) for the happens-before it recomputes.
+func joinCaptures(p *Plan) int {
+	added := 0
+	for _, c := range p.Captures {
+		for {
+			s, at := p.unjoinedStream(c)
+			if s < 0 {
+				break
+			}
+			so := p.IssueOrder[at]
+			ev := -1
+			if o := p.Streams[s].Ops[so[1]]; o.Kind == OpRecord {
+				ev = o.Event
+			} else {
+				ev = p.Events
+				p.Events++
+				p.insertOp(s, so[1]+1, at+1, Op{Kind: OpRecord, Event: ev})
+			}
+			last := p.stageIndex(c.Last)
+			for k, so := range p.IssueOrder {
+				if o := p.Streams[so[0]].Ops[so[1]]; so[0] == c.Stream && o.Kind == OpLaunch && o.Stage == last {
+					p.insertOp(c.Stream, so[1], k, Op{Kind: OpWait, Event: ev})
+					break
+				}
+			}
+			added++
+		}
+	}
+	return added
+}
+
+// unjoinedStream returns a device stream forked into capture c whose last
+// op in the region does not happen before the launch of c's last stage,
+// and the issue position of that op; −1 when every forked stream joins.
+func (p *Plan) unjoinedStream(c Capture) (stream, at int) {
+	begin, end := p.CaptureRegion(c)
+	joined := p.captureJoins(c)
+	lastAt := make([]int, len(p.Streams))
+	for s := range lastAt {
+		lastAt[s] = -1
+	}
+	for k := begin; k < end; k++ {
+		if s := p.IssueOrder[k][0]; joined[s] >= 0 && joined[s] <= k && !p.Streams[s].Host {
+			lastAt[s] = k
+		}
+	}
+	v := &verifier{p: p}
+	v.clocks()
+	lastLaunch := v.launchOp[p.stageIndex(c.Last)]
+	for s, k := range lastAt {
+		if s == c.Stream || k < 0 {
+			continue
+		}
+		so := p.IssueOrder[k]
+		if !v.opHB(v.opBase[s]+int32(so[1]), lastLaunch) {
+			return s, k
+		}
+	}
+	return -1, -1
+}
+
+// insertOp inserts op at index j of stream s's ops and at position k of
+// the issue order.
+func (p *Plan) insertOp(s, j, k int, op Op) {
+	for i, so := range p.IssueOrder {
+		if so[0] == s && so[1] >= j {
+			p.IssueOrder[i][1]++
+		}
+	}
+	p.Streams[s].Ops = slices.Insert(p.Streams[s].Ops, j, op)
+	p.IssueOrder = slices.Insert(p.IssueOrder, k, [2]int{s, j})
 }

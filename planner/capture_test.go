@@ -148,3 +148,34 @@ captures:
 		t.Fatalf("the suggested fix: %v", err)
 	}
 }
+
+// An automatically synchronized spec keeps the join rule by construction:
+// the planner joins the forked stream back into the capture's stream
+// before its last stage, with one wait more than the hazards need.
+func TestCaptureAutoJoin(t *testing.T) {
+	s := loadSpec(t, `version: 1
+buffers:
+  - {name: a, bytes: 4096}
+  - {name: b, bytes: 4096}
+  - {name: out, bytes: 4096, role: output}
+stages:
+  - {name: fork, kernel: fill, args: {value: 1.0}, writes: [a], stream: main}
+  - {name: branch, kernel: scale, args: {a: 2.0}, reads: [a], writes: [b], stream: side}
+  - {name: tail, kernel: scale, args: {a: 3.0}, reads: [a], writes: [out], stream: main}
+captures:
+  - {stream: main, first: fork, last: tail}
+`)
+	p, err := Build(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(p); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if got, want := ops(p), "main: fork rec0 wait1 tail rec2\nside: wait0 branch rec1\n"; got != want {
+		t.Errorf("ops\n%swant\n%s", got, want)
+	}
+	if p.Stats.Waits != 2 {
+		t.Errorf("%d waits, want 2 (the fork and the join)", p.Stats.Waits)
+	}
+}

@@ -85,8 +85,8 @@ func syncStreams(st *state) error {
 			emit(s, Op{Kind: OpRecord, Event: int(event[v])})
 		}
 	}
-	p.Stats.Waits = len(waitOn)
-	applySpecRules(st.spec, p) // spec_rules.go
+	applySpecRules(st.spec, p)                    // spec_rules.go
+	p.Stats.Waits = len(waitOn) + joinCaptures(p) // capture.go: forked streams joined back into each capture
 	st.plan = p
 	return nil
 }
