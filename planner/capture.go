@@ -355,13 +355,17 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 				}
 			}
 		}
-		if !captured[s] && !str.Host && o.Kind == OpLaunch && affected {
+		if !captured[s] && !str.Host && o.Kind == OpLaunch {
 			st := &p.Stages[o.Stage]
 			switch {
 			case str.Kind == StreamLegacy && blocking:
+				// In every mode and from every thread: the legacy
+				// stream's implicit synchronization would depend on the
+				// capture; the mode governs unsafe calls only
+				// (cuStreamIsCapturing's reference).
 				bad(g, CaptureLegacy, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
 					fmt.Sprintf("issue %s after the capture ends, or make the captured streams non_blocking", st.Name))
-			case st.Copy == CopySync:
+			case st.Copy == CopySync && affected:
 				bad(g, CaptureSyncCopy, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "issue "+st.Name+" after the capture ends")
 			}
 		}
