@@ -39,6 +39,16 @@ func arena(st *state) error {
 		return fmt.Errorf("unknown arena mode %q (want planned, off or stream-order)", mode)
 	}
 	p := st.plan
+	if n := arenaCandidates(p); n > graphOrderMaxTemps && mode != dag.ArenaOff && !denseClocksFit(p) {
+		// Each happens-before test would be a search of the plan's graph.
+		for i := range p.Buffers {
+			p.Buffers[i].ArenaOffset = nil
+		}
+		p.Stats.ArenaBytes = 0
+		st.note("no arena: the arena pass asks happens-before of vector clocks, which for this plan would need %s entries (over %s), and past %s device temps (this plan has %s) a search of the plan's graph per question costs too much, so each temp keeps its own allocation (%s bytes in all, where a shared arena could reuse bytes between temps whose lifetimes are ordered)",
+			thousands(launchHBSize(p)), thousands(launchHBMax), thousands(graphOrderMaxTemps), thousands(n), thousands(int(tempBytes(p))))
+		return nil
+	}
 	a := newArenaInfo(p)
 	st.arenaInfo = a
 	for i := range p.Buffers {
@@ -164,6 +174,13 @@ type graphOrder struct {
 }
 
 func (g graphOrder) before(u, v int32) bool { return u != v && g.h.reach(g.launch[u], g.launch[v]) }
+
+// graphOrderMaxTemps bounds the device temps the arena pass lays out when
+// its vector clocks do not fit (launchHBMax) and each happens-before test
+// is a search of the plan's graph (graphOrder): past it the plan has no
+// arena, with a note. Plans with the default stream cap have dense clocks
+// of streams × waits entries, which fit up to about 2,000,000 waits.
+const graphOrderMaxTemps = 2048
 
 // launchHBMax bounds the clock entries (streams × rows) of launchHB that
 // newArenaInfo builds; beyond it the arena asks the happens-before graph.

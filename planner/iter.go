@@ -105,9 +105,10 @@ var (
 // per stage for the last few unrolled iterations, and a dense vector clock
 // per physical stream, which a join that teaches the stream something new
 // reads and may copy (a join that does not costs O(1)), so its time and
-// memory grow as iterations × such joins × physical streams. A walk past
-// it stops, and the plan gets the barrier form (WithIteration) and a note.
-var iterMaxClock = 300_000_000 // clock entries read by one walk, 4 bytes each
+// memory grow as iterations × such joins × physical streams. A plan whose
+// iterations × waits × physical streams exceed it, or whose walk passes it,
+// gets the barrier form (WithIteration) and a note.
+var iterMaxClock = 100_000_000 // clock entries read by one walk, 4 bytes each
 
 // iterReq is one cross-iteration order the reference semantics needs: stage
 // a of iteration i−d happens-before stage b of iteration i, for every i ≥ d.
@@ -177,6 +178,15 @@ func iterate(st *state) error {
 	}
 	p.Iteration = &Iteration{StreamSets: R} // provisional: the walk maps streams through it
 	_, P := p.PhysicalStreams()
+	// Each wait of an iteration may join a clock of P entries: the walk's
+	// work is at most about U0·waits·P (U0 iterations) plus its cross
+	// waits', and plans with that many streams cost the verifier as much.
+	if U0 := min(period, 64) + 4; U0*p.Stats.Waits*P > iterMaxClock {
+		p.Iteration = nil
+		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read (this plan could need %s: %d iterations × %s waits × %s physical streams)",
+			thousands(iterMaxClock), thousands(U0*p.Stats.Waits*P), U0, thousands(p.Stats.Waits), thousands(P)))
+		return nil
+	}
 	reqs, inflight := iterHazards(p, copies)
 	// Latest producer first: smaller distance, then later in issue order.
 	pos := launchPositions(p)

@@ -339,7 +339,7 @@ func TestIterateBounds(t *testing.T) {
 		to   int
 		want []string
 	}{
-		{"clock", ring, Options{}, &iterMaxClock, 1, []string{"bounded at 1 vector-clock entries read, and its walk over", "physical streams passed that", "a barrier separates them (4 waits and 3 records per iteration)", "up to 2 at once"}},
+		{"clock", ring, Options{}, &iterMaxClock, 10, []string{"bounded at 10 vector-clock entries read (this plan could need", "physical streams", "a barrier separates them (4 waits and 3 records per iteration)", "up to 2 at once"}},
 		{"walk", self, Options{StreamSets: 2}, &iterMaxClock, 3, []string{"bounded at 3 vector-clock entries read, and its walk over", "passed that in iteration 3"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
