@@ -55,7 +55,7 @@ func TestCaptureRules(t *testing.T) {
 			spec:  manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
 		{name: "legacy stream while a blocking stream is captured, thread-local mode, other thread", want: CaptureLegacy, stage: "l", mode: CaptureThreadLocal,
 			kinds: map[string]string{"s0": StreamBlocking, "L": StreamLegacy}, threads: map[string]string{"L": "t2"},
-			spec:  manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
+			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
 		{name: "legacy stream while a non-blocking stream is captured",
 			kinds: map[string]string{"L": StreamLegacy},
 			spec:  manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},

@@ -233,6 +233,19 @@ func verifyIterations(p *Plan, withFixes bool) error {
 	one := p.WithoutOps(func(_, _ int, o Op) bool { return o.Lag > 0 })
 	one.Iteration = nil
 	if err := verifyWith(one, withFixes, false); err != nil {
+		// Races within an iteration are reported first; say how many
+		// more the unrolled iterations show between iterations.
+		if re, ok := err.(*RaceError); ok && len(re.Races) > 0 {
+			if qe, ok := verifyWith(q, false, false).(*RaceError); ok {
+				n := len(p.Stages)
+				for _, r := range qe.Races {
+					if r.First/n != r.Second/n {
+						re.AcrossIterations++
+					}
+				}
+				re.MoreAcross = re.AcrossIterations > 0 && qe.Truncated
+			}
+		}
 		return err
 	}
 	err = verifyWith(q, withFixes, false)

@@ -112,3 +112,31 @@ stages:
 		t.Fatalf("Verify: %v", err)
 	}
 }
+
+// A race within an iteration is reported first; the report also says how
+// many races between iterations the unrolled plan shows, which the first
+// report does not list (here the next iteration's write against this one's
+// read on another host thread: the barrier does not order threads).
+func TestManualRacesAcrossIterationsCounted(t *testing.T) {
+	s := loadSpec(t, `version: 1
+sync: manual
+streams:
+  - {name: a, kind: blocking}
+  - {name: d, kind: legacy, thread: t2}
+buffers:
+  - {name: x, bytes: 4096, role: output}
+  - {name: y, bytes: 4096, role: output}
+stages:
+  - {name: w, kernel: fill, args: {value: 1.0}, writes: [x], stream: a}
+  - {name: r, kernel: scale, args: {a: 2.0}, reads: [x], writes: [y], stream: d}
+`)
+	p, err := Build(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var re *RaceError
+	if err := Verify(p); !errors.As(err, &re) || len(re.Races) != 1 || re.AcrossIterations == 0 ||
+		!strings.Contains(err.Error(), "races between stages of different iterations besides these") {
+		t.Fatalf("Verify = %v, want one race and a count of those across iterations", err)
+	}
+}

@@ -113,6 +113,13 @@ type RaceError struct {
 	// Unrolled is set for races across iterations: stages are named
 	// NAME@iteration and ring copies NAME#copy.
 	Unrolled bool `json:"unrolled,omitempty"`
+	// AcrossIterations counts the races between stages of different
+	// iterations that the plan, unrolled, also has when these races are
+	// within one iteration: not listed, as they may change once these are
+	// fixed; check again after fixing these. MoreAcross is set when the
+	// count is a lower bound (the race list was truncated).
+	AcrossIterations int  `json:"across_iterations,omitempty"`
+	MoreAcross       bool `json:"more_across,omitempty"`
 	// FixesMinimal is set when an exhaustive search proved that no fewer
 	// waits order these races; otherwise the fixes are a greedy set (plans
 	// with too many candidate waits to try).
@@ -124,6 +131,15 @@ type RaceError struct {
 // Error is the report grouped by fix: one block per wait with the races it
 // orders, then the races no wait fixes.
 func (e *RaceError) Error() string {
+	if e.AcrossIterations > 0 {
+		c := *e
+		c.AcrossIterations = 0
+		more := ""
+		if e.MoreAcross {
+			more = " or more"
+		}
+		return c.Error() + fmt.Sprintf("\nnote: iterations unrolled show %d%s race%s between stages of different iterations besides these, not listed as they may change once these are fixed: run check again after fixing these", e.AcrossIterations, more, plural(e.AcrossIterations))
+	}
 	if len(e.Races) == 0 {
 		var b strings.Builder
 		e.reportLifetimes(&b)
