@@ -42,9 +42,12 @@ func (s BudgetStep) String() string {
 		s.Kind, s.Pairs, strings.Join(s.Orders, ", "), s.Edges, s.ArenaBytes, s.MakespanUS, s.CostUS)
 }
 
-// BudgetError is Build's error when memory_budget cannot be met: no more
-// buffer orders are possible (every pair of buffers live together at the
-// peak is a producer and its consumer, or would make a cycle).
+// BudgetError is Build's error when memory_budget cannot be met by the
+// budget steps: no more buffer orders are possible (every pair of buffers
+// live together at the peak is a producer and its consumer, or would make
+// a cycle), or three steps in a row did not lower the smallest arena. A
+// plan on fewer streams (a serial schedule, at the extreme) may still meet
+// it, at the cost of concurrency; the message says so.
 type BudgetError struct {
 	Budget int64        // bytes asked for
 	Arena  int64        // the smallest arena reached, bytes
@@ -56,7 +59,7 @@ type BudgetError struct {
 
 func (e *BudgetError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "memory_budget %d bytes cannot be met: the smallest arena reached is %d bytes, %d bytes (%.1f%%) over, after %d step(s) from %d bytes; raise the budget by at least %d bytes or split large buffers",
+	fmt.Fprintf(&b, "memory_budget %d bytes cannot be met: the smallest arena reached is %d bytes, %d bytes (%.1f%%) over, after %d step(s) from %d bytes; raise the budget by at least %d bytes, plan on fewer streams (--max-streams N; --strategy single: one stream, usually the least memory, no concurrency) or split large buffers",
 		e.Budget, e.Arena, e.Arena-e.Budget, 100*float64(e.Arena-e.Budget)/float64(max(e.Budget, 1)), len(e.Steps), e.StartArena, e.Arena-e.Budget)
 	return b.String()
 }
