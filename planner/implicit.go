@@ -494,6 +494,7 @@ func (v *verifier) explain(r *Race) {
 	case a.Thread != b.Thread:
 		r.Rule = fmt.Sprintf("%s: %s is issued by thread %s and %s by thread %s; a host wait orders only its own thread's later issues, and a wait on another thread's record captures it only after a host event hands it over",
 			RuleThreads, fi.Name, threadLabel(a.Thread), se.Name, threadLabel(b.Thread))
+		r.Rule += v.conservativeWait(r.Second)
 		r.Fix = fmt.Sprintf("hand over with a host event: record an event on thread %s's host stream after it has waited for %s, and wait on that event on thread %s's host stream before %s", threadLabel(a.Thread), fi.Name, threadLabel(b.Thread), se.Name)
 	case fi.Copy == CopySync && syncCopyReturn(p, r.First) == returnsStaged && v.stageWrites(r.First, r.Buffer):
 		r.Rule = fmt.Sprintf("%s: %s, a synchronous copy from pageable memory, returns once its source is staged; its write to %s may still be in flight", RuleStaged, fi.Name, r.Buffer)
@@ -523,6 +524,32 @@ func (v *verifier) explain(r *Race) {
 		}
 		r.Rule = fmt.Sprintf("%s: %s runs on a driver thread in stream %s's order, not when the host issues it", RuleHostFunc, h.Name, p.Streams[h.Stream].Name)
 	}
+}
+
+// conservativeWait returns a clause for a race whose second stage i comes
+// after a wait, on its stream, that a handoff orders after one record of
+// its event while another record of it is not ordered with the wait: the
+// wait takes one of them, which the verifier cannot tell, so it orders i
+// after none (handedOver); the race may be a false positive. "" otherwise.
+func (v *verifier) conservativeWait(i int) string {
+	im := v.hb.im
+	if im == nil || len(im.unordered) == 0 {
+		return ""
+	}
+	g0 := v.launchOp[i]
+	s := v.opStream[g0]
+	for g := v.opBase[s]; g < g0; g++ {
+		o := v.p.Streams[s].Ops[v.opIndex[g]]
+		if o.Kind != OpWait || !im.unordered[g] {
+			continue
+		}
+		for _, x := range v.records[o.Event] {
+			if im.thread[v.opStream[x]] != im.thread[s] && im.issueHB(x, g, v.opStream) {
+				return fmt.Sprintf("; conservative: the wait before %s takes one of several records of its event, one handed over and one not ordered with the wait, and the check orders %s after neither (record the event once per handoff to make it exact)", v.p.Stages[i].Name, v.p.Stages[i].Name)
+			}
+		}
+	}
+	return ""
 }
 
 // stageWrites reports whether stage i writes buffer name.

@@ -140,3 +140,54 @@ stages:
 		t.Fatalf("Verify = %v, want one race and a count of those across iterations", err)
 	}
 }
+
+// A wait on another thread's event recorded twice, once before the handoff
+// and once not ordered with the wait: the check orders the consumer after
+// neither record, and its report says so (conservative).
+func TestThreadsRerecordReportedConservative(t *testing.T) {
+	s := loadSpec(t, `version: 1
+sync: manual
+streams:
+  - {name: s}
+  - {name: c, thread: t2}
+  - {name: t2h, kind: host, thread: t2}
+buffers:
+  - {name: x, bytes: 4096}
+  - {name: y, bytes: 4096, role: output}
+stages:
+  - {name: w1, kernel: fill, args: {value: 1.0}, writes: [x], stream: s, event: ev}
+  - {name: sig, kernel: spin, args: {us: 0}, stream: host, event: handoff}
+  - {name: w2, kernel: fill, args: {value: 2.0}, writes: ["x[0:16]"], stream: s, event: ev}
+  - {name: rcv, kernel: spin, args: {us: 0}, stream: t2h, waits: [{event: handoff}]}
+  - {name: r, kernel: scale, args: {a: 2.0}, reads: [x], writes: [y], stream: c, waits: [{event: ev}]}
+`)
+	p, err := Build(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var re *RaceError
+	if err := Verify(p); !errors.As(err, &re) || len(re.Races) == 0 || !strings.Contains(re.Races[0].Rule, "conservative: the wait before r") {
+		t.Fatalf("Verify = %v, want races whose rule says the check is conservative", err)
+	}
+	// A plain missing handoff is not called conservative.
+	p2, err := Build(loadSpec(t, racyThreads), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(p2); err == nil || strings.Contains(err.Error(), "conservative") {
+		t.Fatalf("Verify = %v, want a race not called conservative", err)
+	}
+}
+
+const racyThreads = `version: 1
+sync: manual
+streams:
+  - {name: a, kind: blocking}
+  - {name: d, kind: legacy, thread: t2}
+buffers:
+  - {name: x, bytes: 4096, role: output}
+  - {name: y, bytes: 4096, role: output}
+stages:
+  - {name: w, kernel: fill, args: {value: 1.0}, writes: [x], stream: a}
+  - {name: r, kernel: scale, args: {a: 2.0}, reads: [x], writes: [y], stream: d}
+`
