@@ -35,19 +35,20 @@ func withDefaultCap(spec *Spec, o PlanOptions) (PlanOptions, bool) {
 // capNote is the note of a plan the default cap folded: how many chains
 // the uncapped plan has (a minimum path cover has stages − its maximum
 // matching chains; Stats.LowerBoundWaits is reduced edges − that
-// matching), and what the cap keeps of the critical path.
+// matching), and what the cap costs: its ideal makespan against the
+// critical path (µs).
 func capNote(p *StreamPlan) {
 	st := p.Stats
 	chains := st.Stages - st.ReducedEdges + st.LowerBoundWaits
 	if st.Streams < DefaultMaxStreams || chains <= st.Streams {
 		return // the cap did not bind
 	}
-	kept := 100.0
-	if st.IdealMakespanUS > 0 {
-		kept = 100 * st.CriticalPathUS / st.IdealMakespanUS
+	cost := "the same ideal makespan as uncapped (the critical path)"
+	if st.IdealMakespanUS > st.CriticalPathUS*1.0005 && st.CriticalPathUS > 0 {
+		cost = fmt.Sprintf("an ideal makespan of %.1f µs, %.2f× the critical path's %.1f µs that the uncapped plan reaches", st.IdealMakespanUS, st.IdealMakespanUS/st.CriticalPathUS, st.CriticalPathUS)
 	}
-	p.Notes = append(p.Notes, fmt.Sprintf("streams capped at %d by default (the uncapped plan has %d): the ideal makespan keeps %.0f%% of the critical path; --max-streams 0 (PlanOptions.MaxStreams = -1) plans uncapped, --max-streams N or the spec's max_streams sets another cap",
-		DefaultMaxStreams, chains, kept))
+	p.Notes = append(p.Notes, fmt.Sprintf("streams capped at %d by default (the uncapped plan has %d): %s; --max-streams 0 (PlanOptions.MaxStreams = -1) plans uncapped, --max-streams N or the spec's max_streams sets another cap",
+		DefaultMaxStreams, chains, cost))
 }
 
 // MaxIterations is the most iterations one run takes (RunOptions.Iterations,
