@@ -304,7 +304,7 @@ func TestRulesCapture(t *testing.T) {
 	r := newRulesRig(t)
 	legacy, _, _ := makeStream(planner.StreamLegacy)
 	type result struct{ call, end error }
-	run := func(name string, kind string, body func(s0, s1 cu.Stream, e0, e1 cu.Event) error) result {
+	runMode := func(name, kind, mode string, body func(s0, s1 cu.Stream, e0, e1 cu.Event) error) result {
 		var res result
 		r.do(t, func(w *worker) error {
 			s0, _, err := makeStream(kind)
@@ -317,7 +317,7 @@ func TestRulesCapture(t *testing.T) {
 			}
 			e0, _ := cu.MakeEvent(cu.DisableTiming)
 			e1, _ := cu.MakeEvent(cu.DisableTiming)
-			if err := beginCaptureMode(s0, planner.CaptureGlobal); err != nil {
+			if err := beginCaptureMode(s0, mode); err != nil {
 				return err
 			}
 			res.call = body(s0, s1, e0, e1)
@@ -331,6 +331,9 @@ func TestRulesCapture(t *testing.T) {
 		})
 		figure(t, "capture %s: call %v, cuStreamEndCapture %v", name, errName(res.call), errName(res.end))
 		return res
+	}
+	run := func(name, kind string, body func(s0, s1 cu.Stream, e0, e1 cu.Event) error) result {
+		return runMode(name, kind, planner.CaptureGlobal, body)
 	}
 	fork := func(s0, s1 cu.Stream, e0 cu.Event) error {
 		if err := r.fill(s0, 1); err != nil {
@@ -394,6 +397,37 @@ func TestRulesCapture(t *testing.T) {
 		}
 		return r.fill(legacy, 2)
 	}), "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT")
+	// The legacy rule holds in relaxed mode too (the mode governs unsafe
+	// calls only); an allocation is allowed there.
+	check("legacy inside, blocking capture, relaxed", runMode("legacy inside, blocking capture, relaxed", planner.StreamBlocking, planner.CaptureRelaxed, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+		if err := r.fill(s0, 1); err != nil {
+			return err
+		}
+		return r.fill(legacy, 2)
+	}), "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT")
+	check("allocation inside, relaxed", runMode("allocation inside, relaxed", planner.StreamNonBlocking, planner.CaptureRelaxed, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+		p, err := memAllocRaw(1 << 20)
+		if err == nil {
+			memFreeRaw(p)
+		}
+		return err
+	}), "ok")
+	// Isolation: s1 runs a capture of its own and waits on an event
+	// recorded in s0's.
+	check("wait across two captures", run("wait across two captures", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+		if err := beginCaptureMode(s1, planner.CaptureGlobal); err != nil {
+			return err
+		}
+		err := r.fill(s0, 1)
+		if err == nil {
+			err = e0.Record(s0)
+		}
+		if err == nil {
+			err = s1.Wait(e0, 0)
+		}
+		endCaptureRaw(s1)
+		return err
+	}), "CUDA_ERROR_STREAM_CAPTURE_ISOLATION")
 	check("legacy inside, non-blocking capture", run("legacy inside, non-blocking capture", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
 		if err := r.fill(s0, 1); err != nil {
 			return err
