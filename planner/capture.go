@@ -106,6 +106,18 @@ func (p *Plan) validateCaptures() error {
 				return fmt.Errorf("plan: capture %d%s of %s…%s on stream %s overlaps capture %d (%s…%s) in issue order: a stream has one capture at a time; make their stages disjoint", k, at, c.First, c.Last, p.Streams[c.Stream].Name, j, q.First, q.Last)
 			}
 		}
+		for j, q := range p.Captures {
+			// A stream that joined another capture is capturing too.
+			if qb, qe := p.CaptureRegion(q); j != k && q.Stream != c.Stream && qb < b && b < qe {
+				if at := p.captureJoins(q)[c.Stream]; at >= 0 && at < b {
+					src := ""
+					if c.Source != "" {
+						src = " (" + c.Source + ")"
+					}
+					return fmt.Errorf("plan: capture %d%s begins on stream %s, which joined capture %d (%s…%s on stream %s) before: a stream has one capture at a time; begin it after that capture ends, or drop it (its stages are in that capture)", k, src, p.Streams[c.Stream].Name, j, q.First, q.Last, p.Streams[q.Stream].Name)
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -111,6 +111,12 @@ func TestCapturesOverlap(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatalf("disjoint captures: %v", err)
 	}
+	// A capture begun on a stream that has joined another capture.
+	q := build(t, manual(spec(stage("a", on("s0"), writes("x")), stage("f", on("s1"), waits("a"), writes("y")), stage("g", on("s1"), writes("y")), stage("z", on("s0"), waits("g"), writes("x")))), Options{})
+	q.Captures = []Capture{{Stream: 0, First: "a", Last: "z"}, {Stream: 1, First: "g", Last: "g"}}
+	if err := q.Validate(); err == nil || !strings.Contains(err.Error(), "begins on stream s1, which joined capture 0") {
+		t.Fatalf("capture on a joined stream: Validate = %v", err)
+	}
 	p.Captures = []Capture{{Stream: 0, First: "a", Last: "b"}, {Stream: 0, First: "b", Last: "c", Source: "t.yaml:12:5"}}
 	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "capture 1 (t.yaml:12:5) of b…c on stream s0 overlaps capture 0") {
 		t.Fatalf("overlapping captures: Validate = %v", err)
