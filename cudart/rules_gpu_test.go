@@ -412,7 +412,7 @@ func TestRulesCapture(t *testing.T) {
 		}
 		return err
 	}), "ok")
-	// Isolation: s1 runs a capture of its own and waits on an event
+	// Merge: s1 runs a capture of its own and waits on an event
 	// recorded in s0's.
 	check("wait across two captures", run("wait across two captures", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
 		if err := beginCaptureMode(s1, planner.CaptureGlobal); err != nil {
@@ -427,7 +427,7 @@ func TestRulesCapture(t *testing.T) {
 		}
 		endCaptureRaw(s1)
 		return err
-	}), "CUDA_ERROR_STREAM_CAPTURE_ISOLATION")
+	}), "CUDA_ERROR_STREAM_CAPTURE_MERGE")
 	check("legacy inside, non-blocking capture", run("legacy inside, non-blocking capture", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
 		if err := r.fill(s0, 1); err != nil {
 			return err

@@ -43,7 +43,7 @@ const (
 	CaptureLegacy      = "legacy"       // the legacy default stream used during a capture of blocking streams: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
 	CaptureSyncCopy    = "sync copy"    // a synchronous copy waits for the device: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
 	CaptureLegacyBegin = "legacy begin" // capture begun on the legacy default stream: not allowed (cuStreamBeginCapture)
-	CaptureIsolation   = "isolation"    // a stream that one capture takes waits on an event recorded in another: CUDA_ERROR_STREAM_CAPTURE_ISOLATION
+	CaptureMerge       = "merge"        // a stream that one capture takes waits on an event recorded in another: CUDA_ERROR_STREAM_CAPTURE_MERGE (seen on the H200)
 )
 
 // CaptureViolation is one broken capture rule.
@@ -319,7 +319,7 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 		if o.Kind == OpWait && !captured[s] {
 			if r := v.opCaptured[g]; r >= 0 && captured[v.opStream[r]] && int(v.opIssue[r]) >= begin && !str.Host {
 				if q := v.capturedElsewhere(ck, int(s), k); q >= 0 {
-					bad(g, CaptureIsolation, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION", v.isolationFix(ck, q, int(s), k, end))
+					bad(g, CaptureMerge, "CUDA_ERROR_STREAM_CAPTURE_MERGE", v.mergeFix(ck, q, int(s), k, end))
 					continue
 				}
 				captured[s] = true
@@ -398,11 +398,11 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 	return out
 }
 
-// isolationFix is the fix for a wait, at issue position at on stream s,
+// mergeFix is the fix for a wait, at issue position at on stream s,
 // that capture q takes, on an event recorded in capture ck: capture the
 // work of both in one capture (drop q), with s joined back into ck's
 // stream after its last stage in ck's region (which ends at end).
-func (v *verifier) isolationFix(ck, q, s, at, end int) string {
+func (v *verifier) mergeFix(ck, q, s, at, end int) string {
 	p := v.p
 	c, cq := p.Captures[ck], p.Captures[q]
 	at2 := ""

@@ -124,9 +124,9 @@ func TestCapturesOverlap(t *testing.T) {
 }
 
 // A stream that one capture takes waits on an event recorded in another
-// capture: the isolation rule (not unjoined), and its fix, one capture with
+// capture: the merge rule (not unjoined), and its fix, one capture with
 // the stream joined back, keeps every rule.
-func TestCaptureIsolation(t *testing.T) {
+func TestCaptureMerge(t *testing.T) {
 	const racy = `version: 1
 sync: manual
 buffers:
@@ -147,8 +147,8 @@ captures:
 		t.Fatal(err)
 	}
 	got := CheckCaptures(p)
-	if len(got) != 1 || got[0].Rule != "isolation" || got[0].Stage != "b2" || got[0].Error != "CUDA_ERROR_STREAM_CAPTURE_ISOLATION" {
-		t.Fatalf("want one isolation violation at b2, got %v", got)
+	if len(got) != 1 || got[0].Rule != "merge" || got[0].Stage != "b2" || got[0].Error != "CUDA_ERROR_STREAM_CAPTURE_MERGE" {
+		t.Fatalf("want one merge violation at b2, got %v", got)
 	}
 	const want = "remove the capture of b1…b2 on stream s2 (test.yaml:14:5) and join stream s2 back before the capture on s1 ends: add b2 to the waits of a2"
 	if !strings.Contains(got[0].Fix, want) {
