@@ -7,21 +7,26 @@ import "slices"
 // as vector clocks over chains of ops. Ops are numbered globally: op g is
 // Streams[opStream[g]].Ops[opIndex[g]].
 //
-// Chains: a stream is a chain of its ops in happens-before order, and a
-// stream whose first op is ordered after the last op of a finished chain
-// continues that chain (its ops take the positions after the chain's), so
-// that plans of many short streams (uncapped plans) have clocks over far
-// fewer chains than streams. A chain is a path cover of the happens-before
-// order; reachability over a chain decomposition is Jagadish's ("A
-// compression technique to materialize transitive closure", ACM TODS 15(4),
-// 1990, §3): op a happens-before op b iff b knows a's chain up to a's
-// position or further.
+// Chains: every op is on one chain (opChain) at a position (opPos), and
+// the ops of a chain are totally ordered by happens-before; the chains
+// are a path cover of the happens-before order, built greedily in issue
+// order (place): an op continues its stream's chain while it can, and a
+// stream's first op, or an op whose chain another stream took, continues
+// a chain whose last op it is ordered after and whose stream is finished
+// or goes on with a wait. So plans of many short streams (uncapped plans)
+// have clocks over far fewer chains than streams, and a stream may hand
+// its chain on when it waits. Reachability over a chain decomposition is
+// Jagadish's ("A compression technique to materialize transitive
+// closure", ACM TODS 15(4), 1990, §3): op a happens-before op b iff a and
+// b are on one chain with a at or before b, or b knows a's chain up to
+// a's position or further.
 //
 // Clocks (Fidge 1988, Mattern 1989): each op with an incoming edge whose
 // sources tell its stream something new starts a row, the clock of that
 // op: per chain, how many of its ops happen-before the op. An op's clock is
 // the row of the latest such op of its stream at or before it (rowOf), and
-// on its own chain its own position. A row is stored as its parent row
+// on its own chain its own position (an op that leaves its stream
+// predecessor's chain starts a row that counts that chain). A row is stored as its parent row
 // and the entries that changed from it (deltas): the parent is the
 // stream's previous row, or, when the op's first source knows the op of
 // that row (so that its clock covers the stream's), the source's row,
@@ -30,7 +35,10 @@ import "slices"
 // are expanded to dense int32 rows when that is no larger than the
 // deltas, and always for plans of few chains (O(1) a query); otherwise
 // the deltas are indexed per stream by (chain, row), and a query is a
-// binary search per adoption followed (at most hbMaxHops).
+// binary search per adoption followed (at most hbMaxHops). While the rows
+// are built, the latest delta of each stream and chain is kept in
+// per-stream tables indexed by chain (hbFlatHeads entries at most, then a
+// map).
 type hbGraph struct {
 	opBase   []int32 // per stream, global id of its op 0 (S+1 entries)
 	opStream []int32
@@ -42,19 +50,21 @@ type hbGraph struct {
 
 	im *implicitOrder // CUDA's implicit order, nil if the plan has none
 
-	chain    []int32 // per stream: its chain
-	chainOff []int32 // per stream: the chain position of its op 0
-	chains   int
-	rowOf    []int32 // per op: the row of its clock, or -1 (it knows no other chain)
-	rows     int
+	opChain []int32 // per op: its chain
+	opPos   []int32 // per op: its position on its chain
+	chains  int
+	rowOf   []int32 // per op: the row of its clock, or -1 (it knows no other chain)
+	rows    int
 
 	// Dense layout: row r's entry for chain c is dense[r*chains+c].
 	dense []int32
-	// Sparse layout: stream s's deltas are sparse[sparseBase[s]:sparseBase[s+1]],
-	// sorted by (chain, row); row r is stream rowStream[r]'s, its segment
-	// begins at row rowSeg[r], and a segment's first row adopted the
-	// clock of row rowBase (-1: none).
-	sparse                     []hbDelta
+	// Sparse layout: stream s's deltas are k in sparseBase[s]:sparseBase[s+1],
+	// sorted by sparseKey[k] = chain<<32 | row, setting the chain's count
+	// to sparseVal[k]; row r is stream rowStream[r]'s, its segment begins
+	// at row rowSeg[r], and a segment's first row adopted the clock of row
+	// rowBase (-1: none).
+	sparseKey                  []uint64
+	sparseVal                  []int32
 	sparseBase                 []int32
 	rowStream, rowSeg, rowBase []int32
 }
@@ -117,6 +127,7 @@ func buildHB(p *Plan, layout hbLayout) *hbGraph {
 	h.opIssue = make([]int32, nops)
 	h.opCaptured = make([]int32, nops)
 	h.rowOf = make([]int32, nops)
+	h.opChain, h.opPos = make([]int32, nops), make([]int32, nops)
 	for s := range p.Streams {
 		for j := range p.Streams[s].Ops {
 			g := h.opBase[s] + int32(j)
@@ -125,19 +136,14 @@ func buildHB(p *Plan, layout hbLayout) *hbGraph {
 	}
 	im := deriveImplicit(p) // CUDA's implicit order (implicit.go), nil if none
 	h.im = im
-	h.chain, h.chainOff = make([]int32, S), make([]int32, S)
-	b := hbBuilder{h: h, lastRow: make([]int32, S), rowStart: []int32{0}}
+	b := hbBuilder{h: h, lastRow: make([]int32, S), rowStart: []int32{0}, ops: make([][]Op, S)}
+	for s := range S {
+		b.ops[s] = p.Streams[s].Ops
+	}
 	for s := range S {
 		b.lastRow[s] = -1
 	}
-	if S <= hbFlatStreams {
-		b.headFlat = make([]int32, S*S)
-		for k := range b.headFlat {
-			b.headFlat[k] = -1
-		}
-	} else {
-		b.headMap = map[uint64]int32{}
-	}
+	b.headOf = make([][]int32, S)
 	last := make([]int32, p.Events) // per event: its latest record issued so far
 	for e := range last {
 		last[e] = -1
@@ -173,6 +179,7 @@ func buildHB(p *Plan, layout hbLayout) *hbGraph {
 	h.chains = len(b.chainLen)
 	h.rows = len(b.rowStream)
 	dense := layout == hbDense || layout == hbAuto && (h.chains <= hbDenseChains || int64(h.rows)*int64(h.chains) <= 4*int64(len(b.dChain)))
+	b.dPrev, b.dJump, b.dDepth, b.headOf, b.headMap = nil, nil, nil, nil, nil // build-time only
 	if dense {
 		b.expand()
 	} else {
@@ -203,12 +210,17 @@ type hbBuilder struct {
 	// applicative random-access stack", IPL 17(5), 1983): the latest delta
 	// at or before a row is found in O(log n) steps.
 	dPrev, dJump, dDepth []int32
-	headFlat             []int32 // S×S heads when S ≤ hbFlatStreams
-	headMap              map[uint64]int32
-	lastRow              []int32 // per stream: its latest row, or -1
+	// headOf[s][c] is head(s, c) for the chains below len(headOf[s]);
+	// the rest, once the slices hold hbFlatHeads entries, are in headMap.
+	headOf  [][]int32
+	headLen int
+	headMap map[uint64]int32
+	lastRow []int32 // per stream: its latest row, or -1
 	// at, per chain: 1 + the index in dChain of its delta in the row being
 	// built, when atOp is that row's op.
 	at, atOp []int32
+	ops      [][]Op  // per stream: its ops
+	tail     []int32 // per chain: its last op
 }
 
 // hbMaxHops bounds the adoptions a query follows: a stream adopts a row
@@ -216,14 +228,13 @@ type hbBuilder struct {
 // variable for tests.)
 var hbMaxHops int32 = 8
 
-// hbFlatStreams is the most streams for which the build-time heads are one
-// streams × streams table (4 MiB at most); with more, a map. (A variable
-// for tests.)
-var hbFlatStreams = 1024
+// hbFlatHeads is the most build-time heads kept in per-stream tables
+// indexed by chain (64 MiB); the rest are in a map. (A variable for tests.)
+var hbFlatHeads = 1 << 24
 
 func (b *hbBuilder) head(s, c int32) int32 {
-	if b.headFlat != nil {
-		return b.headFlat[int(s)*len(b.lastRow)+int(c)]
+	if t := b.headOf[s]; int(c) < len(t) {
+		return t[c]
 	}
 	if k, ok := b.headMap[uint64(s)<<32|uint64(c)]; ok {
 		return k
@@ -232,9 +243,25 @@ func (b *hbBuilder) head(s, c int32) int32 {
 }
 
 func (b *hbBuilder) setHead(s, c, k int32) {
-	if b.headFlat != nil {
-		b.headFlat[int(s)*len(b.lastRow)+int(c)] = k
+	t := b.headOf[s]
+	if int(c) >= len(t) && b.headLen+int(c)+1-len(t) <= hbFlatHeads {
+		n := max(int(c)+1, 2*len(t))
+		if b.headLen+n-len(t) > hbFlatHeads {
+			n = int(c) + 1
+		}
+		b.headLen += n - len(t)
+		t = append(t, make([]int32, n-len(t))...)
+		for x := len(b.headOf[s]); x < n; x++ {
+			t[x] = -1
+		}
+		b.headOf[s] = t
+	}
+	if int(c) < len(t) {
+		t[c] = k
 		return
+	}
+	if b.headMap == nil {
+		b.headMap = map[uint64]int32{}
 	}
 	b.headMap[uint64(s)<<32|uint64(c)] = k
 }
@@ -264,33 +291,36 @@ func (b *hbBuilder) query(r, c int32) int32 {
 	return 0
 }
 
-// issue handles op g of stream s, ordered after the ops of src (other
-// streams', issued earlier): a new row when they tell s something new.
+// issue handles op g of stream s, ordered after its stream predecessor and
+// the ops of src (other streams', issued earlier): it places g on a chain,
+// and makes a new row when g adopts a source's row or learns something new
+// (from src, or its stream predecessor's chain when g leaves it).
 func (b *hbBuilder) issue(s, g int32, src []int32) {
 	h := b.h
-	first := h.opIndex[g] == 0
-	if first {
-		h.chain[s] = -1 // not chosen yet: joins below skip nothing
+	p := int32(-1) // g's stream predecessor
+	if h.opIndex[g] > 0 {
+		p = g - 1
 	}
+	h.opChain[g] = -1 // not placed yet: joins skip no chain
 	start := int32(len(b.dChain))
+	prev := b.lastRow[s]
+	r := int32(-1)
 	if len(src) > 0 {
-		// The row being built, tentatively: a continuation of s's rows.
-		r := int32(len(b.rowStream))
-		prev := b.lastRow[s]
-		seg, hops := r, int32(0)
-		if prev >= 0 {
-			seg, hops = b.rowSeg[prev], b.rowHops[prev]
-		}
-		b.rowStream = append(b.rowStream, s)
-		b.rowOp = append(b.rowOp, g)
-		b.rowParent = append(b.rowParent, prev)
-		b.rowSeg = append(b.rowSeg, seg)
-		b.rowHops = append(b.rowHops, hops)
-		b.adopted = append(b.adopted, false)
+		r = b.newRow(s, g, prev)
 		for _, x := range src {
-			b.join(s, g, r, prev, x)
+			b.join(s, g, p, r, prev, x)
 		}
-		if int32(len(b.dChain)) == start { // nothing new: no row
+	}
+	b.place(g, p, start, src)
+	if p >= 0 && h.opChain[p] != h.opChain[g] {
+		// g's clock counts p's chain, which g left, explicitly.
+		if r < 0 {
+			r = b.newRow(s, g, prev)
+		}
+		b.raise(s, g, r, h.opChain[p], h.opPos[p]+1)
+	}
+	if r >= 0 {
+		if int32(len(b.dChain)) == start && !b.adopted[r] { // nothing new: no row
 			n := len(b.rowStream) - 1
 			b.rowStream, b.rowOp, b.rowParent, b.rowSeg, b.rowHops, b.adopted = b.rowStream[:n], b.rowOp[:n], b.rowParent[:n], b.rowSeg[:n], b.rowHops[:n], b.adopted[:n]
 		} else {
@@ -298,55 +328,103 @@ func (b *hbBuilder) issue(s, g int32, src []int32) {
 			b.lastRow[s] = r
 		}
 	}
-	if first {
-		b.place(s, start)
-	}
 	h.rowOf[g] = b.lastRow[s]
 }
 
-// place chooses stream s's chain at its first op, whose new deltas start
-// at start: a chain whose last op it knows (then that chain's streams are
-// finished) is continued; else a new one begins.
-func (b *hbBuilder) place(s, start int32) {
-	h := b.h
-	n := int32(h.opBase[s+1] - h.opBase[s])
-	for k := start; k < int32(len(b.dChain)); k++ {
-		if c := b.dChain[k]; b.dVal[k] == b.chainLen[c] {
-			h.chain[s], h.chainOff[s] = c, b.chainLen[c]
-			b.chainLen[c] += n
-			return // its entry for its own chain is never read (reach compares positions)
-		}
+// newRow begins op g's row, tentatively a continuation of stream s's rows
+// (prev its latest, or -1).
+func (b *hbBuilder) newRow(s, g, prev int32) int32 {
+	r := int32(len(b.rowStream))
+	seg, hops := r, int32(0)
+	if prev >= 0 {
+		seg, hops = b.rowSeg[prev], b.rowHops[prev]
 	}
-	h.chain[s], h.chainOff[s] = int32(len(b.chainLen)), 0
-	b.chainLen = append(b.chainLen, n)
-	b.at, b.atOp = append(b.at, 0), append(b.atOp, -1)
+	b.rowStream = append(b.rowStream, s)
+	b.rowOp = append(b.rowOp, g)
+	b.rowParent = append(b.rowParent, prev)
+	b.rowSeg = append(b.rowSeg, seg)
+	b.rowHops = append(b.rowHops, hops)
+	b.adopted = append(b.adopted, false)
+	return r
 }
 
-// join orders op g of stream u (its row being built is r, its previous row
-// prev) after op x of another stream t. When x's clock covers u's (x knows
-// the op of u's previous row) and the hop bound allows, r adopts x's row;
-// else r takes the deltas of x's rows, walking from x's row to its parents
-// until one whose op u's previous clock knows (it knows all that row
-// knows), so that each row is taken at most once per stream.
-func (b *hbBuilder) join(u, g, r, prev, x int32) {
+// place puts op g (stream predecessor p, or -1; its row's deltas from
+// start on) on a chain, greedily in issue order: g continues a chain whose
+// last op happens-before it, else it begins a new one (a chain
+// decomposition built as in Jagadish 1990, §3, and Simon, "An improved
+// algorithm for transitive closure on acyclic digraphs", TCS 58(1–3),
+// 1988, §2). In turn: p's chain, when p is still its last op (a stream
+// keeps its chain); the chain of a source in src that is still its last
+// op, or of a chain whose end g learnt in this row, when that last op is
+// its stream's last or is followed by a wait (so that its stream, which
+// then has a wait to continue another chain from, is not left without
+// one). A stream whose chain another stream took continues a chain it
+// learnt the end of, as a stream's first op does.
+func (b *hbBuilder) place(g, p, start int32, src []int32) {
 	h := b.h
-	t := h.opStream[x]
-	ct := h.chain[t]
-	cu := h.chain[u]
-	if ct == cu {
-		return // issued earlier on u's own chain: before g
+	last := func(x int32) bool { return b.chainLen[h.opChain[x]] == h.opPos[x]+1 }
+	c := int32(-1)
+	if p >= 0 && last(p) {
+		c = h.opChain[p] // a stream keeps its chain
 	}
-	q := h.chainOff[t] + h.opIndex[x] + 1 // x's count on its chain
-	if b.query(r, ct) >= q {
+	for _, x := range src {
+		if c < 0 && last(x) && b.waitsNext(x) {
+			c = h.opChain[x]
+		}
+	}
+	for k := start; c < 0 && k < int32(len(b.dChain)); k++ {
+		if d := b.dChain[k]; b.dVal[k] == b.chainLen[d] && b.waitsNext(b.tail[d]) {
+			c = d // g learnt the end of chain d
+		}
+	}
+	if c < 0 {
+		c = int32(len(b.chainLen))
+		b.chainLen = append(b.chainLen, 0)
+		b.at, b.atOp = append(b.at, 0), append(b.atOp, -1)
+		b.tail = append(b.tail, g)
+	}
+	h.opChain[g], h.opPos[g] = c, b.chainLen[c]
+	b.tail[c] = g
+	b.chainLen[c]++
+}
+
+// waitsNext reports whether op x's stream ends at x or goes on with a
+// wait, which may continue another chain: only then does an op of another
+// stream take x's chain.
+func (b *hbBuilder) waitsNext(x int32) bool {
+	h := b.h
+	s := h.opStream[x]
+	return x+1 == h.opBase[s+1] || b.ops[s][h.opIndex[x]+1].Kind == OpWait
+}
+
+// knowsBefore reports whether the clock of a stream's op p (-1: none),
+// whose latest row is prev, knows op z: z is on p's chain at or before p,
+// or prev counts z.
+func (b *hbBuilder) knowsBefore(p, prev, z int32) bool {
+	h := b.h
+	zc := h.opChain[z]
+	if p >= 0 && zc == h.opChain[p] {
+		return h.opPos[z] <= h.opPos[p]
+	}
+	return prev >= 0 && b.query(prev, zc) > h.opPos[z]
+}
+
+// join orders op g of stream u (its stream predecessor p, its row being
+// built r, its previous row prev) after op x of another stream t. When
+// x's clock covers u's previous row (x knows that row's op) and the hop
+// bound allows, r adopts x's row; else r takes the deltas of x's rows,
+// walking from x's row to its parents until one whose op p's clock knows
+// (it knows all that row knows), so that each row is taken at most once
+// per stream.
+func (b *hbBuilder) join(u, g, p, r, prev, x int32) {
+	h := b.h
+	ct, q := h.opChain[x], h.opPos[x]+1 // x's chain, x's count on it
+	if p >= 0 && ct == h.opChain[p] && q <= h.opPos[p]+1 || b.query(r, ct) >= q {
 		return // u knows x already, and so all x knows
 	}
 	rx := h.rowOf[x]
 	if !b.adopted[r] && int32(len(b.dChain)) == b.rowStart[len(b.rowStart)-1] {
-		covers := prev < 0
-		if !covers && cu >= 0 {
-			y := b.rowOp[prev]
-			covers = b.query(rx, cu) > h.chainOff[u]+h.opIndex[y]
-		}
+		covers := prev < 0 || b.knowsBefore(x, rx, b.rowOp[prev])
 		if covers && (rx < 0 || b.rowHops[rx] < hbMaxHops) {
 			b.adopted[r], b.rowParent[r], b.rowSeg[r] = true, rx, r
 			b.rowHops[r] = 0
@@ -358,9 +436,8 @@ func (b *hbBuilder) join(u, g, r, prev, x int32) {
 		}
 	}
 	for k := rx; k >= 0; k = b.rowParent[k] {
-		sk := b.rowStream[k]
-		if ck := h.chain[sk]; ck == cu || prev >= 0 && b.query(prev, ck) > h.chainOff[sk]+h.opIndex[b.rowOp[k]] {
-			break // u's previous clock knows row k's op
+		if b.knowsBefore(p, prev, b.rowOp[k]) {
+			break // p's clock knows row k's op
 		}
 		for d := b.rowStart[k]; d < b.rowStart[k+1]; d++ {
 			b.raise(u, g, r, b.dChain[d], b.dVal[d])
@@ -370,8 +447,9 @@ func (b *hbBuilder) join(u, g, r, prev, x int32) {
 }
 
 // raise sets u's entry for chain c to at least val in row r (of op g).
+// Its entry for g's own chain is never read (reach compares positions).
 func (b *hbBuilder) raise(u, g, r, c, val int32) {
-	if c == b.h.chain[u] {
+	if c == b.h.opChain[g] {
 		return
 	}
 	if b.atOp[c] == g {
@@ -446,10 +524,10 @@ func (b *hbBuilder) index() {
 		h.sparseBase[s+1] += h.sparseBase[s]
 	}
 	fill := slices.Clone(h.sparseBase[:S])
-	h.sparse = make([]hbDelta, D)
+	h.sparseKey, h.sparseVal = make([]uint64, D), make([]int32, D)
 	for _, d := range byChain {
 		s := b.rowStream[d.row]
-		h.sparse[fill[s]] = d
+		h.sparseKey[fill[s]], h.sparseVal[fill[s]] = uint64(d.chain)<<32|uint64(d.row), d.val
 		fill[s]++
 	}
 	h.rowStream, h.rowSeg = b.rowStream, b.rowSeg
@@ -470,10 +548,9 @@ func (h *hbGraph) reach(a, b int32) bool {
 	if sa == sb {
 		return h.opIndex[a] <= h.opIndex[b]
 	}
-	ca := h.chain[sa]
-	pa := h.chainOff[sa] + h.opIndex[a]
-	if ca == h.chain[sb] {
-		return pa <= h.chainOff[sb]+h.opIndex[b]
+	ca, pa := h.opChain[a], h.opPos[a]
+	if ca == h.opChain[b] {
+		return pa <= h.opPos[b]
 	}
 	r := h.rowOf[b]
 	if r < 0 {
@@ -491,16 +568,19 @@ func (h *hbGraph) count(r, c int32) int32 {
 	}
 	for r >= 0 {
 		s, seg := h.rowStream[r], h.rowSeg[r]
-		list := h.sparse[h.sparseBase[s]:h.sparseBase[s+1]]
 		// The first delta after (c, r); the one before it is c's latest at r.
-		k, _ := slices.BinarySearchFunc(list, [2]int32{c, r + 1}, func(d hbDelta, key [2]int32) int {
-			if d.chain != key[0] {
-				return int(d.chain - key[0])
+		key := uint64(c)<<32 | uint64(r+1)
+		lo, hi := h.sparseBase[s], h.sparseBase[s+1]
+		for lo < hi {
+			m := int32(uint32(lo+hi) >> 1)
+			if h.sparseKey[m] < key {
+				lo = m + 1
+			} else {
+				hi = m
 			}
-			return int(d.row - key[1])
-		})
-		if k > 0 && list[k-1].chain == c && list[k-1].row >= seg {
-			return list[k-1].val
+		}
+		if lo > h.sparseBase[s] && h.sparseKey[lo-1] >= uint64(c)<<32|uint64(seg) {
+			return h.sparseVal[lo-1]
 		}
 		r = h.rowBase[seg]
 	}

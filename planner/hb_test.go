@@ -184,74 +184,145 @@ func TestReachMatchesBFS(t *testing.T) {
 		if err := p.validateKinds(); err != nil {
 			t.Fatalf("trial %d: generator: %v", trial, err)
 		}
-		base := make([]int, len(p.Streams)+1)
-		for s := range p.Streams {
-			base[s+1] = base[s] + len(p.Streams[s].Ops)
-		}
-		n := base[len(p.Streams)]
-		// Edges by target: stream order, the latest record of the wait's
-		// event issued before it (unless implicit.go finds it unordered),
-		// implicit order.
-		im := deriveImplicit(p)
-		pred := make([][]int, n)
-		last := map[int]int{}
-		for _, so := range p.IssueOrder {
-			g := base[so[0]] + so[1]
-			if so[1] > 0 {
-				pred[g] = append(pred[g], g-1)
-			}
-			o := p.Streams[so[0]].Ops[so[1]]
-			if r, ok := last[o.Event]; ok && o.Kind == OpWait && (im == nil || !im.unordered[int32(g)]) {
-				pred[g] = append(pred[g], r)
-			}
-			if o.Kind == OpRecord {
-				last[o.Event] = g
-			}
-			if im != nil {
-				for _, f := range im.from[im.start[g]:im.start[g+1]] {
-					pred[g] = append(pred[g], int(f))
-				}
-			}
-		}
-		before := make([][]bool, n) // before[b][a]: a path a → … → b, or a == b
-		for b := range n {
-			seen := make([]bool, n)
-			seen[b] = true
-			queue := []int{b}
-			for len(queue) > 0 {
-				x := queue[0]
-				queue = queue[1:]
-				for _, y := range pred[x] {
-					if !seen[y] {
-						seen[y] = true
-						queue = append(queue, y)
-					}
-				}
-			}
-			before[b] = seen
-		}
-		for k, layout := range []hbLayout{hbDense, hbSparse, hbSparse} {
-			// The third build follows one adoption at most (so that rows are
-			// taken delta by delta past it) and keeps its heads in a map.
-			hops, flat := hbMaxHops, hbFlatStreams
-			if k == 2 {
-				hbMaxHops, hbFlatStreams = 1, 0
-			}
-			h := buildHB(p, layout)
-			hbMaxHops, hbFlatStreams = hops, flat
-			if h.chains < len(p.Streams) {
-				merged++
-			}
-			for a := range n {
-				for b := range n {
-					if got, want := h.reach(int32(a), int32(b)), before[b][a]; got != want {
-						t.Fatalf("trial %d, layout %d (%d streams, %d chains): reach(op %d, op %d) = %v, want %v", trial, layout, len(p.Streams), h.chains, a, b, got, want)
-					}
-				}
-			}
+		if m, _ := checkReachBFS(t, fmt.Sprintf("trial %d", trial), p); m {
+			merged++
 		}
 	}
 	if merged == 0 {
 		t.Errorf("no plan had fewer chains than streams: the chain continuation went untested")
+	}
+}
+
+// checkReachBFS fails t unless the clocks of p (all layouts, and with one
+// adoption per query at most and heads in a map) answer every pair of ops
+// as a breadth-first search over the plan's edges does: stream order, each
+// wait's captured record, and CUDA's implicit order (deriveImplicit). It
+// reports whether some build had fewer chains than p has streams, and
+// whether a stream left its chain for another's.
+func checkReachBFS(t *testing.T, name string, p *Plan) (merged, handed bool) {
+	t.Helper()
+	base := make([]int, len(p.Streams)+1)
+	for s := range p.Streams {
+		base[s+1] = base[s] + len(p.Streams[s].Ops)
+	}
+	n := base[len(p.Streams)]
+	// Edges by target: stream order, the latest record of the wait's
+	// event issued before it (unless implicit.go finds it unordered),
+	// implicit order.
+	im := deriveImplicit(p)
+	pred := make([][]int, n)
+	last := map[int]int{}
+	for _, so := range p.IssueOrder {
+		g := base[so[0]] + so[1]
+		if so[1] > 0 {
+			pred[g] = append(pred[g], g-1)
+		}
+		o := p.Streams[so[0]].Ops[so[1]]
+		if r, ok := last[o.Event]; ok && o.Kind == OpWait && (im == nil || !im.unordered[int32(g)]) {
+			pred[g] = append(pred[g], r)
+		}
+		if o.Kind == OpRecord {
+			last[o.Event] = g
+		}
+		if im != nil {
+			for _, f := range im.from[im.start[g]:im.start[g+1]] {
+				pred[g] = append(pred[g], int(f))
+			}
+		}
+	}
+	before := make([][]bool, n) // before[b][a]: a path a → … → b, or a == b
+	for b := range n {
+		seen := make([]bool, n)
+		seen[b] = true
+		queue := []int{b}
+		for len(queue) > 0 {
+			x := queue[0]
+			queue = queue[1:]
+			for _, y := range pred[x] {
+				if !seen[y] {
+					seen[y] = true
+					queue = append(queue, y)
+				}
+			}
+		}
+		before[b] = seen
+	}
+	for k, layout := range []hbLayout{hbDense, hbSparse, hbSparse} {
+		// The third build follows one adoption at most (so that rows are
+		// taken delta by delta past it) and keeps its heads in a map.
+		hops, flat := hbMaxHops, hbFlatHeads
+		if k == 2 {
+			hbMaxHops, hbFlatHeads = 1, 0
+		}
+		h := buildHB(p, layout)
+		hbMaxHops, hbFlatHeads = hops, flat
+		if h.chains < len(p.Streams) {
+			merged = true
+		}
+		for g := range n {
+			if g > 0 && h.opStream[g] == h.opStream[g-1] && h.opChain[g] != h.opChain[g-1] {
+				handed = true // a stream left its chain to another
+			}
+		}
+		for a := range n {
+			for b := range n {
+				if got, want := h.reach(int32(a), int32(b)), before[b][a]; got != want {
+					t.Fatalf("%s, layout %d (%d streams, %d chains): reach(op %d, op %d) = %v, want %v", name, layout, len(p.Streams), h.chains, a, b, got, want)
+				}
+			}
+		}
+	}
+	return merged, handed
+}
+
+// randomLongLivedPlan returns a plan of S streams that all live the whole
+// plan and take turns, as uncapped plans do: each stream, woken in a
+// random order, waits on the events of one to three streams (the latest
+// record of each, or none yet), launches and records its own event; a
+// stream wakes rounds times.
+func randomLongLivedPlan(rng *rand.Rand, S, rounds int) *Plan {
+	p := &Plan{Events: S}
+	for s := range S {
+		p.Streams = append(p.Streams, Stream{ID: s, Name: fmt.Sprintf("s%d", s)})
+	}
+	emit := func(s int, o Op) {
+		p.IssueOrder = append(p.IssueOrder, [2]int{s, len(p.Streams[s].Ops)})
+		p.Streams[s].Ops = append(p.Streams[s].Ops, o)
+	}
+	for range rounds {
+		for _, s := range rng.Perm(S) {
+			for range 1 + rng.IntN(3) {
+				emit(s, Op{Kind: OpWait, Event: rng.IntN(S)})
+			}
+			emit(s, Op{Kind: OpLaunch, Stage: len(p.Stages)})
+			p.Stages = append(p.Stages, Stage{Stream: s})
+			if rng.IntN(4) == 0 { // a second stage before the record
+				emit(s, Op{Kind: OpLaunch, Stage: len(p.Stages)})
+				p.Stages = append(p.Stages, Stage{Stream: s})
+			}
+			emit(s, Op{Kind: OpRecord, Event: s})
+		}
+	}
+	return p
+}
+
+// TestReachMatchesBFSLongLived: as TestReachMatchesBFS, on plans of many
+// streams that live the whole plan and wake repeatedly, whose chains are
+// handed on from stream to stream.
+func TestReachMatchesBFSLongLived(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 17))
+	merged, handed := 0, 0
+	for trial := range 120 {
+		p := randomLongLivedPlan(rng, 2+rng.IntN(40), 1+rng.IntN(4))
+		m, h := checkReachBFS(t, fmt.Sprintf("trial %d", trial), p)
+		if m {
+			merged++
+		}
+		if h {
+			handed++
+		}
+	}
+	if merged == 0 || handed == 0 {
+		t.Errorf("%d plans had fewer chains than streams, %d handed a chain on: the chain cover went untested", merged, handed)
 	}
 }
