@@ -243,7 +243,9 @@ func (b *backend) next() (op, bool) {
 	return o, ok
 }
 
-func (w *worker) init() error {
+// makeCurrent retains the device's primary context and makes it current
+// on the worker's OS thread.
+func (w *worker) makeCurrent() error {
 	dev, err := cu.GetDevice(w.b.opts.Device)
 	if err != nil {
 		return wrap(err, "cuDeviceGet(%d)", w.b.opts.Device)
@@ -254,11 +256,19 @@ func (w *worker) init() error {
 		return wrap(err, "cuDevicePrimaryCtxRetain(%d)", w.b.opts.Device)
 	}
 	w.ctx = ctx
-	keepPrimary.Do(func() { dev.RetainPrimaryCtx() })
 	if err := cu.SetCurrentContext(ctx); err != nil {
 		dev.ReleasePrimaryCtx()
 		return wrap(err, "cuCtxSetCurrent")
 	}
+	return nil
+}
+
+func (w *worker) init() error {
+	if err := w.makeCurrent(); err != nil {
+		return err
+	}
+	dev := w.dev
+	keepPrimary.Do(func() { dev.RetainPrimaryCtx() })
 	info, err := deviceInfo(w.b.opts.Device)
 	if err != nil {
 		dev.ReleasePrimaryCtx()

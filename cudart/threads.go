@@ -17,8 +17,6 @@ import (
 	"fmt"
 	"slices"
 
-	"gorgonia.org/cu"
-
 	"github.com/dagrun/dagrun/executor"
 )
 
@@ -65,19 +63,8 @@ func (b *backend) Thread(name string) (executor.Backend, error) {
 // worker thread; the built-in kernels are the main worker's (a module is
 // the context's, callable from any thread where it is current).
 func (w *worker) initThread() error {
-	dev, err := cu.GetDevice(w.b.opts.Device)
-	if err != nil {
-		return wrap(err, "cuDeviceGet(%d)", w.b.opts.Device)
-	}
-	w.dev = dev
-	ctx, err := dev.RetainPrimaryCtx()
-	if err != nil {
-		return wrap(err, "cuDevicePrimaryCtxRetain(%d)", w.b.opts.Device)
-	}
-	w.ctx = ctx
-	if err := cu.SetCurrentContext(ctx); err != nil {
-		dev.ReleasePrimaryCtx()
-		return wrap(err, "cuCtxSetCurrent")
+	if err := w.makeCurrent(); err != nil {
+		return err
 	}
 	w.fns = w.b.builtinFns
 	return nil
