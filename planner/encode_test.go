@@ -38,28 +38,7 @@ func TestEncodeJSONStreams(t *testing.T) {
 	plans[len(plans)-1].Notes = []string{"a note with <html> & \"quotes\""}
 	plans[len(plans)-1].Kernels = []Kernel{{Name: "k", PTX: "k.ptx", Entry: "k", Params: []string{"n:i64"}}}
 	plans[len(plans)-1].Stages[0].Args = map[string]any{"n": json.Number("9007199254740993"), "a": 0.5}
-	for i, p := range plans {
-		want, err := marshalOracle(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got bytes.Buffer
-		if err := p.EncodeJSON(&got, false); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got.Bytes(), want) {
-			t.Errorf("plan %d compact:\n got %s\nwant %s", i, got.Bytes(), want)
-		}
-		var wantIndent bytes.Buffer
-		json.Indent(&wantIndent, want, "", "  ")
-		got.Reset()
-		if err := p.EncodeJSON(&got, true); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got.Bytes(), wantIndent.Bytes()) {
-			t.Errorf("plan %d indented:\n got %s\nwant %s", i, got.Bytes(), wantIndent.Bytes())
-		}
-	}
+	encodesLikeOracle(t, plans)
 }
 
 // TestEncodeJSONFields: the hand-written encoding of stages, buffers,
@@ -101,28 +80,7 @@ func TestEncodeJSONFields(t *testing.T) {
 		p.Streams[i].Name = names[i%len(names)] + p.Streams[i].Name
 	}
 	plans = append(plans, p)
-	for i, p := range plans {
-		want, err := marshalOracle(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got bytes.Buffer
-		if err := p.EncodeJSON(&got, false); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got.Bytes(), want) {
-			t.Errorf("plan %d compact:\n got %s\nwant %s", i, got.Bytes(), want)
-		}
-		var wantIndent bytes.Buffer
-		json.Indent(&wantIndent, want, "", "  ")
-		got.Reset()
-		if err := p.EncodeJSON(&got, true); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got.Bytes(), wantIndent.Bytes()) {
-			t.Errorf("plan %d indented:\n got %s\nwant %s", i, got.Bytes(), wantIndent.Bytes())
-		}
-	}
+	encodesLikeOracle(t, plans)
 	// A NaN is encoding/json's error, not a plan file.
 	p.Stages[0].DurationUS = math.NaN()
 	_, want := marshalOracle(p)
@@ -181,5 +139,33 @@ func TestPlanArgsExact(t *testing.T) {
 	}
 	if !bytes.Contains(out, []byte(`"args":{"m":-9223372036854775808,"n":9007199254740993}`)) {
 		t.Errorf("written back: %s", out)
+	}
+}
+
+// encodesLikeOracle checks that each plan's EncodeJSON, compact and
+// indented, gives encoding/json's bytes (marshalOracle).
+func encodesLikeOracle(t *testing.T, plans []*Plan) {
+	t.Helper()
+	for i, p := range plans {
+		want, err := marshalOracle(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := p.EncodeJSON(&got, false); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("plan %d compact:\n got %s\nwant %s", i, got.Bytes(), want)
+		}
+		var wantIndent bytes.Buffer
+		json.Indent(&wantIndent, want, "", "  ")
+		got.Reset()
+		if err := p.EncodeJSON(&got, true); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), wantIndent.Bytes()) {
+			t.Errorf("plan %d indented:\n got %s\nwant %s", i, got.Bytes(), wantIndent.Bytes())
+		}
 	}
 }
