@@ -68,9 +68,7 @@ func BenchmarkVerifyScale(b *testing.B) {
 				}
 				b.StopTimer()
 				runtime.ReadMemStats(&ms1)
-				n := float64(len(s.Stages))
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/stage")
-				b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N)/n, "B/stage")
+				reportPerStage(b, len(s.Stages), &ms0, &ms1)
 				b.ReportMetric(float64(len(p.Streams)), "streams")
 			})
 		}
