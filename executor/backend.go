@@ -17,6 +17,9 @@ type BufferDesc struct {
 	Name  string
 	Bytes int64          // size in bytes, > 0
 	Where contract.Where // device or host_pinned
+	// Device is the device of a device buffer (0 unless the backend is a
+	// Devicer and the plan places the buffer on another device).
+	Device int
 }
 
 // Arg is one resolved buffer access of a launch: the backend's buffer handle
