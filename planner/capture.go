@@ -410,13 +410,23 @@ func (v *verifier) mergeFix(ck, q, s, at, end int) string {
 		at2 = " (" + cq.Source + ")"
 	}
 	fix := fmt.Sprintf("capture the work of both streams in one capture: remove the capture of %s…%s on stream %s%s", cq.First, cq.Last, p.Streams[cq.Stream].Name, at2)
-	last := -1 // stream s's last launch in ck's region
+	last, lastOp := -1, int32(-1) // stream s's last launch in ck's region
+	endOp := int32(-1)            // the capture stream's last launch in it
 	for _, so := range p.IssueOrder[at:end] {
-		if o := p.Streams[so[0]].Ops[so[1]]; so[0] == s && o.Kind == OpLaunch {
-			last = o.Stage
+		o := p.Streams[so[0]].Ops[so[1]]
+		if o.Kind != OpLaunch {
+			continue
+		}
+		switch so[0] {
+		case s:
+			last, lastOp = o.Stage, v.opBase[s]+int32(so[1])
+		case c.Stream:
+			endOp = v.opBase[c.Stream] + int32(so[1])
 		}
 	}
-	if last >= 0 {
+	// Stream s needs joining back only if its last stage there does not
+	// already happen-before the capture stream's last one.
+	if last >= 0 && (endOp < 0 || !v.opHB(lastOp, endOp)) {
 		fix += fmt.Sprintf(" and join stream %s back before the capture on %s ends: add %s to the waits of %s", p.Streams[s].Name, p.Streams[c.Stream].Name, p.Stages[last].Name, c.Last)
 	}
 	return fix

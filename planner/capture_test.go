@@ -154,6 +154,17 @@ captures:
 	if !strings.Contains(got[0].Fix, want) {
 		t.Fatalf("fix %q, want %q", got[0].Fix, want)
 	}
+	// Stream s2 already joined back (a2 waits for b2): the fix only
+	// removes the second capture, it does not ask for the wait again.
+	joined := strings.Replace(racy, "{name: a2, kernel: spin, stream: s1}", "{name: a2, kernel: spin, stream: s1, waits: [b2]}", 1)
+	pj, err := Build(loadSpec(t, joined), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = CheckCaptures(pj)
+	if len(got) == 0 || got[0].Rule != "merge" || strings.Contains(got[0].Fix, "add b2 to the waits") || !strings.Contains(got[0].Fix, "remove the capture of b1…b2") {
+		t.Fatalf("joined: want a merge violation whose fix only removes the capture, got %v", got)
+	}
 	fixed := strings.Replace(racy, "  - {stream: s2, first: b1, last: b2}\n", "", 1)
 	fixed = strings.Replace(fixed, "{name: a2, kernel: spin, stream: s1}", "{name: a2, kernel: spin, stream: s1, waits: [b2]}", 1)
 	if err := Verify(build(t, loadSpec(t, fixed), Options{})); err != nil {

@@ -18,6 +18,7 @@ var rulesSpecs = []struct{ name, rule string }{
 	{"hostfunc", RuleHostFunc},
 	{"capture", `capture rule "` + CaptureUnjoined + `"`},
 	{"warmup", `capture rule "` + CaptureAlloc + `"`},
+	{"merge", `capture rule "` + CaptureMerge + `"`},
 	{"threads", RuleThreads},
 }
 
