@@ -40,8 +40,8 @@ func (b *backend) AllocAsync(d executor.BufferDesc, hs executor.Stream) (executo
 	if d.Bytes <= 0 || contract.Where(d.Where) != contract.WhereDevice {
 		return nil, fmt.Errorf("cudart: AllocAsync %s: %d bytes, where %q: want a device buffer of > 0 bytes", d.Name, d.Bytes, d.Where)
 	}
-	buf := &buffer{name: d.Name, bytes: d.Bytes, where: contract.WhereDevice}
-	err := b.call("cuMemAllocAsync "+d.Name, func(w *worker) error {
+	buf := &buffer{name: d.Name, bytes: d.Bytes, where: contract.WhereDevice, c: s.c, dev: s.dev}
+	err := b.callOn(s.c, "cuMemAllocAsync "+d.Name, func(w *worker) error {
 		var p C.CUdeviceptr
 		if err := rawErr(C.dr_alloc_async(&p, C.size_t(d.Bytes), cuStream(s.s))); err != nil {
 			return wrap(err, "cuMemAllocAsync %d bytes for buffer %s", d.Bytes, d.Name)
@@ -69,7 +69,7 @@ func (b *backend) FreeAsync(h executor.Buffer, hs executor.Stream) error {
 	b.untrack(buf.id)
 	b.dropPrepared()
 	p := buf.dptr
-	return b.queue("cuMemFreeAsync "+buf.name, func(w *worker) error {
+	return b.queueOn(s.c, "cuMemFreeAsync "+buf.name, func(w *worker) error {
 		return wrap(rawErr(C.dr_free_async(C.CUdeviceptr(p), cuStream(s.s))), "cuMemFreeAsync buffer %s", buf.name)
 	})
 }

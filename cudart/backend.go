@@ -42,6 +42,7 @@ type op struct {
 	fn    func(w *worker) error
 	reply chan error
 	what  string // for --sync-each: which stage or op this was
+	ctx   int    // the context fn runs in (devices.go): made current first
 }
 
 // backend implements executor.Backend on one CUDA device: the main host
@@ -90,6 +91,16 @@ type shared struct {
 	// stamps is the kernel-timestamp buffer of stream-mode launches;
 	// capStamps, that of the capture in progress (Options.KernelTimestamps).
 	stamps, capStamps *stampBuf
+	// ctxs are the backend's contexts, one per distinct ordinal (context 0
+	// is Options.Devices[0]'s); devs maps each plan device to its context;
+	// peer[i][j] says peer access from context i to j's memory is on
+	// (devices.go). Set by the worker's init, read-only after.
+	ctxs []*devCtx
+	devs []int
+	peer [][]bool
+	// comms are the NCCL communicators made so far (nccl.go).
+	ncclMu sync.Mutex
+	comms  []*ncclComms
 }
 
 // worker is the state that lives on the locked OS thread.
@@ -116,6 +127,9 @@ type worker struct {
 	capture *captureState
 	// timedGraphs are profiled graphs launched since the last Synchronize.
 	timedGraphs []*graph
+	// cur is the context current on the worker's thread (devices.go), −1
+	// when unknown (after a call into NCCL).
+	cur int
 }
 
 type profRec struct {
@@ -136,11 +150,19 @@ type stream struct {
 	// def marks a default stream (legacy or per-thread, rules.go): named,
 	// never created or destroyed.
 	def bool
+	// c is the stream's context and dev its plan device (devices.go).
+	c, dev int
 }
 
 type event struct {
 	id int
-	e  cu.Event
+	e  cu.Event // context 0's
+	// With several contexts (devices.go): the event's driver event in
+	// each context where it was recorded (made on first use), and the
+	// context of the latest record issued; worker-only.
+	per  []cu.Event
+	made []bool
+	last int
 }
 
 type buffer struct {
@@ -150,6 +172,8 @@ type buffer struct {
 	where contract.Where
 	dptr  cu.DevicePtr   // device address (for pinned memory, the same address: unified addressing; 0 for pageable memory)
 	host  unsafe.Pointer // pinned or pageable host memory, nil for device buffers
+	c     int            // the context it was allocated in
+	dev   int            // its plan device (devices.go)
 }
 
 var _ executor.Backend = (*backend)(nil)
@@ -163,7 +187,11 @@ func New(opts Options) (executor.Backend, error) {
 }
 
 func newBackend(opts Options) (*backend, error) {
-	if err := Probe(); err != nil {
+	info, err := ProbeInfo()
+	if err != nil {
+		return nil, err
+	}
+	if err := opts.checkDevices(info.Devices); err != nil { // devices.go
 		return nil, err
 	}
 	b := &backend{
@@ -205,7 +233,10 @@ func (b *backend) run(started chan<- error) {
 		if !ok {
 			break
 		}
-		err := o.fn(w)
+		err := w.on(o.ctx) // devices.go
+		if err == nil {
+			err = o.fn(w)
+		}
 		if b.opts.SyncEach && err == nil {
 			if serr := cu.Synchronize(); serr != nil {
 				err = wrap(serr, "%s (synchronized after it: --sync-each)", o.what)
@@ -246,14 +277,15 @@ func (b *backend) next() (op, bool) {
 // makeCurrent retains the device's primary context and makes it current
 // on the worker's OS thread.
 func (w *worker) makeCurrent() error {
-	dev, err := cu.GetDevice(w.b.opts.Device)
+	ord := w.b.opts.ordinals()[0]
+	dev, err := cu.GetDevice(ord)
 	if err != nil {
-		return wrap(err, "cuDeviceGet(%d)", w.b.opts.Device)
+		return wrap(err, "cuDeviceGet(%d)", ord)
 	}
 	w.dev = dev
 	ctx, err := dev.RetainPrimaryCtx()
 	if err != nil {
-		return wrap(err, "cuDevicePrimaryCtxRetain(%d)", w.b.opts.Device)
+		return wrap(err, "cuDevicePrimaryCtxRetain(%d)", ord)
 	}
 	w.ctx = ctx
 	if err := cu.SetCurrentContext(ctx); err != nil {
@@ -269,7 +301,7 @@ func (w *worker) init() error {
 	}
 	dev := w.dev
 	keepPrimary.Do(func() { dev.RetainPrimaryCtx() })
-	info, err := deviceInfo(w.b.opts.Device)
+	info, err := deviceInfo(w.b.opts.ordinals()[0])
 	if err != nil {
 		dev.ReleasePrimaryCtx()
 		return err
@@ -285,7 +317,7 @@ func (w *worker) init() error {
 		return err
 	}
 	w.builtins = mod
-	for _, k := range []string{"fill", "scale", "axpy", "mix", "spin", "checksum", "timer_probe"} {
+	for _, k := range builtinNames {
 		f, err := mod.Function("dagrun_" + k)
 		if err != nil {
 			mod.Unload()
@@ -295,6 +327,12 @@ func (w *worker) init() error {
 		w.fns[k] = f
 	}
 	w.b.builtinFns = w.fns
+	if err := w.initContexts(ptx); err != nil { // devices.go
+		w.closeContexts()
+		mod.Unload()
+		dev.ReleasePrimaryCtx()
+		return err
+	}
 	if w.b.opts.SpinOverheadNS == 0 {
 		spinCalib.Do(func() { spinCalib.ns, spinCalib.err = w.calibrateSpin() })
 		if spinCalib.err != nil {
@@ -313,6 +351,9 @@ func (w *worker) init() error {
 	}
 	return nil
 }
+
+// builtinNames are the built-in kernels' entries (dagrun_NAME) in the PTX.
+var builtinNames = []string{"fill", "scale", "axpy", "mix", "spin", "checksum", "timer_probe"}
 
 // spinCalib caches calibrateSpin's answer for the process.
 var spinCalib struct {
@@ -384,6 +425,8 @@ func (w *worker) close() {
 	}
 	w.b.stamps.free()
 	w.b.capStamps.free()
+	w.closeComms()    // nccl.go
+	w.closeContexts() // devices.go
 	w.builtins.Unload()
 	w.dev.ReleasePrimaryCtx()
 }
@@ -407,24 +450,35 @@ func loadPTX(ptx []byte, what string) (cu.Module, error) {
 	return mod, nil
 }
 
-// call runs fn on the worker and waits for its error.
+// call runs fn on the worker, in context 0, and waits for its error.
 func (b *backend) call(what string, fn func(w *worker) error) error {
+	return b.callOn(0, what, fn)
+}
+
+// callOn runs fn on the worker in context c and waits for its error.
+func (b *backend) callOn(c int, what string, fn func(w *worker) error) error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return fmt.Errorf("cudart: %s: backend is closed", what)
 	}
 	b.mu.Unlock()
-	b.q <- op{fn: fn, reply: b.reply, what: what}
+	b.q <- op{fn: fn, reply: b.reply, what: what, ctx: c}
 	return <-b.reply
 }
 
-// queue runs fn on the worker without waiting (or waiting, with SyncEach).
+// queue runs fn on the worker, in context 0, without waiting (or
+// waiting, with SyncEach).
 func (b *backend) queue(what string, fn func(w *worker) error) error {
+	return b.queueOn(0, what, fn)
+}
+
+// queueOn is queue in context c.
+func (b *backend) queueOn(c int, what string, fn func(w *worker) error) error {
 	if b.opts.SyncEach {
-		return b.call(what, fn)
+		return b.callOn(c, what, fn)
 	}
-	b.q <- op{fn: fn, what: what}
+	b.q <- op{fn: fn, what: what, ctx: c}
 	return nil
 }
 
@@ -523,8 +577,12 @@ func (b *backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 	if d.Bytes <= 0 {
 		return nil, fmt.Errorf("cudart: buffer %s: size %d bytes, want > 0", d.Name, d.Bytes)
 	}
-	buf := &buffer{name: d.Name, bytes: d.Bytes, where: contract.Where(d.Where)}
-	err := b.call("alloc "+d.Name, func(w *worker) error {
+	c, err := b.ctxOf(d.Device) // devices.go
+	if err != nil {
+		return nil, fmt.Errorf("%w: buffer %s", err, d.Name)
+	}
+	buf := &buffer{name: d.Name, bytes: d.Bytes, where: contract.Where(d.Where), c: c, dev: d.Device}
+	err = b.callOn(c, "alloc "+d.Name, func(w *worker) error {
 		switch buf.where {
 		case contract.WhereHostPinned:
 			p, err := allocHost(d.Bytes)
@@ -558,7 +616,11 @@ func (b *backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	buf.id = b.track(fmt.Sprintf("buffer %s (%d bytes, %s)", d.Name, d.Bytes, d.Where), buf)
+	what := fmt.Sprintf("buffer %s (%d bytes, %s)", d.Name, d.Bytes, d.Where)
+	if len(b.devs) > 1 {
+		what = fmt.Sprintf("buffer %s (%d bytes, %s, device %d)", d.Name, d.Bytes, d.Where, d.Device)
+	}
+	buf.id = b.track(what, buf)
 	return buf, nil
 }
 
@@ -570,11 +632,11 @@ func (b *backend) Write(h executor.Buffer, data []byte) error {
 	if int64(len(data)) != buf.bytes {
 		return fmt.Errorf("cudart: write %s: %d bytes of data, buffer has %d", buf.name, len(data), buf.bytes)
 	}
-	return b.call("write "+buf.name, func(w *worker) error {
+	return b.callOn(buf.c, "write "+buf.name, func(w *worker) error {
 		// Non-blocking streams do not order with the synchronous copy: wait
 		// for everything first.
-		if err := cu.Synchronize(); err != nil {
-			return wrap(err, "cuCtxSynchronize before writing %s", buf.name)
+		if err := w.syncAll("before writing " + buf.name); err != nil {
+			return err
 		}
 		if buf.host != nil {
 			copy(unsafe.Slice((*byte)(buf.host), buf.bytes), data)
@@ -590,9 +652,9 @@ func (b *backend) Read(h executor.Buffer) ([]byte, error) {
 		return nil, err
 	}
 	out := make([]byte, buf.bytes)
-	err = b.call("read "+buf.name, func(w *worker) error {
-		if err := cu.Synchronize(); err != nil {
-			return wrap(err, "cuCtxSynchronize before reading %s", buf.name)
+	err = b.callOn(buf.c, "read "+buf.name, func(w *worker) error {
+		if err := w.syncAll("before reading " + buf.name); err != nil {
+			return err
 		}
 		if buf.host != nil {
 			copy(out, unsafe.Slice((*byte)(buf.host), buf.bytes))
@@ -611,6 +673,16 @@ func (b *backend) Record(he executor.Event, hs executor.Stream) error {
 	if err != nil {
 		return err
 	}
+	if s.c != 0 || len(b.ctxs) > 1 {
+		return b.queueOn(s.c, "record", func(w *worker) error { // devices.go
+			ev, err := w.eventIn(e, s.c)
+			if err != nil {
+				return err
+			}
+			e.last = s.c
+			return wrap(ev.Record(s.s), "cuEventRecord")
+		})
+	}
 	return b.queue("record", func(w *worker) error {
 		return wrap(e.e.Record(s.s), "cuEventRecord")
 	})
@@ -620,6 +692,12 @@ func (b *backend) Wait(hs executor.Stream, he executor.Event) error {
 	e, s, err := asEvent(he, hs)
 	if err != nil {
 		return err
+	}
+	if s.c != 0 || len(b.ctxs) > 1 {
+		return b.queueOn(s.c, "wait", func(w *worker) error { // devices.go
+			ev, _ := e.latest()
+			return wrap(s.s.Wait(ev, 0), "cuStreamWaitEvent")
+		})
 	}
 	return b.queue("wait", func(w *worker) error {
 		return wrap(s.s.Wait(e.e, 0), "cuStreamWaitEvent")
@@ -636,8 +714,8 @@ func (b *backend) Synchronize() error {
 		if herr := b.takeHostFuncErr(); herr != nil && err == nil { // rules.go
 			err = herr
 		}
-		if serr := cu.Synchronize(); serr != nil && err == nil {
-			err = wrap(serr, "cuCtxSynchronize")
+		if serr := w.syncAll(""); serr != nil && err == nil {
+			err = serr
 		}
 		if err == nil && (len(w.prof) > 0 || len(w.timedGraphs) > 0 || b.stamps != nil && len(b.stamps.owner) > 0) {
 			err = w.collectProfile()
@@ -655,13 +733,13 @@ func (b *backend) DestroyStream(h executor.Stream) error {
 		b.untrack(s.id) // a default stream: nothing to destroy (rules.go)
 		return nil
 	}
-	err := b.call("cuStreamDestroy", func(w *worker) error {
+	err := b.callOn(s.c, "cuStreamDestroy", func(w *worker) error {
 		if err := w.freeRetired(s); err != nil {
 			return err
 		}
 		if s.scratch != 0 {
-			if err := cu.Synchronize(); err != nil {
-				return wrap(err, "cuCtxSynchronize before freeing a stream's scratch")
+			if err := w.syncAll("before freeing a stream's scratch"); err != nil {
+				return err
 			}
 			if err := cu.MemFree(s.scratch); err != nil {
 				return wrap(err, "cuMemFree scratch")
@@ -679,7 +757,7 @@ func (b *backend) DestroyEvent(h executor.Event) error {
 	if !ok || e == nil {
 		return fmt.Errorf("cudart: DestroyEvent: %T is not a cuda event", h)
 	}
-	err := b.call("cuEventDestroy", func(w *worker) error { return wrap(cu.DestroyEvent(&e.e), "cuEventDestroy") })
+	err := b.call("cuEventDestroy", func(w *worker) error { return w.destroyEvent(e) }) // devices.go
 	b.untrack(e.id)
 	return err
 }
@@ -690,9 +768,9 @@ func (b *backend) Free(h executor.Buffer) error {
 		return err
 	}
 	b.dropPrepared()
-	err = b.call("free "+buf.name, func(w *worker) error {
-		if err := cu.Synchronize(); err != nil {
-			return wrap(err, "cuCtxSynchronize before freeing %s", buf.name)
+	err = b.callOn(buf.c, "free "+buf.name, func(w *worker) error {
+		if err := w.syncAll("before freeing " + buf.name); err != nil {
+			return err
 		}
 		if buf.where == contract.WhereHostPageable {
 			freePageable(buf.host)
@@ -730,23 +808,27 @@ func (b *backend) Close() error {
 	}
 	b.mu.Unlock()
 	err := b.call("close", func(w *worker) error {
-		err := wrap(cu.Synchronize(), "cuCtxSynchronize at close")
+		err := w.syncAll("at close")
 		if err == nil {
 			err = w.asyncErr
 		}
 		for _, o := range objs {
 			switch o := o.(type) {
 			case *stream:
+				w.on(o.c)
 				w.freeRetired(o)
 				if o.scratch != 0 {
 					cu.MemFree(o.scratch)
 				}
 				o.s.Destroy()
 			case *event:
-				cu.DestroyEvent(&o.e)
+				w.on(0)
+				w.destroyEvent(o)
 			case *graph:
+				w.on(0)
 				w.destroyGraph(o)
 			case *buffer:
+				w.on(o.c)
 				if o.host != nil {
 					cu.MemFreeHost(o.host)
 				} else {
@@ -754,6 +836,7 @@ func (b *backend) Close() error {
 				}
 			}
 		}
+		w.on(0)
 		return err
 	})
 	b.mu.Lock()
@@ -875,8 +958,8 @@ func (w *worker) freeRetired(s *stream) error {
 	if len(s.retired) == 0 {
 		return nil
 	}
-	if err := cu.Synchronize(); err != nil {
-		return wrap(err, "cuCtxSynchronize before freeing a stream's old scratch")
+	if err := w.syncAll("before freeing a stream's old scratch"); err != nil {
+		return err
 	}
 	for _, p := range s.retired {
 		if err := cu.MemFree(p); err != nil {

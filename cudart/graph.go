@@ -120,7 +120,7 @@ func (b *backend) BeginCaptureMode(hs executor.Stream, mode string) error {
 	if b.opts.SyncEach {
 		return errors.New("cudart: BeginCapture: the backend synchronizes after each op (SyncEach), which a stream capture cannot do")
 	}
-	return b.call("cuStreamBeginCapture", func(w *worker) error {
+	return b.callOn(s.c, "cuStreamBeginCapture", func(w *worker) error {
 		if w.capture != nil {
 			return errors.New("cudart: BeginCapture: a capture is already open on this backend")
 		}
@@ -178,7 +178,7 @@ func (b *backend) EndCapture(hs executor.Stream) (executor.Graph, error) {
 		return nil, fmt.Errorf("cudart: EndCapture: %T is not a cuda stream", hs)
 	}
 	g := &graph{}
-	err := b.call("cuStreamEndCapture", func(w *worker) error {
+	err := b.callOn(s.c, "cuStreamEndCapture", func(w *worker) error {
 		c := w.capture
 		if c == nil || c.origin != s {
 			return errors.New("cudart: EndCapture: no capture was begun on this stream")
@@ -264,7 +264,7 @@ func (b *backend) LaunchGraph(hg executor.Graph, hs executor.Stream) error {
 	if !ok || s == nil {
 		return fmt.Errorf("cudart: LaunchGraph: %T is not a cuda stream", hs)
 	}
-	return b.queue("cuGraphLaunch", func(w *worker) error { return w.launchGraph(g, s) })
+	return b.queueOn(s.c, "cuGraphLaunch", func(w *worker) error { return w.launchGraph(g, s) })
 }
 
 // launchGraph launches g on s now (worker thread only).

@@ -28,7 +28,11 @@ func (b *backend) SyncEvent(he executor.Event) error {
 		return fmt.Errorf("cudart: SyncEvent: %T is not a cuda event", he)
 	}
 	return b.call("cuEventSynchronize", func(w *worker) error {
-		return wrap(e.e.Synchronize(), "cuEventSynchronize")
+		ev, c := e.latest() // devices.go
+		if err := w.on(c); err != nil {
+			return err
+		}
+		return wrap(ev.Synchronize(), "cuEventSynchronize")
 	})
 }
 
@@ -41,7 +45,11 @@ func (b *backend) QueryEvent(he executor.Event) (bool, error) {
 	}
 	done := false
 	err := b.call("cuEventQuery", func(w *worker) error {
-		err := e.e.Query()
+		ev, c := e.latest() // devices.go
+		if err := w.on(c); err != nil {
+			return err
+		}
+		err := ev.Query()
 		if err == nil {
 			done = true
 			return nil

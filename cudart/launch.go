@@ -56,9 +56,14 @@ func (p *params) ptr(v cu.DevicePtr) { p.u64(uint64(v)) }
 
 // kernelLaunch is a prepared launch, run on the worker.
 type kernelLaunch struct {
-	fn          cu.Function
+	fn          cu.Function // context 0's
 	grid, block [3]int
 	p           params
+	// name is the built-in's short name, or for a user kernel (user set)
+	// its PTX path + "\x00" + entry: what fnIn looks up in another
+	// context (devices.go).
+	name string
+	user *planner.Kernel
 }
 
 // argPtr returns the device address of an access: its buffer's base plus
@@ -127,6 +132,8 @@ func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 		})
 	case prepCopy:
 		return b.queueStage(s, l, what, p.copyStep(s))
+	case prepPeerCopy:
+		return b.queueStage(s, l, what, b.peerCopyStep(p, s)) // devices.go
 	case prepChecksum:
 		// Zero out[0..1] on the same stream, then accumulate atomically.
 		zero := func(w *worker) error {
@@ -168,6 +175,7 @@ const (
 	prepCopy                     // copy: n bytes from src to dst
 	prepChecksum                 // zero words 0 and 1 at dst (memset, or the kernel zero), then the kernel k
 	prepMix                      // the kernel k after per-launch patches (mixLaunch)
+	prepPeerCopy                 // copy of n bytes from src to dst, device buffers of two plan devices (cuMemcpyPeerAsync)
 )
 
 // prep is a launch prepared once: checked, its device addresses resolved and
@@ -181,7 +189,8 @@ type prep struct {
 	zero *kernelLaunch // prepChecksum on a pinned write: the fill kernel zeroing words 0 and 1
 
 	dst, srcPtr      cu.DevicePtr
-	n                int64 // prepMemset: words; prepCopy: bytes
+	n                int64 // prepMemset: words; prepCopy, prepPeerCopy: bytes
+	srcCtx, dstCtx   int   // prepPeerCopy: the source's and the destination's contexts
 	word             uint32
 	srcHost, dstHost unsafe.Pointer // prepCopy: pinned memory as host pointers, nil for device memory
 
@@ -310,6 +319,9 @@ func (b *backend) prepareBuiltin(p *prep, l *executor.LaunchDesc) error {
 			return err
 		}
 		p.kind, p.srcPtr, p.dst, p.n = prepCopy, src, dst, l.Writes[0].Bytes
+		if sb.host == nil && db.host == nil && sb.dev != db.dev {
+			p.kind, p.srcCtx, p.dstCtx = prepPeerCopy, sb.c, db.c
+		}
 		if sb.host != nil {
 			p.srcHost = unsafe.Add(sb.host, l.Reads[0].Offset)
 		}
@@ -330,7 +342,7 @@ func (b *backend) prepareBuiltin(p *prep, l *executor.LaunchDesc) error {
 			return err
 		}
 		n := l.Writes[0].Bytes / contract.WordBytes
-		k := &kernelLaunch{fn: b.fn(l.Kernel)}
+		k := b.kernel(l.Kernel)
 		k.grid, k.block = shape(l, n, false)
 		k.p.ptr(y)
 		k.p.ptr(x)
@@ -344,7 +356,8 @@ func (b *backend) prepareBuiltin(p *prep, l *executor.LaunchDesc) error {
 		if err != nil {
 			return err
 		}
-		p.k = &kernelLaunch{fn: b.fn("spin"), grid: [3]int{1, 1, 1}, block: [3]int{32, 1, 1}}
+		p.k = b.kernel("spin")
+		p.k.grid, p.k.block = [3]int{1, 1, 1}, [3]int{32, 1, 1}
 		p.k.p.u64(b.spinNS(us))
 	case contract.BuiltinChecksum:
 		in, _, err := argPtr(l.Reads[0])
@@ -360,7 +373,7 @@ func (b *backend) prepareBuiltin(p *prep, l *executor.LaunchDesc) error {
 			p.zero = b.fillLaunch(&executor.LaunchDesc{}, out, 2, 0)
 		}
 		n := l.Reads[0].Bytes / contract.WordBytes
-		k := &kernelLaunch{fn: b.fn("checksum")}
+		k := b.kernel("checksum")
 		k.grid, k.block = shape(l, n, true)
 		k.p.ptr(out)
 		k.p.ptr(in)
@@ -391,7 +404,7 @@ func (p *prep) copyStep(s *stream) func(*worker) error {
 }
 
 func (b *backend) fillLaunch(l *executor.LaunchDesc, dst cu.DevicePtr, n int64, v uint32) *kernelLaunch {
-	k := &kernelLaunch{fn: b.fn("fill")}
+	k := b.kernel("fill")
 	k.grid, k.block = shape(l, n, false)
 	k.p.ptr(dst)
 	k.p.u64(uint64(n))
@@ -478,7 +491,7 @@ func (b *backend) prepareMix(p *prep, l *executor.LaunchDesc) error {
 		spinNS = max(b.spinNS(spinUS), 1)
 	}
 	le.PutUint64(a[688:], spinNS)
-	k := &kernelLaunch{fn: b.fn("mix")}
+	k := b.kernel("mix")
 	k.grid, k.block = shape(l, maxn, false)
 	k.p.add(a)
 	p.kind, p.k = prepMix, k
@@ -518,14 +531,25 @@ func (b *backend) mixLaunch(s *stream, l *executor.LaunchDesc, p *prep) (*kernel
 	return &k, snaps, nil
 }
 
-// fn returns a built-in kernel's function. The handles are filled in by the
-// worker's init before New returns and never change.
-func (b *backend) fn(name string) cu.Function {
-	return b.builtinFns[name]
+// kernel returns a launch of built-in kernel name (its function in context
+// 0: the handles are filled in by the worker's init before New returns and
+// never change).
+func (b *backend) kernel(name string) *kernelLaunch {
+	return &kernelLaunch{fn: b.builtinFns[name], name: name}
 }
 
-// step returns the worker function that launches k on s.
+// step returns the worker function that launches k on s (in s's context:
+// k's function there, devices.go).
 func (k *kernelLaunch) step(s *stream, what string) func(*worker) error {
+	if s.c != 0 {
+		return func(w *worker) error {
+			fn, err := w.fnIn(s.c, k)
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			return wrap(launchRaw(fn, k.grid, k.block, s.s, k.p.blob, k.p.offs), "%s: cuLaunchKernel grid %v block %v", what, k.grid, k.block)
+		}
+	}
 	return func(w *worker) error {
 		return wrap(launchRaw(k.fn, k.grid, k.block, s.s, k.p.blob, k.p.offs), "%s: cuLaunchKernel grid %v block %v", what, k.grid, k.block)
 	}
@@ -539,13 +563,13 @@ func (k *kernelLaunch) step(s *stream, what string) func(*worker) error {
 func (b *backend) queueStage(s *stream, l *executor.LaunchDesc, what string, steps ...func(*worker) error) error {
 	if b.opts.Profile {
 		stage, name := l.Stage, l.Name
-		return b.queue(what, func(w *worker) error {
+		return b.queueOn(s.c, what, func(w *worker) error {
 			return w.nvtxRange(name, func() error { return w.timedStage(s, stage, name, what, steps) })
 		})
 	}
 	if b.opts.KernelTimestamps { // the other profile mode: a named NVTX range per stage too (nvtx.go)
 		name := l.Name
-		return b.queue(what, func(w *worker) error {
+		return b.queueOn(s.c, what, func(w *worker) error {
 			return w.nvtxRange(name, func() error {
 				for _, f := range steps {
 					if err := f(w); err != nil {
@@ -557,9 +581,9 @@ func (b *backend) queueStage(s *stream, l *executor.LaunchDesc, what string, ste
 		})
 	}
 	if len(steps) == 1 {
-		return b.queue(what, steps[0])
+		return b.queueOn(s.c, what, steps[0])
 	}
-	return b.queue(what, func(w *worker) error {
+	return b.queueOn(s.c, what, func(w *worker) error {
 		for _, f := range steps {
 			if err := f(w); err != nil {
 				return err
@@ -628,12 +652,8 @@ func (b *backend) userLaunch(l *executor.LaunchDesc) (*kernelLaunch, error) {
 		err := b.call("load "+path, func(w *worker) error {
 			mod, ok := w.mods[path]
 			if !ok {
-				src, err := os.ReadFile(path)
-				if err != nil {
-					return fmt.Errorf("kernel %s: %w", uk.Name, err)
-				}
-				mod, err = loadPTX(src, fmt.Sprintf("kernel %s (%s)", uk.Name, path))
-				if err != nil {
+				var err error
+				if mod, err = loadUserPTX(uk.Name, path); err != nil {
 					return err
 				}
 				w.mods[path] = mod
@@ -652,7 +672,7 @@ func (b *backend) userLaunch(l *executor.LaunchDesc) (*kernelLaunch, error) {
 		b.userFns[key] = fn
 		b.mu.Unlock()
 	}
-	k := &kernelLaunch{fn: fn}
+	k := &kernelLaunch{fn: fn, name: key, user: uk}
 	var words int64
 	for _, a := range append(append([]executor.Arg(nil), l.Writes...), l.Reads...) {
 		words = max(words, a.Bytes/4)
@@ -711,6 +731,16 @@ func (b *backend) userLaunch(l *executor.LaunchDesc) (*kernelLaunch, error) {
 	return k, nil
 }
 
+// loadUserPTX loads the PTX file at path, of user kernel name, in the
+// current context.
+func loadUserPTX(name, path string) (cu.Module, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return cu.Module{}, fmt.Errorf("kernel %s: %w", name, err)
+	}
+	return loadPTX(src, fmt.Sprintf("kernel %s (%s)", name, path))
+}
+
 func overlapsAny(a executor.Arg, set []executor.Arg) bool {
 	for _, w := range set {
 		if a.Name == w.Name && a.Offset < w.Offset+w.Bytes && w.Offset < a.Offset+a.Bytes {
@@ -727,15 +757,15 @@ func (b *backend) scratch(s *stream, n int64) (cu.DevicePtr, error) {
 	if s.scratchBytes >= n {
 		return s.scratch, nil
 	}
-	err := b.call("scratch", func(w *worker) error {
+	err := b.callOn(s.c, "scratch", func(w *worker) error {
 		if s.scratch != 0 && w.capture != nil {
 			// Copies captured earlier use the old buffer: keep it.
 			s.retired = append(s.retired, s.scratch)
 			s.scratch, s.scratchBytes = 0, 0
 		}
 		if s.scratch != 0 {
-			if err := cu.Synchronize(); err != nil {
-				return wrap(err, "cuCtxSynchronize before growing a scratch buffer")
+			if err := w.syncAll("before growing a scratch buffer"); err != nil {
+				return err
 			}
 			if err := cu.MemFree(s.scratch); err != nil {
 				return wrap(err, "cuMemFree scratch")

@@ -15,8 +15,26 @@ var ErrNoDevice = errors.New("no CUDA device: check nvidia-smi and CUDA_VISIBLE_
 
 // Options configure a CUDA backend.
 type Options struct {
-	// Device is the ordinal of the device to use (default 0).
+	// Device is the ordinal of the device to use (default 0) when Devices
+	// is empty.
 	Device int
+	// Devices maps a plan's devices to ordinals: plan device i runs on the
+	// device of ordinal Devices[i] (empty: one device, Device). Several
+	// plan devices may share an ordinal: they share its primary context,
+	// so a plan of several devices can be checked on one GPU (its peer
+	// copies are then copies within the GPU, its cross-device waits waits
+	// within one context); a collective needs distinct ordinals (NCCL
+	// refuses two ranks on one GPU). New returns an error wrapping
+	// ErrNoDevice, naming the device count (cuDeviceGetCount), for an
+	// ordinal the driver does not report.
+	Devices []int
+	// separateContexts, a testing hook, gives each plan device after the
+	// first a context of its own, created on its ordinal (cuCtxCreate),
+	// instead of the ordinal's primary context: on one GPU, two plan
+	// devices then exercise what two GPUs do (events recorded in one
+	// context and waited on in another, copies between contexts with
+	// cuMemcpyPeerAsync, context switches), NCCL aside.
+	separateContexts bool
 	// SyncEach synchronizes the context after every queued op (launch,
 	// record, wait, copy, memset) and makes each call wait for it, so that a
 	// faulting kernel is reported by the Launch of its stage, named. Slow:
@@ -61,6 +79,7 @@ type Info struct {
 	TotalMem      int64 // bytes
 	Multiprocs    int
 	HeaderVersion int // CUDA_VERSION of the cuda.h the binary was built with
+	Devices       int // CUDA devices the driver reports (cuDeviceGetCount)
 }
 
 func (i Info) String() string {

@@ -27,7 +27,8 @@ func Probe() error {
 	return err
 }
 
-// ProbeInfo is Probe that also returns what it found about device 0.
+// ProbeInfo is Probe that also returns what it found about device 0 and
+// the number of devices (Info.Devices).
 func ProbeInfo() (Info, error) {
 	probe.Lock()
 	defer probe.Unlock()
@@ -49,6 +50,7 @@ func ProbeInfo() (Info, error) {
 			return
 		}
 		probe.info, probe.err = deviceInfo(0)
+		probe.info.Devices = n
 	}()
 	<-ch
 	probe.done = true

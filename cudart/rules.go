@@ -233,7 +233,7 @@ func (b *backend) hostFunc(s *stream, l *executor.LaunchDesc) error {
 			}
 		}
 	}
-	return b.queue(l.Name+": cuLaunchHostFunc", func(w *worker) error {
+	return b.queueOn(s.c, l.Name+": cuLaunchHostFunc", func(w *worker) error {
 		return wrap(launchHostFunc(s.s, run), "%s: cuLaunchHostFunc", l.Name)
 	})
 }

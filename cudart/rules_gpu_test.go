@@ -71,7 +71,7 @@ func (r *rulesRig) do(t *testing.T, fn func(w *worker) error) {
 func (r *rulesRig) spin(s cu.Stream) error {
 	var p params
 	p.u64(r.b.spinNS(rulesSpinUS))
-	return launchRaw(r.b.fn("spin"), [3]int{1, 1, 1}, [3]int{32, 1, 1}, s, p.blob, p.offs)
+	return launchRaw(r.b.kernel("spin").fn, [3]int{1, 1, 1}, [3]int{32, 1, 1}, s, p.blob, p.offs)
 }
 
 func (r *rulesRig) fill(s cu.Stream, v float32) error {
