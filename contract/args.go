@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -20,6 +21,7 @@ const (
 	KindFloat   ArgKind = "float"   // a finite number ≥ ArgSpec.Min
 	KindInt     ArgKind = "int"     // an integer ≥ ArgSpec.Min that fits in int64
 	KindUint32  ArgKind = "uint32"  // an integer in [0, 4294967295], a 32-bit pattern
+	KindEnum    ArgKind = "enum"    // a string, one of ArgSpec.Enum
 )
 
 // ArgSpec is the schema of one argument of a built-in.
@@ -32,7 +34,8 @@ type ArgSpec struct {
 	Unit     string  // the unit of the value ("µs", "words"), "" for none
 	Example  string  // a value in spec syntax, for hints
 	Doc      string
-	Hint     string // what to do about a bad value; "" for the kind's own hint
+	Hint     string   // what to do about a bad value; "" for the kind's own hint
+	Enum     []string // KindEnum: the values allowed
 }
 
 // number returns x as a float64 when it is a number.
@@ -140,6 +143,8 @@ func (s *ArgSpec) Want() string {
 		return fmt.Sprintf("a number from %v to %v", s.Min, s.Max)
 	case s.Kind == KindFloat:
 		return fmt.Sprintf("a finite number ≥ %v", s.Min)
+	case s.Kind == KindEnum:
+		return "one of " + strings.Join(s.Enum, ", ")
 	}
 	return "a number within float32 range"
 }
@@ -207,6 +212,10 @@ func (s *ArgSpec) check(kernel string, x any) *Violation {
 	switch s.Kind {
 	case KindFloat32, KindFloat:
 		_, v = s.float(kernel, x)
+	case KindEnum:
+		if str, ok := x.(string); !ok || !slices.Contains(s.Enum, str) {
+			v = s.valueViolation(kernel, "use "+s.Want(), "argument %s must be %s, got %s", s.Name, s.Want(), describe(x))
+		}
 	default:
 		_, v = s.int(kernel, x)
 	}

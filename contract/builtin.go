@@ -31,6 +31,14 @@ import (
 //	          for a large tensor costs little more than its spin.
 //	spin      busy for args.us µs, or the stage's duration_us if us is absent.
 //	          Reads and writes are allowed and only order the stage.
+//	all_reduce reads: one per device (≥ 2), writes: as many, write i on the
+//	          device of read i, every access the same size. args: op (sum).
+//	          A collective (NCCL's ncclAllReduce with ncclFloat32 and
+//	          ncclSum): every write's word i becomes the float32 sum of word
+//	          i of every read, added in read order (rank 0 first). The
+//	          planner lowers it to one rank stage per device
+//	          (planner.Collective); each rank reads its read and writes its
+//	          write.
 //	checksum  reads: 1, writes: 1 of ≥ 8 bytes, not overlapping the read.
 //	          out word 0 = wrapping sum of the words read; out word 1 = XOR over i
 //	          of Mix32(word_i ^ (i × 0x9E3779B9)) (see Checksum). Other words of
@@ -46,7 +54,13 @@ const (
 	BuiltinMix      = "mix"
 	BuiltinSpin     = "spin"
 	BuiltinChecksum = "checksum"
+	// BuiltinAllReduce is the all-reduce collective (docs/spec.md,
+	// "Collectives").
+	BuiltinAllReduce = "all_reduce"
 )
+
+// Reductions of a collective (the all_reduce built-in's op argument).
+const ReduceSum = "sum"
 
 // WordBytes is the size of a built-in's element in bytes: every access of a
 // built-in starts at a multiple of it and is a multiple of it long.
@@ -246,13 +260,23 @@ var table = []Builtin{
 		Usage: "checksum: reads: [x], writes: [sum] with sum ≥ 8 bytes",
 		Doc:   "word 0 = wrapping sum of the words read, word 1 = a position-dependent hash",
 	},
+	{
+		Name:   BuiltinAllReduce,
+		Reads:  Arity{2, -1},
+		Writes: Arity{2, -1},
+		Rules:  []AccessRule{{Rule: RuleInPlace, Hint: inPlaceHint}},
+		Args: []ArgSpec{{Name: "op", Kind: KindEnum, Enum: []string{ReduceSum}, Required: true, Example: "sum",
+			Doc: "the reduction"}},
+		Usage: "all_reduce: reads: [g0, g1], writes: [g0, g1], args: {op: sum}: one float32 buffer per device",
+		Doc:   "every write becomes the float32 sum of the reads (a collective over the reads' devices)",
+	},
 }
 
 // argA is the factor of scale and axpy.
 var argA = ArgSpec{Name: "a", Kind: KindFloat32, Required: true, Example: "2.0", Doc: "the factor, rounded to float32"}
 
 // Builtins returns the contract of every built-in kernel, in the order
-// fill, copy, scale, axpy, mix, spin, checksum. The entries are shared:
+// fill, copy, scale, axpy, mix, spin, checksum, all_reduce. The entries are shared:
 // callers must not modify them.
 func Builtins() []*Builtin {
 	out := make([]*Builtin, len(table))

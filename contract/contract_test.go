@@ -13,7 +13,7 @@ import (
 // TestTable checks the table's own consistency: unique names, references
 // to accesses every allowed launch has, argument names, hints and usages.
 func TestTable(t *testing.T) {
-	want := []string{BuiltinFill, BuiltinCopy, BuiltinScale, BuiltinAxpy, BuiltinMix, BuiltinSpin, BuiltinChecksum}
+	want := []string{BuiltinFill, BuiltinCopy, BuiltinScale, BuiltinAxpy, BuiltinMix, BuiltinSpin, BuiltinChecksum, BuiltinAllReduce}
 	if got := BuiltinNames(); !slices.Equal(got, want) {
 		t.Fatalf("BuiltinNames() = %v, want %v", got, want)
 	}
@@ -53,6 +53,10 @@ func TestTable(t *testing.T) {
 			seen[a.Name] = true
 			switch a.Kind {
 			case KindFloat32, KindFloat, KindInt, KindUint32:
+			case KindEnum:
+				if len(a.Enum) == 0 {
+					t.Errorf("%s: enum argument %s lists no values", b.Name, a.Name)
+				}
 			default:
 				t.Errorf("%s: argument %s has kind %q", b.Name, a.Name, a.Kind)
 			}

@@ -136,6 +136,7 @@ type loader struct {
 	forceYAMLv3  bool // tests: parse YAML with yaml.v3 only
 	allowOutside bool // LoadOptions.AllowOutside
 	scanned      bool // the scanner parsed the file
+	devicesAt    at   // the devices: value, if any
 
 	accesses  int                // reads and writes decoded so far (MaxAccesses)
 	over      map[string]bool    // the lists past their limit, reported

@@ -76,6 +76,7 @@ func (l *loader) check(s *Spec) {
 	}
 	c.checkStreams()  // load_rules.go
 	c.checkCaptures() // load_rules.go
+	c.checkDevices()  // load_devices.go
 	c.checkAfterCycles()
 }
 

@@ -115,6 +115,19 @@ type decoding[T, S any] struct {
 // writing is what WriteYAML knows while it writes a field.
 type writing struct {
 	sizes map[string]int64 // buffer sizes, for whole-buffer accesses
+	// multi: the spec has several devices or placement: balance, so
+	// device 0 is written too (it is not the only device).
+	multi bool
+	hosts map[string]bool // host streams (a host stage has no device)
+}
+
+// deviceIf is a device index as text: "" for AnyDevice, and for 0 unless
+// the spec has several devices.
+func (w *writing) deviceIf(d int) string {
+	if d == AnyDevice || d == 0 && !w.multi {
+		return ""
+	}
+	return strconv.Itoa(d)
 }
 
 func keysOf[T, S any](table []field[T, S]) []string {
@@ -252,7 +265,7 @@ var (
 		{key: "streams", null: true,
 			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
 				d.items(v, "streams", "write streams as a list: streams: [{name: s, kind: blocking}]", func(it *yaml.Node) {
-					sd := StreamSpec{Pos: d.pos(it), Kind: KindNonBlocking}
+					sd := StreamSpec{Pos: d.pos(it), Kind: KindNonBlocking, Device: AnyDevice}
 					if decodeObject(d.loader, it, "stream", streamTable, streamDeclKeys, &sd, &struct{}{}) != nil {
 						d.x.Streams = append(d.x.Streams, sd)
 					}
@@ -275,6 +288,20 @@ var (
 				return flowItems(captureTable, s.Captures, w)
 			},
 			schema: FormatField{Type: "list", Items: "capture", Doc: "stream-capture regions, checked against CUDA's capture rules"}},
+		{key: "devices",
+			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
+				if n, ok := d.intIn(v, "devices", 1, MaxDevices); ok {
+					d.x.Devices = int(n)
+					d.loader.devicesAt = atOf(v)
+				}
+			},
+			write: func(s *Spec, _ *writing) (string, error) {
+				if s.Devices <= 1 {
+					return "", nil
+				}
+				return strconv.Itoa(s.Devices), nil
+			},
+			schema: FormatField{Type: "integer", Min: 1, Max: MaxDevices, HasMin: true, HasMax: true, Doc: "how many GPUs (default: 1 + the largest device: named)"}},
 		{key: "stages", need: "add a list of stages: stages: [{name: a, kernel: spin}]",
 			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
 				if n, ok := d.items(v, "stages", "write stages as a list of mappings", func(it *yaml.Node) { d.decodeStage(d.x, it) }); ok && n == 0 {
@@ -346,6 +373,14 @@ var (
 				return intIf(o.MemoryBudget), nil
 			},
 			schema: FormatField{Type: "integer|auto", Min: 0, HasMin: true, Doc: "cap of the arena in bytes, or auto"}},
+		{key: "placement",
+			decode: func(d *decoding[Options, struct{}], v *yaml.Node) {
+				if s, ok := d.oneOf(v, "options: placement", placements); ok {
+					d.x.Placement = s
+				}
+			},
+			write:  func(o *Options, _ *writing) (string, error) { return strIf(o.Placement, PlacementSpec), nil },
+			schema: FormatField{Type: "enum", Enum: placements, Doc: "spec: devices as device: says; balance: the planner places stages and buffers without device:"}},
 	}
 	optionsKeys = keysOf(optionsTable)
 )
@@ -366,6 +401,7 @@ type bufferSrc struct {
 	name     at
 	init     at // the init value, if any
 	initFile at // the file: value
+	device   at // the device: value, if any
 	sizeOK   bool
 	// bytes, dtype and shape nodes, only while the buffer is decoded.
 	bytesN, dtypeN, shapeN *yaml.Node
@@ -462,6 +498,20 @@ var (
 			},
 			write:  func(b *BufferSpec, _ *writing) (string, error) { return strIf(b.Alloc, ""), nil },
 			schema: FormatField{Type: "enum", Enum: allocModes, Doc: "lazy: each stream allocates it (cuMemAlloc) at its first use, like a library's workspace"}},
+		{key: "device",
+			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) {
+				if n, ok := d.intIn(v, d.what+": device", 0, MaxDevices-1); ok {
+					d.x.Device = int(n)
+					d.src.device = atOf(v)
+				}
+			},
+			write: func(b *BufferSpec, w *writing) (string, error) {
+				if b.Where != "" && b.Where != WhereDevice {
+					return "", nil
+				}
+				return w.deviceIf(b.Device), nil
+			},
+			schema: FormatField{Type: "integer", Min: 0, Max: MaxDevices - 1, HasMin: true, HasMax: true, Doc: "the GPU a device buffer lives on (default 0)"}},
 	}
 	bufferKeys = keysOf(bufferTable)
 )
@@ -476,7 +526,7 @@ func (l *loader) decodeBuffer(s *Spec, n *yaml.Node) {
 		return
 	}
 	// Decoded in place: no copy of each buffer as the lists grow.
-	s.Buffers = append(s.Buffers, BufferSpec{Pos: l.pos(n), Where: WhereDevice, Role: RoleTemp, Init: Init{Kind: InitZeros}})
+	s.Buffers = append(s.Buffers, BufferSpec{Pos: l.pos(n), Where: WhereDevice, Role: RoleTemp, Init: Init{Kind: InitZeros}, Device: AnyDevice})
 	l.bufSrc = append(l.bufSrc, bufferSrc{at: atOf(n)})
 	b, src := &s.Buffers[len(s.Buffers)-1], &l.bufSrc[len(l.bufSrc)-1]
 	if f := decodeObject(l, n, "buffer", bufferTable, bufferKeys, b, src); f != nil {
@@ -953,6 +1003,19 @@ var (
 				return "", nil
 			},
 			schema: FormatField{Type: "boolean", Doc: "run the built-in on the host in the stream's order (cuLaunchHostFunc)"}},
+		{key: "device",
+			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
+				if n, ok := d.intIn(v, d.what+": device", 0, MaxDevices-1); ok {
+					d.x.Device = int(n)
+				}
+			},
+			write: func(st *StageSpec, w *writing) (string, error) {
+				if st.Stream == HostStream || w.hosts[st.Stream] {
+					return "", nil
+				}
+				return w.deviceIf(st.Device), nil
+			},
+			schema: FormatField{Type: "integer", Min: 0, Max: MaxDevices - 1, HasMin: true, HasMax: true, Doc: "the GPU the stage runs on (default: its stream's, else its buffers')"}},
 	}
 	stageKeys = keysOf(stageTable)
 	// stageFields are the stage's keys (for messages and tests).
@@ -964,7 +1027,7 @@ func (l *loader) decodeStage(s *Spec, n *yaml.Node) {
 		return
 	}
 	// Decoded in place: no copy of each stage as the lists grow.
-	s.Stages = append(s.Stages, StageSpec{Pos: l.pos(n)})
+	s.Stages = append(s.Stages, StageSpec{Pos: l.pos(n), Device: AnyDevice})
 	l.stageSrc.add(stageSrc{at: atOf(n)})
 	st, src := &s.Stages[len(s.Stages)-1], l.stageSrc.at(len(s.Stages)-1)
 	if f := decodeObject(l, n, "stage", stageTable, stageKeys, st, src); f != nil {
@@ -1345,6 +1408,19 @@ var (
 			},
 			write:  func(x *StreamSpec, _ *writing) (string, error) { return strIf(x.Thread, MainThread), nil },
 			schema: FormatField{Type: "name", Doc: "the host thread that issues the stream's ops (default main)"}},
+		{key: "device",
+			decode: func(d *decoding[StreamSpec, struct{}], v *yaml.Node) {
+				if n, ok := d.intIn(v, d.what+": device", 0, MaxDevices-1); ok {
+					d.x.Device = int(n)
+				}
+			},
+			write: func(x *StreamSpec, w *writing) (string, error) {
+				if x.Kind == KindHost {
+					return "", nil
+				}
+				return w.deviceIf(x.Device), nil
+			},
+			schema: FormatField{Type: "integer", Min: 0, Max: MaxDevices - 1, HasMin: true, HasMax: true, Doc: "the GPU whose context creates the stream (default: its stages')"}},
 	}
 	streamDeclKeys = keysOf(streamTable)
 
@@ -1388,6 +1464,7 @@ var (
 	captureModes = []string{CaptureGlobal, CaptureThreadLocal, CaptureRelaxed}
 	copyModes    = []string{CopyAsync, CopySync}
 	allocModes   = []string{AllocLazy}
+	placements   = []string{PlacementSpec, PlacementBalance}
 )
 
 // flowItems writes items as a flow list of flow mappings, "" when empty.

@@ -35,7 +35,15 @@ func WriteYAML(w io.Writer, s *Spec) error {
 // the header fields one per line, buffers and kernels as flow mappings one
 // per line, stages as block mappings.
 func writeSpec(w *bufio.Writer, s *Spec) error {
-	wr := &writing{sizes: make(map[string]int64, len(s.Buffers))}
+	wr := &writing{sizes: make(map[string]int64, len(s.Buffers)), multi: s.Devices > 1 || s.Options.Placement == PlacementBalance}
+	for _, sd := range s.Streams {
+		if sd.Kind == KindHost {
+			if wr.hosts == nil {
+				wr.hosts = map[string]bool{}
+			}
+			wr.hosts[sd.Name] = true
+		}
+	}
 	for _, b := range s.Buffers {
 		wr.sizes[b.Name] = b.Bytes
 	}

@@ -75,7 +75,11 @@ type BufferSpec struct {
 	// Alloc is AllocLazy for a buffer each stream allocates with cuMemAlloc
 	// at its first use (a library's per-stream workspace), "" otherwise.
 	Alloc string
-	Pos   Pos
+	// Device is the GPU a WhereDevice buffer lives on (0-based; docs/spec.md,
+	// "Several devices"), 0 for host memory. AnyDevice, only with
+	// Options.Placement PlacementBalance, leaves it to the planner.
+	Device int
+	Pos    Pos
 }
 
 // AllocLazy is BufferSpec.Alloc's `alloc: lazy`.
@@ -172,8 +176,27 @@ type StageSpec struct {
 	// HostFunc: the stage's built-in runs on the host in its device
 	// stream's order (cuLaunchHostFunc), not when the host issues it.
 	HostFunc bool
-	Pos      Pos
+	// Device is the GPU the stage runs on (0-based). After loading it is
+	// set on every stage: its `device:`, else its stream's device, else
+	// the device of the device buffers it touches (a copy's destination),
+	// else 0. AnyDevice marks a collective (its ranks run on its buffers'
+	// devices) and, with PlacementBalance, a stage the planner places.
+	Device int
+	Pos    Pos
 }
+
+// AnyDevice is the Device of a stage or buffer no device was given to
+// under PlacementBalance (the planner places it), and of a collective.
+const AnyDevice = -1
+
+// MaxDevices bounds Spec.Devices (and every device index + 1).
+const MaxDevices = 64
+
+// Placement strategies (Options.Placement).
+const (
+	PlacementSpec    = "spec"    // devices as the spec's device: fields say (default)
+	PlacementBalance = "balance" // the planner places stages and buffers without device:
+)
 
 // Copy modes (StageSpec.Copy).
 const (
@@ -198,6 +221,9 @@ type StreamSpec struct {
 	Name   string
 	Kind   string
 	Thread string
+	// Device is the GPU whose context creates the stream (0-based): its
+	// `device:`, else its stages' device. Host streams have none (0).
+	Device int
 	Pos    Pos
 }
 
@@ -250,6 +276,10 @@ type Options struct {
 	// of the live bound of the plan's own schedule using only edges that do
 	// not lengthen the critical path.
 	MemoryBudget int64
+	// Placement is PlacementSpec ("" is the same) or PlacementBalance: the
+	// planner places stages and buffers that name no device
+	// (docs/spec.md, "Placement").
+	Placement string
 }
 
 // MemoryBudgetAuto is Options.MemoryBudget's "auto" (`memory_budget: auto`).
@@ -287,6 +317,9 @@ type Spec struct {
 	// regions (docs/spec.md, "Streams", "Capture regions").
 	Streams  []StreamSpec
 	Captures []CaptureSpec
+	// Devices is the number of GPUs the spec runs on, ≥ 1 after loading:
+	// `devices:`, else one more than the largest device index named.
+	Devices int
 }
 
 // StreamOf returns the declaration of stream name, or nil.

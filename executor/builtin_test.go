@@ -106,6 +106,16 @@ var contractCases = []contractCase{
 	{"checksum overlap", "checksum", nil, rs("a[0:64]"), rs("a[0:8]"), contract.RuleDisjoint, ""},
 	{"checksum in place", "checksum", nil, rs("a[0:8]"), rs("a[0:8]"), contract.RuleDisjoint, ""},
 	{"checksum takes no args", "checksum", map[string]any{"a": 1}, rs("a[0:64]"), rs("b[0:8]"), contract.RuleArgUnknown, "a"},
+	// all_reduce's buffers are on devices of their own (spec puts each on one).
+	{"all_reduce", "all_reduce", map[string]any{"op": "sum"}, rs("a[0:64]", "b[0:64]"), rs("a[0:64]", "b[0:64]"), "", ""},
+	{"all_reduce out of place", "all_reduce", map[string]any{"op": "sum"}, rs("a[0:32]", "b[0:32]"), rs("a[32:64]", "b[32:64]"), "", ""},
+	{"all_reduce one rank", "all_reduce", map[string]any{"op": "sum"}, rs("a[0:64]"), rs("a[0:64]"), contract.RuleArity, ""},
+	{"all_reduce unaligned", "all_reduce", map[string]any{"op": "sum"}, rs("a[0:6]", "b[0:6]"), rs("a[0:6]", "b[0:6]"), contract.RuleAlign, ""},
+	{"all_reduce overlap", "all_reduce", map[string]any{"op": "sum"}, rs("a[0:32]", "b[0:32]"), rs("a[4:36]", "b[0:32]"), contract.RuleInPlace, ""},
+	{"all_reduce op max", "all_reduce", map[string]any{"op": "max"}, rs("a[0:64]", "b[0:64]"), rs("a[0:64]", "b[0:64]"), contract.RuleArgValue, "op"},
+	{"all_reduce op number", "all_reduce", map[string]any{"op": 1}, rs("a[0:64]", "b[0:64]"), rs("a[0:64]", "b[0:64]"), contract.RuleArgValue, "op"},
+	{"all_reduce no op", "all_reduce", nil, rs("a[0:64]", "b[0:64]"), rs("a[0:64]", "b[0:64]"), contract.RuleArgMissing, "op"},
+	{"all_reduce unknown arg", "all_reduce", map[string]any{"op": "sum", "a": 1}, rs("a[0:64]", "b[0:64]"), rs("a[0:64]", "b[0:64]"), contract.RuleArgUnknown, "a"},
 }
 
 // yamlValue writes v so that the loader decodes it back to the same Go value.
@@ -130,7 +140,11 @@ func yamlValue(t *testing.T, v any) string {
 func (c contractCase) spec(t *testing.T) string {
 	var b strings.Builder
 	b.WriteString("version: 1\nbuffers:\n")
-	for _, name := range slices.Sorted(maps.Keys(contractBuffers)) {
+	for i, name := range slices.Sorted(maps.Keys(contractBuffers)) {
+		if dag.IsCollective(c.kernel) { // one rank per device
+			fmt.Fprintf(&b, "  - {name: %s, bytes: %d, device: %d}\n", name, contractBuffers[name], i)
+			continue
+		}
 		fmt.Fprintf(&b, "  - {name: %s, bytes: %d}\n", name, contractBuffers[name])
 	}
 	fmt.Fprintf(&b, "stages:\n  - {name: s, kernel: %s", c.kernel)

@@ -19,7 +19,7 @@ func launchAliases(p *Plan) error {
 	off := make(map[string]int64)
 	for _, b := range p.Buffers {
 		if b.ArenaOffset != nil {
-			off[b.Name] = *b.ArenaOffset
+			off[b.Name] = b.arenaAt()
 		}
 	}
 	if len(off) == 0 {

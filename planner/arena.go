@@ -81,6 +81,7 @@ func arena(st *state) error {
 	if st.layoutHint != nil && mode == dag.ArenaPlanned {
 		a.applyLayout(st.layoutHint, sp)
 	}
+	p.splitArena() // devices.go: one arena per device
 	if skipped > 0 {
 		st.note("arena by issue-order sweep alone in %s of %s segments (%s of %s temps): the greedy layout by size, which may find a smaller arena (on the model graphs up to 1.2× smaller), is bounded at %s pairs of temps with overlapping lifetimes per plan; the arena is %s bytes (planner.LiveBound gives the lower bound of the plan's schedule)",
 			thousands(skipped), thousands(segments), thousands(temps), thousands(len(a.bufs)), thousands(greedyMaxPairs), thousands(int(p.Stats.ArenaBytes)))
@@ -328,7 +329,7 @@ func (a *arenaInfo) first(b *arenaBuf) int {
 // enough that each stream's last launch of x happens-before each stream's
 // first launch of y; happens-before implies issue order, which prunes.
 func (a *arenaInfo) before(x, y *arenaBuf) bool {
-	if x.lastIssue >= y.firstIssue {
+	if x.lastIssue >= y.firstIssue || a.p.Buffers[x.idx].Device != a.p.Buffers[y.idx].Device {
 		return false
 	}
 	for _, u := range x.last {
@@ -348,7 +349,7 @@ func (a *arenaInfo) before(x, y *arenaBuf) bool {
 // allocating stream is done" meant every stream were. Its plans have races
 // whenever another stream still uses x; it exists to show them.
 func (a *arenaInfo) beforeStreamOrder(x, y *arenaBuf) bool {
-	return x.lastIssue < y.firstIssue && a.allocStream(x) == a.allocStream(y)
+	return x.lastIssue < y.firstIssue && a.allocStream(x) == a.allocStream(y) && a.p.Buffers[x.idx].Device == a.p.Buffers[y.idx].Device
 }
 
 func (a *arenaInfo) allocStream(b *arenaBuf) int32 {
@@ -987,19 +988,27 @@ func (p *Plan) writeArena(w io.Writer) {
 		name string
 		off  int64
 	}
-	var bufs []at
+	n := p.DeviceCount()
+	bufs := make([][]at, n)
 	for _, b := range p.Buffers {
-		if b.ArenaOffset != nil {
-			bufs = append(bufs, at{b.Name, *b.ArenaOffset})
+		if b.ArenaOffset != nil && b.Device >= 0 && b.Device < n {
+			bufs[b.Device] = append(bufs[b.Device], at{b.Name, *b.ArenaOffset})
 		}
 	}
-	if len(bufs) > 0 {
-		slices.SortStableFunc(bufs, func(x, y at) int { return cmp.Compare(x.off, y.off) })
+	for d, list := range bufs {
+		if len(list) == 0 {
+			continue
+		}
+		slices.SortStableFunc(list, func(x, y at) int { return cmp.Compare(x.off, y.off) })
 		var b strings.Builder
-		for _, x := range bufs {
+		for _, x := range list {
 			fmt.Fprintf(&b, " %s@%d", x.name, x.off)
 		}
-		fmt.Fprintf(w, "arena: %d bytes (%d without reuse):%s\n", p.Stats.ArenaBytes, NoReuseBytes(p), b.String())
+		if n == 1 {
+			fmt.Fprintf(w, "arena: %d bytes (%d without reuse):%s\n", p.Stats.ArenaBytes, NoReuseBytes(p), b.String())
+		} else if d < len(p.Stats.ArenaBytesPerDevice) {
+			fmt.Fprintf(w, "arena of device %d: %d bytes:%s\n", d, p.Stats.ArenaBytesPerDevice[d], b.String())
+		}
 	}
 	for i, s := range p.Budget {
 		fmt.Fprintf(w, "budget step %d: %s\n", i+1, s)

@@ -27,7 +27,7 @@ func arenaOffsets(p *Plan) map[string]int64 {
 			if m == nil {
 				m = map[string]int64{}
 			}
-			m[b.Name] = *b.ArenaOffset
+			m[b.Name] = b.arenaAt()
 		}
 	}
 	return m
@@ -72,7 +72,7 @@ func (v *verifier) arenaLifetimes() {
 	used := false
 	for i, b := range p.Buffers {
 		if b.ArenaOffset != nil {
-			off[i], inArena[i], used = *b.ArenaOffset, true, true
+			off[i], inArena[i], used = b.arenaAt(), true, true
 		}
 	}
 	if !used {

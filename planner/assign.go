@@ -131,11 +131,14 @@ func countGroups(grp []int32) int {
 func (st *state) pinMatcher(pin []int32, P int32) *matcher {
 	m := newMatcher(st.n, st.red)
 	if P == 0 {
+		if st.dev != nil {
+			m.ok = st.sameDevice
+		}
 		return m
 	}
 	host := st.hostPin(pin) // the host thread's stages chain only with each other
 	m.ok = func(u, v int32) bool {
-		return (pin[u] < 0 || pin[v] < 0 || pin[u] == pin[v]) && (host < 0 || (pin[u] == host) == (pin[v] == host))
+		return (pin[u] < 0 || pin[v] < 0 || pin[u] == pin[v]) && (host < 0 || (pin[u] == host) == (pin[v] == host)) && st.sameDevice(u, v)
 	}
 	last := make([]int32, P)
 	for i := range last {
@@ -430,15 +433,21 @@ func (st *state) roundRobin(pin, grp []int32, P int32) {
 }
 
 // setStreams numbers the groups as streams in order of their first stage
-// and names them: a pinned stream by its pin, the others "s<id>".
+// and names them: a pinned stream by its pin, the others "s<id>". A group
+// whose stages are on several devices (the single and round-robin
+// strategies group by level, not by device) becomes one stream per
+// device, so that a stream never mixes devices.
 func (st *state) setStreams(grp []int32, pinNames []string, P int32) {
-	id := map[int32]int32{}
+	type key struct{ g, d int32 }
+	id := map[key]int32{}
 	var groups []int32
+	st.streamDev = st.streamDev[:0]
 	for _, v := range st.topo {
-		g := grp[v]
-		if _, ok := id[g]; !ok {
-			id[g] = int32(len(groups))
-			groups = append(groups, g)
+		k := key{grp[v], st.device(v)}
+		if _, ok := id[k]; !ok {
+			id[k] = int32(len(groups))
+			groups = append(groups, k.g)
+			st.streamDev = append(st.streamDev, k.d)
 		}
 	}
 	taken := map[string]bool{}
@@ -460,7 +469,7 @@ func (st *state) setStreams(grp []int32, pinNames []string, P int32) {
 	}
 	st.stream = make([]int32, st.n)
 	for v := range st.stream {
-		st.stream[v] = id[grp[v]]
+		st.stream[v] = id[key{grp[v], st.device(int32(v))}]
 	}
 }
 

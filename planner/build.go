@@ -125,11 +125,15 @@ type state struct {
 	dur      []float64 // effective durations in µs (0 → 1)
 	level    []int32   // longest-path depth in edges from a source (reduce)
 
-	red      *adjacency // reduced graph, rows sorted by pos (reduce)
-	redPred  *adjacency
-	stream   []int32 // stage → stream id (assign); stream ids ordered by first stage
-	names    []string
-	matching int // size of the unconstrained maximum matching of the reduced graph, -1 unknown
+	red     *adjacency // reduced graph, rows sorted by pos (reduce)
+	redPred *adjacency
+	stream  []int32 // stage → stream id (assign); stream ids ordered by first stage
+	// dev is each stage's device (nil: every stage on device 0);
+	// streamDev each stream's (assign).
+	dev       []int32
+	streamDev []int32
+	names     []string
+	matching  int // size of the unconstrained maximum matching of the reduced graph, -1 unknown
 
 	manual bool // sync: manual; the plan comes from the spec
 	// layoutHint, from the budget loop, is an arena layout (offset per
@@ -329,6 +333,7 @@ func newState(s *dag.Spec, o Options) (st *state, err error) {
 			st.dur[i] = 1
 		}
 	}
+	st.setDevices()
 	st.order()
 	if s.Sync == dag.SyncManual {
 		st.manual = true
@@ -450,6 +455,9 @@ func (st *state) dump(w io.Writer, name string) {
 func (st *state) newPlan() *Plan {
 	s := st.spec
 	p := &Plan{Version: PlanVersion, Spec: s.Name, Dir: s.Dir, Strategy: st.strategy}
+	if s.Devices > 1 {
+		p.Devices = s.Devices
+	}
 	p.Stages = make([]Stage, len(s.Stages))
 	na := 0
 	for i := range s.Stages {
@@ -475,7 +483,7 @@ func (st *state) newPlan() *Plan {
 	p.Buffers = make([]Buffer, len(s.Buffers))
 	for i, b := range s.Buffers {
 		p.Buffers[i] = Buffer{Name: b.Name, Bytes: b.Bytes, Where: cmp.Or(b.Where, dag.WhereDevice), Role: cmp.Or(b.Role, dag.RoleTemp),
-			Init: b.Init.Kind, InitValue: b.Init.Value, InitPath: b.Init.Path, InitSeed: b.Init.Seed, Copies: b.Copies}
+			Init: b.Init.Kind, InitValue: b.Init.Value, InitPath: b.Init.Path, InitSeed: b.Init.Seed, Copies: b.Copies, Device: max(b.Device, 0)}
 	}
 	used := map[string]bool{}
 	for _, sg := range s.Stages {

@@ -93,7 +93,7 @@ func (p *Plan) EncodeJSON(w io.Writer, indent bool) error {
 // tests; EncodeJSON writes the same bytes op by op).
 func (p *Plan) streamJSON(i int, why [][]*WaitReason) streamJSON {
 	s := p.Streams[i]
-	sj := streamJSON{ID: s.ID, Name: s.Name, Host: s.Host, Kind: s.Kind, Thread: s.Thread, Ops: make([]opJSON, len(s.Ops))}
+	sj := streamJSON{ID: s.ID, Name: s.Name, Host: s.Host, Kind: s.Kind, Thread: s.Thread, Device: s.Device, Ops: make([]opJSON, len(s.Ops))}
 	for j, o := range s.Ops {
 		switch o.Kind {
 		case OpLaunch:
@@ -201,6 +201,10 @@ func (p *Plan) appendStream(b []byte, i int, wr *reasoner, e *planEncoder) []byt
 	if s.Thread != "" {
 		b = append(b, `,"thread":`...)
 		b = appendString(b, s.Thread)
+	}
+	if s.Device != 0 {
+		b = append(b, `,"device":`...)
+		b = strconv.AppendInt(b, int64(s.Device), 10)
 	}
 	b = append(b, `,"ops":[`...)
 	for j, o := range s.Ops {
@@ -313,6 +317,10 @@ func (e *planEncoder) appendStage(b []byte, s *Stage) []byte {
 	if s.HostFunc {
 		b = append(b, `,"host_func":true`...)
 	}
+	if s.Collective != nil {
+		b = append(b, `,"collective":`...)
+		b = e.marshal(b, s.Collective)
+	}
 	return append(b, '}')
 }
 
@@ -384,6 +392,10 @@ func (e *planEncoder) appendBuffer(b []byte, x *Buffer) []byte {
 	if x.Alloc != "" {
 		b = append(b, `,"alloc":`...)
 		b = appendString(b, x.Alloc)
+	}
+	if x.Device != 0 {
+		b = append(b, `,"device":`...)
+		b = strconv.AppendInt(b, int64(x.Device), 10)
 	}
 	return append(b, '}')
 }

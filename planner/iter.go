@@ -325,7 +325,7 @@ func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 	arenaPlace := &place{}
 	for _, b := range p.Buffers {
 		if b.ArenaOffset != nil {
-			where[b.Name] = &place{base: *b.ArenaOffset, arena: true}
+			where[b.Name] = &place{base: b.arenaAt(), arena: true}
 		} else {
 			where[b.Name] = &place{}
 		}

@@ -30,7 +30,7 @@ func (st *state) buildManual() error {
 		}
 		if _, ok := streamID[sg.Stream]; !ok {
 			streamID[sg.Stream] = len(p.Streams)
-			p.Streams = append(p.Streams, Stream{ID: len(p.Streams), Name: sg.Stream, Host: sg.Stream == dag.HostStream})
+			p.Streams = append(p.Streams, Stream{ID: len(p.Streams), Name: sg.Stream, Host: sg.Stream == dag.HostStream, Device: int(st.device(int32(i)))})
 		}
 		p.Stages[i].Stream = streamID[sg.Stream]
 		for _, w := range sg.Waits {

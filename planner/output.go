@@ -78,13 +78,21 @@ func (p *Plan) WriteTable(w io.Writer) {
 		}
 		return "(nothing)"
 	}
-	fmt.Fprintf(w, "plan %s: %d stages, strategy %s\n", p.Spec, len(p.Stages), p.Strategy)
+	fmt.Fprintf(w, "plan %s: %d stages, strategy %s", p.Spec, len(p.Stages), p.Strategy)
+	multi := p.DeviceCount() > 1
+	if multi {
+		fmt.Fprintf(w, ", %d devices", p.DeviceCount())
+	}
+	fmt.Fprintln(w)
 	var tb bytes.Buffer
 	tw := tabwriter.NewWriter(&tb, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "stream\top\tstage/event\t")
 	for si, s := range p.Streams {
 		for j, o := range s.Ops {
 			name := s.Name
+			if multi && !s.Host {
+				name = fmt.Sprintf("%s (device %d)", s.Name, s.Device)
+			}
 			if j > 0 {
 				name = ""
 			}

@@ -18,6 +18,10 @@ type Plan struct {
 	Spec     string `json:"spec,omitempty"`     // spec name
 	Dir      string `json:"dir,omitempty"`      // directory that relative paths (PTX, init files) resolve against
 	Strategy string `json:"strategy,omitempty"` // stream assignment strategy that made it
+	// Devices is the number of GPUs the plan runs on; 0 and 1 both mean
+	// one (plan files of one device omit it). Device indices of streams
+	// and buffers are 0..Devices-1 (docs/spec.md, "Several devices").
+	Devices int `json:"devices,omitempty"`
 	// Stages in declaration order; Stage index i is the stage's id everywhere.
 	Stages []Stage `json:"stages"`
 	// Streams, indexed by ID (Streams[i].ID == i).
@@ -87,6 +91,25 @@ type Stage struct {
 	// (cuLaunchHostFunc): it runs on a driver thread in the stream's order,
 	// not when the host issues it.
 	HostFunc bool `json:"host_func,omitempty"`
+	// Collective marks a rank of a collective (Kernel is the collective's
+	// built-in, contract.BuiltinAllReduce): Reads[0] is the rank's send
+	// range, Writes[0] its receive range, both on its stream's device.
+	Collective *Collective `json:"collective,omitempty"`
+}
+
+// Collective is one rank of a collective: the spec's collective stage
+// lowered to Ranks stages, one per device, issued consecutively (rank 0
+// first) in Plan.IssueOrder as one group (ncclGroupStart, one call per
+// rank, ncclGroupEnd). A collective is a rendezvous: no rank completes
+// before every rank has started, so whatever happens-before any rank's
+// launch happens-before whatever follows every rank (the verifier's
+// happens-before, verify.go).
+type Collective struct {
+	Group  int    `json:"group"`  // which collective: 0, 1, … in issue order of their first ranks
+	Op     string `json:"op"`     // contract.BuiltinAllReduce
+	Reduce string `json:"reduce"` // contract.ReduceSum
+	Rank   int    `json:"rank"`   // 0..Ranks-1
+	Ranks  int    `json:"ranks"`  // ranks of the group, ≥ 2
 }
 
 // Access is a byte range [Offset, Offset+Bytes) of a buffer.
@@ -164,7 +187,10 @@ type Stream struct {
 	Host   bool   `json:"host,omitempty"`
 	Kind   string `json:"kind,omitempty"`
 	Thread string `json:"thread,omitempty"`
-	Ops    []Op   `json:"-"`
+	// Device is the GPU whose context creates the stream (0-based, <
+	// Plan.Devices); its stages run there. 0 for host streams.
+	Device int  `json:"device,omitempty"`
+	Ops    []Op `json:"-"`
 }
 
 // Buffer is a buffer the plan uses.
@@ -187,6 +213,10 @@ type Buffer struct {
 	// Alloc is AllocLazy for a buffer each stream allocates at its first
 	// use (capture.go), "" otherwise.
 	Alloc string `json:"alloc,omitempty"`
+	// Device is the GPU a device buffer lives on (0-based, <
+	// Plan.Devices); with ArenaOffset, the offset is within that device's
+	// arena. 0 for host memory.
+	Device int `json:"device,omitempty"`
 }
 
 // Kernel is a user PTX kernel used by the plan.
@@ -235,8 +265,12 @@ type Stats struct {
 	IdealMakespanUS  float64 `json:"ideal_makespan_us"`  // latest end of IdealSchedule, µs
 	SumUS            float64 `json:"sum_us"`             // one-stream time: sum of durations, µs
 	PlanningMS       float64 `json:"planning_ms"`        // Build's time, every pass and budget step, ms
-	// ArenaBytes is the size of the device arena (0: none), bytes.
+	// ArenaBytes is the size of the device arena (0: none), bytes; with
+	// several devices, the sum of ArenaBytesPerDevice.
 	ArenaBytes int64 `json:"arena_bytes,omitempty"`
+	// ArenaBytesPerDevice is each device's arena size, bytes (only in
+	// plans of several devices).
+	ArenaBytesPerDevice []int64 `json:"arena_bytes_per_device,omitempty"`
 }
 
 type opJSON struct {
@@ -255,6 +289,7 @@ type streamJSON struct {
 	Host   bool     `json:"host,omitempty"`
 	Kind   string   `json:"kind,omitempty"`
 	Thread string   `json:"thread,omitempty"`
+	Device int      `json:"device,omitempty"`
 	Ops    []opJSON `json:"ops"`
 }
 
@@ -306,7 +341,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 	}
 	p.Streams = make([]Stream, len(in.Streams))
 	for i, sj := range in.Streams {
-		s := Stream{ID: sj.ID, Name: sj.Name, Host: sj.Host, Kind: sj.Kind, Thread: sj.Thread, Ops: make([]Op, len(sj.Ops))}
+		s := Stream{ID: sj.ID, Name: sj.Name, Host: sj.Host, Kind: sj.Kind, Thread: sj.Thread, Device: sj.Device, Ops: make([]Op, len(sj.Ops))}
 		for j, oj := range sj.Ops {
 			at := func(field string) string { return fmt.Sprintf("streams[%d].ops[%d].%s", i, j, field) }
 			switch oj.Op {

@@ -1,6 +1,9 @@
 package planner
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 func TestStats(t *testing.T) {
 	// a(2) -> b(5) -> d(1); a -> c(3) -> d; e(0 → 1 µs) alone.
@@ -18,7 +21,7 @@ func TestStats(t *testing.T) {
 		st := upTo(t, s, tc.o, "stats")
 		got := st.plan.Stats
 		got.PlanningMS = 0
-		if got != tc.want {
+		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: stats\n got %+v\nwant %+v", tc.o.Strategy, got, tc.want)
 		}
 	}

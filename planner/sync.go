@@ -58,7 +58,7 @@ func syncStreams(st *state) error {
 		}
 	}
 	for s := range p.Streams {
-		p.Streams[s] = Stream{ID: s, Name: st.names[s], Host: st.names[s] == dag.HostStream, Ops: make([]Op, 0, nops[s])}
+		p.Streams[s] = Stream{ID: s, Name: st.names[s], Host: st.names[s] == dag.HostStream, Device: st.streamDevice(s), Ops: make([]Op, 0, nops[s])}
 	}
 	for v := range p.Stages {
 		p.Stages[v].Stream = int(stream[v])

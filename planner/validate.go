@@ -121,7 +121,10 @@ func (p *Plan) Validate() error {
 			return planErr(fmt.Sprintf("lifetimes[%d].buffer", i), "lifetime of unknown buffer %q", l.Buffer)
 		}
 	}
-	return p.validateShape()
+	if err := p.validateShape(); err != nil {
+		return err
+	}
+	return p.validateDevices(bufIdx) // devices.go
 }
 
 // validateShape is the part of Validate that does not resolve names

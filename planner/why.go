@@ -145,7 +145,7 @@ func (p *Plan) waitReasoner() *reasoner {
 	for _, b := range p.Buffers {
 		wb := whyBuf{copies: max(b.Copies, 1), arena: -1}
 		if b.ArenaOffset != nil {
-			wb.arena = *b.ArenaOffset
+			wb.arena = b.arenaAt()
 			wr.arena = true
 		}
 		wr.bufs[b.Name] = wb

@@ -1,0 +1,225 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/dag"
+)
+
+// Several devices (docs/spec.md, "Several devices"): a plan's streams and
+// device buffers each name a device; a stage runs on its stream's device.
+
+// DeviceCount is the number of devices of p: Devices, at least 1.
+func (p *Plan) DeviceCount() int { return max(p.Devices, 1) }
+
+// StageDevice is the device stage i runs on: its stream's (0 for a stage
+// on a host stream, or without a valid stream).
+func (p *Plan) StageDevice(i int) int {
+	if s := p.Stages[i].Stream; s >= 0 && s < len(p.Streams) {
+		return p.Streams[s].Device
+	}
+	return 0
+}
+
+// validateDevices checks the device fields: counts and indices in range,
+// no device on host memory or host streams, and each collective's ranks:
+// the built-in and its reduction, one read and one write of equal bytes,
+// Ranks ≥ 2, every rank of a group given once with the group's op,
+// reduction, rank count and bytes, on distinct devices. Errors are
+// *PlanError with the JSON path.
+func (p *Plan) validateDevices(bufIdx map[string]int) error {
+	if p.Devices < 0 || p.Devices > dag.MaxDevices {
+		return planErr("devices", "devices is %d (want 1 to %d)", p.Devices, dag.MaxDevices)
+	}
+	n := p.DeviceCount()
+	for i, s := range p.Streams {
+		if s.Device < 0 || s.Device >= n {
+			return planErr(fmt.Sprintf("streams[%d].device", i), "stream %s is on device %d, but the plan has %d device(s)", s.Name, s.Device, n)
+		}
+		if s.Host && s.Device != 0 {
+			return planErr(fmt.Sprintf("streams[%d].device", i), "stream %s is a host stream, which is on no device", s.Name)
+		}
+	}
+	for i, b := range p.Buffers {
+		if b.Device < 0 || b.Device >= n {
+			return planErr(fmt.Sprintf("buffers[%d].device", i), "buffer %s is on device %d, but the plan has %d device(s)", b.Name, b.Device, n)
+		}
+		if b.Device != 0 && b.Where != "" && b.Where != dag.WhereDevice {
+			return planErr(fmt.Sprintf("buffers[%d].device", i), "buffer %s is %s memory, which is on no device", b.Name, b.Where)
+		}
+	}
+	type group struct {
+		first   int // a rank's stage
+		seen    []bool
+		devices map[int]int // device → rank
+		left    int
+	}
+	groups := map[int]*group{}
+	for i := range p.Stages {
+		st := &p.Stages[i]
+		c := st.Collective
+		at := func(f string) string { return fmt.Sprintf("stages[%d].%s", i, f) }
+		if c == nil {
+			if dag.IsCollective(st.Kernel) {
+				return planErr(at("collective"), "stage %s runs collective %s but is no rank of one (give it collective: {group, op, reduce, rank, ranks})", st.Name, st.Kernel)
+			}
+			continue
+		}
+		switch {
+		case c.Op != contract.BuiltinAllReduce || st.Kernel != c.Op:
+			return planErr(at("collective.op"), "stage %s: collective op %q with kernel %q (want %s for both)", st.Name, c.Op, st.Kernel, contract.BuiltinAllReduce)
+		case c.Reduce != contract.ReduceSum:
+			return planErr(at("collective.reduce"), "stage %s: reduction %q (want %s)", st.Name, c.Reduce, contract.ReduceSum)
+		case c.Ranks < 2 || c.Ranks > n:
+			return planErr(at("collective.ranks"), "stage %s: %d ranks (want 2 to the plan's %d devices)", st.Name, c.Ranks, n)
+		case c.Rank < 0 || c.Rank >= c.Ranks:
+			return planErr(at("collective.rank"), "stage %s: rank %d of %d", st.Name, c.Rank, c.Ranks)
+		case c.Group < 0 || c.Group >= len(p.Stages):
+			return planErr(at("collective.group"), "stage %s: group %d (want 0 to %d)", st.Name, c.Group, len(p.Stages)-1)
+		case len(st.Reads) != 1 || len(st.Writes) != 1 || st.Reads[0].Bytes != st.Writes[0].Bytes || st.Reads[0].Bytes%contract.WordBytes != 0:
+			return planErr(at("reads"), "stage %s: a rank reads one range and writes one of the same bytes, a multiple of %d", st.Name, contract.WordBytes)
+		}
+		for _, a := range [2]Access{st.Reads[0], st.Writes[0]} {
+			if k, ok := bufIdx[a.Buffer]; ok && p.Buffers[k].Where != "" && p.Buffers[k].Where != dag.WhereDevice {
+				return planErr(at("reads"), "stage %s: rank buffer %s is %s memory (a collective's buffers are device memory)", st.Name, a.Buffer, p.Buffers[k].Where)
+			}
+		}
+		g := groups[c.Group]
+		if g == nil {
+			g = &group{first: i, seen: make([]bool, c.Ranks), devices: map[int]int{}, left: c.Ranks}
+			groups[c.Group] = g
+		}
+		f := &p.Stages[g.first]
+		if fc := f.Collective; fc.Ranks != c.Ranks || fc.Op != c.Op || fc.Reduce != c.Reduce || f.Reads[0].Bytes != st.Reads[0].Bytes {
+			return planErr(at("collective"), "stage %s: rank %d of group %d differs from stage %s (op, reduction, ranks and bytes are the group's)", st.Name, c.Rank, c.Group, f.Name)
+		}
+		if c.Rank >= len(g.seen) || g.seen[c.Rank] {
+			return planErr(at("collective.rank"), "stage %s: rank %d of group %d is given twice", st.Name, c.Rank, c.Group)
+		}
+		g.seen[c.Rank] = true
+		g.left--
+		d := p.StageDevice(i)
+		if r, dup := g.devices[d]; dup {
+			return planErr(at("stream"), "stage %s: ranks %d and %d of group %d are both on device %d (one rank per device)", st.Name, r, c.Rank, c.Group, d)
+		}
+		g.devices[d] = c.Rank
+	}
+	for id, g := range groups {
+		if g.left != 0 {
+			return planErr(fmt.Sprintf("stages[%d].collective", g.first), "group %d has %d of its %d ranks", id, len(g.seen)-g.left, len(g.seen))
+		}
+	}
+	return nil
+}
+
+// setDevices sets st.dev from the spec's stage devices when the spec has
+// several (nil otherwise: every stage on device 0).
+func (st *state) setDevices() {
+	if st.spec.Devices <= 1 {
+		return
+	}
+	st.dev = make([]int32, st.n)
+	for v, sg := range st.spec.Stages {
+		if !st.spec.IsHostStream(sg.Stream) {
+			st.dev[v] = int32(max(sg.Device, 0))
+		}
+	}
+}
+
+// device is stage v's device.
+func (st *state) device(v int32) int32 {
+	if st.dev == nil {
+		return 0
+	}
+	return st.dev[v]
+}
+
+// sameDevice reports whether stages u and v run on one device: a chain
+// (a stream) never mixes devices.
+func (st *state) sameDevice(u, v int32) bool { return st.dev == nil || st.dev[u] == st.dev[v] }
+
+// streamDevice is stream s's device (assign's), 0 for a host stream.
+func (st *state) streamDevice(s int) int {
+	if s >= len(st.streamDev) || st.names[s] == dag.HostStream || st.spec.IsHostStream(st.names[s]) {
+		return 0
+	}
+	return int(st.streamDev[s])
+}
+
+// splitArena turns the arena layout of a plan of several devices into one
+// arena per device. The layout never shares bytes between buffers of two
+// devices (arenaInfo.before), so each device's buffers keep their relative
+// placement: the byte ranges no buffer of device d covers are cut out of
+// d's address space (a monotone map of offsets, which keeps every overlap
+// and every gap between d's buffers, and ArenaAlign, since every offset and
+// rounded size is a multiple of it). Stats.ArenaBytesPerDevice gets each
+// arena's size, Stats.ArenaBytes their sum. Plans of one device are left
+// as they are.
+func (p *Plan) splitArena() {
+	n := p.DeviceCount()
+	if n <= 1 {
+		p.Stats.ArenaBytesPerDevice = nil
+		return
+	}
+	type span struct{ lo, hi int64 }
+	per := make([][]int, n) // buffer indices by device
+	for i := range p.Buffers {
+		if p.Buffers[i].ArenaOffset != nil {
+			d := p.Buffers[i].Device
+			per[d] = append(per[d], i)
+		}
+	}
+	p.Stats.ArenaBytesPerDevice = make([]int64, n)
+	p.Stats.ArenaBytes = 0
+	for d, bufs := range per {
+		spans := make([]span, len(bufs))
+		for k, i := range bufs {
+			lo := *p.Buffers[i].ArenaOffset
+			spans[k] = span{lo, lo + alignUp(p.Buffers[i].Bytes)}
+		}
+		sorted := slices.Clone(spans)
+		slices.SortFunc(sorted, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+		// The covered union as disjoint runs, each with the bytes cut before it.
+		var runs []span
+		var cut []int64
+		var end, gap int64
+		for _, s := range sorted {
+			if len(runs) == 0 || s.lo > runs[len(runs)-1].hi {
+				gap += s.lo - end
+				runs = append(runs, s)
+				cut = append(cut, gap)
+			} else {
+				runs[len(runs)-1].hi = max(runs[len(runs)-1].hi, s.hi)
+			}
+			end = runs[len(runs)-1].hi
+		}
+		for k, i := range bufs {
+			r, _ := slices.BinarySearchFunc(runs, spans[k].lo, func(s span, x int64) int {
+				if s.hi <= x {
+					return -1
+				}
+				if s.lo > x {
+					return 1
+				}
+				return 0
+			})
+			off := spans[k].lo - cut[r]
+			p.Buffers[i].ArenaOffset = &off
+			p.Stats.ArenaBytesPerDevice[d] = max(p.Stats.ArenaBytesPerDevice[d], off+spans[k].hi-spans[k].lo)
+		}
+		p.Stats.ArenaBytes += p.Stats.ArenaBytesPerDevice[d]
+	}
+}
+
+// deviceArenaStride separates the devices' arenas in the address space the
+// verifier's arena checks share (arenaAt): device d's arena starts at d ×
+// it, past any arena offset plus size (each at most MaxBufferBytes).
+const deviceArenaStride = 2 * MaxBufferBytes
+
+// arenaAt is the address of arena buffer b in the verifier's one address
+// space of every device's arena: two buffers share bytes only on one
+// device.
+func (b *Buffer) arenaAt() int64 { return int64(b.Device)*deviceArenaStride + *b.ArenaOffset }
