@@ -3,6 +3,7 @@ package planner
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -33,19 +34,32 @@ func arenaOffsets(p *Plan) map[string]int64 {
 	return m
 }
 
-// arenaUse is what Verify keeps of one arena buffer's accesses to one
-// elementary segment of the arena: per stream touching it, the first and
-// last launch that touches the segment, and the first and last that writes
-// it (-1: none).
-type arenaUse struct {
-	buf        int32 // index into p.Buffers
-	firstIssue int32 // issue position of its first launch touching the segment
-	writes     bool
-	streams    []int32
-	firstAny   []int32 // per entry of streams: stage
-	lastAny    []int32
-	firstWrite []int32
-	lastWrite  []int32
+// arenaEntry is what Verify keeps of one stream's accesses to one arena
+// piece (arenaPiece): the first and last launch (stage) of the stream that
+// touches the piece, and the first and last that writes it (-1: none),
+// indexed by arenaFirstAny … arenaLastWrite.
+type arenaEntry struct {
+	stream int32
+	at     [4]int32
+}
+
+const (
+	arenaFirstAny = iota
+	arenaLastAny
+	arenaFirstWrite
+	arenaLastWrite
+)
+
+// arenaPiece is a byte range of one arena buffer that every access of
+// that buffer covers wholly or not at all (the buffer's own elementary
+// segments, between the ends of its accesses), with what its accesses do:
+// per stream, an arenaEntry (entries[e0:e1]).
+type arenaPiece struct {
+	lo, hi int64 // arena bytes [lo, hi); segment indices once compressed
+	buf    int32 // index into p.Buffers
+	first  int32 // issue position of the first launch touching it
+	e0, e1 int32
+	writes bool
 }
 
 // arenaLifetimes checks the arena: accesses to different buffers that
@@ -53,18 +67,36 @@ type arenaUse struct {
 // ordered by happens-before in the same direction for the whole lifetime of
 // each buffer on those bytes: everything one buffer does to them before
 // the other buffer's first access (declaration order does not matter
-// between different buffers). Per elementary segment of the arena, the
-// buffers touching it are sorted by their first launch there in issue
-// order (happens-before implies issue order, so that is the only order
-// that can hold); each buffer that writes the segment must come after the
-// previous writer entirely (its last access on each stream happens-before
-// this one's first write on each stream, and the previous one's last write
+// between different buffers). Per arena byte, the buffers touching it are
+// taken in order of their first launch there in issue order
+// (happens-before implies issue order, so that is the only order that can
+// hold; of buffers one launch touches first, which it only reads, those
+// that are not written there come first); each buffer that writes the byte must come after the previous
+// writer entirely (its last access on each stream happens-before this
+// one's first write on each stream, and the previous one's last write
 // before this one's first access), and each buffer that only reads it must
 // come after the previous writer's writes and before the next writer's
 // first write. Happens-before is transitive, so these neighbours suffice.
-// Each violation is a Race whose Shared names the other buffer. Cost:
-// O(accesses × segments each covers + segments × buffers per segment ×
-// streams²).
+// Each violation is a Race whose Shared names the other buffer, and whose
+// fix names the lowest arena byte where the two conflict.
+//
+// Algorithm: an interval sweep. Each buffer's accesses are cut into pieces
+// (arenaPiece) that they cover wholly or not at all, so that what a buffer
+// does is the same on every byte of a piece. The pieces are swept in order
+// of first launch, keeping the arena's bytes as runs of equal state (the
+// last writer, the readers since: runs over the arena's elementary
+// segments, whose starts are a bit set, arenaRuns); a piece is compared
+// only with the occupants of the runs it overlaps, then a write replaces
+// them by one run and a read joins each run's readers (a list shared by
+// runs split from one, so a split copies no list). This is the classic
+// sweep over interval endpoints (Bentley and Ottmann, "Algorithms for
+// reporting and counting geometric intersections", IEEE Trans. Computers
+// C-28(9), 1979, §2) with the occupant map of an online allocator's
+// address space. Cost: O(A log A) for the A arena accesses, plus
+// O(streams² per compared pair) happens-before queries, each pair of
+// pieces compared once per run state it shares; the elementary segments a
+// piece spans are never walked one by one (a write removes the run starts
+// inside it).
 func (v *verifier) arenaLifetimes() {
 	p := v.p
 	off := make([]int64, len(p.Buffers))
@@ -78,13 +110,14 @@ func (v *verifier) arenaLifetimes() {
 	if !used {
 		return
 	}
+	// The arena accesses in issue order, then grouped by buffer (stable).
 	type access struct {
 		k, s, stage, buf int32
-		lo, hi           int64
+		lo, hi           int64 // bytes of the buffer
 		write            bool
 	}
-	accs := make([]access, 0, len(v.acc))
-	bounds := make([]int64, 0, 2*len(v.acc))
+	var accs []access
+	count := make([]int32, len(p.Buffers)+1)
 	for k, so := range p.IssueOrder {
 		o := p.Streams[so[0]].Ops[so[1]]
 		if o.Kind != OpLaunch {
@@ -94,148 +127,384 @@ func (v *verifier) arenaLifetimes() {
 		// buffer indices below len(p.Buffers) are p.Buffers').
 		for _, a := range v.acc[v.accStart[o.Stage]:v.accStart[o.Stage+1]] {
 			if int(a.buf) < len(p.Buffers) && inArena[a.buf] {
-				lo, hi := off[a.buf]+a.lo-v.bufBase[a.buf], off[a.buf]+a.hi-v.bufBase[a.buf]
-				accs = append(accs, access{int32(k), int32(so[0]), a.stage, a.buf, lo, hi, a.write})
-				bounds = append(bounds, lo, hi)
+				base := v.bufBase[a.buf]
+				accs = append(accs, access{int32(k), int32(so[0]), a.stage, a.buf, a.lo - base, a.hi - base, a.write})
+				count[a.buf+1]++
 			}
 		}
+	}
+	for i := range len(p.Buffers) {
+		count[i+1] += count[i]
+	}
+	byBuf := make([]access, len(accs))
+	fill := slices.Clone(count[:len(p.Buffers)])
+	for _, a := range accs {
+		byBuf[fill[a.buf]] = a
+		fill[a.buf]++
+	}
+	accs = nil
+	// Per buffer: its pieces (the ranges between its accesses' ends that
+	// an access covers) and their entries, built stream by stream.
+	var pieces []arenaPiece
+	var entries []arenaEntry
+	var ends []int64
+	var order []int32
+	var at []int32 // per piece of the buffer: its entry of the current stream, or -1
+	var local []arenaEntry
+	var pieceOf []int32 // per entry of local: its piece
+	for b := range p.Buffers {
+		as := byBuf[count[b]:count[b+1]]
+		if len(as) == 0 {
+			continue
+		}
+		ends = ends[:0]
+		for _, a := range as {
+			ends = append(ends, a.lo, a.hi)
+		}
+		slices.Sort(ends)
+		ends = slices.Compact(ends)
+		np := len(ends) - 1
+		order = order[:0]
+		for k := range as {
+			order = append(order, int32(k))
+		}
+		slices.SortStableFunc(order, func(x, y int32) int { return cmp.Compare(as[x].s, as[y].s) })
+		at = slices.Grow(at[:0], np)[:np]
+		local, pieceOf = local[:0], pieceOf[:0]
+		first := make([]int32, np)
+		for i := range first {
+			first[i] = -1
+		}
+		for g := 0; g < len(order); {
+			s := as[order[g]].s
+			for i := range at {
+				at[i] = -1
+			}
+			for ; g < len(order) && as[order[g]].s == s; g++ {
+				a := as[order[g]]
+				lo, _ := slices.BinarySearch(ends, a.lo)
+				hi, _ := slices.BinarySearch(ends, a.hi)
+				for x := lo; x < hi; x++ {
+					e := at[x]
+					if e < 0 {
+						e = int32(len(local))
+						at[x] = e
+						local = append(local, arenaEntry{stream: s, at: [4]int32{a.stage, -1, -1, -1}})
+						pieceOf = append(pieceOf, int32(x))
+					}
+					u := &local[e]
+					u.at[arenaLastAny] = a.stage
+					if a.write {
+						if u.at[arenaFirstWrite] < 0 {
+							u.at[arenaFirstWrite] = a.stage
+						}
+						u.at[arenaLastWrite] = a.stage
+					}
+					if first[x] < 0 || a.k < first[x] {
+						first[x] = a.k
+					}
+				}
+			}
+		}
+		// The buffer's entries, by piece (stable: by stream within one).
+		perm := make([]int32, len(local))
+		for i := range perm {
+			perm[i] = int32(i)
+		}
+		slices.SortStableFunc(perm, func(x, y int32) int { return cmp.Compare(pieceOf[x], pieceOf[y]) })
+		for k := 0; k < len(perm); {
+			x := pieceOf[perm[k]]
+			pc := arenaPiece{lo: off[b] + ends[x], hi: off[b] + ends[x+1], buf: int32(b), first: first[x], e0: int32(len(entries))}
+			for ; k < len(perm) && pieceOf[perm[k]] == x; k++ {
+				e := local[perm[k]]
+				pc.writes = pc.writes || e.at[arenaFirstWrite] >= 0
+				entries = append(entries, e)
+			}
+			pc.e1 = int32(len(entries))
+			pieces = append(pieces, pc)
+		}
+	}
+	byBuf = nil
+	// The arena's elementary segments, and the pieces in segment indices.
+	bounds := make([]int64, 0, 2*len(pieces))
+	for _, pc := range pieces {
+		bounds = append(bounds, pc.lo, pc.hi)
 	}
 	slices.Sort(bounds)
 	bounds = slices.Compact(bounds)
-	segs := make([][]*arenaUse, max(len(bounds)-1, 0))
-	// Per buffer, its uses by segment, over the segments its accesses span
-	// (useOf[buf][g-segLo[buf]]), carved from one array.
-	segLo, segHi := make([]int32, len(p.Buffers)), make([]int32, len(p.Buffers))
-	for i := range segLo {
-		segLo[i] = -1
+	for k := range pieces {
+		lo, _ := slices.BinarySearch(bounds, pieces[k].lo)
+		hi, _ := slices.BinarySearch(bounds, pieces[k].hi)
+		pieces[k].lo, pieces[k].hi = int64(lo), int64(hi)
 	}
-	for k := range accs {
-		a := &accs[k]
-		lo, _ := slices.BinarySearch(bounds, a.lo)
-		hi, _ := slices.BinarySearch(bounds, a.hi)
-		a.lo, a.hi = int64(lo), int64(hi) // segment indices from here on
-		if segLo[a.buf] < 0 || int32(lo) < segLo[a.buf] {
-			segLo[a.buf] = int32(lo)
-		}
-		segHi[a.buf] = max(segHi[a.buf], int32(hi))
+	// The pieces by first launch; of pieces a launch touches first, those
+	// that only read come first (the order that can hold: a write after
+	// that launch must follow it); then by buffer and offset.
+	sweep := make([]int32, len(pieces))
+	for i := range sweep {
+		sweep[i] = int32(i)
 	}
-	n := 0
-	for i := range segLo {
-		if segLo[i] >= 0 {
-			n += int(segHi[i] - segLo[i])
-		}
+	slices.SortStableFunc(sweep, func(x, y int32) int { return arenaBefore(&pieces[x], &pieces[y]) })
+	a := arenaSweep{v: v, pieces: pieces, entries: entries, bounds: bounds, seen: map[[4]int32]int{}}
+	a.run(sweep)
+	for _, r := range a.races {
+		v.races = append(v.races, r.race(v))
 	}
-	useOf := make([][]*arenaUse, len(p.Buffers))
-	all := make([]*arenaUse, n)
-	for i := range segLo {
-		if segLo[i] >= 0 {
-			useOf[i], all = all[:segHi[i]-segLo[i]], all[segHi[i]-segLo[i]:]
-		}
+}
+
+// arenaBefore orders pieces for the sweep: by first launch, then
+// read-only before writing, then by buffer.
+func arenaBefore(x, y *arenaPiece) int {
+	if c := cmp.Compare(x.first, y.first); c != 0 {
+		return c
 	}
-	var slab []arenaUse
-	for _, a := range accs {
-		for g := a.lo; g < a.hi; g++ {
-			u := useOf[a.buf][int32(g)-segLo[a.buf]]
-			if u == nil {
-				if len(slab) == 0 {
-					slab = make([]arenaUse, 1024)
+	if c := cmp.Compare(b2i(x.writes), b2i(y.writes)); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.buf, y.buf)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// arenaRace is an arena race found by arenaSweep: stages u (of buffer x)
+// and w (of buffer y) not ordered u-then-w, at the lowest arena byte at
+// where they were found to conflict.
+type arenaRace struct {
+	u, w, x, y int32
+	at         int64
+}
+
+// arenaSweep is arenaLifetimes' sweep state: runs of the arena's
+// elementary segments (their starts in starts; per start, the run's last
+// writer piece in wr, -1 for none, and its readers since as a list in
+// cells from rd, -1 for none).
+type arenaSweep struct {
+	v       *verifier
+	pieces  []arenaPiece
+	entries []arenaEntry
+	bounds  []int64 // segment k is arena bytes [bounds[k], bounds[k+1])
+	starts  arenaRuns
+	wr, rd  []int32
+	cells   []arenaCell
+	checked []int32 // per piece: the piece it was last compared with
+	seen    map[[4]int32]int
+	races   []arenaRace
+}
+
+type arenaCell struct{ piece, next int32 }
+
+func (a *arenaSweep) run(sweep []int32) {
+	n := max(len(a.bounds)-1, 1)
+	a.starts = newArenaRuns(n)
+	a.wr, a.rd = make([]int32, n), make([]int32, n)
+	a.checked = make([]int32, len(a.pieces))
+	for i := range a.checked {
+		a.checked[i] = -1
+	}
+	a.starts.set(0)
+	a.wr[0], a.rd[0] = -1, -1
+	for _, y := range sweep {
+		pc := &a.pieces[y]
+		lo, hi := int(pc.lo), int(pc.hi)
+		// Compare with the occupants of each run overlapping [lo, hi).
+		for x := a.starts.prev(lo); x >= 0 && x < hi; x = a.starts.next(x + 1) {
+			from := a.bounds[max(x, lo)]
+			if w := a.wr[x]; w >= 0 && a.checked[w] != y {
+				a.checked[w] = y
+				if pc.writes {
+					a.order(w, y, arenaLastAny, arenaFirstWrite, from)
 				}
-				u, slab = &slab[0], slab[1:]
-				*u = arenaUse{buf: a.buf, firstIssue: a.k}
-				segs[g] = append(segs[g], u)
-				useOf[a.buf][int32(g)-segLo[a.buf]] = u
+				a.order(w, y, arenaLastWrite, arenaFirstAny, from)
 			}
-			j := slices.Index(u.streams, a.s)
-			if j < 0 {
-				j = len(u.streams)
-				u.streams = append(u.streams, a.s)
-				u.firstAny = append(u.firstAny, a.stage)
-				u.lastAny = append(u.lastAny, -1)
-				u.firstWrite = append(u.firstWrite, -1)
-				u.lastWrite = append(u.lastWrite, -1)
-			}
-			u.lastAny[j] = a.stage
-			if a.write {
-				u.writes = true
-				if u.firstWrite[j] < 0 {
-					u.firstWrite[j] = a.stage
+			if pc.writes {
+				for c := a.rd[x]; c >= 0; c = a.cells[c].next {
+					if r := a.cells[c].piece; a.checked[r] != y {
+						a.checked[r] = y
+						a.order(r, y, arenaLastAny, arenaFirstWrite, from)
+					}
 				}
-				u.lastWrite[j] = a.stage
 			}
 		}
-	}
-	seen := map[[4]int32]bool{} // (buffer, buffer, stage, stage) reported
-	for g, uses := range segs {
-		if len(uses) < 2 {
+		a.split(lo)
+		a.split(hi)
+		if pc.writes {
+			for x := a.starts.next(lo + 1); x >= 0 && x < hi; x = a.starts.next(x + 1) {
+				a.starts.clear(x)
+			}
+			a.wr[lo], a.rd[lo] = y, -1
 			continue
 		}
-		slices.SortFunc(uses, func(a, b *arenaUse) int { return cmp.Compare(a.firstIssue, b.firstIssue) })
-		var prev *arenaUse // the last writer
-		var readers []*arenaUse
-		for _, u := range uses {
-			if !u.writes {
-				if prev != nil {
-					v.arenaOrder(prev, u, prev.lastWrite, u.firstAny, bounds[g], seen)
-				}
-				readers = append(readers, u)
-				continue
-			}
-			if prev != nil {
-				v.arenaOrder(prev, u, prev.lastAny, u.firstWrite, bounds[g], seen)
-				v.arenaOrder(prev, u, prev.lastWrite, u.firstAny, bounds[g], seen)
-			}
-			for _, r := range readers {
-				v.arenaOrder(r, u, r.lastAny, u.firstWrite, bounds[g], seen)
-			}
-			prev, readers = u, readers[:0]
+		for x := lo; x >= 0 && x < hi; x = a.starts.next(x + 1) {
+			a.cells = append(a.cells, arenaCell{piece: y, next: a.rd[x]})
+			a.rd[x] = int32(len(a.cells) - 1)
 		}
 	}
 }
 
-// arenaOrder reports each pair of launches (a from x's list, b from y's)
-// sharing arena bytes at byte at that are not ordered a-then-b (-1 entries
-// are no launch): one race per pair of stages and buffers, with the fix
-// that orders them.
-func (v *verifier) arenaOrder(x, y *arenaUse, as, bs []int32, at int64, seen map[[4]int32]bool) {
-	p := v.p
-	for _, u := range as {
-		for _, w := range bs {
-			if u < 0 || w < 0 || v.stageHB(u, w) {
+// split makes segment x the start of a run (of the state of the run it
+// was in); x at the end of the arena is left alone.
+func (a *arenaSweep) split(x int) {
+	if x >= len(a.wr) || a.starts.has(x) {
+		return
+	}
+	r := a.starts.prev(x)
+	a.starts.set(x)
+	a.wr[x], a.rd[x] = a.wr[r], a.rd[r]
+}
+
+// order records each pair of launches (u from piece x's entries' field
+// fu, w from piece y's field fw; -1 entries are no launch) that sharing
+// arena bytes from byte at are not ordered u-then-w.
+func (a *arenaSweep) order(x, y int32, fu, fw int, at int64) {
+	px, py := &a.pieces[x], &a.pieces[y]
+	for _, eu := range a.entries[px.e0:px.e1] {
+		u := eu.at[fu]
+		if u < 0 {
+			continue
+		}
+		for _, ew := range a.entries[py.e0:py.e1] {
+			w := ew.at[fw]
+			if w < 0 || a.v.stageHB(u, w) {
 				continue
 			}
-			key := [4]int32{x.buf, y.buf, u, w}
-			if seen[key] {
+			key := [4]int32{px.buf, py.buf, u, w}
+			if k, ok := a.seen[key]; ok {
+				a.races[k].at = min(a.races[k].at, at)
 				continue
 			}
-			seen[key] = true
-			i, j := u, w
-			bi, bj := x.buf, y.buf
-			if j < i {
-				i, j, bi, bj = j, i, bj, bi
-			}
-			wi, wj := v.writes(i, bi), v.writes(j, bj)
-			kind := RaceWAR
-			switch {
-			case wi && wj:
-				kind = RaceWAW
-			case wi:
-				kind = RaceRAW
-			}
-			bx, by := p.Buffers[x.buf], p.Buffers[y.buf]
-			base := *p.Buffers[bi].ArenaOffset
-			lo := max(*bx.ArenaOffset, *by.ArenaOffset)
-			hi := min(*bx.ArenaOffset+bx.Bytes, *by.ArenaOffset+by.Bytes)
-			v.races = append(v.races, Race{
-				First: int(i), Second: int(j),
-				FirstName: p.Stages[i].Name, SecondName: p.Stages[j].Name,
-				FirstStream: p.Stages[i].Stream, SecondStream: p.Stages[j].Stream,
-				Buffer: p.Buffers[bi].Name, Offset: lo - base, Bytes: hi - lo,
-				Shared: p.Buffers[bj].Name, Kind: kind,
-				Fix: fmt.Sprintf("%s and %s share arena bytes (from %d) but their lifetimes overlap: record an event after %s on stream %d and wait on it before %s on stream %d (every use of %s before the first use of %s), or give them disjoint arena bytes",
-					bx.Name, by.Name, at, p.Stages[u].Name, p.Stages[u].Stream, p.Stages[w].Name, p.Stages[w].Stream, bx.Name, by.Name),
-			})
+			a.seen[key] = len(a.races)
+			a.races = append(a.races, arenaRace{u: u, w: w, x: px.buf, y: py.buf, at: at})
 		}
 	}
+}
+
+// race is r as a Race, with the fix that orders it.
+func (r arenaRace) race(v *verifier) Race {
+	p := v.p
+	u, w := r.u, r.w
+	i, j := u, w
+	bi, bj := r.x, r.y
+	if j < i {
+		i, j, bi, bj = j, i, bj, bi
+	}
+	wi, wj := v.writes(i, bi), v.writes(j, bj)
+	kind := RaceWAR
+	switch {
+	case wi && wj:
+		kind = RaceWAW
+	case wi:
+		kind = RaceRAW
+	}
+	bx, by := p.Buffers[r.x], p.Buffers[r.y]
+	base := *p.Buffers[bi].ArenaOffset
+	lo := max(*bx.ArenaOffset, *by.ArenaOffset)
+	hi := min(*bx.ArenaOffset+bx.Bytes, *by.ArenaOffset+by.Bytes)
+	return Race{
+		First: int(i), Second: int(j),
+		FirstName: p.Stages[i].Name, SecondName: p.Stages[j].Name,
+		FirstStream: p.Stages[i].Stream, SecondStream: p.Stages[j].Stream,
+		Buffer: p.Buffers[bi].Name, Offset: lo - base, Bytes: hi - lo,
+		Shared: p.Buffers[bj].Name, Kind: kind,
+		Fix: fmt.Sprintf("%s and %s share arena bytes (from %d) but their lifetimes overlap: record an event after %s on stream %d and wait on it before %s on stream %d (every use of %s before the first use of %s), or give them disjoint arena bytes",
+			bx.Name, by.Name, r.at, p.Stages[u].Name, p.Stages[u].Stream, p.Stages[w].Name, p.Stages[w].Stream, bx.Name, by.Name),
+	}
+}
+
+// arenaRuns is a set of segment indices below n (the starts of the arena's
+// runs) with successor and predecessor queries: a bit set with a summary
+// bit set per level, 64 ways a level (a van Emde Boas layout flattened to
+// a fixed depth: van Emde Boas, "Preserving order in a forest in less than
+// logarithmic time", FOCS 1975, §2, with 64-bit words as the clusters).
+// Each operation costs O(log₆₄ n) word operations.
+type arenaRuns struct {
+	lv [][]uint64 // lv[0]: the set; bit i of lv[l+1] is set iff word i of lv[l] is not 0
+}
+
+func newArenaRuns(n int) arenaRuns {
+	var r arenaRuns
+	for {
+		w := (n + 63) / 64
+		r.lv = append(r.lv, make([]uint64, w))
+		if w <= 1 {
+			return r
+		}
+		n = w
+	}
+}
+
+func (r *arenaRuns) has(i int) bool { return r.lv[0][i>>6]&(1<<(i&63)) != 0 }
+
+func (r *arenaRuns) set(i int) {
+	for l := range r.lv {
+		w := &r.lv[l][i>>6]
+		was := *w
+		*w |= 1 << (i & 63)
+		if was != 0 {
+			return
+		}
+		i >>= 6
+	}
+}
+
+func (r *arenaRuns) clear(i int) {
+	for l := range r.lv {
+		w := &r.lv[l][i>>6]
+		*w &^= 1 << (i & 63)
+		if *w != 0 {
+			return
+		}
+		i >>= 6
+	}
+}
+
+// next returns the least member ≥ i, or -1.
+func (r *arenaRuns) next(i int) int {
+	l := 0
+	for {
+		if l == len(r.lv) {
+			return -1
+		}
+		ws := r.lv[l]
+		if i>>6 >= len(ws) {
+			return -1
+		}
+		if w := ws[i>>6] >> (i & 63); w != 0 {
+			i += bits.TrailingZeros64(w)
+			break
+		}
+		// Nothing at or after i in its word: from the next word, a level up.
+		i = i>>6 + 1
+		l++
+	}
+	for ; l > 0; l-- {
+		i = i<<6 + bits.TrailingZeros64(r.lv[l-1][i])
+	}
+	return i
+}
+
+// prev returns the greatest member ≤ i, or -1.
+func (r *arenaRuns) prev(i int) int {
+	l := 0
+	for {
+		if l == len(r.lv) || i < 0 {
+			return -1
+		}
+		if w := r.lv[l][i>>6] << (63 - i&63); w != 0 {
+			i -= bits.LeadingZeros64(w)
+			break
+		}
+		i = i>>6 - 1
+		l++
+	}
+	for ; l > 0; l-- {
+		i = i<<6 + 63 - bits.LeadingZeros64(r.lv[l-1][i])
+	}
+	return i
 }
 
 // writes reports whether stage v writes buffer b.
