@@ -387,8 +387,8 @@ type spans struct{ lo, hi []float64 }
 //     are in stream order there, and happens-before is monotone along a
 //     stream).
 //
-// Cost: O(temps × (streams live in the span + 1) × log temps)
-// happens-before tests.
+// Cost: O(temps × (streams live in the span + 1) × log d) happens-before
+// tests, d the first uses on a stream within the span.
 func (a *arenaInfo) issueSpans() spans {
 	p := a.p
 	S := len(p.Streams)
@@ -400,12 +400,17 @@ func (a *arenaInfo) issueSpans() spans {
 	}
 	// Streams as spans of their temps' first uses, for the query below.
 	ss := spans{lo: make([]float64, S), hi: make([]float64, S)}
+	fi := make([][]int32, S) // per stream: the issue positions of fl's launches
 	for s := range fl {
 		slices.SortFunc(fl[s], func(u, v int32) int { return cmp.Compare(a.issue[u], a.issue[v]) })
 		fl[s] = slices.Compact(fl[s])
+		fi[s] = make([]int32, len(fl[s]))
+		for i, v := range fl[s] {
+			fi[s][i] = a.issue[v]
+		}
 		ss.lo[s], ss.hi[s] = math.Inf(1), math.Inf(1) // empty: never overlaps
 		if l := len(fl[s]); l > 0 {
-			ss.lo[s], ss.hi[s] = float64(a.issue[fl[s][0]]), float64(a.issue[fl[s][l-1]])+1
+			ss.lo[s], ss.hi[s] = float64(fi[s][0]), float64(fi[s][l-1])+1
 		}
 	}
 	streams := newSpanIndex(ss)
@@ -415,7 +420,16 @@ func (a *arenaInfo) issueSpans() spans {
 	cuts := a.cuts()
 	sp := spans{lo: make([]float64, len(a.bufs)), hi: make([]float64, len(a.bufs))}
 	var live []int32
-	for k, b := range a.bufs {
+	// Temps by last use: the first first use after it moves forward on
+	// every stream (cur), no search needed.
+	byLast := make([]int32, len(a.bufs))
+	for k := range byLast {
+		byLast[k] = int32(k)
+	}
+	slices.SortFunc(byLast, func(x, y int32) int { return cmp.Compare(a.bufs[x].lastIssue, a.bufs[y].lastIssue) })
+	cur := make([]int, S)
+	for _, k := range byLast {
+		b := a.bufs[k]
 		after := func(v int32) bool {
 			for _, u := range b.last {
 				if !a.hb.before(u, v) {
@@ -436,14 +450,25 @@ func (a *arenaInfo) issueSpans() spans {
 		end := last
 		live = streams.query(live[:0], float64(last)+1, float64(limit), -1)
 		for _, t := range live {
-			list := fl[t]
-			i, _ := slices.BinarySearchFunc(list, last+1, func(v, at int32) int { return cmp.Compare(a.issue[v], at) })
-			if i == len(list) || a.issue[list[i]] >= limit || after(list[i]) {
+			list, iss := fl[t], fi[t]
+			done := func(i int) bool { return iss[i] >= limit || after(list[i]) }
+			i := cur[t]
+			for i < len(iss) && iss[i] <= last {
+				i++
+			}
+			cur[t] = i
+			if i == len(list) || done(i) {
 				continue
 			}
-			rest := list[i+1:]
-			j := sort.Search(len(rest), func(j int) bool { return a.issue[rest[j]] >= limit || after(rest[j]) })
-			end = max(end, a.issue[list[i+j]]) // the last one not after b
+			// Galloping search (Bentley and Yao 1976) for the first done
+			// after i: temps die soon after their last use, so it is near.
+			lo, hi := i, i+1 // lo is not done; the first done is past lo
+			for step := 1; hi < len(list) && !done(hi); step *= 2 {
+				lo, hi = hi, hi+step
+			}
+			hi = min(hi, len(list))
+			j := lo + 1 + sort.Search(hi-lo-1, func(k int) bool { return done(lo + 1 + k) })
+			end = max(end, iss[j-1]) // the last one not after b
 		}
 		sp.lo[k], sp.hi[k] = float64(b.firstIssue), float64(end)+1
 	}
@@ -838,18 +863,19 @@ func (r rangeSet) covers(lo, hi int64) bool {
 // issued after them. It describes one iteration: a wait with a lag orders
 // an earlier iteration's record, not this one's, and is left out.
 type launchHB struct {
-	S      int
-	stream []int32 // per stage
-	index  []int32 // per stage: op index of its launch on its stream
-	issue  []int32 // per stage: position of its launch in IssueOrder
-	row    []int32 // per stage: clock row of its launch
-	vecs   []int32 // rows of S entries: ops of each stream (a prefix) that happen-before
+	S     int
+	at    []launchAt // per stage: where its launch is
+	issue []int32    // per stage: position of its launch in IssueOrder
+	vecs  []int32    // rows of S entries: ops of each stream (a prefix) that happen-before
 }
+
+// launchAt is a launch's stream, its op index on that stream and its clock
+// row, together so that a happens-before test reads one place per stage.
+type launchAt struct{ stream, index, row int32 }
 
 func newLaunchHB(p *Plan) *launchHB {
 	S := len(p.Streams)
-	h := &launchHB{S: S, stream: make([]int32, len(p.Stages)), index: make([]int32, len(p.Stages)),
-		issue: make([]int32, len(p.Stages)), row: make([]int32, len(p.Stages)), vecs: make([]int32, S)}
+	h := &launchHB{S: S, at: make([]launchAt, len(p.Stages)), issue: make([]int32, len(p.Stages)), vecs: make([]int32, S)}
 	cur := make([]int32, S) // every stream starts on row 0 (nothing)
 	type rec struct{ stream, index, row int32 }
 	last := make([]rec, p.Events)
@@ -900,7 +926,7 @@ func newLaunchHB(p *Plan) *launchHB {
 			}
 		case OpLaunch:
 			v := o.Stage
-			h.stream[v], h.index[v], h.issue[v], h.row[v] = int32(s), int32(so[1]), int32(k), cur[s]
+			h.at[v], h.issue[v] = launchAt{int32(s), int32(so[1]), cur[s]}, int32(k)
 		}
 		if p.Streams[s].Host {
 			hostOps[s] = int32(so[1]) + 1
@@ -912,11 +938,11 @@ func newLaunchHB(p *Plan) *launchHB {
 // before reports whether stage u's launch happens-before stage v's launch
 // (false for u == v): u completes before v starts.
 func (h *launchHB) before(u, v int32) bool {
-	su, sv := h.stream[u], h.stream[v]
-	if su == sv {
-		return h.index[u] < h.index[v]
+	x, y := &h.at[u], &h.at[v]
+	if x.stream == y.stream {
+		return x.index < y.index
 	}
-	return h.vecs[int(h.row[v])*h.S+int(su)] > h.index[u]
+	return h.vecs[int(y.row)*h.S+int(x.stream)] > x.index
 }
 
 // NoReuseBytes is the arena p would need without any reuse: the sum of its

@@ -226,6 +226,16 @@ func iterate(st *state) error {
 		st.note("cross-iteration waits are not minimized: the iterate pass drops redundant ones only up to %d waits and %s steps (this plan has %d, needing %s steps), so some of its %d cross-iteration waits may be redundant",
 			iterMaxPrune, thousands(iterMaxPruneWork), total, thousands(work), total)
 	}
+	if st.opts.Check {
+		// The walks above resume after iteration 0; one from the start
+		// must agree with them.
+		w.limit = 0
+		resumed, work := w.run(false), w.work
+		w.first = nil
+		if fresh := w.run(false); !resumed || !fresh || work != w.work {
+			return fmt.Errorf("the walk resumed after iteration 0 disagrees with the walk from the start: orders met %v and %v, clock entries read %d and %d", resumed, fresh, work, w.work)
+		}
+	}
 	for b := range w.cross {
 		slices.SortFunc(w.cross[b], func(x, y iterReq) int {
 			return cmp.Or(cmp.Compare(pos[x.a], pos[y.a]), cmp.Compare(x.d, y.d))
@@ -466,6 +476,19 @@ type iterWalk struct {
 	work       int         // clock entries the last walk read
 	stopped    int         // the iteration in which a walk passed limit
 	added      [][3]int32  // cross waits in the order they were added: b, a, d
+	// first is the walk's state after iteration 0, the same in every walk
+	// (a cross wait or order reaches at least one iteration back, so none
+	// applies in iteration 0): later walks start from it.
+	first *iterState
+	snaps []iterSnap // the walk's snapshots, reused from walk to walk
+}
+
+// iterState is the iterWalk's state between two iterations.
+type iterState struct {
+	clock [][]int32 // per physical stream (shared with snapshots: never written)
+	cnt   []int32
+	snaps []iterSnap // iteration 0's snapshots
+	work  int
 }
 
 // iterSnap is a launch's place: its physical stream, its 1-based index
@@ -492,8 +515,21 @@ func (w *iterWalk) run(place bool) bool {
 	cnt := make([]int32, P)
 	// snaps[(i mod window)·n + v]: stage v of iteration i; older
 	// iterations are never asked about again, and their clocks are freed.
-	snaps := make([]iterSnap, n*w.window)
+	if w.snaps == nil {
+		w.snaps = make([]iterSnap, n*w.window)
+	}
+	snaps := w.snaps
 	at := func(i, v int) *iterSnap { return &snaps[(i%w.window)*n+v] }
+	// Clocks are cut from shared slabs: one allocation per slab, not per join.
+	var slab []int32
+	newClock := func() []int32 {
+		if len(slab) < P {
+			slab = make([]int32, max(P, 1<<14))
+		}
+		c := slab[:P:P]
+		slab = slab[P:]
+		return c
+	}
 	// recSnap[e]: the snapshot of the launch each record of e follows in
 	// the current iteration (sync records right after launches).
 	recSnap := make([]iterSnap, p.Events)
@@ -517,7 +553,7 @@ func (w *iterWalk) run(place bool) bool {
 		over = over || (w.limit > 0 && w.work > w.limit)
 		nc := c
 		if shared[ps] {
-			nc = make([]int32, P)
+			nc = newClock()
 			copy(nc, c)
 			shared[ps] = false
 		}
@@ -533,7 +569,21 @@ func (w *iterWalk) run(place bool) bool {
 		}
 		return clock[ps][a.ps] >= a.idx
 	}
-	for j := 0; j < w.U; j++ {
+	j0 := 0
+	if f := w.first; f != nil {
+		j0, w.work = 1, f.work
+		copy(clock, f.clock)
+		copy(cnt, f.cnt)
+		copy(snaps[:n], f.snaps)
+	}
+	for j := j0; j < w.U; j++ {
+		if j == 1 && w.first == nil {
+			f := &iterState{clock: slices.Clone(clock), cnt: slices.Clone(cnt), snaps: slices.Clone(snaps[:n]), work: w.work}
+			for i := range shared {
+				shared[i] = true
+			}
+			w.first = f
+		}
 		set := phys[j%len(phys)]
 		clear(hasRec)
 		for i := range lastLaunch {
