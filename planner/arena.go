@@ -621,11 +621,14 @@ var greedyMaxPairs = 1_000_000
 // segments, runs of temps in order of span start that no span crosses
 // (every temp of a segment happens-after every temp of the segments
 // before it, so each segment is laid out from offset 0 on its own and the
-// arena is the largest); each segment gets the sweep's layout, and the
-// greedy layout by size when that is smaller and its span-overlap pairs fit
-// in what is left of greedyMaxPairs. It returns the offsets (per a.bufs),
-// the arena size in bytes, and the segments and temps left to the sweep
-// alone for want of pairs.
+// arena is the largest). Each segment gets the sweep's layout; then, from
+// the segment of the largest sweep down, as long as their span-overlap
+// pairs fit in greedyMaxPairs, the greedy layout by size where that is
+// smaller. A segment whose sweep is no larger than that of the first
+// segment past the bound cannot make the arena smaller and keeps its
+// sweep (in a chain of copies of one model, past the bound, that is every
+// segment). It returns the offsets (per a.bufs), the arena size in bytes,
+// and the segments and temps left to the sweep alone for want of pairs.
 func (a *arenaInfo) layoutPlanned(sp spans) (offs []int64, size int64, skipped, skippedTemps, segments int) {
 	n := len(a.bufs)
 	offs = make([]int64, n)
@@ -634,33 +637,66 @@ func (a *arenaInfo) layoutPlanned(sp spans) (offs []int64, size int64, skipped, 
 		byLo[i] = i
 	}
 	slices.SortStableFunc(byLo, func(i, j int) int { return cmp.Compare(sp.lo[i], sp.lo[j]) })
-	budget := greedyMaxPairs
+	type segment struct {
+		members []int
+		local   spans
+		offs    []int64
+		size    int64
+	}
+	var segs []segment
 	for s := 0; s < n; {
 		e, end := s+1, sp.hi[byLo[s]]
 		for e < n && sp.lo[byLo[e]] < end {
 			end = max(end, sp.hi[byLo[e]])
 			e++
 		}
-		members := byLo[s:e]
-		segments++
-		local := sp.sub(members)
-		o, sz := a.sweep(members, local)
-		if pairs := overlapPairs(local); pairs <= budget {
-			budget -= pairs
-			if og, szg := a.layout(a.before, local, members); szg <= sz {
-				o, sz = og, szg
-			}
-		} else {
-			skipped++
-			skippedTemps += len(members)
-		}
-		for i, k := range members {
-			offs[k] = o[i]
-		}
-		size = max(size, sz)
+		g := segment{members: byLo[s:e], local: sp.sub(byLo[s:e])}
+		g.offs, g.size = a.sweep(g.members, g.local)
+		segs = append(segs, g)
 		s = e
 	}
-	return offs, size, skipped, skippedTemps, segments
+	bySize := make([]int, len(segs))
+	for i := range bySize {
+		bySize[i] = i
+	}
+	slices.SortStableFunc(bySize, func(i, j int) int { return cmp.Compare(segs[j].size, segs[i].size) })
+	budget, k := greedyMaxPairs, 0
+	pairs := make([]int, len(segs))
+	for ; k < len(bySize); k++ {
+		g := &segs[bySize[k]]
+		if pairs[k] = overlapPairs(g.local); pairs[k] > budget {
+			break
+		}
+		budget -= pairs[k]
+	}
+	var floor int64 // the arena is at least the sweep of the first segment past the bound
+	if k < len(bySize) {
+		floor = segs[bySize[k]].size
+		for _, i := range bySize[k:] {
+			skipped++
+			skippedTemps += len(segs[i].members)
+		}
+	}
+	for j, i := range bySize[:k] {
+		g := &segs[i]
+		if g.size <= floor {
+			for _, i := range bySize[j:k] { // the sweep alone too
+				skipped++
+				skippedTemps += len(segs[i].members)
+			}
+			break
+		}
+		if og, szg := a.layout(a.before, g.local, g.members); szg <= g.size {
+			g.offs, g.size = og, szg
+		}
+	}
+	for _, g := range segs {
+		for i, m := range g.members {
+			offs[m] = g.offs[i]
+		}
+		size = max(size, g.size)
+	}
+	return offs, size, skipped, skippedTemps, len(segs)
 }
 
 // overlapPairs counts the pairs of spans that overlap (spans sorted by lo).

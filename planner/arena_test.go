@@ -439,3 +439,35 @@ func TestArenaChainedCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestArenaGreedyBoundSegments: the greedy layout's pair bound goes to the
+// segments of the largest sweep first, and a segment no larger than the
+// first one past the bound keeps its sweep, as it cannot make the arena
+// smaller. Three chained nasnetalarge copies are three segments of about
+// 10⁵ pairs each: with room for one, none is worth the greedy layout (the
+// arena is the sweep's, and the note counts all three); with room for all
+// three, the arena is no larger and has no note.
+func TestArenaGreedyBoundSegments(t *testing.T) {
+	s, err := synth.Chain(loadGraph(t, "nasnetalarge"), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(b int) { greedyMaxPairs = b }(greedyMaxPairs)
+	arena := func(bound int) (int64, string) {
+		greedyMaxPairs = bound
+		p := build(t, s, Options{MemoryBudget: BudgetNone})
+		return p.Stats.ArenaBytes, strings.Join(p.Notes, "; ")
+	}
+	sweep, note := arena(0)
+	if !strings.Contains(note, "sweep alone in 3 of 3 segments") {
+		t.Fatalf("no pairs: note %q, want the sweep alone in all three segments", note)
+	}
+	one, note := arena(150_000)
+	if one != sweep || !strings.Contains(note, "sweep alone in 3 of 3 segments") {
+		t.Errorf("room for one segment: arena %d bytes, note %q; want the sweep's %d and all three segments named", one, note, sweep)
+	}
+	all, note := arena(1_000_000)
+	if all > sweep || note != "" {
+		t.Errorf("room for all: arena %d bytes (sweep %d), note %q", all, sweep, note)
+	}
+}
