@@ -16,18 +16,23 @@ import (
 // the contract checks.) The error is a *PlanError naming the stage's
 // access. Cost: O(a log a) for the a arena accesses of each stage.
 func launchAliases(p *Plan) error {
-	off := make(map[string]int64)
-	for _, b := range p.Buffers {
-		if b.ArenaOffset != nil {
-			off[b.Name] = b.arenaAt()
+	off := make([]int64, len(p.Buffers)) // per buffer: its arena address, or -1
+	used := false
+	for i := range p.Buffers {
+		off[i] = -1
+		if p.Buffers[i].ArenaOffset != nil {
+			off[i], used = p.Buffers[i].arenaAt(), true
 		}
 	}
-	if len(off) == 0 {
+	if !used {
 		return nil
 	}
+	ids := accessBuffers(p)
+	at := 0 // index in ids of the stage's first access
 	type span struct {
 		lo, hi int64
 		buf    string
+		bi     int32 // index in p.Buffers
 		write  bool
 		j      int // index in Reads or Writes
 		a      Access
@@ -38,12 +43,14 @@ func launchAliases(p *Plan) error {
 		spans = spans[:0]
 		for k, list := range [2][]Access{st.Reads, st.Writes} {
 			for j, a := range list {
-				base, ok := off[a.Buffer]
-				if !ok {
+				b := ids[at]
+				at++
+				if b < 0 || off[b] < 0 {
 					continue
 				}
+				base := off[b]
 				lo := base + a.Offset // both ≤ MaxBufferBytes (validateShape): no overflow
-				spans = append(spans, span{lo, lo + a.Bytes, a.Buffer, k == 1, j, a})
+				spans = append(spans, span{lo, lo + a.Bytes, a.Buffer, b, k == 1, j, a})
 			}
 		}
 		if len(spans) < 2 {
@@ -93,7 +100,7 @@ func launchAliases(p *Plan) error {
 					path := fmt.Sprintf("stages[%d].%s[%d]", i, verb(s.write), s.j)
 					return planErr(path, "stage %s %s %s[%d:%d] and %s %s[%d:%d], which share arena bytes [%d:%d] (arena offsets %d and %d): one launch cannot be ordered with itself, so the buffers must not share bytes (re-plan the spec)",
 						st.Name, verb(s.write), s.buf, s.a.Offset, s.a.Offset+s.a.Bytes, verb(o.write), o.buf, o.a.Offset, o.a.Offset+o.a.Bytes,
-						max(s.lo, o.lo), min(s.hi, o.hi), off[s.buf], off[o.buf])
+						max(s.lo, o.lo), min(s.hi, o.hi), off[s.bi], off[o.bi])
 				}
 			}
 			note(&reach[0], x)

@@ -110,51 +110,84 @@ func (v *verifier) arenaLifetimes() {
 	if !used {
 		return
 	}
-	// The arena accesses in issue order, then grouped by buffer (stable).
+	// The arena accesses grouped by buffer, each buffer's in issue order
+	// (a counting sort: count, then fill).
 	type access struct {
-		k, s, stage, buf int32
-		lo, hi           int64 // bytes of the buffer
-		write            bool
+		k, s, stage int32
+		write       bool
+		lo, hi      int64 // bytes of the buffer
 	}
-	var accs []access
-	count := make([]int32, len(p.Buffers)+1)
-	for k, so := range p.IssueOrder {
-		o := p.Streams[so[0]].Ops[so[1]]
-		if o.Kind != OpLaunch {
-			continue
-		}
-		// The stage's accesses (verifier.accesses: reads, then writes;
-		// buffer indices below len(p.Buffers) are p.Buffers').
-		for _, a := range v.acc[v.accStart[o.Stage]:v.accStart[o.Stage+1]] {
-			if int(a.buf) < len(p.Buffers) && inArena[a.buf] {
-				base := v.bufBase[a.buf]
-				accs = append(accs, access{int32(k), int32(so[0]), a.stage, a.buf, a.lo - base, a.hi - base, a.write})
-				count[a.buf+1]++
+	launches := func(f func(k int, s int32, a *verifyAccess)) {
+		for k, so := range p.IssueOrder {
+			o := &p.Streams[so[0]].Ops[so[1]]
+			if o.Kind != OpLaunch {
+				continue
+			}
+			// The stage's accesses (verifier.accesses: reads, then writes;
+			// buffer indices below len(p.Buffers) are p.Buffers').
+			for i := v.accStart[o.Stage]; i < v.accStart[o.Stage+1]; i++ {
+				if a := &v.acc[i]; int(a.buf) < len(p.Buffers) && inArena[a.buf] {
+					f(k, int32(so[0]), a)
+				}
 			}
 		}
 	}
+	start := make([]int32, len(p.Buffers)+1)
+	launches(func(_ int, _ int32, a *verifyAccess) { start[a.buf+1]++ })
 	for i := range len(p.Buffers) {
-		count[i+1] += count[i]
+		start[i+1] += start[i]
 	}
-	byBuf := make([]access, len(accs))
-	fill := slices.Clone(count[:len(p.Buffers)])
-	for _, a := range accs {
-		byBuf[fill[a.buf]] = a
+	byBuf := make([]access, start[len(p.Buffers)])
+	fill := slices.Clone(start[:len(p.Buffers)])
+	launches(func(k int, s int32, a *verifyAccess) {
+		base := v.bufBase[a.buf]
+		byBuf[fill[a.buf]] = access{int32(k), s, a.stage, a.write, a.lo - base, a.hi - base}
 		fill[a.buf]++
-	}
-	accs = nil
+	})
+	fill = nil
 	// Per buffer: its pieces (the ranges between its accesses' ends that
-	// an access covers) and their entries, built stream by stream.
+	// an access covers) and their entries.
 	var pieces []arenaPiece
-	var entries []arenaEntry
+	entries := make([]arenaEntry, 0, len(byBuf)/2)
+	slot := make([]int32, len(p.Streams)) // per stream: its entry in the piece of slotOf
+	slotOf := make([]int32, len(p.Streams))
+	for i := range slotOf {
+		slotOf[i] = -1
+	}
 	var ends []int64
-	var order []int32
-	var at []int32 // per piece of the buffer: its entry of the current stream, or -1
+	var order, at, first, perm, pieceOf []int32
 	var local []arenaEntry
-	var pieceOf []int32 // per entry of local: its piece
 	for b := range p.Buffers {
-		as := byBuf[count[b]:count[b+1]]
+		as := byBuf[start[b]:start[b+1]]
 		if len(as) == 0 {
+			continue
+		}
+		one := true // every access covers the same bytes: one piece (the usual case)
+		for _, a := range as[1:] {
+			if a.lo != as[0].lo || a.hi != as[0].hi {
+				one = false
+				break
+			}
+		}
+		if one {
+			pc := arenaPiece{lo: off[b] + as[0].lo, hi: off[b] + as[0].hi, buf: int32(b), first: as[0].k, e0: int32(len(entries))}
+			for _, a := range as {
+				if slotOf[a.s] != int32(b) {
+					slotOf[a.s], slot[a.s] = int32(b), int32(len(entries))
+					entries = append(entries, arenaEntry{stream: a.s, at: [4]int32{a.stage, -1, -1, -1}})
+				}
+				u := &entries[slot[a.s]]
+				u.at[arenaLastAny] = a.stage
+				if a.write {
+					pc.writes = true
+					if u.at[arenaFirstWrite] < 0 {
+						u.at[arenaFirstWrite] = a.stage
+					}
+					u.at[arenaLastWrite] = a.stage
+				}
+			}
+			pc.e1 = int32(len(entries))
+			pieces = append(pieces, pc)
 			continue
 		}
 		ends = ends[:0]
@@ -164,17 +197,19 @@ func (v *verifier) arenaLifetimes() {
 		slices.Sort(ends)
 		ends = slices.Compact(ends)
 		np := len(ends) - 1
+		// Stream by stream (each stream's accesses in issue order), per
+		// piece an entry of the stream (at: its index, or -1).
 		order = order[:0]
 		for k := range as {
 			order = append(order, int32(k))
 		}
 		slices.SortStableFunc(order, func(x, y int32) int { return cmp.Compare(as[x].s, as[y].s) })
 		at = slices.Grow(at[:0], np)[:np]
-		local, pieceOf = local[:0], pieceOf[:0]
-		first := make([]int32, np)
+		first = slices.Grow(first[:0], np)[:np]
 		for i := range first {
 			first[i] = -1
 		}
+		local, pieceOf = local[:0], pieceOf[:0]
 		for g := 0; g < len(order); {
 			s := as[order[g]].s
 			for i := range at {
@@ -207,9 +242,9 @@ func (v *verifier) arenaLifetimes() {
 			}
 		}
 		// The buffer's entries, by piece (stable: by stream within one).
-		perm := make([]int32, len(local))
-		for i := range perm {
-			perm[i] = int32(i)
+		perm = perm[:0]
+		for i := range local {
+			perm = append(perm, int32(i))
 		}
 		slices.SortStableFunc(perm, func(x, y int32) int { return cmp.Compare(pieceOf[x], pieceOf[y]) })
 		for k := 0; k < len(perm); {
@@ -239,12 +274,22 @@ func (v *verifier) arenaLifetimes() {
 	}
 	// The pieces by first launch; of pieces a launch touches first, those
 	// that only read come first (the order that can hold: a write after
-	// that launch must follow it); then by buffer and offset.
-	sweep := make([]int32, len(pieces))
-	for i := range sweep {
-		sweep[i] = int32(i)
+	// that launch must follow it); then by buffer and offset, as made (a
+	// stable counting sort by arenaKey).
+	count := make([]int32, 2*len(p.IssueOrder)+1)
+	for k := range pieces {
+		count[arenaKey(&pieces[k])+1]++
 	}
-	slices.SortStableFunc(sweep, func(x, y int32) int { return arenaBefore(&pieces[x], &pieces[y]) })
+	for k := 1; k < len(count); k++ {
+		count[k] += count[k-1]
+	}
+	sweep := make([]int32, len(pieces))
+	for k := range pieces {
+		key := arenaKey(&pieces[k])
+		sweep[count[key]] = int32(k)
+		count[key]++
+	}
+	count = nil
 	a := arenaSweep{v: v, pieces: pieces, entries: entries, bounds: bounds, seen: map[[4]int32]int{}}
 	a.run(sweep)
 	for _, r := range a.races {
@@ -252,23 +297,14 @@ func (v *verifier) arenaLifetimes() {
 	}
 }
 
-// arenaBefore orders pieces for the sweep: by first launch, then
-// read-only before writing, then by buffer.
-func arenaBefore(x, y *arenaPiece) int {
-	if c := cmp.Compare(x.first, y.first); c != 0 {
-		return c
+// arenaKey orders pieces for the sweep: by first launch, then read-only
+// before writing.
+func arenaKey(x *arenaPiece) int {
+	k := 2 * int(x.first)
+	if x.writes {
+		k++
 	}
-	if c := cmp.Compare(b2i(x.writes), b2i(y.writes)); c != 0 {
-		return c
-	}
-	return cmp.Compare(x.buf, y.buf)
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return k
 }
 
 // arenaRace is an arena race found by arenaSweep: stages u (of buffer x)

@@ -137,7 +137,7 @@ func (v *verifier) arenaLifetimesSegments() {
 			if c := cmp.Compare(a.firstIssue, b.firstIssue); c != 0 {
 				return c
 			}
-			if c := cmp.Compare(b2i(a.writes), b2i(b.writes)); c != 0 {
+			if c := cmp.Compare(arenaWrites(a.writes), arenaWrites(b.writes)); c != 0 {
 				return c
 			}
 			return cmp.Compare(a.buf, b.buf)
@@ -485,4 +485,11 @@ func TestArenaRuns(t *testing.T) {
 			}
 		}
 	}
+}
+
+func arenaWrites(w bool) int {
+	if w {
+		return 1
+	}
+	return 0
 }

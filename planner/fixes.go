@@ -518,6 +518,20 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 	for i, l := range p.Lifetimes {
 		life[l.Buffer] = int32(i)
 	}
+	// Per buffer (p.Buffers' index), its lifetime or -1; names looked up
+	// once (accessBuffers), undeclared ones by name.
+	lifeOf := make([]int32, len(p.Buffers))
+	for b := range p.Buffers {
+		lifeOf[b] = -1
+		if i, ok := life[p.Buffers[b].Name]; ok {
+			lifeOf[b] = i
+		}
+	}
+	ids := accessBuffers(p)
+	accAt := make([]int32, len(p.Stages)+1) // per stage: its first access in ids
+	for i := range p.Stages {
+		accAt[i+1] = accAt[i] + int32(len(p.Stages[i].Reads)+len(p.Stages[i].Writes))
+	}
 	last := make([]int32, len(p.Lifetimes)) // per lifetime: op index of the stream's last launch touching it, or -1
 	for i := range last {
 		last[i] = -1
@@ -536,9 +550,17 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 				lastRec[o.Event] = int32(j)
 			case OpLaunch:
 				st := &p.Stages[o.Stage]
+				k := accAt[o.Stage]
 				for _, list := range [2][]Access{st.Reads, st.Writes} {
 					for _, a := range list {
-						if i, ok := life[a.Buffer]; ok {
+						i := int32(-1)
+						if b := ids[k]; b >= 0 {
+							i = lifeOf[b]
+						} else if x, ok := life[a.Buffer]; ok {
+							i = x
+						}
+						k++
+						if i >= 0 {
 							if last[i] < 0 {
 								touched = append(touched, i)
 							}
@@ -548,10 +570,9 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 				}
 			}
 		}
-		slices.SortFunc(touched, func(x, y int32) int { return strings.Compare(p.Lifetimes[x].Buffer, p.Lifetimes[y].Buffer) })
+		from := len(gaps)
 		for _, i := range touched {
 			j := last[i]
-			use := p.Stages[str.Ops[j].Stage].Name
 			ev := -1
 			covered := false
 			for _, d := range p.Lifetimes[i].Done {
@@ -561,10 +582,13 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 				}
 			}
 			if !covered {
+				use := p.Stages[str.Ops[j].Stage].Name
 				gaps = append(gaps, LifetimeGap{Buffer: p.Lifetimes[i].Buffer, Stream: streamLabel(str.Name, s), LastUse: use, Event: ev})
 			}
 			last[i] = -1
 		}
+		// A stream's gaps by buffer name.
+		slices.SortStableFunc(gaps[from:], func(x, y LifetimeGap) int { return strings.Compare(x.Buffer, y.Buffer) })
 		for _, o := range str.Ops {
 			if o.Kind == OpRecord {
 				lastRec[o.Event] = -1

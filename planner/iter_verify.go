@@ -52,6 +52,16 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 	if err := p.validateShape(); err != nil {
 		return nil, err
 	}
+	return unroll(p, iterations, true)
+}
+
+// unroll is Unroll of a plan whose shape is valid. Without named, the
+// result is only for Verify to prove race-free (verifyIterations): stages
+// and buffers keep their names in p (no "@i" or "#c" names are made), and
+// stages share p's access lists (Plan.accBuf says which buffer copy each
+// access is); it is marked derived, so that Verify does not check again
+// the shape that p's check implies.
+func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 	if iterations < 1 {
 		return nil, fmt.Errorf("plan: unroll %d iterations: want ≥ 1", iterations)
 	}
@@ -60,9 +70,8 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 		return nil, err
 	}
 	n := len(p.Stages)
-	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Kernels: p.Kernels, Events: m.Events(), unrolled: true}
+	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Kernels: p.Kernels, Events: m.Events(), unrolled: true, derived: !named}
 	name := make([][]string, len(p.Buffers)) // per buffer and iteration (nil: its own name)
-	idx := make(map[string]int, len(p.Buffers))
 	nb := 0
 	for bi, b := range p.Buffers {
 		switch k := m.Copies[bi]; {
@@ -76,7 +85,6 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 	q.IssueOrder = make([][2]int, 0, len(p.IssueOrder)*iterations)
 	qOf := make([][]int32, len(p.Buffers)) // per buffer and iteration: its index in q.Buffers
 	for bi, b := range p.Buffers {
-		idx[b.Name] = bi
 		k := m.Copies[bi]
 		b.Copies = 0
 		qOf[bi] = make([]int32, iterations)
@@ -91,6 +99,10 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 			}
 		}
 		switch {
+		case k == 1 && b.ArenaOffset != nil && !named:
+			for range iterations {
+				q.Buffers = append(q.Buffers, b)
+			}
 		case k == 1 && b.ArenaOffset != nil:
 			name[bi] = make([]string, iterations)
 			for it := range iterations {
@@ -101,6 +113,10 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 			}
 		case k == 1:
 			q.Buffers = append(q.Buffers, b)
+		case !named:
+			for range k {
+				q.Buffers = append(q.Buffers, b)
+			}
 		default:
 			copies := make([]string, k)
 			for c := range k {
@@ -119,24 +135,17 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 	// names by iteration, or nil to keep its name; the iterations' accesses
 	// are carved from one array.
 	var names [][]string
-	var pbuf []int32 // per access of p: its buffer's index, or -1
-	for _, sg := range p.Stages {
-		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
-			for _, a := range list {
-				var nm []string
-				bi, ok := idx[a.Buffer]
-				if ok {
-					nm = name[bi]
-				} else {
-					bi = -1
-				}
-				names = append(names, nm)
-				pbuf = append(pbuf, int32(bi))
+	pbuf := accessBuffers(p) // per access of p: its buffer's index, or -1
+	if named {
+		names = make([][]string, len(pbuf))
+		for k, bi := range pbuf {
+			if bi >= 0 {
+				names[k] = name[bi]
 			}
 		}
 	}
 	slab := make([]Access, len(names)*iterations)
-	q.accBuf = make([]int32, 0, len(names)*iterations)
+	q.accBuf = make([]int32, 0, len(pbuf)*iterations)
 	at := 0
 	rename := func(as []Access, it int) []Access {
 		for i := range as {
@@ -145,6 +154,10 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 				qb = qOf[bi][it]
 			}
 			q.accBuf = append(q.accBuf, qb)
+		}
+		if !named {
+			at += len(as)
+			return as // p's: accBuf names the copies
 		}
 		if len(as) == 0 {
 			return []Access{}
@@ -175,11 +188,22 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 			q.Streams[ps] = str
 		}
 	}
+	need := make([]int, len(q.Streams)) // room for every iteration's ops
+	for it := range iterations {
+		for s := range p.Streams {
+			need[m.Stream(it, s)] += len(p.Streams[s].Ops)
+		}
+	}
+	for s := range q.Streams {
+		q.Streams[s].Ops = make([]Op, 0, need[s])
+	}
 	q.Stages = make([]Stage, 0, n*iterations)
 	for it := 0; it < iterations; it++ {
 		at = 0
 		for _, sg := range p.Stages {
-			sg.Name = sg.Name + "@" + strconv.Itoa(it)
+			if named {
+				sg.Name = sg.Name + "@" + strconv.Itoa(it)
+			}
 			sg.Stream = m.Stream(it, sg.Stream)
 			sg.Reads, sg.Writes = rename(sg.Reads, it), rename(sg.Writes, it)
 			q.Stages = append(q.Stages, sg)
@@ -215,7 +239,7 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 // stages as "NAME@i" (iteration i) and ring copies as "NAME#c", and whose
 // fixes are waits across iterations: Fix.Lag iterations back.
 func verifyIterations(p *Plan, withFixes bool) error {
-	q, err := Unroll(p, UnrollIterations(p))
+	q, err := unroll(p, UnrollIterations(p), false)
 	if err != nil {
 		return err
 	}
@@ -229,6 +253,10 @@ func verifyIterations(p *Plan, withFixes bool) error {
 			return &RaceError{Lifetimes: gaps, FixesMinimal: true}
 		}
 		return nil
+	}
+	// Races: the unrolled plan with names, for the report.
+	if q, err = unroll(p, UnrollIterations(p), true); err != nil {
+		return err
 	}
 	one := p.WithoutOps(func(_, _ int, o Op) bool { return o.Lag > 0 })
 	one.Iteration = nil

@@ -57,6 +57,9 @@ type Plan struct {
 	Captures []Capture `json:"captures,omitempty"`
 
 	unrolled bool // made by Unroll: its stages are iterations of another plan's
+	// derived: made by Verify from a plan whose shape it checked (an
+	// unrolled plan without names, unroll): its shape is not checked again.
+	derived bool
 	// accBuf, made by Unroll: per access (stage by stage, reads then
 	// writes), its buffer's index in Buffers, or -1 (Verify reads it
 	// instead of looking each name up).

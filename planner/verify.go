@@ -216,8 +216,17 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	if p == nil {
 		return errors.New("plan: nil plan")
 	}
-	if err := p.validateShape(); err != nil {
-		return err
+	if !p.derived {
+		if err := p.validateShape(); err != nil {
+			return err
+		}
+	}
+	if p.accBuf == nil {
+		// Buffer names resolved once for every check below (a shallow
+		// copy: p is not changed).
+		c := *p
+		c.accBuf = accessBuffers(p)
+		p = &c
 	}
 	if aliases {
 		if err := launchAliases(p); err != nil { // alias_verify.go
@@ -362,7 +371,7 @@ func (v *verifier) accesses() error {
 	// access.
 	// An unrolled plan names each access's buffer by index (Plan.accBuf):
 	// then only undeclared names go through the map.
-	hint := len(p.accBuf) == n
+	hint := len(p.accBuf) == n && p.accBuf != nil
 	bufOf := map[string]int32{}
 	if !hint {
 		bufOf = make(map[string]int32, max(len(p.Buffers), n/8))
@@ -449,6 +458,37 @@ func (v *verifier) accesses() error {
 	v.links = make([]verifyLink, 0, n)
 	v.raceIdx = map[[3]int32]int{}
 	return nil
+}
+
+// accessBuffers returns, per access of p (stage by stage, reads then
+// writes), the index in p.Buffers of its buffer, or -1 for a name p does
+// not declare: p.accBuf when it has one (Unroll's, or Verify's), else
+// each name looked up once.
+func accessBuffers(p *Plan) []int32 {
+	n := 0
+	for i := range p.Stages {
+		n += len(p.Stages[i].Reads) + len(p.Stages[i].Writes)
+	}
+	if len(p.accBuf) == n && p.accBuf != nil {
+		return p.accBuf
+	}
+	idx := make(map[string]int32, len(p.Buffers))
+	for i, b := range p.Buffers {
+		idx[b.Name] = int32(i)
+	}
+	out := make([]int32, 0, n)
+	for i := range p.Stages {
+		for _, list := range [2][]Access{p.Stages[i].Reads, p.Stages[i].Writes} {
+			for _, a := range list {
+				b, ok := idx[a.Buffer]
+				if !ok {
+					b = -1
+				}
+				out = append(out, b)
+			}
+		}
+	}
+	return out
 }
 
 // clocks builds the plan's happens-before clocks (hbEdges) and each
