@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/dagrun/dagrun/cudart"
@@ -180,7 +181,38 @@ func Verify(p *StreamPlan) error { return planner.Verify(p) }
 // CheckRun reports what Run(ctx, p, o) would reject before it opens a
 // backend (executor.CheckRun): plan errors, and options that conflict with
 // each other or with p, such as graph mode on a plan with host stages.
-func CheckRun(p *StreamPlan, o RunOptions) error { return executor.CheckRun(p, o.Options) }
+func CheckRun(p *StreamPlan, o RunOptions) error {
+	if err := checkDevices(p, o); err != nil {
+		return err
+	}
+	return executor.CheckRun(p, o.Options)
+}
+
+// checkDevices checks RunOptions.Devices against p: one ordinal per plan
+// device, each ≥ 0.
+func checkDevices(p *StreamPlan, o RunOptions) error {
+	if len(o.Devices) == 0 {
+		return nil
+	}
+	if n := p.DeviceCount(); len(o.Devices) != n {
+		return fmt.Errorf("devices %v name %d GPU ordinal(s), but the plan runs on %d device(s): give one ordinal per plan device (e.g. %s)", o.Devices, len(o.Devices), n, identityList(n))
+	}
+	for i, d := range o.Devices {
+		if d < 0 {
+			return fmt.Errorf("devices %v: plan device %d on ordinal %d, want ≥ 0", o.Devices, i, d)
+		}
+	}
+	return nil
+}
+
+// identityList is "0,1,…,n−1".
+func identityList(n int) string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = fmt.Sprint(i)
+	}
+	return strings.Join(s, ",")
+}
 
 // Backend names accepted by RunOptions.Backend and NewBackend.
 const (
@@ -207,6 +239,12 @@ type RunOptions struct {
 	// backend record each mix stage's GPU start and end (%globaltimer, no
 	// events, so a graph keeps its shape).
 	Timeline bool
+	// Devices is, on cuda, the GPU ordinal of each of the plan's devices
+	// (cudart.Options.Devices): plan device i runs on GPU Devices[i]; Run
+	// defaults it to 0, 1, …, Devices−1. Several plan devices may share a
+	// GPU (a plan of two devices checked on one GPU); a collective needs
+	// distinct GPUs. CheckRun wants one ordinal per plan device.
+	Devices []int
 }
 
 // AutoBackend says which backend BackendAuto opens in this process and why:
@@ -245,7 +283,7 @@ func NewBackend(name string, o RunOptions) (executor.Backend, error) {
 		}
 		return b, nil
 	case BackendCUDA:
-		return cudart.New(cudart.Options{SyncEach: o.SyncEach, PTXDir: o.PTXDir, KernelTimestamps: o.Timeline})
+		return cudart.New(cudart.Options{SyncEach: o.SyncEach, PTXDir: o.PTXDir, KernelTimestamps: o.Timeline, Devices: o.Devices})
 	}
 	return nil, fmt.Errorf("unknown backend %q: want auto, sim or cuda", name)
 }
@@ -285,6 +323,14 @@ type RunResult struct {
 func Run(ctx context.Context, p *StreamPlan, o RunOptions) (*RunResult, error) {
 	if o.PTXDir == "" {
 		o.PTXDir = p.Dir
+	}
+	if err := checkDevices(p, o); err != nil {
+		return nil, err
+	}
+	if n := p.DeviceCount(); len(o.Devices) == 0 && n > 1 {
+		for i := range n {
+			o.Devices = append(o.Devices, i)
+		}
 	}
 	b, err := openBackend(o.Backend, o)
 	if err != nil {

@@ -56,6 +56,8 @@ type backend struct {
 	reply chan error // reused reply channel for synchronous ops
 	// thread is the host thread this view issues for ("" the main one).
 	thread string
+	// group is a collective whose ranks this view is launching (nccl.go).
+	group *rankGroup
 }
 
 // shared is the state of a device that every host thread's view shares.
@@ -673,6 +675,9 @@ func (b *backend) Record(he executor.Event, hs executor.Stream) error {
 	if err != nil {
 		return err
 	}
+	if b.group != nil {
+		return b.groupOpen("a record") // nccl.go
+	}
 	if s.c != 0 || len(b.ctxs) > 1 {
 		return b.queueOn(s.c, "record", func(w *worker) error { // devices.go
 			ev, err := w.eventIn(e, s.c)
@@ -693,6 +698,9 @@ func (b *backend) Wait(hs executor.Stream, he executor.Event) error {
 	if err != nil {
 		return err
 	}
+	if b.group != nil {
+		return b.groupOpen("a wait") // nccl.go
+	}
 	if s.c != 0 || len(b.ctxs) > 1 {
 		return b.queueOn(s.c, "wait", func(w *worker) error { // devices.go
 			ev, _ := e.latest()
@@ -705,6 +713,9 @@ func (b *backend) Wait(hs executor.Stream, he executor.Event) error {
 }
 
 func (b *backend) Synchronize() error {
+	if err := b.groupOpen("Synchronize"); err != nil { // nccl.go
+		return err
+	}
 	if err := b.drainThreads(); err != nil { // threads.go
 		return err
 	}

@@ -114,6 +114,10 @@ func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 		return fmt.Errorf("cudart: launch %s: %T is not a cuda stream", l.Name, hs)
 	}
 	switch {
+	case l.Collective != nil:
+		return b.launchRank(s, l) // nccl.go
+	case b.group != nil:
+		return b.groupOpen("launch of stage " + l.Name)
 	case l.Copy == planner.CopySync:
 		return b.syncCopy(l) // rules.go
 	case l.HostFunc:

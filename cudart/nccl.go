@@ -99,6 +99,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/planner"
 )
 
 // ncclFloat32 and the reductions of ncclRedOp_t (nccl.h).
@@ -338,4 +339,53 @@ func (b *backend) allReduce(name, reduce string, ranks []*executor.LaunchDesc, s
 		w.cur = -1 // NCCL set its devices current
 		return first
 	})
+}
+
+// rankGroup is a collective whose first ranks were launched: the rest
+// must follow before any other call (executor.Collectiver).
+type rankGroup struct {
+	c       planner.Collective // rank 0's
+	name    string             // rank 0's stage
+	ranks   []*executor.LaunchDesc
+	streams []*stream
+}
+
+// launchRank takes rank stage l on s; at the collective's last rank it
+// issues the group (allReduce). Errors: a rank out of order, another
+// collective's rank before this one's group is complete.
+func (b *backend) launchRank(s *stream, l *executor.LaunchDesc) error {
+	c := l.Collective
+	g := b.group
+	if g == nil {
+		if c.Rank != 0 {
+			return fmt.Errorf("cudart: stage %s: rank %d of collective group %d launched before its rank 0; the ranks of a collective are launched one after another, rank 0 first", l.Name, c.Rank, c.Group)
+		}
+		g = &rankGroup{c: *c, name: l.Name}
+		b.group = g
+	}
+	if c.Group != g.c.Group || c.Rank != len(g.ranks) || c.Ranks != g.c.Ranks || c.Reduce != g.c.Reduce {
+		b.group = nil
+		return fmt.Errorf("cudart: stage %s: rank %d of collective group %d launched while ranks 0 to %d of group %d (stage %s) wait for rank %d: %w", l.Name, c.Rank, c.Group, len(g.ranks)-1, g.c.Group, g.name, len(g.ranks), errGroupOrder)
+	}
+	g.ranks = append(g.ranks, l)
+	g.streams = append(g.streams, s)
+	if len(g.ranks) < g.c.Ranks {
+		return nil
+	}
+	b.group = nil
+	return b.allReduce(g.name, g.c.Reduce, g.ranks, g.streams)
+}
+
+// errGroupOrder says why a collective's ranks must be consecutive.
+var errGroupOrder = errors.New("the ranks of a collective must be launched one after another (NCCL issues them as one group: ncclGroupStart, a call per rank, ncclGroupEnd); the plan's issue order separates them (dagrun check reports the order)")
+
+// groupOpen returns an error when a collective's ranks wait for the rest
+// of their group and op, another call, comes first (and forgets the group).
+func (b *backend) groupOpen(op string) error {
+	g := b.group
+	if g == nil {
+		return nil
+	}
+	b.group = nil
+	return fmt.Errorf("cudart: %s while ranks 0 to %d of collective group %d (stage %s) wait for rank %d: %w", op, len(g.ranks)-1, g.c.Group, g.name, len(g.ranks), errGroupOrder)
 }

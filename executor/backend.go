@@ -53,6 +53,11 @@ type LaunchDesc struct {
 	// (cuLaunchHostFunc): the backend runs it on the host in the stream's
 	// order.
 	HostFunc bool
+	// Collective marks a rank of a collective (Kernel is its built-in,
+	// all_reduce): Reads[0] is the rank's send range and Writes[0] its
+	// receive range, on its stream's device; the ranks of one collective
+	// are launched one after another, rank 0 first (Collectiver).
+	Collective *planner.Collective
 }
 
 // Backend is what the executor drives: a device with streams, events and

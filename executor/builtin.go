@@ -49,6 +49,9 @@ func SpinUS(l *LaunchDesc) (float64, error) {
 // (contract.ParamBits: 64-bit integers keep every bit). Run calls it once
 // per stage, before issuing anything, so backends may assume it.
 func CheckLaunch(l *LaunchDesc) error {
+	if c := l.Collective; c != nil {
+		return checkRank(l)
+	}
 	if k := l.UserKernel; k != nil {
 		for _, ps := range k.Params {
 			name, typ, ok := strings.Cut(ps, ":")
@@ -82,4 +85,20 @@ func ranges(out []contract.Range, args []Arg) []contract.Range {
 		out = append(out, contract.Range{Buffer: a.Name, Offset: a.Offset, Bytes: a.Bytes})
 	}
 	return out
+}
+
+// checkRank checks a collective's rank stage: the collective's built-in,
+// one send range and one receive range of the same size, a multiple of
+// the word (the rank form of the all_reduce contract).
+func checkRank(l *LaunchDesc) error {
+	c := l.Collective
+	switch {
+	case l.Kernel != contract.BuiltinAllReduce || c.Op != l.Kernel:
+		return fmt.Errorf("collective rank: kernel %s, op %s: want %s for both", l.Kernel, c.Op, contract.BuiltinAllReduce)
+	case len(l.Reads) != 1 || len(l.Writes) != 1:
+		return fmt.Errorf("collective rank %d of %d: reads %d ranges and writes %d; a rank reads its send range and writes its receive range", c.Rank, c.Ranks, len(l.Reads), len(l.Writes))
+	case l.Reads[0].Bytes != l.Writes[0].Bytes || l.Reads[0].Bytes%contract.WordBytes != 0:
+		return fmt.Errorf("collective rank %d of %d: sends %d bytes and receives %d: want the same multiple of %d bytes", c.Rank, c.Ranks, l.Reads[0].Bytes, l.Writes[0].Bytes, contract.WordBytes)
+	}
+	return nil
 }

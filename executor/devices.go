@@ -4,7 +4,12 @@ package executor
 // streams and buffers name devices needs (a stream, an allocation on a
 // device; peer copies; collectives across devices, issued as one group).
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dagrun/dagrun/planner"
+)
 
 // Devicer is an optional Backend interface: a backend that drives several
 // devices, numbered as the plan numbers them (0 to Devices()−1; the
@@ -61,3 +66,75 @@ type Collectiver interface {
 // ErrNoCollectives is returned (wrapped) by Run when a plan with
 // collective stages meets a backend that is no Collectiver.
 var ErrNoCollectives = errors.New("backend cannot run collectives across devices")
+
+// checkDevices rejects what a plan of several devices cannot do here:
+// graph mode (a capture records one device's streams: multi-device graphs
+// are not supported) and dynamic allocation (the free stream is device
+// 0's).
+func checkDevices(p *planner.Plan, graph, dynamic bool) error {
+	n := p.DeviceCount()
+	if n == 1 {
+		return nil
+	}
+	switch {
+	case graph:
+		return fmt.Errorf("executor: graph mode: the plan runs on %d devices, and graph mode captures one device's streams (graphs over several devices are not supported): use stream mode", n)
+	case dynamic:
+		return fmt.Errorf("executor: --alloc dynamic: the plan runs on %d devices, and stream-ordered frees run on one device's stream: use static allocation (each device's arena)", n)
+	}
+	return nil
+}
+
+// streamDevices sets x.streamDev, the device of each physical stream (its
+// plan stream's; the executor's own streams are device 0's), for plans of
+// several devices.
+func (x *program) streamDevices() {
+	p := x.p
+	if p.DeviceCount() == 1 {
+		return
+	}
+	x.streamDev = make([]int, x.m.Streams)
+	for _, set := range x.m.Sets {
+		for s, ps := range set {
+			x.streamDev[ps] = p.Streams[s].Device
+		}
+	}
+}
+
+// arenaFigure is the plan's arena size of device d, bytes: Stats.ArenaBytes
+// with one device, Stats.ArenaBytesPerDevice[d] with several (0 when the
+// plan does not say).
+func arenaFigure(p *planner.Plan, d int) int64 {
+	if p.DeviceCount() == 1 {
+		return p.Stats.ArenaBytes
+	}
+	if d < len(p.Stats.ArenaBytesPerDevice) {
+		return p.Stats.ArenaBytesPerDevice[d]
+	}
+	return 0
+}
+
+// requiresDevices checks that b drives the plan's devices (Devicer) and
+// runs its collectives (Collectiver, with its library loaded now, so that
+// a missing library fails before anything is created).
+func (x *program) requiresDevices(b Backend) error {
+	if n := x.p.DeviceCount(); n > 1 {
+		d, ok := b.(Devicer)
+		if !ok {
+			return fmt.Errorf("executor: %s: %w (the plan runs on %d devices; this backend drives one)", b.Name(), ErrNoDevices, n)
+		}
+		if have := d.Devices(); have < n {
+			return fmt.Errorf("executor: %s: %w (the plan runs on %d devices; this backend drives %d)", b.Name(), ErrNoDevices, n, have)
+		}
+	}
+	if x.collectives {
+		c, ok := b.(Collectiver)
+		if !ok {
+			return fmt.Errorf("executor: %s: %w (the plan has collective stages)", b.Name(), ErrNoCollectives)
+		}
+		if _, err := c.CollectiveLibrary(); err != nil {
+			return fmt.Errorf("executor: %s: the plan's collective stages need a collective library: %w", b.Name(), err)
+		}
+	}
+	return nil
+}

@@ -36,9 +36,9 @@ type exec struct {
 
 	streams []Stream
 	events  []Event
-	bufs    [][]Buffer // per plan buffer, per ring copy; the arena's for arena buffers, nil for dynamic ones
-	owned   []Buffer   // allocations of its own (freed by release)
-	arena   Buffer
+	bufs    [][]Buffer    // per plan buffer, per ring copy; the arena's for arena buffers, nil for dynamic ones
+	owned   []Buffer      // allocations of its own (freed by release)
+	arena   []Buffer      // per device: its arena, nil if none
 	live    []Buffer      // per plan buffer: the current dynamic allocation
 	freed   []bool        // per plan buffer: live's free was issued
 	hostRec []atomic.Bool // per physical event: its latest record was a host stream's (atomic: host threads share it)
@@ -80,12 +80,20 @@ func (x *program) setup(b Backend, o *Options) (*exec, error) {
 
 func (e *exec) setup() error {
 	x, b, p := e.x, e.b, e.x.p
-	if x.arenaBytes > 0 {
-		h, err := b.Alloc(BufferDesc{Name: "arena", Bytes: x.arenaBytes, Where: contract.WhereDevice})
-		if err != nil {
-			return fmt.Errorf("executor: %s: alloc the arena (%d bytes): %w", b.Name(), x.arenaBytes, err)
+	e.arena = make([]Buffer, len(x.arenaBytes))
+	for d, n := range x.arenaBytes {
+		if n == 0 {
+			continue
 		}
-		e.arena = h
+		name, what := "arena", "the arena"
+		if len(x.arenaBytes) > 1 {
+			name, what = fmt.Sprintf("arena@%d", d), fmt.Sprintf("the arena of device %d", d)
+		}
+		h, err := b.Alloc(BufferDesc{Name: name, Bytes: n, Where: contract.WhereDevice, Device: d})
+		if err != nil {
+			return fmt.Errorf("executor: %s: alloc %s (%d bytes): %w", b.Name(), what, n, err)
+		}
+		e.arena[d] = h
 	}
 	var scratch, zeros []byte
 	e.bufs = make([][]Buffer, len(p.Buffers))
@@ -93,7 +101,7 @@ func (e *exec) setup() error {
 		k := x.m.Copies[i]
 		e.bufs[i] = make([]Buffer, k)
 		if x.arenaOff[i] >= 0 {
-			e.bufs[i][0] = e.arena
+			e.bufs[i][0] = e.arena[pb.Device]
 			continue
 		}
 		if x.dynamic[i] {
@@ -105,7 +113,7 @@ func (e *exec) setup() error {
 			if k > 1 {
 				name = fmt.Sprintf("%s#%d", pb.Name, c)
 			}
-			h, err := b.Alloc(BufferDesc{Name: name, Bytes: pb.Bytes, Where: contract.Where(where)})
+			h, err := b.Alloc(BufferDesc{Name: name, Bytes: pb.Bytes, Where: contract.Where(where), Device: pb.Device})
 			if err != nil {
 				return fmt.Errorf("executor: %s: alloc buffer %s (%d bytes, %s): %w", b.Name(), name, pb.Bytes, where, err)
 			}
@@ -675,7 +683,7 @@ func (e *exec) release() error {
 			}
 		}
 	}
-	for _, h := range append(e.owned, e.arena) {
+	for _, h := range append(e.owned, e.arena...) {
 		if h == nil {
 			continue
 		}

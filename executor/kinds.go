@@ -58,10 +58,17 @@ func (x *program) streamKinds() error {
 	return nil
 }
 
-// newStream creates physical stream i with its kind.
+// newStream creates physical stream i with its kind, on its device.
 func (e *exec) newStream(i int) (Stream, error) {
-	if i < len(e.x.kinds) && e.x.kinds[i] != "" {
-		return e.b.(StreamKinder).NewStreamKind(e.x.kinds[i])
+	kind := ""
+	if i < len(e.x.kinds) {
+		kind = e.x.kinds[i]
+	}
+	if i < len(e.x.streamDev) && e.x.streamDev[i] != 0 {
+		return e.b.(Devicer).NewStreamOn(e.x.streamDev[i], kind) // devices.go; program.requires checked it
+	}
+	if kind != "" {
+		return e.b.(StreamKinder).NewStreamKind(kind)
 	}
 	return e.b.NewStream()
 }

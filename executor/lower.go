@@ -75,7 +75,11 @@ type program struct {
 
 	descs [][]LaunchDesc // per stage: one per phase if it touches a ring buffer, else one
 	kinds []string       // per physical stream: its planner kind; nil when every stream is non-blocking (kinds.go)
-	funcs []StageFunc    // per stage: its Go function, or nil
+	// Several devices (devices.go): per physical stream its device, nil
+	// with one device; whether the plan has collective stages.
+	streamDev   []int
+	collectives bool
+	funcs       []StageFunc // per stage: its Go function, or nil
 
 	streams  int   // physical streams, then the executor's (join, free)
 	events   int   // physical events, then the executor's (fork, joins, tails, ends)
@@ -106,8 +110,8 @@ type program struct {
 
 	host       bool    // host stages: needs a HostSyncer
 	dynamic    []bool  // per plan buffer: allocated at first use, freed after its lifetime
-	arenaOff   []int64 // per plan buffer: its arena offset, or −1
-	arenaBytes int64
+	arenaOff   []int64 // per plan buffer: its arena offset (in its device's arena), or −1
+	arenaBytes []int64 // per device: its arena's bytes (0: none)
 	inputs     []hostBuf
 	outputs    []hostBuf
 }
@@ -174,6 +178,9 @@ func lower(p *planner.Plan, o *Options) (*program, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
+	if err := checkDevices(p, graph, dynamic); err != nil { // devices.go
+		return nil, err
+	}
 	hostIO := o.hostIO()
 	if p.Iteration == nil && (iters > 1 || hostIO || o.InFlight > 0) {
 		p = planner.WithIteration(p)
@@ -195,6 +202,7 @@ func lower(p *planner.Plan, o *Options) (*program, error) {
 	if err := x.streamKinds(); err != nil { // kinds.go
 		return nil, err
 	}
+	x.streamDevices()                                 // devices.go
 	if err := x.hostThreads(o, dynamic); err != nil { // threads.go
 		return nil, err
 	}
@@ -271,7 +279,8 @@ func (x *program) resolveStages(funcs map[string]StageFunc) error {
 	all := make([]LaunchDesc, len(p.Stages)) // phase 0's, one allocation
 	for i := range p.Stages {
 		st := &p.Stages[i]
-		d := LaunchDesc{Stage: i, Name: st.Name, Kernel: st.Kernel, Args: st.Args, Grid: st.Grid, Block: st.Block, DurationUS: st.DurationUS, Copy: st.Copy, HostFunc: st.HostFunc}
+		d := LaunchDesc{Stage: i, Name: st.Name, Kernel: st.Kernel, Args: st.Args, Grid: st.Grid, Block: st.Block, DurationUS: st.DurationUS, Copy: st.Copy, HostFunc: st.HostFunc, Collective: st.Collective}
+		x.collectives = x.collectives || st.Collective != nil
 		var err error
 		if d.Reads, err = resolve(st, st.Reads, "reads"); err != nil {
 			return err
@@ -308,6 +317,7 @@ func (x *program) layout(dynamic bool) error {
 	p := x.p
 	x.arenaOff = make([]int64, len(p.Buffers))
 	x.dynamic = make([]bool, len(p.Buffers))
+	x.arenaBytes = make([]int64, p.DeviceCount())
 	for i, b := range p.Buffers {
 		if b.Alloc == planner.AllocLazy {
 			if x.lazy == nil {
@@ -321,10 +331,15 @@ func (x *program) layout(dynamic bool) error {
 		}
 		off := *b.ArenaOffset // aligned, ≤ MaxBufferBytes − bytes, one copy: Plan.Validate
 		x.arenaOff[i] = off
-		x.arenaBytes = max(x.arenaBytes, off+b.Bytes, p.Stats.ArenaBytes)
+		d := b.Device // < DeviceCount: Plan.Validate
+		x.arenaBytes[d] = max(x.arenaBytes[d], off+b.Bytes, arenaFigure(p, d))
 	}
-	if x.arenaBytes > MaxBufferBytes {
-		return fmt.Errorf("executor: the arena needs %d bytes, more than %d (1 TiB)", x.arenaBytes, int64(MaxBufferBytes))
+	var total int64
+	for _, n := range x.arenaBytes {
+		total += n
+	}
+	if total > MaxBufferBytes {
+		return fmt.Errorf("executor: the arena needs %d bytes, more than %d (1 TiB)", total, int64(MaxBufferBytes))
 	}
 	for i := range x.descs {
 		for _, set := range [2][]Arg{x.descs[i][0].Reads, x.descs[i][0].Writes} {
@@ -761,6 +776,9 @@ func (x *program) requires(b Backend) error {
 			}
 			return fmt.Errorf("executor: %s: %w (needed for %s)", b.Name(), ErrNoHostSync, what)
 		}
+	}
+	if err := x.requiresDevices(b); err != nil { // devices.go
+		return err
 	}
 	if x.kinds != nil {
 		if _, ok := b.(StreamKinder); !ok {

@@ -52,6 +52,7 @@ var runConflicts = append([]conflict{
 	{flagIs{"alloc", "dynamic"}, flagIs{"arena", "planned"}, "dynamic allocation gives every temp its own stream-ordered allocation, so no arena is used"},
 	{flagIs{"alloc", "dynamic"}, flagIs{"arena", "stream-order"}, "dynamic allocation gives every temp its own stream-ordered allocation, so no arena is used"},
 	{flagIs{"seed", ""}, flagIs{"backend", "cuda"}, "--seed seeds the simulator's delays"},
+	{flagIs{"devices", ""}, flagIs{"backend", "sim"}, "--devices maps plan devices onto GPU ordinals; the simulator simulates every plan device"},
 }, planFileConflicts...)
 
 // checkConflicts returns a usage error for the first pair of cs that the

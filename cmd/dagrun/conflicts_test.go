@@ -30,6 +30,7 @@ func TestRunConflictsRejectedFirst(t *testing.T) {
 		{[]string{"run", "--alloc", "dynamic", "--arena", "planned", missing}, "--alloc dynamic conflicts with --arena planned"},
 		{[]string{"run", "--alloc", "dynamic", "--arena", "stream-order", missing}, "--alloc dynamic conflicts with --arena stream-order"},
 		{[]string{"run", "--seed", "3", "--backend", "cuda", missing}, "--seed conflicts with --backend cuda"},
+		{[]string{"run", "--devices", "0,0", "--backend", "sim", missing}, "--devices conflicts with --backend sim"},
 		{[]string{"run", "--plan", missing, "--strategy", "single"}, "--plan conflicts with --strategy"},
 		{[]string{"run", "--plan", missing, "--memory-budget", "auto"}, "--plan conflicts with --memory-budget"},
 		{[]string{"check", "--plan", missing, "--arena", "off"}, "--plan conflicts with --arena"},
