@@ -587,7 +587,7 @@ func (b *backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 	err = b.callOn(c, "alloc "+d.Name, func(w *worker) error {
 		switch buf.where {
 		case contract.WhereHostPinned:
-			p, err := allocHost(d.Bytes)
+			p, err := allocHost(d.Bytes, len(b.ctxs) > 1)
 			if err != nil {
 				return wrap(err, "cuMemAllocHost %d bytes for buffer %s", d.Bytes, d.Name)
 			}

@@ -29,6 +29,7 @@ static CUresult dr_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 }
 
 static CUresult dr_alloc_host(void **p, size_t n) { return cuMemAllocHost(p, n); }
+static CUresult dr_alloc_host_portable(void **p, size_t n) { return cuMemHostAlloc(p, n, CU_MEMHOSTALLOC_PORTABLE); }
 
 static const char *dr_error_name(CUresult r) {
 	const char *s = NULL;
@@ -88,10 +89,16 @@ func launchRaw(f cu.Function, grid, block [3]int, s cu.Stream, params []byte, of
 		C.uint(block[0]), C.uint(block[1]), C.uint(block[2]), cuStream(s), blob, po, C.int(len(offs))))
 }
 
-// allocHost allocates n bytes of page-locked host memory (cuMemAllocHost).
-func allocHost(n int64) (unsafe.Pointer, error) {
+// allocHost allocates n bytes of page-locked host memory (cuMemAllocHost;
+// portable: pinned for every context, cuMemHostAlloc with
+// CU_MEMHOSTALLOC_PORTABLE, for a backend of several contexts).
+func allocHost(n int64, portable bool) (unsafe.Pointer, error) {
 	var p unsafe.Pointer
-	if err := rawErr(C.dr_alloc_host(&p, C.size_t(n))); err != nil {
+	r := C.dr_alloc_host(&p, C.size_t(n))
+	if portable {
+		r = C.dr_alloc_host_portable(&p, C.size_t(n))
+	}
+	if err := rawErr(r); err != nil {
 		return nil, err
 	}
 	return p, nil

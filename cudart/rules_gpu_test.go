@@ -43,7 +43,7 @@ func newRulesRig(t *testing.T) *rulesRig {
 		if r.d, err = memAllocRaw(4 * rulesWords); err != nil {
 			return err
 		}
-		if r.pinned, err = allocHost(4 * rulesWords); err != nil {
+		if r.pinned, err = allocHost(4*rulesWords, false); err != nil {
 			return err
 		}
 		r.page = allocPageable(4 * rulesWords)

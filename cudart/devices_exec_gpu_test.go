@@ -1,0 +1,144 @@
+//go:build cuda
+
+package cudart
+
+// Plans of several devices through the executor on the GPU: the specs of
+// specs/multigpu/ against the simulator. With fewer GPUs than a plan has
+// devices, its devices run in contexts of their own on GPU 0
+// (separateContexts), which exercises every cross-device path but NCCL;
+// collectives then need as many GPUs as ranks and are reported as such.
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/planner"
+)
+
+// devicesBackend returns a backend for plans of n devices: n GPUs when the
+// machine has them, else n contexts on GPU 0; real says which.
+func devicesBackend(t *testing.T, n int) (b *backend, real bool) {
+	info, err := ProbeInfo()
+	if errors.Is(err, ErrNotSupported) || errors.Is(err, ErrNoDevice) {
+		t.Skip(err)
+	}
+	must(t, err)
+	o := testOptions(t)
+	if info.Devices >= n {
+		for i := range n {
+			o.Devices = append(o.Devices, i)
+		}
+		return newTB(t, o), true
+	}
+	o.Devices = make([]int, n)
+	o.separateContexts = true
+	return newTB(t, o), false
+}
+
+func hasCollective(p *planner.Plan) bool {
+	for i := range p.Stages {
+		if p.Stages[i].Collective != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// reference returns the race-free counterpart of a racy spec file
+// (NAME-racy.yaml: NAME.yaml or NAME-fixed.yaml), "" if none.
+func reference(racy string) string {
+	base := strings.TrimSuffix(racy, "-racy.yaml")
+	for _, f := range []string{base + ".yaml", base + "-fixed.yaml"} {
+		if _, err := os.Stat(f); err == nil {
+			return f
+		}
+	}
+	return ""
+}
+
+// TestDevicesSpecs: every race-free spec of specs/multigpu gives the
+// simulator's checksums on the GPU(s), over 1 and 3 iterations; every
+// racy one runs 20 times against its fixed counterpart's checksums and
+// the wrong runs are counted (a racy variant goes wrong only when the
+// timing exposes it: the count is reported, not required).
+func TestDevicesSpecs(t *testing.T) {
+	dir := filepath.Join(specsDir(t), "multigpu")
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if len(files) == 0 {
+		t.Skip("no specs/multigpu/ here")
+	}
+	for _, f := range files {
+		p := planFile(t, f, planner.Options{})
+		n := p.DeviceCount()
+		b, real := devicesBackend(t, n)
+		where := map[bool]string{true: "GPUs", false: "contexts on GPU 0"}[real]
+		racy := planner.Verify(p) != nil
+		switch {
+		case hasCollective(p) && !real:
+			_, err := runSums(p, b, 1)
+			figure(t, "%s: %d devices, a collective: needs %d GPUs (on %d %s: %v)", f, n, n, n, where, err)
+			if err == nil || !strings.Contains(err.Error(), "both on ordinal") {
+				t.Errorf("%s on one GPU: error %v, want the ranks on one ordinal named", f, err)
+			}
+		case racy:
+			ref := reference(f)
+			if ref == "" {
+				figure(t, "%s: racy, no fixed counterpart: skipped", f)
+				break
+			}
+			want := simSums(t, planFile(t, ref, planner.Options{}), 1)
+			wrong := 0
+			for range 20 {
+				if got, err := runSums(p, b, 1); err != nil || got != want {
+					wrong++
+				}
+			}
+			figure(t, "%s: racy, on %d %s: %d of 20 runs differ from %s's checksums", f, n, where, wrong, filepath.Base(ref))
+		default:
+			for _, iters := range []int{1, 3} {
+				want := simItersSums(t, p, iters)
+				got, err := runSums(p, b, iters)
+				if err != nil {
+					t.Errorf("%s, %d iterations on %d %s: %v", f, iters, n, where, err)
+					continue
+				}
+				figure(t, "%s: %d iterations on %d %s: cuda %s sim", f, iters, n, where, map[bool]string{true: "==", false: "!="}[got == want])
+				if got != want {
+					t.Errorf("%s, %d iterations: cuda %s\n sim %s", f, iters, got, want)
+				}
+			}
+		}
+		if l := b.Leaks(); len(l) > 0 {
+			t.Errorf("%s: leaks: %v", f, l)
+		}
+		must(t, b.Close())
+	}
+}
+
+// runSums runs p on b and returns "name=checksum ..." of its outputs, or
+// the run's error.
+func runSums(p *planner.Plan, b executor.Backend, iters int) (string, error) {
+	res, err := executor.Run(context.Background(), p, b, executor.Options{Iterations: iters})
+	if err != nil {
+		return "", err
+	}
+	var s []string
+	for _, o := range res.Outputs {
+		s = append(s, o.Name+"="+o.Checksum)
+	}
+	return strings.Join(s, " "), nil
+}
+
+// simItersSums is simSums over iters iterations.
+func simItersSums(t testing.TB, p *planner.Plan, iters int) string {
+	t.Helper()
+	b := sim.New(sim.Options{Seed: 3})
+	defer func() { must(t, b.Close()) }()
+	return checksums(t, p, b, iters)
+}
