@@ -34,6 +34,21 @@
 // mix kernel stores its own start and end %globaltimer (stamps.go), which
 // leaves the graph and the issue rate as they are.
 //
+// Several devices (executor.Devicer, devices.go): Options.Devices maps the
+// plan's devices to ordinals; the backend retains the primary context of
+// each distinct ordinal and enables peer access where
+// cuDeviceCanAccessPeer allows. The one worker switches contexts
+// (cuCtxSetCurrent) before each op of another device's stream, event or
+// buffer, so driver calls keep the plan's host issue order across devices
+// (a record before every wait on it). An event keeps one driver event per
+// context (cuEventRecord needs the stream's context; cuStreamWaitEvent
+// takes an event of any context). A copy between two plan devices'
+// buffers is cuMemcpyPeerAsync. Collectives (executor.Collectiver,
+// nccl.go) go through NCCL, loaded at run time with dlopen (DAGRUN_NCCL
+// names the library; no NCCL header is needed to build): the ranks of a
+// collective, launched one after another, are issued as one group. Graph
+// mode, profiling and kernel timestamps are one device's.
+//
 // Built-in kernels (package contract states their semantics) run as driver
 // memsets and copies (fill and copy on device memory) or as the PTX in
 // kernels/builtins.ptx, compiled from kernels/builtins.cu with the command in
