@@ -235,7 +235,10 @@ func (b *backend) run(started chan<- error) {
 		if !ok {
 			break
 		}
-		err := w.on(o.ctx) // devices.go
+		var err error
+		if o.ctx != w.cur { // several devices only: one context never switches
+			err = w.on(o.ctx) // devices.go
+		}
 		if err == nil {
 			err = o.fn(w)
 		}
