@@ -153,3 +153,46 @@ func TestDevicesRefused(t *testing.T) {
 		}
 	}
 }
+
+// peerSpec is a peer copy: device 0 produces, device 1 copies and reads.
+const peerSpec = `version: 1
+devices: 2
+buffers:
+  - {name: a, bytes: 4096, device: 0}
+  - {name: b, bytes: 4096, device: 1}
+  - {name: out, bytes: 8, role: output, device: 1}
+stages:
+  - {name: produce, kernel: fill, args: {value: 1.0}, writes: [a]}
+  - {name: send, kernel: copy, reads: [a], writes: [b]}
+  - {name: use, kernel: checksum, reads: [b], writes: [out]}
+`
+
+// TestDevicesPeerCopySpec: the peer copy spec runs with its streams and
+// buffers on their devices and gives the checksums of the same stages on
+// one device.
+func TestDevicesPeerCopySpec(t *testing.T) {
+	two := planYAML(t, peerSpec, planner.Options{})
+	one := planYAML(t, strings.NewReplacer("devices: 2\n", "", ", device: 1", "", ", device: 0", "").Replace(peerSpec), planner.Options{})
+	if two.DeviceCount() != 2 || one.DeviceCount() != 1 {
+		t.Fatalf("devices %d and %d, want 2 and 1", two.DeviceCount(), one.DeviceCount())
+	}
+	want := runOn(t, quickSim(2), one, executor.Options{Iterations: 2})
+	b := newOnDevices(2)
+	got := runOn(t, b, two, executor.Options{Iterations: 2})
+	if got["out"] != want["out"] {
+		t.Errorf("out: %s on two devices, %s on one", got["out"], want["out"])
+	}
+	if b.streams[1] == 0 {
+		t.Errorf("no stream made on device 1 (the copy's and the reader's)")
+	}
+	for name, dev := range b.bufs {
+		if name == "b" || name == "out" || name == "arena@1" {
+			if dev != 1 {
+				t.Errorf("buffer %s on device %d, want 1 (allocs %v)", name, dev, b.bufs)
+			}
+		} else if dev != 0 {
+			t.Errorf("buffer %s on device %d, want 0 (allocs %v)", name, dev, b.bufs)
+		}
+	}
+}
+

@@ -506,7 +506,7 @@ anything is loaded, with exit 2.`,
 	fl.IntVar(&ro.Iterations, "iterations", 1, "times the plan is issued")
 	fl.Int64Var(&ro.Seed, "seed", 1, "simulator: seed of the random per-op delays")
 	fl.BoolVar(&ro.SyncEach, "sync-each", false, "synchronize after every op, so a fault names its stage (serializes the run)")
-	fl.IntSliceVar(&ro.Devices, "devices", nil, "cuda: the GPU ordinal of each plan device, in device order (default 0,1,…); --devices 0,0 runs a plan of two devices on one GPU (its collectives need distinct GPUs)")
+	fl.IntSliceVar(&ro.Devices, "devices", nil, "cuda: the GPU ordinal of each plan device, in device order, 0,1,… when not given; --devices 0,0 runs a plan of two devices on one GPU (its collectives need distinct GPUs)")
 	fl.StringVar(&ro.Alloc, "alloc", dagrun.AllocStatic, "static (every buffer before the run; the plan's arena as one allocation) or dynamic (temps allocated at their first use and freed after their lifetime's events, stream-ordered)")
 	fl.StringVar(&rf.planFile, "plan", "", "run this plan file (from 'dagrun plan --json') instead of a spec")
 	fl.BoolVar(&rf.allowRace, "allow-race", false, "run even if the verifier finds a race (to reproduce a bug)")
