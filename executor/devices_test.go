@@ -195,4 +195,3 @@ func TestDevicesPeerCopySpec(t *testing.T) {
 		}
 	}
 }
-
