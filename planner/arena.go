@@ -49,7 +49,7 @@ func arena(st *state) error {
 			thousands(launchHBSize(p)), thousands(launchHBMax), thousands(graphOrderMaxTemps), thousands(n), thousands(int(tempBytes(p))))
 		return nil
 	}
-	a := newArenaInfo(p)
+	a := newArenaInfo(p, st.accesses())
 	st.arenaInfo = a
 	for i := range p.Buffers {
 		p.Buffers[i].ArenaOffset = nil
@@ -217,8 +217,11 @@ type arenaBuf struct {
 // touched by at least one stage, whose initial contents are never read
 // (every byte a stage really reads was really written by an earlier-declared
 // stage; see touched), so that their bytes may hold another buffer's data
-// before their first use.
-func newArenaInfo(p *Plan) *arenaInfo {
+// before their first use. acc is p's planAccesses (nil: made here).
+func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
+	if acc == nil {
+		acc = newPlanAccesses(p)
+	}
 	a := &arenaInfo{p: p}
 	if denseClocksFit(p) {
 		h := newLaunchHB(p)
@@ -241,31 +244,28 @@ func newArenaInfo(p *Plan) *arenaInfo {
 	for v := range p.Stages {
 		a.stream[v] = int32(p.Stages[v].Stream)
 	}
-	idx := make(map[string]int, len(p.Buffers))
 	ok := make([]bool, len(p.Buffers))
 	for i, b := range p.Buffers {
-		idx[b.Name] = i
 		ok[i] = b.Role == dag.RoleTemp && cmp.Or(b.Where, dag.WhereDevice) == dag.WhereDevice && b.Copies <= 1
 	}
 	// Written byte ranges per buffer, swept in declaration order.
 	written := make([]rangeSet, len(p.Buffers))
 	used := make([]bool, len(p.Buffers))
 	for v := range p.Stages {
-		rs, ws := touched(&p.Stages[v])
-		for _, r := range rs {
-			if i, found := idx[r.Buffer]; found && ok[i] && !written[i].covers(r.Offset, r.Offset+r.Bytes) {
+		rs, ws := touched(&p.Stages[v]) // none, or one per read and write
+		rb, wb := acc.reads(p, v), acc.writes(p, v)
+		for k, r := range rs {
+			if i := rb[k]; i >= 0 && ok[i] && !written[i].covers(r.Offset, r.Offset+r.Bytes) {
 				ok[i] = false
 			}
 		}
-		for _, list := range [2][]Access{p.Stages[v].Reads, p.Stages[v].Writes} {
-			for _, x := range list {
-				if i, found := idx[x.Buffer]; found {
-					used[i] = true
-				}
+		for _, i := range acc.buf[acc.off[v]:acc.off[v+1]] {
+			if i >= 0 {
+				used[i] = true
 			}
 		}
-		for _, w := range ws {
-			if i, found := idx[w.Buffer]; found && ok[i] {
+		for k, w := range ws {
+			if i := wb[k]; i >= 0 && ok[i] {
 				written[i].add(w.Offset, w.Offset+w.Bytes)
 			}
 		}
@@ -285,21 +285,19 @@ func newArenaInfo(p *Plan) *arenaInfo {
 		}
 		v := o.Stage
 		s := int32(so[0])
-		for _, list := range [2][]Access{p.Stages[v].Reads, p.Stages[v].Writes} {
-			for _, x := range list {
-				ab := byIdx[idx[x.Buffer]]
-				if ab == nil {
-					continue
-				}
-				ab.firstIssue, ab.lastIssue = min(ab.firstIssue, k), max(ab.lastIssue, k)
-				j := slices.Index(ab.streams, s)
-				if j < 0 {
-					ab.streams = append(ab.streams, s)
-					ab.first = append(ab.first, int32(v))
-					ab.last = append(ab.last, int32(v))
-				} else {
-					ab.last[j] = int32(v)
-				}
+		for _, i := range acc.buf[acc.off[v]:acc.off[v+1]] {
+			if i < 0 || byIdx[i] == nil {
+				continue
+			}
+			ab := byIdx[i]
+			ab.firstIssue, ab.lastIssue = min(ab.firstIssue, k), max(ab.lastIssue, k)
+			j := slices.Index(ab.streams, s)
+			if j < 0 {
+				ab.streams = append(ab.streams, s)
+				ab.first = append(ab.first, int32(v))
+				ab.last = append(ab.last, int32(v))
+			} else {
+				ab.last[j] = int32(v)
 			}
 		}
 	}

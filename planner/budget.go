@@ -276,25 +276,29 @@ func (st *state) view() *budgetView {
 	p := st.plan
 	a := st.arenaInfo // the arena pass's, of this plan (its eligible buffers and happens-before)
 	if a == nil || a.p != p {
-		a = newArenaInfo(p)
+		a = newArenaInfo(p, st.accesses())
 	}
 	bv := &budgetView{a: a, stages: make([][]int32, len(a.bufs)), lo: make([]float64, len(a.bufs)), hi: make([]float64, len(a.bufs))}
-	at := make(map[string]int, len(a.bufs))
+	at := make([]int32, len(p.Buffers)) // per Plan.Buffers index: its a.bufs index, -1 if none
+	for i := range at {
+		at[i] = -1
+	}
 	for k, b := range a.bufs {
-		at[p.Buffers[b.idx].Name] = k
+		at[b.idx] = int32(k)
 		bv.lo[k], bv.hi[k] = math.Inf(1), math.Inf(-1)
 	}
 	start, end := IdealSchedule(p)
-	for v, sg := range p.Stages {
-		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
-			for _, x := range list {
-				if k, ok := at[x.Buffer]; ok {
-					if l := bv.stages[k]; len(l) == 0 || l[len(l)-1] != int32(v) {
-						bv.stages[k] = append(l, int32(v))
-					}
-					bv.lo[k], bv.hi[k] = min(bv.lo[k], start[v]), max(bv.hi[k], end[v])
-				}
+	acc := st.accesses()
+	for v := range p.Stages {
+		for _, i := range acc.buf[acc.off[v]:acc.off[v+1]] {
+			if i < 0 || at[i] < 0 {
+				continue
 			}
+			k := at[i]
+			if l := bv.stages[k]; len(l) == 0 || l[len(l)-1] != int32(v) {
+				bv.stages[k] = append(l, int32(v))
+			}
+			bv.lo[k], bv.hi[k] = min(bv.lo[k], start[v]), max(bv.hi[k], end[v])
 		}
 	}
 	return bv

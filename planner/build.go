@@ -140,8 +140,10 @@ type state struct {
 	// Plan.Buffers index) that the arena pass takes when it is smaller than
 	// its own and valid for this plan.
 	layoutHint map[int]int64
-	notes      []string   // quality limits met so far (Plan.Notes)
-	arenaInfo  *arenaInfo // the arena pass's view of plan, for the budget loop
+	notes      []string      // quality limits met so far (Plan.Notes)
+	arenaInfo  *arenaInfo    // the arena pass's view of plan, for the budget loop
+	acc        *planAccesses // the buffer of each access of accPlan (accesses)
+	accPlan    *Plan
 	plan       *Plan
 	start      time.Time
 	timings    []PassTime   // this run's hazard analysis and passes

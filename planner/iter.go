@@ -187,7 +187,7 @@ func iterate(st *state) error {
 			thousands(iterMaxClock), thousands(U0*p.Stats.Waits*P), U0, thousands(p.Stats.Waits), thousands(P)))
 		return nil
 	}
-	reqs, inflight := iterHazards(p, copies)
+	reqs, inflight := iterHazards(p, copies, st.accesses())
 	// Latest producer first: smaller distance, then later in issue order.
 	pos := launchPositions(p)
 	for b := range reqs {
@@ -317,7 +317,7 @@ func iterInFlight(p *Plan) int {
 // copies): last write → first write, each tail read → first write, last
 // write → each head read. That is O(accesses × segments they cover) orders,
 // where every pair of conflicting accesses would be quadratic.
-func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
+func iterHazards(p *Plan, copies map[string]int, ab *planAccesses) ([][]iterReq, int) {
 	type acc struct {
 		stage  int32
 		lo, hi int64
@@ -331,17 +331,15 @@ func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 		base  int64
 		arena bool
 	}
-	where := make(map[string]*place, len(p.Buffers))
+	where := make([]place, len(p.Buffers)) // per Plan.Buffers index
 	arenaPlace := &place{}
-	for _, b := range p.Buffers {
-		if b.ArenaOffset != nil {
-			where[b.Name] = &place{base: b.arenaAt(), arena: true}
-		} else {
-			where[b.Name] = &place{}
+	for i := range p.Buffers {
+		if b := &p.Buffers[i]; b.ArenaOffset != nil {
+			where[i] = place{base: b.arenaAt(), arena: true}
 		}
 	}
 	var byBuf [][]acc
-	var names []string // per space: its key (arenaAddress)
+	var spaceCopies []int32 // per space: its copies (the arena's: one)
 	// Stages in issue order: it extends happens-before (every record is
 	// issued before its waits), so it orders the conflicting accesses of an
 	// address space as the plan does. Declaration order would not: temps
@@ -353,21 +351,29 @@ func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 	pos := launchPositions(p)
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(pos[a], pos[b]) })
 	for _, v := range order {
-		sg := p.Stages[v]
+		sg := &p.Stages[v]
 		for k, list := range [2][]Access{sg.Reads, sg.Writes} {
-			for _, a := range list {
-				w := where[a.Buffer]
-				if w == nil { // not declared: Validate reports it
-					w = &place{}
-					where[a.Buffer] = w
+			bufs := ab.reads(p, v)
+			if k == 1 {
+				bufs = ab.writes(p, v)
+			}
+			for j, a := range list {
+				i := bufs[j]
+				if i < 0 {
+					continue // not declared: Validate reports it
 				}
-				sp, key := w, a.Buffer
+				w := &where[i]
+				sp := w
 				if w.arena {
-					sp, key = arenaPlace, arenaSpace
+					sp = arenaPlace
 				}
 				if sp.space == 0 {
+					c := int32(1)
+					if !w.arena {
+						c = int32(max(copies[a.Buffer], 1))
+					}
 					byBuf = append(byBuf, nil)
-					names = append(names, key)
+					spaceCopies = append(spaceCopies, c)
 					sp.space = int32(len(byBuf))
 				}
 				g := sp.space - 1
@@ -384,8 +390,7 @@ func iterHazards(p *Plan, copies map[string]int) ([][]iterReq, int) {
 	inflight := 0
 	var bounds []int64
 	var segs []segment
-	for g, name := range names {
-		k := int32(max(copies[name], 1))
+	for g, k := range spaceCopies {
 		list := byBuf[g]
 		bounds = bounds[:0]
 		for _, x := range list {

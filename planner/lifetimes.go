@@ -10,29 +10,8 @@ package planner
 // completed. Done lists are sorted by stream id. Cost: O(ops + accesses).
 func lifetimes(st *state) error {
 	p := st.plan
-	bufIdx := make(map[string]int32, len(p.Buffers))
-	for i, b := range p.Buffers {
-		bufIdx[b.Name] = int32(i)
-	}
-	// Buffer index of each access, reads then writes, per stage.
-	accOff := make([]int32, len(p.Stages)+1)
-	for v, sg := range p.Stages {
-		accOff[v+1] = accOff[v] + int32(len(sg.Reads)+len(sg.Writes))
-	}
-	acc := make([]int32, accOff[len(p.Stages)])
-	for v, sg := range p.Stages {
-		k := accOff[v]
-		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
-			for _, a := range list {
-				b, ok := bufIdx[a.Buffer]
-				if !ok {
-					b = -1
-				}
-				acc[k] = b
-				k++
-			}
-		}
-	}
+	ab := st.accesses()
+	accOff, acc := ab.off, ab.buf
 	// Walk each stream backwards: the first launch met that touches a
 	// buffer is the stream's last use of it, and the latest record met so
 	// far is the first at or after it. Two walks: count, then fill.
@@ -101,4 +80,54 @@ func lifetimes(st *state) error {
 		}
 	}
 	return nil
+}
+
+// planAccesses is the buffer of every access of a plan's stages as an index
+// into Plan.Buffers (-1: not declared), reads then writes per stage:
+// buf[off[v]:off[v+1]] for stage v. The passes share it (state.accesses),
+// so that each access's buffer name is looked up once per plan.
+type planAccesses struct{ off, buf []int32 }
+
+func newPlanAccesses(p *Plan) *planAccesses {
+	bufIdx := make(map[string]int32, len(p.Buffers))
+	for i, b := range p.Buffers {
+		bufIdx[b.Name] = int32(i)
+	}
+	a := &planAccesses{off: make([]int32, len(p.Stages)+1)}
+	for v, sg := range p.Stages {
+		a.off[v+1] = a.off[v] + int32(len(sg.Reads)+len(sg.Writes))
+	}
+	a.buf = make([]int32, a.off[len(p.Stages)])
+	for v, sg := range p.Stages {
+		k := a.off[v]
+		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
+			for _, x := range list {
+				b, ok := bufIdx[x.Buffer]
+				if !ok {
+					b = -1
+				}
+				a.buf[k] = b
+				k++
+			}
+		}
+	}
+	return a
+}
+
+// reads and writes return the buffers of stage v's reads and writes (p is
+// the plan a was made for).
+func (a *planAccesses) reads(p *Plan, v int) []int32 {
+	return a.buf[a.off[v] : a.off[v]+int32(len(p.Stages[v].Reads))]
+}
+func (a *planAccesses) writes(p *Plan, v int) []int32 {
+	return a.buf[a.off[v]+int32(len(p.Stages[v].Reads)) : a.off[v+1]]
+}
+
+// accesses returns the plan's planAccesses, made at the first call for
+// the current plan.
+func (st *state) accesses() *planAccesses {
+	if st.acc == nil || st.accPlan != st.plan {
+		st.acc, st.accPlan = newPlanAccesses(st.plan), st.plan
+	}
+	return st.acc
 }
