@@ -92,8 +92,9 @@ const maxLag = 1 << 20
 
 // iterMaxPrune bounds the cross waits that the iterate pass tries to drop
 // one by one after placing them, and iterMaxPruneWork the work of those
-// tries (cross waits × the placing walk's clock entries and ops): past
-// either, the placed waits stay (correct, possibly not minimal), and a note
+// tries (the ops their walks visit and the clock entries they read, in
+// all; a try that fails stops at the first order it misses): past either,
+// the waits not tried stay (correct, possibly not minimal), and a note
 // says so. (The bounds of this file are variables so that tests can lower
 // them.)
 var (
@@ -211,20 +212,32 @@ func iterate(st *state) error {
 	}
 	// Drop cross waits that others make redundant, latest added first.
 	total := len(w.added)
-	work := total * (w.work + U*len(p.IssueOrder))
-	if total <= iterMaxPrune && work <= iterMaxPruneWork {
+	if total > iterMaxPrune {
+		st.note("cross-iteration waits are not minimized: the iterate pass drops redundant ones only up to %d waits (this plan has %d), so some of its %d cross-iteration waits may be redundant",
+			iterMaxPrune, total, total)
+	} else if total > 0 {
 		w.limit = 0
+		spent, tried := 0, 0
 		for i := len(w.added) - 1; i >= 0; i-- {
 			b, r := w.added[i][0], iterReq{w.added[i][1], w.added[i][2]}
 			k := slices.Index(w.cross[b], r)
 			w.cross[b] = slices.Delete(w.cross[b], k, k+1)
-			if !w.run(false) {
+			w.budget = iterMaxPruneWork - spent
+			ok := w.budget > 0 && w.run(false)
+			spent += w.steps
+			if !ok {
 				w.cross[b] = slices.Insert(w.cross[b], k, r)
 			}
+			if w.budget <= 0 || w.exhausted {
+				break
+			}
+			tried++
 		}
-	} else if total > 0 {
-		st.note("cross-iteration waits are not minimized: the iterate pass drops redundant ones only up to %d waits and %s steps (this plan has %d, needing %s steps), so some of its %d cross-iteration waits may be redundant",
-			iterMaxPrune, thousands(iterMaxPruneWork), total, thousands(work), total)
+		w.budget, w.exhausted = 0, false
+		if tried < total {
+			st.note("cross-iteration waits are not minimized: the iterate pass spends at most %s steps (ops walked and clock entries read) dropping redundant ones, and tried %d of this plan's %d before that, so some of the other %d may be redundant",
+				thousands(iterMaxPruneWork), tried, total, total-tried)
+		}
 	}
 	if st.opts.Check {
 		// The walks above resume after iteration 0; one from the start
@@ -486,6 +499,11 @@ type iterWalk struct {
 	// applies in iteration 0): later walks start from it.
 	first *iterState
 	snaps []iterSnap // the walk's snapshots, reused from walk to walk
+	// budget bounds the steps (ops visited and clock entries read) of a
+	// walk (0: none); past it the walk stops, returns false and sets
+	// exhausted. steps is the last walk's.
+	budget, steps int
+	exhausted     bool
 }
 
 // iterState is the iterWalk's state between two iterations.
@@ -575,12 +593,15 @@ func (w *iterWalk) run(place bool) bool {
 		return clock[ps][a.ps] >= a.idx
 	}
 	j0 := 0
+	w.exhausted = false
 	if f := w.first; f != nil {
 		j0, w.work = 1, f.work
 		copy(clock, f.clock)
 		copy(cnt, f.cnt)
 		copy(snaps[:n], f.snaps)
 	}
+	ops, work0 := 0, w.work
+	defer func() { w.steps = ops + w.work - work0 }()
 	for j := j0; j < w.U; j++ {
 		if j == 1 && w.first == nil {
 			f := &iterState{clock: slices.Clone(clock), cnt: slices.Clone(cnt), snaps: slices.Clone(snaps[:n]), work: w.work}
@@ -637,6 +658,10 @@ func (w *iterWalk) run(place bool) bool {
 			}
 			if over {
 				w.stopped = j
+				return false
+			}
+			if ops++; w.budget > 0 && ops+w.work-work0 > w.budget {
+				w.exhausted = true
 				return false
 			}
 		}

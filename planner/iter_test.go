@@ -377,6 +377,14 @@ func TestIterateBounds(t *testing.T) {
 	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "cross-iteration waits are not minimized") || p.Iteration.CrossWaits < 2 {
 		t.Errorf("prune bound: notes %q, %d cross waits", p.Notes, p.Iteration.CrossWaits)
 	}
+	// The steps of the tries bounded: the first try stops, the waits stay.
+	saved = iterMaxPruneWork
+	iterMaxPruneWork = 1
+	p = build(t, ioPipe(), Options{Arena: dag.ArenaOff})
+	iterMaxPruneWork = saved
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "spends at most 1 steps") || !strings.Contains(p.Notes[0], "tried 0 of this plan's 2") || p.Iteration.CrossWaits != 2 {
+		t.Errorf("prune work bound: notes %q, %d cross waits", p.Notes, p.Iteration.CrossWaits)
+	}
 }
 
 // nasnetalarge with a ring of two on its input runs 318 physical streams:
