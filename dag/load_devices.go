@@ -96,6 +96,10 @@ func (c *checker) checkDevices() {
 				"%s: device %d, but its stream %s is on device %d", what, st.Device, st.Stream, d)
 		}
 	}
+	// A spec that names no device (placement spec) is on device 0 alone:
+	// every stage, stream and buffer is, and only collectives have
+	// device checks left.
+	oneDevice := most < 0 && !balance
 	// Stages without a device: their stream's, else (placement spec) their
 	// buffers' or 0; with placement balance the planner places them.
 	for i := range s.Stages {
@@ -110,7 +114,10 @@ func (c *checker) checkDevices() {
 		if balance {
 			continue
 		}
-		st.Device = c.bufferDevice(st)
+		st.Device = 0
+		if !oneDevice {
+			st.Device = c.bufferDevice(st)
+		}
 		if st.Stream != "" {
 			streamDev[st.Stream] = st.Device
 		}
@@ -131,7 +138,9 @@ func (c *checker) checkDevices() {
 		c.errAt(mostAt, fmt.Sprintf("name a device below %d, or raise devices: to %d", s.Devices, most+1), "device %d, but the spec has devices: %d (devices are 0 to %d)", most, s.Devices, s.Devices-1)
 	}
 	for i := range s.Stages {
-		c.checkStageDevices(i)
+		if !oneDevice || IsCollective(s.Stages[i].Kernel) {
+			c.checkStageDevices(i)
+		}
 	}
 	if s.Devices > 1 || balance {
 		c.checkOneDeviceOnly()
