@@ -31,8 +31,10 @@ import (
 //	          for a large tensor costs little more than its spin.
 //	spin      busy for args.us µs, or the stage's duration_us if us is absent.
 //	          Reads and writes are allowed and only order the stage.
-//	all_reduce reads: one per device (≥ 2), writes: as many, write i on the
+//	all_reduce reads: one per device, writes: as many, write i on the
 //	          device of read i, every access the same size. args: op (sum).
+//	          A spec's stage has two or more (the loader checks it); each
+//	          rank the planner makes of it has one of each.
 //	          A collective (NCCL's ncclAllReduce with ncclFloat32 and
 //	          ncclSum): every write's word i becomes the float32 sum of word
 //	          i of every read, added in read order (rank 0 first). The
@@ -262,8 +264,8 @@ var table = []Builtin{
 	},
 	{
 		Name:   BuiltinAllReduce,
-		Reads:  Arity{2, -1},
-		Writes: Arity{2, -1},
+		Reads:  Arity{1, -1},
+		Writes: Arity{1, -1},
 		Rules:  []AccessRule{{Rule: RuleInPlace, Hint: inPlaceHint}},
 		Args: []ArgSpec{{Name: "op", Kind: KindEnum, Enum: []string{ReduceSum}, Required: true, Example: "sum",
 			Doc: "the reduction"}},

@@ -219,6 +219,10 @@ func (c *checker) checkCollective(i int) {
 	if st.Stream != "" {
 		c.errorAt(src.fieldPos("stream"), "drop stream: (the planner puts each rank on a stream of its device)", "%s: a collective runs on one stream per device", what)
 	}
+	if len(st.Reads) < 2 {
+		c.errorAt(src.fieldPos("reads"), "read one buffer on each of two or more devices", "%s: a collective over %d device(s)", what, len(st.Reads))
+		return
+	}
 	if len(st.Reads) != len(st.Writes) {
 		c.errorAt(src.fieldPos("writes"), "write one buffer per device, in the order of the reads", "%s: %d reads but %d writes: a collective writes one buffer on each device it reads", what, len(st.Reads), len(st.Writes))
 		return

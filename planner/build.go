@@ -132,8 +132,10 @@ type state struct {
 	// streamDev each stream's (assign).
 	dev       []int32
 	streamDev []int32
-	names     []string
-	matching  int // size of the unconstrained maximum matching of the reduced graph, -1 unknown
+	// coll is each stage's rank of a collective (nil: none; lowerDevices).
+	coll     []*Collective
+	names    []string
+	matching int // size of the unconstrained maximum matching of the reduced graph, -1 unknown
 
 	manual bool // sync: manual; the plan comes from the spec
 	// layoutHint, from the budget loop, is an arena layout (offset per
@@ -180,7 +182,11 @@ func (a *adjacency) edges() int        { return len(a.adj) }
 // re-ordered).
 func Build(s *dag.Spec, o Options) (*Plan, error) {
 	start := time.Now()
-	st, err := pipeline(s, o, start, nil)
+	s, low, err := lowerDevices(s) // place.go
+	if err != nil {
+		return nil, err
+	}
+	st, err := pipeline(s, o, start, nil, low)
 	var timings []PassTime // of the runs before st's
 	if err != nil {
 		st.flushDump()
@@ -196,7 +202,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		if !ok {
 			break // no order left to try
 		}
-		next, perr := pipeline(b.spec(s), o, start, b.hint)
+		next, perr := pipeline(b.spec(s), o, start, b.hint, low)
 		for _, t := range st.timings {
 			timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
 		}
@@ -255,9 +261,9 @@ func addTime(list []PassTime, name string, d time.Duration) []PassTime {
 // pipeline runs hazard analysis and the passes on s, with layout as the
 // arena layout to try (nil: none). The state it returns is nil only when s
 // could not be analysed.
-func pipeline(s *dag.Spec, o Options, start time.Time, layout map[int]int64) (*state, error) {
+func pipeline(s *dag.Spec, o Options, start time.Time, layout map[int]int64, low *lowering) (*state, error) {
 	t0 := time.Now()
-	st, err := newState(s, o)
+	st, err := newState(s, o, low)
 	if err != nil {
 		return nil, err
 	}
@@ -300,8 +306,12 @@ func (st *state) note(format string, args ...any) {
 
 // newState checks the options, analyses hazards and fixes the shared
 // topological order; for manual specs it also builds the plan as written.
-func newState(s *dag.Spec, o Options) (st *state, err error) {
+func newState(s *dag.Spec, o Options, low *lowering) (st *state, err error) {
 	st = &state{spec: s, opts: o, start: time.Now(), matching: -1, n: len(s.Stages)}
+	if low != nil {
+		st.coll = low.coll
+		st.notes = append(st.notes, low.notes...)
+	}
 	st.strategy = cmp.Or(o.Strategy, s.Options.Strategy, StrategyDefault)
 	switch st.strategy {
 	case StrategyDefault, StrategySingle, StrategyRoundRobin, StrategyNaive, StrategyHazardDAG:
@@ -477,6 +487,9 @@ func (st *state) newPlan() *Plan {
 	for i, sg := range s.Stages {
 		p.Stages[i] = Stage{Name: sg.Name, DurationUS: sg.DurationUS, Kernel: sg.Kernel, Go: sg.Go, Args: sg.Args,
 			Grid: sg.Launch.Grid, Block: sg.Launch.Block, Reads: conv(sg.Reads), Writes: conv(sg.Writes), Pinned: sg.Stream}
+		if st.coll != nil {
+			p.Stages[i].Collective = st.coll[i]
+		}
 		if sg.Pos.Line > 0 {
 			src.add(&p.Stages[i].Source, sg.Pos)
 		}

@@ -42,6 +42,9 @@ func (p *Plan) validateDevices(bufIdx map[string]int) error {
 		if s.Host && s.Device != 0 {
 			return planErr(fmt.Sprintf("streams[%d].device", i), "stream %s is a host stream, which is on no device", s.Name)
 		}
+		if n > 1 && !s.Host && s.Kind != "" && s.Kind != StreamNonBlocking {
+			return planErr(fmt.Sprintf("streams[%d].kind", i), "stream %s: kind %s with several devices is not modelled (each device has its own legacy default stream): use non_blocking streams", s.Name, s.Kind)
+		}
 	}
 	for i, b := range p.Buffers {
 		if b.Device < 0 || b.Device >= n {
@@ -223,3 +226,39 @@ const deviceArenaStride = 2 * MaxBufferBytes
 // space of every device's arena: two buffers share bytes only on one
 // device.
 func (b *Buffer) arenaAt() int64 { return int64(b.Device)*deviceArenaStride + *b.ArenaOffset }
+
+// consecutiveRanks reports whether the stages at topological positions
+// i, i+1, … are ranks 0, 1, … of one collective, all of them.
+func (st *state) consecutiveRanks(i int) bool {
+	c0 := st.coll[st.topo[i]]
+	for r := 0; r < c0.Ranks; r++ {
+		if i+r >= len(st.topo) {
+			return false
+		}
+		c := st.coll[st.topo[i+r]]
+		if c == nil || c.Group != c0.Group || c.Rank != r {
+			return false
+		}
+	}
+	return true
+}
+
+// rankLaunches returns, per collective group of p, the global op ids
+// (numbered from base, per stream) of its ranks' launches.
+func rankLaunches(p *Plan, base []int32) map[int][]int32 {
+	var out map[int][]int32
+	for s := range p.Streams {
+		for j, o := range p.Streams[s].Ops {
+			if o.Kind != OpLaunch || o.Stage < 0 || o.Stage >= len(p.Stages) {
+				continue
+			}
+			if c := p.Stages[o.Stage].Collective; c != nil {
+				if out == nil {
+					out = map[int][]int32{}
+				}
+				out[c.Group] = append(out[c.Group], base[s]+int32(j))
+			}
+		}
+	}
+	return out
+}

@@ -464,7 +464,8 @@ func (e *RaceError) reportLifetimes(b *strings.Builder) {
 		b.WriteString("\n")
 		b.WriteString(g.String())
 	}
-	e.reportCaptures(b) // capture.go
+	e.reportCaptures(b)  // capture.go
+	e.reportDeadlocks(b) // devices_verify.go
 }
 
 // pair describes a race without its fix: kind, bytes, first → second.

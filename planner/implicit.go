@@ -57,6 +57,10 @@ const (
 	// RuleThreads: each host thread has its own issue order; another
 	// thread's work is ordered only through a host event handed over.
 	RuleThreads = "host threads"
+	// RuleRendezvous: a collective's ranks (NCCL's) complete only after
+	// every rank has started, so what precedes any rank on its stream
+	// happens-before what follows every rank on its own.
+	RuleRendezvous = "collective rendezvous"
 )
 
 // implicitOrder is the happens-before that CUDA adds to stream order and
@@ -117,7 +121,7 @@ func hasImplicit(p *Plan) bool {
 		}
 	}
 	for i := range p.Stages {
-		if p.Stages[i].Copy == CopySync {
+		if p.Stages[i].Copy == CopySync || p.Stages[i].Collective != nil {
 			return true
 		}
 	}
@@ -203,6 +207,8 @@ func deriveImplicit(p *Plan) *implicitOrder {
 	tcur := make([]int32, T) // per thread: its row in tclock
 	tcount := make([]int32, T)
 	tmp := make([]int32, T)
+	ranks := rankLaunches(p, im.base) // devices.go: per collective, its ranks' launch ops
+	issued := make([]bool, nops)
 
 	// latestBefore returns the latest op of stream b that the host issued
 	// before op g (of another stream): with one thread the latest issued,
@@ -278,6 +284,20 @@ func deriveImplicit(p *Plan) *implicitOrder {
 				fromLegacy[s] = l
 			}
 		}
+		// A collective's rendezvous: the op after a rank on its stream
+		// follows the op before each other rank on that rank's stream
+		// (only when that op was issued before: otherwise the ranks are
+		// not one group, which Verify reports as a deadlock first).
+		if so[1] > 0 {
+			if prev := st.Ops[so[1]-1]; prev.Kind == OpLaunch && p.Stages[prev.Stage].Collective != nil {
+				for _, l := range ranks[p.Stages[prev.Stage].Collective.Group] {
+					if l != g-1 && l > im.base[opStream[l]] && issued[l-1] {
+						add(l-1, g, RuleRendezvous)
+					}
+				}
+			}
+		}
+		issued[g] = true
 		// What the host has waited for once this call returns.
 		switch {
 		case st.Host:

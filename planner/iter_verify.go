@@ -70,7 +70,7 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 		return nil, err
 	}
 	n := len(p.Stages)
-	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Kernels: p.Kernels, Events: m.Events(), unrolled: true, derived: !named}
+	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Devices: p.Devices, Kernels: p.Kernels, Events: m.Events(), unrolled: true, derived: !named}
 	name := make([][]string, len(p.Buffers)) // per buffer and iteration (nil: its own name)
 	nb := 0
 	for bi, b := range p.Buffers {
@@ -206,6 +206,11 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 			}
 			sg.Stream = m.Stream(it, sg.Stream)
 			sg.Reads, sg.Writes = rename(sg.Reads, it), rename(sg.Writes, it)
+			if c := sg.Collective; c != nil { // each iteration's collectives are groups of their own
+				cc := *c
+				cc.Group += it * n
+				sg.Collective = &cc
+			}
 			q.Stages = append(q.Stages, sg)
 		}
 		for _, so := range p.IssueOrder {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/dagrun/dagrun/dag"
@@ -70,20 +71,40 @@ func syncStreams(st *state) error {
 		*ops = append(*ops, op)
 	}
 	var evs []int
-	for i, v := range st.topo {
-		s := stream[v]
+	waits := func(i int) {
+		v := st.topo[i]
 		evs = evs[:0]
 		for _, u := range waitOn[waitOff[i]:waitOff[i+1]] {
 			evs = append(evs, int(event[u]))
 		}
 		slices.Sort(evs)
 		for _, e := range evs {
-			emit(s, Op{Kind: OpWait, Event: e})
+			emit(stream[v], Op{Kind: OpWait, Event: e})
 		}
-		emit(s, Op{Kind: OpLaunch, Stage: int(v)})
-		if event[v] >= 0 {
-			emit(s, Op{Kind: OpRecord, Event: int(event[v])})
+	}
+	for i := 0; i < len(st.topo); i++ {
+		// A collective's ranks are consecutive in topological order
+		// (lowerDevices); they are issued as one group: every rank's
+		// waits, the launches, then the records.
+		group := 1
+		if v := st.topo[i]; st.coll != nil && st.coll[v] != nil {
+			group = st.coll[v].Ranks
+			if i+group > len(st.topo) || !st.consecutiveRanks(i) {
+				return fmt.Errorf("the ranks of collective %s are not consecutive in the planner's order", st.spec.Stages[v].Name)
+			}
 		}
+		for k := i; k < i+group; k++ {
+			waits(k)
+		}
+		for k := i; k < i+group; k++ {
+			emit(stream[st.topo[k]], Op{Kind: OpLaunch, Stage: int(st.topo[k])})
+		}
+		for k := i; k < i+group; k++ {
+			if v := st.topo[k]; event[v] >= 0 {
+				emit(stream[v], Op{Kind: OpRecord, Event: int(event[v])})
+			}
+		}
+		i += group - 1
 	}
 	applySpecRules(st.spec, p)                    // spec_rules.go
 	p.Stats.Waits = len(waitOn) + joinCaptures(p) // capture.go: forked streams joined back into each capture

@@ -126,6 +126,10 @@ type RaceError struct {
 	FixesMinimal bool `json:"fixes_minimal"`
 	// Captures are broken stream-capture rules (capture.go).
 	Captures []CaptureViolation `json:"captures,omitempty"`
+	// Deadlocks are collectives whose ranks are not issued as one group
+	// (devices_verify.go); with them, Races is empty (the plan would not
+	// finish).
+	Deadlocks []Deadlock `json:"deadlocks,omitempty"`
 }
 
 // Error is the report grouped by fix: one block per wait with the races it
@@ -231,6 +235,12 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	if aliases {
 		if err := launchAliases(p); err != nil { // alias_verify.go
 			return err
+		}
+		if err := deviceAccesses(p); err != nil { // devices_verify.go
+			return err
+		}
+		if dl := collectiveDeadlocks(p); len(dl) > 0 {
+			return &RaceError{Deadlocks: dl, FixesMinimal: true}
 		}
 	}
 	if p.Iteration != nil {

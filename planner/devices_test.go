@@ -1,0 +1,326 @@
+package planner
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+const peerSpec = `version: 1
+devices: 2
+buffers:
+  - {name: a, bytes: 4096, device: 0}
+  - {name: b, bytes: 4096, device: 1}
+  - {name: t, bytes: 4096, device: 1}
+  - {name: out, bytes: 8, role: output, device: 1}
+stages:
+  - {name: produce, kernel: fill, args: {value: 1.0}, writes: [a]}
+  - {name: other, kernel: fill, args: {value: 2.0}, writes: [t]}
+  - {name: send, kernel: copy, reads: [a], writes: [b]}
+  - {name: use, kernel: mix, reads: [b, t], writes: [t]}
+  - {name: sum, kernel: checksum, reads: [t], writes: [out]}
+`
+
+const reduceSpec = `version: 1
+devices: 2
+buffers:
+  - {name: x0, dtype: f32, shape: [1024], device: 0, init: {fill: 1.0}}
+  - {name: x1, dtype: f32, shape: [1024], device: 1, init: {fill: 2.0}}
+  - {name: g0, dtype: f32, shape: [1024], device: 0}
+  - {name: g1, dtype: f32, shape: [1024], device: 1}
+  - {name: note, bytes: 64, where: host_pinned}
+  - {name: sum0, bytes: 8, role: output, device: 0}
+  - {name: sum1, bytes: 8, role: output, device: 1}
+stages:
+  - {name: bwd0, kernel: scale, args: {a: 2}, reads: [x0], writes: [g0], duration_us: 50}
+  - {name: mark, kernel: fill, args: {value: 7}, writes: [note], device: 0}
+  - {name: bwd1, kernel: scale, args: {a: 3}, reads: [x1], writes: [g1], duration_us: 50}
+  - {name: reduce, kernel: all_reduce, args: {op: sum}, reads: [g0, g1], writes: [g0, g1]}
+  - {name: step0, kernel: axpy, args: {a: -0.5}, reads: [g0, x0], writes: [x0]}
+  - {name: step1, kernel: axpy, args: {a: -0.5}, reads: [g1, x1], writes: [x1]}
+  - {name: seen, kernel: checksum, reads: [note], writes: [sum1], after: [reduce], device: 1}
+  - {name: check0, kernel: checksum, reads: [x0], writes: [sum0]}
+`
+
+// planOf plans src, verifies it, and returns one iteration of it: without
+// the iteration info and the waits across iterations.
+func planOf(t *testing.T, src string) *Plan {
+	t.Helper()
+	p, err := Build(loadSpec(t, src), Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(p); err != nil {
+		t.Fatalf("planned: %v", err)
+	}
+	q := p.WithoutOps(func(s, j int, o Op) bool { return o.Kind == OpWait && o.Lag > 0 })
+	q.Iteration = nil
+	if err := Verify(q); err != nil {
+		t.Fatalf("one iteration: %v", err)
+	}
+	return q
+}
+
+// TestDevicesStreams: streams never mix devices, each stream has its
+// stages' device, buffers keep theirs, and each device has its own arena.
+func TestDevicesStreams(t *testing.T) {
+	s := loadSpec(t, peerSpec)
+	p := planOf(t, peerSpec)
+	if p.Devices != 2 {
+		t.Fatalf("Devices = %d", p.Devices)
+	}
+	for i, st := range s.Stages {
+		if got := p.StageDevice(i); got != st.Device {
+			t.Errorf("stage %s on device %d, want %d", st.Name, got, st.Device)
+		}
+	}
+	for _, b := range p.Buffers {
+		if want := s.Buffer(b.Name).Device; b.Device != want {
+			t.Errorf("buffer %s on device %d, want %d", b.Name, b.Device, want)
+		}
+	}
+	var sum int64
+	for d, n := range p.Stats.ArenaBytesPerDevice {
+		sum += n
+		for _, b := range p.Buffers {
+			if b.ArenaOffset != nil && b.Device == d && *b.ArenaOffset+alignUp(b.Bytes) > n {
+				t.Errorf("buffer %s ends past device %d's arena (%d bytes)", b.Name, d, n)
+			}
+		}
+	}
+	if len(p.Stats.ArenaBytesPerDevice) != 2 || sum != p.Stats.ArenaBytes || p.Stats.ArenaBytesPerDevice[0] == 0 {
+		t.Errorf("arena per device %v, total %d", p.Stats.ArenaBytesPerDevice, p.Stats.ArenaBytes)
+	}
+	// The copy's source is written on device 0: taking out the wait of
+	// device 1's stream for it is a race across devices.
+	send := p.Stages[2].Stream
+	q := p.WithoutOps(func(s, j int, o Op) bool { return o.Kind == OpWait && s == send })
+	var re *RaceError
+	if err := Verify(q); !errors.As(err, &re) || re.Races[0].FirstName != "produce" || re.Races[0].SecondName != "send" {
+		t.Errorf("without the wait: %v, want the race produce → send", err)
+	}
+}
+
+// TestDeviceAccesses: the verifier refuses a stage that touches another
+// device's memory, and a peer copy on a third device's stream.
+func TestDeviceAccesses(t *testing.T) {
+	p := planOf(t, peerSpec)
+	q := *p
+	q.Stages = append([]Stage(nil), p.Stages...)
+	use := &q.Stages[3]
+	use.Reads = append([]Access(nil), use.Reads...)
+	use.Reads[0].Buffer = "a" // device 0's, from device 1
+	var pe *PlanError
+	if err := Verify(&q); !errors.As(err, &pe) || !strings.Contains(err.Error(), "buffer a of device 0") {
+		t.Errorf("cross-device read: %v", err)
+	}
+	q = *p
+	q.Devices = 3
+	q.Streams = append([]Stream(nil), p.Streams...)
+	send := p.Stages[2].Stream
+	q.Streams[send].Device = 2
+	if err := Verify(&q); !errors.As(err, &pe) || !strings.Contains(err.Error(), "peer copy runs on a stream of its source or destination") {
+		t.Errorf("peer copy on device 2: %v", err)
+	}
+}
+
+// TestCollectiveLowering: a collective becomes one rank per device,
+// consecutive in the issue order, on its device's stream; after: names its
+// ranks.
+func TestCollectiveLowering(t *testing.T) {
+	p := planOf(t, reduceSpec)
+	var ranks []int
+	for k, so := range p.IssueOrder {
+		o := p.Streams[so[0]].Ops[so[1]]
+		if o.Kind == OpLaunch && p.Stages[o.Stage].Collective != nil {
+			ranks = append(ranks, k)
+			c := p.Stages[o.Stage].Collective
+			if want := dag.RankName("reduce", c.Rank); p.Stages[o.Stage].Name != want || c.Ranks != 2 || c.Op != "all_reduce" || c.Reduce != "sum" {
+				t.Errorf("rank %+v named %s", c, p.Stages[o.Stage].Name)
+			}
+			if d := p.StageDevice(o.Stage); d != c.Rank {
+				t.Errorf("rank %d on device %d", c.Rank, d)
+			}
+		}
+	}
+	if len(ranks) != 2 || ranks[1] != ranks[0]+1 {
+		t.Fatalf("ranks at issue positions %v, want two consecutive", ranks)
+	}
+}
+
+// rendezvousPlan is, by hand: mark (stream s0, device 0) writes host
+// memory before rank 0; rank 1 (stream s1, device 1), then seen, which
+// reads it. No event orders them.
+func rendezvousPlan() *Plan {
+	rank := func(r int) *Collective {
+		return &Collective{Group: 0, Op: "all_reduce", Reduce: "sum", Rank: r, Ranks: 2}
+	}
+	return &Plan{Version: 1, Devices: 2,
+		Buffers: []Buffer{{Name: "note", Bytes: 64, Where: dag.WhereHostPinned, Role: dag.RoleTemp},
+			{Name: "g0", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleTemp},
+			{Name: "g1", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleTemp, Device: 1}},
+		Stages: []Stage{
+			{Name: "mark", Stream: 0, Kernel: "fill", Args: map[string]any{"value": 1.0}, Writes: []Access{{Buffer: "note", Bytes: 64}}},
+			{Name: "r/0", Stream: 0, Kernel: "all_reduce", Args: map[string]any{"op": "sum"}, Reads: []Access{{Buffer: "g0", Bytes: 64}}, Writes: []Access{{Buffer: "g0", Bytes: 64}}, Collective: rank(0)},
+			{Name: "r/1", Stream: 1, Kernel: "all_reduce", Args: map[string]any{"op": "sum"}, Reads: []Access{{Buffer: "g1", Bytes: 64}}, Writes: []Access{{Buffer: "g1", Bytes: 64}}, Collective: rank(1)},
+			{Name: "seen", Stream: 1, Kernel: "checksum", Reads: []Access{{Buffer: "note", Bytes: 64}}, Writes: []Access{{Buffer: "g1", Bytes: 8}}},
+		},
+		Streams: []Stream{
+			{ID: 0, Name: "s0", Ops: []Op{{Kind: OpLaunch, Stage: 0}, {Kind: OpLaunch, Stage: 1}}},
+			{ID: 1, Name: "s1", Device: 1, Ops: []Op{{Kind: OpLaunch, Stage: 2}, {Kind: OpLaunch, Stage: 3}}},
+		},
+		IssueOrder: [][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}},
+	}
+}
+
+// TestRendezvous: a collective orders what precedes any rank on its
+// stream before what follows every rank on its own (mark → seen), but
+// not a rank itself before what follows another rank.
+func TestRendezvous(t *testing.T) {
+	p := rendezvousPlan()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(p); err != nil {
+		t.Errorf("mark → seen across the rendezvous: %v", err)
+	}
+	// Seen before rank 1 on its stream: nothing orders mark before it.
+	q := rendezvousPlan()
+	q.Streams[1].Ops[0].Stage, q.Streams[1].Ops[1].Stage = 3, 2
+	q.IssueOrder = [][2]int{{0, 0}, {1, 0}, {0, 1}, {1, 1}}
+	var re *RaceError
+	if err := Verify(q); !errors.As(err, &re) || re.Races[0].FirstName != "mark" || re.Races[0].SecondName != "seen" {
+		t.Errorf("seen before rank 1: %v, want the race mark → seen", err)
+	}
+	// A peer copy after rank 1 that reads device 0's reduced gradient is
+	// not ordered after rank 0's write: rank 1's completion says nothing of
+	// rank 0's.
+	src := strings.Replace(reduceSpec, "  - {name: check0,", "  - {name: peek, kernel: copy, reads: [g0], writes: [g1], after: [reduce], device: 1}\n  - {name: check0,", 1)
+	p = planOf(t, src)
+	peek := -1
+	for i, st := range p.Stages {
+		if st.Name == "peek" {
+			peek = i
+		}
+	}
+	q = p.WithoutOps(func(s, j int, o Op) bool {
+		return o.Kind == OpWait && p.Streams[s].Ops[j+1].Kind == OpLaunch && p.Streams[s].Ops[j+1].Stage == peek
+	})
+	re = nil
+	if err := Verify(q); !errors.As(err, &re) {
+		t.Fatalf("peek without its waits: %v, want a race with rank 0", err)
+	}
+	found := false
+	for _, r := range re.Races {
+		found = found || r.FirstName == "reduce/0" && r.SecondName == "peek"
+	}
+	if !found {
+		t.Errorf("races %v: want reduce/0 → peek", re.Races)
+	}
+}
+
+// TestDeadlock: ranks not issued consecutively are reported: as a deadlock
+// when a rank's stream waits for another rank's completion, else as not
+// one group.
+func TestDeadlock(t *testing.T) {
+	p := planOf(t, reduceSpec)
+	r0, r1 := -1, -1
+	for k, so := range p.IssueOrder {
+		o := p.Streams[so[0]].Ops[so[1]]
+		if o.Kind == OpLaunch && p.Stages[o.Stage].Collective != nil {
+			if p.Stages[o.Stage].Collective.Rank == 0 {
+				r0 = k
+			} else {
+				r1 = k
+			}
+		}
+	}
+	s0, s1 := p.IssueOrder[r0][0], p.IssueOrder[r1][0]
+	// Rank 1's stream waits for an event recorded after rank 0.
+	q := *p
+	q.Streams = append([]Stream(nil), p.Streams...)
+	e := q.Events
+	q.Events++
+	insert := func(s, at int, o Op) {
+		ops := append([]Op(nil), q.Streams[s].Ops[:at]...)
+		q.Streams[s].Ops = append(append(ops, o), q.Streams[s].Ops[at:]...)
+		for k := range q.IssueOrder {
+			if q.IssueOrder[k][0] == s && q.IssueOrder[k][1] >= at {
+				q.IssueOrder[k][1]++
+			}
+		}
+	}
+	q.IssueOrder = append([][2]int(nil), p.IssueOrder[:r0+1]...)
+	j0 := p.IssueOrder[r0][1]
+	j1 := p.IssueOrder[r1][1]
+	q.IssueOrder = append(q.IssueOrder, p.IssueOrder[r0+1:]...)
+	insert(s0, j0+1, Op{Kind: OpRecord, Event: e})
+	insert(s1, j1, Op{Kind: OpWait, Event: e})
+	// Issue: …, rank 0, the record, the wait, rank 1, …
+	rest := [][2]int{{s0, j0 + 1}, {s1, j1}}
+	var order [][2]int
+	for k, so := range q.IssueOrder {
+		order = append(order, so)
+		if k == r0 {
+			order = append(order, rest...)
+		}
+	}
+	q.IssueOrder = order
+	var re *RaceError
+	if err := Verify(&q); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "reduce/1" || re.Deadlocks[0].For != "reduce/0" {
+		t.Fatalf("Verify = %v, want a deadlock of reduce/1 waiting for reduce/0", err)
+	}
+	if !strings.Contains(re.Error(), "deadlock: collective reduce") {
+		t.Errorf("report: %s", re.Error())
+	}
+	// The record alone between the ranks: not one group, no deadlock.
+	q2 := q.WithoutOps(func(s, j int, o Op) bool { return o.Kind == OpWait && o.Event == e })
+	re = nil
+	if err := Verify(q2); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "" || !strings.Contains(re.Deadlocks[0].Between, "record") {
+		t.Fatalf("Verify = %v, want ranks not issued as one group", err)
+	}
+}
+
+// TestPlacementBalance: placement puts the two independent branches on
+// two devices and copies the input across; the plan verifies, and each
+// stage reads only its device's memory.
+func TestPlacementBalance(t *testing.T) {
+	src := `version: 1
+devices: 2
+options: {placement: balance}
+buffers:
+  - {name: x, bytes: 65536, role: input, init: {random: 3}}
+  - {name: left, bytes: 65536}
+  - {name: right, bytes: 65536}
+  - {name: out, bytes: 65536, role: output}
+stages:
+  - {name: l, kernel: mix, reads: [x], writes: [left], duration_us: 400}
+  - {name: r, kernel: mix, reads: [x], writes: [right], duration_us: 400}
+  - {name: join, kernel: mix, reads: [left, right], writes: [out], duration_us: 10}
+`
+	p := planOf(t, src)
+	dev := map[string]int{}
+	for i, st := range p.Stages {
+		dev[st.Name] = p.StageDevice(i)
+	}
+	if dev["l"] == dev["r"] {
+		t.Errorf("l and r both on device %d", dev["l"])
+	}
+	copies := 0
+	for _, st := range p.Stages {
+		if strings.Contains(st.Name, "/to") {
+			copies++
+			if st.Kernel != "copy" {
+				t.Errorf("%s runs %s", st.Name, st.Kernel)
+			}
+		}
+	}
+	if copies != 2 { // x to r's device, and left or right to join's
+		t.Errorf("%d peer copies, want 2", copies)
+	}
+	if len(p.Notes) == 0 || !strings.Contains(strings.Join(p.Notes, "\n"), "placement balance") {
+		t.Errorf("notes %q: want the placement's summary", p.Notes)
+	}
+}

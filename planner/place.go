@@ -1,0 +1,307 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/dag"
+)
+
+// The link model of placement: a peer copy of n bytes between two devices
+// takes n / LinkBytesPerUS + LinkLatencyUS µs. LinkBytesPerUS is NVLink 4
+// between two H200s in one direction: 450 GB/s, half of the 900 GB/s the
+// H200's data sheet gives for NVLink in both directions together (NVIDIA
+// H200 Tensor Core GPU datasheet, "Interconnect"). LinkLatencyUS is an
+// assumed cost of one cuMemcpyPeerAsync beyond its bytes.
+const (
+	LinkBytesPerUS = 450e3 // bytes per µs (450 GB/s)
+	LinkLatencyUS  = 5.0   // µs
+)
+
+// PeerCopyUS is the link model's time for a peer copy of bytes bytes, µs.
+func PeerCopyUS(bytes int64) float64 { return float64(bytes)/LinkBytesPerUS + LinkLatencyUS }
+
+// lowering is what lowerDevices made of a spec: per stage of the lowered
+// spec, its rank of a collective (nil for other stages); the placement's
+// summary for Plan.Notes.
+type lowering struct {
+	coll  []*Collective
+	notes []string
+}
+
+// lowerDevices is the planner's first step on a spec of several devices
+// (docs/spec.md, "Several devices"): with placement: balance it places the
+// stages and device buffers that name no device and adds a peer copy
+// wherever a stage reads a buffer of another device (place); then it
+// lowers each collective stage to one rank stage per device, NAME/0 …,
+// consecutive in declaration order (so in the planner's topological order
+// too). Specs of one device without collectives are returned as they are.
+func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
+	hasColl := false
+	for i := range s.Stages {
+		hasColl = hasColl || dag.IsCollective(s.Stages[i].Kernel)
+	}
+	if s.Options.Placement != dag.PlacementBalance && !hasColl {
+		return s, nil, nil
+	}
+	low := &lowering{}
+	if s.Options.Placement == dag.PlacementBalance {
+		var err error
+		if s, err = place(s, low); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !hasColl {
+		return s, low, nil
+	}
+	out := *s
+	out.Stages = make([]dag.StageSpec, 0, len(s.Stages)+len(s.Stages)/2)
+	ranks := map[string][]string{} // collective → its rank names
+	group := 0
+	for _, sg := range s.Stages {
+		if len(sg.After) > 0 { // after a collective: after each of its ranks
+			var after []string
+			for _, a := range sg.After {
+				if rs, ok := ranks[a]; ok {
+					after = append(after, rs...)
+				} else {
+					after = append(after, a)
+				}
+			}
+			sg.After = after
+		}
+		if !dag.IsCollective(sg.Kernel) {
+			out.Stages = append(out.Stages, sg)
+			low.coll = append(low.coll, nil)
+			continue
+		}
+		n := len(sg.Reads)
+		if n != len(sg.Writes) || n < 2 {
+			return nil, nil, fmt.Errorf("%s: stage %s: a collective reads and writes one buffer per device (%d reads, %d writes)", sg.Pos, sg.Name, n, len(sg.Writes))
+		}
+		op, _ := sg.Args["op"].(string)
+		for r := 0; r < n; r++ {
+			b := s.Buffer(sg.Reads[r].Buffer)
+			if b == nil || b.Device < 0 {
+				return nil, nil, fmt.Errorf("%s: stage %s: rank %d's buffer %s has no device", sg.Pos, sg.Name, r, sg.Reads[r].Buffer)
+			}
+			rank := sg
+			rank.Name = dag.RankName(sg.Name, r)
+			rank.Reads = []dag.Access{sg.Reads[r]}
+			rank.Writes = []dag.Access{sg.Writes[r]}
+			rank.Device = b.Device
+			rank.Stream = ""
+			out.Stages = append(out.Stages, rank)
+			low.coll = append(low.coll, &Collective{Group: group, Op: sg.Kernel, Reduce: op, Rank: r, Ranks: n})
+			ranks[sg.Name] = append(ranks[sg.Name], rank.Name)
+		}
+		group++
+	}
+	return &out, low, nil
+}
+
+// place is placement: balance. Stages are taken in declaration order (a
+// topological order); a stage without a device goes to the device where it
+// would finish earliest, given when each device is free (the compute
+// already placed there, duration_us, 0 counted as 1 µs) and when its
+// reads are there (a read of a buffer that lives on another device waits
+// for a peer copy, PeerCopyUS); a stage that writes a buffer already on a
+// device goes to that device. This is list scheduling by earliest finish
+// time, HEFT's processor selection (Topcuoglu, Hariri and Wu, IEEE TPDS
+// 2002, section 4.1) without its upward-rank priority: declaration order
+// decides which stage is placed first. A device buffer without a device
+// goes where its first writer (or, for an input, its first reader) runs.
+// Each read of a buffer on another device gets a copy stage BUF/toD
+// before the reader (a peer copy into the replica BUF/onD on the reader's
+// device), shared by the later readers on that device until the buffer is
+// written again.
+func place(s *dag.Spec, low *lowering) (*dag.Spec, error) {
+	n := max(s.Devices, 1)
+	out := *s
+	out.Buffers = append([]dag.BufferSpec(nil), s.Buffers...)
+	out.Stages = make([]dag.StageSpec, 0, len(s.Stages)+len(s.Stages)/4)
+	out.Streams = append([]dag.StreamSpec(nil), s.Streams...)
+	bufIdx := make(map[string]int, len(out.Buffers))
+	for i, b := range out.Buffers {
+		bufIdx[b.Name] = i
+	}
+	stageNames := make(map[string]bool, len(s.Stages))
+	for _, sg := range s.Stages {
+		stageNames[sg.Name] = true
+	}
+	bufNames := make(map[string]bool, len(s.Buffers))
+	for _, b := range s.Buffers {
+		bufNames[b.Name] = true
+	}
+	fresh := func(names map[string]bool, base string) string {
+		name := base
+		for k := 2; names[name]; k++ {
+			name = base + "." + strconv.Itoa(k)
+		}
+		names[name] = true
+		return name
+	}
+	streamDev := map[string]int{}
+	for _, d := range out.Streams {
+		if d.Device >= 0 {
+			streamDev[d.Name] = d.Device
+		}
+	}
+	free := make([]float64, n)               // when each device's placed compute ends, µs
+	ready := make([]float64, len(s.Buffers)) // when each buffer's last write ends, µs
+	version := make([]int, len(s.Buffers))   // writes so far
+	type replica struct {
+		buf     int // index of the replica buffer
+		version int // the version it holds, -1: none
+		at      float64
+		lo, hi  int64 // the bytes it holds of that version
+	}
+	reps := map[[2]int]*replica{} // (buffer, device) → replica
+	copies, moved := 0, int64(0)
+	isDev := func(b int) bool { return out.Buffers[b].Where == dag.WhereDevice }
+	for _, sg := range s.Stages {
+		host := s.IsHostStream(sg.Stream)
+		if host || dag.IsCollective(sg.Kernel) {
+			out.Stages = append(out.Stages, sg)
+			continue
+		}
+		dur := max(sg.DurationUS, 0)
+		if dur == 0 {
+			dur = 1
+		}
+		// Candidate devices: the stage's own, its stream's, a written
+		// buffer's; else all.
+		fixed := sg.Device
+		if fixed < 0 {
+			if d, ok := streamDev[sg.Stream]; ok {
+				fixed = d
+			}
+		}
+		if fixed < 0 {
+			for _, w := range sg.Writes {
+				if b := bufIdx[w.Buffer]; isDev(b) && out.Buffers[b].Device >= 0 {
+					fixed = out.Buffers[b].Device
+					break
+				}
+			}
+		}
+		finish := func(d int) float64 {
+			t := free[d]
+			for _, r := range sg.Reads {
+				b := bufIdx[r.Buffer]
+				at := ready[b]
+				if h := out.Buffers[b].Device; isDev(b) && h >= 0 && h != d {
+					if rp := reps[[2]int{b, d}]; rp != nil && rp.version == version[b] && rp.lo <= r.Offset && r.End() <= rp.hi {
+						at = rp.at
+					} else {
+						at += PeerCopyUS(r.Bytes)
+					}
+				}
+				t = math.Max(t, at)
+			}
+			return t + dur
+		}
+		dev := fixed
+		if dev < 0 {
+			best := math.Inf(1)
+			for d := 0; d < n; d++ {
+				if f := finish(d); f < best-1e-9 {
+					best, dev = f, d
+				}
+			}
+		}
+		for _, w := range sg.Writes {
+			if b := bufIdx[w.Buffer]; isDev(b) && out.Buffers[b].Device >= 0 && out.Buffers[b].Device != dev {
+				return nil, fmt.Errorf("%s: stage %s runs on device %d but writes buffer %s, which is on device %d: a kernel writes only its own device's memory; give %s device: %d, or drop the stage's device:",
+					w.Pos, sg.Name, dev, w.Buffer, out.Buffers[b].Device, w.Buffer, dev)
+			}
+		}
+		sg.Device = dev
+		if sg.Stream != "" {
+			streamDev[sg.Stream] = dev
+		}
+		// Buffers without a device go where they are first used.
+		for _, list := range [2][]dag.Access{sg.Writes, sg.Reads} {
+			for _, a := range list {
+				if b := bufIdx[a.Buffer]; isDev(b) && out.Buffers[b].Device < 0 {
+					out.Buffers[b].Device = dev
+				}
+			}
+		}
+		// Peer copies for the reads of other devices' buffers.
+		start := free[dev]
+		reads := append([]dag.Access(nil), sg.Reads...)
+		for k, r := range reads {
+			b := bufIdx[r.Buffer]
+			h := out.Buffers[b].Device
+			if !isDev(b) || h == dev || sg.Kernel == contract.BuiltinCopy && len(sg.Writes) == 1 && k == 0 {
+				start = math.Max(start, ready[b])
+				continue // a copy stage reads another device itself (a peer copy)
+			}
+			key := [2]int{b, dev}
+			rp := reps[key]
+			if rp == nil {
+				src := out.Buffers[b]
+				rb := dag.BufferSpec{Name: fresh(bufNames, src.Name+"/on"+strconv.Itoa(dev)), Bytes: src.Bytes, Where: dag.WhereDevice,
+					Role: dag.RoleTemp, Init: dag.Init{Kind: dag.InitZeros}, Copies: src.Copies, Device: dev, Pos: src.Pos}
+				bufIdx[rb.Name] = len(out.Buffers)
+				out.Buffers = append(out.Buffers, rb)
+				ready = append(ready, 0)
+				version = append(version, 0)
+				rp = &replica{buf: len(out.Buffers) - 1, version: -1}
+				reps[key] = rp
+			}
+			if rp.version != version[b] || r.Offset < rp.lo || r.End() > rp.hi {
+				cp := dag.StageSpec{Name: fresh(stageNames, out.Buffers[b].Name+"/to"+strconv.Itoa(dev)), Kernel: contract.BuiltinCopy,
+					Reads:      []dag.Access{r},
+					Writes:     []dag.Access{{Buffer: out.Buffers[rp.buf].Name, Offset: r.Offset, Bytes: r.Bytes, Pos: r.Pos}},
+					DurationUS: PeerCopyUS(r.Bytes), Device: dev, Pos: sg.Pos}
+				out.Stages = append(out.Stages, cp)
+				copies++
+				moved += r.Bytes
+				rp.version, rp.lo, rp.hi = version[b], r.Offset, r.End()
+				rp.at = ready[b] + cp.DurationUS
+			}
+			reads[k].Buffer = out.Buffers[rp.buf].Name
+			start = math.Max(start, rp.at)
+		}
+		sg.Reads = reads
+		end := start + dur
+		free[dev] = end
+		for _, w := range sg.Writes {
+			b := bufIdx[w.Buffer]
+			ready[b] = end
+			version[b]++
+		}
+		out.Stages = append(out.Stages, sg)
+	}
+	for i := range out.Buffers {
+		if out.Buffers[i].Device < 0 {
+			out.Buffers[i].Device = 0 // touched by no device stage
+		}
+	}
+	for i := range out.Streams {
+		if d := &out.Streams[i]; d.Device < 0 {
+			d.Device = max(streamDev[d.Name], 0)
+		}
+	}
+	per := make([]int, n)
+	for _, sg := range out.Stages {
+		if sg.Device >= 0 && !s.IsHostStream(sg.Stream) && !dag.IsCollective(sg.Kernel) {
+			per[sg.Device]++
+		}
+	}
+	low.notes = append(low.notes, fmt.Sprintf("placement balance: stages per device %v; %d peer copies added (%d bytes; %.1f µs at %.0f GB/s + %.0f µs each); the placed compute ends at %.1f µs (device time, without waits)",
+		per, copies, moved, float64(moved)/LinkBytesPerUS+float64(copies)*LinkLatencyUS, LinkBytesPerUS/1e3, LinkLatencyUS, maxOf(free)))
+	return &out, nil
+}
+
+func maxOf(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m = math.Max(m, x)
+	}
+	return m
+}
