@@ -77,8 +77,10 @@ type arenaPiece struct {
 // before this one's first access), and each buffer that only reads it must
 // come after the previous writer's writes and before the next writer's
 // first write. Happens-before is transitive, so these neighbours suffice.
-// Each violation is a Race whose Shared names the other buffer, and whose
-// fix names the lowest arena byte where the two conflict.
+// It returns each violation as a Race whose Shared names the other
+// buffer, and whose fix names the lowest arena byte where the two
+// conflict. It only reads the verifier's state (Verify runs it beside the
+// sweep).
 //
 // Algorithm: an interval sweep. Each buffer's accesses are cut into pieces
 // (arenaPiece) that they cover wholly or not at all, so that what a buffer
@@ -97,7 +99,7 @@ type arenaPiece struct {
 // pieces compared once per run state it shares; the elementary segments a
 // piece spans are never walked one by one (a write removes the run starts
 // inside it).
-func (v *verifier) arenaLifetimes() {
+func (v *verifier) arenaLifetimes() []Race {
 	p := v.p
 	off := make([]int64, len(p.Buffers))
 	inArena := make([]bool, len(p.Buffers))
@@ -108,59 +110,78 @@ func (v *verifier) arenaLifetimes() {
 		}
 	}
 	if !used {
-		return
+		return nil
 	}
 	// The arena accesses grouped by buffer, each buffer's in issue order
-	// (a counting sort: count, then fill).
+	// (a counting sort by buffer: count, then fill).
 	type access struct {
 		k, s, stage int32
 		write       bool
 		lo, hi      int64 // bytes of the buffer
 	}
-	launches := func(f func(k int, s int32, a *verifyAccess)) {
-		for k, so := range p.IssueOrder {
-			o := &p.Streams[so[0]].Ops[so[1]]
-			if o.Kind != OpLaunch {
-				continue
-			}
-			// The stage's accesses (verifier.accesses: reads, then writes;
-			// buffer indices below len(p.Buffers) are p.Buffers').
-			for i := v.accStart[o.Stage]; i < v.accStart[o.Stage+1]; i++ {
-				if a := &v.acc[i]; int(a.buf) < len(p.Buffers) && inArena[a.buf] {
-					f(k, int32(so[0]), a)
-				}
-			}
+	start := make([]int32, len(p.Buffers)+1)
+	for k := range v.acc {
+		if a := &v.acc[k]; int(a.buf) < len(p.Buffers) && inArena[a.buf] {
+			start[a.buf+1]++
 		}
 	}
-	start := make([]int32, len(p.Buffers)+1)
-	launches(func(_ int, _ int32, a *verifyAccess) { start[a.buf+1]++ })
 	for i := range len(p.Buffers) {
 		start[i+1] += start[i]
 	}
-	byBuf := make([]access, start[len(p.Buffers)])
+	// Stage by stage (verifier.accesses: reads, then writes; buffer
+	// indices below len(p.Buffers) are p.Buffers'), then each buffer's in
+	// issue order where stage order is not; byBuf holds indices into
+	// v.acc, and get expands one.
+	byBuf := make([]int32, start[len(p.Buffers)])
 	fill := slices.Clone(start[:len(p.Buffers)])
-	launches(func(k int, s int32, a *verifyAccess) {
-		base := v.bufBase[a.buf]
-		byBuf[fill[a.buf]] = access{int32(k), s, a.stage, a.write, a.lo - base, a.hi - base}
-		fill[a.buf]++
-	})
+	for i := range v.acc {
+		if a := &v.acc[i]; int(a.buf) < len(p.Buffers) && inArena[a.buf] {
+			byBuf[fill[a.buf]] = int32(i)
+			fill[a.buf]++
+		}
+	}
 	fill = nil
+	get := func(i int32) access {
+		a := &v.acc[i]
+		g := v.launchOp[a.stage]
+		base := v.bufBase[a.buf]
+		return access{v.opIssue[g], v.opStream[g], a.stage, a.write, a.lo - base, a.hi - base}
+	}
+	issue := func(x, y int32) int {
+		return cmp.Compare(v.opIssue[v.launchOp[v.acc[x].stage]], v.opIssue[v.launchOp[v.acc[y].stage]])
+	}
+	for b := range p.Buffers {
+		if as := byBuf[start[b]:start[b+1]]; !slices.IsSortedFunc(as, issue) {
+			slices.SortStableFunc(as, issue)
+		}
+	}
 	// Per buffer: its pieces (the ranges between its accesses' ends that
 	// an access covers) and their entries.
-	var pieces []arenaPiece
-	entries := make([]arenaEntry, 0, len(byBuf)/2)
+	nb := 0
+	for b := range p.Buffers {
+		if start[b+1] > start[b] {
+			nb++
+		}
+	}
+	pieces := make([]arenaPiece, 0, nb)
+	entries := make([]arenaEntry, 0, nb)
 	slot := make([]int32, len(p.Streams)) // per stream: its entry in the piece of slotOf
 	slotOf := make([]int32, len(p.Streams))
 	for i := range slotOf {
 		slotOf[i] = -1
 	}
 	var ends []int64
+	var as []access // the buffer's accesses
 	var order, at, first, perm, pieceOf []int32
 	var local []arenaEntry
 	for b := range p.Buffers {
-		as := byBuf[start[b]:start[b+1]]
-		if len(as) == 0 {
+		ix := byBuf[start[b]:start[b+1]]
+		if len(ix) == 0 {
 			continue
+		}
+		as = as[:0]
+		for _, k := range ix {
+			as = append(as, get(k))
 		}
 		one := true // every access covers the same bytes: one piece (the usual case)
 		for _, a := range as[1:] {
@@ -292,9 +313,11 @@ func (v *verifier) arenaLifetimes() {
 	count = nil
 	a := arenaSweep{v: v, pieces: pieces, entries: entries, bounds: bounds, seen: map[[4]int32]int{}}
 	a.run(sweep)
-	for _, r := range a.races {
-		v.races = append(v.races, r.race(v))
+	out := make([]Race, len(a.races))
+	for k, r := range a.races {
+		out[k] = r.race(v)
 	}
+	return out
 }
 
 // arenaKey orders pieces for the sweep: by first launch, then read-only

@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"strconv"
+	"sync"
 )
 
 // verifyMaxUnroll bounds the iterations Verify unrolls.
@@ -253,8 +254,13 @@ func verifyIterations(p *Plan, withFixes bool) error {
 	// its lifetimes (q has none), which are p's: lifetimeGaps reads records
 	// and launches, and lags are only on waits.
 	// q's and one's launches are p's, whose arena aliases verify checked.
-	if err := verifyWith(q, false, false); err == nil {
-		if gaps := lifetimeGaps(p); len(gaps) > 0 {
+	var gaps []LifetimeGap // beside the check of q
+	var wg sync.WaitGroup
+	wg.Go(func() { gaps = lifetimeGaps(p) })
+	err = verifyWith(q, false, false)
+	wg.Wait()
+	if err == nil {
+		if len(gaps) > 0 {
 			return &RaceError{Lifetimes: gaps, FixesMinimal: true}
 		}
 		return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Race kinds, named from the point of view of declaration order: the first
@@ -246,14 +247,24 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	if p.Iteration != nil {
 		return verifyIterations(p, withFixes) // across iterations: iter_verify.go
 	}
+	// The clocks beside the accesses, then the arena and lifetime checks
+	// beside the sweep: each pair reads the plan and what the other does
+	// not write.
 	v := &verifier{p: p}
-	if err := v.accesses(); err != nil {
+	var wg sync.WaitGroup
+	wg.Go(v.clocks)
+	err := v.accesses()
+	wg.Wait()
+	if err != nil {
 		return err
 	}
-	v.clocks()
+	var arena []Race
+	var gaps []LifetimeGap
+	wg.Go(func() { arena = v.arenaLifetimes() }) // arena_verify.go
+	wg.Go(func() { gaps = lifetimeGaps(p) })
 	v.sweep()
-	v.arenaLifetimes() // arena_verify.go
-	gaps := lifetimeGaps(p)
+	wg.Wait()
+	v.races = append(v.races, arena...)
 	if len(v.races) == 0 {
 		if len(gaps) > 0 {
 			return &RaceError{Lifetimes: gaps, FixesMinimal: true}
@@ -424,10 +435,17 @@ func (v *verifier) accesses() error {
 				if v.bufSpace[b] < 0 {
 					key, base := verifyAddress(p, a.Buffer)
 					v.bufBase[b] = base
-					sp, ok := spaceOf[key]
+					// A buffer that is its own space needs no key: buffers
+					// of one name in an unrolled plan without names
+					// (unroll) are distinct copies.
+					sp, ok := int32(len(count)), key == a.Buffer
 					if !ok {
-						sp = int32(len(count))
-						spaceOf[key] = sp
+						if sp, ok = spaceOf[key]; !ok {
+							sp = int32(len(count))
+							spaceOf[key] = sp
+						}
+					}
+					if int(sp) == len(count) {
 						count = append(count, 0)
 					}
 					v.bufSpace[b] = sp
