@@ -198,10 +198,22 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 	for s := range q.Streams {
 		q.Streams[s].Ops = make([]Op, 0, need[s])
 	}
-	q.Stages = make([]Stage, 0, n*iterations)
+	// Without names and without implicit order to derive (which reads
+	// stages), the stages are not made: Verify reads p's (Plan.stageIO).
+	bare := !named && !hasImplicit(p)
+	if bare {
+		q.base, q.stages = p, n*iterations
+	} else {
+		q.Stages = make([]Stage, 0, n*iterations)
+	}
 	for it := 0; it < iterations; it++ {
 		at = 0
 		for _, sg := range p.Stages {
+			if bare {
+				rename(sg.Reads, it)
+				rename(sg.Writes, it)
+				continue
+			}
 			if named {
 				sg.Name = sg.Name + "@" + strconv.Itoa(it)
 			}

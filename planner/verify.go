@@ -264,6 +264,9 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	wg.Go(func() { gaps = lifetimeGaps(p) })
 	v.sweep()
 	wg.Wait()
+	if p.derived && (v.racy || len(arena) > 0) {
+		return errDerivedRaces
+	}
 	v.races = append(v.races, arena...)
 	if len(v.races) == 0 {
 		if len(gaps) > 0 {
@@ -338,7 +341,13 @@ type verifier struct {
 	tmpW, tmpR []int32
 
 	truncated bool
+	racy      bool // a race was found in a derived plan (report)
 }
+
+// errDerivedRaces is verifyWith's answer for a derived plan (unroll
+// without names) with races: its caller verifies the plan with names, to
+// report them.
+var errDerivedRaces = errors.New("plan: races across iterations")
 
 // verifyAccess is one read or write of a stage, in the coordinates of an
 // address space: a buffer today; with arena planning, buffers that
@@ -378,13 +387,33 @@ func verifyAddress(p *Plan, buffer string) (key string, base int64) {
 	return buffer, 0
 }
 
+// stageCount is how many stages p has: len(p.Stages), or for a derived
+// plan without them (unroll), its stages.
+func (p *Plan) stageCount() int {
+	if p.base != nil {
+		return p.stages
+	}
+	return len(p.Stages)
+}
+
+// stage returns stage i of p, or for a derived plan without stages the
+// stage of its base whose reads and writes stage i has (only those are
+// its: Verify reads no other field of it before a race is found).
+func (p *Plan) stage(i int) *Stage {
+	if p.base != nil {
+		return &p.base.Stages[i%len(p.base.Stages)]
+	}
+	return &p.Stages[i]
+}
+
 // accesses collects every access in declaration order (per stage: reads,
 // then writes) and builds the address spaces' segments.
 func (v *verifier) accesses() error {
 	p := v.p
 	n := 0
-	for i := range p.Stages {
-		n += len(p.Stages[i].Reads) + len(p.Stages[i].Writes)
+	for i := range p.stageCount() {
+		st := p.stage(i)
+		n += len(st.Reads) + len(st.Writes)
 	}
 	spaceOf := map[string]int32{}
 	// Buffers: p.Buffers' by their index (the last of a name), then the
@@ -407,10 +436,10 @@ func (v *verifier) accesses() error {
 		v.bufName[i], v.bufSpace[i] = b.Name, -1
 	}
 	v.acc = make([]verifyAccess, 0, n)
-	v.accStart = make([]int32, len(p.Stages)+1)
+	v.accStart = make([]int32, p.stageCount()+1)
 	var count []int32 // per space: bounds
-	for i := range p.Stages {
-		st := &p.Stages[i]
+	for i := range p.stageCount() {
+		st := p.stage(i)
 		v.accStart[i] = int32(len(v.acc))
 		for k, list := range [2][]Access{st.Reads, st.Writes} {
 			for _, a := range list {
@@ -457,7 +486,7 @@ func (v *verifier) accesses() error {
 			}
 		}
 	}
-	v.accStart[len(p.Stages)] = int32(len(v.acc))
+	v.accStart[p.stageCount()] = int32(len(v.acc))
 	// Each space's segment bounds: the sorted distinct ends of its accesses,
 	// carved from one array.
 	bounds := make([]int64, 2*n)
@@ -526,7 +555,7 @@ func (v *verifier) clocks() {
 	h := hbEdges(p)
 	v.hb = h
 	v.opBase, v.opStream, v.opIndex, v.opIssue, v.opCaptured = h.opBase, h.opStream, h.opIndex, h.opIssue, h.opCaptured
-	v.launchOp = make([]int32, len(p.Stages))
+	v.launchOp = make([]int32, p.stageCount())
 	for s := range p.Streams {
 		for j, o := range p.Streams[s].Ops {
 			if o.Kind == OpLaunch {
@@ -579,7 +608,7 @@ func (v *verifier) sweep() {
 			}
 			k = end
 		}
-		if len(v.races) >= verifyMaxRaces {
+		if len(v.races) >= verifyMaxRaces || v.racy {
 			v.truncated = d < len(v.acc)-1
 			return
 		}
@@ -774,6 +803,10 @@ func (v *verifier) overlap(a, b int32) bool {
 
 // report records the race between earlier access a and access d.
 func (v *verifier) report(a, d int32) {
+	if v.p.derived {
+		v.racy = true // the caller verifies the plan with names to report
+		return
+	}
 	x, y := &v.acc[a], &v.acc[d]
 	kind := RaceWAR
 	switch {
