@@ -280,8 +280,13 @@ func pipeline(s *dag.Spec, o Options, start time.Time, layout map[int]int64, low
 	return st, nil
 }
 
-// runFinal runs the final passes on the state Build keeps.
+// runFinal runs the final passes on the state Build keeps. They read the
+// plan alone, so the spec, the hazard graph and the earlier passes' state
+// are let go first: on a big spec the final passes run in that much less
+// memory (the caller's spec is freed too if the caller holds it no more).
 func (st *state) runFinal() error {
+	st.spec, st.g, st.red, st.redPred, st.arenaInfo = nil, nil, nil, nil, nil
+	st.topo, st.pos, st.dur, st.level, st.stream = nil, nil, nil, nil, nil
 	for _, ps := range passes {
 		if ps.final && (ps.required || !st.manual) {
 			if err := st.run(ps); err != nil {
