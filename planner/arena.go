@@ -420,11 +420,7 @@ func (a *arenaInfo) issueSpans() spans {
 	var live []int32
 	// Temps by last use: the first first use after it moves forward on
 	// every stream (cur), no search needed.
-	byLast := make([]int32, len(a.bufs))
-	for k := range byLast {
-		byLast[k] = int32(k)
-	}
-	slices.SortFunc(byLast, func(x, y int32) int { return cmp.Compare(a.bufs[x].lastIssue, a.bufs[y].lastIssue) })
+	byLast := stableOrder(len(a.bufs), func(k int) int { return a.bufs[k].lastIssue })
 	cur := make([]int, S)
 	for _, k := range byLast {
 		b := a.bufs[k]
@@ -630,11 +626,7 @@ var greedyMaxPairs = 1_000_000
 func (a *arenaInfo) layoutPlanned(sp spans) (offs []int64, size int64, skipped, skippedTemps, segments int) {
 	n := len(a.bufs)
 	offs = make([]int64, n)
-	byLo := make([]int, n)
-	for i := range byLo {
-		byLo[i] = i
-	}
-	slices.SortStableFunc(byLo, func(i, j int) int { return cmp.Compare(sp.lo[i], sp.lo[j]) })
+	byLo := stableOrder(n, func(i int) int { return int(sp.lo[i]) }) // issue positions
 	type segment struct {
 		members []int
 		local   spans

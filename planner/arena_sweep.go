@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"cmp"
 	"slices"
 )
 
@@ -28,13 +27,9 @@ const sweepScan = 256
 func (a *arenaInfo) sweep(members []int, sp spans) ([]int64, int64) {
 	m := len(members)
 	offs := make([]int64, m)
-	starts, ends := make([]int, m), make([]int, m)
-	for i := range starts {
-		starts[i], ends[i] = i, i
-	}
 	buf := func(i int) *arenaBuf { return a.bufs[members[i]] }
-	slices.SortStableFunc(starts, func(i, j int) int { return cmp.Compare(buf(i).firstIssue, buf(j).firstIssue) })
-	slices.SortStableFunc(ends, func(i, j int) int { return cmp.Compare(buf(i).lastIssue, buf(j).lastIssue) })
+	starts := stableOrder(m, func(i int) int { return buf(i).firstIssue })
+	ends := stableOrder(m, func(i int) int { return buf(i).lastIssue })
 	f := &freeList{byStart: map[int64]*freeBlock{}, byEnd: map[int64]*freeBlock{}}
 	var top int64
 	e := 0
@@ -286,4 +281,21 @@ func treapMerge(l, r *freeBlock) *freeBlock {
 		r.l = treapMerge(l, r.l)
 		return r
 	}
+}
+
+// stableOrder returns 0..n-1 sorted by key (in [0, 2³¹)), ties in index
+// order, as slices.SortStableFunc would, by one sort of packed keys:
+// several times faster on a million temps, where the comparisons would
+// chase a pointer each.
+func stableOrder(n int, key func(i int) int) []int {
+	packed := make([]uint64, n)
+	for i := range packed {
+		packed[i] = uint64(key(i))<<32 | uint64(i)
+	}
+	slices.Sort(packed)
+	out := make([]int, n)
+	for r, x := range packed {
+		out[r] = int(uint32(x))
+	}
+	return out
 }

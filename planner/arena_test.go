@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -469,5 +471,25 @@ func TestArenaGreedyBoundSegments(t *testing.T) {
 	all, note := arena(1_000_000)
 	if all > sweep || note != "" {
 		t.Errorf("room for all: arena %d bytes (sweep %d), note %q", all, sweep, note)
+	}
+}
+
+// TestStableOrder: stableOrder is slices.SortStableFunc by key, ties in
+// index order, on keys with many ties.
+func TestStableOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 7, 1000} {
+		keys := make([]int, n)
+		for i := range keys {
+			keys[i] = rng.IntN(n/3 + 1)
+		}
+		want := make([]int, n)
+		for i := range want {
+			want[i] = i
+		}
+		slices.SortStableFunc(want, func(i, j int) int { return cmp.Compare(keys[i], keys[j]) })
+		if got := stableOrder(n, func(i int) int { return keys[i] }); !slices.Equal(got, want) {
+			t.Fatalf("n %d: stableOrder %v, want %v", n, got, want)
+		}
 	}
 }
