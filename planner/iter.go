@@ -363,34 +363,57 @@ func iterHazards(p *Plan, copies map[string]int, ab *planAccesses) ([][]iterReq,
 	}
 	pos := launchPositions(p)
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(pos[a], pos[b]) })
-	for _, v := range order {
-		sg := &p.Stages[v]
-		for k, list := range [2][]Access{sg.Reads, sg.Writes} {
-			bufs := ab.reads(p, v)
-			if k == 1 {
-				bufs = ab.writes(p, v)
-			}
-			for j, a := range list {
-				i := bufs[j]
-				if i < 0 {
-					continue // not declared: Validate reports it
+	// Two walks: count each space's accesses, then fill them in, each
+	// space's list cut from one array.
+	var count []int
+	var flat []acc
+	for walk := range 2 {
+		for _, v := range order {
+			sg := &p.Stages[v]
+			for k, list := range [2][]Access{sg.Reads, sg.Writes} {
+				bufs := ab.reads(p, v)
+				if k == 1 {
+					bufs = ab.writes(p, v)
 				}
-				w := &where[i]
-				sp := w
-				if w.arena {
-					sp = arenaPlace
-				}
-				if sp.space == 0 {
-					c := int32(1)
-					if !w.arena {
-						c = int32(max(copies[a.Buffer], 1))
+				for j, a := range list {
+					i := bufs[j]
+					if i < 0 {
+						continue // not declared: Validate reports it
 					}
-					byBuf = append(byBuf, nil)
-					spaceCopies = append(spaceCopies, c)
-					sp.space = int32(len(byBuf))
+					w := &where[i]
+					sp := w
+					if w.arena {
+						sp = arenaPlace
+					}
+					if sp.space == 0 {
+						c := int32(1)
+						if !w.arena {
+							c = int32(max(copies[a.Buffer], 1))
+						}
+						count = append(count, 0)
+						spaceCopies = append(spaceCopies, c)
+						sp.space = int32(len(count))
+					}
+					g := sp.space - 1
+					if walk == 0 {
+						count[g]++
+					} else {
+						byBuf[g] = append(byBuf[g], acc{int32(v), w.base + a.Offset, w.base + a.Offset + a.Bytes, k == 1})
+					}
 				}
-				g := sp.space - 1
-				byBuf[g] = append(byBuf[g], acc{int32(v), w.base + a.Offset, w.base + a.Offset + a.Bytes, k == 1})
+			}
+		}
+		if walk == 0 {
+			total := 0
+			for _, c := range count {
+				total += c
+			}
+			flat = make([]acc, total)
+			byBuf = make([][]acc, len(count))
+			at := 0
+			for g, c := range count {
+				byBuf[g] = flat[at : at : at+c]
+				at += c
 			}
 		}
 	}
@@ -405,7 +428,7 @@ func iterHazards(p *Plan, copies map[string]int, ab *planAccesses) ([][]iterReq,
 	var segs []segment
 	for g, k := range spaceCopies {
 		list := byBuf[g]
-		bounds = bounds[:0]
+		bounds = slices.Grow(bounds[:0], 2*len(list))
 		for _, x := range list {
 			bounds = append(bounds, x.lo, x.hi)
 		}
@@ -499,6 +522,10 @@ type iterWalk struct {
 	// applies in iteration 0): later walks start from it.
 	first *iterState
 	snaps []iterSnap // the walk's snapshots, reused from walk to walk
+	// recSnap and hasRec, per event, the snapshot of the launch its record
+	// follows in the current iteration, reused likewise.
+	recSnap []iterSnap
+	hasRec  []bool
 	// budget bounds the steps (ops visited and clock entries read) of a
 	// walk (0: none); past it the walk stops, returns false and sets
 	// exhausted. steps is the last walk's.
@@ -555,8 +582,10 @@ func (w *iterWalk) run(place bool) bool {
 	}
 	// recSnap[e]: the snapshot of the launch each record of e follows in
 	// the current iteration (sync records right after launches).
-	recSnap := make([]iterSnap, p.Events)
-	hasRec := make([]bool, p.Events)
+	if len(w.recSnap) != p.Events {
+		w.recSnap, w.hasRec = make([]iterSnap, p.Events), make([]bool, p.Events)
+	}
+	recSnap, hasRec := w.recSnap, w.hasRec
 	lastLaunch := make([]int32, S) // per logical stream: last stage launched in this iteration
 	w.work = 0
 	over := false
