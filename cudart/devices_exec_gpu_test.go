@@ -142,3 +142,76 @@ func simItersSums(t testing.TB, p *planner.Plan, iters int) string {
 	defer func() { must(t, b.Close()) }()
 	return checksums(t, p, b, iters)
 }
+
+// peerSpecs are a peer copy behind a slow producer on two devices: planned
+// (sync: auto), hand-synchronized without the wait (racy) and with it.
+const peerBuffers = `buffers:
+  - {name: a, bytes: 4194304, device: 0}
+  - {name: b, bytes: 4194304, device: 1}
+  - {name: out, bytes: 8, role: output, device: 1}
+`
+
+var peerSpecs = []struct{ name, src string }{
+	{"planned", "version: 1\ndevices: 2\n" + peerBuffers + `stages:
+  - {name: produce, kernel: mix, args: {spin_us: 300}, writes: [a]}
+  - {name: send, kernel: copy, reads: [a], writes: [b]}
+  - {name: use, kernel: checksum, reads: [b], writes: [out]}
+`},
+	{"racy", "version: 1\ndevices: 2\nsync: manual\n" + peerBuffers + `stages:
+  - {name: produce, kernel: mix, args: {spin_us: 300}, writes: [a], stream: s0, device: 0}
+  - {name: send, kernel: copy, reads: [a], writes: [b], stream: s1, device: 1}
+  - {name: use, kernel: checksum, reads: [b], writes: [out], stream: s1, device: 1}
+`},
+	{"fixed", "version: 1\ndevices: 2\nsync: manual\n" + peerBuffers + `stages:
+  - {name: produce, kernel: mix, args: {spin_us: 300}, writes: [a], stream: s0, device: 0}
+  - {name: send, kernel: copy, reads: [a], writes: [b], stream: s1, device: 1, waits: [produce]}
+  - {name: use, kernel: checksum, reads: [b], writes: [out], stream: s1, device: 1}
+`},
+}
+
+// oneDevice strips a spec's devices: the same stages on device 0.
+func oneDevice(src string) string {
+	return strings.NewReplacer("devices: 2\n", "", ", device: 1", "", ", device: 0", "").Replace(src)
+}
+
+// TestDevicesPeerSpecs: the peer copy specs through the executor on two
+// devices (two GPUs, or two contexts on GPU 0), 20 runs each, against the
+// simulator's checksums of the same stages on one device: the planned and
+// the fixed spec never differ, the racy one (the copy issued on device 1
+// with no wait for device 0's slow producer) mostly does.
+func TestDevicesPeerSpecs(t *testing.T) {
+	b, real := devicesBackend(t, 2)
+	defer func() { must(t, b.Close()) }()
+	where := map[bool]string{true: "2 GPUs", false: "2 contexts on GPU 0"}[real]
+	want := simSums(t, planYAML(t, oneDevice(peerSpecs[0].src), planner.Options{}), 1)
+	for _, c := range peerSpecs {
+		p := planYAML(t, c.src, planner.Options{})
+		if p.DeviceCount() != 2 {
+			t.Fatalf("%s: %d devices, want 2", c.name, p.DeviceCount())
+		}
+		if racy := planner.Verify(p) != nil; racy != (c.name == "racy") {
+			t.Errorf("%s: Verify finds a race: %v", c.name, racy)
+		}
+		wrong := 0
+		var last error
+		for range 20 {
+			got, err := runSums(p, b, 1)
+			if err != nil {
+				last = err
+			}
+			if err != nil || got != want {
+				wrong++
+			}
+		}
+		figure(t, "peer copy %s on %d devices (%s): %d of 20 runs differ from the simulator (streams %d, waits %d)", c.name, p.DeviceCount(), where, wrong, len(p.Streams), p.Stats.Waits)
+		if last != nil {
+			t.Errorf("%s: %v", c.name, last)
+		}
+		if c.name != "racy" && wrong != 0 {
+			t.Errorf("%s: %d of 20 runs wrong, want 0", c.name, wrong)
+		}
+		if c.name == "racy" && wrong <= 10 {
+			t.Errorf("racy: only %d of 20 runs wrong, want most (the copy runs before the 300 µs producer)", wrong)
+		}
+	}
+}
