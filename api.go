@@ -189,8 +189,12 @@ func CheckRun(p *StreamPlan, o RunOptions) error {
 }
 
 // checkDevices checks RunOptions.Devices against p: one ordinal per plan
-// device, each ≥ 0.
+// device, each ≥ 0; and that a timeline is not asked of cuda for a plan
+// of several devices (its GPU timestamps are one device's).
 func checkDevices(p *StreamPlan, o RunOptions) error {
+	if n := p.DeviceCount(); n > 1 && o.Timeline && (o.Backend == BackendCUDA || (o.Backend == "" || o.Backend == BackendAuto) && autoIsCUDA()) {
+		return fmt.Errorf("a timeline (--timeline, --trace) comes from GPU timestamps of one device's streams, and the plan runs on %d devices: run it on cuda without one, or draw its timeline on the simulator (--backend sim)", n)
+	}
 	if len(o.Devices) == 0 {
 		return nil
 	}
@@ -203,6 +207,12 @@ func checkDevices(p *StreamPlan, o RunOptions) error {
 		}
 	}
 	return nil
+}
+
+// autoIsCUDA reports whether BackendAuto opens cuda here.
+func autoIsCUDA() bool {
+	name, _ := AutoBackend()
+	return name == BackendCUDA
 }
 
 // identityList is "0,1,…,n−1".

@@ -2,6 +2,8 @@ package dagrun_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,5 +38,36 @@ func TestRunDevicesOnePerPlanDevice(t *testing.T) {
 		if _, err := dagrun.Run(context.Background(), p, o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Run, Devices %v: error %v, want %q", c.devices, err, c.want)
 		}
+	}
+}
+
+// TestRunTimelineOneDevice: a timeline on cuda is refused up front for a
+// plan of several devices (its GPU timestamps are one device's); on the
+// simulator it is allowed.
+func TestRunTimelineOneDevice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "peer.yaml")
+	if err := os.WriteFile(path, []byte(`version: 1
+devices: 2
+buffers:
+  - {name: a, bytes: 4096, device: 0}
+  - {name: b, bytes: 4096, device: 1}
+  - {name: out, bytes: 8, role: output, device: 1}
+stages:
+  - {name: produce, kernel: fill, args: {value: 1.0}, writes: [a]}
+  - {name: send, kernel: copy, reads: [a], writes: [b]}
+  - {name: use, kernel: checksum, reads: [b], writes: [out]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPlan(t, path, dagrun.PlanOptions{})
+	err := dagrun.CheckRun(p, dagrun.RunOptions{Backend: dagrun.BackendCUDA, Timeline: true})
+	if err == nil || !strings.Contains(err.Error(), "the plan runs on 2 devices") {
+		t.Errorf("cuda with a timeline: %v, want refused", err)
+	}
+	if err := dagrun.CheckRun(p, dagrun.RunOptions{Backend: dagrun.BackendSim, Timeline: true}); err != nil {
+		t.Errorf("sim with a timeline: %v", err)
+	}
+	if err := dagrun.CheckRun(p, dagrun.RunOptions{Backend: dagrun.BackendCUDA}); err != nil {
+		t.Errorf("cuda without a timeline: %v", err)
 	}
 }
