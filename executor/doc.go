@@ -30,6 +30,13 @@
 // instructions too. In graph mode a plan's capture regions are captured
 // where they are and the rest is issued eagerly (capture_regions.go).
 //
+// A plan of several devices (planner.Plan.Devices) needs a Devicer: each
+// physical stream is created on its plan stream's device, each buffer
+// and each device's arena on its device; events and waits are the same
+// instructions as on one device (the backend records and waits across
+// devices), peer copies are copy launches, and the ranks of a collective
+// are launches that a Collectiver issues as one group (devices.go).
+//
 // Backends report races through *RaceError from Synchronize; Run returns
 // it with the Result so callers can print outputs and still exit 1.
 package executor
