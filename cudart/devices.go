@@ -234,7 +234,7 @@ func (w *worker) initContexts(ptx []byte) error {
 			if err := w.on(i); err != nil {
 				return err
 			}
-			if err := p.ctx.EnablePeerAccess(0); err != nil && !strings.Contains(err.Error(), "already") {
+			if err := p.ctx.EnablePeerAccess(0); err != nil && !errors.Is(err, cu.PeerAccessAlreadyEnabled) {
 				return wrap(err, "cuCtxEnablePeerAccess(ordinal %d → %d)", a.ordinal, p.ordinal)
 			}
 			b.peer[i][j] = true

@@ -182,7 +182,11 @@ func (b *backend) syncCopy(l *executor.LaunchDesc) error {
 		return err
 	}
 	n := wr.Bytes
-	return b.call(l.Name+": synchronous copy", func(w *worker) error {
+	c := dst.c // the device side's context (devices.go): the destination's, else the source's
+	if dst.host != nil {
+		c = src.c
+	}
+	return b.callOn(c, l.Name+": synchronous copy", func(w *worker) error {
 		switch {
 		case src.host != nil && dst.host != nil:
 			copy(unsafe.Slice((*byte)(unsafe.Add(dst.host, wr.Offset)), n), unsafe.Slice((*byte)(unsafe.Add(src.host, r.Offset)), n))
