@@ -101,10 +101,12 @@ type arenaPiece struct {
 // inside it).
 func (v *verifier) arenaLifetimes() []Race {
 	p := v.p
-	off := make([]int64, len(p.Buffers))
-	inArena := make([]bool, len(p.Buffers))
+	nb := p.bufferCount()
+	off := make([]int64, nb)
+	inArena := make([]bool, nb)
 	used := false
-	for i, b := range p.Buffers {
+	for i := range nb {
+		b := p.buffer(i)
 		if b.ArenaOffset != nil {
 			off[i], inArena[i], used = b.arenaAt(), true, true
 		}
@@ -119,23 +121,23 @@ func (v *verifier) arenaLifetimes() []Race {
 		write       bool
 		lo, hi      int64 // bytes of the buffer
 	}
-	start := make([]int32, len(p.Buffers)+1)
+	start := make([]int32, nb+1)
 	for k := range v.acc {
-		if a := &v.acc[k]; int(a.buf) < len(p.Buffers) && inArena[a.buf] {
+		if a := &v.acc[k]; int(a.buf) < nb && inArena[a.buf] {
 			start[a.buf+1]++
 		}
 	}
-	for i := range len(p.Buffers) {
+	for i := range nb {
 		start[i+1] += start[i]
 	}
 	// Stage by stage (verifier.accesses: reads, then writes; buffer
-	// indices below len(p.Buffers) are p.Buffers'), then each buffer's in
+	// indices below nb are p's buffers), then each buffer's in
 	// issue order where stage order is not; byBuf holds indices into
 	// v.acc, and get expands one.
-	byBuf := make([]int32, start[len(p.Buffers)])
-	fill := slices.Clone(start[:len(p.Buffers)])
+	byBuf := make([]int32, start[nb])
+	fill := slices.Clone(start[:nb])
 	for i := range v.acc {
-		if a := &v.acc[i]; int(a.buf) < len(p.Buffers) && inArena[a.buf] {
+		if a := &v.acc[i]; int(a.buf) < nb && inArena[a.buf] {
 			byBuf[fill[a.buf]] = int32(i)
 			fill[a.buf]++
 		}
@@ -150,21 +152,21 @@ func (v *verifier) arenaLifetimes() []Race {
 	issue := func(x, y int32) int {
 		return cmp.Compare(v.opIssue[v.launchOp[v.acc[x].stage]], v.opIssue[v.launchOp[v.acc[y].stage]])
 	}
-	for b := range p.Buffers {
+	for b := range nb {
 		if as := byBuf[start[b]:start[b+1]]; !slices.IsSortedFunc(as, issue) {
 			slices.SortStableFunc(as, issue)
 		}
 	}
 	// Per buffer: its pieces (the ranges between its accesses' ends that
 	// an access covers) and their entries.
-	nb := 0
-	for b := range p.Buffers {
+	withAccess := 0 // buffers in the arena with accesses
+	for b := range nb {
 		if start[b+1] > start[b] {
-			nb++
+			withAccess++
 		}
 	}
-	pieces := make([]arenaPiece, 0, nb)
-	entries := make([]arenaEntry, 0, nb)
+	pieces := make([]arenaPiece, 0, withAccess)
+	entries := make([]arenaEntry, 0, withAccess)
 	slot := make([]int32, len(p.Streams)) // per stream: its entry in the piece of slotOf
 	slotOf := make([]int32, len(p.Streams))
 	for i := range slotOf {
@@ -174,7 +176,7 @@ func (v *verifier) arenaLifetimes() []Race {
 	var as []access // the buffer's accesses
 	var order, at, first, perm, pieceOf []int32
 	var local []arenaEntry
-	for b := range p.Buffers {
+	for b := range nb {
 		ix := byBuf[start[b]:start[b+1]]
 		if len(ix) == 0 {
 			continue

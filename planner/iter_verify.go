@@ -82,27 +82,44 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 			nb += k
 		}
 	}
-	q.Buffers = make([]Buffer, 0, nb)
+	// Without names and without implicit order to derive (which reads
+	// stages), neither stages nor buffers are made: Verify reads p's
+	// (Plan.stage, Plan.buffer).
+	bare := !named && !hasImplicit(p)
+	if bare {
+		q.base, q.stages = p, n*iterations
+		q.bufOrig = make([]int32, 0, nb)
+	} else {
+		q.Buffers = make([]Buffer, 0, nb)
+	}
+	nq := func() int { return len(q.Buffers) + len(q.bufOrig) }
+	add := func(b Buffer, bi int) {
+		if bare {
+			q.bufOrig = append(q.bufOrig, int32(bi))
+		} else {
+			q.Buffers = append(q.Buffers, b)
+		}
+	}
 	q.IssueOrder = make([][2]int, 0, len(p.IssueOrder)*iterations)
-	qOf := make([][]int32, len(p.Buffers)) // per buffer and iteration: its index in q.Buffers
+	qOf := make([]int32, len(p.Buffers)*iterations) // per buffer and iteration: its index in q's buffers
 	for bi, b := range p.Buffers {
 		k := m.Copies[bi]
 		b.Copies = 0
-		qOf[bi] = make([]int32, iterations)
 		for it := range iterations {
+			x := &qOf[bi*iterations+it]
 			switch {
 			case k == 1 && b.ArenaOffset != nil:
-				qOf[bi][it] = int32(len(q.Buffers) + it)
+				*x = int32(nq() + it)
 			case k == 1:
-				qOf[bi][it] = int32(len(q.Buffers))
+				*x = int32(nq())
 			default:
-				qOf[bi][it] = int32(len(q.Buffers) + m.Copy(it, bi))
+				*x = int32(nq() + m.Copy(it, bi))
 			}
 		}
 		switch {
 		case k == 1 && b.ArenaOffset != nil && !named:
 			for range iterations {
-				q.Buffers = append(q.Buffers, b)
+				add(b, bi)
 			}
 		case k == 1 && b.ArenaOffset != nil:
 			name[bi] = make([]string, iterations)
@@ -110,13 +127,13 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 				bc := b
 				bc.Name = b.Name + "@" + strconv.Itoa(it)
 				name[bi][it] = bc.Name
-				q.Buffers = append(q.Buffers, bc)
+				add(bc, bi)
 			}
 		case k == 1:
-			q.Buffers = append(q.Buffers, b)
+			add(b, bi)
 		case !named:
 			for range k {
-				q.Buffers = append(q.Buffers, b)
+				add(b, bi)
 			}
 		default:
 			copies := make([]string, k)
@@ -124,7 +141,7 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 				bc := b
 				bc.Name = b.Name + "#" + strconv.Itoa(c)
 				copies[c] = bc.Name
-				q.Buffers = append(q.Buffers, bc)
+				add(bc, bi)
 			}
 			name[bi] = make([]string, iterations)
 			for it := range iterations {
@@ -152,7 +169,7 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 		for i := range as {
 			qb := int32(-1)
 			if bi := pbuf[at+i]; bi >= 0 {
-				qb = qOf[bi][it]
+				qb = qOf[int(bi)*iterations+it]
 			}
 			q.accBuf = append(q.accBuf, qb)
 		}
@@ -198,12 +215,7 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 	for s := range q.Streams {
 		q.Streams[s].Ops = make([]Op, 0, need[s])
 	}
-	// Without names and without implicit order to derive (which reads
-	// stages), the stages are not made: Verify reads p's (Plan.stageIO).
-	bare := !named && !hasImplicit(p)
-	if bare {
-		q.base, q.stages = p, n*iterations
-	} else {
+	if !bare {
 		q.Stages = make([]Stage, 0, n*iterations)
 	}
 	for it := 0; it < iterations; it++ {

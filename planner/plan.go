@@ -60,11 +60,13 @@ type Plan struct {
 	// derived: made by Verify from a plan whose shape it checked (an
 	// unrolled plan without names, unroll): its shape is not checked again.
 	derived bool
-	// base and stages, for a derived plan without Stages: it has stages
-	// stages, stage i doing what base's stage i mod len(base.Stages) does
-	// (stageIO).
-	base   *Plan
-	stages int
+	// base, stages and bufOrig, for a derived plan without Stages and
+	// Buffers: it has stages stages, stage i doing what base's stage i mod
+	// len(base.Stages) does (Plan.stage), and len(bufOrig) buffers, buffer
+	// i a copy of base's buffer bufOrig[i] (Plan.buffer).
+	base    *Plan
+	stages  int
+	bufOrig []int32
 	// accBuf, made by Unroll: per access (stage by stage, reads then
 	// writes), its buffer's index in Buffers, or -1 (Verify reads it
 	// instead of looking each name up).

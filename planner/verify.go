@@ -324,6 +324,8 @@ type verifier struct {
 	bufBase  []int64  // per buffer index: the space offset of its byte 0
 	bufSpace []int32  // per buffer index: its address space
 	spaces   []verifySpace
+	bounds   []int64
+	states   []*verifyState
 	checked  []int32 // per access: the access it was last checked against
 	shadowed []int32 // per access: the access whose shadow it last joined
 	joined   []int32 // per access: the access last added to its shadow
@@ -365,10 +367,9 @@ type verifyLink struct{ acc, next int32 }
 
 // verifySpace is one address space and its frontier, per elementary segment
 // [bounds[k], bounds[k+1]).
-type verifySpace struct {
-	bounds []int64
-	states []*verifyState
-}
+// Space k's bounds are verifier.bounds[at:at+n], its segments'
+// frontiers verifier.states[at:at+n-1].
+type verifySpace struct{ at, n int32 }
 
 // verifyState is the frontier of one segment. Segments may share one; a
 // step changes a frontier in place only when no other segment holds it.
@@ -406,6 +407,25 @@ func (p *Plan) stage(i int) *Stage {
 	return &p.Stages[i]
 }
 
+// bufferCount is how many buffers p has: len(p.Buffers), or for a
+// derived plan without them (unroll), its copies of its base's.
+func (p *Plan) bufferCount() int {
+	if p.base != nil {
+		return len(p.bufOrig)
+	}
+	return len(p.Buffers)
+}
+
+// buffer returns buffer i of p, or for a derived plan without buffers the
+// base's buffer it is a copy of (Copies aside: Verify reads its name,
+// bytes and arena address).
+func (p *Plan) buffer(i int) *Buffer {
+	if p.base != nil {
+		return &p.base.Buffers[p.bufOrig[i]]
+	}
+	return &p.Buffers[i]
+}
+
 // accesses collects every access in declaration order (per stage: reads,
 // then writes) and builds the address spaces' segments.
 func (v *verifier) accesses() error {
@@ -422,14 +442,16 @@ func (v *verifier) accesses() error {
 	// An unrolled plan names each access's buffer by index (Plan.accBuf):
 	// then only undeclared names go through the map.
 	hint := len(p.accBuf) == n && p.accBuf != nil
+	nb := p.bufferCount()
 	bufOf := map[string]int32{}
 	if !hint {
-		bufOf = make(map[string]int32, max(len(p.Buffers), n/8))
+		bufOf = make(map[string]int32, max(nb, n/8))
 	}
-	v.bufName = make([]string, len(p.Buffers))
-	v.bufBase = make([]int64, len(p.Buffers))
-	v.bufSpace = make([]int32, len(p.Buffers))
-	for i, b := range p.Buffers {
+	v.bufName = make([]string, nb)
+	v.bufBase = make([]int64, nb)
+	v.bufSpace = make([]int32, nb)
+	for i := range nb {
+		b := p.buffer(i)
 		if !hint {
 			bufOf[b.Name] = int32(i)
 		}
@@ -437,7 +459,7 @@ func (v *verifier) accesses() error {
 	}
 	v.acc = make([]verifyAccess, 0, n)
 	v.accStart = make([]int32, p.stageCount()+1)
-	var count []int32 // per space: bounds
+	count := make([]int32, 0, nb) // per space: bounds
 	for i := range p.stageCount() {
 		st := p.stage(i)
 		v.accStart[i] = int32(len(v.acc))
@@ -489,24 +511,25 @@ func (v *verifier) accesses() error {
 	v.accStart[p.stageCount()] = int32(len(v.acc))
 	// Each space's segment bounds: the sorted distinct ends of its accesses,
 	// carved from one array.
-	bounds := make([]int64, 2*n)
+	v.bounds = make([]int64, 2*n)
 	v.spaces = make([]verifySpace, len(count))
-	at := 0
+	at := int32(0)
 	for sp, c := range count {
-		v.spaces[sp].bounds = bounds[at : at : at+int(c)]
-		at += int(c)
+		v.spaces[sp].at = at
+		at += c
 	}
 	for _, a := range v.acc {
 		s := &v.spaces[a.space]
-		s.bounds = append(s.bounds, a.lo, a.hi)
+		v.bounds[s.at+s.n], v.bounds[s.at+s.n+1] = a.lo, a.hi
+		s.n += 2
 	}
-	states := make([]*verifyState, 2*n)
 	for k := range v.spaces {
 		s := &v.spaces[k]
-		slices.Sort(s.bounds)
-		s.bounds = slices.Compact(s.bounds)
-		s.states, states = states[:len(s.bounds)-1:len(s.bounds)-1], states[len(s.bounds):]
+		b := v.bounds[s.at : s.at+s.n]
+		slices.Sort(b)
+		s.n = int32(len(slices.Compact(b)))
 	}
+	v.states = make([]*verifyState, 2*n)
 	v.checked = make([]int32, 4*n)
 	for k := range v.checked {
 		v.checked[k] = -1
@@ -584,15 +607,16 @@ func (v *verifier) accHB(a, d int32) bool {
 func (v *verifier) sweep() {
 	for d := range v.acc {
 		ad := &v.acc[d]
-		sp := &v.spaces[ad.space]
-		lo, _ := slices.BinarySearch(sp.bounds, ad.lo)
-		hi, _ := slices.BinarySearch(sp.bounds, ad.hi)
+		sp := v.spaces[ad.space]
+		bounds, states := v.bounds[sp.at:sp.at+sp.n], v.states[sp.at:sp.at+sp.n]
+		lo, _ := slices.BinarySearch(bounds, ad.lo)
+		hi, _ := slices.BinarySearch(bounds, ad.hi)
 		for k := lo; k < hi; {
 			// A run of segments with the same frontier takes one step; a
 			// frontier no other segment holds is updated in place.
-			st := sp.states[k]
+			st := states[k]
 			end := k + 1
-			for end < hi && sp.states[end] == st {
+			for end < hi && states[end] == st {
 				end++
 			}
 			own := st != nil && int(st.refs) == end-k
@@ -603,7 +627,7 @@ func (v *verifier) sweep() {
 				}
 				next.refs += int32(end - k)
 				for ; k < end; k++ {
-					sp.states[k] = next
+					states[k] = next
 				}
 			}
 			k = end
