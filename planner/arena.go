@@ -387,7 +387,20 @@ type spans struct{ lo, hi []float64 }
 //
 // Cost: O(temps × (streams live in the span + 1) × log d) happens-before
 // tests, d the first uses on a stream within the span.
-func (a *arenaInfo) issueSpans() spans {
+func (a *arenaInfo) issueSpans() spans { return a.issueSpansBy(true) }
+
+// spanColumnsMax bounds the streams for which issueSpans keeps, per stream,
+// the clock column of each stream over its temps' first launches (streams²
+// × first launches / streams entries).
+const spanColumnsMax = 64
+
+// issueSpansBy is issueSpans, with columns: for plans of dense clocks
+// (launchHB) and at most spanColumnsMax streams, the search on a stream
+// reads the clock entries of its first launches in a column per stream
+// (nondecreasing along the stream, as happens-before is monotone) instead
+// of a happens-before test per launch and last use; without, by the tests.
+// The spans are the same.
+func (a *arenaInfo) issueSpansBy(columns bool) spans {
 	p := a.p
 	S := len(p.Streams)
 	fl := make([][]int32, S) // per stream: temps' first launches on it, in issue order
@@ -414,6 +427,27 @@ func (a *arenaInfo) issueSpans() spans {
 	streams := newSpanIndex(ss)
 	for s := range S {
 		streams.add(s)
+	}
+	// cols[t][σ·n+i], n = len(fl[t]): how many ops of stream σ happen-before
+	// the launch fl[t][i] (of stream t itself: its op index), so that u on
+	// σ happens-before it iff that is above u's op index.
+	h, dense := a.hb.(*launchHB)
+	var cols [][]int32
+	if columns && dense && S <= spanColumnsMax {
+		cols = make([][]int32, S)
+		for t, list := range fl {
+			n := len(list)
+			c := make([]int32, S*n)
+			for i, v := range list {
+				at := h.at[v]
+				row := h.vecs[int(at.row)*S : int(at.row+1)*S]
+				for q, x := range row {
+					c[q*n+i] = x
+				}
+				c[t*n+i] = at.index
+			}
+			cols[t] = c
+		}
 	}
 	cuts := a.cuts()
 	sp := spans{lo: make([]float64, len(a.bufs)), hi: make([]float64, len(a.bufs))}
@@ -451,6 +485,25 @@ func (a *arenaInfo) issueSpans() spans {
 				i++
 			}
 			cur[t] = i
+			if cols != nil {
+				// The first done from i: the first not before limit, or
+				// the first that every last use of b happens-before.
+				n := len(list)
+				j := i
+				for _, u := range b.last {
+					at := h.at[u]
+					if j = firstAbove(cols[t][int(at.stream)*n:int(at.stream+1)*n], j, n, at.index); j == n {
+						break
+					}
+				}
+				if j > i && iss[j-1] >= limit {
+					j = firstAbove(iss, i, j, limit-1)
+				}
+				if j > i {
+					end = max(end, iss[j-1]) // the last one not after b
+				}
+				continue
+			}
 			if i == len(list) || done(i) {
 				continue
 			}
@@ -467,6 +520,28 @@ func (a *arenaInfo) issueSpans() spans {
 		sp.lo[k], sp.hi[k] = float64(b.firstIssue), float64(end)+1
 	}
 	return sp
+}
+
+// firstAbove returns the first index in [lo, hi) of the nondecreasing col
+// whose value is above k, or hi: a galloping search from lo (Bentley and
+// Yao 1976), O(log d) for an answer d places on.
+func firstAbove(col []int32, lo, hi int, k int32) int {
+	if lo >= hi || col[lo] > k {
+		return lo
+	}
+	prev := lo // col[prev] ≤ k
+	for step := 1; ; step *= 2 {
+		next := prev + step
+		if next >= hi {
+			break
+		}
+		if col[next] > k {
+			hi = next
+			break
+		}
+		prev = next
+	}
+	return prev + 1 + sort.Search(hi-prev-1, func(x int) bool { return col[prev+1+x] > k })
 }
 
 // cuts returns the stages whose launch is a cut of the plan, in issue

@@ -493,3 +493,38 @@ func TestStableOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestIssueSpansColumns: the spans issueSpans finds by clock columns are
+// those of a happens-before test per launch, on model graphs, chained
+// copies and the scale shapes.
+func TestIssueSpansColumns(t *testing.T) {
+	var specs []*dag.Spec
+	for _, m := range []string{"inception_v3", "nasnetalarge"} {
+		specs = append(specs, loadGraph(t, m))
+	}
+	if c, err := synth.Chain(loadGraph(t, "resnet50"), 3); err == nil {
+		specs = append(specs, c)
+	}
+	for _, sh := range synth.Shapes {
+		if s, err := synth.Shape(sh, 3000); err == nil {
+			specs = append(specs, s)
+		}
+	}
+	for _, s := range specs {
+		for _, ms := range []int{3, 8} {
+			p := build(t, s, Options{MaxStreams: ms, MemoryBudget: BudgetNone})
+			a := newArenaInfo(p, nil)
+			if _, ok := a.hb.(*launchHB); !ok || len(p.Streams) > spanColumnsMax {
+				t.Fatalf("%s: %d streams, want dense clocks within the columns' bound", s.Name, len(p.Streams))
+			}
+			by, tests := a.issueSpansBy(true), a.issueSpansBy(false)
+			if !slices.Equal(by.lo, tests.lo) || !slices.Equal(by.hi, tests.hi) {
+				for k := range by.hi {
+					if by.hi[k] != tests.hi[k] {
+						t.Fatalf("%s, %d streams: temp %d spans [%v, %v) by columns, [%v, %v) by tests", s.Name, ms, k, by.lo[k], by.hi[k], tests.lo[k], tests.hi[k])
+					}
+				}
+			}
+		}
+	}
+}
