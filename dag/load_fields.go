@@ -238,6 +238,20 @@ var (
 			},
 			write:  func(s *Spec, _ *writing) (string, error) { return strIf(s.Sync, SyncAuto), nil },
 			schema: FormatField{Type: "enum", Enum: syncModes, Doc: "auto: the planner places streams, events and waits; manual: the spec does"}},
+		{key: "devices",
+			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
+				if n, ok := d.intIn(v, "devices", 1, MaxDevices); ok {
+					d.x.Devices = int(n)
+					d.loader.devicesAt = atOf(v)
+				}
+			},
+			write: func(s *Spec, _ *writing) (string, error) {
+				if s.Devices <= 1 {
+					return "", nil
+				}
+				return strconv.Itoa(s.Devices), nil
+			},
+			schema: FormatField{Type: "integer", Min: 1, Max: MaxDevices, HasMin: true, HasMax: true, Doc: "how many GPUs (default: 1 + the largest device: named)"}},
 		{key: "options",
 			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
 				decodeObject(d.loader, v, "options", optionsTable, optionsKeys, &d.x.Options, &struct{}{})
@@ -288,20 +302,6 @@ var (
 				return flowItems(captureTable, s.Captures, w)
 			},
 			schema: FormatField{Type: "list", Items: "capture", Doc: "stream-capture regions, checked against CUDA's capture rules"}},
-		{key: "devices",
-			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
-				if n, ok := d.intIn(v, "devices", 1, MaxDevices); ok {
-					d.x.Devices = int(n)
-					d.loader.devicesAt = atOf(v)
-				}
-			},
-			write: func(s *Spec, _ *writing) (string, error) {
-				if s.Devices <= 1 {
-					return "", nil
-				}
-				return strconv.Itoa(s.Devices), nil
-			},
-			schema: FormatField{Type: "integer", Min: 1, Max: MaxDevices, HasMin: true, HasMax: true, Doc: "how many GPUs (default: 1 + the largest device: named)"}},
 		{key: "stages", need: "add a list of stages: stages: [{name: a, kernel: spin}]",
 			decode: func(d *decoding[Spec, struct{}], v *yaml.Node) {
 				if n, ok := d.items(v, "stages", "write stages as a list of mappings", func(it *yaml.Node) { d.decodeStage(d.x, it) }); ok && n == 0 {

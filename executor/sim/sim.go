@@ -69,6 +69,9 @@ type Options struct {
 	// (host wall-clock time of the simulation, not GPU time) for
 	// StageSpans (executor.Profiler).
 	Spans bool
+	// Devices is the number of simulated devices (executor.Devicer): 0
+	// means DefaultDevices (devices.go).
+	Devices int
 }
 
 // ErrClosed is returned by every method after Close.
@@ -118,6 +121,13 @@ type Backend struct {
 	// the time of the first Launch call after it, their time origin.
 	spans []executor.StageSpan
 	epoch time.Time
+
+	// Collectives (devices.go): the issuing goroutine's rendezvous being
+	// filled, by group; the rendezvous not yet complete (guarded by mu);
+	// ops run so far, for deadlock detection.
+	rvs      map[int]*rendezvous
+	open     []*rendezvous
+	progress atomic.Uint64
 }
 
 // StageSpans returns, with Options.Spans, the spans of the stages run since
@@ -257,6 +267,9 @@ func (b *Backend) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 	}
 	b.liveBytes += d.Bytes
 	buf := &buffer{id: b.nextBuf, name: d.Name, where: where, data: make([]byte, d.Bytes), fresh: true}
+	if where == contract.WhereDevice {
+		buf.device = d.Device
+	}
 	b.nextBuf++
 	b.buffers[buf] = callSite()
 	b.mu.Unlock()
@@ -371,11 +384,20 @@ func (b *Backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 	if l.UserKernel == nil && !contract.IsBuiltin(l.Kernel) {
 		return fmt.Errorf("sim: stage %s: unknown kernel %q", l.Name, l.Kernel)
 	}
+	if err := b.checkDevices(s, l); err != nil { // devices.go
+		return err
+	}
 	b.markEpoch()
 	if l.Copy == planner.CopySync {
 		return b.syncCopy(s, l) // kinds.go
 	}
-	s.push(op{kind: opLaunch, desc: l})
+	var rv *rendezvous
+	if l.Collective != nil {
+		if rv, err = b.issueRank(s, l); err != nil { // devices.go
+			return err
+		}
+	}
+	s.push(op{kind: opLaunch, desc: l, rv: rv})
 	return nil
 }
 
@@ -387,10 +409,13 @@ func (b *Backend) Synchronize() error {
 	if b.closed {
 		return ErrClosed
 	}
-	b.pending.Wait()
+	deadlock := b.waitPending() // devices.go
 	b.mu.Lock()
 	errs := b.faults
 	b.faults = nil
+	if deadlock != nil {
+		errs = append(errs, deadlock)
+	}
 	if len(b.raceOrder) > 0 {
 		re := &executor.RaceError{Backend: "sim", Dropped: b.dropped}
 		for _, k := range b.raceOrder {
@@ -568,6 +593,7 @@ type buffer struct {
 	fresh  bool // no byte written since Alloc (data is all zero)
 	freed  atomic.Bool
 	shadow shadow
+	device int // the device of device memory (devices.go)
 }
 
 // callSite names the first caller outside this package.

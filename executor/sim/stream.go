@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dagrun/dagrun/executor"
@@ -35,6 +36,7 @@ type op struct {
 	// stream waits for it, the race detector takes it as waiting for
 	// nothing, as the verifier does.
 	blind bool
+	rv    *rendezvous // opLaunch of a collective's rank (devices.go)
 }
 
 // maxQueued bounds a stream's queued ops, as a CUDA stream's launch queue
@@ -71,6 +73,9 @@ type stream struct {
 	// Owned by the stream goroutine.
 	rng   *rand.Rand
 	clock []uint64
+
+	device int          // its device (devices.go), set at creation
+	state  atomic.Int32 // stateRunning, stateIdle, … (devices.go)
 }
 
 // push issues o on s with CUDA's implicit order (kinds.go) around it.
@@ -111,8 +116,10 @@ func (s *stream) pop() (op, bool) {
 		if s.closing {
 			return op{}, false
 		}
+		s.state.Store(stateIdle)
 		s.cond.Wait()
 	}
+	s.state.Store(stateRunning)
 	o := s.q[s.head]
 	s.q[s.head] = op{}
 	s.head++
@@ -143,6 +150,10 @@ func (s *stream) loop() {
 		}
 		switch o.kind {
 		case opLaunch:
+			if o.rv != nil {
+				s.rank(o.desc, o.rv) // devices.go
+				break
+			}
 			if s.b.opt.Spans {
 				t0 := time.Now()
 				s.launch(o.desc, o.fn)
@@ -157,7 +168,9 @@ func (s *stream) loop() {
 			close(o.slot.done)
 		case opWait:
 			if o.slot != nil {
+				s.state.Store(stateWaiting)
 				<-o.slot.done
+				s.state.Store(stateRunning)
 				if s.b.detect && !o.blind {
 					s.join(o.slot.clock)
 				}
@@ -165,6 +178,7 @@ func (s *stream) loop() {
 		case opLifetime:
 			s.lifetime(o.buf, o.free)
 		}
+		s.b.progress.Add(1)
 		s.b.pending.Done()
 	}
 }

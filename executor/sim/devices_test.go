@@ -1,0 +1,127 @@
+package sim_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/planner"
+)
+
+// rendezvousPlan: mark (stream s0, device 0) writes host memory before
+// rank 0 of a collective; seen (stream s1, device 1) reads it after rank
+// 1. No event orders them: only the rendezvous. With seenFirst, seen runs
+// before rank 1 on its stream, so nothing orders them.
+func rendezvousPlan(seenFirst bool) *planner.Plan {
+	rank := func(r int) *planner.Collective {
+		return &planner.Collective{Group: 0, Op: "all_reduce", Reduce: "sum", Rank: r, Ranks: 2}
+	}
+	sum := map[string]any{"op": "sum"}
+	p := &planner.Plan{Version: 1, Devices: 2,
+		Buffers: []planner.Buffer{{Name: "note", Bytes: 64, Where: dag.WhereHostPinned, Role: dag.RoleTemp},
+			{Name: "g0", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: 1},
+			{Name: "g1", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: 2, Device: 1},
+			{Name: "sum", Bytes: 8, Where: dag.WhereHostPinned, Role: dag.RoleOutput}},
+		Stages: []planner.Stage{
+			{Name: "mark", Stream: 0, Kernel: "fill", Args: map[string]any{"value": 1.0}, Writes: []planner.Access{{Buffer: "note", Bytes: 64}}},
+			{Name: "r/0", Stream: 0, Kernel: "all_reduce", Args: sum, Reads: []planner.Access{{Buffer: "g0", Bytes: 64}}, Writes: []planner.Access{{Buffer: "g0", Bytes: 64}}, Collective: rank(0)},
+			{Name: "r/1", Stream: 1, Kernel: "all_reduce", Args: sum, Reads: []planner.Access{{Buffer: "g1", Bytes: 64}}, Writes: []planner.Access{{Buffer: "g1", Bytes: 64}}, Collective: rank(1)},
+			{Name: "seen", Stream: 1, Kernel: "checksum", Reads: []planner.Access{{Buffer: "note", Bytes: 64}}, Writes: []planner.Access{{Buffer: "sum", Bytes: 8}}},
+		},
+		Streams: []planner.Stream{
+			{ID: 0, Name: "s0", Ops: []planner.Op{{Kind: planner.OpLaunch, Stage: 0}, {Kind: planner.OpLaunch, Stage: 1}}},
+			{ID: 1, Name: "s1", Device: 1, Ops: []planner.Op{{Kind: planner.OpLaunch, Stage: 2}, {Kind: planner.OpLaunch, Stage: 3}}},
+		},
+		IssueOrder: [][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}},
+	}
+	if seenFirst {
+		p.Streams[1].Ops[0].Stage, p.Streams[1].Ops[1].Stage = 3, 2
+		p.IssueOrder = [][2]int{{0, 0}, {1, 0}, {0, 1}, {1, 1}}
+	}
+	return p
+}
+
+// TestRendezvousDetector: the detector takes a collective's rendezvous as
+// the verifier does (mark → seen ordered through it, not when seen comes
+// before rank 1), and the all-reduce writes the sum on both devices.
+func TestRendezvousDetector(t *testing.T) {
+	for _, seenFirst := range []bool{false, true} {
+		p := rendezvousPlan(seenFirst)
+		verr := planner.Verify(p)
+		for seed := range int64(10) {
+			res, err := run(t, p, sim.Options{Seed: seed, MaxDelay: 2000}, 1)
+			var re *executor.RaceError
+			if err != nil && !errors.As(err, &re) {
+				t.Fatal(err)
+			}
+			if (re != nil) != (verr != nil) {
+				t.Fatalf("seenFirst %v seed %d: detector %v, verifier %v", seenFirst, seed, err, verr)
+			}
+			if !seenFirst {
+				three := executor.Checksum(floats(3, 16))
+				for _, o := range res.Outputs {
+					if (o.Name == "g0" || o.Name == "g1") && o.Checksum != three {
+						t.Errorf("%s = %s, want the sum 3.0 everywhere (%s)", o.Name, o.Checksum, three)
+					}
+				}
+			}
+		}
+		if seenFirst != (verr != nil) {
+			t.Errorf("seenFirst %v: verifier %v", seenFirst, verr)
+		}
+	}
+}
+
+// TestDeviceMemory: a launch that touches another device's memory is
+// refused; a copy between two devices on a third device's stream too.
+func TestDeviceMemory(t *testing.T) {
+	b := sim.New(sim.Options{Devices: 3})
+	defer b.Close()
+	s1, err := b.NewStreamOn(1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := b.NewStreamOn(2, "")
+	a0, _ := b.Alloc(executor.BufferDesc{Name: "a0", Bytes: 64, Where: contract.WhereDevice})
+	a1, _ := b.Alloc(executor.BufferDesc{Name: "a1", Bytes: 64, Where: contract.WhereDevice, Device: 1})
+	arg := func(h executor.Buffer, name string) []executor.Arg {
+		return []executor.Arg{{Buffer: h, Name: name, Bytes: 64}}
+	}
+	err = b.Launch(s1, &executor.LaunchDesc{Name: "k", Kernel: "fill", Args: map[string]any{"value": 1.0}, Writes: arg(a0, "a0")})
+	if err == nil || !strings.Contains(err.Error(), "writes buffer a0 of device 0") {
+		t.Errorf("kernel on device 1 writing device 0: %v", err)
+	}
+	err = b.Launch(s2, &executor.LaunchDesc{Name: "c", Kernel: "copy", Reads: arg(a0, "a0"), Writes: arg(a1, "a1")})
+	if err == nil || !strings.Contains(err.Error(), "peer copy from device 0 to device 1 on stream") {
+		t.Errorf("peer copy on device 2: %v", err)
+	}
+	if err := b.Launch(s1, &executor.LaunchDesc{Name: "c", Kernel: "copy", Reads: arg(a0, "a0"), Writes: arg(a1, "a1")}); err != nil {
+		t.Errorf("peer copy on the destination's stream: %v", err)
+	}
+	if _, err := b.NewStreamOn(3, ""); err == nil {
+		t.Error("a stream on device 3 of 3")
+	}
+	if err := b.Synchronize(); err != nil {
+		t.Error(err)
+	}
+	for _, h := range []executor.Stream{s1, s2} {
+		b.DestroyStream(h)
+	}
+	b.Free(a0)
+	b.Free(a1)
+}
+
+// floats is n float32 words of v.
+func floats(v float32, n int) []byte {
+	b := make([]byte, 4*n)
+	for i := 0; i < n; i++ {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
