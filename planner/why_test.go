@@ -56,8 +56,12 @@ func TestWaitReasonsMatchHazardEdges(t *testing.T) {
 		if err != nil || s.Sync == dag.SyncManual {
 			continue
 		}
-		s.Options.Arena = dag.ArenaOff // arena sharing is a reason the hazard graph does not know
-		g, err := dag.Hazards(s)
+		s.Options.Arena = dag.ArenaOff     // arena sharing is a reason the hazard graph does not know
+		lowered, _, err := lowerDevices(s) // the stages the plan has: placement's peer copies, collectives' ranks
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := dag.Hazards(lowered)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,8 @@ import (
 const (
 	PTXFile  = "kernels/video.ptx"
 	SpecFile = "cameras.yaml"
+	// SpecFile2GPU is SpecOn(2, 2, 2): a camera per device.
+	SpecFile2GPU = "cameras-2gpu.yaml"
 )
 
 // FrameFiles are the committed input frames (FrameW×FrameH RGBA8, made by
@@ -66,9 +68,26 @@ func camName(cam int, what string) string { return fmt.Sprintf("cam%d/%s", cam, 
 // the weight and frame files) are relative to the spec directory: set Dir to
 // where this package's files are before planning or running it. It panics if
 // cameras or copies is < 1.
-func Spec(cameras, copies int) *dag.Spec {
-	if cameras < 1 || copies < 1 {
-		panic(fmt.Sprintf("video: Spec(%d, %d): cameras and copies must be ≥ 1", cameras, copies))
+func Spec(cameras, copies int) *dag.Spec { return SpecOn(cameras, copies, 1) }
+
+// WeightBuffer is the name of weight buffer name (BufConv1, BufConv2,
+// BufFC) on device dev: name itself on device 0, "devD/name" on the
+// others (each device has its own copy of the weights).
+func WeightBuffer(name string, dev int) string {
+	if dev == 0 {
+		return name
+	}
+	return fmt.Sprintf("dev%d/%s", dev, name)
+}
+
+// SpecOn is Spec on devices devices (≥ 1): camera c's buffers and stages
+// on device c % devices, with each device's own copy of the weights
+// (WeightBuffer; the same files). SpecOn(c, k, 1) is Spec(c, k);
+// cameras-2gpu.yaml is SpecOn(2, 2, 2) as written by dag.WriteYAML. It
+// panics if cameras, copies or devices is < 1.
+func SpecOn(cameras, copies, devices int) *dag.Spec {
+	if cameras < 1 || copies < 1 || devices < 1 {
+		panic(fmt.Sprintf("video: SpecOn(%d, %d, %d): cameras, copies and devices must be ≥ 1", cameras, copies, devices))
 	}
 	if copies == 1 {
 		copies = 0 // the loader's "one copy"
@@ -77,7 +96,12 @@ func Spec(cameras, copies int) *dag.Spec {
 		Version: 1,
 		Name:    fmt.Sprintf("video-%dcam", cameras),
 		Sync:    dag.SyncAuto,
+		Devices: devices,
 	}
+	if devices > 1 {
+		s.Name = fmt.Sprintf("video-%dcam-%dgpu", cameras, devices)
+	}
+	dev := 0 // the device of the buffers buf declares
 	buf := func(name, where, role, dtype string, shape []int64, init dag.Init, copies int) {
 		n := int64(1)
 		for _, d := range shape {
@@ -89,12 +113,18 @@ func Spec(cameras, copies int) *dag.Spec {
 		if init.Kind == "" {
 			init.Kind = dag.InitZeros
 		}
+		d := 0
+		if where == dag.WhereDevice {
+			d = dev
+		}
 		s.Buffers = append(s.Buffers, dag.BufferSpec{Name: name, Bytes: n, DType: dtype, Shape: shape,
-			Where: where, Role: role, Init: init, Copies: copies})
+			Where: where, Role: role, Init: init, Copies: copies, Device: d})
 	}
-	buf(BufConv1, dag.WhereDevice, dag.RoleInput, "f32", []int64{Conv1Words}, dag.Init{Kind: dag.InitFile, Path: Conv1File}, 0)
-	buf(BufConv2, dag.WhereDevice, dag.RoleInput, "f32", []int64{Conv2Words}, dag.Init{Kind: dag.InitFile, Path: Conv2File}, 0)
-	buf(BufFC, dag.WhereDevice, dag.RoleInput, "f32", []int64{FCWords}, dag.Init{Kind: dag.InitFile, Path: FCFile}, 0)
+	for dev = 0; dev < min(devices, cameras); dev++ {
+		buf(WeightBuffer(BufConv1, dev), dag.WhereDevice, dag.RoleInput, "f32", []int64{Conv1Words}, dag.Init{Kind: dag.InitFile, Path: Conv1File}, 0)
+		buf(WeightBuffer(BufConv2, dev), dag.WhereDevice, dag.RoleInput, "f32", []int64{Conv2Words}, dag.Init{Kind: dag.InitFile, Path: Conv2File}, 0)
+		buf(WeightBuffer(BufFC, dev), dag.WhereDevice, dag.RoleInput, "f32", []int64{FCWords}, dag.Init{Kind: dag.InitFile, Path: FCFile}, 0)
+	}
 
 	param := func(spec string) dag.ParamSpec {
 		for i := range spec {
@@ -120,7 +150,9 @@ func Spec(cameras, copies int) *dag.Spec {
 		return []dag.Access{{Buffer: name, Bytes: s.Buffer(name).Bytes}}
 	}
 	for c := 0; c < cameras; c++ {
+		dev = c % devices
 		b := func(what string) string { return camName(c, what) }
+		conv1, conv2, fcw := WeightBuffer(BufConv1, dev), WeightBuffer(BufConv2, dev), WeightBuffer(BufFC, dev)
 		frame := dag.Init{Kind: dag.InitFile, Path: FrameFiles[c%len(FrameFiles)]}
 		buf(b("frame_h"), dag.WhereHostPinned, dag.RoleInput, "u8", []int64{FrameH, FrameW, 4}, frame, copies)
 		buf(b("frame"), dag.WhereDevice, dag.RoleTemp, "u8", []int64{FrameH, FrameW, 4}, dag.Init{}, copies)
@@ -132,7 +164,7 @@ func Spec(cameras, copies int) *dag.Spec {
 		buf(b("out_h"), dag.WhereHostPinned, dag.RoleOutput, "f32", []int64{OutWords}, dag.Init{}, copies)
 
 		stage := func(name, kernel string, args map[string]any, grid, block int, reads, writes []string, us float64) {
-			st := dag.StageSpec{Name: b(name), Kernel: kernel, Args: args, DurationUS: us}
+			st := dag.StageSpec{Name: b(name), Kernel: kernel, Args: args, DurationUS: us, Device: dev}
 			if grid > 0 {
 				st.Launch = dag.Launch{Grid: [3]int{grid, 1, 1}, Block: [3]int{block, 1, 1}}
 			}
@@ -149,14 +181,14 @@ func Spec(cameras, copies int) *dag.Spec {
 			map[string]any{"frame": b("frame"), "out": b("x0"), "w": FrameW, "h": FrameH, "size": Size},
 			Size*Size/256, 256, []string{b("frame")}, []string{b("x0")}, 4)
 		stage("conv1", KernelConv,
-			map[string]any{"in": b("x0"), "wb": BufConv1, "out": b("a1"), "cin": InC, "cout": C1, "size": Size},
-			C1*(Size/2)*(Size/2)/256, 256, []string{b("x0"), BufConv1}, []string{b("a1")}, 8)
+			map[string]any{"in": b("x0"), "wb": conv1, "out": b("a1"), "cin": InC, "cout": C1, "size": Size},
+			C1*(Size/2)*(Size/2)/256, 256, []string{b("x0"), conv1}, []string{b("a1")}, 8)
 		stage("conv2", KernelConv,
-			map[string]any{"in": b("a1"), "wb": BufConv2, "out": b("a2"), "cin": C1, "cout": C2, "size": Size / 2},
-			C2*(Size/4)*(Size/4)/256, 256, []string{b("a1"), BufConv2}, []string{b("a2")}, 8)
+			map[string]any{"in": b("a1"), "wb": conv2, "out": b("a2"), "cin": C1, "cout": C2, "size": Size / 2},
+			C2*(Size/4)*(Size/4)/256, 256, []string{b("a1"), conv2}, []string{b("a2")}, 8)
 		stage("fc", KernelFC,
-			map[string]any{"in": b("a2"), "wb": BufFC, "out": b("logits"), "nin": FCIn, "nout": Classes},
-			Classes, FCLanes, []string{b("a2"), BufFC}, []string{b("logits")}, 6)
+			map[string]any{"in": b("a2"), "wb": fcw, "out": b("logits"), "nin": FCIn, "nout": Classes},
+			Classes, FCLanes, []string{b("a2"), fcw}, []string{b("logits")}, 6)
 		stage("softmax", KernelSoftmax,
 			map[string]any{"in": b("logits"), "out": b("out"), "n": Classes},
 			1, 32, []string{b("logits")}, []string{b("out")}, 3)

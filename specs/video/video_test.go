@@ -135,12 +135,16 @@ func TestGenerated(t *testing.T) {
 
 // cameras.yaml loads, and is exactly Spec(2, 2).
 func TestSpecFile(t *testing.T) {
-	s, err := dag.LoadFile(video.SpecFile)
+	specFile(t, video.SpecFile, video.Spec(2, 2))
+	specFile(t, video.SpecFile2GPU, video.SpecOn(2, 2, 2))
+}
+
+func specFile(t *testing.T, file string, want *dag.Spec) {
+	s, err := dag.LoadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clearPos(s)
-	want := video.Spec(2, 2)
 	want.File, want.Dir = s.File, s.Dir
 	if !reflect.DeepEqual(s, want) {
 		for i := range s.Buffers {
@@ -153,7 +157,7 @@ func TestSpecFile(t *testing.T) {
 				t.Errorf("stage %d: loaded %+v, Spec %+v", i, s.Stages[i], want.Stages[i])
 			}
 		}
-		t.Fatalf("cameras.yaml is not Spec(2, 2)")
+		t.Fatalf("%s is not its Spec", file)
 	}
 }
 
@@ -205,9 +209,10 @@ func clearPos(s *dag.Spec) {
 }
 
 // One frame per camera through the whole spec on the simulator (race
-// detector on), for 1, 2 and 4 cameras fed different real images: every
-// camera's output equals the Go kernels' bit for bit and the float64
-// reference within 1e-4.
+// detector on), for 1, 2 and 4 cameras fed different real images, on one
+// device and with a camera per device (2 and 4 devices): every camera's
+// output equals the Go kernels' bit for bit and the float64 reference
+// within 1e-4.
 func TestSpecOnSimulator(t *testing.T) {
 	frames, wt := testFrames(t), weights(t)
 	dir := t.TempDir()
@@ -219,9 +224,10 @@ func TestSpecOnSimulator(t *testing.T) {
 		}
 		paths = append(paths, p)
 	}
-	for _, cams := range []int{1, 2, 4} {
+	for _, run := range []struct{ cams, devices int }{{1, 1}, {2, 1}, {4, 1}, {2, 2}, {4, 2}, {4, 4}} {
+		cams := run.cams
 		for _, seed := range []int64{1, 2} {
-			s := video.Spec(cams, 2)
+			s := video.SpecOn(cams, 2, run.devices)
 			s.Dir = "."
 			// Camera c gets test image 9c+seed (spread over the set).
 			var mine []string
@@ -258,7 +264,14 @@ func TestSpecOnSimulator(t *testing.T) {
 				}
 				checkOutput(t, fmt.Sprintf("%d cameras, camera %d", cams, c), got, video.Reference(f, video.FrameW, video.FrameH, wt))
 			}
-			t.Logf("%d cameras, seed %d: %d streams, %d waits", cams, seed, len(p.Streams), res.Waits)
+			devs := map[int]bool{}
+			for _, str := range p.Streams {
+				devs[str.Device] = true
+			}
+			if len(devs) != run.devices {
+				t.Errorf("%d cameras on %d devices: streams on %d", cams, run.devices, len(devs))
+			}
+			t.Logf("%d cameras, %d devices, seed %d: %d streams, %d waits", cams, run.devices, seed, len(p.Streams), res.Waits)
 		}
 	}
 }
