@@ -143,14 +143,19 @@ func (v *verifier) arenaLifetimes() []Race {
 		}
 	}
 	fill = nil
+	// Per stage, its launch's issue position and stream.
+	stageIssue := make([]int32, 2*len(v.launchOp))
+	stageIssue, stageStream := stageIssue[:len(v.launchOp)], stageIssue[len(v.launchOp):]
+	for st, g := range v.launchOp {
+		stageIssue[st], stageStream[st] = v.opIssue[g], v.opStream[g]
+	}
 	get := func(i int32) access {
 		a := &v.acc[i]
-		g := v.launchOp[a.stage]
 		base := v.bufBase[a.buf]
-		return access{v.opIssue[g], v.opStream[g], a.stage, a.write, a.lo - base, a.hi - base}
+		return access{stageIssue[a.stage], stageStream[a.stage], a.stage, a.write, a.lo - base, a.hi - base}
 	}
 	issue := func(x, y int32) int {
-		return cmp.Compare(v.opIssue[v.launchOp[v.acc[x].stage]], v.opIssue[v.launchOp[v.acc[y].stage]])
+		return cmp.Compare(stageIssue[v.acc[x].stage], stageIssue[v.acc[y].stage])
 	}
 	for b := range nb {
 		if as := byBuf[start[b]:start[b+1]]; !slices.IsSortedFunc(as, issue) {
@@ -174,7 +179,7 @@ func (v *verifier) arenaLifetimes() []Race {
 	}
 	var ends []int64
 	var as []access // the buffer's accesses
-	var order, at, first, perm, pieceOf []int32
+	var head, next, first []int32
 	var local []arenaEntry
 	for b := range nb {
 		ix := byBuf[start[b]:start[b+1]]
@@ -220,65 +225,55 @@ func (v *verifier) arenaLifetimes() []Race {
 		slices.Sort(ends)
 		ends = slices.Compact(ends)
 		np := len(ends) - 1
-		// Stream by stream (each stream's accesses in issue order), per
-		// piece an entry of the stream (at: its index, or -1).
-		order = order[:0]
-		for k := range as {
-			order = append(order, int32(k))
-		}
-		slices.SortStableFunc(order, func(x, y int32) int { return cmp.Compare(as[x].s, as[y].s) })
-		at = slices.Grow(at[:0], np)[:np]
+		// In issue order: per piece its entries as a list (head, next;
+		// newest first), one per stream touching it (few: a list is
+		// searched for the stream), and its first launch.
+		head = slices.Grow(head[:0], np)[:np]
 		first = slices.Grow(first[:0], np)[:np]
-		for i := range first {
-			first[i] = -1
+		for i := range head {
+			head[i], first[i] = -1, -1
 		}
-		local, pieceOf = local[:0], pieceOf[:0]
-		for g := 0; g < len(order); {
-			s := as[order[g]].s
-			for i := range at {
-				at[i] = -1
-			}
-			for ; g < len(order) && as[order[g]].s == s; g++ {
-				a := as[order[g]]
-				lo, _ := slices.BinarySearch(ends, a.lo)
-				hi, _ := slices.BinarySearch(ends, a.hi)
-				for x := lo; x < hi; x++ {
-					e := at[x]
-					if e < 0 {
-						e = int32(len(local))
-						at[x] = e
-						local = append(local, arenaEntry{stream: s, at: [4]int32{a.stage, -1, -1, -1}})
-						pieceOf = append(pieceOf, int32(x))
+		local, next = local[:0], next[:0]
+		for _, a := range as {
+			lo, _ := slices.BinarySearch(ends, a.lo)
+			hi, _ := slices.BinarySearch(ends, a.hi)
+			for x := lo; x < hi; x++ {
+				e := head[x]
+				for e >= 0 && local[e].stream != a.s {
+					e = next[e]
+				}
+				if e < 0 {
+					e = int32(len(local))
+					local = append(local, arenaEntry{stream: a.s, at: [4]int32{a.stage, -1, -1, -1}})
+					next = append(next, head[x])
+					head[x] = e
+				}
+				u := &local[e]
+				u.at[arenaLastAny] = a.stage
+				if a.write {
+					if u.at[arenaFirstWrite] < 0 {
+						u.at[arenaFirstWrite] = a.stage
 					}
-					u := &local[e]
-					u.at[arenaLastAny] = a.stage
-					if a.write {
-						if u.at[arenaFirstWrite] < 0 {
-							u.at[arenaFirstWrite] = a.stage
-						}
-						u.at[arenaLastWrite] = a.stage
-					}
-					if first[x] < 0 || a.k < first[x] {
-						first[x] = a.k
-					}
+					u.at[arenaLastWrite] = a.stage
+				}
+				if first[x] < 0 {
+					first[x] = a.k
 				}
 			}
 		}
-		// The buffer's entries, by piece (stable: by stream within one).
-		perm = perm[:0]
-		for i := range local {
-			perm = append(perm, int32(i))
-		}
-		slices.SortStableFunc(perm, func(x, y int32) int { return cmp.Compare(pieceOf[x], pieceOf[y]) })
-		for k := 0; k < len(perm); {
-			x := pieceOf[perm[k]]
+		// The pieces an access covers, their entries in order of the
+		// streams' first touch.
+		for x := range np {
+			if head[x] < 0 {
+				continue // between accesses
+			}
 			pc := arenaPiece{lo: off[b] + ends[x], hi: off[b] + ends[x+1], buf: int32(b), first: first[x], e0: int32(len(entries))}
-			for ; k < len(perm) && pieceOf[perm[k]] == x; k++ {
-				e := local[perm[k]]
-				pc.writes = pc.writes || e.at[arenaFirstWrite] >= 0
-				entries = append(entries, e)
+			for e := head[x]; e >= 0; e = next[e] {
+				pc.writes = pc.writes || local[e].at[arenaFirstWrite] >= 0
+				entries = append(entries, local[e])
 			}
 			pc.e1 = int32(len(entries))
+			slices.Reverse(entries[pc.e0:pc.e1])
 			pieces = append(pieces, pc)
 		}
 	}
@@ -288,7 +283,7 @@ func (v *verifier) arenaLifetimes() []Race {
 	for _, pc := range pieces {
 		bounds = append(bounds, pc.lo, pc.hi)
 	}
-	slices.Sort(bounds)
+	sortOffsets(bounds)
 	bounds = slices.Compact(bounds)
 	for k := range pieces {
 		lo, _ := slices.BinarySearch(bounds, pieces[k].lo)
@@ -323,6 +318,43 @@ func (v *verifier) arenaLifetimes() []Race {
 		out[k] = r.race(v)
 	}
 	return out
+}
+
+// sortOffsets sorts x (arena addresses, ≥ 0) in place: a least
+// significant digit first radix sort by 16-bit digits (Knuth, The Art of
+// Computer Programming, vol. 3, §5.2.5), skipping the passes whose digit
+// is the same for every value; slices.Sort for short slices. Cost: O(n)
+// a pass, at most four passes.
+func sortOffsets(x []int64) {
+	if len(x) < 1<<12 {
+		slices.Sort(x)
+		return
+	}
+	top := slices.Max(x)
+	count := make([]int32, 1<<16)
+	src, dst := x, make([]int64, len(x))
+	for shift := uint(0); shift < 64 && top>>shift > 0; shift += 16 {
+		clear(count)
+		for _, v := range src {
+			count[v>>shift&0xffff]++
+		}
+		if int(count[src[0]>>shift&0xffff]) == len(src) {
+			continue // one digit: the pass would not move anything
+		}
+		sum := int32(0)
+		for d, c := range count {
+			count[d], sum = sum, sum+c
+		}
+		for _, v := range src {
+			d := v >> shift & 0xffff
+			dst[count[d]] = v
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &x[0] {
+		copy(x, src)
+	}
 }
 
 // arenaKey orders pieces for the sweep: by first launch, then read-only

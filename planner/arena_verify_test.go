@@ -493,3 +493,26 @@ func arenaWrites(w bool) int {
 	}
 	return 0
 }
+
+// TestSortOffsets: the radix sort agrees with slices.Sort on values of
+// every width, with repeats, above and below its short-slice cut.
+func TestSortOffsets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 1))
+	for _, n := range []int{0, 1, 100, 5000, 70000} {
+		for _, width := range []uint{4, 16, 17, 33, 48, 62} {
+			x := make([]int64, n)
+			for i := range x {
+				x[i] = rng.Int64N(1 << width)
+				if i > 0 && rng.IntN(4) == 0 {
+					x[i] = x[rng.IntN(i)]
+				}
+			}
+			want := slices.Clone(x)
+			slices.Sort(want)
+			sortOffsets(x)
+			if !slices.Equal(x, want) {
+				t.Fatalf("n %d, width %d: not sorted like slices.Sort", n, width)
+			}
+		}
+	}
+}
