@@ -90,6 +90,8 @@ type HazardGraph struct {
 	succ    []int32 // ascending per row
 	order   []int32 // a stable topological order
 	forward bool    // every edge goes from an earlier to a later declared stage
+	accOff  []int32 // len n+1; accBuf[accOff[v]:accOff[v+1]] are v's accesses' buffers (AccessBuffers)
+	accBuf  []int32
 }
 
 var _ graph.Directed = (*HazardGraph)(nil)
@@ -106,6 +108,13 @@ func (g *HazardGraph) NumEdges() int { return len(g.pred) }
 // Pred returns the predecessors of stage v in ascending declaration index.
 // The slice is shared: do not modify it.
 func (g *HazardGraph) Pred(v int) []int32 { return g.pred[g.predOff[v]:g.predOff[v+1]] }
+
+// AccessBuffers returns the buffer of each of stage v's reads, then
+// writes, as its index in Spec.Buffers (an index of len(Spec.Buffers) or
+// more names no declared buffer): the lookups of the analysis, for passes
+// that would otherwise look every access's buffer up by name again. The
+// slice is shared: do not modify it.
+func (g *HazardGraph) AccessBuffers(v int) []int32 { return g.accBuf[g.accOff[v]:g.accOff[v+1]] }
 
 // Succ returns the successors of stage u in ascending declaration index.
 // The slice is shared: do not modify it.
@@ -307,24 +316,31 @@ type pendingHazard struct {
 func Hazards(s *Spec) (*HazardGraph, error) {
 	n := len(s.Stages)
 	var index map[string]int32 // stage name → index, built at the first after: entry
-	bufIdx := make(map[string]int, len(s.Buffers))
-	bufs := make([]bufState, 0, len(s.Buffers))
-	bufOf := func(name string) *bufState {
+	// Buffers by their index in s.Buffers; an undeclared name gets one
+	// past them.
+	bufIdx := make(map[string]int32, len(s.Buffers))
+	for i := range s.Buffers {
+		bufIdx[s.Buffers[i].Name] = int32(i)
+	}
+	bufs := make([]bufState, len(s.Buffers))
+	bufOf := func(name string) int32 {
 		k, ok := bufIdx[name]
 		if !ok {
-			k = len(bufs)
+			k = int32(len(bufs))
 			bufIdx[name] = k
 			bufs = append(bufs, bufState{})
 		}
-		return &bufs[k]
+		return k
 	}
 	g := &HazardGraph{spec: s, forward: true}
+	g.accOff = make([]int32, 1, n+1)
 	g.predOff = make([]int32, 1, n+1)
 	na := 0 // accesses and after: entries, a good guess at the edges found
 	for i := range s.Stages {
 		na += len(s.Stages[i].Reads) + len(s.Stages[i].Writes) + len(s.Stages[i].After)
 	}
 	g.pred = make([]int32, 0, na)
+	g.accBuf = make([]int32, 0, na)
 	g.hz = make([]Hazard, 0, na)
 	g.hzOff = make([]int32, 1, na+1)
 	var pend []pendingHazard
@@ -361,10 +377,12 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 			pend = append(pend, pendingHazard{u, Hazard{Kind: After}})
 		}
 		for r, a := range st.Reads {
+			k := bufOf(a.Buffer)
+			g.accBuf = append(g.accBuf, k)
 			if a.Bytes <= 0 {
 				continue
 			}
-			b := bufOf(a.Buffer)
+			b := &bufs[k]
 			i, j := b.touch(a.Offset, a.End())
 			me := accRef{int32(v), int32(r), false}
 			for k := i; k < j; k++ {
@@ -376,10 +394,12 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 			}
 		}
 		for w, a := range st.Writes {
+			k := bufOf(a.Buffer)
+			g.accBuf = append(g.accBuf, k)
 			if a.Bytes <= 0 {
 				continue
 			}
-			b := bufOf(a.Buffer)
+			b := &bufs[k]
 			i, j := b.touch(a.Offset, a.End())
 			for k := i; k < j; k++ {
 				sg := &b.segs[k]
@@ -414,6 +434,7 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 			g.hzOff = append(g.hzOff, int32(len(g.hz)))
 		}
 		g.predOff = append(g.predOff, int32(len(g.pred)))
+		g.accOff = append(g.accOff, int32(len(g.accBuf)))
 	}
 	// Successor rows by counting sort; rows come out ascending because v ascends.
 	g.succOff = make([]int32, n+1)

@@ -241,3 +241,21 @@ func TestHazardsBruteForce(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessBuffers: each stage's reads, then writes, by their index in
+// Spec.Buffers, zero-byte accesses included, an undeclared buffer past
+// the declared ones.
+func TestAccessBuffers(t *testing.T) {
+	s := hzSpec(t, "a: r=x w=y", "b: r=y,x w=z")
+	s.Buffers = append([]BufferSpec{{Name: "unused", Bytes: 8}}, s.Buffers...) // x 1, y 2, z 3
+	s.Stages[1].Reads = append(s.Stages[1].Reads, Access{Buffer: "ghost", Bytes: 4}, Access{Buffer: "z"})
+	g, err := Hazards(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, want := range [][]int32{{1, 2}, {2, 1, 4, 3, 3}} {
+		if got := g.AccessBuffers(v); !slices.Equal(got, want) {
+			t.Errorf("stage %s: buffers %v, want %v", s.Stages[v].Name, got, want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -379,6 +380,9 @@ func (st *state) run(ps pass) (err error) {
 		if err := st.plan.Validate(); err != nil {
 			return fmt.Errorf("after pass %q: %w", ps.name, err)
 		}
+		if st.acc != nil && st.accPlan == st.plan && !slices.Equal(st.acc.buf, newPlanAccesses(st.plan).buf) {
+			return fmt.Errorf("after pass %q: the buffers of the plan's accesses are not those the passes share", ps.name)
+		}
 		// A manual plan is the user's to check (Verify reports its races).
 		if err := verifyPlan(st.plan); err != nil && !st.manual {
 			return fmt.Errorf("after pass %q: %w", ps.name, err)
@@ -519,6 +523,20 @@ func (st *state) newPlan() *Plan {
 		}
 		p.Kernels = append(p.Kernels, Kernel{Name: k.Name, PTX: k.PTX, Entry: k.Entry, Params: params})
 	}
+	// The hazard analysis looked every access's buffer up already; the
+	// plan's stages and buffers are the spec's, in its order.
+	acc := &planAccesses{off: make([]int32, len(p.Stages)+1)}
+	acc.buf = make([]int32, 0, na)
+	for v := range p.Stages {
+		for _, b := range st.g.AccessBuffers(v) {
+			if int(b) >= len(p.Buffers) {
+				b = -1 // not declared: Validate reports it
+			}
+			acc.buf = append(acc.buf, b)
+		}
+		acc.off[v+1] = int32(len(acc.buf))
+	}
+	st.acc, st.accPlan = acc, p
 	return p
 }
 
