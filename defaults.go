@@ -47,8 +47,12 @@ func capNote(p *StreamPlan) {
 	if st.IdealMakespanUS > st.CriticalPathUS*1.0005 && st.CriticalPathUS > 0 {
 		cost = fmt.Sprintf("an ideal makespan of %.1f µs, %.2f× the critical path's %.1f µs that the uncapped plan reaches", st.IdealMakespanUS, st.IdealMakespanUS/st.CriticalPathUS, st.CriticalPathUS)
 	}
-	p.Notes = append(p.Notes, fmt.Sprintf("streams capped at %d by default (the uncapped plan has %d): %s; --max-streams 0 (PlanOptions.MaxStreams = -1) plans uncapped, --max-streams N or the spec's max_streams sets another cap",
-		DefaultMaxStreams, chains, cost))
+	per := ""
+	if p.DeviceCount() > 1 {
+		per = " per device" // the fold caps each device's streams
+	}
+	p.Notes = append(p.Notes, fmt.Sprintf("streams capped at %d%s by default (the uncapped plan has %d): %s; --max-streams 0 (PlanOptions.MaxStreams = -1) plans uncapped, --max-streams N or the spec's max_streams sets another cap",
+		DefaultMaxStreams, per, chains, cost))
 }
 
 // MaxIterations is the most iterations one run takes (RunOptions.Iterations,

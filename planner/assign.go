@@ -232,6 +232,10 @@ type chainInfo struct {
 
 // fold merges free groups onto at most st.maxStr streams (see pathCover).
 func (st *state) fold(grp []int32, P int32) {
+	if st.dev != nil {
+		st.foldDevices(grp, P)
+		return
+	}
 	cp := st.criticalPath()
 	cpGrp := grp[cp[0]]
 	if host := st.hostPin(nil); host >= 0 { // free chains never fold onto the host thread
@@ -242,12 +246,19 @@ func (st *state) fold(grp []int32, P int32) {
 			}
 		}
 	}
+	st.foldOn(grp, P, cpGrp, int(P), func(int32) bool { return true })
+}
+
+// foldOn folds the free chains whose first stage on(v) accepts onto the
+// streams max_streams leaves beside pins pinned streams and the critical
+// chain's group cpGrp (see pathCover).
+func (st *state) foldOn(grp []int32, P, cpGrp int32, pins int, on func(v int32) bool) {
 	est, _ := st.asap()
 	info := map[int32]*chainInfo{}
 	var chains []*chainInfo
 	for _, v := range st.topo {
 		g := grp[v]
-		if g < P || g == cpGrp {
+		if g < P || g == cpGrp || !on(v) {
 			continue
 		}
 		c := info[g]
@@ -258,11 +269,14 @@ func (st *state) fold(grp []int32, P int32) {
 		}
 		c.work += st.dur[v]
 	}
-	slots := st.maxStr - int(P)
+	slots := st.maxStr - pins
 	if cpGrp >= P {
 		slots--
 	}
 	remap := map[int32]int32{}
+	if slots <= 0 && cpGrp < 0 && len(chains) > 0 {
+		cpGrp, chains = chains[0].g, chains[1:] // no critical chain here: the first chain takes the rest
+	}
 	if slots <= 0 {
 		for _, c := range chains {
 			remap[c.g] = cpGrp
@@ -296,7 +310,39 @@ func (st *state) fold(grp []int32, P int32) {
 			grp[v] = t
 		}
 	}
+	if cpGrp < 0 {
+		if len(chains) == 0 {
+			return
+		}
+		cpGrp = remap[chains[0].g]
+	}
 	st.improveFold(grp, orig, chains, remap, cpGrp)
+}
+
+// foldDevices is fold on a plan of several devices: max_streams caps the
+// streams of each device, and each device's chains fold onto its own
+// streams (a stream never mixes devices), beside the part of the critical
+// path on that device.
+func (st *state) foldDevices(grp []int32, P int32) {
+	cp := st.criticalPath()
+	host := st.hostPin(nil)
+	n := st.spec.Devices
+	for d := int32(0); d < int32(n); d++ {
+		cpGrp := int32(-1)
+		for _, v := range cp {
+			if st.dev[v] == d && grp[v] != host {
+				cpGrp = grp[v]
+				break
+			}
+		}
+		pinned := map[int32]bool{}
+		for v, g := range grp {
+			if g < P && g != host && st.dev[v] == d {
+				pinned[g] = true
+			}
+		}
+		st.foldOn(grp, P, cpGrp, len(pinned), func(v int32) bool { return st.dev[v] == d })
+	}
 }
 
 // foldBudget bounds improveFold's work (chain moves tried × graph size).

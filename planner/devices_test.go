@@ -2,6 +2,7 @@ package planner
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -322,5 +323,33 @@ stages:
 	}
 	if len(p.Notes) == 0 || !strings.Contains(strings.Join(p.Notes, "\n"), "placement balance") {
 		t.Errorf("notes %q: want the placement's summary", p.Notes)
+	}
+}
+
+// TestDevicesStreamCap: max_streams caps each device's streams: eight
+// independent chains per device fold onto two streams of each device, no
+// stream mixing devices, and the plan verifies.
+func TestDevicesStreamCap(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("version: 1\ndevices: 2\noptions: {max_streams: 2}\nbuffers:\n")
+	for d := 0; d < 2; d++ {
+		for c := 0; c < 8; c++ {
+			fmt.Fprintf(&b, "  - {name: x%d_%d, bytes: 64, device: %d}\n", d, c, d)
+		}
+	}
+	b.WriteString("stages:\n")
+	for d := 0; d < 2; d++ {
+		for c := 0; c < 8; c++ {
+			fmt.Fprintf(&b, "  - {name: a%d_%d, kernel: fill, args: {value: 1}, writes: [x%d_%d], duration_us: %d}\n", d, c, d, c, 10+c)
+			fmt.Fprintf(&b, "  - {name: b%d_%d, kernel: scale, args: {a: 2}, reads: [x%d_%d], writes: [x%d_%d], duration_us: 5}\n", d, c, d, c, d, c)
+		}
+	}
+	p := planOf(t, b.String())
+	per := map[int]int{}
+	for _, s := range p.Streams {
+		per[s.Device]++
+	}
+	if per[0] != 2 || per[1] != 2 {
+		t.Errorf("streams per device %v, want 2 each", per)
 	}
 }
