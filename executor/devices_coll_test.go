@@ -1,0 +1,59 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/planner"
+)
+
+// devicesOnly is a backend of n devices (Devicer) and no other optional
+// interface.
+type devicesOnly struct {
+	executor.Backend
+	d *onDevices
+}
+
+func (d devicesOnly) Devices() int { return d.d.Devices() }
+func (d devicesOnly) NewStreamOn(dev int, kind string) (executor.Stream, error) {
+	return d.d.NewStreamOn(dev, kind)
+}
+
+// noLibrary is a Collectiver whose library cannot be loaded.
+type noLibrary struct{ devicesOnly }
+
+var errNoLib = errors.New("libnccl.so.2: not found")
+
+func (noLibrary) CollectiveLibrary() (string, error) { return "", errNoLib }
+
+// TestDevicesCollectiveNeedsCollectiver: a plan with a collective is
+// refused up front by a backend that is no Collectiver, or whose
+// collective library cannot be loaded (the library's error wrapped).
+func TestDevicesCollectiveNeedsCollectiver(t *testing.T) {
+	p := planYAML(t, `version: 1
+devices: 2
+buffers:
+  - {name: g0, dtype: f32, shape: [1024], device: 0, init: {fill: 1.0}}
+  - {name: g1, dtype: f32, shape: [1024], device: 1, init: {fill: 2.0}}
+  - {name: sum0, bytes: 8, role: output, device: 0}
+stages:
+  - {name: reduce, kernel: all_reduce, args: {op: sum}, reads: [g0, g1], writes: [g0, g1]}
+  - {name: check0, kernel: checksum, reads: [g0], writes: [sum0]}
+`, planner.Options{})
+	if err := executor.CheckPlan(p); err != nil {
+		t.Fatalf("CheckPlan: %v (the ranks' form: one read, one write)", err)
+	}
+	d := newOnDevices(2)
+	defer d.Close()
+	_, err := executor.Run(context.Background(), p, devicesOnly{d.Backend, d}, executor.Options{})
+	if !errors.Is(err, executor.ErrNoCollectives) {
+		t.Errorf("no Collectiver: error %v, want ErrNoCollectives", err)
+	}
+	_, err = executor.Run(context.Background(), p, noLibrary{devicesOnly{d.Backend, d}}, executor.Options{})
+	if !errors.Is(err, errNoLib) || !strings.Contains(err.Error(), "collective stages need a collective library") {
+		t.Errorf("no library: error %v, want the library's error wrapped", err)
+	}
+}
