@@ -515,17 +515,26 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 	if len(p.Lifetimes) == 0 {
 		return nil
 	}
-	life := make(map[string]int32, len(p.Lifetimes)) // buffer → its (last) lifetime
-	for i, l := range p.Lifetimes {
-		life[l.Buffer] = int32(i)
-	}
-	// Per buffer (p.Buffers' index), its lifetime or -1; names looked up
-	// once (accessBuffers), undeclared ones by name.
+	// Per buffer (p.Buffers' index), its (last) lifetime or -1: the same
+	// index when the lifetimes are the buffers' in order (as the lifetimes
+	// pass makes them), else by name; undeclared buffers by name (life).
+	var life map[string]int32 // buffer → its (last) lifetime
 	lifeOf := make([]int32, len(p.Buffers))
+	inOrder := len(p.Lifetimes) == len(p.Buffers)
 	for b := range p.Buffers {
-		lifeOf[b] = -1
-		if i, ok := life[p.Buffers[b].Name]; ok {
-			lifeOf[b] = i
+		lifeOf[b] = int32(b)
+		inOrder = inOrder && p.Lifetimes[b].Buffer == p.Buffers[b].Name
+	}
+	if !inOrder {
+		life = make(map[string]int32, len(p.Lifetimes))
+		for i, l := range p.Lifetimes {
+			life[l.Buffer] = int32(i)
+		}
+		for b := range p.Buffers {
+			lifeOf[b] = -1
+			if i, ok := life[p.Buffers[b].Name]; ok {
+				lifeOf[b] = i
+			}
 		}
 	}
 	ids := accessBuffers(p)
@@ -557,8 +566,10 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 						i := int32(-1)
 						if b := ids[k]; b >= 0 {
 							i = lifeOf[b]
-						} else if x, ok := life[a.Buffer]; ok {
-							i = x
+						} else if life != nil {
+							if x, ok := life[a.Buffer]; ok {
+								i = x
+							}
 						}
 						k++
 						if i >= 0 {

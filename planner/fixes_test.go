@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -174,6 +175,14 @@ func TestLifetimeCutShort(t *testing.T) {
 			re, ok := err.(*RaceError)
 			if !ok || len(re.Lifetimes) != 1 || re.Lifetimes[0].Buffer != l.Buffer || re.Lifetimes[0].Stream != p.Streams[d.Stream].Name {
 				t.Errorf("lifetime of %s cut on stream %d: Verify = %v", l.Buffer, d.Stream, err)
+			}
+			// The same with the lifetimes not in the buffers' order (found
+			// by name).
+			r := q
+			r.Lifetimes = slices.Clone(q.Lifetimes)
+			slices.Reverse(r.Lifetimes)
+			if gaps := lifetimeGaps(&r); len(gaps) != 1 || gaps[0] != re.Lifetimes[0] {
+				t.Errorf("lifetime of %s cut on stream %d, lifetimes reversed: gaps %v", l.Buffer, d.Stream, gaps)
 			}
 			mutated++
 		}
