@@ -3,7 +3,9 @@
 // It checks values only, never timing, so it holds on any device: each
 // built-in against a Go reference written here, cross-stream ordering by
 // record/wait, the wait-before-record rule, host↔device copies, iterations,
-// and that a run leaks no stream, event or buffer.
+// record/wait and peer copies across devices and collectives (for a
+// backend of several devices), and that a run leaks no stream, event or
+// buffer.
 package backendtest
 
 import (
@@ -45,6 +47,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) executor.Backend) {
 	t.Run("StreamAlloc", s.streamAlloc) // alloc.go
 	t.Run("HostStages", s.hostStages)   // alloc.go
 	t.Run("HostThreads", s.hostThreads) // threads.go
+	t.Run("Devices", s.devices)         // devices.go
 }
 
 type suite struct {

@@ -105,3 +105,11 @@ func (b *Builder) Plan() *planner.Plan {
 	b.p.Stats.Events = b.p.Events
 	return &b.p
 }
+
+// OnDevice puts stream on device dev (the plan's device count grows to
+// include it).
+func (b *Builder) OnDevice(stream, dev int) *Builder {
+	b.p.Streams[stream].Device = dev
+	b.p.Devices = max(b.p.Devices, dev+1, 1)
+	return b
+}
