@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/planner"
 )
 
 // run is the whole command line: main only maps its error to an exit code.
@@ -347,12 +348,12 @@ redundant. --json prints the same report for tools.`,
 					return err
 				}
 				if pl.races != nil {
-					return failure{fmt.Errorf("%s: race found", pl.src)}
+					return failure{fmt.Errorf("%s: %s found", pl.src, verdict(pl.races))}
 				}
 				return nil
 			}
 			if pl.races != nil {
-				fmt.Fprintf(&out, "%s: RACE\n%v\n", pl.src, pl.races)
+				fmt.Fprintf(&out, "%s: %s\n%v\n", pl.src, strings.ToUpper(verdict(pl.races)), pl.races)
 			}
 			for _, w := range dagrun.Warnings(pl.p) {
 				fmt.Fprintf(&out, "warning: %s\n", w)
@@ -369,7 +370,7 @@ redundant. --json prints the same report for tools.`,
 				return err
 			}
 			if pl.races != nil {
-				return failure{fmt.Errorf("%s: race found", pl.src)}
+				return failure{fmt.Errorf("%s: %s found", pl.src, verdict(pl.races))}
 			}
 			return nil
 		},
@@ -674,4 +675,14 @@ func counted(n int, noun string) string {
 		return fmt.Sprintf("%d %ses", n, noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// verdict names what the verifier found: "deadlock" when a plan's only
+// fault is a collective whose ranks cannot all start, else "race".
+func verdict(err error) string {
+	var re *planner.RaceError
+	if errors.As(err, &re) && len(re.Races) == 0 && len(re.Deadlocks) > 0 {
+		return "deadlock"
+	}
+	return "race"
 }
