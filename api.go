@@ -56,6 +56,10 @@ type (
 	// the value at fault (planner.PlanError): ReadPlan's and Verify's
 	// error for a plan no wait can fix.
 	PlanError = planner.PlanError
+	// VerifyReport is Verify's report of a plan that does not order what
+	// it must (planner.RaceError): its races with their fixes, lifetime
+	// gaps, broken capture rules and deadlocked collectives (Deadlocks).
+	VerifyReport = planner.RaceError
 	// BudgetStep is one step of the memory_budget pass (planner.BudgetStep).
 	BudgetStep = planner.BudgetStep
 	// PassTime is the time of one planning phase (StreamPlan.Timings; ms).

@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dagrun/dagrun"
-	"github.com/dagrun/dagrun/planner"
 )
 
 // run is the whole command line: main only maps its error to an exit code.
@@ -680,7 +679,7 @@ func counted(n int, noun string) string {
 // verdict names what the verifier found: "deadlock" when a plan's only
 // fault is a collective whose ranks cannot all start, else "race".
 func verdict(err error) string {
-	var re *planner.RaceError
+	var re *dagrun.VerifyReport
 	if errors.As(err, &re) && len(re.Races) == 0 && len(re.Deadlocks) > 0 {
 		return "deadlock"
 	}
