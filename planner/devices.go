@@ -25,7 +25,8 @@ func (p *Plan) StageDevice(i int) int {
 }
 
 // validateDevices checks the device fields: counts and indices in range,
-// no device on host memory or host streams, and each collective's ranks:
+// no device on host memory or host streams, each device's arena size and
+// its buffers inside it, and each collective's ranks:
 // the built-in and its reduction, one read and one write of equal bytes,
 // Ranks ≥ 2, every rank of a group given once with the group's op,
 // reduction, rank count and bytes, on distinct devices. Errors are
@@ -52,6 +53,21 @@ func (p *Plan) validateDevices(bufIdx map[string]int) error {
 		}
 		if b.Device != 0 && b.Where != "" && b.Where != dag.WhereDevice {
 			return planErr(fmt.Sprintf("buffers[%d].device", i), "buffer %s is %s memory, which is on no device", b.Name, b.Where)
+		}
+	}
+	if per := p.Stats.ArenaBytesPerDevice; len(per) > 0 {
+		if len(per) != n {
+			return planErr("stats.arena_bytes_per_device", "%d entries, but the plan has %d devices", len(per), n)
+		}
+		for d, a := range per {
+			if a < 0 || a > MaxBufferBytes {
+				return planErr(fmt.Sprintf("stats.arena_bytes_per_device[%d]", d), "%d, want 0 to %d (1 TiB)", a, int64(MaxBufferBytes))
+			}
+		}
+		for i, b := range p.Buffers {
+			if b.ArenaOffset != nil && !contract.InBounds(*b.ArenaOffset, b.Bytes, per[b.Device]) {
+				return planErr(fmt.Sprintf("buffers[%d].arena_offset", i), "buffer %s: arena bytes [%d:%d] past device %d's arena of %d bytes (stats.arena_bytes_per_device)", b.Name, *b.ArenaOffset, *b.ArenaOffset+b.Bytes, b.Device, per[b.Device])
+			}
 		}
 	}
 	type group struct {

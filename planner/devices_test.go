@@ -353,3 +353,48 @@ func TestDevicesStreamCap(t *testing.T) {
 		t.Errorf("streams per device %v, want 2 each", per)
 	}
 }
+
+// TestDevicesPlanFile: plans of one device carry no device field; a plan
+// of two reads back as written, and Validate refuses device fields out of
+// range and an arena buffer past its device's arena.
+func TestDevicesPlanFile(t *testing.T) {
+	one, err := Build(loadSpec(t, "version: 1\nbuffers:\n  - {name: x, bytes: 64}\nstages:\n  - {name: a, kernel: fill, args: {value: 1}, writes: [x]}\n  - {name: b, kernel: scale, args: {a: 2}, reads: [x], writes: [x]}\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := one.EncodeJSON(&b, true); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), `"device":`) || strings.Contains(b.String(), `"devices":`) || strings.Contains(b.String(), "per_device") {
+		t.Errorf("a plan of one device names devices:\n%s", b.String())
+	}
+	p := planOf(t, peerSpec)
+	b.Reset()
+	if err := p.EncodeJSON(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	var q Plan
+	if err := q.UnmarshalJSON([]byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Validate(); err != nil || q.Devices != 2 || q.Streams[p.Stages[2].Stream].Device != 1 || q.Buffers[1].Device != 1 {
+		t.Fatalf("read back: %v, %+v", err, q.Streams)
+	}
+	for name, bad := range map[string]func(*Plan){
+		"stream device":    func(x *Plan) { x.Streams[0].Device = 2 },
+		"buffer device":    func(x *Plan) { x.Buffers[0].Device = -1 },
+		"arena per device": func(x *Plan) { x.Stats.ArenaBytesPerDevice = []int64{x.Stats.ArenaBytesPerDevice[0]} },
+		"past its arena":   func(x *Plan) { x.Stats.ArenaBytesPerDevice = []int64{0, 0} },
+		"devices":          func(x *Plan) { x.Devices = 65 },
+	} {
+		x := q
+		x.Streams = append([]Stream(nil), q.Streams...)
+		x.Buffers = append([]Buffer(nil), q.Buffers...)
+		bad(&x)
+		var pe *PlanError
+		if err := x.Validate(); !errors.As(err, &pe) {
+			t.Errorf("%s: Validate = %v, want a *PlanError", name, err)
+		}
+	}
+}
