@@ -32,6 +32,18 @@ func TestConformance(t *testing.T) {
 	backendtest.Run(t, func(t *testing.T) executor.Backend { return newTB(t, testOptions(t)) })
 }
 
+// TestConformanceTwoContexts: the conformance suite on a backend of two
+// plan devices in two contexts of GPU 0 (separateContexts): every case on
+// device 0 with a second context alive, and the cross-device case (its
+// all-reduce needs two GPUs and is skipped with the reason).
+func TestConformanceTwoContexts(t *testing.T) {
+	backendtest.Run(t, func(t *testing.T) executor.Backend {
+		o := testOptions(t)
+		o.Devices, o.separateContexts = []int{0, 0}, true
+		return newTB(t, o)
+	})
+}
+
 // specsDir finds the repository's specs/ folder from the working directory
 // (the package folder under go test, the repository root on the GPU machine).
 func specsDir(t testing.TB) string {

@@ -309,7 +309,7 @@ func (b *backend) allReduce(name, reduce string, ranks []*executor.LaunchDesc, s
 		ords[r] = b.ctxs[s.c].ordinal
 		for q := range r {
 			if ords[q] == ords[r] {
-				return fmt.Errorf("cudart: collective %s: ranks %d and %d are both on ordinal %d; NCCL runs one rank per GPU: map the plan's devices onto distinct GPUs (Options.Devices, dagrun run --devices)", name, q, r, ords[r])
+				return fmt.Errorf("cudart: collective %s: ranks %d and %d are both on ordinal %d: %w; NCCL runs one rank per GPU: map the plan's devices onto distinct GPUs (Options.Devices, dagrun run --devices)", name, q, r, ords[r], executor.ErrRanksShareGPU)
 			}
 		}
 		rs[r] = rank{s, send, rcv}

@@ -63,6 +63,12 @@ type Collectiver interface {
 	CollectiveLibrary() (string, error)
 }
 
+// ErrRanksShareGPU is returned (wrapped) by a Collectiver's Launch of a
+// collective two of whose ranks' devices are one GPU (plan devices mapped
+// onto one ordinal), which its library refuses: NCCL runs one rank per
+// GPU.
+var ErrRanksShareGPU = errors.New("two ranks of a collective on one GPU")
+
 // ErrNoCollectives is returned (wrapped) by Run when a plan with
 // collective stages meets a backend that is no Collectiver.
 var ErrNoCollectives = errors.New("backend cannot run collectives across devices")
