@@ -171,7 +171,8 @@ func (v *verifier) arenaLifetimes() []Race {
 		}
 	}
 	pieces := make([]arenaPiece, 0, withAccess)
-	entries := make([]arenaEntry, 0, min(len(byBuf), 2*withAccess)) // a writing and a reading stream each, about
+	// About a writing and a reading stream per buffer.
+	entries := make([]arenaEntry, 0, min(len(byBuf), 2*withAccess))
 	slot := make([]int32, len(p.Streams)) // per stream: its entry in the piece of slotOf
 	slotOf := make([]int32, len(p.Streams))
 	for i := range slotOf {
