@@ -12,8 +12,8 @@ import (
 // the plan unrolled without names (unroll, named false: one name for
 // every copy of a buffer) finds races exactly when the check on the plan
 // unrolled with names does, on planned iterating plans (ring copies,
-// stream sets, the arena) and on each of them less one wait; so its
-// verdict never needs the named plan but to report.
+// stream sets, the arena, a host stream) and on each of them less one
+// wait; so its verdict never needs the named plan but to report.
 func TestUnrollWithoutNamesAgrees(t *testing.T) {
 	type plan struct {
 		name string
@@ -30,6 +30,14 @@ func TestUnrollWithoutNamesAgrees(t *testing.T) {
 		stage("pre", reads("frame"), writes("acc"), on("comp")),
 		stage("sum", reads("acc"), writes("total"), on("d2h")),
 	), 3, "frame"), Options{StreamSets: 1})
+	host := spec( // a host stream: implicit order, so the unrolled stages are made
+		stage("fill0", writes("staging"), on(dag.HostStream)),
+		stage("up0", reads("staging"), writes("d0")),
+		stage("fill1", writes("staging"), on(dag.HostStream)),
+		stage("up1", reads("staging"), writes("d1")),
+	)
+	host.Buffer("staging").Where = dag.WhereHostPinned
+	add("host stream", host, Options{})
 	layered, _ := synth.Shape("layered", 300)
 	add("layered", layered, Options{MaxStreams: 4})
 	add("squeezenet", loadGraph(t, "squeezenet1_1"), Options{MaxStreams: 4})
@@ -58,6 +66,9 @@ func TestUnrollWithoutNamesAgrees(t *testing.T) {
 			if want != nil {
 				racy++
 			}
+		}
+		if bare, _ := unroll(p, 2, false); (bare.base == nil) != hasImplicit(p) {
+			t.Fatalf("%s: unrolled without names, stages made %v, implicit order %v", pc.name, bare.base == nil, hasImplicit(p))
 		}
 		try("", p)
 		n := 0
