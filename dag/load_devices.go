@@ -197,6 +197,9 @@ func (c *checker) checkStageDevices(i int) {
 	}
 	for k, list := range [2][]Access{st.Reads, st.Writes} {
 		verb := [2]string{"reads", "writes"}[k]
+		if k == 0 && c.s.Options.Placement == PlacementBalance {
+			continue // placement copies what a stage reads of another device
+		}
 		for _, a := range list {
 			if d, ok := devOf(a); ok && d != st.Device {
 				c.errAt(a.Pos, fmt.Sprintf("put %s on device %d (device: %d), run the stage on device %d, or copy the bytes across with a copy stage (a peer copy)", a.Buffer, st.Device, st.Device, d),

@@ -398,3 +398,26 @@ func TestDevicesPlanFile(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacementFixedReads: with placement balance, a stage given a device
+// that reads a buffer given another gets a peer copy; the plan verifies.
+func TestPlacementFixedReads(t *testing.T) {
+	p := planOf(t, `version: 1
+devices: 2
+options: {placement: balance}
+buffers:
+  - {name: a, bytes: 4096, device: 0}
+  - {name: b, bytes: 4096, device: 1, role: output}
+stages:
+  - {name: w, kernel: fill, args: {value: 1}, writes: [a]}
+  - {name: r, kernel: copy, reads: [a], writes: [b]}
+  - {name: r2, kernel: scale, args: {a: 2}, reads: [a], writes: [b], device: 1}
+`)
+	names := []string{}
+	for _, st := range p.Stages {
+		names = append(names, st.Name)
+	}
+	if got := strings.Join(names, " "); got != "w r a/to1 r2" {
+		t.Errorf("stages %s, want w r a/to1 r2 (r copies across itself, r2 reads a replica)", got)
+	}
+}
