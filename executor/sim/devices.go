@@ -3,8 +3,10 @@ package sim
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -267,8 +269,9 @@ const (
 var deadlockAfter = 200 * time.Millisecond
 
 // waitPending is Synchronize's wait for the queued work: it returns when
-// every op has run, or, when the streams deadlock in a collective's
-// rendezvous, the deadlock as an error after releasing it.
+// every op has run. Each time the streams deadlock in a collective's
+// rendezvous it releases the rendezvous and goes on waiting (a later
+// iteration may deadlock again); it returns the deadlocks met, joined.
 func (b *Backend) waitPending() error {
 	done := make(chan struct{})
 	go func() { b.pending.Wait(); close(done) }()
@@ -276,10 +279,11 @@ func (b *Backend) waitPending() error {
 	defer tick.Stop()
 	var stuck time.Duration
 	var last uint64
+	var errs []error
 	for {
 		select {
 		case <-done:
-			return nil
+			return errors.Join(errs...)
 		case <-tick.C:
 		}
 		p := b.progress.Load()
@@ -290,9 +294,8 @@ func (b *Backend) waitPending() error {
 		if stuck += deadlockAfter / 4; stuck < deadlockAfter {
 			continue
 		}
-		err := b.releaseDeadlock()
-		<-done
-		return err
+		errs = append(errs, b.releaseDeadlock())
+		stuck = 0
 	}
 }
 
@@ -313,17 +316,17 @@ func (b *Backend) stuck() bool {
 	return inRV
 }
 
-// releaseDeadlock releases every incomplete rendezvous (its ranks are not
-// computed) and describes the deadlock.
+// releaseDeadlock releases every rendezvous a rank waits in that is not
+// complete (its ranks are not computed) and describes the deadlock.
 func (b *Backend) releaseDeadlock() error {
 	b.mu.Lock()
 	open := append([]*rendezvous(nil), b.open...)
-	b.open = nil
 	b.mu.Unlock()
 	var lines []string
+	var released []*rendezvous
 	for _, rv := range open {
 		rv.mu.Lock()
-		if rv.count < len(rv.ranks) && !rv.aborted {
+		if rv.count > 0 && rv.count < len(rv.ranks) && !rv.aborted { // a rank waits in it
 			var in, out []string
 			for r, l := range rv.ranks {
 				name := fmt.Sprintf("rank %d", r)
@@ -339,8 +342,12 @@ func (b *Backend) releaseDeadlock() error {
 			lines = append(lines, fmt.Sprintf("%s waited for %s, whose stream never reached it", strings.Join(in, ", "), strings.Join(out, ", ")))
 			rv.aborted = true
 			close(rv.done)
+			released = append(released, rv)
 		}
 		rv.mu.Unlock()
 	}
+	b.mu.Lock()
+	b.open = slices.DeleteFunc(b.open, func(rv *rendezvous) bool { return slices.Contains(released, rv) })
+	b.mu.Unlock()
 	return fmt.Errorf("sim: deadlock in a collective: %s (a rank's stream waits, before the rank, for work that needs the collective to complete; no rank completes before every rank has started)", strings.Join(lines, "; "))
 }

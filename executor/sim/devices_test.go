@@ -3,9 +3,11 @@ package sim_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
@@ -124,4 +126,51 @@ func floats(v float32, n int) []byte {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 	}
 	return b
+}
+
+// TestDeadlockTwice: two collectives issued apart in one Synchronize, each
+// rank 1 waiting for an event recorded after its rank 0: the simulator
+// reports both deadlocks and returns.
+func TestDeadlockTwice(t *testing.T) {
+	b := sim.New(sim.Options{Devices: 2})
+	defer b.Close()
+	s0, _ := b.NewStreamOn(0, "")
+	s1, _ := b.NewStreamOn(1, "")
+	g0, _ := b.Alloc(executor.BufferDesc{Name: "g0", Bytes: 64, Where: contract.WhereDevice})
+	g1, _ := b.Alloc(executor.BufferDesc{Name: "g1", Bytes: 64, Where: contract.WhereDevice, Device: 1})
+	rank := func(group, r int, g executor.Buffer, name string) *executor.LaunchDesc {
+		a := []executor.Arg{{Buffer: g, Name: name, Bytes: 64}}
+		return &executor.LaunchDesc{Name: fmt.Sprintf("c%d/%d", group, r), Kernel: "all_reduce", Args: map[string]any{"op": "sum"}, Reads: a, Writes: a,
+			Collective: &planner.Collective{Group: group, Op: "all_reduce", Reduce: "sum", Rank: r, Ranks: 2}}
+	}
+	var evs []executor.Event
+	for group := range 2 {
+		e, _ := b.NewEvent()
+		evs = append(evs, e)
+		if err := b.Launch(s0, rank(group, 0, g0, "g0")); err != nil {
+			t.Fatal(err)
+		}
+		b.Record(e, s0)
+		b.Wait(s1, e)
+		if err := b.Launch(s1, rank(group, 1, g1, "g1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Synchronize() }()
+	select {
+	case err := <-done:
+		if err == nil || strings.Count(err.Error(), "deadlock in a collective") != 2 {
+			t.Errorf("Synchronize = %v, want two deadlocks", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Synchronize hangs after the first deadlock")
+	}
+	for _, e := range evs {
+		b.DestroyEvent(e)
+	}
+	b.DestroyStream(s0)
+	b.DestroyStream(s1)
+	b.Free(g0)
+	b.Free(g1)
 }
