@@ -99,7 +99,12 @@ type arenaPiece struct {
 // pieces compared once per run state it shares; the elementary segments a
 // piece spans are never walked one by one (a write removes the run starts
 // inside it).
-func (v *verifier) arenaLifetimes() []Race {
+func (v *verifier) arenaLifetimes() []Race { return v.arenaPieces().check() }
+
+// arenaPieces is arenaLifetimes' first half, which needs the accesses but
+// not the clocks (Verify runs it beside them): it cuts the pieces and
+// orders them for the sweep, or returns nil when p has no arena.
+func (v *verifier) arenaPieces() *arenaSweep {
 	p := v.p
 	nb := p.bufferCount()
 	off := make([]int64, nb)
@@ -144,10 +149,13 @@ func (v *verifier) arenaLifetimes() []Race {
 	}
 	fill = nil
 	// Per stage, its launch's issue position and stream.
-	stageIssue := make([]int32, 2*len(v.launchOp))
-	stageIssue, stageStream := stageIssue[:len(v.launchOp)], stageIssue[len(v.launchOp):]
-	for st, g := range v.launchOp {
-		stageIssue[st], stageStream[st] = v.opIssue[g], v.opStream[g]
+	ns := len(v.accStart) - 1
+	stageIssue := make([]int32, 2*ns)
+	stageIssue, stageStream := stageIssue[:ns], stageIssue[ns:]
+	for k, so := range p.IssueOrder {
+		if o := &p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
+			stageIssue[o.Stage], stageStream[o.Stage] = int32(k), int32(so[0])
+		}
 	}
 	get := func(i int32) access {
 		a := &v.acc[i]
@@ -309,14 +317,22 @@ func (v *verifier) arenaLifetimes() []Race {
 		count[key]++
 	}
 	count = nil
-	a := arenaSweep{v: v, pieces: pieces, entries: entries, bounds: bounds, seen: map[[4]int32]int{}}
-	a.run(sweep)
+	return &arenaSweep{v: v, pieces: pieces, entries: entries, bounds: bounds, byFirst: sweep, seen: map[[4]int32]int{}}
+}
+
+// check is arenaLifetimes' second half: the sweep, with happens-before
+// queries (the clocks); nil for a nil a.
+func (a *arenaSweep) check() []Race {
+	if a == nil {
+		return nil
+	}
+	a.run(a.byFirst)
 	out := make([]Race, len(a.races))
-	if p.derived {
+	if a.v.p.derived {
 		return out // a derived plan's races are only counted (verifyWith)
 	}
 	for k, r := range a.races {
-		out[k] = r.race(v)
+		out[k] = r.race(a.v)
 	}
 	return out
 }
@@ -385,6 +401,7 @@ type arenaSweep struct {
 	pieces  []arenaPiece
 	entries []arenaEntry
 	bounds  []int64 // segment k is arena bytes [bounds[k], bounds[k+1])
+	byFirst []int32 // the pieces in sweep order
 	starts  arenaRuns
 	wr, rd  []int32
 	cells   []arenaCell

@@ -267,12 +267,9 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 // races within an iteration are reported in the plan's own names; then the
 // plan unrolled over UnrollIterations(p) iterations, whose races name
 // stages as "NAME@i" (iteration i) and ring copies as "NAME#c", and whose
-// fixes are waits across iterations: Fix.Lag iterations back.
-func verifyIterations(p *Plan, withFixes bool) error {
-	q, err := unroll(p, UnrollIterations(p), false)
-	if err != nil {
-		return err
-	}
+// fixes are waits across iterations: Fix.Lag iterations back. q is p
+// unrolled without names over UnrollIterations(p) iterations (unroll).
+func verifyIterations(p, q *Plan, withFixes bool) error {
 	// Iteration 0 of q is one (p without its lagged waits: they have
 	// nothing to wait for), so a race-free q needs no look at one but for
 	// its lifetimes (q has none), which are p's: lifetimeGaps reads records
@@ -281,7 +278,7 @@ func verifyIterations(p *Plan, withFixes bool) error {
 	var gaps []LifetimeGap // beside the check of q
 	var wg sync.WaitGroup
 	wg.Go(func() { gaps = lifetimeGaps(p) })
-	err = verifyWith(q, false, false)
+	err := verifyWith(q, false, false)
 	wg.Wait()
 	if err == nil {
 		if len(gaps) > 0 {

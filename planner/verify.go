@@ -233,34 +233,53 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 		c.accBuf = accessBuffers(p)
 		p = &c
 	}
+	// A plan with iteration info is unrolled beside the checks of its
+	// launches (each only reads p, whose shape is valid).
+	var q *Plan
+	var qerr error
+	var wg sync.WaitGroup
+	if p.Iteration != nil {
+		wg.Go(func() { q, qerr = unroll(p, UnrollIterations(p), false) })
+	}
 	if aliases {
-		if err := launchAliases(p); err != nil { // alias_verify.go
-			return err
+		err := launchAliases(p) // alias_verify.go
+		if err == nil {
+			err = deviceAccesses(p) // devices_verify.go
 		}
-		if err := deviceAccesses(p); err != nil { // devices_verify.go
-			return err
+		if err == nil {
+			if dl := collectiveDeadlocks(p); len(dl) > 0 {
+				err = &RaceError{Deadlocks: dl, FixesMinimal: true}
+			}
 		}
-		if dl := collectiveDeadlocks(p); len(dl) > 0 {
-			return &RaceError{Deadlocks: dl, FixesMinimal: true}
+		if err != nil {
+			wg.Wait()
+			return err
 		}
 	}
 	if p.Iteration != nil {
-		return verifyIterations(p, withFixes) // across iterations: iter_verify.go
+		wg.Wait()
+		if qerr != nil {
+			return qerr
+		}
+		return verifyIterations(p, q, withFixes) // across iterations: iter_verify.go
 	}
-	// The clocks beside the accesses, then the arena and lifetime checks
-	// beside the sweep: each pair reads the plan and what the other does
-	// not write.
+	// The clocks beside the accesses and the arena's pieces, then the
+	// arena and lifetime checks beside the sweep: each side reads the plan
+	// and what the other does not write.
 	v := &verifier{p: p}
-	var wg sync.WaitGroup
 	wg.Go(v.clocks)
+	var pieces *arenaSweep
 	err := v.accesses()
+	if err == nil {
+		pieces = v.arenaPieces() // arena_verify.go
+	}
 	wg.Wait()
 	if err != nil {
 		return err
 	}
 	var arena []Race
 	var gaps []LifetimeGap
-	wg.Go(func() { arena = v.arenaLifetimes() }) // arena_verify.go
+	wg.Go(func() { arena = pieces.check() })
 	wg.Go(func() { gaps = lifetimeGaps(p) })
 	v.sweep()
 	wg.Wait()
