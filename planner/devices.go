@@ -278,3 +278,12 @@ func rankLaunches(p *Plan, base []int32) map[int][]int32 {
 	}
 	return out
 }
+
+// streamLabel is s's name in pictures of p: with several devices, with
+// its device ("s1 (device 1)").
+func (p *Plan) streamLabel(s Stream) string {
+	if p.DeviceCount() > 1 && !s.Host {
+		return fmt.Sprintf("%s (device %d)", s.Name, s.Device)
+	}
+	return s.Name
+}

@@ -89,10 +89,7 @@ func (p *Plan) WriteTable(w io.Writer) {
 	fmt.Fprintln(tw, "stream\top\tstage/event\t")
 	for si, s := range p.Streams {
 		for j, o := range s.Ops {
-			name := s.Name
-			if multi && !s.Host {
-				name = fmt.Sprintf("%s (device %d)", s.Name, s.Device)
-			}
+			name := p.streamLabel(s)
 			if j > 0 {
 				name = ""
 			}
@@ -178,7 +175,7 @@ func (p *Plan) WriteDOT(w io.Writer) error {
 		g.AddNode(nodes[i])
 	}
 	for _, s := range p.Streams {
-		sub := &dotGraph{DirectedGraph: simple.NewDirectedGraph(), name: fmt.Sprintf("cluster_%d", s.ID), label: s.Name}
+		sub := &dotGraph{DirectedGraph: simple.NewDirectedGraph(), name: fmt.Sprintf("cluster_%d", s.ID), label: p.streamLabel(s)}
 		last := -1
 		for _, o := range s.Ops {
 			switch o.Kind {
@@ -324,7 +321,7 @@ func (p *Plan) WriteMermaid(w io.Writer) error {
 	fmt.Fprintf(&b, "---\ntitle: \"%s\"\n---\nflowchart TB\n", esc(fmt.Sprintf("plan %s. Key: boxes are stages (kernel, µs) in a box per stream; solid arrows: stream order; dotted arrows: an event wait, with its event and why (RAW/WAR/WAW, buffer[bytes])", p.Spec)))
 	var order []string
 	for _, s := range p.Streams {
-		fmt.Fprintf(&b, "  subgraph s%d[\"stream %s\"]\n", s.ID, esc(s.Name))
+		fmt.Fprintf(&b, "  subgraph s%d[\"stream %s\"]\n", s.ID, esc(p.streamLabel(s)))
 		last := -1
 		for _, o := range s.Ops {
 			if o.Kind != OpLaunch {
