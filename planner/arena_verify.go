@@ -70,17 +70,17 @@ type arenaPiece struct {
 // between different buffers). Per arena byte, the buffers touching it are
 // taken in order of their first launch there in issue order
 // (happens-before implies issue order, so that is the only order that can
-// hold; of buffers one launch touches first, which it only reads, those
-// that are not written there come first); each buffer that writes the byte must come after the previous
-// writer entirely (its last access on each stream happens-before this
-// one's first write on each stream, and the previous one's last write
-// before this one's first access), and each buffer that only reads it must
-// come after the previous writer's writes and before the next writer's
-// first write. Happens-before is transitive, so these neighbours suffice.
-// It returns each violation as a Race whose Shared names the other
-// buffer, and whose fix names the lowest arena byte where the two
-// conflict. It only reads the verifier's state (Verify runs it beside the
-// sweep).
+// hold; of buffers that one launch touches first, and so only reads, those
+// not written there come first); each buffer that writes the byte must
+// come after the previous writer entirely (its last access on each stream
+// happens-before this one's first write on each stream, and the previous
+// one's last write before this one's first access), and each buffer that
+// only reads it must come after the previous writer's writes and before
+// the next writer's first write. Happens-before is transitive, so these
+// neighbours suffice. It returns each violation as a Race whose Shared
+// names the other buffer, and whose fix names the lowest arena byte where
+// the two conflict. Both halves only read the verifier's state: Verify
+// runs arenaPieces beside the clocks and check beside the sweep.
 //
 // Algorithm: an interval sweep. Each buffer's accesses are cut into pieces
 // (arenaPiece) that they cover wholly or not at all, so that what a buffer
@@ -94,11 +94,12 @@ type arenaPiece struct {
 // sweep over interval endpoints (Bentley and Ottmann, "Algorithms for
 // reporting and counting geometric intersections", IEEE Trans. Computers
 // C-28(9), 1979, §2) with the occupant map of an online allocator's
-// address space. Cost: O(A log A) for the A arena accesses, plus
-// O(streams² per compared pair) happens-before queries, each pair of
-// pieces compared once per run state it shares; the elementary segments a
-// piece spans are never walked one by one (a write removes the run starts
-// inside it).
+// address space. Cost: O(A log A) for the A arena accesses (the sorts;
+// radix and counting sorts but for each buffer's own access ends), plus,
+// per piece, the runs it overlaps and O(streams²) happens-before queries
+// per distinct occupant of them; a piece that only reads adds a list cell
+// per run it overlaps. The elementary segments a piece spans are never
+// walked one by one (a write removes the run starts inside it).
 func (v *verifier) arenaLifetimes() []Race { return v.arenaPieces().check() }
 
 // arenaPieces is arenaLifetimes' first half, which needs the accesses but

@@ -202,7 +202,11 @@ func (e *RaceError) Error() string {
 // races, so the set of reported races is exact (every racy pair, no false
 // ones). Memory is O(ops + accesses × segments touched) plus the clocks'
 // deltas (hb.go: about the rows times the chains that advance between a
-// stream's syncs), never streams × ops.
+// stream's syncs), never streams × ops. The arena's lifetimes are checked
+// by an interval sweep (arenaLifetimes), and a plan with iteration info
+// unrolled (verifyIterations). Buffer names are looked up once; the clocks
+// are built beside the accesses, and the arena and lifetime checks run
+// beside the sweep, on other goroutines.
 //
 // It returns a *PlanError for a malformed plan (the shape checks of
 // Validate, which do not need the plan's buffer and kernel declarations)
