@@ -317,26 +317,13 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 	n := len(s.Stages)
 	var index map[string]int32 // stage name → index, built at the first after: entry
 	// Buffers by their index in s.Buffers; an undeclared name gets one
-	// past them. The loader's resolution (s.accBuf) is taken where it
-	// names the access's buffer; the map of names is made at the first
-	// access it does not.
-	var bufIdx map[string]int32
+	// past them.
+	bufIdx := make(map[string]int32, len(s.Buffers))
+	for i := range s.Buffers {
+		bufIdx[s.Buffers[i].Name] = int32(i)
+	}
 	bufs := make([]bufState, len(s.Buffers))
-	hint := 0 // the next access's place in s.accBuf
 	bufOf := func(name string) int32 {
-		if hint < len(s.accBuf) {
-			k := s.accBuf[hint]
-			hint++
-			if k >= 0 && int(k) < len(s.Buffers) && s.Buffers[k].Name == name {
-				return k
-			}
-		}
-		if bufIdx == nil {
-			bufIdx = make(map[string]int32, len(s.Buffers))
-			for i := len(s.Buffers) - 1; i >= 0; i-- { // the first of a name, as the loader's
-				bufIdx[s.Buffers[i].Name] = int32(i)
-			}
-		}
 		k, ok := bufIdx[name]
 		if !ok {
 			k = int32(len(bufs))

@@ -259,38 +259,3 @@ func TestAccessBuffers(t *testing.T) {
 		}
 	}
 }
-
-// TestHazardsAfterLoadEdits: the loader's resolution of each access's
-// buffer is a hint; a spec whose accesses are changed after loading
-// gets the hazards of what it says now.
-func TestHazardsAfterLoadEdits(t *testing.T) {
-	const text = `version: 1
-buffers:
-  - {name: x, bytes: 64}
-  - {name: y, bytes: 64}
-stages:
-  - {name: a, kernel: spin, writes: [x]}
-  - {name: b, kernel: spin, reads: [y]}
-`
-	s, err := Load([]byte(text), "edit.yaml", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := Hazards(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := edges(g); len(got) != 0 {
-		t.Fatalf("as loaded: edges %v, want none", got)
-	}
-	s.Stages[1].Reads[0].Buffer = "x" // b now reads what a writes
-	if g, err = Hazards(s); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := edges(g), []string{"a->b RAW x[0:64]"}; !slices.Equal(got, want) {
-		t.Errorf("after the edit: edges %v, want %v", got, want)
-	}
-	if got := g.AccessBuffers(1); !slices.Equal(got, []int32{0}) {
-		t.Errorf("after the edit: b's buffers %v, want [0]", got)
-	}
-}

@@ -71,11 +71,6 @@ func (l *loader) check(s *Spec) {
 		}
 		c.stages[st.Name] = i
 	}
-	na := 0
-	for i := range s.Stages {
-		na += len(s.Stages[i].Reads) + len(s.Stages[i].Writes)
-	}
-	s.accBuf = make([]int32, 0, na)
 	for i := range s.Stages {
 		c.checkStage(i)
 	}
@@ -281,15 +276,9 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 		a, as := &accs[j], &srcs[j]
 		if !as.ok {
 			all = false
-			c.s.accBuf = append(c.s.accBuf, -1)
 			continue
 		}
 		bi, ok := c.bufs[a.Buffer]
-		if ok {
-			c.s.accBuf = append(c.s.accBuf, int32(bi))
-		} else {
-			c.s.accBuf = append(c.s.accBuf, -1)
-		}
 		if !ok {
 			all = false
 			names := func() []string {

@@ -320,13 +320,6 @@ type Spec struct {
 	// Devices is the number of GPUs the spec runs on, ≥ 1 after loading:
 	// `devices:`, else one more than the largest device index named.
 	Devices int
-
-	// accBuf is what the loader's check resolved: each access's buffer
-	// (stage by stage, reads then writes) as its index in Buffers, -1 if
-	// none. A hint only: Hazards takes an index when that buffer's name is
-	// the access's (one comparison, the strings being the same), else it
-	// looks the name up, so a spec changed after loading stays right.
-	accBuf []int32
 }
 
 // StreamOf returns the declaration of stream name, or nil.
