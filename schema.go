@@ -139,6 +139,8 @@ func scalarSchema(mapping string, f dag.FormatField, t string) (map[string]any, 
 		return map[string]any{"anyOf": []any{ref("name"), ref(f.Items)}}, nil
 	case "integer|auto":
 		return map[string]any{"anyOf": []any{bounded(map[string]any{"type": "integer"}, f), map[string]any{"const": "auto"}}}, nil
+	case "integer|auto|none":
+		return map[string]any{"anyOf": []any{bounded(map[string]any{"type": "integer"}, f), map[string]any{"enum": []any{"auto", "none"}}}}, nil
 	case "zeros|mapping":
 		return map[string]any{"anyOf": []any{map[string]any{"const": "zeros"}, ref(f.Items)}}, nil
 	case "mapping":

@@ -39,7 +39,7 @@ type FormatField struct {
 	// Items), "args" (a mapping of names to numbers or strings), or an
 	// either-form: "name|mapping" (a name or the mapping named Items),
 	// "access" (a buffer name, "name[a:b]", or the access mapping),
-	// "integer|auto", "zeros|mapping" (the string zeros or the init mapping).
+	// "integer|auto", "integer|auto|none", "zeros|mapping" (the string zeros or the init mapping).
 	Type  string
 	Items string   // for list: the items' Type, or a mapping's name; for mapping forms: the mapping's name
 	Enum  []string // for enum, and list of enum
@@ -360,10 +360,18 @@ var (
 			schema: FormatField{Type: "enum", Enum: arenaModes, Doc: "how temp buffers share one arena"}},
 		{key: "memory_budget",
 			decode: func(d *decoding[Options, struct{}], v *yaml.Node) {
-				if v.Kind == yaml.ScalarNode && v.Value == "auto" {
+				switch {
+				case v.Kind == yaml.ScalarNode && v.Value == "auto":
 					d.x.MemoryBudget = MemoryBudgetAuto
-				} else if m, ok := d.intIn(v, "options: memory_budget (bytes, or auto)", 0, math.MaxInt64); ok {
-					d.x.MemoryBudget = m
+				case v.Kind == yaml.ScalarNode && v.Value == "none":
+					d.x.MemoryBudget = 0
+				case v.Kind == yaml.ScalarNode && v.Value == "0":
+					// 0 bytes is a cap no arena meets, not "no budget".
+					d.errorf(v, "write none, or leave memory_budget out, for no budget", "options: memory_budget 0 would cap the arena at 0 bytes, which no plan with a temp buffer meets")
+				default:
+					if m, ok := d.intIn(v, "options: memory_budget (bytes, auto or none)", 1, math.MaxInt64); ok {
+						d.x.MemoryBudget = m
+					}
 				}
 			},
 			write: func(o *Options, _ *writing) (string, error) {
@@ -372,7 +380,7 @@ var (
 				}
 				return intIf(o.MemoryBudget), nil
 			},
-			schema: FormatField{Type: "integer|auto", Min: 0, HasMin: true, Doc: "cap of the arena in bytes, or auto"}},
+			schema: FormatField{Type: "integer|auto|none", Min: 1, HasMin: true, Doc: "cap of the arena in bytes, auto, or none"}},
 		{key: "placement",
 			decode: func(d *decoding[Options, struct{}], v *yaml.Node) {
 				if s, ok := d.oneOf(v, "options: placement", placements); ok {

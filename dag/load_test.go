@@ -82,6 +82,8 @@ var errorCases = []struct {
 	{"sync unknown", "version: 1\nsync: manul\n" + spinStage, []want{wh(2, "manul", `sync: unknown value "manul"`, `did you mean "manual"`)}},
 	{"strategy unknown", "version: 1\noptions: {strategy: greedy}\n" + spinStage, []want{w(2, "greedy", `strategy: unknown value "greedy"`)}},
 	{"max_streams negative", "version: 1\noptions: {max_streams: -1}\n" + spinStage, []want{w(2, "-1", "max_streams must be in [0,")}},
+	{"memory_budget 0", "version: 1\noptions: {memory_budget: 0}\n" + spinStage, []want{wh(2, "0", "memory_budget 0 would cap the arena at 0 bytes", "write none")}},
+	{"memory_budget negative", "version: 1\noptions: {memory_budget: -3}\n" + spinStage, []want{w(2, "-3", "memory_budget (bytes, auto or none) must be ≥ 1, got -3")}},
 	{"options unknown field", "version: 1\noptions: {streams: 4}\n" + spinStage, []want{wh(2, "streams", `options: unknown field "streams"`, "max_streams")}},
 	{"spec name with space", "version: 1\nname: my spec\n" + spinStage, []want{w(2, "my", `spec name "my spec" contains a space`)}},
 
@@ -614,5 +616,19 @@ func TestLoadWaitsLater(t *testing.T) {
 	}
 	if got := s.Stages[0].Waits; len(got) != 1 || got[0] != "s2" {
 		t.Errorf("waits = %v", got)
+	}
+}
+
+// TestLoadMemoryBudgetWords: memory_budget takes bytes, auto or none
+// (none: no budget, as when the field is left out).
+func TestLoadMemoryBudgetWords(t *testing.T) {
+	for src, want := range map[string]int64{"none": 0, "auto": MemoryBudgetAuto, "4096": 4096} {
+		s, err := Load([]byte("version: 1\noptions: {memory_budget: "+src+"}\n"+spinStage), "t.yaml", ".")
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if s.Options.MemoryBudget != want {
+			t.Errorf("memory_budget: %s gave %d, want %d", src, s.Options.MemoryBudget, want)
+		}
 	}
 }

@@ -310,3 +310,27 @@ func TestScaleWriteFolder(t *testing.T) {
 		t.Errorf("%s was made", filepath.Dir(missing))
 	}
 }
+
+// TestScaleRefusesBeforeWork: bench scale refuses a missing --graphs file,
+// --copies without --graphs and planner options with --write before it
+// plans or writes anything.
+func TestScaleRefusesBeforeWork(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "specs")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--stages", "1k", "--shapes", "layered", "--graphs", "/no/such/graph.json", "--copies", "2"}, "--graphs: open /no/such/graph.json"},
+		{[]string{"--stages", "1k", "--shapes", "layered", "--copies", "2"}, "--copies needs --graphs"},
+		{[]string{"--stages", "1k", "--shapes", "layered", "--write", dir, "--arena", "off"}, "--write writes the specs and plans nothing"},
+		{[]string{"--stages", "1k", "--shapes", "layered", "--write", dir, "--memory-budget", "1K"}, "--write writes the specs and plans nothing"},
+	} {
+		out, errOut, code := cli(t, append([]string{"bench", "scale"}, c.args...)...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d, no output, %q", c.args, code, out, errOut, exitUsage, c.want)
+		}
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("%s was made", dir)
+	}
+}

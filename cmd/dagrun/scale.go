@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -48,6 +49,20 @@ allocated per stage. With --write DIR it writes the specs there instead
 			var gs []string
 			if graphs != "" {
 				gs = strings.Split(graphs, ",")
+			}
+			if len(ks) > 0 && len(gs) == 0 {
+				return usagef("--copies needs --graphs (the model graph files to chain, e.g. specs/models/graphs/nasnetalarge.json)")
+			}
+			if write != "" && (mem.arena != "" || mem.budget != "") {
+				return usagef("--write writes the specs and plans nothing, so --arena and --memory-budget would not apply: drop them, and give them to dagrun plan with the written specs")
+			}
+			// Every graph file is opened before any spec is made or planned.
+			for _, g := range gs {
+				f, err := os.Open(g)
+				if err != nil {
+					return usagef("--graphs: %v", err)
+				}
+				f.Close()
 			}
 			type job struct {
 				name string
