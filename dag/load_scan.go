@@ -99,6 +99,12 @@ func scan(data string, json bool, onItem func(key string, list, item *yaml.Node)
 		p.fail("the file is not valid UTF-8")
 	}
 	if json {
+		// A leading byte order mark is ignored (RFC 8259 §8.1 allows it;
+		// editors write one), as YAML does; it takes no column.
+		if strings.HasPrefix(data, "\ufeff") {
+			p.i = len("\ufeff")
+			p.lineStart, p.colOff = p.i, p.i
+		}
 		p.skipJSONSpace()
 		if p.i == len(p.data) {
 			p.fail("the file is empty")

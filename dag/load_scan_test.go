@@ -114,6 +114,14 @@ func TestLoadJSON(t *testing.T) {
 	if !reflect.DeepEqual(clearPos(sy), clearPos(sj)) {
 		t.Errorf("JSON and YAML specs differ:\n%+v\n%+v", sy, sj)
 	}
+	// A leading byte order mark is ignored and takes no column.
+	sb, err, scanned := loadBytes([]byte("\ufeff"+j), "p.json", loadDir, false)
+	if err != nil || !scanned || !reflect.DeepEqual(clearPos(sb), clearPos(sj)) {
+		t.Fatalf("with a byte order mark: %v (scanned %v)", err, scanned)
+	}
+	if _, err := Load([]byte("\ufeff"+`{"version": 1, "stages": [}`), "p.json", loadDir); err == nil || !strings.HasPrefix(err.Error(), "p.json:1:27: JSON syntax error") {
+		t.Errorf("with a byte order mark: %v, want the error at 1:27", err)
+	}
 	for _, c := range []struct{ src, want string }{
 		{`{"version": 1, "stages": [}`, "p.json:1:27: JSON syntax error: unexpected '}': want a value"},
 		{`{"version": 1,}`, "p.json:1:15: JSON syntax error: a ',' before '}'"},
