@@ -193,6 +193,12 @@ func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, std
 	p, err := dagrun.Plan(s, o)
 	s = nil
 	if p == nil {
+		// A race a pass's plan has (--check-passes) is a race, exit 1,
+		// not bad input.
+		var race *dagrun.VerifyReport
+		if errors.As(err, &race) {
+			return nil, failure{fmt.Errorf("%s: %w", args[0], err)}
+		}
 		return nil, usageError{fmt.Errorf("%s: %w", args[0], err)}
 	}
 	for _, n := range dagrun.PinNotes(head, o, p) {

@@ -334,3 +334,16 @@ func TestScaleRefusesBeforeWork(t *testing.T) {
 		t.Errorf("%s was made", dir)
 	}
 }
+
+// TestCheckPassesRaceExit: a race the verifier finds after a pass
+// (--check-passes) exits 1 like the same race found at the end, not 2.
+func TestCheckPassesRaceExit(t *testing.T) {
+	spec := filepath.Join("..", "..", "specs", "memory", "a-stream-reuse-racy.yaml")
+	_, errOut, code := cli(t, "plan", "--check-passes", spec)
+	if code != exitFailure || !strings.Contains(errOut, "after pass") {
+		t.Errorf("exit %d, %q; want exit %d and the pass named", code, errOut, exitFailure)
+	}
+	if _, errOut, code := cli(t, "plan", spec); code != exitFailure {
+		t.Errorf("without --check-passes: exit %d, %q", code, errOut)
+	}
+}
