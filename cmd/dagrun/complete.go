@@ -117,3 +117,26 @@ func zeroText(typ string) string {
 	}
 	return ""
 }
+
+// refuseUnknownShell makes `dagrun completion SHELL` with a shell it has no
+// script for a usage error (exit 2), not the help text with exit 0 that a
+// `source <(dagrun completion $SHELL)` would load into the shell.
+func refuseUnknownShell(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		var shells []string
+		for _, sh := range c.Commands() {
+			shells = append(shells, sh.Name())
+		}
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return usagef("completion: unknown shell %q: want one of %s", args[0], strings.Join(shells, ", "))
+		}
+	}
+}

@@ -347,3 +347,15 @@ func TestCheckPassesRaceExit(t *testing.T) {
 		t.Errorf("without --check-passes: exit %d, %q", code, errOut)
 	}
 }
+
+// TestCompletionUnknownShell: an unknown shell is a usage error with no
+// script on stdout; a known one prints its script.
+func TestCompletionUnknownShell(t *testing.T) {
+	out, errOut, code := cli(t, "completion", "nosh")
+	if code != exitUsage || out != "" || !strings.Contains(errOut, `unknown shell "nosh"`) {
+		t.Errorf("completion nosh: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out, _, code := cli(t, "completion", "bash"); code != exitOK || !strings.Contains(out, "bash completion") {
+		t.Errorf("completion bash: exit %d, %.80q", code, out)
+	}
+}
