@@ -88,6 +88,7 @@ func (p *Plan) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(&tb, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "stream\top\tstage/event\t")
 	for si, s := range p.Streams {
+		after := "(start of " + s.Name + ")" // a record marks the stream's work up to here
 		for j, o := range s.Ops {
 			name := p.streamLabel(s)
 			if j > 0 {
@@ -96,8 +97,9 @@ func (p *Plan) WriteTable(w io.Writer) {
 			switch o.Kind {
 			case OpLaunch:
 				fmt.Fprintf(tw, "%s\tlaunch\t%s\t\n", name, p.Stages[o.Stage].Name)
+				after = p.Stages[o.Stage].Name
 			case OpRecord:
-				fmt.Fprintf(tw, "%s\trecord\te%d\tafter %s\n", name, o.Event, stageOf(o.Event))
+				fmt.Fprintf(tw, "%s\trecord\te%d\tafter %s\n", name, o.Event, after)
 			case OpWait:
 				if o.Lag > 0 {
 					fmt.Fprintf(tw, "%s\twait\te%d\tfor %s, %d iteration(s) back%s\n", name, o.Event, stageOf(o.Event), o.Lag, reason(si, j))

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -24,5 +25,35 @@ func TestReportUnfixedSentence(t *testing.T) {
 	}
 	if strings.Contains(got, "\t") {
 		t.Errorf("report has tab-indented lines:\n%s", got)
+	}
+}
+
+// TestTableRecordAfter: the table names, for each record, the stage its
+// stream launched last before it, even when stages on other streams record
+// the same event.
+func TestTableRecordAfter(t *testing.T) {
+	p, err := Build(loadSpec(t, `version: 1
+sync: manual
+buffers:
+  - {name: a, bytes: 4096}
+  - {name: b, bytes: 4096}
+  - {name: o, bytes: 8, role: output}
+stages:
+  - {name: pa, kernel: fill, args: {value: 1.0}, writes: [a], stream: s0, event: E}
+  - {name: pb, kernel: fill, args: {value: 2.0}, writes: [b], stream: s1, event: E}
+  - {name: use, kernel: checksum, reads: [b], writes: [o], stream: w1, waits: [{event: E}]}
+`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	p.WriteTable(&b)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^\s+launch\s+pa\n\s+record\s+e\d+\s+after pa$`),
+		regexp.MustCompile(`(?m)^\s+launch\s+pb\n\s+record\s+e\d+\s+after pb$`),
+	} {
+		if !want.MatchString(b.String()) {
+			t.Errorf("table lacks %s:\n%s", want, b.String())
+		}
 	}
 }
