@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 )
 
@@ -48,8 +49,9 @@ import (
 // as a fault naming the ranks that arrived and those that did not.
 
 // DefaultDevices is the number of simulated devices when Options.Devices
-// is 0.
-const DefaultDevices = 8
+// is 0: as many as a spec may name (dag.MaxDevices), so that every plan
+// runs on the simulator.
+const DefaultDevices = dag.MaxDevices
 
 // Devices is the number of simulated devices (executor.Devicer).
 func (b *Backend) Devices() int { return cmp.Or(b.opt.Devices, DefaultDevices) }
