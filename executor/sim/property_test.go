@@ -178,3 +178,142 @@ func TestDetectorIsExact(t *testing.T) {
 	}
 	t.Logf("%d racy plans, %d race-free", nracy, nclean)
 }
+
+// randomDevicesPlan makes a random plan over d devices (2 or 3) and k
+// streams (stream s on device s % d): mix stages on their device's
+// buffers and a host-pinned one, and now and then an all-reduce over every
+// device, its ranks issued as one group on a stream of each device. Waits
+// order each cross-stream conflict, each dropped with probability drop.
+func randomDevicesPlan(r *rand.Rand, drop float64) *planner.Plan {
+	d := 2 + r.IntN(2)
+	k := d + r.IntN(3)
+	p := backendtest.NewBuilder(k)
+	for s := range k {
+		p.OnDevice(s, s%d)
+	}
+	bufs := make([][]string, d+1) // per device; [d]: host memory
+	for dev := range d {
+		for i := range 2 {
+			name := fmt.Sprintf("b%d_%d", dev, i)
+			p.Buffer(planner.Buffer{Name: name, Bytes: 64, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: float64(dev + i), Device: dev})
+			bufs[dev] = append(bufs[dev], name)
+		}
+	}
+	p.Buffer(planner.Buffer{Name: "h", Bytes: 64, Where: dag.WhereHostPinned, Role: dag.RoleOutput})
+	bufs[d] = []string{"h"}
+	ranges := [][2]int64{{0, 64}, {0, 32}, {32, 32}}
+	acc := func(dev int) planner.Access {
+		list := bufs[dev]
+		if r.IntN(4) == 0 {
+			list = bufs[d]
+		}
+		rg := ranges[r.IntN(len(ranges))]
+		return planner.Access{Buffer: list[r.IntN(len(list))], Offset: rg[0], Bytes: rg[1]}
+	}
+	var stages []planner.Stage
+	conflict := func(a, b planner.Stage) bool {
+		for _, w := range a.Writes {
+			for _, x := range append(append([]planner.Access{}, b.Reads...), b.Writes...) {
+				if w.Overlaps(x) {
+					return true
+				}
+			}
+		}
+		for _, w := range b.Writes {
+			for _, x := range a.Reads {
+				if w.Overlaps(x) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	waits := func(st planner.Stage) {
+		for j := range stages {
+			if stages[j].Stream != st.Stream && conflict(stages[j], st) && r.Float64() >= drop {
+				p.Wait(st.Stream, j)
+			}
+		}
+	}
+	group := 0
+	for range 3 + r.IntN(10) {
+		if r.IntN(4) == 0 { // an all-reduce over every device
+			var ranks []planner.Stage
+			for dev := range d {
+				g := planner.Access{Buffer: bufs[dev][r.IntN(2)], Bytes: 64}
+				ranks = append(ranks, planner.Stage{Name: fmt.Sprintf("ar%d/%d", group, dev), Kernel: "all_reduce", Args: map[string]any{"op": "sum"},
+					Stream: dev + d*r.IntN((k-dev+d-1)/d), Reads: []planner.Access{g}, Writes: []planner.Access{g},
+					Collective: &planner.Collective{Group: group, Op: "all_reduce", Reduce: "sum", Rank: dev, Ranks: d}})
+			}
+			group++
+			for _, st := range ranks {
+				waits(st)
+			}
+			first := len(stages)
+			for _, st := range ranks {
+				p.Launch(st.Stream, st)
+				stages = append(stages, st)
+			}
+			for i, st := range ranks {
+				p.Record(st.Stream, first+i)
+			}
+			continue
+		}
+		s := r.IntN(k)
+		st := planner.Stage{Name: fmt.Sprint("s", len(stages)), Kernel: dag.BuiltinMix, Stream: s, Writes: []planner.Access{acc(s % d)}}
+		if a := acc(s % d); r.IntN(2) == 0 && (!a.Overlaps(st.Writes[0]) || a == st.Writes[0]) {
+			st.Reads = append(st.Reads, a)
+		}
+		waits(st)
+		i := p.Launch(s, st)
+		stages = append(stages, st)
+		p.Record(s, i)
+	}
+	return p.Plan()
+}
+
+// TestDetectorAgreesAcrossDevices: over random plans of several devices
+// with collectives and waits dropped, the detector flags a run under every
+// seed exactly when the verifier finds a race: the two take a
+// collective's rendezvous the same way.
+func TestDetectorAgreesAcrossDevices(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var nracy, nclean, ncoll int
+	for c := range 200 {
+		p := randomDevicesPlan(r, 0.4)
+		if err := p.Validate(); err != nil {
+			t.Fatalf("case %d: %v", c, err)
+		}
+		verr := planner.Verify(p)
+		var pre *planner.RaceError
+		if verr != nil && !errors.As(verr, &pre) {
+			t.Fatalf("case %d: verifier: %v", c, verr)
+		}
+		want := pre != nil
+		for seed := range int64(3) {
+			_, err := run(t, p, sim.Options{Seed: seed, MaxDelay: 5000}, 1)
+			var re *executor.RaceError
+			if err != nil && !errors.As(err, &re) {
+				t.Fatalf("case %d seed %d: %v", c, seed, err)
+			}
+			if got := re != nil; got != want {
+				t.Fatalf("case %d seed %d: detector says race=%v, the verifier %v (%v; %v)", c, seed, got, want, err, verr)
+			}
+		}
+		for _, st := range p.Stages {
+			if st.Collective != nil {
+				ncoll++
+				break
+			}
+		}
+		if want {
+			nracy++
+		} else {
+			nclean++
+		}
+	}
+	t.Logf("%d racy plans, %d race-free, %d with collectives", nracy, nclean, ncoll)
+	if nracy < 20 || nclean < 20 || ncoll < 20 {
+		t.Errorf("too few of a kind: %d racy, %d race-free, %d with collectives", nracy, nclean, ncoll)
+	}
+}
