@@ -202,12 +202,20 @@ func checkDevices(p *StreamPlan, o RunOptions) error {
 	if len(o.Devices) == 0 {
 		return nil
 	}
+	if o.Backend == BackendSim || (o.Backend == "" || o.Backend == BackendAuto) && !autoIsCUDA() {
+		why := "the backend is sim"
+		if o.Backend != BackendSim {
+			_, reason := AutoBackend()
+			why = "auto picked sim: " + reason
+		}
+		return fmt.Errorf("devices %s map plan devices onto GPU ordinals, and the run is on the simulator (%s), which simulates every plan device: drop the devices, or run on cuda", ordList(o.Devices), why)
+	}
 	if n := p.DeviceCount(); len(o.Devices) != n {
-		return fmt.Errorf("devices %v name %d GPU ordinal(s), but the plan runs on %d device(s): give one ordinal per plan device (e.g. %s)", o.Devices, len(o.Devices), n, identityList(n))
+		return fmt.Errorf("devices %s name %d GPU ordinal(s), but the plan runs on %d device(s): give one ordinal per plan device (e.g. %s)", ordList(o.Devices), len(o.Devices), n, identityList(n))
 	}
 	for i, d := range o.Devices {
 		if d < 0 {
-			return fmt.Errorf("devices %v: plan device %d on ordinal %d, want ≥ 0", o.Devices, i, d)
+			return fmt.Errorf("devices %s: plan device %d on ordinal %d, want ≥ 0", ordList(o.Devices), i, d)
 		}
 	}
 	return nil
@@ -221,9 +229,18 @@ func autoIsCUDA() bool {
 
 // identityList is "0,1,…,n−1".
 func identityList(n int) string {
-	s := make([]string, n)
+	s := make([]int, n)
 	for i := range s {
-		s[i] = fmt.Sprint(i)
+		s[i] = i
+	}
+	return ordList(s)
+}
+
+// ordList is ords as --devices takes them: "1,0".
+func ordList(ords []int) string {
+	s := make([]string, len(ords))
+	for i, o := range ords {
+		s[i] = fmt.Sprint(o)
 	}
 	return strings.Join(s, ",")
 }

@@ -2,6 +2,7 @@ package dagrun_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,7 @@ func TestRunDevicesOnePerPlanDevice(t *testing.T) {
 		{[]int{0, 0}, "name 2 GPU ordinal(s), but the plan runs on 1 device(s)"},
 		{[]int{-1}, "plan device 0 on ordinal -1"},
 	} {
-		o := dagrun.RunOptions{Backend: dagrun.BackendSim, Devices: c.devices}
+		o := dagrun.RunOptions{Backend: dagrun.BackendCUDA, Devices: c.devices}
 		err := dagrun.CheckRun(p, o)
 		if c.want == "" {
 			if err != nil {
@@ -69,5 +70,50 @@ stages:
 	}
 	if err := dagrun.CheckRun(p, dagrun.RunOptions{Backend: dagrun.BackendCUDA}); err != nil {
 		t.Errorf("cuda without a timeline: %v", err)
+	}
+}
+
+// TestRunDevicesNotOnSim: RunOptions.Devices on the simulator (asked for,
+// or picked by auto where cuda is not there) is refused before the run,
+// saying why, rather than dropped.
+func TestRunDevicesNotOnSim(t *testing.T) {
+	p := mustPlan(t, "specs/multigpu/data-parallel.yaml", dagrun.PlanOptions{})
+	backends := []string{dagrun.BackendSim}
+	if name, _ := dagrun.AutoBackend(); name == dagrun.BackendSim {
+		backends = append(backends, dagrun.BackendAuto, "")
+	}
+	for _, be := range backends {
+		o := dagrun.RunOptions{Backend: be, Devices: []int{0, 0}}
+		if err := dagrun.CheckRun(p, o); err == nil || !strings.Contains(err.Error(), "the run is on the simulator") {
+			t.Errorf("backend %q with devices: CheckRun %v, want refused", be, err)
+		}
+		if _, err := dagrun.Run(context.Background(), p, o); err == nil || !strings.Contains(err.Error(), "the run is on the simulator") {
+			t.Errorf("backend %q with devices: Run %v, want refused", be, err)
+		}
+	}
+}
+
+// TestRunTimelineCollective: the simulator's timeline of a plan with a
+// collective has a span for every launch, the ranks included, and its
+// lanes name their devices.
+func TestRunTimelineCollective(t *testing.T) {
+	p := mustPlan(t, "specs/multigpu/data-parallel.yaml", dagrun.PlanOptions{})
+	res, err := dagrun.Run(context.Background(), p, dagrun.RunOptions{Backend: dagrun.BackendSim, Timeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, s := range res.Timeline.Spans {
+		seen[s.Name] = true
+	}
+	for _, st := range p.Stages {
+		if !seen[st.Name] {
+			t.Errorf("stage %s has no span in the timeline (%d spans)", st.Name, len(res.Timeline.Spans))
+		}
+	}
+	for i, name := range res.Timeline.Streams {
+		if want := fmt.Sprintf("· device %d", p.Streams[i].Device); !strings.Contains(name, want) {
+			t.Errorf("lane %d is %q, want it to say %q", i, name, want)
+		}
 	}
 }

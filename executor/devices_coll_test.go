@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/planner"
 )
@@ -55,5 +56,27 @@ stages:
 	_, err = executor.Run(context.Background(), p, noLibrary{devicesOnly{d.Backend, d}}, executor.Options{})
 	if !errors.Is(err, errNoLib) || !strings.Contains(err.Error(), "collective stages need a collective library") {
 		t.Errorf("no library: error %v, want the library's error wrapped", err)
+	}
+}
+
+// TestDevicesSyncEachCollective: with sync-each, a collective's ranks are
+// issued together before the executor synchronizes (synchronizing after
+// rank 0 would wait for rank 1, not yet issued): the run gives the outputs
+// of a run without sync-each.
+func TestDevicesSyncEachCollective(t *testing.T) {
+	s, err := dag.LoadFile("../specs/multigpu/data-parallel.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := planner.Build(s, planner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := runOn(t, quickSim(3), p, executor.Options{Iterations: 2})
+	got := runOn(t, quickSim(3), p, executor.Options{Iterations: 2, SyncEach: true})
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("output %s: %s with sync-each, %s without", k, got[k], v)
+		}
 	}
 }

@@ -221,7 +221,7 @@ func (e *exec) issue(prog []instr, it int) error {
 			c, err = e.issueOther(in, it)
 			launches, waits, records = launches+c.launches, waits+c.waits, records+c.records
 		}
-		if err == nil && syncEach {
+		if err == nil && syncEach && !midGroup(in) {
 			err = b.Synchronize()
 		}
 		if err != nil {
@@ -693,4 +693,16 @@ func (e *exec) release() error {
 	}
 	e.graphs, e.events, e.streams, e.live, e.owned, e.arena = nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
+}
+
+// midGroup reports whether in launches a rank of a collective other than
+// its last: with sync-each the executor synchronizes after the whole group
+// (its ranks run together; synchronizing after one rank would wait for
+// ranks not yet issued).
+func midGroup(in *instr) bool {
+	if in.desc == nil || in.desc.Collective == nil {
+		return false
+	}
+	c := in.desc.Collective
+	return c.Rank < c.Ranks-1
 }

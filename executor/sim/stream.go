@@ -151,7 +151,11 @@ func (s *stream) loop() {
 		switch o.kind {
 		case opLaunch:
 			if o.rv != nil {
+				t0 := time.Now()
 				s.rank(o.desc, o.rv) // devices.go
+				if s.b.opt.Spans {
+					s.b.span(o.desc, t0, time.Now())
+				}
 				break
 			}
 			if s.b.opt.Spans {

@@ -47,8 +47,9 @@ type Flow struct {
 }
 
 // FromPlan builds the timeline of plan p with the given spans (which it
-// copies). Lanes are p.Streams, named by Stream.Name ("stream N" when empty);
-// the title is the spec name and strategy.
+// copies). Lanes are p.Streams, named by Stream.Name ("stream N" when empty),
+// with the device in a plan of several ("s1 · device 1"); the title is the
+// spec name and strategy.
 //
 // Flows come from the plan's record and wait ops, walked in p.IssueOrder with
 // CUDA's event semantics: a wait on event e pairs with the latest record of e
@@ -74,6 +75,9 @@ func FromPlan(p *planner.Plan, spans []Span) *Timeline {
 		t.Streams[i] = s.Name
 		if s.Name == "" {
 			t.Streams[i] = fmt.Sprintf("stream %d", i)
+		}
+		if p.DeviceCount() > 1 && !s.Host {
+			t.Streams[i] += fmt.Sprintf(" · device %d", s.Device)
 		}
 	}
 
