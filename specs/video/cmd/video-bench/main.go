@@ -4,7 +4,7 @@
 // cameras and ring copies; the cross-iteration race that the planned waits
 // prevent; and device memory over a long run.
 //
-//	go run ./specs/video/cmd/video-bench [--backend auto|sim|cuda] [--frames DIR] [--cameras 1,2,4,8] [--copies 1,2,3] ...
+//	go run ./specs/video/cmd/video-bench [--backend auto|sim|cuda] [--frames DIR] [--cameras 1,2,4,8] [--copies 1,2,3] [--devices N] ...
 //
 // Run it from the repository root (--dir defaults to specs/video). Exit
 // codes: 0 ok, 1 a wrong frame with the plan or a failed run, 2 bad input
@@ -37,6 +37,7 @@ type videoBench struct {
 	backend, dir, frames                string
 	cameras, copies                     []int
 	iters, failIters, okIters, failCams int
+	devices                             int // section 1: cameras spread over this many devices (video.SpecOn)
 	seed                                int64
 	out                                 io.Writer
 
@@ -121,6 +122,9 @@ images, every output frame checked against the float64 reference, and prints:
 			if vb.iters < 1 || vb.failIters < 1 || vb.okIters < 1 {
 				return usagef("iteration counts must be ≥ 1")
 			}
+			if vb.devices < 1 || vb.devices > dag.MaxDevices {
+				return usagef("--devices %d: want 1 to %d", vb.devices, dag.MaxDevices)
+			}
 			return vb.run(cmd.Context(), stderr)
 		},
 	}
@@ -135,6 +139,7 @@ images, every output frame checked against the float64 reference, and prints:
 	f.IntVar(&vb.okIters, "ok-iterations", 10000, "iterations of the planned run of the failure pipeline")
 	f.IntVar(&vb.failCams, "fail-cameras", 1, "cameras of the failure pipeline")
 	f.Int64Var(&vb.seed, "seed", 1, "simulator seed")
+	f.IntVar(&vb.devices, "devices", 1, "table 1: camera c on device c mod this (each device its own weights); on cuda, GPUs 0 to devices−1")
 	return cmd
 }
 
@@ -171,7 +176,13 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 		refs = append(refs, r)
 		vb.frameB = append(vb.frameB, f)
 	}
-	b, err := dagrun.NewBackend(vb.backend, dagrun.RunOptions{Seed: vb.seed, PTXDir: vb.dir})
+	ro := dagrun.RunOptions{Seed: vb.seed, PTXDir: vb.dir}
+	if name, _ := dagrun.AutoBackend(); vb.devices > 1 && (vb.backend == dagrun.BackendCUDA || vb.backend == dagrun.BackendAuto && name == dagrun.BackendCUDA) {
+		for d := range vb.devices {
+			ro.Devices = append(ro.Devices, d) // the simulator simulates every device; cuda maps device d to GPU d
+		}
+	}
+	b, err := dagrun.NewBackend(vb.backend, ro)
 	if err != nil {
 		return failure{err}
 	}
@@ -187,7 +198,11 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 	if b.Name() == dagrun.BackendSim {
 		fmt.Fprintf(w, "note: %s\n", dagrun.SimTimingNote)
 	}
-	fmt.Fprintf(w, "\n1. frames/s and per-iteration latency (host issue to completion seen), default plan vs one stream\n")
+	on := ""
+	if vb.devices > 1 {
+		on = fmt.Sprintf(", camera c on device c mod %d", vb.devices)
+	}
+	fmt.Fprintf(w, "\n1. frames/s and per-iteration latency (host issue to completion seen), default plan vs one stream%s\n", on)
 	fmt.Fprintf(w, "%-7s %-6s | %-28s | %-28s | %s\n", "cameras", "copies", "plan: frames/s  p50  p99", "one stream: frames/s p50 p99", "ratio (frames/s, p50)")
 	for _, cams := range vb.cameras {
 		for _, k := range vb.copies {
@@ -210,9 +225,13 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 			if a.wrong+s.wrong > 0 {
 				return failure{fmt.Errorf("%d cameras, copies %d: %d and %d wrong frames with the plan and on one stream", cams, k, a.wrong, s.wrong)}
 			}
-			fmt.Fprintf(w, "%-7d %-6d | %8.0f %8s %8s | %8.0f %8s %8s | %.2fx %.2fx  (%d streams × %d sets)\n", cams, k,
+			devs := ""
+			if n := plan.DeviceCount(); n > 1 {
+				devs = fmt.Sprintf(", %d devices", n)
+			}
+			fmt.Fprintf(w, "%-7d %-6d | %8.0f %8s %8s | %8.0f %8s %8s | %.2fx %.2fx  (%d streams × %d sets%s)\n", cams, k,
 				a.fps, us(a.p50), us(a.p99), s.fps, us(s.p50), us(s.p99), a.fps/s.fps, float64(a.p50)/float64(s.p50),
-				len(plan.Streams), plan.Iteration.StreamSets)
+				len(plan.Streams), plan.Iteration.StreamSets, devs)
 		}
 	}
 	cams := vb.failCams
@@ -265,10 +284,14 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 	return nil
 }
 
-// plan builds the video pipeline for cams cameras and k copies; pin puts
-// the copies on streams h2d and d2h and each camera's compute on its own.
+// plan builds the video pipeline for cams cameras and k copies, on
+// --devices devices; pin (one device) puts the copies on streams h2d and
+// d2h and each camera's compute on its own.
 func (vb *videoBench) plan(cams, k int, o planner.Options, pin bool) (*planner.Plan, error) {
-	s := video.Spec(cams, k)
+	s := video.SpecOn(cams, k, vb.devices)
+	if pin {
+		s = video.Spec(cams, k)
+	}
 	s.Dir = vb.dir
 	if pin {
 		// The host reads each result failIn iterations late (a ring of

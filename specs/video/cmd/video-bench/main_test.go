@@ -54,8 +54,26 @@ func TestVideoBenchSim(t *testing.T) {
 	}
 }
 
+// With --devices 2 the table's pipeline puts camera c on device c mod 2 and
+// every frame is still right.
+func TestVideoBenchDevices(t *testing.T) {
+	if _, err := os.Stat(video.TestImageDir()); err != nil {
+		t.Skip(err)
+	}
+	out, errs, code := bench(t, "--backend", "sim", "--dir", specDir, "--cameras", "2", "--copies", "2", "--devices", "2",
+		"--iterations", "6", "--fail-iterations", "10", "--ok-iterations", "10")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"camera c on device c mod 2", "2       2      |", " sets, 2 devices)", "with the plan: 0 wrong of 10 frames"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestVideoBenchUsage(t *testing.T) {
-	for _, args := range [][]string{{"--cameras", "0"}, {"--copies", "x"}, {"--iterations", "0"}, {"--bogus"}, {"extra"}} {
+	for _, args := range [][]string{{"--cameras", "0"}, {"--copies", "x"}, {"--iterations", "0"}, {"--devices", "0"}, {"--bogus"}, {"extra"}} {
 		out, _, code := bench(t, args...)
 		if code != 2 || out != "" {
 			t.Errorf("%v: exit %d, output %q; want 2 and none", args, code, out)
