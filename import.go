@@ -24,9 +24,9 @@ func ImportGraph(path string, o ImportOptions) (s *Spec, summary string, err err
 	if err != nil {
 		return nil, "", err
 	}
-	s, err = dag.ImportGraph(g, o)
+	s, err = dag.ImportGraph(g, o) // its errors name path:line:col
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", path, err)
+		return nil, "", err
 	}
 	// What the caller writes must load: check the spec as Load would.
 	if _, err := dag.Validate(s); err != nil {

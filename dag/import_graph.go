@@ -1,12 +1,15 @@
 package dag
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Graph is an operator graph as exported by a tracer (torch.fx or
@@ -26,6 +29,11 @@ type Graph struct {
 	SumUS   float64       `json:"sum_node_us,omitempty"`
 	Tensors []GraphTensor `json:"tensors"`
 	Nodes   []GraphNode   `json:"nodes"`
+
+	// Positions of each tensor and node object in the file it was read
+	// from (ReadGraph, ReadGraphFile), for ImportGraph's errors.
+	tensorPos, nodePos []Pos
+	file               string // the file it was read from, or ""
 }
 
 // GraphTensor is one tensor: id, size in bytes, and kind (input, activation, param).
@@ -62,29 +70,100 @@ type ImportOptions struct {
 	MaxWords int
 }
 
-// ReadGraphFile reads an operator graph JSON file.
+// ReadGraphFile reads an operator graph JSON file. Its errors, and
+// ImportGraph's errors about the graph, carry path:line:column.
 func ReadGraphFile(path string) (*Graph, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	g, err := ReadGraph(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return g, nil
+	return readGraph(data, path)
 }
 
 // ReadGraph decodes an operator graph. Fields it does not know are ignored,
 // so that exporters may add their own.
 func ReadGraph(r io.Reader) (*Graph, error) {
-	dec := json.NewDecoder(r)
-	var g Graph
-	if err := dec.Decode(&g); err != nil {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	return readGraph(data, "")
+}
+
+func readGraph(data []byte, file string) (*Graph, error) {
+	at := func(off int64) Pos {
+		p := Pos{File: file, Line: 1 + bytes.Count(data[:off], []byte("\n"))}
+		p.Col = 1 + utf8.RuneCount(data[bytes.LastIndexByte(data[:off], '\n')+1:off])
+		return p
+	}
+	g := Graph{file: file}
+	if err := json.Unmarshal(data, &g); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se) && se.Offset <= int64(len(data)):
+			return nil, fmt.Errorf("%s: not an operator graph: %w", at(max(se.Offset-1, 0)), err)
+		case errors.As(err, &te) && te.Offset <= int64(len(data)):
+			return nil, fmt.Errorf("%s: not an operator graph: %w", at(te.Offset), err)
+		case file != "":
+			return nil, fmt.Errorf("%s: not an operator graph: %w", file, err)
+		}
 		return nil, fmt.Errorf("not an operator graph: %w", err)
 	}
+	// The offset of each element of the top-level "tensors" and "nodes"
+	// lists: a walk over the tokens of a document Unmarshal accepted.
+	dec := json.NewDecoder(bytes.NewReader(data))
+	depth, key, expectKey := 0, "", false // key: the top-level field whose value is being read
+	for {
+		off := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if k, ok := tok.(string); ok && depth == 1 && expectKey {
+			key, expectKey = k, false
+			continue
+		}
+		d, isDelim := tok.(json.Delim)
+		switch {
+		case isDelim && (d == '{' || d == '['):
+			depth++
+			if depth == 3 && d == '{' && (key == "tensors" || key == "nodes") {
+				for off < int64(len(data)) && data[off] != '{' {
+					off++
+				}
+				if key == "tensors" {
+					g.tensorPos = append(g.tensorPos, at(off))
+				} else {
+					g.nodePos = append(g.nodePos, at(off))
+				}
+			}
+			expectKey = depth == 1
+		case isDelim:
+			depth--
+			expectKey = depth == 1
+		default:
+			expectKey = depth == 1
+		}
+	}
+	if len(g.tensorPos) != len(g.Tensors) || len(g.nodePos) != len(g.Nodes) {
+		g.tensorPos, g.nodePos = nil, nil // positions only when every element has one
+	}
 	return &g, nil
+}
+
+// errAt is an ImportGraph error about element i of the graph's tensors or
+// nodes (pos: their positions), prefixed with its file:line:column when the
+// graph was read from a file (with the file alone when the element has no
+// position; i < 0: the graph as a whole).
+func (g *Graph) errAt(pos []Pos, i int, format string, a ...any) error {
+	switch {
+	case i >= 0 && i < len(pos):
+		return fmt.Errorf("%s: "+format, append([]any{pos[i]}, a...)...)
+	case g.file != "":
+		return fmt.Errorf("%s: "+format, append([]any{g.file}, a...)...)
+	}
+	return fmt.Errorf(format, a...)
 }
 
 // ImportGraph converts an operator graph into a spec. Each node becomes a
@@ -96,22 +175,24 @@ func ReadGraph(r io.Reader) (*Graph, error) {
 // are temp. A node that writes nothing becomes a spin stage.
 //
 // Errors: duplicate or unknown ids, non-positive sizes, sizes that are not a
-// multiple of 4 bytes, negative durations, writes to input or param tensors.
+// multiple of 4 bytes, negative durations, writes to input or param tensors;
+// for a graph read by ReadGraphFile each names the file and the line:column
+// of the tensor or node.
 func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 	if o.MaxWords <= 0 {
 		o.MaxWords = 64
 	}
 	if len(g.Nodes) == 0 {
-		return nil, fmt.Errorf("graph %q has no nodes", g.Model)
+		return nil, g.errAt(nil, -1, "graph %q has no nodes", g.Model)
 	}
 	tensors := make(map[string]*GraphTensor, len(g.Tensors))
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
 		if _, dup := tensors[t.ID]; dup {
-			return nil, fmt.Errorf("tensor %q is listed twice", t.ID)
+			return nil, g.errAt(g.tensorPos, i, "tensor %q is listed twice", t.ID)
 		}
 		if t.Bytes <= 0 || t.Bytes%4 != 0 {
-			return nil, fmt.Errorf("tensor %q has %d bytes: want a positive multiple of 4", t.ID, t.Bytes)
+			return nil, g.errAt(g.tensorPos, i, "tensor %q has %d bytes: want a positive multiple of 4", t.ID, t.Bytes)
 		}
 		tensors[t.ID] = t
 	}
@@ -122,15 +203,15 @@ func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 	names := map[string]bool{}
 	for i, n := range g.Nodes {
 		if names[n.ID] {
-			return nil, fmt.Errorf("node %q is listed twice", n.ID)
+			return nil, g.errAt(g.nodePos, i, "node %q is listed twice", n.ID)
 		}
 		names[n.ID] = true
 		if n.DurationUS < 0 {
-			return nil, fmt.Errorf("node %q has a negative duration %g µs", n.ID, n.DurationUS)
+			return nil, g.errAt(g.nodePos, i, "node %q has a negative duration %g µs", n.ID, n.DurationUS)
 		}
 		for _, id := range n.Reads {
 			if tensors[id] == nil {
-				return nil, fmt.Errorf("node %q reads unknown tensor %q", n.ID, id)
+				return nil, g.errAt(g.nodePos, i, "node %q reads unknown tensor %q", n.ID, id)
 			}
 			lastRead[id] = i
 			used[id] = true
@@ -138,10 +219,10 @@ func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 		for _, id := range n.Writes {
 			t := tensors[id]
 			if t == nil {
-				return nil, fmt.Errorf("node %q writes unknown tensor %q", n.ID, id)
+				return nil, g.errAt(g.nodePos, i, "node %q writes unknown tensor %q", n.ID, id)
 			}
 			if t.Kind == "input" || t.Kind == "param" {
-				return nil, fmt.Errorf("node %q writes %s tensor %q", n.ID, t.Kind, id)
+				return nil, g.errAt(g.nodePos, i, "node %q writes %s tensor %q", n.ID, t.Kind, id)
 			}
 			lastWrite[id] = i
 			used[id] = true
