@@ -222,3 +222,38 @@ func TestDevicesPeerSpecs(t *testing.T) {
 		}
 	}
 }
+
+// TestDevicesGraphMode: graph mode over several devices (one graph whose
+// nodes lie in every device's context, forked from and joined into the
+// origin stream) gives the simulator's checksums for the race-free specs
+// of specs/multigpu without collectives, over 1 and 3 iterations.
+func TestDevicesGraphMode(t *testing.T) {
+	dir := filepath.Join(specsDir(t), "multigpu")
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if len(files) == 0 {
+		t.Skip("no specs/multigpu/ here")
+	}
+	for _, f := range files {
+		p := planFile(t, f, planner.Options{})
+		if planner.Verify(p) != nil || hasCollective(p) {
+			continue
+		}
+		n := p.DeviceCount()
+		b, real := devicesBackend(t, n)
+		where := map[bool]string{true: "GPUs", false: "contexts on GPU 0"}[real]
+		for _, iters := range []int{1, 3} {
+			want := simItersSums(t, p, iters)
+			res, err := executor.RunGraph(context.Background(), p, b, executor.Options{Iterations: iters})
+			if err != nil {
+				t.Errorf("%s, graph mode, %d iterations on %d %s: %v", f, iters, n, where, err)
+				continue
+			}
+			got := outSums(res.Outputs)
+			figure(t, "%s: graph mode, %d iterations on %d %s: cuda %s sim", f, iters, n, where, map[bool]string{true: "==", false: "!="}[got == want])
+			if got != want {
+				t.Errorf("%s, graph mode, %d iterations: cuda %s\n sim %s", f, iters, got, want)
+			}
+		}
+		must(t, b.Close())
+	}
+}

@@ -74,17 +74,21 @@ var ErrRanksShareGPU = errors.New("two ranks of a collective on one GPU")
 var ErrNoCollectives = errors.New("backend cannot run collectives across devices")
 
 // checkDevices rejects what a plan of several devices cannot do here:
-// graph mode (a capture records one device's streams: multi-device graphs
-// are not supported) and dynamic allocation (the free stream is device
-// 0's).
+// capture regions in graph mode (their eager parts and captures are one
+// device's) and dynamic allocation (the free stream is device 0's). Graph
+// mode captures the whole iteration as one graph over every device: the
+// capture forks from the origin stream into each device's streams by
+// events and joins them back, as on one device (CUDA records each node in
+// its stream's context; cuGraphLaunch on the origin stream replays them
+// all).
 func checkDevices(p *planner.Plan, graph, dynamic bool) error {
 	n := p.DeviceCount()
 	if n == 1 {
 		return nil
 	}
 	switch {
-	case graph:
-		return fmt.Errorf("executor: graph mode: the plan runs on %d devices, and graph mode captures one device's streams (graphs over several devices are not supported): use stream mode", n)
+	case graph && len(p.Captures) > 0:
+		return fmt.Errorf("executor: graph mode: the plan runs on %d devices and has capture regions, which graph mode runs on one device: use stream mode, or no capture regions (the whole iteration is then one graph)", n)
 	case dynamic:
 		return fmt.Errorf("executor: --alloc dynamic: the plan runs on %d devices, and stream-ordered frees run on one device's stream: use static allocation (each device's arena)", n)
 	}

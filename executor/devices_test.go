@@ -138,9 +138,9 @@ func TestDevicesStreamsAndMemory(t *testing.T) {
 	}
 }
 
-// TestDevicesRefused: a plan of two devices is refused up front in graph
-// mode and with dynamic allocation, and on a backend that drives fewer
-// devices.
+// TestDevicesRefused: a plan of two devices is refused up front with
+// dynamic allocation and on a backend that drives fewer devices (graph
+// emulation over one included).
 func TestDevicesRefused(t *testing.T) {
 	two, _ := twoDevices(t, false)
 	for _, c := range []struct {
@@ -150,7 +150,7 @@ func TestDevicesRefused(t *testing.T) {
 		want string
 		is   error
 	}{
-		{"graph", executor.EmulateGraphs(newOnDevices(2)), executor.Options{Mode: executor.ModeGraph}, "graph mode: the plan runs on 2 devices", nil},
+		{"graph, no Devicer", executor.EmulateGraphs(plain{quickSim(1)}), executor.Options{Mode: executor.ModeGraph}, "the plan runs on 2 devices; this backend drives 1", executor.ErrNoDevices},
 		{"dynamic", newOnDevices(2), executor.Options{Alloc: executor.AllocDynamic}, "--alloc dynamic: the plan runs on 2 devices", nil},
 		{"no Devicer", plain{quickSim(1)}, executor.Options{}, "the plan runs on 2 devices; this backend drives one", executor.ErrNoDevices},
 		{"one device", newOnDevices(1), executor.Options{}, "the plan runs on 2 devices; this backend drives 1", executor.ErrNoDevices},
@@ -200,6 +200,37 @@ func TestDevicesPeerCopySpec(t *testing.T) {
 			}
 		} else if dev != 0 {
 			t.Errorf("buffer %s on device %d, want 0 (allocs %v)", name, dev, b.bufs)
+		}
+	}
+}
+
+// TestDevicesGraphMode: graph mode captures an iteration of a plan of
+// several devices as one graph (a fork from the origin stream into every
+// device's streams and a join back) and gives stream mode's outputs: the
+// peer copy, the chains on two devices and the data-parallel step with its
+// all-reduce, over 1 and 3 iterations.
+func TestDevicesGraphMode(t *testing.T) {
+	two, _ := twoDevices(t, true)
+	dp, err := dag.LoadFile("../specs/multigpu/data-parallel.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dpPlan, err := planner.Build(dp, planner.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		p    *planner.Plan
+	}{{"peer copy", planYAML(t, peerSpec, planner.Options{})}, {"chains", two}, {"data-parallel", dpPlan}} {
+		for _, iters := range []int{1, 3} {
+			want := runOn(t, quickSim(4), c.p, executor.Options{Iterations: iters})
+			got := runOn(t, executor.EmulateGraphs(quickSim(4)), c.p, executor.Options{Iterations: iters, Mode: executor.ModeGraph})
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s, %d iterations: output %s: %s in graph mode, %s in stream mode", c.name, iters, k, got[k], v)
+				}
+			}
 		}
 	}
 }

@@ -266,7 +266,36 @@ type emulated struct {
 var (
 	_ CaptureModer = (*emulated)(nil)
 	_ StreamKinder = (*emulated)(nil)
+	_ Devicer      = (*emulated)(nil)
+	_ Collectiver  = (*emulated)(nil)
 )
+
+// Devices is b's, or 1 when b is no Devicer.
+func (e *emulated) Devices() int {
+	if d, ok := e.Backend.(Devicer); ok {
+		return d.Devices()
+	}
+	return 1
+}
+
+// NewStreamOn is b's; on a backend that is no Devicer, device 0 only.
+func (e *emulated) NewStreamOn(dev int, kind string) (Stream, error) {
+	if d, ok := e.Backend.(Devicer); ok {
+		return d.NewStreamOn(dev, kind)
+	}
+	if dev == 0 {
+		return e.NewStreamKind(kind)
+	}
+	return nil, fmt.Errorf("executor: emulated graphs: %s: %w (device %d)", e.Backend.Name(), ErrNoDevices, dev)
+}
+
+// CollectiveLibrary is b's, or ErrNoCollectives when b is no Collectiver.
+func (e *emulated) CollectiveLibrary() (string, error) {
+	if c, ok := e.Backend.(Collectiver); ok {
+		return c.CollectiveLibrary()
+	}
+	return "", fmt.Errorf("executor: emulated graphs: %s: %w", e.Backend.Name(), ErrNoCollectives)
+}
 
 // NewStreamKind is b's, or ErrNoStreamKinds when b is no StreamKinder.
 func (e *emulated) NewStreamKind(kind string) (Stream, error) {
