@@ -395,11 +395,17 @@ func (w *worker) destroyEvent(e *event) error {
 
 // peerCopyStep returns the worker step of a prepared copy between device
 // buffers of two plan devices on s: cuMemcpyPeerAsync with the source's
-// and the destination's contexts.
+// and the destination's contexts; while a capture is open, cuMemcpyAsync
+// (unified addressing names both contexts by the pointers), since stream
+// capture does not record cuMemcpyPeerAsync
+// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
 func (b *backend) peerCopyStep(p *prep, s *stream) func(*worker) error {
 	dst, src, n, what := p.dst, p.srcPtr, p.n, p.what
 	dctx, sctx := b.ctxs[p.dstCtx], b.ctxs[p.srcCtx]
 	return func(w *worker) error {
+		if w.capture != nil {
+			return wrap(cu.MemcpyAsync(dst, src, n, s.s), "%s: cuMemcpyAsync %d bytes between devices (device ordinal %d → %d, captured)", what, n, sctx.ordinal, dctx.ordinal)
+		}
 		return wrap(cu.MemcpyPeerAsync(dst, dctx.ctx, src, sctx.ctx, n, s.s), "%s: cuMemcpyPeerAsync %d bytes (device ordinal %d → %d)", what, n, sctx.ordinal, dctx.ordinal)
 	}
 }

@@ -43,11 +43,13 @@
 // (a record before every wait on it). An event keeps one driver event per
 // context (cuEventRecord needs the stream's context; cuStreamWaitEvent
 // takes an event of any context). A copy between two plan devices'
-// buffers is cuMemcpyPeerAsync. Collectives (executor.Collectiver,
+// buffers is cuMemcpyPeerAsync (cuMemcpyAsync while a capture is open,
+// which does not take the peer call). Collectives (executor.Collectiver,
 // nccl.go) go through NCCL, loaded at run time with dlopen (DAGRUN_NCCL
 // names the library; no NCCL header is needed to build): the ranks of a
 // collective, launched one after another, are issued as one group. Graph
-// mode, profiling and kernel timestamps are one device's.
+// mode captures an iteration over every device as one graph; profiling
+// and kernel timestamps are one device's.
 //
 // Built-in kernels (package contract states their semantics) run as driver
 // memsets and copies (fill and copy on device memory) or as the PTX in
