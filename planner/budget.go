@@ -191,6 +191,12 @@ func (b *budget) choose(st *state) (kind string, ok bool) {
 	}
 	b.edges = 0
 	stages := st.bufferStages()
+	if st.coll != nil {
+		b.pairs = keepRendezvous(st, b.pairs, stages)
+		if len(b.pairs) == 0 {
+			return "", false
+		}
+	}
 	for _, pr := range b.pairs {
 		for _, u := range stages[pr[0]] {
 			for _, v := range stages[pr[1]] {
@@ -202,6 +208,38 @@ func (b *budget) choose(st *state) (kind string, ok bool) {
 		}
 	}
 	return kind, true
+}
+
+// keepRendezvous returns the pairs whose orders, with those of st's graph,
+// keep each collective's ranks one node of an acyclic graph (acyclicWith):
+// an order from one rank to another through other stages would leave a
+// rank waiting for another's completion, a deadlock, and the ranks could
+// not be issued as one group. The whole batch is tried first, then, if it
+// fails, each pair in turn.
+func keepRendezvous(st *state, pairs [][2]int, stages [][]int32) [][2]int {
+	var extra [][2]int32 // the orders of earlier steps are in st.g already
+	add := func(extra [][2]int32, pr [2]int) [][2]int32 {
+		for _, u := range stages[pr[0]] {
+			for _, v := range stages[pr[1]] {
+				extra = append(extra, [2]int32{u, v})
+			}
+		}
+		return extra
+	}
+	all := extra
+	for _, pr := range pairs {
+		all = add(all, pr)
+	}
+	if st.acyclicWith(all) {
+		return pairs
+	}
+	var kept [][2]int
+	for _, pr := range pairs {
+		if next := add(extra, pr); st.acyclicWith(next) {
+			kept, extra = append(kept, pr), next
+		}
+	}
+	return kept
 }
 
 // spec returns s with b's extra orders as after: edges.
@@ -518,7 +556,7 @@ func (st *state) serializePairs(excess int64) (pairs [][2]int) {
 				extra = append(extra, [2]int32{u, v})
 			}
 		}
-		if len(pairs) > 0 && !st.acyclicWith(extra) {
+		if (len(pairs) > 0 || st.coll != nil) && !st.acyclicWith(extra) {
 			extra = extra[:n]
 			continue
 		}
@@ -533,20 +571,40 @@ func (st *state) serializePairs(excess int64) (pairs [][2]int) {
 const budgetMaxBatch = 64
 
 // acyclicWith reports whether the hazard graph with the extra edges (u → v)
-// has no cycle: Kahn's algorithm, O(stages + edges).
+// has no cycle, each collective's ranks taken as one node (st.units: an
+// edge between two ranks of one collective is a cycle): Kahn's algorithm,
+// O(stages + edges).
 func (st *state) acyclicWith(extra [][2]int32) bool {
+	unit := st.units()
 	indeg := make([]int32, st.n)
 	out := make([][]int32, st.n)
+	members := make([][]int32, st.n)
+	nodes := 0
 	for v := range st.n {
-		indeg[v] = int32(len(st.g.Pred(v)))
+		members[unit[v]] = append(members[unit[v]], int32(v))
+		if unit[v] == int32(v) {
+			nodes++
+		}
+		for _, u := range st.g.Pred(v) {
+			if unit[u] != unit[v] {
+				indeg[unit[v]]++
+			}
+		}
 	}
 	for _, e := range extra {
-		indeg[e[1]]++
-		out[e[0]] = append(out[e[0]], e[1])
+		u, v := unit[e[0]], unit[e[1]]
+		if u == v {
+			if e[0] != e[1] {
+				return false
+			}
+			continue
+		}
+		indeg[v]++
+		out[u] = append(out[u], v)
 	}
 	var ready []int32
 	for v := range st.n {
-		if indeg[v] == 0 {
+		if unit[v] == int32(v) && indeg[v] == 0 {
 			ready = append(ready, int32(v))
 		}
 	}
@@ -555,15 +613,23 @@ func (st *state) acyclicWith(extra [][2]int32) bool {
 		u := ready[len(ready)-1]
 		ready = ready[:len(ready)-1]
 		seen++
-		for _, list := range [2][]int32{st.g.Succ(int(u)), out[u]} {
-			for _, w := range list {
-				if indeg[w]--; indeg[w] == 0 {
-					ready = append(ready, w)
+		dec := func(w int32) {
+			if indeg[w]--; indeg[w] == 0 {
+				ready = append(ready, w)
+			}
+		}
+		for _, m := range members[u] {
+			for _, w := range st.g.Succ(int(m)) {
+				if unit[w] != u {
+					dec(unit[w])
 				}
 			}
 		}
+		for _, w := range out[u] {
+			dec(w)
+		}
 	}
-	return seen == st.n
+	return seen == nodes
 }
 
 // tails returns, per stage, the longest path from its start to the end of
