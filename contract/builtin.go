@@ -37,10 +37,12 @@ import (
 //	          rank the planner makes of it has one of each.
 //	          A collective (NCCL's ncclAllReduce with ncclFloat32 and
 //	          ncclSum): every write's word i becomes the float32 sum of word
-//	          i of every read, added in read order (rank 0 first). The
+//	          i of every read, added in rank order (rank 0 first). The
 //	          planner lowers it to one rank stage per device
-//	          (planner.Collective); each rank reads its read and writes its
-//	          write.
+//	          (planner.Collective), numbered in device order whatever the
+//	          order of the reads (rank 0 on the lowest device), so the sum
+//	          is added in device order; each rank reads its read and writes
+//	          its write.
 //	checksum  reads: 1, writes: 1 of ≥ 8 bytes, not overlapping the read.
 //	          out word 0 = wrapping sum of the words read; out word 1 = XOR over i
 //	          of Mix32(word_i ^ (i × 0x9E3779B9)) (see Checksum). Other words of

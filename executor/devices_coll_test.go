@@ -80,3 +80,36 @@ func TestDevicesSyncEachCollective(t *testing.T) {
 		}
 	}
 }
+
+// TestAllReduceDeviceOrder: an all-reduce adds its ranks in device order
+// whatever the order of its reads, with values whose float32 sum depends on
+// the order: (1e8 + 1) − 1e8 is 0 (1e8 + 1 rounds to 1e8), where the
+// reads' order, (−1e8 + 1e8) + 1, would give 1.
+func TestAllReduceDeviceOrder(t *testing.T) {
+	p := planYAML(t, `version: 1
+devices: 3
+buffers:
+  - {name: g0, dtype: f32, shape: [16], device: 0, role: output, init: {fill: 1e8}}
+  - {name: g1, dtype: f32, shape: [16], device: 1, role: output, init: {fill: 1.0}}
+  - {name: g2, dtype: f32, shape: [16], device: 2, role: output, init: {fill: -1e8}}
+stages:
+  - {name: reduce, kernel: all_reduce, args: {op: sum}, reads: [g2, g0, g1], writes: [g2, g0, g1]}
+`, planner.Options{})
+	for i, st := range p.Stages {
+		if c := st.Collective; c != nil && p.StageDevice(i) != c.Rank {
+			t.Errorf("rank %d (%s) on device %d: ranks are numbered in device order", c.Rank, st.Name, p.StageDevice(i))
+		}
+	}
+	want := executor.Checksum(floats(float32(float32(1e8)+1)-1e8, 16))
+	if want == executor.Checksum(floats(1, 16)) {
+		t.Fatal("the test's values do not depend on the order")
+	}
+	for seed := range int64(3) {
+		got := runOn(t, quickSim(seed), p, executor.Options{})
+		for _, b := range []string{"g0", "g1", "g2"} {
+			if got[b] != want {
+				t.Errorf("seed %d: %s = %s, want the device-order sum's %s", seed, b, got[b], want)
+			}
+		}
+	}
+}

@@ -118,7 +118,7 @@ type Collective struct {
 	Group  int    `json:"group"`  // which collective: 0, 1, … in issue order of their first ranks
 	Op     string `json:"op"`     // contract.BuiltinAllReduce
 	Reduce string `json:"reduce"` // contract.ReduceSum
-	Rank   int    `json:"rank"`   // 0..Ranks-1
+	Rank   int    `json:"rank"`   // 0..Ranks-1; the planner numbers ranks in device order, and the all-reduce adds them in rank order
 	Ranks  int    `json:"ranks"`  // ranks of the group, ≥ 2
 }
 
