@@ -18,7 +18,7 @@ import (
 //	axpy      reads: x, y; writes: y (the same range as the read of y), same Bytes.
 //	          y[i] = float32(float32(a × x[i]) + y[i]), never fused (no FMA). args: a.
 //	mix       reads: 0..n, writes: 1..m. Each written word becomes a fixed integer
-//	          hash of the stage's index and the words read (see MixSeed, Mix32):
+//	          hash of the stage's index in its spec and the words read (see MixSeed, Mix32):
 //	            h = Mix32(MixSeed(stage, w) ^ i)
 //	            for each read k in order: h = Mix32(h ^ in_k[i mod n_k])
 //	            out_w[i] = h
@@ -348,7 +348,10 @@ func Mix32(x uint32) uint32 {
 }
 
 // MixSeed is the per-(stage, write) seed of the mix built-in. stage is the
-// stage's index in declaration order; write is the index of the write access.
+// stage's index in declaration order in the spec the user wrote (the
+// stages the planner adds, placement's peer copies and a collective's
+// ranks, do not shift it: planner.Plan.SeedIndex); write is the index of
+// the write access.
 func MixSeed(stage, write int) uint32 {
 	return Mix32(uint32(stage)*0x9E3779B9 ^ 0x7F4A7C15 + uint32(write)*0x632BE5AB)
 }

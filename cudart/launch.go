@@ -473,7 +473,7 @@ func (b *backend) prepareMix(p *prep, l *executor.LaunchDesc) error {
 		maxn = max(maxn, n)
 		le.PutUint64(a[8*wi:], uint64(ptr))
 		le.PutUint64(a[64+8*wi:], uint64(n))
-		le.PutUint32(a[128+4*wi:], contract.MixSeed(l.Stage, wi))
+		le.PutUint32(a[128+4*wi:], contract.MixSeed(l.Seed, wi))
 	}
 	le.PutUint32(a[160:], uint32(len(l.Writes)))
 	le.PutUint32(a[164:], uint32(len(l.Reads)))

@@ -134,7 +134,10 @@ type state struct {
 	dev       []int32
 	streamDev []int32
 	// coll is each stage's rank of a collective (nil: none; lowerDevices).
-	coll     []*Collective
+	coll []*Collective
+	// origin is each stage's index in the user's spec (-1: a stage the
+	// planner added; nil: the spec's own stages; lowerDevices).
+	origin   []int
 	names    []string
 	matching int // size of the unconstrained maximum matching of the reduced graph, -1 unknown
 
@@ -315,7 +318,7 @@ func (st *state) note(format string, args ...any) {
 func newState(s *dag.Spec, o Options, low *lowering) (st *state, err error) {
 	st = &state{spec: s, opts: o, start: time.Now(), matching: -1, n: len(s.Stages)}
 	if low != nil {
-		st.coll = low.coll
+		st.coll, st.origin = low.coll, low.origin
 		st.notes = append(st.notes, low.notes...)
 	}
 	st.strategy = cmp.Or(o.Strategy, s.Options.Strategy, StrategyDefault)
@@ -554,6 +557,9 @@ func (st *state) newPlan() *Plan {
 			Grid: sg.Launch.Grid, Block: sg.Launch.Block, Reads: conv(sg.Reads), Writes: conv(sg.Writes), Pinned: sg.Stream}
 		if st.coll != nil {
 			p.Stages[i].Collective = st.coll[i]
+		}
+		if i < len(st.origin) && st.origin[i] >= 0 && st.origin[i] != i {
+			p.Stages[i].Seed = &st.origin[i]
 		}
 		if sg.Pos.Line > 0 {
 			src.add(&p.Stages[i].Source, sg.Pos)

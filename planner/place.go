@@ -29,8 +29,12 @@ func PeerCopyUS(bytes int64) float64 { return float64(bytes)/LinkBytesPerUS + Li
 // spec, its rank of a collective (nil for other stages); the placement's
 // summary for Plan.Notes.
 type lowering struct {
-	coll  []*Collective
-	notes []string
+	coll []*Collective
+	// origin is, per stage of the lowered spec, its index in the spec
+	// lowerDevices was given: a rank's is its collective's, a peer copy
+	// placement added has -1 (Stage.Seed).
+	origin []int
+	notes  []string
 }
 
 // lowerDevices is the planner's first step on a spec of several devices
@@ -50,6 +54,16 @@ func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 		return s, nil, nil
 	}
 	low := &lowering{}
+	index := make(map[string]int, len(s.Stages)) // the user's stages by name
+	for i := range s.Stages {
+		index[s.Stages[i].Name] = i
+	}
+	origin := func(name string) int {
+		if i, ok := index[name]; ok {
+			return i
+		}
+		return -1 // placement's peer copies have fresh names
+	}
 	if s.Options.Placement == dag.PlacementBalance {
 		var err error
 		if s, err = place(s, low); err != nil {
@@ -57,6 +71,9 @@ func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 		}
 	}
 	if !hasColl {
+		for i := range s.Stages {
+			low.origin = append(low.origin, origin(s.Stages[i].Name))
+		}
 		return s, low, nil
 	}
 	out := *s
@@ -78,6 +95,7 @@ func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 		if !dag.IsCollective(sg.Kernel) {
 			out.Stages = append(out.Stages, sg)
 			low.coll = append(low.coll, nil)
+			low.origin = append(low.origin, origin(sg.Name))
 			continue
 		}
 		n := len(sg.Reads)
@@ -110,6 +128,7 @@ func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 			rank.Stream = ""
 			out.Stages = append(out.Stages, rank)
 			low.coll = append(low.coll, &Collective{Group: group, Op: sg.Kernel, Reduce: op, Rank: r, Ranks: n})
+			low.origin = append(low.origin, origin(sg.Name))
 			ranks[sg.Name] = append(ranks[sg.Name], rank.Name)
 		}
 		group++
