@@ -51,7 +51,8 @@ type Options struct {
 	// Arena is the arena mode (dag.ArenaPlanned, ArenaOff, ArenaStreamOrder);
 	// "" takes the spec's, else planned.
 	Arena string
-	// MemoryBudget caps the arena in bytes (Build's budget loop, budget.go):
+	// MemoryBudget caps the arena in bytes, with several devices each
+	// device's (BudgetArena; Build's budget loop, budget.go):
 	// 0 takes the spec's memory_budget; BudgetAuto aims at 1.1× the live
 	// bound with edges of no makespan cost; BudgetNone means no budget.
 	MemoryBudget int64

@@ -29,7 +29,7 @@ type memoryFlags struct {
 
 func (f *memoryFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.arena, "arena", "", "temps in one device arena: planned (bytes shared only along happens-before), off, or stream-order (the record_stream bug: racy, for demos) (default: the spec's, else planned)")
-	cmd.Flags().StringVar(&f.budget, "memory-budget", "", "cap the arena: bytes (suffixes K, M, G, KiB, MiB, GiB), auto (within 10% of the schedule's live bound, no makespan cost) or none (default: the spec's memory_budget)")
+	cmd.Flags().StringVar(&f.budget, "memory-budget", "", "cap the arena: bytes (suffixes K, M, G, KiB, MiB, GiB), auto (within 10% of the schedule's live bound, no makespan cost) or none (default: the spec's memory_budget); with several devices it caps each device's arena")
 }
 
 // apply sets the planner options of f.
