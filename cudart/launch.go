@@ -261,7 +261,7 @@ func cacheable(l *executor.LaunchDesc) bool {
 // matches reports whether l holds what p was prepared from.
 func (p *prep) matches(l *executor.LaunchDesc) bool {
 	d := &p.src
-	if l.Kernel != d.Kernel || l.Name != d.Name || l.Stage != d.Stage || l.Grid != d.Grid || l.Block != d.Block ||
+	if l.Kernel != d.Kernel || l.Name != d.Name || l.Stage != d.Stage || l.Seed != d.Seed || l.Grid != d.Grid || l.Block != d.Block ||
 		l.DurationUS != d.DurationUS || l.UserKernel != d.UserKernel || len(l.Args) != len(d.Args) ||
 		!slices.Equal(l.Reads, d.Reads) || !slices.Equal(l.Writes, d.Writes) {
 		return false
