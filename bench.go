@@ -66,15 +66,20 @@ type MemoryBench struct {
 	// Sim is nil unless BenchMemory ran the simulator.
 	Sim *MemorySim
 
+	// With several devices the arenas above are the sums of the devices'.
+
 	// The budget curve: memory_budget set to the one-stream arena
-	// (BudgetBytes), from the default plan (ArenaBytes, MakespanUS, its
-	// ideal makespan) step by step. No steps when the default arena is
-	// already within it. BudgetErr is the *planner.BudgetError when the
-	// budget cannot be met, nil otherwise.
-	BudgetBytes int64
-	MakespanUS  float64
-	BudgetSteps []BudgetStep
-	BudgetErr   error
+	// (BudgetBytes), from the default plan (BudgetStartBytes, MakespanUS,
+	// its ideal makespan) step by step. No steps when the default arena
+	// is already within it. With several devices the budget caps each
+	// device's arena, and these are the largest device's arenas
+	// (planner.BudgetArena). BudgetErr is the *planner.BudgetError when
+	// the budget cannot be met, nil otherwise.
+	BudgetBytes      int64
+	BudgetStartBytes int64
+	MakespanUS       float64
+	BudgetSteps      []BudgetStep
+	BudgetErr        error
 }
 
 // MemorySim is the simulator's verdict on the default plan's arena.
@@ -91,18 +96,16 @@ type MemorySim struct {
 // memory_budget auto, verifies the plans, and (withSim) runs the default
 // plan on the simulator (seed 1) with and without the arena; then it plans
 // s again with memory_budget set to the one-stream arena. Errors: a
-// planning error other than races and an unmet budget, or a simulator
-// error other than a race; ctx cancels the simulator runs.
+// planning error other than races and an unmet budget, a plan that
+// deadlocks (the verifier's *planner.RaceError with Deadlocks: a plan that
+// never completes has no memory figures), or a simulator error other than
+// a race; ctx cancels the simulator runs.
 func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, error) {
 	var m MemoryBench
 	verify := func(p *StreamPlan) error {
-		var re *planner.RaceError
-		if err := planner.Verify(p); errors.As(err, &re) {
-			m.VerifierRaces += len(re.Races)
-		} else if err != nil {
-			return err
-		}
-		return nil
+		races, err := benchVerify(p)
+		m.VerifierRaces += races
+		return err
 	}
 	build := func(o PlanOptions) (*StreamPlan, error) {
 		p, err := planner.Build(s, o)
@@ -160,8 +163,8 @@ func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, erro
 			m.Sim.SameOutputs = m.Sim.SameOutputs && without[k] == v
 		}
 	}
-	m.BudgetBytes, m.MakespanUS = m.SingleArenaBytes, def.Stats.IdealMakespanUS
-	if m.BudgetBytes < m.ArenaBytes {
+	m.BudgetBytes, m.BudgetStartBytes, m.MakespanUS = planner.BudgetArena(single), planner.BudgetArena(def), def.Stats.IdealMakespanUS
+	if m.BudgetBytes < m.BudgetStartBytes {
 		p, err := planner.Build(s, PlanOptions{MemoryBudget: m.BudgetBytes})
 		var be *planner.BudgetError
 		switch {
@@ -177,6 +180,22 @@ func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, erro
 		}
 	}
 	return &m, nil
+}
+
+// benchVerify verifies p for BenchMemory: the races the verifier found
+// (counted, not an error there), or an error for anything else it
+// reports, a collective that deadlocks included.
+func benchVerify(p *StreamPlan) (races int, err error) {
+	var re *planner.RaceError
+	if err := planner.Verify(p); errors.As(err, &re) {
+		if len(re.Deadlocks) > 0 {
+			return len(re.Races), fmt.Errorf("the plan deadlocks (dagrun check says DEADLOCK): %w", err)
+		}
+		return len(re.Races), nil
+	} else if err != nil {
+		return 0, err
+	}
+	return 0, nil
 }
 
 // SimTimingNote is what the simulator backend's timings are and are not;

@@ -18,7 +18,7 @@ import (
 //	axpy      reads: x, y; writes: y (the same range as the read of y), same Bytes.
 //	          y[i] = float32(float32(a × x[i]) + y[i]), never fused (no FMA). args: a.
 //	mix       reads: 0..n, writes: 1..m. Each written word becomes a fixed integer
-//	          hash of the stage's index and the words read (see MixSeed, Mix32):
+//	          hash of the stage's index in its spec and the words read (see MixSeed, Mix32):
 //	            h = Mix32(MixSeed(stage, w) ^ i)
 //	            for each read k in order: h = Mix32(h ^ in_k[i mod n_k])
 //	            out_w[i] = h
@@ -37,10 +37,12 @@ import (
 //	          rank the planner makes of it has one of each.
 //	          A collective (NCCL's ncclAllReduce with ncclFloat32 and
 //	          ncclSum): every write's word i becomes the float32 sum of word
-//	          i of every read, added in read order (rank 0 first). The
+//	          i of every read, added in rank order (rank 0 first). The
 //	          planner lowers it to one rank stage per device
-//	          (planner.Collective); each rank reads its read and writes its
-//	          write.
+//	          (planner.Collective), numbered in device order whatever the
+//	          order of the reads (rank 0 on the lowest device), so the sum
+//	          is added in device order; each rank reads its read and writes
+//	          its write.
 //	checksum  reads: 1, writes: 1 of ≥ 8 bytes, not overlapping the read.
 //	          out word 0 = wrapping sum of the words read; out word 1 = XOR over i
 //	          of Mix32(word_i ^ (i × 0x9E3779B9)) (see Checksum). Other words of
@@ -346,7 +348,10 @@ func Mix32(x uint32) uint32 {
 }
 
 // MixSeed is the per-(stage, write) seed of the mix built-in. stage is the
-// stage's index in declaration order; write is the index of the write access.
+// stage's index in declaration order in the spec the user wrote (the
+// stages the planner adds, placement's peer copies and a collective's
+// ranks, do not shift it: planner.Plan.SeedIndex); write is the index of
+// the write access.
 func MixSeed(stage, write int) uint32 {
 	return Mix32(uint32(stage)*0x9E3779B9 ^ 0x7F4A7C15 + uint32(write)*0x632BE5AB)
 }

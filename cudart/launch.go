@@ -261,7 +261,7 @@ func cacheable(l *executor.LaunchDesc) bool {
 // matches reports whether l holds what p was prepared from.
 func (p *prep) matches(l *executor.LaunchDesc) bool {
 	d := &p.src
-	if l.Kernel != d.Kernel || l.Name != d.Name || l.Stage != d.Stage || l.Grid != d.Grid || l.Block != d.Block ||
+	if l.Kernel != d.Kernel || l.Name != d.Name || l.Stage != d.Stage || l.Seed != d.Seed || l.Grid != d.Grid || l.Block != d.Block ||
 		l.DurationUS != d.DurationUS || l.UserKernel != d.UserKernel || len(l.Args) != len(d.Args) ||
 		!slices.Equal(l.Reads, d.Reads) || !slices.Equal(l.Writes, d.Writes) {
 		return false
@@ -473,7 +473,7 @@ func (b *backend) prepareMix(p *prep, l *executor.LaunchDesc) error {
 		maxn = max(maxn, n)
 		le.PutUint64(a[8*wi:], uint64(ptr))
 		le.PutUint64(a[64+8*wi:], uint64(n))
-		le.PutUint32(a[128+4*wi:], contract.MixSeed(l.Stage, wi))
+		le.PutUint32(a[128+4*wi:], contract.MixSeed(l.Seed, wi))
 	}
 	le.PutUint32(a[160:], uint32(len(l.Writes)))
 	le.PutUint32(a[164:], uint32(len(l.Reads)))

@@ -271,10 +271,10 @@ type Options struct {
 	// (the default when ""), ArenaOff, or ArenaStreamOrder (the caching
 	// allocator's mistake, for demonstrations: its plans have races).
 	Arena string
-	// MemoryBudget caps the arena in bytes by adding ordering edges
-	// (planner's budget pass); 0 = no budget, MemoryBudgetAuto = within 10%
-	// of the live bound of the plan's own schedule using only edges that do
-	// not lengthen the critical path.
+	// MemoryBudget caps the arena in bytes (each device's, with several
+	// devices) by adding ordering edges (planner's budget pass); 0 = no
+	// budget, MemoryBudgetAuto = within 10% of the live bound of the plan's
+	// own schedule using only edges that do not lengthen the critical path.
 	MemoryBudget int64
 	// Placement is PlacementSpec ("" is the same) or PlacementBalance: the
 	// planner places stages and buffers that name no device

@@ -35,7 +35,12 @@ type Arg struct {
 
 // LaunchDesc is everything a backend needs to run one stage.
 type LaunchDesc struct {
-	Stage      int    // index in the plan's stages (the mix built-in's stage id)
+	Stage int // index in the plan's stages
+	// Seed is the index the mix built-in seeds its output by
+	// (contract.MixSeed): the stage's index in the user's spec
+	// (planner.Plan.SeedIndex), so that outputs do not depend on the
+	// stages the planner added.
+	Seed       int
 	Name       string // stage name
 	Kernel     string // built-in name or user kernel name
 	Args       map[string]any

@@ -2,7 +2,9 @@ package executor_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -77,6 +79,92 @@ func TestDevicesSyncEachCollective(t *testing.T) {
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("output %s: %s with sync-each, %s without", k, got[k], v)
+		}
+	}
+}
+
+// TestAllReduceDeviceOrder: an all-reduce adds its ranks in device order
+// whatever the order of its reads, with values whose float32 sum depends on
+// the order: (1e8 + 1) − 1e8 is 0 (1e8 + 1 rounds to 1e8), where the
+// reads' order, (−1e8 + 1e8) + 1, would give 1.
+func TestAllReduceDeviceOrder(t *testing.T) {
+	p := planYAML(t, `version: 1
+devices: 3
+buffers:
+  - {name: g0, dtype: f32, shape: [16], device: 0, role: output, init: {fill: 1e8}}
+  - {name: g1, dtype: f32, shape: [16], device: 1, role: output, init: {fill: 1.0}}
+  - {name: g2, dtype: f32, shape: [16], device: 2, role: output, init: {fill: -1e8}}
+stages:
+  - {name: reduce, kernel: all_reduce, args: {op: sum}, reads: [g2, g0, g1], writes: [g2, g0, g1]}
+`, planner.Options{})
+	for i, st := range p.Stages {
+		if c := st.Collective; c != nil && p.StageDevice(i) != c.Rank {
+			t.Errorf("rank %d (%s) on device %d: ranks are numbered in device order", c.Rank, st.Name, p.StageDevice(i))
+		}
+	}
+	want := executor.Checksum(floats(float32(float32(1e8)+1)-1e8, 16))
+	if want == executor.Checksum(floats(1, 16)) {
+		t.Fatal("the test's values do not depend on the order")
+	}
+	for seed := range int64(3) {
+		got := runOn(t, quickSim(seed), p, executor.Options{})
+		for _, b := range []string{"g0", "g1", "g2"} {
+			if got[b] != want {
+				t.Errorf("seed %d: %s = %s, want the device-order sum's %s", seed, b, got[b], want)
+			}
+		}
+	}
+}
+
+// TestPlacementKeepsOutputs: the same spec placed on 1, 2 and 4 devices
+// gives the same outputs on the simulator, though placement inserts peer
+// copies before some stages: mix seeds by the stage's index in the spec,
+// not in the plan.
+func TestPlacementKeepsOutputs(t *testing.T) {
+	const spec = `version: 1
+devices: %d
+options: {placement: balance}
+buffers:
+  - {name: x, bytes: 4096, role: input, init: {random: 3}}
+  - {name: a, bytes: 4096}
+  - {name: b, bytes: 4096}
+  - {name: c, bytes: 4096}
+  - {name: d, bytes: 4096}
+  - {name: out, bytes: 4096, role: output}
+stages:
+  - {name: l, kernel: mix, reads: [x], writes: [a], duration_us: 400}
+  - {name: r, kernel: mix, reads: [x], writes: [b], duration_us: 400}
+  - {name: m, kernel: mix, reads: [x], writes: [c], duration_us: 400}
+  - {name: n, kernel: mix, reads: [x], writes: [d], duration_us: 400}
+  - {name: j1, kernel: mix, reads: [a, b], writes: [a], duration_us: 10}
+  - {name: j2, kernel: mix, reads: [c, d], writes: [c], duration_us: 10}
+  - {name: join, kernel: mix, reads: [a, c], writes: [out], duration_us: 10}
+`
+	var want map[string]string
+	for _, n := range []int{1, 2, 4} {
+		p := planYAML(t, fmt.Sprintf(spec, n), planner.Options{})
+		if n > 1 && len(p.Stages) == 7 {
+			t.Fatalf("%d devices: no peer copy placed, the test tests nothing", n)
+		}
+		got := runOn(t, quickSim(int64(n)), p, executor.Options{Iterations: 2})
+		// The plan file keeps the seeds.
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var q planner.Plan
+		if err := json.Unmarshal(b, &q); err != nil {
+			t.Fatal(err)
+		}
+		if again := runOn(t, quickSim(1), &q, executor.Options{Iterations: 2}); again["out"] != got["out"] {
+			t.Errorf("%d devices: out = %s from the plan file, %s from the plan", n, again["out"], got["out"])
+		}
+		if want == nil {
+			want = got
+			continue
+		}
+		if got["out"] != want["out"] {
+			t.Errorf("%d devices (%d stages): out = %s, one device %s", n, len(p.Stages), got["out"], want["out"])
 		}
 	}
 }

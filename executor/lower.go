@@ -279,7 +279,7 @@ func (x *program) resolveStages(funcs map[string]StageFunc) error {
 	all := make([]LaunchDesc, len(p.Stages)) // phase 0's, one allocation
 	for i := range p.Stages {
 		st := &p.Stages[i]
-		d := LaunchDesc{Stage: i, Name: st.Name, Kernel: st.Kernel, Args: st.Args, Grid: st.Grid, Block: st.Block, DurationUS: st.DurationUS, Copy: st.Copy, HostFunc: st.HostFunc, Collective: st.Collective}
+		d := LaunchDesc{Stage: i, Seed: p.SeedIndex(i), Name: st.Name, Kernel: st.Kernel, Args: st.Args, Grid: st.Grid, Block: st.Block, DurationUS: st.DurationUS, Copy: st.Copy, HostFunc: st.HostFunc, Collective: st.Collective}
 		x.collectives = x.collectives || st.Collective != nil
 		var err error
 		if d.Reads, err = resolve(st, st.Reads, "reads"); err != nil {

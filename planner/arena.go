@@ -1065,8 +1065,17 @@ func NoReuseBytes(p *Plan) int64 {
 // its first launch to the end of its last. Buffers that share arena bytes
 // are ordered by happens-before, so their live ranges in any schedule that
 // respects it are disjoint, and every arena of p is at least this large.
-// Sizes are the buffers' own bytes (not rounded).
-func LiveBound(p *Plan) int64 {
+// Sizes are the buffers' own bytes (not rounded). With several devices it
+// counts every device's buffers together; DeviceLiveBound counts one
+// device's.
+func LiveBound(p *Plan) int64 { return liveBound(p, -1) }
+
+// DeviceLiveBound is LiveBound of device dev's arena buffers alone: the
+// lower bound on dev's arena under p's own schedule.
+func DeviceLiveBound(p *Plan, dev int) int64 { return liveBound(p, dev) }
+
+// liveBound is LiveBound over the buffers of device dev (dev < 0: all).
+func liveBound(p *Plan, dev int) int64 {
 	start, end := IdealSchedule(p)
 	type ev struct {
 		t     float64
@@ -1074,7 +1083,7 @@ func LiveBound(p *Plan) int64 {
 	}
 	idx := make(map[string]int, len(p.Buffers))
 	for i, b := range p.Buffers {
-		if b.ArenaOffset != nil {
+		if b.ArenaOffset != nil && (dev < 0 || b.Device == dev) {
 			idx[b.Name] = i
 		}
 	}

@@ -32,7 +32,7 @@ type BudgetStep struct {
 	// Edges is how many after: edges (stage → stage) the step added; the
 	// reduce pass drops those that other paths imply.
 	Edges      int     `json:"edges"`
-	ArenaBytes int64   `json:"arena_bytes"` // arena after the step, bytes
+	ArenaBytes int64   `json:"arena_bytes"` // arena after the step, bytes: with several devices, the largest device's (BudgetArena)
 	MakespanUS float64 `json:"makespan_us"` // ideal makespan after the step, µs
 	CostUS     float64 `json:"cost_us"`     // makespan increase of this step, µs
 }
@@ -49,9 +49,12 @@ func (s BudgetStep) String() string {
 // plan on fewer streams (a serial schedule, at the extreme) may still meet
 // it, at the cost of concurrency; the message says so.
 type BudgetError struct {
-	Budget int64        // bytes asked for
-	Arena  int64        // the smallest arena reached, bytes
+	Budget int64        // bytes asked for, per device
+	Arena  int64        // the smallest arena reached, bytes (the largest device's: BudgetArena)
 	Steps  []BudgetStep // the steps taken
+	// PerDevice is set when the plan has several devices: the budget caps
+	// each device's arena, and Arena and StartArena are the largest's.
+	PerDevice bool
 	// StartArena and StartMakespanUS describe the plan before the first step.
 	StartArena      int64
 	StartMakespanUS float64
@@ -59,8 +62,12 @@ type BudgetError struct {
 
 func (e *BudgetError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "memory_budget %d bytes cannot be met: the smallest arena reached is %d bytes, %d bytes (%.1f%%) over, after %d step(s) from %d bytes; raise the budget by at least %d bytes, plan on fewer streams (--max-streams N; --strategy single: one stream, usually the least memory, no concurrency) or split large buffers",
-		e.Budget, e.Arena, e.Arena-e.Budget, 100*float64(e.Arena-e.Budget)/float64(max(e.Budget, 1)), len(e.Steps), e.StartArena, e.Arena-e.Budget)
+	what := "arena"
+	if e.PerDevice {
+		what = "arena of the largest device (the budget caps each device's)"
+	}
+	fmt.Fprintf(&b, "memory_budget %d bytes cannot be met: the smallest %s reached is %d bytes, %d bytes (%.1f%%) over, after %d step(s) from %d bytes; raise the budget by at least %d bytes, plan on fewer streams (--max-streams N; --strategy single: one stream, usually the least memory, no concurrency) or split large buffers",
+		e.Budget, what, e.Arena, e.Arena-e.Budget, 100*float64(e.Arena-e.Budget)/float64(max(e.Budget, 1)), len(e.Steps), e.StartArena, e.Arena-e.Budget)
 	return b.String()
 }
 
@@ -73,6 +80,16 @@ const (
 	// BudgetNone plans without a budget, whatever the spec says.
 	BudgetNone = -2
 )
+
+// BudgetArena is the arena bytes memory_budget caps in p: its arena, or
+// with several devices the largest device's (Stats.ArenaBytesPerDevice),
+// since each GPU has its own memory and the budget holds for each.
+func BudgetArena(p *Plan) int64 {
+	if per := p.Stats.ArenaBytesPerDevice; len(per) > 0 {
+		return slices.Max(per)
+	}
+	return p.Stats.ArenaBytes
+}
 
 // budgetMaxSteps bounds the budget loop's steps.
 const budgetMaxSteps = 2000
@@ -126,22 +143,31 @@ func newBudget(st *state) (*budget, error) {
 		return nil, fmt.Errorf("planner: memory_budget needs the planned arena (arena: %s)", mode)
 	}
 	if auto {
-		limit = LiveBound(p) * 11 / 10
+		// Each device's arena within 10% of the largest device's live
+		// bound (one device: of the plan's).
+		var lb int64
+		for d := range p.DeviceCount() {
+			if p.DeviceCount() == 1 {
+				d = -1
+			}
+			lb = max(lb, liveBound(p, d))
+		}
+		limit = lb * 11 / 10
 	}
-	if p.Stats.ArenaBytes <= limit {
+	if BudgetArena(p) <= limit {
 		return nil, nil
 	}
 	if st.manual {
 		if auto {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("planner: memory_budget %d bytes: the arena is %d bytes, and a sync: manual spec cannot be re-ordered; order its stages by hand or use sync: auto", limit, p.Stats.ArenaBytes)
+		return nil, fmt.Errorf("planner: memory_budget %d bytes: the arena is %d bytes, and a sync: manual spec cannot be re-ordered; order its stages by hand or use sync: auto", limit, BudgetArena(p))
 	}
 	b := &budget{limit: limit, auto: auto, extra: map[[2]int32]bool{}}
 	for _, pb := range p.Buffers {
 		b.names = append(b.names, pb.Name)
 	}
-	b.berr = BudgetError{Budget: limit, StartArena: p.Stats.ArenaBytes, StartMakespanUS: p.Stats.IdealMakespanUS}
+	b.berr = BudgetError{Budget: limit, StartArena: BudgetArena(p), StartMakespanUS: p.Stats.IdealMakespanUS, PerDevice: p.DeviceCount() > 1}
 	return b, nil
 }
 
@@ -149,7 +175,7 @@ func newBudget(st *state) (*budget, error) {
 // of steps: budgetMaxSteps in all, or budgetStale in a row that did not
 // lower the smallest arena reached.
 func (b *budget) met(st *state) bool {
-	if st.plan.Stats.ArenaBytes <= b.limit || len(b.steps) >= budgetMaxSteps {
+	if BudgetArena(st.plan) <= b.limit || len(b.steps) >= budgetMaxSteps {
 		return true
 	}
 	best, stale := b.berr.StartArena, 0
@@ -183,7 +209,7 @@ func (b *budget) choose(st *state) (kind string, ok bool) {
 			return "", false // auto: free orders only
 		}
 		kind = BudgetSerialize
-		pairs := st.serializePairs(st.plan.Stats.ArenaBytes - b.limit)
+		pairs := st.serializePairs(b.limit)
 		if len(pairs) == 0 {
 			return "", false
 		}
@@ -191,6 +217,12 @@ func (b *budget) choose(st *state) (kind string, ok bool) {
 	}
 	b.edges = 0
 	stages := st.bufferStages()
+	if st.coll != nil {
+		b.pairs = keepRendezvous(st, b.pairs, stages)
+		if len(b.pairs) == 0 {
+			return "", false
+		}
+	}
 	for _, pr := range b.pairs {
 		for _, u := range stages[pr[0]] {
 			for _, v := range stages[pr[1]] {
@@ -202,6 +234,38 @@ func (b *budget) choose(st *state) (kind string, ok bool) {
 		}
 	}
 	return kind, true
+}
+
+// keepRendezvous returns the pairs whose orders, with those of st's graph,
+// keep each collective's ranks one node of an acyclic graph (acyclicWith):
+// an order from one rank to another through other stages would leave a
+// rank waiting for another's completion, a deadlock, and the ranks could
+// not be issued as one group. The whole batch is tried first, then, if it
+// fails, each pair in turn.
+func keepRendezvous(st *state, pairs [][2]int, stages [][]int32) [][2]int {
+	var extra [][2]int32 // the orders of earlier steps are in st.g already
+	add := func(extra [][2]int32, pr [2]int) [][2]int32 {
+		for _, u := range stages[pr[0]] {
+			for _, v := range stages[pr[1]] {
+				extra = append(extra, [2]int32{u, v})
+			}
+		}
+		return extra
+	}
+	all := extra
+	for _, pr := range pairs {
+		all = add(all, pr)
+	}
+	if st.acyclicWith(all) {
+		return pairs
+	}
+	var kept [][2]int
+	for _, pr := range pairs {
+		if next := add(extra, pr); st.acyclicWith(next) {
+			kept, extra = append(kept, pr), next
+		}
+	}
+	return kept
 }
 
 // spec returns s with b's extra orders as after: edges.
@@ -240,14 +304,14 @@ func (b *budget) record(kind string, st *state) {
 	}
 	m := st.plan.Stats.IdealMakespanUS
 	b.steps = append(b.steps, BudgetStep{Kind: kind, Orders: orders, Pairs: n, Edges: b.edges,
-		ArenaBytes: st.plan.Stats.ArenaBytes, MakespanUS: m, CostUS: m - prev})
+		ArenaBytes: BudgetArena(st.plan), MakespanUS: m, CostUS: m - prev})
 }
 
 // finish ends the loop on st's plan: a *BudgetError when a byte budget is
 // not met, else the steps in Plan.Budget (and, for auto, a note when the
 // free orders stop short of the aim).
 func (b *budget) finish(st *state) error {
-	arena := st.plan.Stats.ArenaBytes
+	arena := BudgetArena(st.plan)
 	if arena > b.limit && !b.auto {
 		e := b.berr
 		e.Arena, e.Steps = arena, b.steps
@@ -337,7 +401,10 @@ func (st *state) reusePairs() ([][2]int, map[int]int64) {
 	for i, b := range a.bufs {
 		k[b] = i
 	}
-	timeBefore := func(x, y *arenaBuf) bool { return bv.hi[k[x]] <= bv.lo[k[y]] }
+	p := st.plan
+	timeBefore := func(x, y *arenaBuf) bool { // bytes are shared on one device only
+		return bv.hi[k[x]] <= bv.lo[k[y]] && p.Buffers[x.idx].Device == p.Buffers[y.idx].Device
+	}
 	offs, size := a.layout(timeBefore, spans{bv.lo, bv.hi}, allBufs(len(a.bufs)), bv.lo)
 	if size >= st.plan.Stats.ArenaBytes {
 		return nil, nil
@@ -399,18 +466,26 @@ func (st *state) reusePairs() ([][2]int, map[int]int64) {
 
 // serializePairs picks the orders x<y of one serializing step, between
 // buffers live together at the peak of the ideal schedule's live bytes
-// (aligned sizes), of those where no stage of y reaches a stage of x (so
+// (aligned sizes; with several devices, of the buffers of the device with
+// the largest arena, the one over the budget of limit bytes), of those where no stage of y reaches a stage of x (so
 // the edges make no cycle, and no path uses two of them): the one with the
 // smallest critical-path increase, then the largest y, then names; and
-// while the delayed buffers' bytes are short of excess (the arena's bytes
-// over the budget), the next ones in that order, so that a budget far away
+// while the delayed buffers' bytes are short of the excess (the arena's
+// bytes over limit), the next ones in that order, so that a budget far away
 // takes fewer re-plans. It returns no pairs when there is none.
-func (st *state) serializePairs(excess int64) (pairs [][2]int) {
+func (st *state) serializePairs(limit int64) (pairs [][2]int) {
 	bv := st.view()
 	a := bv.a
 	if len(a.bufs) == 0 {
 		return nil
 	}
+	p := st.plan
+	excess := BudgetArena(p) - limit
+	dev := -1 // with several devices: the one whose arena is the largest
+	if per := p.Stats.ArenaBytesPerDevice; len(per) > 0 {
+		dev = slices.Index(per, slices.Max(per))
+	}
+	onDev := func(k int) bool { return dev < 0 || p.Buffers[a.bufs[k].idx].Device == dev }
 	// Peak instant: sweep starts and ends (ends first at equal times).
 	type ev struct {
 		t     float64
@@ -418,7 +493,7 @@ func (st *state) serializePairs(excess int64) (pairs [][2]int) {
 	}
 	var evs []ev
 	for k, b := range a.bufs {
-		if bv.lo[k] < bv.hi[k] {
+		if bv.lo[k] < bv.hi[k] && onDev(k) {
 			evs = append(evs, ev{bv.lo[k], b.size}, ev{bv.hi[k], -b.size})
 		}
 	}
@@ -433,7 +508,7 @@ func (st *state) serializePairs(excess int64) (pairs [][2]int) {
 	}
 	var alive []int
 	for k := range a.bufs {
-		if bv.lo[k] <= at && at < bv.hi[k] {
+		if bv.lo[k] <= at && at < bv.hi[k] && onDev(k) {
 			alive = append(alive, k)
 		}
 	}
@@ -518,7 +593,7 @@ func (st *state) serializePairs(excess int64) (pairs [][2]int) {
 				extra = append(extra, [2]int32{u, v})
 			}
 		}
-		if len(pairs) > 0 && !st.acyclicWith(extra) {
+		if (len(pairs) > 0 || st.coll != nil) && !st.acyclicWith(extra) {
 			extra = extra[:n]
 			continue
 		}
@@ -533,20 +608,40 @@ func (st *state) serializePairs(excess int64) (pairs [][2]int) {
 const budgetMaxBatch = 64
 
 // acyclicWith reports whether the hazard graph with the extra edges (u → v)
-// has no cycle: Kahn's algorithm, O(stages + edges).
+// has no cycle, each collective's ranks taken as one node (st.units: an
+// edge between two ranks of one collective is a cycle): Kahn's algorithm,
+// O(stages + edges).
 func (st *state) acyclicWith(extra [][2]int32) bool {
+	unit := st.units()
 	indeg := make([]int32, st.n)
 	out := make([][]int32, st.n)
+	members := make([][]int32, st.n)
+	nodes := 0
 	for v := range st.n {
-		indeg[v] = int32(len(st.g.Pred(v)))
+		members[unit[v]] = append(members[unit[v]], int32(v))
+		if unit[v] == int32(v) {
+			nodes++
+		}
+		for _, u := range st.g.Pred(v) {
+			if unit[u] != unit[v] {
+				indeg[unit[v]]++
+			}
+		}
 	}
 	for _, e := range extra {
-		indeg[e[1]]++
-		out[e[0]] = append(out[e[0]], e[1])
+		u, v := unit[e[0]], unit[e[1]]
+		if u == v {
+			if e[0] != e[1] {
+				return false
+			}
+			continue
+		}
+		indeg[v]++
+		out[u] = append(out[u], v)
 	}
 	var ready []int32
 	for v := range st.n {
-		if indeg[v] == 0 {
+		if unit[v] == int32(v) && indeg[v] == 0 {
 			ready = append(ready, int32(v))
 		}
 	}
@@ -555,15 +650,23 @@ func (st *state) acyclicWith(extra [][2]int32) bool {
 		u := ready[len(ready)-1]
 		ready = ready[:len(ready)-1]
 		seen++
-		for _, list := range [2][]int32{st.g.Succ(int(u)), out[u]} {
-			for _, w := range list {
-				if indeg[w]--; indeg[w] == 0 {
-					ready = append(ready, w)
+		dec := func(w int32) {
+			if indeg[w]--; indeg[w] == 0 {
+				ready = append(ready, w)
+			}
+		}
+		for _, m := range members[u] {
+			for _, w := range st.g.Succ(int(m)) {
+				if unit[w] != u {
+					dec(unit[w])
 				}
 			}
 		}
+		for _, w := range out[u] {
+			dec(w)
+		}
 	}
-	return seen == st.n
+	return seen == nodes
 }
 
 // tails returns, per stage, the longest path from its start to the end of

@@ -51,7 +51,8 @@ type Options struct {
 	// Arena is the arena mode (dag.ArenaPlanned, ArenaOff, ArenaStreamOrder);
 	// "" takes the spec's, else planned.
 	Arena string
-	// MemoryBudget caps the arena in bytes (Build's budget loop, budget.go):
+	// MemoryBudget caps the arena in bytes, with several devices each
+	// device's (BudgetArena; Build's budget loop, budget.go):
 	// 0 takes the spec's memory_budget; BudgetAuto aims at 1.1× the live
 	// bound with edges of no makespan cost; BudgetNone means no budget.
 	MemoryBudget int64
@@ -134,7 +135,10 @@ type state struct {
 	dev       []int32
 	streamDev []int32
 	// coll is each stage's rank of a collective (nil: none; lowerDevices).
-	coll     []*Collective
+	coll []*Collective
+	// origin is each stage's index in the user's spec (-1: a stage the
+	// planner added; nil: the spec's own stages; lowerDevices).
+	origin   []int
 	names    []string
 	matching int // size of the unconstrained maximum matching of the reduced graph, -1 unknown
 
@@ -315,7 +319,7 @@ func (st *state) note(format string, args ...any) {
 func newState(s *dag.Spec, o Options, low *lowering) (st *state, err error) {
 	st = &state{spec: s, opts: o, start: time.Now(), matching: -1, n: len(s.Stages)}
 	if low != nil {
-		st.coll = low.coll
+		st.coll, st.origin = low.coll, low.origin
 		st.notes = append(st.notes, low.notes...)
 	}
 	st.strategy = cmp.Or(o.Strategy, s.Options.Strategy, StrategyDefault)
@@ -352,7 +356,9 @@ func newState(s *dag.Spec, o Options, low *lowering) (st *state, err error) {
 		}
 	}
 	st.setDevices()
-	st.order()
+	if err := st.order(); err != nil {
+		return nil, err
+	}
 	if s.Sync == dag.SyncManual {
 		st.manual = true
 		st.strategy = dag.SyncManual
@@ -397,42 +403,96 @@ func (st *state) run(ps pass) (err error) {
 
 // order computes the topological order the passes share: the hazard graph's
 // stable order, or in check mode with a shuffle seed, Kahn's algorithm with
-// a seeded random priority among ready stages.
-func (st *state) order() {
+// a seeded random priority among ready stages. A collective's ranks are one
+// rendezvous, issued as one group, so they are consecutive in the order
+// (rank 0 first): with collectives the order is Kahn's algorithm on the
+// graph with each collective's ranks taken as one node, the smallest
+// declaration index (or the seeded priority) first among ready nodes.
+//
+// Errors: a collective whose ranks cannot be consecutive (a stage must run
+// after one rank and before another: the collective would deadlock).
+func (st *state) order() error {
 	n := st.n
-	if st.opts.Check && st.opts.ShuffleSeed != 0 {
-		rng := rand.New(rand.NewPCG(uint64(st.opts.ShuffleSeed), 0x9E3779B97F4A7C15))
+	shuffle := st.opts.Check && st.opts.ShuffleSeed != 0
+	if !shuffle && st.coll == nil {
+		st.topo = st.g.Order()
+	} else {
 		prio := make([]uint64, n)
-		for i := range prio {
-			prio[i] = rng.Uint64()
+		if shuffle {
+			rng := rand.New(rand.NewPCG(uint64(st.opts.ShuffleSeed), 0x9E3779B97F4A7C15))
+			for i := range prio {
+				prio[i] = rng.Uint64()
+			}
+		} else {
+			for i := range prio {
+				prio[i] = uint64(i)
+			}
+		}
+		unit := st.units()
+		size := make([]int32, n)
+		for v := 0; v < n; v++ {
+			size[unit[v]]++
 		}
 		indeg := make([]int32, n)
 		for v := 0; v < n; v++ {
-			indeg[v] = int32(len(st.g.Pred(v)))
+			for _, u := range st.g.Pred(v) {
+				if unit[u] != unit[v] {
+					indeg[unit[v]]++
+				}
+			}
 		}
 		h := &prioHeap{prio: prio}
 		for v := 0; v < n; v++ {
-			if indeg[v] == 0 {
+			if unit[v] == int32(v) && indeg[v] == 0 {
 				heap.Push(h, int32(v))
 			}
 		}
 		st.topo = make([]int32, 0, n)
 		for h.Len() > 0 {
 			u := heap.Pop(h).(int32)
-			st.topo = append(st.topo, u)
-			for _, v := range st.g.Succ(int(u)) {
-				if indeg[v]--; indeg[v] == 0 {
-					heap.Push(h, v)
+			for m := u; m < u+size[u]; m++ {
+				st.topo = append(st.topo, m)
+			}
+			for m := u; m < u+size[u]; m++ {
+				for _, v := range st.g.Succ(int(m)) {
+					if w := unit[v]; w != u {
+						if indeg[w]--; indeg[w] == 0 {
+							heap.Push(h, w)
+						}
+					}
 				}
 			}
 		}
-	} else {
-		st.topo = st.g.Order()
+		if len(st.topo) < n {
+			for v := 0; v < n; v++ {
+				if unit[v] == int32(v) && size[v] > 1 && indeg[v] > 0 {
+					return fmt.Errorf("planner: the ranks of collective %s cannot be issued as one group: a stage is ordered after one of its ranks and before another, and no rank completes before every rank has started (a deadlock); order that stage before every rank or after every rank",
+						rankGroupName([]string{st.spec.Stages[v].Name}))
+				}
+			}
+			return fmt.Errorf("planner: the order has a cycle")
+		}
 	}
 	st.pos = make([]int32, n)
 	for i, v := range st.topo {
 		st.pos[v] = int32(i)
 	}
+	return nil
+}
+
+// units returns, per stage, the node it is in the graph the order and the
+// budget loop work on: a collective's ranks are one node, numbered by its
+// rank 0 (lowerDevices puts the ranks consecutively, rank 0 first); every
+// other stage is its own.
+func (st *state) units() []int32 {
+	unit := make([]int32, st.n)
+	for v := range unit {
+		unit[v] = int32(v)
+		if st.coll != nil && v > 0 && v < len(st.coll) && st.coll[v] != nil && st.coll[v].Rank > 0 {
+			unit[v] = unit[v-1]
+		}
+	}
+	return unit
 }
 
 type prioHeap struct {
@@ -498,6 +558,9 @@ func (st *state) newPlan() *Plan {
 			Grid: sg.Launch.Grid, Block: sg.Launch.Block, Reads: conv(sg.Reads), Writes: conv(sg.Writes), Pinned: sg.Stream}
 		if st.coll != nil {
 			p.Stages[i].Collective = st.coll[i]
+		}
+		if i < len(st.origin) && st.origin[i] >= 0 && st.origin[i] != i {
+			p.Stages[i].Seed = &st.origin[i]
 		}
 		if sg.Pos.Line > 0 {
 			src.add(&p.Stages[i].Source, sg.Pos)

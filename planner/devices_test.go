@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -419,5 +420,47 @@ stages:
 	}
 	if got := strings.Join(names, " "); got != "w r a/to1 r2" {
 		t.Errorf("stages %s, want w r a/to1 r2 (r copies across itself, r2 reads a replica)", got)
+	}
+}
+
+// TestBudgetPerDevice: memory_budget caps each device's arena, not their
+// sum: a budget of the largest device's arena is met as planned, with no
+// step, and a lower one is met by every device or refused.
+func TestBudgetPerDevice(t *testing.T) {
+	s, err := dag.LoadFile("../specs/multigpu/data-parallel-4.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Build(s, Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := p.Stats.ArenaBytesPerDevice
+	if len(per) != 4 || slices.Max(per) >= p.Stats.ArenaBytes {
+		t.Fatalf("arenas %v (sum %d): want 4 devices with arenas", per, p.Stats.ArenaBytes)
+	}
+	q, err := Build(s, Options{Check: true, MemoryBudget: slices.Max(per)})
+	if err != nil {
+		t.Fatalf("budget %d bytes, each device's arena at most that: %v", slices.Max(per), err)
+	}
+	if len(q.Budget) != 0 || !slices.Equal(q.Stats.ArenaBytesPerDevice, per) {
+		t.Errorf("budget met as planned: %d steps, arenas %v, want none and %v", len(q.Budget), q.Stats.ArenaBytesPerDevice, per)
+	}
+	limit := slices.Max(per) * 3 / 4
+	q, err = Build(s, Options{Check: true, MemoryBudget: limit})
+	var be *BudgetError
+	switch {
+	case errors.As(err, &be):
+		if be.Arena <= limit {
+			t.Errorf("refused with a smallest arena of %d bytes, within the budget %d", be.Arena, limit)
+		}
+	case err != nil:
+		t.Fatal(err)
+	default:
+		for d, a := range q.Stats.ArenaBytesPerDevice {
+			if a > limit {
+				t.Errorf("device %d's arena %d bytes, over the budget %d", d, a, limit)
+			}
+		}
 	}
 }

@@ -321,6 +321,10 @@ func (e *planEncoder) appendStage(b []byte, s *Stage) []byte {
 		b = append(b, `,"collective":`...)
 		b = e.marshal(b, s.Collective)
 	}
+	if s.Seed != nil {
+		b = append(b, `,"seed":`...)
+		b = strconv.AppendInt(b, int64(*s.Seed), 10)
+	}
 	return append(b, '}')
 }
 

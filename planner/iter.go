@@ -750,23 +750,56 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 	}
 	recPos := make([]int, p.Events) // issue position of each event's record in an iteration
 	waitPos := map[[2]int]int{}     // (event, lag) → latest issue position of such a wait
-	for _, so := range p.IssueOrder {
+	// A collective's ranks are launched consecutively, as one group
+	// (syncStreams): every rank's cross waits go before the group's first
+	// launch and the records after its last, as sync places its own, so
+	// that nothing is issued between the ranks. (A wait moved earlier on
+	// its stream, or a record later, past ops of other streams only,
+	// orders the same.)
+	rankOf := func(so [2]int) *Collective {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
+			return p.Stages[o.Stage].Collective
+		}
+		return nil
+	}
+	crossWaits := func(s, stage int) {
+		for _, r := range cross[stage] {
+			e := event[r.a]
+			waitPos[[2]int{e, int(r.d)}] = len(order)
+			emit(s, Op{Kind: OpWait, Event: e, Lag: int(r.d)})
+		}
+	}
+	var deferred [][2]int // (stream, stage): records after the group's last rank
+	for k, so := range p.IssueOrder {
 		s := so[0]
 		o := p.Streams[s].Ops[so[1]]
-		if o.Kind == OpLaunch {
-			for _, r := range cross[o.Stage] {
-				e := event[r.a]
-				waitPos[[2]int{e, int(r.d)}] = len(order)
-				emit(s, Op{Kind: OpWait, Event: e, Lag: int(r.d)})
+		c := rankOf(so)
+		first := c != nil && (k == 0 || rankOf(p.IssueOrder[k-1]) == nil || rankOf(p.IssueOrder[k-1]).Group != c.Group)
+		last := c != nil && (k+1 == len(p.IssueOrder) || rankOf(p.IssueOrder[k+1]) == nil || rankOf(p.IssueOrder[k+1]).Group != c.Group)
+		switch {
+		case first:
+			for q := k; q < len(p.IssueOrder); q++ {
+				if rc := rankOf(p.IssueOrder[q]); rc == nil || rc.Group != c.Group {
+					break
+				}
+				crossWaits(p.IssueOrder[q][0], p.Streams[p.IssueOrder[q][0]].Ops[p.IssueOrder[q][1]].Stage)
 			}
+		case c == nil && o.Kind == OpLaunch:
+			crossWaits(s, o.Stage)
 		}
 		if o.Kind == OpRecord {
 			recPos[o.Event] = len(order)
 		}
 		emit(s, o)
 		if o.Kind == OpLaunch && newRec[o.Stage] {
-			recPos[event[o.Stage]] = len(order)
-			emit(s, Op{Kind: OpRecord, Event: event[o.Stage]})
+			deferred = append(deferred, [2]int{s, o.Stage})
+		}
+		if c == nil || last {
+			for _, d := range deferred {
+				recPos[event[d[1]]] = len(order)
+				emit(d[0], Op{Kind: OpRecord, Event: event[d[1]]})
+			}
+			deferred = deferred[:0]
 		}
 	}
 	for s := range p.Streams {

@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/dagrun/dagrun/contract"
@@ -27,8 +29,12 @@ func PeerCopyUS(bytes int64) float64 { return float64(bytes)/LinkBytesPerUS + Li
 // spec, its rank of a collective (nil for other stages); the placement's
 // summary for Plan.Notes.
 type lowering struct {
-	coll  []*Collective
-	notes []string
+	coll []*Collective
+	// origin is, per stage of the lowered spec, its index in the spec
+	// lowerDevices was given: a rank's is its collective's, a peer copy
+	// placement added has -1 (Stage.Seed).
+	origin []int
+	notes  []string
 }
 
 // lowerDevices is the planner's first step on a spec of several devices
@@ -36,6 +42,7 @@ type lowering struct {
 // stages and device buffers that name no device and adds a peer copy
 // wherever a stage reads a buffer of another device (place); then it
 // lowers each collective stage to one rank stage per device, NAME/0 …,
+// numbered in device order (the order the all-reduce adds them in),
 // consecutive in declaration order (so in the planner's topological order
 // too). Specs of one device without collectives are returned as they are.
 func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
@@ -47,6 +54,16 @@ func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 		return s, nil, nil
 	}
 	low := &lowering{}
+	index := make(map[string]int, len(s.Stages)) // the user's stages by name
+	for i := range s.Stages {
+		index[s.Stages[i].Name] = i
+	}
+	origin := func(name string) int {
+		if i, ok := index[name]; ok {
+			return i
+		}
+		return -1 // placement's peer copies have fresh names
+	}
 	if s.Options.Placement == dag.PlacementBalance {
 		var err error
 		if s, err = place(s, low); err != nil {
@@ -54,6 +71,9 @@ func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 		}
 	}
 	if !hasColl {
+		for i := range s.Stages {
+			low.origin = append(low.origin, origin(s.Stages[i].Name))
+		}
 		return s, low, nil
 	}
 	out := *s
@@ -75,6 +95,7 @@ func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 		if !dag.IsCollective(sg.Kernel) {
 			out.Stages = append(out.Stages, sg)
 			low.coll = append(low.coll, nil)
+			low.origin = append(low.origin, origin(sg.Name))
 			continue
 		}
 		n := len(sg.Reads)
@@ -82,19 +103,32 @@ func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 			return nil, nil, fmt.Errorf("%s: stage %s: a collective reads and writes one buffer per device (%d reads, %d writes)", sg.Pos, sg.Name, n, len(sg.Writes))
 		}
 		op, _ := sg.Args["op"].(string)
-		for r := 0; r < n; r++ {
-			b := s.Buffer(sg.Reads[r].Buffer)
+		// Ranks in device order: rank r is the collective's r-th device,
+		// whatever the order of its reads, so that the sum, added in rank
+		// order, is added in device order.
+		dev := make([]int, n)
+		for k := 0; k < n; k++ {
+			b := s.Buffer(sg.Reads[k].Buffer)
 			if b == nil || b.Device < 0 {
-				return nil, nil, fmt.Errorf("%s: stage %s: rank %d's buffer %s has no device", sg.Pos, sg.Name, r, sg.Reads[r].Buffer)
+				return nil, nil, fmt.Errorf("%s: stage %s: read %d's buffer %s has no device", sg.Pos, sg.Name, k, sg.Reads[k].Buffer)
 			}
+			dev[k] = b.Device
+		}
+		byDevice := make([]int, n) // rank → index in the reads and writes
+		for k := range byDevice {
+			byDevice[k] = k
+		}
+		slices.SortStableFunc(byDevice, func(a, b int) int { return cmp.Compare(dev[a], dev[b]) })
+		for r, k := range byDevice {
 			rank := sg
 			rank.Name = dag.RankName(sg.Name, r)
-			rank.Reads = []dag.Access{sg.Reads[r]}
-			rank.Writes = []dag.Access{sg.Writes[r]}
-			rank.Device = b.Device
+			rank.Reads = []dag.Access{sg.Reads[k]}
+			rank.Writes = []dag.Access{sg.Writes[k]}
+			rank.Device = dev[k]
 			rank.Stream = ""
 			out.Stages = append(out.Stages, rank)
 			low.coll = append(low.coll, &Collective{Group: group, Op: sg.Kernel, Reduce: op, Rank: r, Ranks: n})
+			low.origin = append(low.origin, origin(sg.Name))
 			ranks[sg.Name] = append(ranks[sg.Name], rank.Name)
 		}
 		group++

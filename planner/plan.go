@@ -105,6 +105,22 @@ type Stage struct {
 	// built-in, contract.BuiltinAllReduce): Reads[0] is the rank's send
 	// range, Writes[0] its receive range, both on its stream's device.
 	Collective *Collective `json:"collective,omitempty"`
+	// Seed, when set, is the index the mix built-in (and a user kernel on
+	// the simulator) seeds its output by: the stage's index in the spec
+	// the user wrote, which placement's peer copies and a collective's
+	// ranks shift in Stages, so that outputs do not depend on placement
+	// (SeedIndex). Nil: the stage's index in Stages, which is the spec's
+	// when the planner added no stages.
+	Seed *int `json:"seed,omitempty"`
+}
+
+// SeedIndex is the index stage i of p seeds the mix built-in by: its
+// Seed, else i (contract.MixSeed).
+func (p *Plan) SeedIndex(i int) int {
+	if s := p.Stages[i].Seed; s != nil {
+		return *s
+	}
+	return i
 }
 
 // Collective is one rank of a collective: the spec's collective stage
@@ -118,7 +134,7 @@ type Collective struct {
 	Group  int    `json:"group"`  // which collective: 0, 1, … in issue order of their first ranks
 	Op     string `json:"op"`     // contract.BuiltinAllReduce
 	Reduce string `json:"reduce"` // contract.ReduceSum
-	Rank   int    `json:"rank"`   // 0..Ranks-1
+	Rank   int    `json:"rank"`   // 0..Ranks-1; the planner numbers ranks in device order, and the all-reduce adds them in rank order
 	Ranks  int    `json:"ranks"`  // ranks of the group, ≥ 2
 }
 

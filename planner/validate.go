@@ -279,6 +279,9 @@ func (p *Plan) validateStageRefs(i int, bufIdx map[string]int) error {
 	if st.Kernel == "" {
 		return planErr(fmt.Sprintf("stages[%d].kernel", i), "stage %s has no kernel", st.Name)
 	}
+	if st.Seed != nil && (*st.Seed < 0 || *st.Seed > math.MaxInt32) {
+		return planErr(fmt.Sprintf("stages[%d].seed", i), "stage %s: seed %d, want 0 to %d (the stage's index in its spec)", st.Name, *st.Seed, math.MaxInt32)
+	}
 	for k, list := range [2][]Access{st.Reads, st.Writes} {
 		verb := [2]string{"reads", "writes"}[k]
 		for j, a := range list {

@@ -20,29 +20,77 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `bench plan plans every SPEC with each strategy (default, naive, round-robin,
 single) and with max_streams 8 and 16, verifies every plan, and prints one
 Markdown table. "kept" is the share of the critical-path bound a cap keeps:
-critical path / ideal makespan under the cap.`,
+critical path / ideal makespan under the cap. A spec that fails (a
+planning error, a race or a deadlock in one of its plans) has a row that
+says so, its error goes to stderr, and the command exits 1 after the table.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			specs, err := loadSpecs(args)
+			if err != nil {
+				return err
+			}
 			var out bytes.Buffer
 			fmt.Fprintln(&out, "| spec | stages | default streams/waits | lower bound waits | naive streams/waits | round-robin streams/waits | single waits | events | critical path µs | ideal makespan µs | sum µs | max 8: streams/waits, makespan µs (kept) | max 16: streams/waits, makespan µs (kept) | planning ms |")
 			fmt.Fprintln(&out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-			for _, path := range args {
-				s, err := loadSpec(path, false)
+			var failed benchFailures
+			for i, path := range args {
+				b, err := dagrun.BenchPlan(specs[i])
 				if err != nil {
-					return err
+					fmt.Fprintf(&out, "| %s | %s |\n", benchName(path), failed.add(path, err))
+					continue
 				}
-				b, err := dagrun.BenchPlan(s)
-				if err != nil {
-					return failure{fmt.Errorf("%s: %w", path, err)}
-				}
-				fmt.Fprintf(&out, "| %s | %s |\n", strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), strings.Join(benchRow(b), " | "))
+				fmt.Fprintf(&out, "| %s | %s |\n", benchName(path), strings.Join(benchRow(b), " | "))
 			}
-			_, err := stdout.Write(out.Bytes())
-			return err
+			if _, err := stdout.Write(out.Bytes()); err != nil {
+				return err
+			}
+			return failed.err(stderr, len(args))
 		},
 	}
 	bench.AddCommand(plan, newBenchMemoryCmd(stdout, stderr), newBenchScaleCmd(stdout, stderr)) // memory.go, scale.go
 	return bench
+}
+
+// loadSpecs loads every spec of a bench command before any is measured:
+// bad input fails the command (exit 2) with no table.
+func loadSpecs(paths []string) ([]*dagrun.Spec, error) {
+	specs := make([]*dagrun.Spec, len(paths))
+	for i, path := range paths {
+		s, err := loadSpec(path, false)
+		if err != nil {
+			return nil, err
+		}
+		specs[i] = s
+	}
+	return specs, nil
+}
+
+// benchName is a spec's name in bench tables: its file's base name.
+func benchName(path string) string {
+	return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+}
+
+// benchFailures are the specs a bench command could not measure.
+type benchFailures []string
+
+// add records path's error and returns the table cell that says so: the
+// error's first line, with the table's separators escaped.
+func (f *benchFailures) add(path string, err error) string {
+	*f = append(*f, fmt.Sprintf("%s: %v", path, err))
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return "failed: " + strings.ReplaceAll(msg, "|", "\\|")
+}
+
+// err writes each failure to stderr and returns the command's failure
+// (exit 1), or nil when every one of n specs was measured.
+func (f benchFailures) err(stderr io.Writer, n int) error {
+	if len(f) == 0 {
+		return nil
+	}
+	for _, msg := range f {
+		fmt.Fprintf(stderr, "dagrun: %s\n", msg)
+	}
+	return failure{fmt.Errorf("%d of %d spec(s) failed (their rows say so)", len(f), n)}
 }
 
 // benchRow is the quality table's cells after the spec name.

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -29,7 +28,7 @@ type memoryFlags struct {
 
 func (f *memoryFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.arena, "arena", "", "temps in one device arena: planned (bytes shared only along happens-before), off, or stream-order (the record_stream bug: racy, for demos) (default: the spec's, else planned)")
-	cmd.Flags().StringVar(&f.budget, "memory-budget", "", "cap the arena: bytes (suffixes K, M, G, KiB, MiB, GiB), auto (within 10% of the schedule's live bound, no makespan cost) or none (default: the spec's memory_budget)")
+	cmd.Flags().StringVar(&f.budget, "memory-budget", "", "cap the arena: bytes (suffixes K, M, G, KiB, MiB, GiB), auto (within 10% of the schedule's live bound, no makespan cost) or none (default: the spec's memory_budget); with several devices it caps each device's arena")
 }
 
 // apply sets the planner options of f.
@@ -95,33 +94,46 @@ makespan cost, and the waits they add); the verifier's races; and, on the
 simulator, the detector's races with the arena on and whether the outputs
 equal those of the plan without the arena. A second table lists the budget
 steps toward the one-stream arena (memory_budget set to it), and --plot
-draws them: arena against ideal makespan, both relative to the default plan.`,
+draws them: arena against ideal makespan, both relative to the default plan.
+A spec that fails (a planning error, a plan that deadlocks, a simulator
+error) has a row that says so in each table, its error goes to stderr, and
+the command exits 1 after the tables.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			specs, err := loadSpecs(args) // bench.go
+			if err != nil {
+				return err
+			}
 			var out bytes.Buffer
 			fmt.Fprintln(&out, "| spec | stages | streams | arena MiB | no reuse MiB | one stream MiB | live bound MiB | arena / bound | auto: arena MiB (/ bound), waits | verifier races | sim: detector races, outputs = arena off |")
 			fmt.Fprintln(&out, "|---|---|---|---|---|---|---|---|---|---|---|")
 			var curves []memCurve
-			for _, path := range args {
-				s, err := loadSpec(path, false)
+			var failed benchFailures
+			for i, path := range args {
+				name := benchName(path)
+				m, err := dagrun.BenchMemory(cmd.Context(), specs[i], !noSim)
 				if err != nil {
-					return err
+					cell := failed.add(path, err)
+					curves = append(curves, memCurve{name: name, failed: cell})
+					fmt.Fprintf(&out, "| %s | %s |\n", name, cell)
+					continue
 				}
-				m, err := dagrun.BenchMemory(cmd.Context(), s, !noSim)
-				if err != nil {
-					return failure{fmt.Errorf("%s: %w", path, err)}
-				}
-				name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-				curves = append(curves, memCurve{name, m})
+				curves = append(curves, memCurve{name: name, m: m})
 				fmt.Fprintf(&out, "| %s | %s |\n", name, strings.Join(memoryRow(m), " | "))
 			}
 			fmt.Fprintln(&out)
 			fmt.Fprintln(&out, "| spec | budget (one-stream arena) MiB | steps (reuse/serialize) | arena MiB after | ideal makespan µs before → after | met |")
 			fmt.Fprintln(&out, "|---|---|---|---|---|---|")
+			var drawn []memCurve
 			for _, c := range curves {
+				if c.m == nil {
+					fmt.Fprintf(&out, "| %s | %s |\n", c.name, c.failed)
+					continue
+				}
+				drawn = append(drawn, c)
 				m := c.m
 				reuse, ser := 0, 0
-				last, ms := m.ArenaBytes, m.MakespanUS // the smallest arena reached, the last makespan
+				last, ms := m.BudgetStartBytes, m.MakespanUS // the smallest arena reached, the last makespan
 				for i, st := range m.BudgetSteps {
 					if st.Kind == dagrun.BudgetReuse {
 						reuse++
@@ -139,14 +151,16 @@ draws them: arena against ideal makespan, both relative to the default plan.`,
 				}
 				fmt.Fprintf(&out, "| %s | %s | %d (%d/%d) | %s | %.1f → %.1f | %s |\n", c.name, mib(m.BudgetBytes), len(m.BudgetSteps), reuse, ser, mib(last), m.MakespanUS, ms, met)
 			}
-			if plotFile != "" {
-				if err := plotCurves(curves, plotFile); err != nil {
+			if plotFile != "" && len(drawn) > 0 {
+				if err := plotCurves(drawn, plotFile); err != nil {
 					return failure{err}
 				}
 				fmt.Fprintf(stderr, "wrote %s\n", plotFile)
 			}
-			_, err := stdout.Write(out.Bytes())
-			return err
+			if _, err := stdout.Write(out.Bytes()); err != nil {
+				return err
+			}
+			return failed.err(stderr, len(args))
 		},
 	}
 	cmd.Flags().StringVar(&plotFile, "plot", "", "write the budget curves (arena vs ideal makespan) as a PNG")
@@ -156,8 +170,9 @@ draws them: arena against ideal makespan, both relative to the default plan.`,
 
 // memCurve is one spec's figures, by name, for the budget curve plot.
 type memCurve struct {
-	name string
-	m    *dagrun.MemoryBench
+	name   string
+	m      *dagrun.MemoryBench // nil when the spec failed
+	failed string              // then: its table cell
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f", float64(n)/(1<<20)) }
@@ -215,7 +230,7 @@ func plotCurves(curves []memCurve, path string) error {
 	for i, c := range drawn {
 		pts := plotter.XYs{{X: 100, Y: 0}}
 		for _, st := range c.m.BudgetSteps {
-			pts = append(pts, plotter.XY{X: 100 * float64(st.ArenaBytes) / float64(c.m.ArenaBytes), Y: 100 * (st.MakespanUS/c.m.MakespanUS - 1)})
+			pts = append(pts, plotter.XY{X: 100 * float64(st.ArenaBytes) / float64(c.m.BudgetStartBytes), Y: 100 * (st.MakespanUS/c.m.MakespanUS - 1)})
 		}
 		l, s, err := plotter.NewLinePoints(pts)
 		if err != nil {

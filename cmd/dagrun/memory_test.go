@@ -128,3 +128,63 @@ func TestBudgetPlotEveryEntryVisible(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBenchFailedRow: bench plan and bench memory print a row for every
+// spec, the one that fails marked with its error (also on stderr), and
+// exit 1 after the table; a spec that does not load fails before any table.
+func TestBenchFailedRow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Over its budget under every strategy: each of bench plan's plans fails.
+	budget := write("budget.yaml", `version: 1
+options: {memory_budget: 64}
+buffers:
+  - {name: a, bytes: 4096}
+  - {name: b, bytes: 4096}
+  - {name: out, bytes: 4096, role: output}
+stages:
+  - {name: s1, kernel: mix, writes: [a]}
+  - {name: s2, kernel: mix, reads: [a], writes: [b]}
+  - {name: s3, kernel: mix, reads: [b], writes: [out]}
+`)
+	// A Go function bench memory's simulator runs do not bind.
+	gofn := write("gofn.yaml", `version: 1
+buffers:
+  - {name: a, bytes: 4096}
+  - {name: out, bytes: 4096, role: output}
+stages:
+  - {name: s1, kernel: {go: produce}, writes: [a]}
+  - {name: s2, kernel: mix, reads: [a], writes: [out]}
+`)
+	good := specPath("seed/three-stage.yaml")
+	for _, c := range []struct {
+		cmd, bad, why string
+		rows          int
+	}{
+		{"plan", budget, "memory_budget 64 bytes cannot be met", 2},
+		{"memory", gofn, "Go function", 4},
+	} {
+		out, errs, code := cli(t, "bench", c.cmd, good, c.bad, good)
+		if code != exitFailure {
+			t.Errorf("bench %s: exit %d, want %d\n%s", c.cmd, code, exitFailure, errs)
+		}
+		name := strings.TrimSuffix(filepath.Base(c.bad), ".yaml")
+		if n := strings.Count(out, "| three-stage | "); n != c.rows {
+			t.Errorf("bench %s: %d rows of the good specs, want %d\n%s", c.cmd, n, c.rows, out)
+		}
+		if !strings.Contains(out, "| "+name+" | failed: ") || !strings.Contains(out, c.why) || !strings.Contains(errs, c.bad+": ") {
+			t.Errorf("bench %s: the failed row or its error is missing\nstdout:\n%s\nstderr:\n%s", c.cmd, out, errs)
+		}
+		out, _, code = cli(t, "bench", c.cmd, good, filepath.Join(dir, "missing.yaml"))
+		if code != exitUsage || out != "" {
+			t.Errorf("bench %s with a missing spec: exit %d, stdout %q: want %d and no table", c.cmd, code, out, exitUsage)
+		}
+	}
+}

@@ -381,11 +381,11 @@ func (s *stream) body(l *executor.LaunchDesc, fn executor.StageFunc) error {
 		if f, ok := executor.LookupCPUKernel(l.UserKernel.Entry); ok {
 			return f(l, in, out)
 		}
-		mix(l.Stage, in, n, out, math.MaxInt64)
+		mix(l.Seed, in, n, out, math.MaxInt64)
 		return nil
 	}
 	if l.Kernel == contract.BuiltinMix {
-		mix(l.Stage, in, n, out, maxWords)
+		mix(l.Seed, in, n, out, maxWords)
 		return nil
 	}
 	return builtin(l, in, out)
