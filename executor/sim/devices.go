@@ -199,17 +199,7 @@ func (s *stream) rank(l *executor.LaunchDesc, rv *rendezvous) {
 // order. The send ranges are read before any receive range is written
 // (in place is allowed). Buffers are locked in creation order.
 func (rv *rendezvous) reduce() error {
-	var bufs []lockedBuf
-	add := func(a executor.Arg, write bool) {
-		buf := a.Buffer.(*buffer)
-		for i := range bufs {
-			if bufs[i].buf == buf {
-				bufs[i].write = bufs[i].write || write
-				return
-			}
-		}
-		bufs = append(bufs, lockedBuf{buf, write})
-	}
+	var bufs bufLocks
 	n := rv.ranks[0].Reads[0].Bytes
 	for _, l := range rv.ranks {
 		if l.Reads[0].Bytes != n || l.Writes[0].Bytes != n || n%contract.WordBytes != 0 {
@@ -218,27 +208,11 @@ func (rv *rendezvous) reduce() error {
 		if op, _ := l.Args["op"].(string); op != "" && op != contract.ReduceSum || l.Collective.Reduce != contract.ReduceSum {
 			return fmt.Errorf("rank %s: reduction %q: the simulator reduces with sum", l.Name, l.Collective.Reduce)
 		}
-		add(l.Reads[0], false)
-		add(l.Writes[0], true)
+		bufs.add(l.Reads[0].Buffer.(*buffer), false)
+		bufs.add(l.Writes[0].Buffer.(*buffer), true)
 	}
-	sortBufs(bufs)
-	for _, lb := range bufs {
-		if lb.write {
-			lb.buf.mu.Lock()
-			lb.buf.fresh = false
-		} else {
-			lb.buf.mu.RLock()
-		}
-	}
-	defer func() {
-		for _, lb := range bufs {
-			if lb.write {
-				lb.buf.mu.Unlock()
-			} else {
-				lb.buf.mu.RUnlock()
-			}
-		}
-	}()
+	bufs.lock()
+	defer bufs.unlock()
 	sum := make([]float32, n/contract.WordBytes)
 	for _, l := range rv.ranks {
 		a := l.Reads[0]

@@ -238,20 +238,14 @@ func (s *stream) launch(l *executor.LaunchDesc, fn executor.StageFunc) {
 			s.b.fault(fmt.Errorf("sim: stage %s (stream %d) panicked: %v", l.Name, s.num, r))
 		}
 	}()
-	bufs := make([]lockedBuf, 0, len(l.Reads)+len(l.Writes))
+	bufs := make(bufLocks, 0, len(l.Reads)+len(l.Writes))
 	add := func(a executor.Arg, write bool) bool {
 		buf := a.Buffer.(*buffer)
 		if buf.freed.Load() {
 			s.b.fault(fmt.Errorf("sim: stage %s (stream %d) uses buffer %s after it was freed", l.Name, s.num, a.Name))
 			return false
 		}
-		for i := range bufs {
-			if bufs[i].buf == buf {
-				bufs[i].write = bufs[i].write || write
-				return true
-			}
-		}
-		bufs = append(bufs, lockedBuf{buf, write})
+		bufs.add(buf, write)
 		return true
 	}
 	if s.b.detect {
@@ -267,23 +261,9 @@ func (s *stream) launch(l *executor.LaunchDesc, fn executor.StageFunc) {
 			return
 		}
 	}
-	sortBufs(bufs)
-	for _, lb := range bufs {
-		if lb.write {
-			lb.buf.mu.Lock()
-			lb.buf.fresh = false
-		} else {
-			lb.buf.mu.RLock()
-		}
-	}
+	bufs.lock()
 	err := s.safeBody(l, fn)
-	for _, lb := range bufs {
-		if lb.write {
-			lb.buf.mu.Unlock()
-		} else {
-			lb.buf.mu.RUnlock()
-		}
-	}
+	bufs.unlock()
 	if err != nil {
 		s.b.fault(fmt.Errorf("sim: stage %s (stream %d): %w", l.Name, s.num, err))
 		return
@@ -302,10 +282,46 @@ type lockedBuf struct {
 	write bool
 }
 
-func sortBufs(b []lockedBuf) {
+// bufLocks are the buffers one launch (or one collective's ranks) holds
+// while it runs: each once, written if any access writes it.
+type bufLocks []lockedBuf
+
+// add takes buf into the set; a write access makes its lock exclusive.
+func (b *bufLocks) add(buf *buffer, write bool) {
+	for i := range *b {
+		if (*b)[i].buf == buf {
+			(*b)[i].write = (*b)[i].write || write
+			return
+		}
+	}
+	*b = append(*b, lockedBuf{buf, write})
+}
+
+// lock takes every lock in creation order of the buffers (so two launches
+// never wait on each other's locks) and marks written buffers not fresh.
+func (b bufLocks) lock() {
 	for i := 1; i < len(b); i++ {
 		for j := i; j > 0 && b[j].buf.id < b[j-1].buf.id; j-- {
 			b[j], b[j-1] = b[j-1], b[j]
+		}
+	}
+	for _, lb := range b {
+		if lb.write {
+			lb.buf.mu.Lock()
+			lb.buf.fresh = false
+		} else {
+			lb.buf.mu.RLock()
+		}
+	}
+}
+
+// unlock releases what lock took.
+func (b bufLocks) unlock() {
+	for _, lb := range b {
+		if lb.write {
+			lb.buf.mu.Unlock()
+		} else {
+			lb.buf.mu.RUnlock()
 		}
 	}
 }
