@@ -60,6 +60,9 @@ type (
 	// it must (planner.RaceError): its races with their fixes, lifetime
 	// gaps, broken capture rules and deadlocked collectives (Deadlocks).
 	VerifyReport = planner.RaceError
+	// PassRaceError is Plan's error with PlanOptions.Check when a planner
+	// pass made a race: the pass's name and its plan's VerifyReport.
+	PassRaceError = planner.PassRaceError
 	// BudgetStep is one step of the memory_budget pass (planner.BudgetStep).
 	BudgetStep = planner.BudgetStep
 	// PassTime is the time of one planning phase (StreamPlan.Timings; ms).
@@ -139,7 +142,9 @@ func LoadWith(path string, o LoadOptions) (*Spec, error) { return dag.LoadFileWi
 // has their size). A spec from Load was checked when it was loaded.
 //
 // A race is returned as *planner.RaceError together with the plan, so that
-// a caller can still print or inspect it; other errors (spec mistakes, bad
+// a caller can still print or inspect it (with PlanOptions.Check, a race
+// after a pass as the *planner.PassRaceError that wraps it, naming the
+// pass); other errors (spec mistakes, bad
 // options, cycles, an unmeetable memory_budget: *planner.BudgetError) come
 // with a nil plan.
 func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
@@ -152,7 +157,8 @@ func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
 	}
 	o, defaultCap := withDefaultCap(spec, o) // defaults.go
 	p, err := planner.Build(spec, o)
-	if err != nil {
+	var passRace *planner.PassRaceError
+	if err != nil && (p == nil || !errors.As(err, &passRace)) {
 		return nil, err
 	}
 	if defaultCap {
@@ -166,12 +172,15 @@ func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
 	p.Timings = append(p.Timings, planner.PassTime{Pass: "verify", MS: float64(time.Since(t0).Nanoseconds()) / 1e6, Runs: 1})
 	if err != nil {
 		var race *planner.RaceError
-		if errors.As(err, &race) {
-			return p, err
+		if !errors.As(err, &race) {
+			return nil, err
 		}
-		return nil, err
 	}
-	return p, nil
+	if passRace != nil {
+		// The pass that first made the race says more than the end.
+		return p, passRace
+	}
+	return p, err
 }
 
 // Verify proves from p alone (stream order plus event record/wait in host

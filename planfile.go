@@ -422,18 +422,24 @@ type CheckReport struct {
 	Source string `json:"source"`
 	OK     bool   `json:"ok"`
 	// Report is planner.Verify's report; nil when the plan is race-free.
-	Report   *planner.RaceError `json:"report,omitempty"`
-	Warnings []string           `json:"warnings"`
-	Notes    []string           `json:"notes"`
+	Report *planner.RaceError `json:"report,omitempty"`
+	// AfterPass, with PlanOptions.Check, names the planner pass after
+	// which the plan first had Report's races (planner.PassRaceError).
+	AfterPass string   `json:"after_pass,omitempty"`
+	Warnings  []string `json:"warnings"`
+	Notes     []string `json:"notes"`
 }
 
 // WriteCheckJSON writes p's CheckReport as indented JSON. races is
-// Verify's error for p (nil, or a *planner.RaceError); any other error is
-// returned as it is.
+// Verify's error for p (nil, a *planner.RaceError, or a
+// *planner.PassRaceError); any other error is returned as it is.
 func WriteCheckJSON(w io.Writer, src string, p *StreamPlan, races error) error {
 	r := CheckReport{Source: src, OK: races == nil, Warnings: Warnings(p), Notes: p.Notes}
 	if races != nil {
 		re, ok := races.(*planner.RaceError)
+		if pr, isPass := races.(*planner.PassRaceError); isPass {
+			re, ok, r.AfterPass = pr.Err, true, pr.Pass
+		}
 		if !ok {
 			return races
 		}

@@ -76,7 +76,7 @@ func (f *planFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.outside, "allow-outside-paths", false, "let the init and PTX files of a spec or plan file lie outside its folder (absolute paths, .., links that lead out); without it a spec or plan file from someone else cannot read your other files")
 	cmd.Flags().StringVar(&f.strategy, "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive, hazard-dag (the whole hazard DAG, for graph mode) (default: the spec's options, else default)")
 	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams; 0 = uncapped (default: the spec's max_streams, else 8 for the default strategy: dagrun.DefaultMaxStreams)")
-	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass")
+	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass: a race is reported for the plan of the first pass that made it, named; plan --no-verify still prints the finished plan")
 	cmd.Flags().IntVar(&f.streamSets, "stream-sets", 0, "iterations rotate over this many copies of the streams (0: the largest copies of any buffer; 1: all iterations on the same streams)")
 	cmd.Flags().StringVar(&f.dumpAfter, "dump-after", "", "print the plan to stderr after the named pass ("+strings.Join(dagrun.Passes(), ", ")+")")
 	f.mem.add(cmd)
@@ -263,6 +263,14 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			if pl.races != nil && !noVerify {
 				return failure{fmt.Errorf("%s: the plan has races (use `dagrun check` for the report, --no-verify to print it anyway):\n%w", args[0], pl.races)}
+			}
+			if pl.races != nil {
+				after := ""
+				var pr *dagrun.PassRaceError
+				if errors.As(pl.races, &pr) {
+					after = fmt.Sprintf(", first after pass %q", pr.Pass)
+				}
+				fmt.Fprintf(stderr, "dagrun: warning: %s: printing a plan with races%s (--no-verify; `dagrun check %s` for the report)\n", args[0], after, args[0])
 			}
 			var out bytes.Buffer
 			if format != "table" { // the table prints them itself

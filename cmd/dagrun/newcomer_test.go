@@ -348,6 +348,29 @@ func TestCheckPassesRaceExit(t *testing.T) {
 	}
 }
 
+// TestCheckPassesNoVerify: --no-verify prints the plan with --check-passes
+// as without it (the finished plan, the pass that first made a race named
+// on stderr), and check --check-passes reports the race with the pass.
+func TestCheckPassesNoVerify(t *testing.T) {
+	spec := filepath.Join("..", "..", "specs", "memory", "a-stream-reuse-racy.yaml")
+	want, _, code := cli(t, "plan", "--no-verify", spec)
+	if code != exitOK || !strings.Contains(want, "plan memory-a-racy") {
+		t.Fatalf("plan --no-verify: exit %d, %q", code, want)
+	}
+	out, errOut, code := cli(t, "plan", "--check-passes", "--no-verify", spec)
+	if code != exitOK || !strings.Contains(errOut, `after pass "arena"`) {
+		t.Errorf("plan --check-passes --no-verify: exit %d, stderr %q; want exit 0 and the pass named", code, errOut)
+	}
+	strip := func(s string) string { return regexp.MustCompile(`planning=\S+`).ReplaceAllString(s, "") }
+	if strip(out) != strip(want) {
+		t.Errorf("plan --check-passes --no-verify printed\n%s\nwant the plan of --no-verify:\n%s", out, want)
+	}
+	out, errOut, code = cli(t, "check", "--check-passes", spec)
+	if code != exitFailure || !strings.Contains(out, `after pass "arena"`) || !strings.Contains(out, "RACE") {
+		t.Errorf("check --check-passes: exit %d, stdout %q, stderr %q; want exit 1 and the race after pass arena", code, out, errOut)
+	}
+}
+
 // TestCompletionUnknownShell: an unknown shell is a usage error with no
 // script on stdout; a known one prints its script.
 func TestCompletionUnknownShell(t *testing.T) {
