@@ -425,23 +425,27 @@ type CheckReport struct {
 	Report *planner.RaceError `json:"report,omitempty"`
 	// AfterPass, with PlanOptions.Check, names the planner pass after
 	// which the plan first had Report's races (planner.PassRaceError).
-	AfterPass string   `json:"after_pass,omitempty"`
-	Warnings  []string `json:"warnings"`
-	Notes     []string `json:"notes"`
+	AfterPass string `json:"after_pass,omitempty"`
+	// Refused, for check --mode graph, is why the executor cannot run the
+	// plan in that mode (CheckRun's error); set only with races, which are
+	// the verdict (a race-free plan it refuses is bad input).
+	Refused  string   `json:"refused,omitempty"`
+	Warnings []string `json:"warnings"`
+	Notes    []string `json:"notes"`
 }
 
-// WriteCheckJSON writes p's CheckReport as indented JSON. races is
-// Verify's error for p (nil, a *planner.RaceError, or a
-// *planner.PassRaceError); any other error is returned as it is.
-func WriteCheckJSON(w io.Writer, src string, p *StreamPlan, races error) error {
-	r := CheckReport{Source: src, OK: races == nil, Warnings: Warnings(p), Notes: p.Notes}
+// CheckReportOf is p's CheckReport. races is Verify's error for p (nil, a
+// *planner.RaceError, or a *planner.PassRaceError); any other error is
+// returned as it is.
+func CheckReportOf(src string, p *StreamPlan, races error) (*CheckReport, error) {
+	r := &CheckReport{Source: src, OK: races == nil, Warnings: Warnings(p), Notes: p.Notes}
 	if races != nil {
 		re, ok := races.(*planner.RaceError)
 		if pr, isPass := races.(*planner.PassRaceError); isPass {
 			re, ok, r.AfterPass = pr.Err, true, pr.Pass
 		}
 		if !ok {
-			return races
+			return nil, races
 		}
 		c := *re
 		if c.Unfixed == nil {
@@ -461,10 +465,24 @@ func WriteCheckJSON(w io.Writer, src string, p *StreamPlan, races error) error {
 	if r.Notes == nil {
 		r.Notes = []string{}
 	}
+	return r, nil
+}
+
+// WriteJSON writes r as indented JSON.
+func (r *CheckReport) WriteJSON(w io.Writer) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// WriteCheckJSON writes p's CheckReport (CheckReportOf) as indented JSON.
+func WriteCheckJSON(w io.Writer, src string, p *StreamPlan, races error) error {
+	r, err := CheckReportOf(src, p, races)
+	if err != nil {
+		return err
+	}
+	return r.WriteJSON(w)
 }

@@ -382,3 +382,32 @@ func TestCompletionUnknownShell(t *testing.T) {
 		t.Errorf("completion bash: exit %d, %.80q", code, out)
 	}
 }
+
+// TestGraphModeOverlappingCaptures: graph mode runs one capture region at
+// a time, so it cannot run merge-racy.yaml's two captures under way at
+// once. run --mode graph --allow-race and check --mode graph say why, then
+// give check's verdict (the merge rule broken, with the stage's position),
+// exit 1; check --mode graph passes the fixed spec and refuses, exit 2, a
+// race-free plan graph mode cannot run (host stages).
+func TestGraphModeOverlappingCaptures(t *testing.T) {
+	racy := specPath("rules/merge-racy.yaml")
+	why := "graph mode captures one region at a time"
+	verdict := `capture rule "merge" broken by consume (` + racy + ":16:5)"
+	_, errOut, code := cli(t, "run", "--mode", "graph", "--backend", "sim", "--allow-race", racy)
+	if code != exitFailure || !strings.Contains(errOut, why) || !strings.Contains(errOut, verdict) || strings.Index(errOut, why) > strings.Index(errOut, verdict) {
+		t.Errorf("run --mode graph --allow-race: exit %d, stderr %q; want exit 1, why graph mode refuses it, then %q", code, errOut, verdict)
+	}
+	out, errOut, code := cli(t, "check", "--mode", "graph", racy)
+	if code != exitFailure || !strings.Contains(out, why) || !strings.Contains(out, verdict) || strings.Index(out, why) > strings.Index(out, verdict) {
+		t.Errorf("check --mode graph: exit %d, stdout %q, stderr %q; want exit 1, why graph mode refuses it, then %q", code, out, errOut, verdict)
+	}
+	if out, errOut, code := cli(t, "check", "--mode", "graph", specPath("rules/merge-fixed.yaml")); code != exitOK || !strings.Contains(out, "ok: no race") {
+		t.Errorf("check --mode graph merge-fixed: exit %d, %q %q", code, out, errOut)
+	}
+	if out, errOut, code := cli(t, "check", "--mode", "graph", specPath("rules/copy-fixed.yaml")); code != exitUsage || out != "" || !strings.Contains(errOut, "host stages") {
+		t.Errorf("check --mode graph copy-fixed: exit %d, stdout %q, stderr %q; want exit 2, the host stages named", code, out, errOut)
+	}
+	if _, errOut, code := cli(t, "check", "--mode", "graphs", racy); code != exitUsage || !strings.Contains(errOut, "want streams or graph") {
+		t.Errorf("check --mode graphs: exit %d, %q", code, errOut)
+	}
+}
