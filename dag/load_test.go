@@ -64,7 +64,14 @@ var errorCases = []struct {
 	{"empty file", "", []want{w(0, "", "spec is empty")}},
 	{"only comments", "# nothing\n", []want{w(0, "", "spec is empty")}},
 	{"null document", "~\n", []want{w(1, "~", "spec is empty")}},
-	{"syntax error", "version: 1\nstages: [{name: s\n", []want{w(1, "", "YAML syntax error")}},
+	{"syntax error", "version: 1\nstages: [{name: s\n", []want{w(2, "", "YAML syntax error")}},
+	// yaml.v3 gives a parser error's line 0-based: the loader says the
+	// line of the block or bracket itself (scanner errors are 1-based).
+	{"unclosed flow mapping", "version: 1\nname: x\nbuffers:\n  - {name: a, bytes: 4096\nstages: []\n", []want{w(4, "", "did not find expected ',' or '}'")}},
+	{"unclosed flow list", "version: 1\nstages:\n  - name: s\n    writes: [a\n    kernel: spin\n", []want{w(4, "", "did not find expected ',' or ']'")}},
+	{"block mapping broken", "version: 1\nstages:\n  - name: s\n    kernel: spin\n   writes: []\n", []want{w(3, "", "did not find expected '-' indicator")}},
+	{"unclosed flow on line 1", "{version: 1\n", []want{w(1, "", "YAML syntax error")}},
+	{"tab (scanner error)", "version: 1\n\tstages: []\n", []want{w(2, "", "YAML syntax error")}},
 	{"two documents", "version: 1\n" + spinStage + "---\nversion: 1\n", []want{w(3, "---", "more than one YAML document")}},
 	{"not a mapping", "- a\n", []want{w(1, "-", "spec must be a mapping, got a list")}},
 	{"unknown top field", "version: 1\nstagez: []\n", []want{
