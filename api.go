@@ -111,6 +111,10 @@ const (
 
 	AllocStatic  = executor.AllocStatic  // RunOptions.Alloc: every buffer before the run, the arena as one allocation
 	AllocDynamic = executor.AllocDynamic // RunOptions.Alloc: temps allocated at first use, freed stream-ordered
+
+	RoleInput  = dag.RoleInput  // a buffer's role: written by the host before the run, only read by stages
+	RoleOutput = dag.RoleOutput // a buffer's role: read back after the run (RunResult.Outputs)
+	RoleTemp   = dag.RoleTemp   // a buffer's role: neither (the default); may share the arena
 )
 
 // Load reads and strictly validates a spec file (YAML, or JSON: a .json
