@@ -222,7 +222,7 @@ Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
 		Version:       version(),
 	}
 	root.SetVersionTemplate("dagrun {{.Version}}\n")
-	root.AddCommand(newVersionCmd(stdout), newSchemaCmd(stdout), newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr))
+	root.AddCommand(newVersionCmd(stdout), newInitCmd(stdout), newSchemaCmd(stdout), newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr))
 	addCompletions(root) // complete.go
 	root.SetOut(stdout)  // the completion scripts are written to the writer set when they are made
 	root.SetErr(stderr)

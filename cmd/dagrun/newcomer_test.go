@@ -411,3 +411,48 @@ func TestGraphModeOverlappingCaptures(t *testing.T) {
 		t.Errorf("check --mode graphs: exit %d, %q", code, errOut)
 	}
 }
+
+// TestInit: init writes the quickstart's first spec (its comments aside,
+// the same text, named after the file), which check accepts; it refuses
+// to overwrite a file, and prints the spec without FILE.
+func TestInit(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pipeline.yaml")
+	if out, errOut, code := cli(t, "init", path); code != exitOK || !strings.Contains(out, "wrote "+path) {
+		t.Fatalf("init: exit %d, %q %q", code, out, errOut)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := os.ReadFile(filepath.Join(repo, "docs", "quickstart.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)Save this as `first.yaml`.*?:\n\n```yaml\n(.*?)```").FindSubmatch(qs)
+	if m == nil {
+		t.Fatal("docs/quickstart.md has no first.yaml block")
+	}
+	var body []string
+	for _, l := range strings.Split(string(got), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			body = append(body, l)
+		}
+	}
+	if want := strings.Replace(string(m[1]), "name: first\n", "name: pipeline\n", 1); strings.Join(body, "\n") != want {
+		t.Errorf("init wrote (comments aside)\n%s\nwant the quickstart's first.yaml named pipeline:\n%s", strings.Join(body, "\n"), want)
+	}
+	if out, errOut, code := cli(t, "check", path); code != exitOK || !strings.Contains(out, "ok: no race") {
+		t.Errorf("check of init's spec: exit %d, %q %q", code, out, errOut)
+	}
+	os.WriteFile(path, []byte("mine"), 0o644)
+	if out, errOut, code := cli(t, "init", path); code != exitUsage || out != "" || !strings.Contains(errOut, "exists") {
+		t.Errorf("init over a file: exit %d, %q %q", code, out, errOut)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "mine" {
+		t.Errorf("init overwrote %s", path)
+	}
+	if out, _, code := cli(t, "init"); code != exitOK || !strings.Contains(out, "name: first\n") {
+		t.Errorf("init without FILE: exit %d, %q", code, out)
+	}
+}
