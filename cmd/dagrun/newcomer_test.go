@@ -106,16 +106,17 @@ func TestCompletionValuesAccepted(t *testing.T) {
 	}
 }
 
-// Spec arguments complete to YAML files, import's to JSON graphs.
+// Spec arguments complete to YAML and JSON files (specs load from both),
+// import's to JSON graphs.
 func TestCompletionSpecFiles(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want []string
 	}{
-		{[]string{"plan", ""}, []string{"yaml", "yml"}},
-		{[]string{"check", ""}, []string{"yaml", "yml"}},
-		{[]string{"run", ""}, []string{"yaml", "yml"}},
-		{[]string{"bench", "plan", ""}, []string{"yaml", "yml"}},
+		{[]string{"plan", ""}, []string{"yaml", "yml", "json"}},
+		{[]string{"check", ""}, []string{"yaml", "yml", "json"}},
+		{[]string{"run", ""}, []string{"yaml", "yml", "json"}},
+		{[]string{"bench", "plan", ""}, []string{"yaml", "yml", "json"}},
 		{[]string{"import", ""}, []string{"json"}},
 		{[]string{"run", "--plan", ""}, []string{"json"}},
 	} {
