@@ -202,7 +202,31 @@ func CheckRun(p *StreamPlan, o RunOptions) error {
 	if err := checkDevices(p, o); err != nil {
 		return err
 	}
+	if err := checkSimMemory(p, o); err != nil {
+		return err
+	}
 	return executor.CheckRun(p, o.Options)
+}
+
+// checkSimMemory refuses a run on the simulator whose buffers, allocated
+// before the run (alloc static: the arena and every buffer outside it,
+// each ring copy), pass the simulator's limit (sim.DefaultMaxBytes; it
+// holds buffers in host memory), before any is allocated.
+func checkSimMemory(p *StreamPlan, o RunOptions) error {
+	if o.Alloc == AllocDynamic || !(o.Backend == BackendSim || (o.Backend == "" || o.Backend == BackendAuto) && !autoIsCUDA()) {
+		return nil
+	}
+	n := p.Stats.ArenaBytes
+	for _, b := range p.Buffers {
+		if b.ArenaOffset == nil {
+			n += b.Bytes * int64(max(b.Copies, 1))
+		}
+	}
+	if n > sim.DefaultMaxBytes {
+		return fmt.Errorf("the plan's buffers take %d bytes (%.1f GiB), more than the simulator holds (%d bytes, %.0f GiB of host memory): use smaller buffers, or run on the GPU (--backend cuda)",
+			n, float64(n)/(1<<30), int64(sim.DefaultMaxBytes), float64(sim.DefaultMaxBytes)/(1<<30))
+	}
+	return nil
 }
 
 // checkDevices checks RunOptions.Devices against p: one ordinal per plan
