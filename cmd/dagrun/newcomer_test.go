@@ -457,3 +457,13 @@ func TestInit(t *testing.T) {
 		t.Errorf("init without FILE: exit %d, %q", code, out)
 	}
 }
+
+// TestStreamSetsTooMany: --stream-sets past the physical-stream bound is
+// refused with the flag's largest value for the spec, not a plan file
+// path.
+func TestStreamSetsTooMany(t *testing.T) {
+	out, errOut, code := cli(t, "plan", "--stream-sets", "100000", specPath("seed/three-stage.yaml"))
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "use --stream-sets 21845 or fewer") || strings.Contains(errOut, "iteration.stream_sets") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and the largest --stream-sets", code, out, errOut)
+	}
+}
