@@ -396,7 +396,8 @@ func Warnings(p *StreamPlan) []string { return planner.Warnings(p) }
 // PinNotes lists, one sentence each, the options of o that p could not
 // follow because of spec s: a `sync: manual` spec ignores Strategy and
 // MaxStreams, and stream pins beyond the single strategy's one stream or
-// beyond MaxStreams win over them. p is the plan of s under o.
+// beyond MaxStreams win over them (the hazard-dag strategy, never capped,
+// has a note of its own). p is the plan of s under o.
 func PinNotes(s *Spec, o PlanOptions, p *StreamPlan) []string {
 	if s.Sync == dag.SyncManual {
 		if o.Strategy != "" || o.MaxStreams != 0 {
@@ -409,7 +410,8 @@ func PinNotes(s *Spec, o PlanOptions, p *StreamPlan) []string {
 	if p.Strategy == planner.StrategySingle && streams > 1 {
 		out = append(out, fmt.Sprintf("strategy single, but the spec pins stages to %d streams; pins win", streams))
 	}
-	if o.MaxStreams > 0 && streams > o.MaxStreams {
+	// The hazard-dag strategy is never capped; its plan's note says so.
+	if o.MaxStreams > 0 && streams > o.MaxStreams && p.Strategy != planner.StrategyHazardDAG {
 		out = append(out, fmt.Sprintf("max_streams %d, but the spec pins stages to %d streams; pins win", o.MaxStreams, streams))
 	}
 	return out

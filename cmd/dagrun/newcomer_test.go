@@ -467,3 +467,13 @@ func TestStreamSetsTooMany(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and the largest --stream-sets", code, out, errOut)
 	}
 }
+
+// TestHazardDAGCapNote: --max-streams with the hazard-dag strategy gets
+// the one note that the strategy is never capped, not a claim that the
+// spec's pins won (fan-out-fan-in pins nothing).
+func TestHazardDAGCapNote(t *testing.T) {
+	out, errOut, code := cli(t, "plan", "--strategy", "hazard-dag", "--max-streams", "1", specPath("examples/fan-out-fan-in.yaml"))
+	if code != exitOK || strings.Contains(out+errOut, "pins win") || !strings.Contains(out, "max_streams 1 is not applied: the hazard-dag strategy") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want the hazard-dag note alone", code, out, errOut)
+	}
+}
