@@ -497,6 +497,13 @@ anything is loaded, with exit 2.`,
 					return err
 				}
 			}
+			// The two timeline files swapped: a PNG named .json, JSON named .png.
+			if strings.EqualFold(filepath.Ext(rf.traceFile), ".png") {
+				return usagef("--trace %s: the trace is JSON (Chrome trace events, for Perfetto); name it .json, or draw the PNG with --timeline %s", rf.traceFile, rf.traceFile)
+			}
+			if strings.EqualFold(filepath.Ext(rf.timelineFile), ".json") {
+				return usagef("--timeline %s: the timeline is a PNG picture; name it .png, or write the JSON trace with --trace %s", rf.timelineFile, rf.timelineFile)
+			}
 			rf.files = &outFiles{}
 			defer rf.files.discard()
 			ro.Timeline = rf.traceFile != "" || rf.timelineFile != ""

@@ -368,3 +368,23 @@ stages:
 		t.Errorf("--out wrote %q, want x_y.bin 出力.bin", got)
 	}
 }
+
+// TestTimelineFilesSwapped: --trace FILE.png and --timeline FILE.json
+// (the two swapped) are refused before any work, with the other flag.
+func TestTimelineFilesSwapped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, c := range []struct{ flag, file, want string }{
+		{"--trace", "t.png", "the trace is JSON"},
+		{"--timeline", "t.json", "the timeline is a PNG picture"},
+	} {
+		path := filepath.Join(dir, c.file)
+		out, errOut, code := cli(t, "run", "--backend", "sim", c.flag, path, specPath("seed/three-stage.yaml"))
+		if code != exitUsage || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s %s: exit %d, stdout %q, stderr %q", c.flag, c.file, code, out, errOut)
+		}
+		if _, err := os.Stat(path); err == nil {
+			t.Errorf("%s %s: the file was written", c.flag, c.file)
+		}
+	}
+}
