@@ -420,6 +420,16 @@ func (l *loader) parse(data []byte) (root *yaml.Node) {
 	return root
 }
 
+// firstAt says where a key given twice was first given, from the line of
+// the second: "line L", or "column C of this line" when both are on it
+// (flow mappings, JSON on one line).
+func firstAt(line, firstLine, firstCol int) string {
+	if firstLine == line {
+		return fmt.Sprintf("column %d of this line", firstCol)
+	}
+	return fmt.Sprintf("line %d", firstLine)
+}
+
 // yamlParserProblems are the problems yaml.v3's parser (not its scanner)
 // reports. For these it gives the 0-based line of the block or bracket
 // being parsed (of the problem when that is on the first line), and no
@@ -609,7 +619,7 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 			continue
 		}
 		if prev := f.key[j]; prev != nil {
-			l.errorf(k, "remove one of them", "%s: field %q given twice (first at line %d)", f.what, name, prev.Line)
+			l.errorf(k, "remove one of them", "%s: field %q given twice (first at %s)", f.what, name, firstAt(k.Line, prev.Line, prev.Column))
 			continue
 		}
 		f.key[j], f.val[j] = k, v

@@ -78,6 +78,8 @@ var errorCases = []struct {
 		w(1, "version", `missing required field "stages"`),
 		wh(2, "stagez", `unknown field "stagez"`, `did you mean "stages"`)}},
 	{"duplicate field", "version: 1\nversion: 1\n" + spinStage, []want{w(2, "version", `field "version" given twice (first at line 1)`)}},
+	{"duplicate field on one line", "{version: 1, version: 1, stages: [{name: s, kernel: spin}]}\n", []want{w(1, "version: 1, stages", `field "version" given twice (first at column 2 of this line)`)}},
+	{"duplicate argument on one line", "version: 1\nstages: [{name: s, kernel: spin, args: {us: 1, us: 2}}]\n", []want{w(2, "us: 2", `argument "us" given twice (first at column 41 of this line)`)}},
 	{"merge key", "version: 1\nx: &x {name: s, kernel: spin}\n" + spinStage, []want{w(2, "x", `unknown field "x"`)}},
 	{"merge key in stage", "version: 1\nstages:\n  - &s {name: s, kernel: spin}\n  - {<<: *s, name: t}\n", []want{w(4, "{", `stage t: missing required field "kernel"`), w(4, "<<", "stage t: YAML merge keys (<<) are not supported")}},
 	{"missing version", spinStage, []want{w(1, "", `missing required field "version"`)}},
