@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -32,6 +33,9 @@ critical path / ideal makespan under the cap.`,
 					return err
 				}
 				b, err := dagrun.BenchPlan(s)
+				if errors.Is(err, dagrun.ErrManualSpec) {
+					return usageError{err}
+				}
 				if err != nil {
 					return failure{fmt.Errorf("%s: %w", path, err)}
 				}

@@ -477,3 +477,13 @@ func TestHazardDAGCapNote(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want the hazard-dag note alone", code, out, errOut)
 	}
 }
+
+// TestBenchPlanManual: bench plan of a sync: manual spec says the
+// strategies do not apply (bad input, nothing printed), not a race under
+// "strategy default".
+func TestBenchPlanManual(t *testing.T) {
+	out, errOut, code := cli(t, "bench", "plan", specPath("seed/three-stage.yaml"), specPath("seed/two-writers-racy.yaml"))
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "sync: manual") || strings.Contains(errOut, "strategy default") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2, nothing printed, the manual spec named", code, out, errOut)
+	}
+}
