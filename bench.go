@@ -23,8 +23,9 @@ type PlanBench struct {
 	Max8, Max16                        PlanStats
 }
 
-// ErrManualSpec is BenchPlan's error for a `sync: manual` spec.
-var ErrManualSpec = errors.New("the spec uses sync: manual (its streams and waits are its own), so the planner's strategies do not apply: bench plan takes planned specs (sync: auto)")
+// ErrManualSpec is BenchPlan's and BenchMemory's error for a `sync:
+// manual` spec.
+var ErrManualSpec = errors.New("the spec uses sync: manual (its streams and waits are its own), so the planner's strategies do not apply: bench plan and bench memory take planned specs (sync: auto)")
 
 // BenchPlan plans s six ways (the four strategies uncapped, the default
 // strategy with max_streams 8 and 16) and verifies every plan. Errors name
@@ -100,8 +101,12 @@ type MemorySim struct {
 // plan on the simulator (seed 1) with and without the arena; then it plans
 // s again with memory_budget set to the one-stream arena. Errors: a
 // planning error other than races and an unmet budget, or a simulator
-// error other than a race; ctx cancels the simulator runs.
+// error other than a race, and ErrManualSpec for a `sync: manual` spec;
+// ctx cancels the simulator runs.
 func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, error) {
+	if s.Sync == dag.SyncManual {
+		return nil, fmt.Errorf("%s: %w", cmp.Or(s.File, s.Name), ErrManualSpec)
+	}
 	var m MemoryBench
 	verify := func(p *StreamPlan) error {
 		var re *planner.RaceError

@@ -114,6 +114,9 @@ draws them: arena against ideal makespan, both relative to the default plan.`,
 					return err
 				}
 				m, err := dagrun.BenchMemory(cmd.Context(), s, !noSim)
+				if errors.Is(err, dagrun.ErrManualSpec) {
+					return usageError{err}
+				}
 				if err != nil {
 					return failure{fmt.Errorf("%s: %w", path, err)}
 				}

@@ -478,12 +478,14 @@ func TestHazardDAGCapNote(t *testing.T) {
 	}
 }
 
-// TestBenchPlanManual: bench plan of a sync: manual spec says the
-// strategies do not apply (bad input, nothing printed), not a race under
-// "strategy default".
+// TestBenchPlanManual: bench plan and bench memory of a sync: manual spec
+// say the strategies do not apply (bad input, nothing printed), not a race
+// under "strategy default" or a row summing one plan's races thrice.
 func TestBenchPlanManual(t *testing.T) {
-	out, errOut, code := cli(t, "bench", "plan", specPath("seed/three-stage.yaml"), specPath("seed/two-writers-racy.yaml"))
-	if code != exitUsage || out != "" || !strings.Contains(errOut, "sync: manual") || strings.Contains(errOut, "strategy default") {
-		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2, nothing printed, the manual spec named", code, out, errOut)
+	for _, bench := range [][]string{{"bench", "plan"}, {"bench", "memory", "--no-sim"}} {
+		out, errOut, code := cli(t, append(bench, specPath("seed/three-stage.yaml"), specPath("seed/two-writers-racy.yaml"))...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, "sync: manual") || strings.Contains(errOut, "strategy default") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2, nothing printed, the manual spec named", bench, code, out, errOut)
+		}
 	}
 }
