@@ -60,6 +60,9 @@ type (
 	// it must (planner.RaceError): its races with their fixes, lifetime
 	// gaps, broken capture rules and deadlocked collectives (Deadlocks).
 	VerifyReport = planner.RaceError
+	// PassRaceError is Plan's error with PlanOptions.Check when a planner
+	// pass made a race: the pass's name and its plan's VerifyReport.
+	PassRaceError = planner.PassRaceError
 	// BudgetStep is one step of the memory_budget pass (planner.BudgetStep).
 	BudgetStep = planner.BudgetStep
 	// PassTime is the time of one planning phase (StreamPlan.Timings; ms).
@@ -108,6 +111,10 @@ const (
 
 	AllocStatic  = executor.AllocStatic  // RunOptions.Alloc: every buffer before the run, the arena as one allocation
 	AllocDynamic = executor.AllocDynamic // RunOptions.Alloc: temps allocated at first use, freed stream-ordered
+
+	RoleInput  = dag.RoleInput  // a buffer's role: written by the host before the run, only read by stages
+	RoleOutput = dag.RoleOutput // a buffer's role: read back after the run (RunResult.Outputs)
+	RoleTemp   = dag.RoleTemp   // a buffer's role: neither (the default); may share the arena
 )
 
 // Load reads and strictly validates a spec file (YAML, or JSON: a .json
@@ -139,7 +146,9 @@ func LoadWith(path string, o LoadOptions) (*Spec, error) { return dag.LoadFileWi
 // has their size). A spec from Load was checked when it was loaded.
 //
 // A race is returned as *planner.RaceError together with the plan, so that
-// a caller can still print or inspect it; other errors (spec mistakes, bad
+// a caller can still print or inspect it (with PlanOptions.Check, a race
+// after a pass as the *planner.PassRaceError that wraps it, naming the
+// pass); other errors (spec mistakes, bad
 // options, cycles, an unmeetable memory_budget: *planner.BudgetError) come
 // with a nil plan.
 func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
@@ -152,7 +161,8 @@ func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
 	}
 	o, defaultCap := withDefaultCap(spec, o) // defaults.go
 	p, err := planner.Build(spec, o)
-	if err != nil {
+	var passRace *planner.PassRaceError
+	if err != nil && (p == nil || !errors.As(err, &passRace)) {
 		return nil, err
 	}
 	if defaultCap {
@@ -166,12 +176,15 @@ func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
 	p.Timings = append(p.Timings, planner.PassTime{Pass: "verify", MS: float64(time.Since(t0).Nanoseconds()) / 1e6, Runs: 1})
 	if err != nil {
 		var race *planner.RaceError
-		if errors.As(err, &race) {
-			return p, err
+		if !errors.As(err, &race) {
+			return nil, err
 		}
-		return nil, err
 	}
-	return p, nil
+	if passRace != nil {
+		// The pass that first made the race says more than the end.
+		return p, passRace
+	}
+	return p, err
 }
 
 // Verify proves from p alone (stream order plus event record/wait in host
@@ -189,7 +202,31 @@ func CheckRun(p *StreamPlan, o RunOptions) error {
 	if err := checkDevices(p, o); err != nil {
 		return err
 	}
+	if err := checkSimMemory(p, o); err != nil {
+		return err
+	}
 	return executor.CheckRun(p, o.Options)
+}
+
+// checkSimMemory refuses a run on the simulator whose buffers, allocated
+// before the run (alloc static: the arena and every buffer outside it,
+// each ring copy), pass the simulator's limit (sim.DefaultMaxBytes; it
+// holds buffers in host memory), before any is allocated.
+func checkSimMemory(p *StreamPlan, o RunOptions) error {
+	if o.Alloc == AllocDynamic || !(o.Backend == BackendSim || (o.Backend == "" || o.Backend == BackendAuto) && !autoIsCUDA()) {
+		return nil
+	}
+	n := p.Stats.ArenaBytes
+	for _, b := range p.Buffers {
+		if b.ArenaOffset == nil {
+			n += b.Bytes * int64(max(b.Copies, 1))
+		}
+	}
+	if n > sim.DefaultMaxBytes {
+		return fmt.Errorf("the plan's buffers take %d bytes (%.1f GiB), more than the simulator holds (%d bytes, %.0f GiB of host memory): use smaller buffers, or run on the GPU (--backend cuda)",
+			n, float64(n)/(1<<30), int64(sim.DefaultMaxBytes), float64(sim.DefaultMaxBytes)/(1<<30))
+	}
+	return nil
 }
 
 // checkDevices checks RunOptions.Devices against p: one ordinal per plan

@@ -3,6 +3,8 @@ package dagrun_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -125,5 +127,21 @@ func TestPlanGoSpecDefaults(t *testing.T) {
 	s.Stages[2].Go = false
 	if _, err := dagrun.Plan(s, dagrun.PlanOptions{}); err == nil || !strings.Contains(err.Error(), `unknown kernel "myfunc"`) || !strings.Contains(err.Error(), "{go: name}") {
 		t.Errorf("unknown kernel: %v", err)
+	}
+}
+
+// TestImportGraphErrorsAtNodes: a graph that does not make a valid spec
+// (a node id that is no name) is reported at the node's id in the graph
+// file (file:line:col), not at the written spec's stages[i].
+func TestImportGraphErrorsAtNodes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "g.json")
+	src := "{\"model\": \"m\",\n \"tensors\": [{\"id\": \"x\", \"bytes\": 16, \"kind\": \"input\"},\n  {\"id\": \"a\", \"bytes\": 16, \"kind\": \"activation\"}],\n" +
+		" \"nodes\": [{\"id\": \"n\", \"reads\": [\"x\"], \"writes\": [\"a\"]},\n  {\"id\": \"bad name\", \"reads\": [\"a\"], \"writes\": [\"a\"]}]}"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := dagrun.ImportGraph(path, dagrun.ImportOptions{})
+	if want := path + `:5:10: stage name "bad name" contains a space`; err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "stages[1]") {
+		t.Errorf("ImportGraph: %v; want %s", err, want)
 	}
 }

@@ -1,6 +1,7 @@
 package dagrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,10 +23,18 @@ type PlanBench struct {
 	Max8, Max16                        PlanStats
 }
 
+// ErrManualSpec is BenchPlan's and BenchMemory's error for a `sync:
+// manual` spec.
+var ErrManualSpec = errors.New("the spec uses sync: manual (its streams and waits are its own), so the planner's strategies do not apply: bench plan and bench memory take planned specs (sync: auto)")
+
 // BenchPlan plans s six ways (the four strategies uncapped, the default
 // strategy with max_streams 8 and 16) and verifies every plan. Errors name
-// the variant: a planning error or a *planner.RaceError.
+// the variant: a planning error or a *planner.RaceError; a `sync: manual`
+// spec, whose streams and waits are its own, is refused (ErrManualSpec).
 func BenchPlan(s *Spec) (*PlanBench, error) {
+	if s.Sync == dag.SyncManual {
+		return nil, fmt.Errorf("%s: %w", cmp.Or(s.File, s.Name), ErrManualSpec)
+	}
 	var b PlanBench
 	for _, c := range []struct {
 		name string
@@ -98,9 +107,13 @@ type MemorySim struct {
 // s again with memory_budget set to the one-stream arena. Errors: a
 // planning error other than races and an unmet budget, a plan that
 // deadlocks (the verifier's *planner.RaceError with Deadlocks: a plan that
-// never completes has no memory figures), or a simulator error other than
-// a race; ctx cancels the simulator runs.
+// never completes has no memory figures), a simulator error other than a
+// race, or ErrManualSpec for a `sync: manual` spec; ctx cancels the
+// simulator runs.
 func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, error) {
+	if s.Sync == dag.SyncManual {
+		return nil, fmt.Errorf("%s: %w", cmp.Or(s.File, s.Name), ErrManualSpec)
+	}
 	var m MemoryBench
 	verify := func(p *StreamPlan) error {
 		races, err := benchVerify(p)

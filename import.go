@@ -24,13 +24,13 @@ func ImportGraph(path string, o ImportOptions) (s *Spec, summary string, err err
 	if err != nil {
 		return nil, "", err
 	}
-	s, err = dag.ImportGraph(g, o) // its errors name path:line:col
+	s, err = dag.ImportGraph(g, o) // errors at the graph's path:line:col
 	if err != nil {
 		return nil, "", err
 	}
 	// What the caller writes must load: check the spec as Load would.
 	if _, err := dag.Validate(s); err != nil {
-		return nil, "", fmt.Errorf("%s: the graph does not make a valid spec (rename or fix the ids and tensors named below):\n%w", path, err)
+		return nil, "", fmt.Errorf("%s: the graph does not make a valid spec (rename or fix the ids and tensors named below):\n%w", path, g.Locate(s, err))
 	}
 	return s, dag.GraphSummary(g), nil
 }

@@ -396,7 +396,8 @@ func Warnings(p *StreamPlan) []string { return planner.Warnings(p) }
 // PinNotes lists, one sentence each, the options of o that p could not
 // follow because of spec s: a `sync: manual` spec ignores Strategy and
 // MaxStreams, and stream pins beyond the single strategy's one stream or
-// beyond MaxStreams win over them. p is the plan of s under o.
+// beyond MaxStreams win over them (the hazard-dag strategy, never capped,
+// has a note of its own). p is the plan of s under o.
 func PinNotes(s *Spec, o PlanOptions, p *StreamPlan) []string {
 	if s.Sync == dag.SyncManual {
 		if o.Strategy != "" || o.MaxStreams != 0 {
@@ -409,7 +410,8 @@ func PinNotes(s *Spec, o PlanOptions, p *StreamPlan) []string {
 	if p.Strategy == planner.StrategySingle && streams > 1 {
 		out = append(out, fmt.Sprintf("strategy single, but the spec pins stages to %d streams; pins win", streams))
 	}
-	if o.MaxStreams > 0 && streams > o.MaxStreams {
+	// The hazard-dag strategy is never capped; its plan's note says so.
+	if o.MaxStreams > 0 && streams > o.MaxStreams && p.Strategy != planner.StrategyHazardDAG {
 		out = append(out, fmt.Sprintf("max_streams %d, but the spec pins stages to %d streams; pins win", o.MaxStreams, streams))
 	}
 	return out
@@ -422,20 +424,30 @@ type CheckReport struct {
 	Source string `json:"source"`
 	OK     bool   `json:"ok"`
 	// Report is planner.Verify's report; nil when the plan is race-free.
-	Report   *planner.RaceError `json:"report,omitempty"`
-	Warnings []string           `json:"warnings"`
-	Notes    []string           `json:"notes"`
+	Report *planner.RaceError `json:"report,omitempty"`
+	// AfterPass, with PlanOptions.Check, names the planner pass after
+	// which the plan first had Report's races (planner.PassRaceError).
+	AfterPass string `json:"after_pass,omitempty"`
+	// Refused, for check --mode graph, is why the executor cannot run the
+	// plan in that mode (CheckRun's error); set only with races, which are
+	// the verdict (a race-free plan it refuses is bad input).
+	Refused  string   `json:"refused,omitempty"`
+	Warnings []string `json:"warnings"`
+	Notes    []string `json:"notes"`
 }
 
-// WriteCheckJSON writes p's CheckReport as indented JSON. races is
-// Verify's error for p (nil, or a *planner.RaceError); any other error is
+// CheckReportOf is p's CheckReport. races is Verify's error for p (nil, a
+// *planner.RaceError, or a *planner.PassRaceError); any other error is
 // returned as it is.
-func WriteCheckJSON(w io.Writer, src string, p *StreamPlan, races error) error {
-	r := CheckReport{Source: src, OK: races == nil, Warnings: Warnings(p), Notes: p.Notes}
+func CheckReportOf(src string, p *StreamPlan, races error) (*CheckReport, error) {
+	r := &CheckReport{Source: src, OK: races == nil, Warnings: Warnings(p), Notes: p.Notes}
 	if races != nil {
 		re, ok := races.(*planner.RaceError)
+		if pr, isPass := races.(*planner.PassRaceError); isPass {
+			re, ok, r.AfterPass = pr.Err, true, pr.Pass
+		}
 		if !ok {
-			return races
+			return nil, races
 		}
 		c := *re
 		if c.Unfixed == nil {
@@ -455,10 +467,24 @@ func WriteCheckJSON(w io.Writer, src string, p *StreamPlan, races error) error {
 	if r.Notes == nil {
 		r.Notes = []string{}
 	}
+	return r, nil
+}
+
+// WriteJSON writes r as indented JSON.
+func (r *CheckReport) WriteJSON(w io.Writer) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// WriteCheckJSON writes p's CheckReport (CheckReportOf) as indented JSON.
+func WriteCheckJSON(w io.Writer, src string, p *StreamPlan, races error) error {
+	r, err := CheckReportOf(src, p, races)
+	if err != nil {
+		return err
+	}
+	return r.WriteJSON(w)
 }

@@ -1,15 +1,23 @@
 package dag
 
 import (
-	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"reflect"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/dagrun/dagrun/contract"
 )
 
 // Graph is an operator graph as exported by a tracer (torch.fx or
@@ -30,10 +38,16 @@ type Graph struct {
 	Tensors []GraphTensor `json:"tensors"`
 	Nodes   []GraphNode   `json:"nodes"`
 
-	// Positions of each tensor and node object in the file it was read
-	// from (ReadGraph, ReadGraphFile), for ImportGraph's errors.
-	tensorPos, nodePos []Pos
-	file               string // the file it was read from, or ""
+	// src is where the graph was read from (ReadGraph, ReadGraphFile),
+	// for the positions of errors; nil for a graph built in Go.
+	src *graphSource
+}
+
+// graphSource is a graph's file and its JSON tree with line:column
+// positions (the spec loader's JSON scanner).
+type graphSource struct {
+	file string
+	root *yaml.Node
 }
 
 // GraphTensor is one tensor: id, size in bytes, and kind (input, activation, param).
@@ -70,8 +84,8 @@ type ImportOptions struct {
 	MaxWords int
 }
 
-// ReadGraphFile reads an operator graph JSON file. Its errors, and
-// ImportGraph's errors about the graph, carry path:line:column.
+// ReadGraphFile reads an operator graph JSON file. Errors name the file,
+// and for bad JSON or a value of the wrong type the line and column.
 func ReadGraphFile(path string) (*Graph, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -81,7 +95,8 @@ func ReadGraphFile(path string) (*Graph, error) {
 }
 
 // ReadGraph decodes an operator graph. Fields it does not know are ignored,
-// so that exporters may add their own.
+// so that exporters may add their own. Errors give the line and column of
+// bad JSON or of a value of the wrong type.
 func ReadGraph(r io.Reader) (*Graph, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -91,79 +106,193 @@ func ReadGraph(r io.Reader) (*Graph, error) {
 }
 
 func readGraph(data []byte, file string) (*Graph, error) {
-	at := func(off int64) Pos {
-		p := Pos{File: file, Line: 1 + bytes.Count(data[:off], []byte("\n"))}
-		p.Col = 1 + utf8.RuneCount(data[bytes.LastIndexByte(data[:off], '\n')+1:off])
-		return p
+	src := &graphSource{file: file}
+	root, err := scan(string(data), true, nil)
+	if err != nil {
+		var je *jsonError
+		if errors.As(err, &je) {
+			return nil, src.errorf(Pos{Line: int(je.at.line), Col: int(je.at.col)}, "not an operator graph: JSON syntax error: %s", je.msg)
+		}
+		return nil, src.errorf(Pos{}, "not an operator graph: %v", err)
 	}
-	g := Graph{file: file}
+	src.root = root
+	var g Graph
 	if err := json.Unmarshal(data, &g); err != nil {
-		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &se) && se.Offset <= int64(len(data)):
-			return nil, fmt.Errorf("%s: not an operator graph: %w", at(max(se.Offset-1, 0)), err)
-		case errors.As(err, &te) && te.Offset <= int64(len(data)):
-			return nil, fmt.Errorf("%s: not an operator graph: %w", at(te.Offset), err)
-		case file != "":
-			return nil, fmt.Errorf("%s: not an operator graph: %w", file, err)
+		if errors.As(err, &te) {
+			pos, path := src.valueBefore(data, te.Offset)
+			return nil, src.errorf(pos, "not an operator graph: %s: want %s, got a JSON %s", cmp.Or(path, te.Field, "the graph"), jsonKind(te.Type), te.Value)
 		}
-		return nil, fmt.Errorf("not an operator graph: %w", err)
+		return nil, src.errorf(Pos{}, "not an operator graph: %v", err)
 	}
-	// The offset of each element of the top-level "tensors" and "nodes"
-	// lists: a walk over the tokens of a document Unmarshal accepted.
-	dec := json.NewDecoder(bytes.NewReader(data))
-	depth, key, expectKey := 0, "", false // key: the top-level field whose value is being read
-	for {
-		off := dec.InputOffset()
-		tok, err := dec.Token()
-		if err != nil {
-			break
-		}
-		if k, ok := tok.(string); ok && depth == 1 && expectKey {
-			key, expectKey = k, false
-			continue
-		}
-		d, isDelim := tok.(json.Delim)
-		switch {
-		case isDelim && (d == '{' || d == '['):
-			depth++
-			if depth == 3 && d == '{' && (key == "tensors" || key == "nodes") {
-				for off < int64(len(data)) && data[off] != '{' {
-					off++
-				}
-				if key == "tensors" {
-					g.tensorPos = append(g.tensorPos, at(off))
-				} else {
-					g.nodePos = append(g.nodePos, at(off))
-				}
-			}
-			expectKey = depth == 1
-		case isDelim:
-			depth--
-			expectKey = depth == 1
-		default:
-			expectKey = depth == 1
-		}
-	}
-	if len(g.tensorPos) != len(g.Tensors) || len(g.nodePos) != len(g.Nodes) {
-		g.tensorPos, g.nodePos = nil, nil // positions only when every element has one
-	}
+	g.src = src
 	return &g, nil
 }
 
-// errAt is an ImportGraph error about element i of the graph's tensors or
-// nodes (pos: their positions), prefixed with its file:line:column when the
-// graph was read from a file (with the file alone when the element has no
-// position; i < 0: the graph as a whole).
-func (g *Graph) errAt(pos []Pos, i int, format string, a ...any) error {
-	switch {
-	case i >= 0 && i < len(pos):
-		return fmt.Errorf("%s: "+format, append([]any{pos[i]}, a...)...)
-	case g.file != "":
-		return fmt.Errorf("%s: "+format, append([]any{g.file}, a...)...)
+// jsonKind names the JSON value a Go type takes, for messages.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "an object"
 	}
-	return fmt.Errorf(format, a...)
+	return t.String()
+}
+
+// errorf is an error at pos in the graph (file:line:col where known).
+func (src *graphSource) errorf(pos Pos, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if src == nil {
+		return errors.New(msg)
+	}
+	pos.File = cmpOrStr(src.file, "<graph>")
+	if pos.Line == 0 && src.file == "" {
+		return errors.New(msg)
+	}
+	return fmt.Errorf("%s: %s", pos, msg)
+}
+
+// valueBefore is the position of the JSON value that ends at byte off of
+// data (encoding/json's offset of a type error), the last node of the
+// tree that starts before it, and its path (nodes[3].reads[0]).
+func (src *graphSource) valueBefore(data []byte, off int64) (Pos, string) {
+	off = min(max(off, 0), int64(len(data)))
+	head := string(data[:off])
+	line := 1 + strings.Count(head, "\n")
+	col := 1 + utf8.RuneCountInString(head[strings.LastIndexByte(head, '\n')+1:])
+	var best *yaml.Node
+	var bestPath string
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		if n.Line < line || n.Line == line && n.Column < col {
+			if best == nil || n.Line > best.Line || n.Line == best.Line && n.Column > best.Column {
+				best, bestPath = n, path
+			}
+		}
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i].Value
+				if path != "" {
+					k = path + "." + k
+				}
+				walk(n.Content[i+1], k)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i))
+			}
+		}
+	}
+	if src.root != nil {
+		walk(src.root, "")
+	}
+	if best == nil {
+		return Pos{Line: line, Col: col}, ""
+	}
+	return Pos{Line: best.Line, Col: best.Column}, bestPath
+}
+
+// at is the position in the graph's file of the value at path (object
+// keys and list indexes: "nodes", 3, "duration_us"), or of the nearest
+// value on the path that the file has; Pos{} without a source.
+func (g *Graph) at(path ...any) Pos {
+	if g.src == nil || g.src.root == nil {
+		return Pos{}
+	}
+	n := g.src.root
+	for _, k := range path {
+		var next *yaml.Node
+		switch k := k.(type) {
+		case string:
+			if n.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					if n.Content[i].Value == k {
+						next = n.Content[i+1]
+					}
+				}
+			}
+		case int:
+			if n.Kind == yaml.SequenceNode && k >= 0 && k < len(n.Content) {
+				next = n.Content[k]
+			}
+		}
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	return Pos{Line: n.Line, Col: n.Column}
+}
+
+// errorf is an error at the value at path in g's file.
+func (g *Graph) errorf(path []any, format string, args ...any) error {
+	if g.src == nil {
+		return fmt.Errorf(format, args...)
+	}
+	return g.src.errorf(g.at(path...), format, args...)
+}
+
+// goSpecPath matches the path in an error of Validate for a spec built in
+// Go: the list, the item's index, and the rest ("stages[1].args").
+var goSpecPath = regexp.MustCompile(`^(stages|buffers)\[(\d+)\](?:\.(\w+))?`)
+
+// Locate turns errors of Validate for ImportGraph(g)'s spec s, which name
+// the spec's items (stages[1].args), into errors at the graph's nodes and
+// tensors they came from (file:line:col of nodes[1].duration_us); other
+// errors and graphs without a source are returned as they are.
+func (g *Graph) Locate(s *Spec, err error) error {
+	var list ErrorList
+	if g.src == nil || !errors.As(err, &list) {
+		return err
+	}
+	out := make(ErrorList, len(list))
+	for i, e := range list {
+		c := *e
+		out[i] = &c
+		m := goSpecPath.FindStringSubmatch(e.Pos.File)
+		if m == nil {
+			continue
+		}
+		k, _ := strconv.Atoi(m[2])
+		var path []any
+		switch m[1] {
+		case "stages":
+			field := map[string]string{"name": "id", "args": "duration_us", "duration_us": "duration_us", "reads": "reads", "writes": "writes", "stream": "stream", "kernel": "op"}[m[3]]
+			path = []any{"nodes", k}
+			if field != "" {
+				path = append(path, field)
+			}
+		case "buffers":
+			t := -1
+			if k < len(s.Buffers) {
+				for j := range g.Tensors {
+					if g.Tensors[j].ID == s.Buffers[k].Name {
+						t = j
+					}
+				}
+			}
+			if t < 0 {
+				continue
+			}
+			path = []any{"tensors", t}
+			if field := map[string]string{"name": "id", "bytes": "bytes"}[m[3]]; field != "" {
+				path = append(path, field)
+			}
+		}
+		c.Pos = g.at(path...)
+		c.Pos.File = cmpOrStr(g.src.file, "<graph>")
+	}
+	return out
 }
 
 // ImportGraph converts an operator graph into a spec. Each node becomes a
@@ -174,25 +303,25 @@ func (g *Graph) errAt(pos []Pos, i int, format string, a ...any) error {
 // "param" tensors (weights) role input with zeros, tensors written and never read again are role output, the rest
 // are temp. A node that writes nothing becomes a spin stage.
 //
-// Errors: duplicate or unknown ids, non-positive sizes, sizes that are not a
-// multiple of 4 bytes, negative durations, writes to input or param tensors;
-// for a graph read by ReadGraphFile each names the file and the line:column
-// of the tensor or node.
+// Errors, at file:line:col of the graph's value where it was read from a
+// file: duplicate or unknown ids, non-positive sizes, sizes that are not a
+// multiple of 4 bytes, negative durations and durations over 60 s
+// (contract.MaxSpinUS), writes to input or param tensors.
 func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 	if o.MaxWords <= 0 {
 		o.MaxWords = 64
 	}
 	if len(g.Nodes) == 0 {
-		return nil, g.errAt(nil, -1, "graph %q has no nodes", g.Model)
+		return nil, g.errorf([]any{"nodes"}, "graph %q has no nodes", g.Model)
 	}
 	tensors := make(map[string]*GraphTensor, len(g.Tensors))
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
 		if _, dup := tensors[t.ID]; dup {
-			return nil, g.errAt(g.tensorPos, i, "tensor %q is listed twice", t.ID)
+			return nil, g.errorf([]any{"tensors", i, "id"}, "tensor %q is listed twice", t.ID)
 		}
 		if t.Bytes <= 0 || t.Bytes%4 != 0 {
-			return nil, g.errAt(g.tensorPos, i, "tensor %q has %d bytes: want a positive multiple of 4", t.ID, t.Bytes)
+			return nil, g.errorf([]any{"tensors", i, "bytes"}, "tensor %q has %d bytes: want a positive multiple of 4", t.ID, t.Bytes)
 		}
 		tensors[t.ID] = t
 	}
@@ -203,26 +332,29 @@ func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 	names := map[string]bool{}
 	for i, n := range g.Nodes {
 		if names[n.ID] {
-			return nil, g.errAt(g.nodePos, i, "node %q is listed twice", n.ID)
+			return nil, g.errorf([]any{"nodes", i, "id"}, "node %q is listed twice", n.ID)
 		}
 		names[n.ID] = true
 		if n.DurationUS < 0 {
-			return nil, g.errAt(g.nodePos, i, "node %q has a negative duration %g µs", n.ID, n.DurationUS)
+			return nil, g.errorf([]any{"nodes", i, "duration_us"}, "node %q has a negative duration %g µs", n.ID, n.DurationUS)
 		}
-		for _, id := range n.Reads {
+		if n.DurationUS > contract.MaxSpinUS || math.IsNaN(n.DurationUS) {
+			return nil, g.errorf([]any{"nodes", i, "duration_us"}, "node %q has duration_us %g: more than %g µs (60 s), the most one launch may spin", n.ID, n.DurationUS, float64(contract.MaxSpinUS))
+		}
+		for r, id := range n.Reads {
 			if tensors[id] == nil {
-				return nil, g.errAt(g.nodePos, i, "node %q reads unknown tensor %q", n.ID, id)
+				return nil, g.errorf([]any{"nodes", i, "reads", r}, "node %q reads unknown tensor %q", n.ID, id)
 			}
 			lastRead[id] = i
 			used[id] = true
 		}
-		for _, id := range n.Writes {
+		for w, id := range n.Writes {
 			t := tensors[id]
 			if t == nil {
-				return nil, g.errAt(g.nodePos, i, "node %q writes unknown tensor %q", n.ID, id)
+				return nil, g.errorf([]any{"nodes", i, "writes", w}, "node %q writes unknown tensor %q", n.ID, id)
 			}
 			if t.Kind == "input" || t.Kind == "param" {
-				return nil, g.errAt(g.nodePos, i, "node %q writes %s tensor %q", n.ID, t.Kind, id)
+				return nil, g.errorf([]any{"nodes", i, "writes", w}, "node %q writes %s tensor %q", n.ID, t.Kind, id)
 			}
 			lastWrite[id] = i
 			used[id] = true

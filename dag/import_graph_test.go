@@ -33,21 +33,20 @@ func TestImportGraphStreamPins(t *testing.T) {
 	}
 }
 
-// TestImportGraphPositions: the errors about a graph file's tensors and
-// nodes, and its JSON errors, name file:line:column.
-func TestImportGraphPositions(t *testing.T) {
-	dir := t.TempDir()
-	for _, c := range []struct{ src, want string }{
-		{`{"model": "m", "tensors": [{"id": "x", "bytes": 16, "kind": "input"}],
- "nodes": [{"id": "n1", "op": "relu", "reads": ["x"], "writes": []},
-   {"id": "n2", "op": "relu", "reads": ["y"], "writes": []}]}`, "g.json:3:4: node \"n2\" reads unknown tensor \"y\""},
-		{`{"model": "m", "source": "s",
- "tensors": [{"id": "x", "bytes": 16, "kind": "input"}, {"id": "z", "bytes": 6, "kind": "activation"}],
- "nodes": [{"id": "n1", "op": "relu", "reads": ["x"], "writes": ["z"]}]}`, "g.json:2:57: tensor \"z\" has 6 bytes"},
-		{"{\"model\": \"m\",\n \"nodes\": [}", "g.json:2:12: not an operator graph"},
-		{`{"model": "m", "nodes": []}`, `g.json: graph "m" has no nodes`},
+// TestGraphErrorPositions: errors in a graph file name file:line:col of
+// the value at fault, in the graph's terms: bad JSON, a value of the wrong
+// type (with its path), and the importer's own checks.
+func TestGraphErrorPositions(t *testing.T) {
+	const head = "{\"model\": \"m\",\n \"tensors\": [{\"id\": \"x\", \"bytes\": 16, \"kind\": \"input\"},\n  {\"id\": \"a\", \"bytes\": 16, \"kind\": \"activation\"}],\n"
+	for _, c := range []struct{ name, src, want string }{
+		{"syntax", head + " \"nodes\": [{\"id\": \"n\",}]}", "g.json:4:23: not an operator graph: JSON syntax error: a ',' before '}'"},
+		{"type", head + " \"nodes\": [{\"id\": \"n\", \"reads\": [\"x\", 7], \"writes\": [\"a\"]}]}", "g.json:4:39: not an operator graph: nodes[0].reads[1]: want a string, got a JSON number"},
+		{"bytes", "{\"model\": \"m\",\n \"tensors\": [{\"id\": \"x\", \"bytes\": -4}],\n \"nodes\": [{\"id\": \"n\"}]}", `g.json:2:35: tensor "x" has -4 bytes`},
+		{"unknown tensor", head + " \"nodes\": [{\"id\": \"n\", \"reads\": [\"x\"], \"writes\": [\"b\"]}]}", `g.json:4:51: node "n" writes unknown tensor "b"`},
+		{"duration", head + " \"nodes\": [{\"id\": \"n\", \"reads\": [\"x\"],\n   \"writes\": [\"a\"], \"duration_us\": 1e300}]}", `g.json:5:36: node "n" has duration_us 1e+300: more than 6e+07 µs (60 s)`},
+		{"no nodes", head + " \"nodes\": []}", `g.json:4:11: graph "m" has no nodes`},
 	} {
-		path := filepath.Join(dir, "g.json")
+		path := filepath.Join(t.TempDir(), "g.json")
 		if err := os.WriteFile(path, []byte(c.src), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -55,8 +54,8 @@ func TestImportGraphPositions(t *testing.T) {
 		if err == nil {
 			_, err = ImportGraph(g, ImportOptions{})
 		}
-		if err == nil || !strings.HasPrefix(err.Error(), filepath.Join(dir, c.want)) {
-			t.Errorf("got %v, want %s", err, c.want)
+		if err == nil || !strings.HasPrefix(strings.TrimPrefix(err.Error(), filepath.Dir(path)+string(filepath.Separator)), c.want) {
+			t.Errorf("%s: error %v, want %s", c.name, err, c.want)
 		}
 	}
 }

@@ -397,7 +397,7 @@ func (l *loader) parse(data []byte) (root *yaml.Node) {
 			l.errAt(Pos{File: l.file}, "start from the example in docs/spec.md", "spec is empty")
 			return nil
 		}
-		l.yamlError(err)
+		l.yamlError(err, data)
 		return nil
 	}
 	var extra yaml.Node
@@ -405,7 +405,7 @@ func (l *loader) parse(data []byte) (root *yaml.Node) {
 		l.errorf(&extra, "keep one spec per file; remove the second '---' document", "file holds more than one YAML document")
 		return nil
 	} else if !errors.Is(err, io.EOF) {
-		l.yamlError(err)
+		l.yamlError(err, data)
 		return nil
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
@@ -420,15 +420,53 @@ func (l *loader) parse(data []byte) (root *yaml.Node) {
 	return root
 }
 
-// yamlError records a syntax error from yaml.v3, which reports lines only.
-func (l *loader) yamlError(err error) {
-	msg := err.Error()
-	if m := yamlLineError.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		l.errAt(Pos{File: l.file, Line: line, Col: 1}, "fix the YAML syntax here or in the lines after it, in the block or bracket that starts here (yaml reports where that block starts): indentation, ':' after keys, closing brackets and quotes", "YAML syntax error: %s", m[2])
+// firstAt says where a key given twice was first given, from the line of
+// the second: "line L", or "column C of this line" when both are on it
+// (flow mappings, JSON on one line).
+func firstAt(line, firstLine, firstCol int) string {
+	if firstLine == line {
+		return fmt.Sprintf("column %d of this line", firstCol)
+	}
+	return fmt.Sprintf("line %d", firstLine)
+}
+
+// yamlParserProblems are the problems yaml.v3's parser (not its scanner)
+// reports. For these it gives the 0-based line of the block or bracket
+// being parsed (of the problem when that is on the first line), and no
+// line at all for 0: the loader adds one. Scanner errors' lines are
+// 1-based already.
+var yamlParserProblems = map[string]bool{
+	"did not find expected <stream-start>":   true,
+	"did not find expected <document start>": true,
+	"found undefined tag handle":             true,
+	"did not find expected node content":     true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected key":              true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found duplicate %TAG directive":         true,
+}
+
+// yamlError records a syntax error from yaml.v3 in data, which reports
+// lines only.
+func (l *loader) yamlError(err error, data []byte) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if m := yamlLineError.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	}
+	if yamlParserProblems[msg] {
+		// Never past the file's last line (the problem at its end).
+		line = min(line+1, max(bytes.Count(bytes.TrimRight(data, "\n"), []byte("\n"))+1, 1))
+	}
+	if line > 0 {
+		l.errAt(Pos{File: l.file, Line: line, Col: 1}, "fix the YAML syntax here or in the lines after it, in the block or bracket that starts here (yaml reports where that block starts): indentation, ':' after keys, closing brackets and quotes", "YAML syntax error: %s", msg)
 		return
 	}
-	l.errAt(Pos{File: l.file}, "fix the YAML syntax", "YAML syntax error: %s", strings.TrimPrefix(msg, "yaml: "))
+	l.errAt(Pos{File: l.file}, "fix the YAML syntax", "YAML syntax error: %s", msg)
 }
 
 // --- generic node helpers ---
@@ -581,7 +619,7 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 			continue
 		}
 		if prev := f.key[j]; prev != nil {
-			l.errorf(k, "remove one of them", "%s: field %q given twice (first at line %d)", f.what, name, prev.Line)
+			l.errorf(k, "remove one of them", "%s: field %q given twice (first at %s)", f.what, name, firstAt(k.Line, prev.Line, prev.Column))
 			continue
 		}
 		f.key[j], f.val[j] = k, v

@@ -1160,7 +1160,7 @@ func (l *loader) decodeArgs(n *yaml.Node, obj string, src *stageSrc) map[string]
 			continue
 		}
 		if prev := src.arg(k.Value); prev != nil {
-			l.errorf(k, "remove one of them", "%s: argument %q given twice (first at line %d)", obj+": args", k.Value, prev.key.line)
+			l.errorf(k, "remove one of them", "%s: argument %q given twice (first at %s)", obj+": args", k.Value, firstAt(k.Line, int(prev.key.line), int(prev.key.col)))
 			continue
 		}
 		a := argSrc{name: k.Value, key: atOf(k), val: atOf(v)}

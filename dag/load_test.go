@@ -64,13 +64,22 @@ var errorCases = []struct {
 	{"empty file", "", []want{w(0, "", "spec is empty")}},
 	{"only comments", "# nothing\n", []want{w(0, "", "spec is empty")}},
 	{"null document", "~\n", []want{w(1, "~", "spec is empty")}},
-	{"syntax error", "version: 1\nstages: [{name: s\n", []want{w(1, "", "YAML syntax error")}},
+	{"syntax error", "version: 1\nstages: [{name: s\n", []want{w(2, "", "YAML syntax error")}},
+	// yaml.v3 gives a parser error's line 0-based: the loader says the
+	// line of the block or bracket itself (scanner errors are 1-based).
+	{"unclosed flow mapping", "version: 1\nname: x\nbuffers:\n  - {name: a, bytes: 4096\nstages: []\n", []want{w(4, "", "did not find expected ',' or '}'")}},
+	{"unclosed flow list", "version: 1\nstages:\n  - name: s\n    writes: [a\n    kernel: spin\n", []want{w(4, "", "did not find expected ',' or ']'")}},
+	{"block mapping broken", "version: 1\nstages:\n  - name: s\n    kernel: spin\n   writes: []\n", []want{w(3, "", "did not find expected '-' indicator")}},
+	{"unclosed flow on line 1", "{version: 1\n", []want{w(1, "", "YAML syntax error")}},
+	{"tab (scanner error)", "version: 1\n\tstages: []\n", []want{w(2, "", "YAML syntax error")}},
 	{"two documents", "version: 1\n" + spinStage + "---\nversion: 1\n", []want{w(3, "---", "more than one YAML document")}},
 	{"not a mapping", "- a\n", []want{w(1, "-", "spec must be a mapping, got a list")}},
 	{"unknown top field", "version: 1\nstagez: []\n", []want{
 		w(1, "version", `missing required field "stages"`),
 		wh(2, "stagez", `unknown field "stagez"`, `did you mean "stages"`)}},
 	{"duplicate field", "version: 1\nversion: 1\n" + spinStage, []want{w(2, "version", `field "version" given twice (first at line 1)`)}},
+	{"duplicate field on one line", "{version: 1, version: 1, stages: [{name: s, kernel: spin}]}\n", []want{w(1, "version: 1, stages", `field "version" given twice (first at column 2 of this line)`)}},
+	{"duplicate argument on one line", "version: 1\nstages: [{name: s, kernel: spin, args: {us: 1, us: 2}}]\n", []want{w(2, "us: 2", `argument "us" given twice (first at column 41 of this line)`)}},
 	{"merge key", "version: 1\nx: &x {name: s, kernel: spin}\n" + spinStage, []want{w(2, "x", `unknown field "x"`)}},
 	{"merge key in stage", "version: 1\nstages:\n  - &s {name: s, kernel: spin}\n  - {<<: *s, name: t}\n", []want{w(4, "{", `stage t: missing required field "kernel"`), w(4, "<<", "stage t: YAML merge keys (<<) are not supported")}},
 	{"missing version", spinStage, []want{w(1, "", `missing required field "version"`)}},

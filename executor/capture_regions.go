@@ -42,6 +42,16 @@ type region struct {
 	what, verdict string
 }
 
+// captureAt names capture c in messages: its stages, stream and position
+// in the spec (file:line:col) where the plan has it.
+func captureAt(p *planner.Plan, c planner.Capture) string {
+	s := fmt.Sprintf("%s…%s on stream %s", c.First, c.Last, p.Streams[c.Stream].Name)
+	if c.Source != "" {
+		s += ", " + c.Source
+	}
+	return s
+}
+
 // lowerRegions lowers graph mode for a plan with capture regions.
 func (x *program) lowerRegions() error {
 	p, m := x.p, x.m
@@ -63,7 +73,8 @@ func (x *program) lowerRegions() error {
 		rg.c = c
 		rg.begin, rg.end = p.CaptureRegion(c)
 		if r > 0 && rg.begin < rs[r-1].end {
-			return fmt.Errorf("executor: graph mode: captures %d and %d overlap in issue order (%s…%s and %s…%s): one capture at a time", r, r+1, rs[r-1].c.First, rs[r-1].c.Last, c.First, c.Last)
+			return fmt.Errorf("executor: graph mode: capture %d (%s) begins in issue order before capture %d (%s) ends, but graph mode captures one region at a time (each region is captured into one graph, which later iterations launch where the region begins), so captures under way at once cannot run as graphs: make the regions follow one another, or capture their work in one region",
+				r+1, captureAt(p, c), r, captureAt(p, rs[r-1].c))
 		}
 		rg.captured = p.CapturedStreams(c)
 		rg.what = fmt.Sprintf("capture of stages %s…%s on stream %s", c.First, c.Last, p.Streams[c.Stream].Name)

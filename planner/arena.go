@@ -83,8 +83,11 @@ func arena(st *state) error {
 	}
 	p.splitArena() // devices.go: one arena per device
 	if skipped > 0 {
-		st.note("arena by issue-order sweep alone in %s of %s segments (%s of %s temps): the greedy layout by size, which may find a smaller arena (on the model graphs up to 1.2× smaller), is bounded at %s pairs of temps with overlapping lifetimes per plan; the arena is %s bytes (planner.LiveBound gives the lower bound of the plan's schedule)",
-			thousands(skipped), thousands(segments), thousands(temps), thousands(len(a.bufs)), thousands(greedyMaxPairs), thousands(int(p.Stats.ArenaBytes)))
+		// What it may cost: the arena against the least any arena of this
+		// schedule needs (LiveBound).
+		size, lb := p.Stats.ArenaBytes, LiveBound(p)
+		st.note("arena by issue-order sweep alone in %s of %s segments (%s of %s temps): the greedy layout by size, which may find a smaller arena (on the model graphs up to 1.2× smaller), is bounded at %s pairs of temps with overlapping lifetimes per plan; the arena is %s bytes, %s bytes (%.1f%%) over the %s bytes live at once in this plan's ideal schedule, which no layout goes below: at most that much memory is lost",
+			thousands(skipped), thousands(segments), thousands(temps), thousands(len(a.bufs)), thousands(greedyMaxPairs), thousands(int(size)), thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), thousands(int(lb)))
 	}
 	return nil
 }

@@ -464,6 +464,15 @@ func TestArenaGreedyBoundSegments(t *testing.T) {
 	if !strings.Contains(note, "sweep alone in 3 of 3 segments") {
 		t.Fatalf("no pairs: note %q, want the sweep alone in all three segments", note)
 	}
+	// The note says what the sweep alone may cost: the arena's bytes over
+	// the schedule's live bound, in bytes.
+	greedyMaxPairs = 0
+	p := build(t, s, Options{MemoryBudget: BudgetNone})
+	lb := LiveBound(p)
+	if want := fmt.Sprintf("the arena is %s bytes, %s bytes", thousands(int(p.Stats.ArenaBytes)), thousands(int(p.Stats.ArenaBytes-lb))); !strings.Contains(note, want) ||
+		!strings.Contains(note, fmt.Sprintf("over the %s bytes live at once", thousands(int(lb)))) || strings.Contains(note, "planner.") {
+		t.Errorf("no pairs: note %q; want %q and the live bound %d bytes, and no Go identifier", note, want, lb)
+	}
 	one, note := arena(150_000)
 	if one != sweep || !strings.Contains(note, "sweep alone in 3 of 3 segments") {
 		t.Errorf("room for one segment: arena %d bytes, note %q; want the sweep's %d and all three segments named", one, note, sweep)

@@ -519,15 +519,26 @@ func (r arenaRace) race(v *verifier) Race {
 	base := *p.Buffers[bi].ArenaOffset
 	lo := max(*bx.ArenaOffset, *by.ArenaOffset)
 	hi := min(*bx.ArenaOffset+bx.Bytes, *by.ArenaOffset+by.Bytes)
+	stream := func(v int32) string { s := p.Stages[v].Stream; return streamLabel(p.Streams[s].Name, s) }
 	return Race{
 		First: int(i), Second: int(j),
 		FirstName: p.Stages[i].Name, SecondName: p.Stages[j].Name,
 		FirstStream: p.Stages[i].Stream, SecondStream: p.Stages[j].Stream,
+		FirstStreamName: p.Streams[p.Stages[i].Stream].Name, SecondStreamName: p.Streams[p.Stages[j].Stream].Name,
 		Buffer: p.Buffers[bi].Name, Offset: lo - base, Bytes: hi - lo,
 		Shared: p.Buffers[bj].Name, Kind: kind,
-		Fix: fmt.Sprintf("%s and %s share arena bytes (from %d) but their lifetimes overlap: record an event after %s on stream %d and wait on it before %s on stream %d (every use of %s before the first use of %s), or give them disjoint arena bytes",
-			bx.Name, by.Name, r.at, p.Stages[u].Name, p.Stages[u].Stream, p.Stages[w].Name, p.Stages[w].Stream, bx.Name, by.Name),
+		Fix: fmt.Sprintf("%s and %s share arena bytes (from arena offset %d) but their lifetimes overlap: record an event after %s on stream %s and wait on it before %s on stream %s (every use of %s before the first use of %s), or give them disjoint arena bytes",
+			bx.Name, by.Name, r.at, stageAt(p, u), stream(u), stageAt(p, w), stream(w), bx.Name, by.Name),
 	}
+}
+
+// stageAt names stage v in a fix: its name, with its position in its spec
+// (file:line:col) where the plan has one.
+func stageAt(p *Plan, v int32) string {
+	if src := p.Stages[v].Source; src != "" {
+		return p.Stages[v].Name + " (" + src + ")"
+	}
+	return p.Stages[v].Name
 }
 
 // arenaRuns is a set of segment indices below n (the starts of the arena's

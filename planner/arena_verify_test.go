@@ -200,10 +200,11 @@ func (v *verifier) arenaOrderSegments(x, y *arenaSegUse, as, bs []int32, at int6
 				First: int(i), Second: int(j),
 				FirstName: p.Stages[i].Name, SecondName: p.Stages[j].Name,
 				FirstStream: p.Stages[i].Stream, SecondStream: p.Stages[j].Stream,
+				FirstStreamName: p.Streams[p.Stages[i].Stream].Name, SecondStreamName: p.Streams[p.Stages[j].Stream].Name,
 				Buffer: p.Buffers[bi].Name, Offset: lo - base, Bytes: hi - lo,
 				Shared: p.Buffers[bj].Name, Kind: kind,
-				Fix: fmt.Sprintf("%s and %s share arena bytes (from %d) but their lifetimes overlap: record an event after %s on stream %d and wait on it before %s on stream %d (every use of %s before the first use of %s), or give them disjoint arena bytes",
-					bx.Name, by.Name, at, p.Stages[u].Name, p.Stages[u].Stream, p.Stages[w].Name, p.Stages[w].Stream, bx.Name, by.Name),
+				Fix: fmt.Sprintf("%s and %s share arena bytes (from arena offset %d) but their lifetimes overlap: record an event after %s on stream %s and wait on it before %s on stream %s (every use of %s before the first use of %s), or give them disjoint arena bytes",
+					bx.Name, by.Name, at, stageAt(p, u), p.Streams[p.Stages[u].Stream].Name, stageAt(p, w), p.Streams[p.Stages[w].Stream].Name, bx.Name, by.Name),
 			})
 		}
 	}

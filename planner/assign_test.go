@@ -117,3 +117,19 @@ func TestHazardDAGPinsAndCap(t *testing.T) {
 		t.Errorf("uncapped: notes %q", q.Notes)
 	}
 }
+
+// TestFoldBoundNote: when the local search after the greedy fold is past
+// its bound, the note says what that may cost: the fold's ideal makespan
+// over the critical path, in µs.
+func TestFoldBoundNote(t *testing.T) {
+	s := loadGraph(t, "googlenet")
+	defer func(b int) { foldBudget = b }(foldBudget)
+	foldBudget = 1
+	p := build(t, s, Options{MaxStreams: 4})
+	note := strings.Join(p.Notes, "; ")
+	cp := p.Stats.CriticalPathUS
+	if !strings.Contains(note, "local search after the greedy fold is bounded") ||
+		!strings.Contains(note, fmt.Sprintf("over the critical path of %.1f µs", cp)) || !strings.Contains(note, "its ideal makespan is ") {
+		t.Errorf("notes %q; want the bounded search's cost against the critical path %.1f µs", note, cp)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"container/heap"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -155,7 +156,23 @@ type state struct {
 	start      time.Time
 	timings    []PassTime   // this run's hazard analysis and passes
 	dumped     bytes.Buffer // DumpAfter's output of this run
+	// passRace, in check mode, is the first race Verify found after a
+	// pass of this run; the passes go on, so that the plan is finished.
+	passRace *PassRaceError
 }
+
+// PassRaceError is Build's error in check mode (Options.Check) when Verify
+// found a race in the plan a pass produced: Pass names the first such pass
+// and Err is Verify's *RaceError for that pass's plan. Build returns it
+// with the finished plan (the later passes still run), so that a caller
+// can print the plan anyway.
+type PassRaceError struct {
+	Pass string
+	Err  *RaceError
+}
+
+func (e *PassRaceError) Error() string { return fmt.Sprintf("after pass %q: %v", e.Pass, e.Err) }
+func (e *PassRaceError) Unwrap() error { return e.Err }
 
 // adjacency is a graph in compressed sparse rows.
 type adjacency struct {
@@ -181,10 +198,11 @@ func (a *adjacency) edges() int        { return len(a.adj) }
 //
 // Errors: an unknown strategy or dump pass, a stage with no stream in a
 // manual spec, hazard-analysis errors (dependency cycles), a pass that
-// panicked (named), in check mode the first pass after which Validate or
-// Verify failed, and for memory_budget a *BudgetError when the budget
-// cannot be met (or an error when the spec or arena mode cannot be
-// re-ordered).
+// panicked (named), in check mode the first pass after which Validate
+// failed, and for memory_budget a *BudgetError when the budget cannot be
+// met (or an error when the spec or arena mode cannot be re-ordered). In
+// check mode a race after a pass is a *PassRaceError returned with the
+// finished plan (not nil).
 func Build(s *dag.Spec, o Options) (*Plan, error) {
 	start := time.Now()
 	s, low, err := lowerDevices(s) // place.go
@@ -197,6 +215,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		st.flushDump()
 		return nil, err
 	}
+	passRace := st.passRace // the first over the budget loop's runs
 	// The budget loop: plan, and while the plan is over memory_budget, add
 	// the orders chosen from it to the spec and plan again.
 	b, err := newBudget(st)
@@ -216,6 +235,9 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 			break
 		}
 		st = next
+		if passRace == nil {
+			passRace = st.passRace
+		}
 		b.record(kind, st)
 	}
 	if err == nil && b != nil {
@@ -236,6 +258,12 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 	}
 	st.plan.Timings = timings
 	st.plan.Stats.PlanningMS = ms(time.Since(start)) // every pass and budget step
+	if passRace == nil {
+		passRace = st.passRace // from a final pass
+	}
+	if passRace != nil {
+		return st.plan, passRace
+	}
 	return st.plan, nil
 }
 
@@ -391,7 +419,13 @@ func (st *state) run(ps pass) (err error) {
 		}
 		// A manual plan is the user's to check (Verify reports its races).
 		if err := verifyPlan(st.plan); err != nil && !st.manual {
-			return fmt.Errorf("after pass %q: %w", ps.name, err)
+			var race *RaceError
+			if !errors.As(err, &race) {
+				return fmt.Errorf("after pass %q: %w", ps.name, err)
+			}
+			if st.passRace == nil {
+				st.passRace = &PassRaceError{Pass: ps.name, Err: race}
+			}
 		}
 	}
 	if st.opts.DumpAfter == ps.name && st.opts.Dump != nil {

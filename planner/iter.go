@@ -173,6 +173,17 @@ func iterate(st *state) error {
 	case R == 0:
 		R = kmax
 	}
+	if R > 1 {
+		device := 0
+		for _, s := range p.Streams {
+			if !s.Host {
+				device++
+			}
+		}
+		if most := min(MaxStreamSetStreams/max(device, 1), maxLag); R > most {
+			return fmt.Errorf("stream sets %d: %d copies of this plan's %d device streams would be more than %d physical streams (a GPU runs at most a few hundred at once): use --stream-sets %d or fewer (PlanOptions.StreamSets), or 0 for the largest copies of any buffer", R, R, device, MaxStreamSetStreams, most)
+		}
+	}
 	period := R
 	for _, k := range copies {
 		period = lcm(period, k)

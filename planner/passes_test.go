@@ -2,6 +2,9 @@ package planner
 
 import (
 	"bytes"
+	"errors"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -147,4 +150,33 @@ func table(t interface{ Fatal(...any) }, p *Plan) string {
 		t.Fatal(err)
 	}
 	return buf.String() + dot.String()
+}
+
+// TestCheckPassRaceKeepsPlan: in check mode a race after a pass is a
+// *PassRaceError naming the pass, returned with the finished plan (that
+// of the same options without check mode).
+func TestCheckPassRaceKeepsPlan(t *testing.T) {
+	s, err := dag.LoadFile(filepath.Join("..", "specs", "memory", "a-stream-reuse-racy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Build(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Build(s, Options{Check: true})
+	var pr *PassRaceError
+	if !errors.As(err, &pr) || pr.Pass != "arena" || len(pr.Err.Races) == 0 {
+		t.Fatalf("Build in check mode: %v; want a *PassRaceError after pass arena", err)
+	}
+	if p == nil {
+		t.Fatal("Build in check mode returned no plan with the pass's race")
+	}
+	var a, b bytes.Buffer
+	p.WriteTable(&a)
+	want.WriteTable(&b)
+	re := regexp.MustCompile(`planning=\S+`)
+	if re.ReplaceAllString(a.String(), "") != re.ReplaceAllString(b.String(), "") {
+		t.Errorf("check mode's plan\n%s\nwant\n%s", a.String(), b.String())
+	}
 }

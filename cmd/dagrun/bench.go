@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/dag"
 )
 
 func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -59,6 +60,9 @@ func loadSpecs(paths []string) ([]*dagrun.Spec, error) {
 		s, err := loadSpec(path, false)
 		if err != nil {
 			return nil, err
+		}
+		if s.Sync == dag.SyncManual {
+			return nil, usageError{fmt.Errorf("%s: %w", path, dagrun.ErrManualSpec)}
 		}
 		specs[i] = s
 	}

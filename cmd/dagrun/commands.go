@@ -76,7 +76,7 @@ func (f *planFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.outside, "allow-outside-paths", false, "let the init and PTX files of a spec or plan file lie outside its folder (absolute paths, .., links that lead out); without it a spec or plan file from someone else cannot read your other files")
 	cmd.Flags().StringVar(&f.strategy, "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive, hazard-dag (the whole hazard DAG, for graph mode) (default: the spec's options, else default)")
 	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams; 0 = uncapped (default: the spec's max_streams, else 8 for the default strategy: dagrun.DefaultMaxStreams)")
-	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass")
+	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass: a race is reported for the plan of the first pass that made it, named; plan --no-verify still prints the finished plan")
 	cmd.Flags().IntVar(&f.streamSets, "stream-sets", 0, "iterations rotate over this many copies of the streams (0: the largest copies of any buffer; 1: all iterations on the same streams)")
 	cmd.Flags().StringVar(&f.dumpAfter, "dump-after", "", "print the plan to stderr after the named pass ("+strings.Join(dagrun.Passes(), ", ")+")")
 	f.mem.add(cmd)
@@ -222,7 +222,7 @@ Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
 		Version:       version(),
 	}
 	root.SetVersionTemplate("dagrun {{.Version}}\n")
-	root.AddCommand(newVersionCmd(stdout), newSchemaCmd(stdout), newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr))
+	root.AddCommand(newVersionCmd(stdout), newInitCmd(stdout), newSchemaCmd(stdout), newPlanCmd(stdout, stderr), newCheckCmd(stdout, stderr), newRunCmd(stdout, stderr), newImportCmd(stdout, stderr), newBenchCmd(stdout, stderr))
 	addCompletions(root) // complete.go
 	root.SetOut(stdout)  // the completion scripts are written to the writer set when they are made
 	root.SetErr(stderr)
@@ -263,6 +263,14 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			if pl.races != nil && !noVerify {
 				return failure{fmt.Errorf("%s: the plan has races (use `dagrun check` for the report, --no-verify to print it anyway):\n%w", args[0], pl.races)}
+			}
+			if pl.races != nil {
+				after := ""
+				var pr *dagrun.PassRaceError
+				if errors.As(pl.races, &pr) {
+					after = fmt.Sprintf(", first after pass %q", pr.Pass)
+				}
+				fmt.Fprintf(stderr, "dagrun: warning: %s: printing a plan with races%s (--no-verify; `dagrun check %s` for the report)\n", args[0], after, args[0])
 			}
 			var out bytes.Buffer
 			if format != "table" { // the table prints them itself
@@ -321,7 +329,7 @@ func msSince(t time.Time) float64 { return float64(time.Since(t).Nanoseconds()) 
 
 func newCheckCmd(stdout, stderr io.Writer) *cobra.Command {
 	var pf planFlags
-	var planFile string
+	var planFile, mode string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "check SPEC | --plan FILE",
@@ -334,11 +342,21 @@ each as the edit to make at the stage's file:line:col with the races it
 orders (kind, buffer, bytes, stages and streams), and exits 1. It also
 checks that every lifetime record outlasts its stream's last use, and warns
 about waits that wait for nothing, for a later record, or that are
-redundant. --json prints the same report for tools.`,
+redundant. --json prints the same report for tools.
+
+With --mode graph it also asks whether run --mode graph can run the plan:
+a race-free plan that graph mode cannot run (host stages, several devices,
+capture regions under way at once) is refused with the reason, exit 2; a
+plan with races gets the reason, then the verdict, exit 1.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (planFile == "") == (len(args) == 0) {
 				return usagef("check takes a SPEC or --plan FILE (exactly one)")
+			}
+			switch dagrun.Mode(mode) {
+			case dagrun.ModeStreams, dagrun.ModeGraph:
+			default:
+				return usagef("--mode %q: want streams or graph", mode)
 			}
 			if err := checkConflicts(cmd, planFileConflicts); err != nil {
 				return err
@@ -347,9 +365,20 @@ redundant. --json prints the same report for tools.`,
 			if err != nil {
 				return err
 			}
+			refused := modeRefusal(pl, dagrun.Mode(mode))
+			if refused != nil && pl.races == nil {
+				return usagef("%s: %v", pl.src, refused)
+			}
 			var out bytes.Buffer
 			if asJSON {
-				if err := dagrun.WriteCheckJSON(&out, pl.src, pl.p, pl.races); err != nil {
+				r, err := dagrun.CheckReportOf(pl.src, pl.p, pl.races)
+				if err != nil {
+					return failure{err}
+				}
+				if refused != nil {
+					r.Refused = refused.Error()
+				}
+				if err := r.WriteJSON(&out); err != nil {
 					return failure{err}
 				}
 				if _, err := stdout.Write(out.Bytes()); err != nil {
@@ -359,6 +388,9 @@ redundant. --json prints the same report for tools.`,
 					return failure{fmt.Errorf("%s: %s found", pl.src, verdict(pl.races))}
 				}
 				return nil
+			}
+			if refused != nil {
+				fmt.Fprintf(&out, "%s: %v\n", pl.src, refused)
 			}
 			if pl.races != nil {
 				fmt.Fprintf(&out, "%s: %s\n%v\n", pl.src, strings.ToUpper(verdict(pl.races)), pl.races)
@@ -386,7 +418,20 @@ redundant. --json prints the same report for tools.`,
 	pf.add(cmd)
 	cmd.Flags().StringVar(&planFile, "plan", "", "check this plan file (from 'dagrun plan --json') instead of a spec")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON (races, fixes, lifetimes, warnings, notes) for tools")
+	cmd.Flags().StringVar(&mode, "mode", string(dagrun.ModeStreams), "the run mode to check for: streams, or graph (also whether run --mode graph can run the plan, and if not why)")
 	return cmd
+}
+
+// modeRefusal is why run --mode mode would refuse pl's plan before any
+// work (dagrun.CheckRun), nil when it would run it (always in stream
+// mode, which check's verdict is about).
+func modeRefusal(pl *planned, mode dagrun.Mode) error {
+	if mode != dagrun.ModeGraph {
+		return nil
+	}
+	var ro dagrun.RunOptions
+	ro.Mode, ro.Iterations, ro.Alloc = mode, 1, dagrun.AllocStatic
+	return dagrun.CheckRun(pl.p, ro)
 }
 
 // runFlags are run's flags other than the planner's and the stream's.
@@ -452,6 +497,13 @@ anything is loaded, with exit 2.`,
 					return err
 				}
 			}
+			// The two timeline files swapped: a PNG named .json, JSON named .png.
+			if strings.EqualFold(filepath.Ext(rf.traceFile), ".png") {
+				return usagef("--trace %s: the trace is JSON (Chrome trace events, for Perfetto); name it .json, or draw the PNG with --timeline %s", rf.traceFile, rf.traceFile)
+			}
+			if strings.EqualFold(filepath.Ext(rf.timelineFile), ".json") {
+				return usagef("--timeline %s: the timeline is a PNG picture; name it .png, or write the JSON trace with --trace %s", rf.timelineFile, rf.timelineFile)
+			}
 			rf.files = &outFiles{}
 			defer rf.files.discard()
 			ro.Timeline = rf.traceFile != "" || rf.timelineFile != ""
@@ -470,6 +522,11 @@ anything is loaded, with exit 2.`,
 				fmt.Fprintf(stderr, "dagrun: warning: running a plan with races (--allow-race)\n")
 			}
 			if err := dagrun.CheckRun(pl.p, ro); err != nil {
+				if pl.races != nil {
+					// A racy plan (--allow-race) the mode cannot run: why,
+					// then check's verdict, which is the result (exit 1).
+					return failure{fmt.Errorf("%s: %v\n%s: %s (dagrun check's verdict):\n%w", pl.src, err, pl.src, strings.ToUpper(verdict(pl.races)), pl.races)}
+				}
 				return usagef("%s: %v", pl.src, err)
 			}
 			if sf.outDir != "" {

@@ -66,14 +66,14 @@ func addCompletions(root *cobra.Command) {
 }
 
 // specExts are the file extensions a command's arguments take: specs
-// (YAML), graphs for import (JSON); nil for commands without file
+// (YAML or JSON), graphs for import (JSON); nil for commands without file
 // arguments.
 func specExts(c *cobra.Command) []string {
 	switch {
 	case c.Name() == "import":
 		return []string{"json"}
 	case strings.Contains(c.Use, "SPEC"):
-		return []string{"yaml", "yml"}
+		return []string{"yaml", "yml", "json"}
 	}
 	return nil
 }

@@ -194,3 +194,15 @@ func edit(v any, steps []string, f func(any) (any, bool, error)) (any, error) {
 	m[s] = nv
 	return m, err
 }
+
+// TestSimMemoryBeforeRun: a plan whose buffers the simulator cannot hold
+// (a 1 TiB buffer) is refused before any work, exit 2, with the bytes and
+// the way out, not after planning as a failed run naming a Go option.
+func TestSimMemoryBeforeRun(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "big.yaml")
+	os.WriteFile(spec, []byte("version: 1\nname: big\nbuffers:\n  - {name: a, bytes: 1099511627776, role: output}\nstages:\n  - {name: s, kernel: fill, writes: [a], args: {value: 1}}\n"), 0o644)
+	out, errOut, code := cli(t, "run", "--backend", "sim", spec)
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "1099511627776 bytes (1024.0 GiB), more than the simulator holds") || strings.Contains(errOut, "sim.Options") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and the simulator's limit before the run", code, out, errOut)
+	}
+}

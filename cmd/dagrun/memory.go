@@ -47,6 +47,9 @@ func (f *memoryFlags) apply(o *dagrun.PlanOptions) error {
 		o.MemoryBudget = dagrun.BudgetNone
 	default:
 		n, err := parseBytes(f.budget)
+		if errors.Is(err, errTooLarge) || errors.Is(err, strconv.ErrRange) {
+			return usagef("--memory-budget %q: too large: at most %d bytes (4 EiB); none for no budget", f.budget, int64(1<<62))
+		}
 		if err != nil || n <= 0 {
 			return usagef("--memory-budget %q: want a positive size in bytes (e.g. 64MiB), auto or none", f.budget)
 		}
@@ -57,6 +60,9 @@ func (f *memoryFlags) apply(o *dagrun.PlanOptions) error {
 
 // parseBytes reads a size: an integer with an optional suffix K, M, G
 // (powers of 1000) or KiB, MiB, GiB (powers of 1024), B optional.
+// errTooLarge is parseBytes's error for a size past 2^62 bytes.
+var errTooLarge = errors.New("too large")
+
 func parseBytes(s string) (int64, error) {
 	units := []struct {
 		suffix string
@@ -74,7 +80,7 @@ func parseBytes(s string) (int64, error) {
 		return 0, err
 	}
 	if n > (1<<62)/mul {
-		return 0, errors.New("too large")
+		return 0, errTooLarge
 	}
 	return n * mul, nil
 }

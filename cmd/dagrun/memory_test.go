@@ -188,3 +188,21 @@ stages:
 		}
 	}
 }
+
+// TestMemoryBudgetFlagValues: a size past the bound is called too large,
+// with the bound, not "want a positive size"; other bad values get the
+// forms that work.
+func TestMemoryBudgetFlagValues(t *testing.T) {
+	spec := specPath("seed/three-stage.yaml")
+	for _, c := range []struct{ v, want string }{
+		{"99999999999999999999", "too large: at most 4611686018427387904 bytes"},
+		{"9999999999GiB", "too large: at most"},
+		{"10X", "want a positive size in bytes"},
+		{"-5", "want a positive size in bytes"},
+	} {
+		out, errOut, code := cli(t, "plan", "--memory-budget", c.v, spec)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("--memory-budget %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.v, code, out, errOut, c.want)
+		}
+	}
+}

@@ -106,16 +106,17 @@ func TestCompletionValuesAccepted(t *testing.T) {
 	}
 }
 
-// Spec arguments complete to YAML files, import's to JSON graphs.
+// Spec arguments complete to YAML and JSON files (specs load from both),
+// import's to JSON graphs.
 func TestCompletionSpecFiles(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want []string
 	}{
-		{[]string{"plan", ""}, []string{"yaml", "yml"}},
-		{[]string{"check", ""}, []string{"yaml", "yml"}},
-		{[]string{"run", ""}, []string{"yaml", "yml"}},
-		{[]string{"bench", "plan", ""}, []string{"yaml", "yml"}},
+		{[]string{"plan", ""}, []string{"yaml", "yml", "json"}},
+		{[]string{"check", ""}, []string{"yaml", "yml", "json"}},
+		{[]string{"run", ""}, []string{"yaml", "yml", "json"}},
+		{[]string{"bench", "plan", ""}, []string{"yaml", "yml", "json"}},
 		{[]string{"import", ""}, []string{"json"}},
 		{[]string{"run", "--plan", ""}, []string{"json"}},
 	} {
@@ -348,6 +349,29 @@ func TestCheckPassesRaceExit(t *testing.T) {
 	}
 }
 
+// TestCheckPassesNoVerify: --no-verify prints the plan with --check-passes
+// as without it (the finished plan, the pass that first made a race named
+// on stderr), and check --check-passes reports the race with the pass.
+func TestCheckPassesNoVerify(t *testing.T) {
+	spec := filepath.Join("..", "..", "specs", "memory", "a-stream-reuse-racy.yaml")
+	want, _, code := cli(t, "plan", "--no-verify", spec)
+	if code != exitOK || !strings.Contains(want, "plan memory-a-racy") {
+		t.Fatalf("plan --no-verify: exit %d, %q", code, want)
+	}
+	out, errOut, code := cli(t, "plan", "--check-passes", "--no-verify", spec)
+	if code != exitOK || !strings.Contains(errOut, `after pass "arena"`) {
+		t.Errorf("plan --check-passes --no-verify: exit %d, stderr %q; want exit 0 and the pass named", code, errOut)
+	}
+	strip := func(s string) string { return regexp.MustCompile(`planning=\S+`).ReplaceAllString(s, "") }
+	if strip(out) != strip(want) {
+		t.Errorf("plan --check-passes --no-verify printed\n%s\nwant the plan of --no-verify:\n%s", out, want)
+	}
+	out, errOut, code = cli(t, "check", "--check-passes", spec)
+	if code != exitFailure || !strings.Contains(out, `after pass "arena"`) || !strings.Contains(out, "RACE") {
+		t.Errorf("check --check-passes: exit %d, stdout %q, stderr %q; want exit 1 and the race after pass arena", code, out, errOut)
+	}
+}
+
 // TestCompletionUnknownShell: an unknown shell is a usage error with no
 // script on stdout; a known one prints its script.
 func TestCompletionUnknownShell(t *testing.T) {
@@ -357,5 +381,111 @@ func TestCompletionUnknownShell(t *testing.T) {
 	}
 	if out, _, code := cli(t, "completion", "bash"); code != exitOK || !strings.Contains(out, "bash completion") {
 		t.Errorf("completion bash: exit %d, %.80q", code, out)
+	}
+}
+
+// TestGraphModeOverlappingCaptures: graph mode runs one capture region at
+// a time, so it cannot run merge-racy.yaml's two captures under way at
+// once. run --mode graph --allow-race and check --mode graph say why, then
+// give check's verdict (the merge rule broken, with the stage's position),
+// exit 1; check --mode graph passes the fixed spec and refuses, exit 2, a
+// race-free plan graph mode cannot run (host stages).
+func TestGraphModeOverlappingCaptures(t *testing.T) {
+	racy := specPath("rules/merge-racy.yaml")
+	why := "graph mode captures one region at a time"
+	verdict := `capture rule "merge" broken by consume (` + racy + ":16:5)"
+	_, errOut, code := cli(t, "run", "--mode", "graph", "--backend", "sim", "--allow-race", racy)
+	if code != exitFailure || !strings.Contains(errOut, why) || !strings.Contains(errOut, verdict) || strings.Index(errOut, why) > strings.Index(errOut, verdict) {
+		t.Errorf("run --mode graph --allow-race: exit %d, stderr %q; want exit 1, why graph mode refuses it, then %q", code, errOut, verdict)
+	}
+	out, errOut, code := cli(t, "check", "--mode", "graph", racy)
+	if code != exitFailure || !strings.Contains(out, why) || !strings.Contains(out, verdict) || strings.Index(out, why) > strings.Index(out, verdict) {
+		t.Errorf("check --mode graph: exit %d, stdout %q, stderr %q; want exit 1, why graph mode refuses it, then %q", code, out, errOut, verdict)
+	}
+	if out, errOut, code := cli(t, "check", "--mode", "graph", specPath("rules/merge-fixed.yaml")); code != exitOK || !strings.Contains(out, "ok: no race") {
+		t.Errorf("check --mode graph merge-fixed: exit %d, %q %q", code, out, errOut)
+	}
+	if out, errOut, code := cli(t, "check", "--mode", "graph", specPath("rules/copy-fixed.yaml")); code != exitUsage || out != "" || !strings.Contains(errOut, "host stages") {
+		t.Errorf("check --mode graph copy-fixed: exit %d, stdout %q, stderr %q; want exit 2, the host stages named", code, out, errOut)
+	}
+	if _, errOut, code := cli(t, "check", "--mode", "graphs", racy); code != exitUsage || !strings.Contains(errOut, "want streams or graph") {
+		t.Errorf("check --mode graphs: exit %d, %q", code, errOut)
+	}
+}
+
+// TestInit: init writes the quickstart's first spec (its comments aside,
+// the same text, named after the file), which check accepts; it refuses
+// to overwrite a file, and prints the spec without FILE.
+func TestInit(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pipeline.yaml")
+	if out, errOut, code := cli(t, "init", path); code != exitOK || !strings.Contains(out, "wrote "+path) {
+		t.Fatalf("init: exit %d, %q %q", code, out, errOut)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := os.ReadFile(filepath.Join(repo, "docs", "quickstart.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)Save this as `first.yaml`.*?:\n\n```yaml\n(.*?)```").FindSubmatch(qs)
+	if m == nil {
+		t.Fatal("docs/quickstart.md has no first.yaml block")
+	}
+	var body []string
+	for _, l := range strings.Split(string(got), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			body = append(body, l)
+		}
+	}
+	if want := strings.Replace(string(m[1]), "name: first\n", "name: pipeline\n", 1); strings.Join(body, "\n") != want {
+		t.Errorf("init wrote (comments aside)\n%s\nwant the quickstart's first.yaml named pipeline:\n%s", strings.Join(body, "\n"), want)
+	}
+	if out, errOut, code := cli(t, "check", path); code != exitOK || !strings.Contains(out, "ok: no race") {
+		t.Errorf("check of init's spec: exit %d, %q %q", code, out, errOut)
+	}
+	os.WriteFile(path, []byte("mine"), 0o644)
+	if out, errOut, code := cli(t, "init", path); code != exitUsage || out != "" || !strings.Contains(errOut, "exists") {
+		t.Errorf("init over a file: exit %d, %q %q", code, out, errOut)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "mine" {
+		t.Errorf("init overwrote %s", path)
+	}
+	if out, _, code := cli(t, "init"); code != exitOK || !strings.Contains(out, "name: first\n") {
+		t.Errorf("init without FILE: exit %d, %q", code, out)
+	}
+}
+
+// TestStreamSetsTooMany: --stream-sets past the physical-stream bound is
+// refused with the flag's largest value for the spec, not a plan file
+// path.
+func TestStreamSetsTooMany(t *testing.T) {
+	out, errOut, code := cli(t, "plan", "--stream-sets", "100000", specPath("seed/three-stage.yaml"))
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "use --stream-sets 21845 or fewer") || strings.Contains(errOut, "iteration.stream_sets") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and the largest --stream-sets", code, out, errOut)
+	}
+}
+
+// TestHazardDAGCapNote: --max-streams with the hazard-dag strategy gets
+// the one note that the strategy is never capped, not a claim that the
+// spec's pins won (fan-out-fan-in pins nothing).
+func TestHazardDAGCapNote(t *testing.T) {
+	out, errOut, code := cli(t, "plan", "--strategy", "hazard-dag", "--max-streams", "1", specPath("examples/fan-out-fan-in.yaml"))
+	if code != exitOK || strings.Contains(out+errOut, "pins win") || !strings.Contains(out, "max_streams 1 is not applied: the hazard-dag strategy") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want the hazard-dag note alone", code, out, errOut)
+	}
+}
+
+// TestBenchPlanManual: bench plan and bench memory of a sync: manual spec
+// say the strategies do not apply (bad input, nothing printed), not a race
+// under "strategy default" or a row summing one plan's races thrice.
+func TestBenchPlanManual(t *testing.T) {
+	for _, bench := range [][]string{{"bench", "plan"}, {"bench", "memory", "--no-sim"}} {
+		out, errOut, code := cli(t, append(bench, specPath("seed/three-stage.yaml"), specPath("seed/two-writers-racy.yaml"))...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, "sync: manual") || strings.Contains(errOut, "strategy default") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2, nothing printed, the manual spec named", bench, code, out, errOut)
+		}
 	}
 }

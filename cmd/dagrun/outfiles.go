@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/dagrun/dagrun"
 )
@@ -141,13 +142,14 @@ func (o *outFiles) discard() {
 }
 
 // outName is a buffer name as a file name in --out: characters other than
-// letters, digits, '.', '_' and '-' become '_', and a name that is empty
-// or starts with '.' (".." among them) gets a '_' in front, so that no
-// name leaves the folder or hides in it.
+// letters and digits (of any script: 出力 stays 出力), '.', '_' and '-'
+// become '_', and a name that is empty or starts with '.' (".." among
+// them) gets a '_' in front, so that no name leaves the folder or hides in
+// it.
 func outName(buffer string) string {
 	s := strings.Map(func(r rune) rune {
 		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+		case unicode.IsLetter(r), unicode.IsDigit(r), r == '.', r == '_', r == '-':
 			return r
 		}
 		return '_'
@@ -158,11 +160,15 @@ func outName(buffer string) string {
 	return s
 }
 
-// checkOutNames rejects, before the run, output buffers whose names are
-// the same file name in --out (outName: "a/b" and "a_b").
+// checkOutNames rejects, before the run, output buffers (role: output,
+// the ones --out writes) whose names are the same file name in --out
+// (outName: "a/b" and "a_b").
 func checkOutNames(p *dagrun.StreamPlan) error {
 	seen := map[string]string{}
 	for _, b := range p.Buffers {
+		if b.Role != dagrun.RoleOutput {
+			continue
+		}
 		n := outName(b.Name)
 		if other, dup := seen[n]; dup {
 			return usagef("--out: buffers %q and %q would both be written as %s: rename one", other, b.Name, n)

@@ -127,7 +127,16 @@ func TestOutNamesStayInside(t *testing.T) {
 	if got := listFiles(t, root); strings.Join(got, " ") != "x x/out x/out/_...bin" {
 		t.Errorf("files %v, want only x/out/_...bin", got)
 	}
-	plan = write(t, func(p map[string]any) { rename(p, "y", "a/b"); rename(p, "d", "a_b") })
+	plan = write(t, func(p map[string]any) {
+		rename(p, "y", "a/b")
+		rename(p, "d", "a_b")
+		for _, b := range p["buffers"].([]any) {
+			if m := b.(map[string]any); m["name"] == "a_b" {
+				m["role"] = "output" // --out writes both
+				delete(m, "arena_offset")
+			}
+		}
+	})
 	if _, errs, code := cli(t, "run", "--backend", "sim", "--plan", plan, "--out", out); code != exitUsage || !strings.Contains(errs, "would both be written as a_b") {
 		t.Errorf("colliding names: exit %d\n%s", code, errs)
 	}
@@ -328,6 +337,54 @@ func TestInterruptReachesWorker(t *testing.T) {
 		}
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(se.String(), "stopped before iteration") {
 			t.Errorf("%v: %v, stderr %q; want exit 1 saying where the run stopped", sig, err, se.String())
+		}
+	}
+}
+
+// TestOutUnicodeNames: --out keeps the letters and digits of any script in
+// file names (出力.bin), and only the buffers it writes (role: output) can
+// clash: an input 入力 beside the output 出力 is no clash.
+func TestOutUnicodeNames(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "uni.yaml")
+	os.WriteFile(spec, []byte(`version: 1
+name: unicode
+buffers:
+  - {name: 入力, bytes: 4096, role: input, init: {random: 1}}
+  - {name: x_y, bytes: 4096}
+  - {name: 出力, bytes: 4096, role: output}
+  - {name: x/y, bytes: 4096, role: output}
+stages:
+  - {name: 前処理, kernel: scale, args: {a: 2.0}, reads: [入力], writes: [x_y]}
+  - {name: 後, kernel: scale, args: {a: 2.0}, reads: [x_y], writes: [出力]}
+  - {name: 後2, kernel: scale, args: {a: 2.0}, reads: [出力], writes: [x/y]}
+`), 0o644)
+	out := filepath.Join(dir, "out")
+	if _, errs, code := cli(t, "run", "--backend", "sim", "--out", out, spec); code != exitOK {
+		t.Fatalf("run --out: exit %d\n%s", code, errs)
+	}
+	if got := strings.Join(listFiles(t, out), " "); got != "x_y.bin 出力.bin" {
+		t.Errorf("--out wrote %q, want x_y.bin 出力.bin", got)
+	}
+}
+
+// TestTimelineFilesSwapped: --trace FILE.png and --timeline FILE.json
+// (the two swapped) are refused before any work, with the other flag.
+func TestTimelineFilesSwapped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, c := range []struct{ flag, file, want string }{
+		{"--trace", "t.png", "the trace is JSON"},
+		{"--timeline", "t.json", "the timeline is a PNG picture"},
+	} {
+		path := filepath.Join(dir, c.file)
+		out, errOut, code := cli(t, "run", "--backend", "sim", c.flag, path, specPath("seed/three-stage.yaml"))
+		if code != exitUsage || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s %s: exit %d, stdout %q, stderr %q", c.flag, c.file, code, out, errOut)
+		}
+		if _, err := os.Stat(path); err == nil {
+			t.Errorf("%s %s: the file was written", c.flag, c.file)
 		}
 	}
 }

@@ -97,3 +97,38 @@ func TestReportGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestArenaRaceNames: a race through shared arena bytes names the streams
+// as the plan table does (A, B: the spec's), in the text, the fix and the
+// JSON, and gives the two stages' spec positions in its fix.
+func TestArenaRaceNames(t *testing.T) {
+	spec := filepath.Join("..", "..", "specs", "memory", "a-stream-reuse-racy.yaml")
+	out, errOut, code := cli(t, "check", spec)
+	if code != exitFailure {
+		t.Fatalf("check: exit %d, %q %q", code, out, errOut)
+	}
+	for _, want := range []string{
+		"stage copy (stream B) and stage zeros (stream A) are not ordered",
+		"record an event after copy (" + spec + ":18:5) on stream B and wait on it before zeros (" + spec + ":19:5) on stream A",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check printed\n%s\nwant %q", out, want)
+		}
+	}
+	out, _, _ = cli(t, "check", "--json", spec)
+	var r struct {
+		Report struct {
+			Races []struct {
+				FirstStreamName  string `json:"first_stream_name"`
+				SecondStreamName string `json:"second_stream_name"`
+				Shared           string `json:"shared"`
+			} `json:"races"`
+		} `json:"report"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Report.Races) != 1 || r.Report.Races[0].FirstStreamName != "B" || r.Report.Races[0].SecondStreamName != "A" || r.Report.Races[0].Shared != "fresh" {
+		t.Errorf("check --json races %+v, want one race through fresh from stream B to stream A", r.Report.Races)
+	}
+}

@@ -90,7 +90,7 @@ func TestHostileSpecs(t *testing.T) {
 
 // import never writes a spec that does not load: ids that are not names,
 // a node writing a tensor twice, line breaks in the graph's text are bad
-// input (exit 2), with nothing written.
+// input (exit 2), with nothing written, and named at the graph file's line:col.
 func TestImportWritesOnlySpecsThatLoad(t *testing.T) {
 	dir := t.TempDir()
 	made := 0
@@ -114,9 +114,9 @@ func TestImportWritesOnlySpecsThatLoad(t *testing.T) {
 	cases := []struct {
 		name, path, words string
 	}{
-		{"id with a space", graph("m", tensors, []map[string]any{node("my node", []string{"in"}, []string{"t"})}), `stages[0].name: stage name "my node" contains a space`},
+		{"id with a space", graph("m", tensors, []map[string]any{node("my node", []string{"in"}, []string{"t"})}), `.json:1:45: stage name "my node" contains a space`},
 		{"tensor with a bracket", graph("m", [][3]any{{"in", 64, "input"}, {"t[0]", 64, "activation"}}, []map[string]any{node("n", []string{"in"}, []string{"t[0]"})}), `buffer name "t[0]" contains '['`},
-		{"duplicate write", graph("m", tensors, []map[string]any{node("n", []string{"in"}, []string{"t", "t"})}), "stages[0].writes: stage n: writes t[0:64] and t[0:64] overlap"},
+		{"duplicate write", graph("m", tensors, []map[string]any{node("n", []string{"in"}, []string{"t", "t"})}), ".json:1:84: stage n: writes t[0:64] and t[0:64] overlap"},
 		{"newline in the model", graph("m\nversion: 2", tensors, []map[string]any{node("n", []string{"in"}, []string{"t"})}), `spec name "m\nversion: 2" contains a space or control character`},
 	}
 	for _, c := range cases {

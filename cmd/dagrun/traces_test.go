@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -54,5 +56,30 @@ func TestRunRejectsPlanOptionConflict(t *testing.T) {
 	var u usageError
 	if !errors.As(err, &u) || out.Len() != 0 || strings.Contains(errb.String(), "backend:") || !strings.Contains(err.Error(), "host stages") {
 		t.Errorf("err %v (usage error: %v), stdout %q, stderr %q", err, errors.As(err, &u), out.String(), errb.String())
+	}
+}
+
+// TestPyTorchDocCheckOutput: docs/pytorch.md shows what `dagrun check
+// trace.yaml` prints for the recorded seed-c trace, as it prints it.
+func TestPyTorchDocCheckOutput(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repo, "docs", "pytorch.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)\$ dagrun check trace\.yaml\n(.*?)\$ echo \$\?`).FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/pytorch.md has no `$ dagrun check trace.yaml` block")
+	}
+	src, err := os.ReadFile(filepath.Join(repo, "python", "tests", "testdata", "traces", "seed-c-racy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "trace.yaml")
+	os.WriteFile(path, src, 0o644)
+	out, errOut, code := cli(t, "check", path)
+	got := strings.ReplaceAll(out+errOut, dir+string(filepath.Separator), "")
+	if code != exitFailure || got != string(m[1]) {
+		t.Errorf("dagrun check trace.yaml: exit %d, printed\n%s\ndocs/pytorch.md shows\n%s", code, got, m[1])
 	}
 }
