@@ -27,13 +27,23 @@ type PlanBench struct {
 // manual` spec.
 var ErrManualSpec = errors.New("the spec uses sync: manual (its streams and waits are its own), so the planner's strategies do not apply: bench plan and bench memory take planned specs (sync: auto)")
 
+// Benchable reports whether BenchPlan and BenchMemory take s: nil, or
+// ErrManualSpec (wrapped with the spec's file or name) for a `sync:
+// manual` spec.
+func Benchable(s *Spec) error {
+	if s.Sync == dag.SyncManual {
+		return fmt.Errorf("%s: %w", cmp.Or(s.File, s.Name), ErrManualSpec)
+	}
+	return nil
+}
+
 // BenchPlan plans s six ways (the four strategies uncapped, the default
 // strategy with max_streams 8 and 16) and verifies every plan. Errors name
 // the variant: a planning error or a *planner.RaceError; a `sync: manual`
 // spec, whose streams and waits are its own, is refused (ErrManualSpec).
 func BenchPlan(s *Spec) (*PlanBench, error) {
-	if s.Sync == dag.SyncManual {
-		return nil, fmt.Errorf("%s: %w", cmp.Or(s.File, s.Name), ErrManualSpec)
+	if err := Benchable(s); err != nil {
+		return nil, err
 	}
 	var b PlanBench
 	for _, c := range []struct {
@@ -111,8 +121,8 @@ type MemorySim struct {
 // race, or ErrManualSpec for a `sync: manual` spec; ctx cancels the
 // simulator runs.
 func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, error) {
-	if s.Sync == dag.SyncManual {
-		return nil, fmt.Errorf("%s: %w", cmp.Or(s.File, s.Name), ErrManualSpec)
+	if err := Benchable(s); err != nil {
+		return nil, err
 	}
 	var m MemoryBench
 	verify := func(p *StreamPlan) error {

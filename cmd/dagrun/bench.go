@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dagrun/dagrun"
-	"github.com/dagrun/dagrun/dag"
 )
 
 func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -61,8 +60,8 @@ func loadSpecs(paths []string) ([]*dagrun.Spec, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.Sync == dag.SyncManual {
-			return nil, usageError{fmt.Errorf("%s: %w", path, dagrun.ErrManualSpec)}
+		if err := dagrun.Benchable(s); err != nil {
+			return nil, usageError{err}
 		}
 		specs[i] = s
 	}
