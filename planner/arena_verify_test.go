@@ -168,7 +168,6 @@ func (v *verifier) arenaLifetimesSegments() {
 // from y's) sharing arena bytes at byte at that are not ordered a-then-b
 // (-1 entries are no launch), one race per pair of stages and buffers.
 func (v *verifier) arenaOrderSegments(x, y *arenaSegUse, as, bs []int32, at int64, seen map[[4]int32]bool) {
-	p := v.p
 	for _, u := range as {
 		for _, w := range bs {
 			if u < 0 || w < 0 || v.stageHB(u, w) {
@@ -179,33 +178,7 @@ func (v *verifier) arenaOrderSegments(x, y *arenaSegUse, as, bs []int32, at int6
 				continue
 			}
 			seen[key] = true
-			i, j := u, w
-			bi, bj := x.buf, y.buf
-			if j < i {
-				i, j, bi, bj = j, i, bj, bi
-			}
-			wi, wj := v.writes(i, bi), v.writes(j, bj)
-			kind := RaceWAR
-			switch {
-			case wi && wj:
-				kind = RaceWAW
-			case wi:
-				kind = RaceRAW
-			}
-			bx, by := p.Buffers[x.buf], p.Buffers[y.buf]
-			base := *p.Buffers[bi].ArenaOffset
-			lo := max(*bx.ArenaOffset, *by.ArenaOffset)
-			hi := min(*bx.ArenaOffset+bx.Bytes, *by.ArenaOffset+by.Bytes)
-			v.races = append(v.races, Race{
-				First: int(i), Second: int(j),
-				FirstName: p.Stages[i].Name, SecondName: p.Stages[j].Name,
-				FirstStream: p.Stages[i].Stream, SecondStream: p.Stages[j].Stream,
-				FirstStreamName: p.Streams[p.Stages[i].Stream].Name, SecondStreamName: p.Streams[p.Stages[j].Stream].Name,
-				Buffer: p.Buffers[bi].Name, Offset: lo - base, Bytes: hi - lo,
-				Shared: p.Buffers[bj].Name, Kind: kind,
-				Fix: fmt.Sprintf("%s and %s share arena bytes (from arena offset %d) but their lifetimes overlap: record an event after %s on stream %s and wait on it before %s on stream %s (every use of %s before the first use of %s), or give them disjoint arena bytes",
-					bx.Name, by.Name, at, stageAt(p, u), p.Streams[p.Stages[u].Stream].Name, stageAt(p, w), p.Streams[p.Stages[w].Stream].Name, bx.Name, by.Name),
-			})
+			v.races = append(v.races, arenaRace{u: u, w: w, x: x.buf, y: y.buf, at: at}.race(v))
 		}
 	}
 }
