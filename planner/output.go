@@ -173,7 +173,7 @@ func (p *Plan) WriteDOT(w io.Writer) error {
 	g := &dotGraph{DirectedGraph: simple.NewDirectedGraph(), name: p.Spec}
 	nodes := make([]dotNode, len(p.Stages))
 	for i, s := range p.Stages {
-		nodes[i] = dotNode{id: int64(i), name: s.Name, label: fmt.Sprintf("%s\n%s %.1fus", s.Name, s.Kernel, s.DurationUS)}
+		nodes[i] = dotNode{id: int64(i), name: s.Name, label: fmt.Sprintf("%s\n%s %s", s.Name, s.Kernel, durationLabel(s.DurationUS, "us"))}
 		g.AddNode(nodes[i])
 	}
 	for _, s := range p.Streams {
@@ -330,7 +330,7 @@ func (p *Plan) WriteMermaid(w io.Writer) error {
 				continue
 			}
 			st := p.Stages[o.Stage]
-			fmt.Fprintf(&b, "    n%d[\"%s<br/>%s %.1f µs\"]\n", o.Stage, esc(st.Name), esc(st.Kernel), st.DurationUS)
+			fmt.Fprintf(&b, "    n%d[\"%s<br/>%s %s\"]\n", o.Stage, esc(st.Name), esc(st.Kernel), durationLabel(st.DurationUS, " µs"))
 			if last >= 0 {
 				order = append(order, fmt.Sprintf("  n%d --> n%d\n", last, o.Stage))
 			}
@@ -374,4 +374,14 @@ func slotsSummary(slots []int) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// durationLabel is a stage's duration in a drawing, in µs (unit is how the
+// drawing writes µs): the stage's duration_us, or, where it has none, the
+// 1 µs the plan's statistics count for it.
+func durationLabel(us float64, unit string) string {
+	if us <= 0 {
+		return "1.0" + unit + " (no duration_us)"
+	}
+	return fmt.Sprintf("%.1f%s", us, unit)
 }

@@ -180,3 +180,24 @@ func TestCheckPassRaceKeepsPlan(t *testing.T) {
 		t.Errorf("check mode's plan\n%s\nwant\n%s", a.String(), b.String())
 	}
 }
+
+// TestDrawingsDuration: DOT and Mermaid label a stage by its duration_us,
+// and a stage without one by the 1 µs the statistics count for it.
+func TestDrawingsDuration(t *testing.T) {
+	p := build(t, spec(stage("a", writes("x"), dur(2.5)), stage("b", reads("x"), writes("y"))), Options{})
+	var dot, mm bytes.Buffer
+	if err := p.WriteDOT(&dot); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteMermaid(&mm); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ what, text, a, b string }{
+		{"DOT", dot.String(), "2.5us", "1.0us (no duration_us)"},
+		{"Mermaid", mm.String(), "2.5 µs", "1.0 µs (no duration_us)"},
+	} {
+		if !strings.Contains(c.text, c.a) || !strings.Contains(c.text, c.b) || strings.Contains(c.text, "0.0") {
+			t.Errorf("%s: want %q for a and %q for b:\n%s", c.what, c.a, c.b, c.text)
+		}
+	}
+}
