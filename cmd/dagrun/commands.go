@@ -210,7 +210,8 @@ func loadAndPlan(path string, o dagrun.PlanOptions, allowOutside, keepSpec bool)
 		return nil, nil, nil, 0, err
 	}
 	loadMS = msSince(t0)
-	head = &dagrun.Spec{Name: s.Name, File: s.File, Sync: s.Sync}
+	// Copies: a loaded spec's strings are substrings of its file's text.
+	head = &dagrun.Spec{Name: strings.Clone(s.Name), File: strings.Clone(s.File), Sync: strings.Clone(s.Sync)}
 	if keepSpec {
 		kept = s
 	}
