@@ -283,7 +283,24 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	}
 	var arena []Race
 	var gaps []LifetimeGap
-	wg.Go(func() { arena = pieces.check() })
+	if p.derived {
+		// A derived plan is the verifier's own (unroll's), as large as
+		// the iterations it unrolls: what the checks below read of its
+		// ops is in the clocks and the arena's pieces, so its ops and
+		// issue order go; and the arena check runs before the sweep,
+		// its pieces gone when the sweep's frontiers are made, so that
+		// the two do not take memory at once.
+		if v.hb.im == nil {
+			p.IssueOrder = nil
+			for s := range p.Streams {
+				p.Streams[s].Ops = nil
+			}
+		}
+		arena = pieces.check()
+		pieces = nil
+	} else {
+		wg.Go(func() { arena = pieces.check() })
+	}
 	wg.Go(func() { gaps = lifetimeGaps(p) })
 	v.sweep()
 	wg.Wait()
