@@ -267,16 +267,13 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 		}
 		return verifyIterations(p, q, withFixes) // across iterations: iter_verify.go
 	}
-	// The clocks beside the accesses and the arena's pieces, then the
-	// arena and lifetime checks beside the sweep: each side reads the plan
-	// and what the other does not write.
+	// The clocks beside the accesses; then the arena's pieces (which read
+	// the clocks' op tables); then the arena and lifetime checks beside
+	// the sweep: each side reads the plan and what the other does not
+	// write.
 	v := &verifier{p: p}
 	wg.Go(v.clocks)
-	var pieces *arenaSweep
 	err := v.accesses()
-	if err == nil {
-		pieces = v.arenaPieces() // arena_verify.go
-	}
 	wg.Wait()
 	if err != nil {
 		return err
@@ -286,19 +283,19 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	if p.derived {
 		// A derived plan is the verifier's own (unroll's), as large as
 		// the iterations it unrolls: what the checks below read of its
-		// ops is in the clocks and the arena's pieces, so its ops and
-		// issue order go; and the arena check runs before the sweep,
-		// its pieces gone when the sweep's frontiers are made, so that
-		// the two do not take memory at once.
+		// ops is in the clocks, so its ops and issue order go before the
+		// arena's pieces are made; and the arena check runs before the
+		// sweep, its pieces gone when the sweep's frontiers are made, so
+		// that none of these take memory at once.
 		if v.hb.im == nil {
 			p.IssueOrder = nil
 			for s := range p.Streams {
 				p.Streams[s].Ops = nil
 			}
 		}
-		arena = pieces.check()
-		pieces = nil
+		arena = v.arenaPieces().check() // arena_verify.go
 	} else {
+		pieces := v.arenaPieces()
 		wg.Go(func() { arena = pieces.check() })
 	}
 	wg.Go(func() { gaps = lifetimeGaps(p) })
