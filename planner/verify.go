@@ -206,7 +206,9 @@ func (e *RaceError) Error() string {
 // by an interval sweep (arenaLifetimes), and a plan with iteration info
 // unrolled (verifyIterations). Buffer names are looked up once; the clocks
 // are built beside the accesses, and the arena and lifetime checks run
-// beside the sweep, on other goroutines.
+// beside the sweep, on other goroutines (the arena check before the sweep
+// for an unrolled plan without names, whose ops are dropped once its
+// clocks are built).
 //
 // It returns a *PlanError for a malformed plan (the shape checks of
 // Validate, which do not need the plan's buffer and kernel declarations)
