@@ -146,6 +146,9 @@ type loader struct {
 	freeFields []*fields       // given back by release, for mapping
 	names      strings.Builder // join's text, in chunks
 	decs       []any           // decodeObject's states given back, for reuse
+	// argKeys holds one copy of each args key (decodeArgs): the spec's
+	// args maps do not point into the file's text.
+	argKeys map[string]string
 }
 
 // join returns a + " " + b ("stage prep", an object named in messages),

@@ -1144,7 +1144,23 @@ func (l *loader) decodeWaits(n *yaml.Node, what string) ([]string, []at, []WaitS
 }
 
 // decodeArgs reads a mapping of scalar arguments: integers become int,
-// other numbers float64, strings string.
+// other numbers float64, strings string. Keys and strings are copies, not
+// substrings of the file's text (a plan keeps the maps).
+// argKey returns the copy of args key k (loader.argKeys).
+func (l *loader) argKey(k string) string {
+	if c, ok := l.argKeys[k]; ok {
+		return c
+	}
+	c := strings.Clone(k)
+	if len(l.argKeys) < 4096 {
+		if l.argKeys == nil {
+			l.argKeys = map[string]string{}
+		}
+		l.argKeys[c] = c
+	}
+	return c
+}
+
 func (l *loader) decodeArgs(n *yaml.Node, obj string, src *stageSrc) map[string]any {
 	// The field's name, obj + ": args", is built for messages only.
 	if n.Kind != yaml.MappingNode {
@@ -1175,7 +1191,7 @@ func (l *loader) decodeArgs(n *yaml.Node, obj string, src *stageSrc) map[string]
 		switch a.tag {
 		case "!!int":
 			if x, ok := decimal(v.Value); ok {
-				args[k.Value] = int(x)
+				args[l.argKey(k.Value)] = int(x)
 				continue
 			}
 			var x int
@@ -1183,19 +1199,19 @@ func (l *loader) decodeArgs(n *yaml.Node, obj string, src *stageSrc) map[string]
 				l.errorf(v, "use a value below 2^63", "%s: %s: %s does not fit in a 64-bit integer", obj+": args", k.Value, clip(v.Value))
 				continue
 			}
-			args[k.Value] = x
+			args[l.argKey(k.Value)] = x
 		case "!!float":
 			if x, ok := simpleFloat(v.Value); ok && v.Tag == "!!float" && !math.IsInf(x, 0) {
-				args[k.Value] = x
+				args[l.argKey(k.Value)] = x
 				continue
 			}
 			x, ok := l.num(v, obj+": args: "+k.Value)
 			if !ok {
 				continue
 			}
-			args[k.Value] = x
+			args[l.argKey(k.Value)] = x
 		case "!!str":
-			args[k.Value] = v.Value
+			args[l.argKey(k.Value)] = strings.Clone(v.Value)
 		default:
 			l.errorf(v, "argument values are numbers or buffer names; quote a string", "%s: %s must be a number or a string, got %s", obj+": args", k.Value, kindName(v))
 		}

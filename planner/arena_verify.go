@@ -80,7 +80,8 @@ type arenaPiece struct {
 // neighbours suffice. It returns each violation as a Race whose Shared
 // names the other buffer, and whose fix names the lowest arena byte where
 // the two conflict. Both halves only read the verifier's state: Verify
-// runs arenaPieces beside the clocks and check beside the sweep.
+// runs arenaPieces after the clocks, and check beside the sweep (before it
+// for the check across iterations).
 //
 // Algorithm: an interval sweep. Each buffer's accesses are cut into pieces
 // (arenaPiece) that they cover wholly or not at all, so that what a buffer
@@ -102,9 +103,10 @@ type arenaPiece struct {
 // walked one by one (a write removes the run starts inside it).
 func (v *verifier) arenaLifetimes() []Race { return v.arenaPieces().check() }
 
-// arenaPieces is arenaLifetimes' first half, which needs the accesses but
-// not the clocks (Verify runs it beside them): it cuts the pieces and
-// orders them for the sweep, or returns nil when p has no arena.
+// arenaPieces is arenaLifetimes' first half, which needs the accesses and
+// the clocks' op tables (each stage's launch op, its issue position and
+// stream), not the plan's ops: it cuts the pieces and orders them for the
+// sweep, or returns nil when p has no arena.
 func (v *verifier) arenaPieces() *arenaSweep {
 	p := v.p
 	nb := p.bufferCount()
@@ -153,10 +155,8 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	ns := len(v.accStart) - 1
 	stageIssue := make([]int32, 2*ns)
 	stageIssue, stageStream := stageIssue[:ns], stageIssue[ns:]
-	for k, so := range p.IssueOrder {
-		if o := &p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
-			stageIssue[o.Stage], stageStream[o.Stage] = int32(k), int32(so[0])
-		}
+	for st, g := range v.launchOp {
+		stageIssue[st], stageStream[st] = v.opIssue[g], v.opStream[g]
 	}
 	get := func(i int32) access {
 		a := &v.acc[i]
@@ -304,7 +304,7 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	// that only read come first (the order that can hold: a write after
 	// that launch must follow it); then by buffer and offset, as made (a
 	// stable counting sort by arenaKey).
-	count := make([]int32, 2*len(p.IssueOrder)+1)
+	count := make([]int32, 2*len(v.opIssue)+1) // keys below twice the ops
 	for k := range pieces {
 		count[arenaKey(&pieces[k])+1]++
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // assign maps stages to streams by the strategy: default and naive take a
@@ -509,7 +510,7 @@ func (st *state) setStreams(grp []int32, pinNames []string, P int32) {
 	st.names = make([]string, len(groups))
 	for i, g := range groups {
 		if g < P {
-			st.names[i] = pinNames[g]
+			st.names[i] = strings.Clone(pinNames[g]) // not a substring of the spec file's text
 			continue
 		}
 		name := fmt.Sprintf("s%d", i)

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dagrun/dagrun/dag"
@@ -567,29 +568,58 @@ func (st *state) dump(w io.Writer, name string) {
 }
 
 // newPlan fills the spec-derived parts of a plan (stages without streams, buffers, kernels).
+// The plan's strings are copies (planText): a loaded spec's names are
+// substrings of its file's text, which a plan holding one of them would keep
+// whole in memory (160 MB for a spec of a million stages).
 func (st *state) newPlan() *Plan {
 	s := st.spec
-	p := &Plan{Version: PlanVersion, Spec: s.Name, Dir: s.Dir, Strategy: st.strategy}
+	var src sourceText
+	p := &Plan{Version: PlanVersion, Spec: strings.Clone(s.Name), Dir: s.Dir, Strategy: src.intern(st.strategy)}
 	if s.Devices > 1 {
 		p.Devices = s.Devices
 	}
+	p.Buffers = make([]Buffer, len(s.Buffers))
+	for i, b := range s.Buffers {
+		p.Buffers[i] = Buffer{Where: src.intern(cmp.Or(b.Where, dag.WhereDevice)), Role: src.intern(cmp.Or(b.Role, dag.RoleTemp)),
+			Bytes: b.Bytes, Init: src.intern(b.Init.Kind), InitValue: b.Init.Value, InitPath: strings.Clone(b.Init.Path), InitSeed: b.Init.Seed, Copies: b.Copies, Device: max(b.Device, 0)}
+		src.addString(&p.Buffers[i].Name, b.Name)
+	}
+	src.flush()
 	p.Stages = make([]Stage, len(s.Stages))
 	na := 0
 	for i := range s.Stages {
 		na += len(s.Stages[i].Reads) + len(s.Stages[i].Writes)
 	}
+	// The hazard analysis looked every access's buffer up already; the
+	// plan's stages and buffers are the spec's, in its order.
+	acc := &planAccesses{off: make([]int32, len(p.Stages)+1)}
+	acc.buf = make([]int32, 0, na)
 	flat := make([]Access, 0, na) // one allocation for every stage's accesses
 	conv := func(as []dag.Access) []Access {
 		start := len(flat)
 		for _, a := range as {
-			flat = append(flat, Access{Buffer: a.Buffer, Offset: a.Offset, Bytes: a.Bytes})
+			b := acc.buf[len(flat)]
+			name := a.Buffer
+			if b >= 0 {
+				name = p.Buffers[b].Name
+			} else {
+				name = src.intern(name)
+			}
+			flat = append(flat, Access{Buffer: name, Offset: a.Offset, Bytes: a.Bytes})
 		}
 		return flat[start:len(flat):len(flat)]
 	}
-	var src sourceText
 	for i, sg := range s.Stages {
-		p.Stages[i] = Stage{Name: sg.Name, DurationUS: sg.DurationUS, Kernel: sg.Kernel, Go: sg.Go, Args: sg.Args,
-			Grid: sg.Launch.Grid, Block: sg.Launch.Block, Reads: conv(sg.Reads), Writes: conv(sg.Writes), Pinned: sg.Stream}
+		for _, b := range st.g.AccessBuffers(i) {
+			if int(b) >= len(p.Buffers) {
+				b = -1 // not declared: Validate reports it
+			}
+			acc.buf = append(acc.buf, b)
+		}
+		acc.off[i+1] = int32(len(acc.buf))
+		p.Stages[i] = Stage{DurationUS: sg.DurationUS, Kernel: src.intern(sg.Kernel), Go: sg.Go, Args: sg.Args,
+			Grid: sg.Launch.Grid, Block: sg.Launch.Block, Reads: conv(sg.Reads), Writes: conv(sg.Writes), Pinned: src.intern(sg.Stream)}
+		src.addString(&p.Stages[i].Name, sg.Name)
 		if st.coll != nil {
 			p.Stages[i].Collective = st.coll[i]
 		}
@@ -601,11 +631,6 @@ func (st *state) newPlan() *Plan {
 		}
 	}
 	src.flush()
-	p.Buffers = make([]Buffer, len(s.Buffers))
-	for i, b := range s.Buffers {
-		p.Buffers[i] = Buffer{Name: b.Name, Bytes: b.Bytes, Where: cmp.Or(b.Where, dag.WhereDevice), Role: cmp.Or(b.Role, dag.RoleTemp),
-			Init: b.Init.Kind, InitValue: b.Init.Value, InitPath: b.Init.Path, InitSeed: b.Init.Seed, Copies: b.Copies, Device: max(b.Device, 0)}
-	}
 	used := map[string]bool{}
 	for _, sg := range s.Stages {
 		used[sg.Kernel] = true
@@ -618,20 +643,7 @@ func (st *state) newPlan() *Plan {
 		for i, pr := range k.Params {
 			params[i] = pr.Name + ":" + pr.Type
 		}
-		p.Kernels = append(p.Kernels, Kernel{Name: k.Name, PTX: k.PTX, Entry: k.Entry, Params: params})
-	}
-	// The hazard analysis looked every access's buffer up already; the
-	// plan's stages and buffers are the spec's, in its order.
-	acc := &planAccesses{off: make([]int32, len(p.Stages)+1)}
-	acc.buf = make([]int32, 0, na)
-	for v := range p.Stages {
-		for _, b := range st.g.AccessBuffers(v) {
-			if int(b) >= len(p.Buffers) {
-				b = -1 // not declared: Validate reports it
-			}
-			acc.buf = append(acc.buf, b)
-		}
-		acc.off[v+1] = int32(len(acc.buf))
+		p.Kernels = append(p.Kernels, Kernel{Name: src.intern(k.Name), PTX: strings.Clone(k.PTX), Entry: strings.Clone(k.Entry), Params: params})
 	}
 	st.acc, st.accPlan = acc, p
 	return p
@@ -640,22 +652,20 @@ func (st *state) newPlan() *Plan {
 // verifyPlan is the check run after each pass in check mode.
 var verifyPlan = Verify
 
-// sourceText writes positions as Pos.String() does ("file:line:col") into
-// shared chunks of text, one string per chunk, so that a plan of a million
-// stages does not hold a million small strings.
+// sourceText writes positions as Pos.String() does ("file:line:col"),
+// and copies of names (addString), into shared chunks of text, one string
+// per chunk, so that a plan of a million stages does not hold a million
+// small strings; intern copies the few distinct strings of a field (kernel
+// names, stream names, enums) once each.
 type sourceText struct {
 	buf  []byte
 	dsts []*string
 	ends []int
+	seen map[string]string
 }
 
 func (t *sourceText) add(dst *string, p dag.Pos) {
-	if len(t.buf) > 60<<10 {
-		t.flush()
-	}
-	if t.buf == nil {
-		t.buf = make([]byte, 0, 64<<10)
-	}
+	t.grow()
 	t.buf = append(t.buf, p.File...)
 	t.buf = append(t.buf, ':')
 	t.buf = strconv.AppendInt(t.buf, int64(p.Line), 10)
@@ -663,6 +673,49 @@ func (t *sourceText) add(dst *string, p dag.Pos) {
 	t.buf = strconv.AppendInt(t.buf, int64(p.Col), 10)
 	t.dsts = append(t.dsts, dst)
 	t.ends = append(t.ends, len(t.buf))
+}
+
+// addString sets *dst, at the next flush, to a copy of s.
+func (t *sourceText) addString(dst *string, s string) {
+	if len(s) > 4<<10 {
+		*dst = strings.Clone(s)
+		return
+	}
+	t.grow()
+	t.buf = append(t.buf, s...)
+	t.dsts = append(t.dsts, dst)
+	t.ends = append(t.ends, len(t.buf))
+}
+
+func (t *sourceText) grow() {
+	if len(t.buf) > 60<<10 {
+		t.flush()
+	}
+	if t.buf == nil {
+		t.buf = make([]byte, 0, 64<<10)
+	}
+}
+
+// internMax bounds the strings intern keeps: past it, each is copied on its own.
+const internMax = 4096
+
+// intern returns a copy of s, the same copy for equal strings (the first
+// internMax distinct ones).
+func (t *sourceText) intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	if c, ok := t.seen[s]; ok {
+		return c
+	}
+	if t.seen == nil {
+		t.seen = map[string]string{}
+	}
+	c := strings.Clone(s)
+	if len(t.seen) < internMax {
+		t.seen[c] = c
+	}
+	return c
 }
 
 // flush sets the strings added since the last flush.

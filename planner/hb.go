@@ -324,7 +324,7 @@ func (b *hbBuilder) issue(s, g int32, src []int32) {
 			n := len(b.rowStream) - 1
 			b.rowStream, b.rowOp, b.rowParent, b.rowSeg, b.rowHops, b.adopted = b.rowStream[:n], b.rowOp[:n], b.rowParent[:n], b.rowSeg[:n], b.rowHops[:n], b.adopted[:n]
 		} else {
-			b.rowStart = append(b.rowStart, int32(len(b.dChain)))
+			b.rowStart = push(b.rowStart, int32(len(b.dChain)))
 			b.lastRow[s] = r
 		}
 	}
@@ -339,12 +339,12 @@ func (b *hbBuilder) newRow(s, g, prev int32) int32 {
 	if prev >= 0 {
 		seg, hops = b.rowSeg[prev], b.rowHops[prev]
 	}
-	b.rowStream = append(b.rowStream, s)
-	b.rowOp = append(b.rowOp, g)
-	b.rowParent = append(b.rowParent, prev)
-	b.rowSeg = append(b.rowSeg, seg)
-	b.rowHops = append(b.rowHops, hops)
-	b.adopted = append(b.adopted, false)
+	b.rowStream = push(b.rowStream, s)
+	b.rowOp = push(b.rowOp, g)
+	b.rowParent = push(b.rowParent, prev)
+	b.rowSeg = push(b.rowSeg, seg)
+	b.rowHops = push(b.rowHops, hops)
+	b.adopted = push(b.adopted, false)
 	return r
 }
 
@@ -463,9 +463,9 @@ func (b *hbBuilder) raise(u, g, r, c, val int32) {
 	}
 	k := int32(len(b.dChain))
 	b.atOp[c], b.at[c] = g, k+1
-	b.dChain = append(b.dChain, c)
-	b.dVal = append(b.dVal, val)
-	b.dRow = append(b.dRow, r)
+	b.dChain = push(b.dChain, c)
+	b.dVal = push(b.dVal, val)
+	b.dRow = push(b.dRow, r)
 	p := b.head(u, c)
 	depth, jump := int32(0), p
 	if p >= 0 {
@@ -474,10 +474,21 @@ func (b *hbBuilder) raise(u, g, r, c, val int32) {
 			jump = b.dJump[j]
 		}
 	}
-	b.dPrev = append(b.dPrev, p)
-	b.dJump = append(b.dJump, jump)
-	b.dDepth = append(b.dDepth, depth)
+	b.dPrev = push(b.dPrev, p)
+	b.dJump = push(b.dJump, jump)
+	b.dDepth = push(b.dDepth, depth)
 	b.setHead(u, c, k)
+}
+
+// push appends x to s, doubling its capacity when it is full: the
+// builder's row and delta tables grow to millions of entries, and append's
+// growth by a quarter for large slices would allocate about five times
+// their final size in all (twice with doubling).
+func push[T any](s []T, x T) []T {
+	if len(s) == cap(s) {
+		s = slices.Grow(s, max(len(s), 256))
+	}
+	return append(s, x)
 }
 
 // expand stores the rows dense: each row is its parent's with its deltas

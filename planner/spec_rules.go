@@ -1,6 +1,10 @@
 package planner
 
-import "github.com/dagrun/dagrun/dag"
+import (
+	"strings"
+
+	"github.com/dagrun/dagrun/dag"
+)
 
 // applySpecRules carries the spec's stream declarations (kind, host
 // thread, host streams of other threads), copy modes, host functions,
@@ -18,10 +22,10 @@ func applySpecRules(s *dag.Spec, p *Plan) {
 			str.Host = true
 		case dag.KindNonBlocking:
 		default:
-			str.Kind = d.Kind
+			str.Kind = strings.Clone(d.Kind) // not a substring of the spec file's text
 		}
 		if d.Thread != dag.MainThread {
-			str.Thread = d.Thread
+			str.Thread = strings.Clone(d.Thread)
 		}
 	}
 	for i, sg := range s.Stages {

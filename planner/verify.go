@@ -206,7 +206,9 @@ func (e *RaceError) Error() string {
 // by an interval sweep (arenaLifetimes), and a plan with iteration info
 // unrolled (verifyIterations). Buffer names are looked up once; the clocks
 // are built beside the accesses, and the arena and lifetime checks run
-// beside the sweep, on other goroutines.
+// beside the sweep, on other goroutines (the arena check before the sweep
+// for an unrolled plan without names, whose ops are dropped once its
+// clocks are built).
 //
 // It returns a *PlanError for a malformed plan (the shape checks of
 // Validate, which do not need the plan's buffer and kernel declarations)
@@ -267,23 +269,37 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 		}
 		return verifyIterations(p, q, withFixes) // across iterations: iter_verify.go
 	}
-	// The clocks beside the accesses and the arena's pieces, then the
-	// arena and lifetime checks beside the sweep: each side reads the plan
-	// and what the other does not write.
+	// The clocks beside the accesses; then the arena's pieces (which read
+	// the clocks' op tables); then the arena and lifetime checks beside
+	// the sweep: each side reads the plan and what the other does not
+	// write.
 	v := &verifier{p: p}
 	wg.Go(v.clocks)
-	var pieces *arenaSweep
 	err := v.accesses()
-	if err == nil {
-		pieces = v.arenaPieces() // arena_verify.go
-	}
 	wg.Wait()
 	if err != nil {
 		return err
 	}
 	var arena []Race
 	var gaps []LifetimeGap
-	wg.Go(func() { arena = pieces.check() })
+	if p.derived {
+		// A derived plan is the verifier's own (unroll's), as large as
+		// the iterations it unrolls: what the checks below read of its
+		// ops is in the clocks, so its ops and issue order go before the
+		// arena's pieces are made; and the arena check runs before the
+		// sweep, its pieces gone when the sweep's frontiers are made, so
+		// that none of these take memory at once.
+		if v.hb.im == nil {
+			p.IssueOrder = nil
+			for s := range p.Streams {
+				p.Streams[s].Ops = nil
+			}
+		}
+		arena = v.arenaPieces().check() // arena_verify.go
+	} else {
+		pieces := v.arenaPieces()
+		wg.Go(func() { arena = pieces.check() })
+	}
 	wg.Go(func() { gaps = lifetimeGaps(p) })
 	v.sweep()
 	wg.Wait()
@@ -359,6 +375,9 @@ type verifier struct {
 	// happen-before it), as linked nodes: shadow[a] is the first node or -1.
 	shadow []int32
 	links  []verifyLink
+	// noShadows: a derived plan's check keeps no shadows (nor
+	// shadowed, joined, links): it stops at its first race.
+	noShadows bool
 
 	// pool and slab hand out frontier storage in chunks.
 	pool       []int32
@@ -546,19 +565,36 @@ func (v *verifier) accesses() error {
 		v.bounds[s.at+s.n], v.bounds[s.at+s.n+1] = a.lo, a.hi
 		s.n += 2
 	}
+	// Each space's distinct bounds, moved down to the end of the
+	// previous space's, then copied to an array of their size (most
+	// buffers are accessed whole: two bounds for all their accesses).
+	at = 0
 	for k := range v.spaces {
 		s := &v.spaces[k]
 		b := v.bounds[s.at : s.at+s.n]
 		slices.Sort(b)
-		s.n = int32(len(slices.Compact(b)))
+		b = slices.Compact(b)
+		copy(v.bounds[at:], b)
+		s.at, s.n = at, int32(len(b))
+		at += s.n
 	}
-	v.states = make([]*verifyState, 2*n)
-	v.checked = make([]int32, 4*n)
+	v.bounds = slices.Clone(v.bounds[:at])
+	v.states = make([]*verifyState, at)
+	// A derived plan's verdict is all that is asked (report): it keeps
+	// no shadows, which only serve to list every race.
+	v.noShadows = p.derived
+	lists := 4
+	if v.noShadows {
+		lists = 1
+	}
+	v.checked = make([]int32, lists*n)
 	for k := range v.checked {
 		v.checked[k] = -1
 	}
-	v.checked, v.shadowed, v.joined, v.shadow = v.checked[:n], v.checked[n:2*n], v.checked[2*n:3*n], v.checked[3*n:]
-	v.links = make([]verifyLink, 0, n)
+	if !v.noShadows {
+		v.checked, v.shadowed, v.joined, v.shadow = v.checked[:n], v.checked[n:2*n], v.checked[2*n:3*n], v.checked[3*n:]
+		v.links = make([]verifyLink, 0, n)
+	}
 	v.raceIdx = map[[3]int32]int{}
 	return nil
 }
@@ -723,7 +759,7 @@ func (v *verifier) step(st *verifyState, d int32, own bool) *verifyState {
 	}
 	a := r[k]
 	if v.opIndex[v.launchOp[v.acc[a].stage]] >= pd { // d is before a (or of a's stage) on their stream
-		if v.joined[a] != d {
+		if !v.noShadows && v.joined[a] != d {
 			v.joined[a] = d
 			v.link(a, d)
 		}
@@ -801,7 +837,7 @@ func (v *verifier) link(a, b int32) {
 
 // supersede moves a, which happens-before d, into d's shadow.
 func (v *verifier) supersede(d, a int32) {
-	if v.shadowed[a] == d {
+	if v.noShadows || v.shadowed[a] == d {
 		return
 	}
 	v.shadowed[a] = d
@@ -819,6 +855,9 @@ func (v *verifier) check(a, d int32) {
 		return
 	}
 	v.report(a, d)
+	if v.noShadows {
+		return // a derived plan: the verdict is known
+	}
 	stack := []int32{a}
 	dw := v.acc[d].write
 	for len(stack) > 0 {

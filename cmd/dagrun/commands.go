@@ -176,22 +176,10 @@ func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, std
 	if err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
-	s, err := loadSpec(args[0], f.outside)
-	if err != nil {
+	head, kept, p, loadMS, err := loadAndPlan(args[0], o, f.outside, keepSpec)
+	if head == nil {
 		return nil, err
 	}
-	loadMS := msSince(t0)
-	// Only run --frames needs the spec after planning; otherwise nothing
-	// holds it past Build, so that the verifier of a big plan runs without
-	// it in memory (PinNotes reads the spec's header fields only).
-	head := &dagrun.Spec{Name: s.Name, File: s.File, Sync: s.Sync}
-	var kept *dagrun.Spec
-	if keepSpec {
-		kept = s
-	}
-	p, err := dagrun.Plan(s, o)
-	s = nil
 	if p == nil {
 		// A race a pass's plan has (--check-passes) is a race, exit 1,
 		// not bad input.
@@ -205,6 +193,30 @@ func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, std
 		fmt.Fprintf(stderr, "dagrun: note: %s\n", n)
 	}
 	return &planned{p: p, spec: kept, src: args[0], races: err, loadMS: loadMS}, nil
+}
+
+// loadAndPlan loads the spec at path and plans it (dagrun.Plan, which
+// verifies the plan). It returns the spec's header fields (head, nil when
+// loading failed), the spec itself only with keepSpec, the plan and the
+// load time (ms). Only run --frames needs the spec after planning;
+// otherwise nothing holds it past Build, so that the verifier of a big
+// plan runs without it in memory (PinNotes reads the header only): the
+// spec lives in this frame alone, which is gone before the plan is
+// written.
+func loadAndPlan(path string, o dagrun.PlanOptions, allowOutside, keepSpec bool) (head, kept *dagrun.Spec, p *dagrun.StreamPlan, loadMS float64, err error) {
+	t0 := time.Now()
+	s, err := loadSpec(path, allowOutside)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	loadMS = msSince(t0)
+	// Copies: a loaded spec's strings are substrings of its file's text.
+	head = &dagrun.Spec{Name: strings.Clone(s.Name), File: strings.Clone(s.File), Sync: strings.Clone(s.Sync)}
+	if keepSpec {
+		kept = s
+	}
+	p, err = dagrun.Plan(s, o)
+	return head, kept, p, loadMS, err
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
