@@ -464,3 +464,32 @@ func TestBudgetPerDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestLowerBoundWaitsDevices: Nimble's lower bound on waits keeps its
+// matching within one device whatever pins or strategy the plan has (no
+// stream chains two devices), so it never claims fewer waits than a
+// crossing between devices needs: here a (device 0) → b → c (device 1),
+// c pinned, takes one wait, and the bound is 1 (an unconstrained matching
+// of both edges said 0).
+func TestLowerBoundWaitsDevices(t *testing.T) {
+	src := `version: 1
+devices: 2
+buffers:
+  - {name: x, bytes: 4096, device: 0}
+  - {name: y, bytes: 4096, device: 1}
+  - {name: z, bytes: 4096, device: 1, role: output}
+stages:
+  - {name: a, kernel: fill, args: {value: 1.0}, writes: [x]}
+  - {name: b, kernel: copy, reads: [x], writes: [y]}
+  - {name: c, kernel: copy, reads: [y], writes: [z]%s}
+`
+	for _, c := range []struct {
+		what, pin string
+		o         Options
+	}{{"unpinned", "", Options{}}, {"c pinned", ", stream: s", Options{}}, {"naive", "", Options{Strategy: StrategyNaive}}} {
+		p := build(t, loadSpec(t, fmt.Sprintf(src, c.pin)), c.o)
+		if p.Stats.LowerBoundWaits != 1 || p.Stats.Waits < p.Stats.LowerBoundWaits {
+			t.Errorf("%s: lower bound %d, waits %d; want a bound of 1", c.what, p.Stats.LowerBoundWaits, p.Stats.Waits)
+		}
+	}
+}
