@@ -274,7 +274,8 @@ func TestDeadlock(t *testing.T) {
 	if err := Verify(&q); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "reduce/1" || re.Deadlocks[0].For != "reduce/0" {
 		t.Fatalf("Verify = %v, want a deadlock of reduce/1 waiting for reduce/0", err)
 	}
-	if !strings.Contains(re.Error(), "deadlock: collective reduce") {
+	// The collective's spec position names it (reduceSpec's line 15).
+	if !strings.Contains(re.Error(), "deadlock: collective reduce (test.yaml:15:5): rank reduce/1 waits") || re.Deadlocks[0].Source != "test.yaml:15:5" {
 		t.Errorf("report: %s", re.Error())
 	}
 	// The record alone between the ranks: not one group, no deadlock.
@@ -282,6 +283,9 @@ func TestDeadlock(t *testing.T) {
 	re = nil
 	if err := Verify(q2); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "" || !strings.Contains(re.Deadlocks[0].Between, "record") {
 		t.Fatalf("Verify = %v, want ranks not issued as one group", err)
+	}
+	if !strings.Contains(re.Error(), "collective reduce (test.yaml:15:5): its ranks") {
+		t.Errorf("report: %s", re.Error())
 	}
 }
 
