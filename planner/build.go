@@ -253,6 +253,9 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		return nil, err
 	}
 	st.plan.Notes = st.notes
+	if n := idleDevicesNote(st.plan, s.Options.Placement == dag.PlacementBalance); n != "" {
+		st.plan.Notes = append(st.plan.Notes, n)
+	}
 	for _, t := range st.timings {
 		timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
 	}

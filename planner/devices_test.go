@@ -497,3 +497,33 @@ stages:
 		}
 	}
 }
+
+// TestIdleDevicesNote: a spec of devices: N whose plan runs nothing on
+// some of them has a note naming those devices and the ways out; a plan
+// that runs something on every device has none.
+func TestIdleDevicesNote(t *testing.T) {
+	const idle = "the spec has devices: "
+	for _, c := range []struct {
+		what, src, want string
+	}{
+		{"no device named", "version: 1\ndevices: 2\nstages:\n  - {name: a, kernel: spin, duration_us: 5}\n",
+			"the spec has devices: 2, but device 1 runs nothing, and a CUDA run still opens a context for each plan device (plan device d on GPU d unless --devices maps it): name it on stages"},
+		{"one of four", "version: 1\ndevices: 4\nstages:\n  - {name: a, kernel: spin, duration_us: 5, device: 1}\n",
+			"but devices 0, 2, 3 run nothing"},
+		{"placed", "version: 1\ndevices: 2\noptions: {placement: balance}\nstages:\n  - {name: a, kernel: spin, duration_us: 5}\n",
+			"placement found no gain in it"},
+		{"every device", reduceSpec, ""},
+		{"one device", "version: 1\nstages:\n  - {name: a, kernel: spin, duration_us: 5}\n", ""},
+	} {
+		p := build(t, loadSpec(t, c.src), Options{})
+		var got string
+		for _, n := range p.Notes {
+			if strings.HasPrefix(n, idle) {
+				got = n
+			}
+		}
+		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("%s: note %q, want %q", c.what, got, c.want)
+		}
+	}
+}
