@@ -564,6 +564,10 @@ func (st *state) dump(w io.Writer, name string) {
 		}
 	case "assign":
 		for _, v := range st.topo {
+			if s := int(st.stream[v]); st.spec.Devices > 1 && s < len(st.streamDev) && !st.spec.IsHostStream(st.names[s]) && st.names[s] != dag.HostStream {
+				fmt.Fprintf(w, "%s: %s (device %d)\n", st.spec.Stages[v].Name, st.names[s], st.streamDevice(s))
+				continue
+			}
 			fmt.Fprintf(w, "%s: %s\n", st.spec.Stages[v].Name, st.names[st.stream[v]])
 		}
 	}

@@ -118,6 +118,31 @@ func TestDumpAfter(t *testing.T) {
 	}
 }
 
+// TestDumpAfterAssignDevices: with several devices the assign dump names
+// each device stream's device (host stages stay "host").
+func TestDumpAfterAssignDevices(t *testing.T) {
+	s := loadSpec(t, `version: 1
+devices: 2
+buffers:
+  - {name: a, bytes: 4096, device: 1}
+  - {name: b, bytes: 4096, device: 0}
+  - {name: h, bytes: 4096, where: host_pinned}
+  - {name: s, bytes: 8, where: host_pinned}
+stages:
+  - {name: w, kernel: fill, args: {value: 1.0}, writes: [a]}
+  - {name: peer, kernel: copy, reads: [a], writes: [b]}
+  - {name: down, kernel: copy, reads: [b], writes: [h]}
+  - {name: sum, kernel: checksum, reads: [h], writes: [s], stream: host}
+`)
+	var buf bytes.Buffer
+	if _, err := Build(s, Options{DumpAfter: "assign", Dump: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "w: s0 (device 1)\npeer: s1 (device 0)\ndown: s1 (device 0)\nsum: host\n"; !strings.HasSuffix(buf.String(), want) {
+		t.Errorf("dump after assign:\n%s\nwant it to end %q", buf.String(), want)
+	}
+}
+
 // TestShuffleSeeds: plans made with shuffled independent stages all verify.
 func TestShuffleSeeds(t *testing.T) {
 	s := loadGraph(t, "inception_v3")
