@@ -322,7 +322,7 @@ func idleDevicesNote(p *Plan, balance bool) string {
 	}
 	fix := "name " + it + " on stages, streams or buffers (device: N) or let the planner place the stages that name no device (options: {placement: balance})"
 	if balance {
-		fix = "placement found no gain in it (docs/spec.md, \"Placement\"): give stages duration_us, or name devices (device: N)"
+		fix = "placement put nothing there (docs/spec.md, \"Placement\": the stages of one stream share its device, a stage without duration_us costs 1 µs, a read across devices a peer copy): name devices (device: N)"
 	}
 	return fmt.Sprintf("the spec has devices: %d, but %s nothing, and a CUDA run still opens a context for each plan device (plan device d on GPU d unless --devices maps it): %s, or lower the spec's devices:", n, what, fix)
 }
