@@ -527,3 +527,25 @@ func TestIdleDevicesNote(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetAutoNoteDevices: memory_budget auto's note on a plan of
+// several devices names the device whose arena it speaks of (the aim
+// caps each device's arena; the plan's arena is their sum).
+func TestBudgetAutoNoteDevices(t *testing.T) {
+	s, err := dag.LoadFile("../specs/multigpu/nasnet-split.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := build(t, s, Options{MemoryBudget: BudgetAuto, MaxStreams: 8})
+	per := p.Stats.ArenaBytesPerDevice
+	want := fmt.Sprintf("memory_budget auto: the arena of device %d (the largest; the aim caps each device's) is %s bytes", slices.Index(per, slices.Max(per)), thousands(int(slices.Max(per))))
+	var got string
+	for _, n := range p.Notes {
+		if strings.HasPrefix(n, "memory_budget auto") {
+			got = n
+		}
+	}
+	if !strings.HasPrefix(got, want) || !strings.Contains(got, "1.1× the largest device's live bound") {
+		t.Errorf("note %q, want it to start %q", got, want)
+	}
+}
