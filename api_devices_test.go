@@ -117,3 +117,43 @@ func TestRunTimelineCollective(t *testing.T) {
 		}
 	}
 }
+
+// TestPinNotesPerDevice: the single strategy and max_streams apply per
+// device, so a plan of one stream per device has no "pins win" note; a
+// device whose pinned streams exceed the cap has one, naming it.
+func TestPinNotesPerDevice(t *testing.T) {
+	s, err := dagrun.Load("specs/multigpu/data-parallel-4.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []dagrun.PlanOptions{{Strategy: dagrun.StrategySingle}, {MaxStreams: 1}} {
+		p := mustPlan(t, "specs/multigpu/data-parallel-4.yaml", o)
+		if n := dagrun.PinNotes(s, o, p); len(n) != 0 {
+			t.Errorf("%+v on %d streams of 4 devices: notes %q, want none", o, p.Stats.Streams, n)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "pinned.yaml")
+	if err := os.WriteFile(path, []byte(`version: 1
+devices: 2
+streams:
+  - {name: a, device: 1}
+  - {name: b, device: 1}
+  - {name: c, device: 1}
+stages:
+  - {name: x, kernel: spin, duration_us: 5, stream: a}
+  - {name: y, kernel: spin, duration_us: 5, stream: b}
+  - {name: z, kernel: spin, duration_us: 5, stream: c}
+  - {name: w, kernel: spin, duration_us: 5, device: 0}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := dagrun.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := dagrun.PlanOptions{MaxStreams: 2}
+	p := mustPlan(t, path, o)
+	if n := dagrun.PinNotes(pinned, o, p); len(n) != 1 || !strings.Contains(n[0], "max_streams 2, but the spec pins stages to 3 streams on device 1") {
+		t.Errorf("3 pinned streams on device 1, max 2: notes %q", n)
+	}
+}

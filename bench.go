@@ -70,6 +70,8 @@ func BenchPlan(s *Spec) (*PlanBench, error) {
 // MemoryBench is the arena's figures on one spec (bytes; µs).
 type MemoryBench struct {
 	Stages, Streams int // of the default plan
+	// Devices is the spec's device count (Spec.Devices, ≥ 1).
+	Devices int
 	// ArenaBytes is the default plan's arena (memory_budget none),
 	// NoReuseBytes the same temps without sharing, SingleArenaBytes the
 	// one-stream plan's arena, LiveBoundBytes the most bytes live at any
@@ -149,7 +151,7 @@ func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, erro
 	if err != nil {
 		return nil, err
 	}
-	m.Stages, m.Streams = def.Stats.Stages, def.Stats.Streams
+	m.Stages, m.Streams, m.Devices = def.Stats.Stages, def.Stats.Streams, def.DeviceCount()
 	m.ArenaBytes, m.NoReuseBytes = def.Stats.ArenaBytes, planner.NoReuseBytes(def)
 	m.SingleArenaBytes, m.LiveBoundBytes = single.Stats.ArenaBytes, planner.LiveBound(def)
 	m.AutoArenaBytes, m.AutoExtraWaits = auto.Stats.ArenaBytes, auto.Stats.Waits-def.Stats.Waits

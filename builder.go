@@ -68,6 +68,11 @@ func Random(seed int64) BufferOption {
 	return func(b *dag.BufferSpec) { b.Init = dag.Init{Kind: dag.InitRandom, Seed: seed} }
 }
 
+// InDevice puts a device buffer in GPU d's memory (device: d, 0-based;
+// docs/spec.md, "Several devices"). Without it a buffer is on device 0,
+// or with Options.Placement "balance" placed by the planner.
+func InDevice(d int) BufferOption { return func(b *dag.BufferSpec) { b.Device = d } }
+
 // Buffer declares a buffer of n bytes and returns its name for Reads and
 // Writes.
 func (b *SpecBuilder) Buffer(name string, n int64, opts ...BufferOption) Buf {
@@ -82,6 +87,7 @@ func (b *SpecBuilder) Tensor(name, dtype string, shape []int64, opts ...BufferOp
 }
 
 func (b *SpecBuilder) add(bs dag.BufferSpec, opts []BufferOption) Buf {
+	bs.Device = dag.AnyDevice // no device: given, as a YAML buffer without one
 	for _, o := range opts {
 		o(&bs)
 	}
@@ -126,6 +132,12 @@ func After(stages ...string) StageOption {
 // OnStream pins the stage to the named stream ("host": the host thread).
 func OnStream(name string) StageOption { return func(st *dag.StageSpec) { st.Stream = name } }
 
+// OnDevice runs the stage on GPU d (device: d, 0-based). Without it a
+// stage runs on its stream's device, else on the device of the device
+// buffers it touches (a copy: its destination's), else on device 0; with
+// Options.Placement "balance" the planner places it.
+func OnDevice(d int) StageOption { return func(st *dag.StageSpec) { st.Device = d } }
+
 // GoFunc makes the stage's kernel the Go function bound under its kernel
 // name at run time (RunOptions.Funcs; in YAML `kernel: {go: name}`).
 func GoFunc() StageOption { return func(st *dag.StageSpec) { st.Go = true } }
@@ -134,11 +146,27 @@ func GoFunc() StageOption { return func(st *dag.StageSpec) { st.Go = true } }
 // scale, mix or spin, a kernel of the spec's kernels, or with GoFunc a Go
 // function's name) and returns b, so that stages chain.
 func (b *SpecBuilder) Stage(name, kernel string, opts ...StageOption) *SpecBuilder {
-	st := dag.StageSpec{Name: name, Kernel: kernel}
+	st := dag.StageSpec{Name: name, Kernel: kernel, Device: dag.AnyDevice} // no device: given
 	for _, o := range opts {
 		o(&st)
 	}
 	b.s.Stages = append(b.s.Stages, st)
+	return b
+}
+
+// Devices sets how many GPUs the spec runs on (devices: n); by default one
+// more than the largest device InDevice and OnDevice name.
+func (b *SpecBuilder) Devices(n int) *SpecBuilder {
+	b.s.Devices = n
+	return b
+}
+
+// Placement sets options.placement: dag.PlacementSpec (the default: the
+// devices InDevice and OnDevice name) or dag.PlacementBalance (the planner
+// places the stages and buffers that name none and adds the peer copies;
+// docs/spec.md, "Placement").
+func (b *SpecBuilder) Placement(mode string) *SpecBuilder {
+	b.s.Options.Placement = mode
 	return b
 }
 

@@ -48,3 +48,42 @@ func ExampleNewSpec() {
 	// stages[0].writes: stage a: writes range x[32:96] is out of range of buffer x (64 bytes)
 	// 	hint: buffer x is 64 bytes; use a range within [0:64]
 }
+
+// A data-parallel step built in Go: a gradient buffer per device, each
+// device's backward stage on its buffers' device (no OnDevice needed), an
+// all-reduce of the gradients, then each device's optimizer step; every
+// device ends with the same weights.
+func ExampleSpecBuilder_Devices() {
+	b := dagrun.NewSpec("data-parallel").Devices(2)
+	var grads []dagrun.Buf
+	for d := range 2 {
+		x := b.Tensor(fmt.Sprintf("x%d", d), "f32", []int64{1024}, dagrun.Input(), dagrun.Fill(float64(d+1)), dagrun.InDevice(d))
+		g := b.Tensor(fmt.Sprintf("grad%d", d), "f32", []int64{1024}, dagrun.InDevice(d))
+		b.Stage(fmt.Sprintf("backward%d", d), "scale", dagrun.Reads(x), dagrun.Writes(g), dagrun.Arg("a", 0.25), dagrun.Duration(400))
+		grads = append(grads, g)
+	}
+	b.Stage("reduce", "all_reduce", dagrun.Reads(grads...), dagrun.Writes(grads...), dagrun.Arg("op", "sum"))
+	for d := range 2 {
+		w := b.Tensor(fmt.Sprintf("w%d", d), "f32", []int64{1024}, dagrun.Output(), dagrun.Fill(1), dagrun.InDevice(d))
+		b.Stage(fmt.Sprintf("step%d", d), "axpy", dagrun.Reads(grads[d], w), dagrun.Writes(w), dagrun.Arg("a", -0.1))
+	}
+	plan, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, st := range plan.Streams {
+		fmt.Printf("%s on device %d\n", st.Name, st.Device)
+	}
+	res, err := dagrun.Run(context.Background(), plan, dagrun.RunOptions{Backend: dagrun.BackendSim})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, o := range res.Outputs {
+		fmt.Println(o.Name, o.Checksum)
+	}
+	// Output:
+	// s0 on device 0
+	// s1 on device 1
+	// w0 d58e2d61a604c325
+	// w1 d58e2d61a604c325
+}

@@ -396,7 +396,7 @@ func Warnings(p *StreamPlan) []string { return planner.Warnings(p) }
 // PinNotes lists, one sentence each, the options of o that p could not
 // follow because of spec s: a `sync: manual` spec ignores Strategy and
 // MaxStreams, and stream pins beyond the single strategy's one stream or
-// beyond MaxStreams win over them (the hazard-dag strategy, never capped,
+// beyond MaxStreams (both per device) win over them (the hazard-dag strategy, never capped,
 // has a note of its own). p is the plan of s under o.
 func PinNotes(s *Spec, o PlanOptions, p *StreamPlan) []string {
 	if s.Sync == dag.SyncManual {
@@ -405,14 +405,27 @@ func PinNotes(s *Spec, o PlanOptions, p *StreamPlan) []string {
 		}
 		return nil
 	}
+	// Both apply per device (docs/devices.md): count the streams of the
+	// device with the most (host streams with device 0's, as on one device).
+	perDev := map[int]int{}
+	streams, dev := 0, 0
+	for _, st := range p.Streams {
+		perDev[st.Device]++
+		if n := perDev[st.Device]; n > streams || n == streams && st.Device < dev {
+			streams, dev = n, st.Device
+		}
+	}
+	where := ""
+	if p.DeviceCount() > 1 {
+		where = fmt.Sprintf(" on device %d (the cap is per device)", dev)
+	}
 	var out []string
-	streams := p.Stats.Streams
 	if p.Strategy == planner.StrategySingle && streams > 1 {
-		out = append(out, fmt.Sprintf("strategy single, but the spec pins stages to %d streams; pins win", streams))
+		out = append(out, fmt.Sprintf("strategy single, but the spec pins stages to %d streams%s; pins win", streams, where))
 	}
 	// The hazard-dag strategy is never capped; its plan's note says so.
 	if o.MaxStreams > 0 && streams > o.MaxStreams && p.Strategy != planner.StrategyHazardDAG {
-		out = append(out, fmt.Sprintf("max_streams %d, but the spec pins stages to %d streams; pins win", o.MaxStreams, streams))
+		out = append(out, fmt.Sprintf("max_streams %d, but the spec pins stages to %d streams%s; pins win", o.MaxStreams, streams, where))
 	}
 	return out
 }

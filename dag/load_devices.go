@@ -183,9 +183,11 @@ func (c *checker) checkStageDevices(i int) {
 		}
 		return b.Device, true
 	}
+	hostCopy := false // a copy between host memory and one device's buffer
 	if st.Kernel == contract.BuiltinCopy && len(st.Reads) == 1 && len(st.Writes) == 1 {
 		from, fok := devOf(st.Reads[0])
 		to, tok := devOf(st.Writes[0])
+		hostCopy = fok != tok && (c.isHost(st.Reads[0]) || c.isHost(st.Writes[0]))
 		if fok && tok && from != to && st.Device != from && st.Device != to {
 			c.errAt(st.Pos, fmt.Sprintf("run it on device %d (the destination's) or %d (the source's)", to, from),
 				"%s: a peer copy from device %d to device %d runs on device %d", what, from, to, st.Device)
@@ -201,12 +203,23 @@ func (c *checker) checkStageDevices(i int) {
 			continue // placement copies what a stage reads of another device
 		}
 		for _, a := range list {
-			if d, ok := devOf(a); ok && d != st.Device {
+			if d, ok := devOf(a); ok && d != st.Device && hostCopy {
+				// A copy with host memory on one side: not a peer copy,
+				// so it runs on its device buffer's device.
+				c.errAt(a.Pos, fmt.Sprintf("run the copy on device %d (device: %d, or drop device: and stream: to let it take its buffer's device), or put %s on device %d (device: %d)", d, d, a.Buffer, st.Device, st.Device),
+					"%s runs on device %d but %s buffer %s on device %d: a copy between host memory and a device runs on that device (only a copy between two devices' buffers, a peer copy, may run on either)", what, st.Device, verb, a.Buffer, d)
+			} else if ok && d != st.Device {
 				c.errAt(a.Pos, fmt.Sprintf("put %s on device %d (device: %d), run the stage on device %d, or copy the bytes across with a copy stage (a peer copy)", a.Buffer, st.Device, st.Device, d),
 					"%s runs on device %d but %s buffer %s on device %d: a kernel touches only its own device's memory and host memory", what, st.Device, verb, a.Buffer, d)
 			}
 		}
 	}
+}
+
+// isHost reports whether a's buffer is host memory.
+func (c *checker) isHost(a Access) bool {
+	b := c.buffer(a.Buffer)
+	return b != nil && b.Where != WhereDevice
 }
 
 // checkCollective checks collective stage i: one device buffer per device

@@ -44,6 +44,8 @@ func TestDevicesErrors(t *testing.T) {
 	for _, c := range []struct{ name, body, want string }{
 		{"kernel reads another device", "  - {name: k, kernel: copy, reads: [b], writes: [a], device: 1}\n  - {name: m, kernel: mix, reads: [b], writes: [a]}\n",
 			"d.yaml:8:49: stage m runs on device 1 but writes buffer a on device 0"},
+		{"host copy on another device", "  - {name: k, kernel: copy, reads: [h], writes: [b], device: 0}\n",
+			"d.yaml:7:50: stage k runs on device 0 but writes buffer b on device 1: a copy between host memory and a device runs on that device"},
 		{"peer copy on a third device", "  - {name: k, kernel: copy, reads: [a], writes: [b], device: 2}\n",
 			"d.yaml:7:5: stage k: a peer copy from device 0 to device 1 runs on device 2"},
 		{"device on host memory", "  - {name: k, kernel: fill, args: {value: 1}, writes: [h]}\nbuffers2: []\n", "unknown field"},

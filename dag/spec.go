@@ -77,7 +77,10 @@ type BufferSpec struct {
 	Alloc string
 	// Device is the GPU a WhereDevice buffer lives on (0-based; docs/spec.md,
 	// "Several devices"), 0 for host memory. AnyDevice, only with
-	// Options.Placement PlacementBalance, leaves it to the planner.
+	// Options.Placement PlacementBalance, leaves it to the planner. In a
+	// spec built in Go (Validate) 0 is device 0, given, once the spec has
+	// several devices or placement balance; AnyDevice is a buffer that names
+	// none, as a YAML buffer without device: (dagrun.NewSpec's buffers).
 	Device int
 	Pos    Pos
 }
@@ -181,6 +184,9 @@ type StageSpec struct {
 	// the device of the device buffers it touches (a copy's destination),
 	// else 0. AnyDevice marks a collective (its ranks run on its buffers'
 	// devices) and, with PlacementBalance, a stage the planner places.
+	// In a spec built in Go (Validate) AnyDevice is a stage that names no
+	// device, as a YAML stage without device: (dagrun.NewSpec's stages);
+	// 0 is device 0, given, once the spec has several devices.
 	Device int
 	Pos    Pos
 }

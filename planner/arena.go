@@ -1068,10 +1068,22 @@ func NoReuseBytes(p *Plan) int64 {
 // its first launch to the end of its last. Buffers that share arena bytes
 // are ordered by happens-before, so their live ranges in any schedule that
 // respects it are disjoint, and every arena of p is at least this large.
-// Sizes are the buffers' own bytes (not rounded). With several devices it
-// counts every device's buffers together; DeviceLiveBound counts one
-// device's.
-func LiveBound(p *Plan) int64 { return liveBound(p, -1) }
+// Sizes are the buffers' own bytes (not rounded). With several devices
+// each device has an arena of its own, at least that device's bound
+// (DeviceLiveBound), so LiveBound is the sum of the devices' bounds, the
+// bound of Stats.ArenaBytes (the sum of the devices' arenas); the most
+// bytes live at once over all devices together may be less, as devices
+// peak at different instants.
+func LiveBound(p *Plan) int64 {
+	if p.DeviceCount() == 1 {
+		return liveBound(p, -1)
+	}
+	var sum int64
+	for d := range p.DeviceCount() {
+		sum += liveBound(p, d)
+	}
+	return sum
+}
 
 // DeviceLiveBound is LiveBound of device dev's arena buffers alone: the
 // lower bound on dev's arena under p's own schedule.

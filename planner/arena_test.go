@@ -537,3 +537,33 @@ func TestIssueSpansColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveBoundDevices: with several devices the bound is the sum of the
+// devices' own bounds, what their arenas (one per device) add up to at
+// least, even when the devices peak at different instants: here device
+// 0's 1 MiB temp is dead before device 1's is born, and each arena is its
+// device's bound exactly.
+func TestLiveBoundDevices(t *testing.T) {
+	p := build(t, loadSpec(t, `version: 1
+devices: 2
+buffers:
+  - {name: t0, bytes: 1048576, device: 0}
+  - {name: s0, bytes: 4096, device: 0}
+  - {name: s1, bytes: 4096, device: 1}
+  - {name: t1, bytes: 1048576, device: 1}
+  - {name: out, bytes: 8, role: output, device: 1}
+stages:
+  - {name: a0, kernel: fill, args: {value: 1.0}, writes: [t0], duration_us: 100}
+  - {name: b0, kernel: copy, reads: ["t0[0:4096]"], writes: [s0], duration_us: 100}
+  - {name: send, kernel: copy, reads: [s0], writes: [s1], duration_us: 10}
+  - {name: a1, kernel: fill, args: {value: 2.0}, writes: [t1], after: [send], duration_us: 100}
+  - {name: b1, kernel: checksum, reads: [t1], writes: [out], duration_us: 100}
+`), Options{})
+	d0, d1 := DeviceLiveBound(p, 0), DeviceLiveBound(p, 1)
+	if d0 != 1048576+4096 || d1 != 1048576 {
+		t.Fatalf("device bounds %d, %d; want %d, %d", d0, d1, 1048576+4096, 1048576)
+	}
+	if got := LiveBound(p); got != d0+d1 || got != p.Stats.ArenaBytes {
+		t.Errorf("live bound %d, want the devices' %d + %d (the arena is %d)", got, d0, d1, p.Stats.ArenaBytes)
+	}
+}

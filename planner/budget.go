@@ -322,8 +322,14 @@ func (b *budget) finish(st *state) error {
 	}
 	st.plan.Budget = b.steps
 	if arena > b.limit {
-		st.note("memory_budget auto: the arena is %s bytes, %s above its aim of 1.1× the live bound (%s bytes): the orders that cost no makespan are used up, and serializing ones would trade makespan for memory (a budget in bytes takes those)",
-			thousands(int(arena)), thousands(int(arena-b.limit)), thousands(int(b.limit)))
+		what, bound := "the arena", "the live bound"
+		if per := st.plan.Stats.ArenaBytesPerDevice; len(per) > 1 {
+			// The aim caps each device's arena: name the largest.
+			what = fmt.Sprintf("the arena of device %d (the largest; the aim caps each device's)", slices.Index(per, arena))
+			bound = "the largest device's live bound"
+		}
+		st.note("memory_budget auto: %s is %s bytes, %s above its aim of 1.1× %s (%s bytes): the orders that cost no makespan are used up, and serializing ones would trade makespan for memory (a budget in bytes takes those)",
+			what, thousands(int(arena)), thousands(int(arena-b.limit)), bound, thousands(int(b.limit)))
 	}
 	return nil
 }

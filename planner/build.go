@@ -254,6 +254,9 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		return nil, err
 	}
 	st.plan.Notes = st.notes
+	if n := idleDevicesNote(st.plan, s.Options.Placement == dag.PlacementBalance); n != "" {
+		st.plan.Notes = append(st.plan.Notes, n)
+	}
 	for _, t := range st.timings {
 		timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
 	}
@@ -562,6 +565,10 @@ func (st *state) dump(w io.Writer, name string) {
 		}
 	case "assign":
 		for _, v := range st.topo {
+			if s := int(st.stream[v]); st.spec.Devices > 1 && s < len(st.streamDev) && !st.spec.IsHostStream(st.names[s]) && st.names[s] != dag.HostStream {
+				fmt.Fprintf(w, "%s: %s (device %d)\n", st.spec.Stages[v].Name, st.names[s], st.streamDevice(s))
+				continue
+			}
 			fmt.Fprintf(w, "%s: %s\n", st.spec.Stages[v].Name, st.names[st.stream[v]])
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
@@ -286,4 +288,41 @@ func (p *Plan) streamLabel(s Stream) string {
 		return fmt.Sprintf("%s (device %d)", s.Name, s.Device)
 	}
 	return s.Name
+}
+
+// idleDevicesNote says which of p's devices run nothing (no device stream
+// of the plan is theirs), "" when every device runs something: a CUDA run
+// still opens a context on a GPU for each (docs/spec.md, "Several
+// devices"), so a spec that says devices: N but names, or is placed on,
+// fewer is likely not what was meant. balance: the spec's placement is
+// balance (the planner chose to leave them idle).
+func idleDevicesNote(p *Plan, balance bool) string {
+	n := p.DeviceCount()
+	if n == 1 {
+		return ""
+	}
+	used := make([]bool, n)
+	for _, s := range p.Streams {
+		if !s.Host && s.Device >= 0 && s.Device < n {
+			used[s.Device] = true
+		}
+	}
+	var idle []string
+	for d, u := range used {
+		if !u {
+			idle = append(idle, strconv.Itoa(d))
+		}
+	}
+	if len(idle) == 0 {
+		return ""
+	}
+	what, it := fmt.Sprintf("device %s runs", idle[0]), "it"
+	if len(idle) > 1 {
+		what, it = fmt.Sprintf("devices %s run", strings.Join(idle, ", ")), "them"
+	}
+	fix := "name " + it + " on stages, streams or buffers (device: N) or let the planner place the stages that name no device (options: {placement: balance})"
+	if balance {
+		fix = "placement put nothing there (docs/spec.md, \"Placement\": the stages of one stream share its device, a stage without duration_us costs 1 µs, a read across devices a peer copy): name devices (device: N)"
+	}
+	return fmt.Sprintf("the spec has devices: %d, but %s nothing, and a CUDA run still opens a context for each plan device (plan device d on GPU d unless --devices maps it): %s, or lower the spec's devices:", n, what, fix)
 }

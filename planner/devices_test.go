@@ -274,7 +274,8 @@ func TestDeadlock(t *testing.T) {
 	if err := Verify(&q); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "reduce/1" || re.Deadlocks[0].For != "reduce/0" {
 		t.Fatalf("Verify = %v, want a deadlock of reduce/1 waiting for reduce/0", err)
 	}
-	if !strings.Contains(re.Error(), "deadlock: collective reduce") {
+	// The collective's spec position names it (reduceSpec's line 15).
+	if !strings.Contains(re.Error(), "deadlock: collective reduce (test.yaml:15:5): rank reduce/1 waits") || re.Deadlocks[0].Source != "test.yaml:15:5" {
 		t.Errorf("report: %s", re.Error())
 	}
 	// The record alone between the ranks: not one group, no deadlock.
@@ -282,6 +283,9 @@ func TestDeadlock(t *testing.T) {
 	re = nil
 	if err := Verify(q2); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "" || !strings.Contains(re.Deadlocks[0].Between, "record") {
 		t.Fatalf("Verify = %v, want ranks not issued as one group", err)
+	}
+	if !strings.Contains(re.Error(), "collective reduce (test.yaml:15:5): its ranks") {
+		t.Errorf("report: %s", re.Error())
 	}
 }
 
@@ -462,5 +466,86 @@ func TestBudgetPerDevice(t *testing.T) {
 				t.Errorf("device %d's arena %d bytes, over the budget %d", d, a, limit)
 			}
 		}
+	}
+}
+
+// TestLowerBoundWaitsDevices: Nimble's lower bound on waits keeps its
+// matching within one device whatever pins or strategy the plan has (no
+// stream chains two devices), so it never claims fewer waits than a
+// crossing between devices needs: here a (device 0) → b → c (device 1),
+// c pinned, takes one wait, and the bound is 1 (an unconstrained matching
+// of both edges said 0).
+func TestLowerBoundWaitsDevices(t *testing.T) {
+	src := `version: 1
+devices: 2
+buffers:
+  - {name: x, bytes: 4096, device: 0}
+  - {name: y, bytes: 4096, device: 1}
+  - {name: z, bytes: 4096, device: 1, role: output}
+stages:
+  - {name: a, kernel: fill, args: {value: 1.0}, writes: [x]}
+  - {name: b, kernel: copy, reads: [x], writes: [y]}
+  - {name: c, kernel: copy, reads: [y], writes: [z]%s}
+`
+	for _, c := range []struct {
+		what, pin string
+		o         Options
+	}{{"unpinned", "", Options{}}, {"c pinned", ", stream: s", Options{}}, {"naive", "", Options{Strategy: StrategyNaive}}} {
+		p := build(t, loadSpec(t, fmt.Sprintf(src, c.pin)), c.o)
+		if p.Stats.LowerBoundWaits != 1 || p.Stats.Waits < p.Stats.LowerBoundWaits {
+			t.Errorf("%s: lower bound %d, waits %d; want a bound of 1", c.what, p.Stats.LowerBoundWaits, p.Stats.Waits)
+		}
+	}
+}
+
+// TestIdleDevicesNote: a spec of devices: N whose plan runs nothing on
+// some of them has a note naming those devices and the ways out; a plan
+// that runs something on every device has none.
+func TestIdleDevicesNote(t *testing.T) {
+	const idle = "the spec has devices: "
+	for _, c := range []struct {
+		what, src, want string
+	}{
+		{"no device named", "version: 1\ndevices: 2\nstages:\n  - {name: a, kernel: spin, duration_us: 5}\n",
+			"the spec has devices: 2, but device 1 runs nothing, and a CUDA run still opens a context for each plan device (plan device d on GPU d unless --devices maps it): name it on stages"},
+		{"one of four", "version: 1\ndevices: 4\nstages:\n  - {name: a, kernel: spin, duration_us: 5, device: 1}\n",
+			"but devices 0, 2, 3 run nothing"},
+		{"placed", "version: 1\ndevices: 2\noptions: {placement: balance}\nstages:\n  - {name: a, kernel: spin, duration_us: 5}\n",
+			"placement put nothing there"},
+		{"every device", reduceSpec, ""},
+		{"one device", "version: 1\nstages:\n  - {name: a, kernel: spin, duration_us: 5}\n", ""},
+	} {
+		p := build(t, loadSpec(t, c.src), Options{})
+		var got string
+		for _, n := range p.Notes {
+			if strings.HasPrefix(n, idle) {
+				got = n
+			}
+		}
+		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("%s: note %q, want %q", c.what, got, c.want)
+		}
+	}
+}
+
+// TestBudgetAutoNoteDevices: memory_budget auto's note on a plan of
+// several devices names the device whose arena it speaks of (the aim
+// caps each device's arena; the plan's arena is their sum).
+func TestBudgetAutoNoteDevices(t *testing.T) {
+	s, err := dag.LoadFile("../specs/multigpu/nasnet-split.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := build(t, s, Options{MemoryBudget: BudgetAuto, MaxStreams: 8})
+	per := p.Stats.ArenaBytesPerDevice
+	want := fmt.Sprintf("memory_budget auto: the arena of device %d (the largest; the aim caps each device's) is %s bytes", slices.Index(per, slices.Max(per)), thousands(int(slices.Max(per))))
+	var got string
+	for _, n := range p.Notes {
+		if strings.HasPrefix(n, "memory_budget auto") {
+			got = n
+		}
+	}
+	if !strings.HasPrefix(got, want) || !strings.Contains(got, "1.1× the largest device's live bound") {
+		t.Errorf("note %q, want it to start %q", got, want)
 	}
 }

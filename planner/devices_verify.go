@@ -70,15 +70,22 @@ type Deadlock struct {
 	Waits   string   `json:"waits,omitempty"`
 	For     string   `json:"for,omitempty"`
 	Between string   `json:"between,omitempty"`
+	// Source is the collective's position in its spec (file:line:col, the
+	// first rank's Stage.Source), "" when the plan has none.
+	Source string `json:"source,omitempty"`
 }
 
 func (d Deadlock) String() string {
+	name := rankGroupName(d.Ranks)
+	if d.Source != "" {
+		name += " (" + d.Source + ")"
+	}
 	if d.Waits != "" {
 		return fmt.Sprintf("deadlock: collective %s: rank %s waits, through events, for rank %s to complete, but no rank completes before every rank has started; issue the ranks consecutively (as the planner does) and wait for what precedes every rank before the group",
-			rankGroupName(d.Ranks), d.Waits, d.For)
+			name, d.Waits, d.For)
 	}
 	return fmt.Sprintf("collective %s: its ranks (%s) are not issued consecutively (%s is issued between them): a collective's ranks are issued as one group (ncclGroupStart, one call per rank, ncclGroupEnd), and from one thread NCCL may block on a rank's call until every rank has been issued; move the ops between them before the first rank or after the last",
-		rankGroupName(d.Ranks), strings.Join(d.Ranks, ", "), d.Between)
+		name, strings.Join(d.Ranks, ", "), d.Between)
 }
 
 // rankGroupName is a group's collective name from its ranks' names
@@ -122,7 +129,7 @@ func collectiveDeadlocks(p *Plan) []Deadlock {
 		if rs[len(rs)-1].issue-rs[0].issue == len(rs)-1 {
 			continue
 		}
-		d := Deadlock{Group: g}
+		d := Deadlock{Group: g, Source: p.Stages[rs[0].stage].Source}
 		for _, r := range rs {
 			d.Ranks = append(d.Ranks, p.Stages[r.stage].Name)
 		}

@@ -168,7 +168,9 @@ func thousands(n int) string {
 // WriteDOT writes the plan as a Graphviz digraph through gonum's
 // encoding/dot: stages as nodes clustered by stream, solid edges for stream
 // order and dashed edges for waits, labelled with the event and the wait's
-// reason (WaitReasons), and a key saying so as the graph's label.
+// reason (WaitReasons), bold lines between the ranks of each collective
+// (they meet: no wait orders them), and a key saying so as the graph's
+// label.
 func (p *Plan) WriteDOT(w io.Writer) error {
 	g := &dotGraph{DirectedGraph: simple.NewDirectedGraph(), name: p.Spec}
 	nodes := make([]dotNode, len(p.Stages))
@@ -196,6 +198,13 @@ func (p *Plan) WriteDOT(w io.Writer) error {
 	for _, w := range p.waitEdges() {
 		g.SetEdge(dotEdge{f: nodes[w.from], t: nodes[w.to], wait: true, event: w.event, why: w.why})
 	}
+	rv := p.rendezvousEdges()
+	for _, e := range rv {
+		g.SetEdge(dotEdge{f: nodes[e.from], t: nodes[e.to], rendezvous: true, why: e.what})
+	}
+	if len(rv) > 0 {
+		g.key = "; bold lines: the ranks of a collective, a rendezvous (no rank completes before every rank has started)"
+	}
 	b, err := dot.Marshal(g, "", "", "  ")
 	if err != nil {
 		return err
@@ -203,6 +212,44 @@ func (p *Plan) WriteDOT(w io.Writer) error {
 	b = append(b, '\n')
 	_, err = w.Write(b)
 	return err
+}
+
+// rendezvousEdge joins consecutive ranks of a collective in a drawing:
+// the ranks order their devices' streams by meeting, not by a wait.
+type rendezvousEdge struct {
+	from, to int // stage indices, rank r and rank r+1
+	what     string
+}
+
+// rendezvousEdges lists, per collective in group order, an edge from each
+// rank to the next.
+func (p *Plan) rendezvousEdges() []rendezvousEdge {
+	ranks := map[int][]int{} // group → stage per rank
+	var groups []int
+	for i, s := range p.Stages {
+		c := s.Collective
+		if c == nil || c.Rank < 0 || c.Rank >= c.Ranks {
+			continue
+		}
+		if ranks[c.Group] == nil {
+			ranks[c.Group] = slices.Repeat([]int{-1}, c.Ranks)
+			groups = append(groups, c.Group)
+		}
+		if c.Rank < len(ranks[c.Group]) {
+			ranks[c.Group][c.Rank] = i
+		}
+	}
+	slices.Sort(groups)
+	var out []rendezvousEdge
+	for _, g := range groups {
+		r := ranks[g]
+		for k := 0; k+1 < len(r); k++ {
+			if r[k] >= 0 && r[k+1] >= 0 {
+				out = append(out, rendezvousEdge{from: r[k], to: r[k+1], what: p.Stages[r[k]].Collective.Op})
+			}
+		}
+	}
+	return out
 }
 
 // waitEdge is a wait of this iteration (lag 0) drawn as an edge from the
@@ -247,6 +294,7 @@ func (p *Plan) waitEdges() []waitEdge {
 type dotGraph struct {
 	*simple.DirectedGraph
 	name, label string
+	key         string // added to the key (the top graph's label)
 	clusters    []*dotGraph
 }
 
@@ -266,7 +314,7 @@ func (g *dotGraph) DOTAttributers() (gr, n, e encoding.Attributer) {
 		ga = attrs{{Key: "label", Value: quote(g.label)}}
 	} else {
 		ga = attrs{{Key: "rankdir", Value: "TB"}, {Key: "labelloc", Value: "b"},
-			{Key: "label", Value: quote("key: boxes are stages (kernel, µs) clustered by stream; solid arrows: stream order; dashed arrows: an event wait, labelled with its event and why (hazard kind RAW/WAR/WAW, buffer[bytes])")}}
+			{Key: "label", Value: quote("key: boxes are stages (kernel, µs) clustered by stream; solid arrows: stream order; dashed arrows: an event wait, labelled with its event and why (hazard kind RAW/WAR/WAW, buffer[bytes])" + g.key)}}
 	}
 	return ga, attrs{{Key: "shape", Value: "box"}}, attrs{}
 }
@@ -291,18 +339,22 @@ func quote(s string) string {
 }
 
 type dotEdge struct {
-	f, t  dotNode
-	wait  bool
-	event int
-	why   string
+	f, t       dotNode
+	wait       bool
+	rendezvous bool // two ranks of a collective: why is the collective's op
+	event      int
+	why        string
 }
 
 func (e dotEdge) From() graph.Node { return e.f }
 func (e dotEdge) To() graph.Node   { return e.t }
 func (e dotEdge) ReversedEdge() graph.Edge {
-	return dotEdge{f: e.t, t: e.f, wait: e.wait, event: e.event, why: e.why}
+	return dotEdge{f: e.t, t: e.f, wait: e.wait, rendezvous: e.rendezvous, event: e.event, why: e.why}
 }
 func (e dotEdge) Attributes() []encoding.Attribute {
+	if e.rendezvous {
+		return attrs{{Key: "style", Value: "bold"}, {Key: "dir", Value: "none"}, {Key: "constraint", Value: "false"}, {Key: "label", Value: quote(e.why + " rendezvous")}}
+	}
 	if !e.wait {
 		return nil
 	}
@@ -316,11 +368,17 @@ func (e dotEdge) Attributes() []encoding.Attribute {
 // WriteMermaid writes the plan as a Mermaid flowchart (it renders in
 // GitHub's Markdown and many editors): a subgraph per stream with its
 // stages in stream order (solid arrows) and a dotted arrow per wait,
-// labelled with its event and reason (WaitReasons); the title is the key.
+// labelled with its event and reason (WaitReasons), a thick line between
+// consecutive ranks of each collective; the title is the key.
 func (p *Plan) WriteMermaid(w io.Writer) error {
 	esc := strings.NewReplacer(`"`, "#quot;", "\n", "<br/>", "<", "#lt;", ">", "#gt;").Replace
 	var b strings.Builder
-	fmt.Fprintf(&b, "---\ntitle: \"%s\"\n---\nflowchart TB\n", esc(fmt.Sprintf("plan %s. Key: boxes are stages (kernel, µs) in a box per stream; solid arrows: stream order; dotted arrows: an event wait, with its event and why (RAW/WAR/WAW, buffer[bytes])", p.Spec)))
+	rv := p.rendezvousEdges()
+	key := ""
+	if len(rv) > 0 {
+		key = "; thick lines: the ranks of a collective, a rendezvous (no rank completes before every rank has started)"
+	}
+	fmt.Fprintf(&b, "---\ntitle: \"%s\"\n---\nflowchart TB\n", esc(fmt.Sprintf("plan %s. Key: boxes are stages (kernel, µs) in a box per stream; solid arrows: stream order; dotted arrows: an event wait, with its event and why (RAW/WAR/WAW, buffer[bytes])%s", p.Spec, key)))
 	var order []string
 	for _, s := range p.Streams {
 		fmt.Fprintf(&b, "  subgraph s%d[\"stream %s\"]\n", s.ID, esc(p.streamLabel(s)))
@@ -347,6 +405,9 @@ func (p *Plan) WriteMermaid(w io.Writer) error {
 			label += ": " + e.why
 		}
 		fmt.Fprintf(&b, "  n%d -.->|\"%s\"| n%d\n", e.from, esc(label), e.to)
+	}
+	for _, e := range rv {
+		fmt.Fprintf(&b, "  n%d ===|\"%s rendezvous\"| n%d\n", e.from, esc(e.what), e.to)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

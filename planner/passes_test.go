@@ -3,6 +3,7 @@ package planner
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -117,6 +118,31 @@ func TestDumpAfter(t *testing.T) {
 	}
 }
 
+// TestDumpAfterAssignDevices: with several devices the assign dump names
+// each device stream's device (host stages stay "host").
+func TestDumpAfterAssignDevices(t *testing.T) {
+	s := loadSpec(t, `version: 1
+devices: 2
+buffers:
+  - {name: a, bytes: 4096, device: 1}
+  - {name: b, bytes: 4096, device: 0}
+  - {name: h, bytes: 4096, where: host_pinned}
+  - {name: s, bytes: 8, where: host_pinned}
+stages:
+  - {name: w, kernel: fill, args: {value: 1.0}, writes: [a]}
+  - {name: peer, kernel: copy, reads: [a], writes: [b]}
+  - {name: down, kernel: copy, reads: [b], writes: [h]}
+  - {name: sum, kernel: checksum, reads: [h], writes: [s], stream: host}
+`)
+	var buf bytes.Buffer
+	if _, err := Build(s, Options{DumpAfter: "assign", Dump: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "w: s0 (device 1)\npeer: s1 (device 0)\ndown: s1 (device 0)\nsum: host\n"; !strings.HasSuffix(buf.String(), want) {
+		t.Errorf("dump after assign:\n%s\nwant it to end %q", buf.String(), want)
+	}
+}
+
 // TestShuffleSeeds: plans made with shuffled independent stages all verify.
 func TestShuffleSeeds(t *testing.T) {
 	s := loadGraph(t, "inception_v3")
@@ -199,5 +225,51 @@ func TestDrawingsDuration(t *testing.T) {
 		if !strings.Contains(c.text, c.a) || !strings.Contains(c.text, c.b) || strings.Contains(c.text, "0.0") {
 			t.Errorf("%s: want %q for a and %q for b:\n%s", c.what, c.a, c.b, c.text)
 		}
+	}
+}
+
+// TestDrawingsCollective: DOT and Mermaid join consecutive ranks of a
+// collective with a line of their own, and their keys say what it is (no
+// wait orders the ranks' devices: they meet); a plan without collectives
+// has neither.
+func TestDrawingsCollective(t *testing.T) {
+	p := build(t, loadSpec(t, `version: 1
+devices: 3
+buffers:
+  - {name: g0, dtype: f32, shape: [256], device: 0}
+  - {name: g1, dtype: f32, shape: [256], device: 1}
+  - {name: g2, dtype: f32, shape: [256], device: 2}
+stages:
+  - {name: reduce, kernel: all_reduce, args: {op: sum}, reads: [g0, g1, g2], writes: [g0, g1, g2]}
+`), Options{})
+	id := map[string]int{}
+	for i, s := range p.Stages {
+		id[s.Name] = i
+	}
+	draw := func(p *Plan) (string, string) {
+		var dot, mm bytes.Buffer
+		if err := p.WriteDOT(&dot); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.WriteMermaid(&mm); err != nil {
+			t.Fatal(err)
+		}
+		return dot.String(), mm.String()
+	}
+	dot, mm := draw(p)
+	for _, want := range []string{`"reduce/0" -> "reduce/1" [`, `"reduce/1" -> "reduce/2" [`, `label="all_reduce rendezvous"`, "bold lines: the ranks of a collective"} {
+		if !strings.Contains(dot, want) {
+			t.Errorf("DOT: no %q in\n%s", want, dot)
+		}
+	}
+	for _, want := range []string{fmt.Sprintf(`n%d ===|"all_reduce rendezvous"| n%d`, id["reduce/0"], id["reduce/1"]),
+		fmt.Sprintf(`n%d ===|"all_reduce rendezvous"| n%d`, id["reduce/1"], id["reduce/2"]), "thick lines: the ranks of a collective"} {
+		if !strings.Contains(mm, want) {
+			t.Errorf("Mermaid: no %q in\n%s", want, mm)
+		}
+	}
+	dot, mm = draw(build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"))), Options{}))
+	if strings.Contains(dot+mm, "rendezvous") {
+		t.Errorf("a plan without collectives:\n%s\n%s", dot, mm)
 	}
 }

@@ -7,7 +7,14 @@ package planner
 func stats(st *state) error {
 	p := st.plan
 	if st.matching < 0 {
-		st.matching = newMatcher(st.n, st.red).match(st.topo)
+		// Pins and strategies aside, no stream chains stages of two
+		// devices: the bound's matching keeps to one device, as the
+		// path cover's does.
+		m := newMatcher(st.n, st.red)
+		if st.dev != nil {
+			m.ok = st.sameDevice
+		}
+		st.matching = m.match(st.topo)
 	}
 	s := &p.Stats
 	s.Stages = len(p.Stages)

@@ -357,9 +357,10 @@ about waits that wait for nothing, for a later record, or that are
 redundant. --json prints the same report for tools.
 
 With --mode graph it also asks whether run --mode graph can run the plan:
-a race-free plan that graph mode cannot run (host stages, several devices,
-capture regions under way at once) is refused with the reason, exit 2; a
-plan with races gets the reason, then the verdict, exit 1.`,
+a race-free plan that graph mode cannot run (host stages, capture regions
+under way at once) is refused with the reason, exit 2; a plan with races
+gets the reason, then the verdict, exit 1. A plan of several devices runs
+in graph mode as one graph of the whole iteration.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (planFile == "") == (len(args) == 0) {

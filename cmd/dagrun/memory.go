@@ -101,6 +101,10 @@ simulator, the detector's races with the arena on and whether the outputs
 equal those of the plan without the arena. A second table lists the budget
 steps toward the one-stream arena (memory_budget set to it), and --plot
 draws them: arena against ideal makespan, both relative to the default plan.
+With several devices each has its own arena: the first table sums the
+devices' arenas and live bounds, the second (memory_budget caps each
+device's arena) gives the largest device's, and a line under the tables
+names those specs.
 A spec that fails (a planning error, a plan that deadlocks, a simulator
 error) has a row that says so in each table, its error goes to stderr, and
 the command exits 1 after the tables.`,
@@ -156,6 +160,15 @@ the command exits 1 after the tables.`,
 					met = fmt.Sprintf("no: %d bytes over", last-m.BudgetBytes)
 				}
 				fmt.Fprintf(&out, "| %s | %s | %d (%d/%d) | %s | %.1f → %.1f | %s |\n", c.name, mib(m.BudgetBytes), len(m.BudgetSteps), reuse, ser, mib(last), m.MakespanUS, ms, met)
+			}
+			var multi []string
+			for _, c := range drawn {
+				if c.m.Devices > 1 {
+					multi = append(multi, fmt.Sprintf("%s (%d)", c.name, c.m.Devices))
+				}
+			}
+			if len(multi) > 0 {
+				fmt.Fprintf(&out, "\nseveral devices: %s. Each device has an arena of its own: the first table's arenas and live bound are the sums of the devices'; memory_budget caps each device's arena, so the budget table's figures are the largest device's.\n", strings.Join(multi, ", "))
 			}
 			if plotFile != "" && len(drawn) > 0 {
 				if err := plotCurves(drawn, plotFile); err != nil {

@@ -206,3 +206,24 @@ func TestMemoryBudgetFlagValues(t *testing.T) {
 		}
 	}
 }
+
+// bench memory of a spec of several devices says which figures are sums
+// over the devices and which the largest device's: the one-stream arena
+// of data-parallel-4 is 2.0 MiB in the first table (four devices of
+// 0.5 MiB) and its budget 0.5 MiB in the second.
+func TestBenchMemoryDevices(t *testing.T) {
+	t.Parallel()
+	out, errs, code := cli(t, "bench", "memory", "--no-sim", specPath("multigpu/data-parallel-4.yaml"), specPath("seed/three-stage.yaml"))
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	for _, want := range []string{"| data-parallel-4 | 20 | 4 | 2.0 | 2.0 | 2.0 | 2.0 | 1.000 |", "| data-parallel-4 | 0.5 |",
+		"several devices: data-parallel-4 (4). Each device has an arena of its own: the first table's arenas and live bound are the sums of the devices'; memory_budget caps each device's arena, so the budget table's figures are the largest device's."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "three-stage (") {
+		t.Errorf("a spec of one device is named:\n%s", out)
+	}
+}

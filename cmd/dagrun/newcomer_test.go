@@ -489,3 +489,29 @@ func TestBenchPlanManual(t *testing.T) {
 		}
 	}
 }
+
+// check --mode graph of a plan of several devices: graph mode runs it (one
+// graph over every device), so check says ok, and neither check's help
+// nor docs/spec.md lists several devices among what graph mode refuses.
+func TestGraphModeSeveralDevicesDocs(t *testing.T) {
+	spec := specPath("multigpu/data-parallel.yaml")
+	if out, errs, code := cli(t, "check", "--mode", "graph", spec); code != exitOK || !strings.Contains(out, "ok: no race") {
+		t.Fatalf("check --mode graph: exit %d\n%s%s", code, out, errs)
+	}
+	if out, errs, code := cli(t, "run", "--backend", "sim", "--mode", "graph", spec); code != exitOK || !strings.Contains(out, "checksum cd561be4f14a2325") {
+		t.Fatalf("run --mode graph: exit %d\n%s%s", code, out, errs)
+	}
+	help, _, _ := cli(t, "check", "--help")
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "spec.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	for name, text := range map[string]string{"check --help": flat(help), "docs/spec.md": flat(string(doc))} {
+		for _, stale := range []string{"graph mode cannot run (host stages, several devices", "capture regions and graph mode"} {
+			if strings.Contains(text, stale) {
+				t.Errorf("%s says %q, but graph mode runs plans of several devices", name, stale)
+			}
+		}
+	}
+}
