@@ -50,26 +50,9 @@ func randomPlan(r *rand.Rand, drop float64) *planner.Plan {
 		}
 		stages = append(stages, st)
 	}
-	conflict := func(a, b planner.Stage) bool {
-		for _, w := range a.Writes {
-			for _, x := range append(append([]planner.Access{}, b.Reads...), b.Writes...) {
-				if w.Overlaps(x) {
-					return true
-				}
-			}
-		}
-		for _, w := range b.Writes {
-			for _, x := range a.Reads {
-				if w.Overlaps(x) {
-					return true
-				}
-			}
-		}
-		return false
-	}
 	for i, st := range stages {
 		for j := range i {
-			if stages[j].Stream != st.Stream && conflict(stages[j], st) && r.Float64() >= drop {
+			if stages[j].Stream != st.Stream && stagesConflict(stages[j], st) && r.Float64() >= drop {
 				p.Wait(st.Stream, j)
 			}
 		}
@@ -211,26 +194,9 @@ func randomDevicesPlan(r *rand.Rand, drop float64) *planner.Plan {
 		return planner.Access{Buffer: list[r.IntN(len(list))], Offset: rg[0], Bytes: rg[1]}
 	}
 	var stages []planner.Stage
-	conflict := func(a, b planner.Stage) bool {
-		for _, w := range a.Writes {
-			for _, x := range append(append([]planner.Access{}, b.Reads...), b.Writes...) {
-				if w.Overlaps(x) {
-					return true
-				}
-			}
-		}
-		for _, w := range b.Writes {
-			for _, x := range a.Reads {
-				if w.Overlaps(x) {
-					return true
-				}
-			}
-		}
-		return false
-	}
 	waits := func(st planner.Stage) {
 		for j := range stages {
-			if stages[j].Stream != st.Stream && conflict(stages[j], st) && r.Float64() >= drop {
+			if stages[j].Stream != st.Stream && stagesConflict(stages[j], st) && r.Float64() >= drop {
 				p.Wait(st.Stream, j)
 			}
 		}
@@ -316,4 +282,24 @@ func TestDetectorAgreesAcrossDevices(t *testing.T) {
 	if nracy < 20 || nclean < 20 || ncoll < 20 {
 		t.Errorf("too few of a kind: %d racy, %d race-free, %d with collectives", nracy, nclean, ncoll)
 	}
+}
+
+// stagesConflict reports whether a and b touch overlapping bytes with at
+// least one write (a RAW, WAR or WAW pair).
+func stagesConflict(a, b planner.Stage) bool {
+	for _, w := range a.Writes {
+		for _, x := range append(append([]planner.Access{}, b.Reads...), b.Writes...) {
+			if w.Overlaps(x) {
+				return true
+			}
+		}
+	}
+	for _, w := range b.Writes {
+		for _, x := range a.Reads {
+			if w.Overlaps(x) {
+				return true
+			}
+		}
+	}
+	return false
 }
