@@ -113,7 +113,8 @@ type MemorySim struct {
 	SameOutputs bool
 }
 
-// BenchMemory plans s with the default options, with one stream and with
+// BenchMemory plans s with the default options (Plan's: the default
+// stream cap, DefaultMaxStreams, applies), with one stream and with
 // memory_budget auto, verifies the plans, and (withSim) runs the default
 // plan on the simulator (seed 1) with and without the arena; then it plans
 // s again with memory_budget set to the one-stream arena. Errors: a
@@ -132,8 +133,14 @@ func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, erro
 		m.VerifierRaces += races
 		return err
 	}
+	// Every plan here gets Plan's defaults (the default stream cap), so
+	// that the default plan is the one `dagrun plan` prints.
+	plan := func(o PlanOptions) (*StreamPlan, error) {
+		o, _ = withDefaultCap(s, o) // defaults.go
+		return planner.Build(s, o)
+	}
 	build := func(o PlanOptions) (*StreamPlan, error) {
-		p, err := planner.Build(s, o)
+		p, err := plan(o)
 		if err != nil {
 			return nil, err
 		}
@@ -156,7 +163,7 @@ func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, erro
 	m.SingleArenaBytes, m.LiveBoundBytes = single.Stats.ArenaBytes, planner.LiveBound(def)
 	m.AutoArenaBytes, m.AutoExtraWaits = auto.Stats.ArenaBytes, auto.Stats.Waits-def.Stats.Waits
 	if withSim {
-		off, err := planner.Build(s, PlanOptions{Arena: ArenaOff, MemoryBudget: BudgetNone})
+		off, err := plan(PlanOptions{Arena: ArenaOff, MemoryBudget: BudgetNone})
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +197,7 @@ func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, erro
 	}
 	m.BudgetBytes, m.BudgetStartBytes, m.MakespanUS = planner.BudgetArena(single), planner.BudgetArena(def), def.Stats.IdealMakespanUS
 	if m.BudgetBytes < m.BudgetStartBytes {
-		p, err := planner.Build(s, PlanOptions{MemoryBudget: m.BudgetBytes})
+		p, err := plan(PlanOptions{MemoryBudget: m.BudgetBytes})
 		var be *planner.BudgetError
 		switch {
 		case errors.As(err, &be):

@@ -1,6 +1,7 @@
 package dagrun
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -44,5 +45,33 @@ func TestBenchVerifyDeadlock(t *testing.T) {
 	p.IssueOrder = [][2]int{{1, 0}, {0, 0}, {1, 1}}
 	if races, err := benchVerify(p); err != nil || races != 0 {
 		t.Fatalf("ranks consecutive: %d races, %v", races, err)
+	}
+}
+
+// TestBenchMemoryDefaultPlan: bench memory's default plan is the plan
+// `dagrun plan` makes with no options (Plan's defaults, the default
+// stream cap among them), on one device and on several; its one-stream
+// plan stays one stream per device.
+func TestBenchMemoryDefaultPlan(t *testing.T) {
+	for _, f := range []string{"specs/models/squeezenet1_1.yaml", "specs/models/googlenet.yaml", "specs/multigpu/data-parallel-4.yaml"} {
+		s, err := Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := BenchMemory(context.Background(), s, false)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		p, err := Plan(s, PlanOptions{MemoryBudget: BudgetNone})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if m.Streams != p.Stats.Streams || m.ArenaBytes != p.Stats.ArenaBytes || m.MakespanUS != p.Stats.IdealMakespanUS {
+			t.Errorf("%s: bench memory's default plan: %d streams, arena %d bytes, ideal makespan %.1f µs; dagrun plan's: %d, %d, %.1f",
+				f, m.Streams, m.ArenaBytes, m.MakespanUS, p.Stats.Streams, p.Stats.ArenaBytes, p.Stats.IdealMakespanUS)
+		}
+		if m.Streams > DefaultMaxStreams*m.Devices {
+			t.Errorf("%s: %d streams over the default cap of %d per device (%d devices)", f, m.Streams, DefaultMaxStreams, m.Devices)
+		}
 	}
 }

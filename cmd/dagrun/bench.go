@@ -18,8 +18,10 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "plan SPEC...",
 		Short: "Planner quality table: streams and waits per strategy, lower bound, critical path, ideal makespan",
 		Long: `bench plan plans every SPEC with each strategy (default, naive, round-robin,
-single) and with max_streams 8 and 16, verifies every plan, and prints one
-Markdown table. "kept" is the share of the critical-path bound a cap keeps:
+single) uncapped (--max-streams 0: the default strategy's columns show the
+plan without the default stream cap of 8), and the default strategy with
+max_streams 8 (the plan dagrun plan makes by default) and 16, verifies every
+plan, and prints one Markdown table. "kept" is the share of the critical-path bound a cap keeps:
 critical path / ideal makespan under the cap. A spec that fails (a
 planning error, a race or a deadlock in one of its plans) has a row that
 says so, its error goes to stderr, and the command exits 1 after the table.`,

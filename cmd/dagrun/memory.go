@@ -91,8 +91,10 @@ func newBenchMemoryCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "memory SPEC...",
 		Short: "Arena table: default plan, no reuse, one stream, the schedule's live bound, memory_budget auto; budget curve plot",
-		Long: `bench memory plans every SPEC with the default options and prints one
-Markdown table of its arena (MiB = 2^20 bytes): the default plan's arena; the
+		Long: `bench memory plans every SPEC with the default options (those of dagrun
+plan with no flags, the default stream cap of 8 streams per device included,
+but memory_budget none where a column does not name one) and prints one Markdown table of its arena
+(MiB = 2^20 bytes): the default plan's arena; the
 bytes without reuse; the one-stream plan's arena; the lower bound of the
 default plan's own schedule (the most bytes live at any instant of its ideal
 schedule); their ratio; the arena with memory_budget auto (orders of no
