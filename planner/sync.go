@@ -182,28 +182,25 @@ func (st *state) clockWaits() (waitOff, waitOn []int32, needed []bool) {
 }
 
 // hazardWaits is the hazard-dag strategy's waits: before each stage, one on
-// every hazard predecessor but the stage right before it on its stream
-// (the full hazard DAG, no transitive reduction), so that stream order and
-// waits give exactly the hazard edges, redundant ones included, as a CUDA
-// graph of the DAG has them. Results as for clockWaits.
+// every hazard predecessor on another stream (the full hazard DAG, no
+// transitive reduction), so that stream order and waits give the hazard
+// edges, redundant ones included, as a CUDA graph of the DAG has them. A
+// predecessor on the stage's own stream gets no wait: stream order runs it
+// first already, and a wait on a record of the waiting stream orders
+// nothing (Warnings flags one in a plan). Results as for clockWaits.
 func (st *state) hazardWaits() (waitOff, waitOn []int32, needed []bool) {
 	n := st.n
-	prev := make([]int32, len(st.names)) // per stream: its last stage so far
-	for i := range prev {
-		prev[i] = -1
-	}
 	waitOff = make([]int32, n+1)
 	waitOn = make([]int32, 0, st.g.NumEdges())
 	needed = make([]bool, n)
 	for i, v := range st.topo {
 		s := st.stream[v]
 		for _, u := range st.g.Pred(int(v)) {
-			if u != prev[s] {
+			if st.stream[u] != s {
 				waitOn = append(waitOn, u)
 				needed[u] = true
 			}
 		}
-		prev[s] = v
 		waitOff[i+1] = int32(len(waitOn))
 	}
 	return waitOff, waitOn, needed

@@ -18,7 +18,11 @@ import (
 //     the latest record only;
 //   - a redundant wait: what it orders already happens-before its stream
 //     there, through stream order and earlier waits (it names the one that
-//     implies it).
+//     implies it); a wait on a record of its own stream is one. The
+//     hazard-dag strategy's waits on hazard edges that others imply are
+//     its design (the whole hazard DAG, for a CUDA graph), so they are not
+//     listed in a plan of that strategy; a wait on its own stream's record
+//     is.
 //
 // Cross-iteration waits (Lag > 0) are not judged. Each warning is one
 // sentence naming the wait's stream, the stage it guards and the records.
@@ -95,6 +99,9 @@ func Warnings(p *Plan) []string {
 		if rsStream == s {
 			out = append(out, fmt.Sprintf("%s: the wait for the record %s is redundant: the record is on the same stream, which orders it already", at, recAt(r)))
 			continue
+		}
+		if p.Strategy == StrategyHazardDAG {
+			continue // its waits are the hazard DAG's edges, implied ones included
 		}
 		// Redundant: the stream's clock just before the wait already
 		// covers the record, or a later wait of the same group (the
