@@ -209,9 +209,34 @@ func (p *Plan) WriteDOT(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
+	b = append(dropTopNodes(b, "  "), '\n')
 	_, err = w.Write(b)
 	return err
+}
+
+// dropTopNodes removes the top graph's node statements from gonum's
+// encoding of a graph whose every node is in a cluster: the encoder
+// declares each node of the top graph after the clusters that declared it
+// (graph.Directed has no node without its edges' graph), so that every
+// stage would be declared twice. The block is the top level's "// Node
+// definitions." line (indent: one level) and the node lines after it.
+func dropTopNodes(b []byte, indent string) []byte {
+	head := []byte("\n" + indent + "// Node definitions.\n")
+	i := bytes.LastIndex(b, head)
+	if i < 0 {
+		return b
+	}
+	j := i + len(head) - 1 // at the newline ending the header
+	for {
+		rest := b[j+1:]
+		end := bytes.IndexByte(rest, '\n')
+		if end < 0 || !bytes.HasPrefix(rest, []byte(indent)) || bytes.HasPrefix(rest, []byte(indent+indent)) ||
+			bytes.HasPrefix(rest, []byte(indent+"//")) || bytes.HasPrefix(rest, []byte(indent+"}")) {
+			break
+		}
+		j += 1 + end
+	}
+	return append(b[:i:i], b[j:]...)
 }
 
 // rendezvousEdge joins consecutive ranks of a collective in a drawing:

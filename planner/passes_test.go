@@ -273,3 +273,44 @@ stages:
 		t.Errorf("a plan without collectives:\n%s\n%s", dot, mm)
 	}
 }
+
+// TestDOTDeclaresEachStageOnce: the DOT output declares every stage once,
+// in its stream's cluster (not again at the top level), for plans of one
+// stream, of several, of several devices with a collective (quoted
+// names), and of one stage with no edge.
+func TestDOTDeclaresEachStageOnce(t *testing.T) {
+	plans := map[string]*Plan{
+		"one stage": build(t, spec(stage("a", writes("x"))), Options{}),
+		"single":    build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"))), Options{Strategy: StrategySingle}),
+	}
+	for _, f := range []string{"examples/fan-out-fan-in.yaml", "multigpu/data-parallel.yaml", "shared-io/shared-io.yaml"} {
+		s, err := dag.LoadFile(filepath.Join("..", "specs", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans[f] = build(t, s, Options{})
+	}
+	decl := regexp.MustCompile(`(?m)^( *)("(?:[^"\\]|\\.)*"|[A-Za-z0-9_]+) \[label=`)
+	for name, p := range plans {
+		var b bytes.Buffer
+		if err := p.WriteDOT(&b); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		for _, m := range decl.FindAllStringSubmatch(b.String(), -1) {
+			id := strings.Trim(m[2], `"`)
+			seen[id]++
+			if len(m[1]) != 4 {
+				t.Errorf("%s: %s declared at indent %d, outside its cluster", name, id, len(m[1]))
+			}
+		}
+		for _, s := range p.Stages {
+			if seen[s.Name] != 1 {
+				t.Errorf("%s: stage %s declared %d times in\n%s", name, s.Name, seen[s.Name], b.String())
+			}
+		}
+		if strings.Count(b.String(), "// Node definitions.") != len(p.Streams) {
+			t.Errorf("%s: %d node blocks for %d streams", name, strings.Count(b.String(), "// Node definitions."), len(p.Streams))
+		}
+	}
+}
