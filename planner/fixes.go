@@ -1,9 +1,12 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/dagrun/dagrun/dag"
 )
 
 // Fix is one wait that orders a group of races: before stage Before's
@@ -36,6 +39,31 @@ type Fix struct {
 	// one of CUDA's implicit rules (a stream made blocking, a copy made
 	// synchronous), checked on the plan; "" when none does.
 	Instead string `json:"instead,omitempty"`
+
+	// afterSpec and beforeSpec name the stages as the spec does, for the
+	// edit: a collective's rank (stage NAME/r of the plan) is stage NAME.
+	afterSpec, beforeSpec string
+}
+
+// newFix is the fix "before stage y, wait on a record after stage x" of p
+// (Races, Lag and the edit left to the caller).
+func newFix(p *Plan, x, y int) Fix {
+	s, t := p.Stages[x].Stream, p.Stages[y].Stream
+	return Fix{After: x, Before: y, AfterName: p.Stages[x].Name, BeforeName: p.Stages[y].Name, BeforeSource: p.Stages[y].Source,
+		RecordStream: streamLabel(p.Streams[s].Name, s), WaitStream: streamLabel(p.Streams[t].Name, t),
+		afterSpec: specStageName(&p.Stages[x]), beforeSpec: specStageName(&p.Stages[y])}
+}
+
+// specStageName is the name of the spec stage st comes from: the
+// collective's for one of its ranks (named dag.RankName(NAME, rank) by the
+// planner), else st's own.
+func specStageName(st *Stage) string {
+	if c := st.Collective; c != nil {
+		if i := strings.LastIndexByte(st.Name, '/'); i > 0 && dag.RankName(st.Name[:i], c.Rank) == st.Name {
+			return st.Name[:i]
+		}
+	}
+	return st.Name
 }
 
 // fixMaxWork bounds the work of the greedy fix search (candidate waits
@@ -257,9 +285,7 @@ func fixesOf(p *Plan, races []Race, need []int, waits [][2]int) []Fix {
 		addWait(q, x, y)
 		v := &verifier{p: q}
 		v.clocks()
-		s, t := p.Stages[x].Stream, p.Stages[y].Stream
-		f := Fix{After: x, Before: y, AfterName: p.Stages[x].Name, BeforeName: p.Stages[y].Name, BeforeSource: p.Stages[y].Source,
-			RecordStream: streamLabel(p.Streams[s].Name, s), WaitStream: streamLabel(p.Streams[t].Name, t)}
+		f := newFix(p, x, y)
 		for _, k := range need {
 			if !got[k] && v.stageHB(int32(races[k].First), int32(races[k].Second)) {
 				got[k] = true
@@ -381,22 +407,23 @@ func addLaggedWait(p *Plan, x, y, lag int) {
 	insert(y, Op{Kind: OpWait, Event: e, Lag: lag}, false)
 }
 
-// String is the fix as the edit to make, with its CUDA form.
+// String is the fix as the edit to make, in the spec's stage names (a
+// collective's, not its rank's), with its CUDA form in the plan's.
 func (f Fix) String() string {
-	at := f.BeforeName
+	at, after := cmp.Or(f.beforeSpec, f.BeforeName), cmp.Or(f.afterSpec, f.AfterName)
 	if f.BeforeSource != "" {
 		at += " (" + f.BeforeSource + ")"
 	}
 	if f.Lag > 0 && f.OldLag > 0 {
 		return fmt.Sprintf("%s: change {stage: %s, lag: %d} in waits to lag: %d (stream %s waits, before %s, on the event recorded on stream %s after %s %d iteration%s earlier)",
-			at, f.AfterName, f.OldLag, f.Lag, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName, f.Lag, plural(f.Lag))
+			at, after, f.OldLag, f.Lag, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName, f.Lag, plural(f.Lag))
 	}
 	if f.Lag > 0 {
 		return fmt.Sprintf("%s: add {stage: %s, lag: %d} to waits (stream %s waits, before %s, on the event recorded on stream %s after %s %d iteration%s earlier)",
-			at, f.AfterName, f.Lag, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName, f.Lag, plural(f.Lag))
+			at, after, f.Lag, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName, f.Lag, plural(f.Lag))
 	}
 	s := fmt.Sprintf("%s: add %s to waits (stream %s waits, before %s, on an event recorded on stream %s after %s)",
-		at, f.AfterName, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName)
+		at, after, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName)
 	if f.Instead != "" {
 		s += "; or instead " + f.Instead
 	}

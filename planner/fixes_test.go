@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -273,5 +274,44 @@ func TestWarnUnwrittenOutput(t *testing.T) {
 	s = outputs(spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"))), "y")
 	if warned(s) {
 		t.Error("warning for output y written by b")
+	}
+}
+
+// TestFixNamesCollective: a fix whose wait is for, or before, a rank of a
+// collective names the collective as the spec does (reduce, not
+// reduce/0) in its edit; its CUDA form names the rank, the plan's stage.
+func TestFixNamesCollective(t *testing.T) {
+	p := build(t, loadSpec(t, `version: 1
+devices: 2
+buffers:
+  - {name: g0, dtype: f32, shape: [1024], init: {fill: 1.0}, device: 0}
+  - {name: g1, dtype: f32, shape: [1024], init: {fill: 2.0}, device: 1}
+  - {name: out, dtype: f32, shape: [1024], role: output, device: 0}
+stages:
+  - {name: pre, kernel: scale, args: {a: 2.0}, reads: [g0], writes: [g0], stream: main, device: 0}
+  - {name: reduce, kernel: all_reduce, args: {op: sum}, reads: [g0, g1], writes: [g0, g1]}
+  - {name: pull, kernel: copy, reads: [g0], writes: [out], stream: side, device: 0}
+`), Options{})
+	id := map[string]int{}
+	for i, s := range p.Stages {
+		id[s.Name] = i
+	}
+	side := p.Stages[id["pull"]].Stream
+	q := p.WithoutOps(func(s, _ int, o Op) bool { return s == side && o.Kind == OpWait && o.Lag == 0 })
+	var re *RaceError
+	if err := Verify(q); !errors.As(err, &re) || len(re.Fixes) != 1 {
+		t.Fatalf("want one fix, got %v", err)
+	}
+	want := "pull (test.yaml:10:5): add reduce to waits (stream side waits, before pull, on an event recorded on stream main after reduce/0)"
+	if got := re.Fixes[0].Edit; got != want {
+		t.Errorf("edit\n%s\nwant\n%s", got, want)
+	}
+	f := newFix(p, id["pull"], id["reduce/1"])
+	if got := f.String(); !strings.HasPrefix(got, "reduce (test.yaml:9:5): add pull to waits (stream s1 waits, before reduce/1, ") {
+		t.Errorf("a fix before a rank: %s", got)
+	}
+	// A stage whose name only looks like a rank's keeps it.
+	if got := specStageName(&Stage{Name: "a/0"}); got != "a/0" {
+		t.Errorf("specStageName(a/0, no collective) = %s", got)
 	}
 }

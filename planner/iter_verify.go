@@ -330,9 +330,9 @@ func verifyIterations(p, q *Plan, withFixes bool) error {
 			continue
 		}
 		seen[key] = len(fixes)
-		s, t := p.Stages[x].Stream, p.Stages[y].Stream
-		fixes = append(fixes, Fix{After: x, Before: y, AfterName: p.Stages[x].Name, BeforeName: p.Stages[y].Name, BeforeSource: p.Stages[y].Source,
-			RecordStream: streamLabel(p.Streams[s].Name, s), WaitStream: streamLabel(p.Streams[t].Name, t), Races: f.Races, Lag: lag})
+		fx := newFix(p, x, y)
+		fx.Races, fx.Lag = f.Races, lag
+		fixes = append(fixes, fx)
 	}
 	relaxLags(p, fixes)
 	for i := range fixes {
