@@ -205,7 +205,41 @@ func CheckRun(p *StreamPlan, o RunOptions) error {
 	if err := checkSimMemory(p, o); err != nil {
 		return err
 	}
+	if onSim(o) {
+		if err := checkSimOps(p, o.Iterations); err != nil {
+			return err
+		}
+	}
 	return executor.CheckRun(p, o.Options)
+}
+
+// onSim reports whether o runs on the simulator: BackendSim, or auto where
+// it opens the simulator.
+func onSim(o RunOptions) bool {
+	return o.Backend == BackendSim || (o.Backend == "" || o.Backend == BackendAuto) && !autoIsCUDA()
+}
+
+// MaxSimOps is the most ops (launches, waits and records, over all
+// iterations) one run on the simulator issues: 100,000,000. The simulator
+// runs every op on the host, at tens of thousands a second, so this is
+// about half an hour of silent work; Run and CheckRun refuse a run of more
+// on the simulator, naming the most iterations of the plan that fit. On
+// the GPU a run takes up to MaxIterations.
+const MaxSimOps = 100_000_000
+
+// checkSimOps refuses iters iterations of p on the simulator when they
+// would issue more than MaxSimOps ops.
+func checkSimOps(p *StreamPlan, iters int) error {
+	per := 0
+	for _, s := range p.Streams {
+		per += len(s.Ops)
+	}
+	iters = max(iters, 1)
+	if per == 0 || iters <= MaxSimOps/per {
+		return nil
+	}
+	return fmt.Errorf("%d iterations of %d ops each would issue %d ops on the simulator, more than it takes in one run (%d ops, about half an hour: it runs every op on the host, tens of thousands a second); run at most %d iterations there (--iterations), or run on the GPU (--backend cuda)",
+		iters, per, int64(iters)*int64(per), MaxSimOps, MaxSimOps/per)
 }
 
 // checkSimMemory refuses a run on the simulator whose buffers, allocated
@@ -213,7 +247,7 @@ func CheckRun(p *StreamPlan, o RunOptions) error {
 // each ring copy), pass the simulator's limit (sim.DefaultMaxBytes; it
 // holds buffers in host memory), before any is allocated.
 func checkSimMemory(p *StreamPlan, o RunOptions) error {
-	if o.Alloc == AllocDynamic || !(o.Backend == BackendSim || (o.Backend == "" || o.Backend == BackendAuto) && !autoIsCUDA()) {
+	if o.Alloc == AllocDynamic || !onSim(o) {
 		return nil
 	}
 	n := p.Stats.ArenaBytes
@@ -383,7 +417,8 @@ type RunResult struct {
 // Run runs p on the backend o.Backend names (NewBackend), with every
 // executor option of o, and closes the backend before returning.
 //
-// Errors: NewBackend's; the executor's (conflicting options such as graph
+// Errors: NewBackend's; on the simulator, a run of more than MaxSimOps
+// ops; the executor's (conflicting options such as graph
 // mode with SyncEach, dynamic allocation or host I/O, rejected before the
 // backend is touched; plan and backend errors), which come with a nil
 // result; and a race seen by the simulator's detector, which comes with
@@ -403,6 +438,11 @@ func Run(ctx context.Context, p *StreamPlan, o RunOptions) (*RunResult, error) {
 	b, err := openBackend(o.Backend, o)
 	if err != nil {
 		return nil, err
+	}
+	if b.Name() == BackendSim {
+		if err := checkSimOps(p, o.Iterations); err != nil {
+			return nil, errors.Join(err, b.Close())
+		}
 	}
 	start := time.Now()
 	res, err := executor.Run(ctx, p, b, o.Options)

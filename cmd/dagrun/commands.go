@@ -582,7 +582,7 @@ anything is loaded, with exit 2.`,
 	sf.add(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&ro.Backend, "backend", dagrun.BackendAuto, "auto (cuda if built with it and a device answers, else sim), sim or cuda")
-	fl.IntVar(&ro.Iterations, "iterations", 1, "times the plan is issued")
+	fl.IntVar(&ro.Iterations, "iterations", 1, fmt.Sprintf("times the plan is issued: 1 to 2^40; on the simulator at most %d ops in all (iterations × the plan's ops: about half an hour there), a run of more is refused with the most iterations that fit; Ctrl-C stops a run", dagrun.MaxSimOps))
 	fl.Int64Var(&ro.Seed, "seed", 1, "simulator: seed of the random per-op delays")
 	fl.BoolVar(&ro.SyncEach, "sync-each", false, "synchronize after every op, so a fault names its stage (serializes the run)")
 	fl.IntSliceVar(&ro.Devices, "devices", nil, "cuda: the GPU ordinal of each plan device, in device order, 0,1,… when not given; --devices 0,0 runs a plan of two devices on one GPU (its collectives need distinct GPUs)")

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -513,5 +514,37 @@ func TestGraphModeSeveralDevicesDocs(t *testing.T) {
 				t.Errorf("%s says %q, but graph mode runs plans of several devices", name, stale)
 			}
 		}
+	}
+}
+
+// TestSimOpsBounded: a run on the simulator of more than dagrun.MaxSimOps
+// ops (iterations × the plan's ops) is refused before any work, naming the
+// most iterations that fit; that many pass dagrun.CheckRun, and the API's
+// Run refuses one more on the simulator.
+func TestSimOpsBounded(t *testing.T) {
+	spec := specPath("seed/three-stage.yaml")
+	s, err := dagrun.Load(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := dagrun.Plan(s, dagrun.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := dagrun.RunOptions{Backend: dagrun.BackendSim}
+	ro.Iterations = 9090909
+	if err := dagrun.CheckRun(p, ro); err != nil {
+		t.Errorf("CheckRun of %d iterations: %v", ro.Iterations, err)
+	}
+	ro.Iterations++
+	if err := dagrun.CheckRun(p, ro); err == nil || !strings.Contains(err.Error(), "9090910 iterations of 11 ops") {
+		t.Fatalf("CheckRun of %d iterations: %v", ro.Iterations, err) // (Run would run for minutes)
+	}
+	if res, err := dagrun.Run(context.Background(), p, ro); res != nil || err == nil || !strings.Contains(err.Error(), "more than it takes in one run") {
+		t.Fatalf("Run of %d iterations: %v, %v", ro.Iterations, res, err)
+	}
+	out, errOut, code := cli(t, "run", "--backend", "sim", "--iterations", "1099511627776", spec)
+	if code != 2 || out != "" || !strings.Contains(errOut, "run at most 9090909 iterations there (--iterations), or run on the GPU (--backend cuda)") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

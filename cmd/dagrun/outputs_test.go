@@ -304,7 +304,7 @@ func TestInterruptReachesWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
-		cmd := exec.Command(bin, "run", "--backend", "sim", "--iterations", "100000000", specPath("seed/three-stage.yaml"))
+		cmd := exec.Command(bin, "run", "--backend", "sim", "--iterations", "9000000", specPath("seed/three-stage.yaml"))
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
