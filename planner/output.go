@@ -7,8 +7,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
+	"github.com/rivo/uniseg"
 	"gonum.org/v1/gonum/graph"
 	"gonum.org/v1/gonum/graph/encoding"
 	"gonum.org/v1/gonum/graph/encoding/dot"
@@ -84,9 +84,8 @@ func (p *Plan) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, ", %d devices", p.DeviceCount())
 	}
 	fmt.Fprintln(w)
-	var tb bytes.Buffer
-	tw := tabwriter.NewWriter(&tb, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "stream\top\tstage/event\t")
+	var tw columns
+	tw.row("stream", "op", "stage/event", "")
 	for si, s := range p.Streams {
 		after := "(start of " + s.Name + ")" // a record marks the stream's work up to here
 		for j, o := range s.Ops {
@@ -96,26 +95,20 @@ func (p *Plan) WriteTable(w io.Writer) {
 			}
 			switch o.Kind {
 			case OpLaunch:
-				fmt.Fprintf(tw, "%s\tlaunch\t%s\t\n", name, p.Stages[o.Stage].Name)
+				tw.row(name, "launch", p.Stages[o.Stage].Name, "")
 				after = p.Stages[o.Stage].Name
 			case OpRecord:
-				fmt.Fprintf(tw, "%s\trecord\te%d\tafter %s\n", name, o.Event, after)
+				tw.row(name, "record", fmt.Sprintf("e%d", o.Event), "after "+after)
 			case OpWait:
 				if o.Lag > 0 {
-					fmt.Fprintf(tw, "%s\twait\te%d\tfor %s, %d iteration(s) back%s\n", name, o.Event, stageOf(o.Event), o.Lag, reason(si, j))
+					tw.row(name, "wait", fmt.Sprintf("e%d", o.Event), fmt.Sprintf("for %s, %d iteration(s) back%s", stageOf(o.Event), o.Lag, reason(si, j)))
 					continue
 				}
-				fmt.Fprintf(tw, "%s\twait\te%d\tfor %s%s\n", name, o.Event, stageOf(o.Event), reason(si, j))
+				tw.row(name, "wait", fmt.Sprintf("e%d", o.Event), "for "+stageOf(o.Event)+reason(si, j))
 			}
 		}
 	}
-	tw.Flush()
-	for _, line := range strings.SplitAfter(tb.String(), "\n") {
-		io.WriteString(w, strings.TrimRight(line, " \n"))
-		if strings.HasSuffix(line, "\n") {
-			io.WriteString(w, "\n")
-		}
-	}
+	tw.write(w)
 	if len(p.Lifetimes) > 0 {
 		fmt.Fprintln(w, "lifetimes:")
 		for _, l := range p.Lifetimes {
@@ -145,6 +138,35 @@ func (p *Plan) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	fmt.Fprintln(w, p.StatsLine())
+}
+
+// columns lays out rows of three aligned cells and a free last one, each
+// aligned column as wide as its widest cell on a terminal plus two spaces:
+// widths are display columns (uniseg.StringWidth: a CJK character or an
+// emoji takes two, a combining mark none), not bytes or runes.
+type columns struct{ rows [][4]string }
+
+func (c *columns) row(a, b, d, rest string) { c.rows = append(c.rows, [4]string{a, b, d, rest}) }
+
+// write writes the rows, each line without trailing spaces.
+func (c *columns) write(w io.Writer) {
+	var width [3]int
+	for _, r := range c.rows {
+		for i := range width {
+			width[i] = max(width[i], uniseg.StringWidth(r[i]))
+		}
+	}
+	var b strings.Builder
+	for _, r := range c.rows {
+		b.Reset()
+		for i := range width {
+			b.WriteString(r[i])
+			b.WriteString(strings.Repeat(" ", width[i]+2-uniseg.StringWidth(r[i])))
+		}
+		b.WriteString(r[3])
+		io.WriteString(w, strings.TrimRight(b.String(), " "))
+		io.WriteString(w, "\n")
+	}
 }
 
 // thousands formats n with commas between groups of three digits.

@@ -3,10 +3,13 @@ package planner
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/rivo/uniseg"
 )
 
 // TestPlanStringsAreCopies pins that a plan built from a loaded spec holds
@@ -63,5 +66,69 @@ stages:
 		for _, l := range p.Lifetimes {
 			shared("lifetime buffer", l.Buffer, b.Name)
 		}
+	}
+}
+
+// TestTableWideCharacters: the plan table aligns its columns by display
+// width, so stream and stage names of CJK characters (two columns each)
+// line up with ASCII ones.
+func TestTableWideCharacters(t *testing.T) {
+	p := build(t, loadSpec(t, `version: 1
+name: cjk
+buffers:
+  - {name: 入力, bytes: 4096, role: input}
+  - {name: 出力, bytes: 4096, role: output}
+  - {name: t, bytes: 4096}
+stages:
+  - {name: 読み込み処理段階, kernel: copy, reads: [入力], writes: [t], stream: 計算ストリーム}
+  - {name: b, kernel: copy, reads: [t], writes: [出力], stream: s}
+`), Options{})
+	var b strings.Builder
+	p.WriteTable(&b)
+	// skip returns the index after the cell starting at i and the spaces
+	// after it (a cell has no two spaces in a row).
+	skip := func(line string, i int) int {
+		k := strings.Index(line[i:], "  ")
+		if k < 0 {
+			return len(line)
+		}
+		i += k
+		for i < len(line) && line[i] == ' ' {
+			i++
+		}
+		return i
+	}
+	var want []int
+	rows := 0
+	for _, line := range strings.Split(b.String(), "\n")[1:] {
+		op := strings.TrimLeft(line, " ")
+		at := len(line) - len(op) // after an empty stream cell
+		if at == 0 {
+			at = skip(line, 0)
+		}
+		if !slices.ContainsFunc([]string{"op ", "launch ", "record ", "wait "}, func(w string) bool { return strings.HasPrefix(line[at:], w) }) {
+			continue
+		}
+		rows++
+		ev := skip(line, at)
+		cols := []int{uniseg.StringWidth(line[:at]), uniseg.StringWidth(line[:ev])}
+		if tail := skip(line, ev); tail < len(line) {
+			cols = append(cols, uniseg.StringWidth(line[:tail]))
+			if len(want) == 2 {
+				want = append(want, cols[2])
+			}
+		}
+		if want == nil {
+			want = cols
+		}
+		for k := range cols {
+			if k < len(want) && cols[k] != want[k] {
+				t.Errorf("row %q: columns %v, want %v\n%s", line, cols, want, b.String())
+				break
+			}
+		}
+	}
+	if rows != 7 {
+		t.Errorf("%d rows, want 7 (the header and 6 ops)\n%s", rows, b.String())
 	}
 }
