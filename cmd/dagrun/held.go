@@ -23,17 +23,21 @@ type heldOutput struct {
 	mem  bytes.Buffer
 	file *os.File // nil until mem is full
 	err  error    // the first write error; the output is then not printed from here
-	ms   float64  // the time spent encoding into it, ms
+	// inMemory is set when no temporary file could be made.
+	inMemory bool
+	ms       float64 // the time spent encoding into it, ms
 }
 
 func (h *heldOutput) Write(p []byte) (int, error) {
 	if h.err != nil {
 		return 0, h.err
 	}
-	if h.file == nil && h.mem.Len()+len(p) > heldInMemory {
+	if h.file == nil && !h.inMemory && h.mem.Len()+len(p) > heldInMemory {
 		if f, err := os.CreateTemp("", "dagrun-plan-*"); err == nil {
 			os.Remove(f.Name()) // open, unlinked: gone when closed or when the process ends
 			h.file = f
+		} else {
+			h.inMemory = true // no temporary file: all of it in memory
 		}
 	}
 	if h.file == nil {

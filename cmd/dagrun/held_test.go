@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -41,5 +42,25 @@ func TestPlanHeldUntilVerified(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Errorf("temporary files left behind: %v", left)
+	}
+}
+
+// A held output with no folder for its temporary file holds it all in
+// memory, and prints it all.
+func TestHeldOutputInMemory(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "none"))
+	defer func(n int) { heldInMemory = n }(heldInMemory)
+	heldInMemory = 100
+	var h heldOutput
+	want := strings.Repeat("0123456789", 100)
+	for i := 0; i < len(want); i += 30 {
+		h.Write([]byte(want[i:min(i+30, len(want))]))
+	}
+	if h.err != nil || h.file != nil {
+		t.Fatalf("held output: error %v, file %v; want it in memory", h.err, h.file)
+	}
+	var got strings.Builder
+	if err := h.writeTo(&got); err != nil || got.String() != want {
+		t.Errorf("held output printed %d bytes (%v), want %d", got.Len(), err, len(want))
 	}
 }
