@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dagrun/dagrun/cudart"
@@ -151,7 +152,15 @@ func LoadWith(path string, o LoadOptions) (*Spec, error) { return dag.LoadFileWi
 // pass); other errors (spec mistakes, bad
 // options, cycles, an unmeetable memory_budget: *planner.BudgetError) come
 // with a nil plan.
-func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
+func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) { return PlanWhile(spec, o, nil) }
+
+// PlanWhile is Plan that also calls during(p) on the finished plan while
+// the verifier runs, on another goroutine, and returns once both are
+// done; during is not called when Build fails. during must only read p
+// (Verify only reads it too): `dagrun plan` encodes the plan file then,
+// and prints it only after the verifier has passed it. A nil during is
+// Plan. The verifier's time in p.Timings is its own, not during's.
+func PlanWhile(spec *Spec, o PlanOptions, during func(p *StreamPlan)) (*StreamPlan, error) {
 	if spec.File == "" {
 		checked, err := dag.Validate(spec)
 		if err != nil {
@@ -171,9 +180,19 @@ func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) {
 	if abs, err := filepath.Abs(p.Dir); err == nil {
 		p.Dir = abs
 	}
+	var wg sync.WaitGroup
+	if during != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			during(p)
+		}()
+	}
 	t0 := time.Now()
 	err = planner.Verify(p)
-	p.Timings = append(p.Timings, planner.PassTime{Pass: "verify", MS: float64(time.Since(t0).Nanoseconds()) / 1e6, Runs: 1})
+	verifyMS := float64(time.Since(t0).Nanoseconds()) / 1e6
+	wg.Wait()
+	p.Timings = append(p.Timings, planner.PassTime{Pass: "verify", MS: verifyMS, Runs: 1})
 	if err != nil {
 		var race *planner.RaceError
 		if !errors.As(err, &race) {

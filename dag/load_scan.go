@@ -5,10 +5,13 @@ package dag
 // use: block mappings and lists, flow lists and mappings, one-line plain
 // and quoted scalars, comments. It builds the same yaml.Node trees as
 // yaml.v3 (kinds, tags, values, line:column), but hands each item of the
-// top-level lists (buffers, kernels, stages) to a callback as soon as it
-// is parsed, and reuses the item's nodes for the next one: only one
-// item's nodes are alive at a time, where yaml.v3 holds the whole
-// document's (about 4 KB per stage).
+// top-level lists (buffers, kernels, stages) to a callback once it is
+// parsed, and reuses the item's nodes for later ones: only the nodes of a
+// few batches of items are alive at a time, where yaml.v3 holds the whole
+// document's (about 4 KB per stage). The callback runs on a goroutine of
+// its own, a batch of pipeBatch items at a time in file order, while the
+// scanner parses the next batch; scan returns once it has taken every
+// item, whether the scan succeeded or not.
 //
 // For YAML, anything outside the subset (anchors and aliases, tags, block
 // scalars, multi-line scalars, documents markers, tabs, non-ASCII text,
@@ -62,7 +65,36 @@ type scanner struct {
 	lastMark int          // offset of the node marked last (a key's start, at its ':')
 	// rootKeys are the root mapping's keys seen so far.
 	rootKeys map[string]bool
+
+	// The pipeline to onItem's goroutine: batch is the items parsed into
+	// the current node set (slab, ptrs) since the last hand-off; work
+	// takes full sets to the goroutine, which gives them back on free
+	// and closes decoded when work is closed and every item is taken.
+	batch   []itemRef
+	work    chan *nodeSet
+	free    chan *nodeSet
+	decoded chan struct{}
 }
+
+// itemRef is a parsed item of a streamed list, for onItem.
+type itemRef struct {
+	key        string
+	list, item *yaml.Node
+}
+
+// nodeSet is a batch of parsed items and the slabs their nodes are in.
+type nodeSet struct {
+	slab  [][]yaml.Node
+	ptrs  []*yaml.Node
+	items []itemRef
+}
+
+// pipeBatch is how many items the scanner hands onItem's goroutine at a
+// time: the goroutines meet once per batch, not per item.
+const pipeBatch = 256
+
+// ptrsCap is the capacity of an item content slab (pointers).
+const ptrsCap = 1 << 14
 
 // streamKeys are the root fields whose list items are streamed.
 var streamKeys = []string{"buffers", "kernels", "stages"}
@@ -89,6 +121,10 @@ func scan(data string, json bool, onItem func(key string, list, item *yaml.Node)
 			}
 		}
 	}()
+	if onItem != nil {
+		p.startPipe()
+		defer p.finishPipe() // before the recover above: onItem is done when scan returns
+	}
 	if !json {
 		// The subset is printable ASCII and newlines; tabs, CR, other
 		// control characters and non-ASCII text go to yaml.v3.
@@ -217,7 +253,7 @@ func (p *scanner) node(kind yaml.Kind, a at) *yaml.Node {
 func (p *scanner) add(content []*yaml.Node, nodes ...*yaml.Node) []*yaml.Node {
 	if content == nil && p.inItem {
 		if len(p.ptrs)+8 > cap(p.ptrs) {
-			p.ptrs = make([]*yaml.Node, 0, 4096)
+			p.ptrs = make([]*yaml.Node, 0, ptrsCap)
 		}
 		content = p.ptrs[len(p.ptrs) : len(p.ptrs) : len(p.ptrs)+8]
 		p.ptrs = p.ptrs[:len(p.ptrs)+8]
@@ -225,12 +261,57 @@ func (p *scanner) add(content []*yaml.Node, nodes ...*yaml.Node) []*yaml.Node {
 	return append(content, nodes...)
 }
 
-// item hands a parsed item of list to onItem and frees its nodes.
+// item adds a parsed item of list to the batch for onItem, and hands the
+// batch over when it is full (pipeBatch items, or its content slab nearly
+// is).
 func (p *scanner) item(key string, list, n *yaml.Node) {
-	p.onItem(key, list, n)
-	p.slabAt, p.slabUse = 0, 0
-	clear(p.ptrs)
-	p.ptrs = p.ptrs[:0]
+	p.batch = append(p.batch, itemRef{key, list, n})
+	if len(p.batch) == pipeBatch || cap(p.ptrs) > 0 && len(p.ptrs) > cap(p.ptrs)-ptrsCap/16 {
+		p.handOff()
+		s := <-p.free
+		p.slab, p.ptrs, p.batch = s.slab, s.ptrs, s.items
+		p.slabAt, p.slabUse = 0, 0
+	}
+}
+
+// startPipe starts onItem's goroutine, with two node sets to spare
+// besides the scanner's own.
+func (p *scanner) startPipe() {
+	p.work = make(chan *nodeSet, 2)
+	p.free = make(chan *nodeSet, 3)
+	p.decoded = make(chan struct{})
+	p.batch = make([]itemRef, 0, pipeBatch)
+	for range 2 {
+		p.free <- &nodeSet{items: make([]itemRef, 0, pipeBatch)}
+	}
+	go func(work <-chan *nodeSet) {
+		defer close(p.decoded)
+		for s := range work {
+			for _, it := range s.items {
+				p.onItem(it.key, it.list, it.item)
+			}
+			clear(s.items) // the nodes stay in the slab until reused
+			clear(s.ptrs)
+			s.items, s.ptrs = s.items[:0], s.ptrs[:0]
+			p.free <- s
+		}
+	}(p.work)
+}
+
+// handOff sends the current batch to onItem's goroutine.
+func (p *scanner) handOff() {
+	if len(p.batch) > 0 {
+		p.work <- &nodeSet{slab: p.slab, ptrs: p.ptrs, items: p.batch}
+		p.slab, p.ptrs, p.batch = nil, nil, nil
+	}
+}
+
+// finishPipe hands over the last batch and waits until onItem has taken
+// every item.
+func (p *scanner) finishPipe() {
+	p.handOff()
+	close(p.work)
+	<-p.decoded
 }
 
 // streamed reports whether the value of key at depth is streamed.

@@ -2,6 +2,9 @@ package dag
 
 import (
 	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -164,5 +167,47 @@ func TestFloatText(t *testing.T) {
 		if floatText(s) != re.MatchString(s) {
 			t.Errorf("floatText(%q) = %v", s, floatText(s))
 		}
+	}
+}
+
+// The scanner hands items over in batches of pipeBatch, decoded on a
+// goroutine of their own: in a spec of several batches, the errors of
+// items in different batches come in file order with their positions, as
+// yaml.v3 gives them, and a scan that gives up after some batches (a tab
+// near the end) leaves no trace of what was decoded.
+func TestScannerBatches(t *testing.T) {
+	n := 3*pipeBatch + 7
+	spec := func(bad map[int]string, tail string) []byte {
+		var b strings.Builder
+		b.WriteString("version: 1\nbuffers:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - {name: b%d, bytes: %s}\n", i, cmp.Or(bad[-i-1], "64"))
+		}
+		b.WriteString("stages:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - name: s%d\n    kernel: %s\n    reads: [b%d]\n    writes: [b%d]\n", i, cmp.Or(bad[i], "spin"), i, (i+1)%n)
+		}
+		b.WriteString(tail)
+		return []byte(b.String())
+	}
+	if !sameLoad(t, spec(nil, ""), "t.yaml") {
+		t.Fatalf("the scanner gave up on a plain spec of %d stages", n)
+	}
+	bad := map[int]string{3: "[x]", pipeBatch + 1: "{a: 1}", n - 1: "[y]", -2: "-5", -(2*pipeBatch + 3): "big"}
+	if !sameLoad(t, spec(bad, ""), "t.yaml") {
+		t.Fatalf("the scanner gave up on a spec with bad values")
+	}
+	_, err, _ := loadBytes(spec(bad, ""), "t.yaml", loadDir, false)
+	var el ErrorList
+	if !errors.As(err, &el) || len(el) < len(bad) {
+		t.Fatalf("want %d errors or more, got %v", len(bad), err)
+	}
+	for i := 1; i < len(el); i++ {
+		if el[i].Pos.Line < el[i-1].Pos.Line {
+			t.Errorf("errors out of file order: %v before %v", el[i-1], el[i])
+		}
+	}
+	if sameLoad(t, spec(bad, "name:\t x\n"), "t.yaml") {
+		t.Errorf("the scanner took a tab")
 	}
 }

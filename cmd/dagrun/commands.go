@@ -158,7 +158,10 @@ type planned struct {
 // planOrSpec reads and verifies the plan file planFile, or loads, plans
 // and verifies the spec args[0] (kept in planned.spec with keepSpec). Errors are bad input (exit 2); a race is
 // not an error here but planned.races.
-func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, stderr io.Writer) (*planned, error) {
+//
+// during, if not nil, is called on the spec's finished plan while the
+// verifier runs (dagrun.PlanWhile); it must only read the plan.
+func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, during func(*dagrun.StreamPlan), stderr io.Writer) (*planned, error) {
 	if planFile != "" {
 		p, err := dagrun.ReadPlanWith(planFile, dagrun.LoadOptions{AllowOutside: f.outside})
 		if err != nil {
@@ -176,7 +179,7 @@ func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, std
 	if err != nil {
 		return nil, err
 	}
-	head, kept, p, loadMS, err := loadAndPlan(args[0], o, f.outside, keepSpec)
+	head, kept, p, loadMS, err := loadAndPlan(args[0], o, f.outside, keepSpec, during)
 	if head == nil {
 		return nil, err
 	}
@@ -203,7 +206,7 @@ func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, std
 // plan runs without it in memory (PinNotes reads the header only): the
 // spec lives in this frame alone, which is gone before the plan is
 // written.
-func loadAndPlan(path string, o dagrun.PlanOptions, allowOutside, keepSpec bool) (head, kept *dagrun.Spec, p *dagrun.StreamPlan, loadMS float64, err error) {
+func loadAndPlan(path string, o dagrun.PlanOptions, allowOutside, keepSpec bool, during func(*dagrun.StreamPlan)) (head, kept *dagrun.Spec, p *dagrun.StreamPlan, loadMS float64, err error) {
 	t0 := time.Now()
 	s, err := loadSpec(path, allowOutside)
 	if err != nil {
@@ -215,7 +218,7 @@ func loadAndPlan(path string, o dagrun.PlanOptions, allowOutside, keepSpec bool)
 	if keepSpec {
 		kept = s
 	}
-	p, err = dagrun.Plan(s, o)
+	p, err = dagrun.PlanWhile(s, o, during)
 	return head, kept, p, loadMS, err
 }
 
@@ -266,12 +269,35 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 			if cmd.Flags().Changed("indent") && format != "json" {
 				return usagef("--indent applies to the plan file (--json), not --format %s", format)
 			}
-			pl, err := planOrSpec("", args, &pf, false, stderr)
+			// The plan is encoded while the verifier runs (both only
+			// read it) and printed once the verifier has passed it.
+			encode := func(w io.Writer, p *dagrun.StreamPlan) error {
+				switch format {
+				case "table":
+					p.WriteTable(w)
+					return nil
+				case "json":
+					ind := indent
+					if !cmd.Flags().Changed("indent") {
+						ind = len(p.Stages) <= dagrun.CompactPlanStages
+					}
+					return dagrun.WritePlanJSON(w, p, ind)
+				case "dot":
+					return p.WriteDOT(w)
+				default:
+					return p.WriteMermaid(w)
+				}
+			}
+			var held heldOutput
+			defer held.discard()
+			pl, err := planOrSpec("", args, &pf, false, func(p *dagrun.StreamPlan) {
+				held.hold(func(w io.Writer) error { return encode(w, p) })
+			}, stderr)
 			if err != nil {
 				return err
 			}
 			if timings {
-				defer printTimings(stderr, pl, time.Now())
+				defer printTimings(stderr, pl, &held, time.Now())
 			}
 			if pl.races != nil && !noVerify {
 				return failure{fmt.Errorf("%s: the plan has races (use `dagrun check` for the report, --no-verify to print it anyway):\n%w", args[0], pl.races)}
@@ -284,26 +310,24 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 				}
 				fmt.Fprintf(stderr, "dagrun: warning: %s: printing a plan with races%s (--no-verify; `dagrun check %s` for the report)\n", args[0], after, args[0])
 			}
-			var out bytes.Buffer
 			if format != "table" { // the table prints them itself
 				for _, n := range pl.p.Notes {
 					fmt.Fprintf(stderr, "dagrun: note: %s\n", n)
 				}
 			}
-			switch format {
-			case "table":
-				pl.p.WriteTable(&out)
-			case "json": // streamed: a big plan is never all in memory as text
-				if !cmd.Flags().Changed("indent") {
-					indent = len(pl.p.Stages) <= dagrun.CompactPlanStages
-				}
-				return dagrun.WritePlanJSON(stdout, pl.p, indent)
-			case "dot":
-				err = pl.p.WriteDOT(&out)
-			case "mermaid":
-				err = pl.p.WriteMermaid(&out)
+			if held.err == nil {
+				return held.writeTo(stdout)
 			}
-			if err != nil {
+			// Encoding into the held output failed (a temporary file
+			// that could not be written, or the encoder's own error):
+			// encode again, as the plan was printed before it was held.
+			held.discard()
+			held.ms = 0
+			if format == "json" { // streamed: a big plan is never all in memory as text
+				return encode(stdout, pl.p)
+			}
+			var out bytes.Buffer
+			if err := encode(&out, pl.p); err != nil {
 				return failure{err}
 			}
 			_, err = stdout.Write(out.Bytes())
@@ -315,15 +339,18 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&format, "format", "table", "output: table, json, dot (Graphviz's DOT; the picture needs Graphviz: dot -Tpng -o plan.png) or mermaid (renders on GitHub and in many editors); stages grouped by stream, waits with their reason")
 	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "print the plan even if the verifier finds a race")
 	cmd.Flags().BoolVar(&indent, "indent", false, fmt.Sprintf("with --json: indent the plan file for people (default: for plans of up to %d stages; larger ones are compact unless --indent)", dagrun.CompactPlanStages))
-	cmd.Flags().BoolVar(&timings, "timings", false, "print to stderr where the time went (ms): loading the spec, each planner pass, the verifier, writing the plan")
+	cmd.Flags().BoolVar(&timings, "timings", false, "print to stderr where the time went (ms): loading the spec, each planner pass, the verifier, writing the plan (encoded while the verifier runs, printed once it has passed the plan)")
 	return cmd
 }
 
 // printTimings prints plan's --timings line: load, Build's phases, verify,
-// and the write that began at w.
-func printTimings(stderr io.Writer, pl *planned, w time.Time) {
+// and the write: encoding the plan into held, while the verifier ran, and
+// printing it from there, which began at w. The total counts the
+// encoding's time only where it outlasted the verifier.
+func printTimings(stderr io.Writer, pl *planned, held *heldOutput, w time.Time) {
 	var b strings.Builder
 	total := pl.loadMS
+	verify := 0.0
 	fmt.Fprintf(&b, "dagrun: timings (ms): load %.1f", pl.loadMS)
 	for _, t := range pl.p.Timings {
 		fmt.Fprintf(&b, ", %s %.1f", t.Pass, t.MS)
@@ -331,9 +358,18 @@ func printTimings(stderr io.Writer, pl *planned, w time.Time) {
 			fmt.Fprintf(&b, " (%d runs)", t.Runs)
 		}
 		total += t.MS
+		if t.Pass == "verify" {
+			verify = t.MS
+		}
 	}
 	write := msSince(w)
-	fmt.Fprintf(&b, ", write %.1f; total %.1f\n", write, total+write)
+	if held.ms > 0 {
+		fmt.Fprintf(&b, ", write %.1f (%.1f of it while verifying)", held.ms+write, min(held.ms, verify))
+		total += max(0, held.ms-verify)
+	} else {
+		fmt.Fprintf(&b, ", write %.1f", write)
+	}
+	fmt.Fprintf(&b, "; total %.1f\n", total+write)
 	io.WriteString(stderr, b.String())
 }
 
@@ -374,7 +410,7 @@ in graph mode as one graph of the whole iteration.`,
 			if err := checkConflicts(cmd, planFileConflicts); err != nil {
 				return err
 			}
-			pl, err := planOrSpec(planFile, args, &pf, false, stderr)
+			pl, err := planOrSpec(planFile, args, &pf, false, nil, stderr)
 			if err != nil {
 				return err
 			}
@@ -520,7 +556,7 @@ anything is loaded, with exit 2.`,
 			rf.files = &outFiles{}
 			defer rf.files.discard()
 			ro.Timeline = rf.traceFile != "" || rf.timelineFile != ""
-			pl, err := planOrSpec(rf.planFile, args, &pf, true, stderr)
+			pl, err := planOrSpec(rf.planFile, args, &pf, true, nil, stderr)
 			if err != nil {
 				return err
 			}

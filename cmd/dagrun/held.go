@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"time"
+)
+
+// heldInMemory is how much of a held output heldOutput keeps in memory
+// (bytes); the rest goes to a temporary file.
+var heldInMemory = 4 << 20
+
+// heldOutput is output written before it may be printed: `dagrun plan`
+// encodes the plan while the verifier runs and prints it only once the
+// verifier has passed it, so that a plan with races leaves no output. Its
+// first heldInMemory bytes stay in memory, the rest go to a temporary
+// file that is unlinked as soon as it is made (nothing is left behind,
+// however the command ends), so that a plan file of hundreds of MB does
+// not add its size to the verifier's peak memory. When no temporary file
+// can be made, it all stays in memory.
+type heldOutput struct {
+	mem  bytes.Buffer
+	file *os.File // nil until mem is full
+	err  error    // the first write error; the output is then not printed from here
+	// inMemory is set when no temporary file could be made.
+	inMemory bool
+	ms       float64 // the time spent encoding into it, ms
+}
+
+func (h *heldOutput) Write(p []byte) (int, error) {
+	if h.err != nil {
+		return 0, h.err
+	}
+	if h.file == nil && !h.inMemory && h.mem.Len()+len(p) > heldInMemory {
+		if f, err := os.CreateTemp("", "dagrun-plan-*"); err == nil {
+			os.Remove(f.Name()) // open, unlinked: gone when closed or when the process ends
+			h.file = f
+		} else {
+			h.inMemory = true // no temporary file: all of it in memory
+		}
+	}
+	if h.file == nil {
+		return h.mem.Write(p)
+	}
+	if h.mem.Len() > 0 {
+		if _, err := h.file.Write(h.mem.Bytes()); err != nil {
+			h.err = err
+			return 0, err
+		}
+		h.mem = bytes.Buffer{}
+	}
+	n, err := h.file.Write(p)
+	if err != nil {
+		h.err = err
+	}
+	return n, err
+}
+
+// hold runs encode into h, timing it; an error of encode is h's error.
+func (h *heldOutput) hold(encode func(w io.Writer) error) {
+	t0 := time.Now()
+	if err := encode(h); err != nil && h.err == nil {
+		h.err = err
+	}
+	h.ms = msSince(t0)
+}
+
+// writeTo prints what h holds to w and releases it.
+func (h *heldOutput) writeTo(w io.Writer) error {
+	defer h.discard()
+	if h.file == nil {
+		_, err := w.Write(h.mem.Bytes())
+		return err
+	}
+	if _, err := h.file.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	_, err := io.Copy(w, h.file)
+	return err
+}
+
+// discard releases what h holds, printing nothing.
+func (h *heldOutput) discard() {
+	h.mem = bytes.Buffer{}
+	if h.file != nil {
+		h.file.Close()
+		h.file = nil
+	}
+}
