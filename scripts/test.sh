@@ -14,8 +14,8 @@ echo "== go vet"
 go vet ./...
 echo "== go test"
 go test ./...
-echo "== go test -race (simulator, executor, API)"
-go test -race ./executor/... ./cudart/... .
+echo "== go test -race (simulator, executor, the loader, API)"
+go test -race ./executor/... ./cudart/... ./dag .
 echo "== cuda build: vet and compile with -tags cuda (no GPU needed)"
 why="$(mktemp)"
 trap 'rm -f "$why"' EXIT
