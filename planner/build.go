@@ -382,10 +382,7 @@ func newState(s *dag.Spec, o Options, low *lowering) (st *state, err error) {
 	}
 	st.dur = make([]float64, st.n)
 	for i, sg := range s.Stages {
-		st.dur[i] = sg.DurationUS
-		if st.dur[i] <= 0 {
-			st.dur[i] = 1
-		}
+		st.dur[i] = CostUS(sg.DurationUS)
 	}
 	st.setDevices()
 	if err := st.order(); err != nil {

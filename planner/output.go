@@ -489,7 +489,7 @@ func slotsSummary(slots []int) string {
 // 1 µs the plan's statistics count for it.
 func durationLabel(us float64, unit string) string {
 	if us <= 0 {
-		return "1.0" + unit + " (no duration_us)"
+		return fmt.Sprintf("%.1f%s (no duration_us)", CostUS(us), unit)
 	}
 	return fmt.Sprintf("%.1f%s", us, unit)
 }

@@ -201,10 +201,7 @@ func place(s *dag.Spec, low *lowering) (*dag.Spec, error) {
 			out.Stages = append(out.Stages, sg)
 			continue
 		}
-		dur := max(sg.DurationUS, 0)
-		if dur == 0 {
-			dur = 1
-		}
+		dur := CostUS(sg.DurationUS)
 		// Candidate devices: the stage's own, its stream's, a written
 		// buffer's; else all.
 		fixed := sg.Device

@@ -58,6 +58,16 @@ func idealMakespan(p *Plan) float64 {
 	return m
 }
 
+// CostUS is the time in µs the planner counts for a stage of duration_us
+// us: us itself, or 1 µs for a stage without one (0 or less), so that
+// every stage lengthens the paths it is on.
+func CostUS(us float64) float64 {
+	if us <= 0 {
+		return 1
+	}
+	return us
+}
+
 // IdealSchedule simulates one iteration of p with each stage taking its
 // DurationUS, a duration of 0 or less counting as 1 µs (as everywhere in
 // Stats), no launch or event cost and unlimited hardware, and returns each
@@ -90,10 +100,7 @@ func IdealSchedule(p *Plan) (start, end []float64) {
 			if o.Stage < 0 || o.Stage >= len(p.Stages) {
 				continue
 			}
-			d := p.Stages[o.Stage].DurationUS
-			if d <= 0 {
-				d = 1
-			}
+			d := CostUS(p.Stages[o.Stage].DurationUS)
 			start[o.Stage] = clock[s]
 			clock[s] += d
 			end[o.Stage] = clock[s]

@@ -464,7 +464,7 @@ func Recount(p *Plan) {
 	}
 	s.SumUS = 0
 	for _, st := range p.Stages {
-		s.SumUS += max(st.DurationUS, 1) // 0 counts as 1 µs, as in Build's stats
+		s.SumUS += CostUS(st.DurationUS)
 	}
 	s.IdealMakespanUS = idealMakespan(p)
 }
