@@ -243,7 +243,7 @@ func TestBuiltinsBitExact(t *testing.T) {
 					in := [][]byte{x0, z0, y0}
 					out := [][]byte{slices.Clone(y0), make([]byte, 4*(n+3))}
 					refMix(17, in, out, mw)
-					l := &executor.LaunchDesc{Stage: 17, Name: "mix", Kernel: "mix", Grid: [3]int{grid, 1, 1},
+					l := &executor.LaunchDesc{Stage: 17, Seed: 17, Name: "mix", Kernel: "mix", Grid: [3]int{grid, 1, 1},
 						Reads:  []executor.Arg{arg(xb, 0, int64(4*n)), arg(zb, 0, int64(len(z0))), arg(wb, 0, int64(4*n))},
 						Writes: []executor.Arg{arg(wb, 0, int64(4*n)), arg(vb, 0, int64(4*(n+3)))}}
 					if mw != math.MaxInt32 {
