@@ -316,21 +316,12 @@ func (w *worker) init() error {
 	if len(w.b.opts.BuiltinsPTX) > 0 {
 		ptx = w.b.opts.BuiltinsPTX
 	}
-	mod, err := loadPTX(ptx, "built-in kernels (cudart/kernels/builtins.ptx)")
+	mod, err := loadBuiltins(ptx, w.fns, "")
 	if err != nil {
 		dev.ReleasePrimaryCtx()
 		return err
 	}
 	w.builtins = mod
-	for _, k := range builtinNames {
-		f, err := mod.Function("dagrun_" + k)
-		if err != nil {
-			mod.Unload()
-			dev.ReleasePrimaryCtx()
-			return wrap(err, "cuModuleGetFunction(dagrun_%s) in the built-in PTX", k)
-		}
-		w.fns[k] = f
-	}
 	w.b.builtinFns = w.fns
 	if err := w.initContexts(ptx); err != nil { // devices.go
 		w.closeContexts()
@@ -455,6 +446,32 @@ func (w *worker) close() {
 	w.closeContexts() // devices.go
 	w.builtins.Unload()
 	w.dev.ReleasePrimaryCtx()
+}
+
+// loadBuiltins loads the built-in kernels' PTX into the current context and
+// puts each entry dagrun_NAME of builtinNames in fns under NAME. where names
+// the device in errors ("" for the first). On an error nothing stays loaded.
+func loadBuiltins(ptx []byte, fns map[string]cu.Function, where string) (cu.Module, error) {
+	what := "built-in kernels (cudart/kernels/builtins.ptx)"
+	if where != "" {
+		what = "built-in kernels on " + where
+	}
+	mod, err := loadPTX(ptx, what)
+	if err != nil {
+		return mod, err
+	}
+	for _, k := range builtinNames {
+		f, err := mod.Function("dagrun_" + k)
+		if err != nil {
+			mod.Unload()
+			if where != "" {
+				return mod, wrap(err, "cuModuleGetFunction(dagrun_%s) in the built-in PTX (%s)", k, where)
+			}
+			return mod, wrap(err, "cuModuleGetFunction(dagrun_%s) in the built-in PTX", k)
+		}
+		fns[k] = f
+	}
+	return mod, nil
 }
 
 // loadPTX loads a PTX image with cuModuleLoadDataEx and returns the JIT's

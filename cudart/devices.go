@@ -265,21 +265,12 @@ func (w *worker) retainContext(ord int, ptx []byte) (*devCtx, error) {
 		dc.release()
 		return nil, wrap(err, "cuCtxSetCurrent (device ordinal %d)", ord)
 	}
-	mod, err := loadPTX(ptx, fmt.Sprintf("built-in kernels on device ordinal %d", ord))
+	mod, err := loadBuiltins(ptx, dc.fns, fmt.Sprintf("device ordinal %d", ord))
 	if err != nil {
 		dc.release()
 		return nil, err
 	}
 	dc.mod = mod
-	for _, k := range builtinNames {
-		f, err := mod.Function("dagrun_" + k)
-		if err != nil {
-			mod.Unload()
-			dc.release()
-			return nil, wrap(err, "cuModuleGetFunction(dagrun_%s) in the built-in PTX (device ordinal %d)", k, ord)
-		}
-		dc.fns[k] = f
-	}
 	return dc, nil
 }
 
