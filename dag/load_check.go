@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"maps"
 	"math"
@@ -36,7 +37,59 @@ type checker struct {
 	events  map[string]bool // the events stages record (built on first use)
 	// checkBuiltin's ranges of one stage, reused
 	rangeR, rangeW []contract.Range
+	// bufferIndex's guesses: for reads and writes, per position in the
+	// list, the buffer after the one the previous stage's access there
+	// named; and the buffers accessed lately, by their name's hash.
+	nextBuf [2][4]knownBuffer
+	recent  [1024]knownBuffer
 }
+
+// knownBuffer is a buffer name and 1 + the index of its first
+// declaration (0: none), in checker.nextBuf and recent.
+type knownBuffer struct {
+	name string
+	i    int32
+}
+
+// recentSeed hashes names into checker.recent.
+var recentSeed = maphash.MakeSeed()
+
+// bufferIndex returns the index of the first declaration of buffer name,
+// accessed in position j of its list. Before the look-up in bufs (a cache
+// miss or several, in a map of a million names) it tries two guesses:
+// next[j], the buffer after the one the previous stage's access in
+// position j named (machine-written specs often declare buffers in the
+// order their stages write them), and the recent cache of the buffers
+// accessed lately (stages mostly read what stages shortly before them
+// wrote).
+func (c *checker) bufferIndex(name string, j int, next *[4]knownBuffer) (int, bool) {
+	r := &c.recent[maphash.String(recentSeed, name)%uint64(len(c.recent))]
+	var bi int
+	switch {
+	case j < len(next) && next[j].i > 0 && next[j].name == name:
+		bi = int(next[j].i - 1)
+	case r.i > 0 && r.name == name:
+		bi = int(r.i - 1)
+	default:
+		i, ok := c.bufs[name]
+		if !ok {
+			return 0, false
+		}
+		bi = i
+	}
+	*r = knownBuffer{c.s.Buffers[bi].Name, int32(bi) + 1}
+	if j < len(next) {
+		next[j] = knownBuffer{}
+		if k := bi + 1; k < len(c.s.Buffers) && c.bufSrc[k].first == 0 {
+			next[j] = knownBuffer{c.s.Buffers[k].Name, int32(k) + 1}
+		}
+	}
+	return bi, true
+}
+
+// accessBuffer returns the buffer of an access that resolveAccesses
+// resolved.
+func (c *checker) accessBuffer(as *accessSrc) *BufferSpec { return &c.s.Buffers[as.buf-1] }
 
 // afterEdge is an after entry: stage to lists from (from must run first).
 type afterEdge struct {
@@ -86,6 +139,7 @@ func (c *checker) checkBuffer(i int) {
 	if b.Name != "" {
 		if j, dup := c.bufs[b.Name]; dup {
 			c.errorAt(src.name, "give each buffer its own name", "buffer %q declared twice (first at %s)", b.Name, c.s.Buffers[j].Pos)
+			src.first = int32(j) + 1
 		} else {
 			c.bufs[b.Name] = i
 		}
@@ -272,13 +326,17 @@ func (c *checker) checkStage(i int) {
 // fills in Bytes. It reports whether all of them resolved.
 func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field string, accs []Access, srcs []accessSrc) bool {
 	all := true
+	next := &c.nextBuf[0]
+	if field == "writes" {
+		next = &c.nextBuf[1]
+	}
 	for j := range accs {
 		a, as := &accs[j], &srcs[j]
 		if !as.ok {
 			all = false
 			continue
 		}
-		bi, ok := c.bufs[a.Buffer]
+		bi, ok := c.bufferIndex(a.Buffer, j, next)
 		if !ok {
 			all = false
 			names := func() []string {
@@ -295,6 +353,7 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 			c.errAt(a.Pos, hint, "%s: %s unknown buffer %q", what, field, a.Buffer)
 			continue
 		}
+		as.buf = int32(bi) + 1
 		b := &c.s.Buffers[bi]
 		// The declared name's string: the same bytes, so that the name
 		// maps of the planner's passes find it without reading a second

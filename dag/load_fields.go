@@ -411,6 +411,7 @@ type bufferSrc struct {
 	initFile at // the file: value
 	device   at // the device: value, if any
 	sizeOK   bool
+	first    int32 // a name declared before: 1 + the index of its first declaration (set by check)
 	// bytes, dtype and shape nodes, only while the buffer is decoded.
 	bytesN, dtypeN, shapeN *yaml.Node
 }
@@ -850,8 +851,9 @@ func (src *stageSrc) arg(name string) *argSrc {
 
 // accessSrc is an access before its buffer is resolved.
 type accessSrc struct {
-	ok       bool // decoded without errors
-	hasBytes bool // false: to the end of the buffer
+	ok       bool  // decoded without errors
+	hasBytes bool  // false: to the end of the buffer
+	buf      int32 // 1 + the index of the buffer, once check resolved it (0: not)
 }
 
 var (
