@@ -7,7 +7,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"maps"
 	"math"
@@ -37,55 +36,25 @@ type checker struct {
 	events  map[string]bool // the events stages record (built on first use)
 	// checkBuiltin's ranges of one stage, reused
 	rangeR, rangeW []contract.Range
-	// bufferIndex's guesses: for reads and writes, per position in the
-	// list, the buffer after the one the previous stage's access there
-	// named; and the buffers accessed lately, by their name's hash.
-	nextBuf [2][4]knownBuffer
-	recent  [1024]knownBuffer
+	guess          *bufferGuess // bufferIndex's guesses
 }
-
-// knownBuffer is a buffer name and 1 + the index of its first
-// declaration (0: none), in checker.nextBuf and recent.
-type knownBuffer struct {
-	name string
-	i    int32
-}
-
-// recentSeed hashes names into checker.recent.
-var recentSeed = maphash.MakeSeed()
 
 // bufferIndex returns the index of the first declaration of buffer name,
-// accessed in position j of its list. Before the look-up in bufs (a cache
-// miss or several, in a map of a million names) it tries two guesses:
-// next[j], the buffer after the one the previous stage's access in
-// position j named (machine-written specs often declare buffers in the
-// order their stages write them), and the recent cache of the buffers
-// accessed lately (stages mostly read what stages shortly before them
-// wrote).
-func (c *checker) bufferIndex(name string, j int, next *[4]knownBuffer) (int, bool) {
-	r := &c.recent[maphash.String(recentSeed, name)%uint64(len(c.recent))]
-	var bi int
-	switch {
-	case j < len(next) && next[j].i > 0 && next[j].name == name:
-		bi = int(next[j].i - 1)
-	case r.i > 0 && r.name == name:
-		bi = int(r.i - 1)
-	default:
-		i, ok := c.bufs[name]
-		if !ok {
+// accessed in position j of a stage's reads or writes: a guess
+// (bufferGuess) where one is right, else the look-up in bufs.
+func (c *checker) bufferIndex(name string, write bool, j int) (int, bool) {
+	bi, ok := c.guess.find(name, write, j)
+	if !ok {
+		if bi, ok = c.bufs[name]; !ok {
 			return 0, false
 		}
-		bi = i
 	}
-	*r = knownBuffer{c.s.Buffers[bi].Name, int32(bi) + 1}
-	if j < len(next) {
-		next[j] = knownBuffer{}
-		if k := bi + 1; k < len(c.s.Buffers) && c.bufSrc[k].first == 0 {
-			next[j] = knownBuffer{c.s.Buffers[k].Name, int32(k) + 1}
-		}
-	}
+	c.guess.found(c.s.Buffers, write, j, bi, c.firstBuffer)
 	return bi, true
 }
+
+// firstBuffer reports whether buffer i is the first declaration of its name.
+func (c *checker) firstBuffer(i int) bool { return c.bufSrc[i].first == 0 }
 
 // accessBuffer returns the buffer of an access that resolveAccesses
 // resolved.
@@ -98,7 +67,7 @@ type afterEdge struct {
 }
 
 func (l *loader) check(s *Spec) {
-	c := &checker{loader: l, s: s, bufs: make(map[string]int, len(s.Buffers)), kerns: map[string]int{}, stages: make(map[string]int, len(s.Stages))}
+	c := &checker{loader: l, s: s, bufs: make(map[string]int, len(s.Buffers)), kerns: map[string]int{}, stages: make(map[string]int, len(s.Stages)), guess: new(bufferGuess)}
 	var total int64 // bytes of every buffer times its copies
 	for i := range s.Buffers {
 		c.checkBuffer(i)
@@ -326,17 +295,13 @@ func (c *checker) checkStage(i int) {
 // fills in Bytes. It reports whether all of them resolved.
 func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field string, accs []Access, srcs []accessSrc) bool {
 	all := true
-	next := &c.nextBuf[0]
-	if field == "writes" {
-		next = &c.nextBuf[1]
-	}
 	for j := range accs {
 		a, as := &accs[j], &srcs[j]
 		if !as.ok {
 			all = false
 			continue
 		}
-		bi, ok := c.bufferIndex(a.Buffer, j, next)
+		bi, ok := c.bufferIndex(a.Buffer, field == "writes", j)
 		if !ok {
 			all = false
 			names := func() []string {
