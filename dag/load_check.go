@@ -68,6 +68,7 @@ type afterEdge struct {
 
 func (l *loader) check(s *Spec) {
 	c := &checker{loader: l, s: s, bufs: make(map[string]int, len(s.Buffers)), kerns: map[string]int{}, stages: make(map[string]int, len(s.Stages)), guess: new(bufferGuess)}
+	c.bufs = firstIndex(c.bufs, len(s.Buffers), func(i int) string { return s.Buffers[i].Name }, func(i, j int) { c.bufSrc[i].first = int32(j) + 1 })
 	var total int64 // bytes of every buffer times its copies
 	for i := range s.Buffers {
 		c.checkBuffer(i)
@@ -83,16 +84,9 @@ func (l *loader) check(s *Spec) {
 	for i := range s.Kernels {
 		c.checkKernel(i)
 	}
-	for i, st := range s.Stages {
-		if st.Name == "" {
-			continue
-		}
-		if j, dup := c.stages[st.Name]; dup {
-			c.errorAt(c.stageSrc.at(i).name, "give each stage its own name", "stage %q declared twice (first at %s)", st.Name, s.Stages[j].Pos)
-			continue
-		}
-		c.stages[st.Name] = i
-	}
+	c.stages = firstIndex(c.stages, len(s.Stages), func(i int) string { return s.Stages[i].Name }, func(i, j int) {
+		c.errorAt(c.stageSrc.at(i).name, "give each stage its own name", "stage %q declared twice (first at %s)", s.Stages[i].Name, s.Stages[j].Pos)
+	})
 	for i := range s.Stages {
 		c.checkStage(i)
 	}
@@ -102,16 +96,42 @@ func (l *loader) check(s *Spec) {
 	c.checkAfterCycles()
 }
 
+// firstIndex fills m, an empty map, with the index of the first of n
+// items to give each name (name(i); "" is no name), and calls dup(i, j)
+// for each item i that gives the name of an earlier item j. Names given
+// once, the usual case, cost one map operation each: a second pass with
+// a look-up per item runs only when the first finds a name given twice.
+func firstIndex(m map[string]int, n int, name func(i int) string, dup func(i, j int)) map[string]int {
+	named := 0
+	for i := range n {
+		if k := name(i); k != "" {
+			m[k] = i
+			named++
+		}
+	}
+	if len(m) == named {
+		return m
+	}
+	clear(m)
+	for i := range n {
+		k := name(i)
+		if k == "" {
+			continue
+		}
+		if j, ok := m[k]; ok {
+			dup(i, j)
+		} else {
+			m[k] = i
+		}
+	}
+	return m
+}
+
 func (c *checker) checkBuffer(i int) {
 	b := &c.s.Buffers[i]
 	src := &c.bufSrc[i]
-	if b.Name != "" {
-		if j, dup := c.bufs[b.Name]; dup {
-			c.errorAt(src.name, "give each buffer its own name", "buffer %q declared twice (first at %s)", b.Name, c.s.Buffers[j].Pos)
-			src.first = int32(j) + 1
-		} else {
-			c.bufs[b.Name] = i
-		}
+	if src.first > 0 {
+		c.errorAt(src.name, "give each buffer its own name", "buffer %q declared twice (first at %s)", b.Name, c.s.Buffers[src.first-1].Pos)
 	}
 	if !src.sizeOK {
 		return
