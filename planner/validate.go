@@ -367,12 +367,30 @@ func (p *Plan) validateStreams() error {
 // streams, events and stages of the plan.
 func (p *Plan) validateLifetimes(stageIdx map[string]int) error {
 	seen := make(map[string]struct{}, len(p.Lifetimes))
+	// A lifetime's first stage is mostly the previous lifetime's or the
+	// stage after it (lifetimes are in buffer order, and buffers are
+	// mostly declared in the order stages first use them): a stage found
+	// there by its name needs no look-up in stageIdx.
+	prev := -1
+	isStage := func(name string) bool {
+		for _, k := range [2]int{prev, prev + 1} {
+			if k >= 0 && k < len(p.Stages) && p.Stages[k].Name == name {
+				prev = k
+				return true
+			}
+		}
+		k, ok := stageIdx[name]
+		if ok {
+			prev = k
+		}
+		return ok
+	}
 	for i, l := range p.Lifetimes {
 		n := len(seen)
 		if seen[l.Buffer] = struct{}{}; len(seen) == n {
 			return planErr(fmt.Sprintf("lifetimes[%d].buffer", i), "a second lifetime of buffer %s", l.Buffer)
 		}
-		if _, ok := stageIdx[l.First]; l.First != "" && !ok {
+		if l.First != "" && !isStage(l.First) {
 			return planErr(fmt.Sprintf("lifetimes[%d].first", i), "lifetime of %s: first stage %q is not a stage of the plan", l.Buffer, l.First)
 		}
 		for k, d := range l.Done {
