@@ -323,12 +323,26 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 		bufIdx[s.Buffers[i].Name] = int32(i)
 	}
 	bufs := make([]bufState, len(s.Buffers))
-	bufOf := func(name string) int32 {
+	// Most accesses' buffers are found by a guess (bufferGuess), where no
+	// name is declared twice (the map holds a name's last declaration).
+	var guess *bufferGuess
+	if len(bufIdx) == len(s.Buffers) {
+		guess = new(bufferGuess)
+	}
+	bufOf := func(name string, write bool, j int) int32 {
+		if guess != nil {
+			if bi, ok := guess.find(name, write, j); ok {
+				guess.found(s.Buffers, write, j, bi, nil)
+				return int32(bi)
+			}
+		}
 		k, ok := bufIdx[name]
 		if !ok {
 			k = int32(len(bufs))
 			bufIdx[name] = k
 			bufs = append(bufs, bufState{})
+		} else if guess != nil {
+			guess.found(s.Buffers, write, j, int(k), nil)
 		}
 		return k
 	}
@@ -377,7 +391,7 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 			pend = append(pend, pendingHazard{u, Hazard{Kind: After}})
 		}
 		for r, a := range st.Reads {
-			k := bufOf(a.Buffer)
+			k := bufOf(a.Buffer, false, r)
 			g.accBuf = append(g.accBuf, k)
 			if a.Bytes <= 0 {
 				continue
@@ -394,7 +408,7 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 			}
 		}
 		for w, a := range st.Writes {
-			k := bufOf(a.Buffer)
+			k := bufOf(a.Buffer, true, w)
 			g.accBuf = append(g.accBuf, k)
 			if a.Bytes <= 0 {
 				continue

@@ -124,7 +124,7 @@ type loader struct {
 	// Spec.Stages, Buffers and Kernels). They hold no YAML nodes, so that
 	// a node tree can go as soon as its part is decoded.
 	stageSrc chunks[stageSrc] // by stage index; chunked: no copies as it grows
-	atSlab   []at             // where stages' key positions are carved from
+	keySlab  []keyAt          // where stages' key positions are carved from
 	// where the stages' accesses are carved from
 	accSlab    []Access
 	accSrcSlab []accessSrc
@@ -183,16 +183,6 @@ func (x *chunks[T]) add(v T) {
 }
 
 func (x *chunks[T]) at(i int) *T { return &x.c[i/chunkLen][i%chunkLen] }
-
-// ats returns n zero positions carved from a shared slab.
-func (l *loader) ats(n int) []at {
-	if len(l.atSlab) < n {
-		l.atSlab = make([]at, max(n, 16*chunkLen))
-	}
-	a := l.atSlab[:n:n]
-	l.atSlab = l.atSlab[n:]
-	return a
-}
 
 // at is a position in the spec file: 1-based line and column; the zero at
 // is no position. It is what the loader keeps of a YAML node after decode.

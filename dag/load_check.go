@@ -36,7 +36,29 @@ type checker struct {
 	events  map[string]bool // the events stages record (built on first use)
 	// checkBuiltin's ranges of one stage, reused
 	rangeR, rangeW []contract.Range
+	guess          *bufferGuess // bufferIndex's guesses
 }
+
+// bufferIndex returns the index of the first declaration of buffer name,
+// accessed in position j of a stage's reads or writes: a guess
+// (bufferGuess) where one is right, else the look-up in bufs.
+func (c *checker) bufferIndex(name string, write bool, j int) (int, bool) {
+	bi, ok := c.guess.find(name, write, j)
+	if !ok {
+		if bi, ok = c.bufs[name]; !ok {
+			return 0, false
+		}
+	}
+	c.guess.found(c.s.Buffers, write, j, bi, c.firstBuffer)
+	return bi, true
+}
+
+// firstBuffer reports whether buffer i is the first declaration of its name.
+func (c *checker) firstBuffer(i int) bool { return c.bufSrc[i].first == 0 }
+
+// accessBuffer returns the buffer of an access that resolveAccesses
+// resolved.
+func (c *checker) accessBuffer(as *accessSrc) *BufferSpec { return &c.s.Buffers[as.buf-1] }
 
 // afterEdge is an after entry: stage to lists from (from must run first).
 type afterEdge struct {
@@ -45,7 +67,8 @@ type afterEdge struct {
 }
 
 func (l *loader) check(s *Spec) {
-	c := &checker{loader: l, s: s, bufs: make(map[string]int, len(s.Buffers)), kerns: map[string]int{}, stages: make(map[string]int, len(s.Stages))}
+	c := &checker{loader: l, s: s, bufs: make(map[string]int, len(s.Buffers)), kerns: map[string]int{}, stages: make(map[string]int, len(s.Stages)), guess: new(bufferGuess)}
+	c.bufs = firstIndex(c.bufs, len(s.Buffers), func(i int) string { return s.Buffers[i].Name }, func(i, j int) { c.bufSrc[i].first = int32(j) + 1 })
 	var total int64 // bytes of every buffer times its copies
 	for i := range s.Buffers {
 		c.checkBuffer(i)
@@ -61,16 +84,9 @@ func (l *loader) check(s *Spec) {
 	for i := range s.Kernels {
 		c.checkKernel(i)
 	}
-	for i, st := range s.Stages {
-		if st.Name == "" {
-			continue
-		}
-		if j, dup := c.stages[st.Name]; dup {
-			c.errorAt(c.stageSrc.at(i).name, "give each stage its own name", "stage %q declared twice (first at %s)", st.Name, s.Stages[j].Pos)
-			continue
-		}
-		c.stages[st.Name] = i
-	}
+	c.stages = firstIndex(c.stages, len(s.Stages), func(i int) string { return s.Stages[i].Name }, func(i, j int) {
+		c.errorAt(c.stageSrc.at(i).name, "give each stage its own name", "stage %q declared twice (first at %s)", s.Stages[i].Name, s.Stages[j].Pos)
+	})
 	for i := range s.Stages {
 		c.checkStage(i)
 	}
@@ -80,15 +96,42 @@ func (l *loader) check(s *Spec) {
 	c.checkAfterCycles()
 }
 
+// firstIndex fills m, an empty map, with the index of the first of n
+// items to give each name (name(i); "" is no name), and calls dup(i, j)
+// for each item i that gives the name of an earlier item j. Names given
+// once, the usual case, cost one map operation each: a second pass with
+// a look-up per item runs only when the first finds a name given twice.
+func firstIndex(m map[string]int, n int, name func(i int) string, dup func(i, j int)) map[string]int {
+	named := 0
+	for i := range n {
+		if k := name(i); k != "" {
+			m[k] = i
+			named++
+		}
+	}
+	if len(m) == named {
+		return m
+	}
+	clear(m)
+	for i := range n {
+		k := name(i)
+		if k == "" {
+			continue
+		}
+		if j, ok := m[k]; ok {
+			dup(i, j)
+		} else {
+			m[k] = i
+		}
+	}
+	return m
+}
+
 func (c *checker) checkBuffer(i int) {
 	b := &c.s.Buffers[i]
 	src := &c.bufSrc[i]
-	if b.Name != "" {
-		if j, dup := c.bufs[b.Name]; dup {
-			c.errorAt(src.name, "give each buffer its own name", "buffer %q declared twice (first at %s)", b.Name, c.s.Buffers[j].Pos)
-		} else {
-			c.bufs[b.Name] = i
-		}
+	if src.first > 0 {
+		c.errorAt(src.name, "give each buffer its own name", "buffer %q declared twice (first at %s)", b.Name, c.s.Buffers[src.first-1].Pos)
 	}
 	if !src.sizeOK {
 		return
@@ -278,7 +321,7 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 			all = false
 			continue
 		}
-		bi, ok := c.bufs[a.Buffer]
+		bi, ok := c.bufferIndex(a.Buffer, field == "writes", j)
 		if !ok {
 			all = false
 			names := func() []string {
@@ -295,6 +338,7 @@ func (c *checker) resolveAccesses(st *StageSpec, src *stageSrc, what, field stri
 			c.errAt(a.Pos, hint, "%s: %s unknown buffer %q", what, field, a.Buffer)
 			continue
 		}
+		as.buf = int32(bi) + 1
 		b := &c.s.Buffers[bi]
 		// The declared name's string: the same bytes, so that the name
 		// maps of the planner's passes find it without reading a second

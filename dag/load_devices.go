@@ -68,17 +68,16 @@ func (c *checker) checkDevices() {
 	// declaration gives none.
 	for i := range s.Stages {
 		st, src := &s.Stages[i], c.stageSrc.at(i)
-		what := "stage " + st.Name
 		switch {
 		case s.IsHostStream(st.Stream):
 			if st.Device != AnyDevice {
-				c.errorAt(src.fieldPos("device"), "drop device: (a host stage runs on the host)", "%s: a host stage is on no device", what)
+				c.errorAt(src.fieldPos("device"), "drop device: (a host stage runs on the host)", "stage %s: a host stage is on no device", st.Name)
 			}
 			st.Device = 0
 			continue
 		case IsCollective(st.Kernel):
 			if st.Device != AnyDevice {
-				c.errorAt(src.fieldPos("device"), "drop device: (each rank runs on its buffers' device)", "%s: a collective runs on the devices of its buffers", what)
+				c.errorAt(src.fieldPos("device"), "drop device: (each rank runs on its buffers' device)", "stage %s: a collective runs on the devices of its buffers", st.Name)
 				st.Device = AnyDevice
 			}
 			continue
@@ -93,7 +92,7 @@ func (c *checker) checkDevices() {
 			streamDev[st.Stream] = st.Device
 		} else if d != st.Device {
 			c.errorAt(src.fieldPos("device"), fmt.Sprintf("a stream's stages all run on its device: use device: %d, or a stream of device %d", d, st.Device),
-				"%s: device %d, but its stream %s is on device %d", what, st.Device, st.Stream, d)
+				"stage %s: device %d, but its stream %s is on device %d", st.Name, st.Device, st.Stream, d)
 		}
 	}
 	// A spec that names no device (placement spec) is on device 0 alone:

@@ -411,6 +411,7 @@ type bufferSrc struct {
 	initFile at // the file: value
 	device   at // the device: value, if any
 	sizeOK   bool
+	first    int32 // a name declared before: 1 + the index of its first declaration (set by check)
 	// bytes, dtype and shape nodes, only while the buffer is decoded.
 	bytesN, dtypeN, shapeN *yaml.Node
 }
@@ -818,10 +819,10 @@ func (l *loader) decodeParams(v *yaml.Node, what string, k *KernelSpec) {
 // stageSrc keeps the positions of a stage for check.
 type stageSrc struct {
 	at      at
-	decoded bool // the stage is a mapping (else reported, and not checked)
-	keys    []at // position of each field's key, by index in stageTable
-	name    at   // the name value
-	kernel  at   // the kernel value
+	decoded bool    // the stage is a mapping (else reported, and not checked)
+	keys    []keyAt // position of each given field's key
+	name    at      // the name value
+	kernel  at      // the kernel value
 	args    []argSrc
 	reads   []accessSrc // parallel to StageSpec.Reads
 	writes  []accessSrc // parallel to StageSpec.Writes
@@ -850,8 +851,9 @@ func (src *stageSrc) arg(name string) *argSrc {
 
 // accessSrc is an access before its buffer is resolved.
 type accessSrc struct {
-	ok       bool // decoded without errors
-	hasBytes bool // false: to the end of the buffer
+	ok       bool  // decoded without errors
+	hasBytes bool  // false: to the end of the buffer
+	buf      int32 // 1 + the index of the buffer, once check resolved it (0: not)
 }
 
 var (
@@ -1040,9 +1042,19 @@ func (l *loader) decodeStage(s *Spec, n *yaml.Node) {
 	st, src := &s.Stages[len(s.Stages)-1], l.stageSrc.at(len(s.Stages)-1)
 	if f := decodeObject(l, n, "stage", stageTable, stageKeys, st, src); f != nil {
 		src.decoded = true
-		src.keys = l.ats(len(stageKeys))
+		n := 0
+		for _, k := range f.key {
+			if k != nil {
+				n++
+			}
+		}
+		src.keys = carve(&l.keySlab, n)
+		n = 0
 		for i, k := range f.key {
-			src.keys[i] = atOf(k)
+			if k != nil {
+				src.keys[n] = keyAt{atOf(k), uint8(i)}
+				n++
+			}
 		}
 		l.release(f)
 	}
@@ -1051,12 +1063,21 @@ func (l *loader) decodeStage(s *Spec, n *yaml.Node) {
 // fieldPos returns the position of field name's key in a stage, or the
 // stage's position.
 func (src *stageSrc) fieldPos(name string) at {
-	for i, k := range stageKeys {
-		if k == name && i < len(src.keys) && src.keys[i] != (at{}) {
-			return src.keys[i]
+	if i := slices.Index(stageKeys, name); i >= 0 {
+		for _, k := range src.keys {
+			if int(k.field) == i && k.at != (at{}) {
+				return k.at
+			}
 		}
 	}
 	return src.at
+}
+
+// keyAt is the position of a given field's key: field is its index in
+// stageTable.
+type keyAt struct {
+	at    at
+	field uint8
 }
 
 func dim3If(d [3]int) string {

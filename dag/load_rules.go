@@ -107,12 +107,10 @@ func (c *checker) checkStageRules(st *StageSpec, src *stageSrc, what string, res
 	if !resolved {
 		return
 	}
-	for _, list := range [2][]Access{st.Reads, st.Writes} {
-		for _, a := range list {
-			b := c.buffer(a.Buffer)
-			if b == nil {
-				continue
-			}
+	for k, list := range [2][]Access{st.Reads, st.Writes} {
+		srcs := [2][]accessSrc{src.reads, src.writes}[k]
+		for j, a := range list {
+			b := c.accessBuffer(&srcs[j])
 			switch {
 			case st.HostFunc && b.Where != WhereHostPinned && b.Where != WhereHostPageable:
 				c.errAt(a.Pos, "a host function reaches only host memory: make "+a.Buffer+" host_pinned or host_pageable",

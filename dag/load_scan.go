@@ -249,17 +249,28 @@ func (p *scanner) node(kind yaml.Kind, a at) *yaml.Node {
 }
 
 // add appends nodes to a collection's content; inside an item, content
-// starts in the item's pointer slab.
+// lives in the item's pointer slab: 8 slots to start with, and twice as
+// many carved from the slab whenever it fills (up to slabSlotMax; larger
+// collections grow by append), so that a stage of many fields costs no
+// allocation of its own.
 func (p *scanner) add(content []*yaml.Node, nodes ...*yaml.Node) []*yaml.Node {
-	if content == nil && p.inItem {
-		if len(p.ptrs)+8 > cap(p.ptrs) {
+	if p.inItem && (content == nil || len(content)+len(nodes) > cap(content) && cap(content) < slabSlotMax) {
+		n := 8
+		if content != nil {
+			n = 2 * cap(content)
+		}
+		if len(p.ptrs)+n > cap(p.ptrs) {
 			p.ptrs = make([]*yaml.Node, 0, ptrsCap)
 		}
-		content = p.ptrs[len(p.ptrs) : len(p.ptrs) : len(p.ptrs)+8]
-		p.ptrs = p.ptrs[:len(p.ptrs)+8]
+		slot := p.ptrs[len(p.ptrs) : len(p.ptrs) : len(p.ptrs)+n]
+		p.ptrs = p.ptrs[:len(p.ptrs)+n]
+		content = append(slot, content...)
 	}
 	return append(content, nodes...)
 }
+
+// slabSlotMax is the largest content slot add carves from a pointer slab.
+const slabSlotMax = 256
 
 // item adds a parsed item of list to the batch for onItem, and hands the
 // batch over when it is full (pipeBatch items, or its content slab nearly

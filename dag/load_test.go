@@ -170,6 +170,13 @@ var errorCases = []struct {
 	{"unknown buffer suggestion", pre + "  - {name: s, kernel: mix, writes: [bigg]}\n", []want{wh(8, "bigg", `writes unknown buffer "bigg"`, `did you mean "big"`)}},
 	{"write to input", pre + "  - {name: s, kernel: mix, writes: [in]}\n", []want{wh(8, "in]", "stage s writes to input buffer in", "temp or output")}},
 	{"range past end", pre + "  - {name: s, kernel: mix, writes: [\"a[0:128]\"]}\n", []want{w(8, `"a`, "writes range a[0:128] is out of range of buffer a (64 bytes)")}},
+	{"range past end, stages before buffers", "version: 1\nstages:\n  - {name: s, kernel: mix, writes: [\"a[0:128]\"]}\nbuffers:\n  - {name: a, bytes: 64}\n", []want{w(3, `"a`, "writes range a[0:128] is out of range of buffer a (64 bytes)")}},
+	{"range of a buffer declared twice, the first", "version: 1\nbuffers:\n  - {name: a, bytes: 64}\n  - {name: a, bytes: 256}\nstages:\n  - {name: s, kernel: mix, writes: [\"a[0:128]\"]}\n", []want{
+		w(4, "a,", `buffer "a" declared twice (first at t.yaml:3:5)`), w(6, `"a`, "writes range a[0:128] is out of range of buffer a (64 bytes)")}},
+	{"range of a buffer declared twice, the first, after a stage writing the buffer before it", "version: 1\nbuffers:\n  - {name: a, bytes: 64}\n  - {name: a, bytes: 256}\nstages:\n  - {name: s, kernel: mix, writes: [a]}\n  - {name: t, kernel: mix, writes: [\"a[0:128]\"]}\n", []want{
+		w(4, "a,", `buffer "a" declared twice (first at t.yaml:3:5)`), w(7, `"a`, "writes range a[0:128] is out of range of buffer a (64 bytes)")}},
+	{"range of a buffer declared twice after the stage, the first", "version: 1\nstages:\n  - {name: s, kernel: mix, writes: [\"a[0:128]\"]}\nbuffers:\n  - {name: a, bytes: 64}\n  - {name: a, bytes: 256}\n", []want{
+		w(3, `"a`, "writes range a[0:128] is out of range of buffer a (64 bytes)"), w(6, "a,", `buffer "a" declared twice (first at t.yaml:5:5)`)}},
 	{"range negative offset", pre + "  - {name: s, kernel: mix, writes: [{buffer: a, offset: -4, bytes: 4}]}\n", []want{w(8, "-4", "offset -4 is negative")}},
 	{"range zero bytes", pre + "  - {name: s, kernel: mix, writes: [{buffer: a, bytes: 0}]}\n", []want{w(8, "0}", "bytes 0 is not positive")}},
 	{"range end before start", pre + "  - {name: s, kernel: mix, writes: [\"a[8:4]\"]}\n", []want{w(8, `"a`, "end 4 is not after start 8")}},

@@ -97,12 +97,9 @@ func planErr(path, format string, a ...any) error {
 // a kernel's arguments (executor.CheckPlan does, through the contract).
 // Errors are *PlanError, naming the JSON path of the value at fault.
 func (p *Plan) Validate() error {
-	if err := p.validateBuffers(); err != nil {
+	bufIdx, err := p.validateBuffers()
+	if err != nil {
 		return err
-	}
-	bufIdx := make(map[string]int, len(p.Buffers))
-	for i, b := range p.Buffers {
-		bufIdx[b.Name] = i
 	}
 	kernels := make(map[string]bool, len(p.Kernels))
 	for i, k := range p.Kernels {
@@ -157,46 +154,48 @@ func (p *Plan) validateShape() error {
 	return p.validateIteration()
 }
 
-// validateBuffers checks every buffer on its own and the sum of their bytes.
-func (p *Plan) validateBuffers() error {
-	seen := make(map[string]bool, len(p.Buffers))
+// validateBuffers checks every buffer on its own and the sum of their
+// bytes, and returns the index of each buffer by name.
+func (p *Plan) validateBuffers() (map[string]int, error) {
+	seen := make(map[string]int, len(p.Buffers))
 	var total int64 // Σ bytes × copies, ≤ MaxBufferBytes at every step
 	extra := 0      // Σ copies − 1
 	for i, b := range p.Buffers {
 		at := func(field string) string { return fmt.Sprintf("buffers[%d].%s", i, field) }
+		n := len(seen)
+		seen[b.Name] = i // one map operation: a name given before leaves the map as large
 		switch {
 		case b.Name == "":
-			return planErr(at("name"), "a buffer has no name")
-		case seen[b.Name]:
-			return planErr(at("name"), "buffer %s is declared twice", b.Name)
+			return nil, planErr(at("name"), "a buffer has no name")
+		case len(seen) == n:
+			return nil, planErr(at("name"), "buffer %s is declared twice", b.Name)
 		case b.Bytes <= 0 || b.Bytes > MaxBufferBytes:
-			return planErr(at("bytes"), "buffer %s has %d bytes, want 1 to %d (1 TiB)", b.Name, b.Bytes, int64(MaxBufferBytes))
+			return nil, planErr(at("bytes"), "buffer %s has %d bytes, want 1 to %d (1 TiB)", b.Name, b.Bytes, int64(MaxBufferBytes))
 		case b.Where != "" && !contract.Where(b.Where).Valid():
-			return planErr(at("where"), "buffer %s: where %q, want %s, %s or %s", b.Name, b.Where, contract.WhereDevice, contract.WhereHostPinned, contract.WhereHostPageable)
+			return nil, planErr(at("where"), "buffer %s: where %q, want %s, %s or %s", b.Name, b.Where, contract.WhereDevice, contract.WhereHostPinned, contract.WhereHostPageable)
 		case b.Role != "" && !contract.Role(b.Role).Valid():
-			return planErr(at("role"), "buffer %s: role %q, want %v", b.Name, b.Role, contract.Roles)
+			return nil, planErr(at("role"), "buffer %s: role %q, want %v", b.Name, b.Role, contract.Roles)
 		case b.Init != "" && !contract.InitKind(b.Init).Valid():
-			return planErr(at("init"), "buffer %s: init %q, want %v", b.Name, b.Init, contract.InitKinds)
+			return nil, planErr(at("init"), "buffer %s: init %q, want %v", b.Name, b.Init, contract.InitKinds)
 		case b.InitPath != "" && b.Init != string(contract.InitFile):
-			return planErr(at("init_path"), "buffer %s: init_path with init %q; only init file reads a file", b.Name, b.Init)
+			return nil, planErr(at("init_path"), "buffer %s: init_path with init %q; only init file reads a file", b.Name, b.Init)
 		case b.Init == string(contract.InitFile) && b.InitPath == "":
-			return planErr(at("init_path"), "buffer %s: init file needs init_path", b.Name)
+			return nil, planErr(at("init_path"), "buffer %s: init file needs init_path", b.Name)
 		case math.IsNaN(b.InitValue) || math.IsInf(b.InitValue, 0):
-			return planErr(at("init_value"), "buffer %s: init_value %v, want a finite number", b.Name, b.InitValue)
+			return nil, planErr(at("init_value"), "buffer %s: init_value %v, want a finite number", b.Name, b.InitValue)
 		case b.Copies < 0 || b.Copies > maxLag:
-			return planErr(at("copies"), "buffer %s has copies %d, want 0 or 1 (one copy) to %d", b.Name, b.Copies, maxLag)
+			return nil, planErr(at("copies"), "buffer %s has copies %d, want 0 or 1 (one copy) to %d", b.Name, b.Copies, maxLag)
 		}
-		seen[b.Name] = true
 		if extra += max(b.Copies, 1) - 1; extra > MaxExtraSlots {
-			return planErr(at("copies"), "buffers 0 to %d have %d ring copies beyond one each, more than %d", i, extra, MaxExtraSlots)
+			return nil, planErr(at("copies"), "buffers 0 to %d have %d ring copies beyond one each, more than %d", i, extra, MaxExtraSlots)
 		}
 		k := int64(max(b.Copies, 1))
 		if b.Bytes > (MaxBufferBytes-total)/k {
-			return planErr(at("bytes"), "buffer %s: the plan's buffers need more than %d bytes (1 TiB) in all, copies included", b.Name, int64(MaxBufferBytes))
+			return nil, planErr(at("bytes"), "buffer %s: the plan's buffers need more than %d bytes (1 TiB) in all, copies included", b.Name, int64(MaxBufferBytes))
 		}
 		total += b.Bytes * k
 	}
-	return nil
+	return seen, nil
 }
 
 // validateArena checks the arena fields of a plan: offsets of device temps
@@ -234,10 +233,12 @@ func (p *Plan) validateStage(i int, stageIdx map[string]int) error {
 	if st.Name == "" {
 		return planErr(at("name"), "a stage has no name")
 	}
-	if _, dup := stageIdx[st.Name]; dup {
+	// One map operation: a name given before leaves the map as large
+	// (and the plan is refused).
+	n := len(stageIdx)
+	if stageIdx[st.Name] = i; len(stageIdx) == n {
 		return planErr(at("name"), "stage %s is declared twice", st.Name)
 	}
-	stageIdx[st.Name] = i
 	if d := st.DurationUS; math.IsNaN(d) || d < 0 || d > contract.MaxSpinUS {
 		return planErr(at("duration_us"), "stage %s: duration_us %v, want 0 to %g µs", st.Name, d, float64(contract.MaxSpinUS))
 	}
@@ -365,13 +366,31 @@ func (p *Plan) validateStreams() error {
 // validateLifetimes checks that lifetimes name each buffer once and
 // streams, events and stages of the plan.
 func (p *Plan) validateLifetimes(stageIdx map[string]int) error {
-	seen := make(map[string]bool, len(p.Lifetimes))
+	seen := make(map[string]struct{}, len(p.Lifetimes))
+	// A lifetime's first stage is mostly the previous lifetime's or the
+	// stage after it (lifetimes are in buffer order, and buffers are
+	// mostly declared in the order stages first use them): a stage found
+	// there by its name needs no look-up in stageIdx.
+	prev := -1
+	isStage := func(name string) bool {
+		for _, k := range [2]int{prev, prev + 1} {
+			if k >= 0 && k < len(p.Stages) && p.Stages[k].Name == name {
+				prev = k
+				return true
+			}
+		}
+		k, ok := stageIdx[name]
+		if ok {
+			prev = k
+		}
+		return ok
+	}
 	for i, l := range p.Lifetimes {
-		if seen[l.Buffer] {
+		n := len(seen)
+		if seen[l.Buffer] = struct{}{}; len(seen) == n {
 			return planErr(fmt.Sprintf("lifetimes[%d].buffer", i), "a second lifetime of buffer %s", l.Buffer)
 		}
-		seen[l.Buffer] = true
-		if _, ok := stageIdx[l.First]; l.First != "" && !ok {
+		if l.First != "" && !isStage(l.First) {
 			return planErr(fmt.Sprintf("lifetimes[%d].first", i), "lifetime of %s: first stage %q is not a stage of the plan", l.Buffer, l.First)
 		}
 		for k, d := range l.Done {
