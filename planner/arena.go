@@ -85,7 +85,7 @@ func arena(st *state) error {
 	if skipped > 0 {
 		// What it may cost: the arena against the least any arena of this
 		// schedule needs (LiveBound).
-		size, lb := p.Stats.ArenaBytes, LiveBound(p)
+		size, lb := p.Stats.ArenaBytes, liveBoundAll(p, st.accesses())
 		st.note("arena by issue-order sweep alone in %s of %s segments (%s of %s temps): the greedy layout by size, which may find a smaller arena (on the model graphs up to 1.2× smaller), is bounded at %s pairs of temps with overlapping lifetimes per plan; the arena is %s bytes, %s bytes (%.1f%%) over the %s bytes live at once in this plan's ideal schedule, which no layout goes below: at most that much memory is lost",
 			thousands(skipped), thousands(segments), thousands(temps), thousands(len(a.bufs)), thousands(greedyMaxPairs), thousands(int(size)), thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), thousands(int(lb)))
 	}
@@ -254,8 +254,16 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 	// Written byte ranges per buffer, swept in declaration order.
 	written := make([]rangeSet, len(p.Buffers))
 	used := make([]bool, len(p.Buffers))
+	var rbuf, wbuf []Access
 	for v := range p.Stages {
-		rs, ws := touched(&p.Stages[v]) // none, or one per read and write
+		rs, ws := touchedIn(&p.Stages[v], rbuf, wbuf) // none, or one per read and write
+		// Keep the scratch that grew for the next stage.
+		switch p.Stages[v].Kernel {
+		case dag.BuiltinMix:
+			rbuf, wbuf = rs[:0], ws[:0]
+		case dag.BuiltinChecksum:
+			wbuf = ws[:0]
+		}
 		rb, wb := acc.reads(p, v), acc.writes(p, v)
 		for k, r := range rs {
 			if i := rb[k]; i >= 0 && ok[i] && !written[i].covers(r.Offset, r.Offset+r.Bytes) {
@@ -274,9 +282,23 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 		}
 	}
 	byIdx := make([]*arenaBuf, len(p.Buffers))
+	nb := 0
+	for i := range p.Buffers {
+		if ok[i] && used[i] {
+			nb++
+		}
+	}
+	// One allocation for the buffers, and one per list for their first
+	// stream (most temps are used on one); a second stream grows a list.
+	store := make([]arenaBuf, nb)
+	lists := make([]int32, 3*nb)
+	a.bufs = make([]*arenaBuf, 0, nb)
 	for i, b := range p.Buffers {
 		if ok[i] && used[i] {
-			ab := &arenaBuf{idx: i, size: alignUp(b.Bytes), firstIssue: math.MaxInt, lastIssue: -1}
+			k := len(a.bufs)
+			ab := &store[k]
+			*ab = arenaBuf{idx: i, size: alignUp(b.Bytes), firstIssue: math.MaxInt, lastIssue: -1,
+				streams: lists[3*k : 3*k : 3*k+1], first: lists[3*k+1 : 3*k+1 : 3*k+2], last: lists[3*k+2 : 3*k+2 : 3*k+3]}
 			byIdx[i] = ab
 			a.bufs = append(a.bufs, ab)
 		}
@@ -406,22 +428,36 @@ const spanColumnsMax = 64
 func (a *arenaInfo) issueSpansBy(columns bool) spans {
 	p := a.p
 	S := len(p.Streams)
-	fl := make([][]int32, S) // per stream: temps' first launches on it, in issue order
+	// fl, per stream: temps' first launches on it, in issue order (each
+	// once); fi: their issue positions. One walk of the issue order.
+	isFirst := make([]bool, len(p.Stages))
+	count := make([]int, S)
 	for _, b := range a.bufs {
 		for j, v := range b.first {
-			fl[b.streams[j]] = append(fl[b.streams[j]], v)
+			if !isFirst[v] {
+				isFirst[v] = true
+				count[b.streams[j]]++
+			}
+		}
+	}
+	fl, fi := make([][]int32, S), make([][]int32, S)
+	total := 0
+	for _, c := range count {
+		total += c
+	}
+	flat := make([]int32, 2*total)
+	for s, c := range count {
+		fl[s], fi[s], flat = flat[:0:c], flat[c:c:2*c], flat[2*c:]
+	}
+	for k, so := range p.IssueOrder {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch && isFirst[o.Stage] && a.issue[o.Stage] == int32(k) {
+			s := so[0]
+			fl[s], fi[s] = append(fl[s], int32(o.Stage)), append(fi[s], int32(k))
 		}
 	}
 	// Streams as spans of their temps' first uses, for the query below.
 	ss := spans{lo: make([]float64, S), hi: make([]float64, S)}
-	fi := make([][]int32, S) // per stream: the issue positions of fl's launches
 	for s := range fl {
-		slices.SortFunc(fl[s], func(u, v int32) int { return cmp.Compare(a.issue[u], a.issue[v]) })
-		fl[s] = slices.Compact(fl[s])
-		fi[s] = make([]int32, len(fl[s]))
-		for i, v := range fl[s] {
-			fi[s][i] = a.issue[v]
-		}
 		ss.lo[s], ss.hi[s] = math.Inf(1), math.Inf(1) // empty: never overlaps
 		if l := len(fl[s]); l > 0 {
 			ss.lo[s], ss.hi[s] = float64(fi[s][0]), float64(fi[s][l-1])+1
@@ -900,12 +936,17 @@ func alignUp(n int64) int64 { return (n + ArenaAlign - 1) / ArenaAlign * ArenaAl
 // writes its first 8 bytes, mix writes only words below max_words of each
 // write and reads word i mod n of each read for those words only. Other
 // built-ins and user kernels touch what they declare.
-func touched(sg *Stage) (reads, writes []Access) {
+func touched(sg *Stage) (reads, writes []Access) { return touchedIn(sg, nil, nil) }
+
+// touchedIn is touched, with the ranges it must rewrite appended to rbuf[:0]
+// and wbuf[:0] (scratch the caller reuses from stage to stage) rather than
+// to new slices.
+func touchedIn(sg *Stage, rbuf, wbuf []Access) (reads, writes []Access) {
 	switch sg.Kernel {
 	case dag.BuiltinSpin:
 		return nil, nil
 	case dag.BuiltinChecksum:
-		ws := slices.Clone(sg.Writes)
+		ws := append(wbuf[:0], sg.Writes...)
 		for i := range ws {
 			ws[i].Bytes = min(ws[i].Bytes, 8)
 		}
@@ -916,13 +957,13 @@ func touched(sg *Stage) (reads, writes []Access) {
 			maxWords = math.MaxInt64 // rejected by executor.CheckLaunch
 		}
 		var words int64 // words i of the index range the kernel computes
-		ws := slices.Clone(sg.Writes)
+		ws := append(wbuf[:0], sg.Writes...)
 		for i := range ws {
 			w := min((ws[i].Bytes+3)/4, maxWords)
 			ws[i].Bytes = min(ws[i].Bytes, 4*w)
 			words = max(words, w)
 		}
-		rs := slices.Clone(sg.Reads)
+		rs := append(rbuf[:0], sg.Reads...)
 		for i := range rs {
 			rs[i].Bytes = min(rs[i].Bytes, 4*words)
 		}
@@ -1074,32 +1115,42 @@ func NoReuseBytes(p *Plan) int64 {
 // bound of Stats.ArenaBytes (the sum of the devices' arenas); the most
 // bytes live at once over all devices together may be less, as devices
 // peak at different instants.
-func LiveBound(p *Plan) int64 {
+func LiveBound(p *Plan) int64 { return liveBoundAll(p, nil) }
+
+// liveBoundAll is LiveBound with acc as p's planAccesses (nil: made here).
+func liveBoundAll(p *Plan, acc *planAccesses) int64 {
 	if p.DeviceCount() == 1 {
-		return liveBound(p, -1)
+		return liveBound(p, acc, -1)
+	}
+	if acc == nil {
+		acc = newPlanAccesses(p)
 	}
 	var sum int64
 	for d := range p.DeviceCount() {
-		sum += liveBound(p, d)
+		sum += liveBound(p, acc, d)
 	}
 	return sum
 }
 
 // DeviceLiveBound is LiveBound of device dev's arena buffers alone: the
 // lower bound on dev's arena under p's own schedule.
-func DeviceLiveBound(p *Plan, dev int) int64 { return liveBound(p, dev) }
+func DeviceLiveBound(p *Plan, dev int) int64 { return liveBound(p, nil, dev) }
 
-// liveBound is LiveBound over the buffers of device dev (dev < 0: all).
-func liveBound(p *Plan, dev int) int64 {
-	start, end := IdealSchedule(p)
-	type ev struct {
-		t     float64
-		delta int64
+// liveBound is LiveBound over the buffers of device dev (dev < 0: all),
+// with acc as p's planAccesses (nil: made here). The live ranges' ends and
+// starts are sorted by one radix sort of their instants (sortEvents), ends
+// first at the same instant.
+func liveBound(p *Plan, acc *planAccesses, dev int) int64 {
+	if acc == nil {
+		acc = newPlanAccesses(p)
 	}
-	idx := make(map[string]int, len(p.Buffers))
+	start, end := IdealSchedule(p)
+	in := make([]bool, len(p.Buffers))
+	n := 0
 	for i, b := range p.Buffers {
 		if b.ArenaOffset != nil && (dev < 0 || b.Device == dev) {
-			idx[b.Name] = i
+			in[i] = true
+			n++
 		}
 	}
 	lo := make([]float64, len(p.Buffers))
@@ -1107,29 +1158,79 @@ func liveBound(p *Plan, dev int) int64 {
 	for i := range lo {
 		lo[i], hi[i] = math.Inf(1), math.Inf(-1)
 	}
-	for v, sg := range p.Stages {
-		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
-			for _, a := range list {
-				if i, ok := idx[a.Buffer]; ok {
-					lo[i], hi[i] = min(lo[i], start[v]), max(hi[i], end[v])
-				}
+	for v := range p.Stages {
+		for _, i := range acc.buf[acc.off[v]:acc.off[v+1]] {
+			if i >= 0 && in[i] {
+				lo[i], hi[i] = min(lo[i], start[v]), max(hi[i], end[v])
 			}
 		}
 	}
-	var evs []ev
+	evs := make([]liveEvent, 0, 2*n)
 	for i, b := range p.Buffers {
-		if _, ok := idx[b.Name]; ok && lo[i] < hi[i] {
-			evs = append(evs, ev{lo[i], b.Bytes}, ev{hi[i], -b.Bytes})
+		if in[i] && lo[i] < hi[i] {
+			evs = append(evs, liveEvent{eventKey(lo[i], true), b.Bytes}, liveEvent{eventKey(hi[i], false), -b.Bytes})
 		}
 	}
-	// Ends before starts at the same instant: live ranges are half-open.
-	slices.SortFunc(evs, func(a, b ev) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.delta, b.delta)) })
+	sortEvents(evs)
 	var live, peak int64
 	for _, e := range evs {
 		live += e.delta
 		peak = max(peak, live)
 	}
 	return peak
+}
+
+// liveEvent is a live range's start (delta its bytes) or end (minus its
+// bytes) at the instant of key (eventKey).
+type liveEvent struct {
+	key   uint64
+	delta int64
+}
+
+// eventKey orders instants t ≥ 0 (µs) as their float64 bits do, an end
+// before a start at the same instant: live ranges are half-open, and the
+// peak is the same whatever the order among ends (or starts) of one instant.
+func eventKey(t float64, start bool) uint64 {
+	k := math.Float64bits(t) << 1 // t ≥ 0: the sign bit is 0
+	if start {
+		k |= 1
+	}
+	return k
+}
+
+// sortEvents sorts evs by key: a least significant digit first radix sort
+// by 16-bit digits (Knuth, The Art of Computer Programming, vol. 3,
+// §5.2.5), skipping the passes whose digit is the same for every event;
+// slices.SortFunc for short slices. Cost: O(n) a pass, at most four passes.
+func sortEvents(evs []liveEvent) {
+	if len(evs) < 1<<10 {
+		slices.SortFunc(evs, func(a, b liveEvent) int { return cmp.Compare(a.key, b.key) })
+		return
+	}
+	var count [1 << 16]int32
+	src, dst := evs, make([]liveEvent, len(evs))
+	for shift := uint(0); shift < 64; shift += 16 {
+		clear(count[:])
+		for _, e := range src {
+			count[e.key>>shift&0xffff]++
+		}
+		if int(count[src[0].key>>shift&0xffff]) == len(src) {
+			continue // one digit: the pass would not move anything
+		}
+		sum := int32(0)
+		for d, c := range count {
+			count[d], sum = sum, sum+c
+		}
+		for _, e := range src {
+			d := e.key >> shift & 0xffff
+			dst[count[d]] = e
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &evs[0] {
+		copy(evs, src)
+	}
 }
 
 // writeArena writes the table's arena lines: the arena's size, each arena

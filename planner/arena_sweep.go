@@ -284,16 +284,38 @@ func treapMerge(l, r *freeBlock) *freeBlock {
 }
 
 // stableOrder returns 0..n-1 sorted by key (in [0, 2³¹)), ties in index
-// order, as slices.SortStableFunc would, by one sort of packed keys:
-// several times faster on a million temps, where the comparisons would
-// chase a pointer each.
+// order, as slices.SortStableFunc would: by a counting sort when the keys
+// are below 4n (issue positions of temps, typically), else by one sort of
+// packed keys; either is several times faster on a million temps, where
+// the comparisons would chase a pointer each.
 func stableOrder(n int, key func(i int) int) []int {
+	keys := make([]uint32, n)
+	top := 0
+	for i := range keys {
+		k := key(i)
+		keys[i] = uint32(k)
+		top = max(top, k)
+	}
+	out := make([]int, n)
+	if top < 4*n {
+		start := make([]int32, top+2)
+		for _, k := range keys {
+			start[k+1]++
+		}
+		for k := 1; k < len(start); k++ {
+			start[k] += start[k-1]
+		}
+		for i, k := range keys {
+			out[start[k]] = i
+			start[k]++
+		}
+		return out
+	}
 	packed := make([]uint64, n)
-	for i := range packed {
-		packed[i] = uint64(key(i))<<32 | uint64(i)
+	for i, k := range keys {
+		packed[i] = uint64(k)<<32 | uint64(i)
 	}
 	slices.Sort(packed)
-	out := make([]int, n)
 	for r, x := range packed {
 		out[r] = int(uint32(x))
 	}
