@@ -580,7 +580,15 @@ func firstAbove(col []int32, lo, hi int, k int32) int {
 		}
 		prev = next
 	}
-	return prev + 1 + sort.Search(hi-prev-1, func(x int) bool { return col[prev+1+x] > k })
+	lo = prev + 1 // col[lo-1] ≤ k; the answer is in [lo, hi]
+	for lo < hi {
+		if mid := int(uint(lo+hi) >> 1); col[mid] > k {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }
 
 // cuts returns the stages whose launch is a cut of the plan, in issue
@@ -1138,7 +1146,7 @@ func DeviceLiveBound(p *Plan, dev int) int64 { return liveBound(p, nil, dev) }
 
 // liveBound is LiveBound over the buffers of device dev (dev < 0: all),
 // with acc as p's planAccesses (nil: made here). The live ranges' ends and
-// starts are sorted by one radix sort of their instants (sortEvents), ends
+// starts are sorted by one radix sort of their instants (sortKeyed), ends
 // first at the same instant.
 func liveBound(p *Plan, acc *planAccesses, dev int) int64 {
 	if acc == nil {
@@ -1165,26 +1173,27 @@ func liveBound(p *Plan, acc *planAccesses, dev int) int64 {
 			}
 		}
 	}
-	evs := make([]liveEvent, 0, 2*n)
+	evs := make([]keyed, 0, 2*n)
 	for i, b := range p.Buffers {
 		if in[i] && lo[i] < hi[i] {
-			evs = append(evs, liveEvent{eventKey(lo[i], true), b.Bytes}, liveEvent{eventKey(hi[i], false), -b.Bytes})
+			evs = append(evs, keyed{eventKey(lo[i], true), b.Bytes}, keyed{eventKey(hi[i], false), -b.Bytes})
 		}
 	}
-	sortEvents(evs)
+	sortKeyed(evs)
 	var live, peak int64
 	for _, e := range evs {
-		live += e.delta
+		live += e.val
 		peak = max(peak, live)
 	}
 	return peak
 }
 
-// liveEvent is a live range's start (delta its bytes) or end (minus its
-// bytes) at the instant of key (eventKey).
-type liveEvent struct {
-	key   uint64
-	delta int64
+// keyed is a sort key with a value that goes with it (sortKeyed): for
+// the live bound, an instant (eventKey) and a live range's start (its
+// bytes) or end (minus its bytes).
+type keyed struct {
+	key uint64
+	val int64
 }
 
 // eventKey orders instants t ≥ 0 (µs) as their float64 bits do, an end
@@ -1198,24 +1207,29 @@ func eventKey(t float64, start bool) uint64 {
 	return k
 }
 
-// sortEvents sorts evs by key: a least significant digit first radix sort
-// by 16-bit digits (Knuth, The Art of Computer Programming, vol. 3,
-// §5.2.5), skipping the passes whose digit is the same for every event;
-// slices.SortFunc for short slices. Cost: O(n) a pass, at most four passes.
-func sortEvents(evs []liveEvent) {
+// sortKeyed sorts evs by key, the order among equal keys unspecified: a
+// least significant digit first radix sort by 16-bit digits (Knuth, The
+// Art of Computer Programming, vol. 3, §5.2.5), skipping the passes whose
+// digit is the same for every key; slices.SortFunc for short slices.
+// Cost: O(n) a pass, at most four passes.
+func sortKeyed(evs []keyed) {
 	if len(evs) < 1<<10 {
-		slices.SortFunc(evs, func(a, b liveEvent) int { return cmp.Compare(a.key, b.key) })
+		slices.SortFunc(evs, func(a, b keyed) int { return cmp.Compare(a.key, b.key) })
 		return
 	}
+	var diff uint64 // the bits in which some key differs from the first
+	for _, e := range evs {
+		diff |= e.key ^ evs[0].key
+	}
 	var count [1 << 16]int32
-	src, dst := evs, make([]liveEvent, len(evs))
+	src, dst := evs, make([]keyed, len(evs))
 	for shift := uint(0); shift < 64; shift += 16 {
+		if diff>>shift&0xffff == 0 {
+			continue // one digit: the pass would not move anything
+		}
 		clear(count[:])
 		for _, e := range src {
 			count[e.key>>shift&0xffff]++
-		}
-		if int(count[src[0].key>>shift&0xffff]) == len(src) {
-			continue // one digit: the pass would not move anything
 		}
 		sum := int32(0)
 		for d, c := range count {

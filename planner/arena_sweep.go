@@ -38,7 +38,7 @@ func (a *arenaInfo) sweep(members []int, sp spans) ([]int64, int64) {
 		pos := sp.lo[i]
 		for ; e < len(ends) && buf(ends[e]).lastIssue < x.firstIssue; e++ {
 			y := buf(ends[e])
-			f.release(&freeBlock{off: offs[ends[e]], size: y.size, owners: y.last, clean: sp.hi[ends[e]]}, pos)
+			f.release(f.block(freeBlock{off: offs[ends[e]], size: y.size, owners: y.last, clean: sp.hi[ends[e]]}), pos)
 		}
 		f.clean(pos)
 		ok := func(b *freeBlock) bool { return b.owners == nil || a.follows(b.owners, x) }
@@ -101,6 +101,19 @@ type freeList struct {
 	dirty          []*freeBlock // min-heap by clean of blocks with owners
 	released       int64
 	stack          []*freeBlock // bestFit's
+	slab           []freeBlock  // block's: blocks are cut from it
+}
+
+// block returns a new free block holding b, cut from a slab of them: one
+// allocation per slab, not per block.
+func (f *freeList) block(b freeBlock) *freeBlock {
+	if len(f.slab) == 0 {
+		f.slab = make([]freeBlock, 256)
+	}
+	x := &f.slab[0]
+	f.slab = f.slab[1:]
+	*x = b
+	return x
 }
 
 func (f *freeList) add(b *freeBlock) {
@@ -175,7 +188,7 @@ func (f *freeList) clean(pos float64) {
 		}
 		if b.free {
 			f.remove(b)
-			f.release(&freeBlock{off: b.off, size: b.size}, pos)
+			f.release(f.block(freeBlock{off: b.off, size: b.size}), pos)
 		}
 	}
 }
@@ -184,7 +197,7 @@ func (f *freeList) clean(pos float64) {
 func (f *freeList) take(b *freeBlock, size int64) {
 	f.remove(b)
 	if b.size > size {
-		f.add(&freeBlock{off: b.off + size, size: b.size - size, owners: b.owners, clean: b.clean, age: b.age})
+		f.add(f.block(freeBlock{off: b.off + size, size: b.size - size, owners: b.owners, clean: b.clean, age: b.age}))
 	}
 }
 
