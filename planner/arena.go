@@ -253,6 +253,10 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 	}
 	// Written byte ranges per buffer, swept in declaration order.
 	written := make([]rangeSet, len(p.Buffers))
+	one := make([][2]int64, len(p.Buffers)) // each set's first range, without an allocation of its own
+	for i := range written {
+		written[i] = one[i : i : i+1]
+	}
 	used := make([]bool, len(p.Buffers))
 	var rbuf, wbuf []Access
 	for v := range p.Stages {
@@ -472,6 +476,7 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 	// σ happens-before it iff that is above u's op index.
 	h, dense := a.hb.(*launchHB)
 	var cols [][]int32
+	var reach, slot []int32 // firstAfter's
 	if columns && dense && S <= spanColumnsMax {
 		cols = make([][]int32, S)
 		for t, list := range fl {
@@ -487,6 +492,7 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 			}
 			cols[t] = c
 		}
+		reach, slot = a.firstAfter(h, fl, cols)
 	}
 	cuts := a.cuts()
 	sp := spans{lo: make([]float64, len(a.bufs)), hi: make([]float64, len(a.bufs))}
@@ -527,13 +533,9 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 			if cols != nil {
 				// The first done from i: the first not before limit, or
 				// the first that every last use of b happens-before.
-				n := len(list)
 				j := i
 				for _, u := range b.last {
-					at := h.at[u]
-					if j = firstAbove(cols[t][int(at.stream)*n:int(at.stream+1)*n], j, n, at.index); j == n {
-						break
-					}
+					j = max(j, int(reach[int(slot[u])*S+int(t)]))
 				}
 				if j > i && iss[j-1] >= limit {
 					j = firstAbove(iss, i, j, limit-1)
@@ -559,6 +561,67 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 		sp.lo[k], sp.hi[k] = float64(b.firstIssue), float64(end)+1
 	}
 	return sp
+}
+
+// firstAfter returns, for each launch u that is a last use of a temp and
+// each stream t, the first of t's first launches fl[t] that u
+// happens-before (len(fl[t]) if none): reach[slot[u]·S + t]. Along a
+// stream σ the launches' op indices grow and each column cols[t] of σ is
+// nondecreasing, so one merge per (σ, t) finds them all: O(S × (first
+// launches + last uses)).
+func (a *arenaInfo) firstAfter(h *launchHB, fl [][]int32, cols [][]int32) (reach, slot []int32) {
+	p := a.p
+	S := len(p.Streams)
+	slot = make([]int32, len(p.Stages))
+	for v := range slot {
+		slot[v] = -1
+	}
+	count := make([]int, S)
+	lasts := 0
+	for _, b := range a.bufs {
+		for _, u := range b.last {
+			if slot[u] < 0 {
+				slot[u] = 0 // numbered below, in stream order
+				count[h.at[u].stream]++
+				lasts++
+			}
+		}
+	}
+	order := make([]int32, 0, lasts) // per stream, its last uses in stream order
+	for σ := range S {
+		if count[σ] == 0 {
+			continue
+		}
+		for _, o := range p.Streams[σ].Ops {
+			if o.Kind == OpLaunch && slot[o.Stage] == 0 && h.at[o.Stage].stream == int32(σ) {
+				slot[o.Stage] = int32(len(order)) + 1 // 0 is "not numbered yet"
+				order = append(order, int32(o.Stage))
+			}
+		}
+	}
+	reach = make([]int32, len(order)*S)
+	start := 0
+	for σ := range S {
+		list := order[start : start+count[σ]]
+		start += count[σ]
+		for t := range S {
+			n := len(fl[t])
+			col := cols[t][σ*n : (σ+1)*n]
+			i := 0
+			for _, u := range list {
+				for k := h.at[u].index; i < n && col[i] <= k; {
+					i++
+				}
+				reach[int(slot[u]-1)*S+t] = int32(i)
+			}
+		}
+	}
+	for v, x := range slot {
+		if x > 0 {
+			slot[v] = x - 1
+		}
+	}
+	return reach, slot
 }
 
 // firstAbove returns the first index in [lo, hi) of the nondecreasing col
@@ -811,12 +874,25 @@ func (a *arenaInfo) layoutPlanned(sp spans) (offs []int64, size int64, skipped, 
 	return offs, size, skipped, skippedTemps, len(segs)
 }
 
-// overlapPairs counts the pairs of spans that overlap (spans sorted by lo).
+// overlapPairs counts the pairs of spans that overlap (spans sorted by
+// lo), by a galloping search from each span (few spans overlap one).
 func overlapPairs(sp spans) int {
 	pairs := 0
 	for i, h := range sp.hi {
-		j, _ := slices.BinarySearch(sp.lo[i+1:], h)
-		pairs += j
+		// The spans after i that start before h: [i+1, j).
+		lo, hi := i+1, i+2 // sp.lo[lo-1] < h, if lo-1 > i
+		for step := 1; hi <= len(sp.lo) && sp.lo[hi-1] < h; step *= 2 {
+			lo, hi = hi, hi+step
+		}
+		hi = min(hi, len(sp.lo)+1) - 1 // the first start ≥ h is in [lo, hi]
+		for lo < hi {
+			if mid := int(uint(lo+hi) >> 1); sp.lo[mid] >= h {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		pairs += lo - (i + 1)
 	}
 	return pairs
 }
@@ -1028,7 +1104,9 @@ type launchAt struct{ stream, index, row int32 }
 
 func newLaunchHB(p *Plan) *launchHB {
 	S := len(p.Streams)
-	h := &launchHB{S: S, at: make([]launchAt, len(p.Stages)), issue: make([]int32, len(p.Stages)), vecs: make([]int32, S)}
+	// Rows: the first, and at most one per wait (more only with host
+	// streams), so that the rows are mostly allocated once.
+	h := &launchHB{S: S, at: make([]launchAt, len(p.Stages)), issue: make([]int32, len(p.Stages)), vecs: make([]int32, S, launchHBSize(p))}
 	cur := make([]int32, S) // every stream starts on row 0 (nothing)
 	type rec struct{ stream, index, row int32 }
 	last := make([]rec, p.Events)
