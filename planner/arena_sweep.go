@@ -86,6 +86,7 @@ type freeBlock struct {
 	clean     float64
 	age       int64 // 0 once clean, else the order of release
 	free      bool
+	heaped    bool   // in freeList.dirty
 	prio      uint32 // treap priority
 	l, r      *freeBlock
 }
@@ -102,18 +103,31 @@ type freeList struct {
 	released       int64
 	stack          []*freeBlock // bestFit's
 	slab           []freeBlock  // block's: blocks are cut from it
+	spare          []*freeBlock // blocks no longer referenced, for block to reuse
 }
 
-// block returns a new free block holding b, cut from a slab of them: one
-// allocation per slab, not per block.
+// block returns a new free block holding b: a spare one, else one cut
+// from a slab of them (one allocation per slab, not per block).
 func (f *freeList) block(b freeBlock) *freeBlock {
-	if len(f.slab) == 0 {
-		f.slab = make([]freeBlock, 256)
+	var x *freeBlock
+	if k := len(f.spare); k > 0 {
+		x, f.spare = f.spare[k-1], f.spare[:k-1]
+	} else {
+		if len(f.slab) == 0 {
+			f.slab = make([]freeBlock, 256)
+		}
+		x, f.slab = &f.slab[0], f.slab[1:]
 	}
-	x := &f.slab[0]
-	f.slab = f.slab[1:]
 	*x = b
 	return x
+}
+
+// retire makes b, out of the list and the dirty heap, a spare for block
+// (its fields stay readable until the next call of block).
+func (f *freeList) retire(b *freeBlock) {
+	if !b.free && !b.heaped {
+		f.spare = append(f.spare, b)
+	}
 }
 
 func (f *freeList) add(b *freeBlock) {
@@ -122,6 +136,7 @@ func (f *freeList) add(b *freeBlock) {
 	f.byStart[b.off], f.byEnd[b.off+b.size] = b, b
 	f.root = treapInsert(f.root, b)
 	if b.owners != nil {
+		b.heaped = true
 		f.dirty = append(f.dirty, b)
 		for i := len(f.dirty) - 1; i > 0; {
 			up := (i - 1) / 2
@@ -139,6 +154,7 @@ func (f *freeList) remove(b *freeBlock) {
 	delete(f.byEnd, b.off+b.size)
 	f.root = treapDelete(f.root, b)
 	b.free = false
+	f.retire(b)
 }
 
 // release frees b at sweep position pos, merging it with the clean free
@@ -169,6 +185,7 @@ func (f *freeList) release(b *freeBlock, pos float64) {
 func (f *freeList) clean(pos float64) {
 	for len(f.dirty) > 0 && f.dirty[0].clean <= pos {
 		b := f.dirty[0]
+		b.heaped = false
 		last := len(f.dirty) - 1
 		f.dirty[0] = f.dirty[last]
 		f.dirty = f.dirty[:last]
@@ -189,6 +206,8 @@ func (f *freeList) clean(pos float64) {
 		if b.free {
 			f.remove(b)
 			f.release(f.block(freeBlock{off: b.off, size: b.size}), pos)
+		} else {
+			f.retire(b)
 		}
 	}
 }
