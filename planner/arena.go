@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -424,11 +425,14 @@ func (a *arenaInfo) issueSpans() spans { return a.issueSpansBy(true) }
 const spanColumnsMax = 64
 
 // issueSpansBy is issueSpans, with columns: for plans of dense clocks
-// (launchHB) and at most spanColumnsMax streams, the search on a stream
-// reads the clock entries of its first launches in a column per stream
-// (nondecreasing along the stream, as happens-before is monotone) instead
-// of a happens-before test per launch and last use; without, by the tests.
-// The spans are the same.
+// (launchHB) and at most spanColumnsMax streams, the clock entries of each
+// stream's first launches, in a column per stream (nondecreasing along the
+// stream, as happens-before is monotone), give each last use its first
+// later first launch on every stream by one merge per pair of streams
+// (firstAfter), and a temp's search on a stream starts from the latest of
+// its last uses' (O(streams) per last use), instead of a happens-before
+// test per launch and last use; without, by the tests. The spans are the
+// same.
 func (a *arenaInfo) issueSpansBy(columns bool) spans {
 	p := a.p
 	S := len(p.Streams)
@@ -476,7 +480,7 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 	// σ happens-before it iff that is above u's op index.
 	h, dense := a.hb.(*launchHB)
 	var cols [][]int32
-	var reach, slot []int32 // firstAfter's
+	var reach, slot, jt []int32 // firstAfter's, and per stream the search's start
 	if columns && dense && S <= spanColumnsMax {
 		cols = make([][]int32, S)
 		for t, list := range fl {
@@ -493,6 +497,7 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 			cols[t] = c
 		}
 		reach, slot = a.firstAfter(h, fl, cols)
+		jt = make([]int32, S)
 	}
 	cuts := a.cuts()
 	sp := spans{lo: make([]float64, len(a.bufs)), hi: make([]float64, len(a.bufs))}
@@ -522,6 +527,16 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 		}
 		end := last
 		live = streams.query(live[:0], float64(last)+1, float64(limit), -1)
+		if cols != nil && len(live) > 0 {
+			// jt[t]: the first of t's first launches that every last
+			// use of b happens-before.
+			clear(jt)
+			for _, u := range b.last {
+				for t, x := range reach[int(slot[u])*S : int(slot[u]+1)*S] {
+					jt[t] = max(jt[t], x)
+				}
+			}
+		}
 		for _, t := range live {
 			list, iss := fl[t], fi[t]
 			done := func(i int) bool { return iss[i] >= limit || after(list[i]) }
@@ -533,10 +548,7 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 			if cols != nil {
 				// The first done from i: the first not before limit, or
 				// the first that every last use of b happens-before.
-				j := i
-				for _, u := range b.last {
-					j = max(j, int(reach[int(slot[u])*S+int(t)]))
-				}
+				j := max(i, int(jt[t]))
 				if j > i && iss[j-1] >= limit {
 					j = firstAbove(iss, i, j, limit-1)
 				}
@@ -714,6 +726,8 @@ type spanIndex struct {
 	size int       // leaves (a power of two)
 	tree []float64 // max span end of placed buffers per node; -Inf if none
 	hi   []float64 // span ends per a.bufs index
+	// stack is query's, reused from query to query.
+	stack []int
 }
 
 func newSpanIndex(sp spans) *spanIndex {
@@ -760,22 +774,25 @@ func (ix *spanIndex) overlapping(out []int32, sp spans, k int) []int32 {
 // overlap [lo, hi).
 func (ix *spanIndex) query(out []int32, lo, hi float64, skip int) []int32 {
 	r, _ := slices.BinarySearch(ix.los, hi) // ranks [0, r) start before hi
-	var walk func(node, nlo, nhi int)
-	walk = func(node, nlo, nhi int) {
-		if nlo >= r || ix.tree[node] <= lo {
-			return
+	// A depth-first walk, left subtree first, by a stack of nodes; a node
+	// at depth d of the tree covers ranks [(node−2^d)·size/2^d, …).
+	stack := append(ix.stack[:0], 1)
+	for len(stack) > 0 {
+		node := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		width := ix.size >> (bits.Len(uint(node)) - 1) // leaves under node
+		if (node-ix.size/width)*width >= r || ix.tree[node] <= lo {
+			continue
 		}
 		if node >= ix.size {
 			if j := ix.byLo[node-ix.size]; int(j) != skip {
 				out = append(out, j)
 			}
-			return
+			continue
 		}
-		mid := (nlo + nhi) / 2
-		walk(2*node, nlo, mid)
-		walk(2*node+1, mid, nhi)
+		stack = append(stack, 2*node+1, 2*node)
 	}
-	walk(1, 0, ix.size)
+	ix.stack = stack
 	return out
 }
 
