@@ -258,7 +258,7 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 	for i := range written {
 		written[i] = one[i : i : i+1]
 	}
-	used := make([]bool, len(p.Buffers))
+	launches := make([]int32, len(p.Buffers)) // per buffer: the accesses of it
 	var rbuf, wbuf []Access
 	for v := range p.Stages {
 		rs, ws := touchedIn(&p.Stages[v], rbuf, wbuf) // none, or one per read and write
@@ -277,7 +277,7 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 		}
 		for _, i := range acc.buf[acc.off[v]:acc.off[v+1]] {
 			if i >= 0 {
-				used[i] = true
+				launches[i]++
 			}
 		}
 		for k, w := range ws {
@@ -287,23 +287,26 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 		}
 	}
 	byIdx := make([]*arenaBuf, len(p.Buffers))
-	nb := 0
+	// One allocation for the buffers, and one for their lists by stream,
+	// each list as long as the buffer's accesses or the streams, whichever
+	// is fewer.
+	nb, room := 0, 0
 	for i := range p.Buffers {
-		if ok[i] && used[i] {
+		if ok[i] && launches[i] > 0 {
 			nb++
+			room += min(int(launches[i]), len(p.Streams))
 		}
 	}
-	// One allocation for the buffers, and one per list for their first
-	// stream (most temps are used on one); a second stream grows a list.
 	store := make([]arenaBuf, nb)
-	lists := make([]int32, 3*nb)
+	lists := make([]int32, 3*room)
 	a.bufs = make([]*arenaBuf, 0, nb)
 	for i, b := range p.Buffers {
-		if ok[i] && used[i] {
-			k := len(a.bufs)
-			ab := &store[k]
+		if ok[i] && launches[i] > 0 {
+			ab := &store[len(a.bufs)]
+			c := min(int(launches[i]), len(p.Streams))
 			*ab = arenaBuf{idx: i, size: alignUp(b.Bytes), firstIssue: math.MaxInt, lastIssue: -1,
-				streams: lists[3*k : 3*k : 3*k+1], first: lists[3*k+1 : 3*k+1 : 3*k+2], last: lists[3*k+2 : 3*k+2 : 3*k+3]}
+				streams: lists[0:0:c], first: lists[c : c : 2*c], last: lists[2*c : 2*c : 3*c]}
+			lists = lists[3*c:]
 			byIdx[i] = ab
 			a.bufs = append(a.bufs, ab)
 		}
