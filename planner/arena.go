@@ -615,21 +615,25 @@ func (a *arenaInfo) firstAfter(h *launchHB, fl [][]int32, cols [][]int32) (reach
 		}
 	}
 	reach = make([]int32, len(order)*S)
+	index := make([]int32, len(order)) // per numbered launch: its op index
+	for j, u := range order {
+		index[j] = h.at[u].index
+	}
 	start := 0
 	for σ := range S {
-		list := order[start : start+count[σ]]
-		start += count[σ]
+		ks := index[start : start+count[σ]] // σ's last uses, slots start+1…
 		for t := range S {
 			n := len(fl[t])
 			col := cols[t][σ*n : (σ+1)*n]
 			i := 0
-			for _, u := range list {
-				for k := h.at[u].index; i < n && col[i] <= k; {
+			for j, k := range ks {
+				for i < n && col[i] <= k {
 					i++
 				}
-				reach[int(slot[u]-1)*S+t] = int32(i)
+				reach[(start+j)*S+t] = int32(i)
 			}
 		}
+		start += count[σ]
 	}
 	for v, x := range slot {
 		if x > 0 {

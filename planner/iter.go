@@ -789,7 +789,14 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 	// that nothing is issued between the ranks. (A wait moved earlier on
 	// its stream, or a record later, past ops of other streams only,
 	// orders the same.)
+	ranks := false // the plan has a collective
+	for v := range p.Stages {
+		ranks = ranks || p.Stages[v].Collective != nil
+	}
 	rankOf := func(so [2]int) *Collective {
+		if !ranks {
+			return nil
+		}
 		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
 			return p.Stages[o.Stage].Collective
 		}
