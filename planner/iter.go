@@ -429,8 +429,14 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) ([][]iterReq, int) {
 		first, last int32 // first and last write, -1: none
 		head, tail  []int32
 	}
-	reqs := make([][]iterReq, len(p.Stages))
-	add := func(a, d, k int32) { reqs[d] = append(reqs[d], iterReq{a, k}) } // deduplicated below
+	// The orders found, (a, k) for stage d, in one list; then by stage,
+	// cut from one array.
+	type found struct {
+		d int32
+		r iterReq
+	}
+	var all []found
+	add := func(a, d, k int32) { all = append(all, found{d, iterReq{a, k}}) } // deduplicated below
 	inflight := 0
 	// The segments of a space lie between its accesses' distinct bounds:
 	// one radix sort of the bounds (sortKeyed) gives each access the
@@ -497,9 +503,26 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) ([][]iterReq, int) {
 			inflight = max(inflight, k)
 		}
 	}
+	off := make([]int32, len(p.Stages)+1)
+	for _, f := range all {
+		off[f.d+1]++
+	}
+	for d := range len(p.Stages) {
+		off[d+1] += off[d]
+	}
+	flatReqs := make([]iterReq, len(all))
+	at := slices.Clone(off[:len(p.Stages)])
+	for _, f := range all {
+		flatReqs[at[f.d]] = f.r
+		at[f.d]++
+	}
+	reqs := make([][]iterReq, len(p.Stages))
 	for d := range reqs {
-		slices.SortFunc(reqs[d], func(x, y iterReq) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.d, y.d)) })
-		reqs[d] = slices.Clip(slices.Compact(reqs[d]))
+		rs := flatReqs[off[d]:off[d+1]]
+		slices.SortFunc(rs, func(x, y iterReq) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.d, y.d)) })
+		if rs = slices.Clip(slices.Compact(rs)); len(rs) > 0 {
+			reqs[d] = rs
+		}
 	}
 	return reqs, inflight
 }
