@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -85,7 +86,7 @@ func arena(st *state) error {
 	if skipped > 0 {
 		// What it may cost: the arena against the least any arena of this
 		// schedule needs (LiveBound).
-		size, lb := p.Stats.ArenaBytes, LiveBound(p)
+		size, lb := p.Stats.ArenaBytes, liveBoundAll(p, st.accesses())
 		st.note("arena by issue-order sweep alone in %s of %s segments (%s of %s temps): the greedy layout by size, which may find a smaller arena (on the model graphs up to 1.2× smaller), is bounded at %s pairs of temps with overlapping lifetimes per plan; the arena is %s bytes, %s bytes (%.1f%%) over the %s bytes live at once in this plan's ideal schedule, which no layout goes below: at most that much memory is lost",
 			thousands(skipped), thousands(segments), thousands(temps), thousands(len(a.bufs)), thousands(greedyMaxPairs), thousands(int(size)), thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), thousands(int(lb)))
 	}
@@ -253,9 +254,21 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 	}
 	// Written byte ranges per buffer, swept in declaration order.
 	written := make([]rangeSet, len(p.Buffers))
-	used := make([]bool, len(p.Buffers))
+	one := make([][2]int64, len(p.Buffers)) // each set's first range, without an allocation of its own
+	for i := range written {
+		written[i] = one[i : i : i+1]
+	}
+	launches := make([]int32, len(p.Buffers)) // per buffer: the accesses of it
+	var rbuf, wbuf []Access
 	for v := range p.Stages {
-		rs, ws := touched(&p.Stages[v]) // none, or one per read and write
+		rs, ws := touchedIn(&p.Stages[v], rbuf, wbuf) // none, or one per read and write
+		// Keep the scratch that grew for the next stage.
+		switch p.Stages[v].Kernel {
+		case dag.BuiltinMix:
+			rbuf, wbuf = rs[:0], ws[:0]
+		case dag.BuiltinChecksum:
+			wbuf = ws[:0]
+		}
 		rb, wb := acc.reads(p, v), acc.writes(p, v)
 		for k, r := range rs {
 			if i := rb[k]; i >= 0 && ok[i] && !written[i].covers(r.Offset, r.Offset+r.Bytes) {
@@ -264,7 +277,7 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 		}
 		for _, i := range acc.buf[acc.off[v]:acc.off[v+1]] {
 			if i >= 0 {
-				used[i] = true
+				launches[i]++
 			}
 		}
 		for k, w := range ws {
@@ -274,9 +287,26 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 		}
 	}
 	byIdx := make([]*arenaBuf, len(p.Buffers))
+	// One allocation for the buffers, and one for their lists by stream,
+	// each list as long as the buffer's accesses or the streams, whichever
+	// is fewer.
+	nb, room := 0, 0
+	for i := range p.Buffers {
+		if ok[i] && launches[i] > 0 {
+			nb++
+			room += min(int(launches[i]), len(p.Streams))
+		}
+	}
+	store := make([]arenaBuf, nb)
+	lists := make([]int32, 3*room)
+	a.bufs = make([]*arenaBuf, 0, nb)
 	for i, b := range p.Buffers {
-		if ok[i] && used[i] {
-			ab := &arenaBuf{idx: i, size: alignUp(b.Bytes), firstIssue: math.MaxInt, lastIssue: -1}
+		if ok[i] && launches[i] > 0 {
+			ab := &store[len(a.bufs)]
+			c := min(int(launches[i]), len(p.Streams))
+			*ab = arenaBuf{idx: i, size: alignUp(b.Bytes), firstIssue: math.MaxInt, lastIssue: -1,
+				streams: lists[0:0:c], first: lists[c : c : 2*c], last: lists[2*c : 2*c : 3*c]}
+			lists = lists[3*c:]
 			byIdx[i] = ab
 			a.bufs = append(a.bufs, ab)
 		}
@@ -398,30 +428,47 @@ func (a *arenaInfo) issueSpans() spans { return a.issueSpansBy(true) }
 const spanColumnsMax = 64
 
 // issueSpansBy is issueSpans, with columns: for plans of dense clocks
-// (launchHB) and at most spanColumnsMax streams, the search on a stream
-// reads the clock entries of its first launches in a column per stream
-// (nondecreasing along the stream, as happens-before is monotone) instead
-// of a happens-before test per launch and last use; without, by the tests.
-// The spans are the same.
+// (launchHB) and at most spanColumnsMax streams, the clock entries of each
+// stream's first launches, in a column per stream (nondecreasing along the
+// stream, as happens-before is monotone), give each last use its first
+// later first launch on every stream by one merge per pair of streams
+// (firstAfter), and a temp's search on a stream starts from the latest of
+// its last uses' (O(streams) per last use), instead of a happens-before
+// test per launch and last use; without, by the tests. The spans are the
+// same.
 func (a *arenaInfo) issueSpansBy(columns bool) spans {
 	p := a.p
 	S := len(p.Streams)
-	fl := make([][]int32, S) // per stream: temps' first launches on it, in issue order
+	// fl, per stream: temps' first launches on it, in issue order (each
+	// once); fi: their issue positions. One walk of the issue order.
+	isFirst := make([]bool, len(p.Stages))
+	count := make([]int, S)
 	for _, b := range a.bufs {
 		for j, v := range b.first {
-			fl[b.streams[j]] = append(fl[b.streams[j]], v)
+			if !isFirst[v] {
+				isFirst[v] = true
+				count[b.streams[j]]++
+			}
+		}
+	}
+	fl, fi := make([][]int32, S), make([][]int32, S)
+	total := 0
+	for _, c := range count {
+		total += c
+	}
+	flat := make([]int32, 2*total)
+	for s, c := range count {
+		fl[s], fi[s], flat = flat[:0:c], flat[c:c:2*c], flat[2*c:]
+	}
+	for k, so := range p.IssueOrder {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch && isFirst[o.Stage] && a.issue[o.Stage] == int32(k) {
+			s := so[0]
+			fl[s], fi[s] = append(fl[s], int32(o.Stage)), append(fi[s], int32(k))
 		}
 	}
 	// Streams as spans of their temps' first uses, for the query below.
 	ss := spans{lo: make([]float64, S), hi: make([]float64, S)}
-	fi := make([][]int32, S) // per stream: the issue positions of fl's launches
 	for s := range fl {
-		slices.SortFunc(fl[s], func(u, v int32) int { return cmp.Compare(a.issue[u], a.issue[v]) })
-		fl[s] = slices.Compact(fl[s])
-		fi[s] = make([]int32, len(fl[s]))
-		for i, v := range fl[s] {
-			fi[s][i] = a.issue[v]
-		}
 		ss.lo[s], ss.hi[s] = math.Inf(1), math.Inf(1) // empty: never overlaps
 		if l := len(fl[s]); l > 0 {
 			ss.lo[s], ss.hi[s] = float64(fi[s][0]), float64(fi[s][l-1])+1
@@ -436,6 +483,7 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 	// σ happens-before it iff that is above u's op index.
 	h, dense := a.hb.(*launchHB)
 	var cols [][]int32
+	var reach, slot, jt []int32 // firstAfter's, and per stream the search's start
 	if columns && dense && S <= spanColumnsMax {
 		cols = make([][]int32, S)
 		for t, list := range fl {
@@ -451,6 +499,8 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 			}
 			cols[t] = c
 		}
+		reach, slot = a.firstAfter(h, fl, cols)
+		jt = make([]int32, S)
 	}
 	cuts := a.cuts()
 	sp := spans{lo: make([]float64, len(a.bufs)), hi: make([]float64, len(a.bufs))}
@@ -480,6 +530,16 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 		}
 		end := last
 		live = streams.query(live[:0], float64(last)+1, float64(limit), -1)
+		if cols != nil && len(live) > 0 {
+			// jt[t]: the first of t's first launches that every last
+			// use of b happens-before.
+			clear(jt)
+			for _, u := range b.last {
+				for t, x := range reach[int(slot[u])*S : int(slot[u]+1)*S] {
+					jt[t] = max(jt[t], x)
+				}
+			}
+		}
 		for _, t := range live {
 			list, iss := fl[t], fi[t]
 			done := func(i int) bool { return iss[i] >= limit || after(list[i]) }
@@ -491,14 +551,7 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 			if cols != nil {
 				// The first done from i: the first not before limit, or
 				// the first that every last use of b happens-before.
-				n := len(list)
-				j := i
-				for _, u := range b.last {
-					at := h.at[u]
-					if j = firstAbove(cols[t][int(at.stream)*n:int(at.stream+1)*n], j, n, at.index); j == n {
-						break
-					}
-				}
+				j := max(i, int(jt[t]))
 				if j > i && iss[j-1] >= limit {
 					j = firstAbove(iss, i, j, limit-1)
 				}
@@ -525,6 +578,71 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 	return sp
 }
 
+// firstAfter returns, for each launch u that is a last use of a temp and
+// each stream t, the first of t's first launches fl[t] that u
+// happens-before (len(fl[t]) if none): reach[slot[u]·S + t]. Along a
+// stream σ the launches' op indices grow and each column cols[t] of σ is
+// nondecreasing, so one merge per (σ, t) finds them all: O(S × (first
+// launches + last uses)).
+func (a *arenaInfo) firstAfter(h *launchHB, fl [][]int32, cols [][]int32) (reach, slot []int32) {
+	p := a.p
+	S := len(p.Streams)
+	slot = make([]int32, len(p.Stages))
+	for v := range slot {
+		slot[v] = -1
+	}
+	count := make([]int, S)
+	lasts := 0
+	for _, b := range a.bufs {
+		for _, u := range b.last {
+			if slot[u] < 0 {
+				slot[u] = 0 // numbered below, in stream order
+				count[h.at[u].stream]++
+				lasts++
+			}
+		}
+	}
+	order := make([]int32, 0, lasts) // per stream, its last uses in stream order
+	for σ := range S {
+		if count[σ] == 0 {
+			continue
+		}
+		for _, o := range p.Streams[σ].Ops {
+			if o.Kind == OpLaunch && slot[o.Stage] == 0 && h.at[o.Stage].stream == int32(σ) {
+				slot[o.Stage] = int32(len(order)) + 1 // 0 is "not numbered yet"
+				order = append(order, int32(o.Stage))
+			}
+		}
+	}
+	reach = make([]int32, len(order)*S)
+	index := make([]int32, len(order)) // per numbered launch: its op index
+	for j, u := range order {
+		index[j] = h.at[u].index
+	}
+	start := 0
+	for σ := range S {
+		ks := index[start : start+count[σ]] // σ's last uses, slots start+1…
+		for t := range S {
+			n := len(fl[t])
+			col := cols[t][σ*n : (σ+1)*n]
+			i := 0
+			for j, k := range ks {
+				for i < n && col[i] <= k {
+					i++
+				}
+				reach[(start+j)*S+t] = int32(i)
+			}
+		}
+		start += count[σ]
+	}
+	for v, x := range slot {
+		if x > 0 {
+			slot[v] = x - 1
+		}
+	}
+	return reach, slot
+}
+
 // firstAbove returns the first index in [lo, hi) of the nondecreasing col
 // whose value is above k, or hi: a galloping search from lo (Bentley and
 // Yao 1976), O(log d) for an answer d places on.
@@ -544,7 +662,15 @@ func firstAbove(col []int32, lo, hi int, k int32) int {
 		}
 		prev = next
 	}
-	return prev + 1 + sort.Search(hi-prev-1, func(x int) bool { return col[prev+1+x] > k })
+	lo = prev + 1 // col[lo-1] ≤ k; the answer is in [lo, hi]
+	for lo < hi {
+		if mid := int(uint(lo+hi) >> 1); col[mid] > k {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }
 
 // cuts returns the stages whose launch is a cut of the plan, in issue
@@ -607,6 +733,8 @@ type spanIndex struct {
 	size int       // leaves (a power of two)
 	tree []float64 // max span end of placed buffers per node; -Inf if none
 	hi   []float64 // span ends per a.bufs index
+	// stack is query's, reused from query to query.
+	stack []int
 }
 
 func newSpanIndex(sp spans) *spanIndex {
@@ -653,22 +781,25 @@ func (ix *spanIndex) overlapping(out []int32, sp spans, k int) []int32 {
 // overlap [lo, hi).
 func (ix *spanIndex) query(out []int32, lo, hi float64, skip int) []int32 {
 	r, _ := slices.BinarySearch(ix.los, hi) // ranks [0, r) start before hi
-	var walk func(node, nlo, nhi int)
-	walk = func(node, nlo, nhi int) {
-		if nlo >= r || ix.tree[node] <= lo {
-			return
+	// A depth-first walk, left subtree first, by a stack of nodes; a node
+	// at depth d of the tree covers ranks [(node−2^d)·size/2^d, …).
+	stack := append(ix.stack[:0], 1)
+	for len(stack) > 0 {
+		node := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		width := ix.size >> (bits.Len(uint(node)) - 1) // leaves under node
+		if (node-ix.size/width)*width >= r || ix.tree[node] <= lo {
+			continue
 		}
 		if node >= ix.size {
 			if j := ix.byLo[node-ix.size]; int(j) != skip {
 				out = append(out, j)
 			}
-			return
+			continue
 		}
-		mid := (nlo + nhi) / 2
-		walk(2*node, nlo, mid)
-		walk(2*node+1, mid, nhi)
+		stack = append(stack, 2*node+1, 2*node)
 	}
-	walk(1, 0, ix.size)
+	ix.stack = stack
 	return out
 }
 
@@ -767,12 +898,25 @@ func (a *arenaInfo) layoutPlanned(sp spans) (offs []int64, size int64, skipped, 
 	return offs, size, skipped, skippedTemps, len(segs)
 }
 
-// overlapPairs counts the pairs of spans that overlap (spans sorted by lo).
+// overlapPairs counts the pairs of spans that overlap (spans sorted by
+// lo), by a galloping search from each span (few spans overlap one).
 func overlapPairs(sp spans) int {
 	pairs := 0
 	for i, h := range sp.hi {
-		j, _ := slices.BinarySearch(sp.lo[i+1:], h)
-		pairs += j
+		// The spans after i that start before h: [i+1, j).
+		lo, hi := i+1, i+2 // sp.lo[lo-1] < h, if lo-1 > i
+		for step := 1; hi <= len(sp.lo) && sp.lo[hi-1] < h; step *= 2 {
+			lo, hi = hi, hi+step
+		}
+		hi = min(hi, len(sp.lo)+1) - 1 // the first start ≥ h is in [lo, hi]
+		for lo < hi {
+			if mid := int(uint(lo+hi) >> 1); sp.lo[mid] >= h {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		pairs += lo - (i + 1)
 	}
 	return pairs
 }
@@ -900,12 +1044,17 @@ func alignUp(n int64) int64 { return (n + ArenaAlign - 1) / ArenaAlign * ArenaAl
 // writes its first 8 bytes, mix writes only words below max_words of each
 // write and reads word i mod n of each read for those words only. Other
 // built-ins and user kernels touch what they declare.
-func touched(sg *Stage) (reads, writes []Access) {
+func touched(sg *Stage) (reads, writes []Access) { return touchedIn(sg, nil, nil) }
+
+// touchedIn is touched, with the ranges it must rewrite appended to rbuf[:0]
+// and wbuf[:0] (scratch the caller reuses from stage to stage) rather than
+// to new slices.
+func touchedIn(sg *Stage, rbuf, wbuf []Access) (reads, writes []Access) {
 	switch sg.Kernel {
 	case dag.BuiltinSpin:
 		return nil, nil
 	case dag.BuiltinChecksum:
-		ws := slices.Clone(sg.Writes)
+		ws := append(wbuf[:0], sg.Writes...)
 		for i := range ws {
 			ws[i].Bytes = min(ws[i].Bytes, 8)
 		}
@@ -916,13 +1065,13 @@ func touched(sg *Stage) (reads, writes []Access) {
 			maxWords = math.MaxInt64 // rejected by executor.CheckLaunch
 		}
 		var words int64 // words i of the index range the kernel computes
-		ws := slices.Clone(sg.Writes)
+		ws := append(wbuf[:0], sg.Writes...)
 		for i := range ws {
 			w := min((ws[i].Bytes+3)/4, maxWords)
 			ws[i].Bytes = min(ws[i].Bytes, 4*w)
 			words = max(words, w)
 		}
-		rs := slices.Clone(sg.Reads)
+		rs := append(rbuf[:0], sg.Reads...)
 		for i := range rs {
 			rs[i].Bytes = min(rs[i].Bytes, 4*words)
 		}
@@ -979,7 +1128,9 @@ type launchAt struct{ stream, index, row int32 }
 
 func newLaunchHB(p *Plan) *launchHB {
 	S := len(p.Streams)
-	h := &launchHB{S: S, at: make([]launchAt, len(p.Stages)), issue: make([]int32, len(p.Stages)), vecs: make([]int32, S)}
+	// Rows: the first, and at most one per wait (more only with host
+	// streams), so that the rows are mostly allocated once.
+	h := &launchHB{S: S, at: make([]launchAt, len(p.Stages)), issue: make([]int32, len(p.Stages)), vecs: make([]int32, S, launchHBSize(p))}
 	cur := make([]int32, S) // every stream starts on row 0 (nothing)
 	type rec struct{ stream, index, row int32 }
 	last := make([]rec, p.Events)
@@ -1074,32 +1225,42 @@ func NoReuseBytes(p *Plan) int64 {
 // bound of Stats.ArenaBytes (the sum of the devices' arenas); the most
 // bytes live at once over all devices together may be less, as devices
 // peak at different instants.
-func LiveBound(p *Plan) int64 {
+func LiveBound(p *Plan) int64 { return liveBoundAll(p, nil) }
+
+// liveBoundAll is LiveBound with acc as p's planAccesses (nil: made here).
+func liveBoundAll(p *Plan, acc *planAccesses) int64 {
 	if p.DeviceCount() == 1 {
-		return liveBound(p, -1)
+		return liveBound(p, acc, -1)
+	}
+	if acc == nil {
+		acc = newPlanAccesses(p)
 	}
 	var sum int64
 	for d := range p.DeviceCount() {
-		sum += liveBound(p, d)
+		sum += liveBound(p, acc, d)
 	}
 	return sum
 }
 
 // DeviceLiveBound is LiveBound of device dev's arena buffers alone: the
 // lower bound on dev's arena under p's own schedule.
-func DeviceLiveBound(p *Plan, dev int) int64 { return liveBound(p, dev) }
+func DeviceLiveBound(p *Plan, dev int) int64 { return liveBound(p, nil, dev) }
 
-// liveBound is LiveBound over the buffers of device dev (dev < 0: all).
-func liveBound(p *Plan, dev int) int64 {
-	start, end := IdealSchedule(p)
-	type ev struct {
-		t     float64
-		delta int64
+// liveBound is LiveBound over the buffers of device dev (dev < 0: all),
+// with acc as p's planAccesses (nil: made here). The live ranges' ends and
+// starts are sorted by one radix sort of their instants (sortKeyed), ends
+// first at the same instant.
+func liveBound(p *Plan, acc *planAccesses, dev int) int64 {
+	if acc == nil {
+		acc = newPlanAccesses(p)
 	}
-	idx := make(map[string]int, len(p.Buffers))
+	start, end := IdealSchedule(p)
+	in := make([]bool, len(p.Buffers))
+	n := 0
 	for i, b := range p.Buffers {
 		if b.ArenaOffset != nil && (dev < 0 || b.Device == dev) {
-			idx[b.Name] = i
+			in[i] = true
+			n++
 		}
 	}
 	lo := make([]float64, len(p.Buffers))
@@ -1107,29 +1268,85 @@ func liveBound(p *Plan, dev int) int64 {
 	for i := range lo {
 		lo[i], hi[i] = math.Inf(1), math.Inf(-1)
 	}
-	for v, sg := range p.Stages {
-		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
-			for _, a := range list {
-				if i, ok := idx[a.Buffer]; ok {
-					lo[i], hi[i] = min(lo[i], start[v]), max(hi[i], end[v])
-				}
+	for v := range p.Stages {
+		for _, i := range acc.buf[acc.off[v]:acc.off[v+1]] {
+			if i >= 0 && in[i] {
+				lo[i], hi[i] = min(lo[i], start[v]), max(hi[i], end[v])
 			}
 		}
 	}
-	var evs []ev
+	evs := make([]keyed, 0, 2*n)
 	for i, b := range p.Buffers {
-		if _, ok := idx[b.Name]; ok && lo[i] < hi[i] {
-			evs = append(evs, ev{lo[i], b.Bytes}, ev{hi[i], -b.Bytes})
+		if in[i] && lo[i] < hi[i] {
+			evs = append(evs, keyed{eventKey(lo[i], true), b.Bytes}, keyed{eventKey(hi[i], false), -b.Bytes})
 		}
 	}
-	// Ends before starts at the same instant: live ranges are half-open.
-	slices.SortFunc(evs, func(a, b ev) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.delta, b.delta)) })
+	sortKeyed(evs)
 	var live, peak int64
 	for _, e := range evs {
-		live += e.delta
+		live += e.val
 		peak = max(peak, live)
 	}
 	return peak
+}
+
+// keyed is a sort key with a value that goes with it (sortKeyed): for
+// the live bound, an instant (eventKey) and a live range's start (its
+// bytes) or end (minus its bytes).
+type keyed struct {
+	key uint64
+	val int64
+}
+
+// eventKey orders instants t ≥ 0 (µs) as their float64 bits do, an end
+// before a start at the same instant: live ranges are half-open, and the
+// peak is the same whatever the order among ends (or starts) of one instant.
+func eventKey(t float64, start bool) uint64 {
+	k := math.Float64bits(t) << 1 // t ≥ 0: the sign bit is 0
+	if start {
+		k |= 1
+	}
+	return k
+}
+
+// sortKeyed sorts evs by key, the order among equal keys unspecified: a
+// least significant digit first radix sort by 16-bit digits (Knuth, The
+// Art of Computer Programming, vol. 3, §5.2.5), skipping the passes whose
+// digit is the same for every key; slices.SortFunc for short slices.
+// Cost: O(n) a pass, at most four passes.
+func sortKeyed(evs []keyed) {
+	if len(evs) < 1<<10 {
+		slices.SortFunc(evs, func(a, b keyed) int { return cmp.Compare(a.key, b.key) })
+		return
+	}
+	var diff uint64 // the bits in which some key differs from the first
+	for _, e := range evs {
+		diff |= e.key ^ evs[0].key
+	}
+	var count [1 << 16]int32
+	src, dst := evs, make([]keyed, len(evs))
+	for shift := uint(0); shift < 64; shift += 16 {
+		if diff>>shift&0xffff == 0 {
+			continue // one digit: the pass would not move anything
+		}
+		clear(count[:])
+		for _, e := range src {
+			count[e.key>>shift&0xffff]++
+		}
+		sum := int32(0)
+		for d, c := range count {
+			count[d], sum = sum, sum+c
+		}
+		for _, e := range src {
+			d := e.key >> shift & 0xffff
+			dst[count[d]] = e
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &evs[0] {
+		copy(evs, src)
+	}
 }
 
 // writeArena writes the table's arena lines: the arena's size, each arena

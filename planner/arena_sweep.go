@@ -38,7 +38,7 @@ func (a *arenaInfo) sweep(members []int, sp spans) ([]int64, int64) {
 		pos := sp.lo[i]
 		for ; e < len(ends) && buf(ends[e]).lastIssue < x.firstIssue; e++ {
 			y := buf(ends[e])
-			f.release(&freeBlock{off: offs[ends[e]], size: y.size, owners: y.last, clean: sp.hi[ends[e]]}, pos)
+			f.release(f.block(freeBlock{off: offs[ends[e]], size: y.size, owners: y.last, clean: sp.hi[ends[e]]}), pos)
 		}
 		f.clean(pos)
 		ok := func(b *freeBlock) bool { return b.owners == nil || a.follows(b.owners, x) }
@@ -86,6 +86,7 @@ type freeBlock struct {
 	clean     float64
 	age       int64 // 0 once clean, else the order of release
 	free      bool
+	heaped    bool   // in freeList.dirty
 	prio      uint32 // treap priority
 	l, r      *freeBlock
 }
@@ -101,6 +102,32 @@ type freeList struct {
 	dirty          []*freeBlock // min-heap by clean of blocks with owners
 	released       int64
 	stack          []*freeBlock // bestFit's
+	slab           []freeBlock  // block's: blocks are cut from it
+	spare          []*freeBlock // blocks no longer referenced, for block to reuse
+}
+
+// block returns a new free block holding b: a spare one, else one cut
+// from a slab of them (one allocation per slab, not per block).
+func (f *freeList) block(b freeBlock) *freeBlock {
+	var x *freeBlock
+	if k := len(f.spare); k > 0 {
+		x, f.spare = f.spare[k-1], f.spare[:k-1]
+	} else {
+		if len(f.slab) == 0 {
+			f.slab = make([]freeBlock, 256)
+		}
+		x, f.slab = &f.slab[0], f.slab[1:]
+	}
+	*x = b
+	return x
+}
+
+// retire makes b, out of the list and the dirty heap, a spare for block
+// (its fields stay readable until the next call of block).
+func (f *freeList) retire(b *freeBlock) {
+	if !b.free && !b.heaped {
+		f.spare = append(f.spare, b)
+	}
 }
 
 func (f *freeList) add(b *freeBlock) {
@@ -109,6 +136,7 @@ func (f *freeList) add(b *freeBlock) {
 	f.byStart[b.off], f.byEnd[b.off+b.size] = b, b
 	f.root = treapInsert(f.root, b)
 	if b.owners != nil {
+		b.heaped = true
 		f.dirty = append(f.dirty, b)
 		for i := len(f.dirty) - 1; i > 0; {
 			up := (i - 1) / 2
@@ -126,6 +154,7 @@ func (f *freeList) remove(b *freeBlock) {
 	delete(f.byEnd, b.off+b.size)
 	f.root = treapDelete(f.root, b)
 	b.free = false
+	f.retire(b)
 }
 
 // release frees b at sweep position pos, merging it with the clean free
@@ -156,6 +185,7 @@ func (f *freeList) release(b *freeBlock, pos float64) {
 func (f *freeList) clean(pos float64) {
 	for len(f.dirty) > 0 && f.dirty[0].clean <= pos {
 		b := f.dirty[0]
+		b.heaped = false
 		last := len(f.dirty) - 1
 		f.dirty[0] = f.dirty[last]
 		f.dirty = f.dirty[:last]
@@ -175,7 +205,9 @@ func (f *freeList) clean(pos float64) {
 		}
 		if b.free {
 			f.remove(b)
-			f.release(&freeBlock{off: b.off, size: b.size}, pos)
+			f.release(f.block(freeBlock{off: b.off, size: b.size}), pos)
+		} else {
+			f.retire(b)
 		}
 	}
 }
@@ -184,7 +216,7 @@ func (f *freeList) clean(pos float64) {
 func (f *freeList) take(b *freeBlock, size int64) {
 	f.remove(b)
 	if b.size > size {
-		f.add(&freeBlock{off: b.off + size, size: b.size - size, owners: b.owners, clean: b.clean, age: b.age})
+		f.add(f.block(freeBlock{off: b.off + size, size: b.size - size, owners: b.owners, clean: b.clean, age: b.age}))
 	}
 }
 
@@ -284,16 +316,38 @@ func treapMerge(l, r *freeBlock) *freeBlock {
 }
 
 // stableOrder returns 0..n-1 sorted by key (in [0, 2³¹)), ties in index
-// order, as slices.SortStableFunc would, by one sort of packed keys:
-// several times faster on a million temps, where the comparisons would
-// chase a pointer each.
+// order, as slices.SortStableFunc would: by a counting sort when the keys
+// are below 4n (issue positions of temps, typically), else by one sort of
+// packed keys; either is several times faster on a million temps, where
+// the comparisons would chase a pointer each.
 func stableOrder(n int, key func(i int) int) []int {
+	keys := make([]uint32, n)
+	top := 0
+	for i := range keys {
+		k := key(i)
+		keys[i] = uint32(k)
+		top = max(top, k)
+	}
+	out := make([]int, n)
+	if top < 4*n {
+		start := make([]int32, top+2)
+		for _, k := range keys {
+			start[k+1]++
+		}
+		for k := 1; k < len(start); k++ {
+			start[k] += start[k-1]
+		}
+		for i, k := range keys {
+			out[start[k]] = i
+			start[k]++
+		}
+		return out
+	}
 	packed := make([]uint64, n)
-	for i := range packed {
-		packed[i] = uint64(key(i))<<32 | uint64(i)
+	for i, k := range keys {
+		packed[i] = uint64(k)<<32 | uint64(i)
 	}
 	slices.Sort(packed)
-	out := make([]int, n)
 	for r, x := range packed {
 		out[r] = int(uint32(x))
 	}

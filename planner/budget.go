@@ -150,7 +150,7 @@ func newBudget(st *state) (*budget, error) {
 			if p.DeviceCount() == 1 {
 				d = -1
 			}
-			lb = max(lb, liveBound(p, d))
+			lb = max(lb, liveBound(p, st.accesses(), d))
 		}
 		limit = lb * 11 / 10
 	}

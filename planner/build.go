@@ -591,8 +591,13 @@ func (st *state) newPlan() *Plan {
 	src.flush()
 	p.Stages = make([]Stage, len(s.Stages))
 	na := 0
+	used := map[string]bool{} // kernels
 	for i := range s.Stages {
-		na += len(s.Stages[i].Reads) + len(s.Stages[i].Writes)
+		sg := &s.Stages[i]
+		na += len(sg.Reads) + len(sg.Writes)
+		if i == 0 || sg.Kernel != s.Stages[i-1].Kernel {
+			used[sg.Kernel] = true
+		}
 	}
 	// The hazard analysis looked every access's buffer up already; the
 	// plan's stages and buffers are the spec's, in its order.
@@ -613,7 +618,8 @@ func (st *state) newPlan() *Plan {
 		}
 		return flat[start:len(flat):len(flat)]
 	}
-	for i, sg := range s.Stages {
+	for i := range s.Stages {
+		sg := &s.Stages[i]
 		for _, b := range st.g.AccessBuffers(i) {
 			if int(b) >= len(p.Buffers) {
 				b = -1 // not declared: Validate reports it
@@ -635,10 +641,6 @@ func (st *state) newPlan() *Plan {
 		}
 	}
 	src.flush()
-	used := map[string]bool{}
-	for _, sg := range s.Stages {
-		used[sg.Kernel] = true
-	}
 	for _, k := range s.Kernels {
 		if !used[k.Name] {
 			continue
@@ -666,6 +668,9 @@ type sourceText struct {
 	dsts []*string
 	ends []int
 	seen map[string]string
+	// last is intern's latest answer: a field's strings repeat from
+	// stage to stage, which the map need not be asked.
+	lastIn, lastOut string
 }
 
 func (t *sourceText) add(dst *string, p dag.Pos) {
@@ -709,7 +714,11 @@ func (t *sourceText) intern(s string) string {
 	if s == "" {
 		return ""
 	}
+	if s == t.lastIn {
+		return t.lastOut
+	}
 	if c, ok := t.seen[s]; ok {
+		t.lastIn, t.lastOut = s, c
 		return c
 	}
 	if t.seen == nil {

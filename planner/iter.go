@@ -144,10 +144,10 @@ type iterReq struct {
 func iterate(st *state) error {
 	p := st.plan
 	n, S := len(p.Stages), len(p.Streams)
-	copies := make(map[string]int, len(p.Buffers))
+	copies := make([]int, len(p.Buffers)) // per Plan.Buffers index
 	kmax := 1
-	for _, b := range p.Buffers {
-		copies[b.Name] = max(b.Copies, 1)
+	for i, b := range p.Buffers {
+		copies[i] = max(b.Copies, 1)
 		kmax = max(kmax, b.Copies)
 	}
 	R := st.opts.StreamSets
@@ -341,7 +341,8 @@ func iterInFlight(p *Plan) int {
 // copies): last write → first write, each tail read → first write, last
 // write → each head read. That is O(accesses × segments they cover) orders,
 // where every pair of conflicting accesses would be quadratic.
-func iterHazards(p *Plan, copies map[string]int, ab *planAccesses) ([][]iterReq, int) {
+// copies is each buffer's (per Plan.Buffers index).
+func iterHazards(p *Plan, copies []int, ab *planAccesses) ([][]iterReq, int) {
 	type acc struct {
 		stage  int32
 		lo, hi int64
@@ -368,12 +369,8 @@ func iterHazards(p *Plan, copies map[string]int, ab *planAccesses) ([][]iterReq,
 	// issued before its waits), so it orders the conflicting accesses of an
 	// address space as the plan does. Declaration order would not: temps
 	// that share arena bytes are ordered by the schedule, not by a hazard.
-	order := make([]int, len(p.Stages))
-	for v := range order {
-		order[v] = v
-	}
 	pos := launchPositions(p)
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(pos[a], pos[b]) })
+	order := stableOrder(len(p.Stages), func(v int) int { return pos[v] })
 	// Two walks: count each space's accesses, then fill them in, each
 	// space's list cut from one array.
 	var count []int
@@ -399,7 +396,7 @@ func iterHazards(p *Plan, copies map[string]int, ab *planAccesses) ([][]iterReq,
 					if sp.space == 0 {
 						c := int32(1)
 						if !w.arena {
-							c = int32(max(copies[a.Buffer], 1))
+							c = int32(max(copies[i], 1))
 						}
 						count = append(count, 0)
 						spaceCopies = append(spaceCopies, c)
@@ -432,26 +429,42 @@ func iterHazards(p *Plan, copies map[string]int, ab *planAccesses) ([][]iterReq,
 		first, last int32 // first and last write, -1: none
 		head, tail  []int32
 	}
-	reqs := make([][]iterReq, len(p.Stages))
-	add := func(a, d, k int32) { reqs[d] = append(reqs[d], iterReq{a, k}) } // deduplicated below
+	// The orders found, (a, k) for stage d, in one list; then by stage,
+	// cut from one array.
+	type found struct {
+		d int32
+		r iterReq
+	}
+	var all []found
+	add := func(a, d, k int32) { all = append(all, found{d, iterReq{a, k}}) } // deduplicated below
 	inflight := 0
-	var bounds []int64
+	// The segments of a space lie between its accesses' distinct bounds:
+	// one radix sort of the bounds (sortKeyed) gives each access the
+	// segments it covers, edge[2i] up to edge[2i+1] for access i.
+	var keys []keyed
+	var edge []int32
 	var segs []segment
 	for g, k := range spaceCopies {
 		list := byBuf[g]
-		bounds = slices.Grow(bounds[:0], 2*len(list))
-		for _, x := range list {
-			bounds = append(bounds, x.lo, x.hi)
+		keys = slices.Grow(keys[:0], 2*len(list))
+		for i, x := range list {
+			keys = append(keys, keyed{uint64(x.lo) ^ 1<<63, int64(2 * i)}, keyed{uint64(x.hi) ^ 1<<63, int64(2*i + 1)})
 		}
-		slices.Sort(bounds)
-		bounds = slices.Compact(bounds)
-		segs = slices.Grow(segs[:0], len(bounds))[:len(bounds)-1]
+		sortKeyed(keys)
+		edge = slices.Grow(edge[:0], len(keys))[:len(keys)]
+		bounds := 0
+		for j, e := range keys {
+			if j == 0 || e.key != keys[j-1].key {
+				bounds++
+			}
+			edge[e.val] = int32(bounds - 1)
+		}
+		segs = slices.Grow(segs[:0], bounds)[:bounds-1]
 		for g := range segs {
 			segs[g] = segment{first: -1, last: -1}
 		}
-		for _, x := range list { // in issue order, each stage's reads first
-			lo, _ := slices.BinarySearch(bounds, x.lo)
-			hi, _ := slices.BinarySearch(bounds, x.hi)
+		for i, x := range list { // in issue order, each stage's reads first
+			lo, hi := edge[2*i], edge[2*i+1]
 			for g := lo; g < hi; g++ {
 				sg := &segs[g]
 				switch {
@@ -490,9 +503,26 @@ func iterHazards(p *Plan, copies map[string]int, ab *planAccesses) ([][]iterReq,
 			inflight = max(inflight, k)
 		}
 	}
+	off := make([]int32, len(p.Stages)+1)
+	for _, f := range all {
+		off[f.d+1]++
+	}
+	for d := range len(p.Stages) {
+		off[d+1] += off[d]
+	}
+	flatReqs := make([]iterReq, len(all))
+	at := slices.Clone(off[:len(p.Stages)])
+	for _, f := range all {
+		flatReqs[at[f.d]] = f.r
+		at[f.d]++
+	}
+	reqs := make([][]iterReq, len(p.Stages))
 	for d := range reqs {
-		slices.SortFunc(reqs[d], func(x, y iterReq) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.d, y.d)) })
-		reqs[d] = slices.Clip(slices.Compact(reqs[d]))
+		rs := flatReqs[off[d]:off[d+1]]
+		slices.SortFunc(rs, func(x, y iterReq) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.d, y.d)) })
+		if rs = slices.Clip(slices.Compact(rs)); len(rs) > 0 {
+			reqs[d] = rs
+		}
 	}
 	return reqs, inflight
 }
@@ -532,7 +562,9 @@ type iterWalk struct {
 	// (a cross wait or order reaches at least one iteration back, so none
 	// applies in iteration 0): later walks start from it.
 	first *iterState
-	snaps []iterSnap // the walk's snapshots, reused from walk to walk
+	// snaps0 are iteration 0's snapshots, which every walk shares (first),
+	// snaps the later iterations', reused from walk to walk.
+	snaps0, snaps []iterSnap
 	// recSnap and hasRec, per event, the snapshot of the launch its record
 	// follows in the current iteration, reused likewise.
 	recSnap []iterSnap
@@ -548,7 +580,6 @@ type iterWalk struct {
 type iterState struct {
 	clock [][]int32 // per physical stream (shared with snapshots: never written)
 	cnt   []int32
-	snaps []iterSnap // iteration 0's snapshots
 	work  int
 }
 
@@ -574,13 +605,19 @@ func (w *iterWalk) run(place bool) bool {
 		clock[i], shared[i] = zero, true
 	}
 	cnt := make([]int32, P)
-	// snaps[(i mod window)·n + v]: stage v of iteration i; older
+	// snaps0[v]: stage v of iteration 0, the same in every walk;
+	// snaps[((i−1) mod window)·n + v]: stage v of iteration i ≥ 1. Older
 	// iterations are never asked about again, and their clocks are freed.
 	if w.snaps == nil {
-		w.snaps = make([]iterSnap, n*w.window)
+		w.snaps0, w.snaps = make([]iterSnap, n), make([]iterSnap, n*w.window)
 	}
-	snaps := w.snaps
-	at := func(i, v int) *iterSnap { return &snaps[(i%w.window)*n+v] }
+	snaps0, snaps := w.snaps0, w.snaps
+	at := func(i, v int) *iterSnap {
+		if i == 0 {
+			return &snaps0[v]
+		}
+		return &snaps[((i-1)%w.window)*n+v]
+	}
 	// Clocks are cut from shared slabs: one allocation per slab, not per join.
 	var slab []int32
 	newClock := func() []int32 {
@@ -638,13 +675,12 @@ func (w *iterWalk) run(place bool) bool {
 		j0, w.work = 1, f.work
 		copy(clock, f.clock)
 		copy(cnt, f.cnt)
-		copy(snaps[:n], f.snaps)
 	}
 	ops, work0 := 0, w.work
 	defer func() { w.steps = ops + w.work - work0 }()
 	for j := j0; j < w.U; j++ {
 		if j == 1 && w.first == nil {
-			f := &iterState{clock: slices.Clone(clock), cnt: slices.Clone(cnt), snaps: slices.Clone(snaps[:n]), work: w.work}
+			f := &iterState{clock: slices.Clone(clock), cnt: slices.Clone(cnt), work: w.work}
 			for i := range shared {
 				shared[i] = true
 			}
@@ -751,8 +787,17 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 		}
 	}
 	ops := make([][]Op, len(p.Streams))
-	for s := range ops {
-		ops[s] = make([]Op, 0, len(p.Streams[s].Ops))
+	for s, str := range p.Streams {
+		c := len(str.Ops) // and the cross waits and records it gets
+		for _, o := range str.Ops {
+			if o.Kind == OpLaunch {
+				c += len(cross[o.Stage])
+				if newRec[o.Stage] {
+					c++
+				}
+			}
+		}
+		ops[s] = make([]Op, 0, c)
 	}
 	order := make([][2]int, 0, len(p.IssueOrder)+waits)
 	emit := func(s int, o Op) {
@@ -767,7 +812,14 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 	// that nothing is issued between the ranks. (A wait moved earlier on
 	// its stream, or a record later, past ops of other streams only,
 	// orders the same.)
+	ranks := false // the plan has a collective
+	for v := range p.Stages {
+		ranks = ranks || p.Stages[v].Collective != nil
+	}
 	rankOf := func(so [2]int) *Collective {
+		if !ranks {
+			return nil
+		}
 		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
 			return p.Stages[o.Stage].Collective
 		}

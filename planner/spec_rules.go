@@ -28,7 +28,8 @@ func applySpecRules(s *dag.Spec, p *Plan) {
 			str.Thread = strings.Clone(d.Thread)
 		}
 	}
-	for i, sg := range s.Stages {
+	for i := range s.Stages {
+		sg := &s.Stages[i]
 		if sg.Copy == dag.CopySync {
 			p.Stages[i].Copy = CopySync
 		}
