@@ -382,6 +382,7 @@ type verifier struct {
 	// pool and slab hand out frontier storage in chunks.
 	pool       []int32
 	slab       []verifyState
+	free       []*verifyState // frontiers no segment holds
 	tmpW, tmpR []int32
 
 	truncated bool
@@ -410,8 +411,9 @@ type verifyLink struct{ acc, next int32 }
 // verifySpace is one address space and its frontier, per elementary segment
 // [bounds[k], bounds[k+1]).
 // Space k's bounds are verifier.bounds[at:at+n], its segments'
-// frontiers verifier.states[at:at+n-1].
-type verifySpace struct{ at, n int32 }
+// frontiers verifier.states[at:at+n-1]; last is its last access, after
+// which the sweep frees its frontiers.
+type verifySpace struct{ at, n, last int32 }
 
 // verifyState is the frontier of one segment. Segments may share one; a
 // step changes a frontier in place only when no other segment holds it.
@@ -501,7 +503,12 @@ func (v *verifier) accesses() error {
 	}
 	v.acc = make([]verifyAccess, 0, n)
 	v.accStart = make([]int32, p.stageCount()+1)
-	count := make([]int32, 0, nb) // per space: bounds
+	// Per space: its first and last access (at, last) and its accesses'
+	// ends (n, two an access); varied marks the spaces whose accesses do
+	// not all cover the same bytes.
+	v.spaces = make([]verifySpace, 0, nb)
+	var varied []bool
+	nvaried := 0
 	for i := range p.stageCount() {
 		st := p.stage(i)
 		v.accStart[i] = int32(len(v.acc))
@@ -525,60 +532,90 @@ func (v *verifier) accesses() error {
 					v.bufBase = append(v.bufBase, 0)
 					v.bufSpace = append(v.bufSpace, -1)
 				}
+				d := int32(len(v.acc))
 				if v.bufSpace[b] < 0 {
 					key, base := verifyAddress(p, a.Buffer)
 					v.bufBase[b] = base
 					// A buffer that is its own space needs no key: buffers
 					// of one name in an unrolled plan without names
 					// (unroll) are distinct copies.
-					sp, ok := int32(len(count)), key == a.Buffer
+					sp, ok := int32(len(v.spaces)), key == a.Buffer
 					if !ok {
 						if sp, ok = spaceOf[key]; !ok {
-							sp = int32(len(count))
+							sp = int32(len(v.spaces))
 							spaceOf[key] = sp
 						}
 					}
-					if int(sp) == len(count) {
-						count = append(count, 0)
+					if int(sp) == len(v.spaces) {
+						v.spaces = append(v.spaces, verifySpace{at: d, last: d})
+						varied = append(varied, false)
 					}
 					v.bufSpace[b] = sp
 				}
 				sp := v.bufSpace[b]
 				lo := v.bufBase[b] + a.Offset
 				v.acc = append(v.acc, verifyAccess{stage: int32(i), write: k == 1, space: sp, buf: b, lo: lo, hi: lo + a.Bytes})
-				count[sp] += 2
+				s := &v.spaces[sp]
+				s.n += 2
+				s.last = d
+				if f := &v.acc[s.at]; !varied[sp] && (f.lo != lo || f.hi != lo+a.Bytes) {
+					varied[sp] = true
+					nvaried++
+				}
 			}
 		}
 	}
 	v.accStart[p.stageCount()] = int32(len(v.acc))
-	// Each space's segment bounds: the sorted distinct ends of its accesses,
-	// carved from one array.
-	v.bounds = make([]int64, 2*n)
-	v.spaces = make([]verifySpace, len(count))
+	// Each space's segment bounds: the sorted distinct ends of its
+	// accesses, carved from one array; a space whose accesses all cover
+	// the same bytes (most: buffers accessed whole) has those two.
 	at := int32(0)
-	for sp, c := range count {
-		v.spaces[sp].at = at
-		at += c
+	for sp, s := range v.spaces {
+		if varied[sp] {
+			at += s.n
+		} else {
+			at += 2
+		}
 	}
-	for _, a := range v.acc {
-		s := &v.spaces[a.space]
-		v.bounds[s.at+s.n], v.bounds[s.at+s.n+1] = a.lo, a.hi
-		s.n += 2
-	}
-	// Each space's distinct bounds, moved down to the end of the
-	// previous space's, then copied to an array of their size (most
-	// buffers are accessed whole: two bounds for all their accesses).
+	v.bounds = make([]int64, at)
 	at = 0
-	for k := range v.spaces {
-		s := &v.spaces[k]
-		b := v.bounds[s.at : s.at+s.n]
-		slices.Sort(b)
-		b = slices.Compact(b)
-		copy(v.bounds[at:], b)
-		s.at, s.n = at, int32(len(b))
-		at += s.n
+	for sp := range v.spaces {
+		s := &v.spaces[sp]
+		if varied[sp] {
+			s.at, at, s.n = at, at+s.n, 0 // filled below
+			continue
+		}
+		f := &v.acc[s.at] // its first access
+		s.at, s.n = at, 2
+		v.bounds[at], v.bounds[at+1] = f.lo, f.hi
+		at += 2
 	}
-	v.bounds = slices.Clone(v.bounds[:at])
+	if nvaried > 0 {
+		for _, a := range v.acc {
+			if s := &v.spaces[a.space]; varied[a.space] {
+				v.bounds[s.at+s.n], v.bounds[s.at+s.n+1] = a.lo, a.hi
+				s.n += 2
+			}
+		}
+		// Each varied space's distinct bounds, moved down to the end of
+		// the previous space's.
+		at = 0
+		for k := range v.spaces {
+			s := &v.spaces[k]
+			b := v.bounds[s.at : s.at+s.n]
+			if varied[k] {
+				slices.Sort(b)
+				b = slices.Compact(b)
+			}
+			copy(v.bounds[at:], b)
+			s.at, s.n = at, int32(len(b))
+			at += s.n
+		}
+		if int(at) < len(v.bounds)*3/4 {
+			v.bounds = slices.Clone(v.bounds[:at])
+		}
+		v.bounds = v.bounds[:at]
+	}
 	v.states = make([]*verifyState, at)
 	// A derived plan's verdict is all that is asked (report): it keeps
 	// no shadows, which only serve to list every race.
@@ -682,7 +719,9 @@ func (v *verifier) sweep() {
 			next := v.step(st, int32(d), own)
 			if next != st {
 				if st != nil {
-					st.refs -= int32(end - k)
+					if st.refs -= int32(end - k); st.refs == 0 {
+						v.free = append(v.free, st)
+					}
 				}
 				next.refs += int32(end - k)
 				for ; k < end; k++ {
@@ -690,6 +729,18 @@ func (v *verifier) sweep() {
 				}
 			}
 			k = end
+		}
+		if sp.last == int32(d) {
+			// No later access touches the space: its frontiers go to
+			// the free list, for the spaces accessed later.
+			for k, st := range states {
+				if st != nil {
+					if st.refs--; st.refs == 0 {
+						v.free = append(v.free, st)
+					}
+					states[k] = nil
+				}
+			}
 		}
 		if len(v.races) >= verifyMaxRaces || v.racy {
 			v.truncated = d < len(v.acc)-1
@@ -806,6 +857,13 @@ func (v *verifier) readOf(st *verifyState, s int32) int {
 // state returns a new frontier holding copies of w and r (w is shared as
 // is when it is the pool's already).
 func (v *verifier) state(w, r []int32) *verifyState {
+	if k := len(v.free) - 1; k >= 0 {
+		// A frontier's lists are its own (ints copies): reused as they are.
+		st := v.free[k]
+		v.free = v.free[:k]
+		st.w, st.r, st.byStream = append(st.w[:0], w...), append(st.r[:0], r...), nil
+		return st
+	}
 	if len(v.slab) == 0 {
 		v.slab = make([]verifyState, 1024)
 	}
