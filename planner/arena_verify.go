@@ -129,8 +129,8 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	}
 	start := make([]int32, nb+1)
 	for k := range v.acc {
-		if a := &v.acc[k]; int(a.buf) < nb && inArena[a.buf] {
-			start[a.buf+1]++
+		if b := v.acc[k].buf(); int(b) < nb && inArena[b] {
+			start[b+1]++
 		}
 	}
 	for i := range nb {
@@ -143,9 +143,9 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	byBuf := make([]int32, start[nb])
 	fill := slices.Clone(start[:nb])
 	for i := range v.acc {
-		if a := &v.acc[i]; int(a.buf) < nb && inArena[a.buf] {
-			byBuf[fill[a.buf]] = int32(i)
-			fill[a.buf]++
+		if b := v.acc[i].buf(); int(b) < nb && inArena[b] {
+			byBuf[fill[b]] = int32(i)
+			fill[b]++
 		}
 	}
 	fill = nil
@@ -158,8 +158,8 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	}
 	get := func(i int32) access {
 		a := &v.acc[i]
-		base := v.bufBase[a.buf]
-		return access{stageIssue[a.stage], stageStream[a.stage], a.stage, a.write, a.lo - base, a.hi - base}
+		base := v.bufBase[a.buf()]
+		return access{stageIssue[a.stage], stageStream[a.stage], a.stage, a.write(), a.lo - base, a.hi - base}
 	}
 	issue := func(x, y int32) int {
 		return cmp.Compare(stageIssue[v.acc[x].stage], stageIssue[v.acc[y].stage])

@@ -57,9 +57,9 @@ func (v *verifier) arenaLifetimesSegments() {
 		// The stage's accesses (verifier.accesses: reads, then writes;
 		// buffer indices below len(p.Buffers) are p.Buffers').
 		for _, a := range v.acc[v.accStart[o.Stage]:v.accStart[o.Stage+1]] {
-			if int(a.buf) < len(p.Buffers) && inArena[a.buf] {
-				lo, hi := off[a.buf]+a.lo-v.bufBase[a.buf], off[a.buf]+a.hi-v.bufBase[a.buf]
-				accs = append(accs, access{int32(k), int32(so[0]), a.stage, a.buf, lo, hi, a.write})
+			if b := a.buf(); int(b) < len(p.Buffers) && inArena[b] {
+				lo, hi := off[b]+a.lo-v.bufBase[b], off[b]+a.hi-v.bufBase[b]
+				accs = append(accs, access{int32(k), int32(so[0]), a.stage, b, lo, hi, a.write()})
 				bounds = append(bounds, lo, hi)
 			}
 		}

@@ -295,6 +295,8 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 				p.Streams[s].Ops = nil
 			}
 		}
+		// Read by accesses alone.
+		p.accBuf = nil
 		arena = v.arenaPieces().check() // arena_verify.go
 	} else {
 		pieces := v.arenaPieces()
@@ -359,7 +361,7 @@ type verifier struct {
 
 	acc      []verifyAccess
 	accStart []int32  // per stage: its first access in acc (len(Stages)+1 entries)
-	bufName  []string // per buffer index: p.Buffers' first, then undeclared ones
+	bufName  []string // per buffer index: p.Buffers' first, then undeclared ones (nil for a derived plan)
 	bufBase  []int64  // per buffer index: the space offset of its byte 0
 	bufSpace []int32  // per buffer index: its address space
 	spaces   []verifySpace
@@ -399,12 +401,21 @@ var errDerivedRaces = errors.New("plan: races across iterations")
 // share an arena share one space, so that accesses to different buffers
 // overlapping in the arena conflict too.
 type verifyAccess struct {
-	lo, hi int64 // [lo, hi) in the space
+	lo, hi int64 // [lo, hi) in the space (verifier.bufSpace of its buffer)
 	stage  int32
-	space  int32
-	buf    int32 // index into verifier.bufName (< len(p.Buffers): p.Buffers')
-	write  bool
+	// bw is its buffer's index (< len(p.Buffers): p.Buffers'; then the
+	// undeclared ones, verifier.bufName), times two, plus one for a write.
+	bw int32
 }
+
+// buf is a's buffer index.
+func (a *verifyAccess) buf() int32 { return a.bw >> 1 }
+
+// write reports whether a writes.
+func (a *verifyAccess) write() bool { return a.bw&1 != 0 }
+
+// space is access a's address space.
+func (v *verifier) space(a *verifyAccess) int32 { return v.bufSpace[a.bw>>1] }
 
 type verifyLink struct{ acc, next int32 }
 
@@ -491,15 +502,24 @@ func (v *verifier) accesses() error {
 	if !hint {
 		bufOf = make(map[string]int32, max(nb, n/8))
 	}
-	v.bufName = make([]string, nb)
+	// Names serve only to report races, which a derived plan does not.
+	named := !p.derived
+	if named {
+		v.bufName = make([]string, nb)
+	}
 	v.bufBase = make([]int64, nb)
 	v.bufSpace = make([]int32, nb)
 	for i := range nb {
-		b := p.buffer(i)
-		if !hint {
-			bufOf[b.Name] = int32(i)
+		v.bufSpace[i] = -1
+		if !hint || named {
+			b := p.buffer(i)
+			if !hint {
+				bufOf[b.Name] = int32(i)
+			}
+			if named {
+				v.bufName[i] = b.Name
+			}
 		}
-		v.bufName[i], v.bufSpace[i] = b.Name, -1
 	}
 	v.acc = make([]verifyAccess, 0, n)
 	v.accStart = make([]int32, p.stageCount()+1)
@@ -526,9 +546,11 @@ func (v *verifier) accesses() error {
 					b, ok = bufOf[a.Buffer]
 				}
 				if !ok {
-					b = int32(len(v.bufName))
+					b = int32(len(v.bufSpace))
 					bufOf[a.Buffer] = b
-					v.bufName = append(v.bufName, a.Buffer)
+					if named {
+						v.bufName = append(v.bufName, a.Buffer)
+					}
 					v.bufBase = append(v.bufBase, 0)
 					v.bufSpace = append(v.bufSpace, -1)
 				}
@@ -554,7 +576,7 @@ func (v *verifier) accesses() error {
 				}
 				sp := v.bufSpace[b]
 				lo := v.bufBase[b] + a.Offset
-				v.acc = append(v.acc, verifyAccess{stage: int32(i), write: k == 1, space: sp, buf: b, lo: lo, hi: lo + a.Bytes})
+				v.acc = append(v.acc, verifyAccess{stage: int32(i), bw: b<<1 | int32(k), lo: lo, hi: lo + a.Bytes})
 				s := &v.spaces[sp]
 				s.n += 2
 				s.last = d
@@ -591,8 +613,10 @@ func (v *verifier) accesses() error {
 		at += 2
 	}
 	if nvaried > 0 {
-		for _, a := range v.acc {
-			if s := &v.spaces[a.space]; varied[a.space] {
+		for k := range v.acc {
+			a := &v.acc[k]
+			if sp := v.space(a); varied[sp] {
+				s := &v.spaces[sp]
 				v.bounds[s.at+s.n], v.bounds[s.at+s.n+1] = a.lo, a.hi
 				s.n += 2
 			}
@@ -695,7 +719,7 @@ func (v *verifier) stageHB(i, j int32) bool {
 func (v *verifier) opHB(a, b int32) bool { return v.hb.reach(a, b) }
 
 func (v *verifier) accHB(a, d int32) bool {
-	return v.stageHB(v.acc[a].stage, v.acc[d].stage) || !v.acc[a].write && v.readsDone(a, d)
+	return v.stageHB(v.acc[a].stage, v.acc[d].stage) || !v.acc[a].write() && v.readsDone(a, d)
 }
 
 // sweep runs every access, in declaration order, against the frontier of
@@ -703,7 +727,7 @@ func (v *verifier) accHB(a, d int32) bool {
 func (v *verifier) sweep() {
 	for d := range v.acc {
 		ad := &v.acc[d]
-		sp := v.spaces[ad.space]
+		sp := v.spaces[v.space(ad)]
 		bounds, states := v.bounds[sp.at:sp.at+sp.n], v.states[sp.at:sp.at+sp.n]
 		lo, _ := slices.BinarySearch(bounds, ad.lo)
 		hi, _ := slices.BinarySearch(bounds, ad.hi)
@@ -758,13 +782,13 @@ func (v *verifier) step(st *verifyState, d int32, own bool) *verifyState {
 		for _, a := range st.w {
 			v.check(a, d)
 		}
-		if ad.write {
+		if ad.write() {
 			for _, a := range st.r {
 				v.check(a, d)
 			}
 		}
 	}
-	if ad.write {
+	if ad.write() {
 		w, r := append(v.tmpW[:0], d), v.tmpR[:0]
 		if st != nil {
 			for _, a := range st.w {
@@ -917,7 +941,7 @@ func (v *verifier) check(a, d int32) {
 		return // a derived plan: the verdict is known
 	}
 	stack := []int32{a}
-	dw := v.acc[d].write
+	dw := v.acc[d].write()
 	for len(stack) > 0 {
 		x := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -931,7 +955,7 @@ func (v *verifier) check(a, d int32) {
 			if ab.stage == v.acc[d].stage || !v.overlap(b, d) || v.accHB(b, d) {
 				continue
 			}
-			if !ab.write && !dw {
+			if !ab.write() && !dw {
 				continue // reads' shadows hold only reads
 			}
 			v.report(b, d)
@@ -942,7 +966,7 @@ func (v *verifier) check(a, d int32) {
 
 func (v *verifier) overlap(a, b int32) bool {
 	x, y := &v.acc[a], &v.acc[b]
-	return x.space == y.space && x.lo < y.hi && y.lo < x.hi
+	return v.space(x) == v.space(y) && x.lo < y.hi && y.lo < x.hi
 }
 
 // report records the race between earlier access a and access d.
@@ -954,14 +978,14 @@ func (v *verifier) report(a, d int32) {
 	x, y := &v.acc[a], &v.acc[d]
 	kind := RaceWAR
 	switch {
-	case x.write && y.write:
+	case x.write() && y.write():
 		kind = RaceWAW
-	case x.write:
+	case x.write():
 		kind = RaceRAW
 	}
-	base := v.bufBase[x.buf]
+	base := v.bufBase[x.buf()]
 	lo, hi := max(x.lo, y.lo)-base, min(x.hi, y.hi)-base
-	key := [3]int32{x.stage, y.stage, x.space}
+	key := [3]int32{x.stage, y.stage, v.space(x)}
 	if k, ok := v.raceIdx[key]; ok {
 		r := &v.races[k]
 		if verifyKindRank(kind) > verifyKindRank(r.Kind) {
@@ -980,7 +1004,7 @@ func (v *verifier) report(a, d int32) {
 		FirstName: p.Stages[i].Name, SecondName: p.Stages[j].Name,
 		FirstStream: p.Stages[i].Stream, SecondStream: p.Stages[j].Stream,
 		FirstStreamName: p.Streams[p.Stages[i].Stream].Name, SecondStreamName: p.Streams[p.Stages[j].Stream].Name,
-		Buffer: v.bufName[x.buf], Offset: lo, Bytes: hi - lo,
+		Buffer: v.bufName[x.buf()], Offset: lo, Bytes: hi - lo,
 		Kind:     kind,
 		Reversed: v.stageHB(y.stage, x.stage),
 	})
