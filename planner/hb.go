@@ -137,6 +137,23 @@ func buildHB(p *Plan, layout hbLayout) *hbGraph {
 	im := deriveImplicit(p) // CUDA's implicit order (implicit.go), nil if none
 	h.im = im
 	b := hbBuilder{h: h, lastRow: make([]int32, S), rowStart: []int32{0}, ops: make([][]Op, S)}
+	if im == nil {
+		// Without implicit order only a wait starts a row (a wait's
+		// record, or a stream predecessor's chain that another stream
+		// took as it went on with this wait): room for them all, made
+		// once (push grows past it, should that not hold).
+		waits := 0
+		for s := range p.Streams {
+			for _, o := range p.Streams[s].Ops {
+				if o.Kind == OpWait {
+					waits++
+				}
+			}
+		}
+		b.rowStream, b.rowOp, b.rowParent, b.rowSeg, b.rowHops = make([]int32, 0, waits), make([]int32, 0, waits), make([]int32, 0, waits), make([]int32, 0, waits), make([]int32, 0, waits)
+		b.adopted = make([]bool, 0, waits)
+		b.rowStart = append(make([]int32, 0, waits+1), 0)
+	}
 	for s := range S {
 		b.ops[s] = p.Streams[s].Ops
 	}
