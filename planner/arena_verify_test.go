@@ -481,6 +481,18 @@ func TestSortOffsets(t *testing.T) {
 					x[i] = x[rng.IntN(i)]
 				}
 			}
+			// Keyed by x, ties by position: sorted on the key's digits
+			// alone, stably (how arenaPieces orders its pieces).
+			keys := make([]int64, n)
+			for i, v := range x {
+				keys[i] = v>>(max(width, 31)-31)<<32 | int64(i)
+			}
+			wantKeys := slices.Clone(keys)
+			slices.SortStableFunc(wantKeys, func(a, b int64) int { return cmp.Compare(a>>32, b>>32) })
+			sortOffsetsWith(keys, nil, 32)
+			if !slices.Equal(keys, wantKeys) {
+				t.Fatalf("n %d, width %d: keys from bit 32 not sorted stably", n, width)
+			}
 			want := slices.Clone(x)
 			slices.Sort(want)
 			sortOffsets(x)
