@@ -290,7 +290,7 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 		// sweep, its pieces gone when the sweep's frontiers are made, so
 		// that none of these take memory at once.
 		if v.hb.im == nil {
-			p.IssueOrder = nil
+			p.IssueOrder, p.ops = nil, nil
 			for s := range p.Streams {
 				p.Streams[s].Ops = nil
 			}
@@ -699,6 +699,14 @@ func (v *verifier) clocks() {
 	v.hb = h
 	v.opBase, v.opStream, v.opIndex, v.opIssue, v.opCaptured = h.opBase, h.opStream, h.opIndex, h.opIssue, h.opCaptured
 	v.launchOp = make([]int32, p.stageCount())
+	if c := p.ops; c != nil {
+		for g, k := range c.kind {
+			if k == OpLaunch {
+				v.launchOp[c.arg[g]] = int32(g)
+			}
+		}
+		return
+	}
 	for s := range p.Streams {
 		for j, o := range p.Streams[s].Ops {
 			if o.Kind == OpLaunch {
