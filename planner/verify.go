@@ -227,23 +227,30 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	if p == nil {
 		return errors.New("plan: nil plan")
 	}
+	// Buffer names are resolved once for every check below (in a shallow
+	// copy: p is not changed), beside the shape's check (which reads no
+	// more than the names do).
+	var wg sync.WaitGroup
+	var accBuf []int32
+	if p.accBuf == nil {
+		wg.Go(func() { accBuf = accessBuffers(p) })
+	}
 	if !p.derived {
 		if err := p.validateShape(); err != nil {
+			wg.Wait()
 			return err
 		}
 	}
+	wg.Wait()
 	if p.accBuf == nil {
-		// Buffer names resolved once for every check below (a shallow
-		// copy: p is not changed).
 		c := *p
-		c.accBuf = accessBuffers(p)
+		c.accBuf = accBuf
 		p = &c
 	}
 	// A plan with iteration info is unrolled beside the checks of its
 	// launches (each only reads p, whose shape is valid).
 	var q *Plan
 	var qerr error
-	var wg sync.WaitGroup
 	if p.Iteration != nil {
 		wg.Go(func() { q, qerr = unroll(p, UnrollIterations(p), false) })
 	}
