@@ -53,12 +53,12 @@ const (
 // arenaPiece is a byte range of one arena buffer that every access of
 // that buffer covers wholly or not at all (the buffer's own elementary
 // segments, between the ends of its accesses), with what its accesses do:
-// per stream, an arenaEntry (entries[e0:e1]).
+// per stream, an arenaEntry (arenaSweep.entriesOf).
 type arenaPiece struct {
 	lo, hi int64 // arena bytes [lo, hi); segment indices once compressed
 	buf    int32 // index into p.Buffers
 	first  int32 // issue position of the first launch touching it
-	e0, e1 int32
+	e0     int32 // its entries begin there and end at the next piece's
 	writes bool
 }
 
@@ -110,13 +110,11 @@ func (v *verifier) arenaLifetimes() []Race { return v.arenaPieces().check() }
 func (v *verifier) arenaPieces() *arenaSweep {
 	p := v.p
 	nb := p.bufferCount()
-	off := make([]int64, nb)
 	inArena := make([]bool, nb)
 	used := false
 	for i := range nb {
-		b := p.buffer(i)
-		if b.ArenaOffset != nil {
-			off[i], inArena[i], used = b.arenaAt(), true, true
+		if p.buffer(i).ArenaOffset != nil {
+			inArena[i], used = true, true
 		}
 	}
 	if !used {
@@ -131,8 +129,8 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	}
 	start := make([]int32, nb+1)
 	for k := range v.acc {
-		if a := &v.acc[k]; int(a.buf) < nb && inArena[a.buf] {
-			start[a.buf+1]++
+		if b := v.acc[k].buf(); int(b) < nb && inArena[b] {
+			start[b+1]++
 		}
 	}
 	for i := range nb {
@@ -145,9 +143,9 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	byBuf := make([]int32, start[nb])
 	fill := slices.Clone(start[:nb])
 	for i := range v.acc {
-		if a := &v.acc[i]; int(a.buf) < nb && inArena[a.buf] {
-			byBuf[fill[a.buf]] = int32(i)
-			fill[a.buf]++
+		if b := v.acc[i].buf(); int(b) < nb && inArena[b] {
+			byBuf[fill[b]] = int32(i)
+			fill[b]++
 		}
 	}
 	fill = nil
@@ -160,8 +158,8 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	}
 	get := func(i int32) access {
 		a := &v.acc[i]
-		base := v.bufBase[a.buf]
-		return access{stageIssue[a.stage], stageStream[a.stage], a.stage, a.write, a.lo - base, a.hi - base}
+		base := v.bufBase[a.buf()]
+		return access{stageIssue[a.stage], stageStream[a.stage], a.stage, a.write(), a.lo - base, a.hi - base}
 	}
 	issue := func(x, y int32) int {
 		return cmp.Compare(stageIssue[v.acc[x].stage], stageIssue[v.acc[y].stage])
@@ -196,6 +194,7 @@ func (v *verifier) arenaPieces() *arenaSweep {
 		if len(ix) == 0 {
 			continue
 		}
+		off := p.buffer(b).arenaAt()
 		as = as[:0]
 		for _, k := range ix {
 			as = append(as, get(k))
@@ -208,7 +207,7 @@ func (v *verifier) arenaPieces() *arenaSweep {
 			}
 		}
 		if one {
-			pc := arenaPiece{lo: off[b] + as[0].lo, hi: off[b] + as[0].hi, buf: int32(b), first: as[0].k, e0: int32(len(entries))}
+			pc := arenaPiece{lo: off + as[0].lo, hi: off + as[0].hi, buf: int32(b), first: as[0].k, e0: int32(len(entries))}
 			for _, a := range as {
 				if slotOf[a.s] != int32(b) {
 					slotOf[a.s], slot[a.s] = int32(b), int32(len(entries))
@@ -224,7 +223,6 @@ func (v *verifier) arenaPieces() *arenaSweep {
 					u.at[arenaLastWrite] = a.stage
 				}
 			}
-			pc.e1 = int32(len(entries))
 			pieces = append(pieces, pc)
 			continue
 		}
@@ -277,13 +275,12 @@ func (v *verifier) arenaPieces() *arenaSweep {
 			if head[x] < 0 {
 				continue // between accesses
 			}
-			pc := arenaPiece{lo: off[b] + ends[x], hi: off[b] + ends[x+1], buf: int32(b), first: first[x], e0: int32(len(entries))}
+			pc := arenaPiece{lo: off + ends[x], hi: off + ends[x+1], buf: int32(b), first: first[x], e0: int32(len(entries))}
 			for e := head[x]; e >= 0; e = next[e] {
 				pc.writes = pc.writes || local[e].at[arenaFirstWrite] >= 0
 				entries = append(entries, local[e])
 			}
-			pc.e1 = int32(len(entries))
-			slices.Reverse(entries[pc.e0:pc.e1])
+			slices.Reverse(entries[pc.e0:])
 			pieces = append(pieces, pc)
 		}
 	}
@@ -293,7 +290,7 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	for _, pc := range pieces {
 		bounds = append(bounds, pc.lo, pc.hi)
 	}
-	sortOffsets(bounds)
+	scratch := sortOffsetsWith(bounds, nil, 0)
 	bounds = slices.Compact(bounds)
 	for k := range pieces {
 		lo, _ := slices.BinarySearch(bounds, pieces[k].lo)
@@ -302,22 +299,18 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	}
 	// The pieces by first launch; of pieces a launch touches first, those
 	// that only read come first (the order that can hold: a write after
-	// that launch must follow it); then by buffer and offset, as made (a
-	// stable counting sort by arenaKey).
-	count := make([]int32, 2*len(v.opIssue)+1) // keys below twice the ops
+	// that launch must follow it); then by buffer and offset, as made: a
+	// radix sort of arenaKey<<32 | index on the key's digits, stable.
+	keys := slices.Grow(scratch[:0], 2*len(pieces))[:2*len(pieces)]
+	keys, scratch = keys[:len(pieces)], keys[len(pieces):]
 	for k := range pieces {
-		count[arenaKey(&pieces[k])+1]++
+		keys[k] = int64(arenaKey(&pieces[k]))<<32 | int64(k)
 	}
-	for k := 1; k < len(count); k++ {
-		count[k] += count[k-1]
-	}
+	sortOffsetsWith(keys, scratch, 32)
 	sweep := make([]int32, len(pieces))
-	for k := range pieces {
-		key := arenaKey(&pieces[k])
-		sweep[count[key]] = int32(k)
-		count[key]++
+	for k, x := range keys {
+		sweep[k] = int32(x)
 	}
-	count = nil
 	return &arenaSweep{v: v, pieces: pieces, entries: entries, bounds: bounds, byFirst: sweep, seen: map[[4]int32]int{}}
 }
 
@@ -343,15 +336,24 @@ func (a *arenaSweep) check() []Race {
 // Computer Programming, vol. 3, §5.2.5), skipping the passes whose digit
 // is the same for every value; slices.Sort for short slices. Cost: O(n)
 // a pass, at most four passes.
-func sortOffsets(x []int64) {
+func sortOffsets(x []int64) { sortOffsetsWith(x, nil, 0) }
+
+// sortOffsetsWith is sortOffsets with scratch room (made when shorter than
+// x, and returned for reuse), sorting by the digits from bit shift up: the
+// order of values equal in those bits is kept (stable), but for short
+// slices, sorted by the whole value.
+func sortOffsetsWith(x, scratch []int64, shift uint) []int64 {
 	if len(x) < 1<<12 {
 		slices.Sort(x)
-		return
+		return scratch
 	}
 	top := slices.Max(x)
 	count := make([]int32, 1<<16)
-	src, dst := x, make([]int64, len(x))
-	for shift := uint(0); shift < 64 && top>>shift > 0; shift += 16 {
+	if len(scratch) < len(x) {
+		scratch = make([]int64, len(x))
+	}
+	src, dst := x, scratch[:len(x)]
+	for ; shift < 64 && top>>shift > 0; shift += 16 {
 		clear(count)
 		for _, v := range src {
 			count[v>>shift&0xffff]++
@@ -373,6 +375,7 @@ func sortOffsets(x []int64) {
 	if &src[0] != &x[0] {
 		copy(x, src)
 	}
+	return scratch
 }
 
 // arenaKey orders pieces for the sweep: by first launch, then read-only
@@ -477,12 +480,12 @@ func (a *arenaSweep) split(x int) {
 // arena bytes from byte at are not ordered u-then-w.
 func (a *arenaSweep) order(x, y int32, fu, fw int, at int64) {
 	px, py := &a.pieces[x], &a.pieces[y]
-	for _, eu := range a.entries[px.e0:px.e1] {
+	for _, eu := range a.entriesOf(x) {
 		u := eu.at[fu]
 		if u < 0 {
 			continue
 		}
-		for _, ew := range a.entries[py.e0:py.e1] {
+		for _, ew := range a.entriesOf(y) {
 			w := ew.at[fw]
 			if w < 0 || a.v.stageHB(u, w) {
 				continue
@@ -496,6 +499,15 @@ func (a *arenaSweep) order(x, y int32, fu, fw int, at int64) {
 			a.races = append(a.races, arenaRace{u: u, w: w, x: px.buf, y: py.buf, at: at})
 		}
 	}
+}
+
+// entriesOf returns piece x's entries.
+func (a *arenaSweep) entriesOf(x int32) []arenaEntry {
+	end := int32(len(a.entries))
+	if int(x)+1 < len(a.pieces) {
+		end = a.pieces[x+1].e0
+	}
+	return a.entries[a.pieces[x].e0:end]
 }
 
 // race is r as a Race, with the fix that orders it.

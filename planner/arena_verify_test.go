@@ -57,9 +57,9 @@ func (v *verifier) arenaLifetimesSegments() {
 		// The stage's accesses (verifier.accesses: reads, then writes;
 		// buffer indices below len(p.Buffers) are p.Buffers').
 		for _, a := range v.acc[v.accStart[o.Stage]:v.accStart[o.Stage+1]] {
-			if int(a.buf) < len(p.Buffers) && inArena[a.buf] {
-				lo, hi := off[a.buf]+a.lo-v.bufBase[a.buf], off[a.buf]+a.hi-v.bufBase[a.buf]
-				accs = append(accs, access{int32(k), int32(so[0]), a.stage, a.buf, lo, hi, a.write})
+			if b := a.buf(); int(b) < len(p.Buffers) && inArena[b] {
+				lo, hi := off[b]+a.lo-v.bufBase[b], off[b]+a.hi-v.bufBase[b]
+				accs = append(accs, access{int32(k), int32(so[0]), a.stage, b, lo, hi, a.write()})
 				bounds = append(bounds, lo, hi)
 			}
 		}
@@ -480,6 +480,18 @@ func TestSortOffsets(t *testing.T) {
 				if i > 0 && rng.IntN(4) == 0 {
 					x[i] = x[rng.IntN(i)]
 				}
+			}
+			// Keyed by x, ties by position: sorted on the key's digits
+			// alone, stably (how arenaPieces orders its pieces).
+			keys := make([]int64, n)
+			for i, v := range x {
+				keys[i] = v>>(max(width, 31)-31)<<32 | int64(i)
+			}
+			wantKeys := slices.Clone(keys)
+			slices.SortStableFunc(wantKeys, func(a, b int64) int { return cmp.Compare(a>>32, b>>32) })
+			sortOffsetsWith(keys, nil, 32)
+			if !slices.Equal(keys, wantKeys) {
+				t.Fatalf("n %d, width %d: keys from bit 32 not sorted stably", n, width)
 			}
 			want := slices.Clone(x)
 			slices.Sort(want)

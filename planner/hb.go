@@ -115,12 +115,51 @@ const (
 // unrolled iteration).
 func hbEdges(p *Plan) *hbGraph { return buildHB(p, hbAuto) }
 
+// planOps is a plan's ops as hbEdges reads them, 9 bytes an op: op g
+// (numbered stream by stream, base[s] the first of stream s) is of kind
+// kind[g], with arg[g] its stage (a launch) or its event; issue lists the
+// ops in issue order. A derived plan (unroll) has only these (Plan.ops).
+type planOps struct {
+	base  []int32 // S+1 entries
+	kind  []OpKind
+	arg   []int32
+	issue []int32
+}
+
+// opsOf returns p's ops as planOps: Plan.ops, or made from Streams and
+// IssueOrder.
+func opsOf(p *Plan) *planOps {
+	if p.ops != nil {
+		return p.ops
+	}
+	S := len(p.Streams)
+	c := &planOps{base: make([]int32, S+1)}
+	for s := range p.Streams {
+		c.base[s+1] = c.base[s] + int32(len(p.Streams[s].Ops))
+	}
+	c.kind, c.arg = make([]OpKind, c.base[S]), make([]int32, c.base[S])
+	for s := range p.Streams {
+		for j, o := range p.Streams[s].Ops {
+			g := c.base[s] + int32(j)
+			c.kind[g] = o.Kind
+			if o.Kind == OpLaunch {
+				c.arg[g] = int32(o.Stage)
+			} else {
+				c.arg[g] = int32(o.Event)
+			}
+		}
+	}
+	c.issue = make([]int32, len(p.IssueOrder))
+	for k, so := range p.IssueOrder {
+		c.issue[k] = c.base[so[0]] + int32(so[1])
+	}
+	return c
+}
+
 func buildHB(p *Plan, layout hbLayout) *hbGraph {
 	S := len(p.Streams)
-	h := &hbGraph{opBase: make([]int32, S+1)}
-	for s := range p.Streams {
-		h.opBase[s+1] = h.opBase[s] + int32(len(p.Streams[s].Ops))
-	}
+	c := opsOf(p)
+	h := &hbGraph{opBase: slices.Clone(c.base)}
 	nops := int(h.opBase[S])
 	h.opStream = make([]int32, nops)
 	h.opIndex = make([]int32, nops)
@@ -128,17 +167,31 @@ func buildHB(p *Plan, layout hbLayout) *hbGraph {
 	h.opCaptured = make([]int32, nops)
 	h.rowOf = make([]int32, nops)
 	h.opChain, h.opPos = make([]int32, nops), make([]int32, nops)
-	for s := range p.Streams {
-		for j := range p.Streams[s].Ops {
-			g := h.opBase[s] + int32(j)
-			h.opStream[g], h.opIndex[g], h.opCaptured[g] = int32(s), int32(j), -1
+	for s := range S {
+		for g := h.opBase[s]; g < h.opBase[s+1]; g++ {
+			h.opStream[g], h.opIndex[g], h.opCaptured[g] = int32(s), g-h.opBase[s], -1
 		}
 	}
-	im := deriveImplicit(p) // CUDA's implicit order (implicit.go), nil if none
+	var im *implicitOrder
+	if p.ops == nil {
+		im = deriveImplicit(p) // CUDA's implicit order (implicit.go), nil if none; none in a plan of planOps alone
+	}
 	h.im = im
-	b := hbBuilder{h: h, lastRow: make([]int32, S), rowStart: []int32{0}, ops: make([][]Op, S)}
-	for s := range S {
-		b.ops[s] = p.Streams[s].Ops
+	b := hbBuilder{h: h, lastRow: make([]int32, S), rowStart: []int32{0}, kind: c.kind}
+	if im == nil {
+		// Without implicit order only a wait starts a row (a wait's
+		// record, or a stream predecessor's chain that another stream
+		// took as it went on with this wait): room for them all, made
+		// once (push grows past it, should that not hold).
+		waits := 0
+		for _, k := range c.kind {
+			if k == OpWait {
+				waits++
+			}
+		}
+		b.rowStream, b.rowOp, b.rowParent, b.rowSeg, b.rowHops = make([]int32, 0, waits), make([]int32, 0, waits), make([]int32, 0, waits), make([]int32, 0, waits), make([]int32, 0, waits)
+		b.adopted = make([]bool, 0, waits)
+		b.rowStart = append(make([]int32, 0, waits+1), 0)
 	}
 	for s := range S {
 		b.lastRow[s] = -1
@@ -149,16 +202,15 @@ func buildHB(p *Plan, layout hbLayout) *hbGraph {
 		last[e] = -1
 	}
 	var src []int32
-	for k, so := range p.IssueOrder {
-		s := int32(so[0])
-		g := h.opBase[s] + int32(so[1])
+	for k, g := range c.issue {
+		s := h.opStream[g]
 		h.opIssue[g] = int32(k)
 		src = src[:0]
-		switch o := p.Streams[s].Ops[so[1]]; o.Kind {
+		switch c.kind[g] {
 		case OpRecord:
-			last[o.Event] = g
+			last[c.arg[g]] = g
 		case OpWait:
-			r := last[o.Event]
+			r := last[c.arg[g]]
 			if r >= 0 && im != nil && im.unordered[g] {
 				r = -1 // another thread's record, not handed over (implicit.go)
 			}
@@ -219,8 +271,8 @@ type hbBuilder struct {
 	// at, per chain: 1 + the index in dChain of its delta in the row being
 	// built, when atOp is that row's op.
 	at, atOp []int32
-	ops      [][]Op  // per stream: its ops
-	tail     []int32 // per chain: its last op
+	kind     []OpKind // per op: its kind
+	tail     []int32  // per chain: its last op
 }
 
 // hbMaxHops bounds the adoptions a query follows: a stream adopts a row
@@ -394,7 +446,7 @@ func (b *hbBuilder) place(g, p, start int32, src []int32) {
 func (b *hbBuilder) waitsNext(x int32) bool {
 	h := b.h
 	s := h.opStream[x]
-	return x+1 == h.opBase[s+1] || b.ops[s][h.opIndex[x]+1].Kind == OpWait
+	return x+1 == h.opBase[s+1] || b.kind[x+1] == OpWait
 }
 
 // knowsBefore reports whether the clock of a stream's op p (-1: none),

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 )
@@ -58,10 +59,12 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 
 // unroll is Unroll of a plan whose shape is valid. Without named, the
 // result is only for Verify to prove race-free (verifyIterations): stages
-// and buffers keep their names in p (no "@i" or "#c" names are made), and
+// and buffers keep their names in p (no "@i" or "#c" names are made),
 // stages share p's access lists (Plan.accBuf says which buffer copy each
-// access is); it is marked derived, so that Verify does not check again
-// the shape that p's check implies.
+// access is), and, where no stages are made, the ops are only planOps
+// (Plan.ops, 9 bytes an op instead of 48 with its issue order entry); it is
+// marked derived, so that Verify does not check again the shape that p's
+// check implies.
 func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 	if iterations < 1 {
 		return nil, fmt.Errorf("plan: unroll %d iterations: want ≥ 1", iterations)
@@ -100,7 +103,9 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 			q.Buffers = append(q.Buffers, b)
 		}
 	}
-	q.IssueOrder = make([][2]int, 0, len(p.IssueOrder)*iterations)
+	if !bare {
+		q.IssueOrder = make([][2]int, 0, len(p.IssueOrder)*iterations)
+	}
 	qOf := make([]int32, len(p.Buffers)*iterations) // per buffer and iteration: its index in q's buffers
 	for bi, b := range p.Buffers {
 		k := m.Copies[bi]
@@ -212,8 +217,31 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 			need[m.Stream(it, s)] += len(p.Streams[s].Ops)
 		}
 	}
-	for s := range q.Streams {
-		q.Streams[s].Ops = make([]Op, 0, need[s])
+	var c *planOps // a bare plan's ops (Plan.ops), fill[s] the next of stream s
+	var fill []int32
+	if bare {
+		// Exactly the ops issued: less the lagged waits skipped.
+		for _, so := range p.IssueOrder {
+			if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpWait && o.Lag > 0 {
+				for it := range iterations {
+					if _, ok := m.Wait(it, o.Event, o.Lag); !ok {
+						need[m.Stream(it, so[0])]--
+					}
+				}
+			}
+		}
+		c = &planOps{base: make([]int32, len(q.Streams)+1)}
+		for s := range q.Streams {
+			c.base[s+1] = c.base[s] + int32(need[s])
+		}
+		c.kind, c.arg = make([]OpKind, c.base[len(q.Streams)]), make([]int32, c.base[len(q.Streams)])
+		c.issue = make([]int32, 0, c.base[len(q.Streams)])
+		fill = slices.Clone(c.base[:len(q.Streams)])
+		q.ops = c
+	} else {
+		for s := range q.Streams {
+			q.Streams[s].Ops = make([]Op, 0, need[s])
+		}
 	}
 	if !bare {
 		q.Stages = make([]Stage, 0, n*iterations)
@@ -253,9 +281,24 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 				}
 				o.Event, o.Lag = e, 0
 			}
+			if bare {
+				g := fill[ps]
+				fill[ps]++
+				c.kind[g], c.arg[g] = o.Kind, int32(o.Event)
+				if o.Kind == OpLaunch {
+					c.arg[g] = int32(o.Stage)
+				}
+				c.issue = append(c.issue, g)
+				continue
+			}
 			ops := &q.Streams[ps].Ops
 			q.IssueOrder = append(q.IssueOrder, [2]int{ps, len(*ops)})
 			*ops = append(*ops, o)
+		}
+	}
+	for s := range fill {
+		if fill[s] != c.base[s+1] {
+			return nil, fmt.Errorf("plan: internal error: unrolled stream %d has %d ops, want %d", s, fill[s]-c.base[s], c.base[s+1]-c.base[s])
 		}
 	}
 	q.Stats = Stats{Stages: len(q.Stages), Streams: len(q.Streams), Events: q.Events}

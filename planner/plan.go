@@ -71,6 +71,9 @@ type Plan struct {
 	// writes), its buffer's index in Buffers, or -1 (Verify reads it
 	// instead of looking each name up).
 	accBuf []int32
+	// ops, for a derived plan without ops (Streams' Ops and IssueOrder
+	// empty): its ops (unroll; Verify's clocks read them).
+	ops *planOps
 }
 
 // Stage is one launch in the plan.

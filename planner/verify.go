@@ -227,23 +227,30 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	if p == nil {
 		return errors.New("plan: nil plan")
 	}
+	// Buffer names are resolved once for every check below (in a shallow
+	// copy: p is not changed), beside the shape's check (which reads no
+	// more than the names do).
+	var wg sync.WaitGroup
+	var accBuf []int32
+	if p.accBuf == nil {
+		wg.Go(func() { accBuf = accessBuffers(p) })
+	}
 	if !p.derived {
 		if err := p.validateShape(); err != nil {
+			wg.Wait()
 			return err
 		}
 	}
+	wg.Wait()
 	if p.accBuf == nil {
-		// Buffer names resolved once for every check below (a shallow
-		// copy: p is not changed).
 		c := *p
-		c.accBuf = accessBuffers(p)
+		c.accBuf = accBuf
 		p = &c
 	}
 	// A plan with iteration info is unrolled beside the checks of its
 	// launches (each only reads p, whose shape is valid).
 	var q *Plan
 	var qerr error
-	var wg sync.WaitGroup
 	if p.Iteration != nil {
 		wg.Go(func() { q, qerr = unroll(p, UnrollIterations(p), false) })
 	}
@@ -290,11 +297,13 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 		// sweep, its pieces gone when the sweep's frontiers are made, so
 		// that none of these take memory at once.
 		if v.hb.im == nil {
-			p.IssueOrder = nil
+			p.IssueOrder, p.ops = nil, nil
 			for s := range p.Streams {
 				p.Streams[s].Ops = nil
 			}
 		}
+		// Read by accesses alone.
+		p.accBuf = nil
 		arena = v.arenaPieces().check() // arena_verify.go
 	} else {
 		pieces := v.arenaPieces()
@@ -359,7 +368,7 @@ type verifier struct {
 
 	acc      []verifyAccess
 	accStart []int32  // per stage: its first access in acc (len(Stages)+1 entries)
-	bufName  []string // per buffer index: p.Buffers' first, then undeclared ones
+	bufName  []string // per buffer index: p.Buffers' first, then undeclared ones (nil for a derived plan)
 	bufBase  []int64  // per buffer index: the space offset of its byte 0
 	bufSpace []int32  // per buffer index: its address space
 	spaces   []verifySpace
@@ -382,6 +391,7 @@ type verifier struct {
 	// pool and slab hand out frontier storage in chunks.
 	pool       []int32
 	slab       []verifyState
+	free       []*verifyState // frontiers no segment holds
 	tmpW, tmpR []int32
 
 	truncated bool
@@ -398,20 +408,30 @@ var errDerivedRaces = errors.New("plan: races across iterations")
 // share an arena share one space, so that accesses to different buffers
 // overlapping in the arena conflict too.
 type verifyAccess struct {
-	lo, hi int64 // [lo, hi) in the space
+	lo, hi int64 // [lo, hi) in the space (verifier.bufSpace of its buffer)
 	stage  int32
-	space  int32
-	buf    int32 // index into verifier.bufName (< len(p.Buffers): p.Buffers')
-	write  bool
+	// bw is its buffer's index (< len(p.Buffers): p.Buffers'; then the
+	// undeclared ones, verifier.bufName), times two, plus one for a write.
+	bw int32
 }
+
+// buf is a's buffer index.
+func (a *verifyAccess) buf() int32 { return a.bw >> 1 }
+
+// write reports whether a writes.
+func (a *verifyAccess) write() bool { return a.bw&1 != 0 }
+
+// space is access a's address space.
+func (v *verifier) space(a *verifyAccess) int32 { return v.bufSpace[a.bw>>1] }
 
 type verifyLink struct{ acc, next int32 }
 
 // verifySpace is one address space and its frontier, per elementary segment
 // [bounds[k], bounds[k+1]).
 // Space k's bounds are verifier.bounds[at:at+n], its segments'
-// frontiers verifier.states[at:at+n-1].
-type verifySpace struct{ at, n int32 }
+// frontiers verifier.states[at:at+n-1]; last is its last access, after
+// which the sweep frees its frontiers.
+type verifySpace struct{ at, n, last int32 }
 
 // verifyState is the frontier of one segment. Segments may share one; a
 // step changes a frontier in place only when no other segment holds it.
@@ -489,19 +509,33 @@ func (v *verifier) accesses() error {
 	if !hint {
 		bufOf = make(map[string]int32, max(nb, n/8))
 	}
-	v.bufName = make([]string, nb)
+	// Names serve only to report races, which a derived plan does not.
+	named := !p.derived
+	if named {
+		v.bufName = make([]string, nb)
+	}
 	v.bufBase = make([]int64, nb)
 	v.bufSpace = make([]int32, nb)
 	for i := range nb {
-		b := p.buffer(i)
-		if !hint {
-			bufOf[b.Name] = int32(i)
+		v.bufSpace[i] = -1
+		if !hint || named {
+			b := p.buffer(i)
+			if !hint {
+				bufOf[b.Name] = int32(i)
+			}
+			if named {
+				v.bufName[i] = b.Name
+			}
 		}
-		v.bufName[i], v.bufSpace[i] = b.Name, -1
 	}
 	v.acc = make([]verifyAccess, 0, n)
 	v.accStart = make([]int32, p.stageCount()+1)
-	count := make([]int32, 0, nb) // per space: bounds
+	// Per space: its first and last access (at, last) and its accesses'
+	// ends (n, two an access); varied marks the spaces whose accesses do
+	// not all cover the same bytes.
+	v.spaces = make([]verifySpace, 0, nb)
+	var varied []bool
+	nvaried := 0
 	for i := range p.stageCount() {
 		st := p.stage(i)
 		v.accStart[i] = int32(len(v.acc))
@@ -519,66 +553,100 @@ func (v *verifier) accesses() error {
 					b, ok = bufOf[a.Buffer]
 				}
 				if !ok {
-					b = int32(len(v.bufName))
+					b = int32(len(v.bufSpace))
 					bufOf[a.Buffer] = b
-					v.bufName = append(v.bufName, a.Buffer)
+					if named {
+						v.bufName = append(v.bufName, a.Buffer)
+					}
 					v.bufBase = append(v.bufBase, 0)
 					v.bufSpace = append(v.bufSpace, -1)
 				}
+				d := int32(len(v.acc))
 				if v.bufSpace[b] < 0 {
 					key, base := verifyAddress(p, a.Buffer)
 					v.bufBase[b] = base
 					// A buffer that is its own space needs no key: buffers
 					// of one name in an unrolled plan without names
 					// (unroll) are distinct copies.
-					sp, ok := int32(len(count)), key == a.Buffer
+					sp, ok := int32(len(v.spaces)), key == a.Buffer
 					if !ok {
 						if sp, ok = spaceOf[key]; !ok {
-							sp = int32(len(count))
+							sp = int32(len(v.spaces))
 							spaceOf[key] = sp
 						}
 					}
-					if int(sp) == len(count) {
-						count = append(count, 0)
+					if int(sp) == len(v.spaces) {
+						v.spaces = append(v.spaces, verifySpace{at: d, last: d})
+						varied = append(varied, false)
 					}
 					v.bufSpace[b] = sp
 				}
 				sp := v.bufSpace[b]
 				lo := v.bufBase[b] + a.Offset
-				v.acc = append(v.acc, verifyAccess{stage: int32(i), write: k == 1, space: sp, buf: b, lo: lo, hi: lo + a.Bytes})
-				count[sp] += 2
+				v.acc = append(v.acc, verifyAccess{stage: int32(i), bw: b<<1 | int32(k), lo: lo, hi: lo + a.Bytes})
+				s := &v.spaces[sp]
+				s.n += 2
+				s.last = d
+				if f := &v.acc[s.at]; !varied[sp] && (f.lo != lo || f.hi != lo+a.Bytes) {
+					varied[sp] = true
+					nvaried++
+				}
 			}
 		}
 	}
 	v.accStart[p.stageCount()] = int32(len(v.acc))
-	// Each space's segment bounds: the sorted distinct ends of its accesses,
-	// carved from one array.
-	v.bounds = make([]int64, 2*n)
-	v.spaces = make([]verifySpace, len(count))
+	// Each space's segment bounds: the sorted distinct ends of its
+	// accesses, carved from one array; a space whose accesses all cover
+	// the same bytes (most: buffers accessed whole) has those two.
 	at := int32(0)
-	for sp, c := range count {
-		v.spaces[sp].at = at
-		at += c
+	for sp, s := range v.spaces {
+		if varied[sp] {
+			at += s.n
+		} else {
+			at += 2
+		}
 	}
-	for _, a := range v.acc {
-		s := &v.spaces[a.space]
-		v.bounds[s.at+s.n], v.bounds[s.at+s.n+1] = a.lo, a.hi
-		s.n += 2
-	}
-	// Each space's distinct bounds, moved down to the end of the
-	// previous space's, then copied to an array of their size (most
-	// buffers are accessed whole: two bounds for all their accesses).
+	v.bounds = make([]int64, at)
 	at = 0
-	for k := range v.spaces {
-		s := &v.spaces[k]
-		b := v.bounds[s.at : s.at+s.n]
-		slices.Sort(b)
-		b = slices.Compact(b)
-		copy(v.bounds[at:], b)
-		s.at, s.n = at, int32(len(b))
-		at += s.n
+	for sp := range v.spaces {
+		s := &v.spaces[sp]
+		if varied[sp] {
+			s.at, at, s.n = at, at+s.n, 0 // filled below
+			continue
+		}
+		f := &v.acc[s.at] // its first access
+		s.at, s.n = at, 2
+		v.bounds[at], v.bounds[at+1] = f.lo, f.hi
+		at += 2
 	}
-	v.bounds = slices.Clone(v.bounds[:at])
+	if nvaried > 0 {
+		for k := range v.acc {
+			a := &v.acc[k]
+			if sp := v.space(a); varied[sp] {
+				s := &v.spaces[sp]
+				v.bounds[s.at+s.n], v.bounds[s.at+s.n+1] = a.lo, a.hi
+				s.n += 2
+			}
+		}
+		// Each varied space's distinct bounds, moved down to the end of
+		// the previous space's.
+		at = 0
+		for k := range v.spaces {
+			s := &v.spaces[k]
+			b := v.bounds[s.at : s.at+s.n]
+			if varied[k] {
+				slices.Sort(b)
+				b = slices.Compact(b)
+			}
+			copy(v.bounds[at:], b)
+			s.at, s.n = at, int32(len(b))
+			at += s.n
+		}
+		if int(at) < len(v.bounds)*3/4 {
+			v.bounds = slices.Clone(v.bounds[:at])
+		}
+		v.bounds = v.bounds[:at]
+	}
 	v.states = make([]*verifyState, at)
 	// A derived plan's verdict is all that is asked (report): it keeps
 	// no shadows, which only serve to list every race.
@@ -638,6 +706,14 @@ func (v *verifier) clocks() {
 	v.hb = h
 	v.opBase, v.opStream, v.opIndex, v.opIssue, v.opCaptured = h.opBase, h.opStream, h.opIndex, h.opIssue, h.opCaptured
 	v.launchOp = make([]int32, p.stageCount())
+	if c := p.ops; c != nil {
+		for g, k := range c.kind {
+			if k == OpLaunch {
+				v.launchOp[c.arg[g]] = int32(g)
+			}
+		}
+		return
+	}
 	for s := range p.Streams {
 		for j, o := range p.Streams[s].Ops {
 			if o.Kind == OpLaunch {
@@ -658,7 +734,7 @@ func (v *verifier) stageHB(i, j int32) bool {
 func (v *verifier) opHB(a, b int32) bool { return v.hb.reach(a, b) }
 
 func (v *verifier) accHB(a, d int32) bool {
-	return v.stageHB(v.acc[a].stage, v.acc[d].stage) || !v.acc[a].write && v.readsDone(a, d)
+	return v.stageHB(v.acc[a].stage, v.acc[d].stage) || !v.acc[a].write() && v.readsDone(a, d)
 }
 
 // sweep runs every access, in declaration order, against the frontier of
@@ -666,7 +742,7 @@ func (v *verifier) accHB(a, d int32) bool {
 func (v *verifier) sweep() {
 	for d := range v.acc {
 		ad := &v.acc[d]
-		sp := v.spaces[ad.space]
+		sp := v.spaces[v.space(ad)]
 		bounds, states := v.bounds[sp.at:sp.at+sp.n], v.states[sp.at:sp.at+sp.n]
 		lo, _ := slices.BinarySearch(bounds, ad.lo)
 		hi, _ := slices.BinarySearch(bounds, ad.hi)
@@ -682,7 +758,9 @@ func (v *verifier) sweep() {
 			next := v.step(st, int32(d), own)
 			if next != st {
 				if st != nil {
-					st.refs -= int32(end - k)
+					if st.refs -= int32(end - k); st.refs == 0 {
+						v.free = append(v.free, st)
+					}
 				}
 				next.refs += int32(end - k)
 				for ; k < end; k++ {
@@ -690,6 +768,18 @@ func (v *verifier) sweep() {
 				}
 			}
 			k = end
+		}
+		if sp.last == int32(d) {
+			// No later access touches the space: its frontiers go to
+			// the free list, for the spaces accessed later.
+			for k, st := range states {
+				if st != nil {
+					if st.refs--; st.refs == 0 {
+						v.free = append(v.free, st)
+					}
+					states[k] = nil
+				}
+			}
 		}
 		if len(v.races) >= verifyMaxRaces || v.racy {
 			v.truncated = d < len(v.acc)-1
@@ -707,13 +797,13 @@ func (v *verifier) step(st *verifyState, d int32, own bool) *verifyState {
 		for _, a := range st.w {
 			v.check(a, d)
 		}
-		if ad.write {
+		if ad.write() {
 			for _, a := range st.r {
 				v.check(a, d)
 			}
 		}
 	}
-	if ad.write {
+	if ad.write() {
 		w, r := append(v.tmpW[:0], d), v.tmpR[:0]
 		if st != nil {
 			for _, a := range st.w {
@@ -806,6 +896,13 @@ func (v *verifier) readOf(st *verifyState, s int32) int {
 // state returns a new frontier holding copies of w and r (w is shared as
 // is when it is the pool's already).
 func (v *verifier) state(w, r []int32) *verifyState {
+	if k := len(v.free) - 1; k >= 0 {
+		// A frontier's lists are its own (ints copies): reused as they are.
+		st := v.free[k]
+		v.free = v.free[:k]
+		st.w, st.r, st.byStream = append(st.w[:0], w...), append(st.r[:0], r...), nil
+		return st
+	}
 	if len(v.slab) == 0 {
 		v.slab = make([]verifyState, 1024)
 	}
@@ -859,7 +956,7 @@ func (v *verifier) check(a, d int32) {
 		return // a derived plan: the verdict is known
 	}
 	stack := []int32{a}
-	dw := v.acc[d].write
+	dw := v.acc[d].write()
 	for len(stack) > 0 {
 		x := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -873,7 +970,7 @@ func (v *verifier) check(a, d int32) {
 			if ab.stage == v.acc[d].stage || !v.overlap(b, d) || v.accHB(b, d) {
 				continue
 			}
-			if !ab.write && !dw {
+			if !ab.write() && !dw {
 				continue // reads' shadows hold only reads
 			}
 			v.report(b, d)
@@ -884,7 +981,7 @@ func (v *verifier) check(a, d int32) {
 
 func (v *verifier) overlap(a, b int32) bool {
 	x, y := &v.acc[a], &v.acc[b]
-	return x.space == y.space && x.lo < y.hi && y.lo < x.hi
+	return v.space(x) == v.space(y) && x.lo < y.hi && y.lo < x.hi
 }
 
 // report records the race between earlier access a and access d.
@@ -896,14 +993,14 @@ func (v *verifier) report(a, d int32) {
 	x, y := &v.acc[a], &v.acc[d]
 	kind := RaceWAR
 	switch {
-	case x.write && y.write:
+	case x.write() && y.write():
 		kind = RaceWAW
-	case x.write:
+	case x.write():
 		kind = RaceRAW
 	}
-	base := v.bufBase[x.buf]
+	base := v.bufBase[x.buf()]
 	lo, hi := max(x.lo, y.lo)-base, min(x.hi, y.hi)-base
-	key := [3]int32{x.stage, y.stage, x.space}
+	key := [3]int32{x.stage, y.stage, v.space(x)}
 	if k, ok := v.raceIdx[key]; ok {
 		r := &v.races[k]
 		if verifyKindRank(kind) > verifyKindRank(r.Kind) {
@@ -922,7 +1019,7 @@ func (v *verifier) report(a, d int32) {
 		FirstName: p.Stages[i].Name, SecondName: p.Stages[j].Name,
 		FirstStream: p.Stages[i].Stream, SecondStream: p.Stages[j].Stream,
 		FirstStreamName: p.Streams[p.Stages[i].Stream].Name, SecondStreamName: p.Streams[p.Stages[j].Stream].Name,
-		Buffer: v.bufName[x.buf], Offset: lo, Bytes: hi - lo,
+		Buffer: v.bufName[x.buf()], Offset: lo, Bytes: hi - lo,
 		Kind:     kind,
 		Reversed: v.stageHB(y.stage, x.stage),
 	})
