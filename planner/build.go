@@ -261,6 +261,9 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
 	}
 	st.plan.Timings = timings
+	if st.acc != nil && st.accPlan == st.plan {
+		st.plan.accBuf = st.acc.buf // a hint for Verify and WaitReasons (accessBuffers)
+	}
 	st.plan.Stats.PlanningMS = ms(time.Since(start)) // every pass and budget step
 	if passRace == nil {
 		passRace = st.passRace // from a final pass

@@ -168,7 +168,7 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 		}
 	}
 	slab := make([]Access, len(names)*iterations)
-	q.accBuf = make([]int32, 0, len(pbuf)*iterations)
+	q.accBuf, q.accOwn = make([]int32, 0, len(pbuf)*iterations), true
 	at := 0
 	rename := func(as []Access, it int) []Access {
 		for i := range as {

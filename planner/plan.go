@@ -67,10 +67,14 @@ type Plan struct {
 	base    *Plan
 	stages  int
 	bufOrig []int32
-	// accBuf, made by Unroll: per access (stage by stage, reads then
-	// writes), its buffer's index in Buffers, or -1 (Verify reads it
-	// instead of looking each name up).
+	// accBuf: per access (stage by stage, reads then writes), its
+	// buffer's index in Buffers, or -1. Unroll's (a derived plan) is
+	// Verify's own; Build's (the passes' shared index, accessHint) is a
+	// hint that accessBuffers checks by name before it uses an entry.
 	accBuf []int32
+	// accOwn: accBuf is the verifier's own (made or checked by
+	// accessBuffers, or made by unroll), which its checks read as it is.
+	accOwn bool
 	// ops, for a derived plan without ops (Streams' Ops and IssueOrder
 	// empty): its ops (unroll; Verify's clocks read them).
 	ops *planOps

@@ -232,7 +232,7 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	// more than the names do).
 	var wg sync.WaitGroup
 	var accBuf []int32
-	if p.accBuf == nil {
+	if !p.accOwn {
 		wg.Go(func() { accBuf = accessBuffers(p) })
 	}
 	if !p.derived {
@@ -242,9 +242,9 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 		}
 	}
 	wg.Wait()
-	if p.accBuf == nil {
+	if !p.accOwn {
 		c := *p
-		c.accBuf = accBuf
+		c.accBuf, c.accOwn = accBuf, true
 		p = &c
 	}
 	// A plan with iteration info is unrolled beside the checks of its
@@ -503,7 +503,7 @@ func (v *verifier) accesses() error {
 	// access.
 	// An unrolled plan names each access's buffer by index (Plan.accBuf):
 	// then only undeclared names go through the map.
-	hint := len(p.accBuf) == n && p.accBuf != nil
+	hint := len(p.accBuf) == n && p.accBuf != nil && p.accOwn
 	nb := p.bufferCount()
 	bufOf := map[string]int32{}
 	if !hint {
@@ -669,24 +669,39 @@ func (v *verifier) accesses() error {
 
 // accessBuffers returns, per access of p (stage by stage, reads then
 // writes), the index in p.Buffers of its buffer, or -1 for a name p does
-// not declare: p.accBuf when it has one (Unroll's, or Verify's), else
-// each name looked up once.
+// not declare. The verifier's own p.accBuf (Plan.accOwn) is returned as
+// it is. Any other p.accBuf (Build's) is a hint: an
+// entry is used where the buffer it names has the access's name, and
+// every other access's name is looked up in a map of p's buffer names
+// (made only then), so that the result does not depend on the passes.
 func accessBuffers(p *Plan) []int32 {
 	n := 0
 	for i := range p.Stages {
 		n += len(p.Stages[i].Reads) + len(p.Stages[i].Writes)
 	}
-	if len(p.accBuf) == n && p.accBuf != nil {
-		return p.accBuf
+	hint := p.accBuf
+	if len(hint) != n {
+		hint = nil
+	} else if p.accOwn {
+		return hint
 	}
-	idx := make(map[string]int32, len(p.Buffers))
-	for i, b := range p.Buffers {
-		idx[b.Name] = int32(i)
-	}
+	var idx map[string]int32
 	out := make([]int32, 0, n)
 	for i := range p.Stages {
 		for _, list := range [2][]Access{p.Stages[i].Reads, p.Stages[i].Writes} {
 			for _, a := range list {
+				if hint != nil {
+					if b := hint[len(out)]; b >= 0 && int(b) < len(p.Buffers) && p.Buffers[b].Name == a.Buffer {
+						out = append(out, b)
+						continue
+					}
+				}
+				if idx == nil {
+					idx = make(map[string]int32, len(p.Buffers))
+					for i, b := range p.Buffers {
+						idx[b.Name] = int32(i)
+					}
+				}
 				b, ok := idx[a.Buffer]
 				if !ok {
 					b = -1

@@ -89,19 +89,21 @@ func (p *Plan) WaitReasons() [][]*WaitReason {
 // encoder need not hold every reason of a big plan at once.
 type reasoner struct {
 	p        *Plan
-	prod     []int   // per event, the stage launched right before its last record
-	at       []whyAt // per stage, its stream and index among the stream's launches
-	launches [][]int // per stream, its launched stages in order
-	bufs     map[string]whyBuf
-	arena    bool // some buffer has an arena offset
+	prod     []int    // per event, the stage launched right before its last record
+	at       []whyAt  // per stage, its stream and index among the stream's launches
+	launches [][]int  // per stream, its launched stages in order
+	bufs     []whyBuf // per buffer of p
+	arena    bool     // some buffer has an arena offset
 	// The next launch after the last wait asked about (ops are asked
 	// about in order: a run of waits is scanned once).
 	nextStream, nextOp int
-	// The buffer of each stage's accesses (Writes, then Reads), looked
-	// up at a stage's first wait: info[off[i]:off[i+1]], known[i].
+	// The buffer of each stage's accesses (Writes, then Reads), filled
+	// in at a stage's first wait: info[off[i]:off[i+1]], known[i]; acc:
+	// each access's buffer (accessBuffers), made at the first.
 	info  []whyBuf
 	off   []int32
 	known []bool
+	acc   []int32
 }
 
 // infoOf returns the buffers of stage i's writes, then reads.
@@ -114,16 +116,23 @@ func (wr *reasoner) infoOf(i int) []whyBuf {
 		}
 		wr.info = make([]whyBuf, wr.off[len(st)])
 		wr.known = make([]bool, len(st))
+		wr.acc = accessBuffers(wr.p) // per stage: reads, then writes
 	}
 	out := wr.info[wr.off[i]:wr.off[i+1]]
 	if !wr.known[i] {
 		wr.known[i] = true
 		x := &wr.p.Stages[i]
-		for k, u := range x.Writes {
-			out[k] = wr.bufs[u.Buffer]
-		}
-		for k, u := range x.Reads {
-			out[len(x.Writes)+k] = wr.bufs[u.Buffer]
+		acc := wr.acc[wr.off[i]:wr.off[i+1]]
+		for k, b := range acc {
+			wb := whyBuf{} // an undeclared buffer
+			if b >= 0 {
+				wb = wr.bufs[b]
+			}
+			if k < len(x.Reads) {
+				out[len(x.Writes)+k] = wb
+			} else {
+				out[k-len(x.Reads)] = wb
+			}
 		}
 	}
 	return out
@@ -141,14 +150,14 @@ func (p *Plan) waitReasoner() *reasoner {
 			}
 		}
 	}
-	wr.bufs = make(map[string]whyBuf, len(p.Buffers))
-	for _, b := range p.Buffers {
+	wr.bufs = make([]whyBuf, len(p.Buffers))
+	for i, b := range p.Buffers {
 		wb := whyBuf{copies: max(b.Copies, 1), arena: -1}
 		if b.ArenaOffset != nil {
 			wb.arena = b.arenaAt()
 			wr.arena = true
 		}
-		wr.bufs[b.Name] = wb
+		wr.bufs[i] = wb
 	}
 	return wr
 }
