@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -387,7 +388,8 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 	if !ok {
 		return out
 	}
-	for s, l := range lastIn {
+	for _, s := range slices.Sorted(maps.Keys(lastIn)) { // in stream order: the same report every time
+		l := lastIn[s]
 		if s == origin || v.opHB(l, end0) {
 			continue
 		}
