@@ -311,8 +311,6 @@ var (
 			schema: FormatField{Type: "list", Items: "stage", Doc: "the stages, in the order one stream would run them"}},
 	}
 	specKeys = keysOf(specTable)
-	// specFields are the spec's keys (for messages and tests).
-	specFields = specKeys
 )
 
 func cmpOr(a, b int) int {

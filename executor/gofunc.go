@@ -1,9 +1,6 @@
 package executor
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
 // StageFunc is a stage implemented as a Go function. A
 // stage whose kernel name is a key of Options.Funcs runs its function
@@ -61,21 +58,3 @@ var ErrUnboundFunc = errors.New("Go function not bound")
 // ErrNoFuncs is returned (wrapped) when a plan has Go-function stages and
 // the backend cannot run them.
 var ErrNoFuncs = errors.New("backend cannot run Go-function stages")
-
-func funcOf(funcs []map[string]StageFunc, kernel string) StageFunc {
-	for _, m := range funcs {
-		if f := m[kernel]; f != nil {
-			return f
-		}
-	}
-	return nil
-}
-
-// launchFunc issues a Go-function stage.
-func launchFunc(b Backend, s Stream, l *LaunchDesc, f StageFunc) error {
-	fl, ok := b.(FuncLauncher)
-	if !ok {
-		return fmt.Errorf("stage %s: %s: %w", l.Name, b.Name(), ErrNoFuncs)
-	}
-	return fl.LaunchFunc(s, l, f)
-}

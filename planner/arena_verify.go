@@ -7,33 +7,6 @@ import (
 	"slices"
 )
 
-// arenaAddress maps a buffer to its address space for cross-iteration
-// hazards (iterHazards): buffers in the arena (arena: their offsets) share
-// one space at their arena offsets; every other buffer is its own space.
-func arenaAddress(arena map[string]int64, buffer string) (key string, base int64) {
-	if off, ok := arena[buffer]; ok {
-		return arenaSpace, off
-	}
-	return buffer, 0
-}
-
-// arenaSpace is the arena's space key: no buffer name, never empty, is it.
-const arenaSpace = ""
-
-// arenaOffsets returns the arena offset of each buffer in p's arena, or nil.
-func arenaOffsets(p *Plan) map[string]int64 {
-	var m map[string]int64
-	for _, b := range p.Buffers {
-		if b.ArenaOffset != nil {
-			if m == nil {
-				m = map[string]int64{}
-			}
-			m[b.Name] = b.arenaAt()
-		}
-	}
-	return m
-}
-
 // arenaEntry is what Verify keeps of one stream's accesses to one arena
 // piece (arenaPiece): the first and last launch (stage) of the stream that
 // touches the piece, and the first and last that writes it (-1: none),

@@ -348,8 +348,8 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) ([][]iterReq, int) {
 		lo, hi int64
 		write  bool
 	}
-	// Address spaces: the arena's buffers together (one copy, as
-	// arenaAddress), else each buffer on its own; per buffer name its
+	// Address spaces: the arena's buffers together (one copy, at their
+	// arena offsets), else each buffer on its own; per buffer its
 	// space and base, spaces numbered in first-use order.
 	type place struct {
 		space int32 // index of the space + 1, 0 = not used yet

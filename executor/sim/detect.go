@@ -51,13 +51,6 @@ func (sh *shadow) reset() {
 	sh.mu.Unlock()
 }
 
-// size returns the number of segments (tests check it stays bounded).
-func (sh *shadow) size() int {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return len(sh.segs)
-}
-
 // found is a conflicting earlier access over bytes [lo, hi).
 type found struct {
 	prev   access
