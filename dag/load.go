@@ -149,6 +149,11 @@ type loader struct {
 	// argKeys holds one copy of each args key (decodeArgs): the spec's
 	// args maps do not point into the file's text.
 	argKeys map[string]string
+	// argSets holds the args decoded so far without errors, by what they
+	// were decoded from (argsText), for stages written alike to share.
+	argSets map[string]*argSet
+	argBuf  []byte // argsText's key
+	atSlab  []at   // where the stages' args positions are carved from
 }
 
 // join returns a + " " + b ("stage prep", an object named in messages),

@@ -447,9 +447,16 @@ func ranges(out []contract.Range, accs []Access) []contract.Range {
 // an integer is written as one: a float literal (64.0) for an integer
 // argument is an error here, though a plan built in Go may pass 64.0.
 func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, b *contract.Builtin) {
+	if src.args != nil && src.args.checked == b {
+		return // the same args (shared), checked against b already and right
+	}
+	before := len(c.errs)
 	args := st.Args
 	var undecoded map[string]bool
-	for _, a := range src.args {
+	for _, a := range src.argList() {
+		if !a.given {
+			continue
+		}
 		if _, ok := st.Args[a.name]; !ok {
 			if undecoded == nil {
 				args, undecoded = maps.Clone(st.Args), map[string]bool{}
@@ -464,8 +471,8 @@ func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, b 
 	for name, v := range st.Args {
 		if s := b.Arg(name); s != nil && s.Integer() {
 			if _, isInt := v.(int); !isInt {
-				if a := src.arg(name); a != nil && a.tag == "!!float" {
-					c.errorAt(a.val, "write a whole number such as 64 (not 64.0)", "%s: argument %s must be %s, got %s", what, name, s.Want(), a.text)
+				if i := src.arg(name); i >= 0 && src.args.list[i].tag == "!!float" {
+					c.errorAt(src.argValAt(i), "write a whole number such as 64 (not 64.0)", "%s: argument %s must be %s, got %s", what, name, s.Want(), src.args.list[i].text)
 					if undecoded == nil {
 						undecoded = map[string]bool{}
 					}
@@ -478,30 +485,33 @@ func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, b 
 		n := src.fieldPos("args")
 		switch v.Rule {
 		case contract.RuleArgUnknown:
-			if a := src.arg(v.Arg); a != nil {
-				n = a.key
+			if i := src.arg(v.Arg); i >= 0 {
+				n = src.argKeyAt(i)
 			}
 		case contract.RuleArgValue:
 			if undecoded[v.Arg] {
 				continue
 			}
-			if a := src.arg(v.Arg); a != nil {
-				n = a.val
+			if i := src.arg(v.Arg); i >= 0 {
+				n = src.argValAt(i)
 			}
 		}
 		c.errorAt(n, v.Hint, "%s: %s", what, v.Msg)
 	}
+	if src.args != nil && undecoded == nil && len(c.errs) == before {
+		src.args.checked = b
+	}
 }
 
 // argNumber returns an argument's value if it is a number.
-func (c *checker) argNumber(a *argSrc, v any, what, name string) (float64, bool) {
+func (c *checker) argNumber(a *argSrc, val at, v any, what, name string) (float64, bool) {
 	switch x := v.(type) {
 	case int:
 		return float64(x), true
 	case float64:
 		return x, true
 	}
-	c.errorAt(a.val, "write a number", "%s: argument %s must be a number, got %s", what, name, scalarKindName(a.tag, a.text))
+	c.errorAt(val, "write a number", "%s: argument %s must be a number, got %s", what, name, scalarKindName(a.tag, a.text))
 	return 0, false
 }
 
@@ -518,7 +528,10 @@ func (c *checker) checkUserKernel(st *StageSpec, src *stageSrc, what string, k *
 	for _, p := range k.Params {
 		params[p.Name] = p
 	}
-	for _, a := range src.args {
+	for i, a := range src.argList() {
+		if !a.given {
+			continue
+		}
 		if _, ok := params[a.name]; !ok {
 			var names []string
 			for _, p := range k.Params {
@@ -528,15 +541,15 @@ func (c *checker) checkUserKernel(st *StageSpec, src *stageSrc, what string, k *
 			if len(names) > 0 {
 				hint = "kernel " + k.Name + " takes: " + strings.Join(names, ", ")
 			}
-			c.errorAt(a.key, hint, "%s: kernel %s has no parameter %q", what, k.Name, a.name)
+			c.errorAt(src.argKeyAt(i), hint, "%s: kernel %s has no parameter %q", what, k.Name, a.name)
 		}
 	}
 	for _, p := range k.Params {
 		if p.Name == "" || p.Type == "" {
 			continue
 		}
-		a := src.arg(p.Name)
-		if a == nil {
+		ai := src.arg(p.Name)
+		if ai < 0 {
 			c.errorAt(src.fieldPos("args"), fmt.Sprintf("add it to args: {%s: ...}", p.Name), "%s: missing argument %s (%s) of kernel %s", what, p.Name, p.Type, k.Name)
 			continue
 		}
@@ -544,7 +557,7 @@ func (c *checker) checkUserKernel(st *StageSpec, src *stageSrc, what string, k *
 		if !ok {
 			continue // bad value; reported
 		}
-		n := a.val
+		a, n := &src.args.list[ai], src.argValAt(ai)
 		switch p.Type {
 		case "ptr":
 			name, ok := v.(string)
@@ -560,7 +573,7 @@ func (c *checker) checkUserKernel(st *StageSpec, src *stageSrc, what string, k *
 				c.errorAt(n, fmt.Sprintf("list %s under reads: or writes: so that the planner orders the accesses", name), "%s: argument %s passes buffer %s, which the stage neither reads nor writes", what, p.Name, name)
 			}
 		case "f32", "f64":
-			x, ok := c.argNumber(a, v, what, p.Name)
+			x, ok := c.argNumber(a, n, v, what, p.Name)
 			if ok && p.Type == "f32" && math.Abs(x) > math.MaxFloat32 {
 				c.errorAt(n, "use a value within float32 range (±3.4e38)", "%s: argument %s = %v overflows f32", what, p.Name, x)
 			}

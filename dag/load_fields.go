@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/dagrun/dagrun/contract"
 )
 
 // FormatMapping describes one mapping of the spec format (docs/spec.md):
@@ -817,11 +819,12 @@ func (l *loader) decodeParams(v *yaml.Node, what string, k *KernelSpec) {
 // stageSrc keeps the positions of a stage for check.
 type stageSrc struct {
 	at      at
-	decoded bool    // the stage is a mapping (else reported, and not checked)
-	keys    []keyAt // position of each given field's key
-	name    at      // the name value
-	kernel  at      // the kernel value
-	args    []argSrc
+	decoded bool        // the stage is a mapping (else reported, and not checked)
+	keys    []keyAt     // position of each given field's key
+	name    at          // the name value
+	kernel  at          // the kernel value
+	args    *argSet     // shared between stages whose args are written alike
+	argAt   []at        // positions of the args' keys and values, in order
 	reads   []accessSrc // parallel to StageSpec.Reads
 	writes  []accessSrc // parallel to StageSpec.Writes
 	after   []at        // parallel to StageSpec.After
@@ -829,22 +832,54 @@ type stageSrc struct {
 	waitFor []at        // parallel to StageSpec.WaitFor
 }
 
-// argSrc is one argument as written.
-type argSrc struct {
-	name     string
-	key, val at
-	tag      string // the value's YAML tag (!!int, !!float, !!str, ...)
-	text     string // the value as written
+// argSet is a stage's args as decoded: the map and each argument as
+// written, in order. Stages whose args are written alike share one
+// (decodeArgs); it is read only once decoded.
+type argSet struct {
+	m    map[string]any // StageSpec.Args
+	list []argSrc       // the mapping's pairs, in order (stageSrc.argAt)
+	// checked is the built-in these args were checked against without
+	// finding anything wrong (checkBuiltinArgs), or nil.
+	checked *contract.Builtin
 }
 
-// arg returns the argument named name, or nil.
-func (src *stageSrc) arg(name string) *argSrc {
-	for i := range src.args {
-		if src.args[i].name == name {
-			return &src.args[i]
+// argSrc is one argument as written.
+type argSrc struct {
+	name  string
+	given bool   // false: a pair whose key is not a name (reported)
+	tag   string // the value's YAML tag (!!int, !!float, !!str, ...)
+	text  string // the value as written
+}
+
+// arg returns the index of the argument named name, or -1.
+func (set *argSet) arg(name string) int {
+	for i := range set.list {
+		if set.list[i].given && set.list[i].name == name {
+			return i
 		}
 	}
-	return nil
+	return -1
+}
+
+// arg returns the index of the stage's argument named name (in args.list
+// and, times 2, in argAt), or -1.
+func (src *stageSrc) arg(name string) int {
+	if src.args == nil {
+		return -1
+	}
+	return src.args.arg(name)
+}
+
+// argKeyAt and argValAt are the positions of argument i's key and value.
+func (src *stageSrc) argKeyAt(i int) at { return src.argAt[2*i] }
+func (src *stageSrc) argValAt(i int) at { return src.argAt[2*i+1] }
+
+// argList is the stage's arguments as written (nil: no args).
+func (src *stageSrc) argList() []argSrc {
+	if src.args == nil {
+		return nil
+	}
+	return src.args.list
 }
 
 // accessSrc is an access before its buffer is resolved.
@@ -1162,9 +1197,6 @@ func (l *loader) decodeWaits(n *yaml.Node, what string) ([]string, []at, []WaitS
 	return names, nodes, ws, wnodes
 }
 
-// decodeArgs reads a mapping of scalar arguments: integers become int,
-// other numbers float64, strings string. Keys and strings are copies, not
-// substrings of the file's text (a plan keeps the maps).
 // argKey returns the copy of args key k (loader.argKeys).
 func (l *loader) argKey(k string) string {
 	if c, ok := l.argKeys[k]; ok {
@@ -1180,29 +1212,100 @@ func (l *loader) argKey(k string) string {
 	return c
 }
 
+// maxArgSets bounds the loader's cache of decoded args (loader.argSets).
+const maxArgSets = 4096
+
+// decodeArgs reads a mapping of scalar arguments: integers become int,
+// other numbers float64, strings string. Keys and strings are copies, not
+// substrings of the file's text (a plan keeps the maps). Stages whose args
+// are written alike (the same keys, tags and values in the same order)
+// share one decoded map and argSet (loader.argSets), so that a spec of a
+// million stages with a handful of distinct args holds a handful of maps;
+// each stage keeps only the positions of its own keys and values.
 func (l *loader) decodeArgs(n *yaml.Node, obj string, src *stageSrc) map[string]any {
 	// The field's name, obj + ": args", is built for messages only.
 	if n.Kind != yaml.MappingNode {
 		l.errorf(n, "write args as a mapping: args: {a: 2.0}", "%s must be a mapping, got %s", obj+": args", kindName(n))
 		return nil
 	}
+	key, shareable := l.argsText(n)
+	if shareable {
+		if set, ok := l.argSets[string(key)]; ok {
+			src.args, src.argAt = set, l.argPositions(n)
+			return set.m
+		}
+	}
+	before := len(l.errs)
+	src.argAt = carve(&l.atSlab, len(n.Content)&^1)
+	set := l.decodeArgSet(n, obj, src.argAt)
+	src.args = set
+	if shareable && len(l.errs) == before && len(l.argSets) < maxArgSets {
+		if l.argSets == nil {
+			l.argSets = map[string]*argSet{}
+		}
+		l.argSets[string(key)] = set
+	}
+	return set.m
+}
+
+// argsText returns what decodeArgSet's result depends on for the args
+// mapping n, as one key (in l.argBuf, valid until the next call): each
+// key's and value's tag, style and text. shareable is false when n holds
+// aliases or collections, whose decoding also counts toward the alias
+// budget or reports errors.
+func (l *loader) argsText(n *yaml.Node) ([]byte, bool) {
+	b := l.argBuf[:0]
+	for _, c := range n.Content {
+		if c.Kind != yaml.ScalarNode {
+			return nil, false
+		}
+		b = strconv.AppendInt(b, int64(len(c.Tag)), 10)
+		b = append(b, ':')
+		b = append(b, c.Tag...)
+		b = strconv.AppendInt(b, int64(c.Style), 10)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(len(c.Value)), 10)
+		b = append(b, ':')
+		b = append(b, c.Value...)
+	}
+	l.argBuf = b
+	return b, true
+}
+
+// argPositions returns the positions of the keys and values of the args
+// mapping n, in order (argAt), carved from a shared slab.
+func (l *loader) argPositions(n *yaml.Node) []at {
+	ats := carve(&l.atSlab, len(n.Content)&^1)
+	for i := range ats {
+		ats[i] = atOf(n.Content[i])
+	}
+	return ats
+}
+
+// decodeArgSet decodes the args mapping n (see decodeArgs), reporting
+// what is wrong, and fills ats with the positions of its keys and values.
+func (l *loader) decodeArgSet(n *yaml.Node, obj string, ats []at) *argSet {
 	args := make(map[string]any, len(n.Content)/2)
-	src.args = make([]argSrc, 0, len(n.Content)/2)
+	set := &argSet{list: make([]argSrc, 0, len(n.Content)/2)}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := l.deref(n.Content[i]), l.deref(n.Content[i+1])
+		ats[i], ats[i+1] = atOf(k), atOf(v)
 		if k.Kind != yaml.ScalarNode || tagOf(k) == "!!merge" {
 			l.errorf(k, "argument names are plain words", "%s: argument name must be a string, got %s", obj+": args", kindName(k))
+			set.list = append(set.list, argSrc{})
 			continue
 		}
-		if prev := src.arg(k.Value); prev != nil {
-			l.errorf(k, "remove one of them", "%s: argument %q given twice (first at %s)", obj+": args", k.Value, firstAt(k.Line, int(prev.key.line), int(prev.key.col)))
+		if prev := set.arg(k.Value); prev >= 0 {
+			first := ats[2*prev]
+			l.errorf(k, "remove one of them", "%s: argument %q given twice (first at %s)", obj+": args", k.Value, firstAt(k.Line, int(first.line), int(first.col)))
+			set.list = append(set.list, argSrc{})
 			continue
 		}
-		a := argSrc{name: k.Value, key: atOf(k), val: atOf(v)}
+		a := argSrc{name: k.Value, given: true}
 		if v.Kind == yaml.ScalarNode {
 			a.tag, a.text = tagOf(v), v.Value
 		}
-		src.args = append(src.args, a)
+		set.list = append(set.list, a)
 		if v.Kind != yaml.ScalarNode {
 			l.errorf(v, "argument values are numbers or buffer names", "%s: %s must be a number or a string, got %s", obj+": args", k.Value, kindName(v))
 			continue
@@ -1235,10 +1338,10 @@ func (l *loader) decodeArgs(n *yaml.Node, obj string, src *stageSrc) map[string]
 			l.errorf(v, "argument values are numbers or buffer names; quote a string", "%s: %s must be a number or a string, got %s", obj+": args", k.Value, kindName(v))
 		}
 	}
-	if len(args) == 0 {
-		return nil
+	if len(args) > 0 {
+		set.m = args
 	}
-	return args
+	return set
 }
 
 // decodeDim3 reads a launch dimension: a list of 1 to 3 positive integers;

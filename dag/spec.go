@@ -153,8 +153,12 @@ type StageSpec struct {
 	// Go marks Kernel as the name of a Go function, bound when the plan
 	// runs (executor.Options.Funcs; written `kernel: {go: name}`), rather
 	// than a built-in or a kernel of Spec.Kernels.
-	Go     bool
-	Args   map[string]any // kernel arguments by name: numbers, or buffer names for ptr params
+	Go bool
+	// Args are the kernel arguments by name: numbers, or buffer names for
+	// ptr params. Load gives stages whose args are written alike one
+	// shared map: treat a loaded spec's Args as read-only (copy a map,
+	// e.g. with maps.Clone, before changing it).
+	Args   map[string]any
 	Launch Launch
 	Reads  []Access
 	Writes []Access

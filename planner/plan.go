@@ -88,7 +88,9 @@ type Stage struct {
 	Kernel     string  `json:"kernel"`
 	// Go marks Kernel as a Go function's name, bound when the plan runs
 	// (executor.Options.Funcs).
-	Go     bool           `json:"go,omitempty"`
+	Go bool `json:"go,omitempty"`
+	// Args is the stage's StageSpec.Args, the same map: several stages
+	// may share one, so it is read-only.
 	Args   map[string]any `json:"args,omitempty"`
 	Grid   [3]int         `json:"grid,omitempty"`
 	Block  [3]int         `json:"block,omitempty"`
