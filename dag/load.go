@@ -136,16 +136,19 @@ type loader struct {
 	forceYAMLv3  bool // tests: parse YAML with yaml.v3 only
 	allowOutside bool // LoadOptions.AllowOutside
 	scanned      bool // the scanner parsed the file
-	devicesAt    at   // the devices: value, if any
+	// text is the file's text when the scanner parses it: the spec's
+	// strings point into it until check detaches them.
+	text      string
+	devicesAt at // the devices: value, if any
 
 	accesses  int                // reads and writes decoded so far (MaxAccesses)
 	over      map[string]bool    // the lists past their limit, reported
 	aliased   int                // nodes expanded through aliases so far
 	aliasSize map[*yaml.Node]int // node count of each anchored node used
 
-	freeFields []*fields       // given back by release, for mapping
-	names      strings.Builder // join's text, in chunks
-	decs       []any           // decodeObject's states given back, for reuse
+	freeFields []*fields // given back by release, for mapping
+	names      arena     // join's text
+	decs       []any     // decodeObject's states given back, for reuse
 	// argKeys holds one copy of each args key (decodeArgs): the spec's
 	// args maps do not point into the file's text.
 	argKeys map[string]string
@@ -157,20 +160,12 @@ type loader struct {
 }
 
 // join returns a + " " + b ("stage prep", an object named in messages),
-// cut from a shared chunk of text instead of a string of its own: a
-// Builder only appends, so the strings it returned stay as they were.
+// cut from a shared chunk of text instead of a string of its own.
 func (l *loader) join(a, b string) string {
-	if l.names.Len()+len(a)+1+len(b) > 64<<10 {
-		l.names = strings.Builder{}
+	if l.names.chunk == 0 {
+		l.names.chunk = 64 << 10
 	}
-	if l.names.Cap() == 0 {
-		l.names.Grow(64 << 10)
-	}
-	start := l.names.Len()
-	l.names.WriteString(a)
-	l.names.WriteByte(' ')
-	l.names.WriteString(b)
-	return l.names.String()[start:]
+	return l.names.add(a, " ", b)
 }
 
 // chunks is a list that grows in fixed chunks, so that appending never
@@ -306,7 +301,7 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 		*l = loader{file: l.file, dir: l.dir, forceYAMLv3: l.forceYAMLv3, allowOutside: l.allowOutside}
 		return nil, false
 	}
-	l.scanned = true
+	l.scanned, l.text = true, data
 	if c := cap(s.Buffers); c > chunkLen && c > 2*len(s.Buffers) {
 		s.Buffers = slices.Clone(s.Buffers)
 	}

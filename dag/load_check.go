@@ -94,6 +94,10 @@ func (l *loader) check(s *Spec) {
 	c.checkCaptures() // load_rules.go
 	c.checkDevices()  // load_devices.go
 	c.checkAfterCycles()
+	if len(c.errs) == 0 && l.text != "" {
+		c.detach(l.text) // load_detach.go
+	}
+	l.text = ""
 }
 
 // firstIndex fills m, an empty map, with the index of the first of n

@@ -1,10 +1,15 @@
 package dag
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Stages whose args are written alike share one map; others get their own.
@@ -78,6 +83,85 @@ func TestLoadArgsSharedErrors(t *testing.T) {
 	for i, w := range wantAt {
 		if e := list[i]; e.Pos.Line != w.line || e.Pos.Col != w.col || !strings.Contains(e.Msg, w.msg) {
 			t.Errorf("error %d: %v; want %d:%d %q", i, e, w.line, w.col, w.msg)
+		}
+	}
+}
+
+// stringsInto calls f with the path and value of every non-empty string
+// reachable from v (struct fields, slices, maps' keys and values).
+func stringsInto(v reflect.Value, path string, f func(path, s string)) {
+	switch v.Kind() {
+	case reflect.String:
+		if v.Len() > 0 {
+			f(path, v.String())
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			stringsInto(v.Elem(), path, f)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			stringsInto(v.Field(i), path+"."+v.Type().Field(i).Name, f)
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			stringsInto(v.Index(i), path+"[]", f)
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			stringsInto(it.Key(), path+"{key}", f)
+			stringsInto(it.Value(), path+"{}", f)
+		}
+	}
+}
+
+// A loaded spec keeps no string of the file's text (the scanner's scalars
+// are substrings of it), so that the text is freed after loading: on the
+// repository's specs and JSON, every string field checked.
+func TestLoadDetachesText(t *testing.T) {
+	files, _ := filepath.Glob("../specs/*/*.yaml")
+	local, _ := filepath.Glob(filepath.Join(loadDir, "*.yaml"))
+	files = append(files, local...)
+	seen := map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, asJSON := range []bool{false, true} {
+			text, name := string(data), f
+			if asJSON {
+				var v any
+				if yaml.Unmarshal(data, &v) != nil {
+					break
+				}
+				j, err := json.Marshal(v)
+				if err != nil {
+					break
+				}
+				text, name = string(j), strings.TrimSuffix(f, ".yaml")+".json"
+			}
+			s, err, scanned := loadText(text, name, filepath.Dir(f), LoadOptions{}, false)
+			if err != nil || !scanned {
+				continue
+			}
+			d := detacher{text: text}
+			stringsInto(reflect.ValueOf(s), "Spec", func(path, v string) {
+				seen[path] = true
+				if d.in(v) && path != "Spec.Dir" && path != "Spec.File" {
+					t.Errorf("%s: %s %q points into the file's text", name, path, v)
+				}
+			})
+		}
+	}
+	for _, p := range []string{"Spec.Name", "Spec.Sync", "Spec.Buffers[].Name", "Spec.Buffers[].Role", "Spec.Buffers[].Where",
+		"Spec.Buffers[].DType", "Spec.Buffers[].Alloc", "Spec.Buffers[].Init.Path", "Spec.Kernels[].Name", "Spec.Kernels[].Entry",
+		"Spec.Kernels[].Params[].Name", "Spec.Stages[].Name", "Spec.Stages[].Kernel", "Spec.Stages[].Args{key}", "Spec.Stages[].Args{}",
+		"Spec.Stages[].Reads[].Buffer", "Spec.Stages[].Writes[].Buffer", "Spec.Stages[].After[]", "Spec.Stages[].Stream",
+		"Spec.Stages[].Waits[]", "Spec.Stages[].WaitFor[].Stage", "Spec.Stages[].WaitFor[].Event", "Spec.Stages[].Event",
+		"Spec.Streams[].Name", "Spec.Streams[].Thread", "Spec.Captures[].First", "Spec.Captures[].Last", "Spec.Options.Strategy"} {
+		if !seen[p] {
+			t.Errorf("no loaded spec has %s: the test does not check it", p)
 		}
 	}
 }
