@@ -178,6 +178,7 @@ const chunkLen = 4096
 func (x *chunks[T]) add(v T) {
 	if n := len(x.c); n == 0 || len(x.c[n-1]) == chunkLen {
 		x.c = append(x.c, make([]T, 0, chunkLen))
+		prefault(x.c[len(x.c)-1])
 	}
 	x.c[len(x.c)-1] = append(x.c[len(x.c)-1], v)
 }
@@ -266,6 +267,7 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 	// a spec of a million stages is not copied as the list grows.
 	if n := strings.Count(data, "kernel:") + strings.Count(data, `"kernel"`); n > chunkLen {
 		s.Stages = make([]StageSpec, 0, min(n, limits.stages))
+		prefault(s.Stages)
 	}
 	// Likewise the buffers (each gives bytes or a dtype; accesses written
 	// as mappings and names that hold these words count too: room left
@@ -273,6 +275,8 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 	if n := strings.Count(data, "bytes") + strings.Count(data, "dtype"); n > chunkLen {
 		s.Buffers = make([]BufferSpec, 0, min(n, limits.buffers))
 		l.bufSrc = make([]bufferSrc, 0, cap(s.Buffers))
+		prefault(s.Buffers)
+		prefault(l.bufSrc)
 	}
 	first := map[string]*yaml.Node{} // the list each streamed field names first
 	l.streamed = map[*yaml.Node]int{}

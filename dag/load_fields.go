@@ -1440,6 +1440,7 @@ func (l *loader) decodeAccesses(n *yaml.Node, obj, field string) ([]Access, []ac
 func carve[T any](slab *[]T, n int) []T {
 	if len(*slab) < n {
 		*slab = make([]T, max(n, 2*chunkLen))
+		prefault(*slab)
 	}
 	x := (*slab)[:n:n]
 	*slab = (*slab)[n:]
