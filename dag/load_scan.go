@@ -170,6 +170,10 @@ func (p *scanner) bail() { panic(errOutsideSubset) }
 // byte order marks, or the Unicode line separators YAML 1.1 breaks lines at).
 func subsetText(data string) bool {
 	for i := 0; i < len(data); {
+		if i+8 <= len(data) && asciiText8(data[i:i+8]) {
+			i += 8
+			continue
+		}
 		c := data[i]
 		if c < 0x80 {
 			if (c < 0x20 && c != '\n') || c == 0x7f {
@@ -185,6 +189,23 @@ func subsetText(data string) bool {
 		i += size
 	}
 	return true
+}
+
+// asciiText8 reports whether the 8 bytes of w are all printable ASCII
+// (0x20 to 0x7e) or newlines, testing them at once (SWAR: in each byte
+// below 0x80, adding a constant below 0x80 carries into the byte's top bit
+// only, and never into the next byte).
+func asciiText8(w string) bool {
+	const hi, lo = 0x8080808080808080, 0x7f7f7f7f7f7f7f7f
+	x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+	if x&hi != 0 {
+		return false // non-ASCII: the caller decodes it
+	}
+	printable := (x + 0x6060606060606060) & hi       // top bit: byte ≥ 0x20
+	newline := ^((x ^ 0x0a0a0a0a0a0a0a0a) + lo) & hi // top bit: byte is '\n'
+	notDel := ((x ^ 0x7f7f7f7f7f7f7f7f) + lo) & hi   // top bit: byte is not 0x7f
+	return (printable|newline)&notDel == hi
 }
 
 // fail reports a JSON syntax error at the current position, or gives up

@@ -5,12 +5,15 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // sameLoad loads data with the streaming scanner and with yaml.v3 alone
@@ -209,5 +212,49 @@ func TestScannerBatches(t *testing.T) {
 	}
 	if sameLoad(t, spec(bad, "name:\t x\n"), "t.yaml") {
 		t.Errorf("the scanner took a tab")
+	}
+}
+
+// subsetText's 8-byte test says what the byte-wise test says, for every
+// byte in every position of a word and on random text.
+func TestSubsetTextWords(t *testing.T) {
+	slow := func(data string) bool {
+		for i := 0; i < len(data); {
+			c := data[i]
+			if c < 0x80 {
+				if (c < 0x20 && c != '\n') || c == 0x7f {
+					return false
+				}
+				i++
+				continue
+			}
+			r, size := utf8.DecodeRuneInString(data[i:])
+			if r == utf8.RuneError || !(r >= 0xA0 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD) || r == 0xFEFF || r == 0x2028 || r == 0x2029 {
+				return false
+			}
+			i += size
+		}
+		return true
+	}
+	base := []byte("name: a1\n  - {x: 1}\n")
+	for pos := range 8 {
+		for c := range 256 {
+			b := slices.Clone(base)
+			b[pos] = byte(c)
+			if got, want := subsetText(string(b)), slow(string(b)); got != want {
+				t.Fatalf("byte %#x at %d: subsetText %v, want %v", c, pos, got, want)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("ab: -\n{}[]#\x7f\x1f\x00\x09\xc3\xa9\xe2\x80\xa8~ ")
+	for range 20000 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		if got, want := subsetText(string(b)), slow(string(b)); got != want {
+			t.Fatalf("%q: subsetText %v, want %v", b, got, want)
+		}
 	}
 }
