@@ -621,6 +621,11 @@ func (p *scanner) plain(flow bool) *yaml.Node {
 	end := p.i
 	for p.i < len(p.data) {
 		c := p.data[p.i]
+		if !plainSpecial[c] {
+			p.i++
+			end = p.i
+			continue
+		}
 		if c == '\n' {
 			break
 		}
@@ -644,6 +649,16 @@ func (p *scanner) plain(flow bool) *yaml.Node {
 	n.Tag = plainTag(n)
 	return n
 }
+
+// plainSpecial marks the bytes plain looks at: those that may end a plain
+// scalar (in block or flow context) and the space, which does not extend
+// it; any other byte is part of the scalar.
+var plainSpecial = func() (t [256]bool) {
+	for _, c := range []byte("\n:# ,[]{}?") {
+		t[c] = true
+	}
+	return t
+}()
 
 // plainTag is the tag yaml.v3 resolves plain scalar n to, without its
 // resolver for the common cases: words that start with a letter no YAML
