@@ -296,11 +296,11 @@ func (c *checker) checkStage(i int) {
 			c.errorAt(src.kernel, hint, "%s: unknown kernel %q", what, st.Kernel)
 		}
 	}
-	c.checkRefs(i, st.After, src.after, what, "after")
-	if (len(src.waits) > 0 || len(src.waitFor) > 0) && c.s.Sync != SyncManual {
+	c.checkRefs(i, st.After, src.afterAt(), what, "after")
+	if (len(src.waitsAt()) > 0 || len(src.waitForAt()) > 0) && c.s.Sync != SyncManual {
 		c.errorAt(src.fieldPos("waits"), "set sync: manual at the top of the spec and pin every stage to a stream, or drop waits: in sync: auto the planner inserts the waits", "%s: waits is only allowed with sync: manual", what)
 	} else {
-		c.checkRefs(i, st.Waits, src.waits, what, "waits")
+		c.checkRefs(i, st.Waits, src.waitsAt(), what, "waits")
 		c.checkWaitFor(i, st, src, what)
 	}
 	if st.Event != "" && c.s.Sync != SyncManual {
@@ -650,7 +650,7 @@ func (c *checker) checkRefs(i int, names []string, nodes []at, what, field strin
 // the event they name exists (an event is named by some stage's event:).
 func (c *checker) checkWaitFor(i int, st *StageSpec, src *stageSrc, what string) {
 	for j, w := range st.WaitFor {
-		n := src.waitFor[j]
+		n := src.waitForAt()[j]
 		switch {
 		case w.Stage != "":
 			c.checkRefs(i, []string{w.Stage}, []at{n}, what, "waits")
@@ -767,7 +767,7 @@ func (c *checker) reportCycle(g graph.Directed, comp []graph.Node) {
 	pos := st.Pos
 	for j, name := range st.After {
 		if name == c.s.Stages[last].Name {
-			pos = c.posAt(c.stageSrc.at(int(start)).after[j])
+			pos = c.posAt(c.stageSrc.at(int(start)).afterAt()[j])
 		}
 	}
 	c.errAt(pos, "after names earlier stages only; remove one after entry of the cycle", "after forms a cycle: %s (each must run before the next)", strings.Join(names, " → "))

@@ -819,17 +819,54 @@ func (l *loader) decodeParams(v *yaml.Node, what string, k *KernelSpec) {
 // stageSrc keeps the positions of a stage for check.
 type stageSrc struct {
 	at      at
-	decoded bool        // the stage is a mapping (else reported, and not checked)
-	keys    []keyAt     // position of each given field's key
 	name    at          // the name value
 	kernel  at          // the kernel value
+	decoded bool        // the stage is a mapping (else reported, and not checked)
 	args    *argSet     // shared between stages whose args are written alike
+	keys    []keyAt     // position of each given field's key
 	argAt   []at        // positions of the args' keys and values, in order
 	reads   []accessSrc // parallel to StageSpec.Reads
 	writes  []accessSrc // parallel to StageSpec.Writes
-	after   []at        // parallel to StageSpec.After
-	waits   []at        // parallel to StageSpec.Waits
-	waitFor []at        // parallel to StageSpec.WaitFor
+	refs    *stageRefs  // nil: the stage has no after or waits
+}
+
+// stageRefs are the positions of a stage's after and waits entries (kept
+// apart: most stages of big specs have none).
+type stageRefs struct {
+	after   []at // parallel to StageSpec.After
+	waits   []at // parallel to StageSpec.Waits
+	waitFor []at // parallel to StageSpec.WaitFor
+}
+
+// refsOf returns src's stageRefs, made on first use.
+func (src *stageSrc) refsOf() *stageRefs {
+	if src.refs == nil {
+		src.refs = new(stageRefs)
+	}
+	return src.refs
+}
+
+// afterAt, waitsAt and waitForAt are the positions of the stage's after
+// and waits entries.
+func (src *stageSrc) afterAt() []at {
+	if src.refs == nil {
+		return nil
+	}
+	return src.refs.after
+}
+
+func (src *stageSrc) waitsAt() []at {
+	if src.refs == nil {
+		return nil
+	}
+	return src.refs.waits
+}
+
+func (src *stageSrc) waitForAt() []at {
+	if src.refs == nil {
+		return nil
+	}
+	return src.refs.waitFor
 }
 
 // argSet is a stage's args as decoded: the map and each argument as
@@ -981,7 +1018,11 @@ var (
 			schema: FormatField{Type: "list", Items: "access", Doc: "what the stage writes"}},
 		{key: "after", null: true,
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
-				d.x.After, d.src.after = d.decodeNames(v, d.what, ": after", "write after as a list of earlier stage names: after: [prep]")
+				var after []at
+				d.x.After, after = d.decodeNames(v, d.what, ": after", "write after as a list of earlier stage names: after: [prep]")
+				if len(after) > 0 {
+					d.src.refsOf().after = after
+				}
 			},
 			write: func(st *StageSpec, _ *writing) (string, error) {
 				if len(st.After) == 0 {
@@ -1013,7 +1054,12 @@ var (
 			schema: FormatField{Type: "number", Min: 0, HasMin: true, Doc: "cost estimate in µs"}},
 		{key: "waits", null: true,
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
-				d.x.Waits, d.src.waits, d.x.WaitFor, d.src.waitFor = d.decodeWaits(v, d.what+": waits")
+				var waits, waitFor []at
+				d.x.Waits, waits, d.x.WaitFor, waitFor = d.decodeWaits(v, d.what+": waits")
+				if len(waits) > 0 || len(waitFor) > 0 {
+					r := d.src.refsOf()
+					r.waits, r.waitFor = waits, waitFor
+				}
 			},
 			write:  func(st *StageSpec, _ *writing) (string, error) { return waitsText(st), nil },
 			schema: FormatField{Type: "list", Items: "name|mapping", Enum: nil, Doc: "sync: manual: stages (or {stage, lag} / {event}) to wait for; mapping: wait"}},
