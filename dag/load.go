@@ -265,7 +265,11 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 	s = &Spec{File: l.file, Dir: l.dir, Sync: SyncAuto}
 	// Room for the stages up front (each names its kernel once), so that
 	// a spec of a million stages is not copied as the list grows.
-	if n := strings.Count(data, "kernel:") + strings.Count(data, `"kernel"`); n > chunkLen {
+	kernelKey := "kernel:"
+	if json || sniffed {
+		kernelKey = `"kernel"`
+	}
+	if n := strings.Count(data, kernelKey); n > chunkLen {
 		s.Stages = make([]StageSpec, 0, min(n, limits.stages))
 		prefault(s.Stages)
 	}

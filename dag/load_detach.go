@@ -40,6 +40,9 @@ type detacher struct {
 	text  string
 	names arena             // unique names (stages, buffers)
 	seen  map[string]string // interned copies of other strings (kernels, streams, enums)
+	// last is the string own copied last, and its copy: the stages of a
+	// big spec mostly name the kernel of the stage before.
+	last, lastCopy string
 }
 
 // maxInterned bounds detacher.seen; past it strings are copied as they come.
@@ -69,13 +72,17 @@ func (d *detacher) own(s string) string {
 	if !d.in(s) {
 		return s
 	}
-	if c, ok := d.seen[s]; ok {
-		return c
+	if s == d.last {
+		return d.lastCopy
 	}
-	c := d.names.add(s)
-	if len(d.seen) < maxInterned {
-		d.seen[c] = c
+	c, ok := d.seen[s]
+	if !ok {
+		c = d.names.add(s)
+		if len(d.seen) < maxInterned {
+			d.seen[c] = c
+		}
 	}
+	d.last, d.lastCopy = s, c
 	return c
 }
 
