@@ -430,14 +430,22 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) (iterOrders, int) {
 		first, last int32 // first and last write, -1: none
 		head, tail  []int32
 	}
-	// The orders found, (a, k) for stage d, in one list; then by stage,
-	// cut from one array.
+	// The orders found, (a, k) for stage d, in chunks of a list (it grows
+	// without copies); then by stage, cut from one array.
 	type found struct {
 		d int32
 		r iterReq
 	}
-	var all []found
-	add := func(a, d, k int32) { all = append(all, found{d, iterReq{a, k}}) } // deduplicated below
+	var all [][]found
+	nfound := 0
+	add := func(a, d, k int32) { // deduplicated below
+		if len(all) == 0 || len(all[len(all)-1]) == cap(all[len(all)-1]) {
+			all = append(all, make([]found, 0, min(max(1<<10, nfound), 1<<16)))
+		}
+		last := &all[len(all)-1]
+		*last = append(*last, found{d, iterReq{a, k}})
+		nfound++
+	}
 	inflight := 0
 	// The segments of a space lie between its accesses' distinct bounds:
 	// one radix sort of the bounds (sortPacked, sortKeyed) gives each
@@ -518,18 +526,23 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) (iterOrders, int) {
 		}
 	}
 	off := make([]int32, len(p.Stages)+1)
-	for _, f := range all {
-		off[f.d+1]++
+	for _, c := range all {
+		for _, f := range c {
+			off[f.d+1]++
+		}
 	}
 	for d := range len(p.Stages) {
 		off[d+1] += off[d]
 	}
-	flat := make([]iterReq, len(all))
+	flat := make([]iterReq, nfound)
 	at := slices.Clone(off[:len(p.Stages)])
-	for _, f := range all {
-		flat[at[f.d]] = f.r
-		at[f.d]++
+	for _, c := range all {
+		for _, f := range c {
+			flat[at[f.d]] = f.r
+			at[f.d]++
+		}
 	}
+	all = nil
 	// Each stage's orders sorted and deduplicated, the rows packed down.
 	n := int32(0)
 	for d := range len(p.Stages) {
