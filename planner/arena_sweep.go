@@ -28,17 +28,29 @@ func (a *arenaInfo) sweep(members []int, sp spans) ([]int64, int64) {
 	m := len(members)
 	offs := make([]int64, m)
 	buf := func(i int) *arenaBuf { return a.bufs[members[i]] }
-	starts := stableOrder(m, func(i int) int { return buf(i).firstIssue })
+	// The members by first issue: layoutPlanned's come in that order (a
+	// span starts at its temp's first issue), and are sorted only if not.
+	var starts []int // nil: the members' own order
+	for i := 1; i < m; i++ {
+		if buf(i).firstIssue < buf(i-1).firstIssue {
+			starts = stableOrder(m, func(i int) int { return buf(i).firstIssue })
+			break
+		}
+	}
 	ends := stableOrder(m, func(i int) int { return buf(i).lastIssue })
 	f := &freeList{byStart: map[int64]*freeBlock{}, byEnd: map[int64]*freeBlock{}}
 	var top int64
 	e := 0
-	for _, i := range starts {
+	for k := range m {
+		i := k
+		if starts != nil {
+			i = starts[k]
+		}
 		x := buf(i)
 		pos := sp.lo[i]
 		for ; e < len(ends) && buf(ends[e]).lastIssue < x.firstIssue; e++ {
 			y := buf(ends[e])
-			f.release(f.block(freeBlock{off: offs[ends[e]], size: y.size, owners: y.last, clean: sp.hi[ends[e]]}), pos)
+			f.release(f.block(freeBlock{off: offs[ends[e]], size: y.size, owners: y.lasts(), clean: sp.hi[ends[e]]}), pos)
 		}
 		f.clean(pos)
 		ok := func(b *freeBlock) bool { return b.owners == nil || a.follows(b.owners, x) }
@@ -67,7 +79,7 @@ func (a *arenaInfo) sweep(members []int, sp spans) ([]int64, int64) {
 // first launch of x.
 func (a *arenaInfo) follows(owners []int32, x *arenaBuf) bool {
 	for _, u := range owners {
-		for _, v := range x.first {
+		for _, v := range x.firsts() {
 			if !a.hb.before(u, v) {
 				return false
 			}
