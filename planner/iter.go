@@ -657,6 +657,13 @@ type iterWalk struct {
 	// follows in the current iteration, reused likewise.
 	recSnap []iterSnap
 	hasRec  []bool
+	// chunks hold the walks' clocks, P entries each, 1<<clockBits clocks
+	// a chunk, numbered in order (a snapshot holds a clock's number, not a
+	// slice); the first clocks numbers are in use, and a walk reuses the
+	// rest from the walk before.
+	chunks    [][]int32
+	clockBits uint
+	clocks    int32
 	// budget bounds the steps (ops visited and clock entries read) of a
 	// walk (0: none); past it the walk stops, returns false and sets
 	// exhausted. steps is the last walk's.
@@ -666,17 +673,17 @@ type iterWalk struct {
 
 // iterState is the iterWalk's state between two iterations.
 type iterState struct {
-	clock [][]int32 // per physical stream (shared with snapshots: never written)
-	cnt   []int32
-	work  int
+	clock  []int32 // per physical stream, its clock's number (shared with snapshots: never written)
+	cnt    []int32
+	work   int
+	clocks int32 // iterWalk.clocks
 }
 
 // iterSnap is a launch's place: its physical stream, its 1-based index
-// among that stream's launches, and the stream's clock just before it
-// (shared, immutable).
+// among that stream's launches, and the number of the stream's clock just
+// before it (shared, immutable).
 type iterSnap struct {
-	ps, idx int32
-	clock   []int32
+	ps, idx, clock int32
 }
 
 // run walks the iterations. With place, it adds a cross wait for every
@@ -686,16 +693,42 @@ type iterSnap struct {
 func (w *iterWalk) run(place bool) bool {
 	p, S, n := w.p, w.S, w.n
 	phys, P := p.PhysicalStreams()
-	clock := make([][]int32, P) // per physical stream: launches of each stream known complete
-	shared := make([]bool, P)   // clock[ps] is referenced by a snapshot: copy on join
-	zero := make([]int32, P)
+	// Clocks are cut from chunks: one allocation per chunk, not per join,
+	// and none for the clocks of an earlier walk reused.
+	if w.chunks == nil {
+		for (2<<w.clockBits)*max(P, 1) <= 1<<14 {
+			w.clockBits++
+		}
+	}
+	clockOf := func(h int32) []int32 {
+		c, i := w.chunks[h>>w.clockBits], int(h&(1<<w.clockBits-1))*P
+		return c[i : i+P : i+P]
+	}
+	newClock := func() int32 {
+		h := w.clocks
+		if int(h>>w.clockBits) == len(w.chunks) {
+			w.chunks = append(w.chunks, make([]int32, P<<w.clockBits))
+		}
+		w.clocks++
+		return h
+	}
+	w.clocks = 0
+	if w.first != nil {
+		w.clocks = w.first.clocks
+	}
+	// Per physical stream: its clock (the launches of each stream known
+	// complete) and the clock's number.
+	clock, num := make([][]int32, P), make([]int32, P)
+	shared := make([]bool, P) // clock[ps] is referenced by a snapshot: copy on join
+	zero := newClock()
+	clear(clockOf(zero))
 	for i := range clock {
-		clock[i], shared[i] = zero, true
+		clock[i], num[i], shared[i] = clockOf(zero), zero, true
 	}
 	cnt := make([]int32, P)
 	// snaps0[v]: stage v of iteration 0, the same in every walk;
 	// snaps[((i−1) mod window)·n + v]: stage v of iteration i ≥ 1. Older
-	// iterations are never asked about again, and their clocks are freed.
+	// iterations are never asked about again.
 	if w.snaps == nil {
 		w.snaps0, w.snaps = make([]iterSnap, n), make([]iterSnap, n*w.window)
 	}
@@ -705,16 +738,6 @@ func (w *iterWalk) run(place bool) bool {
 			return &snaps0[v]
 		}
 		return &snaps[((i-1)%w.window)*n+v]
-	}
-	// Clocks are cut from shared slabs: one allocation per slab, not per join.
-	var slab []int32
-	newClock := func() []int32 {
-		if len(slab) < P {
-			slab = make([]int32, max(P, 1<<14))
-		}
-		c := slab[:P:P]
-		slab = slab[P:]
-		return c
 	}
 	// recSnap[e]: the snapshot of the launch each record of e follows in
 	// the current iteration (sync records right after launches).
@@ -741,11 +764,12 @@ func (w *iterWalk) run(place bool) bool {
 		over = over || (w.limit > 0 && w.work > w.limit)
 		nc := c
 		if shared[ps] {
-			nc = newClock()
+			num[ps] = newClock()
+			nc = clockOf(num[ps])
 			copy(nc, c)
 			shared[ps] = false
 		}
-		for q, v := range s.clock {
+		for q, v := range clockOf(s.clock) {
 			nc[q] = max(nc[q], v)
 		}
 		nc[s.ps] = max(nc[s.ps], s.idx)
@@ -761,14 +785,17 @@ func (w *iterWalk) run(place bool) bool {
 	w.exhausted = false
 	if f := w.first; f != nil {
 		j0, w.work = 1, f.work
-		copy(clock, f.clock)
+		copy(num, f.clock)
+		for i, h := range num {
+			clock[i] = clockOf(h)
+		}
 		copy(cnt, f.cnt)
 	}
 	ops, work0 := 0, w.work
 	defer func() { w.steps = ops + w.work - work0 }()
 	for j := j0; j < w.U; j++ {
 		if j == 1 && w.first == nil {
-			f := &iterState{clock: slices.Clone(clock), cnt: slices.Clone(cnt), work: w.work}
+			f := &iterState{clock: slices.Clone(num), cnt: slices.Clone(cnt), work: w.work, clocks: w.clocks}
 			for i := range shared {
 				shared[i] = true
 			}
@@ -816,7 +843,7 @@ func (w *iterWalk) run(place bool) bool {
 					join(ps, a)
 				}
 				cnt[ps] = idx
-				*at(j, b) = iterSnap{ps: int32(ps), idx: idx, clock: clock[ps]}
+				*at(j, b) = iterSnap{ps: int32(ps), idx: idx, clock: num[ps]}
 				shared[ps] = true
 				lastLaunch[s] = int32(b)
 			}
