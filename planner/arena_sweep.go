@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"math"
 	"slices"
 )
 
@@ -329,16 +330,25 @@ func treapMerge(l, r *freeBlock) *freeBlock {
 
 // stableOrder returns 0..n-1 sorted by key (in [0, 2³¹)), ties in index
 // order, as slices.SortStableFunc would: by a counting sort when the keys
-// are below 4n (issue positions of temps, typically), else by one sort of
-// packed keys; either is several times faster on a million temps, where
+// span less than 4n (issue positions of temps, typically), else by one sort
+// of packed keys; either is several times faster on a million temps, where
 // the comparisons would chase a pointer each.
 func stableOrder(n int, key func(i int) int) []int {
 	keys := make([]uint32, n)
-	top := 0
+	top, low := 0, math.MaxInt
 	for i := range keys {
 		k := key(i)
 		keys[i] = uint32(k)
-		top = max(top, k)
+		top, low = max(top, k), min(low, k)
+	}
+	if n > 0 && low > 0 {
+		// Keys less their least: the same order, and a counting sort for
+		// keys that are close together but not small (the issue positions
+		// of one segment of the arena).
+		for i := range keys {
+			keys[i] -= uint32(low)
+		}
+		top -= low
 	}
 	out := make([]int, n)
 	if top < 4*n {
