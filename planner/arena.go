@@ -76,8 +76,7 @@ func arena(st *state) error {
 		offs, size, skipped, temps, segments = a.layoutPlanned(sp)
 	}
 	for k, b := range a.bufs {
-		off := offs[k]
-		p.Buffers[b.idx].ArenaOffset = &off
+		p.Buffers[b.idx].ArenaOffset = &offs[k] // one allocation for them all
 	}
 	p.Stats.ArenaBytes = size
 	if st.layoutHint != nil && mode == dag.ArenaPlanned {
@@ -129,8 +128,7 @@ func (a *arenaInfo) applyLayout(hint map[int]int64, sp spans) {
 		}
 	}
 	for k, b := range a.bufs {
-		off := offs[k]
-		p.Buffers[b.idx].ArenaOffset = &off
+		p.Buffers[b.idx].ArenaOffset = &offs[k]
 	}
 	p.Stats.ArenaBytes = size
 }
@@ -213,10 +211,17 @@ type arenaBuf struct {
 	size       int64 // bytes rounded up to ArenaAlign
 	firstIssue int   // issue position of its first and last launch
 	lastIssue  int
-	// first and last launch (stage) on each stream touching it, by stream.
-	streams     []int32
-	first, last []int32
+	// lists holds, in three thirds of equal room, the streams touching it
+	// and the first and the last launch (stage) on each, n of each
+	// (streams, firsts, lasts): one slice, not three.
+	lists []int32
+	n     int
 }
+
+func (b *arenaBuf) room() int        { return len(b.lists) / 3 }
+func (b *arenaBuf) streams() []int32 { return b.lists[:b.n:b.room()] }
+func (b *arenaBuf) firsts() []int32  { c := b.room(); return b.lists[c : c+b.n : 2*c] }
+func (b *arenaBuf) lasts() []int32   { c := b.room(); return b.lists[2*c : 2*c+b.n : 3*c] }
 
 // newArenaInfo finds the eligible buffers of p: device temps with one copy,
 // touched by at least one stage, whose initial contents are never read
@@ -305,8 +310,7 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 		if ok[i] && launches[i] > 0 {
 			ab := &store[len(a.bufs)]
 			c := min(int(launches[i]), len(p.Streams))
-			*ab = arenaBuf{idx: i, size: alignUp(b.Bytes), firstIssue: math.MaxInt, lastIssue: -1,
-				streams: lists[0:0:c], first: lists[c : c : 2*c], last: lists[2*c : 2*c : 3*c]}
+			*ab = arenaBuf{idx: i, size: alignUp(b.Bytes), firstIssue: math.MaxInt, lastIssue: -1, lists: lists[: 3*c : 3*c]}
 			lists = lists[3*c:]
 			byIdx[i] = ab
 			a.bufs = append(a.bufs, ab)
@@ -325,13 +329,13 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 			}
 			ab := byIdx[i]
 			ab.firstIssue, ab.lastIssue = min(ab.firstIssue, k), max(ab.lastIssue, k)
-			j := slices.Index(ab.streams, s)
+			j := slices.Index(ab.streams(), s)
 			if j < 0 {
-				ab.streams = append(ab.streams, s)
-				ab.first = append(ab.first, int32(v))
-				ab.last = append(ab.last, int32(v))
+				c := ab.room()
+				ab.lists[ab.n], ab.lists[c+ab.n], ab.lists[2*c+ab.n] = s, int32(v), int32(v)
+				ab.n++
 			} else {
-				ab.last[j] = int32(v)
+				ab.lasts()[j] = int32(v)
 			}
 		}
 	}
@@ -343,12 +347,12 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 // streams are not ordered (e.g. two unordered writers of its halves).
 func (a *arenaInfo) first(b *arenaBuf) int {
 	f := -1
-	for _, v := range b.first {
+	for _, v := range b.firsts() {
 		if f < 0 || a.issue[v] < a.issue[f] {
 			f = int(v)
 		}
 	}
-	for _, v := range b.first {
+	for _, v := range b.firsts() {
 		if int(v) != f && !a.hb.before(int32(f), v) {
 			return -1
 		}
@@ -364,8 +368,8 @@ func (a *arenaInfo) before(x, y *arenaBuf) bool {
 	if x.lastIssue >= y.firstIssue || a.p.Buffers[x.idx].Device != a.p.Buffers[y.idx].Device {
 		return false
 	}
-	for _, u := range x.last {
-		for _, v := range y.first {
+	for _, u := range x.lasts() {
+		for _, v := range y.firsts() {
 			if !a.hb.before(u, v) {
 				return false
 			}
@@ -386,12 +390,12 @@ func (a *arenaInfo) beforeStreamOrder(x, y *arenaBuf) bool {
 
 func (a *arenaInfo) allocStream(b *arenaBuf) int32 {
 	best := 0
-	for j, v := range b.first {
-		if a.issue[v] < a.issue[b.first[best]] {
+	for j, v := range b.firsts() {
+		if a.issue[v] < a.issue[b.firsts()[best]] {
 			best = j
 		}
 	}
-	return b.streams[best]
+	return b.streams()[best]
 }
 
 // spans are conservative lifetimes of the arena buffers on one axis,
@@ -445,10 +449,10 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 	isFirst := make([]bool, len(p.Stages))
 	count := make([]int, S)
 	for _, b := range a.bufs {
-		for j, v := range b.first {
+		for j, v := range b.firsts() {
 			if !isFirst[v] {
 				isFirst[v] = true
-				count[b.streams[j]]++
+				count[b.streams()[j]]++
 			}
 		}
 	}
@@ -513,7 +517,7 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 	for _, k := range byLast {
 		b := a.bufs[k]
 		after := func(v int32) bool {
-			for _, u := range b.last {
+			for _, u := range b.lasts() {
 				if !a.hb.before(u, v) {
 					return false
 				}
@@ -535,7 +539,7 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 			// jt[t]: the first of t's first launches that every last
 			// use of b happens-before.
 			clear(jt)
-			for _, u := range b.last {
+			for _, u := range b.lasts() {
 				for t, x := range reach[int(slot[u])*S : int(slot[u]+1)*S] {
 					jt[t] = max(jt[t], x)
 				}
@@ -595,7 +599,7 @@ func (a *arenaInfo) firstAfter(h *launchHB, fl [][]int32, cols [][]int32) (reach
 	count := make([]int, S)
 	lasts := 0
 	for _, b := range a.bufs {
-		for _, u := range b.last {
+		for _, u := range b.lasts() {
 			if slot[u] < 0 {
 				slot[u] = 0 // numbered below, in stream order
 				count[h.at[u].stream]++

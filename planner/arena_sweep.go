@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"math"
 	"slices"
 )
 
@@ -28,17 +29,29 @@ func (a *arenaInfo) sweep(members []int, sp spans) ([]int64, int64) {
 	m := len(members)
 	offs := make([]int64, m)
 	buf := func(i int) *arenaBuf { return a.bufs[members[i]] }
-	starts := stableOrder(m, func(i int) int { return buf(i).firstIssue })
+	// The members by first issue: layoutPlanned's come in that order (a
+	// span starts at its temp's first issue), and are sorted only if not.
+	var starts []int // nil: the members' own order
+	for i := 1; i < m; i++ {
+		if buf(i).firstIssue < buf(i-1).firstIssue {
+			starts = stableOrder(m, func(i int) int { return buf(i).firstIssue })
+			break
+		}
+	}
 	ends := stableOrder(m, func(i int) int { return buf(i).lastIssue })
 	f := &freeList{byStart: map[int64]*freeBlock{}, byEnd: map[int64]*freeBlock{}}
 	var top int64
 	e := 0
-	for _, i := range starts {
+	for k := range m {
+		i := k
+		if starts != nil {
+			i = starts[k]
+		}
 		x := buf(i)
 		pos := sp.lo[i]
 		for ; e < len(ends) && buf(ends[e]).lastIssue < x.firstIssue; e++ {
 			y := buf(ends[e])
-			f.release(f.block(freeBlock{off: offs[ends[e]], size: y.size, owners: y.last, clean: sp.hi[ends[e]]}), pos)
+			f.release(f.block(freeBlock{off: offs[ends[e]], size: y.size, owners: y.lasts(), clean: sp.hi[ends[e]]}), pos)
 		}
 		f.clean(pos)
 		ok := func(b *freeBlock) bool { return b.owners == nil || a.follows(b.owners, x) }
@@ -67,7 +80,7 @@ func (a *arenaInfo) sweep(members []int, sp spans) ([]int64, int64) {
 // first launch of x.
 func (a *arenaInfo) follows(owners []int32, x *arenaBuf) bool {
 	for _, u := range owners {
-		for _, v := range x.first {
+		for _, v := range x.firsts() {
 			if !a.hb.before(u, v) {
 				return false
 			}
@@ -317,16 +330,25 @@ func treapMerge(l, r *freeBlock) *freeBlock {
 
 // stableOrder returns 0..n-1 sorted by key (in [0, 2³¹)), ties in index
 // order, as slices.SortStableFunc would: by a counting sort when the keys
-// are below 4n (issue positions of temps, typically), else by one sort of
-// packed keys; either is several times faster on a million temps, where
+// span less than 4n (issue positions of temps, typically), else by one sort
+// of packed keys; either is several times faster on a million temps, where
 // the comparisons would chase a pointer each.
 func stableOrder(n int, key func(i int) int) []int {
 	keys := make([]uint32, n)
-	top := 0
+	top, low := 0, math.MaxInt
 	for i := range keys {
 		k := key(i)
 		keys[i] = uint32(k)
-		top = max(top, k)
+		top, low = max(top, k), min(low, k)
+	}
+	if n > 0 && low > 0 {
+		// Keys less their least: the same order, and a counting sort for
+		// keys that are close together but not small (the issue positions
+		// of one segment of the arena).
+		for i := range keys {
+			keys[i] -= uint32(low)
+		}
+		top -= low
 	}
 	out := make([]int, n)
 	if top < 4*n {

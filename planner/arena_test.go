@@ -484,21 +484,26 @@ func TestArenaGreedyBoundSegments(t *testing.T) {
 }
 
 // TestStableOrder: stableOrder is slices.SortStableFunc by key, ties in
-// index order, on keys with many ties.
+// index order, on keys with many ties, close together or spread out, from
+// 0 or far from it.
 func TestStableOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{0, 1, 7, 1000} {
-		keys := make([]int, n)
-		for i := range keys {
-			keys[i] = rng.IntN(n/3 + 1)
-		}
-		want := make([]int, n)
-		for i := range want {
-			want[i] = i
-		}
-		slices.SortStableFunc(want, func(i, j int) int { return cmp.Compare(keys[i], keys[j]) })
-		if got := stableOrder(n, func(i int) int { return keys[i] }); !slices.Equal(got, want) {
-			t.Fatalf("n %d: stableOrder %v, want %v", n, got, want)
+		for _, base := range []int{0, 1 << 20} {
+			for _, spread := range []int{n/3 + 1, 100*n + 1} {
+				keys := make([]int, n)
+				for i := range keys {
+					keys[i] = base + rng.IntN(spread)
+				}
+				want := make([]int, n)
+				for i := range want {
+					want[i] = i
+				}
+				slices.SortStableFunc(want, func(i, j int) int { return cmp.Compare(keys[i], keys[j]) })
+				if got := stableOrder(n, func(i int) int { return keys[i] }); !slices.Equal(got, want) {
+					t.Fatalf("n %d, keys from %d over %d: stableOrder %v, want %v", n, base, spread, got, want)
+				}
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package planner
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -202,23 +203,21 @@ func iterate(st *state) error {
 	reqs, inflight := iterHazards(p, copies, st.accesses())
 	// Latest producer first: smaller distance, then later in issue order.
 	pos := launchPositions(p)
-	for b := range reqs {
-		slices.SortFunc(reqs[b], func(x, y iterReq) int {
+	for b := range n {
+		slices.SortFunc(reqs.row(b), func(x, y iterReq) int {
 			return cmp.Or(cmp.Compare(x.d, y.d), cmp.Compare(pos[y.a], pos[x.a]))
 		})
 	}
 	dmax := 1
-	for _, rs := range reqs {
-		for _, r := range rs {
-			dmax = max(dmax, int(r.d))
-		}
+	for _, r := range reqs.r {
+		dmax = max(dmax, int(r.d))
 	}
 	U := min(period, 64) + 2*dmax + 2
 	w := &iterWalk{p: p, S: S, R: R, n: n, U: U, window: dmax + 1, reqs: reqs, cross: make([][]iterReq, n), limit: iterMaxClock}
 	if !w.run(true) {
 		p.Iteration = nil
 		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read, and its walk over %d iterations of %s physical streams passed that in iteration %d (cross-iteration orders to meet: %s)",
-			thousands(iterMaxClock), U, thousands(P), w.stopped+1, thousands(joinsOf(reqs))))
+			thousands(iterMaxClock), U, thousands(P), w.stopped+1, thousands(len(reqs.r))))
 		return nil
 	}
 	// Drop cross waits that others make redundant, latest added first.
@@ -269,15 +268,6 @@ func iterate(st *state) error {
 	p.Iteration.InFlight = inflight
 	p.Stats.Events = p.Events
 	return nil
-}
-
-// joinsOf counts the cross-iteration orders of reqs.
-func joinsOf(reqs [][]iterReq) int {
-	n := 0
-	for _, rs := range reqs {
-		n += len(rs)
-	}
-	return n
 }
 
 // barrier gives the plan the barrier form of iteration info
@@ -342,12 +332,7 @@ func iterInFlight(p *Plan) int {
 // write → each head read. That is O(accesses × segments they cover) orders,
 // where every pair of conflicting accesses would be quadratic.
 // copies is each buffer's (per Plan.Buffers index).
-func iterHazards(p *Plan, copies []int, ab *planAccesses) ([][]iterReq, int) {
-	type acc struct {
-		stage  int32
-		lo, hi int64
-		write  bool
-	}
+func iterHazards(p *Plan, copies []int, ab *planAccesses) (iterOrders, int) {
 	// Address spaces: the arena's buffers together (one copy, at their
 	// arena offsets), else each buffer on its own; per buffer its
 	// space and base, spaces numbered in first-use order.
@@ -363,18 +348,28 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) ([][]iterReq, int) {
 			where[i] = place{base: b.arenaAt(), arena: true}
 		}
 	}
-	var byBuf [][]acc
-	var spaceCopies []int32 // per space: its copies (the arena's: one)
+	// Per space: its accesses, the least and the greatest of their
+	// bounds, and its copies (the arena's: one).
+	type space struct {
+		count, fill int32
+		lo, hi      int64
+		copies      int32
+		at          int32 // its first access in the flat lists
+	}
+	var spaces []space
 	// Stages in issue order: it extends happens-before (every record is
 	// issued before its waits), so it orders the conflicting accesses of an
 	// address space as the plan does. Declaration order would not: temps
 	// that share arena bytes are ordered by the schedule, not by a hazard.
 	pos := launchPositions(p)
 	order := stableOrder(len(p.Stages), func(v int) int { return pos[v] })
-	// Two walks: count each space's accesses, then fill them in, each
-	// space's list cut from one array.
-	var count []int
-	var flat []acc
+	// Two walks: count each space's accesses and their bounds' range,
+	// then fill them in, each space's lists cut from one array: per access
+	// its stage and whether it writes (stage<<1 | write), and the sort
+	// keys of its two bounds (below).
+	var acc []int32
+	var keys []uint64
+	wide := map[int32][]keyed{} // the keys of spaces whose bounds do not pack into 64 bits
 	for walk := range 2 {
 		for _, v := range order {
 			sg := &p.Stages[v]
@@ -393,71 +388,96 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) ([][]iterReq, int) {
 					if w.arena {
 						sp = arenaPlace
 					}
+					lo, hi := w.base+a.Offset, w.base+a.Offset+a.Bytes
 					if sp.space == 0 {
 						c := int32(1)
 						if !w.arena {
 							c = int32(max(copies[i], 1))
 						}
-						count = append(count, 0)
-						spaceCopies = append(spaceCopies, c)
-						sp.space = int32(len(count))
+						spaces = append(spaces, space{lo: lo, hi: hi, copies: c})
+						sp.space = int32(len(spaces))
 					}
 					g := sp.space - 1
+					s := &spaces[g]
 					if walk == 0 {
-						count[g]++
+						s.count++
+						s.lo, s.hi = min(s.lo, lo), max(s.hi, hi)
+						continue
+					}
+					x := s.fill
+					s.fill++
+					acc[s.at+x] = int32(v)<<1 | int32(k)
+					if shift, ok := packShift(s.count, s.lo, s.hi); ok {
+						keys[2*(s.at+x)] = (uint64(lo)-uint64(s.lo))<<shift | uint64(2*x)
+						keys[2*(s.at+x)+1] = (uint64(hi)-uint64(s.lo))<<shift | uint64(2*x+1)
 					} else {
-						byBuf[g] = append(byBuf[g], acc{int32(v), w.base + a.Offset, w.base + a.Offset + a.Bytes, k == 1})
+						wide[g] = append(wide[g], keyed{uint64(lo) ^ 1<<63, int64(2 * x)}, keyed{uint64(hi) ^ 1<<63, int64(2*x + 1)})
 					}
 				}
 			}
 		}
 		if walk == 0 {
-			total := 0
-			for _, c := range count {
-				total += c
+			total := int32(0)
+			for g := range spaces {
+				spaces[g].at = total
+				total += spaces[g].count
 			}
-			flat = make([]acc, total)
-			byBuf = make([][]acc, len(count))
-			at := 0
-			for g, c := range count {
-				byBuf[g] = flat[at : at : at+c]
-				at += c
-			}
+			acc = make([]int32, total)
+			keys = make([]uint64, 2*total)
 		}
 	}
 	type segment struct {
 		first, last int32 // first and last write, -1: none
 		head, tail  []int32
 	}
-	// The orders found, (a, k) for stage d, in one list; then by stage,
-	// cut from one array.
+	// The orders found, (a, k) for stage d, in chunks of a list (it grows
+	// without copies); then by stage, cut from one array.
 	type found struct {
 		d int32
 		r iterReq
 	}
-	var all []found
-	add := func(a, d, k int32) { all = append(all, found{d, iterReq{a, k}}) } // deduplicated below
+	var all [][]found
+	nfound := 0
+	add := func(a, d, k int32) { // deduplicated below
+		if len(all) == 0 || len(all[len(all)-1]) == cap(all[len(all)-1]) {
+			all = append(all, make([]found, 0, min(max(1<<10, nfound), 1<<16)))
+		}
+		last := &all[len(all)-1]
+		*last = append(*last, found{d, iterReq{a, k}})
+		nfound++
+	}
 	inflight := 0
 	// The segments of a space lie between its accesses' distinct bounds:
-	// one radix sort of the bounds (sortKeyed) gives each access the
-	// segments it covers, edge[2i] up to edge[2i+1] for access i.
-	var keys []keyed
+	// one radix sort of the bounds (sortPacked, sortKeyed) gives each
+	// access the segments it covers, edge[2i] up to edge[2i+1] for access i.
+	var tmp []uint64
 	var edge []int32
 	var segs []segment
-	for g, k := range spaceCopies {
-		list := byBuf[g]
-		keys = slices.Grow(keys[:0], 2*len(list))
-		for i, x := range list {
-			keys = append(keys, keyed{uint64(x.lo) ^ 1<<63, int64(2 * i)}, keyed{uint64(x.hi) ^ 1<<63, int64(2*i + 1)})
-		}
-		sortKeyed(keys)
-		edge = slices.Grow(edge[:0], len(keys))[:len(keys)]
+	for g := range spaces {
+		s := &spaces[g]
+		list := acc[s.at : s.at+s.count]
+		edge = slices.Grow(edge[:0], 2*len(list))[:2*len(list)]
 		bounds := 0
-		for j, e := range keys {
-			if j == 0 || e.key != keys[j-1].key {
-				bounds++
+		if shift, ok := packShift(s.count, s.lo, s.hi); ok {
+			ks := keys[2*s.at : 2*(s.at+s.count)]
+			tmp = sortPacked(ks, tmp, shift)
+			mask := uint64(1)<<shift - 1
+			for j, e := range ks {
+				if j == 0 || e>>shift != ks[j-1]>>shift {
+					bounds++
+				}
+				edge[e&mask] = int32(bounds - 1)
 			}
-			edge[e.val] = int32(bounds - 1)
+		} else {
+			ks := wide[int32(g)]
+			sortKeyed(ks)
+			for j, e := range ks {
+				if j == 0 || e.key != ks[j-1].key {
+					bounds++
+				}
+				edge[e.val] = int32(bounds - 1)
+			}
+			delete(wide, int32(g))
 		}
 		segs = slices.Grow(segs[:0], bounds)[:bounds-1]
 		for g := range segs {
@@ -465,21 +485,23 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) ([][]iterReq, int) {
 		}
 		for i, x := range list { // in issue order, each stage's reads first
 			lo, hi := edge[2*i], edge[2*i+1]
+			stage, write := x>>1, x&1 == 1
 			for g := lo; g < hi; g++ {
 				sg := &segs[g]
 				switch {
-				case x.write:
+				case write:
 					if sg.first < 0 {
-						sg.first = x.stage
+						sg.first = stage
 					}
-					sg.last, sg.tail = x.stage, sg.tail[:0]
+					sg.last, sg.tail = stage, sg.tail[:0]
 				case sg.first < 0:
-					sg.head = append(sg.head, x.stage)
+					sg.head = append(sg.head, stage)
 				default:
-					sg.tail = append(sg.tail, x.stage)
+					sg.tail = append(sg.tail, stage)
 				}
 			}
 		}
+		k := s.copies
 		for g := range segs {
 			sg := &segs[g]
 			if sg.first < 0 {
@@ -504,27 +526,93 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) ([][]iterReq, int) {
 		}
 	}
 	off := make([]int32, len(p.Stages)+1)
-	for _, f := range all {
-		off[f.d+1]++
+	for _, c := range all {
+		for _, f := range c {
+			off[f.d+1]++
+		}
 	}
 	for d := range len(p.Stages) {
 		off[d+1] += off[d]
 	}
-	flatReqs := make([]iterReq, len(all))
+	flat := make([]iterReq, nfound)
 	at := slices.Clone(off[:len(p.Stages)])
-	for _, f := range all {
-		flatReqs[at[f.d]] = f.r
-		at[f.d]++
-	}
-	reqs := make([][]iterReq, len(p.Stages))
-	for d := range reqs {
-		rs := flatReqs[off[d]:off[d+1]]
-		slices.SortFunc(rs, func(x, y iterReq) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.d, y.d)) })
-		if rs = slices.Clip(slices.Compact(rs)); len(rs) > 0 {
-			reqs[d] = rs
+	for _, c := range all {
+		for _, f := range c {
+			flat[at[f.d]] = f.r
+			at[f.d]++
 		}
 	}
-	return reqs, inflight
+	all = nil
+	// Each stage's orders sorted and deduplicated, the rows packed down.
+	n := int32(0)
+	for d := range len(p.Stages) {
+		rs := flat[off[d]:off[d+1]]
+		slices.SortFunc(rs, func(x, y iterReq) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.d, y.d)) })
+		rs = slices.Compact(rs)
+		off[d] = n
+		n += int32(copy(flat[n:], rs))
+	}
+	off[len(p.Stages)] = n
+	return iterOrders{off: off, r: flat[:n:n]}, inflight
+}
+
+// iterOrders are the cross-iteration orders (a, d) each stage b needs
+// (iterHazards), in compressed rows: row(b).
+type iterOrders struct {
+	off []int32
+	r   []iterReq
+}
+
+func (o iterOrders) row(b int) []iterReq { return o.r[o.off[b]:o.off[b+1]] }
+
+// packShift says whether the sort keys of a space of count accesses with
+// bounds in [lo, hi] pack into 64 bits, each bound as (bound − lo) << shift
+// | its index among the space's 2·count bounds, and the shift.
+func packShift(count int32, lo, hi int64) (uint, bool) {
+	shift := uint(bits.Len32(uint32(2 * count)))
+	return shift, uint64(hi)-uint64(lo) < 1<<(64-shift)
+}
+
+// sortPacked sorts keys by their bits from shift up, the order among keys
+// equal there unspecified: sortKeyed's radix sort on packed keys, with tmp
+// as its second array (grown if short; returned for the next call).
+func sortPacked(keys, tmp []uint64, shift uint) []uint64 {
+	if len(keys) < 1<<10 {
+		slices.Sort(keys)
+		return tmp
+	}
+	var diff uint64 // the bits in which some key differs from the first
+	for _, k := range keys {
+		diff |= k ^ keys[0]
+	}
+	if cap(tmp) < len(keys) {
+		tmp = make([]uint64, len(keys))
+	}
+	var count [1 << 16]int32
+	src, dst := keys, tmp[:len(keys)]
+	for ; shift < 64; shift += 16 {
+		if diff>>shift&0xffff == 0 {
+			continue // one digit: the pass would not move anything
+		}
+		clear(count[:])
+		for _, k := range src {
+			count[k>>shift&0xffff]++
+		}
+		sum := int32(0)
+		for d, c := range count {
+			count[d], sum = sum, sum+c
+		}
+		for _, k := range src {
+			d := k >> shift & 0xffff
+			dst[count[d]] = k
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &keys[0] {
+		copy(keys, src)
+	}
+	return tmp
 }
 
 // launchPositions returns each stage's launch position in IssueOrder.
@@ -552,7 +640,7 @@ type iterWalk struct {
 	p          *Plan
 	S, R, n, U int
 	window     int // iterations of snapshots kept: the longest distance + 1
-	reqs       [][]iterReq
+	reqs       iterOrders
 	cross      [][]iterReq // per stage: its cross waits (the plan being built)
 	limit      int         // clock entries a walk may read (0: no limit)
 	work       int         // clock entries the last walk read
@@ -569,6 +657,13 @@ type iterWalk struct {
 	// follows in the current iteration, reused likewise.
 	recSnap []iterSnap
 	hasRec  []bool
+	// chunks hold the walks' clocks, P entries each, 1<<clockBits clocks
+	// a chunk, numbered in order (a snapshot holds a clock's number, not a
+	// slice); the first clocks numbers are in use, and a walk reuses the
+	// rest from the walk before.
+	chunks    [][]int32
+	clockBits uint
+	clocks    int32
 	// budget bounds the steps (ops visited and clock entries read) of a
 	// walk (0: none); past it the walk stops, returns false and sets
 	// exhausted. steps is the last walk's.
@@ -578,17 +673,17 @@ type iterWalk struct {
 
 // iterState is the iterWalk's state between two iterations.
 type iterState struct {
-	clock [][]int32 // per physical stream (shared with snapshots: never written)
-	cnt   []int32
-	work  int
+	clock  []int32 // per physical stream, its clock's number (shared with snapshots: never written)
+	cnt    []int32
+	work   int
+	clocks int32 // iterWalk.clocks
 }
 
 // iterSnap is a launch's place: its physical stream, its 1-based index
-// among that stream's launches, and the stream's clock just before it
-// (shared, immutable).
+// among that stream's launches, and the number of the stream's clock just
+// before it (shared, immutable).
 type iterSnap struct {
-	ps, idx int32
-	clock   []int32
+	ps, idx, clock int32
 }
 
 // run walks the iterations. With place, it adds a cross wait for every
@@ -598,16 +693,42 @@ type iterSnap struct {
 func (w *iterWalk) run(place bool) bool {
 	p, S, n := w.p, w.S, w.n
 	phys, P := p.PhysicalStreams()
-	clock := make([][]int32, P) // per physical stream: launches of each stream known complete
-	shared := make([]bool, P)   // clock[ps] is referenced by a snapshot: copy on join
-	zero := make([]int32, P)
+	// Clocks are cut from chunks: one allocation per chunk, not per join,
+	// and none for the clocks of an earlier walk reused.
+	if w.chunks == nil {
+		for (2<<w.clockBits)*max(P, 1) <= 1<<14 {
+			w.clockBits++
+		}
+	}
+	clockOf := func(h int32) []int32 {
+		c, i := w.chunks[h>>w.clockBits], int(h&(1<<w.clockBits-1))*P
+		return c[i : i+P : i+P]
+	}
+	newClock := func() int32 {
+		h := w.clocks
+		if int(h>>w.clockBits) == len(w.chunks) {
+			w.chunks = append(w.chunks, make([]int32, P<<w.clockBits))
+		}
+		w.clocks++
+		return h
+	}
+	w.clocks = 0
+	if w.first != nil {
+		w.clocks = w.first.clocks
+	}
+	// Per physical stream: its clock (the launches of each stream known
+	// complete) and the clock's number.
+	clock, num := make([][]int32, P), make([]int32, P)
+	shared := make([]bool, P) // clock[ps] is referenced by a snapshot: copy on join
+	zero := newClock()
+	clear(clockOf(zero))
 	for i := range clock {
-		clock[i], shared[i] = zero, true
+		clock[i], num[i], shared[i] = clockOf(zero), zero, true
 	}
 	cnt := make([]int32, P)
 	// snaps0[v]: stage v of iteration 0, the same in every walk;
 	// snaps[((i−1) mod window)·n + v]: stage v of iteration i ≥ 1. Older
-	// iterations are never asked about again, and their clocks are freed.
+	// iterations are never asked about again.
 	if w.snaps == nil {
 		w.snaps0, w.snaps = make([]iterSnap, n), make([]iterSnap, n*w.window)
 	}
@@ -617,16 +738,6 @@ func (w *iterWalk) run(place bool) bool {
 			return &snaps0[v]
 		}
 		return &snaps[((i-1)%w.window)*n+v]
-	}
-	// Clocks are cut from shared slabs: one allocation per slab, not per join.
-	var slab []int32
-	newClock := func() []int32 {
-		if len(slab) < P {
-			slab = make([]int32, max(P, 1<<14))
-		}
-		c := slab[:P:P]
-		slab = slab[P:]
-		return c
 	}
 	// recSnap[e]: the snapshot of the launch each record of e follows in
 	// the current iteration (sync records right after launches).
@@ -653,11 +764,12 @@ func (w *iterWalk) run(place bool) bool {
 		over = over || (w.limit > 0 && w.work > w.limit)
 		nc := c
 		if shared[ps] {
-			nc = newClock()
+			num[ps] = newClock()
+			nc = clockOf(num[ps])
 			copy(nc, c)
 			shared[ps] = false
 		}
-		for q, v := range s.clock {
+		for q, v := range clockOf(s.clock) {
 			nc[q] = max(nc[q], v)
 		}
 		nc[s.ps] = max(nc[s.ps], s.idx)
@@ -673,14 +785,17 @@ func (w *iterWalk) run(place bool) bool {
 	w.exhausted = false
 	if f := w.first; f != nil {
 		j0, w.work = 1, f.work
-		copy(clock, f.clock)
+		copy(num, f.clock)
+		for i, h := range num {
+			clock[i] = clockOf(h)
+		}
 		copy(cnt, f.cnt)
 	}
 	ops, work0 := 0, w.work
 	defer func() { w.steps = ops + w.work - work0 }()
 	for j := j0; j < w.U; j++ {
 		if j == 1 && w.first == nil {
-			f := &iterState{clock: slices.Clone(clock), cnt: slices.Clone(cnt), work: w.work}
+			f := &iterState{clock: slices.Clone(num), cnt: slices.Clone(cnt), work: w.work, clocks: w.clocks}
 			for i := range shared {
 				shared[i] = true
 			}
@@ -711,7 +826,7 @@ func (w *iterWalk) run(place bool) bool {
 					}
 				}
 				idx := cnt[ps] + 1
-				for _, r := range w.reqs[b] {
+				for _, r := range w.reqs.row(b) {
 					i := j - int(r.d)
 					if i < 0 {
 						continue
@@ -728,7 +843,7 @@ func (w *iterWalk) run(place bool) bool {
 					join(ps, a)
 				}
 				cnt[ps] = idx
-				*at(j, b) = iterSnap{ps: int32(ps), idx: idx, clock: clock[ps]}
+				*at(j, b) = iterSnap{ps: int32(ps), idx: idx, clock: num[ps]}
 				shared[ps] = true
 				lastLaunch[s] = int32(b)
 			}

@@ -58,13 +58,16 @@ func syncStreams(st *state) error {
 			nops[stream[v]]++
 		}
 	}
+	// Each stream's ops and the issue order have room for the record that
+	// lifetimes may append at the end of each stream, so that it appends
+	// without copying them.
 	for s := range p.Streams {
-		p.Streams[s] = Stream{ID: s, Name: st.names[s], Host: st.names[s] == dag.HostStream, Device: st.streamDevice(s), Ops: make([]Op, 0, nops[s])}
+		p.Streams[s] = Stream{ID: s, Name: st.names[s], Host: st.names[s] == dag.HostStream, Device: st.streamDevice(s), Ops: make([]Op, 0, nops[s]+1)}
 	}
 	for v := range p.Stages {
 		p.Stages[v].Stream = int(stream[v])
 	}
-	p.IssueOrder = make([][2]int, 0, n+2*len(waitOn))
+	p.IssueOrder = make([][2]int, 0, n+2*len(waitOn)+k)
 	emit := func(s int32, op Op) {
 		ops := &p.Streams[s].Ops
 		p.IssueOrder = append(p.IssueOrder, [2]int{int(s), len(*ops)})
