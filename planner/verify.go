@@ -341,7 +341,7 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	})
 	v.records = make([][]int32, p.Events)
 	for g, s := range v.opStream {
-		if o := p.Streams[s].Ops[v.opIndex[g]]; o.Kind == OpRecord {
+		if o := p.Streams[s].Ops[int32(g)-v.opBase[s]]; o.Kind == OpRecord {
 			v.records[o.Event] = append(v.records[o.Event], int32(g))
 		}
 	}
@@ -364,7 +364,6 @@ type verifier struct {
 	// Ops, numbered globally as in hbGraph (the same slices).
 	opBase     []int32 // per stream, global id of its op 0
 	opStream   []int32
-	opIndex    []int32
 	opIssue    []int32   // position in IssueOrder
 	opCaptured []int32   // waits: the record op captured, or -1
 	launchOp   []int32   // per stage, global op id of its launch
@@ -749,7 +748,7 @@ func (v *verifier) clocks() {
 	p := v.p
 	h := hbEdges(p)
 	v.hb = h
-	v.opBase, v.opStream, v.opIndex, v.opIssue, v.opCaptured = h.opBase, h.opStream, h.opIndex, h.opIssue, h.opCaptured
+	v.opBase, v.opStream, v.opIssue, v.opCaptured = h.opBase, h.opStream, h.opIssue, h.opCaptured
 	v.launchOp = make([]int32, p.stageCount())
 	if c := p.ops; c != nil {
 		for g, k := range c.kind {
@@ -767,6 +766,9 @@ func (v *verifier) clocks() {
 		}
 	}
 }
+
+// opIndex returns op g's index in its stream's ops.
+func (v *verifier) opIndex(g int32) int32 { return g - v.opBase[v.opStream[g]] }
 
 // stageHB reports whether stage i's launch happens-before stage j's launch
 // (true for i == j).
@@ -877,7 +879,7 @@ func (v *verifier) step(st *verifyState, d int32, own bool) *verifyState {
 		w, r = st.w, st.r
 	}
 	ld := v.launchOp[ad.stage]
-	sd, pd := v.opStream[ld], v.opIndex[ld]
+	sd := v.opStream[ld]
 	k := v.readOf(st, sd)
 	if k < 0 {
 		if own {
@@ -892,7 +894,7 @@ func (v *verifier) step(st *verifyState, d int32, own bool) *verifyState {
 		return v.state(w, nr)
 	}
 	a := r[k]
-	if v.opIndex[v.launchOp[v.acc[a].stage]] >= pd { // d is before a (or of a's stage) on their stream
+	if v.launchOp[v.acc[a].stage] >= ld { // d is before a (or of a's stage) on their stream (numbered in its order)
 		if !v.noShadows && v.joined[a] != d {
 			v.joined[a] = d
 			v.link(a, d)
@@ -1105,7 +1107,7 @@ func (v *verifier) fix(r *Race, detail bool) string {
 	if r.Reversed {
 		// The first wait on a before First whose clock covers Second.
 		for g := v.opBase[a]; g < li; g++ {
-			o := ops[a].Ops[v.opIndex[g]]
+			o := ops[a].Ops[v.opIndex(g)]
 			if o.Kind == OpWait && v.opHB(lj, g) {
 				return fmt.Sprintf("stream %s waits on e%d before %s, which orders it after %s; remove that ordering, then %s",
 					sa, o.Event, r.FirstName, r.SecondName, generic)
@@ -1116,7 +1118,7 @@ func (v *verifier) fix(r *Race, detail bool) string {
 	// A wait before Second on its stream whose event is recorded after
 	// First, but issued only after the wait (the wait-before-record trap).
 	for g := v.opBase[b]; g < lj; g++ {
-		o := ops[b].Ops[v.opIndex[g]]
+		o := ops[b].Ops[v.opIndex(g)]
 		if o.Kind != OpWait {
 			continue
 		}
@@ -1129,7 +1131,7 @@ func (v *verifier) fix(r *Race, detail bool) string {
 	}
 	// A wait after Second that would have ordered it.
 	for g := lj + 1; g < v.opBase[b+1]; g++ {
-		o := ops[b].Ops[v.opIndex[g]]
+		o := ops[b].Ops[v.opIndex(g)]
 		if o.Kind == OpWait && v.opCaptured[g] >= 0 && v.opHB(li, v.opCaptured[g]) {
 			return fmt.Sprintf("the wait on e%d on stream %s comes after %s: move it before %s's launch", o.Event, sb, r.SecondName, r.SecondName)
 		}
