@@ -453,8 +453,9 @@ type verifyLink struct{ acc, next int32 }
 
 // verifySpace is one address space and its frontier, per elementary segment
 // [bounds[k], bounds[k+1]).
-// Space k's bounds are verifier.bounds[at:at+n], its segments'
-// frontiers verifier.states[at:at+n-1]; last is its last access, after
+// Space k's bounds are verifier.bounds[at:at+n], its n-1 segments'
+// frontiers verifier.states[at-k:at-k+n-1] (the spaces before it have
+// one segment fewer than bounds each); last is its last access, after
 // which the sweep frees its frontiers.
 type verifySpace struct{ at, n, last int32 }
 
@@ -675,8 +676,7 @@ func (v *verifier) accesses() error {
 			}
 		}
 	}
-	at := int32(len(v.bounds))
-	v.states = make([]*verifyState, at)
+	v.states = make([]*verifyState, len(v.bounds)-len(v.spaces)) // a segment fewer than bounds a space
 	// A derived plan's verdict is all that is asked (report): it keeps
 	// no shadows, which only serve to list every race.
 	v.noShadows = p.derived
@@ -789,8 +789,9 @@ func (v *verifier) accHB(a, d int32) bool {
 func (v *verifier) sweep() {
 	for d := range v.acc {
 		ad := &v.acc[d]
-		sp := v.spaces[v.space(ad)]
-		states := v.states[sp.at : sp.at+sp.n]
+		x := v.space(ad)
+		sp := v.spaces[x]
+		states := v.states[sp.at-x : sp.at-x+sp.n-1]
 		lo, hi := int(ad.lo), int(ad.hi)
 		for k := lo; k < hi; {
 			// A run of segments with the same frontier takes one step; a
