@@ -376,6 +376,7 @@ type verifier struct {
 	spaces   []verifySpace
 	bounds   []int64
 	states   []*verifyState
+	segments int     // the spaces' segments (len(states))
 	checked  []int32 // per access: the access it was last checked against
 	shadowed []int32 // per access: the access whose shadow it last joined
 	joined   []int32 // per access: the access last added to its shadow
@@ -676,7 +677,17 @@ func (v *verifier) accesses() error {
 			}
 		}
 	}
-	v.states = make([]*verifyState, len(v.bounds)-len(v.spaces)) // a segment fewer than bounds a space
+	v.segments = len(v.bounds) - len(v.spaces) // a segment fewer than bounds a space
+	return nil
+}
+
+// frontiers makes the sweep's tables: a frontier slot per segment, and
+// per access the marks of the checks (and its shadow), made as the sweep
+// begins (after the arena check, for a derived plan, whose tables are
+// gone by then).
+func (v *verifier) frontiers() {
+	p, n := v.p, len(v.acc)
+	v.states = make([]*verifyState, v.segments)
 	// A derived plan's verdict is all that is asked (report): it keeps
 	// no shadows, which only serve to list every race.
 	v.noShadows = p.derived
@@ -693,7 +704,6 @@ func (v *verifier) accesses() error {
 		v.links = make([]verifyLink, 0, n)
 	}
 	v.raceIdx = map[[3]int32]int{}
-	return nil
 }
 
 // accessBuffers returns, per access of p (stage by stage, reads then
@@ -787,6 +797,7 @@ func (v *verifier) accHB(a, d int32) bool {
 // sweep runs every access, in declaration order, against the frontier of
 // the segments it touches.
 func (v *verifier) sweep() {
+	v.frontiers()
 	for d := range v.acc {
 		ad := &v.acc[d]
 		x := v.space(ad)
