@@ -131,8 +131,8 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	}
 	get := func(i int32) access {
 		a := &v.acc[i]
-		base := v.bufBase[a.buf()]
-		return access{stageIssue[a.stage], stageStream[a.stage], a.stage, a.write(), a.lo - base, a.hi - base}
+		lo, hi := v.accBytes(a)
+		return access{stageIssue[a.stage], stageStream[a.stage], a.stage, a.write(), lo, hi}
 	}
 	issue := func(x, y int32) int {
 		return cmp.Compare(stageIssue[v.acc[x].stage], stageIssue[v.acc[y].stage])

@@ -56,9 +56,11 @@ func (v *verifier) arenaLifetimesSegments() {
 		}
 		// The stage's accesses (verifier.accesses: reads, then writes;
 		// buffer indices below len(p.Buffers) are p.Buffers').
-		for _, a := range v.acc[v.accStart[o.Stage]:v.accStart[o.Stage+1]] {
+		for x := v.accStart[o.Stage]; x < v.accStart[o.Stage+1]; x++ {
+			a := v.acc[x]
 			if b := a.buf(); int(b) < len(p.Buffers) && inArena[b] {
-				lo, hi := off[b]+a.lo-v.bufBase[b], off[b]+a.hi-v.bufBase[b]
+				alo, ahi := v.planBytes(x) // from the plan, not the verifier's segments
+				lo, hi := off[b]+alo, off[b]+ahi
 				accs = append(accs, access{int32(k), int32(so[0]), a.stage, b, lo, hi, a.write()})
 				bounds = append(bounds, lo, hi)
 			}

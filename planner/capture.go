@@ -255,14 +255,14 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 	var out []CaptureViolation
 	stageOf := func(g int32) (string, string, string) {
 		s := v.opStream[g]
-		o := p.Streams[s].Ops[v.opIndex[g]]
+		o := p.Streams[s].Ops[v.opIndex(g)]
 		if o.Kind == OpLaunch {
 			return p.Stages[o.Stage].Name, p.Streams[s].Name, p.Stages[o.Stage].Source
 		}
 		// A record or wait: name the stage it belongs to (the next launch
 		// for a wait, the previous for a record).
 		ops := p.Streams[s].Ops
-		j := int(v.opIndex[g])
+		j := int(v.opIndex(g))
 		step := 1
 		if o.Kind == OpRecord {
 			step = -1

@@ -227,7 +227,7 @@ func (p *Plan) appendStream(b []byte, i int, wr *reasoner, e *planEncoder) []byt
 				b = append(b, `,"lag":`...)
 				b = strconv.AppendInt(b, int64(o.Lag), 10)
 			}
-			if r := wr.reason(i, j); r != nil {
+			if r := &wr.scratch; wr.reason(i, j, r) {
 				b = append(b, `,"why":`...)
 				b = appendReason(b, r)
 			}

@@ -5,7 +5,7 @@ import "slices"
 // hbGraph is a plan's happens-before relation over its ops, as Verify sees
 // it: stream order plus the cross-stream edges that hbEdges resolves, kept
 // as vector clocks over chains of ops. Ops are numbered globally: op g is
-// Streams[opStream[g]].Ops[opIndex[g]].
+// Streams[opStream[g]].Ops[g-opBase[opStream[g]]] (hbGraph.index).
 //
 // Chains: every op is on one chain (opChain) at a position (opPos), and
 // the ops of a chain are totally ordered by happens-before; the chains
@@ -42,10 +42,10 @@ import "slices"
 type hbGraph struct {
 	opBase   []int32 // per stream, global id of its op 0 (S+1 entries)
 	opStream []int32
-	opIndex  []int32
 	opIssue  []int32 // position in IssueOrder
 	// opCaptured, per op: for a wait, the record op it orders after (the
 	// latest record of its event issued before it), or -1; -1 for others.
+	// Nil for a derived plan (unroll), whose races are not explained.
 	opCaptured []int32
 
 	im *implicitOrder // CUDA's implicit order, nil if the plan has none
@@ -162,15 +162,19 @@ func buildHB(p *Plan, layout hbLayout) *hbGraph {
 	h := &hbGraph{opBase: slices.Clone(c.base)}
 	nops := int(h.opBase[S])
 	h.opStream = make([]int32, nops)
-	h.opIndex = make([]int32, nops)
 	h.opIssue = make([]int32, nops)
-	h.opCaptured = make([]int32, nops)
+	if !p.derived {
+		h.opCaptured = make([]int32, nops)
+	}
 	h.rowOf = make([]int32, nops)
 	h.opChain, h.opPos = make([]int32, nops), make([]int32, nops)
 	for s := range S {
 		for g := h.opBase[s]; g < h.opBase[s+1]; g++ {
-			h.opStream[g], h.opIndex[g], h.opCaptured[g] = int32(s), g-h.opBase[s], -1
+			h.opStream[g] = int32(s)
 		}
+	}
+	for g := range h.opCaptured {
+		h.opCaptured[g] = -1
 	}
 	var im *implicitOrder
 	if p.ops == nil {
@@ -214,7 +218,9 @@ func buildHB(p *Plan, layout hbLayout) *hbGraph {
 			if r >= 0 && im != nil && im.unordered[g] {
 				r = -1 // another thread's record, not handed over (implicit.go)
 			}
-			h.opCaptured[g] = r
+			if h.opCaptured != nil {
+				h.opCaptured[g] = r
+			}
 			if r >= 0 && h.opStream[r] != s {
 				src = append(src, r)
 			}
@@ -350,7 +356,7 @@ func (b *hbBuilder) query(r, c int32) int32 {
 func (b *hbBuilder) issue(s, g int32, src []int32) {
 	h := b.h
 	p := int32(-1) // g's stream predecessor
-	if h.opIndex[g] > 0 {
+	if g > h.opBase[s] {
 		p = g - 1
 	}
 	h.opChain[g] = -1 // not placed yet: joins skip no chain
@@ -603,13 +609,16 @@ func (b *hbBuilder) index() {
 	}
 }
 
+// index returns op g's index in its stream's ops.
+func (h *hbGraph) index(g int32) int32 { return g - h.opBase[h.opStream[g]] }
+
 // reach reports whether op a happens-before op b, or is b: everything up
 // to and including a on its stream completes before b starts. Cost: O(1)
 // with dense rows, O(log D) with sparse ones.
 func (h *hbGraph) reach(a, b int32) bool {
 	sa, sb := h.opStream[a], h.opStream[b]
 	if sa == sb {
-		return h.opIndex[a] <= h.opIndex[b]
+		return a <= b // a stream's ops are numbered in its order
 	}
 	ca, pa := h.opChain[a], h.opPos[a]
 	if ca == h.opChain[b] {

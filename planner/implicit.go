@@ -559,7 +559,7 @@ func (v *verifier) conservativeWait(i int) string {
 	g0 := v.launchOp[i]
 	s := v.opStream[g0]
 	for g := v.opBase[s]; g < g0; g++ {
-		o := v.p.Streams[s].Ops[v.opIndex[g]]
+		o := v.p.Streams[s].Ops[v.opIndex(g)]
 		if o.Kind != OpWait || !im.unordered[g] {
 			continue
 		}

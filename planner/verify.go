@@ -302,9 +302,13 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 				p.Streams[s].Ops = nil
 			}
 		}
-		// Read by accesses alone.
+		// Read by accesses alone; the segments' bytes, by the arena's
+		// pieces alone (the sweep reads segment indices, and reports no
+		// race of a derived plan).
 		p.accBuf = nil
-		arena = v.arenaPieces().check() // arena_verify.go
+		pieces := v.arenaPieces()
+		v.bounds = nil
+		arena = pieces.check() // arena_verify.go
 	} else {
 		pieces := v.arenaPieces()
 		wg.Go(func() { arena = pieces.check() })
@@ -337,7 +341,7 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	})
 	v.records = make([][]int32, p.Events)
 	for g, s := range v.opStream {
-		if o := p.Streams[s].Ops[v.opIndex[g]]; o.Kind == OpRecord {
+		if o := p.Streams[s].Ops[int32(g)-v.opBase[s]]; o.Kind == OpRecord {
 			v.records[o.Event] = append(v.records[o.Event], int32(g))
 		}
 	}
@@ -360,7 +364,6 @@ type verifier struct {
 	// Ops, numbered globally as in hbGraph (the same slices).
 	opBase     []int32 // per stream, global id of its op 0
 	opStream   []int32
-	opIndex    []int32
 	opIssue    []int32   // position in IssueOrder
 	opCaptured []int32   // waits: the record op captured, or -1
 	launchOp   []int32   // per stage, global op id of its launch
@@ -369,11 +372,11 @@ type verifier struct {
 	acc      []verifyAccess
 	accStart []int32  // per stage: its first access in acc (len(Stages)+1 entries)
 	bufName  []string // per buffer index: p.Buffers' first, then undeclared ones (nil for a derived plan)
-	bufBase  []int64  // per buffer index: the space offset of its byte 0
 	bufSpace []int32  // per buffer index: its address space
 	spaces   []verifySpace
 	bounds   []int64
 	states   []*verifyState
+	segments int     // the spaces' segments (len(states))
 	checked  []int32 // per access: the access it was last checked against
 	shadowed []int32 // per access: the access whose shadow it last joined
 	joined   []int32 // per access: the access last added to its shadow
@@ -403,12 +406,14 @@ type verifier struct {
 // report them.
 var errDerivedRaces = errors.New("plan: races across iterations")
 
-// verifyAccess is one read or write of a stage, in the coordinates of an
-// address space: a buffer today; with arena planning, buffers that
-// share an arena share one space, so that accesses to different buffers
-// overlapping in the arena conflict too.
+// verifyAccess is one read or write of a stage, in the segments of its
+// buffer's address space (the buffer's bytes: accesses to different
+// buffers that share arena bytes are arenaLifetimes' to check), 16 bytes.
 type verifyAccess struct {
-	lo, hi int64 // [lo, hi) in the space (verifier.bufSpace of its buffer)
+	// lo, hi: its segments [lo, hi) of its space (verifier.bufSpace of
+	// its buffer), whose bytes are [bounds[lo], bounds[hi]) of the
+	// space's bounds (verifier.accBytes).
+	lo, hi int32
 	stage  int32
 	// bw is its buffer's index (< len(p.Buffers): p.Buffers'; then the
 	// undeclared ones, verifier.bufName), times two, plus one for a write.
@@ -424,12 +429,34 @@ func (a *verifyAccess) write() bool { return a.bw&1 != 0 }
 // space is access a's address space.
 func (v *verifier) space(a *verifyAccess) int32 { return v.bufSpace[a.bw>>1] }
 
+// accBytes returns access a's bytes [lo, hi) in its space.
+func (v *verifier) accBytes(a *verifyAccess) (lo, hi int64) {
+	s := v.spaces[v.space(a)]
+	return v.bounds[s.at+a.lo], v.bounds[s.at+a.hi]
+}
+
+// planBytes returns access k's bytes [lo, hi) in its space, as the plan
+// gives them (its stage's reads, then writes).
+func (v *verifier) planBytes(k int32) (lo, hi int64) {
+	a := &v.acc[k]
+	st := v.p.stage(int(a.stage))
+	j := int(k - v.accStart[a.stage])
+	x := st.Writes
+	if j < len(st.Reads) {
+		x = st.Reads
+	} else {
+		j -= len(st.Reads)
+	}
+	return x[j].Offset, x[j].Offset + x[j].Bytes
+}
+
 type verifyLink struct{ acc, next int32 }
 
 // verifySpace is one address space and its frontier, per elementary segment
 // [bounds[k], bounds[k+1]).
-// Space k's bounds are verifier.bounds[at:at+n], its segments'
-// frontiers verifier.states[at:at+n-1]; last is its last access, after
+// Space k's bounds are verifier.bounds[at:at+n], its n-1 segments'
+// frontiers verifier.states[at-k:at-k+n-1] (the spaces before it have
+// one segment fewer than bounds each); last is its last access, after
 // which the sweep frees its frontiers.
 type verifySpace struct{ at, n, last int32 }
 
@@ -441,13 +468,6 @@ type verifyState struct {
 	// byStream indexes r by stream when r is long (readOf).
 	byStream map[int32]int32
 	refs     int32 // segments holding this frontier
-}
-
-// verifyAddress maps a buffer access to its address space key and the
-// space offset of the buffer's byte 0. Today every buffer is its own space;
-// the arena maps buffers to one space at their arena offset.
-func verifyAddress(p *Plan, buffer string) (key string, base int64) {
-	return buffer, 0
 }
 
 // stageCount is how many stages p has: len(p.Stages), or for a derived
@@ -497,7 +517,6 @@ func (v *verifier) accesses() error {
 		st := p.stage(i)
 		n += len(st.Reads) + len(st.Writes)
 	}
-	spaceOf := map[string]int32{}
 	// Buffers: p.Buffers' by their index (the last of a name), then the
 	// undeclared ones a stage names; a buffer's space is set at its first
 	// access.
@@ -514,7 +533,6 @@ func (v *verifier) accesses() error {
 	if named {
 		v.bufName = make([]string, nb)
 	}
-	v.bufBase = make([]int64, nb)
 	v.bufSpace = make([]int32, nb)
 	for i := range nb {
 		v.bufSpace[i] = -1
@@ -532,8 +550,10 @@ func (v *verifier) accesses() error {
 	v.accStart = make([]int32, p.stageCount()+1)
 	// Per space: its first and last access (at, last) and its accesses'
 	// ends (n, two an access); varied marks the spaces whose accesses do
-	// not all cover the same bytes.
+	// not all cover the same bytes. first holds each space's first
+	// access's ends: the bounds of every space that is not varied.
 	v.spaces = make([]verifySpace, 0, nb)
+	first := make([]int64, 0, 2*nb)
 	var varied []bool
 	nvaried := 0
 	for i := range p.stageCount() {
@@ -558,36 +578,28 @@ func (v *verifier) accesses() error {
 					if named {
 						v.bufName = append(v.bufName, a.Buffer)
 					}
-					v.bufBase = append(v.bufBase, 0)
 					v.bufSpace = append(v.bufSpace, -1)
 				}
 				d := int32(len(v.acc))
+				lo := a.Offset
 				if v.bufSpace[b] < 0 {
-					key, base := verifyAddress(p, a.Buffer)
-					v.bufBase[b] = base
-					// A buffer that is its own space needs no key: buffers
-					// of one name in an unrolled plan without names
-					// (unroll) are distinct copies.
-					sp, ok := int32(len(v.spaces)), key == a.Buffer
-					if !ok {
-						if sp, ok = spaceOf[key]; !ok {
-							sp = int32(len(v.spaces))
-							spaceOf[key] = sp
-						}
-					}
-					if int(sp) == len(v.spaces) {
-						v.spaces = append(v.spaces, verifySpace{at: d, last: d})
-						varied = append(varied, false)
-					}
-					v.bufSpace[b] = sp
+					// Its space, at its first access: a buffer is a space
+					// of its own (buffers of one name in an unrolled plan
+					// without names, unroll, are distinct copies; buffers
+					// sharing arena bytes are arenaLifetimes' to check).
+					v.bufSpace[b] = int32(len(v.spaces))
+					v.spaces = append(v.spaces, verifySpace{at: d, last: d})
+					varied = append(varied, false)
+					first = append(first, lo, lo+a.Bytes)
 				}
 				sp := v.bufSpace[b]
-				lo := v.bufBase[b] + a.Offset
-				v.acc = append(v.acc, verifyAccess{stage: int32(i), bw: b<<1 | int32(k), lo: lo, hi: lo + a.Bytes})
+				// Segments 0 to 1 of its space: the first access's bytes
+				// (set below for the spaces whose accesses vary).
+				v.acc = append(v.acc, verifyAccess{stage: int32(i), bw: b<<1 | int32(k), lo: 0, hi: 1})
 				s := &v.spaces[sp]
 				s.n += 2
 				s.last = d
-				if f := &v.acc[s.at]; !varied[sp] && (f.lo != lo || f.hi != lo+a.Bytes) {
+				if !varied[sp] && (first[2*sp] != lo || first[2*sp+1] != lo+a.Bytes) {
 					varied[sp] = true
 					nvaried++
 				}
@@ -596,35 +608,41 @@ func (v *verifier) accesses() error {
 	}
 	v.accStart[p.stageCount()] = int32(len(v.acc))
 	// Each space's segment bounds: the sorted distinct ends of its
-	// accesses, carved from one array; a space whose accesses all cover
-	// the same bytes (most: buffers accessed whole) has those two.
-	at := int32(0)
-	for sp, s := range v.spaces {
-		if varied[sp] {
-			at += s.n
-		} else {
+	// accesses; a space whose accesses all cover the same bytes (most:
+	// buffers accessed whole) has those two, its first access's.
+	if nvaried == 0 {
+		v.bounds = first
+		for sp := range v.spaces {
+			v.spaces[sp].at, v.spaces[sp].n = 2*int32(sp), 2
+		}
+	} else {
+		at := int32(0)
+		for sp, s := range v.spaces {
+			if varied[sp] {
+				at += s.n
+			} else {
+				at += 2
+			}
+		}
+		v.bounds = make([]int64, at)
+		at = 0
+		for sp := range v.spaces {
+			s := &v.spaces[sp]
+			if varied[sp] {
+				s.at, at, s.n = at, at+s.n, 0 // filled below
+				continue
+			}
+			s.at, s.n = at, 2
+			v.bounds[at], v.bounds[at+1] = first[2*sp], first[2*sp+1]
 			at += 2
 		}
-	}
-	v.bounds = make([]int64, at)
-	at = 0
-	for sp := range v.spaces {
-		s := &v.spaces[sp]
-		if varied[sp] {
-			s.at, at, s.n = at, at+s.n, 0 // filled below
-			continue
-		}
-		f := &v.acc[s.at] // its first access
-		s.at, s.n = at, 2
-		v.bounds[at], v.bounds[at+1] = f.lo, f.hi
-		at += 2
-	}
-	if nvaried > 0 {
+		first = nil
 		for k := range v.acc {
 			a := &v.acc[k]
 			if sp := v.space(a); varied[sp] {
 				s := &v.spaces[sp]
-				v.bounds[s.at+s.n], v.bounds[s.at+s.n+1] = a.lo, a.hi
+				lo, hi := v.planBytes(int32(k))
+				v.bounds[s.at+s.n], v.bounds[s.at+s.n+1] = lo, hi
 				s.n += 2
 			}
 		}
@@ -646,8 +664,30 @@ func (v *verifier) accesses() error {
 			v.bounds = slices.Clone(v.bounds[:at])
 		}
 		v.bounds = v.bounds[:at]
+		// The varied spaces' accesses in segment indices.
+		for k := range v.acc {
+			a := &v.acc[k]
+			if sp := v.space(a); varied[sp] {
+				s := v.spaces[sp]
+				b := v.bounds[s.at : s.at+s.n]
+				lo, hi := v.planBytes(int32(k))
+				l, _ := slices.BinarySearch(b, lo)
+				h, _ := slices.BinarySearch(b, hi)
+				a.lo, a.hi = int32(l), int32(h)
+			}
+		}
 	}
-	v.states = make([]*verifyState, at)
+	v.segments = len(v.bounds) - len(v.spaces) // a segment fewer than bounds a space
+	return nil
+}
+
+// frontiers makes the sweep's tables: a frontier slot per segment, and
+// per access the marks of the checks (and its shadow), made as the sweep
+// begins (after the arena check, for a derived plan, whose tables are
+// gone by then).
+func (v *verifier) frontiers() {
+	p, n := v.p, len(v.acc)
+	v.states = make([]*verifyState, v.segments)
 	// A derived plan's verdict is all that is asked (report): it keeps
 	// no shadows, which only serve to list every race.
 	v.noShadows = p.derived
@@ -664,7 +704,6 @@ func (v *verifier) accesses() error {
 		v.links = make([]verifyLink, 0, n)
 	}
 	v.raceIdx = map[[3]int32]int{}
-	return nil
 }
 
 // accessBuffers returns, per access of p (stage by stage, reads then
@@ -719,7 +758,7 @@ func (v *verifier) clocks() {
 	p := v.p
 	h := hbEdges(p)
 	v.hb = h
-	v.opBase, v.opStream, v.opIndex, v.opIssue, v.opCaptured = h.opBase, h.opStream, h.opIndex, h.opIssue, h.opCaptured
+	v.opBase, v.opStream, v.opIssue, v.opCaptured = h.opBase, h.opStream, h.opIssue, h.opCaptured
 	v.launchOp = make([]int32, p.stageCount())
 	if c := p.ops; c != nil {
 		for g, k := range c.kind {
@@ -738,6 +777,9 @@ func (v *verifier) clocks() {
 	}
 }
 
+// opIndex returns op g's index in its stream's ops.
+func (v *verifier) opIndex(g int32) int32 { return g - v.opBase[v.opStream[g]] }
+
 // stageHB reports whether stage i's launch happens-before stage j's launch
 // (true for i == j).
 func (v *verifier) stageHB(i, j int32) bool {
@@ -755,12 +797,13 @@ func (v *verifier) accHB(a, d int32) bool {
 // sweep runs every access, in declaration order, against the frontier of
 // the segments it touches.
 func (v *verifier) sweep() {
+	v.frontiers()
 	for d := range v.acc {
 		ad := &v.acc[d]
-		sp := v.spaces[v.space(ad)]
-		bounds, states := v.bounds[sp.at:sp.at+sp.n], v.states[sp.at:sp.at+sp.n]
-		lo, _ := slices.BinarySearch(bounds, ad.lo)
-		hi, _ := slices.BinarySearch(bounds, ad.hi)
+		x := v.space(ad)
+		sp := v.spaces[x]
+		states := v.states[sp.at-x : sp.at-x+sp.n-1]
+		lo, hi := int(ad.lo), int(ad.hi)
 		for k := lo; k < hi; {
 			// A run of segments with the same frontier takes one step; a
 			// frontier no other segment holds is updated in place.
@@ -848,7 +891,7 @@ func (v *verifier) step(st *verifyState, d int32, own bool) *verifyState {
 		w, r = st.w, st.r
 	}
 	ld := v.launchOp[ad.stage]
-	sd, pd := v.opStream[ld], v.opIndex[ld]
+	sd := v.opStream[ld]
 	k := v.readOf(st, sd)
 	if k < 0 {
 		if own {
@@ -863,7 +906,7 @@ func (v *verifier) step(st *verifyState, d int32, own bool) *verifyState {
 		return v.state(w, nr)
 	}
 	a := r[k]
-	if v.opIndex[v.launchOp[v.acc[a].stage]] >= pd { // d is before a (or of a's stage) on their stream
+	if v.launchOp[v.acc[a].stage] >= ld { // d is before a (or of a's stage) on their stream (numbered in its order)
 		if !v.noShadows && v.joined[a] != d {
 			v.joined[a] = d
 			v.link(a, d)
@@ -1013,8 +1056,9 @@ func (v *verifier) report(a, d int32) {
 	case x.write():
 		kind = RaceRAW
 	}
-	base := v.bufBase[x.buf()]
-	lo, hi := max(x.lo, y.lo)-base, min(x.hi, y.hi)-base
+	// x and y are of one space: its bounds are in order.
+	s := v.spaces[v.space(x)]
+	lo, hi := v.bounds[s.at+max(x.lo, y.lo)], v.bounds[s.at+min(x.hi, y.hi)]
 	key := [3]int32{x.stage, y.stage, v.space(x)}
 	if k, ok := v.raceIdx[key]; ok {
 		r := &v.races[k]
@@ -1075,7 +1119,7 @@ func (v *verifier) fix(r *Race, detail bool) string {
 	if r.Reversed {
 		// The first wait on a before First whose clock covers Second.
 		for g := v.opBase[a]; g < li; g++ {
-			o := ops[a].Ops[v.opIndex[g]]
+			o := ops[a].Ops[v.opIndex(g)]
 			if o.Kind == OpWait && v.opHB(lj, g) {
 				return fmt.Sprintf("stream %s waits on e%d before %s, which orders it after %s; remove that ordering, then %s",
 					sa, o.Event, r.FirstName, r.SecondName, generic)
@@ -1086,7 +1130,7 @@ func (v *verifier) fix(r *Race, detail bool) string {
 	// A wait before Second on its stream whose event is recorded after
 	// First, but issued only after the wait (the wait-before-record trap).
 	for g := v.opBase[b]; g < lj; g++ {
-		o := ops[b].Ops[v.opIndex[g]]
+		o := ops[b].Ops[v.opIndex(g)]
 		if o.Kind != OpWait {
 			continue
 		}
@@ -1099,7 +1143,7 @@ func (v *verifier) fix(r *Race, detail bool) string {
 	}
 	// A wait after Second that would have ordered it.
 	for g := lj + 1; g < v.opBase[b+1]; g++ {
-		o := ops[b].Ops[v.opIndex[g]]
+		o := ops[b].Ops[v.opIndex(g)]
 		if o.Kind == OpWait && v.opCaptured[g] >= 0 && v.opHB(li, v.opCaptured[g]) {
 			return fmt.Sprintf("the wait on e%d on stream %s comes after %s: move it before %s's launch", o.Event, sb, r.SecondName, r.SecondName)
 		}

@@ -54,7 +54,7 @@ func Warnings(p *Plan) []string {
 		return "the end of stream " + name(s)
 	}
 	recAt := func(r int32) string { // "after X on stream S"
-		return fmt.Sprintf("after %s on stream %s", launchBefore(int(v.opStream[r]), int(v.opIndex[r])), name(int(v.opStream[r])))
+		return fmt.Sprintf("after %s on stream %s", launchBefore(int(v.opStream[r]), int(v.opIndex(r))), name(int(v.opStream[r])))
 	}
 	// The barrier's own events (WithIteration: the last S) are not the user's.
 	barrier := func(e int) bool {
@@ -126,7 +126,7 @@ func Warnings(p *Plan) []string {
 				if w.Lag > 0 || c < 0 || barrier(w.Event) {
 					continue
 				}
-				if cs := int(v.opStream[c]); cs == rsStream && v.opIndex[c] > v.opIndex[r] || cs != rsStream && v.opHB(r, c) {
+				if cs := int(v.opStream[c]); cs == rsStream && v.opIndex(c) > v.opIndex(r) || cs != rsStream && v.opHB(r, c) {
 					why = "the later wait for the record " + recAt(c)
 					break
 				}

@@ -79,7 +79,9 @@ func (p *Plan) WaitReasons() [][]*WaitReason {
 	for s, str := range p.Streams {
 		out[s] = make([]*WaitReason, len(str.Ops))
 		for j := range str.Ops {
-			out[s][j] = wr.reason(s, j)
+			if r := new(WaitReason); wr.reason(s, j, r) {
+				out[s][j] = r
+			}
 		}
 	}
 	return out
@@ -104,6 +106,8 @@ type reasoner struct {
 	off   []int32
 	known []bool
 	acc   []int32
+	// scratch is the plan encoder's reason, reused wait after wait.
+	scratch WaitReason
 }
 
 // infoOf returns the buffers of stage i's writes, then reads.
@@ -162,13 +166,15 @@ func (p *Plan) waitReasoner() *reasoner {
 	return wr
 }
 
-// reason is WaitReasons()[s][j].
-func (wr *reasoner) reason(s, j int) *WaitReason {
+// reason sets r to WaitReasons()[s][j] and reports whether there is
+// one (false for nil); r's hazards are appended to r.Hazards[:0], so that
+// a caller may reuse one r.
+func (wr *reasoner) reason(s, j int, r *WaitReason) bool {
 	p := wr.p
 	ops := p.Streams[s].Ops
 	o := ops[j]
 	if o.Kind != OpWait || o.Event < 0 || o.Event >= len(wr.prod) || wr.prod[o.Event] < 0 {
-		return nil
+		return false
 	}
 	if wr.nextStream != s || wr.nextOp <= j || wr.nextOp > len(ops) {
 		wr.nextStream, wr.nextOp = s, j+1
@@ -177,20 +183,20 @@ func (wr *reasoner) reason(s, j int) *WaitReason {
 		}
 	}
 	if wr.nextOp == len(ops) {
-		return nil
+		return false
 	}
 	to := ops[wr.nextOp].Stage
 	from := wr.prod[o.Event]
-	r := &WaitReason{From: p.Stages[from].Name, To: p.Stages[to].Name, Lag: o.Lag}
-	r.Hazards = wr.hazards(from, to, o.Lag)
+	r.From, r.To, r.Lag = p.Stages[from].Name, p.Stages[to].Name, o.Lag
+	r.Hazards = wr.hazards(from, to, o.Lag, r.Hazards[:0])
 	if len(r.Hazards) == 0 {
 		// Stream order before From is awaited too.
 		ps := wr.at[from]
 		for k := int(ps.idx) - 1; k >= 0 && len(r.Hazards) == 0; k-- {
-			r.Hazards = wr.hazards(wr.launches[ps.stream][k], to, o.Lag)
+			r.Hazards = wr.hazards(wr.launches[ps.stream][k], to, o.Lag, r.Hazards)
 		}
 	}
-	return r
+	return true
 }
 
 // whyBuf is what WaitReasons needs of a buffer: its ring copies and its
@@ -205,8 +211,9 @@ type whyBuf struct {
 // on two buffers that share arena bytes. A ring buffer's copies differ
 // between iterations lag apart unless lag is a multiple of its copies.
 // Each access's buffer is looked up once per call, and only when the
-// plan has an arena or the wait a lag.
-func (wr *reasoner) hazards(a, b, lag int) []Hazard {
+// plan has an arena or the wait a lag. The hazards are appended to hz
+// (empty).
+func (wr *reasoner) hazards(a, b, lag int, hz []Hazard) []Hazard {
 	p := wr.p
 	x, y := &p.Stages[a], &p.Stages[b]
 	look := wr.arena || lag != 0
@@ -217,7 +224,6 @@ func (wr *reasoner) hazards(a, b, lag int) []Hazard {
 	// Indices into xi (iu) and yi (iv).
 	xw, xr := 0, len(x.Writes)
 	yw, yr := 0, len(y.Writes)
-	var hz []Hazard
 	add := func(kind string, u, v Access, iu, iv int) {
 		shared := ""
 		if u.Buffer != v.Buffer {
