@@ -527,13 +527,15 @@ func (st *state) setStreams(grp []int32, pinNames []string, P int32) {
 }
 
 // asap returns the earliest start and finish of every stage (µs) with
-// unlimited streams: the longest path to it by effective duration.
+// unlimited streams: the longest path to it by effective duration, over
+// the reduced graph (the same longest paths: an edge it drops is implied
+// by a path, which is no shorter).
 func (st *state) asap() (est, eft []float64) {
 	est = make([]float64, st.n)
 	eft = make([]float64, st.n)
 	for _, v := range st.topo {
 		var s float64
-		for _, u := range st.g.Pred(int(v)) {
+		for _, u := range st.redPred.row(int(v)) {
 			s = max(s, eft[u])
 		}
 		est[v], eft[v] = s, s+st.dur[v]

@@ -3,8 +3,10 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dagrun/dagrun/dag"
 )
@@ -195,5 +197,32 @@ func TestBudgetAnswer(t *testing.T) {
 	p := build(t, s, Options{MemoryBudget: 80 << 20})
 	if p.Stats.ArenaBytes > 80<<20 || len(p.Budget) == 0 || len(p.Budget) > 16 {
 		t.Errorf("80 MiB: arena %d after %d steps", p.Stats.ArenaBytes, len(p.Budget))
+	}
+}
+
+// TestReleaseSpec: without a memory budget the state lets go of the spec's
+// stages and buffers and of the hazard graph once sync has made the plan,
+// so that the later passes run without them in memory; with a budget it
+// keeps them (the budget loop re-plans from them), and the plans agree.
+func TestReleaseSpec(t *testing.T) {
+	s := loadGraph(t, "inception_v3")
+	for _, c := range []struct {
+		o    Options
+		kept bool
+	}{{Options{MaxStreams: 8}, false}, {Options{MaxStreams: 8, MemoryBudget: BudgetAuto}, true}, {Options{MaxStreams: 8, MemoryBudget: 1 << 40}, true}} {
+		st, err := pipeline(s, c.o, time.Now(), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept := st.spec.Stages != nil && st.spec.Buffers != nil && st.g != nil; kept != c.kept {
+			t.Errorf("budget %d: spec and hazard graph kept %v, want %v", c.o.MemoryBudget, kept, c.kept)
+		}
+		if len(s.Stages) == 0 || st.spec.Name != s.Name || st.spec.Options != s.Options {
+			t.Errorf("budget %d: the caller's spec or the state's header changed", c.o.MemoryBudget)
+		}
+	}
+	a, b := build(t, s, Options{MaxStreams: 8}), build(t, s, Options{MaxStreams: 8, MemoryBudget: 1 << 40})
+	if !reflect.DeepEqual(a.Streams, b.Streams) || a.Stats.ArenaBytes != b.Stats.ArenaBytes || a.Stats.IdealMakespanUS != b.Stats.IdealMakespanUS {
+		t.Error("the plan with a budget it meets differs from the plan without one")
 	}
 }

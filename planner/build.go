@@ -210,6 +210,14 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The budget loop re-plans from s; without it nothing below reads s
+	// but its placement, so that (with the caller letting go of it too)
+	// the spec can be freed once the passes have read it.
+	var budgetSpec *dag.Spec
+	if budgetAsked(s, o) {
+		budgetSpec = s
+	}
+	balance := s.Options.Placement == dag.PlacementBalance
 	st, err := pipeline(s, o, start, nil, low)
 	var timings []PassTime // of the runs before st's
 	if err != nil {
@@ -227,7 +235,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		if !ok {
 			break // no order left to try
 		}
-		next, perr := pipeline(b.spec(s), o, start, b.hint, low)
+		next, perr := pipeline(b.spec(budgetSpec), o, start, b.hint, low)
 		for _, t := range st.timings {
 			timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
 		}
@@ -254,7 +262,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		return nil, err
 	}
 	st.plan.Notes = st.notes
-	if n := idleDevicesNote(st.plan, s.Options.Placement == dag.PlacementBalance); n != "" {
+	if n := idleDevicesNote(st.plan, balance); n != "" {
 		st.plan.Notes = append(st.plan.Notes, n)
 	}
 	for _, t := range st.timings {
@@ -316,8 +324,32 @@ func pipeline(s *dag.Spec, o Options, start time.Time, layout map[int]int64, low
 		if err := st.run(ps); err != nil {
 			return st, err
 		}
+		if ps.name == "sync" && !budgetAsked(st.spec, o) {
+			st.releaseSpec()
+		}
 	}
 	return st, nil
+}
+
+// budgetAsked reports whether o or s asks for a memory budget, which the
+// budget loop meets by re-planning s.
+func budgetAsked(s *dag.Spec, o Options) bool {
+	limit := o.MemoryBudget
+	if limit == 0 {
+		limit = s.Options.MemoryBudget
+	}
+	return limit > 0 || limit == BudgetAuto
+}
+
+// releaseSpec lets go of the spec's stages and buffers and of the hazard
+// graph once the plan holds what the passes after sync read of them (the
+// plan's strings are copies: newPlan), keeping the spec's other fields:
+// on a big spec the later passes and the verifier then run without them
+// in memory, when the caller holds the spec no more.
+func (st *state) releaseSpec() {
+	head := *st.spec
+	head.Stages, head.Buffers = nil, nil
+	st.spec, st.g = &head, nil
 }
 
 // runFinal runs the final passes on the state Build keeps. They read the
