@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -822,8 +821,7 @@ func (sp spans) sub(members []int) spans {
 // segments it lays out (a pair costs up to two happens-before tests and a
 // place in a sort, in each of layout's orders; the eight model graphs have
 // at most about 10⁵). Segments past it keep the sweep's layout, which
-// Plan.Notes says; the pairs left over pay for randomized orders (each
-// costs a segment's pairs again), at most layoutRestarts per segment.
+// Plan.Notes says.
 var greedyMaxPairs = 1_000_000
 
 // layoutPlanned lays out the planned arena: the temps split into
@@ -891,10 +889,7 @@ func (a *arenaInfo) layoutPlanned(sp spans) (offs []int64, size int64, skipped, 
 			}
 			break
 		}
-		// Randomized orders as far as the pairs left pay for them.
-		r := min(layoutRestarts, budget/max(pairs[j], 1))
-		budget -= r * pairs[j]
-		if og, szg := a.layout(a.before, g.local, g.members, nil, r); szg <= g.size {
+		if og, szg := a.layout(a.before, g.local, g.members); szg <= g.size {
 			g.offs, g.size = og, szg
 		}
 	}
@@ -930,18 +925,6 @@ func overlapPairs(sp spans) int {
 	return pairs
 }
 
-// layoutRestarts bounds the randomized orders the arena pass's layout
-// tries after its fixed ones, and layoutStale how many of them in a row
-// may find no smaller arena before it stops.
-const (
-	layoutRestarts = 16
-	layoutStale    = 4
-)
-
-// layoutSeed seeds layout's randomized orders: a plan's layout is the same
-// on every run.
-const layoutSeed = 0x6461677275
-
 // layout assigns offsets to members (a.bufs indices), greedy by size with
 // best fit (Pisarchyk and Lee, "Efficient Memory Management for Deep Neural
 // Net Inference", 2020, §4.3, "greedy by size for offset calculation"):
@@ -949,20 +932,13 @@ const layoutSeed = 0x6461677275
 // start of the smallest gap between the already placed buffers it
 // conflicts with (those not ordered with it by before, either way) that
 // holds it, else above them all. It tries a few orders (by size, by first
-// issue, by size × issue length, and by start if start is not nil, per
-// member), then up to restarts greedy randomized ones (Feo and Resende,
-// "Greedy Randomized Adaptive Search Procedures", J. Global Optimization
-// 6, 1995, §2): orders by size with each size scaled by a random factor in
-// [1, 1.5) from a seeded generator, stopping after layoutStale in a row
-// that find no smaller arena. It keeps the smallest arena. The placed
-// buffers a buffer can conflict with are those whose spans overlap its own
-// (spanIndex); sp, per member, must be spans of before. It returns the
-// offsets (per member) and the arena size in bytes.
-func (a *arenaInfo) layout(before func(x, y *arenaBuf) bool, sp spans, members []int, start []float64, restarts int) ([]int64, int64) {
+// issue, by size × issue length, and by start if given, per member) and
+// keeps the smallest arena. The placed buffers a buffer can conflict with
+// are those whose spans overlap its own (spanIndex); sp, per member, must
+// be spans of before. It returns the offsets (per member) and the arena
+// size in bytes.
+func (a *arenaInfo) layout(before func(x, y *arenaBuf) bool, sp spans, members []int, start ...[]float64) ([]int64, int64) {
 	m := len(members)
-	if m == 0 {
-		return nil, 0
-	}
 	buf := func(i int) *arenaBuf { return a.bufs[members[i]] }
 	var bestOffs []int64
 	bestSize := int64(math.MaxInt64)
@@ -975,12 +951,13 @@ func (a *arenaInfo) layout(before func(x, y *arenaBuf) bool, sp spans, members [
 			return cmp.Compare(sj, si)
 		},
 	}
-	if start != nil {
-		keys = append(keys, func(i, j int) int { return cmp.Compare(start[i], start[j]) })
+	if len(start) > 0 {
+		lo := start[0]
+		keys = append(keys, func(i, j int) int { return cmp.Compare(lo[i], lo[j]) })
 	}
 	ix := newSpanIndex(sp)
 	order := make([]int, m)
-	try := func(key func(i, j int) int) bool {
+	for _, key := range keys {
 		for i := range order {
 			order[i] = i
 		}
@@ -991,24 +968,10 @@ func (a *arenaInfo) layout(before func(x, y *arenaBuf) bool, sp spans, members [
 		offs, size := a.place(order, before, sp, members, ix)
 		if size < bestSize {
 			bestOffs, bestSize = offs, size
-			return true
 		}
-		return false
 	}
-	for _, key := range keys {
-		try(key)
-	}
-	rng := rand.New(rand.NewPCG(layoutSeed, uint64(m)))
-	w := make([]float64, m)
-	for r, stale := 0, 0; r < restarts && stale < layoutStale; r++ {
-		for i := range w {
-			w[i] = float64(buf(i).size) * (1 + rng.Float64()/2)
-		}
-		if try(func(i, j int) int { return cmp.Compare(w[j], w[i]) }) {
-			stale = 0
-		} else {
-			stale++
-		}
+	if m == 0 {
+		return nil, 0
 	}
 	return bestOffs, bestSize
 }
@@ -1069,7 +1032,7 @@ func (a *arenaInfo) layoutStreamOrder() ([]int64, int64) {
 		for i, k := range pool {
 			sp.lo[i], sp.hi[i] = float64(a.bufs[k].firstIssue), float64(a.bufs[k].lastIssue)+1
 		}
-		o, size := a.layout(a.beforeStreamOrder, sp, pool, nil, 0) // the caching allocator's model: its fixed orders
+		o, size := a.layout(a.beforeStreamOrder, sp, pool)
 		for i, k := range pool {
 			offs[k] = base + o[i]
 		}

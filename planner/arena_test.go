@@ -572,26 +572,3 @@ stages:
 		t.Errorf("live bound %d, want the devices' %d + %d (the arena is %d)", got, d0, d1, p.Stats.ArenaBytes)
 	}
 }
-
-// TestArenaRandomizedOrders: on inception_v4 the layout's randomized
-// orders find a smaller arena than its fixed orders alone (the default
-// plan's arena within 1.1× its live bound, where the fixed orders give
-// 1.20×), the arena pass keeps it, and the layout is the same on every
-// run (the generator is seeded).
-func TestArenaRandomizedOrders(t *testing.T) {
-	p := build(t, loadGraph(t, "inception_v4"), Options{MaxStreams: 8, MemoryBudget: BudgetNone})
-	a := newArenaInfo(p, nil)
-	sp := a.issueSpans()
-	members := allBufs(len(a.bufs))
-	_, fixed := a.layout(a.before, sp, members, nil, 0)
-	offs, size := a.layout(a.before, sp, members, nil, layoutRestarts)
-	if size >= fixed {
-		t.Errorf("randomized orders: arena %d bytes, want below the fixed orders' %d", size, fixed)
-	}
-	if lb := LiveBound(p); p.Stats.ArenaBytes > size || 10*p.Stats.ArenaBytes > 11*lb {
-		t.Errorf("arena %d bytes, want at most the layout's %d and 1.1× the live bound %d", p.Stats.ArenaBytes, size, lb)
-	}
-	if again, _ := a.layout(a.before, sp, members, nil, layoutRestarts); !slices.Equal(again, offs) {
-		t.Error("the layout differs from run to run")
-	}
-}

@@ -411,9 +411,7 @@ func (st *state) reusePairs() ([][2]int, map[int]int64) {
 	timeBefore := func(x, y *arenaBuf) bool { // bytes are shared on one device only
 		return bv.hi[k[x]] <= bv.lo[k[y]] && p.Buffers[x.idx].Device == p.Buffers[y.idx].Device
 	}
-	// The fixed orders alone: the pairs become orders, and the more pairs
-	// of a tighter layout can lengthen the re-planned ideal schedule.
-	offs, size := a.layout(timeBefore, spans{bv.lo, bv.hi}, allBufs(len(a.bufs)), bv.lo, 0)
+	offs, size := a.layout(timeBefore, spans{bv.lo, bv.hi}, allBufs(len(a.bufs)), bv.lo)
 	if size >= st.plan.Stats.ArenaBytes {
 		return nil, nil
 	}
