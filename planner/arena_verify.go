@@ -263,7 +263,7 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	for _, pc := range pieces {
 		bounds = append(bounds, pc.lo, pc.hi)
 	}
-	scratch := sortOffsetsWith(bounds, nil, 0)
+	scratch := radixSort(bounds, nil, 0)
 	bounds = slices.Compact(bounds)
 	for k := range pieces {
 		lo, _ := slices.BinarySearch(bounds, pieces[k].lo)
@@ -279,7 +279,7 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	for k := range pieces {
 		keys[k] = int64(arenaKey(&pieces[k]))<<32 | int64(k)
 	}
-	sortOffsetsWith(keys, scratch, 32)
+	radixSort(keys, scratch, 32)
 	sweep := make([]int32, len(pieces))
 	for k, x := range keys {
 		sweep[k] = int32(x)
@@ -304,42 +304,41 @@ func (a *arenaSweep) check() []Race {
 	return out
 }
 
-// sortOffsets sorts x (arena addresses, ≥ 0) in place: a least
-// significant digit first radix sort by 16-bit digits (Knuth, The Art of
-// Computer Programming, vol. 3, §5.2.5), skipping the passes whose digit
-// is the same for every value; slices.Sort for short slices. Cost: O(n)
-// a pass, at most four passes.
-func sortOffsets(x []int64) { sortOffsetsWith(x, nil, 0) }
-
-// sortOffsetsWith is sortOffsets with scratch room (made when shorter than
-// x, and returned for reuse), sorting by the digits from bit shift up: the
-// order of values equal in those bits is kept (stable), but for short
-// slices, sorted by the whole value.
-func sortOffsetsWith(x, scratch []int64, shift uint) []int64 {
-	if len(x) < 1<<12 {
+// radixSort sorts x (values ≥ 0) in place by their bits from shift up: a
+// least significant digit first radix sort by 16-bit digits (Knuth, The
+// Art of Computer Programming, vol. 3, §5.2.5), stable, skipping the
+// passes whose digit is the same in every value; short slices go to
+// slices.Sort (by the whole value). scratch is its second array, made
+// when shorter than x and returned for the next call. Cost: O(n) a pass,
+// at most four passes.
+func radixSort[T int64 | uint64](x, scratch []T, shift uint) []T {
+	if len(x) < 1<<10 {
 		slices.Sort(x)
 		return scratch
 	}
-	top := slices.Max(x)
-	count := make([]int32, 1<<16)
-	if len(scratch) < len(x) {
-		scratch = make([]int64, len(x))
+	var diff uint64 // the bits in which some value differs from the first
+	for _, v := range x {
+		diff |= uint64(v ^ x[0])
 	}
+	if len(scratch) < len(x) {
+		scratch = make([]T, len(x))
+	}
+	var count [1 << 16]int32
 	src, dst := x, scratch[:len(x)]
-	for ; shift < 64 && top>>shift > 0; shift += 16 {
-		clear(count)
-		for _, v := range src {
-			count[v>>shift&0xffff]++
-		}
-		if int(count[src[0]>>shift&0xffff]) == len(src) {
+	for ; shift < 64; shift += 16 {
+		if diff>>shift&0xffff == 0 {
 			continue // one digit: the pass would not move anything
+		}
+		clear(count[:])
+		for _, v := range src {
+			count[uint64(v)>>shift&0xffff]++
 		}
 		sum := int32(0)
 		for d, c := range count {
 			count[d], sum = sum, sum+c
 		}
 		for _, v := range src {
-			d := v >> shift & 0xffff
+			d := uint64(v) >> shift & 0xffff
 			dst[count[d]] = v
 			count[d]++
 		}

@@ -470,9 +470,10 @@ func arenaWrites(w bool) int {
 	return 0
 }
 
-// TestSortOffsets: the radix sort agrees with slices.Sort on values of
-// every width, with repeats, above and below its short-slice cut.
-func TestSortOffsets(t *testing.T) {
+// TestRadixSort: the radix sort agrees with slices.Sort on values of
+// every width, signed and unsigned, with repeats, above and below its
+// short-slice cut.
+func TestRadixSort(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 1))
 	for _, n := range []int{0, 1, 100, 5000, 70000} {
 		for _, width := range []uint{4, 16, 17, 33, 48, 62} {
@@ -491,13 +492,24 @@ func TestSortOffsets(t *testing.T) {
 			}
 			wantKeys := slices.Clone(keys)
 			slices.SortStableFunc(wantKeys, func(a, b int64) int { return cmp.Compare(a>>32, b>>32) })
-			sortOffsetsWith(keys, nil, 32)
+			radixSort(keys, nil, 32)
 			if !slices.Equal(keys, wantKeys) {
 				t.Fatalf("n %d, width %d: keys from bit 32 not sorted stably", n, width)
 			}
+			// Unsigned keys with the top bit in use (the iterate pass's).
+			u := make([]uint64, n)
+			for i, v := range x {
+				u[i] = uint64(v) | uint64(rng.IntN(2))<<63
+			}
+			wantU := slices.Clone(u)
+			slices.Sort(wantU)
+			radixSort(u, nil, 0)
+			if !slices.Equal(u, wantU) {
+				t.Fatalf("n %d, width %d: unsigned keys not sorted like slices.Sort", n, width)
+			}
 			want := slices.Clone(x)
 			slices.Sort(want)
-			sortOffsets(x)
+			radixSort(x, nil, 0)
 			if !slices.Equal(x, want) {
 				t.Fatalf("n %d, width %d: not sorted like slices.Sort", n, width)
 			}

@@ -448,7 +448,7 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) (iterOrders, int) {
 	}
 	inflight := 0
 	// The segments of a space lie between its accesses' distinct bounds:
-	// one radix sort of the bounds (sortPacked, sortKeyed) gives each
+	// one radix sort of the bounds (radixSort, sortKeyed) gives each
 	// access the segments it covers, edge[2i] up to edge[2i+1] for access i.
 	var tmp []uint64
 	var edge []int32
@@ -460,7 +460,7 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) (iterOrders, int) {
 		bounds := 0
 		if shift, ok := packShift(s.count, s.lo, s.hi); ok {
 			ks := keys[2*s.at : 2*(s.at+s.count)]
-			tmp = sortPacked(ks, tmp, shift)
+			tmp = radixSort(ks, tmp, shift)
 			mask := uint64(1)<<shift - 1
 			for j, e := range ks {
 				if j == 0 || e>>shift != ks[j-1]>>shift {
@@ -571,48 +571,6 @@ func (o iterOrders) row(b int) []iterReq { return o.r[o.off[b]:o.off[b+1]] }
 func packShift(count int32, lo, hi int64) (uint, bool) {
 	shift := uint(bits.Len32(uint32(2 * count)))
 	return shift, uint64(hi)-uint64(lo) < 1<<(64-shift)
-}
-
-// sortPacked sorts keys by their bits from shift up, the order among keys
-// equal there unspecified: sortKeyed's radix sort on packed keys, with tmp
-// as its second array (grown if short; returned for the next call).
-func sortPacked(keys, tmp []uint64, shift uint) []uint64 {
-	if len(keys) < 1<<10 {
-		slices.Sort(keys)
-		return tmp
-	}
-	var diff uint64 // the bits in which some key differs from the first
-	for _, k := range keys {
-		diff |= k ^ keys[0]
-	}
-	if cap(tmp) < len(keys) {
-		tmp = make([]uint64, len(keys))
-	}
-	var count [1 << 16]int32
-	src, dst := keys, tmp[:len(keys)]
-	for ; shift < 64; shift += 16 {
-		if diff>>shift&0xffff == 0 {
-			continue // one digit: the pass would not move anything
-		}
-		clear(count[:])
-		for _, k := range src {
-			count[k>>shift&0xffff]++
-		}
-		sum := int32(0)
-		for d, c := range count {
-			count[d], sum = sum, sum+c
-		}
-		for _, k := range src {
-			d := k >> shift & 0xffff
-			dst[count[d]] = k
-			count[d]++
-		}
-		src, dst = dst, src
-	}
-	if &src[0] != &keys[0] {
-		copy(keys, src)
-	}
-	return tmp
 }
 
 // launchPositions returns each stage's launch position in IssueOrder.
