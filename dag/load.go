@@ -59,7 +59,8 @@ func loadFile(path string, o LoadOptions) (*Spec, error) {
 
 // readText reads the spec file at path as a string (a regular file of at
 // most MaxSpecBytes, safefile's checks), without the copy of os.ReadFile
-// and a conversion: the spec's names are substrings of it.
+// and a conversion: the scanner's scalars are substrings of it until check
+// detaches them (load_detach.go).
 func readText(path string) (string, error) {
 	f, size, err := safefile.Open(path, MaxSpecBytes, "spec")
 	if err != nil {

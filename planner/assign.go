@@ -510,7 +510,7 @@ func (st *state) setStreams(grp []int32, pinNames []string, P int32) {
 	st.names = make([]string, len(groups))
 	for i, g := range groups {
 		if g < P {
-			st.names[i] = strings.Clone(pinNames[g]) // not a substring of the spec file's text
+			st.names[i] = strings.Clone(pinNames[g]) // the plan's own copy, none of the spec's memory
 			continue
 		}
 		name := fmt.Sprintf("s%d", i)

@@ -127,10 +127,7 @@ type budget struct {
 // Errors: a byte budget with an arena mode other than planned, or for a
 // sync: manual spec whose arena is over it (its order is the user's).
 func newBudget(st *state) (*budget, error) {
-	limit := st.opts.MemoryBudget
-	if limit == 0 {
-		limit = st.spec.Options.MemoryBudget
-	}
+	limit := budgetLimit(st.spec, st.opts)
 	p := st.plan
 	auto := limit == BudgetAuto
 	if limit <= 0 && !auto {

@@ -331,13 +331,19 @@ func pipeline(s *dag.Spec, o Options, start time.Time, layout map[int]int64, low
 	return st, nil
 }
 
+// budgetLimit is the memory budget asked for: o's, else s's (bytes,
+// BudgetAuto, BudgetNone, or 0 for none).
+func budgetLimit(s *dag.Spec, o Options) int64 {
+	if o.MemoryBudget != 0 {
+		return o.MemoryBudget
+	}
+	return s.Options.MemoryBudget
+}
+
 // budgetAsked reports whether o or s asks for a memory budget, which the
 // budget loop meets by re-planning s.
 func budgetAsked(s *dag.Spec, o Options) bool {
-	limit := o.MemoryBudget
-	if limit == 0 {
-		limit = s.Options.MemoryBudget
-	}
+	limit := budgetLimit(s, o)
 	return limit > 0 || limit == BudgetAuto
 }
 
@@ -607,9 +613,8 @@ func (st *state) dump(w io.Writer, name string) {
 }
 
 // newPlan fills the spec-derived parts of a plan (stages without streams, buffers, kernels).
-// The plan's strings are copies (planText): a loaded spec's names are
-// substrings of its file's text, which a plan holding one of them would keep
-// whole in memory (160 MB for a spec of a million stages).
+// The plan's strings are its own copies (planText), interned, so that the
+// plan holds none of the spec's memory once the spec is let go.
 func (st *state) newPlan() *Plan {
 	s := st.spec
 	var src sourceText

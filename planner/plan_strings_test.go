@@ -13,8 +13,8 @@ import (
 )
 
 // TestPlanStringsAreCopies pins that a plan built from a loaded spec holds
-// none of the spec's strings, which are substrings of the spec file's
-// text: a plan that kept one would keep the whole file in memory.
+// none of the spec's strings: a plan that kept one would keep the spec's
+// memory (its text or its names' chunks) alive after the spec is let go.
 func TestPlanStringsAreCopies(t *testing.T) {
 	const spec = `version: 1
 name: copies

@@ -22,7 +22,7 @@ func applySpecRules(s *dag.Spec, p *Plan) {
 			str.Host = true
 		case dag.KindNonBlocking:
 		default:
-			str.Kind = strings.Clone(d.Kind) // not a substring of the spec file's text
+			str.Kind = strings.Clone(d.Kind) // the plan's own copy, none of the spec's memory
 		}
 		if d.Thread != dag.MainThread {
 			str.Thread = strings.Clone(d.Thread)

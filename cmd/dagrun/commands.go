@@ -213,7 +213,7 @@ func loadAndPlan(path string, o dagrun.PlanOptions, allowOutside, keepSpec bool,
 		return nil, nil, nil, 0, err
 	}
 	loadMS = msSince(t0)
-	// Copies: a loaded spec's strings are substrings of its file's text.
+	// Copies: head holds none of the spec's memory once the spec is let go.
 	head = &dagrun.Spec{Name: strings.Clone(s.Name), File: strings.Clone(s.File), Sync: strings.Clone(s.Sync)}
 	if keepSpec {
 		kept = s
