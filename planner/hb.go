@@ -609,9 +609,6 @@ func (b *hbBuilder) index() {
 	}
 }
 
-// index returns op g's index in its stream's ops.
-func (h *hbGraph) index(g int32) int32 { return g - h.opBase[h.opStream[g]] }
-
 // reach reports whether op a happens-before op b, or is b: everything up
 // to and including a on its stream completes before b starts. Cost: O(1)
 // with dense rows, O(log D) with sparse ones.
