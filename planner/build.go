@@ -262,6 +262,9 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		return nil, err
 	}
 	st.plan.Notes = st.notes
+	if n := unrollNote(st.plan); n != "" {
+		st.plan.Notes = append(st.plan.Notes, n)
+	}
 	if n := idleDevicesNote(st.plan, balance); n != "" {
 		st.plan.Notes = append(st.plan.Notes, n)
 	}

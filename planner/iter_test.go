@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -228,8 +229,21 @@ func TestUnroll(t *testing.T) {
 	if _, err := Unroll(p, 0); err == nil {
 		t.Error("Unroll(p, 0): no error")
 	}
-	if n := UnrollIterations(p); n < 4 || n > verifyMaxUnroll {
-		t.Errorf("UnrollIterations = %d", n)
+	// Two copies and two stream sets: a period of 2, one iteration more.
+	if n := UnrollIterations(p); p.Iteration.StreamSets != 2 || n != 3 {
+		t.Errorf("UnrollIterations = %d with %d stream sets, want 3", n, p.Iteration.StreamSets)
+	}
+	big := *p
+	big.Buffers = slices.Clone(p.Buffers)
+	big.Buffers[0].Copies, big.Buffers[1].Copies = 7, 9 // period 126
+	if n := UnrollIterations(&big); n != verifyMaxUnroll {
+		t.Errorf("period 126: UnrollIterations = %d, want the bound %d", n, verifyMaxUnroll)
+	}
+	if note := unrollNote(&big); !strings.Contains(note, "(127)") {
+		t.Errorf("period 126: note %q", note)
+	}
+	if note := unrollNote(p); note != "" {
+		t.Errorf("period 2: note %q", note)
 	}
 }
 

@@ -11,32 +11,55 @@ import (
 const verifyMaxUnroll = 64
 
 // UnrollIterations returns how many iterations Verify unrolls p over: one
-// period of every rotation (stream sets, ring copies, event slots), plus
-// twice the longest distance at which iterations interact (copies, lags,
-// slots), so that every pair of iterations that can conflict is seen in
-// every phase, from the start-up iterations (whose lagged waits are
-// skipped) to the steady state. At most verifyMaxUnroll (64); 1 without
-// iteration info.
+// more than the period P of its iteration map (IterationMap.Period: stream
+// sets, ring copies, event slots), at most verifyMaxUnroll (64; Build notes
+// a plan whose period is longer); 1 without iteration info. Iterations 0 to
+// P hold a race of every pair of iterations that has one:
+//
+//   - Order. Issue order is iteration-major and a wait orders only a record
+//     issued before it, so a happens-before path from iteration i to j runs
+//     through iterations i to j only, and nothing of a later iteration
+//     happens before an earlier one: accesses x@i and y@j, i < j, race
+//     exactly when they conflict and x@i does not happen-before y@j.
+//   - Shift. Iterations i to j and 0 to j−i are alike but for names: the
+//     stream set, event slot and ring copy of iteration k are those of k−i,
+//     renamed one to one (IterationMap). Only the lagged waits left out in
+//     the first iterations (IterationMap.Wait) differ, and 0 to j−i lacks
+//     more of them: it has the fewer orders, so a race of x@i and y@j is
+//     also one of x@0 and y@(j−i).
+//   - Distance. A race of x@0 and y@d with d > P gives one of x@0 and
+//     y@(d−P): the two y run on one physical stream in stream order and on
+//     the same ring copies, so if x@0 happened before y@(d−P) it would
+//     happen before y@d; and d−P > 0 keeps the pair in that order.
+//
+// Lags do not enter: a wait of any lag only adds orders within the
+// iterations it spans.
 func UnrollIterations(p *Plan) int {
-	it := p.Iteration
-	if it == nil {
+	if p.Iteration == nil {
 		return 1
 	}
-	period, dist := max(it.StreamSets, 1), 1
-	for _, b := range p.Buffers {
-		period = lcm(period, max(b.Copies, 1))
-		dist = max(dist, b.Copies)
+	m, _ := NewIterationMap(p, nil) // no error without slot bounds
+	return min(m.Period(verifyMaxUnroll)+1, verifyMaxUnroll)
+}
+
+// unrollNote is the note of a plan whose iteration period needs more
+// iterations than Verify unrolls (UnrollIterations), or "".
+func unrollNote(p *Plan) string {
+	if p.Iteration == nil {
+		return ""
 	}
-	for _, s := range it.Slots {
-		period = lcm(period, max(s, 1))
-		dist = max(dist, s)
+	m, _ := NewIterationMap(p, nil)
+	const limit = 1 << 30
+	period := m.Period(limit)
+	if period+1 <= verifyMaxUnroll {
+		return ""
 	}
-	for _, str := range p.Streams {
-		for _, o := range str.Ops {
-			dist = max(dist, o.Lag)
-		}
+	need := "over " + strconv.Itoa(limit+1)
+	if period <= limit {
+		need = strconv.Itoa(period + 1)
 	}
-	return min(min(period, verifyMaxUnroll)+2*dist+1, verifyMaxUnroll)
+	return fmt.Sprintf("verify unrolls %d iterations, and a proof that every pair of iterations is race-free needs the period of the stream sets, ring copies and event slots plus one (%s): races only between iterations more than %d apart go unchecked; a least common multiple of ring copies, event slots and stream sets of at most %d is checked in full",
+		verifyMaxUnroll, need, verifyMaxUnroll-1, verifyMaxUnroll-1)
 }
 
 // Unroll returns a plan without iteration info that issues iterations

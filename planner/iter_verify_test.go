@@ -2,7 +2,10 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/synth"
@@ -83,5 +86,99 @@ func TestUnrollWithoutNamesAgrees(t *testing.T) {
 	}
 	if racy == 0 || racy == checked {
 		t.Errorf("%d of %d plans racy: the cases do not cover both verdicts", racy, checked)
+	}
+}
+
+// TestUnrollIterationsSuffice: a plan unrolled over UnrollIterations(p)
+// iterations is race-free exactly when it is over many more, on planned
+// iterating plans changed at random where they stay valid: waits dropped,
+// lags set from 0 to 3, event slots, ring copies and stream sets from 1 to
+// 3. So the bound of UnrollIterations (twice the period) misses no race
+// between iterations further apart or in a later phase.
+func TestUnrollIterationsSuffice(t *testing.T) {
+	layered, _ := synth.Shape("layered", 120)
+	bases := []*Plan{
+		build(t, ioPipe(), Options{}),
+		build(t, ioPipe(), Options{Arena: dag.ArenaOff}),
+		build(t, withCopies(ioPipe(), 2, "frame", "x", "out", "res"), Options{StreamSets: 1}),
+		build(t, withCopies(ioPipe(), 2, "frame", "x", "out", "res"), Options{}),
+		build(t, withCopies(ioPipe(), 3, "frame"), Options{StreamSets: 1}),
+		build(t, layered, Options{MaxStreams: 4}),
+		build(t, loadGraph(t, "squeezenet1_1"), Options{MaxStreams: 3}),
+	}
+	racy, clean := 0, 0
+	rapid.Check(t, func(t *rapid.T) {
+		p := clonePlan(bases[rapid.IntRange(0, len(bases)-1).Draw(t, "plan")])
+		p.Buffers = slices.Clone(p.Buffers)
+		// Each kind of change alone or all together, so that most plans
+		// keep enough of their order to race in one place only.
+		mode := rapid.IntRange(0, 4).Draw(t, "mode")
+		if mode == 0 || mode == 4 {
+			for s := range p.Streams {
+				ops := p.Streams[s].Ops
+				for j := range ops {
+					if ops[j].Kind == OpWait && rapid.IntRange(0, 5).Draw(t, "change wait") == 0 {
+						ops[j].Lag = rapid.IntRange(0, 3).Draw(t, "lag")
+					}
+				}
+			}
+		}
+		if mode == 1 || mode == 4 {
+			p.Iteration.StreamSets = rapid.IntRange(1, 3).Draw(t, "stream sets")
+			for e := range p.Iteration.Slots {
+				if rapid.IntRange(0, 3).Draw(t, "change slots") == 0 {
+					p.Iteration.Slots[e] = rapid.IntRange(1, 3).Draw(t, "slots")
+				}
+			}
+		}
+		if mode == 2 || mode == 4 {
+			for b := range p.Buffers {
+				if p.Buffers[b].ArenaOffset == nil && rapid.IntRange(0, 3).Draw(t, "change copies") == 0 {
+					p.Buffers[b].Copies = rapid.IntRange(1, 3).Draw(t, "copies")
+				}
+			}
+		}
+		drops := rapid.IntRange(0, 1).Draw(t, "waits dropped")
+		if mode == 3 {
+			drops = 1
+		}
+		for range drops {
+			var waits [][2]int
+			for s := range p.Streams {
+				for j, o := range p.Streams[s].Ops {
+					if o.Kind == OpWait {
+						waits = append(waits, [2]int{s, j})
+					}
+				}
+			}
+			if len(waits) > 0 {
+				w := waits[rapid.IntRange(0, len(waits)-1).Draw(t, "wait")]
+				p = dropOp(p, w[0], w[1])
+			}
+		}
+		if err := p.validateShape(); err != nil {
+			t.Skip(err)
+		}
+		k := UnrollIterations(p)
+		verdict := func(iterations int) error {
+			q, err := unroll(p, iterations, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return verifyWith(q, false, false)
+		}
+		got, want := verdict(k), verdict(3*k+8)
+		if (got == nil) != (want == nil) {
+			t.Fatalf("over %d iterations: %v; over %d: %v", k, got, 3*k+8, want)
+		}
+		if want != nil {
+			racy++
+		} else {
+			clean++
+		}
+	})
+	t.Logf("%d racy and %d race-free plans", racy, clean)
+	if racy == 0 || clean == 0 {
+		t.Errorf("%d racy and %d race-free plans: the cases do not cover both verdicts", racy, clean)
 	}
 }
