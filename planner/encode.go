@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -118,6 +119,34 @@ type planEncoder struct {
 	scratch []byte // one element's compact bytes
 	buf     bytes.Buffer
 	err     error
+	// args has the encoded bytes of kernel-argument maps met so far, by
+	// the map's identity: a loaded spec's stages share one map for args
+	// written alike (so a chain of model copies has few), and a map is
+	// not changed while the plan is written. At most argsCacheMax maps.
+	args map[uintptr][]byte
+}
+
+// argsCacheMax bounds planEncoder.args (maps), so that a plan whose
+// stages each have a map of their own costs a lookup per stage and no
+// more memory. (A variable so that a benchmark can turn the cache off.)
+var argsCacheMax = 1 << 14
+
+// appendArgs appends the kernel arguments m as encoding/json writes them.
+func (e *planEncoder) appendArgs(b []byte, m map[string]any) []byte {
+	id := reflect.ValueOf(m).Pointer() // maps do not move
+
+	if out, ok := e.args[id]; ok {
+		return append(b, out...)
+	}
+	n := len(b)
+	b = e.marshal(b, m)
+	if e.args == nil {
+		e.args = make(map[uintptr][]byte)
+	}
+	if len(e.args) < argsCacheMax && e.err == nil {
+		e.args[id] = slices.Clone(b[n:])
+	}
+	return b
 }
 
 func (e *planEncoder) key(name string) {
@@ -292,7 +321,7 @@ func (e *planEncoder) appendStage(b []byte, s *Stage) []byte {
 	}
 	if len(s.Args) > 0 {
 		b = append(b, `,"args":`...)
-		b = e.marshal(b, s.Args)
+		b = e.appendArgs(b, s.Args)
 	}
 	b = append(b, `,"grid":`...)
 	b = appendDim3(b, s.Grid)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
@@ -26,7 +27,7 @@ func marshalOracle(p *Plan) ([]byte, error) {
 // TestEncodeJSONStreams: the streaming encoder writes the bytes
 // encoding/json writes for the whole plan, compact and indented, for
 // plans with every optional part (iteration info, lags, arena, notes,
-// kernels) and for an empty one.
+// kernels, shared kernel arguments) and for an empty one.
 func TestEncodeJSONStreams(t *testing.T) {
 	plans := []*Plan{{Version: PlanVersion}, {Version: PlanVersion, Stages: []Stage{}, Streams: []Stream{}, IssueOrder: [][2]int{}}}
 	for _, s := range []*dag.Spec{
@@ -37,7 +38,12 @@ func TestEncodeJSONStreams(t *testing.T) {
 	}
 	plans[len(plans)-1].Notes = []string{"a note with <html> & \"quotes\""}
 	plans[len(plans)-1].Kernels = []Kernel{{Name: "k", PTX: "k.ptx", Entry: "k", Params: []string{"n:i64"}}}
-	plans[len(plans)-1].Stages[0].Args = map[string]any{"n": json.Number("9007199254740993"), "a": 0.5}
+	// One map shared by two stages (as a loaded spec's args written alike)
+	// and one of its own: the encoder's cache of encoded args is by map.
+	last := plans[len(plans)-1].Stages
+	last[0].Args = map[string]any{"n": json.Number("9007199254740993"), "a": 0.5}
+	last[1].Args = last[0].Args
+	last[2].Args = map[string]any{"n": json.Number("7"), "a": 0.25}
 	encodesLikeOracle(t, plans)
 }
 
@@ -90,7 +96,8 @@ func TestEncodeJSONFields(t *testing.T) {
 }
 
 // BenchmarkEncodeJSON writes the plan file of a 100k-stage layered plan:
-// the streaming encoder compact and indented, and encoding/json's
+// the streaming encoder compact (also without its cache of encoded kernel
+// arguments) and indented, and encoding/json's
 // MarshalIndent of the whole plan (what plan files were written with),
 // reporting ns/stage.
 func BenchmarkEncodeJSON(b *testing.B) {
@@ -98,11 +105,39 @@ func BenchmarkEncodeJSON(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchEncode(b, p)
+}
+
+// BenchmarkEncodeJSONModelChain is BenchmarkEncodeJSON on 80 chained copies
+// of nasnetalarge (101,360 stages with kernel arguments, which the copies'
+// stages share).
+func BenchmarkEncodeJSONModelChain(b *testing.B) {
+	model, err := dag.LoadFile(filepath.Join("..", "specs", "models", "nasnetalarge.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := synth.Chain(model, 80)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := Build(s, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchEncode(b, p)
+}
+
+func benchEncode(b *testing.B, p *Plan) {
 	for _, c := range []struct {
 		name string
 		enc  func(io.Writer) error
 	}{
 		{"stream-compact", func(w io.Writer) error { return p.EncodeJSON(w, false) }},
+		{"stream-compact-args-uncached", func(w io.Writer) error {
+			defer func(n int) { argsCacheMax = n }(argsCacheMax)
+			argsCacheMax = 0
+			return p.EncodeJSON(w, false)
+		}},
 		{"stream-indent", func(w io.Writer) error { return p.EncodeJSON(w, true) }},
 		{"marshal-indent", func(w io.Writer) error {
 			out, err := json.MarshalIndent(p, "", "  ")

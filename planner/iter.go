@@ -161,7 +161,7 @@ func iterate(st *state) error {
 		if S > 1 || kmax > 1 {
 			st.barrier("the spec's waits order one iteration only (waits: [{stage: X, lag: N}] order iterations)")
 		} else {
-			st.plan = WithIteration(p)
+			st.withIteration()
 		}
 		return nil
 	case R != 1 && hasDefaultStream(p): // implicit.go
@@ -273,7 +273,8 @@ func iterate(st *state) error {
 // barrier gives the plan the barrier form of iteration info
 // (WithIteration), with a note giving why (a clause) and what it costs.
 func (st *state) barrier(why string) {
-	p := WithIteration(st.plan)
+	st.withIteration()
+	p := st.plan
 	S := len(p.Streams)
 	cost := "cross-iteration waits would let consecutive iterations overlap as far as their hazards allow"
 	if k := iterInFlight(p); k > 1 {
@@ -284,7 +285,6 @@ func (st *state) barrier(why string) {
 		how = "they run one after another on the plan's one stream"
 	}
 	st.note("iterations do not overlap: %s, so %s; %s", why, how, cost)
-	st.plan = p
 }
 
 // iterInFlight is the in-flight bound of p's iterations with cross-iteration

@@ -322,6 +322,12 @@ func TestIterateManualBarrier(t *testing.T) {
 	if UnrollIterations(p) < 2 {
 		t.Errorf("Verify unrolls %d iterations", UnrollIterations(p))
 	}
+	// The barrier form shares the plan's stages, so the buffer of each
+	// access that Build worked out stays with it (for Verify and the
+	// encoder's wait reasons, which otherwise look each up by name).
+	if n := len(p.Stages[0].Reads) + len(p.Stages[0].Writes) + len(p.Stages[1].Reads) + len(p.Stages[1].Writes); len(p.accBuf) != n {
+		t.Errorf("barrier form: %d access buffers kept, want %d", len(p.accBuf), n)
+	}
 	// One stream and one copy: stream order is the barrier, nothing to say.
 	one := build(t, manual(spec(stage("a", writes("x"), on("s0")), stage("b", reads("x"), on("s0")))), Options{})
 	if one.Iteration == nil || !one.Iteration.Barrier || one.Iteration.CrossWaits != 0 || len(one.Notes) != 0 {

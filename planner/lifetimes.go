@@ -123,6 +123,16 @@ func (a *planAccesses) writes(p *Plan, v int) []int32 {
 	return a.buf[a.off[v]+int32(len(p.Stages[v].Reads)) : a.off[v+1]]
 }
 
+// withIteration replaces the plan by WithIteration of it, which shares its
+// stages and buffers, and so keeps the accesses made for it.
+func (st *state) withIteration() {
+	p := WithIteration(st.plan)
+	if st.accPlan == st.plan {
+		st.accPlan = p
+	}
+	st.plan = p
+}
+
 // accesses returns the plan's planAccesses, made at the first call for
 // the current plan.
 func (st *state) accesses() *planAccesses {
