@@ -211,16 +211,16 @@ func (p *Plan) validateArena() error {
 			continue
 		}
 		off := *b.ArenaOffset
-		at := fmt.Sprintf("buffers[%d].arena_offset", i)
+		at := func() string { return fmt.Sprintf("buffers[%d].arena_offset", i) }
 		switch {
 		case b.Role != string(contract.RoleTemp) || cmp.Or(b.Where, string(contract.WhereDevice)) != string(contract.WhereDevice):
-			return planErr(at, "buffer %s (%s, %s) has an arena offset; only device temps live in the arena", b.Name, b.Where, b.Role)
+			return planErr(at(), "buffer %s (%s, %s) has an arena offset; only device temps live in the arena", b.Name, b.Where, b.Role)
 		case b.Copies > 1:
-			return planErr(at, "buffer %s has %d copies and an arena offset; only buffers of one copy live in the arena", b.Name, b.Copies)
+			return planErr(at(), "buffer %s has %d copies and an arena offset; only buffers of one copy live in the arena", b.Name, b.Copies)
 		case off < 0 || off%ArenaAlign != 0 || off > MaxBufferBytes-b.Bytes:
-			return planErr(at, "buffer %s: arena offset %d, want a multiple of %d from 0 to %d (1 TiB less its %d bytes)", b.Name, off, ArenaAlign, MaxBufferBytes-b.Bytes, b.Bytes)
+			return planErr(at(), "buffer %s: arena offset %d, want a multiple of %d from 0 to %d (1 TiB less its %d bytes)", b.Name, off, ArenaAlign, MaxBufferBytes-b.Bytes, b.Bytes)
 		case p.Stats.ArenaBytes > 0 && !contract.InBounds(off, b.Bytes, p.Stats.ArenaBytes):
-			return planErr(at, "buffer %s: arena bytes [%d:%d] past the arena's %d bytes (stats.arena_bytes)", b.Name, off, off+b.Bytes, p.Stats.ArenaBytes)
+			return planErr(at(), "buffer %s: arena bytes [%d:%d] past the arena's %d bytes (stats.arena_bytes)", b.Name, off, off+b.Bytes, p.Stats.ArenaBytes)
 		}
 	}
 	return nil
