@@ -133,16 +133,26 @@ func (p *Plan) Validate() error {
 // buffers. With it, no sum of an offset and a size in the verifier
 // overflows.
 func (p *Plan) validateShape() error {
-	stageIdx := make(map[string]int, len(p.Stages))
+	if err := p.validateBounds(); err != nil {
+		return err
+	}
+	return p.validateNames()
+}
+
+// validateBounds is the part of validateShape that the verifier's checks
+// need before they read the plan: every index, count and range within its
+// limits. The rest (validateNames) they do not read, so Verify runs it
+// beside them.
+func (p *Plan) validateBounds() error {
 	for i := range p.Stages {
-		if err := p.validateStage(i, stageIdx); err != nil {
+		if err := p.validateStage(i); err != nil {
 			return err
 		}
 	}
 	if err := p.validateStreams(); err != nil {
 		return err
 	}
-	if err := p.validateLifetimes(stageIdx); err != nil {
+	if err := p.validateLifetimes(); err != nil {
 		return err
 	}
 	if err := p.validateArena(); err != nil {
@@ -152,6 +162,49 @@ func (p *Plan) validateShape() error {
 		return err
 	}
 	return p.validateIteration()
+}
+
+// validateNames checks that stages have names of their own and that
+// lifetimes name each buffer once and stages of the plan.
+func (p *Plan) validateNames() error {
+	stageIdx := make(map[string]int, len(p.Stages))
+	for i := range p.Stages {
+		// One map operation: a name given before leaves the map as large
+		// (and the plan is refused).
+		n := len(stageIdx)
+		if stageIdx[p.Stages[i].Name] = i; len(stageIdx) == n {
+			return planErr(fmt.Sprintf("stages[%d].name", i), "stage %s is declared twice", p.Stages[i].Name)
+		}
+	}
+	seen := make(map[string]struct{}, len(p.Lifetimes))
+	// A lifetime's first stage is mostly the previous lifetime's or the
+	// stage after it (lifetimes are in buffer order, and buffers are
+	// mostly declared in the order stages first use them): a stage found
+	// there by its name needs no look-up in stageIdx.
+	prev := -1
+	isStage := func(name string) bool {
+		for _, k := range [2]int{prev, prev + 1} {
+			if k >= 0 && k < len(p.Stages) && p.Stages[k].Name == name {
+				prev = k
+				return true
+			}
+		}
+		k, ok := stageIdx[name]
+		if ok {
+			prev = k
+		}
+		return ok
+	}
+	for i, l := range p.Lifetimes {
+		n := len(seen)
+		if seen[l.Buffer] = struct{}{}; len(seen) == n {
+			return planErr(fmt.Sprintf("lifetimes[%d].buffer", i), "a second lifetime of buffer %s", l.Buffer)
+		}
+		if l.First != "" && !isStage(l.First) {
+			return planErr(fmt.Sprintf("lifetimes[%d].first", i), "lifetime of %s: first stage %q is not a stage of the plan", l.Buffer, l.First)
+		}
+	}
+	return nil
 }
 
 // validateBuffers checks every buffer on its own and the sum of their
@@ -226,18 +279,12 @@ func (p *Plan) validateArena() error {
 	return nil
 }
 
-// validateStage checks stage i's own fields and adds its name to stageIdx.
-func (p *Plan) validateStage(i int, stageIdx map[string]int) error {
+// validateStage checks stage i's own fields.
+func (p *Plan) validateStage(i int) error {
 	st := &p.Stages[i]
 	at := func(field string) string { return fmt.Sprintf("stages[%d].%s", i, field) }
 	if st.Name == "" {
 		return planErr(at("name"), "a stage has no name")
-	}
-	// One map operation: a name given before leaves the map as large
-	// (and the plan is refused).
-	n := len(stageIdx)
-	if stageIdx[st.Name] = i; len(stageIdx) == n {
-		return planErr(at("name"), "stage %s is declared twice", st.Name)
 	}
 	if d := st.DurationUS; math.IsNaN(d) || d < 0 || d > contract.MaxSpinUS {
 		return planErr(at("duration_us"), "stage %s: duration_us %v, want 0 to %g µs", st.Name, d, float64(contract.MaxSpinUS))
@@ -363,36 +410,10 @@ func (p *Plan) validateStreams() error {
 	return nil
 }
 
-// validateLifetimes checks that lifetimes name each buffer once and
-// streams, events and stages of the plan.
-func (p *Plan) validateLifetimes(stageIdx map[string]int) error {
-	seen := make(map[string]struct{}, len(p.Lifetimes))
-	// A lifetime's first stage is mostly the previous lifetime's or the
-	// stage after it (lifetimes are in buffer order, and buffers are
-	// mostly declared in the order stages first use them): a stage found
-	// there by its name needs no look-up in stageIdx.
-	prev := -1
-	isStage := func(name string) bool {
-		for _, k := range [2]int{prev, prev + 1} {
-			if k >= 0 && k < len(p.Stages) && p.Stages[k].Name == name {
-				prev = k
-				return true
-			}
-		}
-		k, ok := stageIdx[name]
-		if ok {
-			prev = k
-		}
-		return ok
-	}
+// validateLifetimes checks that lifetimes name streams and events of the
+// plan (their buffers and first stages: validateNames).
+func (p *Plan) validateLifetimes() error {
 	for i, l := range p.Lifetimes {
-		n := len(seen)
-		if seen[l.Buffer] = struct{}{}; len(seen) == n {
-			return planErr(fmt.Sprintf("lifetimes[%d].buffer", i), "a second lifetime of buffer %s", l.Buffer)
-		}
-		if l.First != "" && !isStage(l.First) {
-			return planErr(fmt.Sprintf("lifetimes[%d].first", i), "lifetime of %s: first stage %q is not a stage of the plan", l.Buffer, l.First)
-		}
 		for k, d := range l.Done {
 			if d.Stream < 0 || d.Stream >= len(p.Streams) {
 				return planErr(fmt.Sprintf("lifetimes[%d].done[%d].stream", i, k), "lifetime of %s: stream %d, plan has %d streams", l.Buffer, d.Stream, len(p.Streams))

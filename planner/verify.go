@@ -227,26 +227,37 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	if p == nil {
 		return errors.New("plan: nil plan")
 	}
-	// Buffer names are resolved once for every check below (in a shallow
-	// copy: p is not changed), beside the shape's check (which reads no
-	// more than the names do).
+	if p.derived {
+		return verifyBounded(p, withFixes, aliases)
+	}
+	// The shape's bounds first (the checks read the plan by them); its
+	// names beside the checks, which do not read them, and ahead of what
+	// the checks find, as a plan that fails validateShape is refused.
+	if err := p.validateBounds(); err != nil {
+		return err
+	}
+	var names error
 	var wg sync.WaitGroup
-	var accBuf []int32
-	if !p.accOwn {
-		wg.Go(func() { accBuf = accessBuffers(p) })
-	}
-	if !p.derived {
-		if err := p.validateShape(); err != nil {
-			wg.Wait()
-			return err
-		}
-	}
+	wg.Go(func() { names = p.validateNames() })
+	err := verifyBounded(p, withFixes, aliases)
 	wg.Wait()
+	if names != nil {
+		return names
+	}
+	return err
+}
+
+// verifyBounded is verifyWith of a plan whose bounds are valid
+// (validateBounds).
+func verifyBounded(p *Plan, withFixes, aliases bool) error {
+	// Buffer names are resolved once for every check below (in a shallow
+	// copy: p is not changed).
 	if !p.accOwn {
 		c := *p
-		c.accBuf, c.accOwn = accBuf, true
+		c.accBuf, c.accOwn = accessBuffers(p), true
 		p = &c
 	}
+	var wg sync.WaitGroup
 	// A plan with iteration info is unrolled beside the checks of its
 	// launches (each only reads p, whose shape is valid).
 	var q *Plan

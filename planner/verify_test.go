@@ -307,6 +307,16 @@ func TestVerifyStructuralErrors(t *testing.T) {
 	if err := Verify(b.p); err == nil || !strings.Contains(err.Error(), "stages[0].reads[0].offset: stage a reads x at offset -4") {
 		t.Errorf("negative offset: %v", err)
 	}
+	// A name given twice (checked beside the race checks) is the error,
+	// not the race the plan also has.
+	b = newVerifyB(2).stage("a", 0, wr("x")).stage("a", 1, wr("x"))
+	if err := Verify(b.p); err == nil || !strings.Contains(err.Error(), "stages[1].name: stage a is declared twice") {
+		t.Errorf("a name twice and a race: %v", err)
+	}
+	b.p.Stages[1].Name = "b"
+	if err := Verify(b.p); !errors.As(err, new(*RaceError)) {
+		t.Errorf("a race: %v", err)
+	}
 }
 
 func TestVerifyErrorMessage(t *testing.T) {
