@@ -633,9 +633,9 @@ func insteadOf(p *Plan, races []Race, f *Fix) string {
 func hasDefaultStream(p *Plan) bool { return defaultStreamName(p) != "" }
 
 func defaultStreamName(p *Plan) string {
-	for _, s := range p.Streams {
-		if s.Kind == StreamLegacy || s.Kind == StreamPerThread {
-			return s.Name
+	for s := range p.Streams {
+		if defaultStream(p, s) {
+			return p.Streams[s].Name
 		}
 	}
 	return ""

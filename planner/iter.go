@@ -56,8 +56,10 @@ type Iteration struct {
 // table: m[r][s] is the stream that runs plan stream s's ops in iterations i
 // with i mod StreamSets = r, numbered from 0 to total−1. Set 0 is the plan's
 // own streams (m[0][s] = s); each further set adds a copy of every stream
-// but host streams (one host thread serves every iteration). Without
-// iteration info m has one row.
+// but host streams (one host thread serves every iteration) and default
+// streams (CUDA has one legacy default stream per context and one
+// per-thread default stream per host thread, which every iteration
+// shares). Without iteration info m has one row.
 func (p *Plan) PhysicalStreams() (m [][]int, total int) {
 	R := 1
 	if p.Iteration != nil {
@@ -69,7 +71,7 @@ func (p *Plan) PhysicalStreams() (m [][]int, total int) {
 		m[r] = make([]int, len(p.Streams))
 		for s := range m[r] {
 			switch {
-			case r == 0 || hostStream(p, s):
+			case r == 0 || hostStream(p, s) || defaultStream(p, s):
 				m[r][s] = s
 			default:
 				m[r][s] = total
@@ -86,6 +88,13 @@ func (p *Plan) PhysicalStreams() (m [][]int, total int) {
 // (a host launch happens-before everything issued after it), so it may
 // keep a cross wait that order makes redundant, never miss one.
 func hostStream(p *Plan, s int) bool { return p.Streams[s].Host }
+
+// defaultStream reports whether plan stream s is a default stream (kind
+// legacy or per-thread), which stream sets do not replicate.
+func defaultStream(p *Plan, s int) bool {
+	k := p.Streams[s].Kind
+	return k == StreamLegacy || k == StreamPerThread
+}
 
 // maxLag bounds a wait's lag, stream sets and event slots (2^20, as the
 // spec loader bounds lags): a plan file beyond it is certainly a mistake.
