@@ -209,6 +209,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 	tmp := make([]int32, T)
 	ranks := rankLaunches(p, im.base) // devices.go: per collective, its ranks' launch ops
 	issued := make([]bool, nops)
+	var capture [][3]int32 // waits on another thread's record r: r, the wait, the event (handedOver)
 
 	// latestBefore returns the latest op of stream b that the host issued
 	// before op g (of another stream): with one thread the latest issued,
@@ -253,8 +254,8 @@ func deriveImplicit(p *Plan) *implicitOrder {
 				im.tclock = append(im.tclock, tmp...)
 			}
 			im.trow[g] = tcur[t]
-			if r >= 0 && !handoff && im.thread[opStream[r]] != t && !im.handedOver(r, g, records[o.Event], opStream) {
-				im.unordered[g] = true
+			if r >= 0 && !handoff && im.thread[opStream[r]] != t {
+				capture = append(capture, [3]int32{r, g, int32(o.Event)})
 			}
 		}
 		// The thread's host completions this stream has not been given.
@@ -324,6 +325,11 @@ func deriveImplicit(p *Plan) *implicitOrder {
 		}
 		lastOp[s] = g
 	}
+	for _, c := range capture {
+		if !im.handedOver(c[0], c[1], records[c[2]], opStream) {
+			im.unordered[c[1]] = true
+		}
+	}
 	// CSR by target.
 	im.start = make([]int32, nops+1)
 	for _, e := range edges {
@@ -343,7 +349,10 @@ func deriveImplicit(p *Plan) *implicitOrder {
 
 // handedOver reports whether wait g (one thread) surely captures record r
 // (another thread's): a host handoff orders r's issue before g's, and
-// every other record of the event is ordered before r or after g.
+// every other record of the event is ordered before r or after g. It is
+// asked once the walk has issued every op, as a record later in issue
+// order than g may still be issued before it (by another thread) or
+// surely after (by a thread a handoff tells of g first).
 func (im *implicitOrder) handedOver(r, g int32, recs []int32, opStream []int32) bool {
 	if !im.issueHB(r, g, opStream) {
 		return false

@@ -233,3 +233,48 @@ func TestValidateKinds(t *testing.T) {
 		})
 	}
 }
+
+// TestImplicitLaterRecordOtherThread: thread main records e on SA after x,
+// hands a host event over to thread t1, then records e again on SA2; t1
+// waits for the host event, then on SB for e, and runs y, which reads what
+// x wrote. main may record on SA2 before t1 issues its wait, which then
+// takes SA2's record, so y races x, whichever order the plan issues the
+// two in. Without SA2's record the handoff orders y after x.
+func TestImplicitLaterRecordOtherThread(t *testing.T) {
+	X := func() []Access { return []Access{{Buffer: "X", Bytes: 256}} }
+	p := &Plan{
+		Version: PlanVersion,
+		Kernels: []Kernel{{Name: "spin"}},
+		Buffers: []Buffer{{Name: "X", Bytes: 256, Where: "device", Role: "temp"}},
+		Stages: []Stage{
+			{Name: "x", Stream: 1, Kernel: "spin", Reads: []Access{}, Writes: X()},
+			{Name: "y", Stream: 4, Kernel: "spin", Reads: X(), Writes: []Access{}},
+		},
+		Events: 2, // 0: e, 1: the host event
+		Streams: []Stream{
+			{ID: 0, Name: "HA", Host: true, Ops: []Op{{Kind: OpRecord, Event: 1}}},
+			{ID: 1, Name: "SA", Ops: []Op{{Kind: OpLaunch, Stage: 0}, {Kind: OpRecord, Event: 0}}},
+			{ID: 2, Name: "SA2", Ops: []Op{{Kind: OpRecord, Event: 0}}},
+			{ID: 3, Name: "HB", Host: true, Thread: "t1", Ops: []Op{{Kind: OpWait, Event: 1}}},
+			{ID: 4, Name: "SB", Thread: "t1", Ops: []Op{{Kind: OpWait, Event: 0}, {Kind: OpLaunch, Stage: 1}}},
+		},
+		IssueOrder: [][2]int{{1, 0}, {1, 1}, {0, 0}, {3, 0}, {4, 0}, {4, 1}, {2, 0}},
+	}
+	before := clonePlan(p) // SA2's record issued before the wait, in plan order
+	before.Kernels, before.Version = p.Kernels, p.Version
+	before.IssueOrder = [][2]int{{1, 0}, {1, 1}, {0, 0}, {2, 0}, {3, 0}, {4, 0}, {4, 1}}
+	for name, q := range map[string]*Plan{"SA2 records after the wait": p, "SA2 records before the wait": before} {
+		if err := q.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		var re *RaceError
+		if err := Verify(q); !errors.As(err, &re) || len(re.Races) != 1 || re.Races[0].Kind != RaceRAW {
+			t.Errorf("%s: Verify = %v, want the RAW race of x and y", name, err)
+		}
+	}
+	once := p.WithoutOps(func(s, _ int, _ Op) bool { return s == 2 })
+	once.Version = p.Version
+	if err := Verify(once); err != nil {
+		t.Errorf("e recorded once: Verify = %v, want race-free", err)
+	}
+}

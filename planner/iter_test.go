@@ -239,7 +239,7 @@ func TestUnroll(t *testing.T) {
 	if n := UnrollIterations(&big); n != verifyMaxUnroll {
 		t.Errorf("period 126: UnrollIterations = %d, want the bound %d", n, verifyMaxUnroll)
 	}
-	if note := unrollNote(&big); !strings.Contains(note, "(127)") {
+	if note := unrollNote(&big); !strings.Contains(note, "needs 127 ") {
 		t.Errorf("period 126: note %q", note)
 	}
 	if note := unrollNote(p); note != "" {

@@ -12,9 +12,10 @@ const verifyMaxUnroll = 64
 
 // UnrollIterations returns how many iterations Verify unrolls p over: one
 // more than the period P of its iteration map (IterationMap.Period: stream
-// sets, ring copies, event slots), at most verifyMaxUnroll (64; Build notes
-// a plan whose period is longer); 1 without iteration info. Iterations 0 to
-// P hold a race of every pair of iterations that has one:
+// sets, ring copies, event slots), or 2P+1 when several host threads issue
+// its ops; at most verifyMaxUnroll (64; Build notes a plan that needs
+// more); 1 without iteration info. Iterations 0 to P hold a race of every
+// pair of iterations that has one:
 //
 //   - Order. Issue order is iteration-major and a wait orders only a record
 //     issued before it, so a happens-before path from iteration i to j runs
@@ -33,33 +34,41 @@ const verifyMaxUnroll = 64
 //     happen before y@d; and d−P > 0 keeps the pair in that order.
 //
 // Lags do not enter: a wait of any lag only adds orders within the
-// iterations it spans.
-func UnrollIterations(p *Plan) int {
+// iterations it spans. With several host threads, whether a wait on
+// another thread's record captures it also depends on the next record of
+// its event (the one thread's, and later in its order than any before):
+// for a wait of iterations 0 to P that record is in iterations up to 2P,
+// which are unrolled too.
+func UnrollIterations(p *Plan) int { return min(unrollNeed(p), verifyMaxUnroll) }
+
+// unrollNeed is UnrollIterations without its bound (saturating past 2^30).
+func unrollNeed(p *Plan) int {
 	if p.Iteration == nil {
 		return 1
 	}
 	m, _ := NewIterationMap(p, nil) // no error without slot bounds
-	return min(m.Period(verifyMaxUnroll)+1, verifyMaxUnroll)
+	period := m.Period(1 << 30)
+	for _, s := range p.Streams {
+		if s.Thread != p.Streams[0].Thread {
+			return 2*period + 1
+		}
+	}
+	return period + 1
 }
 
-// unrollNote is the note of a plan whose iteration period needs more
-// iterations than Verify unrolls (UnrollIterations), or "".
+// unrollNote is the note of a plan that needs more iterations than Verify
+// unrolls (UnrollIterations), or "".
 func unrollNote(p *Plan) string {
-	if p.Iteration == nil {
+	need := unrollNeed(p)
+	if need <= verifyMaxUnroll {
 		return ""
 	}
-	m, _ := NewIterationMap(p, nil)
-	const limit = 1 << 30
-	period := m.Period(limit)
-	if period+1 <= verifyMaxUnroll {
-		return ""
+	n := strconv.Itoa(need)
+	if need > 1<<30 {
+		n = "over " + strconv.Itoa(1<<30)
 	}
-	need := "over " + strconv.Itoa(limit+1)
-	if period <= limit {
-		need = strconv.Itoa(period + 1)
-	}
-	return fmt.Sprintf("verify unrolls %d iterations, and a proof that every pair of iterations is race-free needs the period of the stream sets, ring copies and event slots plus one (%s): races only between iterations more than %d apart go unchecked; a least common multiple of ring copies, event slots and stream sets of at most %d is checked in full",
-		verifyMaxUnroll, need, verifyMaxUnroll-1, verifyMaxUnroll-1)
+	return fmt.Sprintf("verify unrolls %d iterations, and a proof that every pair of iterations is race-free needs %s (one more than the period of the stream sets, ring copies and event slots, or twice the period and one with several host threads): races only between iterations further apart go unchecked; a least common multiple of ring copies, event slots and stream sets of at most %d (%d with several host threads) is checked in full",
+		verifyMaxUnroll, n, verifyMaxUnroll-1, (verifyMaxUnroll-1)/2)
 }
 
 // Unroll returns a plan without iteration info that issues iterations
