@@ -61,7 +61,7 @@ type Options struct {
 	// StreamSets is how many copies of the streams consecutive iterations
 	// rotate through (Iteration.StreamSets): 0 takes the largest copies of
 	// any buffer (1 with the single strategy), 1 runs every iteration on the
-	// same streams.
+	// same streams. A manual spec runs on one stream set: more is an error.
 	StreamSets int
 }
 
@@ -397,6 +397,9 @@ func newState(s *dag.Spec, o Options, low *lowering) (st *state, err error) {
 	if low != nil {
 		st.coll, st.origin = low.coll, low.origin
 		st.notes = append(st.notes, low.notes...)
+	}
+	if o.StreamSets > 1 && s.Sync == dag.SyncManual {
+		return nil, fmt.Errorf("planner: %d stream sets with a manual spec (sync: manual): its waits, lagged ones included, are its own and order its iterations on one stream set; drop the stream sets, or let dagrun plan the waits (sync: auto)", o.StreamSets)
 	}
 	st.strategy = cmp.Or(o.Strategy, s.Options.Strategy, StrategyDefault)
 	switch st.strategy {

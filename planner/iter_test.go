@@ -245,6 +245,20 @@ func TestUnroll(t *testing.T) {
 	if note := unrollNote(p); note != "" {
 		t.Errorf("period 2: note %q", note)
 	}
+	// A plan read from a file gets the note by Recount, once, and loses
+	// one that no longer holds.
+	big.Notes = nil
+	Recount(&big)
+	Recount(&big)
+	if len(big.Notes) != 1 || !strings.HasPrefix(big.Notes[0], unrollNotePrefix) {
+		t.Errorf("period 126 after Recount: notes %q", big.Notes)
+	}
+	small := *p
+	small.Notes = append(slices.Clone(p.Notes), big.Notes[0])
+	Recount(&small)
+	if !slices.Equal(small.Notes, p.Notes) {
+		t.Errorf("period 2 after Recount: notes %q, want %q", small.Notes, p.Notes)
+	}
 }
 
 // Plans with iteration info round-trip through JSON, lags included.
@@ -327,6 +341,10 @@ func TestIterateManualBarrier(t *testing.T) {
 	// encoder's wait reasons, which otherwise look each up by name).
 	if n := len(p.Stages[0].Reads) + len(p.Stages[0].Writes) + len(p.Stages[1].Reads) + len(p.Stages[1].Writes); len(p.accBuf) != n {
 		t.Errorf("barrier form: %d access buffers kept, want %d", len(p.accBuf), n)
+	}
+	// Stream sets are the planner's, not a manual spec's: asked for, an error.
+	if _, err := Build(s, Options{StreamSets: 2}); err == nil || !strings.Contains(err.Error(), "2 stream sets with a manual spec") {
+		t.Errorf("manual spec, 2 stream sets: Build = %v, want the conflict", err)
 	}
 	// One stream and one copy: stream order is the barrier, nothing to say.
 	one := build(t, manual(spec(stage("a", writes("x"), on("s0")), stage("b", reads("x"), on("s0")))), Options{})

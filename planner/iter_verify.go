@@ -56,6 +56,9 @@ func unrollNeed(p *Plan) int {
 	return period + 1
 }
 
+// unrollNotePrefix begins unrollNote's note.
+const unrollNotePrefix = "verify unrolls "
+
 // unrollNote is the note of a plan that needs more iterations than Verify
 // unrolls (UnrollIterations), or "".
 func unrollNote(p *Plan) string {
@@ -67,7 +70,7 @@ func unrollNote(p *Plan) string {
 	if need > 1<<30 {
 		n = "over " + strconv.Itoa(1<<30)
 	}
-	return fmt.Sprintf("verify unrolls %d iterations, and a proof that every pair of iterations is race-free needs %s (one more than the period of the stream sets, ring copies and event slots, or twice the period and one with several host threads): races only between iterations further apart go unchecked; a least common multiple of ring copies, event slots and stream sets of at most %d (%d with several host threads) is checked in full",
+	return fmt.Sprintf(unrollNotePrefix+"%d iterations, and a proof that every pair of iterations is race-free needs %s (one more than the period of the stream sets, ring copies and event slots, or twice the period and one with several host threads): races only between iterations further apart go unchecked; a least common multiple of ring copies, event slots and stream sets of at most %d (%d with several host threads) is checked in full",
 		verifyMaxUnroll, n, verifyMaxUnroll-1, (verifyMaxUnroll-1)/2)
 }
 

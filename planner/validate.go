@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/dagrun/dagrun/contract"
 )
@@ -480,10 +482,16 @@ func (p *Plan) validateIteration() error {
 // stages, streams, waits (lag 0), events, the one-stream time (SumUS) and
 // the ideal makespan (IdealSchedule) — and Iteration.CrossWaits, so that a
 // plan read from a file reports what it holds rather than what the file
-// claims. The figures of the hazard graph the planner built (reduced and
+// claims; likewise the note that Verify unrolls fewer iterations than the
+// plan's period needs (UnrollIterations), in Notes when it applies and only
+// then. The figures of the hazard graph the planner built (reduced and
 // cross-stream edges, the lower bound on waits, the critical path) and the
 // planning time stay as given. p must be valid (Validate).
 func Recount(p *Plan) {
+	p.Notes = slices.DeleteFunc(p.Notes, func(n string) bool { return strings.HasPrefix(n, unrollNotePrefix) })
+	if n := unrollNote(p); n != "" {
+		p.Notes = append(p.Notes, n)
+	}
 	s := &p.Stats
 	s.Stages, s.Streams, s.Events = len(p.Stages), len(p.Streams), p.Events
 	s.Waits = 0
