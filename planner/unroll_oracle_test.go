@@ -198,7 +198,8 @@ func genIterPlan(rng *rand.Rand, f oracleFeatures) *Plan {
 // h2d, pre reads it on stream comp after waiting for up, and up waits for
 // pre L iterations back, L around C (C itself suffices; less is more
 // order; C+1 races C iterations apart), on an event of 1 or C slots, with
-// 1 or C stream sets; at times a host stream fills up's source first.
+// 1 or C stream sets; at times a host stream fills up's source first (a
+// ring of its own, with a lagged host wait).
 func genRingPlan(rng *rand.Rand) *Plan {
 	C := 1 + rng.IntN(3)
 	L := max(0, C-1+rng.IntN(4))
@@ -223,15 +224,19 @@ func genRingPlan(rng *rand.Rand) *Plan {
 		Iteration:  &Iteration{StreamSets: one(), Slots: []int{one(), one()}},
 	}
 	if rng.IntN(3) == 0 {
-		// A host stream fills a pinned staging buffer that up reads.
-		p.Buffers = append(p.Buffers, Buffer{Name: "staging", Bytes: 256, Where: "host_pinned", Role: "temp", Copies: one()})
-		p.Stages = append(p.Stages, Stage{Name: "fill", Stream: 2, Kernel: "spin", Reads: []Access{}, Writes: []Access{{Buffer: "staging", Bytes: 256}}})
+		// A host stream fills a pinned staging buffer (K copies) that up
+		// reads, after waiting for up K iterations back.
+		K := one()
+		p.Buffers = append(p.Buffers, Buffer{Name: "staging", Bytes: 256, Where: "host_pinned", Role: "temp", Copies: K})
+		// fill is declared first: stages up, pre become 1, 2.
 		p.Stages[0].Reads = []Access{{Buffer: "staging", Bytes: 256}}
-		p.Streams = append(p.Streams, Stream{ID: 2, Name: "host", Host: true, Ops: []Op{{Kind: OpLaunch, Stage: 2}, {Kind: OpRecord, Event: 2}}})
+		p.Stages = slices.Insert(p.Stages, 0, Stage{Name: "fill", Stream: 2, Kernel: "spin", Reads: []Access{}, Writes: []Access{{Buffer: "staging", Bytes: 256}}})
+		p.Streams[0].Ops[1].Stage, p.Streams[1].Ops[1].Stage = 1, 2
+		p.Streams = append(p.Streams, Stream{ID: 2, Name: "host", Host: true, Ops: []Op{{Kind: OpWait, Event: 0, Lag: K}, {Kind: OpLaunch, Stage: 0}, {Kind: OpRecord, Event: 2}}})
 		p.Streams[0].Ops = slices.Insert(p.Streams[0].Ops, 1, Op{Kind: OpWait, Event: 2})
 		p.Events++
 		p.Iteration.Slots = append(p.Iteration.Slots, 1)
-		p.IssueOrder = [][2]int{{2, 0}, {2, 1}, {0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}, {1, 2}}
+		p.IssueOrder = [][2]int{{2, 0}, {2, 1}, {2, 2}, {0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}, {1, 2}}
 	}
 	return p
 }
