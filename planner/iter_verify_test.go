@@ -143,15 +143,7 @@ func TestUnrollIterationsSuffice(t *testing.T) {
 			drops = 1
 		}
 		for range drops {
-			var waits [][2]int
-			for s := range p.Streams {
-				for j, o := range p.Streams[s].Ops {
-					if o.Kind == OpWait {
-						waits = append(waits, [2]int{s, j})
-					}
-				}
-			}
-			if len(waits) > 0 {
+			if waits := waitOps(p); len(waits) > 0 {
 				w := waits[rapid.IntRange(0, len(waits)-1).Draw(t, "wait")]
 				p = dropOp(p, w[0], w[1])
 			}
@@ -181,4 +173,17 @@ func TestUnrollIterationsSuffice(t *testing.T) {
 	if racy == 0 || clean == 0 {
 		t.Errorf("%d racy and %d race-free plans: the cases do not cover both verdicts", racy, clean)
 	}
+}
+
+// waitOps lists p's waits as (stream, index in its ops).
+func waitOps(p *Plan) [][2]int {
+	var waits [][2]int
+	for s := range p.Streams {
+		for j, o := range p.Streams[s].Ops {
+			if o.Kind == OpWait {
+				waits = append(waits, [2]int{s, j})
+			}
+		}
+	}
+	return waits
 }

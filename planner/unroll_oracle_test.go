@@ -327,15 +327,7 @@ func mutateIterPlan(rng *rand.Rand, p *Plan) *Plan {
 		addLaggedWait(q, x, y, lag)
 		q.Iteration.Slots[len(q.Iteration.Slots)-1] = 1 + rng.IntN(3)
 	case 3:
-		var waits [][2]int
-		for s := range q.Streams {
-			for j, o := range q.Streams[s].Ops {
-				if o.Kind == OpWait {
-					waits = append(waits, [2]int{s, j})
-				}
-			}
-		}
-		if len(waits) > 0 {
+		if waits := waitOps(q); len(waits) > 0 {
 			w := waits[rng.IntN(len(waits))]
 			r := dropOp(q, w[0], w[1])
 			r.Kernels, r.Version, r.Devices = q.Kernels, q.Version, q.Devices
