@@ -134,7 +134,6 @@ var argsCacheMax = 1 << 14
 // appendArgs appends the kernel arguments m as encoding/json writes them.
 func (e *planEncoder) appendArgs(b []byte, m map[string]any) []byte {
 	id := reflect.ValueOf(m).Pointer() // maps do not move
-
 	if out, ok := e.args[id]; ok {
 		return append(b, out...)
 	}
