@@ -6,9 +6,12 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
@@ -853,11 +856,23 @@ func (a *arenaInfo) layoutPlanned(sp spans) (offs []int64, size int64, skipped, 
 			end = max(end, sp.hi[byLo[e]])
 			e++
 		}
-		g := segment{members: byLo[s:e], local: sp.sub(byLo[s:e])}
-		g.offs, g.size = a.sweep(g.members, g.local)
-		segs = append(segs, g)
+		segs = append(segs, segment{members: byLo[s:e], local: sp.sub(byLo[s:e])})
 		s = e
 	}
+	// The segments' sweeps are independent (each reads the plan's
+	// happens-before and its own spans): one worker per CPU takes them in
+	// turn.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(segs)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(segs); i = int(next.Add(1)) - 1 {
+				g := &segs[i]
+				g.offs, g.size = a.sweep(g.members, g.local)
+			}
+		})
+	}
+	wg.Wait()
 	bySize := make([]int, len(segs))
 	for i := range bySize {
 		bySize[i] = i
