@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"gonum.org/v1/gonum/graph"
 	"gonum.org/v1/gonum/graph/simple"
@@ -69,6 +70,14 @@ type afterEdge struct {
 func (l *loader) check(s *Spec) {
 	c := &checker{loader: l, s: s, bufs: make(map[string]int, len(s.Buffers)), kerns: map[string]int{}, stages: make(map[string]int, len(s.Stages)), guess: new(bufferGuess)}
 	c.bufs = firstIndex(c.bufs, len(s.Buffers), func(i int) string { return s.Buffers[i].Name }, func(i, j int) { c.bufSrc[i].first = int32(j) + 1 })
+	// The stages' names are indexed beside the buffers' and kernels'
+	// checks, which do not read them; a name given twice is reported after
+	// those checks, as it was found.
+	var dups [][2]int
+	var indexed sync.WaitGroup
+	indexed.Go(func() {
+		c.stages = firstIndex(c.stages, len(s.Stages), func(i int) string { return s.Stages[i].Name }, func(i, j int) { dups = append(dups, [2]int{i, j}) })
+	})
 	var total int64 // bytes of every buffer times its copies
 	for i := range s.Buffers {
 		c.checkBuffer(i)
@@ -84,9 +93,11 @@ func (l *loader) check(s *Spec) {
 	for i := range s.Kernels {
 		c.checkKernel(i)
 	}
-	c.stages = firstIndex(c.stages, len(s.Stages), func(i int) string { return s.Stages[i].Name }, func(i, j int) {
+	indexed.Wait()
+	for _, d := range dups {
+		i, j := d[0], d[1]
 		c.errorAt(c.stageSrc.at(i).name, "give each stage its own name", "stage %q declared twice (first at %s)", s.Stages[i].Name, s.Stages[j].Pos)
-	})
+	}
 	for i := range s.Stages {
 		c.checkStage(i)
 	}
