@@ -3,6 +3,7 @@ module github.com/dagrun/dagrun
 go 1.26
 
 require (
+	github.com/golang/snappy v1.0.0
 	github.com/rivo/uniseg v0.4.7
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/schollz/progressbar/v3 v3.19.1

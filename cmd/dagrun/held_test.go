@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -62,5 +64,39 @@ func TestHeldOutputInMemory(t *testing.T) {
 	var got strings.Builder
 	if err := h.writeTo(&got); err != nil || got.String() != want {
 		t.Errorf("held output printed %d bytes (%v), want %d", got.Len(), err, len(want))
+	}
+}
+
+// A held output past heldInMemory goes to its temporary file compressed
+// (a plan's JSON repeats itself), and prints back byte for byte.
+func TestHeldOutputCompressed(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	defer func(n int) { heldInMemory = n }(heldInMemory)
+	heldInMemory = 100
+	var h heldOutput
+	var want strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&want, `{"op":"wait","event":%d,"why":{"from":"s%d","to":"s%d","hazards":[{"kind":"RAW","buffer":"t%d","offset":0,"bytes":4096}]}},`, i, i, i+1, i)
+	}
+	for s := want.String(); len(s) > 0; {
+		n := min(len(s), 1000)
+		if _, err := h.Write([]byte(s[:n])); err != nil {
+			t.Fatal(err)
+		}
+		s = s[n:]
+	}
+	if h.file == nil {
+		t.Fatal("held output not in a temporary file")
+	}
+	var out bytes.Buffer
+	size := func() int64 { fi, _ := h.file.Stat(); return fi.Size() }
+	if err := h.z.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if held := size(); held > int64(want.Len())/4 {
+		t.Errorf("temporary file holds %d bytes of %d: want them compressed", held, want.Len())
+	}
+	if err := h.writeTo(&out); err != nil || out.String() != want.String() {
+		t.Errorf("printed %d bytes (error %v), want the %d written", out.Len(), err, want.Len())
 	}
 }
