@@ -461,6 +461,9 @@ func (e *RaceError) report(b *strings.Builder) {
 	if e.Unrolled {
 		b.WriteString(", across iterations (stage@iteration, buffer#copy, stream/set)")
 	}
+	if e.LagsShortest {
+		b.WriteString("; each lag is the shortest that orders its races (with more than 4 fixes or 32 iterations unrolled, lags are not lengthened), so a longer one may also do, with less order between iterations")
+	}
 	printed := 0
 	for i, f := range e.Fixes {
 		fmt.Fprintf(b, "\nfix %d: %s\n  orders:", i+1, f)

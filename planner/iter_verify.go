@@ -412,7 +412,11 @@ func verifyIterations(p, q *Plan, withFixes bool) error {
 		fx.Races, fx.Lag = f.Races, lag
 		fixes = append(fixes, fx)
 	}
-	relaxLags(p, fixes)
+	if !relaxLags(p, fixes) {
+		for _, f := range fixes {
+			re.LagsShortest = re.LagsShortest || f.Lag > 0
+		}
+	}
 	for i := range fixes {
 		fixes[i].OldLag = existingLag(p, fixes[i].After, fixes[i].Before)
 		fixes[i].Edit = fixes[i].String()
@@ -424,10 +428,15 @@ func verifyIterations(p, q *Plan, withFixes bool) error {
 // relaxLags lengthens each cross-iteration fix's lag as far as the plan with
 // every fix applied still verifies: the same waits, with no more order
 // between iterations than the races need. Tried on plans of a few fixes
-// only (each try verifies the plan over unrolled iterations).
-func relaxLags(p *Plan, fixes []Fix) {
-	if len(fixes) == 0 || len(fixes) > 4 || UnrollIterations(p) > 32 {
-		return
+// only (each try verifies the plan over unrolled iterations): it reports
+// false when it did not try, with more than 4 fixes or more than 32
+// iterations unrolled.
+func relaxLags(p *Plan, fixes []Fix) bool {
+	if len(fixes) == 0 {
+		return true
+	}
+	if len(fixes) > 4 || UnrollIterations(p) > 32 {
+		return false
 	}
 	verifies := func() bool {
 		q := clonePlan(p)
@@ -438,7 +447,7 @@ func relaxLags(p *Plan, fixes []Fix) {
 		return verify(q, false) == nil
 	}
 	if !verifies() {
-		return
+		return true
 	}
 	for i := range fixes {
 		if fixes[i].Lag == 0 {
@@ -452,6 +461,7 @@ func relaxLags(p *Plan, fixes []Fix) {
 			}
 		}
 	}
+	return true
 }
 
 // existingLag returns the lag of a wait of stage y's stream, just before

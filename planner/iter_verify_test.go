@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -186,4 +188,42 @@ func waitOps(p *Plan) [][2]int {
 		}
 	}
 	return waits
+}
+
+// A race across iterations in a plan of period 63 (ring copies 7 and 9, a
+// wait of lag 8): 64 iterations unrolled, past the bound of relaxLags, so
+// the fix keeps the shortest lag and the report says a longer one may also
+// do; a plan of period 2 (copies 2, lag 3) gets its lag lengthened and no
+// such word.
+func TestFixLagsShortest(t *testing.T) {
+	ring := func(a, b, lag int) *Plan {
+		s := loadSpec(t, fmt.Sprintf(`version: 1
+sync: manual
+buffers:
+  - {name: frame, bytes: 4096, copies: %d}
+  - {name: res, bytes: 4096, role: output, copies: %d}
+stages:
+  - {name: up, kernel: fill, args: {value: 1.0}, writes: [frame], stream: h2d, waits: [{stage: pre, lag: %d}]}
+  - {name: pre, kernel: scale, args: {a: 2.0}, reads: [frame], writes: [res], stream: comp, waits: [up]}
+`, a, b, lag))
+		p, err := Build(s, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		a, b, lag int
+		shortest  bool
+	}{{7, 9, 8, true}, {2, 2, 3, false}} {
+		p := ring(c.a, c.b, c.lag)
+		var re *RaceError
+		if err := Verify(p); !errors.As(err, &re) || len(re.Fixes) == 0 {
+			t.Fatalf("copies %d, %d, lag %d: Verify = %v, want races and a fix", c.a, c.b, c.lag, err)
+		}
+		said := strings.Contains(re.Error(), "lags are not lengthened")
+		if re.LagsShortest != c.shortest || said != c.shortest {
+			t.Errorf("copies %d, %d, lag %d: LagsShortest %v, said %v; want %v (fix %s)", c.a, c.b, c.lag, re.LagsShortest, said, c.shortest, re.Fixes[0].Edit)
+		}
+	}
 }

@@ -114,6 +114,12 @@ type RaceError struct {
 	// Unrolled is set for races across iterations: stages are named
 	// NAME@iteration and ring copies NAME#copy.
 	Unrolled bool `json:"unrolled,omitempty"`
+	// LagsShortest is set when the fixes across iterations keep the
+	// shortest lag that orders their races, not lengthened as far as the
+	// plan stays race-free (more than 4 fixes, or more than 32 iterations
+	// unrolled): a longer lag, with less order between iterations, may
+	// also do.
+	LagsShortest bool `json:"lags_shortest,omitempty"`
 	// AcrossIterations counts the races between stages of different
 	// iterations that the plan, unrolled, also has when these races are
 	// within one iteration: not listed, as they may change once these are
