@@ -71,11 +71,25 @@ func arena(st *state) error {
 	var size int64
 	var sp spans
 	var skipped, temps, segments int
+	lb := int64(-1) // the live bound, when worked out beside the layout
 	if mode == dag.ArenaStreamOrder {
 		offs, size = a.layoutStreamOrder()
 	} else {
+		// Past arenaBoundEarly temps the layout is mostly the sweep alone,
+		// whose note gives the live bound: it is worked out beside the
+		// layout (both only read the plan), from the arena's buffers.
+		var early sync.WaitGroup
+		if len(a.bufs) >= arenaBoundEarly {
+			in := make([]bool, len(p.Buffers))
+			for _, b := range a.bufs {
+				in[b.idx] = true
+			}
+			acc := st.accesses()
+			early.Go(func() { lb = liveBoundAll(p, acc, in) })
+		}
 		sp = a.issueSpans()
 		offs, size, skipped, temps, segments = a.layoutPlanned(sp)
+		early.Wait()
 	}
 	for k, b := range a.bufs {
 		p.Buffers[b.idx].ArenaOffset = &offs[k] // one allocation for them all
@@ -88,7 +102,10 @@ func arena(st *state) error {
 	if skipped > 0 {
 		// What it may cost: the arena against the least any arena of this
 		// schedule needs (LiveBound).
-		size, lb := p.Stats.ArenaBytes, liveBoundAll(p, st.accesses())
+		if lb < 0 {
+			lb = liveBoundAll(p, st.accesses(), nil)
+		}
+		size := p.Stats.ArenaBytes
 		st.note("arena by issue-order sweep alone in %s of %s segments (%s of %s temps): the greedy layout by size, which may find a smaller arena (on the model graphs up to 1.2× smaller), is bounded at %s pairs of temps with overlapping lifetimes per plan; the arena is %s bytes, %s bytes (%.1f%%) over the %s bytes live at once in this plan's ideal schedule, which no layout goes below: at most that much memory is lost",
 			thousands(skipped), thousands(segments), thousands(temps), thousands(len(a.bufs)), thousands(greedyMaxPairs), thousands(int(size)), thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), thousands(int(lb)))
 	}
@@ -917,6 +934,11 @@ func (a *arenaInfo) layoutPlanned(sp spans) (offs []int64, size int64, skipped, 
 	return offs, size, skipped, skippedTemps, len(segs)
 }
 
+// arenaBoundEarly is the number of arena temps from which the arena pass
+// works out the live bound beside the layout rather than after it, only
+// when its note needs it.
+const arenaBoundEarly = 5000
+
 // overlapPairs counts the pairs of spans that overlap (spans sorted by
 // lo), by a galloping search from each span (few spans overlap one).
 func overlapPairs(sp spans) int {
@@ -1244,32 +1266,33 @@ func NoReuseBytes(p *Plan) int64 {
 // bound of Stats.ArenaBytes (the sum of the devices' arenas); the most
 // bytes live at once over all devices together may be less, as devices
 // peak at different instants.
-func LiveBound(p *Plan) int64 { return liveBoundAll(p, nil) }
+func LiveBound(p *Plan) int64 { return liveBoundAll(p, nil, nil) }
 
 // liveBoundAll is LiveBound with acc as p's planAccesses (nil: made here).
-func liveBoundAll(p *Plan, acc *planAccesses) int64 {
+func liveBoundAll(p *Plan, acc *planAccesses, arena []bool) int64 {
 	if p.DeviceCount() == 1 {
-		return liveBound(p, acc, -1)
+		return liveBound(p, acc, -1, arena)
 	}
 	if acc == nil {
 		acc = newPlanAccesses(p)
 	}
 	var sum int64
 	for d := range p.DeviceCount() {
-		sum += liveBound(p, acc, d)
+		sum += liveBound(p, acc, d, arena)
 	}
 	return sum
 }
 
 // DeviceLiveBound is LiveBound of device dev's arena buffers alone: the
 // lower bound on dev's arena under p's own schedule.
-func DeviceLiveBound(p *Plan, dev int) int64 { return liveBound(p, nil, dev) }
+func DeviceLiveBound(p *Plan, dev int) int64 { return liveBound(p, nil, dev, nil) }
 
-// liveBound is LiveBound over the buffers of device dev (dev < 0: all),
-// with acc as p's planAccesses (nil: made here). The live ranges' ends and
+// liveBound is LiveBound over the buffers of device dev (dev < 0: all)
+// that are in the arena (arena[i] per Plan.Buffers index; nil: those with
+// an arena offset), with acc as p's planAccesses (nil: made here). The live ranges' ends and
 // starts are sorted by one radix sort of their instants (sortKeyed), ends
 // first at the same instant.
-func liveBound(p *Plan, acc *planAccesses, dev int) int64 {
+func liveBound(p *Plan, acc *planAccesses, dev int, arena []bool) int64 {
 	if acc == nil {
 		acc = newPlanAccesses(p)
 	}
@@ -1277,7 +1300,7 @@ func liveBound(p *Plan, acc *planAccesses, dev int) int64 {
 	in := make([]bool, len(p.Buffers))
 	n := 0
 	for i, b := range p.Buffers {
-		if b.ArenaOffset != nil && (dev < 0 || b.Device == dev) {
+		if (arena == nil && b.ArenaOffset != nil || arena != nil && arena[i]) && (dev < 0 || b.Device == dev) {
 			in[i] = true
 			n++
 		}

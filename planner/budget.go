@@ -147,7 +147,7 @@ func newBudget(st *state) (*budget, error) {
 			if p.DeviceCount() == 1 {
 				d = -1
 			}
-			lb = max(lb, liveBound(p, st.accesses(), d))
+			lb = max(lb, liveBound(p, st.accesses(), d, nil))
 		}
 		limit = lb * 11 / 10
 	}
