@@ -239,9 +239,10 @@ func TestIssueLoopAllocatesNothing(t *testing.T) {
 		})
 	}
 	// From 2 iterations on, the barrier exists; more iterations cost nothing.
-	// (The race detector's instrumentation adds the odd allocation: allow 1
-	// in 100 iterations.)
-	if two, many := allocs(2), allocs(102); many > two+1 {
+	// (The race detector's instrumentation, and the runtime's own work on a
+	// busy machine, add the odd allocation: allow 5 in 100 iterations, where
+	// an issue loop that allocates once per iteration adds 100.)
+	if two, many := allocs(2), allocs(102); many > two+5 {
 		t.Errorf("2 iterations: %v allocs, 102 iterations: %v: the issue loop allocates", two, many)
 	}
 }
