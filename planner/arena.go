@@ -1289,9 +1289,9 @@ func DeviceLiveBound(p *Plan, dev int) int64 { return liveBound(p, nil, dev, nil
 
 // liveBound is LiveBound over the buffers of device dev (dev < 0: all)
 // that are in the arena (arena[i] per Plan.Buffers index; nil: those with
-// an arena offset), with acc as p's planAccesses (nil: made here). The live ranges' ends and
-// starts are sorted by one radix sort of their instants (sortKeyed), ends
-// first at the same instant.
+// an arena offset), with acc as p's planAccesses (nil: made here). The live
+// ranges' ends and starts are sorted by one radix sort of their instants
+// (sortKeyed), ends first at the same instant.
 func liveBound(p *Plan, acc *planAccesses, dev int, arena []bool) int64 {
 	if acc == nil {
 		acc = newPlanAccesses(p)
@@ -1300,7 +1300,11 @@ func liveBound(p *Plan, acc *planAccesses, dev int, arena []bool) int64 {
 	in := make([]bool, len(p.Buffers))
 	n := 0
 	for i, b := range p.Buffers {
-		if (arena == nil && b.ArenaOffset != nil || arena != nil && arena[i]) && (dev < 0 || b.Device == dev) {
+		inArena := b.ArenaOffset != nil
+		if arena != nil {
+			inArena = arena[i]
+		}
+		if inArena && (dev < 0 || b.Device == dev) {
 			in[i] = true
 			n++
 		}

@@ -262,9 +262,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		return nil, err
 	}
 	st.plan.Notes = st.notes
-	if n := unrollNote(st.plan); n != "" {
-		st.plan.Notes = append(st.plan.Notes, n)
-	}
+	setUnrollNote(st.plan)
 	if n := idleDevicesNote(st.plan, balance); n != "" {
 		st.plan.Notes = append(st.plan.Notes, n)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -58,6 +59,15 @@ func unrollNeed(p *Plan) int {
 
 // unrollNotePrefix begins unrollNote's note.
 const unrollNotePrefix = "verify unrolls "
+
+// setUnrollNote makes p.Notes hold unrollNote's note where it applies and
+// only then (Build, and Recount for a plan read back).
+func setUnrollNote(p *Plan) {
+	p.Notes = slices.DeleteFunc(p.Notes, func(n string) bool { return strings.HasPrefix(n, unrollNotePrefix) })
+	if n := unrollNote(p); n != "" {
+		p.Notes = append(p.Notes, n)
+	}
+}
 
 // unrollNote is the note of a plan that needs more iterations than Verify
 // unrolls (UnrollIterations), or "".

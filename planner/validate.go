@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 
 	"github.com/dagrun/dagrun/contract"
 )
@@ -488,10 +486,7 @@ func (p *Plan) validateIteration() error {
 // cross-stream edges, the lower bound on waits, the critical path) and the
 // planning time stay as given. p must be valid (Validate).
 func Recount(p *Plan) {
-	p.Notes = slices.DeleteFunc(p.Notes, func(n string) bool { return strings.HasPrefix(n, unrollNotePrefix) })
-	if n := unrollNote(p); n != "" {
-		p.Notes = append(p.Notes, n)
-	}
+	setUnrollNote(p)
 	s := &p.Stats
 	s.Stages, s.Streams, s.Events = len(p.Stages), len(p.Streams), p.Events
 	s.Waits = 0
