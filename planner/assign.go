@@ -363,7 +363,7 @@ func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[i
 			targets = append(targets, t)
 		}
 	}
-	cost := len(chains) * len(targets) * (st.n + st.g.NumEdges())
+	cost := len(chains) * len(targets) * (st.n + st.redPred.edges())
 	if len(targets) < 2 {
 		return
 	}
@@ -374,7 +374,7 @@ func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[i
 		_, eft := st.asap()
 		cp := slices.Max(eft)
 		st.note("max_streams %d: the local search after the greedy fold is bounded at %s steps (this plan needs %s: %d chains × %d streams × %s stages and edges), so the chains stay where the greedy fold put them: its ideal makespan is %.1f µs, %.1f µs (%.1f%%) over the critical path of %.1f µs, the most the search could have saved",
-			st.maxStr, thousands(foldBudget), thousands(cost), len(chains), len(targets), thousands(st.n+st.g.NumEdges()), got, got-cp, 100*(got-cp)/cp, cp)
+			st.maxStr, thousands(foldBudget), thousands(cost), len(chains), len(targets), thousands(st.n+st.redPred.edges()), got, got-cp, 100*(got-cp)/cp, cp)
 		return
 	}
 	members := map[int32][]int32{} // free chain → its stages
@@ -414,13 +414,16 @@ func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[i
 }
 
 // makespan is the ideal makespan of a grouping with every dependency
-// waited for: each group runs its stages in topological order.
+// waited for: each group runs its stages in topological order. It reads
+// the reduced graph's edges: an edge that a path implies cannot delay a
+// stage, since every stage ends no earlier than its predecessors, so the
+// makespan is that of the whole hazard graph, in fewer steps.
 func (st *state) makespan(grp []int32, eft, free []float64) float64 {
 	clear(free)
 	var m float64
 	for _, v := range st.topo {
 		s := free[grp[v]]
-		for _, u := range st.g.Pred(int(v)) {
+		for _, u := range st.redPred.row(int(v)) {
 			s = max(s, eft[u])
 		}
 		eft[v] = s + st.dur[v]

@@ -394,9 +394,14 @@ func (st *state) bufferStages() [][]int32 {
 }
 
 // reusePairs lays the arena out over the ideal schedule's live ranges
-// (buffer x may precede y when x is dead before y is alive) and returns the pairs sharing bytes in that layout that the
-// plan does not order yet, with the layout (offset per Plan.Buffers index).
-// It returns no pairs when that layout is no smaller than the arena.
+// (buffer x may precede y when x is dead before y is alive) and returns the
+// pairs sharing bytes in that layout, with the layout (offset per
+// Plan.Buffers index). It returns no pairs when that layout is no smaller
+// than the arena. A pair is left out only when another occupant of its
+// bytes orders it; one the plan orders already is kept, because that order
+// may come from its streams alone (two buffers on one stream), which the
+// re-plan, with the new orders in its path cover, need not keep (the
+// reduce pass drops the edges the hazard order implies).
 func (st *state) reusePairs() ([][2]int, map[int]int64) {
 	bv := st.view()
 	a := bv.a
@@ -452,7 +457,7 @@ func (st *state) reusePairs() ([][2]int, map[int]int64) {
 				later.add(offs[z], offs[z]+a.bufs[z].size)
 				next++
 			}
-			if !later.intersects(offs[i], offs[i]+a.bufs[i].size) && !a.before(a.bufs[i], y) {
+			if !later.intersects(offs[i], offs[i]+a.bufs[i].size) {
 				pairs = append(pairs, [2]int{a.bufs[i].idx, y.idx})
 			}
 		}
