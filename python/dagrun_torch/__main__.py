@@ -4,6 +4,7 @@
     check     dagrun check a recorded trace, with the fixes in the program's terms (exit 1 on a race)
     costmodel measure a model's cost model on the GPU (kernel times, occupancy, contention) into its graph JSON
     bench     time models: eager, CUDA graph, torch.compile, dagrun_torch.compile (needs a GPU)
+    timeline  where a plan's time goes on the GPU: its kernels' profiled timeline against one stream's (needs a GPU)
     patterns  record and check the multi-stream bug patterns, and count wrong outputs (needs a GPU)
 """
 import sys
@@ -27,10 +28,13 @@ def main(argv=None) -> int:
     if cmd == "costmodel":
         from .costmodel import main as m
         return m(rest)
+    if cmd == "timeline":
+        from .timeline import main as m
+        return m(rest)
     if cmd == "patterns":
         from .patterns.run import main as m
         return m(rest)
-    print("dagrun_torch: unknown command %r (want export, check, costmodel, bench or patterns)" % cmd, file=sys.stderr)
+    print("dagrun_torch: unknown command %r (want export, check, costmodel, bench, timeline or patterns)" % cmd, file=sys.stderr)
     return 2
 
 

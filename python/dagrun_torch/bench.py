@@ -112,6 +112,33 @@ def one_stream_graph(model: torch.nn.Module, x: torch.Tensor):
     return call, out, g, peak
 
 
+def measure_in_child(ex, spec: str, size: int, out_dir: str, cudnn_benchmark: bool = False):
+    """The cost model of model ``spec`` (input size ``size``), measured by
+    ``python3 -m dagrun_torch costmodel`` in a child process (profiling
+    slows the later graph replays of its process), its graph file written
+    to ``out_dir`` and removed. Raises RuntimeError when the child's export
+    has other nodes than ``ex``, subprocess.CalledProcessError when it fails."""
+    from . import costmodel
+    cpath = os.path.join(out_dir, "graph-%s.json" % spec.replace(":", "_"))
+    subprocess.run([sys.executable, "-m", "dagrun_torch", "costmodel", "--model", spec, "--size", str(size),
+                    "--out", cpath] + (["--cudnn-benchmark"] if cudnn_benchmark else []), check=True)
+    with open(cpath) as f:
+        child = json.load(f)
+    os.remove(cpath)
+    if [n["id"] for n in child["nodes"]] != [n["id"] for n in ex.graph["nodes"]]:
+        raise RuntimeError("the cost model's export has other nodes than this one")
+    return costmodel.from_graph(child)
+
+
+def attach_cost(ex, cost) -> None:
+    """Plan ``ex`` with the node times ``cost`` holds, and keep the cost model
+    in its graph (``cost_model``)."""
+    from . import costmodel
+    for n in ex.graph["nodes"]:
+        n["duration_us"] = cost.nodes[n["id"]].us
+    costmodel.attach(ex.graph, cost)
+
+
 def _fmt(v, nd=3):
     if v is None:
         return "—"
@@ -228,19 +255,8 @@ def schedules(args) -> int:
                 ref = ex.gm(x)
             r["export_s"] = round(time.time() - t0, 1)
             t0 = time.time()
-            # profiling slows later graph replays of its process: measure in a child
-            cpath = os.path.join(args.out, "graph-%s.json" % name)
-            subprocess.run([sys.executable, "-m", "dagrun_torch", "costmodel", "--model", spec, "--size", str(size),
-                            "--out", cpath] + (["--cudnn-benchmark"] if args.cudnn_benchmark else []), check=True)
-            with open(cpath) as f:
-                child = json.load(f)
-            os.remove(cpath)
-            if [n["id"] for n in child["nodes"]] != [n["id"] for n in ex.graph["nodes"]]:
-                raise RuntimeError("the cost model's export has other nodes than this one")
-            cost = costmodel.from_graph(child)
-            for n in ex.graph["nodes"]:  # plan with the times the cost model holds
-                n["duration_us"] = cost.nodes[n["id"]].us
-            costmodel.attach(ex.graph, cost)
+            cost = measure_in_child(ex, spec, size, args.out, args.cudnn_benchmark)
+            attach_cost(ex, cost)
             costs[name] = cost.to_dict()
             r["measure_s"] = round(time.time() - t0, 1)
             r["launch_us"] = cost.launch_us

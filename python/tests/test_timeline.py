@@ -1,0 +1,94 @@
+"""The timeline's decomposition of a replay's GPU work: no torch or GPU needed."""
+import gzip
+import json
+import os
+
+import pytest
+
+from conftest import TESTDATA
+from dagrun_torch import timeline as tl
+
+
+def test_decompose_levels_and_idle():
+    # Two kernels overlapping for 5 µs, a 5 µs gap, then one alone.
+    d = tl.decompose([(0.0, 10.0), (5.0, 15.0), (20.0, 30.0)])
+    assert d["kernels"] == 3
+    assert d["makespan_us"] == 30.0
+    assert d["kernel_us"] == 30.0
+    assert d["busy_us"] == 25.0
+    assert d["idle_us"] == 5.0
+    assert d["level_us"] == {1: 20.0, 2: 5.0}
+    assert d["concurrency"] == pytest.approx(30.0 / 25.0, abs=1e-3)
+
+
+def test_decompose_back_to_back_is_not_overlap():
+    # An end and a start at the same instant: one kernel at a time, no idle.
+    d = tl.decompose([(0.0, 4.0), (4.0, 9.0)])
+    assert d["level_us"] == {1: 9.0}
+    assert d["idle_us"] == 0.0 and d["concurrency"] == 1.0
+
+
+def test_decompose_nested_and_many():
+    # One long kernel with three short ones inside it, two of them together.
+    d = tl.decompose([(0.0, 100.0), (10.0, 20.0), (15.0, 25.0), (50.0, 60.0)])
+    assert d["level_us"] == {1: 75.0, 2: 20.0, 3: 5.0}
+    assert d["busy_us"] == 100.0 and d["idle_us"] == 0.0
+    assert d["kernel_us"] == 130.0
+
+
+def test_decompose_empty_and_bad():
+    assert tl.decompose([])["kernels"] == 0
+    with pytest.raises(ValueError):
+        tl.decompose([(5.0, 1.0)])
+
+
+def trace(*groups):
+    """A Kineto-like trace: per group (correlation, [(ts, dur)]), plus CPU events to ignore."""
+    ev = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": 0, "dur": 3, "args": {"correlation": 1}}]
+    for corr, ks in groups:
+        for i, (ts, dur) in enumerate(ks):
+            cat = "gpu_memcpy" if i == 0 else "kernel"
+            ev.append({"ph": "X", "cat": cat, "name": "k%d" % i, "ts": ts, "dur": dur, "args": {"correlation": corr}})
+    ev.append({"ph": "i", "cat": "kernel", "name": "marker", "ts": 1, "args": {"correlation": 99}})
+    return {"traceEvents": ev}
+
+
+def test_gpu_intervals_groups_by_correlation():
+    t = trace((7, [(30.0, 2.0), (10.0, 5.0)]), (8, [(100.0, 1.0)]))
+    g = tl.gpu_intervals(t)
+    assert set(g) == {7, 8}  # the CPU event and the instant marker are not GPU work
+    assert g[7] == [(10.0, 15.0), (30.0, 32.0)]  # sorted by start, memcpy included
+    assert g[8] == [(100.0, 101.0)]
+
+
+def test_median_replay():
+    runs = [{"makespan_us": m} for m in (5.0, 1.0, 9.0, 3.0)]
+    assert tl.median_replay(runs)["makespan_us"] == 3.0
+    assert tl.median_replay(runs[:3])["makespan_us"] == 5.0
+
+
+def test_load_costs_reads_the_recorded_gzip():
+    path = os.path.join(TESTDATA, "h200", "perf", "costmodels.json.gz")
+    costs = tl.load_costs(path)
+    assert {"googlenet", "nasnetalarge"} <= set(costs)
+    with gzip.open(path, "rt") as f:
+        assert json.load(f)["googlenet"]["nodes"].keys() == costs["googlenet"]["nodes"].keys()
+    assert tl.load_costs(None) == {}
+
+
+def row():
+    d = tl.decompose([(0.0, 10.0), (5.0, 15.0), (20.0, 30.0)])
+    one = tl.decompose([(0.0, 10.0), (10.0, 20.0), (20.0, 30.0)])
+    return {"model": "toy", "graph_ms": 0.8, "best_ms": 0.4, "best": "prio4", "best_streams": 4,
+            "bound": {"cp_us": 300.0, "sm_us": 80.0}, "graph_tl": one, "one_tl": one, "best_tl": d, "identical": True}
+
+
+def test_table_row():
+    md = tl.table([row(), {"model": "bad", "error": "RuntimeError: no GPU"}])
+    lines = md.splitlines()
+    assert lines[1].count("---") == lines[0].count("|") - 1
+    assert "| toy | 0.800 | 0.400 (priority order, 4; 4 streams) | 2.00× | 300 / 80 | 30 / 30 / 30 |" in lines[2]
+    assert "0 (0%) / 5 (17%)" in lines[2]  # no kernel running: one-stream plan, then the plan
+    assert "30 / 30 (1.00×) | 1.20 |" in lines[2]
+    assert "67% / 17% / 0% / 0% | yes |" in lines[2]
+    assert lines[3] == "| bad | error: RuntimeError: no GPU |"
