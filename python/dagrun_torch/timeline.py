@@ -4,7 +4,7 @@ Where a plan's time goes on the GPU, from its kernels' timeline. Per model
 (torchvision/timm, random weights, batch 1, float32, eval): PyTorch's
 one-stream CUDA graph, the traced graph planned on one stream (the same
 kernels as the plans), and the fastest of dagrun's candidate plans (stream
-caps 4, 16 and none, and the priority order under the same caps:
+caps 2, 4, 8, 16 and none, and the priority order under caps 4, 16 and none:
 ``schedule.form``), each timed unprofiled (median of ``--iters`` calls)
 and then replayed ``--replays`` times under the PyTorch profiler (Kineto
 over CUPTI). Of each profiled replay's GPU work (kernels, memsets and
@@ -14,13 +14,15 @@ other work), the kernels' summed time and how many run at once; the replay
 of median makespan is reported. The plan's kernel time over the one-stream
 plan's is how much running together slowed the kernels down.
 
-The cost model that orders the priority candidates is read from
+Each model runs in a process of its own: after the profiler has run in a
+process, its CUDA graphs replay slower. The cost model that orders the
+priority candidates is read from
 ``--costs`` (a JSON or .json.gz file mapping model names to cost models,
 as ``bench --schedules`` writes in costs.json) when it holds the model with
-the export's nodes, else measured in a child process (profiling slows the
-CUDA graphs of its process: the unprofiled timings come first here, the
-profiled replays last). Writes DIR/timeline.json and DIR/timeline.md. Needs
-a GPU and the dagrun binary.
+the export's nodes, else measured in a child process; within a model's
+process the unprofiled timings come first, the profiled replays last.
+Writes DIR/timeline.json and DIR/timeline.md (and each model's in
+DIR/MODEL/). Needs a GPU and the dagrun binary.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ __all__ = ["gpu_intervals", "decompose", "profile_replays", "main"]
 
 # The candidates timed per model (schedule.form keys); "1" is profiled
 # for the kernels' own times and is not a candidate for the fastest.
-KEYS = ("4", "16", "0", "prio4", "prio16", "prio0")
+KEYS = ("2", "4", "8", "16", "0", "prio4", "prio16", "prio0")
 
 _GPU_CATS = ("kernel", "gpu_memset", "gpu_memcpy")
 
@@ -186,6 +188,39 @@ def table(rows: List[dict]) -> str:
     return "\n".join(lines)
 
 
+def run_each(args) -> int:
+    """``run`` of each model in a child process of its own (profiling slows
+    the CUDA graphs of its process for good, so a model timed after another
+    was profiled would be timed slow), its rows gathered into DIR."""
+    import subprocess
+    import torch
+    t_start = time.time()
+    os.makedirs(args.out, exist_ok=True)
+    rows: List[dict] = []
+    for name in args.models:
+        sub = os.path.join(args.out, name)
+        cmd = [sys.executable, "-m", "dagrun_torch", "timeline", "--models", name, "--iters", str(args.iters),
+               "--replays", str(args.replays), "--out", sub] + (["--costs", args.costs] if args.costs else [])
+        rc = subprocess.run(cmd).returncode
+        try:
+            with open(os.path.join(sub, "timeline.json")) as f:
+                rows += json.load(f)["rows"]
+        except (OSError, ValueError, KeyError) as e:
+            rows.append({"model": name, "error": "child exited %d: %s" % (rc, e)})
+    note = ("%s, torch %s, batch 1, float32, random weights, each model in a process of its own; unprofiled: median "
+            "of %d calls (ms); profiled: the replay of median makespan of %d; %.0f s in all." % (
+                torch.cuda.get_device_name(), torch.__version__, args.iters, args.replays, time.time() - t_start))
+    with open(os.path.join(args.out, "timeline.json"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "keys": list(KEYS),
+                   "iters": args.iters, "replays": args.replays, "rows": rows}, f, indent=1)
+    with open(os.path.join(args.out, "timeline.md"), "w") as f:
+        f.write(note + "\n\n" + table(rows) + "\n")
+    print()
+    print(note)
+    print(table(rows))
+    return 0 if all("error" not in r for r in rows) else 1
+
+
 def run(args) -> int:
     import torch
     from . import schedule
@@ -281,4 +316,4 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not torch.cuda.is_available():
         print("timeline: needs a GPU", file=sys.stderr)
         return 1
-    return run(args)
+    return run(args) if len(args.models) == 1 else run_each(args)

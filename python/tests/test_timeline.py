@@ -92,3 +92,29 @@ def test_table_row():
     assert "30 / 30 (1.00×) | 1.20 |" in lines[2]
     assert "67% / 17% / 0% / 0% | yes |" in lines[2]
     assert lines[3] == "| bad | error: RuntimeError: no GPU |"
+
+
+def test_recorded_h200_timeline():
+    """The H200 run's table is the one its rows give, and each recorded
+    replay adds up: the time at each number of running kernels is the busy
+    time, busy plus idle the makespan, and the kernels' time is the busy
+    time weighted by how many ran."""
+    d = os.path.join(TESTDATA, "h200", "perf", "timeline")
+    with open(os.path.join(d, "timeline.json")) as f:
+        rec = json.load(f)
+    with open(os.path.join(d, "timeline.md")) as f:
+        md = f.read()
+    rows = rec["rows"]
+    assert [r["model"] for r in rows] == ["googlenet", "inception_v3", "inception_v4", "nasnetalarge"]
+    assert tl.table(rows) in md
+    for r in rows:
+        assert r["identical"] and r["best"] in rec["keys"]
+        assert r["best_ms"] == min(r["cands"][k]["ms"] for k in rec["keys"])
+        for label in ("graph_tl", "one_tl", "best_tl"):
+            t = r[label]
+            levels = {int(k): v for k, v in t["level_us"].items()}
+            assert sum(levels.values()) == pytest.approx(t["busy_us"], abs=0.01)
+            assert t["busy_us"] + t["idle_us"] == pytest.approx(t["makespan_us"], abs=0.01)
+            assert sum(k * v for k, v in levels.items()) == pytest.approx(t["kernel_us"], abs=0.05)
+            assert t["makespan_us"] == sorted(r[label + "_makespans"])[(len(r[label + "_makespans"]) - 1) // 2]
+        assert r["one_tl"]["concurrency"] == 1.0  # one stream: one kernel at a time
