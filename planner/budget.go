@@ -3,8 +3,10 @@ package planner
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/dagrun/dagrun/dag"
@@ -74,8 +76,9 @@ func (e *BudgetError) Error() string {
 // Special values of Options.MemoryBudget.
 const (
 	// BudgetAuto aims at 1.1× the live bound of the plan's own schedule
-	// (LiveBound) with reuse steps only, which cost no makespan; it stops
-	// where those cannot get there, with a note (Plan.Notes).
+	// (LiveBound) with reuse steps only, which cost no makespan (a step
+	// whose re-plan on capped streams comes out longer is not taken); it
+	// stops where those cannot get there, with a note (Plan.Notes).
 	BudgetAuto = dag.MemoryBudgetAuto
 	// BudgetNone plans without a budget, whatever the spec says.
 	BudgetNone = -2
@@ -113,8 +116,11 @@ type budget struct {
 	extra  map[[2]int32]bool // after: edges added so far (u → v: u before v)
 	hint   map[int]int64     // the arena layout the next re-plan tries (reuse steps)
 	reused bool              // the last step was a reuse step
-	steps  []BudgetStep
-	berr   BudgetError
+	swept  string            // the note of a reuse step laid out by timeSweep (the last one's), for the final plan
+	// lengthened is the note of an auto step not taken (lengthens).
+	lengthened string
+	steps      []BudgetStep
+	berr       BudgetError
 	// the step being taken
 	pairs [][2]int
 	edges int
@@ -186,6 +192,24 @@ func (b *budget) met(st *state) bool {
 	return stale >= budgetStale
 }
 
+// lengthens reports whether next, the re-plan after a step of memory_budget
+// auto, has a longer ideal makespan than st's plan, and then keeps a note
+// of it for the final plan: auto takes only orders that cost no makespan.
+// A reuse step orders buffers that st's ideal schedule already runs one
+// after the other, so the critical path cannot grow, but under a stream
+// cap the re-plan folds its chains onto other streams, which can cost
+// makespan. A byte budget takes the step whatever it costs (its cost is in
+// Plan.Budget).
+func (b *budget) lengthens(st, next *state) bool {
+	was, now := st.plan.Stats.IdealMakespanUS, next.plan.Stats.IdealMakespanUS
+	if !b.auto || now <= was+1e-6 {
+		return false
+	}
+	b.lengthened = fmt.Sprintf("memory_budget auto: a reuse step (%d buffer orders) was not taken: re-planned on %d streams its ideal makespan was %.1f µs, %.1f µs over the %.1f µs of the plan before it, and auto takes only orders that cost no makespan (a budget in bytes takes them, with their cost)",
+		len(b.pairs), len(next.plan.Streams), now, now-was, was)
+	return true
+}
+
 // budgetStale is how many steps in a row may leave the smallest arena
 // reached where it is before the loop gives up.
 const budgetStale = 3
@@ -198,8 +222,12 @@ func (b *budget) choose(st *state) (kind string, ok bool) {
 	kind = BudgetReuse
 	b.pairs, b.hint = nil, nil
 	if !b.reused {
-		b.pairs, b.hint = st.reusePairs()
+		var swept string
+		b.pairs, b.hint, swept = st.reusePairs()
 		b.reused = true
+		if swept != "" {
+			b.swept = swept
+		}
 	}
 	if len(b.pairs) == 0 {
 		if b.auto {
@@ -318,6 +346,11 @@ func (b *budget) finish(st *state) error {
 		return &e
 	}
 	st.plan.Budget = b.steps
+	for _, n := range []string{b.swept, b.lengthened} {
+		if n != "" {
+			st.note("%s", n)
+		}
+	}
 	if arena > b.limit {
 		what, bound := "the arena", "the live bound"
 		if per := st.plan.Stats.ArenaBytesPerDevice; len(per) > 1 {
@@ -402,7 +435,7 @@ func (st *state) bufferStages() [][]int32 {
 // may come from its streams alone (two buffers on one stream), which the
 // re-plan, with the new orders in its path cover, need not keep (the
 // reduce pass drops the edges the hazard order implies).
-func (st *state) reusePairs() ([][2]int, map[int]int64) {
+func (st *state) reusePairs() (pairs [][2]int, hint map[int]int64, swept string) {
 	bv := st.view()
 	a := bv.a
 	k := make(map[*arenaBuf]int, len(a.bufs))
@@ -410,45 +443,64 @@ func (st *state) reusePairs() ([][2]int, map[int]int64) {
 		k[b] = i
 	}
 	p := st.plan
+	device := func(i int) int { return p.Buffers[a.bufs[i].idx].Device }
 	timeBefore := func(x, y *arenaBuf) bool { // bytes are shared on one device only
 		return bv.hi[k[x]] <= bv.lo[k[y]] && p.Buffers[x.idx].Device == p.Buffers[y.idx].Device
 	}
-	offs, size := a.layout(timeBefore, spans{bv.lo, bv.hi}, allBufs(len(a.bufs)), bv.lo)
+	var offs []int64
+	var size int64
+	order := allBufs(len(a.bufs))
+	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(bv.lo[i], bv.lo[j]) })
+	if live := overlapPairs(spans{bv.lo, bv.hi}.sub(order)); live <= greedyMaxPairs {
+		offs, size = a.layout(timeBefore, spans{bv.lo, bv.hi}, allBufs(len(a.bufs)), bv.lo)
+	} else {
+		offs, size = a.timeSweep(bv.lo, bv.hi, device)
+		in := make([]bool, len(p.Buffers))
+		for _, b := range a.bufs {
+			in[b.idx] = true
+		}
+		lb := liveBoundAll(p, st.accesses(), in)
+		swept = fmt.Sprintf("memory_budget: the reuse step laid the arena out over the ideal schedule by a sweep in order of start alone: the greedy layout by size, which may find a smaller arena, is bounded at %s pairs of temps live together (this schedule has %s); the sweep's layout is %s bytes, %s bytes (%.1f%%) over the %s bytes live at once in the ideal schedule, which no layout goes below: at most that much memory is lost",
+			thousands(greedyMaxPairs), thousands(live), thousands(int(size)), thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), thousands(int(lb)))
+	}
 	if size >= st.plan.Stats.ArenaBytes {
-		return nil, nil
+		return nil, nil, swept
 	}
 	// Only consecutive occupants of the same bytes need an order of their
 	// own: x<y is implied when some z sharing bytes with both has x<z<y
-	// (happens-before is transitive). For each y, its byte-sharing
-	// predecessors by decreasing end, against the bytes of those that start
-	// after that end.
-	overlap := func(i, j int) bool {
-		return offs[i] < offs[j]+a.bufs[j].size && offs[j] < offs[i]+a.bufs[i].size
-	}
-	// The buffers sharing bytes with y: an index of the byte ranges.
-	bytes := spans{lo: make([]float64, len(a.bufs)), hi: make([]float64, len(a.bufs))}
-	for i, b := range a.bufs {
-		bytes.lo[i], bytes.hi[i] = float64(offs[i]), float64(offs[i]+b.size)
-	}
-	ix := newSpanIndex(bytes)
-	for i := range a.bufs {
-		ix.add(i)
-	}
-	var pairs [][2]int
+	// (happens-before is transitive). A sweep in order of start keeps, per
+	// device, the buffer that last took each byte of the layout: what y
+	// finds over its bytes are its predecessors there (buffers sharing
+	// bytes are disjoint in time: the layout's rule). Of those, by
+	// decreasing end, one whose bytes a later one of them shares is ordered
+	// through that one. Each buffer looks only at the occupants it
+	// replaces, so the sweep is near-linear in buffers, however many share
+	// the arena's bytes over the schedule.
+	sweep := allBufs(len(a.bufs))
+	slices.SortFunc(sweep, func(i, j int) int {
+		return cmp.Or(cmp.Compare(bv.lo[i], bv.lo[j]), cmp.Compare(bv.hi[i], bv.hi[j]), cmp.Compare(i, j))
+	})
+	taken := map[int]*occupants{} // per device
+	var prev []int32
 	var pred, byLo []int
-	var cand []int32
-	for j, y := range a.bufs {
+	for _, j := range sweep {
+		y := a.bufs[j]
+		dev := p.Buffers[y.idx].Device
+		o := taken[dev]
+		if o == nil {
+			o = &occupants{}
+			taken[dev] = o
+		}
+		prev = o.take(offs[j], offs[j]+y.size, int32(j), prev[:0])
 		pred = pred[:0]
-		cand = ix.overlapping(cand[:0], bytes, j)
-		slices.Sort(cand)
-		for _, i := range cand {
-			if x := a.bufs[i]; overlap(int(i), j) && timeBefore(x, y) {
+		for _, i := range prev {
+			if timeBefore(a.bufs[i], y) {
 				pred = append(pred, int(i))
 			}
 		}
 		byLo = append(byLo[:0], pred...)
-		slices.SortFunc(pred, func(p, q int) int { return cmp.Compare(bv.hi[q], bv.hi[p]) })
-		slices.SortFunc(byLo, func(p, q int) int { return cmp.Compare(bv.lo[q], bv.lo[p]) })
+		slices.SortFunc(pred, func(p, q int) int { return cmp.Or(cmp.Compare(bv.hi[q], bv.hi[p]), cmp.Compare(p, q)) })
+		slices.SortFunc(byLo, func(p, q int) int { return cmp.Or(cmp.Compare(bv.lo[q], bv.lo[p]), cmp.Compare(p, q)) })
 		var later rangeSet
 		next := 0
 		for _, i := range pred {
@@ -463,13 +515,113 @@ func (st *state) reusePairs() ([][2]int, map[int]int64) {
 		}
 	}
 	if len(pairs) == 0 {
-		return nil, nil
+		return nil, nil, swept
 	}
-	hint := make(map[int]int64, len(a.bufs))
+	hint = make(map[int]int64, len(a.bufs))
 	for i, b := range a.bufs {
 		hint[b.idx] = offs[i]
 	}
-	return pairs, hint
+	return pairs, hint, swept
+}
+
+// timeSweep lays the arena buffers (a.bufs indices) out over their live
+// ranges [lo, hi) in the ideal schedule (µs), in order of start, as the
+// arena pass's sweep does over happens-before (best fit on its free list,
+// here with every free block clean: a buffer dead by the time another
+// starts may give it its bytes), each device's buffers above the previous
+// device's (the arena is split by device after). Cost O(buffers ×
+// (log buffers + sweepScan)). It returns the offsets (per a.bufs) and the
+// arena size in bytes.
+func (a *arenaInfo) timeSweep(lo, hi []float64, device func(i int) int) ([]int64, int64) {
+	offs := make([]int64, len(a.bufs))
+	byDevice := map[int][]int{}
+	for i := range a.bufs {
+		byDevice[device(i)] = append(byDevice[device(i)], i)
+	}
+	var base int64
+	for _, d := range slices.Sorted(maps.Keys(byDevice)) {
+		starts := byDevice[d]
+		slices.SortStableFunc(starts, func(i, j int) int { return cmp.Or(cmp.Compare(lo[i], lo[j]), cmp.Compare(hi[i], hi[j])) })
+		ends := slices.Clone(starts)
+		slices.SortStableFunc(ends, func(i, j int) int { return cmp.Compare(hi[i], hi[j]) })
+		placed := make(map[int]bool, len(starts))
+		f := &freeList{byStart: map[int64]*freeBlock{}, byEnd: map[int64]*freeBlock{}}
+		anyBlock := func(*freeBlock) bool { return true }
+		var top int64
+		e := 0
+		for _, i := range starts {
+			for ; e < len(ends) && hi[ends[e]] <= lo[i]; e++ {
+				if z := ends[e]; placed[z] {
+					f.release(f.block(freeBlock{off: offs[z] - base, size: a.bufs[z].size, clean: math.Inf(-1)}), lo[i])
+				}
+			}
+			size := a.bufs[i].size
+			if size == 0 {
+				offs[i] = base
+				continue
+			}
+			placed[i] = true
+			if b := f.bestFit(size, anyBlock); b != nil {
+				offs[i] = base + b.off
+				f.take(b, size)
+				continue
+			}
+			if b := f.byEnd[top]; b != nil {
+				offs[i] = base + b.off // the top block, grown to fit if need be
+				if b.size >= size {
+					f.take(b, size)
+				} else {
+					f.remove(b)
+					top = b.off + size
+				}
+				continue
+			}
+			offs[i] = base + top
+			top += size
+		}
+		base += top
+	}
+	return offs, base
+}
+
+// occupants is, over byte addresses, the buffer that last took each byte:
+// disjoint segments sorted by address.
+type occupants struct{ seg []occupied }
+
+type occupied struct {
+	lo, hi int64 // bytes [lo, hi)
+	buf    int32
+}
+
+// take gives bytes [lo, hi) to buf and appends to prev the buffers that
+// held some of them (each once, in increasing order).
+func (o *occupants) take(lo, hi int64, buf int32, prev []int32) []int32 {
+	if lo >= hi {
+		return prev
+	}
+	s := o.seg
+	i := sort.Search(len(s), func(k int) bool { return s[k].hi > lo })
+	j := i
+	for j < len(s) && s[j].lo < hi {
+		prev = append(prev, s[j].buf)
+		j++
+	}
+	slices.Sort(prev)
+	prev = slices.Compact(prev)
+	var repl [3]occupied
+	n := 0
+	if i < j && s[i].lo < lo {
+		repl[n] = occupied{s[i].lo, lo, s[i].buf}
+		n++
+	}
+	repl[n] = occupied{lo, hi, buf}
+	n++
+	if i < j && s[j-1].hi > hi {
+		repl[n] = occupied{hi, s[j-1].hi, s[j-1].buf}
+		n++
+	}
+	o.seg = slices.Replace(s, i, j, repl[:n]...)
+	return prev
 }
 
 // serializePairs picks the orders x<y of one serializing step, between
