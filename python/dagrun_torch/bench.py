@@ -112,6 +112,27 @@ def one_stream_graph(model: torch.nn.Module, x: torch.Tensor):
     return call, out, g, peak
 
 
+def each_model(rows: List[dict], models: List[str], body: Callable[[str, str, int, dict], None],
+               save: Callable[[], None]) -> None:
+    """Append one row per model to ``rows``, {"model": name} filled in by
+    ``body(name, spec, size, row)`` (MODELS' spec and input size); an
+    exception is the row's "error", its traceback printed. After each model
+    the GPU's cached memory is released, the row printed (without its
+    candidates) and ``save()`` called."""
+    for name in models:
+        spec, size = MODELS[name]
+        r: dict = {"model": name}
+        rows.append(r)
+        try:
+            body(name, spec, size, r)
+        except Exception as e:
+            r["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
+            traceback.print_exc()
+        torch.cuda.empty_cache()
+        print(name, json.dumps({k: v for k, v in r.items() if k not in ("model", "cands")}), flush=True)
+        save()
+
+
 def measure_in_child(ex, spec: str, size: int, out_dir: str, cudnn_benchmark: bool = False):
     """The cost model of model ``spec`` (input size ``size``), measured by
     ``python3 -m dagrun_torch costmodel`` in a child process (profiling
@@ -240,76 +261,68 @@ def schedules(args) -> int:
         with open(os.path.join(args.out, "schedules.md"), "w") as f:
             f.write(note() + "\n\n" + schedule_table(rows) + "\n")
 
-    for name in args.models:
-        spec, size = MODELS[name]
-        r: dict = {"model": name}
-        rows.append(r)
-        try:
-            model, x = gpu_model(spec, size)
-            call, gout, g, _ = one_stream_graph(model, x)
-            r["graph_ms"] = median_ms(call, args.iters)
-            del call, gout, g
-            t0 = time.time()
-            ex = export(model, (x,))
-            with torch.no_grad():
-                ref = ex.gm(x)
-            r["export_s"] = round(time.time() - t0, 1)
-            t0 = time.time()
-            cost = measure_in_child(ex, spec, size, args.out, args.cudnn_benchmark)
-            attach_cost(ex, cost)
-            costs[name] = cost.to_dict()
-            r["measure_s"] = round(time.time() - t0, 1)
-            r["launch_us"] = cost.launch_us
-            r["capacity"], r["interference"] = cost.capacity, cost.interference
-            cal = cost.calibration
-            r["calibration_pairs"] = len(cal)
-            if cal:
-                r["calibration_median_error"] = round(statistics.median(abs(p["predicted_us"] / p["together_us"] - 1) for p in cal if "repeats" in p), 4)
-            r["bound"] = costmodel.lower_bound(ex.graph, cost)
-            r["kernels"] = sum(len(n.kernels) for n in cost.nodes.values())
-            r["launch_bound_us"] = round(sum(max(1, len(n.kernels)) for n in cost.nodes.values()) * cost.launch_us, 1)
-            r["mean_occupancy"] = round(sum(n.occupancy * n.us for n in cost.nodes.values()) / max(1e-9, sum(n.us for n in cost.nodes.values())), 4)
-            wide = costmodel.CostModel(cost.device, cost.sms, cost.nodes, capacity=1e9, interference=0.0)
-            cands: Dict[str, dict] = {}
-            r["cands"] = cands
-            keys = [str(c) for c in CAPS] + list(EXTRA)
-            best, chosen = schedule.choose(ex.graph, cost, lambda cap, g: plan_model(ex, max_streams=cap, graph=g), keys)
-            r["staged"] = chosen["staged"]["summary"]
-            r["cost_cap"] = best
-            for cap in keys:
-                plan = chosen[cap]["plan"]
-                c = {k: (round(v, 2) if isinstance(v, float) else v) for k, v in chosen[cap].items()
-                     if k not in ("plan", "form", "summary", "cap")}
-                c["predicted_no_width_us"] = round(costmodel.predict(plan, wide), 2)
-                cm = CompiledModel(ex, plan, "graph", (x,), priority="auto")
-                c["ms"] = median_ms(lambda: cm(x), args.iters)
-                c["priority"], c["tuning_ms"] = cm.priority, cm.tuning
-                c["identical"] = bitwise_equal(cm(x), ref)[0]
-                cands[str(cap)] = c
-                del cm
-                torch.cuda.synchronize()
-                print(name, cand_label(cap), json.dumps(c), flush=True)
-            r["search_cap"] = min(keys, key=lambda k: cands[k]["ms"])
-            ok = all(c["identical"] for c in cands.values())
-            for cap in sorted({"0", r["cost_cap"], r["search_cap"]}):
-                if not args.verify_trials:
-                    break
-                cm = CompiledModel(ex, chosen[cap]["plan"], "graph", (x,), priority="auto")
-                try:
-                    cm.verify(x, trials=args.verify_trials)
-                except AssertionError as e:
-                    ok = False
-                    r["mismatch_%s" % cap] = str(e)
-                del cm
-            r["identical"] = "yes" if ok else "NO"
-            if name in args.compile_models and time.time() - t_start + _COMPILE_S[name] < args.budget_s:
-                r["compile_s"], r["compile_ms"] = reduce_overhead_ms(model, x, args.iters)
-        except Exception as e:
-            r["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
-            traceback.print_exc()
-        torch.cuda.empty_cache()
-        print(name, json.dumps({k: v for k, v in r.items() if k not in ("model", "cands")}), flush=True)
-        save()
+    def one_model(name: str, spec: str, size: int, r: dict) -> None:
+        model, x = gpu_model(spec, size)
+        call, gout, g, _ = one_stream_graph(model, x)
+        r["graph_ms"] = median_ms(call, args.iters)
+        del call, gout, g
+        t0 = time.time()
+        ex = export(model, (x,))
+        with torch.no_grad():
+            ref = ex.gm(x)
+        r["export_s"] = round(time.time() - t0, 1)
+        t0 = time.time()
+        cost = measure_in_child(ex, spec, size, args.out, args.cudnn_benchmark)
+        attach_cost(ex, cost)
+        costs[name] = cost.to_dict()
+        r["measure_s"] = round(time.time() - t0, 1)
+        r["launch_us"] = cost.launch_us
+        r["capacity"], r["interference"] = cost.capacity, cost.interference
+        cal = cost.calibration
+        r["calibration_pairs"] = len(cal)
+        if cal:
+            r["calibration_median_error"] = round(statistics.median(abs(p["predicted_us"] / p["together_us"] - 1) for p in cal if "repeats" in p), 4)
+        r["bound"] = costmodel.lower_bound(ex.graph, cost)
+        r["kernels"] = sum(len(n.kernels) for n in cost.nodes.values())
+        r["launch_bound_us"] = round(sum(max(1, len(n.kernels)) for n in cost.nodes.values()) * cost.launch_us, 1)
+        r["mean_occupancy"] = round(sum(n.occupancy * n.us for n in cost.nodes.values()) / max(1e-9, sum(n.us for n in cost.nodes.values())), 4)
+        wide = costmodel.CostModel(cost.device, cost.sms, cost.nodes, capacity=1e9, interference=0.0)
+        cands: Dict[str, dict] = {}
+        r["cands"] = cands
+        keys = [str(c) for c in CAPS] + list(EXTRA)
+        best, chosen = schedule.choose(ex.graph, cost, lambda cap, g: plan_model(ex, max_streams=cap, graph=g), keys)
+        r["staged"] = chosen["staged"]["summary"]
+        r["cost_cap"] = best
+        for cap in keys:
+            plan = chosen[cap]["plan"]
+            c = {k: (round(v, 2) if isinstance(v, float) else v) for k, v in chosen[cap].items()
+                 if k not in ("plan", "form", "summary", "cap")}
+            c["predicted_no_width_us"] = round(costmodel.predict(plan, wide), 2)
+            cm = CompiledModel(ex, plan, "graph", (x,), priority="auto")
+            c["ms"] = median_ms(lambda: cm(x), args.iters)
+            c["priority"], c["tuning_ms"] = cm.priority, cm.tuning
+            c["identical"] = bitwise_equal(cm(x), ref)[0]
+            cands[str(cap)] = c
+            del cm
+            torch.cuda.synchronize()
+            print(name, cand_label(cap), json.dumps(c), flush=True)
+        r["search_cap"] = min(keys, key=lambda k: cands[k]["ms"])
+        ok = all(c["identical"] for c in cands.values())
+        for cap in sorted({"0", r["cost_cap"], r["search_cap"]}):
+            if not args.verify_trials:
+                break
+            cm = CompiledModel(ex, chosen[cap]["plan"], "graph", (x,), priority="auto")
+            try:
+                cm.verify(x, trials=args.verify_trials)
+            except AssertionError as e:
+                ok = False
+                r["mismatch_%s" % cap] = str(e)
+            del cm
+        r["identical"] = "yes" if ok else "NO"
+        if name in args.compile_models and time.time() - t_start + _COMPILE_S[name] < args.budget_s:
+            r["compile_s"], r["compile_ms"] = reduce_overhead_ms(model, x, args.iters)
+
+    each_model(rows, args.models, one_model, save)
     print()
     print(note())
     print(schedule_table(rows))
@@ -358,70 +371,62 @@ def inductor(args) -> int:
         with open(os.path.join(args.out, "inductor.md"), "w") as f:
             f.write(note() + "\n\n" + inductor_table(rows) + "\n")
 
-    for name in args.models:
-        spec, size = MODELS[name]
-        r: dict = {"model": name}
-        rows.append(r)
-        try:
-            model, x = gpu_model(spec, size)
-            if name in args.compile_models and time.time() - t_start + 2 * _COMPILE_S[name] < args.budget_s:
-                r["compile_s"], r["compile_ms"] = reduce_overhead_ms(model, x, args.iters)
-            t0 = time.time()
-            cd = torch.compile(model)
-            with torch.no_grad():
-                for _ in range(2):
-                    cd(x)
-            r["compile_default_s"] = round(time.time() - t0, 1)
-            wc = ind.capture_call(cd, (x,))
-            t0 = time.time()
-            ig = ind.trace_call(wc, name=name)
-            r["trace_s"] = round(time.time() - t0, 1)
-            r["launches"] = len(ig.graph["nodes"])
-            r["sum_us"] = ig.graph["sum_node_us"]
-            slots = ind.input_slots(ig.args, (x,))
-            one = ind.one_stream(ig, slots)
-            r["one_ms"] = median_ms(lambda: one(x), args.iters)
-            ref = [t.clone() for t in _flat(one(x))]
-            with torch.no_grad():
-                eager = _flat(cd(x))
-            r["one_equals_compiled"] = bitwise_equal(ref, [t.clone() for t in eager])[0]
-            # a kernel whose result depends on timing shows as a one-stream graph that differs from itself
-            again = ind.one_stream(ig, slots)
-            r["one_stream_repeatable"] = all(bitwise_equal(list(_flat(g_(x))), ref)[0] for g_ in (one, again, one))
-            del one, again
-            cands = {}
-            for cap in INDUCTOR_CAPS:
-                ci = ind.CompiledInductor(ig, ind.plan_graph(ig.graph, cap), slots)
-                c = {"streams": ci.streams, "ms": median_ms(lambda: ci(x), args.iters)}
-                c["identical"], why = bitwise_equal(list(_flat(ci(x))), ref)
-                if why:
-                    c["mismatch"] = why
-                cands[str(cap)] = c
-                del ci
-                torch.cuda.synchronize()
-                print(name, "inductor cap", cap, json.dumps(c), flush=True)
-            r["cands"] = cands
-            best = min(INDUCTOR_CAPS, key=lambda k: cands[str(k)]["ms"])
-            r["best_cap"], r["best_ms"], r["best_streams"] = best, cands[str(best)]["ms"], cands[str(best)]["streams"]
-            ok = all(c["identical"] for c in cands.values())
-            rng = random.Random(0)
-            launches = sorted(ig.launch)
-            for trial in range(args.verify_trials):  # the best plan again, with GPU delays before a tenth of the launches
-                delays = {k: int(rng.uniform(0.1, 1.0) * 200 * 1.98e3) for k in rng.sample(launches, max(1, len(launches) // 10))}
-                ci = ind.CompiledInductor(ig, ind.plan_graph(ig.graph, best), slots, delays=delays)
-                same = bitwise_equal(list(_flat(ci(x))), ref)[0]
-                r.setdefault("delayed_identical", []).append(same)
-                ok = ok and same
-                del ci
-            r["identical"] = "yes" if ok else "NO"
-            del cd, ig
-            torch._dynamo.reset()
-        except Exception as e:
-            r["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
-            traceback.print_exc()
-        torch.cuda.empty_cache()
-        print(name, json.dumps({k: v for k, v in r.items() if k not in ("model", "cands")}), flush=True)
-        save()
+    def one_model(name: str, spec: str, size: int, r: dict) -> None:
+        model, x = gpu_model(spec, size)
+        if name in args.compile_models and time.time() - t_start + 2 * _COMPILE_S[name] < args.budget_s:
+            r["compile_s"], r["compile_ms"] = reduce_overhead_ms(model, x, args.iters)
+        t0 = time.time()
+        cd = torch.compile(model)
+        with torch.no_grad():
+            for _ in range(2):
+                cd(x)
+        r["compile_default_s"] = round(time.time() - t0, 1)
+        wc = ind.capture_call(cd, (x,))
+        t0 = time.time()
+        ig = ind.trace_call(wc, name=name)
+        r["trace_s"] = round(time.time() - t0, 1)
+        r["launches"] = len(ig.graph["nodes"])
+        r["sum_us"] = ig.graph["sum_node_us"]
+        slots = ind.input_slots(ig.args, (x,))
+        one = ind.one_stream(ig, slots)
+        r["one_ms"] = median_ms(lambda: one(x), args.iters)
+        ref = [t.clone() for t in _flat(one(x))]
+        with torch.no_grad():
+            eager = _flat(cd(x))
+        r["one_equals_compiled"] = bitwise_equal(ref, [t.clone() for t in eager])[0]
+        # a kernel whose result depends on timing shows as a one-stream graph that differs from itself
+        again = ind.one_stream(ig, slots)
+        r["one_stream_repeatable"] = all(bitwise_equal(list(_flat(g_(x))), ref)[0] for g_ in (one, again, one))
+        del one, again
+        cands = {}
+        for cap in INDUCTOR_CAPS:
+            ci = ind.CompiledInductor(ig, ind.plan_graph(ig.graph, cap), slots)
+            c = {"streams": ci.streams, "ms": median_ms(lambda: ci(x), args.iters)}
+            c["identical"], why = bitwise_equal(list(_flat(ci(x))), ref)
+            if why:
+                c["mismatch"] = why
+            cands[str(cap)] = c
+            del ci
+            torch.cuda.synchronize()
+            print(name, "inductor cap", cap, json.dumps(c), flush=True)
+        r["cands"] = cands
+        best = min(INDUCTOR_CAPS, key=lambda k: cands[str(k)]["ms"])
+        r["best_cap"], r["best_ms"], r["best_streams"] = best, cands[str(best)]["ms"], cands[str(best)]["streams"]
+        ok = all(c["identical"] for c in cands.values())
+        rng = random.Random(0)
+        launches = sorted(ig.launch)
+        for trial in range(args.verify_trials):  # the best plan again, with GPU delays before a tenth of the launches
+            delays = {k: int(rng.uniform(0.1, 1.0) * 200 * 1.98e3) for k in rng.sample(launches, max(1, len(launches) // 10))}
+            ci = ind.CompiledInductor(ig, ind.plan_graph(ig.graph, best), slots, delays=delays)
+            same = bitwise_equal(list(_flat(ci(x))), ref)[0]
+            r.setdefault("delayed_identical", []).append(same)
+            ok = ok and same
+            del ci
+        r["identical"] = "yes" if ok else "NO"
+        del cd, ig
+        torch._dynamo.reset()
+
+    each_model(rows, args.models, one_model, save)
     print()
     print(note())
     print(inductor_table(rows))

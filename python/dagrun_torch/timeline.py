@@ -224,7 +224,7 @@ def run_each(args) -> int:
 def run(args) -> int:
     import torch
     from . import schedule
-    from .bench import MODELS, gpu_model, median_ms, one_stream_graph
+    from .bench import each_model, gpu_model, median_ms, one_stream_graph
     from .exporter import export
     from .runner import CompiledModel, bitwise_equal, plan_model
     t_start = time.time()
@@ -244,50 +244,42 @@ def run(args) -> int:
         with open(os.path.join(args.out, "timeline.md"), "w") as f:
             f.write(note() + "\n\n" + table(rows) + "\n")
 
-    for name in args.models:
-        spec, size = MODELS[name]
-        r: dict = {"model": name}
-        rows.append(r)
-        try:
-            model, x = gpu_model(spec, size)
-            gcall, _, _, _ = one_stream_graph(model, x)
-            r["graph_ms"] = median_ms(gcall, args.iters)
-            ex = export(model, (x,))
-            with torch.no_grad():
-                ref = ex.gm(x)
-            cost, r["cost_from"] = _cost_for(name, spec, size, ex, costs, args.out)
-            from . import costmodel
-            r["bound"] = costmodel.lower_bound(ex.graph, cost)
-            cms: Dict[str, Any] = {}
-            cands: Dict[str, dict] = {}
-            r["cands"] = cands
-            for key in ("1",) + KEYS:
-                cap, g, _ = schedule.form(ex.graph, cost, key)
-                plan = plan_model(ex, max_streams=cap, graph=g)
-                cm = CompiledModel(ex, plan, "graph", (x,), priority="auto")
-                ms = median_ms(lambda: cm(x), args.iters)
-                cands[key] = {"ms": ms, "streams": len(plan.streams), "identical": bitwise_equal(cm(x), ref)[0]}
-                cms[key] = cm
-                print(name, key, json.dumps(cands[key]), flush=True)
-            best = min(KEYS, key=lambda k: cands[k]["ms"])
-            r["best"], r["best_ms"], r["best_streams"] = best, cands[best]["ms"], cands[best]["streams"]
-            r["identical"] = all(c["identical"] for c in cands.values())
-            for k in list(cms):
-                if k not in ("1", best):
-                    del cms[k]
-            torch.cuda.synchronize()
-            # Profiled last: CUPTI slows the graphs of its process.
-            for label, call in (("graph_tl", gcall), ("one_tl", lambda: cms["1"](x)), ("best_tl", lambda: cms[best](x))):
-                runs = profile_replays(call, args.replays)
-                r[label] = median_replay(runs)
-                r[label + "_makespans"] = [d["makespan_us"] for d in runs]
-            del cms
-        except Exception as e:
-            r["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
-            traceback.print_exc()
-        torch.cuda.empty_cache()
-        print(name, json.dumps({k: v for k, v in r.items() if k not in ("model", "cands")}), flush=True)
-        save()
+    def one_model(name: str, spec: str, size: int, r: dict) -> None:
+        model, x = gpu_model(spec, size)
+        gcall, _, _, _ = one_stream_graph(model, x)
+        r["graph_ms"] = median_ms(gcall, args.iters)
+        ex = export(model, (x,))
+        with torch.no_grad():
+            ref = ex.gm(x)
+        cost, r["cost_from"] = _cost_for(name, spec, size, ex, costs, args.out)
+        from . import costmodel
+        r["bound"] = costmodel.lower_bound(ex.graph, cost)
+        cms: Dict[str, Any] = {}
+        cands: Dict[str, dict] = {}
+        r["cands"] = cands
+        for key in ("1",) + KEYS:
+            cap, g, _ = schedule.form(ex.graph, cost, key)
+            plan = plan_model(ex, max_streams=cap, graph=g)
+            cm = CompiledModel(ex, plan, "graph", (x,), priority="auto")
+            ms = median_ms(lambda: cm(x), args.iters)
+            cands[key] = {"ms": ms, "streams": len(plan.streams), "identical": bitwise_equal(cm(x), ref)[0]}
+            cms[key] = cm
+            print(name, key, json.dumps(cands[key]), flush=True)
+        best = min(KEYS, key=lambda k: cands[k]["ms"])
+        r["best"], r["best_ms"], r["best_streams"] = best, cands[best]["ms"], cands[best]["streams"]
+        r["identical"] = all(c["identical"] for c in cands.values())
+        for k in list(cms):
+            if k not in ("1", best):
+                del cms[k]
+        torch.cuda.synchronize()
+        # Profiled last: CUPTI slows the graphs of its process.
+        for label, call in (("graph_tl", gcall), ("one_tl", lambda: cms["1"](x)), ("best_tl", lambda: cms[best](x))):
+            runs = profile_replays(call, args.replays)
+            r[label] = median_replay(runs)
+            r[label + "_makespans"] = [d["makespan_us"] for d in runs]
+        del cms
+
+    each_model(rows, args.models, one_model, save)
     print()
     print(note())
     print(table(rows))
