@@ -117,7 +117,7 @@ type budget struct {
 	hint   map[int]int64     // the arena layout the next re-plan tries (reuse steps)
 	reused bool              // the last step was a reuse step
 	swept  string            // the note of a reuse step laid out by timeSweep (the last one's), for the final plan
-	// lengthened is the note of an auto step not taken (lengthens).
+	// lengthened is the note of an auto step not taken (lengthens, grows).
 	lengthened string
 	steps      []BudgetStep
 	berr       BudgetError
@@ -207,6 +207,22 @@ func (b *budget) lengthens(st, next *state) bool {
 	}
 	b.lengthened = fmt.Sprintf("memory_budget auto: a reuse step (%d buffer orders) was not taken: re-planned on %d streams its ideal makespan was %.1f µs, %.1f µs over the %.1f µs of the plan before it, and auto takes only orders that cost no makespan (a budget in bytes takes them, with their cost)",
 		len(b.pairs), len(next.plan.Streams), now, now-was, was)
+	return true
+}
+
+// grows reports whether next, the re-plan after a step of memory_budget
+// auto, has a larger arena (BudgetArena) than st's plan, and then keeps a
+// note of it for the final plan. The step's layout is laid out over st's
+// ideal schedule; the re-plan's arena pass takes it only where it holds
+// for the re-plan, and lays the arena out anew where it does not (on
+// several devices, for each device), which can come out larger.
+func (b *budget) grows(st, next *state) bool {
+	was, now := BudgetArena(st.plan), BudgetArena(next.plan)
+	if !b.auto || now <= was {
+		return false
+	}
+	b.lengthened = fmt.Sprintf("memory_budget auto: a reuse step (%d buffer orders) was not taken: re-planned, its arena was %s bytes, %s over the %s of the plan before it",
+		len(b.pairs), thousands(int(now)), thousands(int(now-was)), thousands(int(was)))
 	return true
 }
 

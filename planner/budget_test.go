@@ -381,6 +381,13 @@ func TestBudgetAutoArenaNoLarger(t *testing.T) {
 	if p.Stats.IdealMakespanUS > free.Stats.IdealMakespanUS+1e-6 {
 		t.Errorf("ideal makespan %.2f µs with memory_budget auto, %.2f without", p.Stats.IdealMakespanUS, free.Stats.IdealMakespanUS)
 	}
+	noted := false
+	for _, n := range p.Notes {
+		noted = noted || strings.Contains(n, "was not taken: re-planned, its arena was 54,784 bytes")
+	}
+	if !noted {
+		t.Errorf("no note on the step not taken: %q", p.Notes)
+	}
 }
 
 // memory_budget auto never lengthens the ideal makespan: on nasnetalarge

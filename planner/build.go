@@ -244,7 +244,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 			err = fmt.Errorf("planner: re-planning after %s step %d: %w", kind, len(b.steps)+1, perr)
 			break
 		}
-		if b.lengthens(st, next) {
+		if b.lengthens(st, next) || b.grows(st, next) {
 			// memory_budget auto keeps the plan before the step.
 			for _, t := range next.timings {
 				timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
