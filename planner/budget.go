@@ -15,8 +15,11 @@ import (
 // Kinds of budget steps (BudgetStep.Kind).
 const (
 	// BudgetReuse orders buffers whose live ranges are already disjoint in
-	// the plan's ideal schedule, so that they may share bytes: the ordering
-	// edges do not lengthen the critical path.
+	// the plan's ideal schedule, so that they may share bytes. Where that
+	// schedule is the hazard graph's earliest (the default strategy,
+	// uncapped, no pins) the ordering edges do not lengthen the critical
+	// path; elsewhere it is that of the plan's streams, and the edges can
+	// lengthen it (BudgetStep.CostUS).
 	BudgetReuse = "reuse"
 	// BudgetSerialize delays a buffer's first use until another buffer
 	// live at the peak is dead: the step trades makespan for memory.
@@ -101,9 +104,10 @@ const budgetMaxSteps = 2000
 // memory_budget (bytes) by adding ordering edges (after: edges between
 // stages) and re-planning: first edges that only order buffers already
 // dead-before-alive in the ideal schedule, which the arena can then share
-// (laid out over the schedule's live ranges; these do not lengthen the
-// critical path), then, while the arena is still over the budget, one
-// serializing order at a time at the peak of live bytes, the cheapest
+// (laid out over the schedule's live ranges; where that schedule is the
+// hazard graph's earliest these do not lengthen the critical path), then,
+// while the arena is still over the budget, one serializing order at a
+// time at the peak of live bytes, the cheapest
 // first (the smallest increase of the critical path, exact for one order
 // since all its edges run from one buffer's stages to another's), larger
 // buffers first among equals. Each step is reported in Plan.Budget with
@@ -196,9 +200,11 @@ func (b *budget) met(st *state) bool {
 // auto, has a longer ideal makespan than st's plan, and then keeps a note
 // of it for the final plan: auto takes only orders that cost no makespan.
 // A reuse step orders buffers that st's ideal schedule already runs one
-// after the other, so the critical path cannot grow, but under a stream
-// cap the re-plan folds its chains onto other streams, which can cost
-// makespan. A byte budget takes the step whatever it costs (its cost is in
+// after the other, but under a stream cap (or pins, or another strategy)
+// that schedule is that of st's streams, not the hazard graph's earliest:
+// the edges can lengthen the critical path (layered 200 at the default cap
+// of 8: 72 µs → 200), and the re-plan folds its chains onto other streams,
+// which can cost makespan. A byte budget takes the step whatever it costs (its cost is in
 // Plan.Budget).
 func (b *budget) lengthens(st, next *state) bool {
 	was, now := st.plan.Stats.IdealMakespanUS, next.plan.Stats.IdealMakespanUS
