@@ -384,7 +384,7 @@ var collectAt = 10_000
 // stage of peak memory at 100k stages where it is otherwise 2.3. A
 // collection at the moment they die bases the goal on what is live then.
 // Its cost is one mark of the live heap each: at 100k stages the whole
-// `dagrun plan` takes 1–5% longer (six runs of each scale shape).
+// `dagrun plan` takes 1–6% longer (six runs of each scale shape).
 func (st *state) collect() {
 	if st.n >= collectAt {
 		runtime.GC()
