@@ -566,7 +566,7 @@ func (a *arenaInfo) timeSweep(lo, hi []float64, device func(i int) int) ([]int64
 		slices.SortStableFunc(starts, func(i, j int) int { return cmp.Or(cmp.Compare(lo[i], lo[j]), cmp.Compare(hi[i], hi[j])) })
 		ends := slices.Clone(starts)
 		slices.SortStableFunc(ends, func(i, j int) int { return cmp.Compare(hi[i], hi[j]) })
-		placed := make(map[int]bool, len(starts))
+		placed := make([]bool, len(a.bufs))
 		f := &freeList{byStart: map[int64]*freeBlock{}, byEnd: map[int64]*freeBlock{}}
 		anyBlock := func(*freeBlock) bool { return true }
 		var top int64
