@@ -1,10 +1,12 @@
 package dagrun_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/synth"
 )
 
 // Plan caps the default strategy's streams at DefaultMaxStreams unless the
@@ -64,5 +66,54 @@ func TestDefaultMaxStreams(t *testing.T) {
 	}
 	if p, err := dagrun.Plan(r, dagrun.PlanOptions{}); err != nil || noted(p) {
 		t.Errorf("resnet50 (5 chains): %v, notes %q", err, p.Notes)
+	}
+}
+
+// The default cap's note states the cap's cost against the spec's own
+// critical path, also where memory_budget auto's orders lengthened the
+// critical path of the capped plan: those orders are the cap's doing
+// (uncapped, auto needs none of them), so the note does not call the
+// capped plan as fast as uncapped.
+func TestDefaultCapNoteUnderBudgetAuto(t *testing.T) {
+	s := synth.Wavefront(200, 0) // 15 wide; uncapped 135 µs, capped at 8 310 µs
+	plan := func(o dagrun.PlanOptions) *dagrun.StreamPlan {
+		t.Helper()
+		p, err := dagrun.Plan(s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	capNote := func(p *dagrun.StreamPlan) string {
+		for _, n := range p.Notes {
+			if strings.Contains(n, "capped at") && strings.Contains(n, "by default") {
+				return n
+			}
+		}
+		return ""
+	}
+	uncapped := plan(dagrun.PlanOptions{MaxStreams: -1, MemoryBudget: dagrun.BudgetAuto})
+	none := plan(dagrun.PlanOptions{MemoryBudget: dagrun.BudgetNone})
+	auto := plan(dagrun.PlanOptions{MemoryBudget: dagrun.BudgetAuto})
+	if len(auto.Budget) == 0 {
+		t.Fatalf("auto at the default cap took no budget step (notes %q): the case this test is for is gone", auto.Notes)
+	}
+	if auto.Stats.IdealMakespanUS <= uncapped.Stats.IdealMakespanUS*1.0005 {
+		t.Fatalf("auto at the default cap: ideal makespan %.1f µs, uncapped %.1f: the cap costs nothing here", auto.Stats.IdealMakespanUS, uncapped.Stats.IdealMakespanUS)
+	}
+	for _, p := range []*dagrun.StreamPlan{none, auto} {
+		n := capNote(p)
+		if n == "" {
+			t.Fatalf("no cap note: %q", p.Notes)
+		}
+		if strings.Contains(n, "the same ideal makespan as uncapped") {
+			t.Errorf("ideal makespan %.1f µs at the cap against %.1f uncapped, yet the note says %q", p.Stats.IdealMakespanUS, uncapped.Stats.IdealMakespanUS, n)
+		}
+		if want := fmt.Sprintf("the critical path's %.1f µs", none.Stats.CriticalPathUS); !strings.Contains(n, want) {
+			t.Errorf("note %q: want %q (the spec's critical path)", n, want)
+		}
+		if want := fmt.Sprintf("(the uncapped plan has %d)", uncapped.Stats.Streams); !strings.Contains(n, want) {
+			t.Errorf("note %q: want %q", n, want)
+		}
 	}
 }
