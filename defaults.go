@@ -36,16 +36,21 @@ func withDefaultCap(spec *Spec, o PlanOptions) (PlanOptions, bool) {
 // the uncapped plan has (a minimum path cover has stages − its maximum
 // matching chains; Stats.LowerBoundWaits is reduced edges − that
 // matching), and what the cap costs: its ideal makespan against the
-// critical path (µs).
+// critical path (µs). Both are the spec's own: with memory_budget steps,
+// those of the plan before the first (p.BudgetStart), since the orders the
+// steps added are the capped plan's, not the uncapped one's.
 func capNote(p *StreamPlan) {
-	st := p.Stats
-	chains := st.Stages - st.ReducedEdges + st.LowerBoundWaits
+	st, own := p.Stats, p.Stats
+	if p.BudgetStart != nil {
+		own = *p.BudgetStart
+	}
+	chains := own.Stages - own.ReducedEdges + own.LowerBoundWaits
 	if st.Streams < DefaultMaxStreams || chains <= st.Streams {
 		return // the cap did not bind
 	}
 	cost := "the same ideal makespan as uncapped (the critical path)"
-	if st.IdealMakespanUS > st.CriticalPathUS*1.0005 && st.CriticalPathUS > 0 {
-		cost = fmt.Sprintf("an ideal makespan of %.1f µs, %.2f× the critical path's %.1f µs that the uncapped plan reaches", st.IdealMakespanUS, st.IdealMakespanUS/st.CriticalPathUS, st.CriticalPathUS)
+	if cp := own.CriticalPathUS; st.IdealMakespanUS > cp*1.0005 && cp > 0 {
+		cost = fmt.Sprintf("an ideal makespan of %.1f µs, %.2f× the critical path's %.1f µs that the uncapped plan reaches", st.IdealMakespanUS, st.IdealMakespanUS/cp, cp)
 	}
 	per := ""
 	if p.DeviceCount() > 1 {

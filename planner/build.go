@@ -229,6 +229,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 	// The budget loop: plan, and while the plan is over memory_budget, add
 	// the orders chosen from it to the spec and plan again.
 	b, err := newBudget(st)
+	start0 := st.plan.Stats // the spec's own, for Plan.BudgetStart
 	for err == nil && b != nil && !b.met(st) {
 		t0 := time.Now()
 		kind, ok := b.choose(st)
@@ -272,6 +273,9 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		return nil, err
 	}
 	st.plan.Notes = st.notes
+	if len(st.plan.Budget) > 0 {
+		st.plan.BudgetStart = &start0
+	}
 	setUnrollNote(st.plan)
 	if n := idleDevicesNote(st.plan, balance); n != "" {
 		st.plan.Notes = append(st.plan.Notes, n)

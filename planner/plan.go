@@ -39,6 +39,10 @@ type Plan struct {
 	// Budget lists the steps Build's budget loop took to meet memory_budget
 	// (ordering edges and their makespan cost); empty without a budget.
 	Budget []BudgetStep `json:"budget,omitempty"`
+	// BudgetStart is Stats of the plan before Budget's first step: the
+	// spec's own critical path and reduced graph, without the orders the
+	// steps added (nil when no step was taken; not written to plan files).
+	BudgetStart *Stats `json:"-"`
 	// Iteration is how the plan is issued once per input (iter.go): the
 	// iterate pass's cross-iteration waits, or the barrier form
 	// (Iteration.Barrier, WithIteration). Build always sets it; plan files
