@@ -50,7 +50,11 @@ func capNote(p *StreamPlan) {
 	}
 	cost := "the same ideal makespan as uncapped (the critical path)"
 	if cp := own.CriticalPathUS; st.IdealMakespanUS > cp*1.0005 && cp > 0 {
-		cost = fmt.Sprintf("an ideal makespan of %.1f µs, %.2f× the critical path's %.1f µs that the uncapped plan reaches", st.IdealMakespanUS, st.IdealMakespanUS/cp, cp)
+		reach := "that the uncapped plan reaches"
+		if p.BudgetStart != nil {
+			reach = "of the spec, before memory_budget's orders (each budget step gives its own cost)"
+		}
+		cost = fmt.Sprintf("an ideal makespan of %.1f µs, %.2f× the critical path's %.1f µs %s", st.IdealMakespanUS, st.IdealMakespanUS/cp, cp, reach)
 	}
 	per := ""
 	if p.DeviceCount() > 1 {
