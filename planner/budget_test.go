@@ -466,3 +466,30 @@ func TestBudgetAutoKeepsMakespan(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The note on a reuse step laid out by timeSweep describes a step the plan
+// took: where memory_budget auto does not take the step (its re-plan is
+// longer), the plan's arena is not the sweep's layout, and the note would
+// state a loss (the sweep's layout against the live bytes) the plan does
+// not have.
+func TestBudgetSweepNoteOnlyForStepTaken(t *testing.T) {
+	defer func(n int) { greedyMaxPairs = n }(greedyMaxPairs)
+	greedyMaxPairs = 0
+	for _, c := range []struct {
+		name string
+		s    *dag.Spec
+	}{{"layered 200", synth.Layered(200)}, {"layered 500", synth.Layered(500)}} {
+		p := build(t, c.s, Options{MaxStreams: 8, MemoryBudget: BudgetAuto})
+		var swept, notTaken bool
+		for _, n := range p.Notes {
+			swept = swept || strings.Contains(n, "the reuse step laid the arena out over the ideal schedule by a sweep")
+			notTaken = notTaken || strings.Contains(n, "was not taken")
+		}
+		if !notTaken || len(p.Budget) > 0 {
+			t.Fatalf("%s: steps %v, notes %q: want the reuse step not taken, the case this test is for", c.name, p.Budget, p.Notes)
+		}
+		if swept {
+			t.Errorf("%s: arena %d bytes, no step taken, yet a note on the sweep's layout of the step not taken: %q", c.name, p.Stats.ArenaBytes, p.Notes)
+		}
+	}
+}
