@@ -120,7 +120,10 @@ type budget struct {
 	extra  map[[2]int32]bool // after: edges added so far (u → v: u before v)
 	hint   map[int]int64     // the arena layout the next re-plan tries (reuse steps)
 	reused bool              // the last step was a reuse step
-	swept  string            // the note of a reuse step laid out by timeSweep (the last one's), for the final plan
+	swept  string            // the note of a reuse step laid out by timeSweep (the last taken one's), for the final plan
+	// sweptNext is that note of the step being taken, kept in swept once
+	// the plan takes the step (record).
+	sweptNext string
 	// lengthened is the note of an auto step not taken (lengthens, grows).
 	lengthened string
 	steps      []BudgetStep
@@ -244,12 +247,8 @@ func (b *budget) choose(st *state) (kind string, ok bool) {
 	kind = BudgetReuse
 	b.pairs, b.hint = nil, nil
 	if !b.reused {
-		var swept string
-		b.pairs, b.hint, swept = st.reusePairs()
+		b.pairs, b.hint, b.sweptNext = st.reusePairs()
 		b.reused = true
-		if swept != "" {
-			b.swept = swept
-		}
 	}
 	if len(b.pairs) == 0 {
 		if b.auto {
@@ -348,6 +347,9 @@ func (b *budget) record(kind string, st *state) {
 	prev := b.berr.StartMakespanUS
 	if len(b.steps) > 0 {
 		prev = b.steps[len(b.steps)-1].MakespanUS
+	}
+	if b.sweptNext != "" {
+		b.swept, b.sweptNext = b.sweptNext, ""
 	}
 	m := st.plan.Stats.IdealMakespanUS
 	b.steps = append(b.steps, BudgetStep{Kind: kind, Orders: orders, Pairs: n, Edges: b.edges,
