@@ -118,3 +118,25 @@ def test_recorded_h200_timeline():
             assert sum(k * v for k, v in levels.items()) == pytest.approx(t["kernel_us"], abs=0.05)
             assert t["makespan_us"] == sorted(r[label + "_makespans"])[(len(r[label + "_makespans"]) - 1) // 2]
         assert r["one_tl"]["concurrency"] == 1.0  # one stream: one kernel at a time
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--models"], "--models"),
+    (["--costs", "COSTS"], "--costs"),
+])
+def test_main_argument_errors_before_the_gpu(tmp_path, capsys, monkeypatch, argv, says):
+    """Arguments the run cannot use are exit status 2 before torch or the
+    GPU is asked: no models (a run of nothing), a --costs file that is not
+    a cost-model JSON (every model's child would fail on it)."""
+    def no_run(args):
+        raise AssertionError("ran the models with %r" % (args,))
+    monkeypatch.setattr(tl, "run", no_run)
+    monkeypatch.setattr(tl, "run_each", no_run)
+    bad = tmp_path / "costs.json"
+    bad.write_text("stages: [not json\n")
+    argv = [str(bad) if a == "COSTS" else a for a in argv]
+    with pytest.raises(SystemExit) as e:
+        tl.main(argv + ["--out", str(tmp_path / "out")])
+    assert e.value.code == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
