@@ -302,8 +302,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error("--models: unknown %s (known: %s)" % (", ".join(bad), ", ".join(MODELS)))
     if args.iters < 1 or args.replays < 1:
         ap.error("--iters and --replays must be ≥ 1")
+    if not args.models:
+        ap.error("--models: name at least one model (known: %s)" % ", ".join(MODELS))
     if args.costs and not os.path.exists(args.costs):
         ap.error("--costs %s: no such file" % args.costs)
+    try:
+        costs = load_costs(args.costs)
+    except (OSError, ValueError, EOFError) as e:
+        ap.error("--costs %s: not a cost-model JSON file: %s" % (args.costs, e))
+    if not isinstance(costs, dict):
+        ap.error("--costs %s: not a cost-model JSON file: want an object of cost models by model name" % args.costs)
     import torch
     if not torch.cuda.is_available():
         print("timeline: needs a GPU", file=sys.stderr)
