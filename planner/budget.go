@@ -134,11 +134,12 @@ type budget struct {
 }
 
 // newBudget returns the loop state for st's first plan, or nil when there
-// is no budget to meet (none asked for, or met already; auto with an
-// arena mode other than planned, or with a manual spec).
+// is no budget to meet (none asked for, or met already; auto with a manual
+// spec).
 //
-// Errors: a byte budget with an arena mode other than planned, or for a
-// sync: manual spec whose arena is over it (its order is the user's).
+// Errors: a budget (auto too) with an arena mode other than planned, or a
+// byte budget for a sync: manual spec whose arena is over it (its order is
+// the user's).
 func newBudget(st *state) (*budget, error) {
 	limit := budgetLimit(st.spec, st.opts)
 	p := st.plan
@@ -147,10 +148,7 @@ func newBudget(st *state) (*budget, error) {
 		return nil, nil
 	}
 	if mode := cmp.Or(st.opts.Arena, st.spec.Options.Arena, dag.ArenaPlanned); mode != dag.ArenaPlanned {
-		if auto {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("planner: memory_budget needs the planned arena (arena: %s)", mode)
+		return nil, fmt.Errorf("planner: memory_budget needs the planned arena (arena: %s): drop the budget, or plan the arena (arena: planned)", mode)
 	}
 	if auto {
 		// Each device's arena within 10% of the largest device's live

@@ -493,3 +493,17 @@ func TestBudgetSweepNoteOnlyForStepTaken(t *testing.T) {
 		}
 	}
 }
+
+// A budget, auto too, with an arena mode other than planned is refused:
+// there is no planned arena to cap.
+func TestBudgetNeedsPlannedArena(t *testing.T) {
+	s := loadGraph(t, "resnet50")
+	for _, budget := range []int64{BudgetAuto, 1 << 20} {
+		for _, mode := range []string{dag.ArenaOff, dag.ArenaStreamOrder} {
+			_, err := Build(s, Options{MemoryBudget: budget, Arena: mode})
+			if err == nil || !strings.Contains(err.Error(), "needs the planned arena") {
+				t.Errorf("memory_budget %d, arena %s: %v, want an error naming the planned arena", budget, mode, err)
+			}
+		}
+	}
+}
