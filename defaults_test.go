@@ -17,22 +17,8 @@ func TestDefaultMaxStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := func(o dagrun.PlanOptions) *dagrun.StreamPlan {
-		t.Helper()
-		p, err := dagrun.Plan(s, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	noted := func(p *dagrun.StreamPlan) bool {
-		for _, n := range p.Notes {
-			if strings.Contains(n, "capped at") && strings.Contains(n, "by default") {
-				return true
-			}
-		}
-		return false
-	}
+	plan := func(o dagrun.PlanOptions) *dagrun.StreamPlan { return mustPlanSpec(t, s, o) }
+	noted := func(p *dagrun.StreamPlan) bool { return defaultCapNote(p) != "" }
 	uncapped := plan(dagrun.PlanOptions{MaxStreams: -1})
 	if uncapped.Stats.Streams != 159 || noted(uncapped) {
 		t.Fatalf("uncapped: %d streams, notes %q", uncapped.Stats.Streams, uncapped.Notes)
@@ -76,22 +62,8 @@ func TestDefaultMaxStreams(t *testing.T) {
 // capped plan as fast as uncapped.
 func TestDefaultCapNoteUnderBudgetAuto(t *testing.T) {
 	s := synth.Wavefront(200, 0) // 15 wide; uncapped 135 µs, capped at 8 310 µs
-	plan := func(o dagrun.PlanOptions) *dagrun.StreamPlan {
-		t.Helper()
-		p, err := dagrun.Plan(s, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	capNote := func(p *dagrun.StreamPlan) string {
-		for _, n := range p.Notes {
-			if strings.Contains(n, "capped at") && strings.Contains(n, "by default") {
-				return n
-			}
-		}
-		return ""
-	}
+	plan := func(o dagrun.PlanOptions) *dagrun.StreamPlan { return mustPlanSpec(t, s, o) }
+	capNote := defaultCapNote
 	uncapped := plan(dagrun.PlanOptions{MaxStreams: -1, MemoryBudget: dagrun.BudgetAuto})
 	none := plan(dagrun.PlanOptions{MemoryBudget: dagrun.BudgetNone})
 	auto := plan(dagrun.PlanOptions{MemoryBudget: dagrun.BudgetAuto})
@@ -116,4 +88,24 @@ func TestDefaultCapNoteUnderBudgetAuto(t *testing.T) {
 			t.Errorf("note %q: want %q", n, want)
 		}
 	}
+}
+
+// mustPlanSpec plans s with o, failing the test on an error.
+func mustPlanSpec(t *testing.T, s *dagrun.Spec, o dagrun.PlanOptions) *dagrun.StreamPlan {
+	t.Helper()
+	p, err := dagrun.Plan(s, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// defaultCapNote is p's note on the default stream cap, "" if none.
+func defaultCapNote(p *dagrun.StreamPlan) string {
+	for _, n := range p.Notes {
+		if strings.Contains(n, "capped at") && strings.Contains(n, "by default") {
+			return n
+		}
+	}
+	return ""
 }
