@@ -188,6 +188,17 @@ def table(rows: List[dict]) -> str:
     return "\n".join(lines)
 
 
+def write(args, rows: List[dict], note: str) -> None:
+    """Write DIR/timeline.json (the rows, with the device, torch, the
+    candidates and the counts) and DIR/timeline.md (note, then the table)."""
+    import torch
+    with open(os.path.join(args.out, "timeline.json"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "keys": list(KEYS),
+                   "iters": args.iters, "replays": args.replays, "rows": rows}, f, indent=1)
+    with open(os.path.join(args.out, "timeline.md"), "w") as f:
+        f.write(note + "\n\n" + table(rows) + "\n")
+
+
 def run_each(args) -> int:
     """``run`` of each model in a child process of its own (profiling slows
     the CUDA graphs of its process for good, so a model timed after another
@@ -210,11 +221,7 @@ def run_each(args) -> int:
     note = ("%s, torch %s, batch 1, float32, random weights, each model in a process of its own; unprofiled: median "
             "of %d calls (ms); profiled: the replay of median makespan of %d; %.0f s in all." % (
                 torch.cuda.get_device_name(), torch.__version__, args.iters, args.replays, time.time() - t_start))
-    with open(os.path.join(args.out, "timeline.json"), "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "keys": list(KEYS),
-                   "iters": args.iters, "replays": args.replays, "rows": rows}, f, indent=1)
-    with open(os.path.join(args.out, "timeline.md"), "w") as f:
-        f.write(note + "\n\n" + table(rows) + "\n")
+    write(args, rows, note)
     print()
     print(note)
     print(table(rows))
@@ -238,11 +245,7 @@ def run(args) -> int:
                                                                     args.iters, args.replays, time.time() - t_start))
 
     def save():
-        with open(os.path.join(args.out, "timeline.json"), "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "keys": list(KEYS),
-                       "iters": args.iters, "replays": args.replays, "rows": rows}, f, indent=1)
-        with open(os.path.join(args.out, "timeline.md"), "w") as f:
-            f.write(note() + "\n\n" + table(rows) + "\n")
+        write(args, rows, note())
 
     def one_model(name: str, spec: str, size: int, r: dict) -> None:
         model, x = gpu_model(spec, size)

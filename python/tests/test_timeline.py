@@ -140,3 +140,16 @@ def test_main_argument_errors_before_the_gpu(tmp_path, capsys, monkeypatch, argv
     assert e.value.code == 2
     assert says in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_write_outputs(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "TestGPU")
+    args = type("A", (), {"out": str(tmp_path), "iters": 7, "replays": 3})()
+    tl.write(args, [row()], "a note")
+    with open(tmp_path / "timeline.json") as f:
+        rec = json.load(f)
+    assert rec["device"] == "TestGPU" and rec["iters"] == 7 and rec["replays"] == 3 and rec["keys"] == list(tl.KEYS)
+    assert rec["rows"][0]["model"] == "toy"
+    md = (tmp_path / "timeline.md").read_text()
+    assert md.startswith("a note\n\n") and tl.table(rec["rows"]) in md
