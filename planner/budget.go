@@ -124,10 +124,12 @@ type budget struct {
 	// sweptNext is that note of the step being taken, kept in swept once
 	// the plan takes the step (record).
 	sweptNext string
-	// lengthened is the note of an auto step not taken (lengthens, grows).
-	lengthened string
-	steps      []BudgetStep
-	berr       BudgetError
+	// notTaken is the note of an auto step not taken (worse).
+	notTaken string
+	// start is the plan's Stats before the first step (Plan.BudgetStart).
+	start Stats
+	steps []BudgetStep
+	berr  BudgetError
 	// the step being taken
 	pairs [][2]int
 	edges int
@@ -176,6 +178,7 @@ func newBudget(st *state) (*budget, error) {
 		b.names = append(b.names, pb.Name)
 	}
 	b.berr = BudgetError{Budget: limit, StartArena: BudgetArena(p), StartMakespanUS: p.Stats.IdealMakespanUS, PerDevice: p.DeviceCount() > 1}
+	b.start = p.Stats
 	return b, nil
 }
 
@@ -197,40 +200,36 @@ func (b *budget) met(st *state) bool {
 	return stale >= budgetStale
 }
 
-// lengthens reports whether next, the re-plan after a step of memory_budget
-// auto, has a longer ideal makespan than st's plan, and then keeps a note
-// of it for the final plan: auto takes only orders that cost no makespan.
-// A reuse step orders buffers that st's ideal schedule already runs one
-// after the other, but under a stream cap (or pins, or another strategy)
-// that schedule is that of st's streams, not the hazard graph's earliest:
-// the edges can lengthen the critical path (layered 200 at the default cap
-// of 8: 72 µs → 200), and the re-plan folds its chains onto other streams,
-// which can cost makespan. A byte budget takes the step whatever it costs (its cost is in
-// Plan.Budget).
-func (b *budget) lengthens(st, next *state) bool {
-	was, now := st.plan.Stats.IdealMakespanUS, next.plan.Stats.IdealMakespanUS
-	if !b.auto || now <= was+1e-6 {
+// worse reports whether next, the re-plan after a step of memory_budget
+// auto, is worse than st's plan, with a longer ideal makespan or a larger
+// arena (BudgetArena), and then keeps a note of it for the final plan
+// (b.notTaken): auto takes only orders that cost nothing. A reuse step
+// orders buffers that st's ideal schedule already runs one after the
+// other, but under a stream cap (or pins, or another strategy) that
+// schedule is that of st's streams, not the hazard graph's earliest: the
+// edges can lengthen the critical path (layered 200 at the default cap of
+// 8: 72 µs → 200), and the re-plan folds its chains onto other streams,
+// which can cost makespan. The step's layout is laid out over st's ideal
+// schedule; the re-plan's arena pass takes it only where it holds for the
+// re-plan, and lays the arena out anew where it does not (on several
+// devices, for each device), which can come out larger. A byte budget
+// takes the step whatever it costs (its cost is in Plan.Budget).
+func (b *budget) worse(st, next *state) bool {
+	if !b.auto {
 		return false
 	}
-	b.lengthened = fmt.Sprintf("memory_budget auto: a reuse step (%d buffer orders) was not taken: re-planned on %d streams its ideal makespan was %.1f µs, %.1f µs over the %.1f µs of the plan before it, and auto takes only orders that cost no makespan (a budget in bytes takes them, with their cost)",
-		len(b.pairs), len(next.plan.Streams), now, now-was, was)
-	return true
-}
-
-// grows reports whether next, the re-plan after a step of memory_budget
-// auto, has a larger arena (BudgetArena) than st's plan, and then keeps a
-// note of it for the final plan. The step's layout is laid out over st's
-// ideal schedule; the re-plan's arena pass takes it only where it holds
-// for the re-plan, and lays the arena out anew where it does not (on
-// several devices, for each device), which can come out larger.
-func (b *budget) grows(st, next *state) bool {
-	was, now := BudgetArena(st.plan), BudgetArena(next.plan)
-	if !b.auto || now <= was {
-		return false
+	const not = "memory_budget auto: a reuse step (%d buffer orders) was not taken: "
+	if was, now := st.plan.Stats.IdealMakespanUS, next.plan.Stats.IdealMakespanUS; now > was+1e-6 {
+		b.notTaken = fmt.Sprintf(not+"re-planned on %d streams its ideal makespan was %.1f µs, %.1f µs over the %.1f µs of the plan before it, and auto takes only orders that cost no makespan (a budget in bytes takes them, with their cost)",
+			len(b.pairs), len(next.plan.Streams), now, now-was, was)
+		return true
 	}
-	b.lengthened = fmt.Sprintf("memory_budget auto: a reuse step (%d buffer orders) was not taken: re-planned, its arena was %s bytes, %s over the %s of the plan before it",
-		len(b.pairs), thousands(int(now)), thousands(int(now-was)), thousands(int(was)))
-	return true
+	if was, now := BudgetArena(st.plan), BudgetArena(next.plan); now > was {
+		b.notTaken = fmt.Sprintf(not+"re-planned, its arena was %s bytes, %s over the %s of the plan before it",
+			len(b.pairs), thousands(int(now)), thousands(int(now-was)), thousands(int(was)))
+		return true
+	}
+	return false
 }
 
 // budgetStale is how many steps in a row may leave the smallest arena
@@ -368,7 +367,7 @@ func (b *budget) finish(st *state) error {
 		return &e
 	}
 	st.plan.Budget = b.steps
-	for _, n := range []string{b.swept, b.lengthened} {
+	for _, n := range []string{b.swept, b.notTaken} {
 		if n != "" {
 			st.note("%s", n)
 		}

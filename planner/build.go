@@ -229,7 +229,6 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 	// The budget loop: plan, and while the plan is over memory_budget, add
 	// the orders chosen from it to the spec and plan again.
 	b, err := newBudget(st)
-	start0 := st.plan.Stats // the spec's own, for Plan.BudgetStart
 	for err == nil && b != nil && !b.met(st) {
 		t0 := time.Now()
 		kind, ok := b.choose(st)
@@ -245,7 +244,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 			err = fmt.Errorf("planner: re-planning after %s step %d: %w", kind, len(b.steps)+1, perr)
 			break
 		}
-		if b.lengthens(st, next) || b.grows(st, next) {
+		if b.worse(st, next) {
 			// memory_budget auto keeps the plan before the step.
 			for _, t := range next.timings {
 				timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
@@ -273,8 +272,8 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		return nil, err
 	}
 	st.plan.Notes = st.notes
-	if len(st.plan.Budget) > 0 {
-		st.plan.BudgetStart = &start0
+	if b != nil && len(st.plan.Budget) > 0 {
+		st.plan.BudgetStart = &b.start
 	}
 	setUnrollNote(st.plan)
 	if n := idleDevicesNote(st.plan, balance); n != "" {
