@@ -11,14 +11,30 @@ import (
 // minimum path cover of the reduced graph (each chain a stream), single one
 // stream, round-robin deals each level over streams, hazard-dag chains the
 // hazard DAG greedily. Pins (`stream:`) win under every strategy: all
-// stages pinned to one name share a stream.
+// stages pinned to one name share a stream. With a kept plan (st.keep, a
+// budget re-plan) every stage keeps its stream there, with that plan's
+// assign notes.
 func assign(st *state) error {
+	before := len(st.notes)
+	defer func() { st.assignNotes = slices.Clone(st.notes[before:]) }()
 	pin, pinNames := st.pins()
 	grp := make([]int32, st.n) // group per stage; pinned groups are 0..len(pinNames)-1
 	P := int32(len(pinNames))
 	for v := range grp {
 		grp[v] = pin[v]
 	}
+	if st.keep != nil {
+		st.keep.groups(grp, pinNames)
+		st.notes = append(st.notes, st.keep.notes...)
+	} else {
+		st.chooseGroups(pin, grp, P)
+	}
+	st.setStreams(grp, pinNames, P)
+	return st.checkHost()
+}
+
+// chooseGroups sets grp, each stage's group (a stream), by the strategy.
+func (st *state) chooseGroups(pin, grp []int32, P int32) {
 	switch st.strategy {
 	case StrategySingle:
 		for v := range grp {
@@ -36,8 +52,6 @@ func assign(st *state) error {
 	default:
 		st.pathCover(pin, grp, P)
 	}
-	st.setStreams(grp, pinNames, P)
-	return st.checkHost()
 }
 
 // pins returns each stage's pin index (-1 if free) and the pin names in

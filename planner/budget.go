@@ -36,15 +36,24 @@ type BudgetStep struct {
 	Pairs  int      `json:"pairs"` // buffer pairs ordered (Orders may list fewer)
 	// Edges is how many after: edges (stage → stage) the step added; the
 	// reduce pass drops those that other paths imply.
-	Edges      int     `json:"edges"`
-	ArenaBytes int64   `json:"arena_bytes"` // arena after the step, bytes: with several devices, the largest device's (BudgetArena)
-	MakespanUS float64 `json:"makespan_us"` // ideal makespan after the step, µs
-	CostUS     float64 `json:"cost_us"`     // makespan increase of this step, µs
+	Edges int `json:"edges"`
+	// KeptStreams says the re-plan kept each stage's stream and order of
+	// the plan before the step (a reuse step whose re-plan on streams
+	// chosen anew came out longer; keptStreams): the step then costs no
+	// makespan, and may cost waits the new streams would have saved.
+	KeptStreams bool    `json:"kept_streams,omitempty"`
+	ArenaBytes  int64   `json:"arena_bytes"` // arena after the step, bytes: with several devices, the largest device's (BudgetArena)
+	MakespanUS  float64 `json:"makespan_us"` // ideal makespan after the step, µs
+	CostUS      float64 `json:"cost_us"`     // makespan increase of this step, µs
 }
 
 func (s BudgetStep) String() string {
-	return fmt.Sprintf("%s: %d pair(s) ordered (%s), %d edge(s): arena %d bytes, makespan %.1f µs (%+.1f µs)",
-		s.Kind, s.Pairs, strings.Join(s.Orders, ", "), s.Edges, s.ArenaBytes, s.MakespanUS, s.CostUS)
+	kept := ""
+	if s.KeptStreams {
+		kept = " on the streams of the plan before it"
+	}
+	return fmt.Sprintf("%s: %d pair(s) ordered (%s), %d edge(s)%s: arena %d bytes, makespan %.1f µs (%+.1f µs)",
+		s.Kind, s.Pairs, strings.Join(s.Orders, ", "), s.Edges, kept, s.ArenaBytes, s.MakespanUS, s.CostUS)
 }
 
 // BudgetError is Build's error when memory_budget cannot be met by the
@@ -114,13 +123,18 @@ const budgetMaxSteps = 2000
 // its makespan cost; *BudgetError says by how much an unreachable budget is
 // missed.
 type budget struct {
-	limit  int64 // bytes
-	auto   bool
-	names  []string          // buffer names (Plan.Buffers order, the same in every re-plan)
-	extra  map[[2]int32]bool // after: edges added so far (u → v: u before v)
-	hint   map[int]int64     // the arena layout the next re-plan tries (reuse steps)
-	reused bool              // the last step was a reuse step
-	swept  string            // the note of a reuse step laid out by timeSweep (the last taken one's), for the final plan
+	limit int64 // bytes
+	auto  bool
+	names []string          // buffer names (Plan.Buffers order, the same in every re-plan)
+	extra map[[2]int32]bool // after: edges added so far (u → v: u before v)
+	hint  map[int]int64     // the arena layout the next re-plan tries (reuse steps)
+	// keep is the plan's streams for a reuse step's re-plan to keep when
+	// one with streams chosen anew comes out longer (keptStreams); kept
+	// says the step's re-plan kept them.
+	keep   *keptStreams
+	kept   bool
+	reused bool   // the last step was a reuse step
+	swept  string // the note of a reuse step laid out by timeSweep (the last taken one's), for the final plan
 	// sweptNext is that note of the step being taken, kept in swept once
 	// the plan takes the step (record).
 	sweptNext string
@@ -219,7 +233,8 @@ func (b *budget) worse(st, next *state) bool {
 		return false
 	}
 	const not = "memory_budget auto: a reuse step (%d buffer orders) was not taken: "
-	if was, now := st.plan.Stats.IdealMakespanUS, next.plan.Stats.IdealMakespanUS; now > was+1e-6 {
+	if longer(next, st) {
+		was, now := st.plan.Stats.IdealMakespanUS, next.plan.Stats.IdealMakespanUS
 		b.notTaken = fmt.Sprintf(not+"re-planned on %d streams its ideal makespan was %.1f µs, %.1f µs over the %.1f µs of the plan before it, and auto takes only orders that cost no makespan (a budget in bytes takes them, with their cost)",
 			len(b.pairs), len(next.plan.Streams), now, now-was, was)
 		return true
@@ -242,10 +257,13 @@ const budgetStale = 3
 // pair. ok is false when no step is left.
 func (b *budget) choose(st *state) (kind string, ok bool) {
 	kind = BudgetReuse
-	b.pairs, b.hint = nil, nil
+	b.pairs, b.hint, b.keep, b.kept = nil, nil, nil, false
 	if !b.reused {
 		b.pairs, b.hint, b.sweptNext = st.reusePairs()
 		b.reused = true
+		if len(b.pairs) > 0 {
+			b.keep = st.keepStreams()
+		}
 	}
 	if len(b.pairs) == 0 {
 		if b.auto {
@@ -277,6 +295,62 @@ func (b *budget) choose(st *state) (kind string, ok bool) {
 		}
 	}
 	return kind, true
+}
+
+// keptStreams is a plan's streams, which the re-plan after a reuse step
+// keeps (state.keep). A reuse step orders only buffers that the plan's
+// ideal schedule runs one after the other already (every stage of x ends
+// before any stage of y starts), so that schedule meets the new orders as
+// it is: with every stage on its stream there, in the same order, the
+// re-plan's ideal schedule is the same, stage for stage, and so is its
+// ideal makespan, where a re-plan that chose its streams anew (a new path
+// cover, under a cap folded anew) could come out longer. The order is the
+// plan's stages by start in that schedule (ties in its issue order): a
+// topological order of the graph with the new orders, since each of its
+// edges runs from a stage's end to a start no earlier (durations are at
+// least 1 µs), and on each stream the order of the plan.
+type keptStreams struct {
+	stream []int32  // per stage: its stream in the kept plan
+	names  []string // per stream of the kept plan: its name
+	prio   []uint64 // per stage: its rank in the order above
+	notes  []string // the kept plan's assign notes
+}
+
+// keepStreams returns st's plan's streams for the re-plan to keep.
+func (st *state) keepStreams() *keptStreams {
+	p := st.plan
+	k := &keptStreams{stream: make([]int32, st.n), names: make([]string, len(p.Streams)), prio: make([]uint64, st.n), notes: st.assignNotes}
+	for i, s := range p.Streams {
+		k.names[i] = s.Name
+	}
+	for v := range p.Stages {
+		k.stream[v] = int32(p.Stages[v].Stream)
+	}
+	start, _ := IdealSchedule(p)
+	order := slices.Clone(st.topo) // the issue order
+	slices.SortStableFunc(order, func(u, v int32) int { return cmp.Compare(start[u], start[v]) })
+	for i, v := range order {
+		k.prio[v] = uint64(i)
+	}
+	return k
+}
+
+// groups sets grp, each stage's group for setStreams, to its kept stream:
+// the pin's group (0..len(pinNames)-1) for a stream named by a pin, else
+// one group per stream after those.
+func (k *keptStreams) groups(grp []int32, pinNames []string) {
+	pinned := make(map[string]int32, len(pinNames))
+	for i, n := range pinNames {
+		pinned[n] = int32(i)
+	}
+	P := int32(len(pinNames))
+	for v, s := range k.stream {
+		if g, ok := pinned[k.names[s]]; ok {
+			grp[v] = g
+		} else {
+			grp[v] = P + s
+		}
+	}
 }
 
 // keepRendezvous returns the pairs whose orders, with those of st's graph,
@@ -349,8 +423,13 @@ func (b *budget) record(kind string, st *state) {
 		b.swept, b.sweptNext = b.sweptNext, ""
 	}
 	m := st.plan.Stats.IdealMakespanUS
-	b.steps = append(b.steps, BudgetStep{Kind: kind, Orders: orders, Pairs: n, Edges: b.edges,
+	b.steps = append(b.steps, BudgetStep{Kind: kind, Orders: orders, Pairs: n, Edges: b.edges, KeptStreams: b.kept,
 		ArenaBytes: BudgetArena(st.plan), MakespanUS: m, CostUS: m - prev})
+}
+
+// longer reports whether next's plan has a longer ideal makespan than st's.
+func longer(next, st *state) bool {
+	return next.plan.Stats.IdealMakespanUS > st.plan.Stats.IdealMakespanUS+1e-6
 }
 
 // finish ends the loop on st's plan: a *BudgetError when a byte budget is

@@ -150,14 +150,21 @@ type state struct {
 	// Plan.Buffers index) that the arena pass takes when it is smaller than
 	// its own and valid for this plan.
 	layoutHint map[int]int64
-	notes      []string      // quality limits met so far (Plan.Notes)
-	arenaInfo  *arenaInfo    // the arena pass's view of plan, for the budget loop
-	acc        *planAccesses // the buffer of each access of accPlan (accesses)
-	accPlan    *Plan
-	plan       *Plan
-	start      time.Time
-	timings    []PassTime   // this run's hazard analysis and passes
-	dumped     bytes.Buffer // DumpAfter's output of this run
+	// keep, from the budget loop's reuse steps, is the plan whose streams
+	// and per-stream order this run keeps (keptStreams); nil: assign
+	// chooses the streams.
+	keep *keptStreams
+	// assignNotes are the notes the assign pass gave (a kept plan's are
+	// carried to the re-plan).
+	assignNotes []string
+	notes       []string      // quality limits met so far (Plan.Notes)
+	arenaInfo   *arenaInfo    // the arena pass's view of plan, for the budget loop
+	acc         *planAccesses // the buffer of each access of accPlan (accesses)
+	accPlan     *Plan
+	plan        *Plan
+	start       time.Time
+	timings     []PassTime   // this run's hazard analysis and passes
+	dumped      bytes.Buffer // DumpAfter's output of this run
 	// passRace, in check mode, is the first race Verify found after a
 	// pass of this run; the passes go on, so that the plan is finished.
 	passRace *PassRaceError
@@ -219,7 +226,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		budgetSpec = s
 	}
 	balance := s.Options.Placement == dag.PlacementBalance
-	st, err := pipeline(s, o, start, nil, low)
+	st, err := pipeline(s, o, start, replan{}, low)
 	var timings []PassTime // of the runs before st's
 	if err != nil {
 		st.flushDump()
@@ -236,9 +243,18 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		if !ok {
 			break // no order left to try
 		}
-		next, perr := pipeline(b.spec(budgetSpec), o, start, b.hint, low)
+		spec := b.spec(budgetSpec)
+		next, perr := pipeline(spec, o, start, replan{layout: b.hint}, low)
 		for _, t := range st.timings {
 			timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
+		}
+		if perr == nil && b.keep != nil && longer(next, st) {
+			// The streams chosen anew cost makespan: re-plan on st's.
+			for _, t := range next.timings {
+				timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
+			}
+			next, perr = pipeline(spec, o, start, replan{layout: b.hint, keep: b.keep}, low)
+			b.kept = true
 		}
 		if perr != nil {
 			err = fmt.Errorf("planner: re-planning after %s step %d: %w", kind, len(b.steps)+1, perr)
@@ -320,16 +336,24 @@ func addTime(list []PassTime, name string, d time.Duration) []PassTime {
 	return append(list, PassTime{Pass: name, MS: ms(d), Runs: 1})
 }
 
-// pipeline runs hazard analysis and the passes on s, with layout as the
-// arena layout to try (nil: none). The state it returns is nil only when s
+// replan is what the budget loop hands the pipeline run after a step: an
+// arena layout to try (offset per Plan.Buffers index; nil: none) and a plan
+// whose streams and per-stream order to keep (nil: assign chooses).
+type replan struct {
+	layout map[int]int64
+	keep   *keptStreams
+}
+
+// pipeline runs hazard analysis and the passes on s, with r's hints (the
+// zero replan for the first run). The state it returns is nil only when s
 // could not be analysed.
-func pipeline(s *dag.Spec, o Options, start time.Time, layout map[int]int64, low *lowering) (*state, error) {
+func pipeline(s *dag.Spec, o Options, start time.Time, r replan, low *lowering) (*state, error) {
 	t0 := time.Now()
-	st, err := newState(s, o, low)
+	st, err := newState(s, o, low, r.keep)
 	if err != nil {
 		return nil, err
 	}
-	st.start, st.layoutHint = start, layout
+	st.start, st.layoutHint = start, r.layout
 	st.timings = addTime(st.timings, "hazards", time.Since(t0))
 	for _, ps := range passes {
 		if st.manual && !ps.required || ps.final {
@@ -424,9 +448,10 @@ func (st *state) note(format string, args ...any) {
 }
 
 // newState checks the options, analyses hazards and fixes the shared
-// topological order; for manual specs it also builds the plan as written.
-func newState(s *dag.Spec, o Options, low *lowering) (st *state, err error) {
-	st = &state{spec: s, opts: o, start: time.Now(), matching: -1, n: len(s.Stages)}
+// topological order (with keep, that of keep's plan: keptStreams); for
+// manual specs it also builds the plan as written.
+func newState(s *dag.Spec, o Options, low *lowering, keep *keptStreams) (st *state, err error) {
+	st = &state{spec: s, opts: o, start: time.Now(), matching: -1, n: len(s.Stages), keep: keep}
 	if low != nil {
 		st.coll, st.origin = low.coll, low.origin
 		st.notes = append(st.notes, low.notes...)
@@ -518,7 +543,11 @@ func (st *state) run(ps pass) (err error) {
 
 // order computes the topological order the passes share: the hazard graph's
 // stable order, or in check mode with a shuffle seed, Kahn's algorithm with
-// a seeded random priority among ready stages. A collective's ranks are one
+// a seeded random priority among ready stages, or with a kept plan
+// (st.keep), Kahn's algorithm with the kept plan's order as the priority
+// (keptStreams: its stages by start in its ideal schedule, a topological
+// order of this graph too, which Kahn's algorithm then returns as it is,
+// so that each stream keeps its order). A collective's ranks are one
 // rendezvous, issued as one group, so they are consecutive in the order
 // (rank 0 first): with collectives the order is Kahn's algorithm on the
 // graph with each collective's ranks taken as one node, the smallest
@@ -529,11 +558,13 @@ func (st *state) run(ps pass) (err error) {
 func (st *state) order() error {
 	n := st.n
 	shuffle := st.opts.Check && st.opts.ShuffleSeed != 0
-	if !shuffle && st.coll == nil {
+	if !shuffle && st.coll == nil && st.keep == nil {
 		st.topo = st.g.Order()
 	} else {
 		prio := make([]uint64, n)
-		if shuffle {
+		if st.keep != nil {
+			prio = st.keep.prio
+		} else if shuffle {
 			rng := rand.New(rand.NewPCG(uint64(st.opts.ShuffleSeed), 0x9E3779B97F4A7C15))
 			for i := range prio {
 				prio[i] = rng.Uint64()

@@ -17,7 +17,7 @@ import (
 // the plan (once one exists) before and after last: verify → pass → verify.
 func upTo(t testing.TB, s *dag.Spec, o Options, last string) *state {
 	t.Helper()
-	st, err := newState(s, o, nil)
+	st, err := newState(s, o, nil, nil)
 	if err != nil {
 		t.Fatalf("newState: %v", err)
 	}
