@@ -387,8 +387,12 @@ func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[i
 		got := st.makespan(grp, make([]float64, st.n), make([]float64, slices.Max(grp)+1))
 		_, eft := st.asap()
 		cp := slices.Max(eft)
-		st.note("max_streams %d: the local search after the greedy fold is bounded at %s steps (this plan needs %s: %d chains × %d streams × %s stages and edges), so the chains stay where the greedy fold put them: its ideal makespan is %.1f µs, %.1f µs (%.1f%%) over the critical path of %.1f µs, the most the search could have saved",
-			st.maxStr, thousands(foldBudget), thousands(cost), len(chains), len(targets), thousands(st.n+st.redPred.edges()), got, got-cp, 100*(got-cp)/cp, cp)
+		of := ""
+		if st.ordered {
+			of = " of the spec with memory_budget's orders (what they cost is in the plan's budget steps)"
+		}
+		st.note("max_streams %d: the local search after the greedy fold is bounded at %s steps (this plan needs %s: %d chains × %d streams × %s stages and edges), so the chains stay where the greedy fold put them: its ideal makespan is %.1f µs, %.1f µs (%.1f%%) over the critical path of %.1f µs%s, the most the search could have saved",
+			st.maxStr, thousands(foldBudget), thousands(cost), len(chains), len(targets), thousands(st.n+st.redPred.edges()), got, got-cp, 100*(got-cp)/cp, cp, of)
 		return
 	}
 	members := map[int32][]int32{} // free chain → its stages

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/synth"
 )
 
 // streams renders the assignment as "stage:stream ..." in declaration order.
@@ -131,5 +132,38 @@ func TestFoldBoundNote(t *testing.T) {
 	if !strings.Contains(note, "local search after the greedy fold is bounded") ||
 		!strings.Contains(note, fmt.Sprintf("over the critical path of %.1f µs", cp)) || !strings.Contains(note, "its ideal makespan is ") {
 		t.Errorf("notes %q; want the bounded search's cost against the critical path %.1f µs", note, cp)
+	}
+}
+
+// TestFoldBoundNoteUnderBudget: under memory_budget the fold's note names
+// the critical path it measures against. A re-plan on new streams folds
+// the spec with the budget's orders, whose critical path may be longer
+// than the spec's own, and the note says so (wavefront 100: the step's
+// re-plan is taken); a re-plan on the kept streams keeps the first plan's
+// note, against the spec's own critical path (layered 400).
+func TestFoldBoundNoteUnderBudget(t *testing.T) {
+	defer func(b int) { foldBudget = b }(foldBudget)
+	foldBudget = 1
+	for _, c := range []struct {
+		shape string
+		n     int
+		kept  bool
+	}{{"wavefront", 100, false}, {"layered", 400, true}} {
+		s, err := synth.Shape(c.shape, c.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := build(t, s, Options{MaxStreams: 4, MemoryBudget: BudgetAuto})
+		if len(p.Budget) == 0 || p.Budget[0].KeptStreams != c.kept {
+			t.Fatalf("%s %d: steps %v: want one with kept streams %v, the case this test is for", c.shape, c.n, p.Budget, c.kept)
+		}
+		note := strings.Join(p.Notes, "; ")
+		cp, of := p.Stats.CriticalPathUS, " of the spec with memory_budget's orders"
+		if c.kept {
+			cp, of = p.BudgetStart.CriticalPathUS, ", the most"
+		}
+		if want := fmt.Sprintf("over the critical path of %.1f µs%s", cp, of); !strings.Contains(note, want) {
+			t.Errorf("%s %d: notes %q; want %q", c.shape, c.n, note, want)
+		}
 	}
 }

@@ -154,6 +154,9 @@ type state struct {
 	// and per-stream order this run keeps (keptStreams); nil: assign
 	// chooses the streams.
 	keep *keptStreams
+	// ordered says the spec carries the budget loop's orders (after:
+	// edges), which may lengthen its critical path.
+	ordered bool
 	// assignNotes are the notes the assign pass gave (a kept plan's are
 	// carried to the re-plan).
 	assignNotes []string
@@ -244,7 +247,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 			break // no order left to try
 		}
 		spec := b.spec(budgetSpec)
-		next, perr := pipeline(spec, o, start, replan{layout: b.hint}, low)
+		next, perr := pipeline(spec, o, start, replan{layout: b.hint, ordered: true}, low)
 		for _, t := range st.timings {
 			timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
 		}
@@ -253,7 +256,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 			for _, t := range next.timings {
 				timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
 			}
-			next, perr = pipeline(spec, o, start, replan{layout: b.hint, keep: b.keep}, low)
+			next, perr = pipeline(spec, o, start, replan{layout: b.hint, keep: b.keep, ordered: true}, low)
 			b.kept = true
 		}
 		if perr != nil {
@@ -337,11 +340,13 @@ func addTime(list []PassTime, name string, d time.Duration) []PassTime {
 }
 
 // replan is what the budget loop hands the pipeline run after a step: an
-// arena layout to try (offset per Plan.Buffers index; nil: none) and a plan
-// whose streams and per-stream order to keep (nil: assign chooses).
+// arena layout to try (offset per Plan.Buffers index; nil: none), a plan
+// whose streams and per-stream order to keep (nil: assign chooses), and
+// whether the spec carries the loop's orders (false for the first run).
 type replan struct {
-	layout map[int]int64
-	keep   *keptStreams
+	layout  map[int]int64
+	keep    *keptStreams
+	ordered bool
 }
 
 // pipeline runs hazard analysis and the passes on s, with r's hints (the
@@ -353,7 +358,7 @@ func pipeline(s *dag.Spec, o Options, start time.Time, r replan, low *lowering) 
 	if err != nil {
 		return nil, err
 	}
-	st.start, st.layoutHint = start, r.layout
+	st.start, st.layoutHint, st.ordered = start, r.layout, r.ordered
 	st.timings = addTime(st.timings, "hazards", time.Since(t0))
 	for _, ps := range passes {
 		if st.manual && !ps.required || ps.final {
