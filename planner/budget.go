@@ -72,6 +72,11 @@ type BudgetError struct {
 	// StartArena and StartMakespanUS describe the plan before the first step.
 	StartArena      int64
 	StartMakespanUS float64
+	// StageBytes is the most arena bytes one stage touches (aligned, of
+	// one device), by stage StageName: they are live together while it
+	// runs, in every plan, so no plan meets a budget below it.
+	StageBytes int64
+	StageName  string
 }
 
 func (e *BudgetError) Error() string {
@@ -80,8 +85,18 @@ func (e *BudgetError) Error() string {
 	if e.PerDevice {
 		what = "arena of the largest device (the budget caps each device's)"
 	}
-	fmt.Fprintf(&b, "memory_budget %d bytes cannot be met: the smallest %s reached is %d bytes, %d bytes (%.1f%%) over, after %d step(s) from %d bytes; raise the budget by at least %d bytes, plan on fewer streams (--max-streams N; --strategy single: one stream, usually the least memory, no concurrency) or split large buffers",
-		e.Budget, what, e.Arena, e.Arena-e.Budget, 100*float64(e.Arena-e.Budget)/float64(max(e.Budget, 1)), len(e.Steps), e.StartArena, e.Arena-e.Budget)
+	over := fmt.Sprintf("(%.1f%%) over", 100*float64(e.Arena-e.Budget)/float64(max(e.Budget, 1)))
+	if e.Arena > 10*e.Budget { // a percentage of a small budget says little
+		over = fmt.Sprintf("over (%.0f× the budget)", float64(e.Arena)/float64(max(e.Budget, 1)))
+	}
+	fmt.Fprintf(&b, "memory_budget %d bytes cannot be met: the smallest %s reached is %d bytes, %d bytes %s, after %d step(s) from %d bytes; ",
+		e.Budget, what, e.Arena, e.Arena-e.Budget, over, len(e.Steps), e.StartArena)
+	if e.StageBytes > e.Budget {
+		fmt.Fprintf(&b, "no plan meets it: stage %s alone touches %d bytes of temps, live together while it runs whatever the order; raise the budget to at least %d bytes or split its buffers",
+			e.StageName, e.StageBytes, e.StageBytes)
+	} else {
+		fmt.Fprintf(&b, "raise the budget by at least %d bytes, plan on fewer streams (--max-streams N; --strategy single: one stream, usually the least memory, no concurrency) or split large buffers", e.Arena-e.Budget)
+	}
 	return b.String()
 }
 
@@ -440,6 +455,7 @@ func (b *budget) finish(st *state) error {
 	if arena > b.limit && !b.auto {
 		e := b.berr
 		e.Arena, e.Steps = arena, b.steps
+		e.StageBytes, e.StageName = st.stageBytes()
 		for _, s := range b.steps {
 			e.Arena = min(e.Arena, s.ArenaBytes)
 		}
@@ -458,10 +474,30 @@ func (b *budget) finish(st *state) error {
 			what = fmt.Sprintf("the arena of device %d (the largest; the aim caps each device's)", slices.Index(per, arena))
 			bound = "the largest device's live bound"
 		}
-		st.note("memory_budget auto: %s is %s bytes, %s above its aim of 1.1× %s (%s bytes): the orders that cost no makespan are used up, and serializing ones would trade makespan for memory (a budget in bytes takes those)",
+		st.note("memory_budget auto: %s is %s bytes, %s bytes above its aim of 1.1× %s (%s bytes): the orders that cost no makespan are used up, and serializing ones would trade makespan for memory (a budget in bytes takes those)",
 			what, thousands(int(arena)), thousands(int(arena-b.limit)), bound, thousands(int(b.limit)))
 	}
 	return nil
+}
+
+// stageBytes returns the most arena bytes one stage of st's plan touches
+// (aligned sizes, the buffers of one device) and that stage's name.
+func (st *state) stageBytes() (int64, string) {
+	bv := st.view()
+	p := st.plan
+	type key struct{ stage, device int32 }
+	sum := map[key]int64{}
+	var most int64
+	name := ""
+	for k, b := range bv.a.bufs {
+		for _, v := range bv.stages[k] {
+			at := key{v, int32(p.Buffers[b.idx].Device)}
+			if sum[at] += b.size; sum[at] > most {
+				most, name = sum[at], p.Stages[v].Name
+			}
+		}
+	}
+	return most, name
 }
 
 // budgetView is the arena's view of a state for the budget loop: eligible

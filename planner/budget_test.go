@@ -72,8 +72,13 @@ func TestBudgetUnreachable(t *testing.T) {
 	if !errors.As(err, &be) {
 		t.Fatalf("Build: %v, want a *BudgetError", err)
 	}
-	if be.Arena != 2048 || be.Budget != 1024 || !strings.Contains(err.Error(), "1024 bytes (100.0%) over") {
+	if be.Arena != 2048 || be.Budget != 1024 || !strings.Contains(err.Error(), "1024 bytes (100.0%) over") ||
+		be.StageBytes != 2048 || !strings.Contains(err.Error(), "no plan meets it: stage a alone touches 2048 bytes") || strings.Contains(err.Error(), "fewer streams") {
 		t.Errorf("%+v: %v", be, err)
+	}
+	// Far over a small budget, the ratio, not a percentage in millions.
+	if _, err := Build(s, Options{MemoryBudget: 1}); err == nil || !strings.Contains(err.Error(), "2047 bytes over (2048× the budget)") {
+		t.Errorf("budget of 1 byte: %v", err)
 	}
 	// A budget already met changes nothing.
 	p := build(t, s, Options{MemoryBudget: 4096})
@@ -118,7 +123,7 @@ func TestBudgetReuseIsFree(t *testing.T) {
 	// Where the free orders stop short of auto's aim, the plan says so.
 	st := upTo(t, outputs(twoChains(), "o1", "o2"), Options{}, "iterate")
 	b := &budget{limit: 1100, auto: true}
-	if err := b.finish(st); err != nil || len(st.notes) != 1 || !strings.Contains(st.notes[0], "memory_budget auto: the arena is 2,048 bytes, 948 above its aim") {
+	if err := b.finish(st); err != nil || len(st.notes) != 1 || !strings.Contains(st.notes[0], "memory_budget auto: the arena is 2,048 bytes, 948 bytes above its aim") {
 		t.Errorf("auto short of its aim: %v, notes %q", err, st.notes)
 	}
 }

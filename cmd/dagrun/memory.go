@@ -24,15 +24,26 @@ import (
 type memoryFlags struct {
 	arena  string
 	budget string
+	cmd    *cobra.Command // the command whose flags they are (add)
 }
 
 func (f *memoryFlags) add(cmd *cobra.Command) {
+	f.cmd = cmd
 	cmd.Flags().StringVar(&f.arena, "arena", "", "temps in one device arena: planned (bytes shared only along happens-before), off, or stream-order (the record_stream bug: racy, for demos) (default: the spec's, else planned)")
 	cmd.Flags().StringVar(&f.budget, "memory-budget", "", "cap the arena: bytes (suffixes K, M, G, KiB, MiB, GiB), auto (within 10% of the schedule's live bound, no makespan cost) or none (default: the spec's memory_budget); with several devices it caps each device's arena")
 }
 
-// apply sets the planner options of f.
+// apply sets the planner options of f. A flag given an empty value is an
+// error: leaving the flag out takes the spec's setting.
 func (f *memoryFlags) apply(o *dagrun.PlanOptions) error {
+	for _, fl := range []struct{ name, want string }{
+		{"arena", "planned, off or stream-order"},
+		{"memory-budget", "a size in bytes such as 64MiB, auto or none"},
+	} {
+		if v := f.cmd.Flags().Lookup(fl.name); v.Changed && v.Value.String() == "" {
+			return usagef("--%s '': empty; give a value (%s), or leave the flag out for the spec's setting", fl.name, fl.want)
+		}
+	}
 	switch f.arena {
 	case "", dagrun.ArenaPlanned, dagrun.ArenaOff, dagrun.ArenaStreamOrder:
 		o.Arena = f.arena

@@ -190,8 +190,8 @@ stages:
 }
 
 // TestMemoryBudgetFlagValues: a size past the bound is called too large,
-// with the bound, not "want a positive size"; other bad values get the
-// forms that work.
+// with the bound, not "want a positive size"; other bad values, the empty
+// one too (leaving the flag out takes the spec's), get the forms that work.
 func TestMemoryBudgetFlagValues(t *testing.T) {
 	spec := specPath("seed/three-stage.yaml")
 	for _, c := range []struct{ v, want string }{
@@ -199,6 +199,7 @@ func TestMemoryBudgetFlagValues(t *testing.T) {
 		{"9999999999GiB", "too large: at most"},
 		{"10X", "want a positive size in bytes"},
 		{"-5", "want a positive size in bytes"},
+		{"", "--memory-budget '': empty"},
 	} {
 		out, errOut, code := cli(t, "plan", "--memory-budget", c.v, spec)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, c.want) {
