@@ -144,10 +144,8 @@ type budget struct {
 	extra map[[2]int32]bool // after: edges added so far (u → v: u before v)
 	hint  map[int]int64     // the arena layout the next re-plan tries (reuse steps)
 	// keep is the plan's streams for a reuse step's re-plan to keep when
-	// one with streams chosen anew comes out longer (keptStreams); kept
-	// says the step's re-plan kept them.
+	// one with streams chosen anew comes out longer (keptStreams).
 	keep   *keptStreams
-	kept   bool
 	reused bool   // the last step was a reuse step
 	swept  string // the note of a reuse step laid out by timeSweep (the last taken one's), for the final plan
 	// sweptNext is that note of the step being taken, kept in swept once
@@ -272,7 +270,7 @@ const budgetStale = 3
 // pair. ok is false when no step is left.
 func (b *budget) choose(st *state) (kind string, ok bool) {
 	kind = BudgetReuse
-	b.pairs, b.hint, b.keep, b.kept = nil, nil, nil, false
+	b.pairs, b.hint, b.keep = nil, nil, nil
 	if !b.reused {
 		b.pairs, b.hint, b.sweptNext = st.reusePairs()
 		b.reused = true
@@ -438,7 +436,7 @@ func (b *budget) record(kind string, st *state) {
 		b.swept, b.sweptNext = b.sweptNext, ""
 	}
 	m := st.plan.Stats.IdealMakespanUS
-	b.steps = append(b.steps, BudgetStep{Kind: kind, Orders: orders, Pairs: n, Edges: b.edges, KeptStreams: b.kept,
+	b.steps = append(b.steps, BudgetStep{Kind: kind, Orders: orders, Pairs: n, Edges: b.edges, KeptStreams: st.keep != nil,
 		ArenaBytes: BudgetArena(st.plan), MakespanUS: m, CostUS: m - prev})
 }
 

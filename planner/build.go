@@ -248,16 +248,11 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		}
 		spec := b.spec(budgetSpec)
 		next, perr := pipeline(spec, o, start, replan{layout: b.hint, ordered: true}, low)
-		for _, t := range st.timings {
-			timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
-		}
+		timings = addTimes(timings, st.timings)
 		if perr == nil && b.keep != nil && longer(next, st) {
 			// The streams chosen anew cost makespan: re-plan on st's.
-			for _, t := range next.timings {
-				timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
-			}
+			timings = addTimes(timings, next.timings)
 			next, perr = pipeline(spec, o, start, replan{layout: b.hint, keep: b.keep, ordered: true}, low)
-			b.kept = true
 		}
 		if perr != nil {
 			err = fmt.Errorf("planner: re-planning after %s step %d: %w", kind, len(b.steps)+1, perr)
@@ -265,9 +260,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 		}
 		if b.worse(st, next) {
 			// memory_budget auto keeps the plan before the step.
-			for _, t := range next.timings {
-				timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
-			}
+			timings = addTimes(timings, next.timings)
 			st.timings = nil // counted above
 			break
 		}
@@ -298,9 +291,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 	if n := idleDevicesNote(st.plan, balance); n != "" {
 		st.plan.Notes = append(st.plan.Notes, n)
 	}
-	for _, t := range st.timings {
-		timings = addTime(timings, t.Pass, time.Duration(t.MS*1e6))
-	}
+	timings = addTimes(timings, st.timings)
 	st.plan.Timings = timings
 	if st.acc != nil && st.accPlan == st.plan {
 		st.plan.accBuf = st.acc.buf // a hint for Verify and WaitReasons (accessBuffers)
@@ -326,6 +317,14 @@ type PassTime struct {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+// addTimes adds each phase of run (one pipeline run's timings) to list.
+func addTimes(list, run []PassTime) []PassTime {
+	for _, t := range run {
+		list = addTime(list, t.Pass, time.Duration(t.MS*1e6))
+	}
+	return list
+}
 
 // addTime adds d to phase name of list.
 func addTime(list []PassTime, name string, d time.Duration) []PassTime {
@@ -428,7 +427,7 @@ func (st *state) collect() {
 // are let go first: on a big spec the final passes run in that much less
 // memory (the caller's spec is freed too if the caller holds it no more).
 func (st *state) runFinal() error {
-	st.spec, st.g, st.red, st.redPred, st.arenaInfo = nil, nil, nil, nil, nil
+	st.spec, st.g, st.red, st.redPred, st.arenaInfo, st.keep = nil, nil, nil, nil, nil, nil
 	st.topo, st.pos, st.dur, st.level, st.stream = nil, nil, nil, nil, nil
 	for _, ps := range passes {
 		if ps.final && (ps.required || !st.manual) {
