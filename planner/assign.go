@@ -331,7 +331,7 @@ func (st *state) foldOn(grp []int32, P, cpGrp int32, pins int, on func(v int32) 
 		}
 		cpGrp = remap[chains[0].g]
 	}
-	st.improveFold(grp, orig, chains, remap, cpGrp)
+	st.improveFold(grp, orig, chains, remap, cpGrp, on)
 }
 
 // foldDevices is fold on a plan of several devices: max_streams caps the
@@ -360,6 +360,24 @@ func (st *state) foldDevices(grp []int32, P int32) {
 	}
 }
 
+// foldFloor returns the least ideal makespan (µs) of any plan that puts
+// the stages on(v) selects on as many streams as grp does (streams): one
+// stream runs its stages one after another, so some stream has at least
+// work/streams of them, work being their durations' sum (µs).
+func (st *state) foldFloor(grp []int32, on func(v int32) bool) (floor, work float64, streams int) {
+	seen := map[int32]bool{}
+	for v, g := range grp {
+		if on(int32(v)) {
+			work += st.dur[v]
+			seen[g] = true
+		}
+	}
+	if len(seen) == 0 {
+		return 0, 0, 0
+	}
+	return work / float64(len(seen)), work, len(seen)
+}
+
 // foldBudget bounds improveFold's work (chain moves tried × graph size).
 // A variable for tests.
 var foldBudget = 50_000_000
@@ -367,8 +385,10 @@ var foldBudget = 50_000_000
 // improveFold is one sweep of local search after the greedy fold: each
 // free chain in turn moves to the stream (any free target, or the critical
 // chain's) that gives the smallest simulated makespan, if smaller. It is
-// skipped when the sweep would cost more than foldBudget steps.
-func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[int32]int32, cpGrp int32) {
+// skipped when the sweep would cost more than foldBudget steps, with a
+// note of what that may cost (foldFloor). on selects the stages the fold
+// placed (those of one device).
+func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[int32]int32, cpGrp int32, on func(v int32) bool) {
 	targets := []int32{cpGrp}
 	seen := map[int32]bool{cpGrp: true}
 	for _, c := range chains {
@@ -383,7 +403,7 @@ func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[i
 	}
 	if cost > foldBudget {
 		// What it may cost: the greedy fold's ideal makespan against the
-		// critical path, which no fold goes below.
+		// most that no fold goes below.
 		got := st.makespan(grp, make([]float64, st.n), make([]float64, slices.Max(grp)+1))
 		_, eft := st.asap()
 		cp := slices.Max(eft)
@@ -391,8 +411,14 @@ func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[i
 		if st.ordered {
 			of = " of the spec with memory_budget's orders (what they cost is in the plan's budget steps)"
 		}
-		st.note("max_streams %d: the local search after the greedy fold is bounded at %s steps (this plan needs %s: %d chains × %d streams × %s stages and edges), so the chains stay where the greedy fold put them: its ideal makespan is %.1f µs, %.1f µs (%.1f%%) over the critical path of %.1f µs%s, the most the search could have saved",
-			st.maxStr, thousands(foldBudget), thousands(cost), len(chains), len(targets), thousands(st.n+st.redPred.edges()), got, got-cp, 100*(got-cp)/cp, cp, of)
+		bound := fmt.Sprintf("the critical path of %.1f µs%s", cp, of)
+		floor, work, streams := st.foldFloor(grp, on)
+		if floor > cp {
+			bound = fmt.Sprintf("the %.1f µs that no plan on these %d streams goes below (their stages' %.1f µs of work over %d streams; the critical path%s is %.1f µs)", floor, streams, work, streams, of, cp)
+			cp = floor
+		}
+		st.note("max_streams %d: the local search after the greedy fold is bounded at %s steps (this plan needs %s: %d chains × %d streams × %s stages and edges), so the chains stay where the greedy fold put them: its ideal makespan is %.1f µs, %.1f µs (%.1f%%) over %s, the most the search could have saved",
+			st.maxStr, thousands(foldBudget), thousands(cost), len(chains), len(targets), thousands(st.n+st.redPred.edges()), got, got-cp, 100*(got-cp)/cp, bound)
 		return
 	}
 	members := map[int32][]int32{} // free chain → its stages

@@ -136,11 +136,12 @@ func TestFoldBoundNote(t *testing.T) {
 }
 
 // TestFoldBoundNoteUnderBudget: under memory_budget the fold's note names
-// the critical path it measures against. A re-plan on new streams folds
-// the spec with the budget's orders, whose critical path may be longer
-// than the spec's own, and the note says so (wavefront 100: the step's
-// re-plan is taken); a re-plan on the kept streams keeps the first plan's
-// note, against the spec's own critical path (layered 400).
+// the bound it measures against. A re-plan on new streams folds the spec
+// with the budget's orders, whose critical path may be longer than the
+// spec's own, and the note says so (wavefront 100: the step's re-plan is
+// taken); a re-plan on the kept streams keeps the first plan's note,
+// against the spec's own critical path, or the streams' floor where that
+// is higher (layered 400).
 func TestFoldBoundNoteUnderBudget(t *testing.T) {
 	defer func(b int) { foldBudget = b }(foldBudget)
 	foldBudget = 1
@@ -160,10 +161,49 @@ func TestFoldBoundNoteUnderBudget(t *testing.T) {
 		note := strings.Join(p.Notes, "; ")
 		cp, of := p.Stats.CriticalPathUS, " of the spec with memory_budget's orders"
 		if c.kept {
-			cp, of = p.BudgetStart.CriticalPathUS, ", the most"
+			cp, of = p.BudgetStart.CriticalPathUS, ""
 		}
-		if want := fmt.Sprintf("over the critical path of %.1f µs%s", cp, of); !strings.Contains(note, want) {
+		want := fmt.Sprintf("over the critical path of %.1f µs%s", cp, of)
+		if floor := workOf(s) / float64(p.Stats.Streams); floor > cp {
+			want = fmt.Sprintf("over the %.1f µs that no plan on these %d streams goes below (their stages' %.1f µs of work over %d streams; the critical path%s is %.1f µs)",
+				floor, p.Stats.Streams, workOf(s), p.Stats.Streams, of, cp)
+		}
+		if !strings.Contains(note, want) {
 			t.Errorf("%s %d: notes %q; want %q", c.shape, c.n, note, want)
 		}
 	}
+}
+
+// TestFoldBoundNoteFloor: on a wide graph folded onto few streams the
+// stages' work over the streams, not the critical path, is what no fold
+// goes below, and the note measures the bounded search's cost against it.
+// The bound is a true floor: the plan with the search run is not below it.
+func TestFoldBoundNoteFloor(t *testing.T) {
+	s := synth.Layered(400)
+	searched := build(t, s, Options{MaxStreams: 4})
+	defer func(b int) { foldBudget = b }(foldBudget)
+	foldBudget = 1
+	p := build(t, s, Options{MaxStreams: 4})
+	floor := workOf(s) / float64(p.Stats.Streams)
+	if floor <= p.Stats.CriticalPathUS {
+		t.Fatalf("floor %.1f µs ≤ critical path %.1f µs: not the case this test is for", floor, p.Stats.CriticalPathUS)
+	}
+	if searched.Stats.IdealMakespanUS < floor-1e-6 {
+		t.Errorf("the searched plan's ideal makespan %.1f µs is below the floor %.1f µs", searched.Stats.IdealMakespanUS, floor)
+	}
+	got := p.Stats.IdealMakespanUS
+	want := fmt.Sprintf("its ideal makespan is %.1f µs, %.1f µs (%.1f%%) over the %.1f µs that no plan on these %d streams goes below", got, got-floor, 100*(got-floor)/floor, floor, p.Stats.Streams)
+	if note := strings.Join(p.Notes, "; "); !strings.Contains(note, want) {
+		t.Errorf("notes %q; want %q", note, want)
+	}
+}
+
+// workOf is the sum of s's stages' durations as the planner counts them
+// (CostUS), in µs.
+func workOf(s *dag.Spec) float64 {
+	w := 0.0
+	for _, st := range s.Stages {
+		w += CostUS(st.DurationUS)
+	}
+	return w
 }
