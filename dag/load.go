@@ -263,6 +263,14 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 		return nil, false
 	}
 	sniffed := !json && looksLikeJSON(data)
+	if !json && !sniffed && strings.Contains(data, "\r\n") {
+		// CRLF line endings (Windows editors): the scanner reads the
+		// same text with LF ones. Every line:column stays, as the CR only
+		// ends its line; the names are cut from this text (l.text). A CR
+		// on its own breaks a line too in YAML, and stays for subsetText
+		// to leave the file to yaml.v3.
+		data = strings.ReplaceAll(data, "\r\n", "\n")
+	}
 	s = &Spec{File: l.file, Dir: l.dir, Sync: SyncAuto}
 	// Room for the stages up front (each names its kernel once), so that
 	// a spec of a million stages is not copied as the list grows.

@@ -74,6 +74,42 @@ func TestScannerMatchesYAMLv3(t *testing.T) {
 	t.Logf("the scanner parsed %d of %d spec files", scanned, len(files))
 }
 
+// A spec with CRLF line endings loads as yaml.v3 loads it, positions and
+// errors included, and the scanner parses it where it parses the spec with
+// LF ones: every repository spec and loader test case, converted.
+func TestScannerCRLF(t *testing.T) {
+	files, _ := filepath.Glob("../specs/*/*.yaml")
+	more, _ := filepath.Glob("../specs/*/*/*.yaml")
+	srcs := []string{}
+	for _, f := range append(files, more...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, string(data))
+	}
+	for _, tc := range errorCases {
+		srcs = append(srcs, tc.src)
+	}
+	both := 0
+	for _, src := range srcs {
+		if strings.Contains(src, "\r") {
+			continue
+		}
+		_, _, lf := loadBytes([]byte(src), "t.yaml", loadDir, false)
+		crlf := sameLoad(t, []byte(strings.ReplaceAll(src, "\n", "\r\n")), "t.yaml")
+		if lf && !crlf {
+			t.Errorf("the scanner parses this spec with LF line endings, not with CRLF ones:\n%s", src)
+		}
+		if crlf {
+			both++
+		}
+	}
+	if both < len(srcs)/2 {
+		t.Errorf("the scanner parsed %d of %d specs with CRLF line endings", both, len(srcs))
+	}
+}
+
 // Constructs outside the subset are left to yaml.v3, with the same result.
 func TestScannerGivesUp(t *testing.T) {
 	for _, src := range []string{
@@ -81,7 +117,8 @@ func TestScannerGivesUp(t *testing.T) {
 		"version: 1\nname: |\n  x\nstages: [{name: s, kernel: spin}]\n",
 		"version: 1\nname: a\n  b\nstages: [{name: s, kernel: spin}]\n",
 		"version: 1\nname: \"a\\x41\"\nstages: [{name: s, kernel: spin}]\n",
-		"version: 1\r\nstages: [{name: s, kernel: spin}]\r\n",
+		"version: 1\rstages: [{name: s, kernel: spin}]\r",
+		"version: 1\nname: a\rstages: [{name: s, kernel: spin}]\r\n",
 		"version: 1\nstages:\n\t- {name: s, kernel: spin}\n",
 		"--- \nversion: 1\nstages: [{name: s, kernel: spin}]\n",
 		"version: 1\nstages: [{name: s, kernel: spin}]\n---\n",
