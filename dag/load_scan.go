@@ -65,6 +65,10 @@ type scanner struct {
 	lastMark int          // offset of the node marked last (a key's start, at its ':')
 	// rootKeys are the root mapping's keys seen so far.
 	rootKeys map[string]bool
+	// head is set until the document's first content line: there a
+	// document start marker (---) alone on its line starts the one
+	// document, as some writers put at the head of a file.
+	head bool
 
 	// The pipeline to onItem's goroutine: batch is the items parsed into
 	// the current node set (slab, ptrs) since the last hand-off; work
@@ -152,6 +156,7 @@ func scan(data string, json bool, onItem func(key string, list, item *yaml.Node)
 		}
 		return root, nil
 	}
+	p.head = true
 	ind := p.nextLine()
 	if ind != 0 {
 		p.bail() // empty, or an indented root: leave it to yaml.v3
@@ -392,8 +397,16 @@ func (p *scanner) nextLine() int {
 			}
 			ind := p.i - p.lineStart
 			if ind == 0 && p.docMarker() {
+				if p.head && p.data[p.i] == '-' {
+					// ---: what follows on its line must be blank
+					// or a comment, as the loop checks.
+					p.i += 3
+					p.head = false
+					continue
+				}
 				p.bail()
 			}
+			p.head = false
 			return ind
 		}
 		p.newline()

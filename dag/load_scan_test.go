@@ -110,6 +110,28 @@ func TestScannerCRLF(t *testing.T) {
 	}
 }
 
+// A spec that starts with a document start marker (---, alone on its line
+// or with a comment) loads as yaml.v3 loads it, and the scanner parses it
+// where it parses the spec without one.
+func TestScannerStartMarker(t *testing.T) {
+	files, _ := filepath.Glob("../specs/*/*.yaml")
+	if len(files) < 5 {
+		t.Fatalf("only %d spec files found", len(files))
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, plain := loadBytes(data, f, loadDir, false)
+		for _, head := range []string{"---\n", "--- \n", "# a spec\n\n---  # its one document\n"} {
+			if marked := sameLoad(t, append([]byte(head), data...), f); plain && !marked {
+				t.Errorf("%s: the scanner parses it, not with %q before it", f, head)
+			}
+		}
+	}
+}
+
 // Constructs outside the subset are left to yaml.v3, with the same result.
 func TestScannerGivesUp(t *testing.T) {
 	for _, src := range []string{
@@ -120,7 +142,10 @@ func TestScannerGivesUp(t *testing.T) {
 		"version: 1\rstages: [{name: s, kernel: spin}]\r",
 		"version: 1\nname: a\rstages: [{name: s, kernel: spin}]\r\n",
 		"version: 1\nstages:\n\t- {name: s, kernel: spin}\n",
-		"--- \nversion: 1\nstages: [{name: s, kernel: spin}]\n",
+		"--- version: 1\n",
+		"---\n---\nversion: 1\nstages: [{name: s, kernel: spin}]\n",
+		"%YAML 1.2\n---\nversion: 1\nstages: [{name: s, kernel: spin}]\n",
+		"version: 1\n---\nstages: [{name: s, kernel: spin}]\n",
 		"version: 1\nstages: [{name: s, kernel: spin}]\n---\n",
 		"version: 1\nname: !!str x\nstages: [{name: s, kernel: spin}]\n",
 		"version: 1\nstages:\n-\n  name: s\n  kernel: spin\n",
