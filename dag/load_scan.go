@@ -765,7 +765,8 @@ func (p *scanner) singleQuoted() *yaml.Node {
 }
 
 // doubleQuoted parses a double-quoted scalar with JSON's escapes (YAML's
-// others are outside the subset).
+// others, and in YAML the JSON escapes yaml.v3 refuses, \/ and UTF-16
+// surrogates, are outside the subset).
 func (p *scanner) doubleQuoted() *yaml.Node {
 	a := p.mark()
 	p.i++
@@ -795,6 +796,9 @@ func (p *scanner) doubleQuoted() *yaml.Node {
 		}
 		e := p.data[p.i+1]
 		p.i += 2
+		if !p.json && e == '/' {
+			p.bail() // JSON's escape, not yaml.v3's
+		}
 		switch e {
 		case '"', '\\', '/':
 			buf = append(buf, e)
@@ -811,6 +815,9 @@ func (p *scanner) doubleQuoted() *yaml.Node {
 		case 'u':
 			r := p.hex4()
 			if utf16.IsSurrogate(r) {
+				if !p.json {
+					p.bail() // yaml.v3 refuses UTF-16 surrogates
+				}
 				if p.i+1 < len(p.data) && p.data[p.i] == '\\' && p.data[p.i+1] == 'u' {
 					p.i += 2
 					r = utf16.DecodeRune(r, p.hex4())

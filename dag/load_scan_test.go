@@ -89,6 +89,10 @@ func TestScannerGivesUp(t *testing.T) {
 		"version: 1\nstages:\n-\n  name: s\n  kernel: spin\n",
 		"version: 1\nstages:\n  - name: s\n    kernel: spin\n    args:\n",
 		"version: 1\nname: a\u2028b\nstages: [{name: s, kernel: spin}]\n",
+		// JSON's escapes that yaml.v3 refuses: \/ and UTF-16 surrogates.
+		"version: 1\nname: \"a\\/b\"\nstages: [{name: s, kernel: spin}]\n",
+		"version: 1\nname: \"a\\ud83d\\ude00\"\nstages: [{name: s, kernel: spin}]\n",
+		"version: 1\nname: \"a\\ud800\"\nstages: [{name: s, kernel: spin}]\n",
 	} {
 		if sameLoad(t, []byte(src), "t.yaml") {
 			t.Errorf("the scanner parsed %q", src)
