@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,6 +105,9 @@ func (f *planFlags) options(stderr io.Writer) (dagrun.PlanOptions, error) {
 		return o, usagef("--max-streams %d: want 0 (uncapped) or a positive cap", f.maxStreams)
 	}
 	if f.dumpAfter != "" {
+		if !slices.Contains(dagrun.Passes(), f.dumpAfter) {
+			return o, usagef("--dump-after %q: no such pass (passes: %s)", f.dumpAfter, strings.Join(dagrun.Passes(), ", "))
+		}
 		o.Dump = stderr
 	}
 	if err := f.mem.apply(&o); err != nil {

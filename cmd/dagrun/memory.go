@@ -66,6 +66,9 @@ func (f *memoryFlags) apply(o *dagrun.PlanOptions) error {
 		}
 		o.MemoryBudget = n
 	}
+	if (f.arena == dagrun.ArenaOff || f.arena == dagrun.ArenaStreamOrder) && f.budget != "" && f.budget != "none" {
+		return usagef("--memory-budget %s conflicts with --arena %s: a budget caps the planned arena; drop the budget, or use --arena planned", f.budget, f.arena)
+	}
 	return nil
 }
 

@@ -228,3 +228,30 @@ func TestBenchMemoryDevices(t *testing.T) {
 		t.Errorf("a spec of one device is named:\n%s", out)
 	}
 }
+
+// Flags that contradict each other on the command line are refused before
+// the spec is read: a budget with an arena it cannot cap, a pass that does
+// not exist. The spec here does not exist, so any answer about the file
+// means the spec was opened first.
+func TestPlanFlagsRefusedBeforeLoad(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "none.yaml")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--memory-budget", "1KiB", "--arena", "off"}, "--memory-budget 1KiB conflicts with --arena off"},
+		{[]string{"check", "--memory-budget", "auto", "--arena", "stream-order"}, "--memory-budget auto conflicts with --arena stream-order"},
+		{[]string{"run", "--memory-budget", "64MiB", "--arena", "off"}, "--memory-budget 64MiB conflicts with --arena off"},
+		{[]string{"plan", "--dump-after", "bogus"}, `--dump-after "bogus": no such pass (passes: reduce, assign`},
+	} {
+		out, errOut, code := cli(t, append(c.args, missing)...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, errOut, c.want)
+		}
+	}
+	// No budget is no conflict.
+	if _, errOut, code := cli(t, "plan", "--memory-budget", "none", "--arena", "off", specPath("seed/three-stage.yaml")); code != exitOK {
+		t.Errorf("--memory-budget none --arena off: exit %d\n%s", code, errOut)
+	}
+}
