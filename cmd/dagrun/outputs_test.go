@@ -388,3 +388,56 @@ func TestTimelineFilesSwapped(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondInterruptStops: a plan being computed does not watch for
+// interrupts, so the first one only asks it to stop; a second one stops
+// dagrun at once (exit 1, one line saying so, no worker left behind).
+func TestSecondInterruptStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, errs, code := cli(t, "bench", "scale", "--shapes", "layered", "--stages", "10k", "--write", dir); code != exitOK {
+		t.Fatalf("bench scale --write: exit %d\n%s", code, errs)
+	}
+	// An unmeetable budget on 10,000 stages re-plans for seconds.
+	cmd := exec.Command(bin, "plan", "--memory-budget", "1KB", filepath.Join(dir, "layered-10k.yaml"))
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	children := fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)
+	for i := 0; i < 600; i++ {
+		if b, err := os.ReadFile(children); err != nil || len(bytes.TrimSpace(b)) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	cmd.Process.Signal(os.Interrupt)
+	time.Sleep(200 * time.Millisecond)
+	sent := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("dagrun still running a minute after the second interrupt")
+	}
+	if took := time.Since(sent); took > 2*time.Second {
+		t.Errorf("dagrun ran %v after the second interrupt", took)
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(se.String(), "second interrupt") || strings.Contains(se.String(), "internal error") {
+		t.Errorf("after two interrupts: %v, stderr %q; want exit 1 saying it stopped at the second", err, se.String())
+	}
+	if so.Len() != 0 {
+		t.Errorf("stdout %q", so.String())
+	}
+}
