@@ -14,7 +14,8 @@ package dag
 // item, whether the scan succeeded or not.
 //
 // For YAML, anything outside the subset (anchors and aliases, tags, block
-// scalars, multi-line scalars, documents markers, tabs, non-ASCII text,
+// scalars, multi-line scalars, documents markers, tabs, CR, characters
+// yaml.v3 does not take as printable, JSON's escapes that yaml.v3 refuses,
 // syntax errors) makes the scanner give up, and Load parses the file with
 // yaml.v3 instead, so that every YAML file means what yaml.v3 says and
 // gets its messages. For JSON (RFC 8259) the scanner is the parser and
