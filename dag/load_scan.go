@@ -1036,6 +1036,9 @@ func (p *scanner) jsonLiteral() *yaml.Node {
 		n.Tag = "!!null"
 	case jsonNumber(text):
 		n.Tag = plainTag(n) // !!int or !!float, as YAML reads it
+		if n.Tag == "!!str" {
+			n.Tag = "!!float" // past float64's range (1e400), which YAML reads as a string; in JSON it is a number
+		}
 	default:
 		p.i = start
 		if text == "" {
