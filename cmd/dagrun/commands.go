@@ -300,6 +300,9 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := stopped(cmd.Context()); err != nil {
+				return err
+			}
 			if timings {
 				defer printTimings(stderr, pl, &held, time.Now())
 			}
@@ -416,6 +419,9 @@ in graph mode as one graph of the whole iteration.`,
 			}
 			pl, err := planOrSpec(planFile, args, &pf, false, nil, stderr)
 			if err != nil {
+				return err
+			}
+			if err := stopped(cmd.Context()); err != nil {
 				return err
 			}
 			refused := modeRefusal(pl, dagrun.Mode(mode))

@@ -186,6 +186,17 @@ func watch() int {
 	return exitInternal
 }
 
+// stopped is the error of a command whose context an interrupt or a
+// termination cancelled (stopSignals), asked before it prints or commits
+// its output: loading, planning and verifying do not watch the context,
+// so they finish, and then the command ends without writing anything.
+func stopped(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return failure{errors.New("stopped by an interrupt or termination: nothing written")}
+}
+
 // Exit codes.
 const (
 	exitOK       = 0

@@ -441,3 +441,60 @@ func TestSecondInterruptStops(t *testing.T) {
 		t.Errorf("stdout %q", so.String())
 	}
 }
+
+// TestInterruptStopsBeforeWriting: loading, planning and verifying do not
+// watch for an interrupt, but a command interrupted during them ends when
+// they are done without printing its plan or writing its files: exit 1,
+// one line saying so.
+func TestInterruptStopsBeforeWriting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, errs, code := cli(t, "bench", "scale", "--shapes", "layered", "--stages", "100k", "--write", dir); code != exitOK {
+		t.Fatalf("bench scale --write: exit %d\n%s", code, errs)
+	}
+	out := filepath.Join(t.TempDir(), "specs")
+	for _, args := range [][]string{
+		{"plan", "--json", filepath.Join(dir, "layered-100k.yaml")},
+		{"check", filepath.Join(dir, "layered-100k.yaml")},
+		{"bench", "scale", "--shapes", "layered,wavefront,shared-read", "--stages", "100k,200k", "--write", out},
+	} {
+		cmd := exec.Command(bin, args...)
+		var so, se strings.Builder
+		cmd.Stdout, cmd.Stderr = &so, &se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		children := fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)
+		for i := 0; i < 600; i++ {
+			if b, err := os.ReadFile(children); err != nil || len(bytes.TrimSpace(b)) > 0 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(120 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("%v: still running two minutes after the interrupt", args)
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(se.String(), "stopped by an interrupt or termination: nothing written") {
+			t.Errorf("%v: %v, stderr %q; want exit 1 saying nothing was written", args, err, se.String())
+		}
+		if so.Len() != 0 {
+			t.Errorf("%v: stdout %.200q", args, so.String())
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("bench scale --write made %s", out)
+	}
+}

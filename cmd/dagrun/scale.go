@@ -113,6 +113,9 @@ allocated per stage. With --write DIR it writes the specs there instead
 				defer files.discard()
 				var done strings.Builder
 				for _, j := range jobs {
+					if err := stopped(cmd.Context()); err != nil {
+						return err
+					}
 					s, err := j.make()
 					if err != nil {
 						return usageError{err}
@@ -127,6 +130,9 @@ allocated per stage. With --write DIR it writes the specs there instead
 					}
 					fmt.Fprintf(&done, "%s: %d stages\n", path, len(s.Stages))
 				}
+				if err := stopped(cmd.Context()); err != nil {
+					return err
+				}
 				if err := files.commit(); err != nil {
 					return failure{err}
 				}
@@ -134,6 +140,9 @@ allocated per stage. With --write DIR it writes the specs there instead
 				return err
 			}
 			for i, j := range jobs {
+				if err := stopped(cmd.Context()); err != nil {
+					return err
+				}
 				s, err := j.make()
 				if err != nil {
 					return usageError{err}
