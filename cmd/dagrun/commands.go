@@ -246,6 +246,7 @@ Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
 	root.SetOut(stdout)  // the completion scripts are written to the writer set when they are made
 	root.SetErr(stderr)
 	refuseUnknownShell(root)
+	refuseEmptyPaths(root)
 	ownDefaults(root)
 	return root
 }

@@ -498,3 +498,30 @@ func TestInterruptStopsBeforeWriting(t *testing.T) {
 		t.Errorf("bench scale --write made %s", out)
 	}
 }
+
+// An output or input path flag given an empty value (`--out "$DIR"` with
+// DIR unset) is refused before any work, as an empty --memory-budget is, not
+// taken as the flag left out: the run would write nothing, or bench scale
+// would plan instead of writing.
+func TestEmptyPathFlagsRefused(t *testing.T) {
+	t.Parallel()
+	spec := specPath("seed/three-stage.yaml")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--backend", "sim", "--out", "", spec}, "--out '': empty"},
+		{[]string{"run", "--backend", "sim", "--trace", "", spec}, "--trace '': empty"},
+		{[]string{"run", "--backend", "sim", "--timeline", "", spec}, "--timeline '': empty"},
+		{[]string{"run", "--backend", "sim", "--frames", "", spec}, "--frames '': empty"},
+		{[]string{"check", "--plan", ""}, "--plan '': empty"},
+		{[]string{"import", specPath("models/graphs/resnet50.json"), "-o", ""}, "--output '': empty"},
+		{[]string{"bench", "scale", "--write", "", "--stages", "1k", "--shapes", "layered"}, "--write '': empty"},
+		{[]string{"bench", "memory", "--plot", "", spec}, "--plot '': empty"},
+	} {
+		out, errOut, code := cli(t, c.args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("%q: exit %d, stdout %.100q, stderr %q; want exit 2 and %q", c.args, code, out, errOut, c.want)
+		}
+	}
+}
