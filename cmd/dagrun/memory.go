@@ -62,7 +62,7 @@ func (f *memoryFlags) apply(o *dagrun.PlanOptions) error {
 			return usagef("--memory-budget %q: too large: at most %d bytes (4 EiB); none for no budget", f.budget, int64(1<<62))
 		}
 		if err != nil || n <= 0 {
-			return usagef("--memory-budget %q: want a positive size in bytes (e.g. 64MiB), auto or none", f.budget)
+			return usagef("--memory-budget %q: want a positive size in bytes (an integer, with no suffix or one of the suffixes K, M, G (powers of 1000) or KiB, MiB, GiB: 64MiB), auto or none", f.budget)
 		}
 		o.MemoryBudget = n
 	}

@@ -198,6 +198,8 @@ func TestMemoryBudgetFlagValues(t *testing.T) {
 		{"99999999999999999999", "too large: at most 4611686018427387904 bytes"},
 		{"9999999999GiB", "too large: at most"},
 		{"10X", "want a positive size in bytes"},
+		{"1TiB", "suffixes K, M, G (powers of 1000) or KiB, MiB, GiB"}, // the forms it takes, named
+		{"64mib", "suffixes K, M, G (powers of 1000) or KiB, MiB, GiB"},
 		{"-5", "want a positive size in bytes"},
 		{"", "--memory-budget '': empty"},
 	} {
