@@ -133,7 +133,7 @@ func scan(data string, json bool, onItem func(key string, list, item *yaml.Node)
 			return nil, errOutsideSubset
 		}
 	} else if !utf8.ValidString(data) {
-		p.fail("the file is not valid UTF-8")
+		p.failInvalidUTF8()
 	}
 	if json {
 		// A leading byte order mark is ignored (RFC 8259 §8.1 allows it;
@@ -216,6 +216,23 @@ func (p *scanner) fail(format string, args ...any) {
 		p.bail()
 	}
 	panic(&jsonError{at: p.mark(), msg: fmt.Sprintf(format, args...)})
+}
+
+// failInvalidUTF8 reports the first byte of data that is not UTF-8, at
+// its line and column.
+func (p *scanner) failInvalidUTF8() {
+	k := 0
+	for k < len(p.data) {
+		r, size := utf8.DecodeRuneInString(p.data[k:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		k += size
+	}
+	p.line = 1 + strings.Count(p.data[:k], "\n")
+	p.lineStart = strings.LastIndexByte(p.data[:k], '\n') + 1
+	p.colOff, p.col, p.i = p.lineStart, 1, k
+	p.fail("the file is not valid UTF-8 (byte %#x)", p.data[k])
 }
 
 // what names the byte at i for messages.
