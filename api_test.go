@@ -214,3 +214,23 @@ func TestHostIO(t *testing.T) {
 		t.Errorf("HostIO: %s", got)
 	}
 }
+
+// A JSON spec given where a plan file belongs (check --plan, run --plan)
+// is named as a spec, as a YAML one is, not reported as a broken plan.
+func TestReadPlanOfJSONSpec(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "spec.json")
+	spec := `{"version": 1,
+ "buffers": [{"name": "x", "bytes": 64}],
+ "stages": [{"name": "a", "kernel": "fill", "args": {"value": 1.5}, "writes": ["x"]}]}`
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dagrun.Load(path); err != nil {
+		t.Fatalf("the spec does not load: %v", err)
+	}
+	_, err := dagrun.ReadPlan(path)
+	if err == nil || !strings.Contains(err.Error(), "not a plan file") || !strings.Contains(err.Error(), "a spec (JSON) is passed without --plan") {
+		t.Errorf("ReadPlan of a JSON spec: %v", err)
+	}
+}

@@ -269,6 +269,9 @@ func BenchScale(s *Spec, o PlanOptions) (*ScaleBench, error) {
 		Timings: p.Timings, AllocBytes: m1.TotalAlloc - m0.TotalAlloc, Notes: p.Notes}, nil
 }
 
+// MaxStages is the most stages a spec may have (dag.MaxStages).
+const MaxStages = dag.MaxStages
+
 // ScaleShapes are the shapes ScaleSpec makes besides model chains.
 var ScaleShapes = synth.Shapes
 

@@ -116,8 +116,31 @@ func planFilesInside(p *StreamPlan, dir string) *outsideError {
 	return nil
 }
 
-// decodePlan is ReadPlan of the file path whose bytes are b.
+// decodePlan is ReadPlan of the file path whose bytes are b. A file that
+// fails as a plan but is a JSON object without the fields every plan has
+// is named as a spec.
 func decodePlan(path string, b []byte) (*StreamPlan, error) {
+	p, err := decodePlanFile(path, b)
+	if err != nil && jsonSpecLike(b) {
+		return nil, fmt.Errorf("%s: not a plan file: a JSON object without a plan's strategy and issue_order, like a spec (write a plan file with `dagrun plan --json SPEC > FILE`); a spec (JSON) is passed without --plan", path)
+	}
+	return p, err
+}
+
+// jsonSpecLike reports whether b is a JSON object with a "stages" field
+// and none of the fields a plan file always has.
+func jsonSpecLike(b []byte) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(b, &top) != nil {
+		return false
+	}
+	_, stages := top["stages"]
+	_, strategy := top["strategy"]
+	_, order := top["issue_order"]
+	return stages && !strategy && !order
+}
+
+func decodePlanFile(path string, b []byte) (*StreamPlan, error) {
 	const how = "(write one with `dagrun plan --json SPEC > FILE`)"
 	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] != '{' {
 		line, col := lineCol(b, int64(len(b)-len(t)))

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -312,7 +313,11 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 		var je *jsonError
 		if json && errors.As(err, &je) {
 			*l = loader{file: l.file, dir: l.dir, allowOutside: l.allowOutside}
-			l.errorAt(je.at, "fix the JSON syntax here (RFC 8259: keys and strings in double quotes, no trailing commas)", "JSON syntax error: %s", je.msg)
+			hint := "fix the JSON syntax here (RFC 8259: keys and strings in double quotes, no trailing commas)"
+			if t := strings.TrimLeft(strings.TrimPrefix(data, "\ufeff"), " \t\r\n"); t != "" && t[0] != '{' && t[0] != '[' && utf8.ValidString(data) {
+				hint = "a JSON spec is one object, {\"version\": 1, ...}; a file whose name ends in .json is read as JSON, so name a YAML spec .yaml"
+			}
+			l.errorAt(je.at, hint, "JSON syntax error: %s", je.msg)
 			return nil, true
 		}
 		*l = loader{file: l.file, dir: l.dir, forceYAMLv3: l.forceYAMLv3, allowOutside: l.allowOutside}

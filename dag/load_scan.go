@@ -14,7 +14,8 @@ package dag
 // item, whether the scan succeeded or not.
 //
 // For YAML, anything outside the subset (anchors and aliases, tags, block
-// scalars, multi-line scalars, documents markers, tabs, non-ASCII text,
+// scalars, multi-line scalars, documents markers, tabs, CR, characters
+// yaml.v3 does not take as printable, JSON's escapes that yaml.v3 refuses,
 // syntax errors) makes the scanner give up, and Load parses the file with
 // yaml.v3 instead, so that every YAML file means what yaml.v3 says and
 // gets its messages. For JSON (RFC 8259) the scanner is the parser and
@@ -136,7 +137,7 @@ func scan(data string, json bool, onItem func(key string, list, item *yaml.Node)
 			return nil, errOutsideSubset
 		}
 	} else if !utf8.ValidString(data) {
-		p.fail("the file is not valid UTF-8")
+		p.failInvalidUTF8()
 	}
 	if json {
 		// A leading byte order mark is ignored (RFC 8259 §8.1 allows it;
@@ -220,6 +221,23 @@ func (p *scanner) fail(format string, args ...any) {
 		p.bail()
 	}
 	panic(&jsonError{at: p.mark(), msg: fmt.Sprintf(format, args...)})
+}
+
+// failInvalidUTF8 reports the first byte of data that is not UTF-8, at
+// its line and column.
+func (p *scanner) failInvalidUTF8() {
+	k := 0
+	for k < len(p.data) {
+		r, size := utf8.DecodeRuneInString(p.data[k:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		k += size
+	}
+	p.line = 1 + strings.Count(p.data[:k], "\n")
+	p.lineStart = strings.LastIndexByte(p.data[:k], '\n') + 1
+	p.colOff, p.col, p.i = p.lineStart, 1, k
+	p.fail("the file is not valid UTF-8 (byte %#x)", p.data[k])
 }
 
 // what names the byte at i for messages.
@@ -778,7 +796,8 @@ func (p *scanner) singleQuoted() *yaml.Node {
 }
 
 // doubleQuoted parses a double-quoted scalar with JSON's escapes (YAML's
-// others are outside the subset).
+// others, and in YAML the JSON escapes yaml.v3 refuses, \/ and UTF-16
+// surrogates, are outside the subset).
 func (p *scanner) doubleQuoted() *yaml.Node {
 	a := p.mark()
 	p.i++
@@ -808,6 +827,9 @@ func (p *scanner) doubleQuoted() *yaml.Node {
 		}
 		e := p.data[p.i+1]
 		p.i += 2
+		if !p.json && e == '/' {
+			p.bail() // JSON's escape, not yaml.v3's
+		}
 		switch e {
 		case '"', '\\', '/':
 			buf = append(buf, e)
@@ -824,6 +846,9 @@ func (p *scanner) doubleQuoted() *yaml.Node {
 		case 'u':
 			r := p.hex4()
 			if utf16.IsSurrogate(r) {
+				if !p.json {
+					p.bail() // yaml.v3 refuses UTF-16 surrogates
+				}
 				if p.i+1 < len(p.data) && p.data[p.i] == '\\' && p.data[p.i+1] == 'u' {
 					p.i += 2
 					r = utf16.DecodeRune(r, p.hex4())
@@ -1041,6 +1066,9 @@ func (p *scanner) jsonLiteral() *yaml.Node {
 		n.Tag = "!!null"
 	case jsonNumber(text):
 		n.Tag = plainTag(n) // !!int or !!float, as YAML reads it
+		if n.Tag == "!!str" {
+			n.Tag = "!!float" // past float64's range (1e400), which YAML reads as a string; in JSON it is a number
+		}
 	default:
 		p.i = start
 		if text == "" {

@@ -151,6 +151,10 @@ func TestScannerGivesUp(t *testing.T) {
 		"version: 1\nstages:\n-\n  name: s\n  kernel: spin\n",
 		"version: 1\nstages:\n  - name: s\n    kernel: spin\n    args:\n",
 		"version: 1\nname: a\u2028b\nstages: [{name: s, kernel: spin}]\n",
+		// JSON's escapes that yaml.v3 refuses: \/ and UTF-16 surrogates.
+		"version: 1\nname: \"a\\/b\"\nstages: [{name: s, kernel: spin}]\n",
+		"version: 1\nname: \"a\\ud83d\\ude00\"\nstages: [{name: s, kernel: spin}]\n",
+		"version: 1\nname: \"a\\ud800\"\nstages: [{name: s, kernel: spin}]\n",
 	} {
 		if sameLoad(t, []byte(src), "t.yaml") {
 			t.Errorf("the scanner parsed %q", src)
@@ -197,6 +201,13 @@ func TestLoadJSON(t *testing.T) {
 		{`{"version": 1} x`, "p.json:1:16: JSON syntax error: unexpected 'x' after the end of the document"},
 		{`{"version": 01}`, `p.json:1:13: JSON syntax error: unexpected "01": want a string in double quotes, a number, true, false or null`},
 		{`{"version": 1, "stages": [{"name": "a", "kernel": "mixx"}]}`, `p.json:1:51: stage a: unknown kernel "mixx"`},
+		// Bytes that are not UTF-8 are placed where they are.
+		{"{\"version\": 1,\n \"name\": \"caf\xe9\"}", "p.json:2:14: JSON syntax error: the file is not valid UTF-8 (byte 0xe9)"},
+		// YAML in a file named .json: the hint says how to name it.
+		{"version: 1\nstages: [{name: a, kernel: spin, args: {us: 1}}]\n", "p.json:1:1: JSON syntax error: unexpected \"version\": want a string in double quotes, a number, true, false or null\n\thint: a JSON spec is one object, {\"version\": 1, ...}; a file whose name ends in .json is read as JSON, so name a YAML spec .yaml"},
+		// Past float64's range a JSON number is still a number (YAML reads 1e400 as a string).
+		{`{"version": 1e400, "stages": [{"name": "a", "kernel": "spin", "args": {"us": 1}}]}`, `p.json:1:13: version must be an integer, got the number 1e400`},
+		{`{"version": 1, "stages": [{"name": "a", "kernel": "spin", "args": {"us": 1}, "duration_us": -1e400}]}`, `p.json:1:93: stage a: duration_us must be a finite number, got -1e400`},
 	} {
 		_, err := Load([]byte(c.src), "p.json", loadDir)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {

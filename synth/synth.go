@@ -33,10 +33,13 @@ var Shapes = []string{"layered", "wavefront", "shared-read", "series-parallel", 
 //   - fan-chains: blocks of one source fanning out to 64 chains of 16
 //     stages that join again.
 //
-// Errors: an unknown shape, n < 2.
+// Errors: an unknown shape, n < 2, n > dag.MaxStages.
 func Shape(name string, n int) (*dag.Spec, error) {
 	if n < 2 {
 		return nil, fmt.Errorf("synth: %d stages: want at least 2", n)
+	}
+	if n > dag.MaxStages {
+		return nil, fmt.Errorf("synth: %d stages: a spec has at most %d (dag.MaxStages)", n, dag.MaxStages)
 	}
 	switch name {
 	case "layered":
@@ -206,10 +209,14 @@ func FanChains(n int) *dag.Spec {
 // c is dead before copy c+1 starts. Copy 0 keeps the model's inputs; the
 // last copy's outputs are the chain's. k = 1 gives model renamed.
 //
-// Errors: k < 1, a model with no input or no output.
+// Errors: k < 1, more than dag.MaxStages stages, a model with no input or
+// no output.
 func Chain(model *dag.Spec, k int) (*dag.Spec, error) {
 	if k < 1 {
 		return nil, fmt.Errorf("synth: %d copies: want at least 1", k)
+	}
+	if n := int64(k)*int64(len(model.Stages)+1) - 1; n > dag.MaxStages {
+		return nil, fmt.Errorf("synth: %d copies of %s (%d stages each) make %d stages: a spec has at most %d (dag.MaxStages)", k, model.Name, len(model.Stages), n, dag.MaxStages)
 	}
 	weight := func(b *dag.BufferSpec) bool { return b.Role == dag.RoleInput && b.Init.Kind == "" }
 	var inputs, outputs []dag.BufferSpec

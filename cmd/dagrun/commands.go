@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,6 +105,9 @@ func (f *planFlags) options(stderr io.Writer) (dagrun.PlanOptions, error) {
 		return o, usagef("--max-streams %d: want 0 (uncapped) or a positive cap", f.maxStreams)
 	}
 	if f.dumpAfter != "" {
+		if !slices.Contains(dagrun.Passes(), f.dumpAfter) {
+			return o, usagef("--dump-after %q: no such pass (passes: %s)", f.dumpAfter, strings.Join(dagrun.Passes(), ", "))
+		}
 		o.Dump = stderr
 	}
 	if err := f.mem.apply(&o); err != nil {
@@ -242,6 +246,7 @@ Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
 	root.SetOut(stdout)  // the completion scripts are written to the writer set when they are made
 	root.SetErr(stderr)
 	refuseUnknownShell(root)
+	refuseEmptyPaths(root)
 	ownDefaults(root)
 	return root
 }
@@ -294,6 +299,9 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 				held.hold(func(w io.Writer) error { return encode(w, p) })
 			}, stderr)
 			if err != nil {
+				return err
+			}
+			if err := stopped(cmd.Context()); err != nil {
 				return err
 			}
 			if timings {
@@ -412,6 +420,9 @@ in graph mode as one graph of the whole iteration.`,
 			}
 			pl, err := planOrSpec(planFile, args, &pf, false, nil, stderr)
 			if err != nil {
+				return err
+			}
+			if err := stopped(cmd.Context()); err != nil {
 				return err
 			}
 			refused := modeRefusal(pl, dagrun.Mode(mode))

@@ -118,6 +118,22 @@ func zeroText(typ string) string {
 	return ""
 }
 
+// pathFlags are the flags that name a file or folder to read or write.
+var pathFlags = []string{"out", "trace", "timeline", "frames", "plan", "output", "write", "plot", "graphs"}
+
+// refuseEmptyPaths makes a path flag given an empty value (`--out "$DIR"`
+// with DIR unset) a usage error before any work, not the flag left out.
+func refuseEmptyPaths(root *cobra.Command) {
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		for _, name := range pathFlags {
+			if f := cmd.Flags().Lookup(name); f != nil && f.Changed && f.Value.String() == "" {
+				return usagef("--%s '': empty; give a path, or leave the flag out", name)
+			}
+		}
+		return nil
+	}
+}
+
 // refuseUnknownShell makes `dagrun completion SHELL` with a shell it has no
 // script for a usage error (exit 2), not the help text with exit 0 that a
 // `source <(dagrun completion $SHELL)` would load into the shell.

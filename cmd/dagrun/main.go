@@ -32,6 +32,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	// The video demo's kernels have Go bodies for the simulator; registering
@@ -110,6 +111,8 @@ func watch() int {
 	// An interrupt or termination sent to this process alone (kill, a
 	// supervisor) is passed on to the worker, which stops its run and
 	// removes its staged outputs; one from the terminal reaches both.
+	// Loading, planning and verifying do not watch for it, so a second
+	// one ends the worker at once.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, stopSignals...)
 	defer signal.Stop(sigs)
@@ -117,9 +120,18 @@ func watch() int {
 		fmt.Fprintf(os.Stderr, "dagrun: internal error: please report: starting the worker: %v\n", err)
 		return exitInternal
 	}
+	var killed atomic.Bool // by a second interrupt
 	go func() {
+		first := true
 		for sig := range sigs {
-			cmd.Process.Signal(sig)
+			if first {
+				first = false
+				cmd.Process.Signal(sig)
+				fmt.Fprintf(os.Stderr, "dagrun: %v: stopping (a second one stops at once)\n", sig)
+				continue
+			}
+			killed.Store(true)
+			cmd.Process.Kill()
 		}
 	}()
 	crashW.Close()
@@ -143,6 +155,10 @@ func watch() int {
 	}
 	for _, dir := range staged {
 		os.RemoveAll(dir)
+	}
+	if killed.Load() && len(report) == 0 {
+		fmt.Fprintln(os.Stderr, "dagrun: stopped at the second interrupt; no output file was written, and what it printed is incomplete")
+		return exitFailure
 	}
 	if ws, ok := state.Sys().(syscall.WaitStatus); ok && len(report) == 0 && ws.Signaled() && ws.Signal() == syscall.SIGPIPE {
 		// The reader of stdout went away (`| dot` without Graphviz, `| head`):
@@ -168,6 +184,17 @@ func watch() int {
 	}
 	fmt.Fprintf(os.Stderr, "dagrun: internal error: please report: %s\n", why)
 	return exitInternal
+}
+
+// stopped is the error of a command whose context an interrupt or a
+// termination cancelled (stopSignals), asked before it prints or commits
+// its output: loading, planning and verifying do not watch the context,
+// so they finish, and then the command ends without writing anything.
+func stopped(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return failure{errors.New("stopped by an interrupt or termination: nothing written")}
 }
 
 // Exit codes.

@@ -62,9 +62,12 @@ func (f *memoryFlags) apply(o *dagrun.PlanOptions) error {
 			return usagef("--memory-budget %q: too large: at most %d bytes (4 EiB); none for no budget", f.budget, int64(1<<62))
 		}
 		if err != nil || n <= 0 {
-			return usagef("--memory-budget %q: want a positive size in bytes (e.g. 64MiB), auto or none", f.budget)
+			return usagef("--memory-budget %q: want a positive size in bytes (an integer, with no suffix or one of the suffixes K, M, G (powers of 1000) or KiB, MiB, GiB: 64MiB), auto or none", f.budget)
 		}
 		o.MemoryBudget = n
+	}
+	if (f.arena == dagrun.ArenaOff || f.arena == dagrun.ArenaStreamOrder) && f.budget != "" && f.budget != "none" {
+		return usagef("--memory-budget %s conflicts with --arena %s: a budget caps the planned arena; drop the budget, or use --arena planned", f.budget, f.arena)
 	}
 	return nil
 }

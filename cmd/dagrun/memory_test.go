@@ -198,6 +198,8 @@ func TestMemoryBudgetFlagValues(t *testing.T) {
 		{"99999999999999999999", "too large: at most 4611686018427387904 bytes"},
 		{"9999999999GiB", "too large: at most"},
 		{"10X", "want a positive size in bytes"},
+		{"1TiB", "suffixes K, M, G (powers of 1000) or KiB, MiB, GiB"}, // the forms it takes, named
+		{"64mib", "suffixes K, M, G (powers of 1000) or KiB, MiB, GiB"},
 		{"-5", "want a positive size in bytes"},
 		{"", "--memory-budget '': empty"},
 	} {
@@ -226,5 +228,32 @@ func TestBenchMemoryDevices(t *testing.T) {
 	}
 	if strings.Contains(out, "three-stage (") {
 		t.Errorf("a spec of one device is named:\n%s", out)
+	}
+}
+
+// Flags that contradict each other on the command line are refused before
+// the spec is read: a budget with an arena it cannot cap, a pass that does
+// not exist. The spec here does not exist, so any answer about the file
+// means the spec was opened first.
+func TestPlanFlagsRefusedBeforeLoad(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "none.yaml")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--memory-budget", "1KiB", "--arena", "off"}, "--memory-budget 1KiB conflicts with --arena off"},
+		{[]string{"check", "--memory-budget", "auto", "--arena", "stream-order"}, "--memory-budget auto conflicts with --arena stream-order"},
+		{[]string{"run", "--memory-budget", "64MiB", "--arena", "off"}, "--memory-budget 64MiB conflicts with --arena off"},
+		{[]string{"plan", "--dump-after", "bogus"}, `--dump-after "bogus": no such pass (passes: reduce, assign`},
+	} {
+		out, errOut, code := cli(t, append(c.args, missing)...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, errOut, c.want)
+		}
+	}
+	// No budget is no conflict.
+	if _, errOut, code := cli(t, "plan", "--memory-budget", "none", "--arena", "off", specPath("seed/three-stage.yaml")); code != exitOK {
+		t.Errorf("--memory-budget none --arena off: exit %d\n%s", code, errOut)
 	}
 }

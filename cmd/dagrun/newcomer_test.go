@@ -326,6 +326,13 @@ func TestScaleRefusesBeforeWork(t *testing.T) {
 		{[]string{"--stages", "1k", "--shapes", "layered", "--copies", "2"}, "--copies needs --graphs"},
 		{[]string{"--stages", "1k", "--shapes", "layered", "--write", dir, "--arena", "off"}, "--write writes the specs and plans nothing"},
 		{[]string{"--stages", "1k", "--shapes", "layered", "--write", dir, "--memory-budget", "1K"}, "--write writes the specs and plans nothing"},
+		// Specs past the loader's stage limit, which no command could read.
+		{[]string{"--stages", "5M", "--shapes", "layered", "--write", dir}, "a spec has at most 4194304 (dag.MaxStages)"},
+		{[]string{"--stages", "5M", "--shapes", "wavefront"}, "a spec has at most 4194304 (dag.MaxStages)"},
+		{[]string{"--shapes", "", "--graphs", specPath("models/graphs/nasnetalarge.json"), "--copies", "100000000", "--write", dir}, "a spec has at most 4194304 (dag.MaxStages)"},
+		{[]string{"--shapes", "chain", "--graphs", specPath("models/graphs/nasnetalarge.json"), "--stages", "5M", "--write", dir}, "a spec has at most 4194304 (dag.MaxStages)"},
+		{[]string{"--shapes", "", "--write", dir}, "nothing to make"},
+		{[]string{"--stages", "", "--write", dir}, "nothing to make"},
 	} {
 		out, errOut, code := cli(t, append([]string{"bench", "scale"}, c.args...)...)
 		if code != exitUsage || !strings.Contains(errOut, c.want) || out != "" {

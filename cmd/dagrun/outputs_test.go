@@ -388,3 +388,140 @@ func TestTimelineFilesSwapped(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondInterruptStops: a plan being computed does not watch for
+// interrupts, so the first one only asks it to stop; a second one stops
+// dagrun at once (exit 1, one line saying so, no worker left behind).
+func TestSecondInterruptStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, errs, code := cli(t, "bench", "scale", "--shapes", "layered", "--stages", "10k", "--write", dir); code != exitOK {
+		t.Fatalf("bench scale --write: exit %d\n%s", code, errs)
+	}
+	// An unmeetable budget on 10,000 stages re-plans for seconds.
+	cmd := exec.Command(bin, "plan", "--memory-budget", "1KB", filepath.Join(dir, "layered-10k.yaml"))
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	children := fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)
+	for i := 0; i < 600; i++ {
+		if b, err := os.ReadFile(children); err != nil || len(bytes.TrimSpace(b)) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	cmd.Process.Signal(os.Interrupt)
+	time.Sleep(200 * time.Millisecond)
+	sent := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("dagrun still running a minute after the second interrupt")
+	}
+	if took := time.Since(sent); took > 2*time.Second {
+		t.Errorf("dagrun ran %v after the second interrupt", took)
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(se.String(), "second interrupt") || strings.Contains(se.String(), "internal error") {
+		t.Errorf("after two interrupts: %v, stderr %q; want exit 1 saying it stopped at the second", err, se.String())
+	}
+	if so.Len() != 0 {
+		t.Errorf("stdout %q", so.String())
+	}
+}
+
+// TestInterruptStopsBeforeWriting: loading, planning and verifying do not
+// watch for an interrupt, but a command interrupted during them ends when
+// they are done without printing its plan or writing its files: exit 1,
+// one line saying so.
+func TestInterruptStopsBeforeWriting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, errs, code := cli(t, "bench", "scale", "--shapes", "layered", "--stages", "100k", "--write", dir); code != exitOK {
+		t.Fatalf("bench scale --write: exit %d\n%s", code, errs)
+	}
+	out := filepath.Join(t.TempDir(), "specs")
+	for _, args := range [][]string{
+		{"plan", "--json", filepath.Join(dir, "layered-100k.yaml")},
+		{"check", filepath.Join(dir, "layered-100k.yaml")},
+		{"bench", "scale", "--shapes", "layered,wavefront,shared-read", "--stages", "100k,200k", "--write", out},
+	} {
+		cmd := exec.Command(bin, args...)
+		var so, se strings.Builder
+		cmd.Stdout, cmd.Stderr = &so, &se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		children := fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)
+		for i := 0; i < 600; i++ {
+			if b, err := os.ReadFile(children); err != nil || len(bytes.TrimSpace(b)) > 0 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(120 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("%v: still running two minutes after the interrupt", args)
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(se.String(), "stopped by an interrupt or termination: nothing written") {
+			t.Errorf("%v: %v, stderr %q; want exit 1 saying nothing was written", args, err, se.String())
+		}
+		if so.Len() != 0 {
+			t.Errorf("%v: stdout %.200q", args, so.String())
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("bench scale --write made %s", out)
+	}
+}
+
+// An output or input path flag given an empty value (`--out "$DIR"` with
+// DIR unset) is refused before any work, as an empty --memory-budget is, not
+// taken as the flag left out: the run would write nothing, or bench scale
+// would plan instead of writing.
+func TestEmptyPathFlagsRefused(t *testing.T) {
+	t.Parallel()
+	spec := specPath("seed/three-stage.yaml")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--backend", "sim", "--out", "", spec}, "--out '': empty"},
+		{[]string{"run", "--backend", "sim", "--trace", "", spec}, "--trace '': empty"},
+		{[]string{"run", "--backend", "sim", "--timeline", "", spec}, "--timeline '': empty"},
+		{[]string{"run", "--backend", "sim", "--frames", "", spec}, "--frames '': empty"},
+		{[]string{"check", "--plan", ""}, "--plan '': empty"},
+		{[]string{"import", specPath("models/graphs/resnet50.json"), "-o", ""}, "--output '': empty"},
+		{[]string{"bench", "scale", "--write", "", "--stages", "1k", "--shapes", "layered"}, "--write '': empty"},
+		{[]string{"bench", "memory", "--plot", "", spec}, "--plot '': empty"},
+	} {
+		out, errOut, code := cli(t, c.args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("%q: exit %d, stdout %.100q, stderr %q; want exit 2 and %q", c.args, code, out, errOut, c.want)
+		}
+	}
+}

@@ -42,6 +42,11 @@ allocated per stage. With --write DIR it writes the specs there instead
 			if err != nil {
 				return err
 			}
+			for _, n := range ns {
+				if n > dagrun.MaxStages {
+					return usagef("--stages %s: %d stages; a spec has at most %d (dag.MaxStages)", sizes, n, dagrun.MaxStages)
+				}
+			}
 			ks, err := parseCounts(copies, "--copies")
 			if err != nil {
 				return err
@@ -95,6 +100,9 @@ allocated per stage. With --write DIR it writes the specs there instead
 					jobs = append(jobs, job{fmt.Sprintf("%s-x%d", graphName(g), k), func() (*dagrun.Spec, error) { return dagrun.ChainSpec(g, k, 0) }})
 				}
 			}
+			if len(jobs) == 0 {
+				return usagef("nothing to make: --shapes %q and --stages %q name no spec, and no --graphs with --copies", shapes, sizes)
+			}
 			if write != "" {
 				// Like --out: the folder is made if its parent exists, and
 				// the specs appear together once all are written.
@@ -105,6 +113,9 @@ allocated per stage. With --write DIR it writes the specs there instead
 				defer files.discard()
 				var done strings.Builder
 				for _, j := range jobs {
+					if err := stopped(cmd.Context()); err != nil {
+						return err
+					}
 					s, err := j.make()
 					if err != nil {
 						return usageError{err}
@@ -119,18 +130,26 @@ allocated per stage. With --write DIR it writes the specs there instead
 					}
 					fmt.Fprintf(&done, "%s: %d stages\n", path, len(s.Stages))
 				}
+				if err := stopped(cmd.Context()); err != nil {
+					return err
+				}
 				if err := files.commit(); err != nil {
 					return failure{err}
 				}
 				_, err := io.WriteString(stdout, done.String())
 				return err
 			}
-			fmt.Fprintln(stdout, "| spec | stages | streams | waits | lower bound | arena MiB | live bound MiB | planning ms | verify ms | slowest phases (ms) | alloc B/stage |")
-			fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|---|---|")
-			for _, j := range jobs {
+			for i, j := range jobs {
+				if err := stopped(cmd.Context()); err != nil {
+					return err
+				}
 				s, err := j.make()
 				if err != nil {
 					return usageError{err}
+				}
+				if i == 0 { // after the first spec is made: a spec that cannot be is bad input, and prints nothing
+					fmt.Fprintln(stdout, "| spec | stages | streams | waits | lower bound | arena MiB | live bound MiB | planning ms | verify ms | slowest phases (ms) | alloc B/stage |")
+					fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|---|---|")
 				}
 				b, err := dagrun.BenchScale(s, o)
 				if err != nil {
