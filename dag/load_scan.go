@@ -13,10 +13,13 @@ package dag
 // scanner parses the next batch; scan returns once it has taken every
 // item, whether the scan succeeded or not.
 //
+// CRLF line endings are read as LF ones (the loader passes the text with
+// LF ones), and one document start marker (---) may head the file.
 // For YAML, anything outside the subset (anchors and aliases, tags, block
-// scalars, multi-line scalars, documents markers, tabs, CR, characters
-// yaml.v3 does not take as printable, JSON's escapes that yaml.v3 refuses,
-// syntax errors) makes the scanner give up, and Load parses the file with
+// scalars, multi-line scalars, other document markers and directives,
+// tabs, a CR that does not end a line, characters yaml.v3 does not take as
+// printable, JSON's escapes that yaml.v3 refuses, syntax errors) makes the
+// scanner give up, and Load parses the file with
 // yaml.v3 instead, so that every YAML file means what yaml.v3 says and
 // gets its messages. For JSON (RFC 8259) the scanner is the parser and
 // reports syntax errors itself.
