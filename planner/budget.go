@@ -205,15 +205,22 @@ func newBudget(st *state) (*budget, error) {
 		b.names = append(b.names, pb.Name)
 	}
 	b.berr = BudgetError{Budget: limit, StartArena: BudgetArena(p), StartMakespanUS: p.Stats.IdealMakespanUS, PerDevice: p.DeviceCount() > 1}
+	if !auto {
+		// Every re-plan has the same buffers and stages: a stage whose
+		// temps alone are over the budget is over it in all of them, and
+		// no step is tried (met).
+		b.berr.StageBytes, b.berr.StageName = st.stageBytes()
+	}
 	b.start = p.Stats
 	return b, nil
 }
 
 // met reports whether st's plan is within the budget or the loop is out
-// of steps: budgetMaxSteps in all, or budgetStale in a row that did not
-// lower the smallest arena reached.
+// of steps: budgetMaxSteps in all, budgetStale in a row that did not
+// lower the smallest arena reached, or none at all where one stage alone
+// touches more than the budget (BudgetError.StageBytes).
 func (b *budget) met(st *state) bool {
-	if BudgetArena(st.plan) <= b.limit || len(b.steps) >= budgetMaxSteps {
+	if BudgetArena(st.plan) <= b.limit || len(b.steps) >= budgetMaxSteps || b.berr.StageBytes > b.limit {
 		return true
 	}
 	best, stale := b.berr.StartArena, 0
@@ -453,7 +460,6 @@ func (b *budget) finish(st *state) error {
 	if arena > b.limit && !b.auto {
 		e := b.berr
 		e.Arena, e.Steps = arena, b.steps
-		e.StageBytes, e.StageName = st.stageBytes()
 		for _, s := range b.steps {
 			e.Arena = min(e.Arena, s.ArenaBytes)
 		}

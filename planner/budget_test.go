@@ -76,6 +76,13 @@ func TestBudgetUnreachable(t *testing.T) {
 		be.StageBytes != 2048 || !strings.Contains(err.Error(), "no plan meets it: stage a alone touches 2048 bytes") || strings.Contains(err.Error(), "fewer streams") {
 		t.Errorf("%+v: %v", be, err)
 	}
+	// No step can help, so none is tried and the answer comes at once,
+	// also where steps would lower the arena (layered 200: 22 steps, from
+	// 46,080 to 14,592 bytes, when they were tried against 100 bytes).
+	_, err = Build(synth.Layered(200), Options{MemoryBudget: 100})
+	if !errors.As(err, &be) || len(be.Steps) != 0 || be.StageBytes <= 100 || !strings.Contains(err.Error(), "after 0 step(s)") {
+		t.Errorf("a budget below one stage's temps: %v", err)
+	}
 	// Far over a small budget, the ratio, not a percentage in millions.
 	if _, err := Build(s, Options{MemoryBudget: 1}); err == nil || !strings.Contains(err.Error(), "2047 bytes over (2048× the budget)") {
 		t.Errorf("budget of 1 byte: %v", err)
