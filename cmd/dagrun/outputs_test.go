@@ -316,14 +316,7 @@ func TestInterruptReachesWorker(t *testing.T) {
 		}
 		// Signal once the worker exists and has had time to start its run
 		// (its handler is set before the command starts).
-		children := fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)
-		for i := 0; i < 600; i++ {
-			if b, err := os.ReadFile(children); err != nil || len(bytes.TrimSpace(b)) > 0 {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		time.Sleep(time.Second)
+		waitForWorker(cmd, time.Second)
 		if err := cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
@@ -393,33 +386,11 @@ func TestTimelineFilesSwapped(t *testing.T) {
 // interrupts, so the first one only asks it to stop; a second one stops
 // dagrun at once (exit 1, one line saying so, no worker left behind).
 func TestSecondInterruptStops(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin, err := buildOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if _, errs, code := cli(t, "bench", "scale", "--shapes", "layered", "--stages", "10k", "--write", dir); code != exitOK {
-		t.Fatalf("bench scale --write: exit %d\n%s", code, errs)
-	}
+	bin, dir := layeredSpec(t, "10k")
+	var err error
 	// A budget just above what one stage takes, far below the arena, on
 	// 10,000 stages re-plans for seconds.
-	cmd := exec.Command(bin, "plan", "--memory-budget", "1100", filepath.Join(dir, "layered-10k.yaml"))
-	var so, se strings.Builder
-	cmd.Stdout, cmd.Stderr = &so, &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	children := fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)
-	for i := 0; i < 600; i++ {
-		if b, err := os.ReadFile(children); err != nil || len(bytes.TrimSpace(b)) > 0 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond)
+	cmd, so, se := startWorking(t, bin, 500*time.Millisecond, "plan", "--memory-budget", "1100", filepath.Join(dir, "layered-10k.yaml"))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	cmd.Process.Signal(os.Interrupt)
@@ -443,11 +414,11 @@ func TestSecondInterruptStops(t *testing.T) {
 	}
 }
 
-// TestInterruptStopsBeforeWriting: loading, planning and verifying do not
-// watch for an interrupt, but a command interrupted during them ends when
-// they are done without printing its plan or writing its files: exit 1,
-// one line saying so.
-func TestInterruptStopsBeforeWriting(t *testing.T) {
+// layeredSpec returns the dagrun binary and a folder with bench scale's
+// layered spec of size stages (DIR/layered-SIZE.yaml); it skips the test
+// in -short mode, which builds no binary.
+func layeredSpec(t *testing.T, size string) (bin, dir string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -455,30 +426,55 @@ func TestInterruptStopsBeforeWriting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if _, errs, code := cli(t, "bench", "scale", "--shapes", "layered", "--stages", "100k", "--write", dir); code != exitOK {
+	dir = t.TempDir()
+	if _, errs, code := cli(t, "bench", "scale", "--shapes", "layered", "--stages", size, "--write", dir); code != exitOK {
 		t.Fatalf("bench scale --write: exit %d\n%s", code, errs)
 	}
+	return bin, dir
+}
+
+// startWorking starts dagrun with args and returns once its worker
+// process has run for settle (waitForWorker), with the command's stdout
+// and stderr.
+func startWorking(t *testing.T, bin string, settle time.Duration, args ...string) (*exec.Cmd, *strings.Builder, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	so, se := new(strings.Builder), new(strings.Builder)
+	cmd.Stdout, cmd.Stderr = so, se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitForWorker(cmd, settle)
+	return cmd, so, se
+}
+
+// waitForWorker returns once the started dagrun cmd has a worker process
+// (or after 30 s without one) and settle has passed since.
+func waitForWorker(cmd *exec.Cmd, settle time.Duration) {
+	children := fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)
+	for i := 0; i < 600; i++ {
+		if b, err := os.ReadFile(children); err != nil || len(bytes.TrimSpace(b)) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(settle)
+}
+
+// TestInterruptStopsBeforeWriting: loading, planning and verifying do not
+// watch for an interrupt, but a command interrupted during them ends when
+// they are done without printing its plan or writing its files: exit 1,
+// one line saying so.
+func TestInterruptStopsBeforeWriting(t *testing.T) {
+	bin, dir := layeredSpec(t, "100k")
+	var err error
 	out := filepath.Join(t.TempDir(), "specs")
 	for _, args := range [][]string{
 		{"plan", "--json", filepath.Join(dir, "layered-100k.yaml")},
 		{"check", filepath.Join(dir, "layered-100k.yaml")},
 		{"bench", "scale", "--shapes", "layered,wavefront,shared-read", "--stages", "100k,200k", "--write", out},
 	} {
-		cmd := exec.Command(bin, args...)
-		var so, se strings.Builder
-		cmd.Stdout, cmd.Stderr = &so, &se
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		children := fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)
-		for i := 0; i < 600; i++ {
-			if b, err := os.ReadFile(children); err != nil || len(bytes.TrimSpace(b)) > 0 {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		time.Sleep(300 * time.Millisecond)
+		cmd, so, se := startWorking(t, bin, 300*time.Millisecond, args...)
 		cmd.Process.Signal(os.Interrupt)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
