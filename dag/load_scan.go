@@ -219,11 +219,14 @@ func asciiText8(w string) bool {
 
 // fail reports a JSON syntax error at the current position, or gives up
 // on YAML.
-func (p *scanner) fail(format string, args ...any) {
+func (p *scanner) fail(format string, args ...any) { p.failAt(p.mark(), format, args...) }
+
+// failAt is fail with the error at a.
+func (p *scanner) failAt(a at, format string, args ...any) {
 	if !p.json {
 		p.bail()
 	}
-	panic(&jsonError{at: p.mark(), msg: fmt.Sprintf(format, args...)})
+	panic(&jsonError{at: a, msg: fmt.Sprintf(format, args...)})
 }
 
 // failInvalidUTF8 reports the first byte of data that is not UTF-8, at
@@ -808,7 +811,7 @@ func (p *scanner) doubleQuoted() *yaml.Node {
 	var buf []byte
 	for {
 		if p.i == len(p.data) {
-			p.fail("unterminated string")
+			p.failAt(a, "unterminated string: the file ends before its closing quote")
 		}
 		c := p.data[p.i]
 		if c == '"' {
@@ -826,7 +829,7 @@ func (p *scanner) doubleQuoted() *yaml.Node {
 		}
 		buf = append(buf, p.data[start:p.i]...)
 		if p.i+1 == len(p.data) {
-			p.fail("unterminated string")
+			p.failAt(a, "unterminated string: the file ends before its closing quote")
 		}
 		e := p.data[p.i+1]
 		p.i += 2

@@ -201,6 +201,9 @@ func TestLoadJSON(t *testing.T) {
 		{`{"version": 1} x`, "p.json:1:16: JSON syntax error: unexpected 'x' after the end of the document"},
 		{`{"version": 01}`, `p.json:1:13: JSON syntax error: unexpected "01": want a string in double quotes, a number, true, false or null`},
 		{`{"version": 1, "stages": [{"name": "a", "kernel": "mixx"}]}`, `p.json:1:51: stage a: unknown kernel "mixx"`},
+		// A string the file ends in is placed at its opening quote.
+		{"{\"version\": 1,\n \"name\": \"abc", "p.json:2:10: JSON syntax error: unterminated string: the file ends before its closing quote"},
+		{"{\"version\": 1,\n \"name\": \"abc\\", "p.json:2:10: JSON syntax error: unterminated string"},
 		// Bytes that are not UTF-8 are placed where they are.
 		{"{\"version\": 1,\n \"name\": \"caf\xe9\"}", "p.json:2:14: JSON syntax error: the file is not valid UTF-8 (byte 0xe9)"},
 		// YAML in a file named .json: the hint says how to name it.

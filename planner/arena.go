@@ -106,10 +106,21 @@ func arena(st *state) error {
 			lb = liveBoundAll(p, st.accesses(), nil)
 		}
 		size := p.Stats.ArenaBytes
-		st.note("arena by issue-order sweep alone in %s of %s segments (%s of %s temps): the greedy layout by size, which may find a smaller arena (on the model graphs up to 1.2× smaller), is bounded at %s pairs of temps with overlapping lifetimes per plan; the arena is %s bytes, %s bytes (%.1f%%) over the %s bytes live at once in this plan's ideal schedule, which no layout goes below: at most that much memory is lost",
-			thousands(skipped), thousands(segments), thousands(temps), thousands(len(a.bufs)), thousands(greedyMaxPairs), thousands(int(size)), thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), thousands(int(lb)))
+		st.note("arena by issue-order sweep alone in %s of %s segments (%s of %s temps): the greedy layout by size, which may find a smaller arena (on the model graphs up to 1.2× smaller), is bounded at %s pairs of temps with overlapping lifetimes per plan; the arena is %s",
+			thousands(skipped), thousands(segments), thousands(temps), thousands(len(a.bufs)), thousands(greedyMaxPairs), overLive(size, lb, "this plan's ideal schedule"))
 	}
 	return nil
+}
+
+// overLive says how an arena of size bytes compares with lb, the bytes
+// live at once in schedule, which no layout goes below, and what memory
+// that may lose.
+func overLive(size, lb int64, schedule string) string {
+	if size <= lb {
+		return fmt.Sprintf("%s bytes, the %s bytes live at once in %s, which no layout goes below: no memory is lost", thousands(int(size)), thousands(int(lb)), schedule)
+	}
+	return fmt.Sprintf("%s bytes, %s bytes (%.1f%%) over the %s bytes live at once in %s, which no layout goes below: at most that much memory is lost",
+		thousands(int(size)), thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), thousands(int(lb)), schedule)
 }
 
 // applyLayout replaces the arena's offsets by hint (per Plan.Buffers

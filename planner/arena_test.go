@@ -572,3 +572,14 @@ stages:
 		t.Errorf("live bound %d, want the devices' %d + %d (the arena is %d)", got, d0, d1, p.Stats.ArenaBytes)
 	}
 }
+
+// The note on an arena laid out by the sweep alone says what it may lose
+// against the live bound, and that nothing is lost where it is at it.
+func TestOverLive(t *testing.T) {
+	if got := overLive(1000, 1000, "the ideal schedule"); !strings.Contains(got, "1,000 bytes, the 1,000 bytes live at once in the ideal schedule, which no layout goes below: no memory is lost") || strings.Contains(got, "over") {
+		t.Errorf("at the bound: %q", got)
+	}
+	if got := overLive(1500, 1000, "the ideal schedule"); !strings.Contains(got, "1,500 bytes, 500 bytes (50.0%) over the 1,000 bytes live at once in the ideal schedule, which no layout goes below: at most that much memory is lost") {
+		t.Errorf("over the bound: %q", got)
+	}
+}

@@ -600,8 +600,8 @@ func (st *state) reusePairs() (pairs [][2]int, hint map[int]int64, swept string)
 			in[b.idx] = true
 		}
 		lb := liveBoundAll(p, st.accesses(), in)
-		swept = fmt.Sprintf("memory_budget: the reuse step laid the arena out over the ideal schedule by a sweep in order of start alone: the greedy layout by size, which may find a smaller arena, is bounded at %s pairs of temps live together (this schedule has %s); the sweep's layout is %s bytes, %s bytes (%.1f%%) over the %s bytes live at once in the ideal schedule, which no layout goes below: at most that much memory is lost",
-			thousands(greedyMaxPairs), thousands(live), thousands(int(size)), thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), thousands(int(lb)))
+		swept = fmt.Sprintf("memory_budget: the reuse step laid the arena out over the ideal schedule by a sweep in order of start alone: the greedy layout by size, which may find a smaller arena, is bounded at %s pairs of temps live together (this schedule has %s); the sweep's layout is %s",
+			thousands(greedyMaxPairs), thousands(live), overLive(size, lb, "the ideal schedule"))
 	}
 	if size >= st.plan.Stats.ArenaBytes {
 		return nil, nil, swept
