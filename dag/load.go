@@ -317,6 +317,9 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 			if t := strings.TrimLeft(strings.TrimPrefix(data, "\ufeff"), " \t\r\n"); t != "" && t[0] != '{' && t[0] != '[' && utf8.ValidString(data) {
 				hint = "a JSON spec is one object, {\"version\": 1, ...}; a file whose name ends in .json is read as JSON, so name a YAML spec .yaml"
 			}
+			if je.hint != "" {
+				hint = je.hint
+			}
 			l.errorAt(je.at, hint, "JSON syntax error: %s", je.msg)
 			return nil, true
 		}

@@ -40,8 +40,9 @@ var errOutsideSubset = errors.New("outside the scanner's YAML subset")
 
 // jsonError is a JSON syntax error at a position.
 type jsonError struct {
-	at  at
-	msg string
+	at   at
+	msg  string
+	hint string // "": the syntax hint
 }
 
 func (e *jsonError) Error() string { return e.msg }
@@ -934,7 +935,11 @@ func (p *scanner) skipJSONSpace() {
 // flowValue parses a flow node (JSON: any value) at i.
 func (p *scanner) flowValue(depth int, root bool) *yaml.Node {
 	if depth > maxNesting {
-		p.fail("nested deeper than %d levels", maxNesting)
+		if !p.json {
+			p.bail()
+		}
+		panic(&jsonError{at: p.mark(), msg: fmt.Sprintf("lists and objects nested deeper than %d levels", maxNesting),
+			hint: fmt.Sprintf("a JSON spec nests at most %d levels (a spec needs a few); flatten the value here", maxNesting)})
 	}
 	if p.i == len(p.data) {
 		p.fail("unexpected end of file")

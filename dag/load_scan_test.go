@@ -201,6 +201,8 @@ func TestLoadJSON(t *testing.T) {
 		{`{"version": 1} x`, "p.json:1:16: JSON syntax error: unexpected 'x' after the end of the document"},
 		{`{"version": 01}`, `p.json:1:13: JSON syntax error: unexpected "01": want a string in double quotes, a number, true, false or null`},
 		{`{"version": 1, "stages": [{"name": "a", "kernel": "mixx"}]}`, `p.json:1:51: stage a: unknown kernel "mixx"`},
+		// Nesting past the limit says so, at the value past it.
+		{`{"version": 1, "name": ` + strings.Repeat("[", 70), "p.json:1:88: JSON syntax error: lists and objects nested deeper than 64 levels\n\thint: a JSON spec nests at most 64 levels"},
 		// A string the file ends in is placed at its opening quote.
 		{"{\"version\": 1,\n \"name\": \"abc", "p.json:2:10: JSON syntax error: unterminated string: the file ends before its closing quote"},
 		{"{\"version\": 1,\n \"name\": \"abc\\", "p.json:2:10: JSON syntax error: unterminated string"},
