@@ -235,7 +235,8 @@ a race-free multi-stream plan: streams from a minimum path cover, only the
 event record/wait pairs that are needed, and buffer lifetimes. It verifies
 the plan and runs it on the GPU or on a CPU simulator.
 
-Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage.`,
+Exit codes: 0 ok, 1 race found, run failed or stopped (interrupt, closed stdout),
+2 bad input or usage.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version(),

@@ -8,7 +8,8 @@
 //
 // It does all its work through the root package dagrun (the embedded Go
 // API). Flags that contradict each other are rejected before anything is
-// loaded. Exit codes: 0 ok, 1 a race was found or a run failed, 2 bad input
+// loaded. Exit codes: 0 ok, 1 a race was found, a run failed or the command
+// was stopped (an interrupt or termination, a closed stdout), 2 bad input
 // or usage, 3 an internal error (a crash: a panic, the runtime out of
 // memory, the process killed); on exit 2 and 3 nothing is written to
 // stdout, and no command leaves a partial output file.
@@ -200,7 +201,7 @@ func stopped(ctx context.Context) error {
 // Exit codes.
 const (
 	exitOK       = 0
-	exitFailure  = 1 // a race, a failed run
+	exitFailure  = 1 // a race, a failed run, a stopped command
 	exitUsage    = 2 // bad input: usage, spec or plan errors
 	exitInternal = 3 // a crash: a panic, out of memory (told apart by watch)
 )
