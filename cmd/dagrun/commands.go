@@ -248,6 +248,7 @@ Exit codes: 0 ok, 1 race found, run failed or stopped (interrupt, closed stdout)
 	root.SetErr(stderr)
 	refuseUnknownShell(root)
 	refuseEmptyPaths(root)
+	root.SetFlagErrorFunc(flagError)
 	ownDefaults(root)
 	return root
 }
@@ -811,4 +812,15 @@ func verdict(err error) string {
 		return "deadlock"
 	}
 	return "race"
+}
+
+// flagError is the error of a command line cobra's flag parsing refused
+// (an unknown flag, a missing or malformed value): bad usage, exit 2, with
+// where to look. `plan -o FILE` gets how to write the plan to a file.
+func flagError(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	if cmd.Name() == "plan" && (strings.HasSuffix(msg, "in -o") || strings.HasSuffix(msg, "flag: --out") || strings.HasSuffix(msg, "flag: --output")) {
+		return usagef("%s: dagrun plan prints the plan to stdout; redirect it to a file: dagrun plan --json SPEC > FILE", msg)
+	}
+	return usagef("%s (`%s --help` lists its flags)", msg, cmd.CommandPath())
 }

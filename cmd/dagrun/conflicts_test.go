@@ -78,3 +78,24 @@ func TestOnlyRootImports(t *testing.T) {
 		}
 	}
 }
+
+// A flag cobra refuses is bad usage (exit 2, nothing on stdout) and says
+// where the flags are listed; `plan -o FILE` says how to write the plan to
+// a file.
+func TestFlagErrors(t *testing.T) {
+	spec := specPath("seed/two-writers.yaml")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--jsn", spec}, "unknown flag: --jsn (`dagrun plan --help` lists its flags)"},
+		{[]string{"run", "--iterations", "x", spec}, "(`dagrun run --help` lists its flags)"},
+		{[]string{"plan", "-o", "p.json", spec}, "dagrun plan prints the plan to stdout; redirect it to a file: dagrun plan --json SPEC > FILE"},
+		{[]string{"plan", "--out", "p.json", spec}, "dagrun plan prints the plan to stdout; redirect it"},
+	} {
+		out, errs, code := cli(t, c.args...)
+		if code != exitUsage || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, errs, c.want)
+		}
+	}
+}
