@@ -226,8 +226,12 @@ func TestLoadJSON(t *testing.T) {
 //
 //	go test -run XXX -fuzz FuzzScanner -fuzztime 3m ./dag/
 func FuzzScanner(f *testing.F) {
-	for _, tc := range errorCases {
+	for i, tc := range errorCases {
 		f.Add([]byte(tc.src))
+		if i%4 == 0 { // with CRLF line endings, and after a document start marker
+			f.Add([]byte(strings.ReplaceAll(tc.src, "\n", "\r\n")))
+			f.Add([]byte("---\n" + tc.src))
+		}
 	}
 	files, _ := filepath.Glob(filepath.Join(loadDir, "*.yaml"))
 	for _, p := range files {
