@@ -52,6 +52,11 @@ type scanner struct {
 	data string // scalars are substrings of it
 	i    int
 	json bool
+	// yamlJSON is set for YAML text that starts like JSON (scanned with
+	// json set): what JSON and yaml.v3 read differently (\/, UTF-16
+	// surrogates, numbers past float64's range, a CR that does not end
+	// a line) is left to yaml.v3.
+	yamlJSON bool
 
 	line      int // line of i (1-based)
 	lineStart int // offset of line's first byte
@@ -113,7 +118,13 @@ const slabChunk = 256
 // scan parses data as one document and returns its root, or
 // errOutsideSubset (YAML) or a *jsonError (JSON).
 func scan(data string, json bool, onItem func(key string, list, item *yaml.Node)) (root *yaml.Node, err error) {
-	p := &scanner{data: data, json: json, line: 1, col: 1, onItem: onItem}
+	return scanAs(data, json, false, onItem)
+}
+
+// scanAs is scan; yamlJSON (with json) scans YAML text that starts like
+// JSON, giving up where yaml.v3 reads it otherwise (scanner.yamlJSON).
+func scanAs(data string, json, yamlJSON bool, onItem func(key string, list, item *yaml.Node)) (root *yaml.Node, err error) {
+	p := &scanner{data: data, json: json, yamlJSON: json && yamlJSON, line: 1, col: 1, onItem: onItem}
 	defer func() {
 		if r := recover(); r != nil {
 			switch e := r.(type) {
@@ -834,7 +845,7 @@ func (p *scanner) doubleQuoted() *yaml.Node {
 		}
 		e := p.data[p.i+1]
 		p.i += 2
-		if !p.json && e == '/' {
+		if (!p.json || p.yamlJSON) && e == '/' {
 			p.bail() // JSON's escape, not yaml.v3's
 		}
 		switch e {
@@ -853,7 +864,7 @@ func (p *scanner) doubleQuoted() *yaml.Node {
 		case 'u':
 			r := p.hex4()
 			if utf16.IsSurrogate(r) {
-				if !p.json {
+				if !p.json || p.yamlJSON {
 					p.bail() // yaml.v3 refuses UTF-16 surrogates
 				}
 				if p.i+1 < len(p.data) && p.data[p.i] == '\\' && p.data[p.i+1] == 'u' {
@@ -922,7 +933,12 @@ func (p *scanner) skipFlowSpace() {
 func (p *scanner) skipJSONSpace() {
 	for p.i < len(p.data) {
 		switch p.data[p.i] {
-		case ' ', '\t', '\r':
+		case ' ', '\t':
+			p.i++
+		case '\r':
+			if p.yamlJSON && (p.i+1 == len(p.data) || p.data[p.i+1] != '\n') {
+				p.bail() // a line break in YAML
+			}
 			p.i++
 		case '\n':
 			p.newline()
@@ -1078,6 +1094,9 @@ func (p *scanner) jsonLiteral() *yaml.Node {
 	case jsonNumber(text):
 		n.Tag = plainTag(n) // !!int or !!float, as YAML reads it
 		if n.Tag == "!!str" {
+			if p.yamlJSON {
+				p.bail() // yaml.v3 reads it as a string
+			}
 			n.Tag = "!!float" // past float64's range (1e400), which YAML reads as a string; in JSON it is a number
 		}
 	default:

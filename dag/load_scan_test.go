@@ -155,6 +155,13 @@ func TestScannerGivesUp(t *testing.T) {
 		"version: 1\nname: \"a\\/b\"\nstages: [{name: s, kernel: spin}]\n",
 		"version: 1\nname: \"a\\ud83d\\ude00\"\nstages: [{name: s, kernel: spin}]\n",
 		"version: 1\nname: \"a\\ud800\"\nstages: [{name: s, kernel: spin}]\n",
+		// YAML that starts like JSON, where yaml.v3 reads it otherwise than
+		// JSON: \/, surrogates, numbers past float64's range, a lone CR.
+		`{"version": 1, "name": "a\/b", "stages": [{"name": "s", "kernel": "spin"}]}`,
+		`{"version": 1, "name": "a\ud83d\ude00", "stages": [{"name": "s", "kernel": "spin"}]}`,
+		`{"version": 1e400, "stages": [{"name": "s", "kernel": "spin"}]}`,
+		`{"version": 1, "stages": [{"name": "s", "kernel": "spin", "args": {"us": 1}, "duration_us": -1e400}]}`,
+		"{\"version\": 1,\r \"stages\": [{\"name\": \"s\", \"kernel\": \"spinx\"}]}",
 	} {
 		if sameLoad(t, []byte(src), "t.yaml") {
 			t.Errorf("the scanner parsed %q", src)
