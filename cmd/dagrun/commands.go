@@ -819,7 +819,7 @@ func verdict(err error) string {
 // where to look. `plan -o FILE` gets how to write the plan to a file.
 func flagError(cmd *cobra.Command, err error) error {
 	msg := err.Error()
-	if cmd.Name() == "plan" && (strings.HasSuffix(msg, "in -o") || strings.HasSuffix(msg, "flag: --out") || strings.HasSuffix(msg, "flag: --output")) {
+	if cmd.Name() == "plan" && (strings.Contains(msg, "'o' in -o") || strings.HasSuffix(msg, "flag: --out") || strings.HasSuffix(msg, "flag: --output")) {
 		return usagef("%s: dagrun plan prints the plan to stdout; redirect it to a file: dagrun plan --json SPEC > FILE", msg)
 	}
 	return usagef("%s (`%s --help` lists its flags)", msg, cmd.CommandPath())

@@ -92,6 +92,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"run", "--iterations", "x", spec}, "(`dagrun run --help` lists its flags)"},
 		{[]string{"plan", "-o", "p.json", spec}, "dagrun plan prints the plan to stdout; redirect it to a file: dagrun plan --json SPEC > FILE"},
 		{[]string{"plan", "--out", "p.json", spec}, "dagrun plan prints the plan to stdout; redirect it"},
+		{[]string{"plan", "-o=p.json", spec}, "dagrun plan prints the plan to stdout; redirect it"},
+		{[]string{"plan", "-op.json", spec}, "dagrun plan prints the plan to stdout; redirect it"},
 	} {
 		out, errs, code := cli(t, c.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errs, c.want) {
