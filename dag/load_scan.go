@@ -254,6 +254,9 @@ func (p *scanner) failInvalidUTF8() {
 	}
 	p.line = 1 + strings.Count(p.data[:k], "\n")
 	p.lineStart = strings.LastIndexByte(p.data[:k], '\n') + 1
+	if p.lineStart == 0 && strings.HasPrefix(p.data, "\ufeff") {
+		p.lineStart = len("\ufeff") // a leading byte order mark takes no column
+	}
 	p.colOff, p.col, p.i = p.lineStart, 1, k
 	p.fail("the file is not valid UTF-8 (byte %#x)", p.data[k])
 }

@@ -215,6 +215,7 @@ func TestLoadJSON(t *testing.T) {
 		{"{\"version\": 1,\n \"name\": \"abc\\", "p.json:2:10: JSON syntax error: unterminated string"},
 		// Bytes that are not UTF-8 are placed where they are.
 		{"{\"version\": 1,\n \"name\": \"caf\xe9\"}", "p.json:2:14: JSON syntax error: the file is not valid UTF-8 (byte 0xe9)"},
+		{"\ufeff{\"version\": 1, \"name\": \"caf\xe9\"}", "p.json:1:28: JSON syntax error: the file is not valid UTF-8 (byte 0xe9)"}, // the byte order mark takes no column
 		// YAML in a file named .json: the hint says how to name it.
 		{"version: 1\nstages: [{name: a, kernel: spin, args: {us: 1}}]\n", "p.json:1:1: JSON syntax error: unexpected \"version\": want a string in double quotes, a number, true, false or null\n\thint: a JSON spec is one object, {\"version\": 1, ...}; a file whose name ends in .json is read as JSON, so name a YAML spec .yaml"},
 		// Past float64's range a JSON number is still a number (YAML reads 1e400 as a string).
