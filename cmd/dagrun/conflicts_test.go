@@ -101,3 +101,17 @@ func TestFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// bench scale reads every --graphs file before it makes or plans a spec:
+// a bad one is bad input (exit 2) with nothing on stdout, not a table cut
+// short after the specs made before it.
+func TestBenchScaleBadGraphPrintsNothing(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"nodes": [`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := cli(t, "bench", "scale", "--shapes", "layered", "--stages", "100", "--graphs", bad, "--copies", "1")
+	if code != exitUsage || out != "" || !strings.Contains(errs, "bad.json:1:12: not an operator graph") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, the file's error", code, out, errs)
+	}
+}

@@ -61,13 +61,17 @@ allocated per stage. With --write DIR it writes the specs there instead
 			if write != "" && (mem.arena != "" || mem.budget != "") {
 				return usagef("--write writes the specs and plans nothing, so --arena and --memory-budget would not apply: drop them, and give them to dagrun plan with the written specs")
 			}
-			// Every graph file is opened before any spec is made or planned.
+			// Every graph file is read and imported before any spec is made
+			// or planned, so that a bad one prints nothing.
 			for _, g := range gs {
 				f, err := os.Open(g)
 				if err != nil {
 					return usagef("--graphs: %v", err)
 				}
 				f.Close()
+				if _, err := dagrun.ChainSpec(g, 1, 0); err != nil {
+					return usageError{err}
+				}
 			}
 			type job struct {
 				name string
@@ -144,6 +148,9 @@ allocated per stage. With --write DIR it writes the specs there instead
 					return err
 				}
 				s, err := j.make()
+				if err != nil && i > 0 {
+					return failure{fmt.Errorf("%w (the table above stops before %s)", err, j.name)}
+				}
 				if err != nil {
 					return usageError{err}
 				}
