@@ -107,7 +107,7 @@ func ReadGraph(r io.Reader) (*Graph, error) {
 
 func readGraph(data []byte, file string) (*Graph, error) {
 	src := &graphSource{file: file}
-	root, err := scan(string(data), true, nil)
+	root, err := scan(string(data), true, false, nil)
 	if err != nil {
 		var je *jsonError
 		if errors.As(err, &je) {

@@ -294,7 +294,7 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 	}
 	first := map[string]*yaml.Node{} // the list each streamed field names first
 	l.streamed = map[*yaml.Node]int{}
-	root, err := scanAs(data, json || sniffed, sniffed, func(key string, list, item *yaml.Node) {
+	root, err := scan(data, json || sniffed, sniffed, func(key string, list, item *yaml.Node) {
 		if f, ok := first[key]; ok && f != list {
 			return // a field given twice: reported, its second value ignored
 		}

@@ -116,14 +116,10 @@ var streamKeys = []string{"buffers", "kernels", "stages"}
 const slabChunk = 256
 
 // scan parses data as one document and returns its root, or
-// errOutsideSubset (YAML) or a *jsonError (JSON).
-func scan(data string, json bool, onItem func(key string, list, item *yaml.Node)) (root *yaml.Node, err error) {
-	return scanAs(data, json, false, onItem)
-}
-
-// scanAs is scan; yamlJSON (with json) scans YAML text that starts like
-// JSON, giving up where yaml.v3 reads it otherwise (scanner.yamlJSON).
-func scanAs(data string, json, yamlJSON bool, onItem func(key string, list, item *yaml.Node)) (root *yaml.Node, err error) {
+// errOutsideSubset (YAML) or a *jsonError (JSON). yamlJSON (with json)
+// scans YAML text that starts like JSON, giving up where yaml.v3 reads it
+// otherwise (scanner.yamlJSON).
+func scan(data string, json, yamlJSON bool, onItem func(key string, list, item *yaml.Node)) (root *yaml.Node, err error) {
 	p := &scanner{data: data, json: json, yamlJSON: json && yamlJSON, line: 1, col: 1, onItem: onItem}
 	defer func() {
 		if r := recover(); r != nil {
@@ -185,6 +181,10 @@ func scanAs(data string, json, yamlJSON bool, onItem func(key string, list, item
 }
 
 func (p *scanner) bail() { panic(errOutsideSubset) }
+
+// yamlText reports whether the text scanned is YAML (yaml.v3's reading
+// decides), also where it is scanned as JSON (yamlJSON).
+func (p *scanner) yamlText() bool { return !p.json || p.yamlJSON }
 
 // subsetText reports whether data is text the scanner reads as yaml.v3
 // does: newlines and characters yaml.v3 takes as printable (no tabs, CR,
@@ -848,7 +848,7 @@ func (p *scanner) doubleQuoted() *yaml.Node {
 		}
 		e := p.data[p.i+1]
 		p.i += 2
-		if (!p.json || p.yamlJSON) && e == '/' {
+		if p.yamlText() && e == '/' {
 			p.bail() // JSON's escape, not yaml.v3's
 		}
 		switch e {
@@ -867,7 +867,7 @@ func (p *scanner) doubleQuoted() *yaml.Node {
 		case 'u':
 			r := p.hex4()
 			if utf16.IsSurrogate(r) {
-				if !p.json || p.yamlJSON {
+				if p.yamlText() {
 					p.bail() // yaml.v3 refuses UTF-16 surrogates
 				}
 				if p.i+1 < len(p.data) && p.data[p.i] == '\\' && p.data[p.i+1] == 'u' {

@@ -40,10 +40,8 @@ func TestScannerMatchesYAMLv3(t *testing.T) {
 	for _, tc := range errorCases {
 		sameLoad(t, []byte(tc.src), "t.yaml")
 	}
-	files, _ := filepath.Glob("../specs/*/*.yaml")
-	more, _ := filepath.Glob("../specs/*/*/*.yaml")
 	local, _ := filepath.Glob(filepath.Join(loadDir, "*.yaml"))
-	files = append(append(files, more...), local...)
+	files := append(repoSpecs(), local...)
 	if len(files) < 5 {
 		t.Fatalf("only %d spec files found", len(files))
 	}
@@ -78,10 +76,8 @@ func TestScannerMatchesYAMLv3(t *testing.T) {
 // errors included, and the scanner parses it where it parses the spec with
 // LF ones: every repository spec and loader test case, converted.
 func TestScannerCRLF(t *testing.T) {
-	files, _ := filepath.Glob("../specs/*/*.yaml")
-	more, _ := filepath.Glob("../specs/*/*/*.yaml")
 	srcs := []string{}
-	for _, f := range append(files, more...) {
+	for _, f := range repoSpecs() {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -130,6 +126,14 @@ func TestScannerStartMarker(t *testing.T) {
 			}
 		}
 	}
+}
+
+// repoSpecs lists the repository's YAML specs (specs/ and one level of
+// folders below it).
+func repoSpecs() []string {
+	files, _ := filepath.Glob("../specs/*/*.yaml")
+	more, _ := filepath.Glob("../specs/*/*/*.yaml")
+	return append(files, more...)
 }
 
 // Constructs outside the subset are left to yaml.v3, with the same result.
