@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/dagrun/dagrun/dag"
 )
@@ -30,7 +31,7 @@ func Warnings(p *Plan) []string {
 	if p.validateShape() != nil {
 		return nil
 	}
-	v := &verifier{p: p}
+	v := &verifier{p: withoutLaggedWaits(p)}
 	v.clocks()
 	launchBefore := func(s int, j int) string {
 		for k := j - 1; k >= 0; k-- {
@@ -137,6 +138,37 @@ func Warnings(p *Plan) []string {
 		}
 	}
 	return append(out, unwrittenOutputs(p)...)
+}
+
+// withoutLaggedWaits returns p, or where p has waits across iterations
+// (Lag > 0) a copy in which they wait on an event nothing records: within
+// one iteration such a wait orders nothing, so the happens-before that
+// judges the other waits must not take it for a wait on this iteration's
+// record.
+func withoutLaggedWaits(p *Plan) *Plan {
+	var q *Plan
+	for s := range p.Streams {
+		for j, o := range p.Streams[s].Ops {
+			if o.Kind != OpWait || o.Lag == 0 {
+				continue
+			}
+			if q == nil {
+				c := *p
+				c.ops = nil
+				c.Streams = slices.Clone(p.Streams)
+				c.Events = p.Events + 1
+				q = &c
+			}
+			if &q.Streams[s].Ops[0] == &p.Streams[s].Ops[0] {
+				q.Streams[s].Ops = slices.Clone(p.Streams[s].Ops)
+			}
+			q.Streams[s].Ops[j].Event = p.Events
+		}
+	}
+	if q == nil {
+		return p
+	}
+	return q
 }
 
 // unwrittenOutputs warns of each output buffer that no stage writes and no
