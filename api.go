@@ -53,6 +53,10 @@ type (
 	// PlanStats are a plan's figures (planner.Stats; times in µs, sizes
 	// in bytes).
 	PlanStats = planner.Stats
+	// SpecErrors are a spec's mistakes, each at its file:line:column with
+	// what to do (dag.ErrorList): Load's error, and Plan's for a mistake
+	// found while planning (a lag whose event slots the plan cannot hold).
+	SpecErrors = dag.ErrorList
 	// PlanError is a plan that is not well-formed, with the JSON path of
 	// the value at fault (planner.PlanError): ReadPlan's and Verify's
 	// error for a plan no wait can fix.

@@ -67,7 +67,7 @@ func (st *state) buildManual() error {
 		}
 	}
 	slots := make([]int, p.Events)
-	lagged := 0
+	lagged, extra := 0, 0
 	emit := func(sid int, op Op) {
 		ops := &p.Streams[sid].Ops
 		p.IssueOrder = append(p.IssueOrder, [2]int{sid, len(*ops)})
@@ -88,7 +88,15 @@ func (st *state) buildManual() error {
 				return fmt.Errorf("%s: stage %s: waits: names event %q, which no stage records", w.Pos, sg.Name, w.Event)
 			}
 			emit(sid, Op{Kind: OpWait, Event: e, Lag: w.Lag})
-			slots[e] = max(slots[e], w.Lag+1)
+			if w.Lag+1 > slots[e] {
+				extra += w.Lag + 1 - max(slots[e], 1)
+				slots[e] = w.Lag + 1
+				if extra > MaxExtraSlots {
+					return dag.ErrorList{{Pos: w.Pos,
+						Msg:  fmt.Sprintf("stage %s: waits: lag %d takes the spec's event slots to %d beyond one each, more than %d", sg.Name, w.Lag, extra, MaxExtraSlots),
+						Hint: "each event keeps one slot per iteration its longest lag reaches back: wait fewer iterations back"}}
+				}
+			}
 			if w.Lag > 0 {
 				lagged++
 			}

@@ -194,6 +194,9 @@ func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, dur
 		if errors.As(err, &race) {
 			return nil, failure{fmt.Errorf("%s: %w", args[0], err)}
 		}
+		if errors.As(err, new(dagrun.SpecErrors)) {
+			return nil, usageError{err} // names the file at each line:column
+		}
 		return nil, usageError{fmt.Errorf("%s: %w", args[0], err)}
 	}
 	for _, n := range dagrun.PinNotes(head, o, p) {
