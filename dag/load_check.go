@@ -660,8 +660,31 @@ func (c *checker) checkRefs(i int, names []string, nodes []at, what, field strin
 // checkWaitFor checks the mapping entries of a stage's waits: the stage or
 // the event they name exists (an event is named by some stage's event:).
 func (c *checker) checkWaitFor(i int, st *StageSpec, src *stageSrc, what string) {
+	// The same wait given twice, in either form ({stage: X} is X), is
+	// listed twice, as X twice is.
+	type waitKey struct {
+		stage, event string
+		lag          int
+	}
+	seen := map[waitKey]bool{}
+	for _, w := range st.Waits {
+		seen[waitKey{stage: w}] = true
+	}
 	for j, w := range st.WaitFor {
 		n := src.waitForAt()[j]
+		if k := (waitKey{w.Stage, w.Event, w.Lag}); seen[k] {
+			name, hint := w.Stage, "list each stage once"
+			if w.Stage == "" {
+				name, hint = "event "+w.Event, "list each event once"
+			}
+			if w.Lag > 0 {
+				name += fmt.Sprintf(" with lag %d", w.Lag)
+			}
+			c.errorAt(n, hint, "%s: waits lists %s twice", what, name)
+			continue
+		} else {
+			seen[k] = true
+		}
 		switch {
 		case w.Stage != "":
 			c.checkRefs(i, []string{w.Stage}, []at{n}, what, "waits")

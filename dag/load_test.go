@@ -252,6 +252,8 @@ var errorCases = []struct {
 	{"manual without stream", "version: 1\nsync: manual\nstages:\n  - {name: s1, kernel: spin}\n", []want{wh(4, "{", "stage s1: sync: manual needs a stream for every stage", "stream: s0")}},
 	{"waits unknown", "version: 1\nsync: manual\nstages:\n  - {name: sa, kernel: spin, stream: a}\n  - {name: s2, kernel: spin, stream: b, waits: [s_a]}\n", []want{wh(5, "s_a", `waits names unknown stage "s_a"`, `did you mean "sa"`)}},
 	{"waits self", "version: 1\nsync: manual\nstages:\n  - {name: s1, kernel: spin, stream: a, waits: [s1]}\n", []want{w(4, "s1]", "waits names the stage itself")}},
+	{"waits twice in both forms", "version: 1\nsync: manual\nstages:\n  - {name: s1, kernel: spin, stream: a}\n  - {name: s2, kernel: spin, stream: b, waits: [s1, {stage: s1}]}\n", []want{wh(5, "{stage", "stage s2: waits lists s1 twice", "list each stage once")}},
+	{"waits twice as mappings", "version: 1\nsync: manual\nstages:\n  - {name: s1, kernel: spin, stream: a, event: e}\n  - {name: s2, kernel: spin, stream: b, waits: [{event: e, lag: 1}, {event: e, lag: 1}]}\n", []want{wh(5, "{event: e, lag: 1}]", "stage s2: waits lists event e with lag 1 twice", "list each event once")}},
 
 	// Many errors at once: sorted by position, decode and check errors mixed.
 	{"sorted", pre + "  - {name: s1, kernel: mix, writes: [in], bogus: 1}\n  - {name: s2, kernel: mixx}\n  - {name: s1, kernel: spin, duration_us: -1}\n", []want{
