@@ -562,6 +562,13 @@ anything is loaded, with exit 2.`,
 					return err
 				}
 			}
+			input := rf.planFile
+			if input == "" {
+				input = args[0]
+			}
+			if err := checkOutClash(input, rf.traceFile, rf.timelineFile); err != nil {
+				return err
+			}
 			// The two timeline files swapped: a PNG named .json, JSON named .png.
 			if strings.EqualFold(filepath.Ext(rf.traceFile), ".png") {
 				return usagef("--trace %s: the trace is JSON (Chrome trace events, for Perfetto); name it .json, or draw the PNG with --timeline %s", rf.traceFile, rf.traceFile)

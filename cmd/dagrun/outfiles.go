@@ -53,6 +53,37 @@ func checkOutPath(flag, path string, dir bool) error {
 	return writable(flag, path, parent)
 }
 
+// checkOutClash rejects, before any work, a --trace and a --timeline
+// that name one file (one would overwrite the other), and either one
+// naming input, the spec or plan file that run reads.
+func checkOutClash(input, trace, timeline string) error {
+	if sameFile(trace, timeline) {
+		return usagef("--trace %s and --timeline %s name the same file: give each its own name", trace, timeline)
+	}
+	for _, c := range []struct{ flag, path string }{{"--trace", trace}, {"--timeline", timeline}} {
+		if sameFile(c.path, input) {
+			return usagef("%s %s: the same file as %s, which run reads: name another file", c.flag, c.path, input)
+		}
+	}
+	return nil
+}
+
+// sameFile reports whether paths a and b, both given, name one file: the
+// same absolute path, or the same existing file by another name.
+func sameFile(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if aa, err := filepath.Abs(a); err == nil {
+		if bb, err := filepath.Abs(b); err == nil && aa == bb {
+			return true
+		}
+	}
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
 // writable checks that the folder dir, where the staging folder for path
 // will be made, takes a new entry: it makes and removes one.
 func writable(flag, path, dir string) error {
