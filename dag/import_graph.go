@@ -305,7 +305,8 @@ func (g *Graph) Locate(s *Spec, err error) error {
 //
 // Errors, at file:line:col of the graph's value where it was read from a
 // file: duplicate or unknown ids, non-positive sizes, sizes that are not a
-// multiple of 4 bytes, negative durations and durations over 60 s
+// multiple of 4 bytes, tensor kinds other than input, activation and param,
+// negative durations and durations over 60 s
 // (contract.MaxSpinUS), writes to input or param tensors.
 func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 	if o.MaxWords <= 0 {
@@ -319,6 +320,11 @@ func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 		t := &g.Tensors[i]
 		if _, dup := tensors[t.ID]; dup {
 			return nil, g.errorf([]any{"tensors", i, "id"}, "tensor %q is listed twice", t.ID)
+		}
+		switch t.Kind {
+		case "", "input", "activation", "param": // none: an activation
+		default:
+			return nil, g.errorf([]any{"tensors", i, "kind"}, "tensor %q has kind %q: want input, activation or param", t.ID, t.Kind)
 		}
 		if t.Bytes <= 0 || t.Bytes%4 != 0 {
 			return nil, g.errorf([]any{"tensors", i, "bytes"}, "tensor %q has %d bytes: want a positive multiple of 4", t.ID, t.Bytes)

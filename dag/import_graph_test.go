@@ -44,6 +44,7 @@ func TestGraphErrorPositions(t *testing.T) {
 		{"bytes", "{\"model\": \"m\",\n \"tensors\": [{\"id\": \"x\", \"bytes\": -4}],\n \"nodes\": [{\"id\": \"n\"}]}", `g.json:2:35: tensor "x" has -4 bytes`},
 		{"unknown tensor", head + " \"nodes\": [{\"id\": \"n\", \"reads\": [\"x\"], \"writes\": [\"b\"]}]}", `g.json:4:51: node "n" writes unknown tensor "b"`},
 		{"duration", head + " \"nodes\": [{\"id\": \"n\", \"reads\": [\"x\"],\n   \"writes\": [\"a\"], \"duration_us\": 1e300}]}", `g.json:5:36: node "n" has duration_us 1e+300: more than 6e+07 µs (60 s)`},
+		{"kind", "{\"model\": \"m\",\n \"tensors\": [{\"id\": \"x\", \"bytes\": 16, \"kind\": \"Input\"}],\n \"nodes\": [{\"id\": \"n\", \"reads\": [\"x\"]}]}", `g.json:2:47: tensor "x" has kind "Input": want input, activation or param`},
 		{"no nodes", head + " \"nodes\": []}", `g.json:4:11: graph "m" has no nodes`},
 	} {
 		path := filepath.Join(t.TempDir(), "g.json")
