@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -126,6 +127,21 @@ error) has a row that says so in each table, its error goes to stderr, and
 the command exits 1 after the tables.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if plotFile != "" {
+				switch strings.ToLower(filepath.Ext(plotFile)) {
+				case ".png", ".svg", ".pdf", ".eps", ".jpg", ".jpeg", ".tif", ".tiff":
+				default:
+					return usagef("--plot %s: the plot is a picture; name it .png (or .svg, .pdf, .eps, .jpg, .tif)", plotFile)
+				}
+				if err := checkOutPath("--plot", plotFile, false); err != nil {
+					return err
+				}
+				for _, a := range args {
+					if sameFile(plotFile, a) {
+						return usagef("--plot %s: the same file as the spec %s, which bench memory reads: name another file", plotFile, a)
+					}
+				}
+			}
 			specs, err := loadSpecs(args) // bench.go
 			if err != nil {
 				return err
@@ -187,8 +203,17 @@ the command exits 1 after the tables.`,
 				fmt.Fprintf(&out, "\nseveral devices: %s. Each device has an arena of its own: the first table's arenas and live bound are the sums of the devices'; memory_budget caps each device's arena, so the budget table's figures are the largest device's.\n", strings.Join(multi, ", "))
 			}
 			if plotFile != "" && len(drawn) > 0 {
-				if err := plotCurves(drawn, plotFile); err != nil {
-					return failure{err}
+				var files outFiles
+				defer files.discard()
+				tmp, err := files.path(plotFile)
+				if err == nil {
+					err = plotCurves(drawn, tmp)
+				}
+				if err == nil {
+					err = files.commit()
+				}
+				if err != nil {
+					return failure{fmt.Errorf("--plot %s: %w", plotFile, err)}
 				}
 				fmt.Fprintf(stderr, "wrote %s\n", plotFile)
 			}
