@@ -30,6 +30,9 @@ in-place nodes read and write one buffer. The spec is written to -o FILE
 			if err := checkOutPath("-o", outPath, false); err != nil {
 				return err
 			}
+			if sameFile(outPath, args[0]) {
+				return usagef("-o %s: the same file as the graph it reads: name another file (a spec, .yaml)", outPath)
+			}
 			s, summary, err := dagrun.ImportGraph(args[0], o)
 			if err != nil {
 				return usageError{err}
