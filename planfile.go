@@ -366,9 +366,9 @@ func unknownOpFields(v any, path string) (string, error) {
 		obj, _ := o.(map[string]any)
 		for _, key := range slices.Sorted(maps.Keys(obj)) {
 			switch key {
-			case "op", "stage", "event", "lag":
+			case "op", "stage", "event", "lag", "why": // why: a wait's reason, which reading ignores
 			default:
-				return fmt.Sprintf("%s[%d].%s", path, i, key), fmt.Errorf("unknown field %q in %s[%d] (an op has op, stage, event and lag)", key, path, i)
+				return fmt.Sprintf("%s[%d].%s", path, i, key), fmt.Errorf("unknown field %q in %s[%d] (an op has op, stage, event, lag and why)", key, path, i)
 			}
 		}
 	}
