@@ -87,17 +87,19 @@ def _meta(text: str) -> Optional[dict]:
 class CheckResult:
     """``ok``: no race. ``races``: the races (first/second in issue order).
     ``fixes``: suggested changes, each a line of text. ``output``: the raw
-    ``dagrun check`` output."""
+    ``dagrun check`` output. ``warnings``: dagrun check's warnings (waits
+    that wait for nothing or are redundant, outputs no stage writes)."""
     ok: bool
     races: List[Race] = field(default_factory=list)
     fixes: List[str] = field(default_factory=list)
     output: str = ""
     streams: Dict[str, str] = field(default_factory=dict)
+    warnings: List[str] = field(default_factory=list)
 
     def report(self) -> str:
         """Readable report: each race, then the fixes."""
         if self.ok:
-            return self.output.strip()
+            return "\n".join(["ok: no race"] + ["warning: " + w for w in self.warnings])
         lines = []
         for i, r in enumerate(self.races, 1):
             lines.append("race %d (%s) on %s bytes [%d, %d):" % (i, r.kind, r.buffer, r.lo, r.hi))
@@ -237,7 +239,7 @@ def check(path: str, dagrun: Optional[str] = None) -> CheckResult:
     meta = _meta(text)
     streams = (meta or {}).get("streams", {})
     if r.returncode == 0:
-        return CheckResult(ok=True, output=out, streams=streams)
+        return CheckResult(ok=True, output=out, streams=streams, warnings=list(doc.get("warnings") or []))
     report = doc.get("report") or {}
     races = parse_races(report)
     return CheckResult(ok=False, races=races, fixes=_suggest(races, report, meta), output=out, streams=streams)

@@ -50,3 +50,14 @@ def test_auto_spec_rejects_other_files():
     from dagrun_torch.checker import auto_spec
     with pytest.raises(ValueError, match="not a trace"):
         auto_spec("version: 1\nstages: []\n")
+
+
+def test_report_of_a_race_free_trace_is_readable(dagrun_bin):
+    """report() of a race-free trace says so, with dagrun's warnings, in
+    text (not dagrun check's JSON)."""
+    res = check(os.path.join(TESTDATA, "traces", "seed-d-fixed.yaml"), dagrun=dagrun_bin)
+    assert res.ok
+    text = res.report()
+    assert text.splitlines()[0] == "ok: no race", text
+    assert "{" not in text.splitlines()[0] and '"source"' not in text, text
+    assert any(l.startswith("warning: ") and "redundant" in l for l in text.splitlines()), text
