@@ -217,6 +217,9 @@ func (a *adjacency) edges() int        { return len(a.adj) }
 // finished plan (not nil).
 func Build(s *dag.Spec, o Options) (*Plan, error) {
 	start := time.Now()
+	if err := ringCopiesFit(s); err != nil {
+		return nil, err
+	}
 	s, low, err := lowerDevices(s) // place.go
 	if err != nil {
 		return nil, err
@@ -854,4 +857,22 @@ func (t *sourceText) flush() {
 		start = t.ends[k]
 	}
 	t.buf, t.dsts, t.ends = t.buf[:0], t.dsts[:0], t.ends[:0]
+}
+
+// ringCopiesFit returns a spec error at the buffer whose ring copies take
+// the spec's copies beyond one each past MaxExtraSlots, the most a plan
+// holds (Validate), or nil.
+func ringCopiesFit(s *dag.Spec) error {
+	extra := 0
+	for _, b := range s.Buffers {
+		if b.Copies <= 1 {
+			continue
+		}
+		if extra += b.Copies - 1; extra > MaxExtraSlots {
+			return dag.ErrorList{{Pos: b.Pos,
+				Msg:  fmt.Sprintf("buffer %s: copies %d takes the spec's ring copies to %d beyond one each, more than %d", b.Name, b.Copies, extra, MaxExtraSlots),
+				Hint: "give fewer copies: one per iteration in flight is enough"}}
+		}
+	}
+	return nil
 }
