@@ -503,6 +503,17 @@ func newState(s *dag.Spec, o Options, low *lowering, keep *keptStreams) (st *sta
 	if s.Sync == dag.SyncManual {
 		st.manual = true
 		st.strategy = dag.SyncManual
+		for _, ps := range passes {
+			if ps.name == o.DumpAfter && !ps.required {
+				var ran []string
+				for _, q := range passes {
+					if q.required {
+						ran = append(ran, q.name)
+					}
+				}
+				return nil, fmt.Errorf("planner: --dump-after %q: a sync: manual spec does not run that pass (its streams and waits are the spec's own); dump after one of %s", o.DumpAfter, strings.Join(ran, ", "))
+			}
+		}
 		if err := st.buildManual(); err != nil {
 			return nil, err
 		}
