@@ -122,12 +122,25 @@ func zeroText(typ string) string {
 var pathFlags = []string{"out", "trace", "timeline", "frames", "plan", "output", "write", "plot", "graphs"}
 
 // refuseEmptyPaths makes a path flag given an empty value (`--out "$DIR"`
-// with DIR unset) a usage error before any work, not the flag left out.
+// with DIR unset) a usage error before any work, not the flag left out,
+// and likewise an empty argument where a command reads files (`dagrun
+// plan "$SPEC"` with SPEC unset), which would otherwise be a file that
+// cannot be read, named by a placeholder.
 func refuseEmptyPaths(root *cobra.Command) {
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		for _, name := range pathFlags {
 			if f := cmd.Flags().Lookup(name); f != nil && f.Changed && f.Value.String() == "" {
 				return usagef("--%s '': empty; give a path, or leave the flag out", name)
+			}
+		}
+		switch {
+		case cmd.Name() == "help", cmd.Name() == "completion", cmd.HasParent() && cmd.Parent().Name() == "completion",
+			cmd.Name() == cobra.ShellCompRequestCmd, cmd.Name() == cobra.ShellCompNoDescRequestCmd:
+			return nil // command names, shells, and the word being completed
+		}
+		for _, a := range args {
+			if a == "" {
+				return usagef("an empty argument (''): %s reads files; give each one's path", cmd.CommandPath())
 			}
 		}
 		return nil

@@ -499,7 +499,7 @@ func TestInterruptStopsBeforeWriting(t *testing.T) {
 // An output or input path flag given an empty value (`--out "$DIR"` with
 // DIR unset) is refused before any work, as an empty --memory-budget is, not
 // taken as the flag left out: the run would write nothing, or bench scale
-// would plan instead of writing.
+// would plan instead of writing. An empty file argument is refused too.
 func TestEmptyPathFlagsRefused(t *testing.T) {
 	t.Parallel()
 	spec := specPath("seed/three-stage.yaml")
@@ -515,6 +515,11 @@ func TestEmptyPathFlagsRefused(t *testing.T) {
 		{[]string{"import", specPath("models/graphs/resnet50.json"), "-o", ""}, "--output '': empty"},
 		{[]string{"bench", "scale", "--write", "", "--stages", "1k", "--shapes", "layered"}, "--write '': empty"},
 		{[]string{"bench", "memory", "--plot", "", spec}, "--plot '': empty"},
+		{[]string{"plan", ""}, "an empty argument (''): dagrun plan reads files"},
+		{[]string{"check", ""}, "an empty argument (''): dagrun check reads files"},
+		{[]string{"run", "--backend", "sim", ""}, "an empty argument (''): dagrun run reads files"},
+		{[]string{"bench", "plan", spec, ""}, "an empty argument (''): dagrun bench plan reads files"},
+		{[]string{"import", ""}, "an empty argument (''): dagrun import reads files"},
 	} {
 		out, errOut, code := cli(t, c.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, c.want) {
