@@ -410,17 +410,29 @@ func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 	return s, nil
 }
 
+// plural is "s" unless n is 1.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
 func isWritten(lastWrite map[string]int, id string) bool {
 	_, ok := lastWrite[id]
 	return ok
 }
 
-// GraphSummary is a one-line description of a graph, for import headers
-// (control characters and line breaks of the graph's text become spaces).
+// GraphSummary is a one-line description of a graph, for import headers:
+// its model, source and tracer where given, its node and tensor counts and
+// its five most used ops (control characters and line breaks of the
+// graph's text become spaces).
 func GraphSummary(g *Graph) string {
 	ops := map[string]int{}
 	for _, n := range g.Nodes {
-		ops[n.Op]++
+		if n.Op != "" {
+			ops[n.Op]++
+		}
 	}
 	keys := make([]string, 0, len(ops))
 	for k := range ops {
@@ -436,7 +448,23 @@ func GraphSummary(g *Graph) string {
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s×%d", k, ops[k]))
 	}
-	line := fmt.Sprintf("%s (%s, %s): %d nodes, %d tensors; top ops %s", g.Model, g.Source, g.Tracer, len(g.Nodes), len(g.Tensors), strings.Join(parts, " "))
+	line := g.Model
+	if line == "" {
+		line = "unnamed graph"
+	}
+	var from []string
+	for _, f := range []string{g.Source, g.Tracer} {
+		if f != "" {
+			from = append(from, f)
+		}
+	}
+	if len(from) > 0 {
+		line += " (" + strings.Join(from, ", ") + ")"
+	}
+	line += fmt.Sprintf(": %d node%s, %d tensor%s", len(g.Nodes), plural(len(g.Nodes)), len(g.Tensors), plural(len(g.Tensors)))
+	if len(parts) > 0 {
+		line += "; top ops " + strings.Join(parts, " ")
+	}
 	// One line: it goes into a comment.
 	return strings.Map(func(r rune) rune {
 		if r < ' ' || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 {

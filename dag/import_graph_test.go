@@ -60,3 +60,21 @@ func TestGraphErrorPositions(t *testing.T) {
 		}
 	}
 }
+
+// The import header names what the graph gives and leaves out what it
+// does not: no empty parentheses or op list for a bare graph.
+func TestGraphSummary(t *testing.T) {
+	for _, c := range []struct {
+		g    Graph
+		want string
+	}{
+		{Graph{Model: "m", Source: "torch.fx", Tracer: "t", Nodes: []GraphNode{{Op: "conv"}, {Op: "conv"}, {Op: "relu"}}, Tensors: make([]GraphTensor, 2)},
+			"m (torch.fx, t): 3 nodes, 2 tensors; top ops conv×2 relu×1"},
+		{Graph{Nodes: []GraphNode{{ID: "n"}}}, "unnamed graph: 1 node, 0 tensors"},
+		{Graph{Model: "m", Tracer: "t\nx", Nodes: []GraphNode{{Op: "add"}}}, "m (t x): 1 node, 0 tensors; top ops add×1"},
+	} {
+		if got := GraphSummary(&c.g); got != c.want {
+			t.Errorf("GraphSummary = %q, want %q", got, c.want)
+		}
+	}
+}
