@@ -23,6 +23,23 @@ func cli(t *testing.T, args ...string) (string, string, int) {
 
 func specPath(rel string) string { return filepath.Join("..", "..", "specs", rel) }
 
+// specCopy copies the repository spec rel into a new temporary folder, for
+// tests that check a command leaves its input alone; it returns the copy's
+// path and the folder.
+func specCopy(t *testing.T, rel string) (spec, dir string) {
+	t.Helper()
+	src, err := os.ReadFile(specPath(rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	spec = filepath.Join(dir, filepath.Base(rel))
+	if err := os.WriteFile(spec, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return spec, dir
+}
+
 // allSpecs lists every spec under specs/ (racy ones included).
 func allSpecs(t *testing.T) []string {
 	t.Helper()

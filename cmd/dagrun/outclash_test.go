@@ -12,13 +12,11 @@ import (
 // exit 2 before anything is written; the input is left as it was.
 func TestRunOutputsDoNotClash(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	src, err := os.ReadFile(specPath("seed/three-stage.yaml"))
+	spec, dir := specCopy(t, "seed/three-stage.yaml")
+	src, err := os.ReadFile(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := filepath.Join(dir, "s.yaml")
-	os.WriteFile(spec, src, 0o644)
 	planOut, _, code := cli(t, "plan", "--json", spec)
 	if code != 0 {
 		t.Fatal("plan --json failed")
@@ -29,7 +27,7 @@ func TestRunOutputsDoNotClash(t *testing.T) {
 	for _, cmd := range [][]string{
 		{"run", "--backend", "sim", "--trace", both, "--timeline", both, spec},
 		{"run", "--backend", "sim", "--trace", spec, spec},
-		{"run", "--backend", "sim", "--timeline", filepath.Join(dir, ".", "s.yaml"), spec},
+		{"run", "--backend", "sim", "--timeline", filepath.Join(dir, ".", "three-stage.yaml"), spec},
 		{"run", "--backend", "sim", "--trace", plan, "--plan", plan},
 	} {
 		out, errs, code := cli(t, cmd...)

@@ -12,13 +12,11 @@ import (
 // any benchmark runs, with nothing on stdout and the file untouched.
 func TestBenchMemoryPlotPathRefusedFirst(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	src, err := os.ReadFile(specPath("seed/three-stage.yaml"))
+	spec, dir := specCopy(t, "seed/three-stage.yaml")
+	src, err := os.ReadFile(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := filepath.Join(dir, "s.yaml")
-	os.WriteFile(spec, src, 0o644)
 	for _, plot := range []string{filepath.Join(dir, "m.json"), spec} {
 		out, errs, code := cli(t, "bench", "memory", "--no-sim", "--plot", plot, spec)
 		if code != exitUsage || out != "" || !strings.Contains(errs, "--plot") {
