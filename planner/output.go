@@ -192,7 +192,9 @@ func thousands(n int) string {
 // order and dashed edges for waits, labelled with the event and the wait's
 // reason (WaitReasons), bold lines between the ranks of each collective
 // (they meet: no wait orders them), and a key saying so as the graph's
-// label.
+// label. It draws one iteration: waits on an earlier iteration's record
+// (Op.Lag > 0) order no two stages of it and are not drawn; WriteTable
+// lists them.
 func (p *Plan) WriteDOT(w io.Writer) error {
 	g := &dotGraph{DirectedGraph: simple.NewDirectedGraph(), name: p.Spec}
 	nodes := make([]dotNode, len(p.Stages))
@@ -416,7 +418,9 @@ func (e dotEdge) Attributes() []encoding.Attribute {
 // GitHub's Markdown and many editors): a subgraph per stream with its
 // stages in stream order (solid arrows) and a dotted arrow per wait,
 // labelled with its event and reason (WaitReasons), a thick line between
-// consecutive ranks of each collective; the title is the key.
+// consecutive ranks of each collective; the title is the key. Like
+// WriteDOT it draws one iteration, without the waits on an earlier
+// iteration's record (Op.Lag > 0).
 func (p *Plan) WriteMermaid(w io.Writer) error {
 	esc := strings.NewReplacer(`"`, "#quot;", "\n", "<br/>", "<", "#lt;", ">", "#gt;").Replace
 	var b strings.Builder
