@@ -468,8 +468,12 @@ in graph mode as one graph of the whole iteration.`,
 			}
 			if pl.races == nil {
 				st := pl.p.Stats
+				waits := counted(st.Waits, "wait")
+				if it := pl.p.Iteration; it != nil && it.CrossWaits > 0 {
+					waits += fmt.Sprintf(" and %d across iterations", it.CrossWaits)
+				}
 				fmt.Fprintf(&out, "%s: ok: no race (%s on %s, %s, %s)\n",
-					pl.src, counted(st.Stages, "stage"), counted(st.Streams, "stream"), counted(st.Waits, "wait"), counted(st.Events, "event"))
+					pl.src, counted(st.Stages, "stage"), counted(st.Streams, "stream"), waits, counted(st.Events, "event"))
 			}
 			if _, err := stdout.Write(out.Bytes()); err != nil {
 				return err

@@ -281,7 +281,7 @@ func TestIterationsBounded(t *testing.T) {
 // wait", not "1 waits".
 func TestSummaryCountsAgree(t *testing.T) {
 	out, _, code := cli(t, "check", specPath("seed/two-writers.yaml"))
-	if code != exitOK || !strings.Contains(out, "3 stages on 2 streams, 1 wait, 2 events") {
+	if code != exitOK || !strings.Contains(out, "3 stages on 2 streams, 1 wait and 1 across iterations, 2 events") {
 		t.Fatalf("check: exit %d, output %q", code, out)
 	}
 	if got, want := counted(2, "launch"), "2 launches"; got != want {

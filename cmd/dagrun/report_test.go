@@ -132,3 +132,13 @@ func TestArenaRaceNames(t *testing.T) {
 		t.Errorf("check --json races %+v, want one race through fresh from stream B to stream A", r.Report.Races)
 	}
 }
+
+// check's ok line counts the waits across iterations (lag) beside the
+// others, so that a hand-synchronized ring's waits all show.
+func TestCheckOKCountsCrossIterationWaits(t *testing.T) {
+	t.Parallel()
+	out, errOut, code := cli(t, "check", specPath("examples/ring-handsync.yaml"))
+	if want := "ok: no race (2 stages on 2 streams, 1 wait and 1 across iterations, 2 events)"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 0 and %q", code, out, errOut, want)
+	}
+}
