@@ -146,29 +146,23 @@ func Warnings(p *Plan) []string {
 // judges the other waits must not take it for a wait on this iteration's
 // record.
 func withoutLaggedWaits(p *Plan) *Plan {
-	var q *Plan
-	for s := range p.Streams {
-		for j, o := range p.Streams[s].Ops {
-			if o.Kind != OpWait || o.Lag == 0 {
-				continue
-			}
-			if q == nil {
-				c := *p
-				c.ops = nil
-				c.Streams = slices.Clone(p.Streams)
-				c.Events = p.Events + 1
-				q = &c
-			}
-			if &q.Streams[s].Ops[0] == &p.Streams[s].Ops[0] {
-				q.Streams[s].Ops = slices.Clone(p.Streams[s].Ops)
-			}
-			q.Streams[s].Ops[j].Event = p.Events
-		}
-	}
-	if q == nil {
+	lagged := func(o Op) bool { return o.Kind == OpWait && o.Lag > 0 }
+	if !slices.ContainsFunc(p.Streams, func(s Stream) bool { return slices.ContainsFunc(s.Ops, lagged) }) {
 		return p
 	}
-	return q
+	q := *p
+	q.ops, q.Events = nil, p.Events+1
+	q.Streams = slices.Clone(p.Streams)
+	for s := range q.Streams {
+		ops := slices.Clone(q.Streams[s].Ops)
+		for j := range ops {
+			if lagged(ops[j]) {
+				ops[j].Event = p.Events
+			}
+		}
+		q.Streams[s].Ops = ops
+	}
+	return &q
 }
 
 // unwrittenOutputs warns of each output buffer that no stage writes and no
