@@ -25,8 +25,12 @@ Each stage is named ``kNNN:OP:FILE:LINE`` (host stages ``hNNN:WHAT:FILE:LINE``):
 the Python line that launched it, the innermost frame outside torch and
 dagrun_torch. Buffers are named ``memN:FILE:LINE`` (device) or
 ``pinnedN:FILE:LINE`` after the first allocation seen in them. A last comment
-line, ``# dagrun_torch-meta: {json}``, carries streams, allocations and frees
-for ``dagrun_torch.check``'s fix suggestions; dagrun ignores it.
+line, ``# dagrun_torch-meta: {json}``, carries streams (where each was
+created, and the program's expression for it when the line shows one:
+``s_copy``, ``streams[2]``), allocations (site, stream, bytes, and the
+variable the line assigns) and frees for ``dagrun_torch.check``'s report;
+dagrun ignores it. An op of the backward pass is named after the forward
+line that made its autograd node.
 
 Not seen: kernels that do not go through the ATen dispatcher (custom CUDA
 extensions called outside torch.ops, Triton kernels, CUDA graph replays,
@@ -39,11 +43,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-__all__ = ["TraceBuilder", "record", "RecordError", "site_of_caller"]
+__all__ = ["TraceBuilder", "record", "RecordError", "site_of_caller", "frame_of_caller", "assigned_name"]
 
 DEVICE, PINNED = "device", "host_pinned"
 _BAD_NAME_CHARS = set(" \t\r\n[],{}#&*!|>'\"%@`")
@@ -77,6 +82,7 @@ class _Alloc:
     site: str
     nbytes: Optional[int] = None
     record_streams: Set[Any] = field(default_factory=set)
+    var: Optional[str] = None   # the name the source line assigns it to, when it shows one
 
 
 class TraceBuilder:
@@ -93,6 +99,7 @@ class TraceBuilder:
         self.stages: List[_Stage] = []
         self._stream_names: Dict[Any, str] = {default_stream: "default"}
         self._stream_sites: Dict[Any, str] = {}
+        self._stream_exprs: Dict[Any, str] = {}
         self._last: Dict[Any, int] = {}
         self._pending: Dict[Any, List[int]] = {}
         self._events: Dict[Any, List[int]] = {}
@@ -110,9 +117,16 @@ class TraceBuilder:
             self._stream_names[stream] = "s%d" % (len(self._stream_names))
         return self._stream_names[stream]
 
-    def stream_created(self, stream: Any, site: str) -> None:
+    def stream_created(self, stream: Any, site: str, expr: Optional[str] = None) -> None:
+        """A ``torch.cuda.Stream`` was created at ``site``; ``expr`` is the
+        program's expression for it where the source line shows one
+        (``s_copy``, ``streams[2]``). The first creation of a handle counts
+        (the pool hands handles out again)."""
         self.stream_name(stream)
-        self._stream_sites.setdefault(stream, site)
+        if stream not in self._stream_sites:
+            self._stream_sites[stream] = site
+            if expr:
+                self._stream_exprs[stream] = expr
 
     def _covered(self, stream: Any) -> List[int]:
         """Stages whose completion the stream's current position implies."""
@@ -122,9 +136,10 @@ class TraceBuilder:
         return out
 
     # -- memory ----------------------------------------------------------
-    def alloc(self, ptr: int, stream: Any, site: str) -> None:
-        """The caching allocator handed block ``ptr`` to a tensor on ``stream``."""
-        a = _Alloc(len(self._alloc_log), ptr, stream, site)
+    def alloc(self, ptr: int, stream: Any, site: str, var: Optional[str] = None) -> None:
+        """The caching allocator handed block ``ptr`` to a tensor on
+        ``stream``; ``var``: the variable the source line assigns it to."""
+        a = _Alloc(len(self._alloc_log), ptr, stream, site, var=var)
         self._allocs[ptr] = a
         self._alloc_log.append(a)
         self.stream_name(stream)
@@ -333,8 +348,9 @@ class TraceBuilder:
             lines.append("  - {%s}" % ", ".join(parts))
         meta = {
             "streams": {self.stream_name(s): self._stream_sites.get(s, "") for s in self._stream_names},
-            "allocs": [{"id": a.id, "site": a.site, "stream": self.stream_name(a.stream) if a.stream is not None else None,
-                        "bytes": a.nbytes} for a in self._alloc_log],
+            "stream_exprs": {self.stream_name(s): e for s, e in self._stream_exprs.items()},
+            "allocs": [dict({"id": a.id, "site": a.site, "stream": self.stream_name(a.stream) if a.stream is not None else None,
+                             "bytes": a.nbytes}, **({"var": a.var} if a.var else {})) for a in self._alloc_log],
             "frees": self._frees,
             "stages": [{"op": st.op, "site": st.site, "allocs": st.allocs,
                         "accesses": [[region_of(sp, s, e)[0], region_of(sp, s, e)[1], region_of(sp, s, e)[2]]
@@ -361,19 +377,63 @@ _SYNC_OPS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select"
 _COPY_OPS = {"aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::to", "aten::_copy_from_and_resize"}
 
 
-def site_of_caller(skip_dirs: Sequence[str], allow_dirs: Sequence[str] = ()) -> str:
-    """file:line of the innermost Python frame outside ``skip_dirs`` (frames
-    under ``allow_dirs`` count even inside a skipped folder)."""
+def frame_of_caller(skip_dirs: Sequence[str], allow_dirs: Sequence[str] = ()) -> Any:
+    """The innermost Python frame outside ``skip_dirs`` (frames under
+    ``allow_dirs`` count even inside a skipped folder), or None."""
     f = sys._getframe(1)
-    cwd = os.getcwd()
     while f is not None:
         fn = f.f_code.co_filename
         skipped = any(fn.startswith(d) for d in skip_dirs) and not any(fn.startswith(d) for d in allow_dirs)
         if not fn.startswith("<") and not skipped and "contextlib" not in fn:
-            path = os.path.relpath(fn, cwd) if fn.startswith(cwd + os.sep) else os.path.basename(fn)
-            return "%s:%d" % (path, f.f_lineno)
+            return f
         f = f.f_back
-    return "?:0"
+    return None
+
+
+def _frame_site(f: Any) -> str:
+    if f is None:
+        return "?:0"
+    fn, cwd = f.f_code.co_filename, os.getcwd()
+    path = os.path.relpath(fn, cwd) if fn.startswith(cwd + os.sep) else os.path.basename(fn)
+    return "%s:%d" % (path, f.f_lineno)
+
+
+def site_of_caller(skip_dirs: Sequence[str], allow_dirs: Sequence[str] = ()) -> str:
+    """file:line of the innermost Python frame outside ``skip_dirs`` (frames
+    under ``allow_dirs`` count even inside a skipped folder); "?:0" when
+    there is none."""
+    return _frame_site(frame_of_caller(skip_dirs, allow_dirs))
+
+
+_ASSIGN = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]+)?=(?!=)\s*(\S.*)$")
+_APPEND = re.compile(r"^\s*([A-Za-z_]\w*)\.append\(")
+_COMP_VAR = re.compile(r"\bfor\s+([A-Za-z_]\w*)\b")
+
+
+def assigned_name(f: Any) -> Optional[str]:
+    """The program's name for what frame ``f``'s line creates, read from the
+    source line: ``s_copy`` for ``s_copy = torch.cuda.Stream()``,
+    ``streams[2]`` for the third stream of ``streams = [torch.cuda.Stream()
+    for _ in range(3)]`` (the comprehension's variable, read from the
+    frame) or of ``streams.append(torch.cuda.Stream())`` (the list's length);
+    None when the line shows no name or the source is not readable."""
+    import linecache
+    if f is None:
+        return None
+    line = linecache.getline(f.f_code.co_filename, f.f_lineno)
+    m = _ASSIGN.match(line)
+    if m:
+        target, rhs = m.groups()
+        c = _COMP_VAR.search(rhs)
+        if rhs.startswith("[") and c:
+            v = f.f_locals.get(c.group(1))
+            return "%s[%d]" % (target, v) if isinstance(v, int) and not isinstance(v, bool) else None
+        return target
+    m = _APPEND.match(line)
+    if m:
+        v = f.f_locals.get(m.group(1))
+        return "%s[%d]" % (m.group(1), len(v)) if isinstance(v, list) else None
+    return None
 
 
 def _tensors_in(v: Any) -> List[Any]:
@@ -534,6 +594,40 @@ def _trace_module():
     return gt, names, activate
 
 
+def _site_function(torch: Any, skip: Sequence[str], allow: Sequence[str]) -> Callable[[], str]:
+    """site(): file:line of the program line that issues what is being
+    recorded. An op of the backward pass runs on autograd's thread, with no
+    Python frame: its site is the forward line that made its autograd node,
+    from anomaly mode's stack of the node when it is on, else from the
+    node's sequence number (autograd numbers nodes in creation order; the
+    forward ops' sites are kept by the number autograd gave their node)."""
+    seq_of = getattr(torch.autograd, "_get_sequence_nr", None)
+    current_node = getattr(torch._C, "_current_autograd_node", None)
+    forward: Dict[int, str] = {}
+
+    def site() -> str:
+        f = frame_of_caller(skip, allow)
+        if f is not None:
+            here = _frame_site(f)
+            if seq_of is not None:
+                forward.setdefault(seq_of() - 1, here)
+            return here
+        node = current_node() if current_node is not None else None
+        if node is None:
+            return "?:0"
+        tb = (getattr(node, "metadata", None) or {}).get("traceback_")
+        for entry in reversed(tb or []):
+            m = re.match(r'\s*File "([^"]+)", line (\d+)', str(entry))
+            if m and not any(m.group(1).startswith(d) for d in skip) and not m.group(1).startswith("<"):
+                fn, cwd = m.group(1), os.getcwd()
+                return "%s:%s" % (os.path.relpath(fn, cwd) if fn.startswith(cwd + os.sep) else os.path.basename(fn), m.group(2))
+        try:
+            return forward.get(node._sequence_nr(), "?:0")
+        except (AttributeError, RuntimeError):
+            return "?:0"
+    return site
+
+
 class record:
     """Context manager: record the GPU work of the code inside as a dagrun spec.
 
@@ -565,7 +659,7 @@ class record:
         here = os.path.dirname(os.path.abspath(__file__))
         skip = [os.path.dirname(_t.__file__) + os.sep, here + os.sep]
         allow = [os.path.join(here, "patterns") + os.sep]
-        site = lambda: site_of_caller(skip, allow)
+        site = _site_function(torch, skip, allow)
         b = TraceBuilder(self.name, default_stream=torch.cuda.default_stream().cuda_stream)
         self.builder = b
         gt, names, activate = _trace_module()
@@ -574,9 +668,10 @@ class record:
             "event_creation": lambda e: b.event_created(e),
             "event_record": lambda e, s: b.event_record(e, s),
             "event_wait": lambda e, s: b.event_wait(e, s),
-            "memory_allocation": lambda p: b.alloc(p, torch.cuda.current_stream().cuda_stream, site()),
+            "memory_allocation": lambda p: b.alloc(p, torch.cuda.current_stream().cuda_stream, site(),
+                                                   assigned_name(frame_of_caller(skip, allow))),
             "memory_deallocation": lambda p: b.free(p, site()),
-            "stream_creation": lambda s: b.stream_created(s, site()),
+            "stream_creation": lambda s: b.stream_created(s, site(), assigned_name(frame_of_caller(skip, allow))),
             "device_synchronization": lambda: b.device_sync(site()),
             "stream_synchronization": lambda s: b.stream_sync(s, site()),
             "event_synchronization": lambda e: b.event_sync(e, site()),

@@ -210,3 +210,47 @@ def test_dispatch_strided_view_range():
     s, e = _range(col)
     assert s == x.data_ptr() + 8 and e == s + (7 * 8 + 1) * 4
     assert _range(torch.zeros(0)) is None
+
+
+def _made_here(make):
+    """assigned_name of the frame that calls make (its caller's line)."""
+    import sys
+    from dagrun_torch.recorder import assigned_name
+    got = []
+    make(lambda: got.append(assigned_name(sys._getframe(1))))
+    return got
+
+
+def test_assigned_name_reads_the_source_line():
+    """The program's names: a plain assignment, each element of a list
+    comprehension, appends to a list; none for a line that shows no name."""
+    def plain(new):
+        s_copy = new()  # noqa: F841
+
+    def comprehension(new):
+        streams = [new() for _ in range(3)]  # noqa: F841
+
+    def appended(new):
+        streams = []
+        for _ in range(2):
+            streams.append(new())
+
+    def bare(new):
+        new()
+    assert _made_here(plain) == ["s_copy"]
+    assert _made_here(comprehension) == ["streams[0]", "streams[1]", "streams[2]"]
+    assert _made_here(appended) == ["streams[0]", "streams[1]"]
+    assert _made_here(bare) == [None]
+
+
+def test_meta_has_stream_expressions_and_tensor_names():
+    b = TraceBuilder("t", default_stream=0)
+    b.stream_created("s", "p.py:13", "streams[2]")
+    b.stream_created("s", "p.py:40", "other")  # a pool handle handed out again: the first creation counts
+    alloc(b, 0x10000, "s", "p.py:14")
+    b.alloc(0x20000, "s", "p.py:15", var="buf")
+    b.note_storage(0x20000, N)
+    b.kernel("s", "fill_.Scalar", [], [W(0x10000), W(0x20000)], "p.py:16")
+    meta = json.loads(b.to_yaml().splitlines()[-1].split(": ", 1)[1])
+    assert meta["streams"]["s1"] == "p.py:13" and meta["stream_exprs"] == {"s1": "streams[2]"}
+    assert [a.get("var") for a in meta["allocs"]] == [None, "buf"]
