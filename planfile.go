@@ -84,23 +84,16 @@ func ReadPlanWith(path string, o LoadOptions) (*StreamPlan, error) {
 type outsideError struct{ at, msg string }
 
 // planFilesInside returns the first init or PTX file of p that does not
-// resolve (against p.Dir, as the executor resolves it) inside dir.
+// resolve (against p.Dir, as the executor resolves it) inside dir, by name
+// or through a symbolic link (safefile.CheckIn, the loader's rule for a
+// spec's files).
 func planFilesInside(p *StreamPlan, dir string) *outsideError {
-	root, err := filepath.Abs(dir)
-	if err != nil {
-		return &outsideError{msg: err.Error()}
-	}
 	inside := func(name string) bool {
 		full := name
 		if !filepath.IsAbs(full) {
 			full = filepath.Join(p.Dir, name)
 		}
-		full, err := filepath.Abs(full)
-		if err != nil {
-			return false
-		}
-		rel, err := filepath.Rel(root, full)
-		return err == nil && filepath.IsLocal(rel)
+		return safefile.CheckIn(dir, full) == nil
 	}
 	const hint = "keep the files a plan names in the plan file's folder or below it (a plan file from someone else must not read your other files); to allow others, pass --allow-outside-paths"
 	for i, b := range p.Buffers {

@@ -109,6 +109,35 @@ func OpenIn(dir, name string, limit int64, what string) (*os.File, int64, error)
 	return f, st.Size(), nil
 }
 
+// CheckIn returns an error wrapping ErrOutside when the file path
+// (absolute, or relative to the working folder) lies outside the folder
+// dir: by name, or through a symbolic link on its way (OpenIn's rules, so
+// a spec's files and a plan file's are confined alike). Any other
+// problem with the file (missing, not a regular file) is left to the one
+// who reads it: CheckIn returns nil then.
+func CheckIn(dir, path string) error {
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(absDir, abs)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: ErrOutside}
+	}
+	f, _, err := OpenIn(absDir, rel, -1, "file")
+	if f != nil {
+		f.Close()
+	}
+	if errors.Is(err, ErrOutside) {
+		return &os.PathError{Op: "open", Path: path, Err: ErrOutside}
+	}
+	return nil
+}
+
 // outside turns os.Root's refusal of a path that escapes it into ErrOutside.
 func outside(name string, err error) error {
 	var pe *os.PathError
