@@ -558,11 +558,13 @@ anything is loaded, with exit 2.`,
 			if _, err := pf.options(stderr); err != nil {
 				return err
 			}
+			rf.files = &outFiles{}
+			defer rf.files.discard()
 			for _, c := range []struct {
 				flag, path string
-				dir        bool
-			}{{"--out", sf.outDir, true}, {"--trace", rf.traceFile, false}, {"--timeline", rf.timelineFile, false}} {
-				if err := checkOutPath(c.flag, c.path, c.dir); err != nil {
+				kind       claimKind
+			}{{"--out", sf.outDir, claimFolder}, {"--trace", rf.traceFile, claimFile}, {"--timeline", rf.timelineFile, claimFile}} {
+				if err := rf.files.claim(c.flag, c.path, c.kind); err != nil {
 					return err
 				}
 			}
@@ -580,8 +582,6 @@ anything is loaded, with exit 2.`,
 			if strings.EqualFold(filepath.Ext(rf.timelineFile), ".json") {
 				return usagef("--timeline %s: the timeline is a PNG picture; name it .png, or write the JSON trace with --trace %s", rf.timelineFile, rf.timelineFile)
 			}
-			rf.files = &outFiles{}
-			defer rf.files.discard()
 			ro.Timeline = rf.traceFile != "" || rf.timelineFile != ""
 			pl, err := planOrSpec(rf.planFile, args, &pf, true, nil, stderr)
 			if err != nil {
@@ -606,7 +606,7 @@ anything is loaded, with exit 2.`,
 				return usagef("%s: %v", pl.src, err)
 			}
 			if sf.outDir != "" {
-				if err := checkOutNames(pl.p); err != nil {
+				if err := claimOutputs(rf.files, pl.p, sf.outDir, sf.frames != ""); err != nil {
 					return err
 				}
 			}

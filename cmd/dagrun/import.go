@@ -27,7 +27,9 @@ in-place nodes read and write one buffer. The spec is written to -o FILE
 			if o.MaxWords <= 0 {
 				return usagef("--max-words %d: want a positive number of 4-byte words", o.MaxWords)
 			}
-			if err := checkOutPath("-o", outPath, false); err != nil {
+			var files outFiles
+			defer files.discard()
+			if err := files.claim("-o", outPath, claimFile); err != nil {
 				return err
 			}
 			if sameFile(outPath, args[0]) {
@@ -49,8 +51,6 @@ in-place nodes read and write one buffer. The spec is written to -o FILE
 				_, err = stdout.Write(out.Bytes())
 				return err
 			}
-			var files outFiles
-			defer files.discard()
 			if err := files.write(outPath, out.Bytes()); err != nil {
 				return failure{fmt.Errorf("writing %s: %w", outPath, err)}
 			}

@@ -65,11 +65,11 @@ prints the spec.`,
 			if _, err := os.Lstat(path); err == nil {
 				return usagef("%s exists: init writes new files only (remove it, or name another file)", path)
 			}
-			if err := checkOutPath("init", path, false); err != nil {
-				return err
-			}
 			var files outFiles
 			defer files.discard()
+			if err := files.claim("init", path, claimFile); err != nil {
+				return err
+			}
 			if err := files.write(path, []byte(strings.Replace(starterSpec, "NAME", specName(path), 1))); err != nil {
 				return failure{fmt.Errorf("writing %s: %w", path, err)}
 			}

@@ -127,13 +127,15 @@ error) has a row that says so in each table, its error goes to stderr, and
 the command exits 1 after the tables.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var plotFiles outFiles
+			defer plotFiles.discard()
 			if plotFile != "" {
 				switch strings.ToLower(filepath.Ext(plotFile)) {
 				case ".png", ".svg", ".pdf", ".eps", ".jpg", ".jpeg", ".tif", ".tiff":
 				default:
 					return usagef("--plot %s: the plot is a picture; name it .png (or .svg, .pdf, .eps, .jpg, .tif)", plotFile)
 				}
-				if err := checkOutPath("--plot", plotFile, false); err != nil {
+				if err := plotFiles.claim("--plot", plotFile, claimFile); err != nil {
 					return err
 				}
 				for _, a := range args {
@@ -203,14 +205,12 @@ the command exits 1 after the tables.`,
 				fmt.Fprintf(&out, "\nseveral devices: %s. Each device has an arena of its own: the first table's arenas and live bound are the sums of the devices'; memory_budget caps each device's arena, so the budget table's figures are the largest device's.\n", strings.Join(multi, ", "))
 			}
 			if plotFile != "" && len(drawn) > 0 {
-				var files outFiles
-				defer files.discard()
-				tmp, err := files.path(plotFile)
+				tmp, err := plotFiles.path(plotFile)
 				if err == nil {
 					err = plotCurves(drawn, tmp)
 				}
 				if err == nil {
-					err = files.commit()
+					err = plotFiles.commit()
 				}
 				if err != nil {
 					return failure{fmt.Errorf("--plot %s: %w", plotFile, err)}

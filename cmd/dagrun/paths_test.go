@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // linkedInitSpec is a spec whose buffer x takes its contents from
@@ -69,5 +71,178 @@ func TestPlanFileInitLinkOutsideRefused(t *testing.T) {
 	}
 	if _, errs, code := cli(t, "run", "--backend", "sim", "--allow-outside-paths", "--plan", plan); code != exitOK {
 		t.Errorf("--allow-outside-paths: exit %d\n%s", code, errs)
+	}
+}
+
+// TestOutputPathsNeverReplaced: an output path (import -o, --trace,
+// --timeline) that is a fifo or a character device is written through
+// and stays what it was; a symbolic link, and a fifo that no process
+// reads, are refused with exit 2 before any work, and left as they were.
+func TestOutputPathsNeverReplaced(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	spec := specPath("seed/three-stage.yaml")
+	graph := filepath.Join("..", "..", "specs", "models", "graphs", "squeezenet1_1.json")
+	// A fifo the test reads itself (opened read-write, so that it never
+	// sees the end while dagrun has not opened it yet).
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"import", graph, "-o", fifo},
+		{"run", "--backend", "sim", "--trace", fifo, spec},
+		{"run", "--backend", "sim", "--timeline", fifo, spec},
+	} {
+		r, err := os.OpenFile(fifo, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan []byte)
+		go func() {
+			var b []byte
+			buf := make([]byte, 1<<16)
+			for {
+				r.SetReadDeadline(time.Now().Add(2 * time.Second))
+				n, err := r.Read(buf)
+				b = append(b, buf[:n]...)
+				if err != nil {
+					got <- b
+					return
+				}
+			}
+		}()
+		_, errs, code := cli(t, args...)
+		b := <-got
+		r.Close()
+		if code != exitOK || len(b) == 0 {
+			t.Errorf("%v: exit %d, %d bytes through the fifo\n%s", args, code, len(b), errs)
+		}
+		if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+			t.Fatalf("%v: the fifo was replaced", args)
+		}
+	}
+	// A character device (the null device, made here) is written through.
+	null := filepath.Join(dir, "null")
+	if err := syscall.Mknod(null, syscall.S_IFCHR|0o666, 1<<8|3 /* major 1, minor 3 */); err == nil {
+		for _, args := range [][]string{
+			{"import", graph, "-o", null},
+			{"run", "--backend", "sim", "--trace", null, spec},
+		} {
+			if _, errs, code := cli(t, args...); code != exitOK {
+				t.Errorf("%v: exit %d\n%s", args, code, errs)
+			}
+			if st, err := os.Lstat(null); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+				t.Fatalf("%v: the device was replaced", args)
+			}
+		}
+	} else {
+		t.Logf("no character device here (%v): not tried", err)
+	}
+	// A link to a file, and a fifo nobody reads: refused, left alone.
+	target := filepath.Join(dir, "target.json")
+	os.WriteFile(target, []byte("mine"), 0o644)
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args  []string
+		words string
+	}{
+		{[]string{"import", graph, "-o", link}, "symbolic link"},
+		{[]string{"run", "--backend", "sim", "--trace", link, spec}, "symbolic link"},
+		{[]string{"run", "--backend", "sim", "--timeline", link, spec}, "symbolic link"},
+		{[]string{"import", graph, "-o", fifo}, "no process reads"},
+		{[]string{"run", "--backend", "sim", "--trace", fifo, spec}, "no process reads"},
+	} {
+		done := make(chan struct{})
+		var stdout, errs string
+		var code int
+		go func() { stdout, errs, code = cli(t, c.args...); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("%v: still running after a minute", c.args)
+		}
+		if code != exitUsage || stdout != "" || !strings.Contains(errs, c.words) {
+			t.Errorf("%v: exit %d, want 2 saying %q\nstdout:\n%s\nstderr:\n%s", c.args, code, c.words, stdout, errs)
+		}
+		if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+			t.Fatalf("%v: the link was replaced", c.args)
+		}
+		if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+			t.Fatalf("%v: the fifo was replaced", c.args)
+		}
+	}
+	if b, _ := os.ReadFile(target); string(b) != "mine" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+}
+
+// outConflictSpec has a streamed output y.bin (host_pinned: its frames go
+// to --out/y.bin/NNNNNN.bin) and an output y (to --out/y.bin).
+const outConflictSpec = `version: 1
+buffers:
+  - {name: in_h, bytes: 1024, where: host_pinned, role: input}
+  - {name: y.bin, bytes: 1024, where: host_pinned, role: output}
+  - {name: y, bytes: 1024, role: output}
+stages:
+  - {name: a, kernel: copy, reads: [in_h], writes: [y.bin]}
+  - {name: b, kernel: copy, reads: [in_h], writes: [y]}
+`
+
+// TestOutConflictsBeforeRun: every clash of --out, --trace and --timeline
+// with each other or with what is on disk is refused with exit 2 before
+// the run (no "backend:" line, nothing on stdout), and nothing is written
+// or lost: an output's folder where a file is, two outputs on one path
+// (a file and a folder of frames), --out a dangling link, a buffer name
+// longer than a file name may be, --trace as --out or as an output's file.
+func TestOutConflictsBeforeRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "s.yaml")
+	os.WriteFile(spec, []byte(outConflictSpec), 0o644)
+	frames := filepath.Join(dir, "frames")
+	os.Mkdir(frames, 0o755)
+	for _, n := range []string{"a.raw", "b.raw"} {
+		os.WriteFile(filepath.Join(frames, n), make([]byte, 1024), 0o644)
+	}
+	long := strings.Repeat("z", 1<<20)
+	longSpec := filepath.Join(dir, "long.yaml")
+	os.WriteFile(longSpec, []byte("version: 1\nbuffers:\n  - {name: x, bytes: 1024}\n  - {name: "+long+", bytes: 1024, role: output}\nstages:\n  - {name: a, kernel: copy, reads: [x], writes: ["+long+"]}\n"), 0o644)
+	out := filepath.Join(dir, "out")
+	for _, c := range []struct {
+		name  string
+		setup func()
+		args  []string
+		words string
+	}{
+		{"file in the way", func() { os.Mkdir(out, 0o755); os.WriteFile(filepath.Join(out, "y.bin"), []byte("mine"), 0o644) },
+			[]string{"--frames", frames, "--out", out, spec}, "in the way"},
+		{"y and y.bin", nil, []string{"--frames", frames, "--out", out, spec}, `"y.bin" and "y"`},
+		{"dangling link", func() { os.Symlink(filepath.Join(dir, "nowhere"), out) }, []string{"--out", out, spec}, "link to nothing"},
+		{"long name", nil, []string{"--out", out, longSpec}, "more than a file system takes"},
+		{"trace is out", nil, []string{"--out", out, "--trace", out, spec}, "same file"},
+		{"trace is an output", func() { os.Mkdir(out, 0o755) }, []string{"--out", out, "--trace", filepath.Join(out, "y.bin"), spec}, "same file"},
+		{"timeline in frames", func() { os.MkdirAll(filepath.Join(out, "y.bin"), 0o755) },
+			[]string{"--frames", frames, "--out", out, "--timeline", filepath.Join(out, "y.bin", "t.png"), spec}, "lies inside"},
+	} {
+		os.RemoveAll(out)
+		if c.setup != nil {
+			c.setup()
+		}
+		before := listFiles(t, dir)
+		args := append([]string{"run", "--backend", "sim"}, c.args...)
+		stdout, errs, code := cli(t, args...)
+		if code != exitUsage || stdout != "" || strings.Contains(errs, "backend:") || !strings.Contains(errs, c.words) {
+			t.Errorf("%s: exit %d, want 2 before the run saying %q\nstdout:\n%s\nstderr:\n%.2000s", c.name, code, c.words, stdout, errs)
+		}
+		if len(errs) > 4000 {
+			t.Errorf("%s: %d bytes of stderr", c.name, len(errs))
+		}
+		if after := listFiles(t, dir); strings.Join(after, " ") != strings.Join(before, " ") {
+			t.Errorf("%s: files %v, were %v", c.name, after, before)
+		}
 	}
 }

@@ -110,11 +110,16 @@ allocated per stage. With --write DIR it writes the specs there instead
 			if write != "" {
 				// Like --out: the folder is made if its parent exists, and
 				// the specs appear together once all are written.
-				if err := checkOutPath("--write", write, true); err != nil {
-					return err
-				}
 				files := &outFiles{}
 				defer files.discard()
+				if err := files.claim("--write", write, claimFolder); err != nil {
+					return err
+				}
+				for _, j := range jobs {
+					if err := files.claim("--write: spec", filepath.Join(write, j.name+".yaml"), claimFile); err != nil {
+						return err
+					}
+				}
 				var done strings.Builder
 				for _, j := range jobs {
 					if err := stopped(cmd.Context()); err != nil {
