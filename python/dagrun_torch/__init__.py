@@ -9,6 +9,10 @@
   runs ``dagrun check`` on it and says, in the program's terms, which
   synchronization to add where.
 
+``DAGRUN_TORCH_CHECK=1`` in the environment records the whole process from
+``import dagrun_torch`` on and checks it at exit (``python3 -m dagrun_torch
+run script.py ...`` does the same with an exit status; see launch.py).
+
 Planning and verification are the dagrun binary's (found through the DAGRUN
 environment variable, PATH, or built with Go from the checkout).
 """
@@ -19,7 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = ["export", "compile", "record", "check", "Plan", "PlanError", "lower", "DagrunError",
            "DagrunNotFound", "find_dagrun", "run_dagrun", "ExportError", "Exported", "CompiledModel",
-           "VerificationError", "RecordError", "TraceBuilder", "CheckResult"]
+           "VerificationError", "RecordError", "TraceBuilder", "CheckResult", "step"]
 
 
 _LAZY = {
@@ -28,6 +32,7 @@ _LAZY = {
     "VerificationError": ("runner", "VerificationError"),
     "record": ("recorder", "record"), "RecordError": ("recorder", "RecordError"), "TraceBuilder": ("recorder", "TraceBuilder"),
     "check": ("checker", "check"), "CheckResult": ("checker", "CheckResult"),
+    "step": ("recorder", "step"),
 }
 
 
@@ -41,3 +46,13 @@ def __getattr__(name):
     v = getattr(importlib.import_module("." + mod, __name__), attr)
     globals()[name] = v
     return v
+
+
+def _start_from_env():
+    import os
+    if os.environ.get("DAGRUN_TORCH_CHECK", "") not in ("", "0"):
+        from .launch import start_from_env
+        start_from_env()
+
+
+_start_from_env()

@@ -6,6 +6,7 @@
     bench     time models: eager, CUDA graph, torch.compile, dagrun_torch.compile (needs a GPU)
     timeline  where a plan's time goes on the GPU: its kernels' profiled timeline against one stream's (needs a GPU)
     patterns  record and check the multi-stream bug patterns, and count wrong outputs (needs a GPU)
+    run       run a script inside dagrun_torch.record and check its trace at exit (exit 1 on a race; needs a GPU)
 """
 import sys
 
@@ -34,7 +35,10 @@ def main(argv=None) -> int:
     if cmd == "patterns":
         from .patterns.run import main as m
         return m(rest)
-    print("dagrun_torch: unknown command %r (want export, check, costmodel, bench, timeline or patterns)" % cmd, file=sys.stderr)
+    if cmd == "run":
+        from .launch import main as m
+        return m(rest)
+    print("dagrun_torch: unknown command %r (want export, check, costmodel, bench, timeline, patterns or run)" % cmd, file=sys.stderr)
     return 2
 
 

@@ -179,7 +179,7 @@ def test_dispatch_classification():
     b = TraceBuilder("cpu", default_stream=0)
     stream = ["s1"]
     cl = _Classifier(is_device=lambda t: True, is_pinned=lambda t: False)
-    mode = _make_mode(b, cl, lambda: stream[0], lambda: "u.py:1", lambda s: s)
+    mode = _make_mode(b, cl, lambda d=0: stream[0], lambda: "u.py:1", lambda s: s)
     x = torch.ones(16)
     with mode:
         y = torch.empty(16)          # allocation only: no stage
@@ -210,6 +210,169 @@ def test_dispatch_strided_view_range():
     s, e = _range(col)
     assert s == x.data_ptr() + 8 and e == s + (7 * 8 + 1) * 4
     assert _range(torch.zeros(0)) is None
+
+
+# -- host threads, graphs, host waits by query, devices, bounds (the builder) --------
+
+def test_thread_handoffs(dagrun_bin, tmp_path):
+    """A thread's work on a stream main also used comes after main's, in
+    the trace as in CUDA, when Thread.start hands the order over; main's
+    work after join comes after the thread's. Without a handoff (a thread
+    started before the recording) the order is not known: a race."""
+    for handoff in (True, False):
+        b = TraceBuilder("threads", default_stream=0)
+        b.kernel(0, "fill_.Scalar", [], [W(0x10000, 64)], "t.py:1")
+        if handoff:
+            b.thread_start("main", "t1", "t.py:2")
+        b.kernel(0, "mul.Tensor", [W(0x10000, 64)], [W(0x20000, 64)], "t.py:5", thread="t1")
+        if handoff:
+            b.thread_exit("t1", "t.py:2")
+            b.thread_join("main", "t1", "t.py:3")
+        b.kernel(0, "sum.default", [W(0x20000, 64)], [W(0x30000, 4)], "t.py:4")
+        rc, out = check(dagrun_bin, b, tmp_path, "h%d" % handoff)
+        assert rc == (0 if handoff else 1), out
+        text = (tmp_path / ("h%d.yaml" % handoff)).read_text()
+        assert "{name: default.t1, thread: t1}" in text, text
+        if handoff:
+            assert "{name: host.t1, kind: host, thread: t1}" in text and "event: start1.t1" in text, text
+            assert "{event: exit2.t1}" in text, text
+
+
+def test_thread_without_join_is_a_race(dagrun_bin, tmp_path):
+    """The join is what orders the thread's work before main's later work."""
+    b = TraceBuilder("nojoin", default_stream=0)
+    b.thread_start("main", "t1", "t.py:2")
+    b.kernel(0, "fill_.Scalar", [], [W(0x10000, 64)], "t.py:5", thread="t1")
+    b.thread_exit("t1", "t.py:2")
+    b.kernel(0, "sum.default", [W(0x10000, 64)], [W(0x30000, 4)], "t.py:4")
+    assert check(dagrun_bin, b, tmp_path)[0] == 1
+
+
+def test_threads_with_their_own_streams(dagrun_bin, tmp_path):
+    """Two threads, each on its own stream, sharing a buffer: a race even
+    with start and join, fixed by a host synchronization in the first
+    thread before the second starts."""
+    for fixed in (False, True):
+        b = TraceBuilder("own", default_stream=0)
+        b.thread_start("main", "t1", "o.py:1")
+        b.stream_created("A", "o.py:10", thread="t1")
+        b.kernel("A", "fill_.Scalar", [], [W(0x10000, 64)], "o.py:11", thread="t1")
+        if fixed:
+            b.stream_sync("A", "o.py:12", thread="t1")
+        b.thread_exit("t1", "o.py:1")
+        b.thread_join("main", "t1", "o.py:2")
+        b.thread_start("main", "t2", "o.py:3")
+        b.stream_created("B", "o.py:20", thread="t2")
+        b.kernel("B", "fill_.Scalar", [], [W(0x10000, 64)], "o.py:21", thread="t2")
+        rc, out = check(dagrun_bin, b, tmp_path, "own%d" % fixed)
+        assert rc == (0 if fixed else 1), out
+        text = (tmp_path / ("own%d.yaml" % fixed)).read_text()
+        assert "{name: s1, thread: t1}" in text and "{name: s2, thread: t2}" in text, text
+
+
+def test_graph_replay_is_an_instance_on_its_stream(dagrun_bin, tmp_path):
+    """Ops issued during a capture do not run; each replay runs them on the
+    replay stream. A replay on a side stream that does not wait for the
+    default stream's write of the static input is a race."""
+    for fixed in (False, True):
+        b = TraceBuilder("graph", default_stream=0)
+        b.capture_begin("g", "g.py:5")
+        b.kernel("cap", "mul.Tensor", [W(0x10000, 64)], [W(0x20000, 64)], "g.py:6")
+        b.capture_end("g")
+        assert not b.stages  # captured: nothing ran
+        for i in range(2):
+            b.kernel(0, "copy_.default", [W(0x30000, 64)], [W(0x10000, 64)], "g.py:9")
+            if fixed:
+                b.event_record("e", 0)
+                b.event_wait("e", "side")
+            b.replay("g", "side", "g.py:11")
+            b.stream_sync("side", "g.py:12")
+        rc, out = check(dagrun_bin, b, tmp_path, "g%d" % fixed)
+        assert rc == (0 if fixed else 1), out
+        reps = [st for st in b.stages if st.op.startswith("replay-")]
+        assert len(reps) == 2 and all(st.stream == "side" and st.site == "g.py:11" for st in reps)
+        assert reps[0].extra["captured_at"] == "g.py:6" and reps[1].extra["replay"] == 2
+
+
+def test_event_query_true_is_a_host_wait(dagrun_bin, tmp_path):
+    """A polling loop ends with a query() that returned True: the host then
+    knows the event's work is done."""
+    for polled in (False, True):
+        b = TraceBuilder("poll", default_stream=0)
+        b.kernel("s1", "copy_.default", [W(0x10000, 64)], [(PINNED, 0x7000, 0x7040)], "q.py:1")
+        b.event_record("e", "s1")
+        if polled:
+            b.event_sync("e", "q.py:3", what="event-query")
+        b.host_op("tolist", [(PINNED, 0x7000, 0x7040)], [], "q.py:4")
+        rc, out = check(dagrun_bin, b, tmp_path, "q%d" % polled)
+        assert rc == (0 if polled else 1), out
+
+
+def test_default_streams_of_two_devices_do_not_merge(dagrun_bin, tmp_path):
+    b = TraceBuilder("dev", default_stream=(0, 0))
+    b.default_stream_of((1, 0), 1)
+    b.kernel((0, 0), "copy_.default", [W(0x10000, 64)], [(PINNED, 0x7000, 0x7040)], "d.py:1")
+    b.kernel((1, 0), "copy_.default", [("device.1", 0x90000, 0x90040)], [(PINNED, 0x7000, 0x7040)], "d.py:2")
+    rc, out = check(dagrun_bin, b, tmp_path)
+    assert rc == 1 and "default.1" in out, out  # WAW on the pinned buffer: two streams, no wait
+    text = (tmp_path / "t.yaml").read_text()
+    assert "{name: default.1, device: 1}" in text and "device: 1}" in text.split("stages:")[0].split("buffers:")[1]
+
+
+def test_copy_between_devices(dagrun_bin, tmp_path):
+    """A copy between devices runs on the source's stream; ATen makes the
+    destination's stream wait for it: reading the copy there is ordered."""
+    b = TraceBuilder("peer", default_stream=(0, 0))
+    b.default_stream_of((1, 0), 1)
+    b.kernel((0, 0), "fill_.Scalar", [], [W(0x10000, 64)], "p.py:1")
+    k = b.kernel((0, 0), "copy_.default", [W(0x10000, 64)], [("device.1", 0x90000, 0x90040)], "p.py:2", copy=True)
+    b.stream_after((1, 0), k)
+    b.kernel((1, 0), "sum.default", [("device.1", 0x90000, 0x90040)], [("device.1", 0x99000, 0x99004)], "p.py:3")
+    rc, out = check(dagrun_bin, b, tmp_path)
+    assert rc == 0, out
+    assert "kernel: copy" in (tmp_path / "t.yaml").read_text()
+
+
+@pytest.mark.parametrize("n, dropped", [(6, 0), (7, 1), (20, 14)])
+def test_bounded_trace_keeps_the_last_ops(n, dropped, dagrun_bin, tmp_path):
+    """max_ops=6: the last six ops, and the trace says how many went."""
+    b = TraceBuilder("ring", default_stream=0, max_ops=6)
+    for i in range(n):
+        b.kernel("s%d" % (i % 2), "fill_.Scalar", [], [W(0x10000 + 0x1000 * i, 64)], "r.py:%d" % (i + 1))
+    text = b.to_yaml()
+    assert text.count('kernel: spin') == min(n, 6)
+    assert ("the first %d ops were dropped" % dropped in text) == (dropped > 0), text
+    assert json.loads(text.strip().splitlines()[-1].split(": ", 1)[1])["dropped_ops"] == dropped
+    assert check(dagrun_bin, b, tmp_path)[0] == 0
+
+
+def test_bounded_trace_keeps_order_and_races(dagrun_bin, tmp_path):
+    """Stages kept stay ordered through waits on stages kept; a race inside
+    the window is still found, one with a dropped op is not."""
+    b = TraceBuilder("ring2", default_stream=0, max_ops=3)
+    b.kernel("s1", "fill_.Scalar", [], [W(0x50000, 64)], "r.py:1")     # dropped
+    b.kernel("s1", "fill_.Scalar", [], [W(0x10000, 64)], "r.py:2")
+    b.event_record("e", "s1")
+    b.event_wait("e", "s2")
+    b.kernel("s2", "add_.Scalar", [W(0x10000, 64)], [W(0x10000, 64)], "r.py:3")
+    b.kernel("s3", "fill_.Scalar", [], [W(0x50000, 64)], "r.py:4")     # races with the dropped r.py:1
+    rc, out = check(dagrun_bin, b, tmp_path)
+    assert rc == 0, out
+    b.kernel("s3", "fill_.Scalar", [], [W(0x10000, 64)], "r.py:5")     # races with r.py:3, both kept
+    rc, out = check(dagrun_bin, b, tmp_path)
+    assert rc == 1 and "r.py:5" in out, out
+
+
+def test_bounded_trace_by_iterations(dagrun_bin, tmp_path):
+    b = TraceBuilder("it", default_stream=0, max_iterations=2)
+    for it in range(5):
+        b.step()
+        for j in range(3):
+            b.kernel(0, "fill_.Scalar", [], [W(0x10000 + 0x1000 * j, 64)], "i.py:%d" % (10 * it + j))
+    text = b.to_yaml()
+    assert text.count("kernel: spin") == 6 and "i.py:40" in text and "i.py:30" in text and "i.py:22" not in text
+    with pytest.raises(ValueError):
+        TraceBuilder(max_ops=0)
 
 
 def _made_here(make):
