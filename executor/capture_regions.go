@@ -2,20 +2,26 @@ package executor
 
 // Capture regions (planner.Plan.Captures) in graph mode: the plan is
 // lowered as in stream mode, and each region's ops on the streams the
-// capture takes (planner.Plan.CapturedStreams) become a graph. The first
+// capture takes (planner.Plan.CaptureJoins) become a graph. The first
 // iteration of each phase captures it: BeginCapture on the region's stream
 // (in the capture's mode), the region's ops as they come, EndCapture, then
-// a replay of the graph; later iterations replay it where the region
-// begins. Ops outside the regions, and the region's ops on streams the
-// capture does not take, are issued eagerly. A captured wait on an event
-// recorded outside the region becomes a wait of the capture stream before
-// the capture (and before each replay), and every event recorded in the
-// region is recorded again on the capture stream after each replay (the
-// graph's work is done there), so the plan's waits outside the region see
-// it. A region that breaks a capture rule (planner.CheckCaptures) fails:
-// with the backend's error where the backend (the CUDA driver, or the
-// emulation's join rule) refuses it, else with the checker's verdict;
-// either names the capture and the stage.
+// a replay of the graph. Later iterations issue the region's eager ops
+// (those on streams the capture does not take, host stages included),
+// then replay the graph where the capture ended: every op issued before
+// the capture's end in the plan's issue order is issued before the
+// replay, in every iteration, as in the first. Ops outside the regions
+// are issued eagerly. A captured wait on an event recorded before the
+// region becomes a wait of the capture stream before the capture (and
+// before each replay), and every event recorded in the region is recorded
+// again on the capture stream after each replay (the graph's work is done
+// there), so the plan's waits outside the region see it. A region whose
+// lowering would reorder a wait against its record (a captured wait on an
+// event recorded by eager work in the region, which the driver refuses as
+// CUDA_ERROR_STREAM_CAPTURE_ISOLATION) or a record against a captured one
+// is refused before any work. A region that breaks a capture rule
+// (planner.CheckCaptures) fails: with the backend's error where the
+// backend (the CUDA driver, or the emulation's join rule) refuses it, else
+// with the checker's verdict; either names the capture and the stage.
 
 import (
 	"errors"
@@ -36,11 +42,15 @@ type CaptureModer interface {
 // region is a capture region as the executor lowers it.
 type region struct {
 	c             planner.Capture
-	begin, end    int    // IssueOrder positions (planner.Plan.CaptureRegion)
-	captured      []bool // per plan stream: the capture takes its ops in the region
+	begin, end    int   // IssueOrder positions (planner.Plan.CaptureRegion)
+	joins         []int // per plan stream: the issue position from which the capture takes its ops, or −1 (planner.Plan.CaptureJoins)
 	external      map[int]bool
 	what, verdict string
 }
+
+// taken reports whether the capture takes the op of stream s at issue
+// position k of the region: s has joined it by then.
+func (rg *region) taken(s, k int) bool { return rg.joins[s] >= 0 && rg.joins[s] <= k }
 
 // captureAt names capture c in messages: its stages, stream and position
 // in the spec (file:line:col) where the plan has it.
@@ -73,10 +83,10 @@ func (x *program) lowerRegions() error {
 		rg.c = c
 		rg.begin, rg.end = p.CaptureRegion(c)
 		if r > 0 && rg.begin < rs[r-1].end {
-			return fmt.Errorf("executor: graph mode: capture %d (%s) begins in issue order before capture %d (%s) ends, but graph mode captures one region at a time (each region is captured into one graph, which later iterations launch where the region begins), so captures under way at once cannot run as graphs: make the regions follow one another, or capture their work in one region",
+			return fmt.Errorf("executor: graph mode: capture %d (%s) begins in issue order before capture %d (%s) ends, but graph mode captures one region at a time (each region is captured into one graph, which later iterations launch where the region ends), so captures under way at once cannot run as graphs: make the regions follow one another, or capture their work in one region",
 				r+1, captureAt(p, c), r, captureAt(p, rs[r-1].c))
 		}
-		rg.captured = p.CapturedStreams(c)
+		rg.joins = p.CaptureJoins(c)
 		rg.what = fmt.Sprintf("capture of stages %s…%s on stream %s", c.First, c.Last, p.Streams[c.Stream].Name)
 		if c.Source != "" {
 			rg.what += " (" + c.Source + ")"
@@ -91,13 +101,23 @@ func (x *program) lowerRegions() error {
 		// Waits the capture takes on events recorded outside the region.
 		rg.external = map[int]bool{}
 		inside := map[int]bool{}
+		last := map[int]int{} // per event: the issue position of its latest record
 		for k, so := range p.IssueOrder[:rg.end] {
 			o := p.Streams[so[0]].Ops[so[1]]
 			switch o.Kind {
 			case planner.OpRecord:
-				inside[o.Event] = k >= rg.begin && rg.captured[so[0]]
+				if k >= rg.begin && !rg.taken(so[0], k) && inside[o.Event] {
+					return regionOrderError(p, rg, "records", so, p.IssueOrder[last[o.Event]])
+				}
+				inside[o.Event] = k >= rg.begin && rg.taken(so[0], k)
+				last[o.Event] = k
 			case planner.OpWait:
-				if k >= rg.begin && rg.captured[so[0]] && (o.Lag > 0 || !inside[o.Event]) {
+				if k >= rg.begin && rg.taken(so[0], k) && (o.Lag > 0 || !inside[o.Event]) {
+					// A record by the host (a host stage's) orders by issue
+					// order alone, which keeps it before the replay.
+					if r, ok := last[o.Event]; ok && o.Lag == 0 && r >= rg.begin && !p.Streams[p.IssueOrder[r][0]].Host {
+						return regionOrderError(p, rg, "waits", so, p.IssueOrder[r])
+					}
 					rg.external[k] = true
 				}
 			}
@@ -113,6 +133,30 @@ func (x *program) lowerRegions() error {
 		x.first[ph], x.phases[ph] = x.regionize(ops, ph)
 	}
 	return nil
+}
+
+// regionOrderError refuses a region whose lowering would reorder an op
+// against the capture: a captured wait (so) on an event whose record
+// (rec) is issued inside the region by work the capture does not take
+// (graph mode issues such waits before the capture begins, which would
+// put the wait before its record), or a record by such work (so) of an
+// event that captured work recorded earlier in the region (rec; graph
+// mode records the captured events again after each replay, which would
+// put that record after the eager one).
+func regionOrderError(p *planner.Plan, rg *region, what string, so, rec [2]int) error {
+	name := func(so [2]int) string {
+		s := fmt.Sprintf("stream %s", p.Streams[so[0]].Name)
+		if i := p.OpStage(so[0], so[1]); i >= 0 {
+			s = fmt.Sprintf("stage %s (%s)", p.Stages[i].Name, s)
+		}
+		return s
+	}
+	if what == "waits" {
+		return fmt.Errorf("executor: graph mode: in the %s, %s waits for the record of %s, which is issued inside the region but not captured: graph mode issues a captured wait on an event recorded outside the capture before the capture begins, which would move this wait before its record, and the driver refuses such a wait inside a capture (CUDA_ERROR_STREAM_CAPTURE_ISOLATION): wait for %s before the capture begins (a wait of stage %s, or of a stage before it), or capture the work it waits for",
+			rg.what, name(so), name(rec), name(rec), rg.c.First)
+	}
+	return fmt.Errorf("executor: graph mode: in the %s, %s records an event that %s recorded earlier in the capture: graph mode records the captured events again after each replay, which would move the captured record after this one: record a separate event for each",
+		rg.what, name(so), name(rec))
 }
 
 // regionize returns the first and the later iterations' programs of phase
@@ -132,7 +176,7 @@ func (x *program) regionize(ops []instr, ph int) (first, later []instr) {
 		for ; i < len(ops) && int(ops[i].src) < rg.end; i++ {
 			in := ops[i]
 			s := x.p.IssueOrder[in.src][0]
-			taken := rg.captured[s] && !x.p.Streams[s].Host && in.op != opLazy
+			taken := rg.taken(s, int(in.src)) && !x.p.Streams[s].Host && in.op != opLazy
 			switch {
 			case !taken:
 				inner = append(inner, in)
@@ -161,9 +205,9 @@ func (x *program) regionize(ops []instr, ph int) (first, later []instr) {
 		first = append(first, instr{op: opCaptureEnd, stream: origin, buf: g, src: -1}, replay)
 		first = append(first, rerec...)
 		later = append(later, ext...)
+		later = append(later, eager...)
 		later = append(later, replay)
 		later = append(later, rerec...)
-		later = append(later, eager...)
 	}
 	first, later = append(first, ops[i:]...), append(later, ops[i:]...)
 	return first, later

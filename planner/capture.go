@@ -110,7 +110,7 @@ func (p *Plan) validateCaptures() error {
 		for j, q := range p.Captures {
 			// A stream that joined another capture is capturing too.
 			if qb, qe := p.CaptureRegion(q); j != k && q.Stream != c.Stream && qb < b && b < qe {
-				if at := p.captureJoins(q)[c.Stream]; at >= 0 && at < b {
+				if at := p.CaptureJoins(q)[c.Stream]; at >= 0 && at < b {
 					src := ""
 					if c.Source != "" {
 						src = " (" + c.Source + ")"
@@ -121,6 +121,24 @@ func (p *Plan) validateCaptures() error {
 		}
 	}
 	return nil
+}
+
+// OpStage returns the stage that op j of stream s belongs to: a launch's
+// stage, the next launch's on the stream for a wait (the stage it waits
+// for), the previous launch's for a record (the stage it signals); −1
+// where there is none.
+func (p *Plan) OpStage(s, j int) int {
+	ops := p.Streams[s].Ops
+	step := 1
+	if ops[j].Kind == OpRecord {
+		step = -1
+	}
+	for ; j >= 0 && j < len(ops); j += step {
+		if ops[j].Kind == OpLaunch {
+			return ops[j].Stage
+		}
+	}
+	return -1
 }
 
 func (p *Plan) stageIndex(name string) int {
@@ -167,24 +185,15 @@ func (p *Plan) CaptureRegion(c Capture) (begin, end int) {
 	return pos[jf], pos[jl] + 1
 }
 
-// CapturedStreams reports, per stream, whether capture c takes its ops in
-// the capture's region (CaptureRegion): its stream, and every device
-// stream that joins it by waiting (lag 0) on an event whose latest record
-// before the wait was issued in the region on a captured stream (CUDA
-// programming guide, "CUDA Graphs", cross-stream dependencies). p must be
-// valid.
-func (p *Plan) CapturedStreams(c Capture) []bool {
-	captured := make([]bool, len(p.Streams))
-	for s, k := range p.captureJoins(c) {
-		captured[s] = k >= 0
-	}
-	return captured
-}
-
-// captureJoins returns, per stream, the issue position at which it joined
-// capture c (CapturedStreams): its stream at the region's begin, −1 for a
-// stream that never joins.
-func (p *Plan) captureJoins(c Capture) []int {
+// CaptureJoins returns, per stream, the issue position (an IssueOrder
+// index) from which capture c takes its ops: the region's begin
+// (CaptureRegion) for c's stream, the position of the wait by which a
+// device stream joins the capture (a lag-0 wait on an event whose latest
+// record before it was issued in the region on a stream the capture had
+// taken: CUDA programming guide, "CUDA Graphs", cross-stream
+// dependencies), and −1 for a stream that never joins. A stream's ops in
+// the region before it joins are not captured: they run. p must be valid.
+func (p *Plan) CaptureJoins(c Capture) []int {
 	begin, end := p.CaptureRegion(c)
 	joined := make([]int, len(p.Streams))
 	for s := range joined {
@@ -240,7 +249,7 @@ func (v *verifier) capturedElsewhere(k, s, at int) int {
 			continue
 		}
 		if begin, end := p.CaptureRegion(c); at >= begin && at < end {
-			if j := p.captureJoins(c)[s]; j >= 0 && j <= at {
+			if j := p.CaptureJoins(c)[s]; j >= 0 && j <= at {
 				return q
 			}
 		}
@@ -259,19 +268,9 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 		if o.Kind == OpLaunch {
 			return p.Stages[o.Stage].Name, p.Streams[s].Name, p.Stages[o.Stage].Source
 		}
-		// A record or wait: name the stage it belongs to (the next launch
-		// for a wait, the previous for a record).
-		ops := p.Streams[s].Ops
-		j := int(v.opIndex(g))
-		step := 1
-		if o.Kind == OpRecord {
-			step = -1
-		}
-		for ; j >= 0 && j < len(ops); j += step {
-			if ops[j].Kind == OpLaunch {
-				st := &p.Stages[ops[j].Stage]
-				return st.Name, p.Streams[s].Name, st.Source
-			}
+		if i := p.OpStage(int(s), int(v.opIndex(g))); i >= 0 {
+			st := &p.Stages[i]
+			return st.Name, p.Streams[s].Name, st.Source
 		}
 		return o.String(), p.Streams[s].Name, ""
 	}
@@ -477,7 +476,7 @@ func (e *RaceError) reportCaptures(b *strings.Builder) {
 
 // joinCaptures makes an automatically synchronized plan keep the join
 // rule by construction: for each capture, every device stream forked into
-// it (CapturedStreams) whose last op in the region does not happen before
+// it (CaptureJoins) whose last op in the region does not happen before
 // the launch of the capture's last stage gets a record after that op
 // (reusing one that is there) and the capture's stream a wait on it right
 // before that launch. Other waits are untouched, so the fewest waits of the
@@ -518,7 +517,7 @@ func joinCaptures(p *Plan) int {
 // and the issue position of that op; −1 when every forked stream joins.
 func (p *Plan) unjoinedStream(c Capture) (stream, at int) {
 	begin, end := p.CaptureRegion(c)
-	joined := p.captureJoins(c)
+	joined := p.CaptureJoins(c)
 	lastAt := make([]int, len(p.Streams))
 	for s := range lastAt {
 		lastAt[s] = -1
