@@ -96,6 +96,23 @@ func TestThreadsExecutor(t *testing.T) {
 	}
 }
 
+// TestThreadsLazyWorkspace: specs/rules/threads-workspace.yaml, whose
+// two host threads each allocate a lazy workspace (cuMemAlloc at its
+// first use) on a stream of their own: the run gives the simulator's
+// outputs and, once it returns, no buffer is left alive.
+func TestThreadsLazyWorkspace(t *testing.T) {
+	b := newTB(t, testOptions(t))
+	defer func() { must(t, b.Close()) }()
+	p := planFile(t, filepath.Join(specsDir(t), "rules", "threads-workspace.yaml"), planner.Options{})
+	want := simSums(t, p, 3)
+	if got := checksums(t, p, b, 1); got != want {
+		t.Errorf("outputs %s, the simulator's %s", got, want)
+	}
+	if s, e, bufs := b.Live(); s+e+bufs != 0 {
+		t.Errorf("leaked %d streams, %d events, %d buffers: %v", s, e, bufs, b.Leaks())
+	}
+}
+
 // TestCaptureRegions: graph mode captures the specs' capture regions on
 // the device. The buggy specs fail with the driver's error that the
 // capture checker predicts, the stage named; the fixed ones replay their

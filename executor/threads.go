@@ -282,6 +282,10 @@ func (e *exec) runThreads(ctx context.Context) (*Result, error) {
 		te.fl, _ = te.b.(FuncLauncher)
 		te.hh, _ = te.b.(HostHandoff)
 		te.launches, te.waits, te.records = 0, 0, 0
+		// A thread allocates the lazy workspaces of its own streams
+		// (lazyAlloc) into lists of its own; they join e.owned below,
+		// for release, whether the thread finished or stopped.
+		te.owned, te.lazyDone = nil, nil
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -305,6 +309,7 @@ func (e *exec) runThreads(ctx context.Context) (*Result, error) {
 	wg.Wait()
 	e.issued = x.iters
 	for t := range ts {
+		e.owned = append(e.owned, ts[t].owned...)
 		e.launches += ts[t].launches
 		e.waits += ts[t].waits
 		e.records += ts[t].records

@@ -202,6 +202,25 @@ func TestThreadsStop(t *testing.T) {
 	}
 }
 
+// TestThreadsLazyWorkspace: specs/rules/threads-workspace.yaml, whose
+// two host threads each allocate a lazy workspace on a stream of their
+// own, runs from its threads and Close finds no handle leaked, also when
+// a launch on the consumer thread fails after its workspace was allocated.
+func TestThreadsLazyWorkspace(t *testing.T) {
+	p := rulesPlan(t, "threads-workspace")
+	for seed := range int64(3) {
+		runOn(t, quickSim(seed), p, executor.Options{Iterations: 3})
+	}
+	b := &loggedSim{Backend: quickSim(0), log: &callLog{}, failAt: "fetch"}
+	_, err := executor.Run(context.Background(), p, b, executor.Options{Iterations: 3})
+	if err == nil || !strings.Contains(err.Error(), "injected failure") {
+		t.Fatalf("want the failed launch of fetch, got %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close after a failed run: %v", err)
+	}
+}
+
 // TestThreadsRefused: what a run from several host threads does not
 // support is refused before anything is created, and a backend that is no
 // Threader is named.
