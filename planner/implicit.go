@@ -598,11 +598,15 @@ type ruleEdit struct {
 	text          string
 }
 
+// apply makes the edit on q, a clonePlan copy: its streams are its own,
+// its stages the original's, so a stage edit first gives q stages of its
+// own (the plan Verify was given stays as it was).
 func (e *ruleEdit) apply(q *Plan) {
 	if e.stream >= 0 {
 		q.Streams[e.stream].Kind = StreamBlocking
 	}
 	if e.stage >= 0 {
+		q.Stages = slices.Clone(q.Stages)
 		q.Stages[e.stage].Copy = CopySync
 	}
 }

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -164,7 +165,13 @@ func TestImplicitRules(t *testing.T) {
 	for _, c := range ruleCases() {
 		t.Run(c.name, func(t *testing.T) {
 			p := c.plan(t)
+			before := fmt.Sprintf("%+v %+v", p.Stages, p.Streams)
 			err := Verify(p)
+			// Verify reads the plan: the rule edits its fixes propose
+			// (Fix.Instead) are tried on a copy.
+			if after := fmt.Sprintf("%+v %+v", p.Stages, p.Streams); after != before {
+				t.Errorf("Verify changed the plan:\nbefore %s\nafter  %s", before, after)
+			}
 			if c.race == "" {
 				if err != nil {
 					t.Fatalf("want race-free, got %v", err)

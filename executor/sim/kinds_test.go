@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -115,6 +116,59 @@ func TestDetectorAgreesOnRulesSpecs(t *testing.T) {
 					}
 					if got := re != nil; got != want {
 						t.Fatalf("seed %d: detector says race=%v, the verifier %v (%v)", seed, got, want, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestDetectorDefaultStreamCopy: an asynchronous device-to-host copy on
+// the legacy or a per-thread default stream, whose destination the host
+// reads at once (copy-racy.yaml on a default stream), checked as `dagrun
+// check` and `dagrun run` check it (planner.Verify, whose fix proposes a
+// synchronous copy instead of a wait) and then run: the detector reports
+// the host's read under every seed; the synchronous copy (copy: sync)
+// under none.
+func TestDetectorDefaultStreamCopy(t *testing.T) {
+	for _, kind := range []string{planner.StreamLegacy, planner.StreamPerThread} {
+		for _, copyMode := range []string{"async", "sync"} {
+			t.Run(kind+"-"+copyMode, func(t *testing.T) {
+				src := fmt.Sprintf(`version: 1
+sync: manual
+streams: [{name: work, kind: %s}]
+buffers:
+  - {name: y, bytes: 4096, init: {random: 1}}
+  - {name: y_h, bytes: 4096, where: host_pinned}
+  - {name: sum, bytes: 8, where: host_pinned, role: output}
+stages:
+  - {name: produce, kernel: mix, writes: [y], stream: work}
+  - {name: download, kernel: copy, copy: %s, reads: [y], writes: [y_h], stream: work}
+  - {name: total, kernel: checksum, reads: [y_h], writes: [sum], stream: host}
+`, kind, copyMode)
+				s, err := dag.Load([]byte(src), "t.yaml", ".")
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := planner.Build(s, planner.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := copyMode == "async"
+				if got := verifierRacy(t, p); got != want {
+					t.Fatalf("verifier: race=%v, want %v", got, want)
+				}
+				for seed := range int64(5) {
+					_, err := run(t, p, sim.Options{Seed: seed}, 2)
+					var re *executor.RaceError
+					if err != nil && !errors.As(err, &re) {
+						t.Fatalf("seed %d: %v", seed, err)
+					}
+					if got := re != nil; got != want {
+						t.Fatalf("seed %d: detector says race=%v, the verifier %v (%v)", seed, got, want, err)
+					}
+					if want && !strings.Contains(err.Error(), "total") {
+						t.Fatalf("seed %d: the report does not name the host read by total: %v", seed, err)
 					}
 				}
 			})
