@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ._binary import run_dagrun
 
-__all__ = ["check", "CheckResult", "Race", "parse_races", "auto_spec", "propose"]
+__all__ = ["check", "CheckResult", "Race", "TraceError", "read_trace", "parse_races", "auto_spec", "propose"]
 
 @dataclass
 class Race:
@@ -73,14 +73,107 @@ def parse_races(report: dict) -> List[Race]:
     return out
 
 
-def _meta(text: str) -> Optional[dict]:
-    for line in reversed(text.splitlines()):
-        if line.startswith("# dagrun_torch-meta: "):
+class TraceError(ValueError):
+    """A file ``check`` cannot read as a trace: not a regular file, larger
+    than MAX_TRACE_BYTES, not UTF-8 text, or with a malformed
+    ``dagrun_torch-meta`` line. Its text is one line, starting with the
+    path (and the line number where there is one)."""
+
+
+MAX_TRACE_BYTES = 1 << 30  # the largest spec dagrun reads (dag.MaxSpecBytes), in bytes
+
+
+def read_trace(path: str) -> str:
+    """The text of the trace at ``path``. Raises TraceError, before reading
+    anything, for a file that is not a regular file (a fifo would block the
+    read for ever, /dev/zero would fill the memory) or is larger than
+    MAX_TRACE_BYTES, and for bytes that are not UTF-8; OSError when the file
+    cannot be opened."""
+    import os
+    import stat
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a fifo must not block the open
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceError("%s: not a regular file: a trace is a file written by dagrun_torch.record" % path)
+        if st.st_size > MAX_TRACE_BYTES:
+            raise TraceError("%s: %d bytes, more than a trace may have (%d bytes)" % (path, st.st_size, MAX_TRACE_BYTES))
+        chunks, n = [], 0
+        while n <= MAX_TRACE_BYTES:
+            b = os.read(fd, min(1 << 20, MAX_TRACE_BYTES + 1 - n))
+            if not b:
+                break
+            chunks.append(b)
+            n += len(b)
+    finally:
+        os.close(fd)
+    if n > MAX_TRACE_BYTES:
+        raise TraceError("%s: more than %d bytes, more than a trace may have" % (path, MAX_TRACE_BYTES))
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise TraceError("%s:%d: byte 0x%02x is not UTF-8: a trace is UTF-8 text, as dagrun_torch.record writes it"
+                         % (path, line, data[e.start])) from None
+
+
+_META = "# dagrun_torch-meta: "
+
+
+def _meta(text: str, path: str = "trace") -> Optional[dict]:
+    """The trace's meta line (the last one), checked for the shape
+    dagrun_torch.record writes; None without one. Raises TraceError naming
+    path:line for a malformed one."""
+    lines = text.splitlines()
+    for k in range(len(lines) - 1, -1, -1):
+        if lines[k].startswith(_META):
             try:
-                return json.loads(line[len("# dagrun_torch-meta: "):])
-            except ValueError:
-                return None
+                m = json.loads(lines[k][len(_META):])
+                why = _meta_problem(m)
+            except ValueError as e:
+                why = "not JSON (%s)" % e
+            if why:
+                raise TraceError("%s:%d: malformed dagrun_torch-meta line: %s; record the trace again, or delete the line "
+                                 "(the report then names stages instead of Python lines)" % (path, k + 1, why))
+            return m
     return None
+
+
+def _meta_problem(m) -> str:
+    """What is wrong with a parsed meta line, "" when nothing."""
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if not isinstance(m, dict):
+        return "not a JSON object"
+    for key in ("streams", "stream_exprs"):
+        v = m.get(key, {})
+        if not isinstance(v, dict) or not all(isinstance(x, str) for x in v) or \
+                not all(isinstance(x, (str, type(None))) for x in v.values()):
+            return "%s is not an object of strings" % key
+    for key, need in (("allocs", "id"), ("frees", "alloc")):
+        v = m.get(key, [])
+        if not isinstance(v, list):
+            return "%s is not a list" % key
+        for i, a in enumerate(v):
+            if not isinstance(a, dict) or not is_int(a.get(need)):
+                return "%s[%d] is not an object with an integer %s" % (key, i, need)
+            if not isinstance(a.get("site", ""), str) or not isinstance(a.get("stream") or "", str):
+                return "%s[%d]: site and stream are strings" % (key, i)
+    stages = m.get("stages", [])
+    if not isinstance(stages, list):
+        return "stages is not a list"
+    for i, st in enumerate(stages):
+        if not isinstance(st, dict):
+            return "stages[%d] is not an object" % i
+        acc, al = st.get("accesses", []), st.get("allocs", [])
+        if not isinstance(acc, list) or not all(
+                isinstance(a, list) and len(a) == 3 and isinstance(a[0], str) and is_int(a[1]) and is_int(a[2]) for a in acc):
+            return "stages[%d].accesses is not a list of [buffer, lo, hi]" % i
+        if not isinstance(al, list) or not all(a is None or is_int(a) for a in al):
+            return "stages[%d].allocs is not a list of integers" % i
+    return ""
 
 
 @dataclass
@@ -213,8 +306,7 @@ def propose(path: str, dagrun: Optional[str] = None) -> str:
     for a file that is not a trace, DagrunError when dagrun rejects it."""
     import os
     import tempfile
-    with open(path) as f:
-        text = auto_spec(f.read())
+    text = auto_spec(read_trace(path))
     fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix="dagrun_torch-auto-")
     try:
         with os.fdopen(fd, "w") as f:
@@ -228,15 +320,16 @@ def check(path: str, dagrun: Optional[str] = None) -> CheckResult:
     """Run ``dagrun check`` on a recorded trace (or any spec) and explain it.
 
     Returns a CheckResult (``ok`` false when dagrun found a race). Raises
-    DagrunError when dagrun rejects the file (exit status 2), DagrunNotFound
-    without a binary, OSError when the file cannot be read.
+    TraceError for a file that is no trace (read_trace; a malformed
+    dagrun_torch-meta line), DagrunError when dagrun rejects the file (exit
+    status 2), DagrunNotFound without a binary, OSError when the file cannot
+    be read.
     """
-    with open(path) as f:
-        text = f.read()
+    text = read_trace(path)
+    meta = _meta(text, path)
     r = run_dagrun(["check", "--json", path], ok_codes=(0, 1), binary=dagrun)
     doc = json.loads(r.stdout)
     out = r.stdout + r.stderr
-    meta = _meta(text)
     streams = (meta or {}).get("streams", {})
     if r.returncode == 0:
         return CheckResult(ok=True, output=out, streams=streams, warnings=list(doc.get("warnings") or []))
@@ -259,6 +352,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     for p in args.traces:
         try:
             res = check(p)
+        except TraceError as e:
+            print(e, file=sys.stderr)
+            worst = 2
+            continue
         except (DagrunError, DagrunNotFound, OSError) as e:
             print("%s: %s" % (p, e), file=sys.stderr)
             worst = 2

@@ -1,0 +1,81 @@
+"""python3 -m dagrun_torch check refuses what is no trace, at once, with
+exit 2 and one line on stderr (exit 1 means "race found"): a fifo (which
+would block the read for ever), a device (/dev/zero would be read until
+memory runs out), a file that is not UTF-8 (a Latin-1 byte), and a trace
+whose dagrun_torch-meta line is malformed."""
+import os
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from conftest import HERE, TESTDATA
+
+RACY = os.path.join(TESTDATA, "traces", "seed-a-racy.yaml")
+
+
+def _limit_memory():
+    # A checker that reads /dev/zero into memory stops at 2 GiB here.
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+def run_check(path, dagrun_bin=None):
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
+    if dagrun_bin:
+        env["DAGRUN"] = dagrun_bin
+    try:
+        return subprocess.run([sys.executable, "-m", "dagrun_torch", "check", path], capture_output=True,
+                              text=True, env=env, timeout=60, preexec_fn=_limit_memory)
+    except subprocess.TimeoutExpired:
+        pytest.fail("check %s: still running after 60 s" % path)
+
+
+def assert_refused(r, *words):
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, (r.returncode, r.stdout, r.stderr)
+    for w in words:
+        assert w in lines[0], lines[0]
+    assert r.stdout == ""
+
+
+def test_fifo_refused(tmp_path):
+    fifo = tmp_path / "trace.yaml"
+    os.mkfifo(fifo)
+    assert_refused(run_check(str(fifo)), "not a regular file")
+
+
+def test_device_refused():
+    assert_refused(run_check("/dev/zero"), "/dev/zero", "not a regular file")
+
+
+def test_latin1_byte_refused(tmp_path, dagrun_bin):
+    with open(RACY, "rb") as f:
+        b = f.read()
+    p = tmp_path / "latin1.yaml"
+    p.write_bytes(b.replace(b"# Check it with", b"# Caf\xe9: check it with", 1))
+    assert_refused(run_check(str(p), dagrun_bin), "%s:3:" % p, "UTF-8")
+
+
+@pytest.mark.parametrize("meta", [
+    '{"stages": 5}',
+    '{"stages": [{"accesses": [["b", 0]], "allocs": [1]}]}',
+    '{"allocs": [{"site": "x"}], "stages": []}',
+    '{"frees": [7]}',
+    '{"streams": ["s"]}',
+    '[1, 2',
+    '"a string"',
+])
+def test_malformed_meta_refused(tmp_path, dagrun_bin, meta):
+    with open(RACY) as f:
+        lines = f.read().splitlines()
+    k = next(i for i, l in enumerate(lines) if l.startswith("# dagrun_torch-meta: "))
+    lines[k] = "# dagrun_torch-meta: " + meta
+    p = tmp_path / "meta.yaml"
+    p.write_text("\n".join(lines) + "\n")
+    assert_refused(run_check(str(p), dagrun_bin), "%s:%d:" % (p, k + 1), "dagrun_torch-meta")
+
+
+def test_racy_trace_still_explained(dagrun_bin):
+    r = run_check(RACY, dagrun_bin)
+    assert r.returncode == 1 and "RACE" in r.stdout and "fix" in r.stdout, r.stdout + r.stderr
