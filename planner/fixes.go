@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/dagrun/dagrun/dag"
 )
@@ -66,29 +67,56 @@ func specStageName(st *Stage) string {
 	return st.Name
 }
 
-// fixMaxWork bounds the work of the greedy fix search (candidate waits
-// tried × plan ops × streams); past it the remaining races keep their
-// one-race fix and RaceError.FixesPartial is set.
-const fixMaxWork = 50_000_000
+// fixMaxWork bounds the fix search's work, in steps of one op × one
+// stream: each plan the search tries, with w waits added to a plan of n
+// ops and S streams, costs (n + 2w)·(S + 1) steps (the copy, and Verify's
+// clocks at most) plus one per race it checks. The cost of each phase is
+// counted before the phase runs; past the bound the search falls back to
+// one wait per race it did not reach (RaceError.FixesPartial), or keeps
+// the greedy set unproven (RaceError.FixesMinimal false). About 2 s of
+// work on one core. A variable for tests.
+var fixMaxWork = 50_000_000
+
+// fixSteps counts the steps the fix search did, as fixMaxWork counts them
+// (for tests: the search must do no more than it counted).
+var fixSteps atomic.Int64
 
 // fixMaxExact bounds the sets of candidate waits the exact search tries
 // (per size); past it the greedy set stands and RaceError.FixesMinimal is
 // false.
 const fixMaxExact = 2_000
 
+// fixBudget is the fix search's work left, in fixMaxWork's steps.
+type fixBudget struct{ left int }
+
+// take spends n steps, keeping reserve for later, and reports whether
+// they fit (nothing is spent when they do not).
+func (b *fixBudget) take(n, reserve int) bool {
+	if n < 0 || n > b.left-reserve {
+		return false
+	}
+	b.left -= n
+	return true
+}
+
 // minimalFixes finds the fewest waits that, added to p, order every race
 // of races that a wait can order (different streams, not ordered the
 // wrong way round, no shared arena bytes). A candidate wait is "before
 // stage y, wait on a record after x", with x the latest stage of its
 // stream issued before y: it orders a superset of what any earlier x on
-// that stream would, so these n·(streams−1) candidates suffice.
+// that stream would, so these candidates (one per stage and other stream
+// launched before it) suffice.
 //
 // First a greedy search: second stages in issue order; for each, the
 // candidate that orders the most pending races (its own among them), with
 // Verify's vector clocks recomputed after each added wait, so that order
 // through stream order and other waits is counted. Then, while the number
 // of candidate sets stays under fixMaxExact, an exact search over every
-// smaller set proves the count minimal or finds a smaller set.
+// smaller set proves the count minimal or finds a smaller set. Every
+// phase's cost is counted against fixMaxWork before it runs: when the
+// greedy search would pass it, each race it did not reach gets its own
+// candidate wait (partial); when the exact search would, the greedy set
+// stands unproven (minimal false).
 //
 // It returns the fixes, the races left without one (ordered backwards, on
 // one stream, through shared arena bytes, or whose first stage is issued
@@ -106,31 +134,56 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 	if len(need) == 0 {
 		return nil, unfixed, false, true
 	}
+	b := &fixBudget{left: fixMaxWork}
+	streams := max(len(p.Streams), 1)
+	cost := func(w int) int { return (len(p.IssueOrder)+2*w)*(streams+1) + len(need) }
 	launchPos := launchPositions(p)
-	// Candidates, in issue order of y.
-	var cands [][2]int
 	order := make([]int, len(p.Stages))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(x, y int) int { return launchPos[x] - launchPos[y] })
-	for _, y := range order {
-		for s := range p.Streams {
-			if s == p.Stages[y].Stream {
-				continue
-			}
-			x := -1
-			for _, o := range p.Streams[s].Ops {
-				if o.Kind == OpLaunch && launchPos[o.Stage] < launchPos[y] {
-					x = o.Stage
-				}
-			}
-			if x >= 0 {
-				cands = append(cands, [2]int{x, y})
+	// The races to fix, by second stage.
+	bySecond := map[int][]int{}
+	for _, k := range need {
+		bySecond[races[k].Second] = append(bySecond[races[k].Second], k)
+	}
+	// The candidates, in issue order of y, streams ascending: how many
+	// there are in all (nCands), and how many of them the second stages
+	// with races have (least); per race, the latest launch of its first
+	// stream issued before its second stage (direct, or -1).
+	direct := make([]int, len(races))
+	nCands, least := 0, 0
+	walkCandidates(p, order, func(y int, last []int, started []int) {
+		own := 0
+		if last[p.Stages[y].Stream] >= 0 {
+			own = 1
+		}
+		nCands += len(started) - own
+		if ks, ok := bySecond[y]; ok {
+			least += len(started) - own
+			for _, k := range ks {
+				direct[k] = last[races[k].FirstStream]
 			}
 		}
+	})
+	// Greedy: its cost is at least one try per candidate of a stage with
+	// races, counted first.
+	partial = least > fixMaxWork/cost(0)
+	candsOf := map[int][][2]int{}
+	if !partial {
+		walkCandidates(p, order, func(y int, last []int, started []int) {
+			if _, ok := bySecond[y]; ok {
+				for _, s := range started {
+					if s != p.Stages[y].Stream {
+						candsOf[y] = append(candsOf[y], [2]int{last[s], y})
+					}
+				}
+			}
+		})
 	}
 	ordered := func(q *Plan) []bool {
+		fixSteps.Add(int64(len(q.IssueOrder)*streams + len(need)))
 		v := &verifier{p: q}
 		v.clocks()
 		ok := make([]bool, len(races))
@@ -139,139 +192,268 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 		}
 		return ok
 	}
-	with := func(ws [][2]int) *Plan {
-		q := clonePlan(p)
-		for _, w := range ws {
-			addWait(q, w[0], w[1])
-		}
-		return q
-	}
-	// Greedy.
+	with := func(ws [][2]int) *Plan { return withWaits(p, ws) }
 	var waits [][2]int
+	var by [][]int // per wait, the races it is the first to order
 	done := make([]bool, len(races))
-	work := 0
+	isUnfixed := make([]bool, len(races))
 	for _, y := range order {
+		if partial {
+			break
+		}
+		mine := bySecond[y]
 		for {
 			own := false
-			for _, k := range need {
-				own = own || !done[k] && races[k].Second == y
+			for _, k := range mine {
+				own = own || !done[k]
 			}
 			if !own {
 				break
 			}
 			best, bestN, bestOK := -1, 0, []bool(nil)
-			for c, w := range cands {
-				if w[1] != y {
-					continue
-				}
-				if work += len(p.IssueOrder) * len(p.Streams); work > fixMaxWork {
+			for c, w := range candsOf[y] {
+				if !b.take(cost(len(waits)+1), 0) {
 					partial = true
 					break
 				}
 				ok := ordered(with(append(waits[:len(waits):len(waits)], w)))
-				n, mine := 0, false
+				n, ours := 0, false
 				for _, k := range need {
 					if ok[k] && !done[k] {
 						n++
-						mine = mine || races[k].Second == y
+						ours = ours || races[k].Second == y
 					}
 				}
-				if mine && n > bestN {
+				if ours && n > bestN {
 					best, bestN, bestOK = c, n, ok
 				}
 			}
-			if partial || best < 0 {
-				// Nothing issued before y orders its pairs (or out of work).
-				for _, k := range need {
-					if !done[k] && (partial || races[k].Second == y) {
-						done[k] = true
+			if partial {
+				break
+			}
+			if best < 0 {
+				// Nothing issued before y orders its pairs.
+				for _, k := range mine {
+					if !done[k] {
+						done[k], isUnfixed[k] = true, true
 						unfixed = append(unfixed, k)
 					}
 				}
-				if partial {
-					break
-				}
 				continue
 			}
-			waits = append(waits, cands[best])
+			waits = append(waits, candsOf[y][best])
+			var got []int
 			for _, k := range need {
-				done[k] = done[k] || bestOK[k]
+				if bestOK[k] && !done[k] {
+					done[k] = true
+					got = append(got, k)
+				}
+			}
+			by = append(by, got)
+		}
+	}
+	if partial {
+		// Past the work bound: each race not reached gets the candidate
+		// wait before its second stage on its first stream, which orders
+		// it through stream order when its first stage is issued earlier.
+		at := map[[2]int]int{}
+		for _, k := range need {
+			if done[k] {
+				continue
+			}
+			r := races[k]
+			w := [2]int{direct[k], r.Second}
+			if w[0] < 0 || launchPos[r.First] > launchPos[w[0]] {
+				unfixed = append(unfixed, k)
+				continue
+			}
+			i, ok := at[w]
+			if !ok {
+				i = len(waits)
+				at[w] = i
+				waits = append(waits, w)
+				by = append(by, nil)
+			}
+			by[i] = append(by[i], k)
+		}
+		slices.Sort(unfixed)
+		return fixesBy(p, races, waits, by, b), unfixed, true, false
+	}
+	slices.Sort(unfixed)
+	// Exact: a smaller set among the candidates? Each size's tries are
+	// counted before it is tried, beside describing the fixes (fixesOf).
+	reserve := len(waits) * (cost(len(waits)) + cost(0))
+	if !b.take(0, reserve) {
+		return fixesBy(p, races, waits, by, b), unfixed, false, false
+	}
+	minimal = true
+	target := func(ok []bool) bool {
+		for _, k := range need {
+			if !ok[k] && !isUnfixed[k] {
+				return false
 			}
 		}
-		if partial {
+		return true
+	}
+	var cands [][2]int
+	for size := 0; size < len(waits); size++ {
+		n := binomial(nCands, size)
+		if n > fixMaxExact || !b.take(n*cost(size), reserve) {
+			minimal = false
+			break
+		}
+		if size == 1 {
+			cands = allCandidates(p, order)
+		}
+		if set := firstSubset(cands, size, func(ws [][2]int) bool { return target(ordered(with(ws))) }); set != nil || size == 0 && target(ordered(p)) {
+			waits = set
 			break
 		}
 	}
-	slices.Sort(unfixed)
-	// Exact: a smaller set among the candidates?
-	minimal = !partial
-	if !partial {
-		target := func(ok []bool) bool {
-			for _, k := range need {
-				if !ok[k] && !slices.Contains(unfixed, k) {
-					return false
-				}
-			}
-			return true
-		}
-		for size := 0; size < len(waits); size++ {
-			if binomial(len(cands), size) > fixMaxExact {
-				minimal = false
-				break
-			}
-			if set := firstSubset(cands, size, func(ws [][2]int) bool { return target(ordered(with(ws))) }); set != nil || size == 0 && target(ordered(p)) {
-				waits = set
-				break
+	if !p.unrolled { // an unrolled plan's waits are relaxed in spec terms (verifyIterations)
+		waits = relaxFixes(p, waits, func(q *Plan) bool { return target(ordered(q)) }, func() bool { return b.take(cost(len(waits)), reserve) })
+	}
+	b.take(reserve, 0)
+	return fixesOf(p, races, need, waits), unfixed, false, minimal
+}
+
+// allCandidates is every candidate wait of minimalFixes, in issue order of
+// y (order), streams ascending.
+func allCandidates(p *Plan, order []int) [][2]int {
+	var cands [][2]int
+	walkCandidates(p, order, func(y int, last []int, started []int) {
+		for _, s := range started {
+			if s != p.Stages[y].Stream {
+				cands = append(cands, [2]int{last[s], y})
 			}
 		}
+	})
+	return cands
+}
+
+// walkCandidates calls f for each stage y in issue order (order) with,
+// per stream, its latest launch issued before y (last, −1 for none), and
+// the streams that have one (started, ascending): y's candidate waits
+// are (last[s], y) for s in started but y's own stream.
+func walkCandidates(p *Plan, order []int, f func(y int, last, started []int)) {
+	last := make([]int, len(p.Streams))
+	for s := range last {
+		last[s] = -1
 	}
-	if !partial && !p.unrolled { // an unrolled plan's waits are relaxed in spec terms (verifyIterations)
-		waits = relaxFixes(p, waits, func(q *Plan) bool {
-			ok := ordered(q)
-			for _, k := range need {
-				if !ok[k] && !slices.Contains(unfixed, k) {
-					return false
-				}
-			}
-			return true
-		})
+	var started []int
+	for _, y := range order {
+		f(y, last, started)
+		sy := p.Stages[y].Stream
+		if last[sy] < 0 {
+			i, _ := slices.BinarySearch(started, sy)
+			started = slices.Insert(started, i, sy)
+		}
+		last[sy] = y
 	}
-	return fixesOf(p, races, need, waits), unfixed, partial, minimal
 }
 
 // relaxFixes moves each wait's record as early on its stream as the set
 // still orders every race (fixed reports it): the same number of waits,
 // with no more order than the races need (a ring's wait two iterations
-// back rather than one, say). Bounded by fixMaxWork.
-func relaxFixes(p *Plan, waits [][2]int, fixed func(*Plan) bool) [][2]int {
+// back rather than one, say). Each try is paid for by more, which reports
+// false when the work bound leaves none.
+func relaxFixes(p *Plan, waits [][2]int, fixed func(*Plan) bool, more func() bool) [][2]int {
 	waits = slices.Clone(waits)
-	work := 0
 	for i, w := range waits {
 		s := p.Stages[w[0]].Stream
-		var earlier []int // launches of s before w[0], latest first
 		ops := p.Streams[s].Ops
 		for j := streamPos(p, w[0]) - 1; j >= 0; j-- {
-			if ops[j].Kind == OpLaunch {
-				earlier = append(earlier, ops[j].Stage)
+			if ops[j].Kind != OpLaunch {
+				continue
 			}
-		}
-		for _, x := range earlier {
-			if work += len(p.IssueOrder) * len(p.Streams); work > fixMaxWork {
+			if !more() {
 				return waits
 			}
 			try := slices.Clone(waits)
-			try[i][0] = x
-			q := clonePlan(p)
-			for _, t := range try {
-				addWait(q, t[0], t[1])
-			}
-			if !fixed(q) {
+			try[i][0] = ops[j].Stage
+			if !fixed(withWaits(p, try)) {
 				break
 			}
 			waits = try
 		}
 	}
 	return waits
+}
+
+// withWaits is a copy of p with the waits ws added (addWait of each in
+// turn: the same ops, events and issue order), in one pass over p's ops.
+func withWaits(p *Plan, ws [][2]int) *Plan {
+	q := &Plan{Stages: p.Stages, Buffers: p.Buffers, Lifetimes: p.Lifetimes, Streams: slices.Clone(p.Streams), Events: p.Events + len(ws)}
+	if p.Iteration != nil {
+		it := *p.Iteration
+		it.Slots = slices.Clone(it.Slots)
+		for range ws {
+			it.Slots = append(it.Slots, 1)
+		}
+		q.Iteration = &it
+	}
+	// Per stage, the events recorded after it (latest added first, as
+	// addWait puts each right after the launch) and waited on before it.
+	recs, waitsOn := map[int][]int{}, map[int][]int{}
+	for k, w := range ws {
+		e := p.Events + k
+		recs[w[0]] = append([]int{e}, recs[w[0]]...)
+		waitsOn[w[1]] = append(waitsOn[w[1]], e)
+	}
+	at := make([][]int, len(p.Streams)) // per stream, old op index → new
+	for s := range p.Streams {
+		old := p.Streams[s].Ops
+		ops := make([]Op, 0, len(old))
+		at[s] = make([]int, len(old))
+		for j, o := range old {
+			if o.Kind == OpLaunch {
+				for _, e := range waitsOn[o.Stage] {
+					ops = append(ops, Op{Kind: OpWait, Event: e})
+				}
+			}
+			at[s][j] = len(ops)
+			ops = append(ops, o)
+			if o.Kind == OpLaunch {
+				for _, e := range recs[o.Stage] {
+					ops = append(ops, Op{Kind: OpRecord, Event: e})
+				}
+			}
+		}
+		q.Streams[s].Ops = ops
+	}
+	fixSteps.Add(int64(len(p.IssueOrder) + 2*len(ws)))
+	q.IssueOrder = make([][2]int, 0, len(p.IssueOrder)+2*len(ws))
+	for _, so := range p.IssueOrder {
+		s, j := so[0], at[so[0]][so[1]]
+		o := p.Streams[s].Ops[so[1]]
+		if o.Kind != OpLaunch {
+			q.IssueOrder = append(q.IssueOrder, [2]int{s, j})
+			continue
+		}
+		nw, nr := len(waitsOn[o.Stage]), len(recs[o.Stage])
+		for i := j - nw; i <= j+nr; i++ {
+			q.IssueOrder = append(q.IssueOrder, [2]int{s, i})
+		}
+	}
+	return q
+}
+
+// fixesBy describes waits as fixes, each with the races by lists for it,
+// as fixesOf does without recomputing them; a fix's Instead is tried
+// while b has work left.
+func fixesBy(p *Plan, races []Race, waits [][2]int, by [][]int, b *fixBudget) []Fix {
+	fixes := make([]Fix, 0, len(waits))
+	cost := len(p.IssueOrder) * (max(len(p.Streams), 1) + 1)
+	for i, w := range waits {
+		f := newFix(p, w[0], w[1])
+		f.Races = slices.Sorted(slices.Values(by[i]))
+		if b.take(cost, 0) {
+			f.Instead = insteadOf(p, races, &f) // implicit.go
+		}
+		f.Edit = f.String()
+		fixes = append(fixes, f)
+	}
+	return fixes
 }
 
 // fixesOf describes waits as fixes, in order, each with the races it is
@@ -283,6 +465,7 @@ func fixesOf(p *Plan, races []Race, need []int, waits [][2]int) []Fix {
 	for _, w := range waits {
 		x, y := w[0], w[1]
 		addWait(q, x, y)
+		fixSteps.Add(int64(len(q.IssueOrder)*(max(len(q.Streams), 1)+1) + len(need)))
 		v := &verifier{p: q}
 		v.clocks()
 		f := newFix(p, x, y)
@@ -454,9 +637,9 @@ func (e *RaceError) report(b *strings.Builder) {
 	}
 	switch {
 	case e.FixesPartial:
-		b.WriteString(" (the fix search stopped at its work bound: the fixes are not minimized)")
+		b.WriteString(" (the fix search stopped at its work bound: one wait per race it did not reach, so fewer may do)")
 	case len(e.Fixes) > 1 && !e.FixesMinimal:
-		b.WriteString(" (the fewest a greedy search found: too many candidate waits to prove none fewer do)")
+		b.WriteString(" (the fewest a greedy search found: proving that none fewer do is past the search's work bound, so fewer may do)")
 	}
 	if e.Unrolled {
 		b.WriteString(", across iterations (stage@iteration, buffer#copy, stream/set)")

@@ -626,6 +626,7 @@ func insteadOf(p *Plan, races []Race, f *Fix) string {
 		return ""
 	}
 	q := clonePlan(p)
+	fixSteps.Add(int64(len(q.IssueOrder) * (max(len(q.Streams), 1) + 1)))
 	e.apply(q)
 	if q.validateShape() != nil {
 		return ""

@@ -105,8 +105,9 @@ type RaceError struct {
 	// round, on one stream, through shared arena bytes, or needing a
 	// record that is issued after the wait; each Race's Fix says what to do.
 	Unfixed []int `json:"unfixed"`
-	// FixesPartial is set when the fix search stopped at its work bound:
-	// the races it did not reach are in Unfixed with their one-race fix.
+	// FixesPartial is set when the fix search stopped at its work bound
+	// (fixMaxWork steps): each race it did not reach has a wait of its
+	// own, so fewer waits may do.
 	FixesPartial bool `json:"fixes_partial,omitempty"`
 	// Lifetimes are lifetime records that end before a stream's last use
 	// of their buffer.
@@ -129,7 +130,8 @@ type RaceError struct {
 	MoreAcross       bool `json:"more_across,omitempty"`
 	// FixesMinimal is set when an exhaustive search proved that no fewer
 	// waits order these races; otherwise the fixes are a greedy set (plans
-	// with too many candidate waits to try).
+	// with more candidate sets than fixMaxExact, or more work than
+	// fixMaxWork, to try), or one wait per race (FixesPartial).
 	FixesMinimal bool `json:"fixes_minimal"`
 	// Captures are broken stream-capture rules (capture.go).
 	Captures []CaptureViolation `json:"captures,omitempty"`

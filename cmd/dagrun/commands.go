@@ -306,7 +306,7 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := stopped(cmd.Context()); err != nil {
+			if err := beginOutput(cmd.Context()); err != nil {
 				return err
 			}
 			if timings {
@@ -427,7 +427,7 @@ in graph mode as one graph of the whole iteration.`,
 			if err != nil {
 				return err
 			}
-			if err := stopped(cmd.Context()); err != nil {
+			if err := beginOutput(cmd.Context()); err != nil {
 				return err
 			}
 			refused := modeRefusal(pl, dagrun.Mode(mode))
@@ -630,6 +630,9 @@ anything is loaded, with exit 2.`,
 			// Output files only from a run that succeeded; figures only from
 			// a finished run (a streamed run whose frames are wrong still
 			// prints its report).
+			if berr := beginOutput(cmd.Context()); berr != nil && err == nil {
+				return berr
+			}
 			if err == nil {
 				if cerr := rf.files.commit(); cerr != nil {
 					return failure{fmt.Errorf("writing the output files: %w", cerr)}
@@ -662,7 +665,9 @@ anything is loaded, with exit 2.`,
 // execute runs pl with ro and writes the timeline files of rf. A race the
 // detector saw (RunResult.Races) is a failure whose message lists them.
 func execute(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFlags) (*dagrun.RunResult, error) {
+	done := watching()
 	res, err := dagrun.Run(ctx, pl.p, ro)
+	done()
 	if res != nil && len(res.Races) > 0 {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%s: the %s backend's race detector saw conflicting accesses with no happens-before path", pl.src, res.Backend)

@@ -44,7 +44,7 @@ in-place nodes read and write one buffer. The spec is written to -o FILE
 			if err := dagrun.WriteSpec(&out, s); err != nil {
 				return failure{err}
 			}
-			if err := stopped(cmd.Context()); err != nil {
+			if err := beginOutput(cmd.Context()); err != nil {
 				return err
 			}
 			if outPath == "" {

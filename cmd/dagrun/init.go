@@ -73,6 +73,9 @@ prints the spec.`,
 			if err := files.write(path, []byte(strings.Replace(starterSpec, "NAME", specName(path), 1))); err != nil {
 				return failure{fmt.Errorf("writing %s: %w", path, err)}
 			}
+			if err := beginOutput(cmd.Context()); err != nil {
+				return err
+			}
 			if err := files.commit(); err != nil {
 				return failure{fmt.Errorf("writing %s: %w", path, err)}
 			}

@@ -9,7 +9,8 @@
 // It does all its work through the root package dagrun (the embedded Go
 // API). Flags that contradict each other are rejected before anything is
 // loaded. Exit codes: 0 ok, 1 a race was found, a run failed or the command
-// was stopped (an interrupt or termination, a closed stdout), 2 bad input
+// was stopped (an interrupt, termination, hangup or quit signal, a closed
+// stdout), 2 bad input
 // or usage, 3 an internal error (a crash: a panic, the runtime out of
 // memory, the process killed); on exit 2 and 3 nothing is written to
 // stdout, and no command leaves a partial output file.
@@ -63,15 +64,70 @@ func main() {
 		b[len(b)-1] = 1
 		fmt.Println(len(b))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, stopSignals...)
+	go stopOn(sigs, cancel)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
 	os.Exit(exitCode(err, os.Stderr))
 }
 
-// stopSignals end a command early: its context is cancelled, the run stops
-// and nothing staged is kept.
-var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+// stopSignals end a command early, in whatever phase (stopOn): nothing
+// staged is kept, and the exit code is 1.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// What a stop signal does to the worker's command (phase holds one):
+const (
+	// phaseWork: loading, planning, verifying, staging output files, none
+	// of which watch the context: the worker removes its staging folders
+	// and exits at once.
+	phaseWork int32 = iota
+	// phaseWatch: a run (dagrun.Run), which watches the context: it is
+	// cancelled, and the run stops itself and says where.
+	phaseWatch
+	// phaseOutput: the command commits its files and prints its output
+	// (beginOutput): it finishes.
+	phaseOutput
+	// phaseStopped: stopOn is ending the process.
+	phaseStopped
+)
+
+var phase atomic.Int32
+
+// stopOn waits for the first stop signal, cancels the command's context
+// and, while the command is in phaseWork, ends the process at once (exit
+// 1) with its staging folders removed.
+func stopOn(sigs <-chan os.Signal, cancel func()) {
+	<-sigs
+	cancel()
+	if phase.CompareAndSwap(phaseWork, phaseStopped) {
+		removeStaged()
+		fmt.Fprintln(os.Stderr, "dagrun:", errStopped)
+		os.Exit(exitFailure)
+	}
+}
+
+// watching marks a run that watches ctx (phaseWatch) and returns the
+// function that ends the mark.
+func watching() func() {
+	if !phase.CompareAndSwap(phaseWork, phaseWatch) && phase.Load() == phaseStopped {
+		select {} // stopOn is ending the process
+	}
+	return func() { phase.CompareAndSwap(phaseWatch, phaseWork) }
+}
+
+// beginOutput is stopped, asked right before a command commits its files
+// or prints its output; from then on a stop signal lets it finish
+// (phaseOutput), so that its output is whole or not there at all.
+func beginOutput(ctx context.Context) error {
+	if err := stopped(ctx); err != nil {
+		return err
+	}
+	if !phase.CompareAndSwap(phaseWork, phaseOutput) && phase.Load() == phaseStopped {
+		select {} // stopOn is ending the process
+	}
+	return nil
+}
 
 // workerEnv marks the child process that runs the command.
 const workerEnv = "DAGRUN_WORKER"
@@ -109,11 +165,10 @@ func watch() int {
 	cmd.Env = append(os.Environ(), workerEnv+"=1")
 	runtime.LockOSThread() // the parent-death signal follows the thread that started the worker: keep it
 	dieWithWatcher(cmd)
-	// An interrupt or termination sent to this process alone (kill, a
-	// supervisor) is passed on to the worker, which stops its run and
-	// removes its staged outputs; one from the terminal reaches both.
-	// Loading, planning and verifying do not watch for it, so a second
-	// one ends the worker at once.
+	// A stop signal sent to this process alone (kill, a supervisor) is
+	// passed on to the worker, which stops (stopOn) and removes its staged
+	// outputs; one from the terminal reaches both. A run stops at the end
+	// of the op it is in; a second signal ends the worker at once.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, stopSignals...)
 	defer signal.Stop(sigs)
@@ -150,12 +205,14 @@ func watch() int {
 	werr := cmd.Wait()
 	<-done
 	state := cmd.ProcessState
+	// What the worker staged and left: none unless it crashed or was
+	// killed (it removes its own when it ends, however a signal ends it).
+	for _, dir := range staged {
+		os.RemoveAll(dir)
+	}
 	if len(report) == 0 && (werr == nil || state.Exited()) {
 		io.WriteString(os.Stderr, runtimeOut.String()) // a library's message, say
 		return state.ExitCode()
-	}
-	for _, dir := range staged {
-		os.RemoveAll(dir)
 	}
 	if killed.Load() && len(report) == 0 {
 		fmt.Fprintln(os.Stderr, "dagrun: stopped at the second interrupt; no output file was written, and what it printed is incomplete")
@@ -187,16 +244,17 @@ func watch() int {
 	return exitInternal
 }
 
-// stopped is the error of a command whose context an interrupt or a
-// termination cancelled (stopSignals), asked before it prints or commits
-// its output: loading, planning and verifying do not watch the context,
-// so they finish, and then the command ends without writing anything.
+// stopped is the error of a command whose context a stop signal cancelled
+// (stopSignals), asked between steps of its work: a run stopped by one
+// returns its own error.
 func stopped(ctx context.Context) error {
 	if ctx.Err() == nil {
 		return nil
 	}
-	return failure{errors.New("stopped by an interrupt or termination: nothing written")}
+	return failure{errStopped}
 }
+
+var errStopped = errors.New("stopped by an interrupt or termination: nothing written")
 
 // Exit codes.
 const (

@@ -210,6 +210,9 @@ the command exits 1 after the tables.`,
 					err = plotCurves(drawn, tmp)
 				}
 				if err == nil {
+					err = beginOutput(cmd.Context())
+				}
+				if err == nil {
 					err = plotFiles.commit()
 				}
 				if err != nil {

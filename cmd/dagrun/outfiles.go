@@ -324,6 +324,7 @@ func (o *outFiles) path(dst string) (string, error) {
 			return "", err
 		}
 		o.stage[base] = st
+		addStaged(st)
 		if stagedTo != nil { // the watcher removes it if this process crashes
 			fmt.Fprintln(stagedTo, st)
 		}
@@ -403,12 +404,45 @@ func copyInto(w io.Writer, from string) error {
 func (o *outFiles) discard() {
 	for _, st := range o.stage {
 		os.RemoveAll(st)
+		dropStaged(st)
 	}
 	o.stage = nil
 	for k, f := range o.through {
 		f.Close()
 		delete(o.through, k)
 	}
+}
+
+// staged holds the process's staging folders, for stopOn.
+var staged struct {
+	sync.Mutex
+	dirs map[string]bool
+}
+
+func addStaged(dir string) {
+	staged.Lock()
+	defer staged.Unlock()
+	if staged.dirs == nil {
+		staged.dirs = map[string]bool{}
+	}
+	staged.dirs[dir] = true
+}
+
+func dropStaged(dir string) {
+	staged.Lock()
+	defer staged.Unlock()
+	delete(staged.dirs, dir)
+}
+
+// removeStaged removes every staging folder of the process and what is in
+// them (a stop signal's cleanup: the command writes nothing).
+func removeStaged() {
+	staged.Lock()
+	defer staged.Unlock()
+	for dir := range staged.dirs {
+		os.RemoveAll(dir)
+	}
+	staged.dirs = nil
 }
 
 // outName is a buffer name as a file name in --out: characters other than

@@ -382,35 +382,77 @@ func TestTimelineFilesSwapped(t *testing.T) {
 	}
 }
 
-// TestSecondInterruptStops: a plan being computed does not watch for
-// interrupts, so the first one only asks it to stop; a second one stops
-// dagrun at once (exit 1, one line saying so, no worker left behind).
-func TestSecondInterruptStops(t *testing.T) {
+// TestStopSignalsStopAtOnce: a plan being computed does not watch for
+// signals, yet an interrupt, a termination, a hangup or a quit signal
+// stops dagrun at once: exit 1, one line saying nothing was written, no
+// stdout, no worker left behind.
+func TestStopSignalsStopAtOnce(t *testing.T) {
 	bin, dir := layeredSpec(t, "10k")
-	var err error
-	// A budget just above what one stage takes, far below the arena, on
-	// 10,000 stages re-plans for seconds.
-	cmd, so, se := startWorking(t, bin, 500*time.Millisecond, "plan", "--memory-budget", "1100", filepath.Join(dir, "layered-10k.yaml"))
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	cmd.Process.Signal(os.Interrupt)
-	time.Sleep(200 * time.Millisecond)
-	sent := time.Now()
-	cmd.Process.Signal(os.Interrupt)
-	select {
-	case err = <-done:
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("dagrun still running a minute after the second interrupt")
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+		// A budget just above what one stage takes, far below the arena, on
+		// 10,000 stages re-plans for seconds.
+		cmd, so, se := startWorking(t, bin, 500*time.Millisecond, "plan", "--memory-budget", "1100", filepath.Join(dir, "layered-10k.yaml"))
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		sent := time.Now()
+		cmd.Process.Signal(sig)
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(60 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("%v: dagrun still running a minute after the signal", sig)
+		}
+		if took := time.Since(sent); took > 2*time.Second {
+			t.Errorf("%v: dagrun ran %v after the signal", sig, took)
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(se.String(), "nothing written") || strings.Contains(se.String(), "internal error") {
+			t.Errorf("%v: %v, stderr %q; want exit 1 saying nothing was written", sig, err, se.String())
+		}
+		if so.Len() != 0 {
+			t.Errorf("%v: stdout %q", sig, so.String())
+		}
 	}
-	if took := time.Since(sent); took > 2*time.Second {
-		t.Errorf("dagrun ran %v after the second interrupt", took)
+}
+
+// TestStopSignalsRemoveStaging: a hangup or quit signal during a streamed
+// run, whose --out files are staged as frames finish, stops the run (exit
+// 1) and leaves neither the staging folder nor --out.
+func TestStopSignalsRemoveStaging(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
 	}
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(se.String(), "second interrupt") || strings.Contains(se.String(), "internal error") {
-		t.Errorf("after two interrupts: %v, stderr %q; want exit 1 saying it stopped at the second", err, se.String())
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if so.Len() != 0 {
-		t.Errorf("stdout %q", so.String())
+	imgs := testImages(t)
+	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGQUIT} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "out")
+		cmd, _, se := startWorking(t, bin, 0, "run", specPath("video/cameras.yaml"), "--frames", imgs, "--backend", "sim", "--iterations", "1000000", "--out", out)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		// Signal once files are staged.
+		for i := 0; i < 600; i++ {
+			if m, _ := filepath.Glob(filepath.Join(dir, ".dagrun-tmp-*", "*")); len(m) > 0 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		cmd.Process.Signal(sig)
+		select {
+		case err = <-done:
+		case <-time.After(60 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("%v: dagrun still running a minute after the signal", sig)
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || strings.Contains(se.String(), "internal error") {
+			t.Errorf("%v: %v, stderr %q; want exit 1", sig, err, se.String())
+		}
+		if left := listFiles(t, dir); len(left) != 0 {
+			t.Errorf("%v: left %v in the folder of --out", sig, left)
+		}
 	}
 }
 

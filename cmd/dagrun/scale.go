@@ -139,7 +139,7 @@ allocated per stage. With --write DIR it writes the specs there instead
 					}
 					fmt.Fprintf(&done, "%s: %d stages\n", path, len(s.Stages))
 				}
-				if err := stopped(cmd.Context()); err != nil {
+				if err := beginOutput(cmd.Context()); err != nil {
 					return err
 				}
 				if err := files.commit(); err != nil {
