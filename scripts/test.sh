@@ -5,7 +5,9 @@
 # can be had: DAGRUN_CUDA_INCLUDE (and DAGRUN_CUDA_LIB) naming a CUDA
 # 11.x/12.x toolkit, headers fetched before, or a Debian/Ubuntu root shell,
 # which fetches them (scripts/build-gpu.sh says how); elsewhere it prints one
-# SKIPPED line. The Python tests run where /usr/bin/python3 has pytest.
+# SKIPPED line. The Python tests run where /usr/bin/python3 has pytest, from
+# the checkout and then against the wheel installed as a user installs it
+# (scripts/test-wheel.sh: offline, in a temporary virtual environment).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== go mod tidy -diff (go.mod and go.sum tidy)"
@@ -43,6 +45,8 @@ if "$py" -c 'import pytest' 2>/dev/null; then
   go build -o .cache/dagrun-py ./cmd/dagrun
   DAGRUN="$PWD/.cache/dagrun-py" "$py" -m pytest -q -p no:cacheprovider python/tests
   python/tests/check_traces.sh .cache/dagrun-py
+  echo "== python: the wheel as a user installs it (pip, offline, a fresh virtual environment, no Go or dagrun on PATH)"
+  scripts/test-wheel.sh "$py"
 else
   echo "SKIPPED: $py has no pytest (install python3-pytest python3-torch python3-torchvision); the recorded traces are still checked by go test ./cmd/dagrun" >&2
 fi

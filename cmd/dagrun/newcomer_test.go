@@ -132,11 +132,11 @@ func slicesEqual(a, b []string) bool {
 	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
 }
 
-// dagrun version and --version print the build info's version.
+// dagrun version and --version print the release and the build info.
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		out, _, code := cli(t, args...)
-		if code != 0 || !strings.HasPrefix(out, "dagrun ") || !strings.Contains(out, "go1.") {
+		if code != 0 || !strings.HasPrefix(out, "dagrun "+release) || !strings.Contains(out, "go1.") {
 			t.Errorf("%v: exit %d, %q", args, code, out)
 		}
 	}

@@ -9,18 +9,21 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is dagrun's version from the binary's build info: the module
-// version `go install …@vX` stamps ("(devel)" for a build in a checkout),
-// the VCS revision and time when the build recorded them, and the Go
-// toolchain.
+// release is the version of dagrun and of the Python package dagrun_torch,
+// whose wheels carry this binary: the one place it is set.
+// python/dagrun_torch/_version.py reads it from here in a checkout, and
+// python/_build/dagrun_build.py (scripts/build-wheel.sh, scripts/release.sh)
+// stamps it into wheels and release archives.
+const release = "0.1.0"
+
+// version is dagrun's version: the release, the VCS revision and time when
+// the build recorded them (a build in a git checkout), and the Go
+// toolchain, from the binary's build info.
 func version() string {
+	v := release
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "unknown (no build info in this binary)"
-	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
+		return v
 	}
 	var rev, at, dirty string
 	for _, s := range bi.Settings {

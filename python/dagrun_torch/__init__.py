@@ -13,16 +13,16 @@
 ``import dagrun_torch`` on and checks it at exit (``python3 -m dagrun_torch
 run script.py ...`` does the same with an exit status; see launch.py).
 
-Planning and verification are the dagrun binary's (found through the DAGRUN
-environment variable, PATH, or built with Go from the checkout).
+Planning and verification are the dagrun binary's: the one the wheel
+installs beside it, else the DAGRUN environment variable, PATH, or built
+with Go from a checkout (``find_dagrun``).
 """
-from ._binary import DagrunError, DagrunNotFound, find_dagrun, run_dagrun
+from ._binary import DagrunError, DagrunNotFound, find_dagrun, run_dagrun, wheel_binary
+from ._version import __version__
 from .plan import Plan, PlanError, lower
 
-__version__ = "0.1.0"
-
 __all__ = ["export", "compile", "record", "check", "Plan", "PlanError", "lower", "DagrunError",
-           "DagrunNotFound", "find_dagrun", "run_dagrun", "ExportError", "Exported", "CompiledModel",
+           "DagrunNotFound", "find_dagrun", "run_dagrun", "wheel_binary", "ExportError", "Exported", "CompiledModel",
            "VerificationError", "RecordError", "TraceBuilder", "CheckResult", "step"]
 
 

@@ -1,45 +1,74 @@
-"""Command line: python3 -m dagrun_torch COMMAND ...
+"""usage: python3 -m dagrun_torch COMMAND [OPTIONS]   (or: dagrun-torch COMMAND [OPTIONS])
 
-    export    export a torchvision/timm model's operator graph (dagrun import's JSON)
-    check     dagrun check a recorded trace, with the fixes in the program's terms (exit 1 on a race)
-    costmodel measure a model's cost model on the GPU (kernel times, occupancy, contention) into its graph JSON
-    bench     time models: eager, CUDA graph, torch.compile, dagrun_torch.compile (needs a GPU)
-    timeline  where a plan's time goes on the GPU: its kernels' profiled timeline against one stream's (needs a GPU)
-    patterns  record and check the multi-stream bug patterns, and count wrong outputs (needs a GPU)
-    run       run a script inside dagrun_torch.record and check its trace at exit (exit 1 on a race; needs a GPU)
+commands:
+  export     export a torchvision/timm model's operator graph (dagrun import's JSON)
+  check      dagrun check a recorded trace, with the fixes in the program's terms (exit 1 on a race)
+  costmodel  measure a model's cost model on the GPU (kernel times, occupancy, contention) into its graph JSON
+  bench      time models: eager, CUDA graph, torch.compile, dagrun_torch.compile (needs a GPU)
+  timeline   where a plan's time goes on the GPU: its kernels' profiled timeline against one stream's (needs a GPU)
+  patterns   record and check the multi-stream bug patterns, and count wrong outputs (needs a GPU)
+  run        run a script inside dagrun_torch.record and check its trace at exit (exit 1 on a race; needs a GPU)
+
+options:
+  -h, --help     this help; COMMAND --help: the command's options
+  --version      dagrun_torch's version and the dagrun binary's
+
+examples:
+  python3 -m dagrun_torch check trace.yaml
+  python3 -m dagrun_torch export --model resnet50 --out /tmp/resnet50.json
+  python3 -m dagrun_torch run train.py --epochs 1
+
+Exit codes: 0 ok, 1 a race or a failed run, 2 bad input or usage.
 """
 import sys
+
+
+def version_text() -> str:
+    """Two lines: dagrun_torch's version, and the dagrun binary's (from
+    ``dagrun version``) with its path, or why there is none."""
+    from ._version import __version__
+    from ._binary import DagrunError, DagrunNotFound, find_dagrun, run_dagrun
+    lines = ["dagrun_torch %s" % __version__]
+    try:
+        exe = find_dagrun(build=False)
+        out = run_dagrun(["version"], binary=exe).stdout.strip()
+        lines.append("%s (%s)" % (out, exe))
+    except (DagrunNotFound, DagrunError, OSError) as e:
+        lines.append("dagrun: %s" % e)
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.strip())
+        print(__doc__.strip(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
+    if argv[0] == "--version":
+        print(version_text())
+        return 0
+    from . import _cli
     cmd, rest = argv[0], argv[1:]
+    if cmd not in _cli.PARSERS:
+        print("dagrun_torch: unknown command %r (want %s)\n%s" % (
+            cmd, ", ".join(_cli.PARSERS), __doc__.strip().splitlines()[0]), file=sys.stderr)
+        return 2
+    # --help and argument errors answer here, before the command imports torch.
+    _cli.parser(cmd).parse_args(rest)
     if cmd == "export":
         from .exporter import main as m
-        return m(rest)
-    if cmd == "check":
+    elif cmd == "check":
         from .checker import main as m
-        return m(rest)
-    if cmd == "bench":
+    elif cmd == "bench":
         from .bench import main as m
-        return m(rest)
-    if cmd == "costmodel":
+    elif cmd == "costmodel":
         from .costmodel import main as m
-        return m(rest)
-    if cmd == "timeline":
+    elif cmd == "timeline":
         from .timeline import main as m
-        return m(rest)
-    if cmd == "patterns":
+    elif cmd == "patterns":
         from .patterns.run import main as m
-        return m(rest)
-    if cmd == "run":
+    else:
         from .launch import main as m
-        return m(rest)
-    print("dagrun_torch: unknown command %r (want export, check, costmodel, bench, timeline, patterns or run)" % cmd, file=sys.stderr)
-    return 2
+    return m(rest)
 
 
 if __name__ == "__main__":

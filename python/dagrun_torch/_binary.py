@@ -8,14 +8,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-__all__ = ["DagrunError", "DagrunNotFound", "find_dagrun", "run_dagrun"]
+__all__ = ["DagrunError", "DagrunNotFound", "find_dagrun", "run_dagrun", "wheel_binary"]
 
 
 class DagrunNotFound(RuntimeError):
-    """No dagrun binary: set DAGRUN, put dagrun on PATH, or install Go."""
+    """No dagrun binary: install the wheel, set DAGRUN, put dagrun on PATH, or install Go."""
 
 
 class DagrunError(RuntimeError):
@@ -51,10 +53,43 @@ def _repo_root() -> Optional[Path]:
     return None
 
 
+def _user_scheme() -> str:
+    if sys.version_info >= (3, 10):
+        return sysconfig.get_preferred_scheme("user")
+    if os.name == "nt":
+        return "nt_user"
+    if sys.platform == "darwin" and getattr(sys, "_framework", None):
+        return "osx_framework_user"
+    return "posix_user"
+
+
+def wheel_binary() -> Optional[str]:
+    """The dagrun binary installed with this package from its wheel, or None
+    (a checkout, or an sdist built without one).
+
+    pip puts a wheel's scripts in the environment's scripts folder; this
+    looks where sysconfig says that is (the environment's, then the user
+    scheme's for ``pip install --user``), then in ``bin`` beside the package
+    (``pip install --target``), as ruff's ``find_ruff_bin`` does.
+    """
+    from ._version import BINARY
+    if not BINARY:
+        return None
+    exe = BINARY + (sysconfig.get_config_var("EXE") or "")
+    cands = [os.path.join(sysconfig.get_path("scripts"), exe),
+             os.path.join(sysconfig.get_path("scripts", scheme=_user_scheme()), exe),
+             os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bin", exe)]
+    for c in cands:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
 def find_dagrun(build: bool = True) -> str:
     """Return the path of the dagrun binary.
 
-    Looks, in order, at the environment variable ``DAGRUN`` (a path), at
+    Looks, in order, at the binary installed with this package's wheel
+    (``wheel_binary``), at the environment variable ``DAGRUN`` (a path), at
     ``dagrun`` on ``PATH``, and, when this package sits in a dagrun checkout
     and ``go`` is on ``PATH`` (and ``build`` is true), builds
     ``./cmd/dagrun`` into ``<checkout>/.cache/dagrun_torch/dagrun`` once.
@@ -62,6 +97,9 @@ def find_dagrun(build: bool = True) -> str:
     Raises DagrunNotFound (with what to do) when none of these works.
     """
     global _cached
+    own = wheel_binary()
+    if own:
+        return own
     env = os.environ.get("DAGRUN")
     if env:
         if not (os.path.isfile(env) and os.access(env, os.X_OK)):
@@ -85,7 +123,9 @@ def find_dagrun(build: bool = True) -> str:
         _cached = str(out)
         return _cached
     raise DagrunNotFound(
-        "no dagrun binary: set DAGRUN=/path/to/dagrun, put dagrun on PATH, "
+        "no dagrun binary: install a dagrun_torch wheel (it carries one: "
+        "`pip install dagrun_torch-*.whl`, built by scripts/build-wheel.sh), "
+        "set DAGRUN=/path/to/dagrun, put dagrun on PATH, "
         "or install Go and use this package from a dagrun checkout "
         "(`go build -o dagrun ./cmd/dagrun` builds it)")
 

@@ -17,7 +17,6 @@ every model. Needs a GPU and the dagrun binary.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -30,12 +29,10 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 
+from . import _cli
 from .schedule import EXTRA  # the candidates beyond the caps: the staged schedule, the priority order
 
-MODELS = {
-    "googlenet": ("googlenet", 224), "inception_v3": ("inception_v3", 299), "inception_v4": ("timm:inception_v4", 299),
-    "nasnetalarge": ("timm:nasnetalarge", 331), "resnet50": ("resnet50", 224), "densenet121": ("densenet121", 224),
-}
+MODELS = _cli.MODELS
 # Rough torch.compile times (s) on an H200, to skip what the budget cannot hold.
 _COMPILE_S = {"googlenet": 25, "inception_v3": 30, "inception_v4": 60, "nasnetalarge": 100, "resnet50": 25, "densenet121": 50}
 
@@ -186,7 +183,7 @@ def table(rows: List[dict], cap: int) -> str:
     return "\n".join(lines)
 
 
-CAPS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 0)
+CAPS = _cli.CAPS
 
 
 def _x(a, b):
@@ -446,28 +443,7 @@ def _flat(v):
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="*", default=list(MODELS))
-    ap.add_argument("--iters", type=int, default=100)
-    ap.add_argument("--max-streams", type=int, default=16)
-    ap.add_argument("--compile", dest="compile", action="store_true", default=True)
-    ap.add_argument("--no-compile", dest="compile", action="store_false")
-    ap.add_argument("--only-compile", action="store_true", help="time eager, the one-stream graph and torch.compile only")
-    ap.add_argument("--verify-trials", type=int, default=2)
-    ap.add_argument("--budget-s", type=float, default=540.0)
-    ap.add_argument("--out", default="bench-out")
-    ap.add_argument("--schedules", action="store_true",
-                    help="compare schedules instead: the cost model, the lower bound, every stream cap in %s (0: uncapped), "
-                         "the staged (IOS) schedule and the priority order under caps 4, 16 and none, planned, predicted "
-                         "and timed" % (CAPS,))
-    ap.add_argument("--inductor", action="store_true",
-                    help="time dagrun's plans over torch.compile's Inductor kernels against torch.compile reduce-overhead")
-    ap.add_argument("--cudnn-benchmark", action="store_true",
-                    help="torch.backends.cudnn.benchmark for every column (the one-stream baselines, the cost model and "
-                         "the plans run the same cuDNN algorithms)")
-    ap.add_argument("--compile-models", nargs="*", default=[],
-                    help="with --schedules or --inductor: also time torch.compile reduce-overhead on these")
+    ap = _cli.bench()
     args = ap.parse_args(argv)
     if args.schedules and args.inductor:
         print("bench: --schedules and --inductor are two different runs; give one", file=sys.stderr)

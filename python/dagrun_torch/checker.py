@@ -341,12 +341,10 @@ def check(path: str, dagrun: Optional[str] = None) -> CheckResult:
 def main(argv: Optional[List[str]] = None) -> int:
     """``python3 -m dagrun_torch check TRACE.yaml...``: exit 0 if every file
     is race-free, 1 if any has a race, 2 on bad input."""
-    import argparse
     import sys
     from ._binary import DagrunError, DagrunNotFound
-    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch check", description="dagrun check a recorded trace and explain it")
-    ap.add_argument("traces", nargs="+")
-    ap.add_argument("--propose", action="store_true", help="also print dagrun's plan of the trace's stages on their recorded streams (the fewest waits)")
+    from ._cli import check as parser
+    ap = parser()
     args = ap.parse_args(argv)
     worst = 0
     for p in args.traces:

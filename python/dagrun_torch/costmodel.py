@@ -598,16 +598,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     Export a torchvision/timm model (random weights, seed 0, batch 1), measure
     its cost model on the GPU, and write the exported graph with the model in
     its ``cost_model`` field. Exit 2 on bad arguments, 1 without a GPU."""
-    import argparse
     import sys
-    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch costmodel", description=main.__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="torchvision name, or timm:NAME")
-    ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--pairs", type=int, default=24)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--cudnn-benchmark", action="store_true",
-                    help="let cuDNN time its convolution algorithms and take the fastest (torch.backends.cudnn.benchmark)")
+    from ._cli import costmodel as parser
+    ap = parser()
     args = ap.parse_args(argv)
     if args.size < 1 or args.pairs < 0:
         ap.error("--size must be ≥ 1 and --pairs ≥ 0")

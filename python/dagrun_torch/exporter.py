@@ -37,7 +37,6 @@ Tested with torch 1.13 (CPU) and 2.11 (CUDA 13).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import json
 import operator
@@ -418,16 +417,8 @@ def build_model(name: str) -> Tuple[torch.nn.Module, str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch export", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="torchvision name, or timm:NAME")
-    ap.add_argument("--out", required=True, help="graph JSON file to write")
-    ap.add_argument("--size", type=int, default=224, help="input height and width (default 224)")
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=20, help="calls per timed CUDA graph (default 20)")
-    ap.add_argument("--tracer", default="auto", choices=["auto", "fx", "export"])
-    ap.add_argument("--timing", default=None, choices=["graph", "events", "none"])
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    from ._cli import export as parser
+    ap = parser()
     args = ap.parse_args(argv)
     if args.size < 1 or args.batch < 1 or args.repeats < 1:
         ap.error("--size, --batch and --repeats must be ≥ 1")
@@ -440,6 +431,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (ValueError, KeyError, AttributeError, ImportError, RuntimeError) as e:
         print("export: --model %s: %s" % (args.model, e), file=sys.stderr)
         return 2
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
     model = model.eval().to(args.device)
     x = torch.randn(args.batch, 3, args.size, args.size, device=args.device)
     try:

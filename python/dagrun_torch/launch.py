@@ -29,17 +29,10 @@ import sys
 import tempfile
 from typing import Any, List, Optional, Tuple
 
+from . import _cli
+from ._cli import positive as _positive
+
 __all__ = ["run_script", "main", "start_from_env"]
-
-
-def _positive(v: str) -> int:
-    try:
-        n = int(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError("want a whole number, not %r" % v)
-    if n < 1:
-        raise argparse.ArgumentTypeError("want at least 1, not %d" % n)
-    return n
 
 
 def _trace_path(trace: Optional[str]) -> Tuple[str, bool]:
@@ -106,14 +99,7 @@ def run_script(script: str, args: List[str], trace: Optional[str] = None, max_op
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch run",
-                                 description="record a whole script with dagrun_torch.record and check it at exit")
-    ap.add_argument("--trace", help="keep the trace in this file (default: a temporary file, removed)")
-    ap.add_argument("--max-ops", type=_positive, help="keep only the last N ops (a ring)")
-    ap.add_argument("--max-iterations", type=_positive, help="keep only the last N iterations (begun by dagrun_torch.step())")
-    ap.add_argument("--no-check", action="store_true", help="record only (with --trace)")
-    ap.add_argument("script")
-    ap.add_argument("args", nargs=argparse.REMAINDER)
+    ap = _cli.run()
     a = ap.parse_args(argv)
     if a.no_check and not a.trace:
         ap.error("--no-check without --trace would record nothing you can read: give --trace FILE")

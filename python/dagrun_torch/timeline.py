@@ -26,7 +26,6 @@ DIR/MODEL/). Needs a GPU and the dagrun binary.
 """
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import os
@@ -291,14 +290,9 @@ def run(args) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from .bench import MODELS
-    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch timeline", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="*", default=["googlenet", "inception_v3", "inception_v4", "nasnetalarge"])
-    ap.add_argument("--costs", help="cost models by model name (JSON, or .json.gz), as bench --schedules writes")
-    ap.add_argument("--iters", type=int, default=100)
-    ap.add_argument("--replays", type=int, default=11)
-    ap.add_argument("--out", default="timeline-out")
+    from ._cli import MODELS
+    from ._cli import timeline as parser
+    ap = parser()
     args = ap.parse_args(argv)
     bad = [m for m in args.models if m not in MODELS]
     if bad:

@@ -7,11 +7,11 @@ import subprocess
 
 import pytest
 
-from conftest import TESTDATA
+from conftest import REPO, TESTDATA, package_env
 from dagrun_torch import costmodel as cmod
 from dagrun_torch.plan import Plan, launch_dag
 
-GRAPHS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "specs", "models", "graphs")
+GRAPHS = os.path.join(REPO, "specs", "models", "graphs")
 H200 = os.path.join(TESTDATA, "h200", "perf")
 
 
@@ -289,10 +289,10 @@ def test_choose_cap_uses_the_stored_model(dagrun_bin):
 def test_bench_and_costmodel_refuse_bad_options():
     pytest.importorskip("torch")
     import sys
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "dagrun_torch"] + list(args), cwd=pkg, capture_output=True, text=True)
+        return subprocess.run([sys.executable, "-m", "dagrun_torch"] + list(args), env=package_env(),
+                              capture_output=True, text=True)
     r = run("bench", "--schedules", "--inductor")
     assert r.returncode == 2 and "two different runs" in r.stderr
     r = run("bench", "--inductor", "--compile-models", "lenet")

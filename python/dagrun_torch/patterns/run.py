@@ -10,7 +10,6 @@ table and writes DIR/patterns.json and DIR/patterns.md. Needs a GPU.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -62,16 +61,8 @@ def _csan_one(name: str, variant: str, mib: float, pinned_mib: float, cycles: in
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch patterns", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="patterns-out")
-    ap.add_argument("--trials", type=int, default=50)
-    ap.add_argument("--sleep-ms", type=float, default=2.0)
-    ap.add_argument("--mib", type=float, default=64.0, help="device buffer size, MiB (default 64)")
-    ap.add_argument("--pinned-mib", type=float, default=1.0, help="pinned host buffer size, MiB (default 1)")
-    ap.add_argument("--only", nargs="*", default=None, help="pattern names")
-    ap.add_argument("--csan", action="store_true", help="also run each variant under TORCH_CUDA_SANITIZER=1")
-    ap.add_argument("--csan-one", nargs=3, metavar=("NAME", "VARIANT", "CYCLES"), help=argparse.SUPPRESS)
+    from .._cli import patterns as parser
+    ap = parser()
     args = ap.parse_args(argv)
     if args.csan_one:
         return _csan_one(args.csan_one[0], args.csan_one[1], args.mib, args.pinned_mib, int(args.csan_one[2]))

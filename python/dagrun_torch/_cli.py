@@ -1,0 +1,178 @@
+"""The command line's parsers, one per command, built without importing torch.
+
+``python3 -m dagrun_torch CMD --help`` (and argument errors) answer from
+here at once; each command's ``main`` parses with the same parser and then
+imports what it needs. A command's description is its module's docstring,
+read from the source file (ast), not by importing the module.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+from typing import Callable, Dict
+
+# The models bench and timeline know: name → (torchvision name or timm:NAME, input size).
+MODELS = {
+    "googlenet": ("googlenet", 224), "inception_v3": ("inception_v3", 299), "inception_v4": ("timm:inception_v4", 299),
+    "nasnetalarge": ("timm:nasnetalarge", 331), "resnet50": ("resnet50", 224), "densenet121": ("densenet121", 224),
+}
+# The stream caps bench --schedules compares (0: uncapped).
+CAPS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 0)
+
+PROG = "python3 -m dagrun_torch"
+
+
+def _doc(module: str, func: str = "") -> str:
+    """The docstring of dagrun_torch.MODULE (or of its function FUNC)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), *module.split(".")) + ".py"
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    if func:
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == func:
+                return ast.get_docstring(node) or ""
+        return ""
+    return ast.get_docstring(tree) or ""
+
+
+def _parser(cmd: str, description: str, epilog: str = "") -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog="%s %s" % (PROG, cmd), description=description, epilog=epilog,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def export() -> argparse.ArgumentParser:
+    ap = _parser("export", _doc("exporter"),
+                 "example:\n  %s export --model resnet50 --out /tmp/resnet50.json\n"
+                 "  dagrun import /tmp/resnet50.json -o /tmp/resnet50.yaml" % PROG)
+    ap.add_argument("--model", required=True, help="torchvision name (resnet50), or timm:NAME")
+    ap.add_argument("--out", required=True, help="graph JSON file to write (dagrun import reads it)")
+    ap.add_argument("--size", type=int, default=224, help="input height and width, pixels (default 224)")
+    ap.add_argument("--batch", type=int, default=1, help="input batch size (default 1)")
+    ap.add_argument("--repeats", type=int, default=20, help="calls per timed CUDA graph (default 20)")
+    ap.add_argument("--tracer", default="auto", choices=["auto", "fx", "export"],
+                    help="torch.fx symbolic tracing, torch.export, or auto: fx, then export where fx fails (default auto)")
+    ap.add_argument("--timing", default=None, choices=["graph", "events", "none"],
+                    help="how each node's duration is measured: one CUDA graph per node, CUDA events, or none "
+                         "(default: graph on a GPU, none on the CPU)")
+    ap.add_argument("--device", default=None, choices=["cuda", "cpu"],
+                    help="where the model runs while traced and timed (default: cuda when torch sees a GPU, else cpu)")
+    return ap
+
+
+def check() -> argparse.ArgumentParser:
+    ap = _parser("check", _doc("checker", "main"),
+                 "examples:\n  %s check trace.yaml\n  %s check --propose trace.yaml" % (PROG, PROG))
+    ap.add_argument("traces", nargs="+", metavar="TRACE.yaml",
+                    help="traces written by dagrun_torch.record (hand-synchronized dagrun specs)")
+    ap.add_argument("--propose", action="store_true",
+                    help="also print dagrun's plan of the trace's stages on their recorded streams (the fewest waits)")
+    return ap
+
+
+def costmodel() -> argparse.ArgumentParser:
+    ap = _parser("costmodel", _doc("costmodel", "main"),
+                 "example:\n  %s costmodel --model googlenet --out /tmp/googlenet.json" % PROG)
+    ap.add_argument("--model", required=True, help="torchvision name (googlenet), or timm:NAME")
+    ap.add_argument("--size", type=int, default=224, help="input height and width, pixels (default 224)")
+    ap.add_argument("--pairs", type=int, default=24,
+                    help="kernel pairs run together to measure the slowdown of concurrent kernels (default 24)")
+    ap.add_argument("--out", required=True, help="graph JSON file to write, with the cost model in its cost_model field")
+    ap.add_argument("--cudnn-benchmark", action="store_true",
+                    help="let cuDNN time its convolution algorithms and take the fastest (torch.backends.cudnn.benchmark)")
+    return ap
+
+
+def bench() -> argparse.ArgumentParser:
+    ap = _parser("bench", _doc("bench"),
+                 "examples:\n  %s bench --models googlenet --out /tmp/bench\n"
+                 "  %s bench --schedules --models inception_v3 --out /tmp/bench" % (PROG, PROG))
+    ap.add_argument("--models", nargs="*", default=list(MODELS),
+                    help="models to time (default: all of %s)" % ", ".join(MODELS))
+    ap.add_argument("--iters", type=int, default=100, help="timed calls per column; the median is reported (default 100)")
+    ap.add_argument("--max-streams", type=int, default=16, help="stream cap of dagrun's plan (default 16; 0: none)")
+    ap.add_argument("--compile", dest="compile", action="store_true", default=True,
+                    help="also time torch.compile (default)")
+    ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
+    ap.add_argument("--only-compile", action="store_true", help="time eager, the one-stream graph and torch.compile only")
+    ap.add_argument("--verify-trials", type=int, default=2,
+                    help="runs of each plan checked against eager outputs before timing (default 2)")
+    ap.add_argument("--budget-s", type=float, default=540.0,
+                    help="wall-time budget, seconds: models that do not fit are skipped and listed (default 540)")
+    ap.add_argument("--out", default="bench-out", help="folder for bench.json and bench.md (default bench-out)")
+    ap.add_argument("--schedules", action="store_true",
+                    help="compare schedules instead: the cost model, the lower bound, every stream cap in %s (0: uncapped), "
+                         "the staged (IOS) schedule and the priority order under caps 4, 16 and none, planned, predicted "
+                         "and timed" % (CAPS,))
+    ap.add_argument("--inductor", action="store_true",
+                    help="time dagrun's plans over torch.compile's Inductor kernels against torch.compile reduce-overhead")
+    ap.add_argument("--cudnn-benchmark", action="store_true",
+                    help="torch.backends.cudnn.benchmark for every column (the one-stream baselines, the cost model and "
+                         "the plans run the same cuDNN algorithms)")
+    ap.add_argument("--compile-models", nargs="*", default=[],
+                    help="with --schedules or --inductor: also time torch.compile reduce-overhead on these")
+    return ap
+
+
+def timeline() -> argparse.ArgumentParser:
+    ap = _parser("timeline", _doc("timeline"),
+                 "example:\n  %s timeline --models googlenet --out /tmp/timeline" % PROG)
+    ap.add_argument("--models", nargs="*", default=["googlenet", "inception_v3", "inception_v4", "nasnetalarge"],
+                    help="models to profile (default googlenet inception_v3 inception_v4 nasnetalarge; known: %s)"
+                         % ", ".join(MODELS))
+    ap.add_argument("--costs", help="cost models by model name (JSON, or .json.gz), as bench --schedules writes")
+    ap.add_argument("--iters", type=int, default=100, help="unprofiled timed calls; the median is reported (default 100)")
+    ap.add_argument("--replays", type=int, default=11,
+                    help="profiled replays; the one of median makespan is reported (default 11)")
+    ap.add_argument("--out", default="timeline-out", help="folder for timeline.json and timeline.md (default timeline-out)")
+    return ap
+
+
+def patterns() -> argparse.ArgumentParser:
+    ap = _parser("patterns", _doc("patterns.run"),
+                 "example:\n  %s patterns --only seed-a --trials 20 --out /tmp/patterns" % PROG)
+    ap.add_argument("--out", default="patterns-out", help="folder for the traces and the counts (default patterns-out)")
+    ap.add_argument("--trials", type=int, default=50, help="runs of each variant, counting wrong outputs (default 50)")
+    ap.add_argument("--sleep-ms", type=float, default=2.0,
+                    help="GPU sleep ahead of the work that must finish first, widening each race's window, ms (default 2)")
+    ap.add_argument("--mib", type=float, default=64.0, help="device buffer size, MiB (default 64)")
+    ap.add_argument("--pinned-mib", type=float, default=1.0, help="pinned host buffer size, MiB (default 1)")
+    ap.add_argument("--only", nargs="*", default=None, help="pattern names (default: all)")
+    ap.add_argument("--csan", action="store_true", help="also run each variant under TORCH_CUDA_SANITIZER=1")
+    ap.add_argument("--csan-one", nargs=3, metavar=("NAME", "VARIANT", "CYCLES"), help=argparse.SUPPRESS)
+    return ap
+
+
+def positive(v: str) -> int:
+    """A whole number ≥ 1 (argparse type)."""
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError("want a whole number, not %r" % v)
+    if n < 1:
+        raise argparse.ArgumentTypeError("want at least 1, not %d" % n)
+    return n
+
+
+def run() -> argparse.ArgumentParser:
+    ap = _parser("run", _doc("launch"),
+                 "examples:\n  %s run train.py --epochs 1\n  %s run --trace /tmp/t.yaml --max-iterations 4 serve.py"
+                 % (PROG, PROG))
+    ap.add_argument("--trace", help="keep the trace in this file (default: a temporary file, removed)")
+    ap.add_argument("--max-ops", type=positive, help="keep only the last N ops (a ring)")
+    ap.add_argument("--max-iterations", type=positive, help="keep only the last N iterations (begun by dagrun_torch.step())")
+    ap.add_argument("--no-check", action="store_true", help="record only (with --trace)")
+    ap.add_argument("script", help="the Python script to run as __main__")
+    ap.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments (its sys.argv[1:])")
+    return ap
+
+
+PARSERS: Dict[str, Callable[[], argparse.ArgumentParser]] = {
+    "export": export, "check": check, "costmodel": costmodel, "bench": bench, "timeline": timeline,
+    "patterns": patterns, "run": run,
+}
+
+
+def parser(cmd: str) -> argparse.ArgumentParser:
+    """The parser of command CMD (a key of PARSERS)."""
+    return PARSERS[cmd]()

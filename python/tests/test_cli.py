@@ -1,0 +1,88 @@
+"""The command line: help on every option, --help without torch, --version,
+and, against an installed wheel, the binary it carries."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import INSTALLED, TESTDATA, package_env
+from dagrun_torch import _cli
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "dagrun_torch"] + list(args), capture_output=True, text=True,
+                          env=env or package_env())
+
+
+@pytest.mark.parametrize("cmd", sorted(_cli.PARSERS))
+def test_every_option_has_help(cmd):
+    ap = _cli.parser(cmd)
+    for a in ap._actions:
+        assert a.help, "%s %s: no help" % (cmd, "/".join(a.option_strings) or a.dest)
+    assert "example" in ap.epilog, "%s: no example in its help" % cmd
+
+
+@pytest.mark.parametrize("cmd", sorted(_cli.PARSERS))
+def test_help_does_not_import_torch(cmd):
+    code = ("import sys\nfrom dagrun_torch.__main__ import main\n"
+            "try:\n    main([%r, '--help'])\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+            "print('torch imported' if 'torch' in sys.modules else 'no torch')\n" % cmd)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=package_env())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("no torch"), r.stdout[-300:]
+    assert "usage: python3 -m dagrun_torch %s" % cmd in r.stdout
+
+
+def test_usage_errors_exit_2():
+    assert run_cli().returncode == 2
+    r = run_cli("frobnicate")
+    assert r.returncode == 2 and "unknown command 'frobnicate'" in r.stderr and "usage:" in r.stderr
+    assert run_cli("check").returncode == 2
+
+
+def test_version_prints_both(dagrun_bin):
+    from dagrun_torch import __version__
+    env = package_env()
+    env["DAGRUN"] = dagrun_bin
+    r = run_cli("--version", env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "dagrun_torch " + __version__
+    assert lines[1].startswith("dagrun " + __version__), lines  # one version for both
+
+
+def test_check_a_recorded_trace_and_its_fixed_twin(dagrun_bin):
+    env = package_env()
+    env["DAGRUN"] = dagrun_bin
+    racy = run_cli("check", os.path.join(TESTDATA, "traces", "vllm-d2h-read-racy.yaml"), env=env)
+    assert racy.returncode == 1, racy.stdout + racy.stderr
+    fixed = run_cli("check", os.path.join(TESTDATA, "traces", "vllm-d2h-read-fixed.yaml"), env=env)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+
+
+@pytest.mark.skipif(not INSTALLED, reason="needs the installed wheel (scripts/test.sh)")
+def test_installed_wheel_prefers_its_own_binary(tmp_path):
+    """The wheel's binary comes before DAGRUN and PATH; the console script
+    dagrun-torch works; the package is not the checkout's."""
+    import dagrun_torch
+    from dagrun_torch import find_dagrun, wheel_binary
+    assert "site-packages" in dagrun_torch.__file__, dagrun_torch.__file__
+    own = wheel_binary()
+    assert own and os.path.dirname(own) == os.path.dirname(sys.executable), own
+    fake = tmp_path / "dagrun"
+    fake.write_text("#!/bin/sh\nexit 7\n")
+    fake.chmod(0o755)
+    old = os.environ.get("DAGRUN")
+    os.environ["DAGRUN"] = str(fake)
+    try:
+        assert find_dagrun() == own
+    finally:
+        if old is None:
+            del os.environ["DAGRUN"]
+        else:
+            os.environ["DAGRUN"] = old
+    script = os.path.join(os.path.dirname(sys.executable), "dagrun-torch")
+    r = subprocess.run([script, "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("dagrun_torch "), r.stdout + r.stderr
+    assert "(%s)" % own in r.stdout
