@@ -12,6 +12,8 @@ import threading
 
 import pytest
 
+from conftest import package_env
+
 torch = pytest.importorskip("torch")
 
 from dagrun_torch import launch, recorder  # noqa: E402
@@ -262,7 +264,7 @@ def test_env_variable_records_until_exit(fake, dagrun_bin, tmp_path, monkeypatch
 def test_env_variable_without_cuda_says_so(tmp_path):
     """On a machine without CUDA, DAGRUN_TORCH_CHECK=1 says it records
     nothing and the program runs on."""
-    env = dict(os.environ, DAGRUN_TORCH_CHECK="1", PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(package_env(), DAGRUN_TORCH_CHECK="1")
     r = subprocess.run([sys.executable, "-c", "import dagrun_torch; print('ran')"], env=env, capture_output=True, text=True)
     if "ran" in r.stdout and not r.stderr:
         pytest.skip("this machine has CUDA")
