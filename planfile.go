@@ -60,6 +60,12 @@ func ReadPlan(path string) (*StreamPlan, error) {
 	return ReadPlanWith(path, LoadOptions{})
 }
 
+// QuotePath is path as dagrun's messages print it: as it is when it is
+// made of printable characters other than spaces, quotes and backslashes,
+// else Go-quoted, so that control characters (escape sequences, bidi
+// overrides) show as escapes and never reach a terminal as they are.
+func QuotePath(path string) string { return safefile.Quote(path) }
+
 // ReadPlanWith is ReadPlan with options: o.AllowOutside lets the plan name
 // init and PTX files outside the plan file's folder.
 func ReadPlanWith(path string, o LoadOptions) (*StreamPlan, error) {

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -755,6 +756,10 @@ var integerText = regexp.MustCompile(`^[-+]?[0-9]+$`)
 
 // int64Val returns n's value if it is an integer that fits in int64.
 func (l *loader) int64Val(n *yaml.Node, what string) (int64, bool) {
+	if n.Kind == yaml.ScalarNode && tagOf(n) == "!!float" && n.Style&yaml.TaggedStyle != 0 {
+		l.errorf(n, fmt.Sprintf("drop the tag: write %s: %s", lastWord(what), clip(n.Value)), "%s: %s is tagged !!float, but an integer is wanted", what, clip(n.Value))
+		return 0, false
+	}
 	if n.Kind == yaml.ScalarNode && tagOf(n) == "!!float" && integerText.MatchString(n.Value) {
 		l.errorf(n, "use a value below 2^63", "%s: %s does not fit in a 64-bit integer", what, clip(n.Value))
 		return 0, false
@@ -772,6 +777,14 @@ func (l *loader) int64Val(n *yaml.Node, what string) (int64, bool) {
 		return 0, false
 	}
 	return v, true
+}
+
+// lastWord is the field name at the end of what ("buffer a: bytes" → "bytes").
+func lastWord(what string) string {
+	if i := strings.LastIndexAny(what, " :"); i >= 0 {
+		return what[i+1:]
+	}
+	return what
 }
 
 // decimal returns the value of s if it is a decimal integer that yaml.v3
@@ -901,6 +914,12 @@ func nameProblem(v string) string {
 			return "contains a space or control character"
 		case strings.ContainsRune("[],{}#&*!|>'\"%@`", r):
 			return fmt.Sprintf("contains %q", r)
+		case r >= utf8.RuneSelf && (!unicode.IsPrint(r) || r == utf8.RuneError):
+			// C1 controls, spaces other than ' ' (no-break, line and
+			// paragraph separators), format characters (bidi overrides,
+			// zero-width spaces): a terminal shows them wrongly or not at
+			// all, so two names that look alike would differ.
+			return fmt.Sprintf("contains %U, a control, format or space character that a terminal shows wrongly or not at all", r)
 		}
 	}
 	return ""

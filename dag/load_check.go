@@ -167,16 +167,16 @@ func (c *checker) checkBuffer(i int) {
 		var refused *safefile.RefusedError
 		switch {
 		case errors.Is(err, safefile.ErrOutside):
-			c.errorAt(src.initFile, outsideHint, "buffer %s: init file %s is outside the spec's folder", b.Name, b.Init.Path)
+			c.errorAt(src.initFile, outsideHint, "buffer %s: init file %s is outside the spec's folder", b.Name, safefile.Quote(b.Init.Path))
 		case errors.As(err, &refused) && refused.Irregular:
-			c.errorAt(src.initFile, "name a regular file holding the raw bytes", "buffer %s: init file %s is not a regular file", b.Name, b.Init.Path)
+			c.errorAt(src.initFile, "name a regular file holding the raw bytes", "buffer %s: init file %s is not a regular file", b.Name, safefile.Quote(b.Init.Path))
 		case errors.As(err, &refused):
 			size = refused.Size
 			fallthrough
 		case err == nil && size != b.Bytes:
-			c.errorAt(src.initFile, fmt.Sprintf("the file must hold exactly the buffer's %d bytes", b.Bytes), "buffer %s: init file %s is %d bytes, the buffer %d", b.Name, b.Init.Path, size, b.Bytes)
+			c.errorAt(src.initFile, fmt.Sprintf("the file must hold exactly the buffer's %d bytes", b.Bytes), "buffer %s: init file %s is %d bytes, the buffer %d", b.Name, safefile.Quote(b.Init.Path), size, b.Bytes)
 		case err != nil:
-			c.errorAt(src.initFile, "paths are relative to the spec's directory ("+c.dirName()+")", "buffer %s: init file %s: %s", b.Name, b.Init.Path, unwrapPathError(err))
+			c.errorAt(src.initFile, "paths are relative to the spec's directory ("+safefile.Quote(c.dirName())+")", "buffer %s: init file %s: %s", b.Name, safefile.Quote(b.Init.Path), unwrapPathError(err))
 		}
 	}
 }
@@ -238,16 +238,16 @@ func (c *checker) checkKernel(i int) {
 	var refused *safefile.RefusedError
 	switch {
 	case errors.Is(err, safefile.ErrOutside):
-		c.errorAt(src.ptx, outsideHint, "kernel %s: PTX file %s is outside the spec's folder", k.Name, k.PTX)
+		c.errorAt(src.ptx, outsideHint, "kernel %s: PTX file %s is outside the spec's folder", k.Name, safefile.Quote(k.PTX))
 		return
 	case errors.As(err, &refused) && refused.Irregular:
-		c.errorAt(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is not a regular file", k.Name, k.PTX)
+		c.errorAt(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is not a regular file", k.Name, safefile.Quote(k.PTX))
 		return
 	case errors.As(err, &refused):
-		c.errorAt(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is %d bytes, more than the %d a PTX module may have here", k.Name, k.PTX, refused.Size, maxPTXBytes)
+		c.errorAt(src.ptx, "name the .ptx file written by nvcc -ptx", "kernel %s: PTX file %s is %d bytes, more than the %d a PTX module may have here", k.Name, safefile.Quote(k.PTX), refused.Size, maxPTXBytes)
 		return
 	case err != nil:
-		c.errorAt(src.ptx, "paths are relative to the spec's directory ("+c.dirName()+"); build the PTX with nvcc -ptx", "kernel %s: PTX file %s: %s", k.Name, k.PTX, unwrapPathError(err))
+		c.errorAt(src.ptx, "paths are relative to the spec's directory ("+safefile.Quote(c.dirName())+"); build the PTX with nvcc -ptx", "kernel %s: PTX file %s: %s", k.Name, safefile.Quote(k.PTX), unwrapPathError(err))
 		return
 	}
 	var entries []string
@@ -264,7 +264,7 @@ func (c *checker) checkKernel(i int) {
 			hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
 		}
 	}
-	c.errorAt(src.entry, hint, "kernel %s: entry %q not found in %s", k.Name, k.Entry, k.PTX)
+	c.errorAt(src.entry, hint, "kernel %s: entry %q not found in %s", k.Name, k.Entry, safefile.Quote(k.PTX))
 }
 
 func (c *checker) checkStage(i int) {
@@ -307,7 +307,14 @@ func (c *checker) checkStage(i int) {
 			c.errorAt(src.kernel, hint, "%s: unknown kernel %q", what, st.Kernel)
 		}
 	}
-	c.checkRefs(i, st.After, src.afterAt(), what, "after")
+	if len(st.After) > 0 && c.s.Sync == SyncManual {
+		// A manual spec's order is its streams and waits; an after entry
+		// would be neither placed nor checked.
+		c.errorAt(src.fieldPos("after"), fmt.Sprintf("order the stages with a wait: waits: [%s] (an event recorded after it, waited for on this stage's stream); after: is for sync: auto, where the planner places the waits", st.After[0]),
+			"%s: after is only allowed with sync: auto", what)
+	} else {
+		c.checkRefs(i, st.After, src.afterAt(), what, "after")
+	}
 	if (len(src.waitsAt()) > 0 || len(src.waitForAt()) > 0) && c.s.Sync != SyncManual {
 		c.errorAt(src.fieldPos("waits"), "set sync: manual at the top of the spec and pin every stage to a stream, or drop waits: in sync: auto the planner inserts the waits", "%s: waits is only allowed with sync: manual", what)
 	} else {

@@ -1042,6 +1042,11 @@ var (
 		{key: "duration_us",
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
 				if x, ok := d.nonNegNumOf(v, d.what, ": duration_us"); ok {
+					if x > contract.MaxSpinUS {
+						d.errorf(v, fmt.Sprintf("give at most %g µs (60 s), the most one launch may spin", float64(contract.MaxSpinUS)),
+							"%s: duration_us %g µs is more than a stage may take", d.what, x)
+						return
+					}
 					d.x.DurationUS = x
 				}
 			},

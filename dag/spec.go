@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/internal/safefile"
 )
 
 // Pos is a position in a spec file: 1-based line and column. The zero Pos
@@ -15,14 +16,20 @@ type Pos struct {
 	Col  int
 }
 
+// String is file:line:col, the file quoted where it holds control
+// characters or spaces (safefile.Quote).
 func (p Pos) String() string {
+	file := p.File
+	if file != goSpecFile { // Validate's own marker, replaced before it reaches anyone
+		file = safefile.Quote(file)
+	}
 	if p.Line == 0 {
 		if p.File == "" {
 			return "<spec>"
 		}
-		return p.File
+		return file
 	}
-	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+	return fmt.Sprintf("%s:%d:%d", file, p.Line, p.Col)
 }
 
 // Buffer placement (BufferSpec.Where): the values of contract.Where.

@@ -175,9 +175,9 @@ func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, dur
 		var pe *dagrun.PlanError
 		if errors.As(races, &pe) {
 			// Not a race: a plan no wait can fix (a launch aliasing itself in the arena).
-			return nil, usageError{fmt.Errorf("%s: %w", planFile, races)}
+			return nil, usageError{fmt.Errorf("%s: %w", dagrun.QuotePath(planFile), races)}
 		}
-		return &planned{p: p, src: planFile, races: races}, nil
+		return &planned{p: p, src: dagrun.QuotePath(planFile), races: races}, nil
 	}
 	o, err := f.options(stderr)
 	if err != nil {
@@ -192,17 +192,17 @@ func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, dur
 		// not bad input.
 		var race *dagrun.VerifyReport
 		if errors.As(err, &race) {
-			return nil, failure{fmt.Errorf("%s: %w", args[0], err)}
+			return nil, failure{fmt.Errorf("%s: %w", dagrun.QuotePath(args[0]), err)}
 		}
 		if errors.As(err, new(dagrun.SpecErrors)) {
 			return nil, usageError{err} // names the file at each line:column
 		}
-		return nil, usageError{fmt.Errorf("%s: %w", args[0], err)}
+		return nil, usageError{fmt.Errorf("%s: %w", dagrun.QuotePath(args[0]), err)}
 	}
 	for _, n := range dagrun.PinNotes(head, o, p) {
 		fmt.Fprintf(stderr, "dagrun: note: %s\n", n)
 	}
-	return &planned{p: p, spec: kept, src: args[0], races: err, loadMS: loadMS}, nil
+	return &planned{p: p, spec: kept, src: dagrun.QuotePath(args[0]), races: err, loadMS: loadMS}, nil
 }
 
 // loadAndPlan loads the spec at path and plans it (dagrun.Plan, which

@@ -33,9 +33,11 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"unicode"
 
 	// The video demo's kernels have Go bodies for the simulator; registering
 	// them lets `dagrun run --backend sim specs/video/cameras.yaml` compute
@@ -277,12 +279,33 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "dagrun:", err)
+	fmt.Fprintln(stderr, "dagrun:", printable(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// printable is s with every character a terminal would act on or hide
+// (controls other than newline and tab, format characters such as bidi
+// overrides) written as its Go escape (\x1b, \u202e): a path or a name in
+// a message never reaches the terminal as an escape sequence.
+func printable(s string) string {
+	ok := func(r rune) bool { return r == '\n' || r == '\t' || unicode.IsPrint(r) }
+	if !strings.ContainsFunc(s, func(r rune) bool { return !ok(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if ok(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r)
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
 }
 
 // limitedWriter keeps the first n bytes written to it and drops the rest.

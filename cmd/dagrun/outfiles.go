@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -281,18 +280,9 @@ func writable(who, path, dir string) error {
 	return os.Remove(probe)
 }
 
-// quotePath is path as messages print it: as it is when it is made of
-// printable characters other than spaces and quotes, else Go-quoted, so
-// that control characters (escape sequences, bidi overrides) and
-// look-alike spaces show as escapes and never reach the terminal as they are.
-func quotePath(path string) string {
-	for _, r := range path {
-		if !unicode.IsPrint(r) || r == ' ' || r == '"' || r == '\\' {
-			return strconv.Quote(path)
-		}
-	}
-	return path
-}
+// quotePath is path as messages print it (dagrun.QuotePath): control
+// characters escaped.
+func quotePath(path string) string { return dagrun.QuotePath(path) }
 
 // path returns where to write the file that belongs at dst: a fresh
 // name in a staging folder, moved to dst by commit.

@@ -246,3 +246,30 @@ func TestOutConflictsBeforeRun(t *testing.T) {
 		}
 	}
 }
+
+// TestPathsInMessagesEscaped: a spec path and an init file path holding
+// an escape sequence (ESC [ 3 1 m) reach stdout and stderr escaped,
+// never as the raw control character.
+func TestPathsInMessagesEscaped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "s\x1b[31m.yaml")
+	os.WriteFile(bad, []byte("version: 1\nbuffers:\n  - {name: a, bytes: 64, init: {file: \"x\\e[31m.bin\"}}\nstages: [{name: s, kernel: spin}]\n"), 0o644)
+	good := filepath.Join(dir, "ok\x1b[32m.yaml")
+	os.WriteFile(good, []byte("version: 1\nstages: [{name: s, kernel: spin}]\n"), 0o644)
+	for _, args := range [][]string{
+		{"check", bad},
+		{"check", good},
+		{"run", "--backend", "sim", "--trace", filepath.Join(dir, "t\x1b[33m.json"), "--timeline", filepath.Join(dir, "t\x1b[33m.json"), good},
+		{"check", filepath.Join(dir, "missing\x1b[34m.yaml")},
+		{"check", "--plan", filepath.Join(dir, "missing\x1b[35m.json")},
+	} {
+		stdout, errs, code := cli(t, args...)
+		if strings.ContainsRune(stdout+errs, 0x1b) {
+			t.Errorf("%q: exit %d, a raw escape in\nstdout: %q\nstderr: %q", args, code, stdout, errs)
+		}
+		if !strings.Contains(stdout+errs, `\x1b[3`) {
+			t.Errorf("%q: exit %d, the path is not shown escaped\nstdout: %q\nstderr: %q", args, code, stdout, errs)
+		}
+	}
+}

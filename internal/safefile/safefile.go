@@ -10,7 +10,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Open opens the regular file path for reading and returns it with its
@@ -145,6 +148,20 @@ func outside(name string, err error) error {
 		return &os.PathError{Op: "open", Path: name, Err: ErrOutside}
 	}
 	return err
+}
+
+// Quote is path as a message prints it: as it is when every character is
+// printable and none is a space, quote or backslash, else Go-quoted
+// (strconv.Quote), so that control characters (an escape sequence, a bidi
+// override) and look-alike spaces show as escapes and never reach a
+// terminal as they are.
+func Quote(path string) string {
+	for _, r := range path {
+		if !unicode.IsPrint(r) || r == ' ' || r == '"' || r == '\\' || r == utf8.RuneError {
+			return strconv.Quote(path)
+		}
+	}
+	return path
 }
 
 // ReadFile is os.ReadFile of a regular file of at most limit bytes (Open's
