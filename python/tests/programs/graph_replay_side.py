@@ -20,7 +20,6 @@ def run(variant, c):
     with torch.cuda.stream(side):                          # warm up before the capture
         warm = static_in * 2.0
     torch.cuda.current_stream().wait_stream(side)
-    warm.record_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         static_out = static_in * 2.0
