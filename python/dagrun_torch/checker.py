@@ -286,9 +286,12 @@ def auto_spec(text: str) -> str:
     without the host stages that only waited. ``dagrun plan`` of it proposes
     the fewest waits that order every conflicting pair as the program issued
     them (the minimal-sync schedule for the program's own streams). Raises
-    ValueError when the text is not a trace written by dagrun_torch.record."""
+    ValueError when the text is not a trace written by dagrun_torch.record,
+    or is one of several host threads (dagrun plans from one thread)."""
     if "sync: manual" not in text or "# Recorded by dagrun_torch.record" not in text:
         raise ValueError("not a trace written by dagrun_torch.record")
+    if re.search(r"^  - \{name: [^,]+, (kind: host, )?thread: ", text, re.M):
+        raise ValueError("the trace has several host threads, and dagrun plans from one: no proposal")
     out = []
     for line in text.splitlines():
         if line == "sync: manual":

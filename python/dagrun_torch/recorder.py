@@ -41,6 +41,7 @@ dispatch logic) and 2.11 (CUDA 13, H200).
 """
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -156,6 +157,8 @@ class TraceBuilder:
         self._pending: Dict[Any, List[int]] = {}
         self._events: Dict[Any, List[int]] = {}
         self._allocs: Dict[int, _Alloc] = {}
+        self._alloc_ptrs: List[int] = []   # the keys of _allocs, sorted
+        self.unsized: Set[int] = set()     # allocations whose size no op has shown yet
         self._alloc_log: List[_Alloc] = []
         self._freed: List[Tuple[_Alloc, List[int], str]] = []   # (alloc, stages the allocator waited for, free site)
         self._frees: List[dict] = []
@@ -252,7 +255,10 @@ class TraceBuilder:
         """The caching allocator handed block ``ptr`` to a tensor on
         ``stream``; ``var``: the variable the source line assigns it to."""
         a = _Alloc(len(self._alloc_log), ptr, stream, site, var=var)
+        if ptr not in self._allocs:
+            bisect.insort(self._alloc_ptrs, ptr)
         self._allocs[ptr] = a
+        self.unsized.add(ptr)
         self._alloc_log.append(a)
         self.stream_name(stream)
 
@@ -261,16 +267,19 @@ class TraceBuilder:
         a = self._allocs.get(ptr)
         if a is not None and a.nbytes is None:
             a.nbytes = nbytes
+        self.unsized.discard(ptr)
 
     def record_stream(self, ptr: int, nbytes: int, stream: Any, site: str) -> None:
         """``tensor.record_stream(stream)`` on the storage at ``ptr``."""
         a = self._allocs.get(ptr)
         if a is None:  # allocated before recording started: its stream is unknown
             a = _Alloc(len(self._alloc_log), ptr, None, site, nbytes)
+            bisect.insort(self._alloc_ptrs, ptr)
             self._allocs[ptr] = a
             self._alloc_log.append(a)
         if a.nbytes is None:
             a.nbytes = nbytes
+        self.unsized.discard(ptr)
         a.record_streams.add(stream)
         self.stream_name(stream)
 
@@ -279,6 +288,8 @@ class TraceBuilder:
         a = self._allocs.pop(ptr, None)
         if a is None:
             return
+        del self._alloc_ptrs[bisect.bisect_left(self._alloc_ptrs, ptr)]
+        self.unsized.discard(ptr)
         others = [s for s in a.record_streams if s != a.stream]
         waited: List[int] = []
         for s in others:
@@ -290,13 +301,14 @@ class TraceBuilder:
             self._freed.append((a, waited, site))
 
     def _alloc_at(self, space: str, start: int) -> Optional[int]:
+        """The live allocation holding byte ``start`` (live blocks do not overlap)."""
         if _space_device(space) is None:
             return None
-        best = None
-        for a in self._allocs.values():
-            if a.nbytes is not None and a.ptr <= start < a.ptr + a.nbytes:
-                best = a.id
-        return best
+        i = bisect.bisect_right(self._alloc_ptrs, start) - 1
+        if i < 0:
+            return None
+        a = self._allocs[self._alloc_ptrs[i]]
+        return a.id if a.nbytes is not None and start < a.ptr + a.nbytes else None
 
     # -- work --------------------------------------------------------------
     def _covered(self, stream: Any) -> List[int]:
@@ -689,13 +701,21 @@ def frame_of_caller(skip_dirs: Sequence[str], allow_dirs: Sequence[str] = ()) ->
     """The innermost Python frame outside ``skip_dirs`` (frames under
     ``allow_dirs`` count even inside a skipped folder), or None."""
     f = sys._getframe(1)
+    key = (tuple(skip_dirs), tuple(allow_dirs))
+    known = _USER_FILES.setdefault(key, {})
     while f is not None:
         fn = f.f_code.co_filename
-        skipped = any(fn.startswith(d) for d in skip_dirs) and not any(fn.startswith(d) for d in allow_dirs)
-        if not fn.startswith("<") and not skipped and "contextlib" not in fn and not fn.endswith(_THREADING):
+        user = known.get(fn)
+        if user is None:
+            skipped = any(fn.startswith(d) for d in skip_dirs) and not any(fn.startswith(d) for d in allow_dirs)
+            user = known[fn] = not fn.startswith("<") and not skipped and "contextlib" not in fn and not fn.endswith(_THREADING)
+        if user:
             return f
         f = f.f_back
     return None
+
+
+_USER_FILES: Dict[Tuple[Tuple[str, ...], Tuple[str, ...]], Dict[str, bool]] = {}
 
 
 def _frame_site(f: Any) -> str:
@@ -718,13 +738,34 @@ _APPEND = re.compile(r"^\s*([A-Za-z_]\w*)\.append\(")
 _COMP_VAR = re.compile(r"\bfor\s+([A-Za-z_]\w*)\b")
 
 
-def assigned_name(f: Any) -> Optional[str]:
+_ORDINAL = threading.local()
+
+
+def _ordinal(f: Any) -> int:
+    """How many times in a row frame ``f``'s current line has asked before
+    (0 the first time): the index of what a comprehension or an
+    ``append`` loop on that line creates."""
+    key = (id(f), f.f_code, f.f_lineno)
+    last = getattr(_ORDINAL, "last", None)
+    if last is not None and last[0] == key:
+        last[1] += 1
+    else:
+        last = [key, 0]
+        _ORDINAL.last = last
+    return last[1]
+
+
+def assigned_name(f: Any, index: bool = True) -> Optional[str]:
     """The program's name for what frame ``f``'s line creates, read from the
     source line: ``s_copy`` for ``s_copy = torch.cuda.Stream()``,
     ``streams[2]`` for the third stream of ``streams = [torch.cuda.Stream()
-    for _ in range(3)]`` (the comprehension's variable, read from the
-    frame) or of ``streams.append(torch.cuda.Stream())`` (the list's length);
-    None when the line shows no name or the source is not readable."""
+    for _ in range(3)]`` or of ``streams.append(torch.cuda.Stream())`` in a
+    loop (with ``index``: the count of creations in a row on that line; call
+    it once per object created); None when the line shows no name (without
+    ``index``, for those two forms too) or the source is not readable. It
+    never reads the frame's locals: in CPython before 3.13 that keeps a
+    snapshot of them alive, and a tensor the program dropped would stay
+    allocated, changing what the caching allocator does."""
     import linecache
     if f is None:
         return None
@@ -732,15 +773,12 @@ def assigned_name(f: Any) -> Optional[str]:
     m = _ASSIGN.match(line)
     if m:
         target, rhs = m.groups()
-        c = _COMP_VAR.search(rhs)
-        if rhs.startswith("[") and c:
-            v = f.f_locals.get(c.group(1))
-            return "%s[%d]" % (target, v) if isinstance(v, int) and not isinstance(v, bool) else None
+        if rhs.startswith("[") and _COMP_VAR.search(rhs):
+            return "%s[%d]" % (target, _ordinal(f)) if index else None
         return target
     m = _APPEND.match(line)
     if m:
-        v = f.f_locals.get(m.group(1))
-        return "%s[%d]" % (m.group(1), len(v)) if isinstance(v, list) else None
+        return "%s[%d]" % (m.group(1), _ordinal(f)) if index else None
     return None
 
 
@@ -774,6 +812,19 @@ def _storage(t: Any) -> Tuple[int, int]:
     return int(s.data_ptr()), int(s.nbytes())
 
 
+class _SchemaInfo:
+    """What classify needs of an op's schema, read once per op (the schema's
+    objects are slow to read)."""
+
+    def __init__(self, schema: Any):
+        self.skip = schema.name in _SKIP_OPS
+        self.arguments = [(a.name, a.alias_info is not None and a.alias_info.is_write) for a in schema.arguments]
+        self.named = dict(self.arguments)
+        self.fresh_returns = [r.alias_info is None for r in schema.returns]
+        self.nreturns = len(schema.returns)
+        self.returns_tensor = any("Tensor" in str(r.type) for r in schema.returns)
+
+
 class _Classifier:
     """Reads and writes of one ATen op from its schema (the sanitizer's rule):
     arguments the schema marks as written (``Tensor(a!)``) are writes, other
@@ -784,6 +835,7 @@ class _Classifier:
 
     def __init__(self, is_device: Callable[[Any], bool], is_pinned: Callable[[Any], bool],
                  device_of: Callable[[Any], int] = lambda t: 0):
+        self._schemas: Dict[Any, "_SchemaInfo"] = {}
         self.is_device = is_device
         self.is_pinned = is_pinned
         self.device_of = device_of
@@ -792,53 +844,55 @@ class _Classifier:
         """Returns None (no GPU or pinned-memory work) or (where, reads,
         writes, tensors, read tensors, written tensors) with where "device"
         or "host"."""
-        schema = func._schema
-        name = schema.name
-        if name in _SKIP_OPS:
+        info = self._schemas.get(func)
+        if info is None:
+            info = self._schemas[func] = _SchemaInfo(func._schema)
+        if info.skip:
             return None
         written_args = []
         read_args = []
-        pos = list(zip(schema.arguments, args))
-        named = {a.name: a for a in schema.arguments[len(args):]}
-        pos += [(named[k], v) for k, v in kwargs.items() if k in named]
-        for a, v in pos:
+        for (name, write), v in zip(info.arguments, args):
             ts = _tensors_in(v)
-            if not ts:
-                continue
-            if a.alias_info is not None and a.alias_info.is_write:
-                written_args += ts
-            else:
-                read_args += ts
+            if ts:
+                (written_args if write else read_args).extend(ts)
+        for k, v in kwargs.items():
+            write = info.named.get(k)
+            if write is not None:
+                ts = _tensors_in(v)
+                if ts:
+                    (written_args if write else read_args).extend(ts)
         outs = []
-        for r, v in zip(schema.returns, out if isinstance(out, tuple) and len(schema.returns) > 1 else (out,)):
-            if r.alias_info is None:
+        for fresh, v in zip(info.fresh_returns, out if isinstance(out, tuple) and info.nreturns > 1 else (out,)):
+            if fresh:
                 outs += _tensors_in(v)
         if not written_args and not outs:
-            returns_tensor = any("Tensor" in str(r.type) for r in schema.returns)
-            if returns_tensor or not schema.returns:
+            if info.returns_tensor or not info.nreturns:
                 return None  # a view, or a metadata op
             # else it reads tensors into a Python value (.item(), equal): a read
+        spaces: Dict[int, str] = {}   # id(tensor) -> its memory's space, "" for pageable host memory
+
+        def space(t):
+            sp = spaces.get(id(t))
+            if sp is None:
+                sp = device_space(self.device_of(t)) if self.is_device(t) else PINNED if self.is_pinned(t) else ""
+                spaces[id(t)] = sp
+            return sp
         tensors = written_args + read_args + outs
-        dev = any(self.is_device(t) for t in tensors)
-        pinned = [t for t in tensors if not self.is_device(t) and self.is_pinned(t)]
-        if not dev and not pinned:
+        kinds = [space(t) for t in tensors]
+        if not any(kinds):
             return None
-        where = "device" if dev else "host"
+        where = "device" if any(k and k != PINNED for k in kinds) else "host"
 
         def acc(ts):
             res = []
             for t in ts:
-                if self.is_device(t):
-                    sp = device_space(self.device_of(t))
-                elif self.is_pinned(t):
-                    sp = PINNED
-                else:
-                    continue
-                r = _range(t)
-                if r is not None:
-                    res.append((sp, r[0], r[1]))
+                sp = space(t)
+                if sp:
+                    r = _range(t)
+                    if r is not None:
+                        res.append((sp, r[0], r[1]))
             return res
-        return where, acc(read_args), acc(written_args + outs), tensors, read_args, written_args + outs
+        return where, acc(read_args), acc(written_args + outs), tensors, read_args, written_args + outs, spaces
 
 
 def _make_mode(builder: TraceBuilder, classifier: _Classifier, current_stream: Callable[..., Any],
@@ -869,20 +923,21 @@ def _make_mode(builder: TraceBuilder, classifier: _Classifier, current_stream: C
             c = classifier.classify(func, args, kwargs, out)
             if c is None:
                 return out
-            where, reads, writes, tensors, read_ts, write_ts = c
+            where, reads, writes, tensors, read_ts, write_ts, spaces = c
             here = site()
             me = thread()
             op = "%s.%s" % (name.split("::")[-1], func._overloadname)
             with guard:
-                for t in tensors:
-                    if classifier.is_device(t):
-                        ptr, nb = _storage(t)
-                        builder.note_storage(ptr, nb)
+                if builder.unsized:  # sizes of fresh allocations, from the first op that touches them
+                    for t in tensors:
+                        if spaces[id(t)] not in ("", PINNED):
+                            ptr, nb = _storage(t)
+                            builder.note_storage(ptr, nb)
                 if where == "host":
                     builder.host_op(op, reads, writes, here, me)
                     return out
-                devs = [classifier.device_of(t) for t in read_ts if classifier.is_device(t)]
-                wdevs = [classifier.device_of(t) for t in write_ts if classifier.is_device(t)]
+                devs = [_space_device(spaces[id(t)]) for t in read_ts if spaces[id(t)] not in ("", PINNED)]
+                wdevs = [_space_device(spaces[id(t)]) for t in write_ts if spaces[id(t)] not in ("", PINNED)]
                 # ATen runs a copy between two devices on the source's current
                 # stream and makes the destination's current stream wait for it.
                 cross = name in _COPY_OPS and devs and wdevs and devs[0] != wdevs[0]
@@ -894,8 +949,8 @@ def _make_mode(builder: TraceBuilder, classifier: _Classifier, current_stream: C
                 sync = name in _SYNC_OPS
                 if name in _COPY_OPS:
                     nb = kwargs.get("non_blocking", args[2] if name == "aten::copy_" and len(args) > 2 else False)
-                    cpu_side = [t for t in tensors if not classifier.is_device(t)]
-                    if cpu_side and (not nb or not all(classifier.is_pinned(t) for t in cpu_side)):
+                    cpu_side = [spaces[id(t)] for t in tensors if spaces[id(t)] in ("", PINNED)]
+                    if cpu_side and (not nb or not all(k == PINNED for k in cpu_side)):
                         sync = True
                 if sync:
                     builder.stream_sync(stream, here, "host-reads-" + op.split(".")[0].strip("_"), me)
@@ -1012,10 +1067,8 @@ class _CudaBackend:
             "event_creation": lambda e: b.event_created(e),
             "event_record": lambda e, s: b.event_record(e, key(s), rec.thread()),
             "event_wait": lambda e, s: b.event_wait(e, key(s), rec.thread()),
-            "memory_allocation": lambda p: b.alloc(p, self.current_stream(), rec.site(), rec.assigned()),
+            "memory_allocation": lambda p: b.alloc(p, self.current_stream(), rec.site(), rec.assigned(index=False)),
             "memory_deallocation": lambda p: b.free(p, rec.site()),
-            "stream_creation": lambda s: b.stream_created(key(s), rec.site(), rec.assigned(), self.current_device(),
-                                                          rec.thread()),
             "device_synchronization": lambda: b.device_sync(rec.site(), rec.thread()),
             "stream_synchronization": lambda s: b.stream_sync(key(s), rec.site(), thread=rec.thread()),
             "event_synchronization": lambda e: b.event_sync(e, rec.site(), rec.thread()),
@@ -1111,9 +1164,9 @@ class record:
     def site(self) -> str:
         return self._site()
 
-    def assigned(self) -> Optional[str]:
+    def assigned(self, index: bool = True) -> Optional[str]:
         """The program's name for what the calling line creates (assigned_name)."""
-        return assigned_name(frame_of_caller(self._skip, self._allow))
+        return assigned_name(frame_of_caller(self._skip, self._allow), index)
 
     def guarded(self, what: str, cb: Callable) -> Callable:
         """``cb`` under the recording's lock, its errors kept for ``__exit__``."""
@@ -1206,6 +1259,15 @@ class record:
                     rec.guarded("Stream.query", b.stream_sync)(be.stream_key(s), rec.site(), "stream-query", rec.thread())
                 return done
             return query
+        def stream_new(orig):
+            def new(cls, *a, **k):
+                s = orig(cls, *a, **k)
+                if rec._active and "stream_id" not in k:  # not a wrapper of an existing stream
+                    rec.guarded("Stream", b.stream_created)(be.stream_key(s), rec.site(), rec.assigned(),
+                                                            s.device_index or 0, rec.thread())
+                return s
+            return staticmethod(new)
+        P.append(_Patch(torch.cuda.Stream, "__new__", stream_new))
         P.append(_Patch(torch.cuda.Event, "query", event_query))
         P.append(_Patch(torch.cuda.Stream, "query", stream_query))
 

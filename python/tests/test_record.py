@@ -417,3 +417,28 @@ def test_meta_has_stream_expressions_and_tensor_names():
     meta = json.loads(b.to_yaml().splitlines()[-1].split(": ", 1)[1])
     assert meta["streams"]["s1"] == "p.py:13" and meta["stream_exprs"] == {"s1": "streams[2]"}
     assert [a.get("var") for a in meta["allocs"]] == [None, "buf"]
+
+
+def test_assigned_name_keeps_no_local_alive():
+    """Naming a stream made on a line that appends it to a list must not keep
+    the frame's other locals alive (a snapshot of f_locals would, before
+    Python 3.13, and the caching allocator would then not reuse a block the
+    program freed)."""
+    import sys
+    import weakref
+    from dagrun_torch.recorder import assigned_name
+
+    class Big:
+        pass
+    dead = []
+
+    def program(new):
+        streams = []
+        x = Big()
+        gone = weakref.ref(x)
+        streams.append(new())
+        del x
+        dead.append(gone() is None)
+        return streams
+    assert program(lambda: assigned_name(sys._getframe(1))) == ["streams[0]"]
+    assert dead == [True]

@@ -41,10 +41,17 @@ def csan_one(prog, variant, cycles, n):
     try:
         mod.run(variant, Context(cycles, n))
         torch.cuda.synchronize()
-    except Exception as e:
-        text = str(e)
-        first = [l.strip() for l in text.splitlines() if l.strip()][:6]
-        print("CSAN: %s: %s" % (type(e).__name__, " | ".join(first)))
+    except Exception as e:  # CUDASanitizerErrors at the first race it sees
+        text = "\n".join(str(x) for x in getattr(e, "errors", [e]))
+        lines = [l.strip() for l in text.splitlines() if l.strip()]
+        kernels = []
+        for i, line in enumerate(lines):
+            if line.endswith("during kernel:") and i + 1 < len(lines):
+                where = [l for l in lines[i + 2:i + 12] if l.startswith("File ") and "/torch/" not in l]
+                kernels.append("%s (%s) %s" % (lines[i + 1].split("(")[0], line.split(" during")[0],
+                                               where[-1] if where else ""))
+        print("CSAN: %s: %s" % (type(e).__name__, " AFTER ".join(kernels) or " | ".join(lines[:8])))
+        print("\n".join(lines[:60]))
         return 3
     return 0
 
@@ -179,6 +186,7 @@ def main():
             said = [l for l in out.splitlines() if l.startswith("CSAN: ")]
             r["csan"] = "race" if pr.returncode == 3 else "ok" if pr.returncode == 0 else "error %s" % pr.returncode
             r["csan_output"] = said[-1] if said else out.strip()[-1500:]
+            r["csan_full"] = out[-6000:]
             print("CSAN %-22s %-8s %s %s" % (r["program"], r["variant"], r["csan"], r["csan_output"][:300]), flush=True)
 
     note = "%s, torch %s, CUDA %s: %.1f ms sleep (%d cycles), %d float32 per device buffer, %d trials" % (
