@@ -3,11 +3,13 @@ convolutional stand-in) on their own frame and copy the logits into one
 shared tensor; the default stream post-processes them. The racy variant's
 loop waits for two of the three camera streams (a wrong loop bound), the
 fixed one for all three. 60 iterations: a long trace with one missing
-wait."""
+wait. Each iteration calls ``dagrun_torch.step()``, which a bounded
+recording (``max_iterations``) counts."""
 import sys
 
 import torch
 
+import dagrun_torch
 from common import main
 
 VARIANTS = ("racy", "fixed")
@@ -32,6 +34,7 @@ def run(variant, c, net=None):
     results = []
     with torch.no_grad():
         for it in range(ITERATIONS):
+            dagrun_torch.step()                            # an iteration begins (for a bounded recording)
             for s in streams:
                 s.wait_stream(torch.cuda.current_stream())
             for cam, s in enumerate(streams):
