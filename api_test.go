@@ -3,6 +3,7 @@ package dagrun_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -71,6 +72,112 @@ func TestPlanFileRoundTrip(t *testing.T) {
 	}
 	if _, err := dagrun.ReadPlan(filepath.Join(dir, "missing.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// A plan file's byte ranges at both sides of the end of their buffer:
+// an access ending exactly at its buffer's end, and a buffer ending
+// exactly at the arena's end, read back and run; one byte further (the
+// range longer, or shifted, or the arena shorter) is refused with the
+// field named, before anything runs.
+func TestPlanFileRangeAtTheEnd(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "ib.yaml")
+	os.WriteFile(spec, []byte(`version: 1
+name: ib
+buffers:
+  - {name: x, bytes: 64}
+  - {name: y, bytes: 64, role: output}
+stages:
+  - {name: fill, kernel: fill, args: {value: 1.0}, writes: [x]}
+  - {name: tail, kernel: copy, reads: [{buffer: x, offset: 16, bytes: 48}], writes: [{buffer: y, offset: 16, bytes: 48}]}
+`), 0o644)
+	p := mustPlan(t, spec, dagrun.PlanOptions{})
+	var buf bytes.Buffer
+	if err := dagrun.WritePlanJSON(&buf, p, false); err != nil {
+		t.Fatal(err)
+	}
+	// edit rewrites the plan file's JSON with f applied.
+	edit := func(f func(plan map[string]any)) []byte {
+		d := json.NewDecoder(bytes.NewReader(buf.Bytes()))
+		d.UseNumber()
+		var plan map[string]any
+		if err := d.Decode(&plan); err != nil {
+			t.Fatal(err)
+		}
+		f(plan)
+		out, err := json.Marshal(plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	access := func(plan map[string]any, list string) map[string]any {
+		tail := plan["stages"].([]any)[1].(map[string]any)
+		if tail["name"] != "tail" {
+			t.Fatalf("stages[1] is %v, want tail", tail["name"])
+		}
+		return tail[list].([]any)[0].(map[string]any)
+	}
+	// set gives tail's read and write (a byte copy: the same length)
+	// the ranges [ro, ro+n) of x and [wo, wo+n) of y.
+	set := func(ro, wo, n int) []byte {
+		return edit(func(plan map[string]any) {
+			r, w := access(plan, "reads"), access(plan, "writes")
+			r["offset"], r["bytes"] = ro, n
+			w["offset"], w["bytes"] = wo, n
+		})
+	}
+	// shrink is the plan file with buffer i one byte shorter (63 bytes),
+	// so that the aligned ranges ending at byte 64 of it (fill's [0:64]
+	// of x, tail's [16:64]) end one byte past it.
+	shrink := func(i int) []byte {
+		return edit(func(plan map[string]any) {
+			plan["buffers"].([]any)[i].(map[string]any)["bytes"] = 63
+		})
+	}
+	arena := func(n int) []byte {
+		return edit(func(plan map[string]any) {
+			if x := plan["buffers"].([]any)[0].(map[string]any); x["name"] != "x" || x["arena_offset"] != json.Number("0") {
+				t.Fatalf("buffers[0] is %v, want x at arena offset 0", x)
+			}
+			plan["stats"].(map[string]any)["arena_bytes"] = n
+		})
+	}
+	f := filepath.Join(dir, "plan.json")
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string // "" accepted
+	}{
+		{"read and write end at the end", set(16, 16, 48), ""},
+		{"x one byte short of the writes and the read", shrink(0), `stages\[0\]\.writes\[0\]\.bytes: stage fill writes x at offset 0, 64 bytes: outside the buffer's 63 bytes`},
+		{"y one byte short of the write", shrink(1), `stages\[1\]\.writes\[0\]\.bytes: stage tail writes y at offset 16, 48 bytes: outside the buffer's 63 bytes`},
+		{"read one word later", set(20, 16, 48), `stages\[1\]\.reads\[0\]\.bytes: stage tail reads x at offset 20, 48 bytes: outside the buffer's 64 bytes`},
+		{"from offset 12 to the end", set(12, 12, 52), ""},
+		{"the last word", set(60, 60, 4), ""},
+		{"the word past the last", set(64, 60, 4), `stages\[1\]\.reads\[0\]\.offset: stage tail reads x at offset 64: want 0 to 63`},
+		{"the whole buffers", set(0, 0, 64), ""},
+		{"one word more than the buffers", set(0, 0, 68), `stages\[1\]\.reads\[0\]\.bytes: stage tail reads x at offset 0, 68 bytes: outside the buffer's 64 bytes`},
+		{"buffer ends at the arena's end", arena(64), ""},
+		{"arena one byte short", arena(63), `buffers\[0\]\.arena_offset: buffer x: arena bytes \[0:64\] past the arena's 63 bytes`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			os.WriteFile(f, c.data, 0o644)
+			q, err := dagrun.ReadPlan(f)
+			if c.want != "" {
+				if err == nil || !regexp.MustCompile(c.want).MatchString(err.Error()) {
+					t.Fatalf("ReadPlan: %v, want an error matching %q", err, c.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ReadPlan: %v", err)
+			}
+			if _, err := dagrun.Run(context.Background(), q, dagrun.RunOptions{Backend: dagrun.BackendSim}); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		})
 	}
 }
 

@@ -352,3 +352,39 @@ func TestSpinBounded(t *testing.T) {
 		t.Errorf("spin at the limit: %v, %v", us, err)
 	}
 }
+
+// TestInBounds: both sides of each bound of [offset, offset+bytes) in a
+// buffer of size bytes: a range ending exactly at the end is inside, one
+// byte further is outside; the same at the start, for empty ranges and
+// buffers, and for ends that would wrap int64.
+func TestInBounds(t *testing.T) {
+	const max = math.MaxInt64
+	for _, c := range []struct {
+		offset, bytes, size int64
+		want                bool
+	}{
+		{0, 64, 64, true},   // the whole buffer
+		{0, 65, 64, false},  // one byte past the end
+		{16, 48, 64, true},  // ends exactly at the end
+		{16, 49, 64, false}, // one byte past the end
+		{17, 48, 64, false}, // shifted by one: one byte past
+		{63, 1, 64, true},   // the last byte
+		{63, 2, 64, false},
+		{64, 0, 64, true}, // empty, at the end
+		{64, 1, 64, false},
+		{65, 0, 64, false}, // starts past the end
+		{0, 0, 0, true},    // empty buffer, empty range
+		{0, 1, 0, false},
+		{-1, 1, 64, false}, // before the start
+		{0, -1, 64, false},
+		{0, 1, -1, false},
+		{1, max, max, false}, // the end would wrap
+		{max, 1, max, false},
+		{max - 1, 1, max, true},
+		{max, 0, max, true},
+	} {
+		if got := InBounds(c.offset, c.bytes, c.size); got != c.want {
+			t.Errorf("InBounds(%d, %d, %d) = %v, want %v", c.offset, c.bytes, c.size, got, c.want)
+		}
+	}
+}

@@ -32,6 +32,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) executor.Backend) {
 	t.Run("Fill", s.fill)
 	t.Run("Copy", s.copy)
 	t.Run("CopyHostDevice", s.copyHostDevice)
+	t.Run("LaunchBounds", s.launchBounds)
 	t.Run("Scale", s.scale)
 	t.Run("Axpy", s.axpy)
 	t.Run("Mix", s.mix)
@@ -198,6 +199,57 @@ func (s suite) copy(t *testing.T) {
 	want := make([]byte, 256)
 	copy(want[64:192], executor.RandomBytes(3, 256)[:128])
 	expect(t, "dst", out["dst"], want)
+}
+
+// launchBounds: a launch whose access ends exactly at its buffer's end
+// is issued and copies those bytes; one ending a byte past (the same
+// aligned range of a buffer one byte shorter) is refused at Launch.
+func (s suite) launchBounds(t *testing.T) {
+	b := s.newBackend(t)
+	st, err := b.NewStream()
+	must(t, err)
+	alloc := func(name string, n int64) executor.Buffer {
+		h, err := b.Alloc(executor.BufferDesc{Name: name, Bytes: n, Where: contract.WhereDevice})
+		must(t, err)
+		return h
+	}
+	src, short, dst := alloc("src", 64), alloc("short", 63), alloc("dst", 64)
+	data := executor.RandomBytes(5, 64)
+	must(t, b.Write(src, data))
+	must(t, b.Write(dst, make([]byte, 64)))
+	arg := func(name string, h executor.Buffer, off, n int64) []executor.Arg {
+		return []executor.Arg{{Name: name, Buffer: h, Offset: off, Bytes: n}}
+	}
+	for _, c := range []struct {
+		name        string
+		read, write []executor.Arg
+		ok          bool
+	}{
+		{"read and write end at the end", arg("src", src, 16, 48), arg("dst", dst, 16, 48), true},
+		{"read ends a byte past", arg("short", short, 16, 48), arg("dst", dst, 16, 48), false},
+		{"write ends a byte past", arg("src", src, 16, 48), arg("short", short, 16, 48), false},
+		{"read starts at the end", arg("short", short, 64, 4), arg("dst", dst, 0, 4), false},
+	} {
+		l := &executor.LaunchDesc{Name: c.name, Kernel: contract.BuiltinCopy, Reads: c.read, Writes: c.write}
+		err := b.Launch(st, l)
+		if c.ok && err != nil {
+			t.Errorf("%s: Launch: %v", c.name, err)
+		}
+		if !c.ok && err == nil {
+			t.Errorf("%s: Launch issued an access outside its buffer", c.name)
+		}
+	}
+	must(t, b.Synchronize())
+	got, err := b.Read(dst)
+	must(t, err)
+	want := make([]byte, 64)
+	copy(want[16:], data[16:])
+	expect(t, "dst", got, want)
+	must(t, b.DestroyStream(st))
+	for _, h := range []executor.Buffer{src, short, dst} {
+		must(t, b.Free(h))
+	}
+	must(t, b.Close())
 }
 
 func (s suite) copyHostDevice(t *testing.T) {
