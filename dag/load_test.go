@@ -422,6 +422,39 @@ stages:
 	}
 }
 
+// TestLoadRangeAtTheEnd: a stage's byte range at both sides of its
+// buffer's end, in each form of an access: ending exactly at the end is
+// loaded as written; ending one byte past (the same aligned range of a
+// buffer one byte shorter) is an error at the access.
+func TestLoadRangeAtTheEnd(t *testing.T) {
+	for _, c := range []struct {
+		access string
+		want   string // the loaded range, or the error
+		ok     bool
+	}{
+		{`"a[16:64]"`, "a[16:64]", true},
+		{`"c[16:64]"`, "writes range c[16:64] is out of range of buffer c (63 bytes)", false},
+		{`{buffer: a, offset: 16, bytes: 48}`, "a[16:64]", true},
+		{`{buffer: c, offset: 16, bytes: 48}`, "writes range c[16:64] is out of range of buffer c (63 bytes)", false},
+		{`{buffer: a, offset: 0, bytes: 64}`, "a[0:64]", true},
+		{`{buffer: c, offset: 0, bytes: 64}`, "writes range c[0:64] is out of range of buffer c (63 bytes)", false},
+		{`"a[60:]"`, "a[60:64]", true},
+		{`"a[64:]"`, "offset 64 is past the end of buffer a (64 bytes)", false},
+		{`"a[60:68]"`, "writes range a[60:68] is out of range of buffer a (64 bytes)", false},
+	} {
+		src := "version: 1\nbuffers:\n  - {name: a, bytes: 64}\n  - {name: c, bytes: 63}\nstages:\n  - {name: s, kernel: spin, args: {us: 1}, writes: [" + c.access + "]}\n"
+		s, err := Load([]byte(src), "t.yaml", loadDir)
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.access, err)
+		case c.ok && fmt.Sprint(s.Stages[0].Writes[0]) != c.want:
+			t.Errorf("%s: loaded as %v, want %s", c.access, s.Stages[0].Writes[0], c.want)
+		case !c.ok && (err == nil || !strings.Contains(err.Error(), "t.yaml:6:") || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want an error at t.yaml:6 saying %q", c.access, err, c.want)
+		}
+	}
+}
+
 func TestLoadFull(t *testing.T) {
 	s, err := LoadFile(filepath.Join(loadDir, "full.yaml"))
 	if err != nil {
