@@ -117,6 +117,10 @@ func TestViolations(t *testing.T) {
 			"built-in axpy writes y[8:16], not the range y[0:8] it reads as y"},
 		{"in place", BuiltinMix, nil, []Range{rg("x", 0, 8), rg("y", 0, 16)}, []Range{rg("y", 8, 8)}, RuleInPlace, FieldReads, 1,
 			"built-in mix reads y[0:16], which overlaps its write y[8:16] without being the same range"},
+		{"in place, same offset, shorter read", BuiltinMix, nil, []Range{rg("y", 0, 8)}, []Range{rg("y", 0, 16)}, RuleInPlace, FieldReads, 0,
+			"built-in mix reads y[0:8], which overlaps its write y[0:16] without being the same range"},
+		{"in place, same offset, longer read", BuiltinMix, nil, []Range{rg("y", 0, 16)}, []Range{rg("y", 0, 8)}, RuleInPlace, FieldReads, 0,
+			"built-in mix reads y[0:16], which overlaps its write y[0:8] without being the same range"},
 		{"disjoint", BuiltinChecksum, nil, []Range{rg("x", 0, 64)}, []Range{rg("x", 56, 8)}, RuleDisjoint, FieldWrites, 0,
 			"built-in checksum writes x[56:64], which overlaps its read x[0:64]"},
 		{"min bytes", BuiltinChecksum, nil, []Range{rg("x", 0, 64)}, []Range{rg("s", 0, 4)}, RuleMinBytes, FieldWrites, 0,
@@ -385,6 +389,56 @@ func TestInBounds(t *testing.T) {
 	} {
 		if got := InBounds(c.offset, c.bytes, c.size); got != c.want {
 			t.Errorf("InBounds(%d, %d, %d) = %v, want %v", c.offset, c.bytes, c.size, got, c.want)
+		}
+	}
+}
+
+// TestInPlaceSameOffset: the in-place rule's pairwise predicate at its
+// same-offset boundary: the identical range is in place, a range at the
+// same offset one word shorter or longer is a different range that
+// overlaps, on either side; and a launch of each passes or breaks the
+// rule accordingly, through the pairwise check (few accesses) and the
+// range index (many).
+func TestInPlaceSameOffset(t *testing.T) {
+	for _, c := range []struct {
+		q, r Range
+		want bool
+	}{
+		{rg("y", 0, 16), rg("y", 0, 16), false},
+		{rg("y", 0, 16), rg("y", 0, 12), true},
+		{rg("y", 0, 16), rg("y", 0, 20), true},
+		{rg("y", 4, 16), rg("y", 4, 12), true},
+		{rg("y", 0, 16), rg("z", 0, 12), false},
+		{rg("y", 0, 16), rg("y", 16, 4), false}, // adjacent
+		{rg("y", 0, 16), rg("y", 12, 4), true},  // the last word
+	} {
+		for _, qr := range [2][2]Range{{c.q, c.r}, {c.r, c.q}} {
+			if got := differentOverlap(qr[0], qr[1]); got != c.want {
+				t.Errorf("differentOverlap(%v, %v) = %v, want %v", qr[0], qr[1], got, c.want)
+			}
+		}
+	}
+	mix := Lookup(BuiltinMix)
+	for _, many := range []bool{false, true} {
+		for _, c := range []struct {
+			read, write Range
+			ok          bool
+		}{
+			{rg("y", 0, 16), rg("y", 0, 16), true},
+			{rg("y", 0, 12), rg("y", 0, 16), false},
+			{rg("y", 0, 20), rg("y", 0, 16), false},
+		} {
+			reads, writes := []Range{c.read}, []Range{c.write}
+			if many { // past smallPairs: the range index answers
+				for i := range smallPairs {
+					reads = append(reads, rg("r", int64(8*i), 4))
+					writes = append(writes, rg("w", int64(8*i), 4))
+				}
+			}
+			vs := mix.CheckAccesses(reads, writes)
+			if got := len(vs) == 0; got != c.ok {
+				t.Errorf("mix reads %v, writes %v (%d accesses): violations %v, want ok=%v", c.read, c.write, len(reads)+len(writes), vs, c.ok)
+			}
 		}
 	}
 }

@@ -218,6 +218,8 @@ var errorCases = []struct {
 	{"fill value overflow", pre + "  - {name: s, kernel: fill, args: {value: 1e40}, writes: [a]}\n", []want{w(8, "1e40", "argument value = 1e+40 overflows float32")}},
 	{"builtin unknown arg", pre + "  - {name: s, kernel: mix, args: {spinus: 3}, writes: [a]}\n", []want{wh(8, "spinus", `unknown argument "spinus" for built-in mix`, "spin_us, max_words")}},
 	{"copy takes no args", pre + "  - {name: s, kernel: copy, args: {a: 1}, reads: [a], writes: [b]}\n", []want{wh(8, "a: 1", `unknown argument "a" for built-in copy`, "takes no arguments")}},
+	{"mix same offset, shorter read", pre + "  - {name: s, kernel: mix, reads: [\"a[0:32]\"], writes: [a]}\n", []want{w(8, `"a[0`, "built-in mix reads a[0:32], which overlaps its write a[0:64] without being the same range")}},
+	{"mix same offset, longer read", pre + "  - {name: s, kernel: mix, reads: [a], writes: [\"a[0:32]\"]}\n", []want{w(8, `a]`, "built-in mix reads a[0:64], which overlaps its write a[0:32] without being the same range")}},
 	{"mix partial overlap", pre + "  - {name: s, kernel: mix, reads: [\"a[0:32]\"], writes: [\"a[16:48]\"]}\n", []want{w(8, `"a[0`, "built-in mix reads a[0:32], which overlaps its write a[16:48] without being the same range")}},
 	{"mix no write", pre + "  - {name: s, kernel: mix, reads: [a]}\n", []want{w(8, "{", "built-in mix takes at least 1 write, got 0")}},
 	{"mix max_words zero", pre + "  - {name: s, kernel: mix, args: {max_words: 0}, writes: [a]}\n", []want{w(8, "0}", "max_words must be a positive integer")}},
