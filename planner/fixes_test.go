@@ -127,6 +127,51 @@ func TestFixesMinimal(t *testing.T) {
 	})
 }
 
+// TestFixesMinimalAtGreedyBound: the exact fix search at both sides of
+// the greedy set's size. A writer of x, readers on two other streams, then
+// the writer overwrites x: the greedy search waits for each reader before
+// the overwrite (5 waits), and 4 do it (the second reader waits for the
+// first, the overwrite for the second), one fewer than greedy: the
+// report has 4 fixes and claims them minimal. With one reader the greedy
+// set (3) is minimal. In both, the fixes make the plan verify and no set
+// of one fewer candidate waits does (brute force).
+func TestFixesMinimalAtGreedyBound(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		s    *dag.Spec
+		want int
+	}{
+		{"two readers between writes", manual(spec(stage("v0", on("c"), reads("x")), stage("v1", on("b"), writes("x")),
+			stage("v2", on("a"), reads("x")), stage("v3", on("d"), reads("x")), stage("v4", on("b"), writes("x")))), 4},
+		{"one reader between writes", manual(spec(stage("v0", on("c"), reads("x")), stage("v1", on("b"), writes("x")),
+			stage("v2", on("a"), reads("x")), stage("v4", on("b"), writes("x")))), 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Build(c.s, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var re *RaceError
+			if err := Verify(p); !errors.As(err, &re) {
+				t.Fatalf("want a race report, got %v", err)
+			}
+			var ws [][2]int
+			for _, f := range re.Fixes {
+				ws = append(ws, [2]int{f.After, f.Before})
+			}
+			if len(ws) != c.want || !re.FixesMinimal || len(re.Unfixed) > 0 {
+				t.Fatalf("%d fixes (minimal %v, %d races unfixed), want %d proven minimal:\n%v", len(ws), re.FixesMinimal, len(re.Unfixed), c.want, re)
+			}
+			if !fixedBy(p, ws) {
+				t.Fatalf("the fixes %v leave races", ws)
+			}
+			if anySubset(p, candidates(p), c.want-1, nil, 0) {
+				t.Fatalf("%d waits fix the plan; the test's minimum %d is wrong", c.want-1, c.want)
+			}
+		})
+	}
+}
+
 // TestLifetimeCutShort: a lifetime record that ends before a stream's last
 // use of its buffer — its event moved to an earlier record on that stream,
 // or its stream's entry dropped — is reported by Verify, naming the buffer
