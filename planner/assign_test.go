@@ -69,6 +69,36 @@ func TestAssign(t *testing.T) {
 	}
 }
 
+// TestAssignCapKeepsCriticalMatches: u → v is the critical path (100 µs
+// each); x also feeds v and u also feeds w, so the maximum matching
+// (u → w, x → v) splits it; y1 and y2 are independent. Uncapped, or with
+// a cap of the 4 chains that matching gives, u and v run on different
+// streams; under a cap of 3 the critical path's matches are fixed before
+// matching, and no augmenting path may re-match them: u and v share a
+// stream, whatever else the fold does.
+func TestAssignCapKeepsCriticalMatches(t *testing.T) {
+	s := spec(
+		stage("u", writes("a"), dur(100)),
+		stage("x", writes("b"), dur(1)),
+		stage("v", reads("a", "b"), dur(100)),
+		stage("w", reads("a"), dur(1)),
+		stage("y1", writes("c"), dur(1)),
+		stage("y2", writes("d"), dur(1)),
+	)
+	for _, c := range []struct {
+		cap  int
+		same bool // u and v on one stream
+	}{{0, false}, {4, false}, {3, true}, {2, true}} {
+		p := build(t, s, Options{MaxStreams: c.cap})
+		if c.cap > 0 && p.Stats.Streams > c.cap {
+			t.Errorf("cap %d: %d streams", c.cap, p.Stats.Streams)
+		}
+		if got := streamOf(p, "u") == streamOf(p, "v"); got != c.same {
+			t.Errorf("cap %d: u on %s and v on %s, want them on one stream: %v", c.cap, streamOf(p, "u"), streamOf(p, "v"), c.same)
+		}
+	}
+}
+
 func TestAssignCap(t *testing.T) {
 	s := loadGraph(t, "nasnetalarge")
 	full := build(t, s, Options{})
