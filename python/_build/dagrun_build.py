@@ -295,6 +295,26 @@ def write_sdist(project: Path, outdir: Path) -> Path:
     return path
 
 
+def build_binaries(project: Path, outdir: Path, targets) -> list:
+    """Build the bare dagrun binary for each target into outdir as
+    dagrun-V-GOOS-GOARCH (scripts/release.sh); return their paths."""
+    root = go_root(project)
+    v = version(root)
+    outdir.mkdir(parents=True, exist_ok=True)
+    out = []
+    for goos, goarch in targets:
+        path = outdir / ("dagrun-%s-%s-%s" % (v, goos, goarch))
+        tmp = outdir / (path.name + ".part")
+        try:
+            build_binary(root, goos, goarch, tmp)
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        out.append(path)
+    return out
+
+
 def build(project: Path, outdir: Path, targets) -> list:
     """Build one wheel per target (GOOS, GOARCH) into outdir; return their paths."""
     root = go_root(project)
@@ -337,12 +357,13 @@ def build_sdist(sdist_directory, config_settings=None):
 
 # --- the command ------------------------------------------------------------
 
-USAGE = """usage: dagrun_build.py OUTDIR [--sdist] [all | GOOS/GOARCH ...]
+USAGE = """usage: dagrun_build.py OUTDIR [--sdist | --binaries] [all | GOOS/GOARCH ...]
 
 Writes into OUTDIR a dagrun_torch wheel carrying a static dagrun binary for
 each platform named (default: this machine's), cross-compiled with Go:
   linux/amd64 linux/arm64 darwin/amd64 darwin/arm64   (all: every one)
---sdist also writes the source archive, which builds its binary with Go."""
+--sdist also writes the source archive, which builds its binary with Go.
+--binaries writes the bare binaries (dagrun-V-GOOS-GOARCH) instead of wheels."""
 
 
 def main(argv) -> int:
@@ -350,8 +371,8 @@ def main(argv) -> int:
         print(USAGE)
         return 0 if argv else 2
     outdir, rest = Path(argv[0]), argv[1:]
-    sdist = "--sdist" in rest
-    names = [a for a in rest if a != "--sdist"]
+    sdist, binaries = "--sdist" in rest, "--binaries" in rest
+    names = [a for a in rest if a not in ("--sdist", "--binaries")]
     targets = []
     for a in names:
         if a == "all":
@@ -367,7 +388,7 @@ def main(argv) -> int:
     try:
         if not targets:
             targets = [host_target()]
-        for p in build(_project(), outdir, targets):
+        for p in (build_binaries if binaries else build)(_project(), outdir, targets):
             print(p)
         if sdist:
             print(write_sdist(_project(), outdir))
