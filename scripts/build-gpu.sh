@@ -28,7 +28,8 @@
 #   Debian's nvidia-cuda-dev  fetched with apt-get and dpkg-deb: Debian or
 #                             Ubuntu, as root or with password-less sudo,
 #                             network access to the mirror (~775 MB once;
-#                             DAGRUN_CUDA_FETCH=no never fetches)
+#                             DAGRUN_CUDA_FETCH=no never fetches; test.sh
+#                             passes no unless given DAGRUN_CUDA_FETCH=yes)
 # When none applies it prints one line saying why and exits 3 (test.sh then
 # skips the cuda compile check and says so).
 set -euo pipefail
@@ -74,7 +75,7 @@ fetch() {
   if [[ -f "$cache/include/cuda.h" && -f "$cache/include/nvtx3/nvToolsExt.h" && -f "$cache/lib/libcuda.so" ]]; then
     return 0
   fi
-  [[ "${DAGRUN_CUDA_FETCH:-yes}" != no ]] || unavailable "fetching is off (DAGRUN_CUDA_FETCH=no)"
+  [[ "${DAGRUN_CUDA_FETCH:-yes}" != no ]] || unavailable "fetching them is off (DAGRUN_CUDA_FETCH=no; =yes adds an apt source and downloads Debian's nvidia-cuda-dev, about 775 MB once)"
   [[ -r /etc/os-release ]] || unavailable "not Debian or Ubuntu (no /etc/os-release), so nvidia-cuda-dev cannot be fetched"
   command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || unavailable "no apt-get/dpkg-deb to fetch Debian's nvidia-cuda-dev"
   if [[ $(id -u) -ne 0 ]] && ! sudo -n true 2>/dev/null; then

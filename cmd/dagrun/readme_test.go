@@ -16,21 +16,23 @@ import (
 
 const repo = "../.."
 
-// tryIt returns the commands of the README's "Try it" block.
+// tryIt returns the commands of the README's "Try it" and "More to try" blocks.
 func tryIt(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repo, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)## Try it\n.*?```\n(.*?)```").FindSubmatch(b)
-	if m == nil {
-		t.Fatal("README has no Try it block")
-	}
 	var cmds []string
-	for _, l := range strings.Split(string(m[1]), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			cmds = append(cmds, l)
+	for _, h := range []string{"Try it", "More to try"} {
+		m := regexp.MustCompile("(?s)## " + h + "\n.*?```\n(.*?)```").FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("README has no %s block", h)
+		}
+		for _, l := range strings.Split(string(m[1]), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				cmds = append(cmds, l)
+			}
 		}
 	}
 	return cmds
@@ -68,6 +70,103 @@ func TestReadmeTryItSelfContained(t *testing.T) {
 				t.Errorf("%q: %s is not in the repository (write outputs under /tmp)", c, w)
 			}
 		}
+	}
+}
+
+// The README's first screen (40 lines) holds the two set-up commands on its
+// first two lines, exactly as CI reads them, then the title, the install
+// commands (a clone's go install and the wheel's pip install) and three
+// things to try.
+func TestReadmeFrontDoor(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	want := []string{
+		"Main job (fresh machine with Go ≥ 1.26): `go run ./cmd/dagrun run specs/video/cameras.yaml --frames \"$(go env GOROOT)/src/image/testdata\"`",
+		"Tests (fresh machine): `scripts/test.sh`",
+	}
+	for i, w := range want {
+		if lines[i] != w {
+			t.Errorf("README line %d: %q, want %q", i+1, lines[i], w)
+		}
+	}
+	screen := strings.Join(lines[:min(40, len(lines))], "\n")
+	for _, w := range []string{"\n# dagrun", "## Install", "go install ./cmd/dagrun", "pip install dagrun_torch-", "## Try it"} {
+		if !strings.Contains(screen, w) {
+			t.Errorf("README's first 40 lines lack %q", w)
+		}
+	}
+	if m := regexp.MustCompile("(?s)## Try it\n.*?```\n(.*?)```").FindStringSubmatch(screen); m == nil || strings.Count(strings.TrimSpace(m[1]), "\n") != 2 {
+		t.Errorf("README's first 40 lines: want a Try it block of three commands")
+	}
+}
+
+// The docs install only what exists: the module is not published, so no
+// `go install …@latest`.
+func TestDocsInstallWhatExists(t *testing.T) {
+	forEachDoc(t, func(p string, i int, line string) {
+		if strings.Contains(line, "go install github.com/dagrun/dagrun") {
+			t.Errorf("%s:%d: the module is not published; install from a clone (go install ./cmd/dagrun): %s", p, i, line)
+		}
+	})
+}
+
+// Docs speak of what is, not of how it came to be.
+func TestDocsInThePresent(t *testing.T) {
+	bad := regexp.MustCompile(`(?i)\bused to\b|\bno longer\b|\bslower day\b|\bwas not the cause\b`)
+	forEachDoc(t, func(p string, i int, line string) {
+		if m := bad.FindString(line); m != "" {
+			t.Errorf("%s:%d: %q tells history; say what is: %s", p, i, m, line)
+		}
+	})
+}
+
+// Every Go, shell or Python file a doc names exists (from the top of the
+// repository, the doc's folder, or python/).
+func TestDocsNameFilesThatExist(t *testing.T) {
+	file := regexp.MustCompile(`\b(?:[a-z0-9_.-]+/)+[a-z0-9_]+\.(?:go|sh|py)\b`)
+	forEachDoc(t, func(p string, i int, line string) {
+		for _, f := range file.FindAllString(line, -1) {
+			found := false
+			for _, dir := range []string{repo, filepath.Dir(p), filepath.Join(repo, "python")} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s:%d: names %s, which does not exist", p, i, f)
+			}
+		}
+	})
+}
+
+// forEachDoc calls f on every line (numbered from 1) of the repository's
+// Markdown files outside hidden folders and testdata.
+func forEachDoc(t *testing.T, f func(path string, line int, text string)) {
+	t.Helper()
+	err := filepath.WalkDir(repo, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && d.Name() != "." && d.Name() != ".." || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".md") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, l := range strings.Split(string(b), "\n") {
+			f(p, i+1, l)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
