@@ -67,6 +67,10 @@ type hbGraph struct {
 	sparseVal                  []int32
 	sparseBase                 []int32
 	rowStream, rowSeg, rowBase []int32
+
+	// over is set when buildHB stopped at its bound: h answers nothing.
+	over  bool
+	steps int64 // buildHB's steps
 }
 
 // hbDelta is one clock entry set at a row: chain's count became val.
@@ -113,7 +117,7 @@ const (
 // stream cannot adopt (few streams: at most streams per row; uncapped plans
 // whose streams each run a few stages per iteration: up to streams² per
 // unrolled iteration).
-func hbEdges(p *Plan) *hbGraph { return buildHB(p, hbAuto) }
+func hbEdges(p *Plan) *hbGraph { return buildHB(p, hbAuto, 0) }
 
 // planOps is a plan's ops as hbEdges reads them, 9 bytes an op: op g
 // (numbered stream by stream, base[s] the first of stream s) is of kind
@@ -156,7 +160,10 @@ func opsOf(p *Plan) *planOps {
 	return c
 }
 
-func buildHB(p *Plan, layout hbLayout) *hbGraph {
+//
+// buildHB stops once it has taken more than maxSteps steps (clock entries
+// read and written; 0: no bound), leaving h.over set and h unusable.
+func buildHB(p *Plan, layout hbLayout, maxSteps int64) *hbGraph {
 	S := len(p.Streams)
 	c := opsOf(p)
 	h := &hbGraph{opBase: slices.Clone(c.base)}
@@ -233,9 +240,14 @@ func buildHB(p *Plan, layout hbLayout) *hbGraph {
 			}
 		}
 		b.issue(s, g, src)
+		if maxSteps > 0 && b.steps > maxSteps {
+			h.over = true
+			return h
+		}
 	}
 	h.chains = len(b.chainLen)
 	h.rows = len(b.rowStream)
+	h.steps = b.steps
 	dense := layout == hbDense || layout == hbAuto && (h.chains <= hbDenseChains || int64(h.rows)*int64(h.chains) <= 4*int64(len(b.dChain)))
 	b.dPrev, b.dJump, b.dDepth, b.headOf, b.headMap = nil, nil, nil, nil, nil // build-time only
 	if dense {
@@ -279,6 +291,7 @@ type hbBuilder struct {
 	at, atOp []int32
 	kind     []OpKind // per op: its kind
 	tail     []int32  // per chain: its last op
+	steps    int64    // clock entries read (query) and written (raise)
 }
 
 // hbMaxHops bounds the adoptions a query follows: a stream adopts a row
@@ -329,9 +342,11 @@ func (b *hbBuilder) setHead(s, c, k int32) {
 // else in the row its segment adopted.
 func (b *hbBuilder) query(r, c int32) int32 {
 	for r >= 0 {
+		b.steps++
 		s, seg := b.rowStream[r], b.rowSeg[r]
 		k := b.head(s, c)
 		for k >= 0 && b.dRow[k] > r {
+			b.steps++
 			if j := b.dJump[k]; j >= 0 && b.dRow[j] > r {
 				k = j // every delta skipped is after r too
 			} else {
@@ -520,6 +535,7 @@ func (b *hbBuilder) raise(u, g, r, c, val int32) {
 		return
 	}
 	k := int32(len(b.dChain))
+	b.steps++
 	b.atOp[c], b.at[c] = g, k+1
 	b.dChain = push(b.dChain, c)
 	b.dVal = push(b.dVal, val)

@@ -254,7 +254,7 @@ func checkReachBFS(t *testing.T, name string, p *Plan) (merged, handed bool) {
 		if k == 2 {
 			hbMaxHops, hbFlatHeads = 1, 0
 		}
-		h := buildHB(p, layout)
+		h := buildHB(p, layout, 0)
 		hbMaxHops, hbFlatHeads = hops, flat
 		if h.chains < len(p.Streams) {
 			merged = true

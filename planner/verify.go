@@ -299,12 +299,15 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 	// the clocks' op tables); then the arena and lifetime checks beside
 	// the sweep: each side reads the plan and what the other does not
 	// write.
-	v := &verifier{p: p}
+	v := &verifier{p: p, maxSteps: verifyMaxClock}
 	wg.Go(v.clocks)
 	err := v.accesses()
 	wg.Wait()
 	if err != nil {
 		return err
+	}
+	if v.hb.over {
+		return clockBoundError(p)
 	}
 	var arena []Race
 	var gaps []LifetimeGap
@@ -375,10 +378,59 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 	return re
 }
 
+// verifyMaxClock bounds the work of Verify's happens-before clocks, in
+// buildHB's steps (clock entries read and written: a few seconds on one
+// core, and at most 24 bytes each while the clocks are built, 1.1 GiB).
+// Plans of a few streams take a few steps per op (a 100,000-stage plan of
+// 8 streams, 3 million); plans of thousands of streams that each sync
+// with many others take up to streams × waits, and past the bound Verify
+// refuses them (clockBoundError). A variable for tests.
+var verifyMaxClock int64 = 48_000_000
+
+// clockBoundError is Verify's refusal of a plan whose clocks pass
+// verifyMaxClock entries, with the plan's size and what to do.
+func clockBoundError(p *Plan) error {
+	waits := 0
+	for s := range p.Streams {
+		for _, o := range p.Streams[s].Ops {
+			if o.Kind == OpWait {
+				waits++
+			}
+		}
+	}
+	if p.ops != nil {
+		waits = 0
+		for _, k := range p.ops.kind {
+			if k == OpWait {
+				waits++
+			}
+		}
+	}
+	unrolled := ""
+	if p.derived && p.base != nil && len(p.base.Stages) > 0 {
+		unrolled = fmt.Sprintf(", %d iterations unrolled", p.stages/len(p.base.Stages))
+	}
+	return &ClockBoundError{Streams: len(p.Streams), Waits: waits, Msg: fmt.Sprintf("verify: refused: the happens-before clocks of this plan (%d streams, %d waits%s) take more than %d steps (clock entries read and written, up to streams × waits = %d; the bound is a few seconds and about 1 GiB): too many streams that sync with one another to verify; plan it with fewer streams (--max-streams 8, the default, or options: {max_streams: 8} in the spec)",
+		len(p.Streams), waits, unrolled, verifyMaxClock, int64(len(p.Streams))*int64(waits))}
+}
+
+// ClockBoundError is Verify's refusal of a plan whose happens-before
+// clocks would take more than its bound of work (verifyMaxClock steps):
+// plans of thousands of streams that sync with one another. Planning with
+// fewer streams (Options.MaxStreams) makes such a plan verifiable.
+type ClockBoundError struct {
+	Streams, Waits int // the refused plan's
+	Msg            string
+}
+
+func (e *ClockBoundError) Error() string { return e.Msg }
+
 // verifier holds Verify's working state for one plan.
 type verifier struct {
 	p  *Plan
 	hb *hbGraph // happens-before (hb.go)
+	// maxSteps bounds the clocks' work (buildHB), 0 for none.
+	maxSteps int64
 
 	// Ops, numbered globally as in hbGraph (the same slices).
 	opBase     []int32 // per stream, global id of its op 0
@@ -775,8 +827,11 @@ func accessBuffers(p *Plan) []int32 {
 // stage's launch op.
 func (v *verifier) clocks() {
 	p := v.p
-	h := hbEdges(p)
+	h := buildHB(p, hbAuto, v.maxSteps)
 	v.hb = h
+	if h.over {
+		return
+	}
 	v.opBase, v.opStream, v.opIssue, v.opCaptured = h.opBase, h.opStream, h.opIssue, h.opCaptured
 	v.launchOp = make([]int32, p.stageCount())
 	if c := p.ops; c != nil {

@@ -1,0 +1,47 @@
+package planner
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/synth"
+)
+
+// TestClockBound: the happens-before clocks stop at their bound of steps
+// (at it they finish; one below, they stop), and Verify refuses a plan
+// whose clocks pass verifyMaxClock, naming its streams and the cap to
+// plan with, while the same spec planned on 8 streams verifies.
+func TestClockBound(t *testing.T) {
+	s := synth.Layered(3000)
+	p, err := Build(s, Options{}) // uncapped: hundreds of streams
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := unroll(p, UnrollIterations(p), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := hbEdges(q).steps
+	if h := buildHB(q, hbAuto, n); h.over {
+		t.Errorf("bound %d, the steps the clocks take: stopped", n)
+	}
+	if h := buildHB(q, hbAuto, n-1); !h.over {
+		t.Errorf("bound %d, one below the steps the clocks take: not stopped", n-1)
+	}
+
+	capped, err := Build(s, Options{MaxStreams: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(m int64) { verifyMaxClock = m }(verifyMaxClock)
+	verifyMaxClock = n / 4
+	err = Verify(p)
+	var cb *ClockBoundError
+	if !errors.As(err, &cb) || cb.Streams != len(p.Streams) || !strings.Contains(err.Error(), "--max-streams 8") {
+		t.Errorf("uncapped plan of %d streams, clocks of %d steps, bound %d: %v", len(p.Streams), n, verifyMaxClock, err)
+	}
+	if err := Verify(capped); err != nil {
+		t.Errorf("the plan on 8 streams, bound %d: %v", verifyMaxClock, err)
+	}
+}
