@@ -36,6 +36,11 @@ type Fix struct {
 	OldLag int `json:"old_lag,omitempty"`
 	// Edit is the fix as the spec edit, with its CUDA form (String).
 	Edit string `json:"edit"`
+	// Places is the number of places the wait goes in the program's
+	// source terms: each run of Before's line (a recorded trace's
+	// FILE:LINE, siteWaits) waits on the latest run of After's line; 1 for
+	// a spec whose stages are each their own site.
+	Places int `json:"places"`
 	// Instead is an edit that orders the same races without the wait, by
 	// one of CUDA's implicit rules (a stream made blocking, a copy made
 	// synchronous), checked on the plan; "" when none does.
@@ -51,7 +56,7 @@ type Fix struct {
 func newFix(p *Plan, x, y int) Fix {
 	s, t := p.Stages[x].Stream, p.Stages[y].Stream
 	return Fix{After: x, Before: y, AfterName: p.Stages[x].Name, BeforeName: p.Stages[y].Name, BeforeSource: p.Stages[y].Source,
-		RecordStream: streamLabel(p.Streams[s].Name, s), WaitStream: streamLabel(p.Streams[t].Name, t),
+		RecordStream: streamLabel(p.Streams[s].Name, s), WaitStream: streamLabel(p.Streams[t].Name, t), Places: 1,
 		afterSpec: specStageName(&p.Stages[x]), beforeSpec: specStageName(&p.Stages[y])}
 }
 
@@ -112,7 +117,10 @@ func (b *fixBudget) take(n, reserve int) bool {
 // Verify's vector clocks recomputed after each added wait, so that order
 // through stream order and other waits is counted. Then, while the number
 // of candidate sets stays under fixMaxExact, an exact search over every
-// smaller set proves the count minimal or finds a smaller set. Every
+// smaller set proves the count minimal or finds a smaller set. A wait
+// stands for the same wait at every run of its lines (siteWaits: one fix
+// per line of a recorded program), so candidates are one per source key.
+// Every
 // phase's cost is counted against fixMaxWork before it runs: when the
 // greedy search would pass it, each race it did not reach gets its own
 // candidate wait (partial); when the exact search would, the greedy set
@@ -138,6 +146,7 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 	streams := max(len(p.Streams), 1)
 	cost := func(w int) int { return (len(p.IssueOrder)+2*w)*(streams+1) + len(need) }
 	launchPos := launchPositions(p)
+	sw := newSiteWaits(p, launchPos)
 	order := make([]int, len(p.Stages))
 	for i := range order {
 		order[i] = i
@@ -154,14 +163,37 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 	// stream issued before its second stage (direct, or -1).
 	direct := make([]int, len(races))
 	nCands, least := 0, 0
+	// With repeated sites, candidates of one source key (siteWaits.key)
+	// count once: keys, and tried for those of stages with races.
+	keys, tried := map[[4]int]bool{}, map[[4]int]bool{}
 	walkCandidates(p, order, func(y int, last []int, started []int) {
 		own := 0
 		if last[p.Stages[y].Stream] >= 0 {
 			own = 1
 		}
-		nCands += len(started) - own
+		_, racy := bySecond[y]
+		if sw.site == nil {
+			nCands += len(started) - own
+			if racy {
+				least += len(started) - own
+			}
+		} else {
+			for _, s := range started {
+				if s == p.Stages[y].Stream {
+					continue
+				}
+				k := sw.key(p, [2]int{last[s], y})
+				if !keys[k] {
+					keys[k] = true
+					nCands++
+				}
+				if racy && !tried[k] {
+					tried[k] = true
+					least++
+				}
+			}
+		}
 		if ks, ok := bySecond[y]; ok {
-			least += len(started) - own
 			for _, k := range ks {
 				direct[k] = last[races[k].FirstStream]
 			}
@@ -172,11 +204,12 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 	partial = least > fixMaxWork/cost(0)
 	candsOf := map[int][][2]int{}
 	if !partial {
+		rep := map[[4]int][2]int{} // per source key, its first candidate
 		walkCandidates(p, order, func(y int, last []int, started []int) {
 			if _, ok := bySecond[y]; ok {
 				for _, s := range started {
 					if s != p.Stages[y].Stream {
-						candsOf[y] = append(candsOf[y], [2]int{last[s], y})
+						candsOf[y] = append(candsOf[y], sw.first(p, rep, [2]int{last[s], y}))
 					}
 				}
 			}
@@ -192,7 +225,7 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 		}
 		return ok
 	}
-	with := func(ws [][2]int) *Plan { return withWaits(p, ws) }
+	with := func(ws [][2]int) *Plan { return withWaits(p, sw.all(p, ws)) }
 	var waits [][2]int
 	var by [][]int // per wait, the races it is the first to order
 	done := make([]bool, len(races))
@@ -212,7 +245,7 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 			}
 			best, bestN, bestOK := -1, 0, []bool(nil)
 			for c, w := range candsOf[y] {
-				if !b.take(cost(len(waits)+1), 0) {
+				if !b.take(cost(sw.count(p, waits)+sw.count(p, [][2]int{w})), 0) {
 					partial = true
 					break
 				}
@@ -257,6 +290,7 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 		// wait before its second stage on its first stream, which orders
 		// it through stream order when its first stage is issued earlier.
 		at := map[[2]int]int{}
+		rep := map[[4]int][2]int{}
 		for _, k := range need {
 			if done[k] {
 				continue
@@ -267,6 +301,7 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 				unfixed = append(unfixed, k)
 				continue
 			}
+			w = sw.first(p, rep, w)
 			i, ok := at[w]
 			if !ok {
 				i = len(waits)
@@ -277,14 +312,15 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 			by[i] = append(by[i], k)
 		}
 		slices.Sort(unfixed)
-		return fixesBy(p, races, waits, by, b), unfixed, true, false
+		return fixesBy(p, races, waits, by, b, sw), unfixed, true, false
 	}
 	slices.Sort(unfixed)
 	// Exact: a smaller set among the candidates? Each size's tries are
 	// counted before it is tried, beside describing the fixes (fixesOf).
-	reserve := len(waits) * (cost(len(waits)) + cost(0))
+	placed := sw.count(p, waits)
+	reserve := len(waits) * (cost(placed) + cost(0))
 	if !b.take(0, reserve) {
-		return fixesBy(p, races, waits, by, b), unfixed, false, false
+		return fixesBy(p, races, waits, by, b, sw), unfixed, false, false
 	}
 	minimal = true
 	target := func(ok []bool) bool {
@@ -298,12 +334,12 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 	var cands [][2]int
 	for size := 0; size < len(waits); size++ {
 		n := binomial(nCands, size)
-		if n > fixMaxExact || !b.take(n*cost(size), reserve) {
+		if n > fixMaxExact || !b.take(n*cost(size*max(placed/max(len(waits), 1), 1)), reserve) {
 			minimal = false
 			break
 		}
 		if size == 1 {
-			cands = allCandidates(p, order)
+			cands = allCandidates(p, order, sw)
 		}
 		if set := firstSubset(cands, size, func(ws [][2]int) bool { return target(ordered(with(ws))) }); set != nil || size == 0 && target(ordered(p)) {
 			waits = set
@@ -311,19 +347,21 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 		}
 	}
 	if !p.unrolled { // an unrolled plan's waits are relaxed in spec terms (verifyIterations)
-		waits = relaxFixes(p, waits, func(q *Plan) bool { return target(ordered(q)) }, func() bool { return b.take(cost(len(waits)), reserve) })
+		waits = relaxFixes(p, waits, with, sw.site, func(q *Plan) bool { return target(ordered(q)) }, func() bool { return b.take(cost(placed), reserve) })
 	}
 	b.take(reserve, 0)
-	return fixesOf(p, races, need, waits), unfixed, false, minimal
+	return fixesOf(p, races, need, waits, sw), unfixed, false, minimal
 }
 
 // allCandidates is every candidate wait of minimalFixes, in issue order of
-// y (order), streams ascending.
-func allCandidates(p *Plan, order []int) [][2]int {
+// y (order), streams ascending, one per source key (sw.key).
+func allCandidates(p *Plan, order []int, sw *siteWaits) [][2]int {
 	var cands [][2]int
+	seen := map[[4]int]bool{}
 	walkCandidates(p, order, func(y int, last []int, started []int) {
 		for _, s := range started {
-			if s != p.Stages[y].Stream {
+			if k := sw.key(p, [2]int{last[s], y}); s != p.Stages[y].Stream && !seen[k] {
+				seen[k] = true
 				cands = append(cands, [2]int{last[s], y})
 			}
 		}
@@ -355,23 +393,36 @@ func walkCandidates(p *Plan, order []int, f func(y int, last, started []int)) {
 // relaxFixes moves each wait's record as early on its stream as the set
 // still orders every race (fixed reports it): the same number of waits,
 // with no more order than the races need (a ring's wait two iterations
-// back rather than one, say). Each try is paid for by more, which reports
-// false when the work bound leaves none.
-func relaxFixes(p *Plan, waits [][2]int, fixed func(*Plan) bool, more func() bool) [][2]int {
+// back rather than one, say). with makes the plan with a set of waits
+// (each at its places); with site (stageSites) set, records at a line
+// already tried are skipped (the places of a wait depend on its lines
+// only). Each try is paid for by more, which reports false when the work
+// bound leaves none.
+func relaxFixes(p *Plan, waits [][2]int, with func([][2]int) *Plan, site []int32, fixed func(*Plan) bool, more func() bool) [][2]int {
 	waits = slices.Clone(waits)
 	for i, w := range waits {
 		s := p.Stages[w[0]].Stream
 		ops := p.Streams[s].Ops
+		tried := map[int32]bool{}
+		if site != nil {
+			tried[site[w[0]]] = true
+		}
 		for j := streamPos(p, w[0]) - 1; j >= 0; j-- {
 			if ops[j].Kind != OpLaunch {
 				continue
+			}
+			if site != nil {
+				if tried[site[ops[j].Stage]] {
+					continue
+				}
+				tried[site[ops[j].Stage]] = true
 			}
 			if !more() {
 				return waits
 			}
 			try := slices.Clone(waits)
 			try[i][0] = ops[j].Stage
-			if !fixed(withWaits(p, try)) {
+			if !fixed(with(try)) {
 				break
 			}
 			waits = try
@@ -441,11 +492,12 @@ func withWaits(p *Plan, ws [][2]int) *Plan {
 // fixesBy describes waits as fixes, each with the races by lists for it,
 // as fixesOf does without recomputing them; a fix's Instead is tried
 // while b has work left.
-func fixesBy(p *Plan, races []Race, waits [][2]int, by [][]int, b *fixBudget) []Fix {
+func fixesBy(p *Plan, races []Race, waits [][2]int, by [][]int, b *fixBudget, sw *siteWaits) []Fix {
 	fixes := make([]Fix, 0, len(waits))
 	cost := len(p.IssueOrder) * (max(len(p.Streams), 1) + 1)
 	for i, w := range waits {
 		f := newFix(p, w[0], w[1])
+		f.Places = len(sw.places(p, w))
 		f.Races = slices.Sorted(slices.Values(by[i]))
 		if b.take(cost, 0) {
 			f.Instead = insteadOf(p, races, &f) // implicit.go
@@ -458,17 +510,21 @@ func fixesBy(p *Plan, races []Race, waits [][2]int, by [][]int, b *fixBudget) []
 
 // fixesOf describes waits as fixes, in order, each with the races it is
 // the first to order.
-func fixesOf(p *Plan, races []Race, need []int, waits [][2]int) []Fix {
+func fixesOf(p *Plan, races []Race, need []int, waits [][2]int, sw *siteWaits) []Fix {
 	got := make([]bool, len(races))
 	q := clonePlan(p)
 	var fixes []Fix
 	for _, w := range waits {
 		x, y := w[0], w[1]
-		addWait(q, x, y)
+		at := sw.places(p, w)
+		for _, v := range at {
+			addWait(q, v[0], v[1])
+		}
 		fixSteps.Add(int64(len(q.IssueOrder)*(max(len(q.Streams), 1)+1) + len(need)))
 		v := &verifier{p: q}
 		v.clocks()
 		f := newFix(p, x, y)
+		f.Places = len(at)
 		for _, k := range need {
 			if !got[k] && v.stageHB(int32(races[k].First), int32(races[k].Second)) {
 				got[k] = true
@@ -621,6 +677,9 @@ func (e *RaceError) report(b *strings.Builder) {
 		more = " or more"
 	}
 	fmt.Fprintf(b, "%d%s race%s", len(e.Races), more, plural(len(e.Races)))
+	if len(e.Sites) > 0 && len(e.Sites) < len(e.Races) {
+		fmt.Fprintf(b, " at %d site%s (each site: one hazard, buffer, pair of lines and streams)", len(e.Sites), plural(len(e.Sites)))
+	}
 	if len(e.Fixes) > 0 {
 		verb := "fixes"
 		if len(e.Fixes) > 1 {
@@ -649,27 +708,57 @@ func (e *RaceError) report(b *strings.Builder) {
 	}
 	printed := 0
 	for i, f := range e.Fixes {
-		fmt.Fprintf(b, "\nfix %d: %s\n  orders:", i+1, f)
-		for j, k := range f.Races {
-			if printed == verifyMaxPrinted {
-				fmt.Fprintf(b, "\n    … and %d more", len(f.Races)-j)
-				break
-			}
-			b.WriteString("\n    ")
-			b.WriteString(e.Races[k].pair())
-			printed++
+		fmt.Fprintf(b, "\nfix %d", i+1)
+		if f.Places > 1 {
+			fmt.Fprintf(b, " (at %d places: each run of %s on stream %s waits on the latest run of %s on stream %s before it)",
+				f.Places, SiteOf(f.BeforeName), f.WaitStream, SiteOf(f.AfterName), f.RecordStream)
 		}
+		fmt.Fprintf(b, ": %s\n  orders:", f)
+		e.reportRaces(b, f.Races, "\n    ", true, &printed)
 	}
-	for j, k := range e.Unfixed {
-		if printed == verifyMaxPrinted {
-			fmt.Fprintf(b, "\n  … and %d more", len(e.Unfixed)-j)
-			break
-		}
-		b.WriteString("\n  ")
-		b.WriteString(e.Races[k].String())
-		printed++
-	}
+	e.reportRaces(b, e.Unfixed, "\n  ", false, &printed)
 	e.reportLifetimes(b)
+}
+
+// reportRaces writes races ks, one line each (Race.pair with pairs, else
+// Race.String, with its own fix), or one line per site (siteLineOf) for a
+// site of several of them, up to verifyMaxPrinted lines in all (printed
+// counts them).
+func (e *RaceError) reportRaces(b *strings.Builder, ks []int, indent string, pairs bool, printed *int) {
+	n := map[int]int{} // per site, its races among ks
+	for _, k := range ks {
+		if e.Races[k].Site < len(e.Sites) {
+			n[e.Races[k].Site]++
+		}
+	}
+	done := map[int]bool{}
+	for j, k := range ks {
+		r := e.Races[k]
+		grouped := r.Site < len(e.Sites) && e.Sites[r.Site].Count > 1 && len(e.Sites) < len(e.Races)
+		if grouped && done[r.Site] {
+			continue
+		}
+		if *printed == verifyMaxPrinted {
+			rest := 0
+			for _, k2 := range ks[j:] {
+				if r2 := e.Races[k2]; !(r2.Site < len(e.Sites) && done[r2.Site]) {
+					rest++
+				}
+			}
+			fmt.Fprintf(b, "%s… and %d more", indent, rest)
+			return
+		}
+		b.WriteString(indent)
+		if grouped {
+			done[r.Site] = true
+			b.WriteString(e.siteLineOf(r.Site, n[r.Site]))
+		} else if pairs {
+			b.WriteString(r.pair())
+		} else {
+			b.WriteString(r.String())
+		}
+		*printed++
+	}
 }
 
 func (e *RaceError) reportLifetimes(b *strings.Builder) {

@@ -64,6 +64,10 @@ type Race struct {
 	// names the rule that does not (implicit.go) and why.
 	Rule string `json:"rule,omitempty"`
 
+	// Site indexes RaceError.Sites: the race's identity in the program's
+	// source (RaceSite).
+	Site int `json:"site"`
+
 	edit *ruleEdit // the plan edit Rule suggests instead of a wait (implicit.go)
 }
 
@@ -96,6 +100,10 @@ func (r Race) String() string {
 // (First, Second, Buffer).
 type RaceError struct {
 	Races []Race `json:"races"`
+	// Sites groups the races by their identity in the program's source
+	// (RaceSite): the iterations of a loop and the repeated calls of a
+	// recorded program are one site, with a count and an example.
+	Sites []RaceSite `json:"sites,omitempty"`
 	// Truncated is true when Verify stopped after verifyMaxRaces races; more exist.
 	Truncated bool `json:"truncated,omitempty"`
 	// Fixes are few waits that, added to the plan, order every race but
@@ -371,7 +379,7 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 		races[k].Fix = v.fix(&races[k], k < verifyMaxHints)
 		v.explain(&races[k]) // implicit.go's rules: Race.Rule, and the edit a rule suggests
 	}
-	re := &RaceError{Races: races, Truncated: v.truncated, Lifetimes: gaps}
+	re := &RaceError{Races: races, Sites: raceSites(races), Truncated: v.truncated, Lifetimes: gaps}
 	if withFixes {
 		re.Fixes, re.Unfixed, re.FixesPartial, re.FixesMinimal = minimalFixes(p, races)
 	}

@@ -1,19 +1,27 @@
 """Check a recorded trace with ``dagrun check`` and say what to change.
 
     result = dagrun_torch.check("trace.yaml")
-    print(result.report())      # races in the program's terms, and the fixes
+    print(result.report())      # races by source line, and the fixes as code
     python3 -m dagrun_torch check trace.yaml    # the same; exit 1 on a race
 
 The verdict is the dagrun binary's (``dagrun check``: happens-before from
 stream order and the recorded waits, every conflicting pair of accesses
-ordered as the program issued them). This module maps each race back to the
-two Python lines, their streams, the tensor (by its allocation line) and the
-bytes, and turns each of dagrun's fixes (``dagrun check --json``: the fewest
-waits that order every race, found over the plan's happens-before) into
-code: a ``wait_stream``/``wait_event`` before the second op, an
-``Event.synchronize()`` before a host access to pinned memory, or a
-``record_stream`` when the bytes belong to a tensor that was freed while a
-stream still used it and were handed to another tensor. No torch needed.
+ordered as the program issued them). The report is by source, not by op:
+a race's identity is its site (dagrun's ``sites``: the hazard, the two
+lines and their streams, the tensor's allocation line), so that the
+iterations of a loop and repeated calls are one entry with a count and an
+example. Each of dagrun's fixes is one wait in the program's source, made
+at every run of its line, and dagrun verified it on the trace (the trace
+with the fixes applied has none of the races they list): it becomes code,
+a ``wait_stream`` (or, where a later record would order more than the
+races need, an event recorded after the producer and ``wait_event``)
+before the consumer's line, an ``Event.synchronize()`` before a host
+access to pinned memory, or ``record_stream`` when the bytes belong to a
+tensor that was freed while another stream than the one that allocated it
+still used it. Streams are named as the program names them (``s_copy``,
+``streams[2]``) with the line that created them, tensors by their variable
+and allocation line, from the trace's ``dagrun_torch-meta`` line. No
+torch needed.
 """
 from __future__ import annotations
 
@@ -24,11 +32,16 @@ from typing import Dict, List, Optional, Tuple
 
 from ._binary import run_dagrun
 
-__all__ = ["check", "CheckResult", "Race", "TraceError", "read_trace", "parse_races", "auto_spec", "propose"]
+__all__ = ["check", "CheckResult", "Race", "Site", "TraceError", "read_trace", "parse_races", "auto_spec", "propose"]
+
+# Sites listed in full by report(); the rest are counted.
+_MAX_SITES = 10
+
 
 @dataclass
 class Race:
-    """One race: ``first`` and ``second`` are stage names in issue order."""
+    """One race: ``first`` and ``second`` are stage names in issue order;
+    ``site`` indexes CheckResult.sites."""
     kind: str
     buffer: str
     lo: int
@@ -38,6 +51,7 @@ class Race:
     second: str
     second_stream: str
     why: str = ""
+    site: int = 0
 
     @property
     def first_index(self) -> int:
@@ -46,6 +60,29 @@ class Race:
     @property
     def second_index(self) -> int:
         return _index(self.second)
+
+
+@dataclass
+class Site:
+    """The races of one source site: ``kind`` (RAW, WAR, WAW), the lines of
+    the first and second op (``first``, ``second``: FILE:LINE), their
+    streams (the trace's names), the tensor (the program's words), the
+    number of races and an example race. ``why``: how it happened, when
+    the allocator handed a freed block on; ``double_buffer``: a hazard of a
+    line's later run on bytes an earlier run of the other line still uses,
+    which a second buffer removes without any wait."""
+    kind: str
+    first: str
+    second: str
+    first_stream: str
+    second_stream: str
+    tensor: str
+    count: int
+    example: Race
+    first_op: str = ""
+    second_op: str = ""
+    why: str = ""
+    double_buffer: bool = False
 
 
 def _index(stage: str) -> int:
@@ -60,7 +97,7 @@ def _site(stage: str) -> str:
 
 def _op(stage: str) -> str:
     parts = stage.split(":")
-    return parts[1] if len(parts) >= 4 else stage
+    return parts[1].split(".")[0] if len(parts) >= 4 else stage
 
 
 def parse_races(report: dict) -> List[Race]:
@@ -69,7 +106,8 @@ def parse_races(report: dict) -> List[Race]:
     out = []
     for r in (report or {}).get("races") or []:
         out.append(Race(r["kind"], r["buffer"], int(r["offset"]), int(r["offset"]) + int(r["bytes"]),
-                        r["first_name"], r["first_stream_name"], r["second_name"], r["second_stream_name"]))
+                        r["first_name"], r["first_stream_name"], r["second_name"], r["second_stream_name"],
+                        site=int(r.get("site", 0))))
     return out
 
 
@@ -176,105 +214,260 @@ def _meta_problem(m) -> str:
     return ""
 
 
-@dataclass
-class CheckResult:
-    """``ok``: no race. ``races``: the races (first/second in issue order).
-    ``fixes``: suggested changes, each a line of text. ``output``: the raw
-    ``dagrun check`` output. ``warnings``: dagrun check's warnings (waits
-    that wait for nothing or are redundant, outputs no stage writes)."""
-    ok: bool
-    races: List[Race] = field(default_factory=list)
-    fixes: List[str] = field(default_factory=list)
-    output: str = ""
-    streams: Dict[str, str] = field(default_factory=dict)
-    warnings: List[str] = field(default_factory=list)
+class _Names:
+    """The program's names for the trace's streams and tensors."""
 
-    def report(self) -> str:
-        """Readable report: each race, then the fixes."""
-        if self.ok:
-            return "\n".join(["ok: no race"] + ["warning: " + w for w in self.warnings])
-        lines = []
-        for i, r in enumerate(self.races, 1):
-            lines.append("race %d (%s) on %s bytes [%d, %d):" % (i, r.kind, r.buffer, r.lo, r.hi))
-            lines.append("    %s %s on stream %s, then %s %s on stream %s: not ordered" % (
-                _site(r.first), _op(r.first), r.first_stream, _site(r.second), _op(r.second), r.second_stream))
-            if r.why:
-                lines.append("    " + r.why)
-        if self.fixes:
-            lines.append("fix (%d change%s):" % (len(self.fixes), "" if len(self.fixes) == 1 else "s"))
-            lines += ["  - " + f for f in self.fixes]
-        named = {k: v for k, v in self.streams.items() if v}
-        if named:
-            lines.append("streams: " + ", ".join("%s created at %s" % kv for kv in sorted(named.items())))
-        if not self.races:
-            lines.append(self.output.strip())
-        return "\n".join(lines)
+    def __init__(self, meta: Optional[dict]):
+        meta = meta or {}
+        self.sites: Dict[str, str] = {k: v for k, v in (meta.get("streams") or {}).items() if v}
+        self.exprs: Dict[str, str] = dict(meta.get("stream_exprs") or {})
+        self.allocs = {a["id"]: a for a in meta.get("allocs") or []}
+        self.frees = {f["alloc"]: f for f in meta.get("frees") or []}
+        self.stages = meta.get("stages") or []
 
+    def stream(self, name: str) -> str:
+        """How the report names a stream: the program's expression, else
+        where it was created, else the trace's name."""
+        if name == "default":
+            return "the default stream"
+        if name == "host":
+            return "the host"
+        if name in self.exprs:
+            return self.exprs[name]
+        if name in self.sites:
+            return "the stream created at %s" % self.sites[name]
+        return "stream %s" % name
 
-def _stream_expr(name: str) -> str:
-    return "torch.cuda.default_stream()" if name == "default" else name
+    def code(self, name: str) -> str:
+        """The stream as code (a placeholder when the program's
+        expression is not known)."""
+        if name == "default":
+            return "torch.cuda.default_stream()"
+        return self.exprs.get(name) or ("<the stream created at %s>" % self.sites[name] if name in self.sites else "<stream %s>" % name)
 
+    def created(self, names) -> str:
+        out = []
+        for n in names:
+            if n in self.sites and ("%s created at %s" % (self.stream(n), self.sites[n])) not in out:
+                out.append("%s created at %s" % (self.stream(n), self.sites[n]))
+        return ", ".join(out)
 
-def _suggest(races: List[Race], report: dict, meta: Optional[dict]) -> List[str]:
-    """Code for each of dagrun's fixes (one wait each, the fewest that fix
-    every race), in the program's terms; races no wait fixes keep dagrun's
-    advice."""
-    stages = (meta or {}).get("stages", [])
-    allocs = {a["id"]: a for a in (meta or {}).get("allocs", [])}
-    frees = {f["alloc"]: f for f in (meta or {}).get("frees", [])}
-
-    def alloc_ids(idx: int, r: Race) -> set:
-        if not 0 <= idx < len(stages):
+    def alloc_ids(self, idx: int, r: Race) -> set:
+        if not 0 <= idx < len(self.stages):
             return set()
-        st = stages[idx]
+        st = self.stages[idx]
         out = set()
         for (buf, lo, hi), a in zip(st.get("accesses", []), st.get("allocs", [])):
             if buf == r.buffer and lo < r.hi and r.lo < hi and a is not None:
                 out.add(a)
         return out
 
-    # Why each race happened, in the program's terms.
-    reused = {}
-    for k, r in enumerate(races):
-        fa, sa = alloc_ids(r.first_index, r), alloc_ids(r.second_index, r)
+    def tensor(self, r: Race) -> str:
+        ids = self.alloc_ids(r.first_index, r) or self.alloc_ids(r.second_index, r)
+        if not ids:
+            return ("pinned memory %s" if r.buffer.startswith("pinned") else "%s") % r.buffer
+        a = self.allocs.get(min(ids), {})
+        var = a.get("var")
+        return "%s (allocated at %s)" % (var, a.get("site", "?")) if var else "the tensor allocated at %s" % a.get("site", "?")
+
+
+@dataclass
+class CheckResult:
+    """``ok``: no race. ``races``: the races (first/second in issue order).
+    ``sites``: the races grouped by source site (Site), in dagrun's order.
+    ``fixes``: the changes to make, each a line of text (one per line of
+    the program, with the sites it removes). ``output``: the raw ``dagrun
+    check`` output. ``warnings``: dagrun check's warnings (waits that wait
+    for nothing or are redundant, outputs no stage writes). ``streams``:
+    each stream's creation line; ``stream_names``: the program's names."""
+    ok: bool
+    races: List[Race] = field(default_factory=list)
+    fixes: List[str] = field(default_factory=list)
+    output: str = ""
+    streams: Dict[str, str] = field(default_factory=dict)
+    warnings: List[str] = field(default_factory=list)
+    sites: List[Site] = field(default_factory=list)
+    stream_names: Dict[str, str] = field(default_factory=dict)
+    notes: List[str] = field(default_factory=list)
+
+    def report(self) -> str:
+        """Readable report: the race sites, then the fixes."""
+        if self.ok:
+            return "\n".join(["ok: no race"] + ["warning: " + w for w in self.warnings])
+        lines = []
+        if self.sites:
+            n = len(self.races)
+            if n == len(self.sites):
+                lines.append("%d race%s:" % (n, "" if n == 1 else "s"))
+            else:
+                lines.append("%d races at %d site%s (a site: one hazard, tensor, pair of lines and streams):" % (
+                    n, len(self.sites), "" if len(self.sites) == 1 else "s"))
+            for i, st in enumerate(self.sites[:_MAX_SITES], 1):
+                lines.append("  %d. %s" % (i, _site_line(st, self.stream_names)))
+                if st.why:
+                    lines.append("     " + st.why)
+            if len(self.sites) > _MAX_SITES:
+                rest = self.sites[_MAX_SITES:]
+                lines.append("  … and %d more sites (%d races)" % (len(rest), sum(x.count for x in rest)))
+        if self.fixes:
+            lines.append("fix (%d change%s; dagrun verified each on the trace: with it, the races it lists are gone):" % (
+                len(self.fixes), "" if len(self.fixes) == 1 else "s"))
+            for f in self.fixes:
+                first, *more = f.split("\n")
+                lines.append("  - " + first)
+                lines += ["    " + m for m in more]
+        lines += self.notes
+        # The streams the report names by expression, with their lines.
+        named = [n for n in sorted(self.stream_names) if self.streams.get(n) and not self.stream_names[n].startswith(("the ", "stream "))]
+        if named:
+            lines.append("streams: " + ", ".join("%s created at %s" % (self.stream_names[n], self.streams[n]) for n in named))
+        if not self.races:
+            lines.append(self.output.strip())
+        return "\n".join(lines)
+
+
+def _site_line(st: Site, names: Dict[str, str]) -> str:
+    def on(stream):
+        return names.get(stream, stream)
+    r = st.example
+    s = "%s on %s: %s (%s on %s) → %s (%s on %s)" % (
+        st.kind, st.tensor, st.first, st.first_op, on(st.first_stream), st.second, st.second_op, on(st.second_stream))
+    if st.count > 1:
+        s += ", %d races, e.g. ops %s → %s" % (st.count, r.first.split(":")[0], r.second.split(":")[0])
+    if st.double_buffer:
+        s += "; it is a later run of %s on bytes an earlier run of %s still uses: a second buffer (two, alternating between runs) removes it without any wait" % (
+            st.second, st.first)
+    return s
+
+
+class _Trace:
+    """The trace's stage lines, for the streams and recorded waits of the
+    stages a fix names (one line per stage, after ``stages:``)."""
+    _STAGE = re.compile(r'^  - \{name: "([^"]*)", kernel: [^,]*, stream: ([^,}]*)(?:.*, waits: \[([^\]]*)\])?')
+
+    def __init__(self, lines: List[str]):
+        self.lines = lines
+        try:
+            self.start = lines.index("stages:") + 1
+        except ValueError:
+            self.start = -1
+
+    def stage(self, i: int) -> Tuple[str, str, List[str]]:
+        """(name, stream, waited stage names) of stage i, or ("", "", [])."""
+        if self.start < 0 or not 0 <= self.start + i < len(self.lines):
+            return "", "", []
+        m = self._STAGE.match(self.lines[self.start + i])
+        if not m or _index(m.group(1)) != i:
+            return "", "", []
+        waits = re.findall(r'"([^"]*)"', m.group(3) or "")
+        return m.group(1), m.group(2), waits
+
+
+def _explain(races: List[Race], report: dict, names: _Names, trace: _Trace) -> Tuple[List[Site], List[str], Dict[str, str]]:
+    """The sites of dagrun's report in the program's terms, and each of its
+    fixes as code."""
+    label = {}
+    for r in races:
+        for s in (r.first_stream, r.second_stream):
+            label.setdefault(s, names.stream(s))
+    sites: List[Site] = []
+    reused: Dict[int, int] = {}   # site → the freed tensor's alloc id, when the allocator handed its block on
+    stage_sites = [st.get("site", "") for st in names.stages]
+    for i, g in enumerate((report or {}).get("sites") or []):
+        r = races[g["example"]]
+        st = Site(g["kind"], _site(r.first), _site(r.second), r.first_stream, r.second_stream, names.tensor(r),
+                  int(g["count"]), r, _op(r.first), _op(r.second))
+        fa, sa = names.alloc_ids(r.first_index, r), names.alloc_ids(r.second_index, r)
         if r.second_stream == "host":
-            r.why = "the host touches pinned memory that a copy on stream %s may still be using" % r.first_stream
+            st.why = "the host touches pinned memory that %s may still be using" % label[r.first_stream]
         elif fa and sa and not (fa & sa) and r.first_stream != "host":
             old = min(fa)
-            a = allocs.get(old, {})
-            f = frees.get(old)
-            new = allocs.get(min(sa), {})
-            r.why = ("the tensor allocated at %s was freed%s while stream %s still used it; the caching allocator "
-                     "gave its block to the tensor allocated at %s (stream %s)") % (
-                a.get("site", "?"), " at %s" % f["site"] if f else "", r.first_stream, new.get("site", "?"),
-                new.get("stream") or r.second_stream)
-            reused[k] = old
+            a, f, new = names.allocs.get(old, {}), names.frees.get(old), names.allocs.get(min(sa), {})
+            st.why = ("the tensor allocated at %s was freed%s while %s still used it; the caching allocator "
+                      "gave its block to the tensor allocated at %s (on %s)") % (
+                a.get("site", "?"), " at %s" % f["site"] if f else "", label[r.first_stream], new.get("site", "?"),
+                names.stream(new.get("stream") or r.second_stream))
+            reused[i] = old
+        if st.kind in ("WAR", "WAW") and 0 <= r.first_index <= len(stage_sites) and st.second in stage_sites[:r.first_index]:
+            st.double_buffer = True
+        sites.append(st)
+
     fixes: List[str] = []
     for fx in (report or {}).get("fixes") or []:
         a, b = fx["after_name"], fx["before_name"]
         sf, sg = fx["record_stream"], fx["wait_stream"]
+        if sf == sg:
+            continue  # never a self-wait (dagrun proposes none)
         ks = fx.get("races") or []
-        olds = sorted({reused[k] for k in ks if k in reused})
+        ids = sorted({races[k].site for k in ks})
+        places = int(fx.get("places") or 1)
+        runs = ", at each of its %d runs" % places if places > 1 else ""
+        removes = "removes site%s %s (%d race%s)" % ("" if len(ids) == 1 else "s", ", ".join(str(i + 1) for i in ids),
+                                                   len(ks), "" if len(ks) == 1 else "s")
+        olds = sorted({reused[i] for i in ids if i in reused})
+        al = names.allocs.get(olds[0], {}) if olds else {}
         if sg == "host":
-            fixes.append("after %s (%s on stream %s) record an event, `event = torch.cuda.Event(); event.record(%s)`, "
-                         "and call `event.synchronize()` before %s (%s on the host)" % (
-                             _site(a), _op(a), sf, _stream_expr(sf), _site(b), _op(b)))
-        elif olds:
-            al = allocs.get(olds[0], {})
-            f = frees.get(olds[0])
-            fixes.append("call `t.record_stream(%s)` for the tensor t allocated at %s, after its use at %s on stream %s "
-                         "(or, before it is freed%s, make its allocating stream wait: `%s.wait_stream(%s)`)" % (
-                             _stream_expr(sf), al.get("site", "?"), _site(a), sf,
-                             " at %s" % f["site"] if f else "", _stream_expr(al.get("stream") or "default"), _stream_expr(sf)))
+            fixes.append("after %s (%s on %s), `event = torch.cuda.Event(); event.record(%s)`, and before %s (%s on the host), "
+                         "`event.synchronize()`%s; %s" % (_site(a), _op(a), label.get(sf, names.stream(sf)), names.code(sf),
+                                                         _site(b), _op(b), runs, removes))
+        elif olds and len(olds) == len(ids) and al.get("stream") not in (None, sf):
+            # The freed tensor was used on sf, which did not allocate it:
+            # record_stream(sf) keeps its block from the allocator until
+            # sf's work is done.
+            f = names.frees.get(olds[0])
+            t = al.get("var") or "t"
+            fixes.append("`%s.record_stream(%s)` for the tensor %sallocated at %s, after its use at %s on %s "
+                         "(or, before it is freed%s, `%s.wait_stream(%s)`: its allocating stream waits)%s; %s" % (
+                             t, names.code(sf), "" if al.get("var") else "t ", al.get("site", "?"), _site(a), label.get(sf, sf),
+                             " at %s" % f["site"] if f else "", names.code(al.get("stream") or "default"), names.code(sf), runs, removes))
         else:
-            fixes.append("before %s (%s on stream %s), make %s wait for %s: `%s.wait_stream(%s)`, or record an event "
-                         "on %s after %s and `%s.wait_event(event)`" % (
-                             _site(b), _op(b), sg, sg, sf, _stream_expr(sg), _stream_expr(sf), sf,
-                             _site(a), _stream_expr(sg)))
+            head, *more = _wait_fix(fx, names, trace, label).split("\n")
+            fixes.append("\n".join([head + runs + "; " + removes] + more))
+    seen = set()
     for k in (report or {}).get("unfixed") or []:
         r = races[k]
-        fixes.append("%s then %s: %s" % (_site(r.first), _site(r.second), (report["races"][k].get("fix") or "")))
-    return fixes
+        if r.site in seen:
+            continue
+        seen.add(r.site)
+        fixes.append("site %d, %s then %s: %s" % (r.site + 1, _site(r.first), _site(r.second), (report["races"][k].get("fix") or "")))
+    return sites, fixes, label
+
+
+def _wait_fix(fx: dict, names: _Names, trace: _Trace, label: Dict[str, str]) -> str:
+    """A wait before the consumer's line: ``wait_stream`` when the
+    producer is the latest op of its stream issued before the consumer
+    (then the two are the same order), else an event recorded right after
+    the producer (``wait_stream`` would also wait for the work the stream
+    was given after it)."""
+    a, b = fx["after_name"], fx["before_name"]
+    sf, sg = fx["record_stream"], fx["wait_stream"]
+    ia, ib = _index(a), _index(b)
+    waiter = names.exprs.get(sg) or "torch.cuda.current_stream()"
+    later = any(trace.stage(i)[1] == sf for i in range(ia + 1, ib)) if 0 <= ia < ib else False
+    if later:
+        text = ("after %s (%s on %s), `event = torch.cuda.Event(); event.record(%s)`, and before %s (%s on %s), "
+                "`%s.wait_event(event)` (`%s.wait_stream(%s)` there would also wait for what %s runs after %s)" % (
+                    _site(a), _op(a), label.get(sf, names.stream(sf)), names.code(sf), _site(b), _op(b), label.get(sg, names.stream(sg)),
+                    waiter, waiter, names.code(sf), label.get(sf, sf), _site(a)))
+    else:
+        text = "before %s (%s on %s): `%s.wait_stream(%s)`" % (_site(b), _op(b), label.get(sg, names.stream(sg)), waiter, names.code(sf))
+    # The waiting stage already waits for streams created where sf was:
+    # a loop over them that leaves sf out.
+    where = names.sites.get(sf)
+    if where:
+        _, _, waited = trace.stage(ib)
+        peers = []
+        for w in waited:
+            st = trace.stage(_index(w))[1]
+            if st and st != sf and names.sites.get(st) == where and names.stream(st) not in peers:
+                peers.append(names.stream(st))
+        if peers and sf in names.exprs:
+            text += ("\n%s already waits there for %s, created at %s like %s: the code that makes those waits leaves %s out" % (
+                label.get(sg, names.stream(sg)), ", ".join(peers), where, names.stream(sf), names.stream(sf)))
+        elif peers:
+            text += ("\n%s already waits there for %d other stream%s created at %s: the code that makes those waits leaves this one out" % (
+                label.get(sg, names.stream(sg)), len(peers), "" if len(peers) == 1 else "s", where))
+    return text
 
 
 _WAITS = re.compile(r', waits: \[[^\]]*\]')
@@ -329,16 +522,24 @@ def check(path: str, dagrun: Optional[str] = None) -> CheckResult:
     be read.
     """
     text = read_trace(path)
-    meta = _meta(text, path)
+    names = _Names(_meta(text, path))
     r = run_dagrun(["check", "--json", path], ok_codes=(0, 1), binary=dagrun)
     doc = json.loads(r.stdout)
     out = r.stdout + r.stderr
-    streams = (meta or {}).get("streams", {})
+    lines = text.splitlines()
     if r.returncode == 0:
-        return CheckResult(ok=True, output=out, streams=streams, warnings=list(doc.get("warnings") or []))
+        return CheckResult(ok=True, output=out, streams=names.sites, warnings=list(doc.get("warnings") or []))
     report = doc.get("report") or {}
     races = parse_races(report)
-    return CheckResult(ok=False, races=races, fixes=_suggest(races, report, meta), output=out, streams=streams)
+    sites, fixes, label = _explain(races, report, names, _Trace(lines))
+    for r in races:
+        if 0 <= r.site < len(sites):
+            r.why = sites[r.site].why
+    notes = []
+    if report.get("fixes_partial"):
+        notes.append("note: dagrun's fix search stopped at its work bound: the fixes are not the fewest")
+    return CheckResult(ok=False, races=races, fixes=fixes, output=out, streams=names.sites, sites=sites,
+                       stream_names=label, notes=notes)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -1,0 +1,112 @@
+package planner
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+)
+
+func TestSiteOf(t *testing.T) {
+	for _, c := range [][2]string{
+		{"k12:copy_.default:cam.py:23", "cam.py:23"},
+		{"h7:synchronize:a/b.py:9", "a/b.py:9"},
+		{"pre@3", "pre"},
+		{"k12:copy_.default:cam.py:23@2", "cam.py:23"},
+		{"k1:x", "k1:x"},                 // no FILE:LINE
+		{"kx:op:f.py:1", "kx:op:f.py:1"}, // no number after k
+		{"k1:op:f.py:x", "k1:op:f.py:x"}, // no line number
+		{"load", "load"},
+	} {
+		if got := SiteOf(c[0]); got != c[1] {
+			t.Errorf("SiteOf(%q) = %q, want %q", c[0], got, c[1])
+		}
+	}
+	for _, c := range [][2]string{
+		{"mem3:cam.py:12", "cam.py:12"},
+		{"pinned0", "pinned0"},
+		{"frame#1", "frame"},
+		{"memory", "memory"},
+		{"mem:cam.py:12", "mem:cam.py:12"},
+	} {
+		if got := BufferSiteOf(c[0]); got != c[1] {
+			t.Errorf("BufferSiteOf(%q) = %q, want %q", c[0], got, c[1])
+		}
+	}
+}
+
+// loop is a recorded trace of n runs of a loop body: line 5 writes x on
+// s1, line 7 reads x on the default stream and writes y, with no wait.
+func loop(n int) *dag.Spec {
+	var stages []dag.StageSpec
+	for i := range n {
+		stages = append(stages,
+			stage(fmt.Sprintf("k%d:fill_.Scalar:p.py:5", 2*i), on("s1"), writes("x")),
+			stage(fmt.Sprintf("k%d:sum.default:p.py:7", 2*i+1), on("default"), reads("x"), writes("y")))
+	}
+	return manual(spec(stages...))
+}
+
+// TestFixesOnePerLine: the races of every run of a loop are one site
+// each, and each fix is one wait in the program's source made at every
+// run of its line; applied there, the plan verifies.
+func TestFixesOnePerLine(t *testing.T) {
+	const n = 6
+	p, err := Build(loop(n), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	re, ok := Verify(p).(*RaceError)
+	if !ok {
+		t.Fatalf("want races, got %v", Verify(p))
+	}
+	// RAW: line 5's write of run i before line 7's read of runs ≥ i; WAR:
+	// line 7's read of run i before line 5's write of runs > i.
+	if len(re.Sites) != 2 || len(re.Races) != n*(n+1)/2+n*(n-1)/2 {
+		t.Fatalf("%d races at %d sites, want %d at 2:\n%v", len(re.Races), len(re.Sites), n*n, re)
+	}
+	for _, s := range re.Sites {
+		if s.First == s.Second || s.Count < n-1 || s.Buffer != "x" {
+			t.Errorf("site %+v", s)
+		}
+	}
+	if len(re.Fixes) != 2 || len(re.Unfixed) != 0 || !re.FixesMinimal {
+		t.Fatalf("want 2 fixes, proven fewest:\n%v", re)
+	}
+	sw := newSiteWaits(p, launchPositions(p))
+	q := clonePlan(p)
+	places := 0
+	for _, f := range re.Fixes {
+		if f.RecordStream == f.WaitStream {
+			t.Errorf("a self-wait: %+v", f)
+		}
+		at := sw.places(p, [2]int{f.After, f.Before})
+		if len(at) != f.Places {
+			t.Errorf("fix %s: %d places, reported %d", f, len(at), f.Places)
+		}
+		places += f.Places
+		for _, w := range at {
+			addWait(q, w[0], w[1])
+		}
+	}
+	// Line 7 waits at each of its n runs, line 5 at each run after the first.
+	if places != 2*n-1 {
+		t.Errorf("%d places, want %d:\n%v", places, 2*n-1, re)
+	}
+	if err := Verify(q); err != nil {
+		t.Errorf("the fixes applied at their places: %v", err)
+	}
+	want := fmt.Sprintf("fix 1 (at %d places: each run of p.py:", n)
+	if s := re.Error(); !contains(s, want) || !contains(s, "at 2 sites") {
+		t.Errorf("report:\n%s\nwant %q", s, want)
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

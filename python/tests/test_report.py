@@ -1,0 +1,102 @@
+"""The check's report by source: a loop's races are one entry per site with
+a count, one fix per line of the program in its own names, verified on the
+trace; the synthetic 60-iteration, 3-camera-stream loop fits a screen."""
+import os
+
+import pytest
+
+from dagrun_torch import camera_loop
+from dagrun_torch.checker import check
+from dagrun_torch.recorder import DEVICE, TraceBuilder
+
+MB = 1 << 20
+
+
+def W(p, n=MB):
+    return (DEVICE, p, p + n)
+
+
+def written(b, tmp_path, name="t"):
+    p = tmp_path / ("%s.yaml" % name)
+    p.write_text(b.to_yaml())
+    return str(p)
+
+
+@pytest.fixture(scope="module")
+def camera(tmp_path_factory):
+    d = tmp_path_factory.mktemp("camera")
+    racy, fixed = d / "racy.yaml", d / "fixed.yaml"
+    n = camera_loop.write(str(racy))
+    camera_loop.write(str(fixed), fixed=True)
+    return str(racy), str(fixed), n
+
+
+def test_camera_loop_fits_a_screen(camera, dagrun_bin):
+    """60 iterations × 3 camera streams, the default stream waiting for two
+    of them: 3,600 races at two sites, one fix at the consumer's line in
+    the program's names (streams[2], created at line 13), verified."""
+    racy, fixed, n = camera
+    assert n > 30000
+    res = check(racy, dagrun=dagrun_bin)
+    text = res.report()
+    lines = text.splitlines()
+    assert 0 < len(lines) <= 20, text
+    assert len(res.races) == 3600 and len(res.sites) == 2, text
+    assert sorted(s.count for s in res.sites) == [1770, 1830]
+    assert len(res.fixes) == 1, text
+    fix = res.fixes[0]
+    assert fix.startswith("before camera_loop.py:27 (_softmax on the default stream): "
+                          "`torch.cuda.current_stream().wait_stream(streams[2])`, at each of its 60 runs"), fix
+    assert "removes sites 1, 2 (3600 races)" in fix, fix
+    assert "already waits there for streams[0], streams[1], created at camera_loop.py:13 like streams[2]" in fix, fix
+    assert "streams: streams[2] created at camera_loop.py:13" in lines, text
+    assert "logits (allocated at camera_loop.py:12)" in text, text
+    # The host refilling a pinned frame an earlier upload still reads: a
+    # second buffer removes it without a wait; the RAW on logits is not.
+    war = [s for s in res.sites if s.kind == "WAR"][0]
+    raw = [s for s in res.sites if s.kind == "RAW"][0]
+    assert war.double_buffer and not raw.double_buffer
+    assert "wait_stream(streams[2])" in text and " s3" not in text, text
+    ok = check(fixed, dagrun=dagrun_bin)
+    assert ok.ok, ok.report()
+    # docs/pytorch.md shows this report as it prints it.
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "pytorch.md")) as f:
+        doc = f.read()
+    assert "\n" + text + "\n```" in doc, text
+
+
+def test_fix_waits_on_the_producers_record(dagrun_bin, tmp_path):
+    """The producer is not the latest op of its stream before the consumer:
+    the fix records an event right after the producer (wait_stream there
+    would also wait for the later op)."""
+    b = TraceBuilder("late", default_stream=0)
+    b.stream_created("s1", "p.py:1", "s_copy")
+    b.stream_created("s2", "p.py:2", "s_comp")
+    b.kernel("s1", "fill_.Scalar", [], [W(0x100000)], "p.py:5")
+    b.kernel("s1", "fill_.Scalar", [], [W(0x900000)], "p.py:6")
+    b.kernel("s2", "sum.default", [W(0x100000)], [W(0x2000000, 4)], "p.py:7")
+    res = check(written(b, tmp_path), dagrun=dagrun_bin)
+    assert len(res.fixes) == 1, res.report()
+    f = res.fixes[0]
+    assert f.startswith("after p.py:5 (fill_ on s_copy), `event = torch.cuda.Event(); event.record(s_copy)`, "
+                        "and before p.py:7 (sum on s_comp), `s_comp.wait_event(event)`"), f
+
+
+def test_no_record_stream_on_the_allocating_stream(dagrun_bin, tmp_path):
+    """A block freed by the stream that allocated it and handed to a tensor
+    another stream writes: record_stream on the allocating stream would do
+    nothing; the fix is a wait, never a self-wait."""
+    b = TraceBuilder("own", default_stream=0)
+    b.stream_created("s1", "p.py:1", "side")
+    b.alloc(0x100000, "s1", "p.py:3", var="a")
+    b.note_storage(0x100000, MB)
+    b.kernel("s1", "fill_.Scalar", [], [W(0x100000)], "p.py:4")
+    b.free(0x100000, "p.py:5")
+    b.alloc(0x100000, "s1", "p.py:6", var="c")
+    b.note_storage(0x100000, MB)
+    b.kernel(0, "fill_.Scalar", [], [W(0x100000)], "p.py:7")
+    res = check(written(b, tmp_path), dagrun=dagrun_bin)
+    assert len(res.fixes) == 1, res.report()
+    f = res.fixes[0]
+    assert "record_stream" not in f and "side.wait_stream(side)" not in f, f
+    assert "before p.py:7 (fill_ on the default stream): `torch.cuda.current_stream().wait_stream(side)`" in f, f
