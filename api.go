@@ -82,6 +82,10 @@ type (
 	OutputFunc = executor.OutputFunc
 	// Race is one race the simulator's detector saw (executor.Race).
 	Race = executor.Race
+	// PeriodError is CheckRun's and Run's refusal of several iterations of
+	// a plan whose iterations repeat only after more than 1024 (its stream
+	// sets, event slots and ring sizes), executor.PeriodError.
+	PeriodError = executor.PeriodError
 	// Timeline is a run's timeline: one lane per stream, a bar per stage,
 	// the waits as arrows (trace.Timeline; WriteChromeTrace, WritePNG).
 	Timeline = trace.Timeline

@@ -73,7 +73,7 @@ func (x *program) lowerRegions() error {
 		n = m.Period(maxPhases)
 	}
 	if n > maxPhases {
-		return fmt.Errorf("executor: the plan's stream sets, event slots and ring sizes repeat only after more than %d iterations: use fewer distinct ring sizes", maxPhases)
+		return periodTooLong()
 	}
 	x.phaseDescs(n)
 	x.streams, x.events = m.Streams, m.Events()

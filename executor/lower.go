@@ -465,12 +465,30 @@ func (x *program) phaseCount() (int, error) {
 		}
 	}
 	if n > maxPhases {
-		return 0, fmt.Errorf("executor: the plan's stream sets, event slots and ring sizes repeat only after more than %d iterations: use fewer distinct ring sizes", maxPhases)
+		return 0, periodTooLong()
 	}
 	if n*(len(x.p.IssueOrder)+2*len(x.p.Streams)+4) > maxInstrs {
-		return 0, fmt.Errorf("executor: %d phases of %d ops exceed the executor's %d instructions: use fewer distinct ring sizes", n, len(x.p.IssueOrder), maxInstrs)
+		return 0, &PeriodError{fmt.Sprintf("executor: %d phases of %d ops exceed the executor's %d instructions: %s", n, len(x.p.IssueOrder), maxInstrs, periodHint)}
 	}
 	return n, nil
+}
+
+// PeriodError is lowering's refusal of a run of several iterations of a
+// plan whose iterations resolve streams, event slots and ring copies alike
+// only after more than maxPhases (1024) iterations (the least common
+// multiple of its stream sets, event slots and ring sizes), or whose
+// phases take more than maxInstrs instructions. `dagrun check` gives the
+// same refusal, before its verdict.
+type PeriodError struct{ msg string }
+
+func (e *PeriodError) Error() string { return e.msg }
+
+// periodHint is what to do about a PeriodError.
+const periodHint = "use fewer distinct ring sizes (copies), shorter lags (each event keeps lag + 1 slots) or fewer stream sets"
+
+// periodTooLong is the PeriodError of a period past maxPhases.
+func periodTooLong() error {
+	return &PeriodError{fmt.Sprintf("executor: the plan's stream sets, event slots and ring sizes repeat only after more than %d iterations: %s", maxPhases, periodHint)}
 }
 
 // phaseDescs gives every stage that touches a ring buffer one launch

@@ -194,10 +194,10 @@ func iterate(st *state) error {
 			return fmt.Errorf("stream sets %d: %d copies of this plan's %d device streams would be more than %d physical streams (a GPU runs at most a few hundred at once): use --stream-sets %d or fewer (PlanOptions.StreamSets), or 0 for the largest copies of any buffer", R, R, device, MaxStreamSetStreams, most)
 		}
 	}
-	period := R
-	for _, k := range copies {
-		period = lcm(period, k)
-	}
+	// The walks below unroll at most 64 iterations of the period: a
+	// least common multiple saturating past that never overflows (ring
+	// sizes of distinct primes pass 2^63 in a few dozen buffers).
+	period := lcmOf(64, R, copies)
 	p.Iteration = &Iteration{StreamSets: R} // provisional: the walk maps streams through it
 	_, P := p.PhysicalStreams()
 	// Each wait of an iteration may join a clock of P entries: the walk's
@@ -593,6 +593,8 @@ func launchPositions(p *Plan) []int {
 	return pos
 }
 
+// lcm is the least common multiple of a and b (both ≥ 1); callers keep
+// a·b within int (lcmOf saturates at a small limit).
 func lcm(a, b int) int {
 	g, h := a, b
 	for h != 0 {

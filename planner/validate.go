@@ -355,7 +355,13 @@ func (p *Plan) validateStreams() error {
 	for _, s := range p.Streams {
 		ops += len(s.Ops)
 	}
-	if lim := max(ops, minEventLimit); p.Events < 0 || p.Events > lim {
+	lim := max(ops, minEventLimit)
+	if p.unrolled {
+		// Unrolled iterations have an event per slot: one per event of the
+		// plan, and up to MaxExtraSlots more for lagged waits (manual.go).
+		lim += MaxExtraSlots
+	}
+	if p.Events < 0 || p.Events > lim {
 		return planErr("events", "%d events, want 0 to %d (the larger of the plan's %d ops and %d: an event no op uses is a mistake)", p.Events, lim, ops, minEventLimit)
 	}
 	launched := make([]int32, len(p.Stages))

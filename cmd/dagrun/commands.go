@@ -492,15 +492,25 @@ in graph mode as one graph of the whole iteration.`,
 }
 
 // modeRefusal is why run --mode mode would refuse pl's plan before any
-// work (dagrun.CheckRun), nil when it would run it (always in stream
-// mode, which check's verdict is about).
+// work (dagrun.CheckRun), nil when it would run it. In stream mode, which
+// check's verdict is about, only a plan across iterations whose period is
+// too long for run (dagrun.PeriodError) is refused: check and run agree.
 func modeRefusal(pl *planned, mode dagrun.Mode) error {
-	if mode != dagrun.ModeGraph {
-		return nil
-	}
 	var ro dagrun.RunOptions
 	ro.Mode, ro.Iterations, ro.Alloc = mode, 1, dagrun.AllocStatic
-	return dagrun.CheckRun(pl.p, ro)
+	if pl.p.Iteration != nil {
+		ro.Iterations = 2 // the period matters from the second iteration on
+	}
+	if mode == dagrun.ModeGraph {
+		return dagrun.CheckRun(pl.p, ro)
+	}
+	if pl.p.Iteration == nil {
+		return nil
+	}
+	if err := dagrun.CheckRun(pl.p, ro); errors.As(err, new(*dagrun.PeriodError)) {
+		return err
+	}
+	return nil
 }
 
 // runFlags are run's flags other than the planner's and the stream's.
