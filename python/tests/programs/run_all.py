@@ -123,7 +123,9 @@ def main():
                 t0 = time.time()
                 with record(path, **bound) as rec:
                     camera_loop.run(v.split("-")[0], c, net)
-                entry["record_s"] = round(time.time() - t0, 2)
+                    t1 = time.time()
+                entry["record_s"] = round(t1 - t0, 2)
+                entry["write_s"] = round(time.time() - t1, 2)
                 entry["stages"] = len(rec.builder.stages)
                 entry["bytes"] = os.path.getsize(path)
                 t0 = time.time()
