@@ -13,14 +13,19 @@ import (
 )
 
 // TestPyTorchTraces checks the multi-stream PyTorch programs recorded on
-// the H200 by dagrun_torch.record (python/tests/testdata/traces): each
-// racy program is a race with at least one fix, each fixed one is clean.
+// the GPU by dagrun_torch.record (python/tests/testdata/traces: the bug
+// patterns, on the H200; python/tests/testdata/programs: the programs of
+// python/tests/programs, on an H100, with several host threads and a CUDA
+// graph among them): each racy program is a race with at least one fix,
+// every other trace is clean.
 func TestPyTorchTraces(t *testing.T) {
 	t.Parallel()
 	files, _ := filepath.Glob("../../python/tests/testdata/traces/*.yaml")
-	if len(files) < 16 {
-		t.Fatalf("%d traces, want 16", len(files))
+	programs, _ := filepath.Glob("../../python/tests/testdata/programs/*.yaml")
+	if len(files) < 16 || len(programs) < 23 {
+		t.Fatalf("%d pattern traces and %d program traces, want 16 and 23", len(files), len(programs))
 	}
+	files = append(files, programs...)
 	for _, f := range files {
 		var out, errb bytes.Buffer
 		err := run(context.Background(), []string{"check", "--json", f}, &out, &errb)
