@@ -353,6 +353,12 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 	for i := range s.Stages {
 		na += len(s.Stages[i].Reads) + len(s.Stages[i].Writes) + len(s.Stages[i].After)
 	}
+	limit := max(maxHazards, HazardsPerAccess*na) // MaxHazards
+	tooMany := func(st *StageSpec) error {
+		return ErrorList{{Pos: st.Pos, Msg: fmt.Sprintf("stage %s: the spec's hazards (pairs of conflicting accesses) pass %d here, its limit (%d per read, write and after: entry, or %d, whichever is more; each takes about 160 bytes through planning)",
+			st.Name, limit, HazardsPerAccess, maxHazards),
+			Hint: "its stages meet too many earlier accesses each, as when every stage reads what every earlier stage wrote (n²/2 pairs): have each stage read only the slices it needs, or one buffer that a single stage gathers them into"}}
+	}
 	g.pred = make([]int32, 0, na)
 	g.accBuf = make([]int32, 0, na)
 	g.hz = make([]Hazard, 0, na)
@@ -364,10 +370,13 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 		}
 		return s.Stages[r.stage].Reads[r.acc]
 	}
-	addHz := func(kind HazardKind, from accRef, a Access) {
+	// addHz adds a hazard of the stage being analysed and reports whether
+	// the hazards found pass the limit.
+	addHz := func(kind HazardKind, from accRef, a Access) bool {
 		b := access(from)
 		lo, hi := max(a.Offset, b.Offset), min(a.End(), b.End())
 		pend = append(pend, pendingHazard{from.stage, Hazard{Kind: kind, Buffer: a.Buffer, Offset: lo, Bytes: hi - lo}})
+		return len(g.hz)+len(pend) > limit
 	}
 	for v := range s.Stages {
 		st := &s.Stages[v]
@@ -389,6 +398,9 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 				g.forward = false
 			}
 			pend = append(pend, pendingHazard{u, Hazard{Kind: After}})
+			if len(g.hz)+len(pend) > limit {
+				return nil, tooMany(st)
+			}
 		}
 		for r, a := range st.Reads {
 			k := bufOf(a.Buffer, false, r)
@@ -402,7 +414,9 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 			for k := i; k < j; k++ {
 				sg := &b.segs[k]
 				if sg.writer.stage >= 0 && int(sg.writer.stage) != v {
-					addHz(RAW, sg.writer, a)
+					if addHz(RAW, sg.writer, a) {
+						return nil, tooMany(st)
+					}
 				}
 				sg.readers = append(sg.readers, me)
 			}
@@ -418,11 +432,15 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 			for k := i; k < j; k++ {
 				sg := &b.segs[k]
 				if sg.writer.stage >= 0 && int(sg.writer.stage) != v {
-					addHz(WAW, sg.writer, a)
+					if addHz(WAW, sg.writer, a) {
+						return nil, tooMany(st)
+					}
 				}
 				for _, r := range sg.readers {
 					if int(r.stage) != v {
-						addHz(WAR, r, a)
+						if addHz(WAR, r, a) {
+							return nil, tooMany(st)
+						}
 					}
 				}
 			}

@@ -22,7 +22,21 @@ const (
 	// buffer's bytes times its copies (1 TiB, the plan format's
 	// planner.MaxBufferBytes).
 	MaxBufferBytes = 1 << 40
+	// MaxHazards bounds the hazards of a spec's hazard graph (Hazards):
+	// the labelled pairs of conflicting accesses, about 160 bytes each
+	// through planning. A spec may have HazardsPerAccess per read, write
+	// and after: entry, or MaxHazards (2^22, about 650 MiB), whichever is
+	// more; a spec whose stages each read what many earlier stages wrote
+	// (a prefix of a buffer every stage appends to: n²/2 pairs) passes it
+	// and is refused at the stage where it does.
+	MaxHazards = 1 << 22
+	// HazardsPerAccess is the hazards a spec may have per access (see
+	// MaxHazards).
+	HazardsPerAccess = 4
 )
+
+// maxHazards is MaxHazards (tests lower it).
+var maxHazards = MaxHazards
 
 // limits are the limits the loader applies (tests lower them).
 var limits = struct{ stages, buffers, kernels, accesses int }{MaxStages, MaxBuffers, MaxKernels, MaxAccesses}
