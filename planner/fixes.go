@@ -689,6 +689,14 @@ func (e *RaceError) report(b *strings.Builder) {
 		if len(e.Races) == 1 {
 			them = "it"
 		}
+		if e.Truncated {
+			// The fixes order the races found; those past verifyMaxRaces
+			// were never looked at, so more waits may be needed.
+			verb, them = "fix", fmt.Sprintf("the first %d (the races past them are not listed and may need more waits: run check again after adding these)", len(e.Races))
+			if len(e.Fixes) == 1 {
+				verb = "fixes"
+			}
+		}
 		fmt.Fprintf(b, "; %d wait%s %s %s", len(e.Fixes), plural(len(e.Fixes)), verb, them)
 		if len(e.Unfixed) > 0 {
 			fmt.Fprintf(b, "; %d other%s no one wait fixes (each with its advice, below)", len(e.Unfixed), plural(len(e.Unfixed)))
@@ -798,12 +806,18 @@ type LifetimeGap struct {
 	// Event is the lifetime's event on the stream, or −1 when the lifetime
 	// lists none for it.
 	Event int `json:"event"`
+	// Unrecorded: no op records Event on the stream at all.
+	Unrecorded bool `json:"unrecorded,omitempty"`
 }
 
 func (g LifetimeGap) String() string {
 	if g.Event < 0 {
 		return fmt.Sprintf("lifetime of %s: stream %s uses it (last in %s) but the lifetime has no event on stream %s: add one recorded after %s",
 			g.Buffer, g.Stream, g.LastUse, g.Stream, g.LastUse)
+	}
+	if g.Unrecorded {
+		return fmt.Sprintf("lifetime of %s on stream %s names event e%d, which is never recorded on stream %s, so nothing marks the end of %s, the stream's last use of %s: use an event recorded after %s",
+			g.Buffer, g.Stream, g.Event, g.Stream, g.LastUse, g.Buffer, g.LastUse)
 	}
 	return fmt.Sprintf("lifetime of %s ends early on stream %s: event e%d is recorded before %s, the stream's last use of %s, so its bytes may be reused while %s runs: use an event recorded after %s",
 		g.Buffer, g.Stream, g.Event, g.LastUse, g.Buffer, g.LastUse, g.LastUse)
@@ -897,7 +911,8 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 			}
 			if !covered {
 				use := p.Stages[str.Ops[j].Stage].Name
-				gaps = append(gaps, LifetimeGap{Buffer: p.Lifetimes[i].Buffer, Stream: streamLabel(str.Name, s), LastUse: use, Event: ev})
+				never := ev >= 0 && (ev >= len(lastRec) || lastRec[ev] < 0)
+				gaps = append(gaps, LifetimeGap{Buffer: p.Lifetimes[i].Buffer, Stream: streamLabel(str.Name, s), LastUse: use, Event: ev, Unrecorded: never})
 			}
 			last[i] = -1
 		}

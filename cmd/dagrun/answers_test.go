@@ -117,3 +117,39 @@ func TestLongLagCheckAndRunAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestTruncatedRacesFixCountIsALowerBound: with more races than the
+// verifier lists, the fixes of the races listed are not said to fix them
+// all (250 pairs of streams race, 50 buffers each: the first 10,000 races
+// reach 200 of the 250 waits needed).
+func TestTruncatedRacesFixCountIsALowerBound(t *testing.T) {
+	t.Parallel()
+	const pairs, bufs = 250, 50
+	var b strings.Builder
+	b.WriteString("version: 1\nsync: manual\nbuffers:\n")
+	for i := range pairs {
+		for j := range bufs {
+			fmt.Fprintf(&b, "  - {name: b%d_%d, bytes: 64}\n", i, j)
+		}
+		fmt.Fprintf(&b, "  - {name: o%d, bytes: 64}\n", i)
+	}
+	b.WriteString("stages:\n")
+	for i := range pairs {
+		var names []string
+		for j := range bufs {
+			names = append(names, fmt.Sprintf("b%d_%d", i, j))
+		}
+		list := strings.Join(names, ", ")
+		fmt.Fprintf(&b, "  - {name: w%d, kernel: mix, writes: [%s], stream: a%d}\n", i, list, i)
+		fmt.Fprintf(&b, "  - {name: r%d, kernel: mix, reads: [%s], writes: [o%d], stream: c%d}\n", i, list, i, i)
+	}
+	spec := writeSpec(t, "pairs.yaml", b.String())
+	out, errs, code := cli(t, "check", spec)
+	first := strings.SplitN(out, "\n", 3)
+	if code != exitFailure || len(first) < 2 || !strings.Contains(first[1], "or more races") {
+		t.Fatalf("exit %d, want 1 with 10000 or more races\nstdout:\n%.1500s\nstderr:\n%.1500s", code, out, errs)
+	}
+	if strings.Contains(first[1], "fix them") || !strings.Contains(first[1], "fix the first 10000") || !strings.Contains(first[1], "may need more waits") {
+		t.Errorf("the fix count is not said to cover only the races listed:\n%s", first[1])
+	}
+}
