@@ -32,12 +32,26 @@ variable the line assigns) and frees for ``dagrun_torch.check``'s report;
 dagrun ignores it. An op of the backward pass is named after the forward
 line that made its autograd node.
 
+Every Python thread started during the recording is recorded, each on its
+own host thread in the trace, with ``Thread.start``/``Thread.join`` as host
+events (a handoff); a CUDA graph's captured ops are its template, each
+``replay()`` an instance on the replay stream; an ``Event.query()`` or
+``Stream.query()`` that returned True is a host wait; ``.numpy()`` and
+``.tolist()`` of pinned memory are host reads; streams are keyed by device
+and handle (the default stream of each device is its own). A trace with
+several threads ends with a host stage that waits for every thread and
+stream, and each thread begins after the previous end, since dagrun checks
+a spec as an iteration that repeats.
+
 Not seen: kernels that do not go through the ATen dispatcher (custom CUDA
-extensions called outside torch.ops, Triton kernels, CUDA graph replays,
-torch.cuda._sleep); pageable host memory; reuse of pinned host blocks (the
-pinned allocator orders it by its own events). Byte ranges of strided views
-are their contiguous hull. Tested with torch 1.13 (CPU, the builder and the
-dispatch logic) and 2.11 (CUDA 13, H200).
+extensions called outside torch.ops, Triton kernels, torch.cuda._sleep);
+handoffs between threads other than start and join (queues, locks: reported
+as races, never missed); races inside one CUDA graph (its ops are put in one
+order on the replay stream); pageable host memory; reuse of pinned host
+blocks (the pinned allocator orders it by its own events). Byte ranges of
+strided views are their contiguous hull. Tested with torch 1.13 (CPU, the
+builder, the dispatch logic, threads, the bounded trace, the run command)
+and 2.11 (CUDA 13, H200 and H100).
 """
 from __future__ import annotations
 
