@@ -56,6 +56,7 @@ and 2.11 (CUDA 13, H200 and H100).
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import os
 import re
@@ -76,6 +77,7 @@ class RecordError(RuntimeError):
     """Nothing to write (no GPU op ran inside record()), or recording is unavailable."""
 
 
+@functools.lru_cache(maxsize=65536)
 def _clean(s: str) -> str:
     return "".join("_" if (c in _BAD_NAME_CHARS or ord(c) < 32) else c for c in s) or "_"
 
@@ -521,18 +523,29 @@ class TraceBuilder:
         if not any(st.stream != "host" for st in self.stages):
             raise RecordError("nothing recorded: no CUDA op ran inside record()")
         regions = self._regions()
+        starts = {sp: [lo for lo, _ in rs] for sp, rs in regions.items()}
         names: Dict[Tuple[str, int], str] = {}
         buffers = []
         npinned = nmem = 0
+        # each device region is named after the first allocation seen in it
+        first_site: Dict[Tuple[str, int], str] = {}
+        for a in self._alloc_log:
+            if not a.nbytes:
+                continue
+            for sp in regions:
+                if _space_device(sp) is None:
+                    continue
+                i = max(bisect.bisect_right(starts[sp], a.ptr) - 1, 0)
+                while i < len(regions[sp]) and regions[sp][i][0] < a.ptr + a.nbytes:
+                    if a.ptr < regions[sp][i][1]:
+                        first_site.setdefault((sp, regions[sp][i][0]), a.site)
+                    i += 1
         for sp in regions:
             dev = _space_device(sp)
             for s, e in regions[sp]:
                 site = ""
                 if dev is not None:
-                    for a in self._alloc_log:
-                        if a.nbytes and a.ptr < e and s < a.ptr + a.nbytes:
-                            site = a.site
-                            break
+                    site = first_site.get((sp, s), "")
                     prefix = "mem%d" % nmem if dev == 0 else "mem%d.cuda%d" % (nmem, dev)
                     nmem += 1
                 else:
@@ -544,10 +557,11 @@ class TraceBuilder:
 
         def region_of(sp: str, s: int, e: int) -> Tuple[str, int, int]:
             s4, e4 = s // 4 * 4, (e + 3) // 4 * 4
-            for lo, hi in regions[sp]:
-                if lo <= s4 and e4 <= hi:
-                    return names[(sp, lo)], s4 - lo, e4 - lo
-            raise AssertionError("access outside every region")
+            i = bisect.bisect_right(starts[sp], s4) - 1
+            lo, hi = regions[sp][i]
+            if i < 0 or not (lo <= s4 and e4 <= hi):
+                raise AssertionError("access outside every region")
+            return names[(sp, lo)], s4 - lo, e4 - lo
 
         def merge(acc: List[Tuple[str, int, int]]) -> List[str]:
             by: Dict[str, List[List[int]]] = {}
