@@ -35,6 +35,19 @@ static CUresult dr_htod(CUdeviceptr d, const void *h, size_t n) { return cuMemcp
 static CUresult dr_htod_async(CUdeviceptr d, const void *h, size_t n, CUstream s) { return cuMemcpyHtoDAsync(d, h, n, s); }
 static CUresult dr_dtoh(void *h, CUdeviceptr d, size_t n) { return cuMemcpyDtoH(h, d, n); }
 static CUresult dr_dtoh_async(void *h, CUdeviceptr d, size_t n, CUstream s) { return cuMemcpyDtoHAsync(h, d, n, s); }
+static CUresult dr_end_capture_exec(CUstream s, CUgraphExec *e) {
+	CUgraph g = NULL;
+	CUresult r = cuStreamEndCapture(s, &g);
+	if (r != CUDA_SUCCESS) {
+		if (g != NULL) cuGraphDestroy(g);
+		return r;
+	}
+	r = cuGraphInstantiateWithFlags(e, g, 0);
+	cuGraphDestroy(g);
+	return r;
+}
+static CUresult dr_exec_launch(CUgraphExec e, CUstream s) { return cuGraphLaunch(e, s); }
+static CUresult dr_exec_destroy(CUgraphExec e) { return cuGraphExecDestroy(e); }
 */
 import "C"
 
@@ -111,6 +124,20 @@ func endCaptureRaw(s cu.Stream) (nodes int, err error) {
 	C.dr_graph_destroy_raw(g)
 	return int(n), err
 }
+
+// endCaptureExec ends the capture on s and instantiates its graph; the
+// graph is launched with execLaunch and freed with execDestroy.
+func endCaptureExec(s cu.Stream) (graphExec, error) {
+	var e graphExec
+	err := rawErr(C.dr_end_capture_exec(cuStream(s), &e.e))
+	return e, err
+}
+
+// graphExec is an instantiated graph (CUgraphExec).
+type graphExec struct{ e C.CUgraphExec }
+
+func (e graphExec) launch(s cu.Stream) error { return rawErr(C.dr_exec_launch(e.e, cuStream(s))) }
+func (e graphExec) destroy() error           { return rawErr(C.dr_exec_destroy(e.e)) }
 
 func streamSync(s cu.Stream) error { return rawErr(C.dr_stream_sync(cuStream(s))) }
 func eventSync(e cu.Event) error   { return rawErr(C.dr_event_sync(cuEvent(e))) }

@@ -49,7 +49,7 @@ func wrongRuns(t *testing.T, p *planner.Plan, b executor.Backend, want string, t
 func TestRulesSpecsRun(t *testing.T) {
 	b := newTB(t, testOptions(t))
 	defer func() { must(t, b.Close()) }()
-	for _, name := range []string{"legacy", "pageable", "copy", "hostfunc", "threads"} {
+	for _, name := range []string{"legacy", "pageable", "pageable-async", "copy", "hostfunc", "threads"} {
 		t.Run(name, func(t *testing.T) {
 			fixed, racy := ruleSpec(t, name, "fixed"), ruleSpec(t, name, "racy")
 			want := simSums(t, fixed, 3)
@@ -123,6 +123,7 @@ func TestCaptureRegions(t *testing.T) {
 	for _, c := range []struct{ name, driver, stage string }{
 		{"capture", "CUDA_ERROR_STREAM_CAPTURE_UNJOINED", "branch"},
 		{"warmup", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "gemm"},
+		{"isolation", "CUDA_ERROR_STREAM_CAPTURE_ISOLATION", "attention"}, // refused before the capture: graph mode does not move the wait
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			racy := ruleSpec(t, c.name, "racy")
@@ -144,5 +145,35 @@ func TestCaptureRegions(t *testing.T) {
 	}
 	if s, e, bufs := b.Live(); s+e+bufs != 0 {
 		t.Errorf("leaked %d streams, %d events, %d buffers: %v", s, e, bufs, b.Leaks())
+	}
+}
+
+// TestCaptureRegionsEagerWork: the specs of specs/graph (eager work inside
+// a capture region: a side stream's copy that the host waits for before
+// the captured stage reads it; a stream that works eagerly, then joins
+// the capture) in graph mode on the device give stream mode's outputs in
+// every run.
+func TestCaptureRegionsEagerWork(t *testing.T) {
+	b := newTB(t, testOptions(t))
+	defer func() { must(t, b.Close()) }()
+	files, _ := filepath.Glob(filepath.Join(specsDir(t), "graph", "*.yaml"))
+	if len(files) == 0 {
+		t.Skip("no specs/graph here")
+	}
+	for _, f := range files {
+		p := planFile(t, f, planner.Options{})
+		want := checksums(t, p, b, 3)
+		wrong := 0
+		for range 10 {
+			res, err := executor.RunGraph(context.Background(), p, b, executor.Options{Iterations: 3})
+			must(t, err)
+			if outSums(res.Outputs) != want {
+				wrong++
+			}
+		}
+		figure(t, "%s in graph mode, 3 iterations: %d of 10 runs differ from stream mode", filepath.Base(f), wrong)
+		if wrong != 0 {
+			t.Errorf("%s: %d of 10 graph-mode runs differ from stream mode", f, wrong)
+		}
 	}
 }

@@ -48,6 +48,14 @@ func (c *captureJoins) record(ev Event, s Stream) {
 	c.events[ev] = k
 }
 
+// isolated reports whether a wait of stream s on ev crosses the capture's
+// boundary: s is captured and ev's latest record was not made in the
+// capture (CUDA_ERROR_STREAM_CAPTURE_ISOLATION).
+func (c *captureJoins) isolated(s Stream, ev Event) bool {
+	_, in := c.events[ev]
+	return c.captured(s) && !in
+}
+
 func (c *captureJoins) wait(s Stream, ev Event) {
 	k, ok := c.events[ev]
 	if !ok {

@@ -27,7 +27,8 @@ type capStage struct {
 // regions on stream cap (blocking or not), in issue order: stages before,
 // between and after the regions, and inside each region the captured
 // stages on cap, eager work on side streams s1 and s2 (copies from and to
-// pinned host memory, kernels), and host stages on that memory, some of
+// pinned host memory, copies from pageable memory, kernels), and host
+// stages on that memory, some of
 // which wait for the side work. Each stage waits for most of the earlier
 // stages it conflicts with, and now and then for another: many plans are
 // race-free, the others have races or break capture rules.
@@ -39,9 +40,11 @@ func genCaptureSpec(t *rapid.T) string {
 		st := capStage{name: fmt.Sprintf("st%d", n), stream: stream}
 		n++
 		if stream == dag.HostStream {
-			switch rapid.IntRange(0, 2).Draw(t, label+" host kernel") {
+			switch rapid.IntRange(0, 3).Draw(t, label+" host kernel") {
 			case 0:
 				st.kernel, st.args, st.writes = dag.BuiltinFill, fmt.Sprintf("{value: %d.0}", n), []string{"h0"}
+			case 3:
+				st.kernel, st.args, st.writes = dag.BuiltinFill, fmt.Sprintf("{value: %d.0}", n), []string{"hp"}
 			case 1:
 				st.kernel, st.reads, st.writes = dag.BuiltinChecksum, []string{"h0"}, []string{"hs"}
 			default:
@@ -49,9 +52,11 @@ func genCaptureSpec(t *rapid.T) string {
 			}
 		} else {
 			d := devs[rapid.IntRange(0, 2).Draw(t, label+" buffer")]
-			switch rapid.IntRange(0, 3).Draw(t, label+" kernel") {
+			switch rapid.IntRange(0, 4).Draw(t, label+" kernel") {
 			case 0:
 				st.kernel, st.reads, st.writes = dag.BuiltinCopy, []string{"h0"}, []string{d}
+			case 4:
+				st.kernel, st.reads, st.writes = dag.BuiltinCopy, []string{"hp"}, []string{d}
 			case 1:
 				st.kernel, st.reads, st.writes = dag.BuiltinCopy, []string{d}, []string{"h0"}
 			default:
@@ -114,6 +119,7 @@ func genCaptureSpec(t *rapid.T) string {
 	}
 	b.WriteString("  - {name: h0, bytes: 256, where: host_pinned, init: {random: 3}, role: output}\n")
 	b.WriteString("  - {name: hs, bytes: 8, where: host_pinned, role: output}\n")
+	b.WriteString("  - {name: hp, bytes: 256, where: host_pageable, init: {random: 4}}\n")
 	b.WriteString("stages:\n")
 	list := func(xs []string) string { return "[" + strings.Join(xs, ", ") + "]" }
 	for _, st := range stages {
@@ -243,6 +249,19 @@ captures: [{stream: cap, first: pre, last: last}]
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("a captured wait on eager work in the region: %v, want %q", err, w)
 		}
+	}
+	// A wait inside the capture on a record issued before it
+	// (specs/rules/isolation-racy.yaml): refused too, not moved in front
+	// of the capture; its fixed twin, which waits before the capture
+	// begins, runs.
+	err = executor.CheckRun(rulesPlan(t, "isolation-racy"), o)
+	for _, w := range []string{"stage attention (stream cap) waits for the record of stage prefetch (stream side)", "CUDA_ERROR_STREAM_CAPTURE_ISOLATION", "does not move a wait in front of its capture", "a wait of stage norm"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("isolation-racy: %v, want %q", err, w)
+		}
+	}
+	if err := executor.CheckRun(rulesPlan(t, "isolation-fixed"), o); err != nil {
+		t.Errorf("isolation-fixed: %v", err)
 	}
 	// The same event recorded after pre (captured) and after other (eager).
 	p := yamlPlan(t, fmt.Sprintf(spec, ""))

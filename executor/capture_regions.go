@@ -77,6 +77,13 @@ func (x *program) lowerRegions() error {
 	}
 	x.phaseDescs(n)
 	x.streams, x.events = m.Streams, m.Events()
+	hostOnly := map[int]bool{} // events recorded by host stages only
+	for _, so := range p.IssueOrder {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == planner.OpRecord {
+			h, seen := hostOnly[o.Event]
+			hostOnly[o.Event] = (h || !seen) && p.Streams[so[0]].Host
+		}
+	}
 	rs := make([]region, len(p.Captures))
 	for r, c := range p.Captures {
 		rg := &rs[r]
@@ -98,28 +105,35 @@ func (x *program) lowerRegions() error {
 			vs = append(vs, v.String())
 		}
 		rg.verdict = strings.Join(vs, "; ")
-		// Waits the capture takes on events recorded outside the region.
+		// Waits the capture takes on events recorded outside the region:
+		// the waits of its first stage, issued before the capture begins
+		// (planner.Plan.CaptureRegion), and no others.
 		rg.external = map[int]bool{}
 		inside := map[int]bool{}
 		last := map[int]int{} // per event: the issue position of its latest record
+		firstAt := rg.begin
+		for firstAt < rg.end && p.Streams[p.IssueOrder[firstAt][0]].Ops[p.IssueOrder[firstAt][1]].Kind == planner.OpWait {
+			firstAt++
+		}
 		for k, so := range p.IssueOrder[:rg.end] {
 			o := p.Streams[so[0]].Ops[so[1]]
 			switch o.Kind {
 			case planner.OpRecord:
 				if k >= rg.begin && !rg.taken(so[0], k) && inside[o.Event] {
-					return regionOrderError(p, rg, "records", so, p.IssueOrder[last[o.Event]])
+					return regionOrderError(p, rg, so, p.IssueOrder[last[o.Event]])
 				}
 				inside[o.Event] = k >= rg.begin && rg.taken(so[0], k)
 				last[o.Event] = k
 			case planner.OpWait:
-				if k >= rg.begin && rg.taken(so[0], k) && (o.Lag > 0 || !inside[o.Event]) {
-					// A record by the host (a host stage's) orders by issue
-					// order alone, which keeps it before the replay.
-					if r, ok := last[o.Event]; ok && o.Lag == 0 && r >= rg.begin && !p.Streams[p.IssueOrder[r][0]].Host {
-						return regionOrderError(p, rg, "waits", so, p.IssueOrder[r])
-					}
-					rg.external[k] = true
+				if k < rg.begin || !rg.taken(so[0], k) || o.Lag == 0 && inside[o.Event] || hostOnly[o.Event] {
+					// Not captured, a record made in the capture, or a
+					// host stage's record (no device wait is issued).
+					continue
 				}
+				if k >= firstAt {
+					return isolationError(p, rg, so, o)
+				}
+				rg.external[k] = true
 			}
 		}
 	}
@@ -135,28 +149,53 @@ func (x *program) lowerRegions() error {
 	return nil
 }
 
-// regionOrderError refuses a region whose lowering would reorder an op
-// against the capture: a captured wait (so) on an event whose record
-// (rec) is issued inside the region by work the capture does not take
-// (graph mode issues such waits before the capture begins, which would
-// put the wait before its record), or a record by such work (so) of an
-// event that captured work recorded earlier in the region (rec; graph
-// mode records the captured events again after each replay, which would
-// put that record after the eager one).
-func regionOrderError(p *planner.Plan, rg *region, what string, so, rec [2]int) error {
-	name := func(so [2]int) string {
-		s := fmt.Sprintf("stream %s", p.Streams[so[0]].Name)
-		if i := p.OpStage(so[0], so[1]); i >= 0 {
-			s = fmt.Sprintf("stage %s (%s)", p.Stages[i].Name, s)
+// opName names the stage of op so (planner.Plan.OpStage) and its stream.
+func opName(p *planner.Plan, so [2]int) string {
+	s := fmt.Sprintf("stream %s", p.Streams[so[0]].Name)
+	if i := p.OpStage(so[0], so[1]); i >= 0 {
+		s = fmt.Sprintf("stage %s (%s)", p.Stages[i].Name, s)
+	}
+	return s
+}
+
+// isolationError refuses a captured wait (so, op o) in a region, after
+// the waits of its first stage, on an event not recorded in the capture:
+// the driver refuses it inside a capture
+// (CUDA_ERROR_STREAM_CAPTURE_ISOLATION, planner.CaptureIsolation), and
+// graph mode would have to move it in front of the capture (before its
+// record, when eager work in the region records it).
+func isolationError(p *planner.Plan, rg *region, so [2]int, o planner.Op) error {
+	what := fmt.Sprintf("event e%d of %d iteration(s) back", o.Event, o.Lag)
+	if o.Lag == 0 {
+		what = fmt.Sprintf("event e%d, which the capture does not record", o.Event)
+		for k := len(p.IssueOrder) - 1; k >= 0; k-- { // its latest record before the wait
+			r := p.IssueOrder[k]
+			if r == so {
+				for k--; k >= 0; k-- {
+					r = p.IssueOrder[k]
+					if ro := p.Streams[r[0]].Ops[r[1]]; ro.Kind == planner.OpRecord && ro.Event == o.Event {
+						what = "the record of " + opName(p, r) + ", which the capture does not take"
+						if k >= rg.begin {
+							what += " (issued in the region: moving the wait in front of the capture would put it before its record)"
+						}
+						break
+					}
+				}
+				break
+			}
 		}
-		return s
 	}
-	if what == "waits" {
-		return fmt.Errorf("executor: graph mode: in the %s, %s waits for the record of %s, which is issued inside the region but not captured: graph mode issues a captured wait on an event recorded outside the capture before the capture begins, which would move this wait before its record, and the driver refuses such a wait inside a capture (CUDA_ERROR_STREAM_CAPTURE_ISOLATION): wait for %s before the capture begins (a wait of stage %s, or of a stage before it), or capture the work it waits for",
-			rg.what, name(so), name(rec), name(rec), rg.c.First)
-	}
+	return fmt.Errorf("executor: graph mode: in the %s, %s waits for %s: the driver refuses such a wait inside a capture (CUDA_ERROR_STREAM_CAPTURE_ISOLATION), and graph mode does not move a wait in front of its capture: wait before the capture begins (a wait of stage %s, the capture's first stage, or of a stage before it), or capture the work it waits for",
+		rg.what, opName(p, so), what, rg.c.First)
+}
+
+// regionOrderError refuses a record by work the capture does not take
+// (so) of an event that captured work recorded earlier in the region
+// (rec): graph mode records the captured events again after each replay,
+// which would move the captured record after this one.
+func regionOrderError(p *planner.Plan, rg *region, so, rec [2]int) error {
 	return fmt.Errorf("executor: graph mode: in the %s, %s records an event that %s recorded earlier in the capture: graph mode records the captured events again after each replay, which would move the captured record after this one: record a separate event for each",
-		rg.what, name(so), name(rec))
+		rg.what, opName(p, so), opName(p, rec))
 }
 
 // regionize returns the first and the later iterations' programs of phase

@@ -226,7 +226,9 @@ func (e *exec) capture(ph int) error {
 // dependencies as a captured graph, so graph mode runs on any backend (the
 // simulator: its race detector then checks the replays). As in a real
 // capture, only the ops of the streams that joined it are recorded; the
-// others run (CUDA's join rule: capture_joins.go). An allocation during a
+// others run (CUDA's join rule: capture_joins.go); a captured stream's
+// wait on an event not recorded in the capture fails and invalidates it,
+// as the driver's CUDA_ERROR_STREAM_CAPTURE_ISOLATION does. An allocation during a
 // capture in global or thread-local mode (CaptureModer) fails as the
 // driver's cuMemAlloc does. A graph may only be launched on its origin
 // stream. The wrapper creates streams of b's kinds when b is a
@@ -327,10 +329,11 @@ func (e *emulated) Alloc(d BufferDesc) (Buffer, error) {
 }
 
 type emulatedGraph struct {
-	origin Stream
-	ops    []func() error
-	dead   bool
-	joins  captureJoins // which streams joined the capture, and whether they joined back (capture_joins.go)
+	origin      Stream
+	ops         []func() error
+	dead        bool
+	invalidated error        // the error that invalidated the capture
+	joins       captureJoins // which streams joined the capture, and whether they joined back (capture_joins.go)
 }
 
 func (e *emulated) BeginCapture(s Stream) error {
@@ -348,6 +351,9 @@ func (e *emulated) EndCapture(s Stream) (Graph, error) {
 		return nil, errors.New("executor: emulated graphs: EndCapture on a stream that is not capturing")
 	}
 	e.cur = nil
+	if g.invalidated != nil {
+		return nil, fmt.Errorf("executor: emulated graphs: the capture was invalidated (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) by an earlier error: %w", g.invalidated)
+	}
 	if err := g.joins.end(s); err != nil {
 		return nil, err
 	}
@@ -407,6 +413,13 @@ func (e *emulated) Record(ev Event, s Stream) error {
 
 func (e *emulated) Wait(s Stream, ev Event) error {
 	if e.cur != nil {
+		if e.cur.joins.isolated(s, ev) {
+			err := errors.New("executor: emulated graphs: a captured stream waits on an event not recorded in the capture (CUDA_ERROR_STREAM_CAPTURE_ISOLATION); wait before the capture begins")
+			if e.cur.invalidated == nil {
+				e.cur.invalidated = err
+			}
+			return err
+		}
 		e.cur.joins.wait(s, ev)
 		if e.cur.joins.captured(s) {
 			e.cur.ops = append(e.cur.ops, func() error { return e.Backend.Wait(s, ev) })

@@ -45,6 +45,7 @@ const (
 	CaptureSyncCopy    = "sync copy"    // a synchronous copy waits for the device: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
 	CaptureLegacyBegin = "legacy begin" // capture begun on the legacy default stream: not allowed (cuStreamBeginCapture)
 	CaptureMerge       = "merge"        // a stream that one capture takes waits on an event recorded in another: CUDA_ERROR_STREAM_CAPTURE_MERGE (seen on the H200)
+	CaptureIsolation   = "isolation"    // a captured stream waits on an event not recorded in the capture: CUDA_ERROR_STREAM_CAPTURE_ISOLATION, the capture is invalidated (seen on the H100)
 )
 
 // CaptureViolation is one broken capture rule.
@@ -295,6 +296,8 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 		}
 	}
 	var capturedAcc []Access // accesses of captured stages so far
+	joins := p.CaptureJoins(c)
+	firstAt := int(v.opIssue[v.launchOp[p.stageIndex(c.First)]])
 	for k, so := range p.IssueOrder {
 		s := int32(so[0])
 		g := v.opBase[s] + int32(so[1])
@@ -324,6 +327,17 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 				}
 				captured[s] = true
 				blocking = blocking || blockingKind(str.Kind)
+			}
+		}
+		// Isolation: a captured wait takes only a record made in the
+		// capture. First's waits are issued before cuStreamBeginCapture
+		// (CaptureRegion); a record by a host stage orders by issue order
+		// (no cuStreamWaitEvent is made for it).
+		if o.Kind == OpWait && captured[s] && !str.Host && (s != origin || k >= firstAt) {
+			if why := v.isolated(ck, o, g, begin, joins); why != "" {
+				st, _, _ := stageOf(g)
+				bad(g, CaptureIsolation, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+					fmt.Sprintf("the wait before %s is for %s, not a record made in the capture: wait before the capture begins instead (a wait of %s, the capture's first stage, whose waits are issued before cuStreamBeginCapture, or of a stage before it), or record the event in the capture", st, why, c.First))
 			}
 		}
 		affected := c.Mode != CaptureRelaxed && (c.Mode == CaptureGlobal || str.Thread == thread)
@@ -397,6 +411,37 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 			fmt.Sprintf("join stream %s back before the capture ends: add %s to the waits of %s (stream %s waits for stream %s)", p.Streams[s].Name, st, c.Last, p.Streams[origin].Name, p.Streams[s].Name))
 	}
 	return out
+}
+
+// isolated returns what wait o (op g) inside the region of capture ck,
+// which begins at issue position begin, waits for when that is not a
+// record made in the capture (joins: CaptureJoins): an earlier
+// iteration's record (a lag), or a record issued before the region or by
+// a stream the capture had not taken. It returns "" for a record made in
+// the capture, by a host stage, or in another capture under way (the
+// merge rule's), and for a wait on nothing.
+func (v *verifier) isolated(ck int, o Op, g int32, begin int, joins []int) string {
+	p := v.p
+	if o.Lag > 0 {
+		return fmt.Sprintf("event e%d of %d iteration(s) back", o.Event, o.Lag)
+	}
+	r := v.opCaptured[g]
+	if r < 0 {
+		return ""
+	}
+	rs, at := int(v.opStream[r]), int(v.opIssue[r])
+	if p.Streams[rs].Host || at >= begin && joins[rs] >= 0 && joins[rs] <= at || v.capturedElsewhere(ck, rs, at) >= 0 {
+		return ""
+	}
+	what := "the record"
+	if i := p.OpStage(rs, int(v.opIndex(r))); i >= 0 {
+		what = "the record after " + p.Stages[i].Name
+	}
+	where := "issued before the capture"
+	if at >= begin {
+		where = "issued in the region, on a stream the capture does not take"
+	}
+	return fmt.Sprintf("%s on stream %s (%s)", what, p.Streams[rs].Name, where)
 }
 
 // mergeFix is the fix for a wait, at issue position at on stream s,

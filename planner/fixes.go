@@ -133,7 +133,7 @@ func (b *fixBudget) take(n, reserve int) bool {
 func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, minimal bool) {
 	var need []int
 	for k, r := range races {
-		if r.Reversed || r.FirstStream == r.SecondStream || r.Shared != "" {
+		if r.Reversed || r.FirstStream == r.SecondStream || r.Shared != "" || hostTimeRead(p, &r) {
 			unfixed = append(unfixed, k)
 			continue
 		}

@@ -51,6 +51,11 @@ const (
 	// RuleAsyncCopy: an asynchronous copy returns before it runs: the host
 	// is ordered after it only by an event.
 	RuleAsyncCopy = "asynchronous copy"
+	// RulePageableSource: an asynchronous copy from pageable memory to
+	// the device (cuMemcpyHtoDAsync) stages its source when the host calls
+	// it, not in its stream's order: it reads what the host has seen
+	// done by then, and its stream's earlier work may not have run.
+	RulePageableSource = "pageable source"
 	// RuleHostFunc: a host function (cuLaunchHostFunc) runs in its
 	// stream's order on a driver thread, not when the host issues it.
 	RuleHostFunc = "host function"
@@ -95,8 +100,14 @@ type implicitOrder struct {
 	from  []int32
 
 	// early, per stage: its reads are done when the launch call returns
-	// (a synchronous copy from pageable memory stages its source).
+	// (a copy from pageable memory stages its source).
 	early []bool
+	// hostRead, per asynchronous copy from pageable memory (early too):
+	// the host completions its read is ordered after, the tail of its
+	// thread's from its last host-stream op on (every earlier completion
+	// happens-before that op). Its read is not ordered after its stream's
+	// earlier work.
+	hostRead map[int][]int32
 
 	// Host threads (nil with one): per op its thread and its position in
 	// the thread's issue order; per op the row of tclock (T entries: how
@@ -113,7 +124,8 @@ type implicitOrder struct {
 }
 
 // hasImplicit reports whether p uses anything implicitOrder derives edges
-// for: host streams, stream kinds, synchronous copies, host threads.
+// or reads for: host streams, stream kinds, synchronous copies,
+// asynchronous copies from pageable memory, host threads.
 func hasImplicit(p *Plan) bool {
 	for _, s := range p.Streams {
 		if s.Host || s.Kind != "" || s.Thread != "" {
@@ -121,7 +133,7 @@ func hasImplicit(p *Plan) bool {
 		}
 	}
 	for i := range p.Stages {
-		if p.Stages[i].Copy == CopySync || p.Stages[i].Collective != nil {
+		if p.Stages[i].Copy == CopySync || p.Stages[i].Collective != nil || pageableAsync(p, i) {
 			return true
 		}
 	}
@@ -304,6 +316,17 @@ func deriveImplicit(p *Plan) *implicitOrder {
 		case st.Host:
 			done[t] = append(done[t], g)
 			got[s] = len(done[t])
+		case o.Kind == OpLaunch && pageableAsync(p, o.Stage):
+			if im.hostRead == nil {
+				im.hostRead = map[int][]int32{}
+			}
+			d := done[t]
+			k := len(d) - 1
+			for k > 0 && !p.Streams[opStream[d[k]]].Host {
+				k--
+			}
+			im.hostRead[o.Stage] = slices.Clone(d[max(k, 0):])
+			im.early[o.Stage] = true
 		case o.Kind == OpLaunch && p.Stages[o.Stage].Copy == CopySync:
 			switch syncCopyReturn(p, o.Stage) {
 			case returnsComplete:
@@ -402,6 +425,48 @@ func syncCopyReturn(p *Plan, i int) copyReturn {
 		return returnsStaged
 	}
 	return returnsNothing
+}
+
+// pageableAsync reports whether stage i is an asynchronous copy from
+// pageable memory to the device on a device stream: cuMemcpyHtoDAsync,
+// which stages its source into pinned memory when the host calls it (the
+// "API synchronization behavior" table: "host memory is copied to a
+// staging buffer immediately"; seen on the H100: a host function queued
+// before the copy on its stream had not run when the source was read).
+func pageableAsync(p *Plan, i int) bool {
+	st := &p.Stages[i]
+	return st.Kernel == contract.BuiltinCopy && st.Copy == CopyAsync && !st.HostFunc && !p.Streams[st.Stream].Host &&
+		len(st.Reads) == 1 && len(st.Writes) == 1 &&
+		p.where(st.Reads[0].Buffer) == contract.WhereHostPageable && !p.where(st.Writes[0].Buffer).Host()
+}
+
+// hostTimeRead reports whether race r's second access is the read of an
+// asynchronous copy from pageable memory, which the host makes when it
+// issues the copy: no device wait orders it.
+func hostTimeRead(p *Plan, r *Race) bool {
+	return pageableAsync(p, r.Second) && p.Stages[r.Second].Reads[0].Buffer == r.Buffer && r.Kind == RaceRAW
+}
+
+// readAfter reports whether stage i's read, made by the host when it
+// issues i (hostRead), is ordered after op a: a happens-before a host
+// completion that the host had seen before issuing i. ok is false when
+// i's read is made in stream order (then Verify's happens-before of the
+// launches decides).
+func (v *verifier) readAfter(a int32, i int) (after, ok bool) {
+	im := v.hb.im
+	if im == nil || im.hostRead == nil {
+		return false, false
+	}
+	hs, ok := im.hostRead[i]
+	if !ok {
+		return false, false
+	}
+	for _, h := range hs {
+		if v.opHB(a, h) {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 // where returns a buffer's placement (device when unknown or unset).
@@ -546,6 +611,13 @@ func (v *verifier) explain(r *Race) {
 			also(text)
 			r.edit = &ruleEdit{stream: -1, stage: r.First, text: text}
 		}
+	case hostTimeRead(p, r):
+		after := fmt.Sprintf("%s has not run by then unless the host waited for it", fi.Name)
+		if fi.HostFunc {
+			after = fmt.Sprintf("%s, a host function, runs on a driver thread in stream %s's order, and may not have run by then", fi.Name, a.Name)
+		}
+		r.Rule = fmt.Sprintf("%s: %s (cuMemcpyHtoDAsync from pageable memory) reads %s when the host issues it, not in stream %s's order: %s", RulePageableSource, se.Name, r.Buffer, b.Name, after)
+		r.Fix = fmt.Sprintf("make %s where: host_pinned (an asynchronous copy from pinned memory reads it in stream order), or have the host wait for %s before it issues %s (a host stage with waits: [%s] before it)", r.Buffer, fi.Name, se.Name, fi.Name)
 	case fi.HostFunc && b.Host, se.HostFunc && a.Host:
 		h := fi
 		if se.HostFunc {

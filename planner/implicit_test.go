@@ -132,6 +132,19 @@ func ruleCases() []ruleCase {
 		{name: "host function after the copy on its stream",
 			spec:   manual(spec(stage("d2h", kernel("copy"), on("s"), reads("d"), writes("h")), stage("cb", kernel("checksum"), on("s"), reads("h"), writes("sum")))),
 			hostFn: []string{"cb"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
+		{name: "async copy from pageable after a host function on its stream", race: RulePageableSource,
+			spec:   manual(spec(stage("cb", kernel("fill"), on("s"), writes("h")), stage("h2d", kernel("copy"), on("s"), reads("h"), writes("d")))),
+			hostFn: []string{"cb"}, where: map[string]string{"h": dag.WhereHostPageable}},
+		{name: "async copy from pinned after a host function on its stream",
+			spec:   manual(spec(stage("cb", kernel("fill"), on("s"), writes("h")), stage("h2d", kernel("copy"), on("s"), reads("h"), writes("d")))),
+			hostFn: []string{"cb"}, where: map[string]string{"h": dag.WhereHostPinned}},
+		{name: "async copy from pageable after the host waited for the host function",
+			spec: manual(spec(stage("cb", kernel("fill"), on("s"), writes("h")), stage("w", on(dag.HostStream), waits("cb")),
+				stage("h2d", kernel("copy"), on("s"), reads("h"), writes("d")))),
+			hostFn: []string{"cb"}, where: map[string]string{"h": dag.WhereHostPageable}},
+		{name: "async copy from pageable, host overwrites the source after the call",
+			spec:  manual(spec(stage("h2d", kernel("copy"), on("s"), reads("h"), writes("d")), stage("next", kernel("fill"), on(dag.HostStream), writes("h")))),
+			where: map[string]string{"h": dag.WhereHostPageable}},
 		{name: "one thread: a host wait orders later launches",
 			spec: manual(spec(stage("a", on("sa"), writes("x")), stage("w", on(dag.HostStream), waits("a")),
 				stage("b", on("sb"), writes("x")))),
@@ -200,15 +213,27 @@ func TestImplicitRules(t *testing.T) {
 }
 
 // TestImplicitOff checks that without the implicit rules (the default
-// kinds, one thread, async copies) the cases that the rules order race:
-// the rules, not something else, order them.
+// kinds, one thread, async copies, pinned memory) the cases that the
+// rules order race: the rules, not something else, order them.
 func TestImplicitOff(t *testing.T) {
 	for _, c := range ruleCases() {
-		if c.race != "" || (len(c.kinds) == 0 && len(c.sync) == 0) || strings.Contains(c.name, "host function") {
+		pageable := false
+		for _, w := range c.where {
+			pageable = pageable || w == dag.WhereHostPageable
+		}
+		if c.race != "" || (len(c.kinds) == 0 && len(c.sync) == 0 && !pageable) || strings.Contains(c.name, "host function") {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
 			c.kinds, c.sync = nil, nil
+			where := map[string]string{}
+			for b, w := range c.where {
+				if w == dag.WhereHostPageable {
+					w = dag.WhereHostPinned
+				}
+				where[b] = w
+			}
+			c.where = where
 			if err := Verify(c.plan(t)); err == nil {
 				t.Fatal("race-free without the rule: the case does not test it")
 			}

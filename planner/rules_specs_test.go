@@ -14,11 +14,13 @@ import (
 var rulesSpecs = []struct{ name, rule string }{
 	{"legacy", RuleLegacy},
 	{"pageable", RuleStaged},
+	{"pageable-async", RulePageableSource},
 	{"copy", RuleAsyncCopy},
 	{"hostfunc", RuleHostFunc},
 	{"capture", `capture rule "` + CaptureUnjoined + `"`},
 	{"warmup", `capture rule "` + CaptureAlloc + `"`},
 	{"merge", `capture rule "` + CaptureMerge + `"`},
+	{"isolation", `capture rule "` + CaptureIsolation + `"`},
 	{"threads", RuleThreads},
 }
 

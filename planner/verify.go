@@ -873,6 +873,12 @@ func (v *verifier) stageHB(i, j int32) bool {
 func (v *verifier) opHB(a, b int32) bool { return v.hb.reach(a, b) }
 
 func (v *verifier) accHB(a, d int32) bool {
+	if !v.acc[d].write() {
+		// A pageable source read when the host issues the copy.
+		if after, ok := v.readAfter(v.launchOp[v.acc[a].stage], int(v.acc[d].stage)); ok {
+			return after
+		}
+	}
 	return v.stageHB(v.acc[a].stage, v.acc[d].stage) || !v.acc[a].write() && v.readsDone(a, d)
 }
 

@@ -123,6 +123,12 @@ func (b *Backend) HostRead(h executor.Buffer, off int64, data []byte) error {
 // hostAccess checks a host access of bytes [off, off+n) and runs the race
 // detector on it.
 func (b *Backend) hostAccess(h executor.Buffer, off, n int64, write bool) (*buffer, error) {
+	return b.hostAccessBy(h, off, n, write, -1, "host")
+}
+
+// hostAccessBy is hostAccess on behalf of stage (index, name): a copy
+// whose source the host reads when it issues it.
+func (b *Backend) hostAccessBy(h executor.Buffer, off, n int64, write bool, stage int, name string) (*buffer, error) {
 	buf, err := b.buffer(h)
 	if err != nil {
 		return nil, err
@@ -142,7 +148,7 @@ func (b *Backend) hostAccess(h executor.Buffer, off, n int64, write bool) (*buff
 		b.host.clock = append(b.host.clock, make([]uint64, b.host.vc+1-len(b.host.clock))...)
 	}
 	b.host.clock[b.host.vc]++
-	acc := access{stream: -1, vc: b.host.vc, clock: b.host.clock[b.host.vc], stage: -1, name: "host", write: write}
+	acc := access{stream: -1, vc: b.host.vc, clock: b.host.clock[b.host.vc], stage: stage, name: name, write: write}
 	for _, r := range buf.shadow.apply(off, off+n, acc, b.host.clock) {
 		b.report(buf.name, r, acc)
 	}

@@ -23,6 +23,13 @@ import (
 //     (from pageable memory: the stream's earlier work done, the source
 //     snapshot taken at the call, the device write later), or at once
 //     (device to device).
+//   - Asynchronous copies from pageable memory to the device: the source
+//     is staged when the host calls the copy, not in the stream's order
+//     (the table's "host memory is copied to a staging buffer
+//     immediately"; planner.RulePageableSource): the host reads it then
+//     (checked as the stage's access at the host's clock), the device
+//     write comes in stream order. A graph replay stages it at the launch
+//     (seen on the H100: the replay copied the bytes of the launch).
 
 var _ executor.StreamKinder = (*Backend)(nil)
 
@@ -113,19 +120,44 @@ func (b *Backend) syncCopy(s *stream, l *executor.LaunchDesc) error {
 		// A stream sync, then the source staged at the call: the host reads
 		// it now (checked as a host access), the device write comes later.
 		b.hostWaitFor(s)
-		a := l.Reads[0]
-		staged := make([]byte, a.Bytes)
-		if err := b.HostRead(src, a.Offset, staged); err != nil {
+		d, err := b.stageSource(l)
+		if err != nil {
 			return err
 		}
-		sb := &buffer{id: -1, name: src.name + " (staged)", where: contract.WhereHostPinned, data: staged}
-		d := *l
-		d.Reads = []executor.Arg{{Buffer: sb, Name: sb.name, Offset: 0, Bytes: a.Bytes}}
-		s.push(op{kind: opLaunch, desc: &d})
+		s.push(op{kind: opLaunch, desc: d})
 	default:
 		s.push(op{kind: opLaunch, desc: l}) // device to device: no host synchronization
 	}
 	return nil
+}
+
+// pageableAsync reports whether l is an asynchronous copy from pageable
+// memory to the device (planner.RulePageableSource).
+func pageableAsync(l *executor.LaunchDesc) bool {
+	if l.Copy != planner.CopyAsync || l.Kernel != contract.BuiltinCopy || len(l.Reads) != 1 || len(l.Writes) != 1 {
+		return false
+	}
+	src, ok1 := l.Reads[0].Buffer.(*buffer)
+	dst, ok2 := l.Writes[0].Buffer.(*buffer)
+	return ok1 && ok2 && src.where == contract.WhereHostPageable && !dst.where.Host()
+}
+
+// stageSource reads the source of l, a copy from pageable memory, now, as
+// l's host access, and returns l reading the staged bytes instead.
+func (b *Backend) stageSource(l *executor.LaunchDesc) (*executor.LaunchDesc, error) {
+	a := l.Reads[0]
+	src := a.Buffer.(*buffer)
+	if _, err := b.hostAccessBy(src, a.Offset, a.Bytes, false, l.Stage, l.Name); err != nil {
+		return nil, err
+	}
+	staged := make([]byte, a.Bytes)
+	src.mu.RLock()
+	copy(staged, src.data[a.Offset:])
+	src.mu.RUnlock()
+	sb := &buffer{id: -1, name: src.name + " (staged)", where: contract.WhereHostPinned, data: staged}
+	d := *l
+	d.Reads = []executor.Arg{{Buffer: sb, Name: sb.name, Offset: 0, Bytes: a.Bytes}}
+	return &d, nil
 }
 
 // hostWaitFor blocks until everything issued on s so far is done and

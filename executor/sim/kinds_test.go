@@ -88,12 +88,12 @@ func TestDetectorAgreesOnStreamKinds(t *testing.T) {
 }
 
 // TestDetectorAgreesOnRulesSpecs: the runnable patterns of specs/rules/
-// (stream kinds, copy modes, pageable memory, host functions, host
-// threads) on the simulator under 20 seeds: the detector flags the buggy
-// spec under every seed and the fixed one under none, as the verifier
-// does.
+// (stream kinds, copy modes, pageable memory and its asynchronous copies,
+// host functions, host threads) on the simulator under 20 seeds: the
+// detector flags the buggy spec under every seed and the fixed one under
+// none, as the verifier does.
 func TestDetectorAgreesOnRulesSpecs(t *testing.T) {
-	for _, name := range []string{"legacy", "pageable", "copy", "hostfunc", "threads"} {
+	for _, name := range []string{"legacy", "pageable", "pageable-async", "copy", "hostfunc", "threads"} {
 		for _, variant := range []string{"racy", "fixed"} {
 			t.Run(name+"-"+variant, func(t *testing.T) {
 				s, err := dag.LoadFile(filepath.Join("..", "..", "specs", "rules", name+"-"+variant+".yaml"))
@@ -262,5 +262,76 @@ func TestEmulatedCaptureJoins(t *testing.T) {
 		}
 		must(g.Free(buf))
 		must(b.Close())
+	}
+}
+
+// TestEmulatedCaptureIsolation: the simulator's graph mode holds a capture
+// to CUDA's isolation rule: a captured stream's wait on an event recorded
+// outside the capture (before it, or during it on a stream that did not
+// join) fails as CUDA_ERROR_STREAM_CAPTURE_ISOLATION and invalidates the
+// capture; a wait on an event recorded in the capture, or a wait before
+// the capture begins, does not.
+func TestEmulatedCaptureIsolation(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		body     func(g executor.GraphBackend, s0, s1 executor.Stream, e executor.Event, fill func(string) *executor.LaunchDesc) error
+		isolated bool
+	}{
+		{"recorded before the capture", func(g executor.GraphBackend, s0, s1 executor.Stream, e executor.Event, fill func(string) *executor.LaunchDesc) error {
+			g.Launch(s1, fill("prefetch"))
+			g.Record(e, s1)
+			g.BeginCapture(s0)
+			g.Launch(s0, fill("k"))
+			return g.Wait(s0, e)
+		}, true},
+		{"recorded in the capture by a stream that did not join", func(g executor.GraphBackend, s0, s1 executor.Stream, e executor.Event, fill func(string) *executor.LaunchDesc) error {
+			g.BeginCapture(s0)
+			g.Launch(s1, fill("prefetch"))
+			g.Record(e, s1)
+			return g.Wait(s0, e)
+		}, true},
+		{"waited for before the capture", func(g executor.GraphBackend, s0, s1 executor.Stream, e executor.Event, fill func(string) *executor.LaunchDesc) error {
+			g.Launch(s1, fill("prefetch"))
+			g.Record(e, s1)
+			g.Wait(s0, e)
+			g.BeginCapture(s0)
+			g.Launch(s0, fill("k"))
+			return nil
+		}, false},
+		{"recorded in the capture", func(g executor.GraphBackend, s0, s1 executor.Stream, e executor.Event, fill func(string) *executor.LaunchDesc) error {
+			g.BeginCapture(s0)
+			g.Launch(s0, fill("k"))
+			g.Record(e, s0)
+			return g.Wait(s0, e)
+		}, false},
+	} {
+		b := sim.New(sim.Options{})
+		g := executor.EmulateGraphs(b)
+		s0, _ := g.NewStream()
+		s1, _ := g.NewStream()
+		e, _ := g.NewEvent()
+		buf, _ := g.Alloc(executor.BufferDesc{Name: "x", Bytes: 64, Where: "device"})
+		fill := func(name string) *executor.LaunchDesc {
+			return &executor.LaunchDesc{Name: name, Kernel: "fill", Args: map[string]any{"value": 1.0}, Writes: []executor.Arg{{Buffer: buf, Name: "x", Bytes: 64}}}
+		}
+		werr := c.body(g, s0, s1, e, fill)
+		gr, eerr := g.EndCapture(s0)
+		if c.isolated {
+			if werr == nil || !strings.Contains(werr.Error(), "CUDA_ERROR_STREAM_CAPTURE_ISOLATION") {
+				t.Errorf("%s: wait %v, want CUDA_ERROR_STREAM_CAPTURE_ISOLATION", c.name, werr)
+			}
+			if eerr == nil || !strings.Contains(eerr.Error(), "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED") {
+				t.Errorf("%s: EndCapture %v, want CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", c.name, eerr)
+			}
+		} else {
+			if werr != nil || eerr != nil {
+				t.Errorf("%s: wait %v, EndCapture %v; want a graph", c.name, werr, eerr)
+			} else {
+				g.DestroyGraph(gr)
+			}
+		}
+		g.Synchronize()
+		g.Free(buf)
+		b.Close()
 	}
 }

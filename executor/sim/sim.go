@@ -391,6 +391,11 @@ func (b *Backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 	if l.Copy == planner.CopySync {
 		return b.syncCopy(s, l) // kinds.go
 	}
+	if pageableAsync(l) {
+		if l, err = b.stageSource(l); err != nil { // kinds.go
+			return err
+		}
+	}
 	var rv *rendezvous
 	if l.Collective != nil {
 		if rv, err = b.issueRank(s, l); err != nil { // devices.go
