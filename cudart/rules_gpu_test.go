@@ -381,6 +381,24 @@ func TestRulesCapture(t *testing.T) {
 		}
 		return eventSync(e0)
 	}), "CUDA_ERROR_CAPTURED_EVENT")
+	// The host waits for work outside the capture (cuEventSynchronize, a
+	// potentially unsafe call): refused in global mode (seen through the
+	// executor on the H100: specs/graph/capture-eager-order.yaml before it
+	// was made relaxed), allowed in relaxed mode.
+	hostWaitOutside := func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+		if err := r.fill(s0, 1); err != nil {
+			return err
+		}
+		if err := r.fill(s1, 2); err != nil {
+			return err
+		}
+		if err := e1.Record(s1); err != nil {
+			return err
+		}
+		return eventSync(e1)
+	}
+	check("host wait on uncaptured work inside", run("host wait on uncaptured work inside", planner.StreamNonBlocking, hostWaitOutside), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+	check("host wait on uncaptured work inside, relaxed", runMode("host wait on uncaptured work inside, relaxed", planner.StreamNonBlocking, planner.CaptureRelaxed, hostWaitOutside), "ok")
 	// cuMemAlloc inside the capture (a lazy workspace's first use on the
 	// capture stream), and with the warm-up before it.
 	check("allocation inside", run("allocation inside", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {

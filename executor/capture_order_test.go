@@ -24,7 +24,8 @@ type capStage struct {
 }
 
 // genCaptureSpec draws a hand-synchronized spec with one or two capture
-// regions on stream cap (blocking or not), in issue order: stages before,
+// regions on stream cap (blocking or not; each region in a capture mode),
+// in issue order: stages before,
 // between and after the regions, and inside each region the captured
 // stages on cap, eager work on side streams s1 and s2 (copies from and to
 // pinned host memory, copies from pageable memory, kernels), and host
@@ -107,7 +108,8 @@ func genCaptureSpec(t *rapid.T) string {
 			}
 		}
 		add("cap", "last")
-		caps = append(caps, fmt.Sprintf("  - {stream: cap, first: st%d, last: st%d}\n", first, n-1))
+		mode := []string{"global", "thread_local", "relaxed", "relaxed"}[rapid.IntRange(0, 3).Draw(t, "mode")]
+		caps = append(caps, fmt.Sprintf("  - {stream: cap, first: st%d, last: st%d, mode: %s}\n", first, n-1, mode))
 		some("between", 2)
 	}
 	var b strings.Builder

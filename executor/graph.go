@@ -233,7 +233,9 @@ func (e *exec) capture(ph int) error {
 // driver's cuMemAlloc does. A graph may only be launched on its origin
 // stream. The wrapper creates streams of b's kinds when b is a
 // StreamKinder. If b is a
-// Profiler or a HostSyncer, so is the wrapper (host waits are not captured).
+// Profiler or a HostSyncer, so is the wrapper (host waits are not captured;
+// during a capture in global or thread-local mode they fail as the
+// driver's do).
 func EmulateGraphs(b Backend) GraphBackend {
 	e := &emulated{Backend: b}
 	p, isProfiler := b.(Profiler)
@@ -244,7 +246,7 @@ func EmulateGraphs(b Backend) GraphBackend {
 			*emulated
 			Profiler
 			HostSyncer
-		}{e, p, hs}
+		}{e, p, emulatedHost{hs, e}}
 	case isProfiler:
 		return struct {
 			*emulated
@@ -254,9 +256,39 @@ func EmulateGraphs(b Backend) GraphBackend {
 		return struct {
 			*emulated
 			HostSyncer
-		}{e, hs}
+		}{e, emulatedHost{hs, e}}
 	}
 	return e
+}
+
+// emulatedHost is the HostSyncer of an emulation: cuEventSynchronize and
+// cuEventQuery during a capture in global or thread-local mode fail as the
+// driver's do (potentially unsafe calls: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+// seen on the H100; the emulation has one host thread, the capturing one).
+type emulatedHost struct {
+	HostSyncer
+	e *emulated
+}
+
+func (h emulatedHost) unsafe(call string) error {
+	if h.e.cur == nil || h.e.mode == planner.CaptureRelaxed {
+		return nil
+	}
+	return fmt.Errorf("executor: emulated graphs: %s during a capture in %s mode (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED): wait before the capture begins, or capture in relaxed mode", call, map[bool]string{true: "global", false: h.e.mode}[h.e.mode == planner.CaptureGlobal])
+}
+
+func (h emulatedHost) SyncEvent(ev Event) error {
+	if err := h.unsafe("cuEventSynchronize"); err != nil {
+		return err
+	}
+	return h.HostSyncer.SyncEvent(ev)
+}
+
+func (h emulatedHost) QueryEvent(ev Event) (bool, error) {
+	if err := h.unsafe("cuEventQuery"); err != nil {
+		return false, err
+	}
+	return h.HostSyncer.QueryEvent(ev)
 }
 
 type emulated struct {

@@ -38,7 +38,7 @@ type Capture struct {
 // Capture rules, as CaptureViolation.Rule names them.
 const (
 	CaptureUnjoined    = "unjoined"     // a stream forked into the capture is not joined back: CUDA_ERROR_STREAM_CAPTURE_UNJOINED at cuStreamEndCapture
-	CaptureSync        = "synchronize"  // the host waits for captured work: CUDA_ERROR_CAPTURED_EVENT (cuEventSynchronize on an event recorded in the capture), the capture is invalidated
+	CaptureSync        = "synchronize"  // the host waits during a capture: for captured work, CUDA_ERROR_CAPTURED_EVENT (cuEventSynchronize on an event recorded in the capture), the capture is invalidated; for other work, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED from any thread in global mode, from the capturing thread in thread-local mode (seen on the H100)
 	CaptureHostAccess  = "host access"  // a host stage touches bytes of captured work, which has not run
 	CaptureAlloc       = "allocation"   // cuMemAlloc during a capture, on any stream: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED from any thread in global mode, from the capturing thread in thread-local mode
 	CaptureLegacy      = "legacy"       // the legacy default stream used during a capture of blocking streams: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
@@ -220,7 +220,10 @@ func (p *Plan) CaptureJoins(c Capture) []int {
 // CheckCaptures holds p's capture regions to CUDA's capture rules: every
 // stream forked into a capture (by waiting on an event recorded in it) is
 // joined back into the origin stream before the capture ends; inside a
-// capture no host wait on captured work, no host stage on bytes captured
+// capture no host wait on captured work (nor on other work, except in
+// relaxed mode or from another thread in thread-local mode: a potentially
+// unsafe call), no wait of a captured stream on an event not recorded in
+// the capture (isolation), no host stage on bytes captured
 // work touches, no synchronous copy, no use of the legacy default stream
 // while a blocking stream is captured, and no cuMemAlloc (a lazy buffer's
 // first use on a stream, captured or not: warm up on that stream first)
@@ -343,9 +346,16 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 		affected := c.Mode != CaptureRelaxed && (c.Mode == CaptureGlobal || str.Thread == thread)
 		switch {
 		case str.Host && o.Kind == OpWait:
-			if r := v.opCaptured[g]; r >= 0 && captured[v.opStream[r]] && int(v.opIssue[r]) >= begin {
+			r := v.opCaptured[g]
+			switch {
+			case r >= 0 && captured[v.opStream[r]] && int(v.opIssue[r]) >= begin:
 				bad(g, CaptureSync, "CUDA_ERROR_CAPTURED_EVENT",
 					"move the host wait after the capture ends (captured work runs only when the graph is launched)")
+			case r >= 0 && !p.Streams[v.opStream[r]].Host && affected:
+				// cuEventSynchronize on work outside the capture: a
+				// potentially unsafe call, refused as cuMemAlloc is.
+				bad(g, CaptureSync, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+					fmt.Sprintf("capture in relaxed mode (mode: relaxed), which allows cuEventSynchronize during the capture (%s mode refuses it from %s), or wait before the capture begins", captureModeName(c.Mode), map[bool]string{true: "every thread", false: "the capturing thread"}[c.Mode == CaptureGlobal]))
 			}
 		case str.Host && o.Kind == OpLaunch:
 			st := &p.Stages[o.Stage]
@@ -476,6 +486,14 @@ func (v *verifier) mergeFix(ck, q, s, at, end int) string {
 		fix += fmt.Sprintf(" and join stream %s back before the capture on %s ends: add %s to the waits of %s", p.Streams[s].Name, p.Streams[c.Stream].Name, p.Stages[last].Name, c.Last)
 	}
 	return fix
+}
+
+// captureModeName is a capture mode's spec spelling.
+func captureModeName(m string) string {
+	if m == CaptureGlobal {
+		return "global"
+	}
+	return m
 }
 
 func stageAccesses(st *Stage) []Access {

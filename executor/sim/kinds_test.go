@@ -335,3 +335,46 @@ func TestEmulatedCaptureIsolation(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestEmulatedCaptureHostWait: the simulator's graph mode refuses a host
+// wait (cuEventSynchronize, cuEventQuery) during a capture in global or
+// thread-local mode, as the driver does (a potentially unsafe call:
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), and allows it in relaxed mode
+// and outside a capture.
+func TestEmulatedCaptureHostWait(t *testing.T) {
+	for _, mode := range []string{planner.CaptureGlobal, planner.CaptureThreadLocal, planner.CaptureRelaxed} {
+		b := sim.New(sim.Options{})
+		g := executor.EmulateGraphs(b)
+		hs := g.(executor.HostSyncer)
+		s0, _ := g.NewStream()
+		s1, _ := g.NewStream()
+		e, _ := g.NewEvent()
+		if err := g.Record(e, s1); err != nil {
+			t.Fatal(err)
+		}
+		if err := hs.SyncEvent(e); err != nil {
+			t.Fatalf("outside a capture: %v", err)
+		}
+		if err := g.(executor.CaptureModer).BeginCaptureMode(s0, mode); err != nil {
+			t.Fatal(err)
+		}
+		serr := hs.SyncEvent(e)
+		_, qerr := hs.QueryEvent(e)
+		if mode == planner.CaptureRelaxed {
+			if serr != nil || qerr != nil {
+				t.Errorf("relaxed mode: SyncEvent %v, QueryEvent %v", serr, qerr)
+			}
+		} else {
+			for _, err := range []error{serr, qerr} {
+				if err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED") {
+					t.Errorf("mode %q: %v, want CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", mode, err)
+				}
+			}
+		}
+		if gr, err := g.EndCapture(s0); err == nil {
+			g.DestroyGraph(gr)
+		}
+		g.Synchronize()
+		b.Close()
+	}
+}
