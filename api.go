@@ -376,6 +376,11 @@ type RunOptions struct {
 	Devices []int
 }
 
+// CUDABuilt reports whether this binary has the CUDA backend (built with
+// the cuda tag: scripts/build-gpu.sh); without it BackendCUDA fails with
+// an error wrapping cudart.ErrNotSupported.
+func CUDABuilt() bool { return cudart.Available }
+
 // AutoBackend says which backend BackendAuto opens in this process and why:
 // BackendCUDA when this binary has the CUDA backend and a device answers
 // (cudart.Probe, whose answer is cached), else BackendSim. reason is one

@@ -466,9 +466,45 @@ type CheckReport struct {
 	// Refused, for check --mode graph, is why the executor cannot run the
 	// plan in that mode (CheckRun's error); set only with races, which are
 	// the verdict (a race-free plan it refuses is bad input).
-	Refused  string   `json:"refused,omitempty"`
-	Warnings []string `json:"warnings"`
-	Notes    []string `json:"notes"`
+	Refused string `json:"refused,omitempty"`
+	// Errors, when the input could not be checked (a spec or plan file
+	// with mistakes: bad input, exit 2), is each mistake; OK is false and
+	// Report nil then.
+	Errors   []CheckError `json:"errors,omitempty"`
+	Warnings []string     `json:"warnings"`
+	Notes    []string     `json:"notes"`
+}
+
+// CheckError is one mistake in check's input, for CheckReport.Errors:
+// where it is (the file, and the 1-based line and column where the loader
+// knows them; zero otherwise), what is wrong and what to do.
+type CheckError struct {
+	File    string `json:"file,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// CheckReportOfError is the CheckReport of input from src that could not
+// be checked: err is Load's, Plan's or ReadPlan's error. Each spec mistake
+// (a dag.Error in err) is one entry with its position; any other error is
+// one entry with its text.
+func CheckReportOfError(src string, err error) *CheckReport {
+	r := &CheckReport{Source: src, Warnings: []string{}, Notes: []string{}}
+	var list dag.ErrorList
+	var one *dag.Error
+	switch {
+	case errors.As(err, &list):
+		for _, e := range list {
+			r.Errors = append(r.Errors, CheckError{File: e.Pos.File, Line: e.Pos.Line, Column: e.Pos.Col, Message: e.Msg, Hint: e.Hint})
+		}
+	case errors.As(err, &one):
+		r.Errors = []CheckError{{File: one.Pos.File, Line: one.Pos.Line, Column: one.Pos.Col, Message: one.Msg, Hint: one.Hint}}
+	default:
+		r.Errors = []CheckError{{File: src, Message: err.Error()}}
+	}
+	return r
 }
 
 // CheckReportOf is p's CheckReport. races is Verify's error for p (nil, a

@@ -13,7 +13,18 @@ import (
 )
 
 func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
-	bench := &cobra.Command{Use: "bench", Short: "Benchmarks of the planner"}
+	bench := &cobra.Command{
+		Use:   "bench plan|memory|scale",
+		Short: "Benchmarks of the planner",
+		Args:  cobra.ArbitraryArgs,
+		// Without a benchmark the help; an unknown one is a usage error.
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return usagef("bench: unknown benchmark %q: want plan, memory or scale\nusage: dagrun bench plan|memory|scale [flags] (`dagrun bench --help`)", args[0])
+		},
+	}
 	plan := &cobra.Command{
 		Use:   "plan SPEC...",
 		Short: "Planner quality table: streams and waits per strategy, lower bound, critical path, ideal makespan",

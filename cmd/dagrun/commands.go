@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,12 +30,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	_, err := root.ExecuteContextC(ctx)
+	c, err := root.ExecuteContextC(ctx)
 	if err != nil && !isTyped(err) {
-		// cobra's own flag and argument errors are usage errors.
-		err = usageError{err}
+		// cobra's own argument errors (a missing or an extra argument, an
+		// unknown command) are usage errors, with the command's usage line.
+		err = usageError{fmt.Errorf("%w\n%s", err, usageLine(c))}
 	}
 	return err
+}
+
+// usageLine is the usage of c for an argument error, with where to read
+// more: "usage: dagrun plan SPEC [flags] (`dagrun plan --help`: flags and
+// examples)".
+func usageLine(c *cobra.Command) string {
+	if !c.Runnable() {
+		return fmt.Sprintf("usage: %s COMMAND [flags] (`%s --help` lists the commands)", c.CommandPath(), c.CommandPath())
+	}
+	return fmt.Sprintf("usage: %s (`%s --help`: flags and examples)", c.UseLine(), c.CommandPath())
 }
 
 // stdoutWriter reports a failed write to standard output (a full disk,
@@ -238,8 +250,8 @@ a race-free multi-stream plan: streams from a minimum path cover, only the
 event record/wait pairs that are needed, and buffer lifetimes. It verifies
 the plan and runs it on the GPU or on a CPU simulator.
 
-Exit codes: 0 ok, 1 race found, run failed or stopped (interrupt, closed stdout),
-2 bad input or usage.`,
+Exit codes: 0 ok, 1 race found or run failed, 2 bad input or usage,
+3 internal error, 130 stopped by Ctrl-C (128+N for signal N).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version(),
@@ -253,7 +265,105 @@ Exit codes: 0 ok, 1 race found, run failed or stopped (interrupt, closed stdout)
 	refuseEmptyPaths(root)
 	root.SetFlagErrorFunc(flagError)
 	ownDefaults(root)
+	addExamples(root)
+	debugFlagGroup(root)
 	return root
+}
+
+// examples are the Examples of each command's help, by command path.
+var examples = map[string]string{
+	"dagrun": `  dagrun check specs/seed/two-writers-racy.yaml   # a race: exit 1, names the missing wait
+  dagrun plan specs/seed/three-stage.yaml         # streams, records, waits, lifetimes
+  dagrun run specs/models/inception_v3.yaml       # run it (GPU, else the simulator)`,
+	"dagrun plan": `  dagrun plan specs/seed/three-stage.yaml
+  dagrun plan --json specs/shared-io/shared-io.yaml > /tmp/plan.json
+  dagrun plan --format dot specs/examples/fan-out-fan-in.yaml | dot -Tpng -o /tmp/plan.png
+  dagrun plan --max-streams 4 specs/models/googlenet.yaml`,
+	"dagrun check": `  dagrun check specs/seed/two-writers-racy.yaml
+  dagrun check --json specs/shared-io/shared-io-racy.yaml
+  dagrun check --plan /tmp/plan.json
+  dagrun check --mode graph specs/models/inception_v3.yaml`,
+	"dagrun run": `  dagrun run specs/seed/three-stage.yaml
+  dagrun run --backend sim --iterations 10 --plan /tmp/plan.json
+  dagrun run --mode graph --timeline /tmp/tl.png specs/models/inception_v3.yaml
+  dagrun run specs/video/cameras.yaml --frames "$(go env GOROOT)/src/image/testdata"`,
+	"dagrun import": `  dagrun import specs/models/graphs/resnet50.json -o /tmp/resnet50.yaml
+  python3 -m dagrun_torch export --model resnet50 --out /tmp/g.json && dagrun import /tmp/g.json`,
+	"dagrun init":    `  dagrun init first.yaml && dagrun plan first.yaml`,
+	"dagrun schema":  `  dagrun schema > /tmp/spec.schema.json`,
+	"dagrun version": `  dagrun version`,
+	"dagrun bench": `  dagrun bench plan specs/models/*.yaml
+  dagrun bench memory specs/models/*.yaml
+  dagrun bench scale --stages 10k,100k`,
+	"dagrun bench plan":   `  dagrun bench plan specs/models/*.yaml`,
+	"dagrun bench memory": `  dagrun bench memory --plot /tmp/budget.png specs/models/*.yaml`,
+	"dagrun bench scale": `  dagrun bench scale --stages 10k,100k
+  dagrun bench scale --shapes layered --stages 10k --write /tmp/specs`,
+	"dagrun completion": `  source <(dagrun completion bash)
+  dagrun completion zsh > "${fpath[1]}/_dagrun"`,
+}
+
+// addExamples sets each command's Example from examples.
+func addExamples(root *cobra.Command) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if ex, ok := examples[c.CommandPath()]; ok {
+			c.Example = ex
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// debugFlags are the flags for looking inside the planner; help lists
+// them apart, under "Debug flags", after the flags for use.
+var debugFlags = []string{"dump-after", "check-passes", "timings"}
+
+const debugAnnotation = "dagrun_debug"
+
+var templateFuncs sync.Once
+
+// debugFlagGroup marks the debug flags of every command and makes help
+// list them in a group of their own.
+func debugFlagGroup(root *cobra.Command) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, name := range debugFlags {
+			if f := c.Flags().Lookup(name); f != nil {
+				c.Flags().SetAnnotation(name, debugAnnotation, []string{"true"})
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	templateFuncs.Do(func() { // cobra's template functions are global
+		cobra.AddTemplateFunc("userFlagUsages", func(c *cobra.Command) string { return flagUsages(c, false) })
+		cobra.AddTemplateFunc("debugFlagUsages", func(c *cobra.Command) string { return flagUsages(c, true) })
+	})
+	t := root.UsageTemplate()
+	const flags = "{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}"
+	if !strings.Contains(t, flags) {
+		panic("dagrun: cobra's usage template has no local flags section")
+	}
+	t = strings.Replace(t, flags, "{{userFlagUsages . | trimTrailingWhitespaces}}{{with debugFlagUsages .}}\n\nDebug flags (the planner's inside):\n{{. | trimTrailingWhitespaces}}{{end}}", 1)
+	root.SetUsageTemplate(t)
+}
+
+// flagUsages is the usage text of c's local flags, the debug ones or the
+// others.
+func flagUsages(c *cobra.Command, debug bool) string {
+	fs := pflag.NewFlagSet(c.Name(), pflag.ContinueOnError)
+	c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+		_, isDebug := f.Annotations[debugAnnotation]
+		if isDebug == debug {
+			fs.AddFlag(f)
+		}
+	})
+	return fs.FlagUsages()
 }
 
 func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -413,7 +523,7 @@ in graph mode as one graph of the whole iteration.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (planFile == "") == (len(args) == 0) {
-				return usagef("check takes a SPEC or --plan FILE (exactly one)")
+				return usagef("check takes a SPEC or --plan FILE (exactly one)\n%s", usageLine(cmd))
 			}
 			switch dagrun.Mode(mode) {
 			case dagrun.ModeStreams, dagrun.ModeGraph:
@@ -424,6 +534,25 @@ in graph mode as one graph of the whole iteration.`,
 				return err
 			}
 			pl, err := planOrSpec(planFile, args, &pf, false, nil, stderr)
+			var bad usageError
+			if asJSON && errors.As(err, &bad) {
+				// Tools read the input's mistakes as JSON too (exit 2).
+				src := planFile
+				if src == "" {
+					src = args[0]
+				}
+				if berr := beginOutput(cmd.Context()); berr != nil {
+					return berr
+				}
+				var out bytes.Buffer
+				if werr := dagrun.CheckReportOfError(dagrun.QuotePath(src), err).WriteJSON(&out); werr != nil {
+					return failure{werr}
+				}
+				if _, werr := stdout.Write(out.Bytes()); werr != nil {
+					return werr
+				}
+				return err
+			}
 			if err != nil {
 				return err
 			}
@@ -486,7 +615,7 @@ in graph mode as one graph of the whole iteration.`,
 	}
 	pf.add(cmd)
 	cmd.Flags().StringVar(&planFile, "plan", "", "check this plan file (from 'dagrun plan --json') instead of a spec")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON (races, fixes, lifetimes, warnings, notes) for tools")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON (races, fixes, lifetimes, warnings, notes) for tools; a spec or plan file with mistakes gets its errors there too (\"errors\": file, line, column, message, hint; exit 2)")
 	cmd.Flags().StringVar(&mode, "mode", string(dagrun.ModeStreams), "the run mode to check for: streams, or graph (also whether run --mode graph can run the plan, and if not why)")
 	return cmd
 }
@@ -539,7 +668,7 @@ anything is loaded, with exit 2.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (rf.planFile == "") == (len(args) == 0) {
-				return usagef("run takes a SPEC or --plan FILE (exactly one)")
+				return usagef("run takes a SPEC or --plan FILE (exactly one)\n%s", usageLine(cmd))
 			}
 			if ro.Iterations < 1 || ro.Iterations > dagrun.MaxIterations {
 				return usagef("--iterations %d: want 1 to %d", ro.Iterations, dagrun.MaxIterations)
@@ -561,6 +690,10 @@ anything is loaded, with exit 2.`,
 			}
 			if err := checkConflicts(cmd, runConflicts); err != nil {
 				return err
+			}
+			// A valid choice that this build cannot serve: before any work.
+			if ro.Backend == dagrun.BackendCUDA && !dagrun.CUDABuilt() {
+				return usagef("cannot run on cuda: this dagrun was built without the CUDA backend (the cuda build tag); build one with scripts/build-gpu.sh, or run on the simulator (backend sim)")
 			}
 			if err := sf.validate(cmd); err != nil {
 				return err
@@ -851,5 +984,5 @@ func flagError(cmd *cobra.Command, err error) error {
 	if cmd.Name() == "plan" && (strings.Contains(msg, "'o' in -o") || strings.HasSuffix(msg, "flag: --out") || strings.HasSuffix(msg, "flag: --output")) {
 		return usagef("%s: dagrun plan prints the plan to stdout; redirect it to a file: dagrun plan --json SPEC > FILE", msg)
 	}
-	return usagef("%s (`%s --help` lists its flags)", msg, cmd.CommandPath())
+	return usagef("%s (`%s --help` lists its flags)\nusage: %s", msg, cmd.CommandPath(), cmd.UseLine())
 }

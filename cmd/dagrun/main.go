@@ -8,12 +8,13 @@
 //
 // It does all its work through the root package dagrun (the embedded Go
 // API). Flags that contradict each other are rejected before anything is
-// loaded. Exit codes: 0 ok, 1 a race was found, a run failed or the command
-// was stopped (an interrupt, termination, hangup or quit signal, a closed
-// stdout), 2 bad input
-// or usage, 3 an internal error (a crash: a panic, the runtime out of
-// memory, the process killed); on exit 2 and 3 nothing is written to
-// stdout, and no command leaves a partial output file.
+// loaded. Exit codes: 0 ok, 1 a race was found, a run failed or stdout
+// was closed, 2 bad input or usage, 3 an internal error (a crash: a panic,
+// the runtime out of memory, the process killed), 128+N stopped by signal
+// N (130 an interrupt, Ctrl-C; 143 a termination; 129 a hangup; 131 a
+// quit), as shells report it; on exit 2 and 3 nothing is written to stdout
+// (check --json prints its input's errors there as JSON), and no command
+// leaves a partial output file.
 //
 // Crashes are told apart by a watcher: dagrun runs the command in a child
 // process of its own binary, whose Go runtime reports a crash on a pipe
@@ -75,7 +76,8 @@ func main() {
 }
 
 // stopSignals end a command early, in whatever phase (stopOn): nothing
-// staged is kept, and the exit code is 1.
+// staged is kept, and the exit code is 128 + the signal's number
+// (signalExit).
 var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // What a stop signal does to the worker's command (phase holds one):
@@ -96,17 +98,31 @@ const (
 
 var phase atomic.Int32
 
-// stopOn waits for the first stop signal, cancels the command's context
-// and, while the command is in phaseWork, ends the process at once (exit
-// 1) with its staging folders removed.
+// stopOn waits for the first stop signal, keeps it (stoppedBy), cancels
+// the command's context and, while the command is in phaseWork, ends the
+// process at once (exit signalExit) with its staging folders removed.
 func stopOn(sigs <-chan os.Signal, cancel func()) {
-	<-sigs
+	sig := <-sigs
+	stoppedBy.Store(&sig)
 	cancel()
 	if phase.CompareAndSwap(phaseWork, phaseStopped) {
 		removeStaged()
 		fmt.Fprintln(os.Stderr, "dagrun:", errStopped)
-		os.Exit(exitFailure)
+		os.Exit(signalExit(sig))
 	}
+}
+
+// stoppedBy is the stop signal the worker received, nil before one.
+var stoppedBy atomic.Pointer[os.Signal]
+
+// signalExit is the exit code of a command stopped by sig: 128 + its
+// number, as shells report a process that a signal ended (130 for an
+// interrupt), so that a script tells a stopped run from a failed one.
+func signalExit(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitFailure
 }
 
 // watching marks a run that watches ctx (phaseWatch) and returns the
@@ -179,11 +195,13 @@ func watch() int {
 		return exitInternal
 	}
 	var killed atomic.Bool // by a second interrupt
+	var firstSig atomic.Pointer[os.Signal]
 	go func() {
 		first := true
 		for sig := range sigs {
 			if first {
 				first = false
+				firstSig.Store(&sig)
 				cmd.Process.Signal(sig)
 				fmt.Fprintf(os.Stderr, "dagrun: %v: stopping (a second one stops at once)\n", sig)
 				continue
@@ -218,7 +236,7 @@ func watch() int {
 	}
 	if killed.Load() && len(report) == 0 {
 		fmt.Fprintln(os.Stderr, "dagrun: stopped at the second interrupt; no output file was written, and what it printed is incomplete")
-		return exitFailure
+		return signalExit(*firstSig.Load())
 	}
 	if ws, ok := state.Sys().(syscall.WaitStatus); ok && len(report) == 0 && ws.Signaled() && ws.Signal() == syscall.SIGPIPE {
 		// The reader of stdout went away (`| dot` without Graphviz, `| head`):
@@ -258,10 +276,10 @@ func stopped(ctx context.Context) error {
 
 var errStopped = errors.New("stopped by an interrupt or termination: nothing written")
 
-// Exit codes.
+// Exit codes (and 128+N for a command stopped by signal N: signalExit).
 const (
 	exitOK       = 0
-	exitFailure  = 1 // a race, a failed run, a stopped command
+	exitFailure  = 1 // a race, a failed run, a closed stdout
 	exitUsage    = 2 // bad input: usage, spec or plan errors
 	exitInternal = 3 // a crash: a panic, out of memory (told apart by watch)
 )
@@ -274,12 +292,17 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
-// exitCode prints err (if any) and maps it to the process exit code.
+// exitCode prints err (if any) and maps it to the process exit code: a
+// command that a stop signal ended with an error (a stopped run, output
+// not written) exits signalExit.
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintln(stderr, "dagrun:", printable(err.Error()))
+	if sig := stoppedBy.Load(); sig != nil {
+		return signalExit(*sig)
+	}
 	var ue usageError
 	if errors.As(err, &ue) {
 		return exitUsage

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dagrun/dagrun"
 )
 
 // dagrun runs the command line in-process and returns stdout, stderr and the exit code.
@@ -250,14 +252,18 @@ func TestRunRacyRefusedUnlessAllowed(t *testing.T) {
 	}
 }
 
+// run --backend cuda on a build without the CUDA backend is bad usage:
+// exit 2 before anything is loaded or printed (no "backend:" line), with
+// how to build one.
 func TestCUDAWithoutTag(t *testing.T) {
 	t.Parallel()
-	_, errs, code := cli(t, "run", "--backend", "cuda", specPath("seed/three-stage.yaml"))
-	if code == 0 {
-		t.Skip("this binary has a working CUDA backend")
+	if dagrun.CUDABuilt() {
+		t.Skip("this binary has the CUDA backend")
 	}
-	if !strings.Contains(errs, "build-gpu.sh") {
-		t.Errorf("--backend cuda without the tag does not say how to build one: %s", errs)
+	out, errs, code := cli(t, "run", "--backend", "cuda", specPath("seed/three-stage.yaml"))
+	if code != exitUsage || out != "" || strings.Contains(errs, "backend:") || !strings.Contains(errs, "build-gpu.sh") ||
+		strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Errorf("--backend cuda without the tag: exit %d, stdout %q, stderr %q; want exit 2 and one line saying how to build one", code, out, errs)
 	}
 }
 

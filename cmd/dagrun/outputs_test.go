@@ -293,7 +293,7 @@ func TestOutPathNotWritableRefusedFirst(t *testing.T) {
 
 // TestInterruptReachesWorker: an interrupt sent to the dagrun process alone
 // (not to its process group, as a supervisor's kill does) stops the run in
-// the worker: exit 1 with the executor's "stopped before iteration" line,
+// the worker: exit 128+N (130, 143) with the executor's "stopped before iteration" line,
 // and no worker left behind.
 func TestInterruptReachesWorker(t *testing.T) {
 	if testing.Short() {
@@ -328,8 +328,8 @@ func TestInterruptReachesWorker(t *testing.T) {
 			cmd.Process.Kill()
 			t.Fatalf("%v: dagrun still running a minute after the signal", sig)
 		}
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(se.String(), "stopped before iteration") {
-			t.Errorf("%v: %v, stderr %q; want exit 1 saying where the run stopped", sig, err, se.String())
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != signalExit(sig) || !strings.Contains(se.String(), "stopped before iteration") {
+			t.Errorf("%v: %v, stderr %q; want exit %d saying where the run stopped", sig, err, se.String(), signalExit(sig))
 		}
 	}
 }
@@ -384,7 +384,7 @@ func TestTimelineFilesSwapped(t *testing.T) {
 
 // TestStopSignalsStopAtOnce: a plan being computed does not watch for
 // signals, yet an interrupt, a termination, a hangup or a quit signal
-// stops dagrun at once: exit 1, one line saying nothing was written, no
+// stops dagrun at once: exit 128+N, one line saying nothing was written, no
 // stdout, no worker left behind.
 func TestStopSignalsStopAtOnce(t *testing.T) {
 	bin, dir := layeredSpec(t, "10k")
@@ -406,8 +406,8 @@ func TestStopSignalsStopAtOnce(t *testing.T) {
 		if took := time.Since(sent); took > 2*time.Second {
 			t.Errorf("%v: dagrun ran %v after the signal", sig, took)
 		}
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(se.String(), "nothing written") || strings.Contains(se.String(), "internal error") {
-			t.Errorf("%v: %v, stderr %q; want exit 1 saying nothing was written", sig, err, se.String())
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != signalExit(sig) || !strings.Contains(se.String(), "nothing written") || strings.Contains(se.String(), "internal error") {
+			t.Errorf("%v: %v, stderr %q; want exit %d saying nothing was written", sig, err, se.String(), signalExit(sig))
 		}
 		if so.Len() != 0 {
 			t.Errorf("%v: stdout %q", sig, so.String())
@@ -417,7 +417,7 @@ func TestStopSignalsStopAtOnce(t *testing.T) {
 
 // TestStopSignalsRemoveStaging: a hangup or quit signal during a streamed
 // run, whose --out files are staged as frames finish, stops the run (exit
-// 1) and leaves neither the staging folder nor --out.
+// 129, 131) and leaves neither the staging folder nor --out.
 func TestStopSignalsRemoveStaging(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -447,8 +447,8 @@ func TestStopSignalsRemoveStaging(t *testing.T) {
 			cmd.Process.Kill()
 			t.Fatalf("%v: dagrun still running a minute after the signal", sig)
 		}
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || strings.Contains(se.String(), "internal error") {
-			t.Errorf("%v: %v, stderr %q; want exit 1", sig, err, se.String())
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != signalExit(sig) || strings.Contains(se.String(), "internal error") {
+			t.Errorf("%v: %v, stderr %q; want exit %d", sig, err, se.String(), signalExit(sig))
 		}
 		if left := listFiles(t, dir); len(left) != 0 {
 			t.Errorf("%v: left %v in the folder of --out", sig, left)
@@ -505,7 +505,7 @@ func waitForWorker(cmd *exec.Cmd, settle time.Duration) {
 
 // TestInterruptStopsBeforeWriting: loading, planning and verifying do not
 // watch for an interrupt, but a command interrupted during them ends when
-// they are done without printing its plan or writing its files: exit 1,
+// they are done without printing its plan or writing its files: exit 130,
 // one line saying so.
 func TestInterruptStopsBeforeWriting(t *testing.T) {
 	bin, dir := layeredSpec(t, "100k")
@@ -526,8 +526,8 @@ func TestInterruptStopsBeforeWriting(t *testing.T) {
 			cmd.Process.Kill()
 			t.Fatalf("%v: still running two minutes after the interrupt", args)
 		}
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(se.String(), "stopped by an interrupt or termination: nothing written") {
-			t.Errorf("%v: %v, stderr %q; want exit 1 saying nothing was written", args, err, se.String())
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(se.String(), "stopped by an interrupt or termination: nothing written") {
+			t.Errorf("%v: %v, stderr %q; want exit 130 saying nothing was written", args, err, se.String())
 		}
 		if so.Len() != 0 {
 			t.Errorf("%v: stdout %.200q", args, so.String())

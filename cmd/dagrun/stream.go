@@ -18,6 +18,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/specs/video"
@@ -37,7 +38,7 @@ func (f *streamFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.frames, "frames", "", "stream the frames in this directory (PNG/JPEG/GIF images, or raw .raw/.bin/.rgba files) through the spec's host_pinned input buffers, one frame per buffer per iteration (default iterations: enough to use every frame once)")
 	fl.StringVar(&f.outDir, "out", "", "write each role: output buffer's contents after the run to DIR/BUFFER.bin (the last iteration's); with --frames, each host_pinned output of every iteration to DIR/BUFFER/NNNNNN.bin; warns when the plan has no output buffer")
 	fl.IntVar(&f.inFlight, "in-flight", 0, "with --frames: the host issues iteration i only after iteration i-N completed (0: the plan's bound + 1)")
-	fl.StringVar(&f.progress, "progress", "auto", "with --frames: progress bar with frames/s on stderr: auto (runs of 500+ iterations), on or off")
+	fl.StringVar(&f.progress, "progress", "auto", "with --frames: progress bar with frames/s on stderr: auto (runs of 500+ iterations, when stderr is a terminal), on or off")
 	fl.StringVar(&f.check, "check", "auto", "with --frames: check every output frame: video (against specs/video's float64 reference, max relative error < 1e-4), none, or auto (video when the plan runs the video kernels)")
 }
 
@@ -221,7 +222,7 @@ func runStream(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFl
 	ro.InFlight = f.inFlight
 	frames := iters * len(s.inputs)
 	var bar *progressbar.ProgressBar
-	if f.progress == "on" || (f.progress == "auto" && iters >= 500) {
+	if f.progress == "on" || (f.progress == "auto" && iters >= 500 && isTerminal(stderr)) {
 		bar = progressbar.NewOptions(frames, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("frames"),
 			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("frames"),
 			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionOnCompletion(func() { fmt.Fprintln(stderr) }))
@@ -276,4 +277,11 @@ func runStream(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFl
 		}
 	}
 	return nil
+}
+
+// isTerminal reports whether w is a terminal: a progress bar redraws its
+// line, which a file or a pipe would keep as clutter.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

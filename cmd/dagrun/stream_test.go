@@ -156,3 +156,30 @@ stages:
 		t.Errorf("cameras --alloc dynamic: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// --progress auto draws no bar when stderr is not a terminal (a file, a
+// pipe, a test's buffer), even for a run long enough to get one on a
+// terminal (500 iterations); --progress on draws it anywhere
+// (TestRunFramesOut).
+func TestProgressAutoOnlyOnATerminal(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs 500 iterations")
+	}
+	out, errs, code := cli(t, "run", specPath("video/cameras.yaml"), "--frames", testImages(t), "--backend", "sim", "--iterations", "500")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	if strings.Contains(errs, "frames/s") || strings.Contains(errs, "\r") {
+		t.Errorf("a progress bar on a stderr that is no terminal:\n%q", errs)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if isTerminal(w) || isTerminal(new(strings.Builder)) {
+		t.Error("isTerminal: a pipe or a buffer taken for a terminal")
+	}
+}
