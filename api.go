@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -236,6 +237,9 @@ func CheckRun(p *StreamPlan, o RunOptions) error {
 		if err := checkSimOps(p, o.Iterations); err != nil {
 			return err
 		}
+		if err := checkSimClocks(p); err != nil {
+			return err
+		}
 	}
 	return executor.CheckRun(p, o.Options)
 }
@@ -267,6 +271,38 @@ func checkSimOps(p *StreamPlan, iters int) error {
 	}
 	return fmt.Errorf("%d iterations of %d ops each would issue %d ops on the simulator, more than it takes in one run (%d ops, about half an hour: it runs every op on the host, tens of thousands a second); run at most %d iterations there (--iterations), or run on the GPU (--backend cuda)",
 		iters, per, int64(iters)*int64(per), MaxSimOps, MaxSimOps/per)
+}
+
+// MaxSimClockBytes bounds the memory of the simulator's race detector for
+// one run: 4 GiB. It keeps a vector clock of one 8-byte entry per stream
+// for each stream and for each event's latest record (package sim,
+// "Race detection"), so a plan of S physical streams and E physical
+// events takes up to S × (S + E) × 8 bytes: 10,000 streams 1.6 GB, 30,000
+// streams 14 GB. Run and CheckRun refuse a run past it on the simulator.
+const MaxSimClockBytes = 4 << 30
+
+// maxSimClockBytes is MaxSimClockBytes (tests lower it).
+var maxSimClockBytes float64 = MaxSimClockBytes
+
+// checkSimClocks refuses a run of p on the simulator whose detector's
+// clocks would pass MaxSimClockBytes, before any stream is made.
+func checkSimClocks(p *StreamPlan) error {
+	streams, events := int64(len(p.Streams)), int64(p.Events)
+	if it := p.Iteration; it != nil {
+		streams *= int64(max(it.StreamSets, 1))
+		events = 0
+		for _, n := range it.Slots {
+			events += int64(max(n, 1))
+		}
+	}
+	// S ≤ 2^22·2^20 and E ≤ 2^42 or so: the product in float64.
+	need := float64(streams) * float64(streams+events) * 8
+	if need <= maxSimClockBytes {
+		return nil
+	}
+	fit := int64(float64(streams) * math.Sqrt(maxSimClockBytes/need))
+	return fmt.Errorf("the simulator's race detector would keep %.3g bytes (%.1f GiB) of vector clocks for this plan, one 8-byte entry per stream for each of its %d streams and %d events (%d × (%d + %d) × 8), more than it holds in one run (%d bytes, %.3g GiB): use at most about %d streams (a hand-synchronized spec's stream: names, or --max-streams), or run on the GPU (--backend cuda)",
+		need, need/(1<<30), streams, events, streams, streams, events, int64(maxSimClockBytes), maxSimClockBytes/(1<<30), fit)
 }
 
 // checkSimMemory refuses a run on the simulator whose buffers, allocated
@@ -472,7 +508,11 @@ func Run(ctx context.Context, p *StreamPlan, o RunOptions) (*RunResult, error) {
 		return nil, err
 	}
 	if b.Name() == BackendSim {
-		if err := checkSimOps(p, o.Iterations); err != nil {
+		err := checkSimOps(p, o.Iterations)
+		if err == nil {
+			err = checkSimClocks(p)
+		}
+		if err != nil {
 			return nil, errors.Join(err, b.Close())
 		}
 	}
