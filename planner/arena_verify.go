@@ -511,9 +511,19 @@ func (r arenaRace) race(v *verifier) Race {
 		FirstStreamName: p.Streams[p.Stages[i].Stream].Name, SecondStreamName: p.Streams[p.Stages[j].Stream].Name,
 		Buffer: p.Buffers[bi].Name, Offset: lo - base, Bytes: hi - lo,
 		Shared: p.Buffers[bj].Name, Kind: kind,
-		Fix: fmt.Sprintf("%s and %s share arena bytes (from arena offset %d) but their lifetimes overlap: record an event after %s on stream %s and wait on it before %s on stream %s (every use of %s before the first use of %s), or give them disjoint arena bytes",
-			bx.Name, by.Name, r.at, stageAt(p, u), stream(u), stageAt(p, w), stream(w), bx.Name, by.Name),
+		Fix: fmt.Sprintf("%s and %s share arena bytes (from %s) but their lifetimes overlap: record an event after %s on stream %s and wait on it before %s on stream %s (every use of %s before the first use of %s), or give them disjoint arena bytes",
+			bx.Name, by.Name, arenaPlace(bx.Device, r.at), stageAt(p, u), stream(u), stageAt(p, w), stream(w), bx.Name, by.Name),
 	}
+}
+
+// arenaPlace names the arena offset at (arenaAt's address space, where
+// device d's arena starts at d × deviceArenaStride) as the offset within
+// device d's arena.
+func arenaPlace(d int, at int64) string {
+	if d == 0 {
+		return fmt.Sprintf("arena offset %d", at)
+	}
+	return fmt.Sprintf("offset %d of device %d's arena", at-int64(d)*deviceArenaStride, d)
 }
 
 // stageAt names stage v in a fix: its name, with its position in its spec

@@ -49,6 +49,31 @@ type Fix struct {
 	// afterSpec and beforeSpec name the stages as the spec does, for the
 	// edit: a collective's rank (stage NAME/r of the plan) is stage NAME.
 	afterSpec, beforeSpec string
+	// form is where the edit is made: a sync: manual spec's waits
+	// (formWaits), a sync: auto spec's after: (formAfter), or a plan
+	// file's ops (formOps).
+	form fixForm
+}
+
+type fixForm int
+
+const (
+	formWaits fixForm = iota
+	formAfter
+	formOps
+)
+
+// fixFormOf is the form of p's fixes: a plan file's are edits of its ops;
+// a sync: manual spec's, of its waits; other specs' (dagrun places their
+// waits), of the stages' after: lists.
+func fixFormOf(p *Plan) fixForm {
+	switch {
+	case p.fromFile:
+		return formOps
+	case p.Strategy != "" && p.Strategy != dag.SyncManual:
+		return formAfter
+	}
+	return formWaits
 }
 
 // newFix is the fix "before stage y, wait on a record after stage x" of p
@@ -57,7 +82,7 @@ func newFix(p *Plan, x, y int) Fix {
 	s, t := p.Stages[x].Stream, p.Stages[y].Stream
 	return Fix{After: x, Before: y, AfterName: p.Stages[x].Name, BeforeName: p.Stages[y].Name, BeforeSource: p.Stages[y].Source,
 		RecordStream: streamLabel(p.Streams[s].Name, s), WaitStream: streamLabel(p.Streams[t].Name, t), Places: 1,
-		afterSpec: specStageName(&p.Stages[x]), beforeSpec: specStageName(&p.Stages[y])}
+		afterSpec: specStageName(&p.Stages[x]), beforeSpec: specStageName(&p.Stages[y]), form: fixFormOf(p)}
 }
 
 // specStageName is the name of the spec stage st comes from: the
@@ -647,9 +672,38 @@ func addLaggedWait(p *Plan, x, y, lag int) {
 }
 
 // String is the fix as the edit to make, in the spec's stage names (a
-// collective's, not its rank's), with its CUDA form in the plan's.
+// collective's, not its rank's), with its CUDA form in the plan's, and
+// the edit that would do instead (Instead) when there is one.
 func (f Fix) String() string {
+	s := f.edit()
+	if f.Instead != "" {
+		s += "; or instead " + f.Instead
+	}
+	return s
+}
+
+// edit is String without Instead.
+func (f Fix) edit() string {
 	at, after := cmp.Or(f.beforeSpec, f.BeforeName), cmp.Or(f.afterSpec, f.AfterName)
+	switch f.form {
+	case formOps:
+		lag := ""
+		if f.Lag > 0 {
+			lag = fmt.Sprintf(" %d iteration%s back (lag %d, one more slot for the event)", f.Lag, plural(f.Lag), f.Lag)
+		}
+		return fmt.Sprintf("%s: in the plan file, add a record of a new event to stream %s's ops right after the launch of %s, and a wait on it%s to stream %s's ops right before the launch of %s (and the two to issue_order there)",
+			at, f.RecordStream, f.AfterName, lag, f.WaitStream, f.BeforeName)
+	case formAfter:
+		if f.BeforeSource != "" {
+			at = cmp.Or(f.beforeSpec, f.BeforeName) + " (" + f.BeforeSource + ")"
+		}
+		if f.Lag > 0 {
+			return fmt.Sprintf("%s: nothing orders %s %d iteration%s earlier before it, and a sync: auto spec cannot name a wait across iterations (stream %s would wait, before %s, on the event recorded on stream %s after %s); write the spec with sync: manual and waits: [{stage: %s, lag: %d}]",
+				at, after, f.Lag, plural(f.Lag), f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName, after, f.Lag)
+		}
+		return fmt.Sprintf("%s: add %s to after (dagrun then places the wait: stream %s waits, before %s, on an event recorded on stream %s after %s)",
+			at, after, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName)
+	}
 	if f.BeforeSource != "" {
 		at += " (" + f.BeforeSource + ")"
 	}
@@ -661,12 +715,8 @@ func (f Fix) String() string {
 		return fmt.Sprintf("%s: add {stage: %s, lag: %d} to waits (stream %s waits, before %s, on the event recorded on stream %s after %s %d iteration%s earlier)",
 			at, after, f.Lag, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName, f.Lag, plural(f.Lag))
 	}
-	s := fmt.Sprintf("%s: add %s to waits (stream %s waits, before %s, on an event recorded on stream %s after %s)",
+	return fmt.Sprintf("%s: add %s to waits (stream %s waits, before %s, on an event recorded on stream %s after %s)",
 		at, after, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName)
-	if f.Instead != "" {
-		s += "; or instead " + f.Instead
-	}
-	return s
 }
 
 // report writes e grouped by fix: one block per wait with the races it
@@ -714,6 +764,14 @@ func (e *RaceError) report(b *strings.Builder) {
 	if e.LagsShortest {
 		b.WriteString("; each lag is the shortest that orders its races (with more than 4 fixes or 32 iterations unrolled, lags are not lengthened), so a longer one may also do, with less order between iterations")
 	}
+	// An edit that would do instead of several fixes is said once, after
+	// them (it orders each one's races, tried with that fix alone).
+	instead := map[string][]int{}
+	for i, f := range e.Fixes {
+		if f.Instead != "" {
+			instead[f.Instead] = append(instead[f.Instead], i)
+		}
+	}
 	printed := 0
 	for i, f := range e.Fixes {
 		fmt.Fprintf(b, "\nfix %d", i+1)
@@ -721,8 +779,21 @@ func (e *RaceError) report(b *strings.Builder) {
 			fmt.Fprintf(b, " (at %d places: each run of %s on stream %s waits on the latest run of %s on stream %s before it)",
 				f.Places, SiteOf(f.BeforeName), f.WaitStream, SiteOf(f.AfterName), f.RecordStream)
 		}
-		fmt.Fprintf(b, ": %s\n  orders:", f)
+		text := f.String()
+		if len(instead[f.Instead]) > 1 {
+			text = f.edit()
+		}
+		fmt.Fprintf(b, ": %s\n  orders:", text)
 		e.reportRaces(b, f.Races, "\n    ", true, &printed)
+	}
+	for i, f := range e.Fixes {
+		if ks := instead[f.Instead]; len(ks) > 1 && ks[0] == i {
+			nums := make([]string, len(ks))
+			for j, k := range ks {
+				nums[j] = fmt.Sprint(k + 1)
+			}
+			fmt.Fprintf(b, "\ninstead of fixes %s: %s", strings.Join(nums, ", "), f.Instead)
+		}
 	}
 	e.reportRaces(b, e.Unfixed, "\n  ", false, &printed)
 	e.reportLifetimes(b)

@@ -347,12 +347,13 @@ stages:
 	if err := Verify(q); !errors.As(err, &re) || len(re.Fixes) != 1 {
 		t.Fatalf("want one fix, got %v", err)
 	}
-	want := "pull (test.yaml:10:5): add reduce to waits (stream side waits, before pull, on an event recorded on stream main after reduce/0)"
+	// A sync: auto spec: the edit is to after:, dagrun places the wait.
+	want := "pull (test.yaml:10:5): add reduce to after (dagrun then places the wait: stream side waits, before pull, on an event recorded on stream main after reduce/0)"
 	if got := re.Fixes[0].Edit; got != want {
 		t.Errorf("edit\n%s\nwant\n%s", got, want)
 	}
 	f := newFix(p, id["pull"], id["reduce/1"])
-	if got := f.String(); !strings.HasPrefix(got, "reduce (test.yaml:9:5): add pull to waits (stream s1 waits, before reduce/1, ") {
+	if got := f.String(); !strings.HasPrefix(got, "reduce (test.yaml:9:5): add pull to after (dagrun then places the wait: stream s1 waits, before reduce/1, ") {
 		t.Errorf("a fix before a rank: %s", got)
 	}
 	// A stage whose name only looks like a rank's keeps it.

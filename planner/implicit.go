@@ -589,7 +589,7 @@ func (v *verifier) explain(r *Race) {
 		r.Rule = fmt.Sprintf("%s: %s is issued by thread %s and %s by thread %s; a host wait orders only its own thread's later issues, and a wait on another thread's record captures it only after a host event hands it over",
 			RuleThreads, fi.Name, threadLabel(a.Thread), se.Name, threadLabel(b.Thread))
 		r.Rule += v.conservativeWait(r.Second)
-		r.Fix = fmt.Sprintf("hand over with a host event: record an event on thread %s's host stream after it has waited for %s, and wait on that event on thread %s's host stream before %s", threadLabel(a.Thread), fi.Name, threadLabel(b.Thread), se.Name)
+		r.Fix = fmt.Sprintf("hand over with a host event: record an event on thread %s's host stream after it has waited for %s, and wait on that event on thread %s's host stream before %s", threadLabel(a.Thread), stageAt(p, int32(r.First)), threadLabel(b.Thread), stageAt(p, int32(r.Second)))
 	case fi.Copy == CopySync && syncCopyReturn(p, r.First) == returnsStaged && v.stageWrites(r.First, r.Buffer):
 		r.Rule = fmt.Sprintf("%s: %s, a synchronous copy from pageable memory, returns once its source is staged; its write to %s may still be in flight", RuleStaged, fi.Name, r.Buffer)
 		if !b.Host && !blockingKind(b.Kind) && b.Kind != StreamLegacy {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strings"
 )
 
 // Iteration is a plan's cross-iteration schedule: how the plan is
@@ -293,7 +294,26 @@ func (st *state) barrier(why string) {
 	if S <= 1 {
 		how = "they run one after another on the plan's one stream"
 	}
+	if threads := planThreads(p); len(threads) > 1 {
+		// The barrier's waits on another thread's records are not handed
+		// over by a host event: they order nothing.
+		st.note("iterations are not separated across host threads: %s, and the barrier between iterations (%s waits and %s records per iteration) waits on records of streams that other threads (%s) issue, which orders nothing without a host event handing each record over; iterations of different threads may overlap, and check unrolls them",
+			why, thousands(2*(S-1)), thousands(S), strings.Join(threads, ", "))
+		return
+	}
 	st.note("iterations do not overlap: %s, so %s; %s", why, how, cost)
+}
+
+// planThreads is the host threads that issue p's streams, in order of
+// their first stream ("main" for the main thread).
+func planThreads(p *Plan) []string {
+	var out []string
+	for _, s := range p.Streams {
+		if t := threadLabel(s.Thread); !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // iterInFlight is the in-flight bound of p's iterations with cross-iteration

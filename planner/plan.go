@@ -60,6 +60,9 @@ type Plan struct {
 	// CheckCaptures holds them to CUDA's capture rules.
 	Captures []Capture `json:"captures,omitempty"`
 
+	// fromFile: decoded from a plan file (UnmarshalJSON): a fix is an edit
+	// of its streams' ops, not of a spec's waits.
+	fromFile bool
 	unrolled bool // made by Unroll: its stages are iterations of another plan's
 	// derived: made by Verify from a plan whose shape it checked (an
 	// unrolled plan without names, unroll): its shape is not checked again.
@@ -361,6 +364,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 func (p *Plan) UnmarshalJSON(b []byte) error {
 	var in planJSON
 	in.planAlias = (*planAlias)(p)
+	p.fromFile = true
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()

@@ -110,3 +110,40 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// TestFixForms: a fix is the edit its source takes: a sync: manual
+// spec's waits, a sync: auto spec's after: (dagrun places the wait), a
+// plan file's ops (a record and a wait to add).
+func TestFixForms(t *testing.T) {
+	s := manual(spec(stage("w1", on("a"), writes("x")), stage("w2", on("b"), writes("x"))))
+	p, err := Build(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(q *Plan) string {
+		re, ok := Verify(q).(*RaceError)
+		if !ok || len(re.Fixes) != 1 {
+			t.Fatalf("want one fix, got %v", Verify(q))
+		}
+		return re.Fixes[0].Edit
+	}
+	if e := edit(p); !contains(e, "w2: add w1 to waits (stream b waits") {
+		t.Errorf("manual spec: %s", e)
+	}
+	auto := *p
+	auto.Strategy = "chain"
+	if e := edit(&auto); !contains(e, "w2: add w1 to after (dagrun then places the wait") || contains(e, "to waits") {
+		t.Errorf("auto spec: %s", e)
+	}
+	b, err := p.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file Plan
+	if err := file.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	if e := edit(&file); !contains(e, "in the plan file, add a record of a new event to stream a's ops right after the launch of w1") || contains(e, "to waits") {
+		t.Errorf("plan file: %s", e)
+	}
+}

@@ -142,3 +142,76 @@ func TestCheckOKCountsCrossIterationWaits(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 0 and %q", code, out, errOut, want)
 	}
 }
+
+// TestArenaOffsetOfDevice: a race through arena bytes shared on device 1
+// names the offset within device 1's arena, not the verifier's address of
+// it (device 1's arena starts at 2 × the largest buffer there).
+func TestArenaOffsetOfDevice(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(specPath("multigpu/peer-reuse-racy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Device 0 and 1 swapped: the reused block is device 1's.
+	s := strings.NewReplacer("device: 0}", "device: @}", "device: 1}", "device: 0}").Replace(string(src))
+	s = strings.ReplaceAll(s, "device: @}", "device: 1}")
+	path := filepath.Join(t.TempDir(), "peer-reuse-1.yaml")
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := cli(t, "check", path)
+	if code != exitFailure || !strings.Contains(out, "share arena bytes (from offset 0 of device 1's arena)") {
+		t.Errorf("exit %d:\n%s%s", code, out, errOut)
+	}
+}
+
+// TestThreadsReport: a race between host threads names both stages'
+// places in the spec (file:line:col), and the note on iterations does not
+// claim a barrier separates them (its waits on another thread's records
+// order nothing).
+func TestThreadsReport(t *testing.T) {
+	t.Parallel()
+	out, errOut, code := cli(t, "check", specPath("rules/threads-racy.yaml"))
+	if code != exitFailure {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	for _, want := range []string{"after it has waited for infer (../../specs/rules/threads-racy.yaml:19:5)",
+		"before fetch (../../specs/rules/threads-racy.yaml:20:5)", "iterations are not separated across host threads"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "so a barrier separates them") {
+		t.Errorf("a barrier claimed with host threads:\n%s", out)
+	}
+}
+
+// TestInsteadOnce: an edit that would do instead of several fixes (one
+// stream declared blocking) is said once, after them, not under each.
+func TestInsteadOnce(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "legacy-twice.yaml")
+	spec := `version: 1
+name: legacy-twice
+sync: manual
+streams:
+  - {name: default, kind: legacy}
+  - {name: work}
+buffers:
+  - {name: x, bytes: 4096, role: output}
+  - {name: y, bytes: 4096, role: output}
+stages:
+  - {name: produce, kernel: mix, writes: [x], stream: default}
+  - {name: overwrite, kernel: fill, args: {value: 2.0}, writes: [x], stream: work}
+  - {name: produce2, kernel: mix, writes: [y], stream: work}
+  - {name: overwrite2, kernel: fill, args: {value: 2.0}, writes: [y], stream: default}
+`
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := cli(t, "check", path)
+	const edit = "declare stream work with kind: blocking"
+	if code != exitFailure || strings.Count(out, edit) != 1 || !strings.Contains(out, "instead of fixes 1, 2: "+edit) {
+		t.Errorf("exit %d:\n%s%s", code, out, errOut)
+	}
+}
