@@ -762,6 +762,7 @@ def site_of_caller(skip_dirs: Sequence[str], allow_dirs: Sequence[str] = ()) -> 
 
 
 _ASSIGN = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]+)?=(?!=)\s*(\S.*)$")
+_TUPLE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)+)\s*,?\s*=(?!=)\s*\S")
 _APPEND = re.compile(r"^\s*([A-Za-z_]\w*)\.append\(")
 _COMP_VAR = re.compile(r"\bfor\s+([A-Za-z_]\w*)\b")
 
@@ -769,11 +770,14 @@ _COMP_VAR = re.compile(r"\bfor\s+([A-Za-z_]\w*)\b")
 _ORDINAL = threading.local()
 
 
-def _ordinal(f: Any) -> int:
+def _ordinal(f: Any, epoch: Any = None) -> int:
     """How many times in a row frame ``f``'s current line has asked before
-    (0 the first time): the index of what a comprehension or an
-    ``append`` loop on that line creates."""
-    key = (id(f), f.f_code, f.f_lineno)
+    (0 the first time): the index of what a comprehension, an ``append``
+    loop or a tuple assignment on that line creates. ``epoch``: something
+    that changes when the program did anything else in between (the number
+    of ops recorded), so that a second run of the same line counts from 0
+    again even when its frame has the address of the first one's."""
+    key = (id(f), f.f_code, f.f_lineno, epoch)
     last = getattr(_ORDINAL, "last", None)
     if last is not None and last[0] == key:
         last[1] += 1
@@ -783,14 +787,16 @@ def _ordinal(f: Any) -> int:
     return last[1]
 
 
-def assigned_name(f: Any, index: bool = True) -> Optional[str]:
+def assigned_name(f: Any, index: bool = True, epoch: Any = None) -> Optional[str]:
     """The program's name for what frame ``f``'s line creates, read from the
     source line: ``s_copy`` for ``s_copy = torch.cuda.Stream()``,
     ``streams[2]`` for the third stream of ``streams = [torch.cuda.Stream()
     for _ in range(3)]`` or of ``streams.append(torch.cuda.Stream())`` in a
-    loop (with ``index``: the count of creations in a row on that line; call
-    it once per object created); None when the line shows no name (without
-    ``index``, for those two forms too) or the source is not readable. It
+    loop, ``s_right`` for the second of ``s_left, s_right =
+    torch.cuda.Stream(), torch.cuda.Stream()`` (with ``index``: the count of
+    creations in a row on that line, see _ordinal; call it once per object
+    created); None when the line shows no name (without ``index``, for those
+    three forms too) or the source is not readable. It
     never reads the frame's locals: in CPython before 3.13 that keeps a
     snapshot of them alive, and a tensor the program dropped would stay
     allocated, changing what the caching allocator does."""
@@ -798,15 +804,22 @@ def assigned_name(f: Any, index: bool = True) -> Optional[str]:
     if f is None:
         return None
     line = linecache.getline(f.f_code.co_filename, f.f_lineno)
+    m = _TUPLE.match(line)
+    if m:
+        if not index:
+            return None
+        targets = [t.strip() for t in m.group(1).split(",")]
+        k = _ordinal(f, epoch)
+        return targets[k] if k < len(targets) else None
     m = _ASSIGN.match(line)
     if m:
         target, rhs = m.groups()
         if rhs.startswith("[") and _COMP_VAR.search(rhs):
-            return "%s[%d]" % (target, _ordinal(f)) if index else None
+            return "%s[%d]" % (target, _ordinal(f, epoch)) if index else None
         return target
     m = _APPEND.match(line)
     if m:
-        return "%s[%d]" % (m.group(1), _ordinal(f)) if index else None
+        return "%s[%d]" % (m.group(1), _ordinal(f, epoch)) if index else None
     return None
 
 
@@ -1194,7 +1207,8 @@ class record:
 
     def assigned(self, index: bool = True) -> Optional[str]:
         """The program's name for what the calling line creates (assigned_name)."""
-        return assigned_name(frame_of_caller(self._skip, self._allow), index)
+        b = self.builder
+        return assigned_name(frame_of_caller(self._skip, self._allow), index, b.base + len(b.stages))
 
     def guarded(self, what: str, cb: Callable) -> Callable:
         """``cb`` under the recording's lock, its errors kept for ``__exit__``."""

@@ -444,3 +444,24 @@ def test_assigned_name_keeps_no_local_alive():
         return streams
     assert program(lambda: assigned_name(sys._getframe(1))) == ["streams[0]"]
     assert dead == [True]
+
+
+def test_assigned_name_of_tuples_and_of_a_line_run_again():
+    """``a, b = new(), new()`` names a then b; a line run again after other
+    work (another call of the function, its frame perhaps at the same
+    address) counts from 0 again."""
+    import sys
+    from dagrun_torch.recorder import assigned_name
+    epoch = [0]
+
+    def pair(new):
+        s_left, s_right = new(), new()  # noqa: F841
+
+    def ring(new):
+        streams = [new() for _ in range(2)]  # noqa: F841
+    for program, names in ((pair, ["s_left", "s_right"]), (ring, ["streams[0]", "streams[1]"])):
+        got = []
+        for _ in range(3):
+            program(lambda: got.append(assigned_name(sys._getframe(1), epoch=epoch[0])))
+            epoch[0] += 1   # the program did something else between the calls
+        assert got == names * 3
