@@ -1056,7 +1056,7 @@ var (
 				}
 				return yamlFloat(st.DurationUS), nil
 			},
-			schema: FormatField{Type: "number", Min: 0, HasMin: true, Doc: "cost estimate in µs"}},
+			schema: FormatField{Type: "number", Min: 0, Max: contract.MaxSpinUS, HasMin: true, HasMax: true, Doc: "cost estimate in µs (at most 60 s)"}},
 		{key: "waits", null: true,
 			decode: func(d *decoding[StageSpec, stageSrc], v *yaml.Node) {
 				var waits, waitFor []at
