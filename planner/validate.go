@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/dag"
 )
 
 // Limits of the plan format. A plan file beyond one is certainly a mistake
@@ -167,6 +168,23 @@ func (p *Plan) validateBounds() error {
 // validateNames checks that stages have names of their own and that
 // lifetimes name each buffer once and stages of the plan.
 func (p *Plan) validateNames() error {
+	// Names a terminal shows wrongly or not at all, refused as in a spec.
+	for _, c := range []struct {
+		what string
+		n    int
+		name func(i int) string
+	}{
+		{"stage", len(p.Stages), func(i int) string { return p.Stages[i].Name }},
+		{"buffer", len(p.Buffers), func(i int) string { return p.Buffers[i].Name }},
+		{"stream", len(p.Streams), func(i int) string { return p.Streams[i].Name }},
+		{"kernel", len(p.Kernels), func(i int) string { return p.Kernels[i].Name }},
+	} {
+		for i := range c.n {
+			if msg := dag.NameHidden(c.name(i)); msg != "" {
+				return planErr(fmt.Sprintf("%ss[%d].name", c.what, i), "%s %q: its name %s", c.what, c.name(i), msg)
+			}
+		}
+	}
 	stageIdx := make(map[string]int, len(p.Stages))
 	for i := range p.Stages {
 		// One map operation: a name given before leaves the map as large

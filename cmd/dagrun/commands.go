@@ -431,7 +431,7 @@ func newPlanCmd(stdout, stderr io.Writer) *cobra.Command {
 				if errors.As(pl.races, &pr) {
 					after = fmt.Sprintf(", first after pass %q", pr.Pass)
 				}
-				fmt.Fprintf(stderr, "dagrun: warning: %s: printing a plan with races%s (--no-verify; `dagrun check %s` for the report)\n", args[0], after, args[0])
+				fmt.Fprintf(stderr, "dagrun: warning: %s: printing a plan with races%s (--no-verify; `dagrun check %s` for the report)\n", quotePath(args[0]), after, quotePath(args[0]))
 			}
 			if format != "table" { // the table prints them itself
 				for _, n := range pl.p.Notes {
@@ -888,9 +888,9 @@ func writeOutputs(files *outFiles, dir string, res *dagrun.RunResult, skip map[s
 	}
 	switch {
 	case n+streamed == 0:
-		fmt.Fprintf(stderr, "dagrun: warning: --out %s: the plan has no output buffer, so nothing was written (give the buffers to keep role: output)\n", dir)
+		fmt.Fprintf(stderr, "dagrun: warning: --out %s: the plan has no output buffer, so nothing was written (give the buffers to keep role: output)\n", quotePath(dir))
 	default:
-		fmt.Fprintf(stderr, "dagrun: wrote %d output file(s) to %s\n", n+streamed, dir)
+		fmt.Fprintf(stderr, "dagrun: wrote %d output file(s) to %s\n", n+streamed, quotePath(dir))
 	}
 	return nil
 }

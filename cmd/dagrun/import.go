@@ -40,7 +40,7 @@ in-place nodes read and write one buffer. The spec is written to -o FILE
 				return usageError{err}
 			}
 			var out bytes.Buffer
-			fmt.Fprintf(&out, "# Imported by `dagrun import %s`.\n# %s\n", filepath.Base(args[0]), summary)
+			fmt.Fprintf(&out, "# Imported by `dagrun import %s`.\n# %s\n", quotePath(filepath.Base(args[0])), summary)
 			if err := dagrun.WriteSpec(&out, s); err != nil {
 				return failure{err}
 			}

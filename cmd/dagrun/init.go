@@ -79,7 +79,8 @@ prints the spec.`,
 			if err := files.commit(); err != nil {
 				return failure{fmt.Errorf("writing %s: %w", path, err)}
 			}
-			_, err := fmt.Fprintf(stdout, "wrote %s; next: dagrun check %s, dagrun plan %s, dagrun run %s\n", path, path, path, path)
+			q := quotePath(path)
+			_, err := fmt.Fprintf(stdout, "wrote %s; next: dagrun check %s, dagrun plan %s, dagrun run %s\n", q, q, q, q)
 			return err
 		},
 	}

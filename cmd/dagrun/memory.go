@@ -218,7 +218,7 @@ the command exits 1 after the tables.`,
 				if err != nil {
 					return failure{fmt.Errorf("--plot %s: %w", plotFile, err)}
 				}
-				fmt.Fprintf(stderr, "wrote %s\n", plotFile)
+				fmt.Fprintf(stderr, "wrote %s\n", quotePath(plotFile))
 			}
 			if _, err := stdout.Write(out.Bytes()); err != nil {
 				return err
