@@ -270,3 +270,17 @@ def test_env_variable_without_cuda_says_so(tmp_path):
         pytest.skip("this machine has CUDA")
     assert r.returncode == 0 and r.stdout.strip() == "ran", r.stdout + r.stderr
     assert "DAGRUN_TORCH_CHECK: not recording: dagrun_torch.record needs CUDA" in r.stderr
+
+
+def test_run_command_replaces_the_env_recording(fake, dagrun_bin, tmp_path, monkeypatch, capsys):
+    """With DAGRUN_TORCH_CHECK=1 set too, `python3 -m dagrun_torch run`
+    discards the recording the import started and records the script on
+    its own (one recording at a time)."""
+    monkeypatch.setenv("DAGRUN", dagrun_bin)
+    monkeypatch.setattr(launch.atexit, "register", lambda f: None)
+    env_rec = launch.start_from_env({"DAGRUN_TORCH_CHECK": "1"})
+    assert env_rec is not None and recorder._ACTIVE is env_rec
+    script = tmp_path / "prog.py"
+    script.write_text(SCRIPT)
+    assert launch.main([str(script), "2.0", "sync"]) == 0, capsys.readouterr().err
+    assert not env_rec._active and recorder._ACTIVE is None
