@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/graph"
 	"gonum.org/v1/gonum/graph/simple"
@@ -37,8 +38,24 @@ type checker struct {
 	events  map[string]bool // the events stages record (built on first use)
 	// checkBuiltin's ranges of one stage, reused
 	rangeR, rangeW []contract.Range
-	guess          *bufferGuess // bufferIndex's guesses
+	guess          *bufferGuess          // bufferIndex's guesses
+	ptx            map[string]*ptxModule // PTX files read, by path as the spec names it
 }
+
+// ptxModule is what checkKernel read of one PTX file: its entries, or why
+// it could not be read.
+type ptxModule struct {
+	err     error
+	entries []string        // in file order
+	has     map[string]bool // entries as a set
+}
+
+// ptxReads counts the PTX files the loader read (for tests).
+var ptxReads atomic.Int64
+
+// ptxHintEntries is how many entries the hint of a missing entry names:
+// the nearest by edit distance, and a count of the rest.
+const ptxHintEntries = 5
 
 // bufferIndex returns the index of the first declaration of buffer name,
 // accessed in position j of a stage's reads or writes: a guess
@@ -229,12 +246,33 @@ func (c *checker) checkKernel(i int) {
 	if !src.ok || k.PTX == "" || k.Entry == "" {
 		return
 	}
-	f, _, err := c.openInput(k.PTX, maxPTXBytes, "PTX file")
-	var data []byte
-	if err == nil {
-		data, err = io.ReadAll(io.LimitReader(f, maxPTXBytes))
-		f.Close()
+	// Each file is read and scanned once, however many kernels name it.
+	m := c.ptx[k.PTX]
+	if m == nil {
+		m = &ptxModule{}
+		ptxReads.Add(1)
+		f, _, err := c.openInput(k.PTX, maxPTXBytes, "PTX file")
+		var data []byte
+		if err == nil {
+			data, err = io.ReadAll(io.LimitReader(f, maxPTXBytes))
+			f.Close()
+		}
+		m.err = err
+		if err == nil {
+			m.has = map[string]bool{}
+			for _, e := range ptxEntry.FindAllSubmatch(data, -1) {
+				if name := string(e[1]); !m.has[name] {
+					m.has[name] = true
+					m.entries = append(m.entries, name)
+				}
+			}
+		}
+		if c.ptx == nil {
+			c.ptx = map[string]*ptxModule{}
+		}
+		c.ptx[k.PTX] = m
 	}
+	err := m.err
 	var refused *safefile.RefusedError
 	switch {
 	case errors.Is(err, safefile.ErrOutside):
@@ -250,21 +288,44 @@ func (c *checker) checkKernel(i int) {
 		c.errorAt(src.ptx, "paths are relative to the spec's directory ("+safefile.Quote(c.dirName())+"); build the PTX with nvcc -ptx", "kernel %s: PTX file %s: %s", k.Name, safefile.Quote(k.PTX), unwrapPathError(err))
 		return
 	}
-	var entries []string
-	for _, m := range ptxEntry.FindAllSubmatch(data, -1) {
-		if string(m[1]) == k.Entry {
-			return
-		}
-		entries = append(entries, string(m[1]))
+	if m.has[k.Entry] {
+		return
 	}
 	hint := "the PTX defines no .entry; compile the kernel with extern \"C\" __global__ and nvcc -ptx"
-	if len(entries) > 0 {
-		hint = "entries in the file: " + strings.Join(entries, ", ")
-		if s := c.suggest(k.Entry, func() []string { return entries }); s != "" {
+	switch {
+	case len(m.entries) > 0 && len(c.errs) >= MaxErrors: // not shown: no search
+		hint = fmt.Sprintf("the file has %d entries", len(m.entries))
+	case len(m.entries) > 0:
+		hint = "entries in the file: " + nearestNames(k.Entry, m.entries, ptxHintEntries)
+		if s := c.suggest(k.Entry, func() []string { return m.entries }); s != "" {
 			hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
 		}
 	}
 	c.errorAt(src.entry, hint, "kernel %s: entry %q not found in %s", k.Name, k.Entry, safefile.Quote(k.PTX))
+}
+
+// nearestNames lists at most n of names, the nearest to s by edit
+// distance (ties in the order of names), and how many others there are:
+// "a, b, c (and 997 more)".
+func nearestNames(s string, names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	type near struct {
+		d, i int
+	}
+	ds := make([]near, len(names))
+	for i, name := range names {
+		ds[i] = near{editDistance(s[:min(len(s), 64)], name[:min(len(name), 64)]), i}
+	}
+	slices.SortStableFunc(ds, func(a, b near) int { return a.d - b.d })
+	ds = ds[:n]
+	slices.SortFunc(ds, func(a, b near) int { return a.i - b.i })
+	out := make([]string, n)
+	for k, d := range ds {
+		out[k] = names[d.i]
+	}
+	return fmt.Sprintf("%s (and %d more)", strings.Join(out, ", "), len(names)-n)
 }
 
 func (c *checker) checkStage(i int) {
