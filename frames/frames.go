@@ -90,6 +90,12 @@ const (
 	// MaxBytes bounds all frames of one input together (4 GiB): they are
 	// held in memory for the run.
 	MaxBytes = 1 << 32
+	// MaxJPEGScans bounds the scans of a JPEG frame, counted before it is
+	// decoded: a progressive JPEG decodes the whole image once per scan,
+	// so a 200 KB file that repeats one small scan thousands of times
+	// takes minutes. Encoders write about 10 (libjpeg's progressive
+	// script) and at most a few dozen.
+	MaxJPEGScans = 100
 )
 
 // readRaw reads the raw frame path, exactly n bytes, checked before it is
@@ -121,18 +127,55 @@ func readImage(path string, n int64, shape []int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > MaxPixels {
 		return nil, fmt.Errorf("%s: a %d×%d image: want 1 to %d pixels (frames.MaxPixels)", path, cfg.Width, cfg.Height, MaxPixels)
 	}
+	if format == "jpeg" {
+		if n := jpegScans(data); n > MaxJPEGScans {
+			return nil, fmt.Errorf("%s: a JPEG of %d scans: want at most %d (frames.MaxJPEGScans; each scan decodes the whole image again): re-encode it, as a baseline JPEG or a PNG", path, n, MaxJPEGScans)
+		}
+	}
 	img, _, err := image.Decode(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return RGBAFrame(img, int(shape[1]), int(shape[0])), nil
+}
+
+// jpegScans counts the scans (SOS segments) of the JPEG data, walking its
+// markers (ITU T.81, B.1): a segment's length skips its header, and the
+// entropy-coded data after a scan's header is passed byte by byte up to
+// the next marker (0xFF not followed by 0x00 or a restart marker). It
+// stops at EOI or the end of data.
+func jpegScans(data []byte) int {
+	n := 0
+	for i := 2; i+1 < len(data); {
+		if data[i] != 0xFF {
+			i++ // entropy-coded data
+			continue
+		}
+		switch m := data[i+1]; {
+		case m == 0xFF:
+			i++ // a fill byte
+			continue
+		case m == 0x00 || m == 0x01 || m >= 0xD0 && m <= 0xD8:
+			i += 2 // stuffed 0xFF, TEM, RSTn, SOI: no length
+			continue
+		case m == 0xD9:
+			return n // EOI
+		case m == 0xDA:
+			n++
+		}
+		if i+3 >= len(data) {
+			break
+		}
+		i += 2 + (int(data[i+2])<<8 | int(data[i+3]))
+	}
+	return n
 }
 
 // RGBAFrame draws img centred on a w×h canvas of opaque black and returns
