@@ -882,10 +882,11 @@ type argSet struct {
 
 // argSrc is one argument as written.
 type argSrc struct {
-	name  string
-	given bool   // false: a pair whose key is not a name (reported)
-	tag   string // the value's YAML tag (!!int, !!float, !!str, ...)
-	text  string // the value as written
+	name   string
+	given  bool   // false: a pair whose key is not a name (reported)
+	tag    string // the value's YAML tag (!!int, !!float, !!str, ...)
+	tagged bool   // the tag is written out (!!float 64), not read from the value
+	text   string // the value as written
 }
 
 // arg returns the index of the argument named name, or -1.
@@ -1354,7 +1355,7 @@ func (l *loader) decodeArgSet(n *yaml.Node, obj string, ats []at) *argSet {
 		}
 		a := argSrc{name: k.Value, given: true}
 		if v.Kind == yaml.ScalarNode {
-			a.tag, a.text = tagOf(v), v.Value
+			a.tag, a.text, a.tagged = tagOf(v), v.Value, v.Style&yaml.TaggedStyle != 0
 		}
 		set.list = append(set.list, a)
 		if v.Kind != yaml.ScalarNode {
