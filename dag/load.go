@@ -756,7 +756,7 @@ var integerText = regexp.MustCompile(`^[-+]?[0-9]+$`)
 
 // int64Val returns n's value if it is an integer that fits in int64.
 func (l *loader) int64Val(n *yaml.Node, what string) (int64, bool) {
-	if n.Kind == yaml.ScalarNode && tagOf(n) == "!!float" && n.Style&yaml.TaggedStyle != 0 {
+	if n.Kind == yaml.ScalarNode && tagOf(n) == "!!float" && n.Style&yaml.TaggedStyle != 0 && integerText.MatchString(n.Value) {
 		l.errorf(n, fmt.Sprintf("drop the tag: write %s: %s", lastWord(what), clip(n.Value)), "%s: %s is tagged !!float, but an integer is wanted", what, clip(n.Value))
 		return 0, false
 	}
@@ -773,6 +773,11 @@ func (l *loader) int64Val(n *yaml.Node, what string) (int64, bool) {
 	}
 	var v int64
 	if err := n.Decode(&v); err != nil {
+		if !integerText.MatchString(strings.ReplaceAll(n.Value, "_", "")) && !strings.HasPrefix(n.Value, "0x") && !strings.HasPrefix(n.Value, "0o") {
+			// A tag on what is no integer: !!int 64.5.
+			l.errorf(n, "write a whole number such as 4096", "%s: %s is tagged !!int, but is no integer", what, clip(n.Value))
+			return 0, false
+		}
 		l.errorf(n, "use a value below 2^63", "%s: %s does not fit in a 64-bit integer", what, clip(n.Value))
 		return 0, false
 	}

@@ -555,7 +555,7 @@ func (c *checker) checkBuiltinArgs(st *StageSpec, src *stageSrc, what string, b 
 		if s := b.Arg(name); s != nil && s.Integer() {
 			if _, isInt := v.(int); !isInt {
 				if i := src.arg(name); i >= 0 && src.args.list[i].tag == "!!float" {
-					if a := src.args.list[i]; a.tagged {
+					if a := src.args.list[i]; a.tagged && integerText.MatchString(a.text) {
 						c.errorAt(src.argValAt(i), fmt.Sprintf("drop the tag: write %s: %s", name, a.text), "%s: argument %s: %s is tagged !!float, but %s is wanted", what, name, a.text, s.Want())
 					} else {
 						c.errorAt(src.argValAt(i), "write a whole number such as 64 (not 64.0)", "%s: argument %s must be %s, got %s", what, name, s.Want(), a.text)

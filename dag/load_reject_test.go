@@ -24,6 +24,8 @@ func init() {
 			[]want{wh(3, "!!float", "argument max_words: 64 is tagged !!float, but a positive integer is wanted", "max_words: 64")}},
 		{"float tag for a lag", "version: 1\nsync: manual\nstages:\n  - {name: a, kernel: spin, stream: x}\n  - {name: s, kernel: spin, stream: y, waits: [{stage: a, lag: !!float 2}]}\n",
 			[]want{wh(5, "!!float", "lag: 2 is tagged !!float", "lag: 2")}},
+		{"int tag on a fraction", buf("  - {name: a, bytes: !!int 64.5}\n"), []want{w(3, "!!int", "64.5 is tagged !!int, but is no integer")}},
+		{"float tag on a nan", buf("  - {name: a, bytes: !!float .nan}\n"), []want{w(3, "!!float", "bytes must be an integer, got the number .nan")}},
 		{"duration over the limit", "version: 1\nstages: [{name: s, kernel: spin, duration_us: 1e12}]\n", []want{wh(2, "1e12", "stage s: duration_us 1e+12 µs is more than", "60 s")}},
 		{"duration just over the limit", "version: 1\nstages: [{name: s, kernel: spin, duration_us: 60000000.5}]\n", []want{w(2, "6000", "is more than")}},
 		{"after in a manual spec", "version: 1\nsync: manual\nstages:\n  - {name: s1, kernel: spin, stream: a}\n  - {name: s2, kernel: spin, stream: b, after: [s1]}\n",
