@@ -879,9 +879,27 @@ type LifetimeGap struct {
 	Event int `json:"event"`
 	// Unrecorded: no op records Event on the stream at all.
 	Unrecorded bool `json:"unrecorded,omitempty"`
+	// Next is the race the gap lets happen: the buffer's first stage of the
+	// next iteration (issue order), which may get its bytes once the
+	// lifetime's events complete (a dynamic free and a new allocation, the
+	// host refilling a staging copy, another buffer's arena bytes) while
+	// LastUse still runs; Kind is the hazard (LastUse, then Next). Empty
+	// when both only read.
+	Next       string `json:"next,omitempty"`
+	NextStream string `json:"next_stream,omitempty"`
+	Kind       string `json:"kind,omitempty"`
 }
 
 func (g LifetimeGap) String() string {
+	s := g.gap()
+	if g.Next != "" {
+		s += fmt.Sprintf("; the race it lets happen: %s on %s, %s (stream %s) → %s of the next iteration (stream %s), which may get %s's bytes once the lifetime's events complete",
+			g.Kind, g.Buffer, g.LastUse, g.Stream, g.Next, g.NextStream, g.Buffer)
+	}
+	return s
+}
+
+func (g LifetimeGap) gap() string {
 	if g.Event < 0 {
 		return fmt.Sprintf("lifetime of %s: stream %s uses it (last in %s) but the lifetime has no event on stream %s: add one recorded after %s",
 			g.Buffer, g.Stream, g.LastUse, g.Stream, g.LastUse)
@@ -892,6 +910,49 @@ func (g LifetimeGap) String() string {
 	}
 	return fmt.Sprintf("lifetime of %s ends early on stream %s: event e%d is recorded before %s, the stream's last use of %s, so its bytes may be reused while %s runs: use an event recorded after %s",
 		g.Buffer, g.Stream, g.Event, g.LastUse, g.Buffer, g.LastUse, g.LastUse)
+}
+
+// nextUse fills g's Next, NextStream and Kind: the first launch in issue
+// order of p that touches buffer b (ids: accessBuffers, accAt: each
+// stage's first access in it), and the hazard of stage last's access of
+// b, then its.
+func nextUse(p *Plan, ids, accAt []int32, b int32, last int, g *LifetimeGap) {
+	touch := func(i int) (reads, writes bool) {
+		st := &p.Stages[i]
+		k := accAt[i]
+		for range st.Reads {
+			reads = reads || ids[k] == b
+			k++
+		}
+		for range st.Writes {
+			writes = writes || ids[k] == b
+			k++
+		}
+		return
+	}
+	_, lw := touch(last)
+	for _, so := range p.IssueOrder {
+		o := p.Streams[so[0]].Ops[so[1]]
+		if o.Kind != OpLaunch {
+			continue
+		}
+		r, w := touch(o.Stage)
+		if !r && !w {
+			continue
+		}
+		switch {
+		case lw && w:
+			g.Kind = RaceWAW
+		case lw:
+			g.Kind = RaceRAW
+		case w:
+			g.Kind = RaceWAR
+		default:
+			return
+		}
+		g.Next, g.NextStream = p.Stages[o.Stage].Name, streamLabel(p.Streams[so[0]].Name, so[0])
+		return
+	}
 }
 
 // lifetimeGaps checks every lifetime record of p against the plan's
@@ -922,6 +983,15 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 			if i, ok := life[p.Buffers[b].Name]; ok {
 				lifeOf[b] = i
 			}
+		}
+	}
+	lifeBuf := make([]int32, len(p.Lifetimes)) // per lifetime, its declared buffer or -1
+	for i := range lifeBuf {
+		lifeBuf[i] = -1
+	}
+	for b, i := range lifeOf {
+		if i >= 0 {
+			lifeBuf[i] = int32(b)
 		}
 	}
 	ids := accessBuffers(p)
@@ -983,7 +1053,11 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 			if !covered {
 				use := p.Stages[str.Ops[j].Stage].Name
 				never := ev >= 0 && (ev >= len(lastRec) || lastRec[ev] < 0)
-				gaps = append(gaps, LifetimeGap{Buffer: p.Lifetimes[i].Buffer, Stream: streamLabel(str.Name, s), LastUse: use, Event: ev, Unrecorded: never})
+				g := LifetimeGap{Buffer: p.Lifetimes[i].Buffer, Stream: streamLabel(str.Name, s), LastUse: use, Event: ev, Unrecorded: never}
+				if b := lifeBuf[i]; b >= 0 {
+					nextUse(p, ids, accAt, b, str.Ops[j].Stage, &g)
+				}
+				gaps = append(gaps, g)
 			}
 			last[i] = -1
 		}
