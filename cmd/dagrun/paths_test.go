@@ -273,3 +273,29 @@ func TestPathsInMessagesEscaped(t *testing.T) {
 		}
 	}
 }
+
+// TestNameFitsBoundary: a file name of 255 bytes is claimed, one of 256 is
+// refused before the run; a path of 4095 bytes passes the length check,
+// one of 4096 does not.
+func TestNameFitsBoundary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var o outFiles
+	defer o.discard()
+	if err := o.claim("--trace", filepath.Join(dir, strings.Repeat("n", maxNameBytes)), claimFile); err != nil {
+		t.Errorf("a name of %d bytes: %v", maxNameBytes, err)
+	}
+	if err := o.claim("--trace", filepath.Join(dir, strings.Repeat("m", maxNameBytes+1)), claimFile); err == nil || !strings.Contains(err.Error(), "more than a file system takes") {
+		t.Errorf("a name of %d bytes: %v, want refused", maxNameBytes+1, err)
+	}
+	long := func(n int) string {
+		p := strings.Repeat("d/", n/2)
+		return p + strings.Repeat("f", n-len(p))
+	}
+	if err := nameFits("--trace", long(maxPathBytes)); err != nil {
+		t.Errorf("a path of %d bytes: %v", maxPathBytes, err)
+	}
+	if err := nameFits("--trace", long(maxPathBytes+1)); err == nil {
+		t.Errorf("a path of %d bytes: accepted", maxPathBytes+1)
+	}
+}
