@@ -7,6 +7,13 @@ const (
 	// MaxSpecBytes bounds a spec file's size (1 GiB): a spec of a million
 	// stages is about 200 MB of YAML.
 	MaxSpecBytes = 1 << 30
+	// MaxYAMLv3Bytes bounds a YAML spec outside the streaming scanner's
+	// subset (load_scan.go: anchors and aliases, tags, block and
+	// multi-line scalars, tabs, directives), which yaml.v3 parses into a
+	// node tree of the whole document, about 70 bytes of memory per byte
+	// of YAML (a 24 MB spec, 1.7 GB): 32 MiB, about 2 GB. Specs within the
+	// subset, and JSON specs, are parsed item by item up to MaxSpecBytes.
+	MaxYAMLv3Bytes = 32 << 20
 	// MaxStages bounds the stages of a spec (2^22).
 	MaxStages = 1 << 22
 	// MaxBuffers bounds the buffers of a spec (2^22).
@@ -34,6 +41,9 @@ const (
 	// MaxHazards).
 	HazardsPerAccess = 4
 )
+
+// maxYAMLv3Bytes is MaxYAMLv3Bytes (tests lower it).
+var maxYAMLv3Bytes = MaxYAMLv3Bytes
 
 // maxHazards is MaxHazards (tests lower it).
 var maxHazards = MaxHazards

@@ -136,9 +136,10 @@ type loader struct {
 
 	// streamed counts the items of each list the scanner streamed.
 	streamed     map[*yaml.Node]int
-	forceYAMLv3  bool // tests: parse YAML with yaml.v3 only
-	allowOutside bool // LoadOptions.AllowOutside
-	scanned      bool // the scanner parsed the file
+	forceYAMLv3  bool        // tests: parse YAML with yaml.v3 only
+	allowOutside bool        // LoadOptions.AllowOutside
+	scanned      bool        // the scanner parsed the file
+	bail         subsetError // where the scanner left the file to yaml.v3
 	// text is the file's text when the scanner parses it: the spec's
 	// strings point into it until check detaches them.
 	text      string
@@ -244,6 +245,15 @@ func (l *loader) load(data string) *Spec {
 	if s, done := l.loadScanned(data); done {
 		return s
 	}
+	if len(data) > maxYAMLv3Bytes {
+		at := "in its characters"
+		if l.bail.line > 0 {
+			at = fmt.Sprintf("first at line %d, column %d", l.bail.line, l.bail.col)
+		}
+		l.errAt(Pos{File: l.file, Line: l.bail.line, Col: l.bail.col}, "write the spec in the plain subset (block and flow lists and mappings, one-line scalars, comments: what dag.WriteYAML and dagrun import write), or as JSON; or split the pipeline",
+			"the spec is %d bytes of YAML outside the loader's streaming subset (%s; outside it are anchors and aliases, tags, block and multi-line scalars, tabs and directives: docs/spec.md): such a spec is parsed whole, about 70 bytes of memory per byte, and may have at most %d bytes (dag.MaxYAMLv3Bytes)", len(data), at, maxYAMLv3Bytes)
+		return nil
+	}
 	root := l.parse([]byte(data))
 	if root == nil {
 		return nil
@@ -325,6 +335,10 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 			return nil, true
 		}
 		*l = loader{file: l.file, dir: l.dir, forceYAMLv3: l.forceYAMLv3, allowOutside: l.allowOutside}
+		var se *subsetError
+		if errors.As(err, &se) {
+			l.bail = *se
+		}
 		return nil, false
 	}
 	l.scanned, l.text = true, data

@@ -38,6 +38,13 @@ import (
 // errOutsideSubset stops the scanner: the YAML file is outside its subset.
 var errOutsideSubset = errors.New("outside the scanner's YAML subset")
 
+// subsetError is errOutsideSubset at the place the scanner gave up (line
+// and column, 0 when the text as a whole is outside the subset).
+type subsetError struct{ line, col int }
+
+func (e *subsetError) Error() string { return errOutsideSubset.Error() }
+func (e *subsetError) Unwrap() error { return errOutsideSubset }
+
 // jsonError is a JSON syntax error at a position.
 type jsonError struct {
 	at   at
@@ -127,7 +134,7 @@ func scan(data string, json, yamlJSON bool, onItem func(key string, list, item *
 			case *jsonError:
 				root, err = nil, e
 			case error:
-				if e == errOutsideSubset {
+				if errors.Is(e, errOutsideSubset) {
 					root, err = nil, e
 					return
 				}
@@ -180,7 +187,7 @@ func scan(data string, json, yamlJSON bool, onItem func(key string, list, item *
 	return root, nil
 }
 
-func (p *scanner) bail() { panic(errOutsideSubset) }
+func (p *scanner) bail() { panic(&subsetError{line: p.line, col: p.i - p.lineStart + 1}) }
 
 // yamlText reports whether the text scanned is YAML (yaml.v3's reading
 // decides), also where it is scanned as JSON (yamlJSON).
