@@ -65,9 +65,9 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string {
 	if e.Irregular {
-		return fmt.Sprintf("%s: not a regular file (%v): a %s must be a plain file", e.Path, e.Mode, e.What)
+		return fmt.Sprintf("%s: not a regular file (%v): a %s must be a plain file", Quote(e.Path), e.Mode, e.What)
 	}
-	return fmt.Sprintf("%s: %d bytes, more than a %s may have (%d bytes)", e.Path, e.Size, e.What, e.Limit)
+	return fmt.Sprintf("%s: %d bytes, more than a %s may have (%d bytes)", Quote(e.Path), e.Size, e.What, e.Limit)
 }
 
 // ErrOutside is returned (wrapped) by OpenIn for a name that leads out of
@@ -191,7 +191,7 @@ func ReadFile(path string, limit int64, what string) ([]byte, error) {
 		}
 	}
 	if limit >= 0 && int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: more than %d bytes, more than a %s may have", path, limit, what)
+		return nil, fmt.Errorf("%s: more than %d bytes, more than a %s may have", Quote(path), limit, what)
 	}
 	return b, nil
 }
