@@ -752,6 +752,13 @@ func (e *RaceError) report(b *strings.Builder) {
 			fmt.Fprintf(b, "; %d other%s no one wait fixes (each with its advice, below)", len(e.Unfixed), plural(len(e.Unfixed)))
 		}
 	}
+	if n := len(e.Handoffs); n > 0 {
+		k := 0
+		for _, h := range e.Handoffs {
+			k += len(h.Races)
+		}
+		fmt.Fprintf(b, "; %d host handoff%s order%s %d of them", n, plural(n), map[bool]string{true: "s", false: ""}[n == 1], k)
+	}
 	switch {
 	case e.FixesPartial:
 		b.WriteString(" (the fix search stopped at its work bound: one wait per race it did not reach, so fewer may do)")
@@ -795,7 +802,24 @@ func (e *RaceError) report(b *strings.Builder) {
 			fmt.Fprintf(b, "\ninstead of fixes %s: %s", strings.Join(nums, ", "), f.Instead)
 		}
 	}
-	e.reportRaces(b, e.Unfixed, "\n  ", false, &printed)
+	// Races a handoff orders are listed under it, once.
+	handed := map[int]bool{}
+	for _, h := range e.Handoffs {
+		for _, k := range h.Races {
+			handed[k] = true
+		}
+	}
+	var rest []int
+	for _, k := range e.Unfixed {
+		if !handed[k] {
+			rest = append(rest, k)
+		}
+	}
+	for _, h := range e.Handoffs {
+		fmt.Fprintf(b, "\n%s\n  orders:", h)
+		e.reportRaces(b, h.Races, "\n    ", true, &printed)
+	}
+	e.reportRaces(b, rest, "\n  ", false, &printed)
 	e.reportLifetimes(b)
 }
 

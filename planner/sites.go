@@ -263,3 +263,76 @@ func (sw *siteWaits) count(p *Plan, ws [][2]int) int {
 	}
 	return n
 }
+
+// Handoff is one host event handed from thread From to thread To that
+// orders every race of Races, races between stages those threads issue
+// that no device wait orders (a wait on another thread's record captures
+// it only after a host event hands it over): thread From's host waits
+// for each stage of After (the latest first stage of the races on each of
+// its streams), then records the event on its host stream; thread To's
+// host stream waits on it before Before (the earliest second stage). Each
+// race's first stage is then done before the record, and its second stage
+// issued after the wait: ordered, by the same happens-before rules Verify
+// uses. One handoff instead of one per race.
+type Handoff struct {
+	From   string   `json:"from"`
+	To     string   `json:"to"`
+	After  []string `json:"after"`  // stage names, with file:line:col where the plan has one
+	Before string   `json:"before"` // stage name, with file:line:col
+	Races  []int    `json:"races"`  // indexes RaceError.Races
+}
+
+func (h Handoff) String() string {
+	return fmt.Sprintf("hand over once, with one host event: thread %s's host waits for %s, then records an event on its host stream; thread %s's host stream waits on it before %s (every race below: its first stage is done before the record, its second issued after the wait)",
+		h.From, strings.Join(h.After, " and "), h.To, h.Before)
+}
+
+// handoffs groups the races of unfixed that are ordered by nothing
+// between two host threads (Rule RuleThreads) by (first thread, second
+// thread): one Handoff per pair of threads with two races or more.
+func handoffs(p *Plan, races []Race, unfixed []int) []Handoff {
+	launchPos := launchPositions(p)
+	type pair struct{ from, to string }
+	type group struct {
+		last   map[int]int // per stream of From, its latest first stage
+		before int
+		races  []int
+	}
+	var keys []pair
+	groups := map[pair]*group{}
+	for _, k := range unfixed {
+		r := races[k]
+		if r.Reversed || !strings.HasPrefix(r.Rule, RuleThreads) {
+			continue
+		}
+		key := pair{threadLabel(p.Streams[r.FirstStream].Thread), threadLabel(p.Streams[r.SecondStream].Thread)}
+		g := groups[key]
+		if g == nil {
+			g = &group{last: map[int]int{}, before: r.Second}
+			groups[key] = g
+			keys = append(keys, key)
+		}
+		if x, ok := g.last[r.FirstStream]; !ok || launchPos[r.First] > launchPos[x] {
+			g.last[r.FirstStream] = r.First
+		}
+		if launchPos[r.Second] < launchPos[g.before] {
+			g.before = r.Second
+		}
+		g.races = append(g.races, k)
+	}
+	var out []Handoff
+	for _, key := range keys {
+		g := groups[key]
+		if len(g.races) < 2 {
+			continue
+		}
+		h := Handoff{From: key.from, To: key.to, Before: stageAt(p, int32(g.before)), Races: g.races}
+		for s := range p.Streams {
+			if x, ok := g.last[s]; ok {
+				h.After = append(h.After, stageAt(p, int32(x)))
+			}
+		}
+		out = append(out, h)
+	}
+	return out
+}

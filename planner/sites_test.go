@@ -147,3 +147,31 @@ func TestFixForms(t *testing.T) {
 		t.Errorf("plan file: %s", e)
 	}
 }
+
+// TestHandoffOnce: races between two host threads that no device wait
+// orders get one handoff: after the latest first stage on each of the
+// first thread's streams, before the earliest second stage.
+func TestHandoffOnce(t *testing.T) {
+	s := manual(spec(
+		stage("p1", on("a1"), writes("x1")), stage("p2", on("a2"), writes("x2")), stage("p3", on("a1"), writes("x3")),
+		stage("q1", on("c"), reads("x1"), writes("y")), stage("q2", on("c"), reads("x2"), writes("y")), stage("q3", on("c"), reads("x3"), writes("y"))))
+	s.Streams = []dag.StreamSpec{{Name: "a1"}, {Name: "a2"}, {Name: "c", Thread: "consumer"}}
+	p, err := Build(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	re, ok := Verify(p).(*RaceError)
+	if !ok {
+		t.Fatalf("want races, got %v", Verify(p))
+	}
+	if len(re.Handoffs) != 1 {
+		t.Fatalf("want one handoff:\n%v", re)
+	}
+	h := re.Handoffs[0]
+	if h.From != "main" || h.To != "consumer" || fmt.Sprint(h.After) != "[p3 p2]" || h.Before != "q1" || len(h.Races) != 3 {
+		t.Errorf("handoff %+v", h)
+	}
+	if r := re.Error(); !contains(r, "1 host handoff orders 3 of them") || !contains(r, "before q1") {
+		t.Errorf("report:\n%s", r)
+	}
+}

@@ -104,6 +104,9 @@ type RaceError struct {
 	// (RaceSite): the iterations of a loop and the repeated calls of a
 	// recorded program are one site, with a count and an example.
 	Sites []RaceSite `json:"sites,omitempty"`
+	// Handoffs order races between host threads, one host event per pair
+	// of threads (Handoff), for the Unfixed races no device wait orders.
+	Handoffs []Handoff `json:"handoffs,omitempty"`
 	// Truncated is true when Verify stopped after verifyMaxRaces races; more exist.
 	Truncated bool `json:"truncated,omitempty"`
 	// Fixes are few waits that, added to the plan, order every race but
@@ -382,6 +385,7 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 	re := &RaceError{Races: races, Sites: raceSites(races), Truncated: v.truncated, Lifetimes: gaps}
 	if withFixes {
 		re.Fixes, re.Unfixed, re.FixesPartial, re.FixesMinimal = minimalFixes(p, races)
+		re.Handoffs = handoffs(p, races, re.Unfixed)
 	}
 	return re
 }

@@ -423,10 +423,25 @@ def _explain(races: List[Race], report: dict, names: _Names, trace: _Trace) -> T
         else:
             head, *more = _wait_fix(fx, names, trace, label).split("\n")
             fixes.append("\n".join([head + runs + "; " + removes] + more))
+    handed = set()
+    for h in (report or {}).get("handoffs") or []:
+        ks = h.get("races") or []
+        handed.update(ks)
+        ids = sorted({races[k].site for k in ks})
+        after = [a.split(" (")[0] for a in h.get("after") or []]
+        firsts = {races[k].first: races[k].first_stream for k in ks}
+        streams = {n: firsts.get(n) for n in after}
+        before = h.get("before", "").split(" (")[0]
+        rec = "; ".join("after %s (%s on %s), `ev = torch.cuda.Event(); ev.record(%s)`" % (
+            _site(a), _op(a), label.get(streams[a], names.stream(streams[a] or "?")), names.code(streams[a] or "?")) for a in after)
+        fixes.append("hand over once between the threads: in thread %s, %s, and pass the event%s to thread %s (a queue.Queue); "
+                     "in thread %s, before %s (%s), take %s and `torch.cuda.current_stream().wait_event(ev)`; removes site%s %s (%d races)" % (
+                         h.get("from"), rec, "s" if len(after) > 1 else "", h.get("to"), h.get("to"), _site(before), _op(before),
+                         "them" if len(after) > 1 else "it", "" if len(ids) == 1 else "s", ", ".join(str(i + 1) for i in ids), len(ks)))
     seen = set()
     for k in (report or {}).get("unfixed") or []:
         r = races[k]
-        if r.site in seen:
+        if r.site in seen or k in handed:
             continue
         seen.add(r.site)
         fixes.append("site %d, %s then %s: %s" % (r.site + 1, _site(r.first), _site(r.second), (report["races"][k].get("fix") or "")))

@@ -100,3 +100,24 @@ def test_no_record_stream_on_the_allocating_stream(dagrun_bin, tmp_path):
     f = res.fixes[0]
     assert "record_stream" not in f and "side.wait_stream(side)" not in f, f
     assert "before p.py:7 (fill_ on the default stream): `torch.cuda.current_stream().wait_stream(side)`" in f, f
+
+
+def test_threads_get_one_handoff(dagrun_bin, tmp_path):
+    """Three races between a thread's loads and another thread's reads:
+    one handoff, an event passed between the threads, not one per race."""
+    b = TraceBuilder("th", default_stream=0)
+    b.stream_created("sa", "t.py:3", "s_load")
+    b.stream_created("sc", "t.py:4", "s_fetch", thread="worker")
+    b.thread_start("main", "worker", "t.py:8")
+    for i in range(3):
+        b.kernel("sa", "fill_.Scalar", [], [W(MB * (i + 1), 4096)], "t.py:10")
+    for i in range(3):
+        b.kernel("sc", "sum.default", [W(MB * (i + 1), 4096)], [W(16 * MB, 4)], "t.py:20", thread="worker")
+    b.thread_exit("worker", "t.py:21")
+    b.thread_join("main", "worker", "t.py:30")
+    res = check(written(b, tmp_path), dagrun=dagrun_bin)
+    assert len(res.races) == 3 and len(res.fixes) == 1, res.report()
+    f = res.fixes[0]
+    assert f.startswith("hand over once between the threads: in thread main, after t.py:10 (fill_ on s_load), "
+                        "`ev = torch.cuda.Event(); ev.record(s_load)`"), f
+    assert "in thread worker, before t.py:20 (sum), take it and `torch.cuda.current_stream().wait_event(ev)`" in f, f
