@@ -43,7 +43,8 @@ rc=0; "${clean[@]}" python -m dagrun_torch check "$PWD/$t/vllm-d2h-read-racy.yam
 # Go's module cache, and says what to do where Go is not.
 GOPROXY=off PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$tmp/venv/bin/python" -m pip wheel -q --no-deps \
   -w "$tmp/sdist-wheel" "$tmp"/dist/dagrun_torch-*.tar.gz
-"$tmp/venv/bin/python" -m zipfile -l "$tmp"/sdist-wheel/*.whl | grep -q '\.data/scripts/dagrun ' ||
+"$tmp/venv/bin/python" -c 'import sys, zipfile
+sys.exit(not any(n.endswith(".data/scripts/dagrun") for n in zipfile.ZipFile(sys.argv[1]).namelist()))' "$tmp"/sdist-wheel/*.whl ||
   { echo "test-wheel.sh: the wheel pip built from the sdist carries no dagrun binary" >&2; exit 1; }
 if "${clean[@]}" python -m pip wheel -q --no-deps -w "$tmp/nogo" "$tmp"/dist/dagrun_torch-*.tar.gz >"$tmp/nogo.log" 2>&1 ||
   ! grep -q 'needs Go' "$tmp/nogo.log"; then

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from conftest import REPO
 from dagrun_torch import camera_loop
 from dagrun_torch.checker import check
 from dagrun_torch.recorder import DEVICE, TraceBuilder
@@ -60,7 +61,7 @@ def test_camera_loop_fits_a_screen(camera, dagrun_bin):
     ok = check(fixed, dagrun=dagrun_bin)
     assert ok.ok, ok.report()
     # docs/pytorch.md shows this report as it prints it.
-    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "pytorch.md")) as f:
+    with open(os.path.join(REPO, "docs", "pytorch.md")) as f:
         doc = f.read()
     assert "\n" + text + "\n```" in doc, text
 
