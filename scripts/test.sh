@@ -3,11 +3,11 @@
 # Needs Go ≥ 1.26 and network access to the Go module proxy.
 #
 # Cold (empty Go caches, nothing installed), it first downloads the Go
-# modules; where /usr/bin/python3 lacks pytest, torch or torchvision and the
-# shell is root on Debian/Ubuntu, it installs python3-pytest python3-torch
-# python3-torchvision with apt-get. It says so before each of these. Outside
-# the clone it writes only Go's module and build caches, what apt-get
-# installs, and temporary folders it removes.
+# modules; where /usr/bin/python3 lacks pytest, torch, torchvision or venv
+# and the shell is root on Debian/Ubuntu, it installs python3-pytest
+# python3-torch python3-torchvision python3-venv with apt-get. It says so
+# before each of these. Outside the clone it writes only Go's module and
+# build caches, what apt-get installs, and temporary folders it removes.
 #
 # The cuda-tagged vet/compile step (no GPU needed) runs where CUDA headers
 # are at hand: DAGRUN_CUDA_INCLUDE (and DAGRUN_CUDA_LIB) naming a CUDA
@@ -54,10 +54,11 @@ else
 fi
 echo "== python: dagrun_torch's CPU tests (Debian's torch; the GPU tests run on a GPU machine)"
 py=/usr/bin/python3
-if ! "$py" -c 'import pytest, torch, torchvision' 2>/dev/null && command -v apt-get >/dev/null && [[ $(id -u) -eq 0 ]]; then
-  echo "installing python3-pytest python3-torch python3-torchvision with apt-get (Debian's packages, about 1 GB with their dependencies)" >&2
-  apt-get install -y -qq python3-pytest python3-torch python3-torchvision >/dev/null 2>&1 ||
-    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq python3-pytest python3-torch python3-torchvision >/dev/null 2>&1; } || true
+pkgs="python3-pytest python3-torch python3-torchvision python3-venv"
+if ! "$py" -c 'import pytest, torch, torchvision, ensurepip' 2>/dev/null && command -v apt-get >/dev/null && [[ $(id -u) -eq 0 ]]; then
+  echo "installing $pkgs with apt-get (Debian's packages, about 1 GB with their dependencies)" >&2
+  apt-get install -y -qq $pkgs >/dev/null 2>&1 ||
+    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $pkgs >/dev/null 2>&1; } || true
 fi
 if "$py" -c 'import pytest' 2>/dev/null; then
   mkdir -p .cache
@@ -65,7 +66,11 @@ if "$py" -c 'import pytest' 2>/dev/null; then
   DAGRUN="$PWD/.cache/dagrun-py" "$py" -m pytest -q -p no:cacheprovider python/tests
   python/tests/check_traces.sh .cache/dagrun-py
   echo "== python: the wheel as a user installs it (pip, offline, a fresh virtual environment, no Go or dagrun on PATH)"
-  scripts/test-wheel.sh "$py"
+  if "$py" -c 'import ensurepip' 2>/dev/null; then
+    scripts/test-wheel.sh "$py"
+  else
+    echo "SKIPPED the installed-wheel test: $py cannot make a virtual environment (install python3-venv)" >&2
+  fi
 else
   echo "SKIPPED: $py has no pytest (install python3-pytest python3-torch python3-torchvision); the recorded traces are still checked by go test ./cmd/dagrun" >&2
 fi
