@@ -34,6 +34,10 @@ type Fix struct {
 	// OldLag > 0: Before already waits on After OldLag iterations back; the
 	// fix is to change that lag to Lag.
 	OldLag int `json:"old_lag,omitempty"`
+	// Taken, for a wait Before already has on the event recorded after
+	// After (lag 0), names the stage after which the event's latest record
+	// issued before that wait comes: the record the wait takes instead.
+	Taken string `json:"taken,omitempty"`
 	// Edit is the fix as the spec edit, with its CUDA form (String).
 	Edit string `json:"edit"`
 	// Places is the number of places the wait goes in the program's
@@ -523,6 +527,7 @@ func fixesBy(p *Plan, races []Race, waits [][2]int, by [][]int, b *fixBudget, sw
 	for i, w := range waits {
 		f := newFix(p, w[0], w[1])
 		f.Places = len(sw.places(p, w))
+		existing(p, &f)
 		f.Races = slices.Sorted(slices.Values(by[i]))
 		if b.take(cost, 0) {
 			f.Instead = insteadOf(p, races, &f) // implicit.go
@@ -550,6 +555,7 @@ func fixesOf(p *Plan, races []Race, need []int, waits [][2]int, sw *siteWaits) [
 		v.clocks()
 		f := newFix(p, x, y)
 		f.Places = len(at)
+		existing(p, &f)
 		for _, k := range need {
 			if !got[k] && v.stageHB(int32(races[k].First), int32(races[k].Second)) {
 				got[k] = true
@@ -561,6 +567,40 @@ func fixesOf(p *Plan, races []Race, need []int, waits [][2]int, sw *siteWaits) [
 		fixes = append(fixes, f)
 	}
 	return fixes
+}
+
+// existing sets f's OldLag or Taken when Before already waits on the
+// event recorded right after After: with a lag (the fix is lag 0), or
+// taking a later record of that event.
+func existing(p *Plan, f *Fix) {
+	ev, lag, j, ok := existingWait(p, f.After, f.Before)
+	if !ok || f.Lag != 0 {
+		return
+	}
+	if lag > 0 {
+		f.OldLag = lag
+		return
+	}
+	// The latest record of ev issued before the wait op (stream s, op j).
+	s := p.Stages[f.Before].Stream
+	taken := -1
+	for _, so := range p.IssueOrder {
+		if so[0] == s && so[1] == j {
+			break
+		}
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpRecord && o.Event == ev {
+			taken = -1
+			for k := so[1] - 1; k >= 0; k-- {
+				if ok := p.Streams[so[0]].Ops[k]; ok.Kind == OpLaunch {
+					taken = ok.Stage
+					break
+				}
+			}
+		}
+	}
+	if taken >= 0 && taken != f.After {
+		f.Taken = p.Stages[taken].Name
+	}
 }
 
 // firstSubset returns the first set of size k of cands (in lexicographic
@@ -706,6 +746,14 @@ func (f Fix) edit() string {
 	}
 	if f.BeforeSource != "" {
 		at += " (" + f.BeforeSource + ")"
+	}
+	if f.Lag == 0 && f.OldLag > 0 {
+		return fmt.Sprintf("%s: change {stage: %s, lag: %d} in waits to %s (lag 0: stream %s waits, before %s, on the event recorded on stream %s after %s of this iteration, not of %d iteration%s earlier)",
+			at, after, f.OldLag, after, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName, f.OldLag, plural(f.OldLag))
+	}
+	if f.Lag == 0 && f.Taken != "" {
+		return fmt.Sprintf("%s: it already waits on the event recorded after %s, but a wait takes the event's latest record issued before it, the one after %s: give %s an event of its own and wait on that (stream %s waits, before %s, on an event recorded on stream %s after %s)",
+			at, after, f.Taken, after, f.WaitStream, f.BeforeName, f.RecordStream, f.AfterName)
 	}
 	if f.Lag > 0 && f.OldLag > 0 {
 		return fmt.Sprintf("%s: change {stage: %s, lag: %d} in waits to lag: %d (stream %s waits, before %s, on the event recorded on stream %s after %s %d iteration%s earlier)",

@@ -384,6 +384,14 @@ func verifyIterations(p, q *Plan, withFixes bool) error {
 		// Races within an iteration are reported first; say how many
 		// more the unrolled iterations show between iterations.
 		if re, ok := err.(*RaceError); ok && len(re.Races) > 0 {
+			// The fixes are one's: a wait p has with a lag is one they
+			// may change (existing).
+			for i := range re.Fixes {
+				if f := &re.Fixes[i]; f.OldLag == 0 && f.Taken == "" {
+					existing(p, f)
+					f.Edit = f.String()
+				}
+			}
 			if qe, ok := verifyWith(q, false, false).(*RaceError); ok {
 				n := len(p.Stages)
 				for _, r := range qe.Races {
@@ -477,6 +485,16 @@ func relaxLags(p *Plan, fixes []Fix) bool {
 // existingLag returns the lag of a wait of stage y's stream, just before
 // y's launch, on an event recorded right after stage x's launch, or 0.
 func existingLag(p *Plan, x, y int) int {
+	if _, lag, _, ok := existingWait(p, x, y); ok {
+		return lag
+	}
+	return 0
+}
+
+// existingWait finds a wait op among those right before stage y's launch
+// on an event recorded right after stage x's launch: its event, lag and
+// index in y's stream's ops, the one with a lag first.
+func existingWait(p *Plan, x, y int) (ev, lag, at int, ok bool) {
 	sx, sy := p.Stages[x].Stream, p.Stages[y].Stream
 	jx, jy := streamPos(p, x), streamPos(p, y)
 	after := map[int]bool{}
@@ -491,9 +509,9 @@ func existingLag(p *Plan, x, y int) int {
 		if o.Kind != OpWait {
 			break
 		}
-		if o.Lag > 0 && after[o.Event] {
-			return o.Lag
+		if after[o.Event] && (!ok || o.Lag > 0 && lag == 0) {
+			ev, lag, at, ok = o.Event, o.Lag, j, true
 		}
 	}
-	return 0
+	return ev, lag, at, ok
 }

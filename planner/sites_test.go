@@ -1,7 +1,9 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
@@ -173,5 +175,46 @@ func TestHandoffOnce(t *testing.T) {
 	}
 	if r := re.Error(); !contains(r, "1 host handoff orders 3 of them") || !contains(r, "before q1") {
 		t.Errorf("report:\n%s", r)
+	}
+}
+
+// TestFixOfAWaitItHas: a fix that is a wait the stage already has is
+// said as the change to make: a lag to drop, or a wait that takes another
+// record of its event.
+func TestFixOfAWaitItHas(t *testing.T) {
+	edit := func(src string) string {
+		t.Helper()
+		p, err := Build(loadSpec(t, src), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var re *RaceError
+		if err := Verify(p); !errors.As(err, &re) || len(re.Fixes) != 1 {
+			t.Fatalf("want one fix, got %v", err)
+		}
+		return re.Fixes[0].Edit
+	}
+	lagged := edit(`version: 1
+sync: manual
+streams: [{name: a}, {name: b}]
+buffers: [{name: x, bytes: 4096}]
+stages:
+  - {name: w1, kernel: spin, writes: [x], stream: a}
+  - {name: w2, kernel: spin, writes: [x], stream: b, waits: [{stage: w1, lag: 1}]}
+`)
+	if !strings.Contains(lagged, "w2 (test.yaml:7:5): change {stage: w1, lag: 1} in waits to w1 (lag 0") {
+		t.Errorf("lagged: %s", lagged)
+	}
+	taken := edit(`version: 1
+sync: manual
+streams: [{name: a}, {name: b}, {name: c}]
+buffers: [{name: x, bytes: 4096}]
+stages:
+  - {name: w1, kernel: spin, writes: [x], stream: a, event: e}
+  - {name: w0, kernel: spin, stream: c, event: e}
+  - {name: w2, kernel: spin, writes: [x], stream: b, waits: [{event: e}]}
+`)
+	if !strings.Contains(taken, "it already waits on the event recorded after w1, but a wait takes the event's latest record issued before it, the one after w0") {
+		t.Errorf("taken: %s", taken)
 	}
 }
