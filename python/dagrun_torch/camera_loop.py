@@ -1,7 +1,7 @@
 """A synthetic recorded trace the size of a real program's, for tests and the
 check's benchmark: no torch, no GPU.
 
-    python3 -m dagrun_torch.camera_loop OUT.yaml [--iterations 60] [--ops 170] [--fixed]
+    python3 -m dagrun_torch.camera_loop OUT.yaml [--iterations 60] [--ops 170] [--fixed] [--check]
 
 It feeds dagrun_torch.recorder.TraceBuilder what recording this program on
 the GPU would (the program's lines are the sites; ``LINES`` is its text):
@@ -123,9 +123,26 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--iterations", type=int, default=60)
     ap.add_argument("--ops", type=int, default=170, help="kernels of each camera stream's model per iteration")
     ap.add_argument("--fixed", action="store_true", help="wait for every camera stream (no race)")
+    ap.add_argument("--check", action="store_true",
+                    help="then check it as python3 -m dagrun_torch check does, print the report and the check's CPU seconds "
+                         "(this process and the dagrun it runs, from getrusage)")
     a = ap.parse_args(argv)
     n = write(a.out, a.iterations, a.ops, a.fixed)
     print("%s: %d stages" % (a.out, n))
+    if a.check:
+        import resource
+        from .checker import check
+        t0 = resource.getrusage(resource.RUSAGE_SELF)
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        res = check(a.out)
+        text = "ok: no race" if res.ok else res.report()
+        t1 = resource.getrusage(resource.RUSAGE_SELF)
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own = (t1.ru_utime + t1.ru_stime) - (t0.ru_utime + t0.ru_stime)
+        kid = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+        print(text)
+        print("check: %d report lines, %.2f s of CPU (Python %.2f s, dagrun %.2f s)" % (
+            len(text.splitlines()), own + kid, own, kid))
     return 0
 
 
