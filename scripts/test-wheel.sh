@@ -8,7 +8,8 @@
 # without Go and without any other dagrun, and run the Python tests that need
 # no GPU against the installed package (from a copy of the tests outside the
 # checkout, so python/ is not on sys.path), `check` of the recorded traces
-# with the wheel's binary, and the sdist built by pip with and without Go.
+# with the wheel's binary, the sdist built by pip with and without Go, and
+# that the builds leave the checkout as it was.
 # Everything goes to a temporary folder, removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,8 @@ py="${1:-/usr/bin/python3}"
 repo="$PWD"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+tree() { git status --porcelain --ignored -- python scripts 2>/dev/null || true; }
+before="$(tree)"
 scripts/build-wheel.sh "$tmp/dist" --sdist >/dev/null
 whl=("$tmp"/dist/dagrun_torch-*.whl)
 "$py" -m venv --system-site-packages "$tmp/venv"
@@ -52,4 +55,10 @@ if "${clean[@]}" python -m pip wheel -q --no-deps -w "$tmp/nogo" "$tmp"/dist/dag
   cat "$tmp/nogo.log" >&2
   exit 1
 fi
-echo "ok: the wheel installs and works offline without Go; the sdist builds with Go and says what to do without"
+# The builds leave the checkout as it was (no python/build, egg-info, dist).
+if [[ "$(tree)" != "$before" ]]; then
+  echo "test-wheel.sh: building the wheel changed the checkout:" >&2
+  diff <(echo "$before") <(tree) >&2 || true
+  exit 1
+fi
+echo "ok: the wheel installs and works offline without Go; the sdist builds with Go and says what to do without; the checkout is as it was"
