@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync/atomic"
 )
 
 // arenaEntry is what Verify keeps of one stream's accesses to one arena
@@ -294,6 +295,7 @@ func (a *arenaSweep) check() []Race {
 		return nil
 	}
 	a.run(a.byFirst)
+	arenaPairsLast.Store(a.pairs)
 	out := make([]Race, len(a.races))
 	if a.v.p.derived {
 		return out // a derived plan's races are only counted (verifyWith)
@@ -384,9 +386,16 @@ type arenaSweep struct {
 	checked []int32 // per piece: the piece it was last compared with
 	seen    map[[4]int32]int
 	races   []arenaRace
+	// pairs counts the happens-before queries order was asked for; over
+	// is set when they would pass verifyMaxArenaPairs (run stops).
+	pairs int64
+	over  bool
 }
 
 type arenaCell struct{ piece, next int32 }
+
+// arenaPairsLast is the queries the last arena check counted (for tests).
+var arenaPairsLast atomic.Int64
 
 func (a *arenaSweep) run(sweep []int32) {
 	n := max(len(a.bounds)-1, 1)
@@ -403,6 +412,9 @@ func (a *arenaSweep) run(sweep []int32) {
 		lo, hi := int(pc.lo), int(pc.hi)
 		// Compare with the occupants of each run overlapping [lo, hi).
 		for x := a.starts.prev(lo); x >= 0 && x < hi; x = a.starts.next(x + 1) {
+			if a.over {
+				return
+			}
 			from := a.bounds[max(x, lo)]
 			if w := a.wr[x]; w >= 0 && a.checked[w] != y {
 				a.checked[w] = y
@@ -451,6 +463,12 @@ func (a *arenaSweep) split(x int) {
 // fu, w from piece y's field fw; -1 entries are no launch) that sharing
 // arena bytes from byte at are not ordered u-then-w.
 func (a *arenaSweep) order(x, y int32, fu, fw int, at int64) {
+	if a.pairs += int64(len(a.entriesOf(x))) * int64(len(a.entriesOf(y))); a.pairs > verifyMaxArenaPairs {
+		a.over = true
+	}
+	if a.over {
+		return
+	}
 	px, py := &a.pieces[x], &a.pieces[y]
 	for _, eu := range a.entriesOf(x) {
 		u := eu.at[fu]

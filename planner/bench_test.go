@@ -111,7 +111,7 @@ func BenchmarkScale(b *testing.B) {
 						} else {
 							err = Verify(p)
 						}
-						if cb := (*ClockBoundError)(nil); errors.As(err, &cb) {
+						if cb := (*WorkBoundError)(nil); errors.As(err, &cb) {
 							b.Skipf("refused in %v: %v", b.Elapsed(), err) // uncapped plans of thousands of streams
 						}
 						if err != nil {

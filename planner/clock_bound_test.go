@@ -37,11 +37,40 @@ func TestClockBound(t *testing.T) {
 	defer func(m int64) { verifyMaxClock = m }(verifyMaxClock)
 	verifyMaxClock = n / 4
 	err = Verify(p)
-	var cb *ClockBoundError
+	var cb *WorkBoundError
 	if !errors.As(err, &cb) || cb.Streams != len(p.Streams) || !strings.Contains(err.Error(), "--max-streams 8") {
 		t.Errorf("uncapped plan of %d streams, clocks of %d steps, bound %d: %v", len(p.Streams), n, verifyMaxClock, err)
 	}
 	if err := Verify(capped); err != nil {
 		t.Errorf("the plan on 8 streams, bound %d: %v", verifyMaxClock, err)
+	}
+}
+
+// TestArenaBound: Verify's arena check stops at its bound of
+// happens-before queries (at it the plan verifies, one below it is
+// refused, naming the cap to plan with): an uncapped shared-read plan,
+// whose temps that share arena bytes are read by one stream per reader.
+func TestArenaBound(t *testing.T) {
+	p, err := Build(synth.SharedRead(60), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(p); err != nil {
+		t.Fatal(err)
+	}
+	n := arenaPairsLast.Load()
+	if n < int64(len(p.Streams)) {
+		t.Fatalf("the arena check of %d streams asked %d queries", len(p.Streams), n)
+	}
+	defer func(m int64) { verifyMaxArenaPairs = m }(verifyMaxArenaPairs)
+	verifyMaxArenaPairs = n
+	if err := Verify(p); err != nil {
+		t.Errorf("bound %d, the queries the check asks: %v", n, err)
+	}
+	verifyMaxArenaPairs = n - 1
+	err = Verify(p)
+	var wb *WorkBoundError
+	if !errors.As(err, &wb) || !strings.Contains(err.Error(), "checking the arena") || !strings.Contains(err.Error(), "--max-streams 8") {
+		t.Errorf("bound %d, one below the queries the check asks: %v", n-1, err)
 	}
 }

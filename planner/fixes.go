@@ -1079,6 +1079,37 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 	for e := range lastRec {
 		lastRec[e] = -1
 	}
+	// The lifetimes' done entries by stream (doneAt[s]:doneAt[s+1] of
+	// done), each lifetime's in its order: a stream reads its own, not
+	// every entry of each lifetime it touches (a buffer every stream
+	// reads has an entry per stream).
+	doneAt := make([]int32, len(p.Streams)+1)
+	for i := range p.Lifetimes {
+		for _, d := range p.Lifetimes[i].Done {
+			if d.Stream >= 0 && d.Stream < len(p.Streams) {
+				doneAt[d.Stream+1]++
+			}
+		}
+	}
+	for s := range p.Streams {
+		doneAt[s+1] += doneAt[s]
+	}
+	type lifeDone struct{ life, event int32 }
+	done := make([]lifeDone, doneAt[len(p.Streams)])
+	fill := slices.Clone(doneAt[:len(p.Streams)])
+	for i := range p.Lifetimes {
+		for _, d := range p.Lifetimes[i].Done {
+			if d.Stream >= 0 && d.Stream < len(p.Streams) {
+				done[fill[d.Stream]] = lifeDone{int32(i), int32(d.Event)}
+				fill[d.Stream]++
+			}
+		}
+	}
+	evOf := make([]int32, len(p.Lifetimes))  // per lifetime: the stream's last done event, or -1
+	covers := make([]bool, len(p.Lifetimes)) // per lifetime: a done event of the stream is recorded after its last use
+	for i := range evOf {
+		evOf[i] = -1
+	}
 	var gaps []LifetimeGap
 	var touched []int32 // lifetimes the stream touches
 	for s, str := range p.Streams {
@@ -1112,16 +1143,16 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 			}
 		}
 		from := len(gaps)
+		for _, d := range done[doneAt[s]:doneAt[s+1]] {
+			if j := last[d.life]; j >= 0 {
+				evOf[d.life] = d.event
+				covers[d.life] = covers[d.life] || d.event >= 0 && int(d.event) < len(lastRec) && lastRec[d.event] > j
+			}
+		}
 		for _, i := range touched {
 			j := last[i]
-			ev := -1
-			covered := false
-			for _, d := range p.Lifetimes[i].Done {
-				if d.Stream == s {
-					ev = d.Event
-					covered = covered || d.Event >= 0 && d.Event < len(lastRec) && lastRec[d.Event] > j
-				}
-			}
+			ev, covered := int(evOf[i]), covers[i]
+			evOf[i], covers[i] = -1, false
 			if !covered {
 				use := p.Stages[str.Ops[j].Stage].Name
 				never := ev >= 0 && (ev >= len(lastRec) || lastRec[ev] < 0)

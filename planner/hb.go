@@ -160,7 +160,6 @@ func opsOf(p *Plan) *planOps {
 	return c
 }
 
-//
 // buildHB stops once it has taken more than maxSteps steps (clock entries
 // read and written; 0: no bound), leaving h.over set and h unusable.
 func buildHB(p *Plan, layout hbLayout, maxSteps int64) *hbGraph {

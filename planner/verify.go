@@ -322,6 +322,7 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 	}
 	var arena []Race
 	var gaps []LifetimeGap
+	var pieces *arenaSweep
 	if p.derived {
 		// A derived plan is the verifier's own (unroll's), as large as
 		// the iterations it unrolls: what the checks below read of its
@@ -339,16 +340,19 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 		// pieces alone (the sweep reads segment indices, and reports no
 		// race of a derived plan).
 		p.accBuf = nil
-		pieces := v.arenaPieces()
+		pieces = v.arenaPieces()
 		v.bounds = nil
 		arena = pieces.check() // arena_verify.go
 	} else {
-		pieces := v.arenaPieces()
+		pieces = v.arenaPieces()
 		wg.Go(func() { arena = pieces.check() })
 	}
 	wg.Go(func() { gaps = lifetimeGaps(p) })
 	v.sweep()
 	wg.Wait()
+	if pieces != nil && pieces.over {
+		return arenaBoundError(p)
+	}
 	if p.derived && (v.racy || len(arena) > 0) {
 		return errDerivedRaces
 	}
@@ -422,20 +426,35 @@ func clockBoundError(p *Plan) error {
 	if p.derived && p.base != nil && len(p.base.Stages) > 0 {
 		unrolled = fmt.Sprintf(", %d iterations unrolled", p.stages/len(p.base.Stages))
 	}
-	return &ClockBoundError{Streams: len(p.Streams), Waits: waits, Msg: fmt.Sprintf("verify: refused: the happens-before clocks of this plan (%d streams, %d waits%s) take more than %d steps (clock entries read and written, up to streams × waits = %d; the bound is a few seconds and about 1 GiB): too many streams that sync with one another to verify; plan it with fewer streams (--max-streams 8, the default, or options: {max_streams: 8} in the spec)",
+	return &WorkBoundError{Streams: len(p.Streams), Waits: waits, Msg: fmt.Sprintf("verify: refused: the happens-before clocks of this plan (%d streams, %d waits%s) take more than %d steps (clock entries read and written, up to streams × waits = %d; the bound is a few seconds and about 1 GiB): too many streams that sync with one another to verify; plan it with fewer streams (--max-streams 8, the default, or options: {max_streams: 8} in the spec)",
 		len(p.Streams), waits, unrolled, verifyMaxClock, int64(len(p.Streams))*int64(waits))}
 }
 
-// ClockBoundError is Verify's refusal of a plan whose happens-before
-// clocks would take more than its bound of work (verifyMaxClock steps):
-// plans of thousands of streams that sync with one another. Planning with
-// fewer streams (Options.MaxStreams) makes such a plan verifiable.
-type ClockBoundError struct {
-	Streams, Waits int // the refused plan's
+// verifyMaxArenaPairs bounds the happens-before queries of Verify's arena
+// check (arenaLifetimes): buffers that share arena bytes are compared
+// stream by stream, so two of them that thousands of streams use take
+// streams² queries (about 8 ns each: 800 million, about 6 s). Past it
+// Verify refuses the plan (arenaBoundError). A variable for tests.
+var verifyMaxArenaPairs int64 = 800_000_000
+
+// arenaBoundError is Verify's refusal of a plan whose arena check would
+// pass verifyMaxArenaPairs queries.
+func arenaBoundError(p *Plan) error {
+	return &WorkBoundError{Streams: len(p.Streams), Msg: fmt.Sprintf("verify: refused: checking the arena of this plan (%d streams) takes more than %d happens-before queries (two buffers that share arena bytes are compared stream by stream: the product of the streams that use each; the bound is a few seconds): plan it with fewer streams (--max-streams 8, the default, or options: {max_streams: 8} in the spec)",
+		len(p.Streams), verifyMaxArenaPairs)}
+}
+
+// WorkBoundError is Verify's refusal of a plan whose checks would take
+// more than their bound of work (verifyMaxClock steps of happens-before
+// clocks, verifyMaxArenaPairs queries of the arena check): plans of
+// thousands of streams. Planning with fewer streams (Options.MaxStreams)
+// makes such a plan verifiable.
+type WorkBoundError struct {
+	Streams, Waits int // the refused plan's (Waits 0 for the arena's bound)
 	Msg            string
 }
 
-func (e *ClockBoundError) Error() string { return e.Msg }
+func (e *WorkBoundError) Error() string { return e.Msg }
 
 // verifier holds Verify's working state for one plan.
 type verifier struct {
