@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -437,10 +438,61 @@ func verifyIterations(p, q *Plan, withFixes bool) error {
 	}
 	for i := range fixes {
 		fixes[i].OldLag = existingLag(p, fixes[i].After, fixes[i].Before)
+		if fixes[i].Instead == "" {
+			fixes[i].Instead = moreCopies(p, re.Races, fixes, i)
+		}
 		fixes[i].Edit = fixes[i].String()
 	}
 	re.Fixes, re.Unrolled = fixes, true
 	return re
+}
+
+// moreCopies is the edit that orders fix i's races without its wait when
+// they are all WAR or WAW across iterations on buffers of p: a ring of
+// more copies (double buffering), each iteration on its own copy in turn,
+// so that the two accesses touch different bytes. It tries up to three
+// more copies, with the other fixes applied, and keeps the fewest that
+// verify; "" when none does, for races of other kinds, or past relaxLags'
+// bounds (more than 4 fixes or 32 iterations unrolled).
+func moreCopies(p *Plan, races []Race, fixes []Fix, i int) string {
+	if fixes[i].Lag == 0 || len(fixes) > 4 || UnrollIterations(p) > 32 {
+		return ""
+	}
+	bufs := map[int]bool{}
+	for _, k := range fixes[i].Races {
+		r := races[k]
+		if r.Kind == RaceRAW || r.Shared != "" {
+			return ""
+		}
+		b := slices.IndexFunc(p.Buffers, func(b Buffer) bool { return b.Name == BufferSiteOf(r.Buffer) })
+		if b < 0 || p.Buffers[b].ArenaOffset != nil {
+			return ""
+		}
+		bufs[b] = true
+	}
+	ids := slices.Sorted(maps.Keys(bufs))
+	for more := 1; more <= 3; more++ {
+		q := clonePlan(p)
+		q.Kernels, q.Dir, q.Spec = p.Kernels, p.Dir, p.Spec
+		q.Buffers = slices.Clone(p.Buffers)
+		for _, b := range ids {
+			q.Buffers[b].Copies = max(p.Buffers[b].Copies, 1) + more
+		}
+		for j, f := range fixes {
+			if j != i {
+				addLaggedWait(q, f.After, f.Before, f.Lag)
+			}
+		}
+		if verify(q, false) == nil {
+			var parts []string
+			for _, b := range ids {
+				parts = append(parts, fmt.Sprintf("buffer %s copies: %d", p.Buffers[b].Name, q.Buffers[b].Copies))
+			}
+			return fmt.Sprintf("give %s (a ring: each iteration writes its own copy in turn, so these accesses of different iterations touch different bytes, with no new order)",
+				strings.Join(parts, " and "))
+		}
+	}
+	return ""
 }
 
 // relaxLags lengthens each cross-iteration fix's lag as far as the plan with
