@@ -532,6 +532,9 @@ func (st *state) run(ps pass) (err error) {
 	err = ps.fn(st)
 	st.timings = addTime(st.timings, ps.name, time.Since(t0))
 	if err != nil {
+		if errors.As(err, new(dag.ErrorList)) {
+			return err // a spec error: at its file:line:col, as the loader's
+		}
 		return fmt.Errorf("planner: pass %q: %w", ps.name, err)
 	}
 	if st.opts.Check && st.plan != nil {

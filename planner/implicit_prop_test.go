@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
@@ -84,9 +85,12 @@ func TestPlansRaceFreeWithKinds(t *testing.T) {
 
 // TestPlansRaceFreeWithCaptures: specs of TestPlansRaceFreeWithKinds with
 // a capture region on one of their pinned streams plan race-free for
-// every strategy; whether the region keeps the capture rules is the
-// capture checker's to say, and each violation it reports names a stage
-// of the plan.
+// every strategy, and the planner's waits keep the isolation and join
+// rules; the rules the spec's own stages break (a host stage or a
+// synchronous copy during the capture, say) are the capture checker's to
+// report, and each violation it reports names a stage of the plan. A spec
+// whose captured work must wait for work that follows the capture through
+// a host stage has no plan: Build's spec error names both stages.
 func TestPlansRaceFreeWithCaptures(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genKindsSpec(t)
@@ -117,6 +121,21 @@ func TestPlansRaceFreeWithCaptures(t *testing.T) {
 		}
 		for _, strategy := range []string{StrategyDefault, StrategyNaive, StrategyRoundRobin} {
 			p, err := Build(s, Options{Strategy: strategy}) // not Check: a capture violation is the checker's verdict, not a Build failure
+			var se dag.ErrorList
+			if errors.As(err, &se) && strings.Contains(err.Error(), "CUDA_ERROR_STREAM_CAPTURE_ISOLATION") {
+				for _, e := range se {
+					var x, y string
+					if _, serr := fmt.Sscanf(e.Msg, "stage %s which", &x); serr != nil || !stages[strings.TrimSuffix(x, ",")] {
+						t.Fatalf("%s: Build: %v: names no stage first", strategy, err)
+					}
+					if i := strings.Index(e.Msg, "must wait for stage "); i < 0 {
+						t.Fatalf("%s: Build: %v: names no stage waited for", strategy, err)
+					} else if fmt.Sscanf(e.Msg[i:], "must wait for stage %s", &y); !stages[y] {
+						t.Fatalf("%s: Build: %v: %q is not a stage", strategy, err, y)
+					}
+				}
+				continue
+			}
 			if err != nil {
 				t.Fatalf("%s: Build: %v", strategy, err)
 			}
@@ -131,6 +150,9 @@ func TestPlansRaceFreeWithCaptures(t *testing.T) {
 			for _, v := range CheckCaptures(p) {
 				if !stages[v.Stage] {
 					t.Fatalf("%s: violation names %q, not a stage: %v", strategy, v.Stage, v)
+				}
+				if v.Rule == CaptureIsolation || v.Rule == CaptureUnjoined {
+					t.Fatalf("%s: the planner's own waits break a capture rule: %v\n%s", strategy, v, ops(p))
 				}
 			}
 		}

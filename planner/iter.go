@@ -275,6 +275,10 @@ func iterate(st *state) error {
 		})
 	}
 	emitCross(p, w.cross, R)
+	if removed, added, _ := isolateCaptures(p); removed+added > 0 { // capture.go: cross waits the captures take, on their first stages
+		p.Stats.Waits, p.Iteration.CrossWaits = waitCounts(p)
+		p.Iteration.Slots = crossSlots(p)
+	}
 	p.Iteration.InFlight = inflight
 	p.Stats.Events = p.Events
 	return nil
@@ -908,8 +912,6 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 		order = append(order, [2]int{s, len(ops[s])})
 		ops[s] = append(ops[s], o)
 	}
-	recPos := make([]int, p.Events) // issue position of each event's record in an iteration
-	waitPos := map[[2]int]int{}     // (event, lag) → latest issue position of such a wait
 	// A collective's ranks are launched consecutively, as one group
 	// (syncStreams): every rank's cross waits go before the group's first
 	// launch and the records after its last, as sync places its own, so
@@ -931,9 +933,7 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 	}
 	crossWaits := func(s, stage int) {
 		for _, r := range cross[stage] {
-			e := event[r.a]
-			waitPos[[2]int{e, int(r.d)}] = len(order)
-			emit(s, Op{Kind: OpWait, Event: e, Lag: int(r.d)})
+			emit(s, Op{Kind: OpWait, Event: event[r.a], Lag: int(r.d)})
 		}
 	}
 	var deferred [][2]int // (stream, stage): records after the group's last rank
@@ -954,16 +954,12 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 		case c == nil && o.Kind == OpLaunch:
 			crossWaits(s, o.Stage)
 		}
-		if o.Kind == OpRecord {
-			recPos[o.Event] = len(order)
-		}
 		emit(s, o)
 		if o.Kind == OpLaunch && newRec[o.Stage] {
 			deferred = append(deferred, [2]int{s, o.Stage})
 		}
 		if c == nil || last {
 			for _, d := range deferred {
-				recPos[event[d[1]]] = len(order)
 				emit(d[0], Op{Kind: OpRecord, Event: event[d[1]]})
 			}
 			deferred = deferred[:0]
@@ -973,8 +969,40 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 		p.Streams[s].Ops = ops[s]
 	}
 	p.IssueOrder = order
-	// Slots: the next record of the slot a lag-d wait reads is d' = slots
-	// iterations later; it must come after the wait in issue order.
+	p.Iteration = &Iteration{StreamSets: R, Slots: crossSlots(p), CrossWaits: waits}
+}
+
+// waitCounts returns p's waits with lag 0 and with a lag.
+func waitCounts(p *Plan) (waits, cross int) {
+	for _, str := range p.Streams {
+		for _, o := range str.Ops {
+			switch {
+			case o.Kind == OpWait && o.Lag > 0:
+				cross++
+			case o.Kind == OpWait:
+				waits++
+			}
+		}
+	}
+	return waits, cross
+}
+
+// crossSlots returns the event slots p's cross waits need: the next
+// record of the slot a lag-d wait reads is d' = slots iterations later; it
+// must come after the wait in issue order, so an event needs d slots for a
+// lag-d wait issued before its record in an iteration, d+1 for one issued
+// after it, and 1 with no cross wait.
+func crossSlots(p *Plan) []int {
+	recPos := make([]int, p.Events) // issue position of each event's latest record in an iteration
+	waitPos := map[[2]int]int{}     // (event, lag) → latest issue position of such a wait
+	for k, so := range p.IssueOrder {
+		switch o := p.Streams[so[0]].Ops[so[1]]; {
+		case o.Kind == OpRecord:
+			recPos[o.Event] = k
+		case o.Kind == OpWait && o.Lag > 0:
+			waitPos[[2]int{o.Event, o.Lag}] = k
+		}
+	}
 	slots := make([]int, p.Events)
 	for e := range slots {
 		slots[e] = 1
@@ -987,5 +1015,5 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 		}
 		slots[e] = max(slots[e], need)
 	}
-	p.Iteration = &Iteration{StreamSets: R, Slots: slots, CrossWaits: waits}
+	return slots
 }

@@ -17,6 +17,12 @@ import (
 // its launch. The issue order is the same walk (each stage's waits, launch,
 // record), so every record is issued before each wait on it.
 //
+// With capture regions the order first issues the work captured stages
+// need before their capture (captureOrder), and the waits a capture would
+// take on events it does not record move to its first stage
+// (isolateCaptures); a spec where no such placement exists is a
+// dag.ErrorList at the waiting stage.
+//
 // The naive strategy skips the clock test: a wait for every cross-stream
 // reduced edge. The hazard-dag strategy waits on hazard edges instead of
 // reduced ones (hazardWaits).
@@ -28,6 +34,7 @@ import (
 // so sync is O(V + E + W·L) for W waits and L streams live at once, rather
 // than O(W·k) time and O(k²) memory for k streams with dense clocks.
 func syncStreams(st *state) error {
+	st.captureOrder() // capture.go: the work captured stages wait for, issued before their capture
 	n, k := st.n, len(st.names)
 	stream := st.stream
 	var waitOff, waitOn []int32
@@ -109,8 +116,14 @@ func syncStreams(st *state) error {
 		}
 		i += group - 1
 	}
-	applySpecRules(st.spec, p)                    // spec_rules.go
-	p.Stats.Waits = len(waitOn) + joinCaptures(p) // capture.go: forked streams joined back into each capture
+	applySpecRules(st.spec, p) // spec_rules.go
+	// capture.go: captured waits on work outside the capture moved before
+	// it, forked streams joined back into each capture.
+	removed, added, stuck := isolateCaptures(p)
+	if len(stuck) > 0 {
+		return st.isolationError(p, stuck)
+	}
+	p.Stats.Waits = len(waitOn) - removed + added + joinCaptures(p)
 	st.plan = p
 	return nil
 }
