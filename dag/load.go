@@ -943,17 +943,22 @@ func nameProblem(v string) string {
 // hidden reports whether a terminal shows r wrongly or not at all: C0
 // and C1 controls, DEL, spaces other than ' ' (no-break, line and
 // paragraph separators), format characters (bidi overrides, zero-width
-// spaces), and bytes that are not UTF-8. Two names that look alike would
-// differ, and a control character in a message acts on the terminal.
+// spaces), the other default-ignorable code points that Unicode's
+// DerivedCoreProperties lists (variation selectors, the Hangul fillers,
+// the combining grapheme joiner: letters and marks that print as
+// nothing), and bytes that are not UTF-8. Two names that look alike
+// would differ, and a control character in a message acts on the
+// terminal.
 func hidden(r rune) bool {
 	if r < utf8.RuneSelf {
 		return r < ' ' || r == 0x7f
 	}
-	return !unicode.IsPrint(r) || r == utf8.RuneError
+	return !unicode.IsPrint(r) || r == utf8.RuneError ||
+		unicode.In(r, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
 }
 
 func hiddenMsg(r rune) string {
-	return fmt.Sprintf("contains %U, a control, format or space character that a terminal shows wrongly or not at all", r)
+	return fmt.Sprintf("contains %U, a control, format, space or invisible character that a terminal shows wrongly or not at all", r)
 }
 
 // NameHidden says, for a name of a stage, buffer, stream or kernel that
