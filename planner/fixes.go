@@ -903,6 +903,10 @@ func (e *RaceError) reportRaces(b *strings.Builder, ks []int, indent string, pai
 		if grouped {
 			done[r.Site] = true
 			b.WriteString(e.siteLineOf(r.Site, n[r.Site]))
+			if ex := e.Races[e.Sites[r.Site].Example]; !pairs && ex.Fix != "" {
+				b.WriteString("; fix, for the example: ")
+				b.WriteString(ex.Fix)
+			}
 		} else if pairs {
 			b.WriteString(r.pair())
 		} else {

@@ -57,10 +57,13 @@ func fileLine(name, rest string) string {
 // BufferSiteOf is the buffer's identity in the program: the allocation
 // line (FILE:LINE) of a recorded trace's buffer (dagrun_torch.record's
 // memN:FILE:LINE, after the allocation that first held its bytes), the
-// spec's buffer for a ring copy (NAME#copy), else name itself.
+// spec's buffer for a ring copy (NAME#copy) or an unrolled iteration's
+// (NAME@iteration), else name itself.
 func BufferSiteOf(name string) string {
-	if i := strings.LastIndexByte(name, '#'); i > 0 && isDigits(name[i+1:]) {
-		name = name[:i]
+	for _, c := range [...]byte{'@', '#'} { // a ring copy, an unrolled iteration's own buffer
+		if i := strings.LastIndexByte(name, c); i > 0 && isDigits(name[i+1:]) {
+			name = name[:i]
+		}
 	}
 	for _, pre := range [...]string{"mem", "pinned"} {
 		if rest, ok := strings.CutPrefix(name, pre); ok {

@@ -28,6 +28,8 @@ func TestSiteOf(t *testing.T) {
 		{"mem3:cam.py:12", "cam.py:12"},
 		{"pinned0", "pinned0"},
 		{"frame#1", "frame"},
+		{"staging@2", "staging"},
+		{"frame#1@3", "frame"},
 		{"memory", "memory"},
 		{"mem:cam.py:12", "mem:cam.py:12"},
 	} {
@@ -216,5 +218,31 @@ stages:
 `)
 	if !strings.Contains(taken, "it already waits on the event recorded after w1, but a wait takes the event's latest record issued before it, the one after w0") {
 		t.Errorf("taken: %s", taken)
+	}
+}
+
+// TestUnrolledBufferOneSite: the races of an unrolled plan between one
+// iteration's read of a buffer and the next one's write are one site,
+// with the example's fix.
+func TestUnrolledBufferOneSite(t *testing.T) {
+	p, err := Build(loadSpec(t, `version: 1
+sync: manual
+streams: [{name: up}, {name: comp}]
+buffers: [{name: staging, bytes: 4096}, {name: act, bytes: 4096}]
+stages:
+  - {name: upload, kernel: spin, writes: [staging], stream: up, waits: [{stage: layers, lag: 2}]}
+  - {name: embed, kernel: spin, reads: [staging], writes: [act], stream: comp, waits: [upload]}
+  - {name: layers, kernel: spin, reads: [act], writes: [act], stream: comp}
+`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var re *RaceError
+	if err := Verify(p); !errors.As(err, &re) || len(re.Races) < 2 || len(re.Sites) != 1 {
+		t.Fatalf("want races at one site, got %v", err)
+	}
+	if s := re.Error(); !strings.Contains(s, fmt.Sprintf("WAR on staging: embed (stream comp) → upload (stream up): %d races, e.g. staging@0", len(re.Races))) ||
+		!strings.Contains(s, "; fix, for the example: ") {
+		t.Errorf("report:\n%s", s)
 	}
 }
