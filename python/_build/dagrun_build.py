@@ -171,6 +171,29 @@ def metadata(project: Path, v: str) -> bytes:
     return ("\n".join(head) + "\n\n" + readme).encode()
 
 
+def entry_points(project: Path) -> bytes:
+    """entry_points.txt of the wheel, from pyproject.toml's ``[project.scripts]``
+    (as console_scripts) and ``[project.entry-points.GROUP]`` tables, whose
+    lines are ``name = "module:attr"`` (the build reads no other TOML)."""
+    groups = {}
+    cur = None
+    for line in (project / "pyproject.toml").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("["):
+            t = line.strip("[]").strip()
+            cur = "console_scripts" if t == "project.scripts" else (
+                t[len("project.entry-points."):].strip('"') if t.startswith("project.entry-points.") else None)
+            if cur is not None:
+                groups.setdefault(cur, [])
+            continue
+        if cur is not None and "=" in line:
+            k, v = line.split("=", 1)
+            groups[cur].append("%s = %s" % (k.strip(), v.strip().strip('"')))
+    return "".join("[%s]\n%s\n\n" % (g, "\n".join(lines)) for g, lines in groups.items()).encode()
+
+
 class _Wheel:
     """A wheel being written: entries in order, then RECORD."""
 
@@ -217,7 +240,7 @@ def write_wheel(project: Path, outdir: Path, v: str, target: tuple, binary: Path
         wheel = ["Wheel-Version: 1.0", "Generator: dagrun_build " + v, "Root-Is-Purelib: false"]
         wheel += ["Tag: py3-none-" + t for t in tags]
         w.add(info + "/WHEEL", ("\n".join(wheel) + "\n").encode())
-        w.add(info + "/entry_points.txt", b"[console_scripts]\ndagrun-torch = dagrun_torch.__main__:main\n")
+        w.add(info + "/entry_points.txt", entry_points(project))
         lic = _licence(project)
         if lic is not None:
             w.add(info + "/LICENSE", lic.read_bytes())

@@ -106,6 +106,10 @@ def bench() -> argparse.ArgumentParser:
                          "and timed" % (CAPS,))
     ap.add_argument("--inductor", action="store_true",
                     help="time dagrun's plans over torch.compile's Inductor kernels against torch.compile reduce-overhead")
+    ap.add_argument("--backend", action="store_true",
+                    help="torch.compile default, reduce-overhead and backend=\"dagrun\" per model (also bert-base, moe-1, "
+                         "moe-8: transformer workloads): median ms, peak memory, compile time; --verify-trials > 0 "
+                         "verifies dagrun's graphs with injected delays at compile time")
     ap.add_argument("--cudnn-benchmark", action="store_true",
                     help="torch.backends.cudnn.benchmark for every column (the one-stream baselines, the cost model and "
                          "the plans run the same cuDNN algorithms)")

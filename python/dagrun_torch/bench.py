@@ -431,6 +431,180 @@ def inductor(args) -> int:
     return 0
 
 
+# The transformer workloads --backend knows besides MODELS: BERT-base (batch 1,
+# sequence 128) and one mixture-of-experts layer at decode batch N ("moe-N").
+TRANSFORMERS = ("bert-base", "moe-1", "moe-8")
+
+
+def transformer_model(name: str):
+    """(model, inputs) of a transformer workload, random weights (seed 0),
+    eval, float32, on the GPU. "bert-base": transformers' BertModel with
+    BertConfig's defaults, input ids of batch 1, length 128. "moe-N": a
+    mixture-of-experts feed-forward layer of a decoder at decode time (N
+    tokens, hidden size 1024): a router picks 2 of 8 experts per token,
+    and every expert (transformers' Mixtral expert MLP, 3584 wide) runs on
+    all N tokens, weighted by its gate (0 where not picked), so the experts
+    are parallel branches of one graph."""
+    torch.manual_seed(0)
+    if name == "bert-base":
+        from transformers import BertConfig, BertModel
+        m = BertModel(BertConfig()).eval().cuda()
+        return m, (torch.randint(0, 30522, (1, 128), device="cuda"),)
+    n = int(name.split("-", 1)[1])
+    from transformers import MixtralConfig
+    from transformers.models.mixtral import modeling_mixtral as mm
+    cfg = MixtralConfig(hidden_size=1024, intermediate_size=3584, num_local_experts=8, num_experts_per_tok=2)
+    expert = getattr(mm, "MixtralBlockSparseTop2MLP", None) or getattr(mm, "MixtralMLP", None)
+
+    class Expert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            if expert is not None:
+                self.mlp = expert(cfg)
+            else:  # transformers without a per-expert module: the same SwiGLU MLP
+                from transformers.activations import ACT2FN
+                self.w1 = torch.nn.Linear(1024, 3584, bias=False)
+                self.w3 = torch.nn.Linear(1024, 3584, bias=False)
+                self.w2 = torch.nn.Linear(3584, 1024, bias=False)
+                self.act = ACT2FN[cfg.hidden_act]
+
+        def forward(self, x):
+            if expert is not None:
+                return self.mlp(x)
+            return self.w2(self.act(self.w1(x)) * self.w3(x))
+
+    class MoE(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate = torch.nn.Linear(1024, 8, bias=False)
+            self.experts = torch.nn.ModuleList([Expert() for _ in range(8)])
+
+        def forward(self, x):
+            w = torch.softmax(self.gate(x), dim=-1)
+            top, idx = torch.topk(w, 2, dim=-1)
+            gates = torch.zeros_like(w).scatter(-1, idx, top / top.sum(-1, keepdim=True))
+            out = x
+            for e, ex in enumerate(self.experts):
+                out = out + gates[:, e:e + 1] * ex(x)
+            return out
+    return MoE().eval().cuda(), (torch.randn(n, 1024, device="cuda"),)
+
+
+def backend_table(rows: List[dict]) -> str:
+    """--backend as markdown."""
+    lines = ["| model | torch.compile default | reduce-overhead | backend=\"dagrun\" (streams) | dagrun ÷ reduce-overhead "
+             "| peak MB: default / reduce-overhead / dagrun | compile s: default / reduce-overhead / dagrun "
+             "| bit-identical to default | dagrun path |", "|" + "---|" * 9]
+    for r in rows:
+        d, ro, dg = r.get("default", {}), r.get("reduce-overhead", {}), r.get("dagrun", {})
+        path = "; ".join(sorted(set(g["path"] + (" (" + g["reason"] + ")" if g["reason"] else "") for g in dg.get("graphs", [])))) or r.get("error", "—")
+        lines.append("| %s | %s | %s | %s (%s) | %s | %s / %s / %s | %s / %s / %s | %s | %s |" % (
+            r["model"], _fmt(d.get("ms")), _fmt(ro.get("ms")), _fmt(dg.get("ms")), dg.get("streams", "—"),
+            _x(ro.get("ms"), dg.get("ms")), _fmt(d.get("peak_mb"), 0), _fmt(ro.get("peak_mb"), 0), _fmt(dg.get("peak_mb"), 0),
+            _fmt(d.get("compile_s"), 1), _fmt(ro.get("compile_s"), 1), _fmt(dg.get("compile_s"), 1),
+            r.get("identical", "—"), path[:200]))
+    return "\n".join(lines)
+
+
+def backend(args) -> int:
+    """--backend: per model, torch.compile default, reduce-overhead and
+    backend="dagrun" in one run: median ms, peak memory, compile time."""
+    import warnings
+    from . import backend as be
+    from .runner import bitwise_equal
+    t_start = time.time()
+    os.makedirs(args.out, exist_ok=True)
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
+    import torch._dynamo
+    how = "entry point"
+    if "dagrun" not in torch._dynamo.list_backends(exclude_tags=()):
+        be.register()
+        how = "registered by dagrun_torch.backend.register (no entry point installed)"
+    rows: List[dict] = []
+
+    def note():
+        return ("%s, torch %s, float32, random weights, inference (no_grad); median of %d calls, ms; peak MB: most "
+                "allocated during compile, warm-up and timing, over what was allocated before, plus the weights; "
+                "backend \"dagrun\" found by %s; %.0f s in all." % (
+                    torch.cuda.get_device_name(), torch.__version__, args.iters, how, time.time() - t_start))
+
+    def save():
+        with open(os.path.join(args.out, "backend.json"), "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+        with open(os.path.join(args.out, "backend.md"), "w") as f:
+            f.write(note() + "\n\n" + backend_table(rows) + "\n")
+
+    opts = {"max_streams": "auto", "verify": args.verify_trials > 0,
+            "verify_trials": args.verify_trials}
+    for name in args.models:
+        r: dict = {"model": name}
+        rows.append(r)
+        try:
+            if name in MODELS:
+                model, x = gpu_model(*MODELS[name])
+                inputs = (x,)
+            else:
+                model, inputs = transformer_model(name)
+            wb = weight_bytes(model)
+            outs = {}
+            for key, kw in (("default", {}), ("reduce-overhead", {"mode": "reduce-overhead"}),
+                            ("dagrun", {"backend": "dagrun", "options": opts})):
+                if time.time() - t_start > args.budget_s:
+                    r[key] = {"skipped": "budget"}
+                    continue
+                c = None
+                torch._dynamo.reset()
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated()
+                n0 = len(be.compiled_graphs())
+                e: dict = {}
+                r[key] = e
+                try:
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always", be.DagrunFallbackWarning)
+                        t0 = time.time()
+                        c = torch.compile(model, dynamic=False, **kw)
+                        with torch.no_grad():
+                            for _ in range(3):
+                                out = c(*inputs)
+                        torch.cuda.synchronize()
+                        e["compile_s"] = round(time.time() - t0, 1)
+                    e["warnings"] = [str(w.message)[:300] for w in caught if issubclass(w.category, be.DagrunFallbackWarning)]
+                    outs[key] = [t.detach().clone() for t in _flat(out if not hasattr(out, "to_tuple") else out.to_tuple())]
+                    with torch.no_grad():
+                        e["ms"] = median_ms(lambda: c(*inputs), args.iters)
+                    torch.cuda.synchronize()
+                    e["peak_mb"] = round((wb + torch.cuda.max_memory_allocated() - before) / 1e6, 1)
+                    if key == "dagrun":
+                        gs = be.compiled_graphs()[n0:]
+                        e["graphs"] = [{"path": g.path, "reason": g.reason, "streams": g.streams, "launches": g.launches,
+                                        "candidates": g.candidates, "identical": g.identical, "verified": g.verified,
+                                        "compile_s": g.compile_s} for g in gs]
+                        e["streams"] = "/".join(str(g.streams) for g in gs if g.path == "dagrun") or "1"
+                except Exception as ex:
+                    e["error"] = "%s: %s" % (type(ex).__name__, str(ex)[:300])
+                    traceback.print_exc()
+                del c
+                print(name, key, json.dumps(e), flush=True)
+            if "default" in outs:
+                r["identical"] = " / ".join("%s %s" % (k, "yes" if bitwise_equal(outs[k], outs["default"])[0] else "NO")
+                                            for k in ("reduce-overhead", "dagrun") if k in outs)
+            del model, outs
+        except Exception as ex:
+            r["error"] = "%s: %s" % (type(ex).__name__, str(ex)[:300])
+            traceback.print_exc()
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+        save()
+    print()
+    print(note())
+    print(backend_table(rows))
+    save()
+    return 0
+
+
 def _flat(v):
     if isinstance(v, torch.Tensor):
         return [v]
@@ -445,11 +619,11 @@ def _flat(v):
 def main(argv: Optional[List[str]] = None) -> int:
     ap = _cli.bench()
     args = ap.parse_args(argv)
-    if args.schedules and args.inductor:
-        print("bench: --schedules and --inductor are two different runs; give one", file=sys.stderr)
+    if sum((args.schedules, args.inductor, args.backend)) > 1:
+        print("bench: --schedules, --inductor and --backend are two different runs (or three); give one", file=sys.stderr)
         return 2
     for m in args.models + args.compile_models:
-        if m not in MODELS:
+        if m not in MODELS and not (args.backend and m in TRANSFORMERS):
             print("bench: unknown model %r (known: %s)" % (m, ", ".join(MODELS)), file=sys.stderr)
             return 2
     if not torch.cuda.is_available():
@@ -459,6 +633,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return schedules(args)
     if args.inductor:
         return inductor(args)
+    if args.backend:
+        return backend(args)
     from .exporter import build_model, export
     from .runner import bitwise_equal, compile as dcompile
     t_start = time.time()

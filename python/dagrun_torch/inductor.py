@@ -32,10 +32,17 @@ stream, which is safe only for work in that stream's order; allocated on
 the capture stream and written first on another, the buffer's bytes could
 still be in use by a kernel on the capture stream. That needs the plan to issue launches in program order, which
 dagrun's planner keeps for an imported graph (its stable topological
-order); ``CompiledInductor`` checks it and raises otherwise. Every tensor the wrapper allocates is kept alive
-until the capture ends (no block is reused inside the capture), so the
-graph holds all intermediates at once: more memory than Inductor's own
-buffer reuse.
+order); ``CompiledInductor`` checks it and raises otherwise.
+
+Memory inside the capture follows the plan's lifetime records, as
+``dagrun_torch.compile`` does for eager kernels (``plan.lower``): when the
+wrapper ``del``s a buffer, its host reference is held until the stream that
+allocated it is ordered after every launch, on every stream, that touches
+it; then it goes back to the caching allocator, which hands the block only
+to later allocations on that stream. A buffer whose allocating stream may
+differ from its producer's (a kernel reads it before any kernel writes
+it) is held to the end of the capture. ``lifetimes=False`` holds every
+buffer to the end instead: all intermediates at once.
 
 Needs torch ≥ 2.4 with Inductor and Triton, and CUDA.
 """
@@ -53,10 +60,10 @@ import torch
 
 from ._binary import run_dagrun
 from .exporter import _flat_tensors, _storage_nbytes, _time_graph_replay, storage_key
-from .plan import Plan
+from .plan import Plan, lower
 
 __all__ = ["InductorGraph", "WrapperCall", "CompiledInductor", "capture_call", "trace_call", "plan_graph", "issue_steps",
-           "compile_inductor", "input_slots", "one_stream", "InductorError"]
+           "compile_inductor", "input_slots", "one_stream", "InductorError", "held_to_end"]
 
 _HOST_CALLS = {"empty_strided_cuda", "empty_strided", "empty", "empty_strided_cpu", "assert_size_stride",
                "assert_alignment", "reinterpret_tensor", "get_raw_stream", "get_cuda_stream", "set_device",
@@ -206,13 +213,15 @@ class InductorGraph:
     ``graph`` (the JSON ``dagrun import`` reads), ``globals_`` (the wrapper
     module's namespace), ``args`` (the call's arguments), ``first_use``
     (allocating statement index → the first node that touches what it
-    allocates)."""
+    allocates), ``name_tids`` (each name the wrapper assigns → the tensor
+    ids its value holds)."""
     stmts: List[Tuple[ast.stmt, Any]]
     launch: Dict[int, str]
     graph: dict
     globals_: dict
     args: List[Any]
     first_use: Dict[int, str] = field(default_factory=dict)
+    name_tids: Dict[str, List[str]] = field(default_factory=dict)
 
 
 def _exec(stmt: ast.stmt, code: Any, ns: dict) -> Any:
@@ -269,6 +278,16 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
     nodes: List[dict] = []
     launch: Dict[int, str] = {}
     allocated: Dict[int, List[str]] = {}
+    name_tids: Dict[str, List[str]] = {}
+
+    def assigned(s: ast.stmt) -> None:
+        if isinstance(s, ast.Assign):
+            for tgt in s.targets:
+                for x in ast.walk(tgt):
+                    if isinstance(x, ast.Name):
+                        ids = [tid_of[storage_key(t)] for t in _flat_tensors(ns.get(x.id))
+                               if t.is_cuda and storage_key(t) in tid_of]
+                        name_tids[x.id] = list(dict.fromkeys(ids))
     out = None
     with torch.no_grad():
         for i, (s, code) in enumerate(stmts):
@@ -281,6 +300,7 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
                 out = _exec(s, code, ns)
                 if _allocates(s):
                     allocated[i] = tids([x.id for t in s.targets for x in ast.walk(t) if isinstance(x, ast.Name)])
+                assigned(s)
                 continue
             kern = _triton_kernel(s, ns)
             reads = tids(_names(s))
@@ -310,6 +330,7 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
                     for x in ast.walk(tgt):
                         if isinstance(x, ast.Name):
                             keep.append(ns.get(x.id))
+            assigned(s)
             dur = 0.0
             if timing:
                 def fn(code=code, s=s):
@@ -331,7 +352,7 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
              "sum_node_us": round(sum(n["duration_us"] for n in nodes), 2), "tensors": tensors, "nodes": nodes}
     del keep, out
     return InductorGraph(stmts=stmts, launch=launch, graph=graph, globals_=glb, args=list(args),
-                         first_use=first_uses(allocated, nodes))
+                         first_use=first_uses(allocated, nodes), name_tids=name_tids)
 
 
 def _allocates(s: ast.stmt) -> bool:
@@ -354,14 +375,16 @@ def first_uses(allocated: Dict[int, List[str]], nodes: Sequence[dict]) -> Dict[i
     return out
 
 
-def plan_graph(graph: dict, max_streams: int = 0, dagrun: Optional[str] = None) -> Plan:
-    """``dagrun import`` and ``dagrun plan --json`` of an operator graph."""
+def plan_graph(graph: dict, max_streams: int = 0, dagrun: Optional[str] = None, strategy: str = "default") -> Plan:
+    """``dagrun import`` and ``dagrun plan --json --strategy STRATEGY
+    --max-streams MAX_STREAMS`` (0: no cap) of an operator graph. Raises
+    DagrunError from the binary."""
     with tempfile.TemporaryDirectory(prefix="dagrun_torch-ind-") as d:
         g, s = os.path.join(d, "graph.json"), os.path.join(d, "spec.yaml")
         with open(g, "w") as f:
             json.dump(graph, f)
         run_dagrun(["import", g, "-o", s], binary=dagrun)
-        r = run_dagrun(["plan", s, "--json", "--max-streams", str(max_streams)], binary=dagrun)
+        r = run_dagrun(["plan", s, "--json", "--strategy", strategy, "--max-streams", str(max_streams)], binary=dagrun)
         return Plan.from_dict(json.loads(r.stdout))
 
 
@@ -389,6 +412,25 @@ def issue_steps(plan: Plan, launch: Dict[int, str]) -> List[Tuple[str, int, int]
     return steps
 
 
+def held_to_end(graph: dict) -> List[str]:
+    """Tensor ids of ``graph`` whose allocating stream may not be their
+    producer's stream: the first node (program order) that touches the
+    tensor is not the first that writes it without reading it. The buffer
+    is allocated on the first toucher's stream, while ``plan.lower`` orders
+    its release after the producer's stream, so such a buffer is never
+    released inside the capture."""
+    first: Dict[str, str] = {}
+    producer: Dict[str, str] = {}
+    for n in graph["nodes"]:
+        r, w = set(n.get("reads") or ()), list(n.get("writes") or ())
+        for t in list(r) + w:
+            first.setdefault(t, n["id"])
+        for t in w:
+            if t not in producer and t not in r:
+                producer[t] = n["id"]
+    return sorted(t for t, nid in first.items() if producer.get(t) != nid)
+
+
 class CompiledInductor:
     """Inductor's kernels captured as one CUDA graph over a dagrun plan's
     streams. Call it with the model's inputs (copied into the graph's static
@@ -396,14 +438,27 @@ class CompiledInductor:
     returns them). ``streams``: plan streams; ``plan``; ``graph``.
     ``delays`` (statement index → cycles) puts ``torch.cuda._sleep`` on the
     launch's stream before it, to expose a missing order (a consumer would
-    read before its producer is done)."""
+    read before its producer is done). ``lifetimes``: release buffers
+    inside the capture by the plan's lifetime records (module doc), else
+    hold every buffer to the end of the capture. ``memory``: bytes,
+    ``peak_allocated`` while warming up, capturing and replaying once, and
+    ``before`` (allocated before that). Raises InductorError when the plan
+    cannot be run statement by statement, PlanError when its lifetime
+    records do not cover a use."""
 
     def __init__(self, ig: InductorGraph, plan: Plan, input_slots: Dict[int, int],
-                 delays: Optional[Dict[int, int]] = None):
+                 delays: Optional[Dict[int, int]] = None, lifetimes: bool = True):
         self.ig, self.plan = ig, plan
         self._delays = dict(delays or {})
         self.streams = len(plan.streams)
         self._steps = issue_steps(plan, ig.launch)
+        self._frees: List[List[str]] = [[] for _ in self._steps]
+        self.lifetimes = lifetimes
+        if lifetimes:
+            acts = lower(plan, ig.graph, keep=held_to_end(ig.graph))
+            if [a.kind for a in acts] != [k for k, _, _ in self._steps]:
+                raise InductorError("internal error: the lowered plan's actions are not the plan's issue steps")
+            self._frees = [list(a.frees) for a in acts]
         self._input_slots = input_slots
         dev = torch.device("cuda", torch.cuda.current_device())
         from .runner import new_streams
@@ -415,6 +470,9 @@ class CompiledInductor:
                              for i, a in enumerate(ig.args)]
         cap = self._streams[0]
         cap.wait_stream(torch.cuda.current_stream())
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
         with torch.cuda.stream(cap):
             self._run(warm=True)   # warm every stream (handles, workspaces) outside the capture
             torch.cuda.synchronize()
@@ -424,6 +482,7 @@ class CompiledInductor:
         torch.cuda.current_stream().wait_stream(cap)
         self._graph.replay()
         torch.cuda.synchronize()
+        self.memory = {"peak_allocated": torch.cuda.max_memory_allocated(), "before": before}
 
     def _run(self, warm: bool = False) -> Any:
         ig = self.ig
@@ -439,6 +498,17 @@ class CompiledInductor:
         keep.extend(self._static_args)
         out = None
         done = 0  # statements run so far
+        held: Dict[str, List[Any]] = {}   # tensor id → host references the wrapper let go of
+        freed = set()                     # tensor ids the plan has released
+
+        def let_go(name: str) -> None:
+            ids = ig.name_tids.get(name) if self.lifetimes else None
+            if ids is None:
+                keep.append(ns[name])
+                return
+            for t in ids:
+                if t not in freed:
+                    held.setdefault(t, []).append(ns[name])
 
         def host_until(stop: int) -> Any:
             nonlocal done
@@ -448,7 +518,7 @@ class CompiledInductor:
                 if isinstance(s, ast.Delete):
                     for x in ast.walk(s):
                         if isinstance(x, ast.Name) and x.id in ns:
-                            keep.append(ns[x.id])
+                            let_go(x.id)
                 if done in ig.launch:
                     raise InductorError("internal error: statement %d launches but the plan did not issue it" % done)
                 first = ig.first_use.get(done)
@@ -462,8 +532,11 @@ class CompiledInductor:
             return r
 
         with torch.no_grad():
-            for kind, si, x in self._steps:
+            for i, (kind, si, x) in enumerate(self._steps):
                 st = streams[si]
+                for t in self._frees[i - 1] if i else ():
+                    held.pop(t, None)
+                    freed.add(t)
                 if kind == "record":
                     self._events[x].record(st)
                     continue
@@ -478,7 +551,7 @@ class CompiledInductor:
                     ns["stream0"] = st.cuda_stream
                     _exec(s, code, ns)
                     ns["stream0"] = cap.cuda_stream
-                if isinstance(s, ast.Assign):
+                if isinstance(s, ast.Assign) and not self.lifetimes:
                     for t in s.targets:
                         for y in ast.walk(t):
                             if isinstance(y, ast.Name) and y.id in ns:

@@ -97,3 +97,12 @@ def test_buffers_are_allocated_for_their_first_launch():
              {"id": "k8", "reads": ["t2"], "writes": ["t3"]},
              {"id": "k9", "reads": ["t4"], "writes": ["t4"]}]
     assert ind.first_uses({5: ["t2"], 7: ["t4", "t3"], 8: ["t9"]}, nodes) == {5: "k6", 7: "k8"}
+
+
+def test_buffers_read_before_written_are_held_to_the_end():
+    # t2: first touched by its producer (released by the plan); t4: read and written by its first
+    # toucher, produced by nobody; t5: read by k8 before k9 writes it: allocated for k8, produced by k9
+    nodes = [{"id": "k6", "reads": ["t0"], "writes": ["t2"]},
+             {"id": "k8", "reads": ["t2", "t5"], "writes": ["t3"]},
+             {"id": "k9", "reads": ["t4"], "writes": ["t4", "t5"]}]
+    assert ind.held_to_end({"nodes": nodes}) == ["t0", "t4", "t5"]
