@@ -1,5 +1,8 @@
 """dagrun_torch: the PyTorch side of dagrun.
 
+- ``torch.compile(model, backend="dagrun")``: Inductor's kernels planned over
+  streams and replayed as one CUDA graph (``dagrun_torch.backend``; the
+  wheel registers it through the ``torch_dynamo_backends`` entry point).
 - ``export(model, inputs)``: the model's operator graph for ``dagrun import``.
 - ``compile(model, inputs, max_streams=None, strategy="default", mode="graph", verify=False)``:
   a callable that runs every node on its dagrun-planned stream, captured once

@@ -125,8 +125,8 @@ class CompiledGraph:
     traced), ``candidates`` ({cap: {"streams", "ms"}}: median replay of
     each captured plan, ms; cap 1 is the one-stream plan), ``identical``
     (outputs bit-identical to the one-stream plan's), ``verified`` (verify
-    ran and passed), ``memory`` (bytes: the chosen graph's
-    ``peak_allocated`` and ``before``), ``compile_s`` (seconds in the
+    ran and passed), ``traceback`` (of the failure that made it fall
+    back, where one did), ``compile_s`` (seconds in the
     backend)."""
     path: str = "dagrun"
     reason: str = ""
@@ -135,7 +135,7 @@ class CompiledGraph:
     candidates: Dict[str, dict] = field(default_factory=dict)
     identical: Optional[bool] = None
     verified: Optional[bool] = None
-    memory: Dict[str, int] = field(default_factory=dict)
+    traceback: str = ""
     compile_s: float = 0.0
 
 
@@ -202,13 +202,6 @@ def _inductor(gm: Any, example_inputs: Sequence[Any], cudagraphs: bool) -> Calla
     return compile_fx(gm, list(example_inputs), config_patches={"triton.cudagraphs": bool(cudagraphs)})
 
 
-def _caller(fn: Callable) -> Callable:
-    """A plain ``f(*args)`` of an Inductor compile, boxed (takes a list) or not."""
-    if getattr(fn, "_boxed_call", False):
-        return lambda *a: fn(list(a))
-    return fn
-
-
 def _fallback(gm: Any, example_inputs: Sequence[Any], why: str, info: CompiledGraph, t0: float) -> Callable:
     warnings.warn("dagrun backend: running Inductor's own path (reduce-overhead) for this graph: %s" % why,
                   DagrunFallbackWarning, stacklevel=3)
@@ -218,15 +211,16 @@ def _fallback(gm: Any, example_inputs: Sequence[Any], why: str, info: CompiledGr
     return fn
 
 
-def _median_replay_ms(ci: Any, inputs: Sequence[Any], n: int = 20) -> float:
+def _median_replay_ms(ci: Any, n: int = 20) -> float:
+    """Median GPU time of ``n`` replays of a captured graph, ms (3 replays first, untimed)."""
     import torch
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(3):
-        ci(*inputs)
+        ci.replay()
     times = []
     for _ in range(n):
         start.record()
-        ci(*inputs)
+        ci.replay()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
@@ -243,27 +237,42 @@ class _Replay:
     copies the inputs that are not weights into the capture's static inputs,
     replays it, returns its static outputs in the compiled graph's form."""
 
-    def __init__(self, ci: Any, static: Dict[int, int], out_form: Callable[[List[Any]], Any], tensor_pos: List[int],
-                 inner: Callable):
+    def __init__(self, ci: Any, static: Dict[int, int], out_form: Callable[[List[Any]], Any],
+                 copies: List[Tuple[int, int]], inner: Callable):
+        import torch
         self.ci = ci
         self._inner = inner
-        self._static = static          # input index → data_ptr captured
+        self._static_idx = list(static)              # input indexes of the weights and buffers
+        self._static_ptr = [static[i] for i in self._static_idx]
+        # by input index, as torch._C._tensors_data_ptrs_at_indices_equal reads them
+        self._ptr_at = [static.get(i, 0) for i in range(max(static, default=-1) + 1)]
+        self._same = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
         self._form = out_form
-        self._tensor_pos = tensor_pos  # input index of each flat tensor input
+        self._copies = copies                        # (input index, wrapper argument index) to copy
+        self._flat = _flat_out(ci._out)
         self._warned = False
 
+    def _moved(self, args: Sequence[Any]) -> Optional[int]:
+        if self._same is not None:
+            if self._same(list(args), self._ptr_at, self._static_idx):
+                return None
+        for i, p in zip(self._static_idx, self._static_ptr):
+            if args[i].data_ptr() != p:
+                return i
+        return None
+
     def __call__(self, *args: Any) -> Any:
-        for i, ptr in self._static.items():
-            if args[i].data_ptr() != ptr:
-                if not self._warned:
-                    self._warned = True
-                    warnings.warn("dagrun backend: a weight or buffer of the compiled module is another tensor than "
-                                  "at compile time (input %d): running Inductor's kernels without a CUDA graph; "
-                                  "torch._dynamo.reset() and compiling again captures the new one" % i,
-                                  DagrunFallbackWarning, stacklevel=2)
-                return self._inner(*args)
-        out = self.ci(*[args[i] for i in self._tensor_pos])
-        return self._form(_flat_out(out))
+        moved = self._moved(args) if self._static_idx else None
+        if moved is not None:
+            if not self._warned:
+                self._warned = True
+                warnings.warn("dagrun backend: a weight or buffer of the compiled module is another tensor than "
+                              "at compile time (input %d): running Inductor's kernels without a CUDA graph; "
+                              "torch._dynamo.reset() and compiling again captures the new one" % moved,
+                              DagrunFallbackWarning, stacklevel=2)
+            return self._inner(*args)
+        self.ci.replay([(args[i], slot) for i, slot in self._copies])
+        return self._form(self._flat)
 
 
 def dagrun(gm: Any, example_inputs: Sequence[Any], options: Optional[dict] = None, mode: Optional[str] = None) -> Callable:
@@ -286,16 +295,21 @@ def dagrun(gm: Any, example_inputs: Sequence[Any], options: Optional[dict] = Non
     if why:
         return _fallback(gm, example_inputs, why, info, t0)
     # Inductor's own failures raise as they would under backend="inductor".
-    inner = _caller(_inductor(gm, example_inputs, cudagraphs=False))
+    # compile_fx's result is called as dynamo calls a backend's: f(*args). (Its ``_boxed_call``
+    # attribute, copied from the function it wraps, speaks for that inner function.)
+    inner = _inductor(gm, example_inputs, cudagraphs=False)
     try:
         fn = _fast_path(gm, example_inputs, inner, opts, info)
     except Exception as e:
         from .runner import VerificationError
         if isinstance(e, VerificationError):
             raise
+        import traceback
         fn = None
-        why = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:300] if str(e) else "")
-        info.reason = why
+        tb = traceback.extract_tb(e.__traceback__)
+        where = " (%s:%d)" % (tb[-1].filename.rsplit("/", 1)[-1], tb[-1].lineno) if tb else ""
+        info.reason = "%s: %s%s" % (type(e).__name__, str(e).splitlines()[0][:300] if str(e) else "", where)
+        info.traceback = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     if fn is None:
         return _fallback(gm, example_inputs, info.reason, info, t0)
     info.compile_s = round(time.time() - t0, 2)
@@ -391,9 +405,7 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
     slots = ind.input_slots(ig.args, tensors)
     static_set = set(static)
     copied = {k: v for k, v in slots.items() if tensor_pos[k] not in static_set}
-    used = {id(a) for a in ig.args if isinstance(a, torch.Tensor)}
-    lost = [tensor_pos[k] for k, x in enumerate(tensors)
-            if tensor_pos[k] not in static_set and k not in slots and id(x) in used]
+    lost = [tensor_pos[k] for k, x in enumerate(tensors) if tensor_pos[k] not in static_set and k not in slots]
     if lost:
         info.reason = "inputs %s reach Inductor's kernels in another form than given" % lost[:5]
         return None
@@ -407,7 +419,7 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
     if len(ref) != len(res_flat) or any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(ref, res_flat)):
         info.reason = "Inductor's wrapper returns %d outputs, its compiled graph %d (or other shapes)" % (len(ref), len(res_flat))
         return None
-    info.candidates["1"] = {"streams": 1, "ms": round(_median_replay_ms(one, tensors), 4)}
+    info.candidates["1"] = {"streams": 1, "ms": round(_median_replay_ms(one), 4)}
     caps = AUTO_CAPS if opts.max_streams == "auto" else (opts.max_streams,)
     for cap in caps:
         plan = ind.plan_graph(ig.graph, cap, opts.dagrun, strategy=opts.strategy)
@@ -416,7 +428,7 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
         info.candidates[str(cap)] = c
         if worth_timing(c):
             ci = ind.CompiledInductor(ig, plan, copied)
-            c["ms"] = round(_median_replay_ms(ci, tensors), 4)
+            c["ms"] = round(_median_replay_ms(ci), 4)
             del ci
             torch.cuda.synchronize()
     best, info.reason = choose(info.candidates)
@@ -426,7 +438,6 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
     torch.cuda.synchronize()
     plan, ci = capture(best)
     info.streams = len(plan.streams)
-    info.memory = dict(ci.memory)
     out = _flat_out(ci(*tensors))
     ok, why = bitwise_equal(out, ref)
     info.identical = ok
@@ -447,7 +458,7 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
                                         "one stream: %s" % (info.streams, trial, why))
         info.verified = True
     static_ptr = {i: example_inputs[i].data_ptr() for i in static}
-    return _Replay(ci, static_ptr, form, tensor_pos, inner)
+    return _Replay(ci, static_ptr, form, [(tensor_pos[k], slot) for k, slot in sorted(copied.items())], inner)
 
 
 def _output_form(res: Any) -> Callable[[List[Any]], Any]:

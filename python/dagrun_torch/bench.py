@@ -515,9 +515,9 @@ def backend(args) -> int:
     t_start = time.time()
     os.makedirs(args.out, exist_ok=True)
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
-    import torch._dynamo
+    from torch import _dynamo
     how = "entry point"
-    if "dagrun" not in torch._dynamo.list_backends(exclude_tags=()):
+    if "dagrun" not in _dynamo.list_backends(exclude_tags=()):
         be.register()
         how = "registered by dagrun_torch.backend.register (no entry point installed)"
     rows: List[dict] = []
@@ -582,6 +582,9 @@ def backend(args) -> int:
                         e["graphs"] = [{"path": g.path, "reason": g.reason, "streams": g.streams, "launches": g.launches,
                                         "candidates": g.candidates, "identical": g.identical, "verified": g.verified,
                                         "compile_s": g.compile_s} for g in gs]
+                        for g in gs:
+                            if g.traceback:
+                                print(g.traceback, flush=True)
                         e["streams"] = "/".join(str(g.streams) for g in gs if g.path == "dagrun") or "1"
                 except Exception as ex:
                     e["error"] = "%s: %s" % (type(ex).__name__, str(ex)[:300])
