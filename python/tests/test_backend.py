@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import INSTALLED, REPO
 
 from dagrun_torch import backend as be
 
@@ -221,6 +221,16 @@ def test_entry_point_names_the_backend():
     assert "[console_scripts]\ndagrun-torch = dagrun_torch.__main__:main\n" in text
     mod, attr = "dagrun_torch.backend:dagrun".split(":")
     assert callable(getattr(__import__(mod, fromlist=[attr]), attr))
+
+
+@pytest.mark.skipif(not INSTALLED, reason="checks the installed wheel's metadata (scripts/test-wheel.sh)")
+def test_the_installed_wheel_declares_the_backend():
+    from importlib.metadata import entry_points
+    eps = entry_points()
+    group = eps.select(group="torch_dynamo_backends") if hasattr(eps, "select") else eps.get("torch_dynamo_backends", [])
+    found = {e.name: e.value for e in group}
+    assert found.get("dagrun") == "dagrun_torch.backend:dagrun", found
+    assert callable(next(e for e in group if e.name == "dagrun").load())
 
 
 try:
