@@ -361,3 +361,32 @@ stages:
 		t.Errorf("specStageName(a/0, no collective) = %s", got)
 	}
 }
+
+// TestWarningRedundantByHostWait: a wait that a host stage's wait made
+// redundant (the host waited for the record before it issued the wait)
+// names the host stage, not an earlier wait of the same launch that does
+// not order the record.
+func TestWarningRedundantByHostWait(t *testing.T) {
+	s := loadSpec(t, `version: 1
+sync: manual
+buffers:
+  - {name: x, bytes: 64}
+  - {name: y, bytes: 64}
+  - {name: out, bytes: 64, role: output}
+stages:
+  - {name: a, kernel: fill, args: {value: 1.0}, writes: [x], stream: s0}
+  - {name: b, kernel: fill, args: {value: 2.0}, writes: [y], stream: s1}
+  - {name: h, kernel: spin, args: {us: 1}, stream: host, waits: [b]}
+  - {name: c, kernel: mix, reads: [x, y], writes: [out], stream: s2, waits: [a, b]}
+`)
+	got := Warnings(build(t, s, Options{}))
+	want := "c (test.yaml:11:5): the wait for the record after b on stream s1 is redundant: host stage h (test.yaml:10:5), which waits for it before this wait is issued, already orders it"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("warnings:\n%q\nwant\n%q", got, want)
+	}
+	// With the host stage after c, both waits are needed: no warning.
+	s.Stages[2], s.Stages[3] = s.Stages[3], s.Stages[2]
+	if got := Warnings(build(t, s, Options{})); len(got) != 0 {
+		t.Errorf("host stage after c: %q", got)
+	}
+}

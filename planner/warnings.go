@@ -112,9 +112,20 @@ func Warnings(p *Plan) []string {
 			why = "stream order"
 			for k := 0; k < j; k++ {
 				h := v.opBase[s] + int32(k)
-				if w := p.Streams[s].Ops[k]; w.Kind == OpWait && !barrier(w.Event) && v.opCaptured[h] >= 0 && v.opHB(r, h) {
-					why = "the earlier wait for the record " + recAt(v.opCaptured[h])
-					break
+				if w := p.Streams[s].Ops[k]; w.Kind == OpWait && !barrier(w.Event) {
+					if c := v.opCaptured[h]; c >= 0 && (c == r || v.opHB(r, c)) {
+						why = "the earlier wait for the record " + recAt(c)
+						break
+					}
+				}
+			}
+			if why == "stream order" {
+				if h := hostStageAfter(p, v, r, g); h >= 0 {
+					why = "host stage " + p.Stages[h].Name
+					if src := p.Stages[h].Source; src != "" {
+						why += " (" + src + ")"
+					}
+					why += ", which waits for it before this wait is issued,"
 				}
 			}
 		} else {
@@ -138,6 +149,22 @@ func Warnings(p *Plan) []string {
 		}
 	}
 	return append(out, unwrittenOutputs(p)...)
+}
+
+// hostStageAfter is the first host stage issued before op g whose launch
+// record r happens-before (the host waited for r, so everything it issues
+// after that stage is ordered after r), or -1.
+func hostStageAfter(p *Plan, v *verifier, r, g int32) int {
+	for _, so := range p.IssueOrder {
+		h := v.opBase[so[0]] + int32(so[1])
+		if h == g {
+			break
+		}
+		if o := p.Streams[so[0]].Ops[so[1]]; p.Streams[so[0]].Host && o.Kind == OpLaunch && v.opHB(r, h) {
+			return o.Stage
+		}
+	}
+	return -1
 }
 
 // withoutLaggedWaits returns p, or where p has waits across iterations
