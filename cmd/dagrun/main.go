@@ -38,6 +38,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unicode"
 
 	// The video demo's kernels have Go bodies for the simulator; registering
@@ -87,7 +88,8 @@ const (
 	// and exits at once.
 	phaseWork int32 = iota
 	// phaseWatch: a run (dagrun.Run), which watches the context: it is
-	// cancelled, and the run stops itself and says where.
+	// cancelled, and the run stops itself at its next iteration and says
+	// where, or stopOn ends it after stopGrace.
 	phaseWatch
 	// phaseOutput: the command commits its files and prints its output
 	// (beginOutput): it finishes.
@@ -110,7 +112,18 @@ func stopOn(sigs <-chan os.Signal, cancel func()) {
 		fmt.Fprintln(os.Stderr, "dagrun:", errStopped)
 		os.Exit(signalExit(sig))
 	}
+	// A run stops itself between iterations; one whose iteration goes on
+	// (ops that take long, a long plan) is ended after stopGrace.
+	time.Sleep(stopGrace)
+	if phase.CompareAndSwap(phaseWatch, phaseStopped) || phase.CompareAndSwap(phaseWork, phaseStopped) {
+		removeStaged()
+		fmt.Fprintln(os.Stderr, "dagrun: stopped during an iteration of the run by an interrupt or termination: nothing written")
+		os.Exit(signalExit(sig))
+	}
 }
+
+// stopGrace is how long a stop signal lets a run stop itself.
+const stopGrace = time.Second
 
 // stoppedBy is the stop signal the worker received, nil before one.
 var stoppedBy atomic.Pointer[os.Signal]

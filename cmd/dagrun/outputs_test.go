@@ -569,3 +569,55 @@ func TestEmptyPathFlagsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestStopDuringLongIteration: a stop signal during a run's one long
+// iteration (stages over 64 MiB buffers on the simulator, seconds in all)
+// ends dagrun within the grace it gives the run (exit 128 + the signal,
+// nothing written, no staging folder left).
+func TestStopDuringLongIteration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("version: 1\nname: big\nbuffers:\n  - {name: x, bytes: 67108864}\n  - {name: y, bytes: 67108864, role: output}\nstages:\n  - {name: f, kernel: fill, args: {value: 1.0}, writes: [x]}\n")
+	for i := range 60 {
+		src, dst := "x", "y"
+		if i%2 == 1 {
+			src, dst = dst, src
+		}
+		fmt.Fprintf(&b, "  - {name: s%d, kernel: scale, args: {a: 1.0}, reads: [%s], writes: [%s]}\n", i, src, dst)
+	}
+	spec := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(spec, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	cmd, so, se := startWorking(t, bin, 700*time.Millisecond, "run", "--backend", "sim", "--out", out, spec)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	sent := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("dagrun still running a minute after the signal")
+	}
+	if took := time.Since(sent); took > 3*time.Second {
+		t.Errorf("dagrun ran %v after the signal", took)
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != signalExit(syscall.SIGTERM) || !strings.Contains(se.String(), "nothing written") || strings.Contains(se.String(), "internal error") {
+		t.Errorf("%v, stderr %q; want exit %d saying nothing was written", err, se.String(), signalExit(syscall.SIGTERM))
+	}
+	if so.Len() != 0 {
+		t.Errorf("stdout %q", so.String())
+	}
+	if left := listFiles(t, dir); len(left) != 1 || left[0] != "big.yaml" {
+		t.Errorf("left %v", left)
+	}
+}
