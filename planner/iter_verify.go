@@ -431,6 +431,7 @@ func verifyIterations(p, q *Plan, withFixes bool) error {
 		fx.Races, fx.Lag = f.Races, lag
 		fixes = append(fixes, fx)
 	}
+	relaxRecords(p, fixes)
 	if !relaxLags(p, fixes) {
 		for _, f := range fixes {
 			re.LagsShortest = re.LagsShortest || f.Lag > 0
@@ -493,6 +494,48 @@ func moreCopies(p *Plan, races []Race, fixes []Fix, i int) string {
 		}
 	}
 	return ""
+}
+
+// relaxRecords moves each fix's record as early on its stream as the plan
+// with every fix applied still verifies (the latest launch before the
+// wait is the candidate the search takes; the producer's own record, an
+// earlier one, orders no more than the races need: a wait on the upload
+// that a step reads, not on the whole step after it). Tried within
+// relaxLags' bounds (at most 4 fixes, 32 iterations unrolled), up to 16
+// records per fix, stopping at the first that does not verify.
+func relaxRecords(p *Plan, fixes []Fix) {
+	if len(fixes) == 0 || len(fixes) > 4 || UnrollIterations(p) > 32 {
+		return
+	}
+	verifies := func() bool {
+		q := clonePlan(p)
+		q.Kernels, q.Dir, q.Spec = p.Kernels, p.Dir, p.Spec
+		for _, f := range fixes {
+			addLaggedWait(q, f.After, f.Before, f.Lag)
+		}
+		return verify(q, false) == nil
+	}
+	if !verifies() {
+		return
+	}
+	for i := range fixes {
+		ops := p.Streams[p.Stages[fixes[i].After].Stream].Ops
+		tries := 0
+		for j := streamPos(p, fixes[i].After) - 1; j >= 0 && tries < 16; j-- {
+			if ops[j].Kind != OpLaunch {
+				continue
+			}
+			tries++
+			old := fixes[i]
+			moved := newFix(p, ops[j].Stage, old.Before)
+			moved.Races, moved.Lag, moved.Places = old.Races, old.Lag, old.Places
+			fixes[i] = moved
+			if !verifies() {
+				fixes[i] = old
+				break
+			}
+		}
+	}
 }
 
 // relaxLags lengthens each cross-iteration fix's lag as far as the plan with

@@ -246,3 +246,31 @@ stages:
 		t.Errorf("report:\n%s", s)
 	}
 }
+
+// TestFixAcrossIterationsWaitsOnTheProducer: the next step's upload into a
+// staging ring must wait for the step that reads it (embed), not for the
+// whole step after it (head, the wait the spec has): the fix's record is
+// the producer's own, the least order that fixes the races.
+func TestFixAcrossIterationsWaitsOnTheProducer(t *testing.T) {
+	p, err := Build(loadSpec(t, `version: 1
+sync: manual
+streams: [{name: up}, {name: comp}]
+buffers: [{name: staging, bytes: 4096, copies: 2}, {name: act, bytes: 4096}]
+stages:
+  - {name: upload, kernel: spin, writes: [staging], stream: up, waits: [{stage: head, lag: 3}]}
+  - {name: embed, kernel: spin, reads: [staging], writes: [act], stream: comp, waits: [upload]}
+  - {name: layers, kernel: spin, reads: [act], writes: [act], stream: comp}
+  - {name: head, kernel: spin, reads: [act], writes: [act], stream: comp}
+`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var re *RaceError
+	if err := Verify(p); !errors.As(err, &re) || len(re.Fixes) != 1 {
+		t.Fatalf("want one fix, got %v", err)
+	}
+	if e := re.Fixes[0].Edit; !strings.HasPrefix(e, "upload (test.yaml:6:5): add {stage: embed, lag: 2} to waits") ||
+		!strings.Contains(e, "or instead give buffer staging copies: 3") {
+		t.Errorf("edit: %s", e)
+	}
+}
