@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -171,11 +172,40 @@ def _meta(text: str, path: str = "trace") -> Optional[dict]:
                 why = _meta_problem(m)
             except ValueError as e:
                 why = "not JSON (%s)" % e
+            except RecursionError:
+                why = "nested deeper than Python's recursion limit (%d)" % sys.getrecursionlimit()
             if why:
                 raise TraceError("%s:%d: malformed dagrun_torch-meta line: %s; record the trace again, or delete the line "
                                  "(the report then names stages instead of Python lines)" % (path, k + 1, why))
             return m
     return None
+
+
+def _hidden_string(m) -> str:
+    """Where parsed meta line m holds a string (key or value) with a
+    character a terminal acts on or shows wrongly (str.isprintable: C0 and
+    C1 controls, format characters such as bidi overrides, spaces other
+    than ' '), which the report would print; "" when none. Walks m
+    without recursion."""
+    todo = [("", m)]
+    while todo:
+        at, v = todo.pop()
+        if isinstance(v, dict):
+            for key, x in v.items():
+                where = "%s.%s" % (at, key) if at else key
+                if not key.isprintable():
+                    return "key %s holds %s" % (json.dumps(key), _first_hidden(key))
+                todo.append((where, x))
+        elif isinstance(v, list):
+            todo.extend(("%s[%d]" % (at, i), x) for i, x in enumerate(v))
+        elif isinstance(v, str) and not v.isprintable():
+            return "%s holds %s" % (at, _first_hidden(v))
+    return ""
+
+
+def _first_hidden(s: str) -> str:
+    c = next(c for c in s if not c.isprintable())
+    return "U+%04X, a control, format or space character that a terminal shows wrongly or not at all" % ord(c)
 
 
 def _meta_problem(m) -> str:
@@ -185,6 +215,9 @@ def _meta_problem(m) -> str:
 
     if not isinstance(m, dict):
         return "not a JSON object"
+    hidden = _hidden_string(m)
+    if hidden:
+        return hidden
     for key in ("streams", "stream_exprs"):
         v = m.get(key, {})
         if not isinstance(v, dict) or not all(isinstance(x, str) for x in v) or \

@@ -2,7 +2,8 @@
 exit 2 and one line on stderr (exit 1 means "race found"): a fifo (which
 would block the read for ever), a device (/dev/zero would be read until
 memory runs out), a file that is not UTF-8 (a Latin-1 byte), and a trace
-whose dagrun_torch-meta line is malformed."""
+whose dagrun_torch-meta line is malformed (nested past Python's recursion
+limit, or with a string a terminal would act on or show wrongly)."""
 import os
 import resource
 import subprocess
@@ -65,6 +66,10 @@ def test_latin1_byte_refused(tmp_path, dagrun_bin):
     '{"streams": ["s"]}',
     '[1, 2',
     '"a string"',
+    pytest.param('[' * 100000 + ']' * 100000, id="nested-100000-deep"),
+    pytest.param('{"streams": {"s1": "\\u001b[2Jprog.py:3"}}', id="escape-in-stream-site"),
+    pytest.param('{"allocs": [{"id": 0, "var": "le\\u001b]0;title\\u0007ft"}]}', id="escape-in-tensor-name"),
+    pytest.param('{"stages": [{"op": "add", "site": "prog.py:\\u202e7"}]}', id="bidi-override-in-site"),
 ])
 def test_malformed_meta_refused(tmp_path, dagrun_bin, meta):
     with open(RACY) as f:
