@@ -134,9 +134,9 @@ def read_trace(path: str) -> str:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise TraceError("%s: not a regular file: a trace is a file written by dagrun_torch.record" % path)
+            raise TraceError("%s: not a regular file: a trace is a file written by dagrun_torch.record" % quote_path(path))
         if st.st_size > MAX_TRACE_BYTES:
-            raise TraceError("%s: %d bytes, more than a trace may have (%d bytes)" % (path, st.st_size, MAX_TRACE_BYTES))
+            raise TraceError("%s: %d bytes, more than a trace may have (%d bytes)" % (quote_path(path), st.st_size, MAX_TRACE_BYTES))
         chunks, n = [], 0
         while n <= MAX_TRACE_BYTES:
             b = os.read(fd, min(1 << 20, MAX_TRACE_BYTES + 1 - n))
@@ -147,14 +147,40 @@ def read_trace(path: str) -> str:
     finally:
         os.close(fd)
     if n > MAX_TRACE_BYTES:
-        raise TraceError("%s: more than %d bytes, more than a trace may have" % (path, MAX_TRACE_BYTES))
+        raise TraceError("%s: more than %d bytes, more than a trace may have" % (quote_path(path), MAX_TRACE_BYTES))
     data = b"".join(chunks)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise TraceError("%s:%d: byte 0x%02x is not UTF-8: a trace is UTF-8 text, as dagrun_torch.record writes it"
-                         % (path, line, data[e.start])) from None
+                         % (quote_path(path), line, data[e.start])) from None
+
+
+def quote_path(path: str) -> str:
+    """path as the checker's messages print it, as dagrun prints paths: as
+    it is when every character is printable and none is a space, quote or
+    backslash, else in double quotes with Go's escapes (\\x1b, \\a,
+    \\u202e), so that control characters never reach a terminal."""
+    if path and all(c.isprintable() and c not in ' "\\' for c in path):
+        return path
+    named = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+    out = []
+    for c in path:
+        o = ord(c)
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        elif c in named:
+            out.append(named[c])
+        elif o < 0x80:
+            out.append("\\x%02x" % o)
+        elif o < 0x10000:
+            out.append("\\u%04x" % o)
+        else:
+            out.append("\\U%08x" % o)
+    return '"' + "".join(out) + '"'
 
 
 _META = "# dagrun_torch-meta: "
@@ -176,7 +202,7 @@ def _meta(text: str, path: str = "trace") -> Optional[dict]:
                 why = "nested deeper than Python's recursion limit (%d)" % sys.getrecursionlimit()
             if why:
                 raise TraceError("%s:%d: malformed dagrun_torch-meta line: %s; record the trace again, or delete the line "
-                                 "(the report then names stages instead of Python lines)" % (path, k + 1, why))
+                                 "(the report then names stages instead of Python lines)" % (quote_path(path), k + 1, why))
             return m
     return None
 
@@ -607,10 +633,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             worst = 2
             continue
         except (DagrunError, DagrunNotFound, OSError) as e:
-            print("%s: %s" % (p, e), file=sys.stderr)
+            print("%s: %s" % (quote_path(p), e), file=sys.stderr)
             worst = 2
             continue
-        print("%s: %s" % (p, "ok: no race" if res.ok else "RACE"))
+        print("%s: %s" % (quote_path(p), "ok: no race" if res.ok else "RACE"))
         if not res.ok:
             print(res.report())
             worst = max(worst, 1)
@@ -618,6 +644,6 @@ def main(argv: Optional[List[str]] = None) -> int:
             try:
                 print(propose(p))
             except (ValueError, DagrunError) as e:
-                print("%s: no proposal: %s" % (p, e), file=sys.stderr)
+                print("%s: no proposal: %s" % (quote_path(p), e), file=sys.stderr)
                 worst = 2
     return worst

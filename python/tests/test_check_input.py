@@ -84,3 +84,19 @@ def test_malformed_meta_refused(tmp_path, dagrun_bin, meta):
 def test_racy_trace_still_explained(dagrun_bin):
     r = run_check(RACY, dagrun_bin)
     assert r.returncode == 1 and "RACE" in r.stdout and "fix" in r.stdout, r.stdout + r.stderr
+
+
+def test_path_with_escape_quoted(tmp_path, dagrun_bin):
+    # A path's control characters reach the terminal escaped, as dagrun
+    # prints paths: in a refusal and in the verdict's line.
+    fifo = tmp_path / "f\x1b]0;title\x07.yaml"
+    os.mkfifo(fifo)
+    r = run_check(str(fifo))
+    assert_refused(r, "\\x1b]0;title\\a.yaml", "not a regular file")
+    assert "\x1b" not in r.stderr
+    racy = tmp_path / "r\x1b[2J.yaml"
+    with open(RACY) as f:
+        racy.write_text(f.read())
+    r = run_check(str(racy), dagrun_bin)
+    assert r.returncode == 1 and "r\\x1b[2J.yaml\": RACE" in r.stdout, r.stdout + r.stderr
+    assert "\x1b" not in r.stdout + r.stderr
