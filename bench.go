@@ -169,6 +169,12 @@ func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, erro
 		}
 		m.Sim = &MemorySim{}
 		run := func(p *StreamPlan) (map[string]string, error) {
+			if err := checkSimOps(p, 1); err != nil {
+				return nil, err
+			}
+			if err := checkSimClocks(p); err != nil {
+				return nil, err
+			}
 			b := sim.New(sim.Options{Seed: 1})
 			res, err := executor.Run(ctx, p, b, executor.Options{})
 			b.Close()

@@ -9,26 +9,43 @@ import (
 	"github.com/dagrun/dagrun/dag"
 )
 
-// TestSimClocksBounded: a run on the simulator whose race detector's
-// vector clocks (streams × (streams + events) × 8 bytes) pass their bound
-// is refused by CheckRun and Run before any stream is made, naming the
-// bytes and the streams that fit; at the bound it passes.
-func TestSimClocksBounded(t *testing.T) {
+// streamsSpec is n independent stages, each on a stream of its own: named
+// streams of a hand-synchronized spec (manual), or a planned spec whose
+// cap lets the planner give each one.
+func streamsSpec(t *testing.T, n int, manual bool) *dag.Spec {
 	var b strings.Builder
-	b.WriteString("version: 1\nname: streams\nsync: manual\nbuffers:\n")
-	const n = 40
+	b.WriteString("version: 1\nname: streams\n")
+	if manual {
+		b.WriteString("sync: manual\n")
+	} else {
+		fmt.Fprintf(&b, "options: {max_streams: %d}\n", n)
+	}
+	b.WriteString("buffers:\n")
 	for i := range n {
 		fmt.Fprintf(&b, "  - {name: b%d, bytes: 64}\n", i)
 	}
 	b.WriteString("stages:\n")
 	for i := range n {
-		fmt.Fprintf(&b, "  - {name: t%d, kernel: fill, args: {value: 1.0}, writes: [b%d], stream: s%d}\n", i, i, i)
+		stream := ""
+		if manual {
+			stream = fmt.Sprintf(", stream: s%d", i)
+		}
+		fmt.Fprintf(&b, "  - {name: t%d, kernel: fill, args: {value: 1.0}, writes: [b%d]%s}\n", i, i, stream)
 	}
 	s, err := dag.LoadWith([]byte(b.String()), "streams.yaml", ".", dag.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Plan(s, PlanOptions{})
+	return s
+}
+
+// TestSimClocksBounded: a run on the simulator whose race detector's
+// vector clocks (streams × (streams + events) × 8 bytes) pass their bound
+// is refused by CheckRun, Run and BenchMemory before any stream is made,
+// naming the bytes and the streams that fit; at the bound it passes.
+func TestSimClocksBounded(t *testing.T) {
+	const n = 40
+	p, err := Plan(streamsSpec(t, n, true), PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,5 +68,10 @@ func TestSimClocksBounded(t *testing.T) {
 	}
 	if res, err := Run(context.Background(), p, ro); res != nil || err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Run: %v, %v", res, err)
+	}
+	// bench memory's simulator runs, of a planned spec.
+	maxSimClockBytes = 1
+	if m, err := BenchMemory(context.Background(), streamsSpec(t, n, false), true); m != nil || err == nil || !strings.Contains(err.Error(), "vector clocks") {
+		t.Errorf("BenchMemory with the simulator: %v, %v", m, err)
 	}
 }
