@@ -194,8 +194,9 @@ def _meta(text: str, path: str = "trace") -> Optional[dict]:
     for k in range(len(lines) - 1, -1, -1):
         if lines[k].startswith(_META):
             try:
-                m = json.loads(lines[k][len(_META):])
-                why = _meta_problem(m)
+                raw = lines[k][len(_META):]
+                m = json.loads(raw)
+                why = _meta_problem(m, raw)
             except ValueError as e:
                 why = "not JSON (%s)" % e
             except RecursionError:
@@ -234,14 +235,17 @@ def _first_hidden(s: str) -> str:
     return "U+%04X, a control, format or space character that a terminal shows wrongly or not at all" % ord(c)
 
 
-def _meta_problem(m) -> str:
-    """What is wrong with a parsed meta line, "" when nothing."""
+def _meta_problem(m, raw: Optional[str] = None) -> str:
+    """What is wrong with a parsed meta line, "" when nothing. ``raw``, the
+    line's JSON text: when it is printable and has no backslash, every
+    string in it is a piece of it, so none holds a hidden character and
+    the walk over them is skipped."""
     def is_int(v):
         return isinstance(v, int) and not isinstance(v, bool)
 
     if not isinstance(m, dict):
         return "not a JSON object"
-    hidden = _hidden_string(m)
+    hidden = "" if raw is not None and "\\" not in raw and raw.isprintable() else _hidden_string(m)
     if hidden:
         return hidden
     for key in ("streams", "stream_exprs"):

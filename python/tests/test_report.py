@@ -122,3 +122,22 @@ def test_threads_get_one_handoff(dagrun_bin, tmp_path):
     assert f.startswith("hand over once between the threads: in thread main, after t.py:10 (fill_ on s_load), "
                         "`ev = torch.cuda.Event(); ev.record(s_load)`"), f
     assert "in thread worker, before t.py:20 (sum), take it and `torch.cuda.current_stream().wait_event(ev)`" in f, f
+
+
+def test_recorded_camera_loop_fits_a_screen(dagrun_bin, tmp_path):
+    """The resnet50 camera loop recorded on the GPU (testdata/programs:
+    60 iterations, 3 camera streams, the default stream waiting for two):
+    the whole report fits in 20 lines, names the stream by the program's
+    expression and creation line, and gives one fix at the softmax's line."""
+    import gzip
+    from conftest import TESTDATA
+    with gzip.open(os.path.join(TESTDATA, "programs", "camera-loop-racy.yaml.gz"), "rt") as f:
+        text = f.read()
+    p = tmp_path / "camera-loop-racy.yaml"
+    p.write_text(text)
+    res = check(str(p), dagrun=dagrun_bin)
+    report = res.report()
+    assert len(report.splitlines()) <= 20 and len(res.fixes) == 1, report
+    assert res.fixes[0].startswith("before python/tests/programs/camera_loop.py:46 (_softmax on the default stream): "
+                                   "`torch.cuda.current_stream().wait_stream(streams[2])`, at each of its 60 runs"), report
+    assert "streams[2] created at python/tests/programs/camera_loop.py:31" in report, report
