@@ -342,8 +342,20 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 		if o.Kind == OpWait && captured[s] && !str.Host && (s != origin || k >= firstAt) {
 			if why := v.isolated(ck, o, g, begin, joins); why != "" {
 				st, _, _ := stageOf(g)
+				fix := fmt.Sprintf("wait before the capture begins instead (a wait of %s, the capture's first stage, whose waits are issued before cuStreamBeginCapture, or of a stage before it), or record the event in the capture", c.First)
+				if r := v.opCaptured[g]; o.Lag == 0 && r >= 0 && int(v.opIssue[r]) >= begin {
+					// Recorded in the region, after the capture began:
+					// first cannot wait for it (its waits come before
+					// the record). Move the work before the capture, or
+					// let its stream join the capture so it is captured.
+					rs := int(v.opStream[r])
+					if i := p.OpStage(rs, int(v.opIndex(r))); i >= 0 {
+						x := p.Stages[i].Name
+						fix = fmt.Sprintf("issue %s before the capture begins (above %s, the capture's first stage) and add %s to the waits of %s, or let stream %s join the capture: add %s to the waits of %s, so that it is captured and its record is made in the capture", x, c.First, x, c.First, p.Streams[rs].Name, c.First, x)
+					}
+				}
 				bad(g, CaptureIsolation, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
-					fmt.Sprintf("the wait before %s is for %s, not a record made in the capture: wait before the capture begins instead (a wait of %s, the capture's first stage, whose waits are issued before cuStreamBeginCapture, or of a stage before it), or record the event in the capture", st, why, c.First))
+					fmt.Sprintf("the wait before %s is for %s, not a record made in the capture: %s", st, why, fix))
 			}
 		}
 		affected := c.Mode != CaptureRelaxed && (c.Mode == CaptureGlobal || str.Thread == thread)

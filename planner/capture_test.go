@@ -36,9 +36,12 @@ func TestCaptureRules(t *testing.T) {
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("y")), stage("h", on(dag.HostStream), waits("b")), stage("z", on("s0"), writes("x"))))},
 		{name: "host waits for work outside the capture, relaxed mode", mode: CaptureRelaxed,
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("y")), stage("h", on(dag.HostStream), waits("b")), stage("z", on("s0"), writes("x"))))},
-		{name: "captured stream waits for work outside the capture", want: CaptureIsolation, stage: "z", fixWord: "a wait of a, the capture's first stage",
-			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("y")), stage("z", on("s0"), waits("b"), reads("y"), writes("x"))))},
-		{name: "captured stream waits for work before the capture, in a later stage", want: CaptureIsolation, stage: "z",
+		// b is issued after a: a cannot wait for it, so the fix moves b
+		// before the capture or captures it.
+		{name: "captured stream waits for work outside the capture", want: CaptureIsolation, stage: "z",
+			fixWord: "issue b before the capture begins (above a, the capture's first stage) and add b to the waits of a, or let stream s1 join the capture: add a to the waits of b",
+			spec:    manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("y")), stage("z", on("s0"), waits("b"), reads("y"), writes("x"))))},
+		{name: "captured stream waits for work before the capture, in a later stage", want: CaptureIsolation, stage: "z", fixWord: "a wait of a, the capture's first stage",
 			spec: manual(spec(stage("b", on("s1"), writes("y")), stage("a", on("s0"), writes("x")), stage("z", on("s0"), waits("b"), reads("y"), writes("x"))))},
 		{name: "the capture's first stage waits for work before the capture",
 			spec: manual(spec(stage("b", on("s1"), writes("y")), stage("a", on("s0"), waits("b"), writes("x")), stage("z", on("s0"), reads("y"), writes("x"))))},
