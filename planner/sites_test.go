@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"github.com/dagrun/dagrun/dag"
 )
 
@@ -273,4 +275,59 @@ stages:
 		!strings.Contains(e, "or instead give buffer staging copies: 3") {
 		t.Errorf("edit: %s", e)
 	}
+}
+
+// TestSiteFixesOrderEveryRace: on random hand-synchronized plans whose
+// stages repeat a few source lines (a recorded program's names), every
+// race gets a fix, and the fixes applied at all their places leave none.
+func TestSiteFixesOrderEveryRace(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(2, 12).Draw(t, "stages")
+		lines := rapid.IntRange(1, 3).Draw(t, "lines")
+		streams := []string{"a", "b", "c"}[:rapid.IntRange(2, 3).Draw(t, "streams")]
+		var stages []dag.StageSpec
+		for i := range n {
+			line := rapid.IntRange(1, lines).Draw(t, "line")
+			opts := []stageOpt{on(streams[(line+rapid.IntRange(0, 1).Draw(t, "shift"))%len(streams)])}
+			buf := fmt.Sprint("x", rapid.IntRange(0, 1).Draw(t, "buf"))
+			if rapid.Bool().Draw(t, "writes") {
+				opts = append(opts, writes(buf))
+			} else {
+				opts = append(opts, reads(buf))
+			}
+			stages = append(stages, stage(fmt.Sprintf("k%d:op:p.py:%d", i, line), opts...))
+		}
+		p, err := Build(manual(spec(stages...)), Options{})
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		re, ok := Verify(p).(*RaceError)
+		if !ok {
+			return
+		}
+		for _, k := range re.Unfixed {
+			if r := re.Races[k]; !r.Reversed && r.FirstStream != r.SecondStream && r.Shared == "" && !re.FixesPartial {
+				t.Fatalf("race %v left without a fix:\n%v", r, re)
+			}
+		}
+		if len(re.Unfixed) > 0 {
+			return
+		}
+		sw := newSiteWaits(p, launchPositions(p))
+		q := clonePlan(p)
+		covered := 0
+		for _, f := range re.Fixes {
+			at := sw.places(p, [2]int{f.After, f.Before})
+			if len(at) != f.Places || f.Places < 1 || f.RecordStream == f.WaitStream {
+				t.Fatalf("fix %s: %d places, reported %d", f, len(at), f.Places)
+			}
+			for _, w := range at {
+				addWait(q, w[0], w[1])
+			}
+			covered += len(f.Races)
+		}
+		if err := Verify(q); err != nil || covered != len(re.Races) {
+			t.Fatalf("the fixes at their places: %v; they list %d of %d races\n%v", err, covered, len(re.Races), re)
+		}
+	})
 }
