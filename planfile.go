@@ -94,22 +94,31 @@ type outsideError struct{ at, msg string }
 // or through a symbolic link (safefile.CheckIn, the loader's rule for a
 // spec's files).
 func planFilesInside(p *StreamPlan, dir string) *outsideError {
-	inside := func(name string) bool {
-		full := name
-		if !filepath.IsAbs(full) {
-			full = filepath.Join(p.Dir, name)
+	full := func(name string) string {
+		if filepath.IsAbs(name) {
+			return name
 		}
-		return safefile.CheckIn(dir, full) == nil
+		return filepath.Join(p.Dir, name)
+	}
+	inside := func(name string) bool { return safefile.CheckIn(dir, full(name)) == nil }
+	// reads names the file a relative name stands for: the plan reads it
+	// from its "dir" field's folder, which need not be the plan file's own
+	// (a plan file copied elsewhere keeps the folder it was planned in).
+	reads := func(name string) string {
+		if filepath.IsAbs(name) {
+			return ""
+		}
+		return fmt.Sprintf(" (the plan reads %s: its \"dir\" field is %s)", safefile.Quote(full(name)), safefile.Quote(p.Dir))
 	}
 	const hint = "keep the files a plan names in the plan file's folder or below it (a plan file from someone else must not read your other files); to allow others, pass --allow-outside-paths"
 	for i, b := range p.Buffers {
 		if b.Init == string(contract.InitFile) && !inside(b.InitPath) {
-			return &outsideError{fmt.Sprintf("buffers[%d].init_path", i), fmt.Sprintf("buffer %s: init file %q is outside %s: %s", b.Name, b.InitPath, dir, hint)}
+			return &outsideError{fmt.Sprintf("buffers[%d].init_path", i), fmt.Sprintf("buffer %s: init file %q is outside %s%s: %s", b.Name, b.InitPath, safefile.Quote(dir), reads(b.InitPath), hint)}
 		}
 	}
 	for i, k := range p.Kernels {
 		if !inside(k.PTX) {
-			return &outsideError{fmt.Sprintf("kernels[%d].ptx", i), fmt.Sprintf("kernel %s: PTX file %q is outside %s: %s", k.Name, k.PTX, dir, hint)}
+			return &outsideError{fmt.Sprintf("kernels[%d].ptx", i), fmt.Sprintf("kernel %s: PTX file %q is outside %s%s: %s", k.Name, k.PTX, safefile.Quote(dir), reads(k.PTX), hint)}
 		}
 	}
 	return nil

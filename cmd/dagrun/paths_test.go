@@ -299,3 +299,27 @@ func TestNameFitsBoundary(t *testing.T) {
 		t.Errorf("a path of %d bytes: accepted", maxPathBytes+1)
 	}
 }
+
+// TestPlanFileMovedNamesFileItReads: a plan file copied to another folder
+// with a copy of its init file beside it still reads the file its "dir"
+// field names; the refusal says which file that is and why, not only the
+// name the plan gives.
+func TestPlanFileMovedNamesFileItReads(t *testing.T) {
+	t.Parallel()
+	dir, moved := t.TempDir(), t.TempDir()
+	spec := filepath.Join(dir, "s.yaml")
+	os.WriteFile(spec, []byte(linkedInitSpec), 0o644)
+	os.WriteFile(filepath.Join(dir, "data.bin"), make([]byte, 1024), 0o644)
+	planOut, errs, code := cli(t, "plan", "--json", spec)
+	if code != exitOK {
+		t.Fatalf("plan --json: exit %d\n%s", code, errs)
+	}
+	plan := filepath.Join(moved, "p.json")
+	os.WriteFile(plan, []byte(planOut), 0o644)
+	os.WriteFile(filepath.Join(moved, "data.bin"), make([]byte, 1024), 0o644)
+	_, errs, code = cli(t, "check", "--plan", plan)
+	reads := filepath.Join(dir, "data.bin")
+	if code != exitUsage || !strings.Contains(errs, "the plan reads "+reads) || !strings.Contains(errs, `"dir" field`) {
+		t.Fatalf("moved plan: exit %d, want 2 naming %s and the dir field\n%s", code, reads, errs)
+	}
+}
