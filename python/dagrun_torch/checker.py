@@ -373,7 +373,7 @@ class CheckResult:
                 rest = self.sites[_MAX_SITES:]
                 lines.append("  … and %d more sites (%d races)" % (len(rest), sum(x.count for x in rest)))
         if self.fixes:
-            lines.append("fix (%d change%s; dagrun verified each on the trace: with it, the races it lists are gone):" % (
+            lines.append("fix (%d change%s; dagrun checked each on the trace: with it, the races it lists are gone):" % (
                 len(self.fixes), "" if len(self.fixes) == 1 else "s"))
             for f in self.fixes:
                 first, *more = f.split("\n")
@@ -507,7 +507,8 @@ def _explain(races: List[Race], report: dict, names: _Names, trace: _Trace) -> T
         if r.site in seen or k in handed:
             continue
         seen.add(r.site)
-        fixes.append("site %d, %s then %s: %s" % (r.site + 1, _site(r.first), _site(r.second), (report["races"][k].get("fix") or "")))
+        fixes.append("site %d, %s then %s: %s (dagrun's advice: no one wait orders it, so it is not checked on the trace)" % (
+            r.site + 1, _site(r.first), _site(r.second), (report["races"][k].get("fix") or "")))
     return sites, fixes, label
 
 
