@@ -30,7 +30,9 @@ dynamo's guards and compiles again). For each graph the backend
 
 Options (``options=``): ``max_streams``: "auto" (default: capture the
 one-stream plan and the plans capped at 4 and 16 streams and uncapped, time
-each by 20 replays, keep the fastest), 0 for no cap, or a cap ≥ 1;
+each by 20 replays, keep the fastest, or among the plans within
+MEMORY_TOLERANCE of the fastest the one whose graph reserved the least
+memory), 0 for no cap, or a cap ≥ 1;
 ``strategy``: dagrun's planning strategy ("default", "single",
 "round-robin", "naive"); ``verify``: check the chosen graph's outputs
 against the same kernels on one stream bit for bit, also with GPU delays
@@ -48,6 +50,14 @@ one stream or the planner predicts no gain, when the fastest plan is not 2%
 faster than the same kernels on one stream, or when its outputs differ
 from the one-stream run's. Bad options raise ValueError at once.
 
+Memory: the trace frees intermediates where Inductor's wrapper does; each
+captured plan holds its intermediates by the plan's lifetimes and one cuBLAS
+workspace per stream that runs a multiply, inside its own memory pool
+(``dagrun_torch.inductor``); a candidate is released as soon as it can no
+longer be chosen, the one-stream reference once it is timed, and the cached
+allocator blocks they leave are returned (``torch.cuda.empty_cache``) before
+the backend returns. Only the chosen graph stays.
+
 Tested with torch 2.11 (CUDA 13) on an H100.
 """
 from __future__ import annotations
@@ -59,13 +69,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["dagrun", "Options", "parse_options", "DagrunFallbackWarning", "CompiledGraph", "compiled_graphs",
-           "MIN_GAIN", "AUTO_CAPS", "needs_autograd", "dynamic_inputs"]
+           "MIN_GAIN", "AUTO_CAPS", "MEMORY_TOLERANCE", "needs_autograd", "dynamic_inputs"]
 
 # A multi-stream plan is kept only when its replay is at least this much faster
 # (a fraction) than the same kernels captured on one stream.
 MIN_GAIN = 0.02
 # The stream caps "auto" captures and times besides the one-stream plan (0: no cap).
 AUTO_CAPS = (4, 16, 0)
+# Plans whose replay is within this fraction of the fastest one's count as
+# fast as it; among them the backend keeps the one whose CUDA graph reserved
+# the least memory (fewer streams hold fewer cuBLAS workspaces).
+MEMORY_TOLERANCE = 0.01
 STRATEGIES = ("default", "single", "round-robin", "naive")
 
 
@@ -122,12 +136,14 @@ class CompiledGraph:
     """What the backend did with one FX graph: ``path`` ("dagrun" or
     "reduce-overhead"), ``reason`` (why it fell back, "" on the dagrun
     path), ``streams`` (the chosen plan's), ``launches`` (kernel launches
-    traced), ``candidates`` ({cap: {"streams", "ms"}}: median replay of
-    each captured plan, ms; cap 1 is the one-stream plan), ``identical``
+    traced), ``candidates`` ({cap: {"streams", "ms", "pool_mb"}}: median
+    replay of each captured plan, ms, and the memory its capture reserved,
+    MB; cap 1 is the one-stream plan), ``identical``
     (outputs bit-identical to the one-stream plan's), ``verified`` (verify
     ran and passed), ``traceback`` (of the failure that made it fall
     back, where one did), ``compile_s`` (seconds in the
-    backend)."""
+    backend), ``inductor_s`` (of which Inductor's compile: the rest is
+    dagrun's trace, plans and captures)."""
     path: str = "dagrun"
     reason: str = ""
     streams: int = 0
@@ -137,6 +153,7 @@ class CompiledGraph:
     verified: Optional[bool] = None
     traceback: str = ""
     compile_s: float = 0.0
+    inductor_s: float = 0.0
 
 
 _COMPILED: List[CompiledGraph] = []
@@ -298,6 +315,7 @@ def dagrun(gm: Any, example_inputs: Sequence[Any], options: Optional[dict] = Non
     # compile_fx's result is called as dynamo calls a backend's: f(*args). (Its ``_boxed_call``
     # attribute, copied from the function it wraps, speaks for that inner function.)
     inner = _inductor(gm, example_inputs, cudagraphs=False)
+    info.inductor_s = round(time.time() - t0, 2)
     try:
         fn = _fast_path(gm, example_inputs, inner, opts, info)
     except Exception as e:
@@ -354,11 +372,25 @@ def worth_timing(c: dict) -> bool:
     return True
 
 
+def eligible(cands: Dict[str, dict]) -> List[str]:
+    """The timed multi-stream candidates that ``choose`` could still pick
+    (as more are timed, the list only shrinks): MIN_GAIN faster than one
+    stream and within MEMORY_TOLERANCE of the fastest so far."""
+    one_ms = cands["1"]["ms"]
+    timed = {k: c["ms"] for k, c in cands.items() if k != "1" and c.get("ms") is not None}
+    if not timed:
+        return []
+    best_ms = min(timed.values())
+    return [k for k, ms in timed.items() if ms <= (1 - MIN_GAIN) * one_ms and ms <= (1 + MEMORY_TOLERANCE) * best_ms]
+
+
 def choose(cands: Dict[str, dict]) -> Tuple[Optional[int], str]:
-    """The cap to run among timed candidates ({cap: {"streams", "ms"}};
-    "1" is the one-stream plan, the reference), or (None, why not): no
-    timed multi-stream plan, or the fastest not MIN_GAIN faster than one
-    stream."""
+    """The cap to run among timed candidates ({cap: {"streams", "ms",
+    "pool_mb"}}; "1" is the one-stream plan, the reference), or (None, why
+    not): no timed multi-stream plan, or the fastest not MIN_GAIN faster
+    than one stream. Among the candidates within MEMORY_TOLERANCE of the
+    fastest (and MIN_GAIN faster than one stream), the one whose graph
+    reserved the least memory, then the one with fewer streams."""
     one_ms = cands["1"]["ms"]
     timed = [(c["ms"], int(k)) for k, c in cands.items() if k != "1" and c.get("ms") is not None]
     if not timed:
@@ -370,7 +402,8 @@ def choose(cands: Dict[str, dict]) -> Tuple[Optional[int], str]:
     if best_ms > (1 - MIN_GAIN) * one_ms:
         return None, ("dagrun's fastest plan (%d streams) replays in %.3f ms against %.3f ms for the same kernels on "
                       "one stream: less than %d%% gain" % (cands[str(best)]["streams"], best_ms, one_ms, round(100 * MIN_GAIN)))
-    return best, ""
+    near = [(cands[k].get("pool_mb") or 0.0, cands[k]["streams"], cands[k]["ms"], int(k)) for k in eligible(cands)]
+    return min(near)[3], ""
 
 
 def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Options, info: CompiledGraph) -> Optional[Callable]:
@@ -414,13 +447,23 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
         plan = ind.plan_graph(ig.graph, cap, opts.dagrun, strategy=opts.strategy if cap != 1 else "default")
         return plan, ind.CompiledInductor(ig, plan, copied, delays=delays)
 
+    def timed(ci: Any, c: dict) -> None:
+        c["ms"] = round(_median_replay_ms(ci), 4)
+        c["pool_mb"] = round(getattr(ci, "pool_bytes", 0) / 1e6, 1)
+
+    # the trace's multiplies left a cached workspace on its timing stream
+    ind.clear_blas_workspaces()
     _, one = capture(1)
     ref = [t.clone() for t in _flat_out(one(*tensors))]
     if len(ref) != len(res_flat) or any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(ref, res_flat)):
         info.reason = "Inductor's wrapper returns %d outputs, its compiled graph %d (or other shapes)" % (len(ref), len(res_flat))
         return None
-    info.candidates["1"] = {"streams": 1, "ms": round(_median_replay_ms(one), 4)}
+    info.candidates["1"] = {"streams": 1}
+    timed(one, info.candidates["1"])
+    del one   # the reference is its outputs (ref) and its time
+    _release(gc_first=False)
     caps = AUTO_CAPS if opts.max_streams == "auto" else (opts.max_streams,)
+    kept: Dict[str, Any] = {}   # captured candidates that may still be chosen
     for cap in caps:
         plan = ind.plan_graph(ig.graph, cap, opts.dagrun, strategy=opts.strategy)
         st = plan.stats or {}
@@ -428,15 +471,21 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
         info.candidates[str(cap)] = c
         if worth_timing(c):
             ci = ind.CompiledInductor(ig, plan, copied)
-            c["ms"] = round(_median_replay_ms(ci), 4)
+            timed(ci, c)
+            kept[str(cap)] = (plan, ci)
             del ci
-            torch.cuda.synchronize()
+            still = set(eligible(info.candidates))
+            for k in [k for k in kept if k not in still]:
+                del kept[k]   # released as soon as it can no longer be chosen
+            _release(gc_first=False)
     best, info.reason = choose(info.candidates)
-    if best is None:
+    chosen = kept.pop(str(best)) if best is not None else None
+    kept.clear()
+    _release()
+    if chosen is None:
         return None
-    del one
-    torch.cuda.synchronize()
-    plan, ci = capture(best)
+    plan, ci = chosen
+    del chosen
     info.streams = len(plan.streams)
     out = _flat_out(ci(*tensors))
     ok, why = bitwise_equal(out, ref)
@@ -453,12 +502,26 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
             _, cd = capture(best, delays)
             same, why = bitwise_equal(_flat_out(cd(*tensors)), ref)
             del cd
+            _release(gc_first=False)
             if not same:
                 raise VerificationError("dagrun backend: the %d-stream graph with GPU delays (trial %d) differs from "
                                         "one stream: %s" % (info.streams, trial, why))
         info.verified = True
     static_ptr = {i: example_inputs[i].data_ptr() for i in static}
     return _Replay(ci, static_ptr, form, [(tensor_pos[k], slot) for k, slot in sorted(copied.items())], inner)
+
+
+def _release(gc_first: bool = True) -> None:
+    """Return what discarded captures left to the device: collect garbage
+    (``gc_first``: graphs in reference cycles), wait for the device, and
+    release the caching allocator's free blocks (a destroyed graph's private
+    pool among them)."""
+    import gc
+    import torch
+    if gc_first:
+        gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
 
 
 def _output_form(res: Any) -> Callable[[List[Any]], Any]:

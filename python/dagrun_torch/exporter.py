@@ -130,12 +130,16 @@ def _written_args(gm: torch.fx.GraphModule, node: torch.fx.Node, args: tuple, kw
     return []
 
 
-def _time_graph_replay(fn: Callable[[], Any], repeats: int, replays: int = 7) -> Optional[float]:
+def _time_graph_replay(fn: Callable[[], Any], repeats: int, replays: int = 7,
+                       stream: Optional[torch.cuda.Stream] = None) -> Optional[float]:
     """GPU time of one call of fn in µs: the median replay of a CUDA graph of
     ``repeats`` back-to-back calls, divided by ``repeats``. None if fn cannot be
     captured (it synchronizes, for example). Uses capture_begin/capture_end
-    directly: torch.cuda.graph() would run the garbage collector per node."""
-    s = torch.cuda.Stream()
+    directly: torch.cuda.graph() would run the garbage collector per node.
+    ``stream``: the side stream to capture on (None: one from PyTorch's pool;
+    a caller timing many calls passes one, so that cuBLAS keeps one
+    workspace for them, not one per pool stream)."""
+    s = stream if stream is not None else torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     g = torch.cuda.CUDAGraph()
     try:

@@ -44,6 +44,24 @@ differ from its producer's (a kernel reads it before any kernel writes
 it) is held to the end of the capture. ``lifetimes=False`` holds every
 buffer to the end instead: all intermediates at once.
 
+cuBLAS workspaces: PyTorch gives every (cuBLAS handle, stream) pair that
+runs a matrix multiply a workspace of its own (32 MiB on Hopper by default,
+``CUBLAS_WORKSPACE_CONFIG``) and keeps it until
+``torch._C._cuda_clearCublasWorkspaces()``. A capture clears that cache
+after its warm-up run and again after the capture, as reduce-overhead's
+CUDA graph trees do around theirs, so the workspaces its multiplies use are
+allocated inside the capture, in the graph's private memory pool: they
+live and die with the graph (a later clear elsewhere cannot hand them to
+other tensors), and a discarded graph leaves none behind. A graph holds one
+workspace per stream that runs a multiply. The captures share one set of
+streams per device (``shared_streams``), and ``trace_call`` times every
+launch on one side stream.
+
+The trace follows the wrapper's own memory: an intermediate is freed when
+the wrapper drops its last name, as Inductor planned, and a tensor id
+stands for one storage from its allocation to its release (a later buffer
+at the same address, once the first is freed, is another tensor).
+
 Needs torch ≥ 2.4 with Inductor and Triton, and CUDA.
 """
 from __future__ import annotations
@@ -63,7 +81,8 @@ from .exporter import _flat_tensors, _storage_nbytes, _time_graph_replay, storag
 from .plan import Plan, lower
 
 __all__ = ["InductorGraph", "WrapperCall", "CompiledInductor", "capture_call", "trace_call", "plan_graph", "issue_steps",
-           "compile_inductor", "input_slots", "one_stream", "InductorError", "held_to_end"]
+           "compile_inductor", "input_slots", "one_stream", "InductorError", "held_to_end", "clear_blas_workspaces",
+           "shared_streams"]
 
 _HOST_CALLS = {"empty_strided_cuda", "empty_strided", "empty", "empty_strided_cpu", "assert_size_stride",
                "assert_alignment", "reinterpret_tensor", "get_raw_stream", "get_cuda_stream", "set_device",
@@ -72,6 +91,44 @@ _HOST_CALLS = {"empty_strided_cuda", "empty_strided", "empty", "empty_strided_cp
 
 class InductorError(RuntimeError):
     """Inductor's wrapper could not be found or scheduled."""
+
+
+def clear_blas_workspaces() -> bool:
+    """Synchronize the device and free the cuBLAS and cuBLASLt workspaces
+    PyTorch caches per (handle, stream) (module doc). The next multiply on a
+    stream allocates a new one. Returns False, doing nothing, where torch
+    has no ``torch._C._cuda_clearCublasWorkspaces``."""
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is None or not torch.cuda.is_available():
+        return False
+    torch.cuda.synchronize()
+    clear()
+    return True
+
+
+_STREAMS: Dict[int, List[Any]] = {}
+
+
+def shared_streams(n: int, device: torch.device) -> List[Any]:
+    """The first ``n`` of one set of non-blocking streams per device, shared
+    by every capture of this process (``runner.new_streams`` creates what is
+    missing). A CUDA graph does not keep the streams it was captured on, so
+    captures made one after another can share them; sharing bounds the
+    streams, and with them the cached cuBLAS workspaces, to the widest plan."""
+    from .runner import new_streams
+    have = _STREAMS.setdefault(device.index if device.index is not None else torch.cuda.current_device(), [])
+    if len(have) < n:
+        have.extend(new_streams(n - len(have), device))
+    return have[:n]
+
+
+def _weak_storage(t: torch.Tensor) -> Any:
+    """A weak reference to t's storage (``expired()`` once it is freed)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    try:
+        return StorageWeakRef(t.untyped_storage())
+    except AttributeError:  # torch < 2.0
+        return StorageWeakRef(t.storage())
 
 
 @dataclass
@@ -233,9 +290,11 @@ def _exec(stmt: ast.stmt, code: Any, ns: dict) -> Any:
 
 def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name: str = "inductor") -> InductorGraph:
     """Run Inductor's caught ``call`` (``capture_call``) statement by statement on the
-    current stream and build its operator graph (module doc). Tensors are
-    kept alive throughout, so storages are never reused under new names.
-    Raises InductorError on a wrapper it cannot read."""
+    current stream and build its operator graph (module doc). Intermediates
+    are freed where the wrapper drops them; a storage freed and an address
+    reused gives a new tensor id (a weak reference to each storage tells).
+    Each launch is timed by CUDA graph replay on one side stream. Raises
+    InductorError on a wrapper it cannot read."""
     body = _call_body(wc.code)
     glb = dict(wc.globals_)
     glb.update(wc.extra)
@@ -251,15 +310,20 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
     keep: List[Any] = list(args)
     tensors: List[dict] = []
     tid_of: Dict[Tuple[str, int], str] = {}
+    alive: Dict[Tuple[str, int], Any] = {}   # storage key → weak reference to the storage it names now
 
     def tid(t: torch.Tensor, kind: str) -> Optional[str]:
         k = storage_key(t)
+        if k in tid_of and k in alive and alive[k].expired():
+            del tid_of[k]   # the storage that had this address was freed: t's is another tensor
         if k not in tid_of:
             nb = _storage_nbytes(t)
             if nb == 0:
                 return None
             tid_of[k] = "t%d" % len(tensors)
             tensors.append({"id": tid_of[k], "bytes": (nb + 3) // 4 * 4, "kind": kind})
+            if kind != "input":
+                alive[k] = _weak_storage(t)
         return tid_of[k]
 
     def tids(names: Sequence[str], kind: str = "activation") -> List[str]:
@@ -285,17 +349,14 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
             for tgt in s.targets:
                 for x in ast.walk(tgt):
                     if isinstance(x, ast.Name):
-                        ids = [tid_of[storage_key(t)] for t in _flat_tensors(ns.get(x.id))
+                        # tid() gives a storage at a freed one's address its own id
+                        ids = [tid(t, "activation") for t in _flat_tensors(ns.get(x.id))
                                if t.is_cuda and storage_key(t) in tid_of]
-                        name_tids[x.id] = list(dict.fromkeys(ids))
+                        name_tids[x.id] = list(dict.fromkeys(i for i in ids if i))
     out = None
+    tstream = torch.cuda.Stream() if timing else None
     with torch.no_grad():
         for i, (s, code) in enumerate(stmts):
-            if isinstance(s, ast.Delete):
-                for tgt in s.targets:
-                    for n in _names(tgt) + [x.id for x in ast.walk(tgt) if isinstance(x, ast.Name)]:
-                        if n in ns:
-                            keep.append(ns[n])
             if _is_host(s) or isinstance(s, ast.Return):
                 out = _exec(s, code, ns)
                 if _allocates(s):
@@ -327,9 +388,6 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
             if isinstance(s, ast.Assign):
                 for tgt in s.targets:
                     writes += [w for w in tids([x.id for x in ast.walk(tgt) if isinstance(x, ast.Name)]) if w not in writes]
-                    for x in ast.walk(tgt):
-                        if isinstance(x, ast.Name):
-                            keep.append(ns.get(x.id))
             assigned(s)
             dur = 0.0
             if timing:
@@ -337,7 +395,7 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
                     scratch = dict(ns)
                     scratch["stream0"] = torch.cuda.current_stream().cuda_stream
                     _exec(s, code, scratch)
-                d = _time_graph_replay(fn, repeats)
+                d = _time_graph_replay(fn, repeats, stream=tstream)
                 dur = d if d is not None else 0.0
             if stream_before is not None:
                 ns["stream0"] = stream_before
@@ -440,7 +498,9 @@ class CompiledInductor:
     launch's stream before it, to expose a missing order (a consumer would
     read before its producer is done). ``lifetimes``: release buffers
     inside the capture by the plan's lifetime records (module doc), else
-    hold every buffer to the end of the capture. Raises InductorError when the plan
+    hold every buffer to the end of the capture. ``pool_bytes``: the bytes
+    the capture reserved for its private memory pool (intermediates at their
+    peak and cuBLAS workspaces). Raises InductorError when the plan
     cannot be run statement by statement, PlanError when its lifetime
     records do not cover a use."""
 
@@ -459,8 +519,7 @@ class CompiledInductor:
             self._frees = [list(a.frees) for a in acts]
         self._input_slots = input_slots
         dev = torch.device("cuda", torch.cuda.current_device())
-        from .runner import new_streams
-        self._streams = new_streams(self.streams, dev)
+        self._streams = shared_streams(self.streams, dev)
         self._events = [torch.cuda.Event() for _ in range(plan.events)]
         self._keep: List[Any] = []
         self._graph = torch.cuda.CUDAGraph()
@@ -469,11 +528,18 @@ class CompiledInductor:
         cap = self._streams[0]
         cap.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(cap):
-            self._run(warm=True)   # warm every stream (handles, workspaces) outside the capture
+            self._run(warm=True)   # warm every stream (handles, kernels) outside the capture
             torch.cuda.synchronize()
             self._keep = []
+            # the multiplies' workspaces are allocated inside the capture, in its pool (module doc)
+            clear_blas_workspaces()
+            torch.cuda.empty_cache()
+            reserved = torch.cuda.memory_reserved()
             with torch.cuda.graph(self._graph, stream=cap):
                 self._out = self._run()
+            clear_blas_workspaces()
+            # bytes the capture reserved: its private pool (the intermediates at their peak, the workspaces)
+            self.pool_bytes = max(0, torch.cuda.memory_reserved() - reserved)
         torch.cuda.current_stream().wait_stream(cap)
         self._graph.replay()
         torch.cuda.synchronize()

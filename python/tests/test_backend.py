@@ -53,6 +53,35 @@ def test_choose_keeps_a_plan_only_two_percent_faster_than_one_stream():
     assert be.choose(cands(1.0, c16=(16, 0.5), c0=(30, 0.6))) == (16, "")
 
 
+def test_choose_takes_the_least_memory_among_plans_within_one_percent_of_the_fastest():
+    c = cands(2.0, c4=(4, 1.0101), c16=(16, 1.0), c0=(25, 1.0))
+    c["4"]["pool_mb"], c["16"]["pool_mb"], c["0"]["pool_mb"] = 140.0, 540.0, 840.0
+    assert be.choose(c) == (16, "")                  # 1.01% slower than the fastest: too slow
+    c["4"]["ms"] = 1.01
+    assert be.choose(c) == (4, "")                   # exactly 1%: as fast, and the least memory
+    c["4"]["ms"] = 1.0102
+    assert be.choose(c) == (16, "")                  # a hair over 1%: the lesser of the fastest two
+    c["16"]["pool_mb"] = 840.0
+    assert be.choose(c) == (16, "")                  # same memory: fewer streams
+    # a plan within 1% of the fastest but under the 2% gain over one stream is never taken
+    c = cands(1.0, c4=(4, 0.985), c16=(16, 0.976))
+    c["4"]["pool_mb"], c["16"]["pool_mb"] = 10.0, 900.0
+    assert be.choose(c) == (16, "")
+
+
+def test_eligible_drops_what_can_no_longer_be_chosen():
+    c = cands(2.0, c4=(4, 1.0))
+    assert be.eligible(c) == ["4"]
+    c["16"] = {"streams": 16, "ms": 1.02}
+    assert be.eligible(c) == ["4"]                   # 2% slower than the fastest so far
+    c["0"] = {"streams": 30, "ms": 0.995}
+    assert sorted(be.eligible(c)) == ["0", "4"]
+    c["0"]["ms"] = 0.98
+    assert be.eligible(c) == ["0"]
+    assert be.eligible(cands(1.0, c4=(4, 0.99))) == []   # under the 2% gain
+    assert be.eligible(cands(1.0)) == []
+
+
 def test_choose_says_one_stream_or_no_predicted_gain():
     c = cands(1.0)
     c["0"] = {"streams": 1}
