@@ -32,7 +32,8 @@ Options (``options=``): ``max_streams``: "auto" (default: capture the
 one-stream plan and the plans capped at 4 and 16 streams and uncapped, time
 each by 20 replays, keep the fastest, or among the plans within
 MEMORY_TOLERANCE of the fastest the one whose graph reserved the least
-memory), 0 for no cap, or a cap ≥ 1;
+memory; a wider plan that would hold more cuBLAS workspaces than a timed
+one, for no predicted gain, is not captured), 0 for no cap, or a cap ≥ 1;
 ``strategy``: dagrun's planning strategy ("default", "single",
 "round-robin", "naive"); ``verify``: check the chosen graph's outputs
 against the same kernels on one stream bit for bit, also with GPU delays
@@ -372,6 +373,23 @@ def worth_timing(c: dict) -> bool:
     return True
 
 
+def wider_for_nothing(c: dict, cands: Dict[str, dict]) -> bool:
+    """Whether candidate ``c`` ({"streams", "blas_streams": streams that run
+    a cuBLAS launch, "ideal_us"}) is not worth capturing because a timed
+    candidate of ``cands`` holds fewer cuBLAS workspaces (32 MiB each on
+    Hopper) and the planner predicts ``c`` no MEMORY_TOLERANCE gain over
+    it; sets c["skipped"] when so."""
+    for k, d in cands.items():
+        if k == "1" or d.get("ms") is None or d.get("blas_streams") is None or c.get("blas_streams") is None:
+            continue
+        if d["blas_streams"] < c["blas_streams"] and c.get("ideal_us") and d.get("ideal_us") and \
+                c["ideal_us"] > (1 - MEMORY_TOLERANCE) * d["ideal_us"]:
+            c["skipped"] = ("no predicted gain over the plan capped at %s streams, which holds %d cuBLAS workspaces "
+                            "against %d" % (k if k != "0" else "no", d["blas_streams"], c["blas_streams"]))
+            return True
+    return False
+
+
 def eligible(cands: Dict[str, dict]) -> List[str]:
     """The timed multi-stream candidates that ``choose`` could still pick
     (as more are timed, the list only shrinks): MIN_GAIN faster than one
@@ -467,9 +485,10 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
     for cap in caps:
         plan = ind.plan_graph(ig.graph, cap, opts.dagrun, strategy=opts.strategy)
         st = plan.stats or {}
-        c: Dict[str, Any] = {"streams": len(plan.streams), "sum_us": st.get("sum_us"), "ideal_us": st.get("ideal_makespan_us")}
+        c: Dict[str, Any] = {"streams": len(plan.streams), "sum_us": st.get("sum_us"), "ideal_us": st.get("ideal_makespan_us"),
+                             "blas_streams": ind.blas_streams(plan, ig)}
         info.candidates[str(cap)] = c
-        if worth_timing(c):
+        if worth_timing(c) and not wider_for_nothing(c, info.candidates):
             ci = ind.CompiledInductor(ig, plan, copied)
             timed(ci, c)
             kept[str(cap)] = (plan, ci)

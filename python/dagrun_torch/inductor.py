@@ -82,7 +82,7 @@ from .plan import Plan, lower
 
 __all__ = ["InductorGraph", "WrapperCall", "CompiledInductor", "capture_call", "trace_call", "plan_graph", "issue_steps",
            "compile_inductor", "input_slots", "one_stream", "InductorError", "held_to_end", "clear_blas_workspaces",
-           "shared_streams"]
+           "shared_streams", "runs_blas", "blas_streams"]
 
 _HOST_CALLS = {"empty_strided_cuda", "empty_strided", "empty", "empty_strided_cpu", "assert_size_stride",
                "assert_alignment", "reinterpret_tensor", "get_raw_stream", "get_cuda_stream", "set_device",
@@ -417,6 +417,32 @@ def _allocates(s: ast.stmt) -> bool:
     """An assignment of a fresh buffer (empty_strided_cuda, empty_strided, empty)."""
     return isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and \
         _call_name(s.value) in ("empty_strided_cuda", "empty_strided", "empty")
+
+
+# Calls that run cuBLAS (or cuBLASLt), each taking the workspace PyTorch caches for its stream.
+_BLAS_CALLS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "matmul", "linear", "_int_mm", "_scaled_mm",
+               "dot", "vdot", "addr"}
+
+
+def runs_blas(stmt: ast.stmt) -> bool:
+    """Whether a wrapper statement calls a cuBLAS operator
+    (``extern_kernels.mm(...)``, ``torch.ops.aten.bmm.default(...)``)."""
+    for c in ast.walk(stmt):
+        if not isinstance(c, ast.Call):
+            continue
+        f = c.func
+        if isinstance(f, ast.Attribute) and f.attr == "default" and isinstance(f.value, ast.Attribute):
+            f = f.value
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if name in _BLAS_CALLS:
+            return True
+    return False
+
+
+def blas_streams(plan: Plan, ig: "InductorGraph") -> int:
+    """How many of the plan's streams run a cuBLAS launch: each holds a
+    cuBLAS workspace in the captured graph (module doc)."""
+    return len({plan.stages[nid] for i, nid in ig.launch.items() if nid in plan.stages and runs_blas(ig.stmts[i][0])})
 
 
 def first_uses(allocated: Dict[int, List[str]], nodes: Sequence[dict]) -> Dict[int, str]:

@@ -280,3 +280,45 @@ def test_torch_compile_on_the_cpu_falls_back_and_runs():
         with torch.no_grad():
             y = torch.compile(m, backend="dagrun")(x)
     assert torch.allclose(y, m(x)) and "no CUDA device" in str(fallback_warnings(w)[0].message)
+
+
+def test_bench_backend_budget_estimate_and_table_labels():
+    pytest.importorskip("torch")
+    from dagrun_torch import bench
+    assert bench.backend_estimate_s("googlenet") == 3 * 21 + 5       # three cold compiles
+    assert bench.backend_estimate_s("unknown-model", 2.0) == 2 * (3 * 30 + 5)
+    rows = [{"model": "googlenet",
+             "default": {"ms": 4.0, "compile_peak_mb": 86.0, "steady_peak_mb": 60.0, "held_mb": 90.0, "compile_s": 21.0},
+             "reduce-overhead": {"ms": 1.0, "compile_peak_mb": 60.0, "steady_peak_mb": 30.0, "held_mb": 70.0, "compile_s": 20.0},
+             "dagrun": {"ms": 0.5, "streams": "4", "compile_peak_mb": 70.0, "steady_peak_mb": 30.0, "held_mb": 80.0,
+                        "compile_s": 23.0, "dagrun_own_s": 2.5, "graphs": [{"path": "dagrun", "reason": ""}]},
+             "identical": "reduce-overhead yes / dagrun yes"},
+            {"model": "nasnetalarge", "skipped": "budget: 275 s expected, 40 s left"}]
+    t = bench.backend_table(rows).splitlines()
+    assert "peak MB during compile" in t[0] and "peak MB in steady replay" in t[0] and "cold compile s" in t[0]
+    assert "| 86 / 60 / 70 | 60 / 30 / 30 | 90 / 70 / 80 | 21.0 / 20.0 / 23.0 (2.5) |" in t[2]
+    assert "2.00×" in t[2] and t[3].endswith("| budget: 275 s expected, 40 s left |")
+
+
+def test_a_wider_plan_with_more_blas_workspaces_and_no_predicted_gain_is_not_captured():
+    cs = {"1": {"streams": 1, "ms": 2.0}, "4": {"streams": 4, "blas_streams": 4, "ideal_us": 1000.0, "ms": 1.0}}
+    c = {"streams": 25, "blas_streams": 25, "ideal_us": 990.0}      # exactly 1% better predicted: captured
+    assert not be.wider_for_nothing(c, cs) and "skipped" not in c
+    c["ideal_us"] = 990.1
+    assert be.wider_for_nothing(c, cs) and "capped at 4 streams, which holds 4 cuBLAS workspaces against 25" in c["skipped"]
+    c = {"streams": 16, "blas_streams": 4, "ideal_us": 1000.0}       # no more workspaces: captured
+    assert not be.wider_for_nothing(c, cs)
+    cs["4"].pop("ms")                                                 # only timed plans count
+    assert not be.wider_for_nothing({"streams": 25, "blas_streams": 25, "ideal_us": 1000.0}, cs)
+
+
+def test_blas_calls_are_found_in_wrapper_statements():
+    import ast
+    from dagrun_torch.inductor import runs_blas
+    yes = ["extern_kernels.mm(buf1, reinterpret_tensor(arg1_1, (768, 768), (1, 768), 0), out=buf2)",
+           "extern_kernels.addmm(arg2_1, buf3, arg3_1, alpha=1, beta=1, out=buf4)",
+           "buf5 = torch.ops.aten.bmm.default(buf1, buf2)", "extern_kernels.baddbmm(a, b, c, out=d)"]
+    no = ["buf0 = extern_kernels.convolution(arg0_1, arg1_1, stride=(2, 2), padding=(3, 3), bias=None)",
+          "triton_poi_fused_0.run(buf0, arg2_1, 802816, stream=stream0)", "buf7 = empty_strided_cuda((1, 8), (8, 1), torch.float32)"]
+    assert all(runs_blas(ast.parse(t).body[0]) for t in yes)
+    assert not any(runs_blas(ast.parse(t).body[0]) for t in no)
