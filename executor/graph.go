@@ -222,9 +222,14 @@ func (e *exec) capture(ph int) error {
 // EmulateGraphs wraps b in a GraphBackend that emulates capture: between
 // BeginCapture(s) and EndCapture(s) it records the Launch, Record and Wait
 // calls instead of issuing them, and LaunchGraph(g, s) issues them again in
-// the same order. Replaying the same ops on the same streams gives the same
-// dependencies as a captured graph, so graph mode runs on any backend (the
-// simulator: its race detector then checks the replays). As in a real
+// the same order, with a captured graph's dependencies: the ops of the
+// capture's stream on it, and those of each stream that joined the capture
+// on a stream of the graph's own (its branch), which first waits for an
+// event recorded on the capture's stream at the launch, so a replay's
+// captured work depends on captured work and on the work issued to the
+// launch's stream before it only, not on a joined stream's work outside
+// the capture (planner.CaptureReplayOrder). Graph mode thus runs on any
+// backend (the simulator: its race detector then checks the replays). As in a real
 // capture, only the ops of the streams that joined it are recorded; the
 // others run (CUDA's join rule: capture_joins.go); a captured stream's
 // wait on an event not recorded in the capture fails and invalidates it,
@@ -362,10 +367,19 @@ func (e *emulated) Alloc(d BufferDesc) (Buffer, error) {
 
 type emulatedGraph struct {
 	origin      Stream
-	ops         []func() error
+	ops         []emulatedOp
+	branches    map[Stream]Stream // per joined stream: its branch's stream, made at the first launch
+	launch      Event             // recorded on origin at each launch; each branch waits on it first
 	dead        bool
 	invalidated error        // the error that invalidated the capture
 	joins       captureJoins // which streams joined the capture, and whether they joined back (capture_joins.go)
+}
+
+// emulatedOp is a captured op: do issues it on the stream that runs it in
+// a replay (s, or its branch).
+type emulatedOp struct {
+	s  Stream
+	do func(Stream) error
 }
 
 func (e *emulated) BeginCapture(s Stream) error {
@@ -403,8 +417,39 @@ func (e *emulated) LaunchGraph(h Graph, s Stream) error {
 	if s != g.origin {
 		return errors.New("executor: emulated graphs: a graph launches on its origin stream only")
 	}
+	if g.branches == nil {
+		var err error
+		if g.launch, err = e.Backend.NewEvent(); err != nil {
+			return err
+		}
+		g.branches = map[Stream]Stream{}
+		for _, op := range g.ops {
+			if _, ok := g.branches[op.s]; ok || op.s == g.origin {
+				continue
+			}
+			b, err := e.Backend.NewStream()
+			if err != nil {
+				return err
+			}
+			g.branches[op.s] = b
+		}
+	}
+	if err := e.Backend.Record(g.launch, g.origin); err != nil {
+		return err
+	}
+	started := map[Stream]bool{}
 	for _, op := range g.ops {
-		if err := op(); err != nil {
+		s := op.s
+		if b, ok := g.branches[s]; ok {
+			if !started[s] {
+				started[s] = true
+				if err := e.Backend.Wait(b, g.launch); err != nil {
+					return err
+				}
+			}
+			s = b
+		}
+		if err := op.do(s); err != nil {
 			return err
 		}
 	}
@@ -417,7 +462,14 @@ func (e *emulated) DestroyGraph(h Graph) error {
 		return fmt.Errorf("executor: emulated graphs: %T is not a live graph of this backend", h)
 	}
 	g.dead = true
-	return nil
+	var errs []error
+	for _, b := range g.branches {
+		errs = append(errs, e.Backend.DestroyStream(b))
+	}
+	if g.branches != nil {
+		errs = append(errs, e.Backend.DestroyEvent(g.launch))
+	}
+	return errors.Join(errs...)
 }
 
 func (e *emulated) Launch(s Stream, l *LaunchDesc) error {
@@ -426,7 +478,7 @@ func (e *emulated) Launch(s Stream, l *LaunchDesc) error {
 			return fmt.Errorf("executor: emulated graphs: stage %s is a synchronous copy, which a capture does not allow (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)", l.Name)
 		}
 		e.cur.joins.launch(s, l.Name)
-		e.cur.ops = append(e.cur.ops, func() error { return e.Backend.Launch(s, l) })
+		e.cur.ops = append(e.cur.ops, emulatedOp{s, func(s Stream) error { return e.Backend.Launch(s, l) }})
 		return nil
 	}
 	return e.Backend.Launch(s, l)
@@ -436,7 +488,7 @@ func (e *emulated) Record(ev Event, s Stream) error {
 	if e.cur != nil {
 		e.cur.joins.record(ev, s)
 		if e.cur.joins.captured(s) {
-			e.cur.ops = append(e.cur.ops, func() error { return e.Backend.Record(ev, s) })
+			e.cur.ops = append(e.cur.ops, emulatedOp{s, func(s Stream) error { return e.Backend.Record(ev, s) }})
 			return nil
 		}
 	}
@@ -454,7 +506,7 @@ func (e *emulated) Wait(s Stream, ev Event) error {
 		}
 		e.cur.joins.wait(s, ev)
 		if e.cur.joins.captured(s) {
-			e.cur.ops = append(e.cur.ops, func() error { return e.Backend.Wait(s, ev) })
+			e.cur.ops = append(e.cur.ops, emulatedOp{s, func(s Stream) error { return e.Backend.Wait(s, ev) }})
 			return nil
 		}
 	}

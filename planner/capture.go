@@ -233,7 +233,10 @@ func (p *Plan) CaptureJoins(c Capture) []int {
 // from any thread in global mode, from the capturing thread in
 // thread-local mode, as cuThreadExchangeStreamCaptureMode's reference
 // says of unsafe calls; relaxed mode allows it. Happens-before inside the region is Verify's
-// (stream order plus record→wait in issue order). p must be valid.
+// (stream order plus record→wait in issue order); a replay's is Verify's
+// of ReplayPlan, whose races that p does not have break the replay-order
+// rule (CaptureReplayOrder), checked when every other rule holds (graph
+// mode runs no capture that breaks one). p must be valid.
 func CheckCaptures(p *Plan) []CaptureViolation {
 	if len(p.Captures) == 0 {
 		return nil
@@ -244,7 +247,10 @@ func CheckCaptures(p *Plan) []CaptureViolation {
 	for k := range p.Captures {
 		out = append(out, v.checkCapture(k)...)
 	}
-	return out
+	if len(out) > 0 {
+		return out // a capture that breaks a rule is not replayed
+	}
+	return replayOrder(p) // capture_replay.go
 }
 
 // capturedElsewhere returns the capture other than k that takes stream s's

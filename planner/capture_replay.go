@@ -1,0 +1,222 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// CaptureReplayOrder is the capture rule of a replay's order (its
+// CaptureViolation has no driver error: the GPU races silently). A
+// graph's nodes depend only on captured work (CUDA programming guide,
+// "CUDA Graphs", cross-stream dependencies and events; a dependency may
+// cross the capture's boundary only through the origin stream's order,
+// cudaErrorStreamCaptureIsolation): a replay, launched on the capture's
+// stream, starts after the work issued to that stream before it, and a
+// stream that joined the capture runs its captured work after the wait
+// that joined it and nothing of its own before it. The stream's work
+// issued before it joined (its eager launches, and a wait it issued
+// before the joining one) and its work issued after the capture ended
+// are not ordered against the captured work in a replay, though stream
+// order puts them so in stream mode and in the capturing iteration's
+// issue order.
+const CaptureReplayOrder = "replay order"
+
+// ReplayPlan returns p as graph mode runs it (executor: capture regions):
+// for each capture, each stream that joins it (CaptureJoins), other than
+// the capture's own, has its captured ops moved to a stream of their own
+// (a graph branch), which first waits on an event recorded on the
+// capture's stream right before the launch of the capture's first stage
+// (the replay's launch point: after the first stage's waits, which are
+// issued before the capture begins), and every event recorded in the
+// region by captured work is recorded again on the capture's stream at
+// the region's end (graph mode records them after each replay). Verify
+// of the result is happens-before as a replay has it. It returns p itself
+// when no capture takes another stream (a replay then orders as p does).
+// p must be valid.
+func ReplayPlan(p *Plan) *Plan {
+	type move struct{ from, to int }
+	var moves [][]move // per capture: the streams it moves
+	any := false
+	for _, c := range p.Captures {
+		var ms []move
+		for s, j := range p.CaptureJoins(c) {
+			if j >= 0 && s != c.Stream && !p.Streams[s].Host {
+				ms = append(ms, move{from: s})
+				any = true
+			}
+		}
+		moves = append(moves, ms)
+	}
+	if !any {
+		return p
+	}
+	q := *p
+	q.Streams = slices.Clone(p.Streams)
+	for s := range q.Streams {
+		q.Streams[s].Ops = nil
+	}
+	q.Stages = slices.Clone(p.Stages)
+	q.Lifetimes = nil // a branch's records are not its stream's: the lifetime check is stream mode's
+	q.accOwn, q.accBuf = false, nil
+	if p.Iteration != nil {
+		it := *p.Iteration
+		it.Slots = slices.Clone(it.Slots)
+		q.Iteration = &it
+	}
+	// Per issue position: the ops to issue before it, and where its op goes.
+	before := map[int][]Op{} // ops of q issued before position k, with their streams in beforeS
+	beforeS := map[int][]int{}
+	after := map[int][]Op{} // and after it
+	afterS := map[int][]int{}
+	to := make([]int, len(p.IssueOrder)) // the stream of q that takes the op at k
+	for k, so := range p.IssueOrder {
+		to[k] = so[0]
+	}
+	newEvent := func() int {
+		e := q.Events
+		q.Events++
+		if q.Iteration != nil {
+			q.Iteration.Slots = append(q.Iteration.Slots, 1)
+		}
+		return e
+	}
+	for ck, c := range p.Captures {
+		if len(moves[ck]) == 0 {
+			continue
+		}
+		begin, end := p.CaptureRegion(c)
+		joins := p.CaptureJoins(c)
+		f := p.stageIndex(c.First)
+		at := begin // the launch of the first stage
+		for ; at < end; at++ {
+			if so := p.IssueOrder[at]; so[0] == c.Stream && p.Streams[so[0]].Ops[so[1]].Kind == OpLaunch && p.Streams[so[0]].Ops[so[1]].Stage == f {
+				break
+			}
+		}
+		launch := newEvent()
+		before[at] = append(before[at], Op{Kind: OpRecord, Event: launch})
+		beforeS[at] = append(beforeS[at], c.Stream)
+		for m := range moves[ck] {
+			s := moves[ck][m].from
+			b := len(q.Streams)
+			moves[ck][m].to = b
+			src := p.Streams[s]
+			q.Streams = append(q.Streams, Stream{ID: b, Name: fmt.Sprintf("%s (its branch of the graph of %s…%s)", src.Name, c.First, c.Last),
+				Kind: StreamNonBlocking, Thread: src.Thread, Device: src.Device})
+			j := joins[s]
+			before[j] = append(before[j], Op{Kind: OpWait, Event: launch})
+			beforeS[j] = append(beforeS[j], b)
+			for k := j; k < end; k++ {
+				if p.IssueOrder[k][0] == s {
+					to[k] = b
+				}
+			}
+		}
+		// The records of the region's captured work, again after it.
+		seen := map[int]bool{}
+		for k := begin; k < end; k++ {
+			so := p.IssueOrder[k]
+			if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpRecord && joins[so[0]] >= 0 && joins[so[0]] <= k && !seen[o.Event] {
+				seen[o.Event] = true
+				after[end-1] = append(after[end-1], o)
+				afterS[end-1] = append(afterS[end-1], c.Stream)
+			}
+		}
+	}
+	q.IssueOrder = make([][2]int, 0, len(p.IssueOrder)+2*len(before))
+	emit := func(s int, o Op) {
+		q.IssueOrder = append(q.IssueOrder, [2]int{s, len(q.Streams[s].Ops)})
+		q.Streams[s].Ops = append(q.Streams[s].Ops, o)
+	}
+	for k, so := range p.IssueOrder {
+		for i, o := range before[k] {
+			emit(beforeS[k][i], o)
+		}
+		o := p.Streams[so[0]].Ops[so[1]]
+		if o.Kind == OpLaunch {
+			q.Stages[o.Stage].Stream = to[k]
+		}
+		emit(to[k], o)
+		for i, o := range after[k] {
+			emit(afterS[k][i], o)
+		}
+	}
+	return &q
+}
+
+// replayOrder returns the violations of CaptureReplayOrder: the races of
+// p as a replay runs it (ReplayPlan) that p does not have, each once per
+// pair of stages, named by the captured stage of the pair.
+func replayOrder(p *Plan) []CaptureViolation {
+	q := ReplayPlan(p)
+	if q == p {
+		return nil
+	}
+	var re *RaceError
+	if err := verify(q, false); !errors.As(err, &re) || len(re.Races) == 0 {
+		return nil
+	}
+	// A plan with iteration info is verified unrolled: its races name
+	// stage i of iteration t as t·n + i.
+	n := len(p.Stages)
+	type pair struct {
+		a, b, lag int
+		buf       string
+	}
+	key := func(r Race) pair { return pair{r.First % n, r.Second % n, r.Second/n - r.First/n, r.Buffer} }
+	had := map[pair]bool{}
+	var pre *RaceError
+	if err := verify(p, false); errors.As(err, &pre) {
+		for _, r := range pre.Races {
+			had[key(r)] = true
+		}
+	}
+	pos := make([]int, len(p.Stages)) // per stage: the issue position of its launch
+	for k, so := range p.IssueOrder {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
+			pos[o.Stage] = k
+		}
+	}
+	// The capture whose branch runs each moved stage.
+	capOf := map[int]int{}
+	for s := len(p.Streams); s < len(q.Streams); s++ {
+		for _, o := range q.Streams[s].Ops {
+			if o.Kind != OpLaunch {
+				continue
+			}
+			for ck, c := range p.Captures {
+				if b, e := p.CaptureRegion(c); b <= pos[o.Stage] && pos[o.Stage] < e {
+					capOf[o.Stage] = ck
+				}
+			}
+		}
+	}
+	var out []CaptureViolation
+	done := map[[2]int]bool{}
+	for _, r := range re.Races {
+		k := key(r)
+		moved, other, mi, oi := k.a, k.b, r.First/n, r.Second/n
+		if _, ok := capOf[moved]; !ok {
+			moved, other, mi, oi = other, moved, oi, mi
+		}
+		ck, ok := capOf[moved]
+		if !ok || had[k] || done[[2]int{moved, other}] {
+			continue // not a captured stage's, or p's own race, or reported
+		}
+		done[[2]int{moved, other}] = true
+		c := p.Captures[ck]
+		st, ot := &p.Stages[moved], &p.Stages[other]
+		sn := p.Streams[st.Stream].Name
+		var fix string
+		if oi < mi || oi == mi && pos[other] < pos[moved] {
+			fix = fmt.Sprintf("in each replay, %s (captured on stream %s, which joined the capture) runs unordered with %s (stream %s), which it follows only in stream order or through a wait %s issued before it joined: a graph's nodes depend on captured work and on the work issued to %s before the launch only (%s race on %s); wait for %s before the capture begins: add it to the waits of %s, the capture's first stage, whose waits are issued before cuStreamBeginCapture (issue %s before %s)",
+				st.Name, sn, ot.Name, p.Streams[ot.Stream].Name, sn, p.Streams[c.Stream].Name, r.Kind, BufferSiteOf(r.Buffer), ot.Name, c.First, ot.Name, c.First)
+		} else {
+			fix = fmt.Sprintf("in each replay, %s (captured on stream %s, which joined the capture) runs unordered with %s (stream %s), which follows it in stream order only: a graph's nodes are not stream %s's work (%s race on %s); add %s to the waits of %s: its record after the capture comes after the whole replay",
+				st.Name, sn, ot.Name, p.Streams[ot.Stream].Name, sn, r.Kind, BufferSiteOf(r.Buffer), c.Last, ot.Name)
+		}
+		out = append(out, CaptureViolation{Rule: CaptureReplayOrder, Stage: st.Name, Stream: sn, Fix: fix, Source: st.Source})
+	}
+	return out
+}
