@@ -158,9 +158,12 @@ func genCaptureSpec(t *rapid.T) string {
 // run such a plan clean); a plan whose only faults are
 // capture rules runs clean in stream mode and fails in graph mode; a plan
 // graph mode refuses is refused by the run with the same reason, before
-// any work.
+// any work; a plan whose only fault is a replay's order (a stream's work
+// before it joined a capture, planner.CaptureReplayOrder) races in graph
+// mode on the simulator, whose emulated replays run the joined streams'
+// captured work as a graph's branches.
 func TestCaptureRegionsProperty(t *testing.T) {
-	var clean, racy, rules, refused int
+	var clean, racy, rules, refused, replay int
 	rapid.Check(t, func(t *rapid.T) {
 		src := genCaptureSpec(t)
 		s, err := dag.Load([]byte(src), "prop.yaml", ".")
@@ -220,9 +223,18 @@ func TestCaptureRegionsProperty(t *testing.T) {
 			if gerr == nil {
 				t.Fatalf("check finds capture faults, graph mode runs clean: %v\n%s", verdict, src)
 			}
+			// A replay's order (planner.CaptureReplayOrder) is no
+			// driver's error: the emulated replay races, and the
+			// simulator's race detector must see it.
+			if !slices.ContainsFunc(re.Captures, func(v planner.CaptureViolation) bool { return v.Rule != planner.CaptureReplayOrder }) {
+				replay++
+				if _, ok := errors.AsType[*executor.RaceError](gerr); !ok {
+					t.Fatalf("check finds only replay-order faults, graph mode on the simulator: %v, want its race detector's report\n%s", gerr, src)
+				}
+			}
 		}
 	})
-	t.Logf("plans: %d race-free, %d racy, %d breaking capture rules only, %d refused by graph mode", clean, racy, rules, refused)
+	t.Logf("plans: %d race-free, %d racy, %d breaking capture rules only (%d of them the replay's order only), %d refused by graph mode", clean, racy, rules, replay, refused)
 	if clean == 0 || racy == 0 || rules == 0 {
 		t.Errorf("the generator should give every kind of plan")
 	}
@@ -286,5 +298,46 @@ captures: [{stream: cap, first: pre, last: last}]
 	err = executor.CheckRun(p, o)
 	if err == nil || !strings.Contains(err.Error(), "stage other (stream side) records an event that stage pre (stream cap) recorded earlier") {
 		t.Errorf("an eager record after a captured one of the same event: %v", err)
+	}
+}
+
+// TestCaptureReplayOrder: graph mode on the simulator replays a joined
+// stream's captured work as a graph's branch, after captured work and the
+// launch only, so the race detector sees what a replay does on the GPU:
+// specs/rules/replay-eager-racy.yaml (side's own write before it joined)
+// and replay-wait-racy.yaml (a wait side issued before the joining one)
+// race in graph mode, over several iterations, and not in stream mode;
+// their fixed twins, which wait before the capture begins, run clean with
+// stream mode's outputs.
+func TestCaptureReplayOrder(t *testing.T) {
+	for _, name := range []string{"replay-eager", "replay-wait"} {
+		for _, iters := range []int{1, 3} {
+			racy, fixed := rulesPlan(t, name+"-racy"), rulesPlan(t, name+"-fixed")
+			o := executor.Options{Mode: executor.ModeGraph, Iterations: iters}
+			if err := executor.CheckRun(racy, o); err != nil {
+				t.Fatalf("%s-racy: graph mode refuses it: %v", name, err)
+			}
+			if _, err := executor.Run(context.Background(), racy, quickSim(1), executor.Options{Iterations: iters}); err != nil {
+				t.Errorf("%s-racy, %d iteration(s), stream mode: %v", name, iters, err)
+			}
+			gb := executor.EmulateGraphs(quickSim(1))
+			_, err := executor.Run(context.Background(), racy, gb, o)
+			gb.Close()
+			if re, ok := errors.AsType[*executor.RaceError](err); !ok || !strings.Contains(re.Error(), "with no happens-before path") {
+				t.Errorf("%s-racy, %d iteration(s), graph mode: %v, want the race detector's report", name, iters, err)
+			}
+			stream, err := executor.Run(context.Background(), fixed, quickSim(1), executor.Options{Iterations: iters})
+			if err != nil {
+				t.Fatalf("%s-fixed, stream mode: %v", name, err)
+			}
+			gb = executor.EmulateGraphs(quickSim(1))
+			graph, err := executor.Run(context.Background(), fixed, gb, o)
+			if cerr := gb.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil || sums(graph.Outputs) != sums(stream.Outputs) {
+				t.Errorf("%s-fixed, %d iteration(s), graph mode: %v, outputs %s, stream mode's %s", name, iters, err, sums(graph.Outputs), sums(stream.Outputs))
+			}
+		}
 	}
 }

@@ -21,6 +21,8 @@ var rulesSpecs = []struct{ name, rule string }{
 	{"warmup", `capture rule "` + CaptureAlloc + `"`},
 	{"merge", `capture rule "` + CaptureMerge + `"`},
 	{"isolation", `capture rule "` + CaptureIsolation + `"`},
+	{"replay-eager", `capture rule "` + CaptureReplayOrder + `" broken by branch`},
+	{"replay-wait", `capture rule "` + CaptureReplayOrder + `" broken by branch`},
 	{"threads", RuleThreads},
 }
 
