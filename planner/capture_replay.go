@@ -145,10 +145,19 @@ func ReplayPlan(p *Plan) *Plan {
 	return &q
 }
 
-// replayOrder returns the violations of CaptureReplayOrder: the races of
-// p as a replay runs it (ReplayPlan) that p does not have, each once per
-// pair of stages, named by the captured stage of the pair.
-func replayOrder(p *Plan) []CaptureViolation {
+// replayRace is a race of a replay that p does not have: a stage moved
+// into a capture's branch (ReplayPlan) and another, earlier in issue order
+// (in an earlier iteration, or the same one) or not (before).
+type replayRace struct {
+	capture, moved, other int
+	race                  Race
+	before, sameIter      bool
+	lag                   int // iterations between the earlier stage of the pair and the later
+}
+
+// replayRaces returns the races of p as a replay runs it (ReplayPlan) that
+// p does not have, once per pair of stages. Cost: two Verify runs.
+func replayRaces(p *Plan) []replayRace {
 	q := ReplayPlan(p)
 	if q == p {
 		return nil
@@ -192,7 +201,7 @@ func replayOrder(p *Plan) []CaptureViolation {
 			}
 		}
 	}
-	var out []CaptureViolation
+	var out []replayRace
 	done := map[[2]int]bool{}
 	for _, r := range re.Races {
 		k := key(r)
@@ -205,11 +214,22 @@ func replayOrder(p *Plan) []CaptureViolation {
 			continue // not a captured stage's, or p's own race, or reported
 		}
 		done[[2]int{moved, other}] = true
-		c := p.Captures[ck]
-		st, ot := &p.Stages[moved], &p.Stages[other]
+		out = append(out, replayRace{capture: ck, moved: moved, other: other, race: r,
+			before: oi < mi || oi == mi && pos[other] < pos[moved], sameIter: oi == mi, lag: max(mi-oi, oi-mi)})
+	}
+	return out
+}
+
+// replayOrder returns the violations of CaptureReplayOrder (replayRaces),
+// each named by the captured stage of its pair.
+func replayOrder(p *Plan) []CaptureViolation {
+	var out []CaptureViolation
+	for _, rr := range replayRaces(p) {
+		r, c := rr.race, p.Captures[rr.capture]
+		st, ot := &p.Stages[rr.moved], &p.Stages[rr.other]
 		sn := p.Streams[st.Stream].Name
 		var fix string
-		if oi < mi || oi == mi && pos[other] < pos[moved] {
+		if rr.before {
 			fix = fmt.Sprintf("in each replay, %s (captured on stream %s, which joined the capture) runs unordered with %s (stream %s), which it follows only in stream order or through a wait %s issued before it joined: a graph's nodes depend on captured work and on the work issued to %s before the launch only (%s race on %s); wait for %s before the capture begins: add it to the waits of %s, the capture's first stage, whose waits are issued before cuStreamBeginCapture (issue %s before %s)",
 				st.Name, sn, ot.Name, p.Streams[ot.Stream].Name, sn, p.Streams[c.Stream].Name, r.Kind, BufferSiteOf(r.Buffer), ot.Name, c.First, ot.Name, c.First)
 		} else {
@@ -219,4 +239,75 @@ func replayOrder(p *Plan) []CaptureViolation {
 		out = append(out, CaptureViolation{Rule: CaptureReplayOrder, Stage: st.Name, Stream: sn, Fix: fix, Source: st.Source})
 	}
 	return out
+}
+
+// orderReplays makes an automatically synchronized plan keep the replay
+// order (CaptureReplayOrder) by construction: for each race of a replay
+// (replayRaces) of a captured stage with a stage issued before the
+// capture, the capture's first stage waits for that stage (its waits are
+// issued before cuStreamBeginCapture); with a stage issued after the
+// capture in the same iteration, that stage waits for the capture's last
+// stage (whose record graph mode makes again after each replay); across
+// iterations, with the lag between them. It returns the waits added and
+// the races it cannot order so (a stage issued inside the region before
+// its stream joined the capture; across iterations, a plan without
+// iteration info). Cost: two Verify runs per round, a round per wait.
+func orderReplays(p *Plan) (added int, left []replayRace) {
+	for range len(p.Stages) + 1 {
+		rs := replayRaces(p)
+		fixed := false
+		for _, rr := range rs {
+			c := p.Captures[rr.capture]
+			begin, _ := p.CaptureRegion(c)
+			from, to := rr.other, p.stageIndex(c.First)
+			if !rr.before {
+				from, to = p.stageIndex(c.Last), rr.other
+			}
+			if rr.lag > 0 && p.Iteration == nil || rr.before && rr.lag == 0 && p.launchAt(from) >= begin {
+				left = append(left, rr)
+				continue
+			}
+			p.addWait(from, to, rr.lag)
+			added++
+			fixed = true
+			break
+		}
+		if !fixed {
+			return added, left
+		}
+		left = nil
+	}
+	return added, left
+}
+
+// launchAt returns the issue position of stage i's launch, or −1.
+func (p *Plan) launchAt(i int) int {
+	for k, so := range p.IssueOrder {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch && o.Stage == i {
+			return k
+		}
+	}
+	return -1
+}
+
+// addWait makes stage to wait for stage from of lag iterations back: a
+// record right after from's launch (reusing one that is there) and a wait
+// right before to's launch.
+func (p *Plan) addWait(from, to, lag int) {
+	at := p.launchAt(from)
+	so := p.IssueOrder[at]
+	ev := -1
+	if j := so[1] + 1; j < len(p.Streams[so[0]].Ops) && p.Streams[so[0]].Ops[j].Kind == OpRecord && at+1 < len(p.IssueOrder) && p.IssueOrder[at+1] == [2]int{so[0], j} {
+		ev = p.Streams[so[0]].Ops[j].Event
+	} else {
+		ev = p.Events
+		p.Events++
+		if p.Iteration != nil {
+			p.Iteration.Slots = append(p.Iteration.Slots, 1)
+		}
+		p.insertOp(so[0], so[1]+1, at+1, Op{Kind: OpRecord, Event: ev})
+	}
+	at = p.launchAt(to)
+	so = p.IssueOrder[at]
+	p.insertOp(so[0], so[1], at, Op{Kind: OpWait, Event: ev, Lag: lag})
 }

@@ -275,7 +275,9 @@ func iterate(st *state) error {
 		})
 	}
 	emitCross(p, w.cross, R)
-	if removed, added, _ := isolateCaptures(p); removed+added > 0 { // capture.go: cross waits the captures take, on their first stages
+	removed, added, _ := isolateCaptures(p) // capture.go: cross waits the captures take, on their first stages
+	replays, _ := orderReplays(p)           // capture_replay.go: a joined stream's work across iterations ordered through the capture's stream
+	if removed+added+replays > 0 {
 		p.Stats.Waits, p.Iteration.CrossWaits = waitCounts(p)
 		p.Iteration.Slots = crossSlots(p)
 	}
