@@ -298,8 +298,9 @@ func (h emulatedHost) QueryEvent(ev Event) (bool, error) {
 
 type emulated struct {
 	Backend
-	cur  *emulatedGraph // capture in progress
-	mode string         // its mode (planner.CaptureGlobal …)
+	cur    *emulatedGraph // capture in progress
+	mode   string         // its mode (planner.CaptureGlobal …)
+	device map[Stream]int // the device of each stream made by NewStreamOn (others: 0)
 }
 
 var (
@@ -320,7 +321,14 @@ func (e *emulated) Devices() int {
 // NewStreamOn is b's; on a backend that is no Devicer, device 0 only.
 func (e *emulated) NewStreamOn(dev int, kind string) (Stream, error) {
 	if d, ok := e.Backend.(Devicer); ok {
-		return d.NewStreamOn(dev, kind)
+		s, err := d.NewStreamOn(dev, kind)
+		if err == nil {
+			if e.device == nil {
+				e.device = map[Stream]int{}
+			}
+			e.device[s] = dev
+		}
+		return s, err
 	}
 	if dev == 0 {
 		return e.NewStreamKind(kind)
@@ -427,7 +435,13 @@ func (e *emulated) LaunchGraph(h Graph, s Stream) error {
 			if _, ok := g.branches[op.s]; ok || op.s == g.origin {
 				continue
 			}
-			b, err := e.Backend.NewStream()
+			var b Stream
+			var err error
+			if d, ok := e.Backend.(Devicer); ok { // a branch runs on its stream's device
+				b, err = d.NewStreamOn(e.device[op.s], planner.StreamNonBlocking)
+			} else {
+				b, err = e.Backend.NewStream()
+			}
 			if err != nil {
 				return err
 			}
