@@ -322,3 +322,62 @@ def test_blas_calls_are_found_in_wrapper_statements():
           "triton_poi_fused_0.run(buf0, arg2_1, 802816, stream=stream0)", "buf7 = empty_strided_cuda((1, 8), (8, 1), torch.float32)"]
     assert all(runs_blas(ast.parse(t).body[0]) for t in yes)
     assert not any(runs_blas(ast.parse(t).body[0]) for t in no)
+
+
+def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_the_chosen_one(monkeypatch):
+    """Inductor's trace and the captures mocked: the one-stream reference is
+    released once timed, a plan is released as soon as a faster one puts it
+    out of reach, and the chosen graph is the one timed (no second
+    capture)."""
+    torch = pytest.importorskip("torch")
+    import gc
+    import weakref
+    from dagrun_torch import inductor as ind
+
+    ms = {1: 2.0, 4: 1.0, 16: 0.95, 0: 0.955}
+    blas = {1: 1, 4: 2, 16: 2, 0: 2}
+    made, alive_at_timing = [], {}
+
+    class Plan:
+        def __init__(self, cap):
+            self.cap = cap
+            self.streams = [0] * {1: 1, 4: 4, 16: 12, 0: 30}[cap]
+            self.stats = {"sum_us": 1000.0, "ideal_makespan_us": 500.0 if cap == 4 else 480.0}
+
+    class CI:
+        def __init__(self, ig, plan, copied, delays=None):
+            self.cap, self.pool_bytes = plan.cap, 1e6 * blas[plan.cap]
+            self._out = (torch.ones(2),)
+            made.append(weakref.ref(self))
+
+        def __call__(self, *a):
+            return self._out
+
+    def timing(ci, n=20):
+        gc.collect()
+        alive_at_timing[ci.cap] = sorted(r().cap for r in made if r() is not None)
+        return ms[ci.cap]
+
+    class IG:
+        graph = {"nodes": [{"id": "k0", "reads": [], "writes": []}], "tensors": []}
+        args, launch = [], {0: "k0"}
+
+    monkeypatch.setattr(ind, "capture_call", lambda inner, inputs: "wc")
+    monkeypatch.setattr(ind, "trace_call", lambda wc, name: IG())
+    monkeypatch.setattr(ind, "input_slots", lambda args, tensors: {0: 0})
+    monkeypatch.setattr(ind, "clear_blas_workspaces", lambda: True)
+    monkeypatch.setattr(ind, "plan_graph", lambda g, cap, dagrun, strategy="default": Plan(cap))
+    monkeypatch.setattr(ind, "blas_streams", lambda plan, ig: blas[plan.cap])
+    monkeypatch.setattr(ind, "CompiledInductor", CI)
+    monkeypatch.setattr(be, "_median_replay_ms", timing)
+    monkeypatch.setattr(be, "_release", lambda gc_first=True: gc.collect())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    info = be.CompiledGraph()
+    fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), be.Options(), info)
+    assert info.reason == "" and info.streams == 12 and info.identical
+    # cap 4 lives until cap 16 is timed, not after; uncapped is as fast as 16 within 1%, with as much memory
+    # and more streams: 16 is chosen
+    assert alive_at_timing == {1: [1], 4: [4], 16: [4, 16], 0: [0, 16]}
+    assert len(made) == 4                                         # the chosen plan is not captured again
+    gc.collect()
+    assert [r().cap for r in made if r() is not None] == [16] and fn.ci.cap == 16
