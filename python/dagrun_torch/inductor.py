@@ -122,6 +122,37 @@ def shared_streams(n: int, device: torch.device) -> List[Any]:
     return have[:n]
 
 
+class TensorIds:
+    """Tensor ids of a trace, one per storage from its allocation to its
+    release: ``tensors`` lists {"id", "bytes" (rounded up to 4), "kind"}. A
+    storage at the address of one that has been freed (a weak reference to
+    each non-input storage tells) gets a new id."""
+
+    def __init__(self) -> None:
+        self.tensors: List[dict] = []
+        self._of: Dict[Tuple[str, int], str] = {}
+        self._alive: Dict[Tuple[str, int], Any] = {}
+
+    def known(self, t: torch.Tensor) -> bool:
+        """Whether t's address has an id (of t's storage or of a freed one)."""
+        return storage_key(t) in self._of
+
+    def id(self, t: torch.Tensor, kind: str) -> Optional[str]:
+        """t's storage's id, new if the storage is new; None for an empty storage."""
+        k = storage_key(t)
+        if k in self._of and k in self._alive and self._alive[k].expired():
+            del self._of[k]   # the storage that had this address was freed: t's is another tensor
+        if k not in self._of:
+            nb = _storage_nbytes(t)
+            if nb == 0:
+                return None
+            self._of[k] = "t%d" % len(self.tensors)
+            self.tensors.append({"id": self._of[k], "bytes": (nb + 3) // 4 * 4, "kind": kind})
+            if kind != "input":
+                self._alive[k] = _weak_storage(t)
+        return self._of[k]
+
+
 def _weak_storage(t: torch.Tensor) -> Any:
     """A weak reference to t's storage (``expired()`` once it is freed)."""
     from torch.multiprocessing.reductions import StorageWeakRef
@@ -308,23 +339,9 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
     ns = dict(glb)
     ns["args"] = list(args)
     keep: List[Any] = list(args)
-    tensors: List[dict] = []
-    tid_of: Dict[Tuple[str, int], str] = {}
-    alive: Dict[Tuple[str, int], Any] = {}   # storage key → weak reference to the storage it names now
-
-    def tid(t: torch.Tensor, kind: str) -> Optional[str]:
-        k = storage_key(t)
-        if k in tid_of and k in alive and alive[k].expired():
-            del tid_of[k]   # the storage that had this address was freed: t's is another tensor
-        if k not in tid_of:
-            nb = _storage_nbytes(t)
-            if nb == 0:
-                return None
-            tid_of[k] = "t%d" % len(tensors)
-            tensors.append({"id": tid_of[k], "bytes": (nb + 3) // 4 * 4, "kind": kind})
-            if kind != "input":
-                alive[k] = _weak_storage(t)
-        return tid_of[k]
+    ids = TensorIds()
+    tensors = ids.tensors
+    tid = ids.id
 
     def tids(names: Sequence[str], kind: str = "activation") -> List[str]:
         out = []
@@ -350,9 +367,8 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
                 for x in ast.walk(tgt):
                     if isinstance(x, ast.Name):
                         # tid() gives a storage at a freed one's address its own id
-                        ids = [tid(t, "activation") for t in _flat_tensors(ns.get(x.id))
-                               if t.is_cuda and storage_key(t) in tid_of]
-                        name_tids[x.id] = list(dict.fromkeys(i for i in ids if i))
+                        got = [tid(t, "activation") for t in _flat_tensors(ns.get(x.id)) if t.is_cuda and ids.known(t)]
+                        name_tids[x.id] = list(dict.fromkeys(i for i in got if i))
     out = None
     tstream = torch.cuda.Stream() if timing else None
     with torch.no_grad():

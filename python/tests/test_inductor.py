@@ -106,3 +106,31 @@ def test_buffers_read_before_written_are_held_to_the_end():
              {"id": "k8", "reads": ["t2", "t5"], "writes": ["t3"]},
              {"id": "k9", "reads": ["t4"], "writes": ["t4", "t5"]}]
     assert ind.held_to_end({"nodes": nodes}) == ["t0", "t4", "t5"]
+
+
+def test_a_storage_at_a_freed_ones_address_is_another_tensor(monkeypatch):
+    import gc
+    import torch
+    from dagrun_torch import inductor as ind
+    monkeypatch.setattr(ind, "storage_key", lambda t: ("cuda:0", 4096))   # every storage at one address
+    ids = ind.TensorIds()
+    x = torch.zeros(4)
+    assert ids.id(x, "input") == "t0" and ids.known(x)
+    a = torch.zeros(8)
+    b = a.view(2, 4)
+    monkeypatch.setattr(ind, "storage_key", lambda t: ("cuda:0", 8192))
+    assert ids.id(a, "activation") == "t1" and ids.id(b, "activation") == "t1"
+    del a
+    gc.collect()
+    assert ids.id(b, "activation") == "t1"           # a view keeps the storage alive: the same tensor
+    del b
+    gc.collect()
+    c = torch.zeros(16)
+    assert ids.id(c, "activation") == "t2"           # the first storage was freed: a new tensor
+    assert ids.tensors[2] == {"id": "t2", "bytes": 64, "kind": "activation"}
+    monkeypatch.setattr(ind, "storage_key", lambda t: ("cuda:0", 4096))
+    del x
+    gc.collect()
+    assert ids.id(torch.zeros(4), "input") == "t0"   # inputs outlive the call: never renamed
+    monkeypatch.setattr(ind, "storage_key", lambda t: ("cuda:0", 12288))
+    assert ids.id(torch.zeros(0), "activation") is None and len(ids.tensors) == 3
