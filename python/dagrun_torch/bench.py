@@ -626,7 +626,11 @@ def backend(args) -> int:
     opts = {"max_streams": "auto", "verify": args.verify_trials > 0,
             "verify_trials": args.verify_trials}
     t0 = time.time()
-    _warm_process(opts)
+    try:
+        _warm_process(opts)
+    except Exception:
+        traceback.print_exc()
+        print("warm-up compile failed (above): the first mode measured pays for imports and compile workers", flush=True)
     print("warm-up compile of a small model in every mode: %.1f s" % (time.time() - t0), flush=True)
     spent = expected = 0.0
     for name in args.models:
