@@ -582,6 +582,133 @@ func TestRulesCaptureIsolation(t *testing.T) {
 	}
 }
 
+// TestRulesCaptureReplayOrder: a stream that joins a capture runs its
+// captured work, in a replay, after captured work and the launch only
+// (planner.CaptureReplayOrder). Stream s1 joins a capture on s0 (a wait
+// on an event recorded there) and fills the buffer with 3 in it; each
+// trial issues eager work that fills it with 2 behind 2 ms of spin, then
+// launches the graph on s0: declaration order wants the 3 last. "eager":
+// the eager work is s1's own, before the launch
+// (specs/rules/replay-eager-racy.yaml); "wait": it is s2's, which s1
+// waited for during the capture right before the joining wait
+// (replay-wait-racy.yaml). Neither order is in the graph, so the replay's
+// fill lands first and the 2 stays. With s0 waiting for the eager work's
+// record before the launch (the fixed twins: a wait of the capture's
+// first stage, issued before cuStreamBeginCapture) the 3 lands last in
+// every trial.
+func TestRulesCaptureReplayOrder(t *testing.T) {
+	r := newRulesRig(t)
+	wrong := map[string]int{}
+	for _, variant := range []string{"eager", "wait", "eager, fixed", "wait, fixed"} {
+		r.do(t, func(w *worker) error {
+			var ss [3]cu.Stream
+			for i := range ss {
+				s, _, err := makeStream(planner.StreamNonBlocking)
+				if err != nil {
+					return err
+				}
+				defer s.Destroy()
+				ss[i] = s
+			}
+			s0, s1, s2 := ss[0], ss[1], ss[2]
+			var es [4]cu.Event
+			for i := range es {
+				e, err := cu.MakeEvent(cu.DisableTiming)
+				if err != nil {
+					return err
+				}
+				defer cu.DestroyEvent(&e)
+				es[i] = e
+			}
+			head, joined, done, eager := es[0], es[1], es[2], es[3]
+			side := s1 // the eager work's stream
+			if variant == "wait" || variant == "wait, fixed" {
+				side = s2
+			}
+			warm := func() error { // the eager work, recorded
+				if err := r.spin(side); err != nil {
+					return err
+				}
+				if err := r.fill(side, 2); err != nil {
+					return err
+				}
+				return eager.Record(side)
+			}
+			// The capture: head on s0 (one word), s1 joins, fills, and
+			// is joined back.
+			if err := warm(); err != nil {
+				return err
+			}
+			if err := cu.Synchronize(); err != nil {
+				return err
+			}
+			if err := beginCaptureMode(s0, planner.CaptureGlobal); err != nil {
+				return err
+			}
+			if err := cu.MemsetD32Async(r.d, 0, 1, s0); err != nil {
+				return err
+			}
+			if err := head.Record(s0); err != nil {
+				return err
+			}
+			if side == s2 {
+				if err := s1.Wait(eager, 0); err != nil { // s1 is not capturing yet
+					return err
+				}
+			}
+			if err := s1.Wait(head, 0); err != nil { // s1 joins the capture
+				return err
+			}
+			if err := r.fill(s1, 3); err != nil {
+				return err
+			}
+			if err := joined.Record(s1); err != nil {
+				return err
+			}
+			if err := s0.Wait(joined, 0); err != nil {
+				return err
+			}
+			g, err := endCaptureExec(s0)
+			if err != nil {
+				return err
+			}
+			defer g.destroy()
+			if err := cu.Synchronize(); err != nil {
+				return err
+			}
+			for range rulesTrials {
+				if err := warm(); err != nil {
+					return err
+				}
+				if variant == "eager, fixed" || variant == "wait, fixed" {
+					if err := s0.Wait(eager, 0); err != nil {
+						return err
+					}
+				}
+				if err := g.launch(s0); err != nil {
+					return err
+				}
+				if err := done.Record(s0); err != nil {
+					return err
+				}
+				ok, err := r.deviceAll(w, 3)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					wrong[variant]++
+				}
+			}
+			return nil
+		})
+	}
+	figure(t, "replay order: a joined stream's own eager work before the launch %d of %d trials wrong (fixed: %d); a wait issued before the joining one %d of %d wrong (fixed: %d)",
+		wrong["eager"], rulesTrials, wrong["eager, fixed"], wrong["wait"], rulesTrials, wrong["wait, fixed"])
+	if wrong["eager"] == 0 || wrong["wait"] == 0 || wrong["eager, fixed"] != 0 || wrong["wait, fixed"] != 0 {
+		t.Errorf("want both racy forms wrong and both fixed ones right, got %v", wrong)
+	}
+}
+
 // TestRulesPageableAsyncSource: cuMemcpyHtoDAsync from pageable memory
 // stages its source when the host calls it, not in stream order
 // (NVIDIA/cccl#3814). A host function queued before the copy on the same
