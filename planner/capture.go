@@ -348,17 +348,9 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 		if o.Kind == OpWait && captured[s] && !str.Host && (s != origin || k >= firstAt) {
 			if why := v.isolated(ck, o, g, begin, joins); why != "" {
 				st, _, _ := stageOf(g)
-				fix := fmt.Sprintf("wait before the capture begins instead (a wait of %s, the capture's first stage, whose waits are issued before cuStreamBeginCapture, or of a stage before it), or record the event in the capture", c.First)
+				fix := isolationFix(p, c, -1)
 				if r := v.opCaptured[g]; o.Lag == 0 && r >= 0 && int(v.opIssue[r]) >= begin {
-					// Recorded in the region, after the capture began:
-					// first cannot wait for it (its waits come before
-					// the record). Move the work before the capture, or
-					// let its stream join the capture so it is captured.
-					rs := int(v.opStream[r])
-					if i := p.OpStage(rs, int(v.opIndex(r))); i >= 0 {
-						x := p.Stages[i].Name
-						fix = fmt.Sprintf("issue %s before the capture begins (above %s, the capture's first stage) and add %s to the waits of %s, or let stream %s join the capture: add %s to the waits of %s, so that it is captured and its record is made in the capture", x, c.First, x, c.First, p.Streams[rs].Name, c.First, x)
-					}
+					fix = isolationFix(p, c, p.OpStage(int(v.opStream[r]), int(v.opIndex(r))))
 				}
 				bad(g, CaptureIsolation, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
 					fmt.Sprintf("the wait before %s is for %s, not a record made in the capture: %s", st, why, fix))
@@ -442,6 +434,65 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 			fmt.Sprintf("join stream %s back before the capture ends: add %s to the waits of %s (stream %s waits for stream %s)", p.Streams[s].Name, st, c.Last, p.Streams[origin].Name, p.Streams[s].Name))
 	}
 	return out
+}
+
+// isolationFix is the fix of a captured wait that breaks isolation in
+// capture c. For a record that stage x (≥ 0) makes in the region, after
+// the capture began, on a stream the capture does not take, the first
+// stage cannot wait for it (its waits come before the record): x moves
+// before the capture, or x's stream joins the capture so that x is
+// captured. For any other record (x < 0: before the capture, or an
+// earlier iteration's), the wait moves to the first stage, whose waits
+// are issued before cuStreamBeginCapture.
+func isolationFix(p *Plan, c Capture, x int) string {
+	if x < 0 {
+		return fmt.Sprintf("wait before the capture begins instead (a wait of %s, the capture's first stage, whose waits are issued before cuStreamBeginCapture, or of a stage before it), or record the event in the capture", c.First)
+	}
+	n := p.Stages[x].Name
+	return fmt.Sprintf("issue %s before the capture begins (above %s, the capture's first stage) and add %s to the waits of %s, or let stream %s join the capture: add %s to the waits of %s, so that it is captured and its record is made in the capture",
+		n, c.First, n, c.First, p.Streams[p.Stages[x].Stream].Name, c.First, n)
+}
+
+// isolationNote says, for fix f (a wait of stage Before on a record after
+// stage After) of p, that the wait would break capture isolation, with
+// the fix that works instead (isolationFix): Before is captured, not as
+// its capture's first stage (whose waits come before the capture), and
+// the record is not made in that capture (a stream the capture has not
+// taken, or an earlier iteration's). "" when it breaks none; a record in
+// another capture under way is the merge rule's, not said here. pos is
+// launchPositions(p).
+func isolationNote(p *Plan, f *Fix, pos []int) string {
+	x, y := f.After, f.Before
+	sx, sy := p.Stages[x].Stream, p.Stages[y].Stream
+	if p.Streams[sx].Host || p.Streams[sy].Host {
+		return ""
+	}
+	for ck, c := range p.Captures {
+		begin, end := p.CaptureRegion(c)
+		if pos[y] < begin || pos[y] >= end || p.Stages[y].Name == c.First {
+			continue
+		}
+		joins := p.CaptureJoins(c)
+		if joins[sy] < 0 || joins[sy] > pos[y] {
+			continue // Before is not captured: it runs
+		}
+		inRegion := f.Lag == 0 && pos[x] >= begin && pos[x] < pos[y]
+		if inRegion && joins[sx] >= 0 && joins[sx] <= pos[x] {
+			continue // recorded in the capture
+		}
+		if inRegion {
+			v := &verifier{p: p}
+			if v.capturedElsewhere(ck, sx, pos[x]) >= 0 {
+				continue
+			}
+		}
+		fix := isolationFix(p, c, -1)
+		if inRegion {
+			fix = isolationFix(p, c, x)
+		}
+		return fmt.Sprintf("but the wait breaks capture isolation (CUDA_ERROR_STREAM_CAPTURE_ISOLATION): %s is captured and the record after %s is not made in the capture: %s", p.Stages[y].Name, p.Stages[x].Name, fix)
+	}
+	return ""
 }
 
 // isolated returns what wait o (op g) inside the region of capture ck,

@@ -262,3 +262,76 @@ captures:
 		}
 	}
 }
+
+// TestFixBreakingIsolationSaysSo: a race between work a capture does not
+// take and a captured stage is fixed by no wait of the captured stage (the
+// driver refuses a captured wait on a record the capture does not make):
+// the fix says the wait breaks capture isolation and gives the edit that
+// works instead; a fix of a plan without such a wait says nothing of it.
+func TestFixBreakingIsolationSaysSo(t *testing.T) {
+	for _, c := range []struct {
+		name, src, want string
+	}{
+		{"record in the region", `version: 1
+sync: manual
+buffers:
+  - {name: x, bytes: 64}
+  - {name: y, bytes: 64}
+  - {name: out, bytes: 64, role: output}
+stages:
+  - {name: a, kernel: fill, args: {value: 2.0}, writes: [x], stream: cap}
+  - {name: s, kernel: fill, args: {value: 5.0}, writes: [y], stream: side}
+  - {name: b, kernel: mix, reads: [x, y], writes: [out], stream: cap}
+captures:
+  - {stream: cap, first: a, last: b}
+`, "but the wait breaks capture isolation (CUDA_ERROR_STREAM_CAPTURE_ISOLATION): b is captured and the record after s is not made in the capture: issue s before the capture begins (above a, the capture's first stage) and add s to the waits of a, or let stream side join the capture: add a to the waits of s"},
+		{"record before the capture", `version: 1
+sync: manual
+buffers:
+  - {name: x, bytes: 64}
+  - {name: y, bytes: 64}
+  - {name: out, bytes: 64, role: output}
+stages:
+  - {name: s, kernel: fill, args: {value: 5.0}, writes: [y], stream: side}
+  - {name: a, kernel: fill, args: {value: 2.0}, writes: [x], stream: cap}
+  - {name: b, kernel: mix, reads: [x, y], writes: [out], stream: cap}
+captures:
+  - {stream: cap, first: a, last: b}
+`, "but the wait breaks capture isolation (CUDA_ERROR_STREAM_CAPTURE_ISOLATION): b is captured and the record after s is not made in the capture: wait before the capture begins instead (a wait of a, the capture's first stage"},
+		{"no capture", `version: 1
+sync: manual
+buffers:
+  - {name: x, bytes: 64}
+  - {name: y, bytes: 64}
+  - {name: out, bytes: 64, role: output}
+stages:
+  - {name: a, kernel: fill, args: {value: 2.0}, writes: [x], stream: cap}
+  - {name: s, kernel: fill, args: {value: 5.0}, writes: [y], stream: side}
+  - {name: b, kernel: mix, reads: [x, y], writes: [out], stream: cap}
+`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Build(loadSpec(t, c.src), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var re *RaceError
+			if err := Verify(p); !errors.As(err, &re) || len(re.Fixes) != 1 {
+				t.Fatalf("Verify = %v, want one fix", err)
+			}
+			f := re.Fixes[0]
+			if f.BeforeName != "b" || f.AfterName != "s" {
+				t.Fatalf("fix %+v, want b waiting for s", f)
+			}
+			if c.want == "" {
+				if strings.Contains(f.Edit, "isolation") {
+					t.Errorf("fix without a capture: %s", f.Edit)
+				}
+				return
+			}
+			if !strings.Contains(f.Edit, c.want) {
+				t.Errorf("fix:\n%s\nwant it to hold\n%s", f.Edit, c.want)
+			}
+		})
+	}
+}

@@ -49,6 +49,11 @@ type Fix struct {
 	// one of CUDA's implicit rules (a stream made blocking, a copy made
 	// synchronous), checked on the plan; "" when none does.
 	Instead string `json:"instead,omitempty"`
+	// Isolation, for a wait inside a capture region on a record the
+	// capture does not make, says that the wait breaks capture isolation
+	// (CUDA_ERROR_STREAM_CAPTURE_ISOLATION) and gives the edit that works
+	// instead (isolationNote); "" otherwise.
+	Isolation string `json:"isolation,omitempty"`
 
 	// afterSpec and beforeSpec name the stages as the spec does, for the
 	// edit: a collective's rank (stage NAME/r of the plan) is stage NAME.
@@ -524,6 +529,10 @@ func withWaits(p *Plan, ws [][2]int) *Plan {
 func fixesBy(p *Plan, races []Race, waits [][2]int, by [][]int, b *fixBudget, sw *siteWaits) []Fix {
 	fixes := make([]Fix, 0, len(waits))
 	cost := len(p.IssueOrder) * (max(len(p.Streams), 1) + 1)
+	var pos []int
+	if len(p.Captures) > 0 {
+		pos = launchPositions(p)
+	}
 	for i, w := range waits {
 		f := newFix(p, w[0], w[1])
 		f.Places = len(sw.places(p, w))
@@ -531,6 +540,9 @@ func fixesBy(p *Plan, races []Race, waits [][2]int, by [][]int, b *fixBudget, sw
 		f.Races = slices.Sorted(slices.Values(by[i]))
 		if b.take(cost, 0) {
 			f.Instead = insteadOf(p, races, &f) // implicit.go
+		}
+		if pos != nil && b.take(cost, 0) {
+			f.Isolation = isolationNote(p, &f, pos) // capture.go
 		}
 		f.Edit = f.String()
 		fixes = append(fixes, f)
@@ -544,6 +556,10 @@ func fixesOf(p *Plan, races []Race, need []int, waits [][2]int, sw *siteWaits) [
 	got := make([]bool, len(races))
 	q := clonePlan(p)
 	var fixes []Fix
+	var pos []int
+	if len(p.Captures) > 0 {
+		pos = launchPositions(p)
+	}
 	for _, w := range waits {
 		x, y := w[0], w[1]
 		at := sw.places(p, w)
@@ -563,6 +579,9 @@ func fixesOf(p *Plan, races []Race, need []int, waits [][2]int, sw *siteWaits) [
 			}
 		}
 		f.Instead = insteadOf(p, races, &f) // implicit.go
+		if pos != nil {
+			f.Isolation = isolationNote(p, &f, pos) // capture.go
+		}
 		f.Edit = f.String()
 		fixes = append(fixes, f)
 	}
@@ -718,6 +737,9 @@ func (f Fix) String() string {
 	s := f.edit()
 	if f.Instead != "" {
 		s += "; or instead " + f.Instead
+	}
+	if f.Isolation != "" {
+		s += "; " + f.Isolation
 	}
 	return s
 }
