@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/dagrun/dagrun/dag"
 )
 
 // CaptureReplayOrder is the capture rule of a replay's order (its
@@ -310,4 +312,24 @@ func (p *Plan) addWait(from, to, lag int) {
 	at = p.launchAt(to)
 	so = p.IssueOrder[at]
 	p.insertOp(so[0], so[1], at, Op{Kind: OpWait, Event: ev, Lag: lag})
+}
+
+// replayOrderError is the spec error for replay races that no wait of the
+// capture's first stage orders (orderReplays' left): the earlier stage is
+// issued inside the region, before its stream joined the capture.
+func (st *state) replayOrderError(p *Plan, left []replayRace) error {
+	var l dag.ErrorList
+	for _, rr := range left {
+		c := p.Captures[rr.capture]
+		at := ""
+		if c.Source != "" {
+			at = " (" + c.Source + ")"
+		}
+		x, y := &p.Stages[rr.moved], &p.Stages[rr.other]
+		l = append(l, &dag.Error{Pos: st.spec.Stages[rr.moved].Pos,
+			Msg: fmt.Sprintf("stage %s, which the capture of %s…%s on stream %s%s takes on stream %s, needs stage %s on stream %s (%s race on %s), which is issued while the capture is under way but not taken by it: a replay of the graph runs %s after captured work and the launch only, and a wait of %s, issued before the capture begins, would come before %s is issued",
+				x.Name, c.First, c.Last, p.Streams[c.Stream].Name, at, p.Streams[x.Stream].Name, y.Name, p.Streams[y.Stream].Name, rr.race.Kind, BufferSiteOf(rr.race.Buffer), x.Name, c.First, y.Name),
+			Hint: fmt.Sprintf("order %s before %s, or end the capture before %s", y.Name, c.First, x.Name)})
+	}
+	return l.Err()
 }

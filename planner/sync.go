@@ -126,9 +126,11 @@ func syncStreams(st *state) error {
 	p.Stats.Waits = len(waitOn) - removed + added + joinCaptures(p)
 	// capture_replay.go: a joined stream's work outside the capture
 	// ordered against its captured work through the capture's stream.
-	if n, _ := orderReplays(p); n > 0 {
-		p.Stats.Waits += n
+	n, left := orderReplays(p)
+	if len(left) > 0 {
+		return st.replayOrderError(p, left)
 	}
+	p.Stats.Waits += n
 	st.plan = p
 	return nil
 }
