@@ -110,6 +110,10 @@ func loadText(data string, file, dir string, o LoadOptions, yamlv3 bool) (*Spec,
 		return nil, ErrorList{{Pos: Pos{File: file}, Msg: fmt.Sprintf("the spec is %d bytes, more than the %d a spec may have", len(data), MaxSpecBytes),
 			Hint: "split the pipeline, or shorten names (dag.MaxSpecBytes)"}}, false
 	}
+	if strings.HasPrefix(data, "\x1f\x8b") { // gzip's magic bytes (RFC 1952 §2.3.1)
+		return nil, ErrorList{{Pos: Pos{File: file}, Msg: "the file is gzip-compressed, not YAML or JSON text",
+			Hint: "decompress it first (gunzip -k FILE writes FILE without its .gz), then give dagrun the decompressed file"}}, false
+	}
 	l := &loader{file: file, dir: dir, forceYAMLv3: yamlv3, allowOutside: o.AllowOutside}
 	s := l.load(data)
 	if err := l.errs.Err(); err != nil {

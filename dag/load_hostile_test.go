@@ -194,3 +194,17 @@ func TestPathsConfined(t *testing.T) {
 		t.Errorf("device: %v", err)
 	}
 }
+
+// A gzip-compressed spec or trace (the repository keeps large traces as
+// .yaml.gz) is refused with what to do, not as a YAML syntax error.
+func TestCompressedSpecSaysDecompress(t *testing.T) {
+	msg := loadErr(t, "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", t.TempDir(), LoadOptions{})
+	if !strings.Contains(msg, "gzip-compressed") || !strings.Contains(msg, "gunzip -k") {
+		t.Errorf("got %s", msg)
+	}
+	// One of the two magic bytes is not gzip's: the YAML error stands.
+	msg = loadErr(t, "\x1f\x8a\x08", t.TempDir(), LoadOptions{})
+	if strings.Contains(msg, "gzip") {
+		t.Errorf("got %s", msg)
+	}
+}

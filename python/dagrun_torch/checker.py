@@ -127,7 +127,8 @@ def read_trace(path: str) -> str:
     anything, for a file that is not a regular file (a fifo would block the
     read for ever, /dev/zero would fill the memory) or is larger than
     MAX_TRACE_BYTES, and for bytes that are not UTF-8; OSError when the file
-    cannot be opened."""
+    cannot be opened. A gzip-compressed file gets a TraceError that says
+    to decompress it."""
     import os
     import stat
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a fifo must not block the open
@@ -149,6 +150,10 @@ def read_trace(path: str) -> str:
     if n > MAX_TRACE_BYTES:
         raise TraceError("%s: more than %d bytes, more than a trace may have" % (quote_path(path), MAX_TRACE_BYTES))
     data = b"".join(chunks)
+    if data.startswith(b"\x1f\x8b"):  # gzip's magic bytes (RFC 1952 section 2.3.1)
+        raise TraceError("%s: the file is gzip-compressed, not a trace's text: decompress it first "
+                         "(gunzip -k FILE writes FILE without its .gz) and check the decompressed file"
+                         % quote_path(path))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

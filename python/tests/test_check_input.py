@@ -1,7 +1,8 @@
 """python3 -m dagrun_torch check refuses what is no trace, at once, with
 exit 2 and one line on stderr (exit 1 means "race found"): a fifo (which
 would block the read for ever), a device (/dev/zero would be read until
-memory runs out), a file that is not UTF-8 (a Latin-1 byte), and a trace
+memory runs out), a file that is not UTF-8 (a Latin-1 byte, or a
+gzip-compressed trace: it says to decompress it), and a trace
 whose dagrun_torch-meta line is malformed (nested past Python's recursion
 limit, or with a string a terminal would act on or show wrongly)."""
 import os
@@ -56,6 +57,12 @@ def test_latin1_byte_refused(tmp_path, dagrun_bin):
     p = tmp_path / "latin1.yaml"
     p.write_bytes(b.replace(b"# Check it with", b"# Caf\xe9: check it with", 1))
     assert_refused(run_check(str(p), dagrun_bin), "%s:3:" % p, "UTF-8")
+
+
+def test_gzip_trace_refused_with_what_to_do(tmp_path):
+    # The repository keeps its largest trace gzip-compressed.
+    gz = os.path.join(TESTDATA, "programs", "camera-loop-racy.yaml.gz")
+    assert_refused(run_check(gz), "camera-loop-racy.yaml.gz:", "gzip-compressed", "gunzip -k")
 
 
 @pytest.mark.parametrize("meta", [
