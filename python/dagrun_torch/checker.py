@@ -69,9 +69,11 @@ class Site:
     the first and second op (``first``, ``second``: FILE:LINE), their
     streams (the trace's names), the tensor (the program's words), the
     number of races and an example race. ``why``: how it happened, when
-    the allocator handed a freed block on; ``double_buffer``: a hazard of a
-    line's later run on bytes an earlier run of the other line still uses,
-    which a second buffer removes without any wait."""
+    the allocator handed a freed block on; ``across_runs``: a hazard of a
+    line's later run on bytes an earlier run of the other line still uses
+    (no edit other than the fixes' waits is offered for it: dagrun checks
+    those on the trace, and a second buffer would need the program's own
+    ordering between runs, which a trace does not prove)."""
     kind: str
     first: str
     second: str
@@ -83,7 +85,7 @@ class Site:
     first_op: str = ""
     second_op: str = ""
     why: str = ""
-    double_buffer: bool = False
+    across_runs: bool = False
 
 
 def _index(stage: str) -> int:
@@ -402,8 +404,8 @@ def _site_line(st: Site, names: Dict[str, str]) -> str:
         st.kind, st.tensor, st.first, st.first_op, on(st.first_stream), st.second, st.second_op, on(st.second_stream))
     if st.count > 1:
         s += ", %d races, e.g. ops %s → %s" % (st.count, r.first.split(":")[0], r.second.split(":")[0])
-    if st.double_buffer:
-        s += "; it is a later run of %s on bytes an earlier run of %s still uses: a second buffer (two, alternating between runs) removes it without any wait" % (
+    if st.across_runs:
+        s += "; it is a later run of %s on bytes an earlier run of %s still uses" % (
             st.second, st.first)
     return s
 
@@ -457,7 +459,7 @@ def _explain(races: List[Race], report: dict, names: _Names, trace: _Trace) -> T
                 names.stream(new.get("stream") or r.second_stream))
             reused[i] = old
         if st.kind in ("WAR", "WAW") and 0 <= r.first_index <= len(stage_sites) and st.second in stage_sites[:r.first_index]:
-            st.double_buffer = True
+            st.across_runs = True
         sites.append(st)
 
     fixes: List[str] = []

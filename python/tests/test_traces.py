@@ -149,3 +149,20 @@ def test_report_of_a_race_free_trace_is_readable(dagrun_bin):
     assert text.splitlines()[0] == "ok: no race", text
     assert "{" not in text.splitlines()[0] and '"source"' not in text, text
     assert any(l.startswith("warning: ") and "redundant" in l for l in text.splitlines()), text
+
+
+@pytest.mark.parametrize("name", ["pinned-double-buffer-racy.yaml", "kv-cache-ring-racy.yaml",
+                                  "prefetch-no-record-racy.yaml"])
+def test_report_claims_no_edit_it_did_not_check(name, dagrun_bin):
+    """A hazard of a line's later run is marked as such, but the report
+    offers no second buffer: dagrun checks its waits on the trace, not a
+    buffer the program does not have. Here it would be wrong: the pinned
+    staging and the KV cache already alternate between buffers, the
+    prefetcher's batch is a new tensor each run (the allocator reuses its
+    block) (test_report: the camera loop's frame, refilled by the host
+    while a stream that nothing waits for still reads it, races with any
+    number of frames)."""
+    res = check(os.path.join(TESTDATA, "programs", name), dagrun=dagrun_bin)
+    text = res.report()
+    assert not res.ok and "it is a later run of" in text, text
+    assert "second buffer" not in text and "without any wait" not in text, text
