@@ -45,15 +45,15 @@ def loop(model, iterations: int, fixed: bool) -> list:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch.camera_gpu", description=__doc__.splitlines()[0])
-    ap.add_argument("--iterations", type=int, default=60)
+    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch.camera_gpu",
+                                 description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--iterations", type=int, default=60, help="iterations of the loop (default 60)")
     ap.add_argument("--fixed", action="store_true", help="wait for every camera stream (no race)")
     ap.add_argument("--out", default="camera-loop.yaml", help="the trace to write")
     a = ap.parse_args(argv)
-    import resource
     import torch
     import torchvision
-    from .checker import check
+    from .camera_loop import timed_check
     from .recorder import record
     model = torchvision.models.resnet50().cuda().eval()
     torch.cuda.synchronize()
@@ -61,15 +61,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         loop(model, a.iterations, a.fixed)
     torch.cuda.synchronize()
     print("%s: %d stages" % (a.out, len(rec.builder.stages)))
-    t0, c0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    res = check(a.out)
-    text = "ok: no race" if res.ok else res.report()
-    t1, c1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    own = (t1.ru_utime + t1.ru_stime) - (t0.ru_utime + t0.ru_stime)
-    kid = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
-    print(text)
-    print("check: %d report lines, %.2f s of CPU (Python %.2f s, dagrun %.2f s)" % (len(text.splitlines()), own + kid, own, kid))
-    return 0 if res.ok == a.fixed else 1
+    return 0 if timed_check(a.out) == a.fixed else 1
 
 
 if __name__ == "__main__":

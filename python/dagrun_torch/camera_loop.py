@@ -117,32 +117,42 @@ def write(path: str, iterations: int = 60, ops: int = 170, fixed: bool = False) 
     return len(b.stages)
 
 
+def timed_check(path: str) -> bool:
+    """Checks the trace at ``path`` as ``python3 -m dagrun_torch check``
+    does and prints the report ("ok: no race" when there is none), then a
+    line with its length and the check's CPU seconds: this process's and
+    the dagrun it runs (getrusage). Returns whether the trace is race-free."""
+    import resource
+    from .checker import check
+    t0, c0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    res = check(path)
+    text = "ok: no race" if res.ok else res.report()
+    t1, c1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = (t1.ru_utime + t1.ru_stime) - (t0.ru_utime + t0.ru_stime)
+    kid = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+    print(text)
+    print("check: %d report lines, %.2f s of CPU (Python %.2f s, dagrun %.2f s)" % (
+        len(text.splitlines()), own + kid, own, kid))
+    return res.ok
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch.camera_loop", description=__doc__.splitlines()[0])
-    ap.add_argument("out")
-    ap.add_argument("--iterations", type=int, default=60)
-    ap.add_argument("--ops", type=int, default=170, help="kernels of each camera stream's model per iteration")
+    """Exit status: 0 written (and with --check race-free), 1 with --check
+    and a race, 2 on bad arguments."""
+    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch.camera_loop",
+                                 description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("out", help="the trace file to write (YAML, as dagrun_torch.record writes it)")
+    ap.add_argument("--iterations", type=int, default=60, help="iterations of the loop (default 60)")
+    ap.add_argument("--ops", type=int, default=170, help="kernels of each camera stream's model per iteration (default 170)")
     ap.add_argument("--fixed", action="store_true", help="wait for every camera stream (no race)")
     ap.add_argument("--check", action="store_true",
-                    help="then check it as python3 -m dagrun_torch check does, print the report and the check's CPU seconds "
-                         "(this process and the dagrun it runs, from getrusage)")
+                    help="then check it as python3 -m dagrun_torch check does (exit 1 on a race), print the report "
+                         "and the check's CPU seconds (this process and the dagrun it runs, from getrusage)")
     a = ap.parse_args(argv)
     n = write(a.out, a.iterations, a.ops, a.fixed)
     print("%s: %d stages" % (a.out, n))
-    if a.check:
-        import resource
-        from .checker import check
-        t0 = resource.getrusage(resource.RUSAGE_SELF)
-        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        res = check(a.out)
-        text = "ok: no race" if res.ok else res.report()
-        t1 = resource.getrusage(resource.RUSAGE_SELF)
-        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        own = (t1.ru_utime + t1.ru_stime) - (t0.ru_utime + t0.ru_stime)
-        kid = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
-        print(text)
-        print("check: %d report lines, %.2f s of CPU (Python %.2f s, dagrun %.2f s)" % (
-            len(text.splitlines()), own + kid, own, kid))
+    if a.check and not timed_check(a.out):
+        return 1
     return 0
 
 

@@ -143,3 +143,23 @@ def test_recorded_camera_loop_fits_a_screen(dagrun_bin, tmp_path):
     assert res.fixes[0].startswith("before python/tests/programs/camera_loop.py:46 (_softmax on the default stream): "
                                    "`torch.cuda.current_stream().wait_stream(streams[2])`, at each of its 60 runs"), report
     assert "streams[2] created at python/tests/programs/camera_loop.py:31" in report, report
+
+
+def test_camera_loop_cli_exits_as_check_does(tmp_path, dagrun_bin, capsys, monkeypatch):
+    """``python3 -m dagrun_torch.camera_loop OUT --check`` exits as
+    ``python3 -m dagrun_torch check`` does: 1 on the race, 0 on the fixed
+    loop; its help describes the program and every argument."""
+    monkeypatch.setenv("DAGRUN", dagrun_bin)
+    out = str(tmp_path / "cam.yaml")
+    assert camera_loop.main([out, "--iterations", "2", "--ops", "4", "--check"]) == 1
+    assert camera_loop.main([out, "--iterations", "2", "--ops", "4", "--fixed", "--check"]) == 0
+    assert camera_loop.main([out, "--iterations", "2", "--ops", "4"]) == 0  # written, not checked
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        camera_loop.main(["--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "check's benchmark: no torch, no GPU" in text, text
+    for arg, words in (("out", "the trace file to write"), ("--iterations ITERATIONS", "iterations of the loop"),
+                       ("--ops OPS", "kernels of each"), ("--fixed", "wait for every"), ("--check", "then check it")):
+        assert " %s %s" % (arg, words) in text, (arg, text)
