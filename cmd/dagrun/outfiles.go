@@ -164,8 +164,11 @@ func (o *outFiles) onDisk(n outClaim) error {
 			return usagef("%s %s: a symbolic link to nothing (%s): remove it or name another path", who, path, quotePath(target))
 		case n.kind == claimFolder && fst.IsDir():
 			return writable(who, path, n.path) // the files go into the folder it leads to
-		case n.kind == claimFile && fst.Mode()&(os.ModeNamedPipe|os.ModeCharDevice) != 0:
-			return o.writeThrough(n) // /dev/stdout, /dev/fd/N of a pipe
+		case n.kind == claimFile && n.buffer == "" && fst.Mode()&(os.ModeNamedPipe|os.ModeCharDevice) != 0:
+			// A path the user named (/dev/stdout, /dev/fd/N of a pipe);
+			// inside --out, where dagrun names the files, a link is
+			// someone's, and is refused whatever it leads to.
+			return o.writeThrough(n)
 		}
 		return usagef("%s %s: a symbolic link (to %s), which dagrun does not replace: name the file it leads to, or another path", who, path, quotePath(target))
 	case err == nil && st.IsDir():

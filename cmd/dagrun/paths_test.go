@@ -323,3 +323,33 @@ func TestPlanFileMovedNamesFileItReads(t *testing.T) {
 		t.Fatalf("moved plan: exit %d, want 2 naming %s and the dir field\n%s", code, reads, errs)
 	}
 }
+
+// TestOutFileLinkToDeviceRefused: inside --out, where dagrun names the
+// files, a symbolic link in the place of a buffer's file is refused even
+// when it leads to a character device (someone else's link in a shared
+// folder must not make dagrun write to /dev/null, or to a device that
+// does harm): before the run, exit 2, the link left as it was. A device
+// named as --trace itself is still written through.
+func TestOutFileLinkToDeviceRefused(t *testing.T) {
+	t.Parallel()
+	if st, err := os.Stat("/dev/null"); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		t.Skip("no /dev/null character device here")
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	os.Mkdir(out, 0o755)
+	link := filepath.Join(out, "result_h.bin")
+	if err := os.Symlink("/dev/null", link); err != nil {
+		t.Fatal(err)
+	}
+	spec := specPath("seed/three-stage.yaml")
+	stdout, errs, code := cli(t, "run", "--backend", "sim", "--out", out, spec)
+	if code != exitUsage || stdout != "" || strings.Contains(errs, "backend:") || !strings.Contains(errs, "symbolic link") {
+		t.Errorf("--out with a link to /dev/null: exit %d, want 2 before the run naming the link\nstdout:\n%s\nstderr:\n%s", code, stdout, errs)
+	}
+	if target, err := os.Readlink(link); err != nil || target != "/dev/null" {
+		t.Errorf("the link was replaced: %q, %v", target, err)
+	}
+	if _, errs, code := cli(t, "run", "--backend", "sim", "--trace", "/dev/null", spec); code != exitOK {
+		t.Errorf("--trace /dev/null: exit %d\n%s", code, errs)
+	}
+}
