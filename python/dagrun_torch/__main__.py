@@ -40,6 +40,10 @@ def version_text() -> str:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) > 1 and argv[0] in ("-h", "--help", "--version"):
+        print("dagrun_torch: %s takes no arguments (COMMAND --help: a command's options)\n%s" % (
+            argv[0], __doc__.strip().splitlines()[0]), file=sys.stderr)
+        return 2
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2

@@ -39,6 +39,11 @@ def test_usage_errors_exit_2():
     r = run_cli("frobnicate")
     assert r.returncode == 2 and "unknown command 'frobnicate'" in r.stderr and "usage:" in r.stderr
     assert run_cli("check").returncode == 2
+    # --version and --help take nothing after them: a word there is a mistake.
+    for opt in ("--version", "--help"):
+        r = run_cli(opt, "check")
+        assert r.returncode == 2 and "takes no arguments" in r.stderr and "usage:" in r.stderr, (opt, r.stderr)
+        assert r.stdout == ""
 
 
 def test_version_prints_both(dagrun_bin):
