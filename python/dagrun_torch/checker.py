@@ -129,7 +129,8 @@ def read_trace(path: str) -> str:
     anything, for a file that is not a regular file (a fifo would block the
     read for ever, /dev/zero would fill the memory) or is larger than
     MAX_TRACE_BYTES, and for bytes that are not UTF-8; OSError when the file
-    cannot be opened. A gzip-compressed file gets a TraceError that says
+    cannot be opened. An empty file, or one of white space only, is no
+    trace (TraceError); a gzip-compressed one gets a TraceError that says
     to decompress it."""
     import os
     import stat
@@ -156,6 +157,9 @@ def read_trace(path: str) -> str:
         raise TraceError("%s: the file is gzip-compressed, not a trace's text: decompress it first "
                          "(gunzip -k FILE writes FILE without its .gz) and check the decompressed file"
                          % quote_path(path))
+    if not data or data.isspace():  # no copy of a large file
+        raise TraceError("%s: the file is empty: a trace is a file written by dagrun_torch.record "
+                         "(or python3 -m dagrun_torch run --trace FILE)" % quote_path(path))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -59,6 +59,14 @@ def test_latin1_byte_refused(tmp_path, dagrun_bin):
     assert_refused(run_check(str(p), dagrun_bin), "%s:3:" % p, "UTF-8")
 
 
+def test_empty_file_refused_as_no_trace(tmp_path):
+    # Not dagrun's advice for an empty spec (start from docs/spec.md's
+    # example): a trace is not written by hand.
+    p = tmp_path / "empty.yaml"
+    p.write_text("\n  \n")
+    assert_refused(run_check(str(p)), "empty.yaml: the file is empty", "dagrun_torch.record")
+
+
 def test_gzip_trace_refused_with_what_to_do(tmp_path):
     # The repository keeps its largest trace gzip-compressed.
     gz = os.path.join(TESTDATA, "programs", "camera-loop-racy.yaml.gz")
