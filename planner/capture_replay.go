@@ -203,6 +203,21 @@ func replayRaces(p *Plan) []replayRace {
 			}
 		}
 	}
+	// A stage on the capture's own stream in the region is captured too:
+	// a joined stream's work outside the capture that stream mode orders
+	// against it only through that stream's joining wait (a graph edge in
+	// a replay) races it in a replay.
+	for ck, c := range p.Captures {
+		b, e := p.CaptureRegion(c)
+		for k := b; k < e; k++ {
+			so := p.IssueOrder[k]
+			if o := p.Streams[so[0]].Ops[so[1]]; so[0] == c.Stream && o.Kind == OpLaunch {
+				if _, ok := capOf[o.Stage]; !ok {
+					capOf[o.Stage] = ck
+				}
+			}
+		}
+	}
 	var out []replayRace
 	done := map[[2]int]bool{}
 	for _, r := range re.Races {
@@ -230,13 +245,22 @@ func replayOrder(p *Plan) []CaptureViolation {
 		r, c := rr.race, p.Captures[rr.capture]
 		st, ot := &p.Stages[rr.moved], &p.Stages[rr.other]
 		sn := p.Streams[st.Stream].Name
+		how, joined := "captured on stream "+sn+", which joined the capture", sn
+		if st.Stream == c.Stream {
+			how, joined = "captured on stream "+sn+", the capture's stream", p.Streams[ot.Stream].Name
+		}
 		var fix string
-		if rr.before {
-			fix = fmt.Sprintf("in each replay, %s (captured on stream %s, which joined the capture) runs unordered with %s (stream %s), which it follows only in stream order or through a wait %s issued before it joined: a graph's nodes depend on captured work and on the work issued to %s before the launch only (%s race on %s); wait for %s before the capture begins: add it to the waits of %s, the capture's first stage, whose waits are issued before cuStreamBeginCapture (issue %s before %s)",
-				st.Name, sn, ot.Name, p.Streams[ot.Stream].Name, sn, p.Streams[c.Stream].Name, r.Kind, BufferSiteOf(r.Buffer), ot.Name, c.First, ot.Name, c.First)
-		} else {
-			fix = fmt.Sprintf("in each replay, %s (captured on stream %s, which joined the capture) runs unordered with %s (stream %s), which follows it in stream order only: a graph's nodes are not stream %s's work (%s race on %s); add %s to the waits of %s: its record after the capture comes after the whole replay",
-				st.Name, sn, ot.Name, p.Streams[ot.Stream].Name, sn, r.Kind, BufferSiteOf(r.Buffer), c.Last, ot.Name)
+		switch {
+		case rr.before:
+			fix = fmt.Sprintf("in each replay, %s (%s) runs unordered with %s (stream %s), which it follows only in stream order or through a wait %s issued before it joined: a graph's nodes depend on captured work and on the work issued to %s before the launch only (%s race on %s); wait for %s before the capture begins: add it to the waits of %s, the capture's first stage, whose waits are issued before cuStreamBeginCapture (issue %s before %s)",
+				st.Name, how, ot.Name, p.Streams[ot.Stream].Name, joined, p.Streams[c.Stream].Name, r.Kind, BufferSiteOf(r.Buffer), ot.Name, c.First, ot.Name, c.First)
+		case st.Stream == c.Stream:
+			on := p.Streams[ot.Stream].Name
+			fix = fmt.Sprintf("in each replay, %s (%s) runs unordered with %s (stream %s), which follows it only through the wait by which stream %s joined the capture: in a replay that wait is a graph edge, which stream %s's work after the capture does not follow (%s race on %s); add %s to the waits of %s: its record after the capture comes after the whole replay",
+				st.Name, how, ot.Name, on, on, on, r.Kind, BufferSiteOf(r.Buffer), c.Last, ot.Name)
+		default:
+			fix = fmt.Sprintf("in each replay, %s (%s) runs unordered with %s (stream %s), which follows it in stream order only: a graph's nodes are not stream %s's work (%s race on %s); add %s to the waits of %s: its record after the capture comes after the whole replay",
+				st.Name, how, ot.Name, p.Streams[ot.Stream].Name, sn, r.Kind, BufferSiteOf(r.Buffer), c.Last, ot.Name)
 		}
 		out = append(out, CaptureViolation{Rule: CaptureReplayOrder, Stage: st.Name, Stream: sn, Fix: fix, Source: st.Source})
 	}

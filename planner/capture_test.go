@@ -335,3 +335,46 @@ stages:
 		})
 	}
 }
+
+// TestReplayOrderCaptureStreamStageAndLaterWork: a stream that joined a
+// capture (side, by a wait for k1) runs work after the capture ends (k5)
+// that reads what a stage on the capture's own stream (k1) wrote; in
+// stream mode the joining wait orders it, in a replay that wait is a
+// graph edge that side's later work does not follow, so the replay races:
+// the replay order rule names the race and the fix (k5 waits for the
+// capture's last stage), and with that fix it holds.
+func TestReplayOrderCaptureStreamStageAndLaterWork(t *testing.T) {
+	src := `version: 1
+sync: manual
+buffers:
+  - {name: b0, bytes: 256}
+  - {name: b2, bytes: 256}
+  - {name: b3, bytes: 256, role: output}
+  - {name: o, bytes: 256, role: output}
+  - {name: hp, bytes: 256, where: host_pinned}
+stages:
+  - {name: k1, kernel: copy, reads: [hp], writes: [b2], stream: s0}
+  - {name: k2, kernel: mix, reads: [b2], writes: [b0], stream: side, waits: [k1]}
+  - {name: k3, kernel: mix, reads: [b2], writes: [b0], stream: s0, waits: [k2]}
+  - {name: k4, kernel: mix, reads: [b0], writes: [b3], stream: s0}
+  - {name: k5, kernel: mix, reads: [b2], writes: [o], stream: side WAITS}
+captures:
+  - {stream: s0, first: k1, last: k4}
+`
+	p, err := Build(loadSpec(t, strings.Replace(src, " WAITS", "", 1)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var re *RaceError
+	if err := Verify(p); !errors.As(err, &re) || len(re.Captures) == 0 || re.Captures[0].Rule != CaptureReplayOrder ||
+		!strings.Contains(re.Captures[0].Fix, "add k4 to the waits of k5") {
+		t.Fatalf("Verify = %v, want the replay order rule with k5 waiting for k4", err)
+	}
+	p, err = Build(loadSpec(t, strings.Replace(src, " WAITS", ", waits: [k4]", 1)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(p); err != nil {
+		t.Errorf("with k5 waiting for k4: %v", err)
+	}
+}
