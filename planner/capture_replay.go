@@ -218,6 +218,46 @@ func replayRaces(p *Plan) []replayRace {
 			}
 		}
 	}
+	// Per stage of a stream that joins a capture, issued before it joins
+	// (pre) or after the capture (not pre): the branch's first or last
+	// stage (launch order), which stream order puts after or before it.
+	type branchStage struct {
+		stage int
+		pre   bool
+	}
+	branchOf := map[int]branchStage{}
+	for ck, c := range p.Captures {
+		_, e := p.CaptureRegion(c)
+		for s, j := range p.CaptureJoins(c) {
+			if j < 0 || s == c.Stream || p.Streams[s].Host {
+				continue
+			}
+			firstIn, lastIn := -1, -1
+			for k := j; k < e; k++ {
+				if so := p.IssueOrder[k]; so[0] == s {
+					if o := p.Streams[s].Ops[so[1]]; o.Kind == OpLaunch && capOf[o.Stage] == ck {
+						if firstIn < 0 {
+							firstIn = o.Stage
+						}
+						lastIn = o.Stage
+					}
+				}
+			}
+			if firstIn < 0 {
+				continue
+			}
+			for _, o := range p.Streams[s].Ops {
+				if o.Kind != OpLaunch {
+					continue
+				}
+				if at := pos[o.Stage]; at < j {
+					branchOf[o.Stage] = branchStage{firstIn, true}
+				} else if at >= e {
+					branchOf[o.Stage] = branchStage{lastIn, false}
+				}
+			}
+		}
+	}
 	var out []replayRace
 	done := map[[2]int]bool{}
 	for _, r := range re.Races {
@@ -225,6 +265,24 @@ func replayRaces(p *Plan) []replayRace {
 		moved, other, mi, oi := k.a, k.b, r.First/n, r.Second/n
 		if _, ok := capOf[moved]; !ok {
 			moved, other, mi, oi = other, moved, oi, mi
+		}
+		if _, ok := capOf[moved]; !ok && !had[k] {
+			// Neither stage is captured: stream mode ordered them through
+			// a joined stream's captured work, which a replay runs as a
+			// graph branch: the earlier stage is that stream's work
+			// before it joined (the branch does not follow it), or the
+			// later one its work after the capture (it does not follow
+			// the branch). The pair is the stage and the branch's first
+			// or last stage.
+			a, b, ai, bi := k.a, k.b, r.First/n, r.Second/n
+			if bi < ai || bi == ai && pos[b] < pos[a] {
+				a, b, ai, bi = b, a, bi, ai
+			}
+			if m, ok := branchOf[a]; ok && m.pre {
+				moved, other, mi, oi = m.stage, a, ai, ai
+			} else if m, ok := branchOf[b]; ok && !m.pre {
+				moved, other, mi, oi = m.stage, b, bi, bi
+			}
 		}
 		ck, ok := capOf[moved]
 		if !ok || had[k] || done[[2]int{moved, other}] {

@@ -378,3 +378,46 @@ captures:
 		t.Errorf("with k5 waiting for k4: %v", err)
 	}
 }
+
+// TestReplayOrderThroughBranch: stream s1 reads b1 (k2) before it joins
+// the capture, and the next iteration's k0 overwrites b1 after the
+// capture's end, ordered in stream mode only through s1's captured k4
+// (k2 → k4 by s1's order, k4 → k5 → next k0). A replay runs k4 as a
+// graph branch that does not follow k2, so the pair races: the replay
+// order rule names k4 and the fix (k3, the first stage, waits for k2),
+// which holds.
+func TestReplayOrderThroughBranch(t *testing.T) {
+	src := `version: 1
+sync: manual
+buffers:
+  - {name: b0, bytes: 256}
+  - {name: b1, bytes: 256}
+  - {name: out, bytes: 256, role: output}
+  - {name: hp, bytes: 256, where: host_pinned}
+stages:
+  - {name: k0, kernel: copy, reads: [hp], writes: [b1], stream: s0}
+  - {name: k1, kernel: mix, reads: [b0], writes: [out], stream: s1, waits: [{stage: k5, lag: 1}]}
+  - {name: k2, kernel: mix, reads: [b1], writes: [out], stream: s1, waits: [k0]}
+  - {name: k3, kernel: mix, reads: [b1], writes: [b0], stream: s0, waits: [k1 WAITS]}
+  - {name: k4, kernel: mix, reads: [b1], writes: [b0], stream: s1, waits: [k3]}
+  - {name: k5, kernel: mix, reads: [b1], writes: [b0], stream: s0, waits: [k4]}
+captures:
+  - {stream: s0, first: k3, last: k5}
+`
+	p, err := Build(loadSpec(t, strings.Replace(src, " WAITS", "", 1)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var re *RaceError
+	if err := Verify(p); !errors.As(err, &re) || len(re.Captures) == 0 || re.Captures[0].Rule != CaptureReplayOrder ||
+		re.Captures[0].Stage != "k4" || !strings.Contains(re.Captures[0].Fix, "add it to the waits of k3") {
+		t.Fatalf("Verify = %v, want the replay order rule at k4, fixed by a wait of k3 for k2", err)
+	}
+	p, err = Build(loadSpec(t, strings.Replace(src, " WAITS", ", k2", 1)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(p); err != nil {
+		t.Errorf("with k3 waiting for k2: %v", err)
+	}
+}
