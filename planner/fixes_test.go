@@ -390,3 +390,29 @@ stages:
 		t.Errorf("host stage after c: %q", got)
 	}
 }
+
+// TestNoRedundantWaitWarningsForDeviceSynchronize: a recorded trace's
+// torch.cuda.synchronize() is one host stage that waits for every stream's
+// latest op; that some of those waits imply others is the call's nature,
+// not a line the user could delete, so it gets no warning. A recorded
+// kernel's redundant wait (a wait_stream the user wrote) still does.
+func TestNoRedundantWaitWarningsForDeviceSynchronize(t *testing.T) {
+	s := loadSpec(t, `version: 1
+sync: manual
+buffers:
+  - {name: x, bytes: 64}
+  - {name: y, bytes: 64}
+stages:
+  - {name: "k0:fill_.Scalar:p.py:1", kernel: fill, args: {value: 1.0}, writes: [x], stream: s0}
+  - {name: "k1:fill_.Scalar:p.py:2", kernel: fill, args: {value: 2.0}, writes: [y], stream: s1, waits: ["k0:fill_.Scalar:p.py:1"]}
+  - {name: "h2:synchronize:p.py:3", kernel: spin, args: {us: 1}, stream: host, waits: ["k0:fill_.Scalar:p.py:1", "k1:fill_.Scalar:p.py:2"]}
+`)
+	if got := Warnings(build(t, s, Options{})); len(got) != 0 {
+		t.Errorf("device synchronize: %q", got)
+	}
+	// A stream synchronize of the trace is one wait the user wrote: judged.
+	s.Stages[2].Name = "h2:stream-synchronize:p.py:3"
+	if got := Warnings(build(t, s, Options{})); len(got) != 1 || !strings.Contains(got[0], "is redundant") {
+		t.Errorf("stream synchronize: %q", got)
+	}
+}

@@ -46,6 +46,22 @@ func SiteOf(name string) string {
 	return fileLine(name, name[i+1+j+1:])
 }
 
+// recordedDeviceSync reports whether name is the host stage of a recorded
+// trace's torch.cuda.synchronize() (dagrun_torch.record's
+// hNNN:synchronize:FILE:LINE): the host waits for every stream at once.
+func recordedDeviceSync(name string) bool {
+	rest, ok := strings.CutPrefix(name, "h")
+	if !ok {
+		return false
+	}
+	i := strings.IndexByte(rest, ':')
+	if i < 1 || !isDigits(rest[:i]) {
+		return false
+	}
+	site, ok := strings.CutPrefix(rest[i+1:], "synchronize:")
+	return ok && fileLine("", site) == site
+}
+
 // fileLine is rest when it is FILE:LINE, else name.
 func fileLine(name, rest string) string {
 	if k := strings.LastIndexByte(rest, ':'); k > 0 && isDigits(rest[k+1:]) {

@@ -23,7 +23,9 @@ import (
 //     hazard-dag strategy's waits on hazard edges that others imply are
 //     its design (the whole hazard DAG, for a CUDA graph), so they are not
 //     listed in a plan of that strategy; a wait on its own stream's record
-//     is.
+//     is. A recorded trace's torch.cuda.synchronize() (a host stage
+//     hNNN:synchronize:FILE:LINE that waits for every stream) gets none:
+//     its waits are one call's, none of them the user's to delete.
 //
 // Cross-iteration waits (Lag > 0) are not judged. Each warning is one
 // sentence naming the wait's stream, the stage it guards and the records.
@@ -42,17 +44,24 @@ func Warnings(p *Plan) []string {
 		return "the stream's start"
 	}
 	name := func(s int) string { return streamLabel(p.Streams[s].Name, s) }
-	// guard names the stage a wait guards, with its spec position.
-	guard := func(s, j int) string {
+	guarded := func(s, j int) int { // the stage the wait guards, or -1
 		for _, o := range p.Streams[s].Ops[j+1:] {
 			if o.Kind == OpLaunch {
-				if src := p.Stages[o.Stage].Source; src != "" {
-					return p.Stages[o.Stage].Name + " (" + src + ")"
-				}
-				return p.Stages[o.Stage].Name
+				return o.Stage
 			}
 		}
-		return "the end of stream " + name(s)
+		return -1
+	}
+	// guard names the stage a wait guards, with its spec position.
+	guard := func(s, j int) string {
+		st := guarded(s, j)
+		if st < 0 {
+			return "the end of stream " + name(s)
+		}
+		if src := p.Stages[st].Source; src != "" {
+			return p.Stages[st].Name + " (" + src + ")"
+		}
+		return p.Stages[st].Name
 	}
 	recAt := func(r int32) string { // "after X on stream S"
 		return fmt.Sprintf("after %s on stream %s", launchBefore(int(v.opStream[r]), int(v.opIndex(r))), name(int(v.opStream[r])))
@@ -103,6 +112,9 @@ func Warnings(p *Plan) []string {
 		}
 		if p.Strategy == StrategyHazardDAG {
 			continue // its waits are the hazard DAG's edges, implied ones included
+		}
+		if st := guarded(s, j); st >= 0 && recordedDeviceSync(p.Stages[st].Name) {
+			continue // one call's waits on every stream: none is the user's to delete
 		}
 		// Redundant: the stream's clock just before the wait already
 		// covers the record, or a later wait of the same group (the
