@@ -343,3 +343,16 @@ func TestReadPlanOfJSONSpec(t *testing.T) {
 		t.Errorf("ReadPlan of a JSON spec: %v", err)
 	}
 }
+
+// A plan file that is not there is reported as a spec file that is not
+// there is: what could not be read, and what to do, not Go's "stat" error
+// (errors.Is(err, os.ErrNotExist) still holds).
+func TestReadPlanOfMissingFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "plan.json")
+	_, err := dagrun.ReadPlan(path)
+	want := path + ": cannot read plan file: no such file or directory (check the path; write a plan file with `dagrun plan --json SPEC > FILE`)"
+	if err == nil || err.Error() != want || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ReadPlan of a missing file:\n%v\nwant\n%s", err, want)
+	}
+}

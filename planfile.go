@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"reflect"
@@ -41,7 +42,9 @@ const CompactPlanStages = 10_000
 // ReadPlan reads a plan file written by WritePlanJSON (`dagrun plan
 // --json`) and checks it as Run would, without touching a backend. Every
 // error is bad input, prefixed with path and, where the value at fault
-// can be placed, its line:column: the file is not a regular file or is
+// can be placed, its line:column: the file cannot be read ("cannot read
+// plan file", wrapping the os error: errors.Is(err, os.ErrNotExist) for a
+// missing one); it is not a regular file or is
 // larger than planner.MaxPlanFileBytes; it is not JSON of a plan (a syntax
 // or type error; a file that ends early, at its end; data after the plan);
 // it has a field no plan has (named with its JSON path); its version is not
@@ -70,6 +73,9 @@ func QuotePath(path string) string { return safefile.Quote(path) }
 // init and PTX files outside the plan file's folder.
 func ReadPlanWith(path string, o LoadOptions) (*StreamPlan, error) {
 	b, err := safefile.ReadFile(path, planner.MaxPlanFileBytes, "plan file")
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		return nil, fmt.Errorf("%s: cannot read plan file: %w (check the path; write a plan file with `dagrun plan --json SPEC > FILE`)", QuotePath(path), pe.Err)
+	}
 	if err != nil {
 		return nil, err
 	}
