@@ -219,11 +219,11 @@ func replayRaces(p *Plan) []replayRace {
 		}
 	}
 	// Per stage of a stream that joins a capture, issued before it joins
-	// (pre) or after the capture (not pre): the branch's first or last
-	// stage (launch order), which stream order puts after or before it.
+	// (pre) or after the capture (not pre): the branch's first and last
+	// stages (launch order), which stream order puts around it.
 	type branchStage struct {
-		stage int
-		pre   bool
+		first, last int
+		pre         bool
 	}
 	branchOf := map[int]branchStage{}
 	for ck, c := range p.Captures {
@@ -251,9 +251,9 @@ func replayRaces(p *Plan) []replayRace {
 					continue
 				}
 				if at := pos[o.Stage]; at < j {
-					branchOf[o.Stage] = branchStage{firstIn, true}
+					branchOf[o.Stage] = branchStage{firstIn, lastIn, true}
 				} else if at >= e {
-					branchOf[o.Stage] = branchStage{lastIn, false}
+					branchOf[o.Stage] = branchStage{firstIn, lastIn, false}
 				}
 			}
 		}
@@ -278,10 +278,21 @@ func replayRaces(p *Plan) []replayRace {
 			if bi < ai || bi == ai && pos[b] < pos[a] {
 				a, b, ai, bi = b, a, bi, ai
 			}
-			if m, ok := branchOf[a]; ok && m.pre {
-				moved, other, mi, oi = m.stage, a, ai, ai
-			} else if m, ok := branchOf[b]; ok && !m.pre {
-				moved, other, mi, oi = m.stage, b, bi, bi
+			if m, ok := branchOf[a]; ok {
+				// a's stream reaches the branch of a's iteration (a
+				// before the join) or of the next one (a after the
+				// capture).
+				moved, other, mi, oi = m.first, a, ai, ai
+				if !m.pre {
+					mi = ai + 1
+				}
+			} else if m, ok := branchOf[b]; ok && (!m.pre || bi > 0) {
+				// b's stream follows the branch of b's iteration (b after
+				// the capture) or of the one before (b before the join).
+				moved, other, mi, oi = m.last, b, bi, bi
+				if m.pre {
+					mi = bi - 1
+				}
 			}
 		}
 		ck, ok := capOf[moved]

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -419,5 +420,38 @@ captures:
 	}
 	if err := Verify(p); err != nil {
 		t.Errorf("with k3 waiting for k2: %v", err)
+	}
+}
+
+// TestAutoReplayOrderAcrossIterations: in this automatically synchronized
+// plan, stream s1 joins the capture (k1…k4) and works after it (k7…k13);
+// the next iteration's s0 work is ordered after that later work only
+// through s1's branch of the next replay. The planner orders it so that a
+// replay has no race stream mode lacks (Verify of ReplayPlan).
+func TestAutoReplayOrderAcrossIterations(t *testing.T) {
+	src := "version: 1\nbuffers:\n"
+	for _, b := range []string{"b0", "b1", "b2", "b3", "b4", "out"} {
+		src += "  - {name: " + b + ", bytes: 256}\n"
+	}
+	src += "  - {name: hp, bytes: 256, where: host_pinned}\nstages:\n"
+	for i, st := range [][3]string{{"b2", "b0", "s0"}, {"b0", "b2", "s1"}, {"b0", "out", "s1"}, {"b3", "b0", "s1"}, {"b3", "out", "s1"},
+		{"b2", "out", "s0"}, {"b1", "b4", "s0"}, {"b0", "out", "s1"}, {"b4", "b4", "s1"}, {"b4", "b2", "s0"}, {"b1", "b0", "s1"},
+		{"b4", "b1", "s1"}, {"b2", "b3", "s0"}, {"hp", "b4", "s1"}} {
+		kernel := "mix"
+		if st[0] == "hp" {
+			kernel = "copy"
+		}
+		src += fmt.Sprintf("  - {name: k%d, kernel: %s, reads: [%s], writes: [%s], stream: %s}\n", i, kernel, st[0], st[1], st[2])
+	}
+	src += "captures:\n  - {stream: s0, first: k0, last: k5, mode: relaxed}\n"
+	p, err := Build(loadSpec(t, src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := verify(ReplayPlan(p), false); err != nil {
+		t.Errorf("a replay of the plan races:\n%v", err)
 	}
 }
