@@ -425,7 +425,7 @@ func TestMakespan(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
 		s, err := dag.LoadFile(f)
 		must(t, err)
-		hg, err := dag.Hazards(s)
+		hg, err := dag.AllHazards(s)
 		must(t, err)
 		build := func(strategy string) *planner.Plan {
 			p, err := planner.Build(s, planner.Options{Strategy: strategy})
@@ -648,7 +648,7 @@ func TestTimelines(t *testing.T) {
 		if err != nil {
 			t.Skip(err)
 		}
-		hg, err := dag.Hazards(s)
+		hg, err := dag.AllHazards(s)
 		must(t, err)
 		p, err := planner.Build(s, planner.Options{})
 		must(t, err)

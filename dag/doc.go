@@ -27,8 +27,11 @@
 //     value must win;
 //
 // plus an edge for each `after:` entry. Accesses whose bytes were all
-// overwritten since are superseded, so the graph stays near the size of the
-// spec.
+// overwritten since are superseded, and a pair that other edges already
+// order gets no edge where that is cheap to find (a stage reading what
+// every earlier stage appended to a buffer gets one edge), so the graph
+// stays near the size of the spec. AllHazards keeps those implied edges:
+// the whole hazard DAG, for the planner's hazard-dag strategy.
 //
 // ReadGraphFile and ImportGraph turn an operator graph exported from
 // PyTorch (scripts/export_graph.py) into a spec.

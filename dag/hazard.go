@@ -307,13 +307,41 @@ type pendingHazard struct {
 // the reads since). An access only meets the live history of the bytes it
 // touches, so an earlier access whose bytes were all overwritten since is
 // superseded: its order with later stages follows transitively through the
-// overwriting stage, and that edge is left out. Cost is
-// O(A log S + E) for A accesses, S live segments and E edges found.
+// overwriting stage, and that edge is left out.
 //
-// Errors: an `after:` entry naming no stage or the stage itself, and
-// dependency cycles (possible only when `after:` names a later stage),
-// reported with the stage names of each cycle.
-func Hazards(s *Spec) (*HazardGraph, error) {
+// Edges that other edges imply are left out too, where that is cheap to
+// prove: of a stage's conflicting earlier stages (its candidates), one that
+// happens before another candidate through the edges already found (a
+// search back from the candidates over earlier stages, bounded per stage by
+// hazardSearchPerCandidate steps per candidate) gets no edge, and a read of
+// a byte range drops that range's earlier readers that happen before the
+// reading stage (a later write of the range is ordered after them through
+// it). Such an edge is one the transitive reduction drops (for a DAG it is
+// unique and is the minimum equivalent graph, Aho, Garey & Ullman 1972), so
+// the graph's reachability, and so its transitive reduction, are those of
+// the graph with an edge per conflicting pair; but a stage that reads what
+// every earlier stage wrote (a prefix of a buffer each stage appends to, as
+// a concatenation does) gets one edge, not one per earlier stage. Edges
+// whose implication the bounded search does not find stay in. Cost is
+// O(A log S + M) for A accesses, S live segments and M overlaps examined
+// (segments met and candidates found, MaxHazardOverlaps); the graph takes
+// O(E) for E edges kept (MaxHazards).
+//
+// Errors: an `after:` entry naming no stage or the stage itself, dependency
+// cycles (possible only when `after:` names a later stage), reported with the
+// stage names of each cycle, and a spec past MaxHazards or
+// MaxHazardOverlaps, at the stage where it passes.
+func Hazards(s *Spec) (*HazardGraph, error) { return hazards(s, false) }
+
+// AllHazards is Hazards with the implied edges kept: an edge for every
+// conflicting pair that meets in the live history (superseded accesses
+// still leave none), the hazard DAG as a CUDA graph built from it has
+// it, redundant edges included (the hazard-dag strategy). Its
+// reachability is Hazards'; it may have an edge per pair of stages where
+// Hazards has one per stage, within the same limits and errors.
+func AllHazards(s *Spec) (*HazardGraph, error) { return hazards(s, true) }
+
+func hazards(s *Spec, keepImplied bool) (*HazardGraph, error) {
 	n := len(s.Stages)
 	var index map[string]int32 // stage name → index, built at the first after: entry
 	// Buffers by their index in s.Buffers; an undeclared name gets one
@@ -353,30 +381,46 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 	for i := range s.Stages {
 		na += len(s.Stages[i].Reads) + len(s.Stages[i].Writes) + len(s.Stages[i].After)
 	}
-	limit := max(maxHazards, HazardsPerAccess*na) // MaxHazards
+	limit := max(maxHazards, HazardsPerAccess*na)                // MaxHazards
+	overlapLimit := max(maxHazardOverlaps, OverlapsPerAccess*na) // MaxHazardOverlaps
+	overlaps := 0
 	tooMany := func(st *StageSpec) error {
-		return ErrorList{{Pos: st.Pos, Msg: fmt.Sprintf("stage %s: the spec's hazards (pairs of conflicting accesses) pass %d here, its limit (%d per read, write and after: entry, or %d, whichever is more; each takes about 160 bytes through planning)",
+		return ErrorList{{Pos: st.Pos, Msg: fmt.Sprintf("stage %s: the spec's hazards (pairs of conflicting accesses that no other pair orders) pass %d here, its limit (%d per read, write and after: entry, or %d, whichever is more; each takes about 160 bytes through planning)",
 			st.Name, limit, HazardsPerAccess, maxHazards),
-			Hint: "its stages meet too many earlier accesses each, as when every stage reads what every earlier stage wrote (n²/2 pairs): have each stage read only the slices it needs, or one buffer that a single stage gathers them into"}}
+			Hint: "its stages meet too many unordered earlier accesses each, as when each of many stages reads what many unordered earlier stages wrote (an edge per pair): have each stage read only the slices it needs, or one buffer that a single stage gathers them into"}}
+	}
+	tooManyOverlaps := func(st *StageSpec) error {
+		return ErrorList{{Pos: st.Pos, Msg: fmt.Sprintf("stage %s: the spec's overlaps (byte ranges of earlier accesses that an access meets) pass %d here, its limit (%d per read, write and after: entry, or %d, whichever is more)",
+			st.Name, overlapLimit, OverlapsPerAccess, maxHazardOverlaps),
+			Hint: "its stages each meet what many earlier stages wrote or read, in many separate byte ranges: have each stage read only the slices it needs, or one buffer that a single stage gathers them into"}}
 	}
 	g.pred = make([]int32, 0, na)
 	g.accBuf = make([]int32, 0, na)
 	g.hz = make([]Hazard, 0, na)
 	g.hzOff = make([]int32, 1, na+1)
 	var pend []pendingHazard
+	// Per stage v: cand[u] == v when earlier stage u is one of v's
+	// candidates (a conflict or after: entry), reached[u] == v when the
+	// search found that u happens before one of them.
+	cand, reached := make([]int32, n), make([]int32, n)
+	for i := range n {
+		cand[i], reached[i] = -1, -1
+	}
+	var cands, stack []int32
 	access := func(r accRef) Access {
 		if r.write {
 			return s.Stages[r.stage].Writes[r.acc]
 		}
 		return s.Stages[r.stage].Reads[r.acc]
 	}
-	// addHz adds a hazard of the stage being analysed and reports whether
-	// the hazards found pass the limit.
+	// addHz adds a candidate hazard of the stage being analysed and
+	// reports whether the overlaps examined pass their limit.
 	addHz := func(kind HazardKind, from accRef, a Access) bool {
 		b := access(from)
 		lo, hi := max(a.Offset, b.Offset), min(a.End(), b.End())
 		pend = append(pend, pendingHazard{from.stage, Hazard{Kind: kind, Buffer: a.Buffer, Offset: lo, Bytes: hi - lo}})
-		return len(g.hz)+len(pend) > limit
+		overlaps++
+		return overlaps > overlapLimit
 	}
 	for v := range s.Stages {
 		st := &s.Stages[v]
@@ -398,9 +442,6 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 				g.forward = false
 			}
 			pend = append(pend, pendingHazard{u, Hazard{Kind: After}})
-			if len(g.hz)+len(pend) > limit {
-				return nil, tooMany(st)
-			}
 		}
 		for r, a := range st.Reads {
 			k := bufOf(a.Buffer, false, r)
@@ -410,12 +451,15 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 			}
 			b := &bufs[k]
 			i, j := b.touch(a.Offset, a.End())
+			if overlaps += j - i; overlaps > overlapLimit {
+				return nil, tooManyOverlaps(st)
+			}
 			me := accRef{int32(v), int32(r), false}
 			for k := i; k < j; k++ {
 				sg := &b.segs[k]
 				if sg.writer.stage >= 0 && int(sg.writer.stage) != v {
 					if addHz(RAW, sg.writer, a) {
-						return nil, tooMany(st)
+						return nil, tooManyOverlaps(st)
 					}
 				}
 				sg.readers = append(sg.readers, me)
@@ -429,17 +473,20 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 			}
 			b := &bufs[k]
 			i, j := b.touch(a.Offset, a.End())
+			if overlaps += j - i; overlaps > overlapLimit {
+				return nil, tooManyOverlaps(st)
+			}
 			for k := i; k < j; k++ {
 				sg := &b.segs[k]
 				if sg.writer.stage >= 0 && int(sg.writer.stage) != v {
 					if addHz(WAW, sg.writer, a) {
-						return nil, tooMany(st)
+						return nil, tooManyOverlaps(st)
 					}
 				}
 				for _, r := range sg.readers {
 					if int(r.stage) != v {
 						if addHz(WAR, r, a) {
-							return nil, tooMany(st)
+							return nil, tooManyOverlaps(st)
 						}
 					}
 				}
@@ -448,11 +495,74 @@ func Hazards(s *Spec) (*HazardGraph, error) {
 			b.segs[i] = segment{lo: b.segs[i].lo, hi: b.segs[j-1].hi, writer: accRef{int32(v), int32(w), true}}
 			b.segs = slices.Delete(b.segs, i+1, j)
 		}
+		// Leave out the candidates that happen before another candidate:
+		// search back from the candidates, latest first, over the edges of
+		// earlier stages (forward edges only, so every path found descends
+		// in declaration order and ends at a later candidate), marking the
+		// stages found. A marked candidate's edge is implied by the path
+		// through the candidate the search started from.
+		cands = cands[:0]
+		minC := int32(v)
+		for _, p := range pend {
+			if keepImplied {
+				break
+			}
+			if u := p.from; int(u) < v && cand[u] != int32(v) {
+				cand[u] = int32(v)
+				cands = append(cands, u)
+				minC = min(minC, u)
+			}
+		}
+		if !slices.IsSorted(cands) {
+			slices.Sort(cands)
+		}
+		budget := hazardSearchPerCandidate * len(cands)
+		for k := len(cands) - 1; k >= 0 && budget > 0; k-- {
+			if reached[cands[k]] == int32(v) {
+				continue // its ancestors are searched from where it was found
+			}
+			stack = append(stack[:0], cands[k])
+			for len(stack) > 0 && budget > 0 {
+				x := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				row := g.Pred(int(x))
+				for e := len(row) - 1; e >= 0 && row[e] >= minC && budget > 0; e-- {
+					budget--
+					if u := row[e]; u < x && reached[u] != int32(v) {
+						reached[u] = int32(v)
+						stack = append(stack, u)
+					}
+				}
+			}
+		}
+		pend = slices.DeleteFunc(pend, func(p pendingHazard) bool { return int(p.from) < v && reached[p.from] == int32(v) })
+		// A range this stage read keeps none of its earlier readers that
+		// happen before this stage: a later write of the range is ordered
+		// after them through this stage, a reader of it too. (A range this
+		// stage also wrote has no readers left.)
+		if len(cands) > 0 {
+			for r, a := range st.Reads {
+				if a.Bytes <= 0 {
+					continue
+				}
+				b := &bufs[g.accBuf[int(g.accOff[v])+r]]
+				for i := sort.Search(len(b.segs), func(k int) bool { return b.segs[k].hi > a.Offset }); i < len(b.segs) && b.segs[i].lo < a.End(); i++ {
+					if sg := &b.segs[i]; len(sg.readers) > 1 {
+						sg.readers = slices.DeleteFunc(sg.readers, func(x accRef) bool {
+							return int(x.stage) != v && (cand[x.stage] == int32(v) || reached[x.stage] == int32(v))
+						})
+					}
+				}
+			}
+		}
 		slices.SortFunc(pend, func(x, y pendingHazard) int {
 			return cmp.Or(cmp.Compare(x.from, y.from), cmp.Compare(x.h.Kind, y.h.Kind),
 				strings.Compare(x.h.Buffer, y.h.Buffer), cmp.Compare(x.h.Offset, y.h.Offset), cmp.Compare(x.h.Bytes, y.h.Bytes))
 		})
 		pend = slices.Compact(pend)
+		if len(g.hz)+len(pend) > limit {
+			return nil, tooMany(st)
+		}
 		for k, p := range pend {
 			if k == 0 || pend[k-1].from != p.from {
 				if k > 0 {

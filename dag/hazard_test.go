@@ -72,38 +72,65 @@ func edges(g *HazardGraph) []string {
 	return out
 }
 
+// TestHazards: the edges of AllHazards (want), and those Hazards leaves
+// out because other edges imply them (implied).
 func TestHazards(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		stages []string
-		want   []string
+		name    string
+		stages  []string
+		want    []string
+		implied []string
 	}{
-		{"raw", []string{"a: w=x", "b: r=x"}, []string{"a->b RAW x[0:64]"}},
-		{"war", []string{"a: r=x", "b: w=x"}, []string{"a->b WAR x[0:64]"}},
-		{"waw", []string{"a: w=x", "b: w=x"}, []string{"a->b WAW x[0:64]"}},
-		{"rar is free", []string{"a: r=x", "b: r=x"}, nil},
-		{"disjoint halves", []string{"a: w=x[0:32]", "b: w=x[32:64]", "c: r=x[0:32]"}, []string{"a->c RAW x[0:32]"}},
-		{"partial overlap is the intersection", []string{"a: w=x[0:40]", "b: r=x[32:64]"}, []string{"a->b RAW x[32:40]"}},
+		{"raw", []string{"a: w=x", "b: r=x"}, []string{"a->b RAW x[0:64]"}, nil},
+		{"war", []string{"a: r=x", "b: w=x"}, []string{"a->b WAR x[0:64]"}, nil},
+		{"waw", []string{"a: w=x", "b: w=x"}, []string{"a->b WAW x[0:64]"}, nil},
+		{"rar is free", []string{"a: r=x", "b: r=x"}, nil, nil},
+		{"disjoint halves", []string{"a: w=x[0:32]", "b: w=x[32:64]", "c: r=x[0:32]"}, []string{"a->c RAW x[0:32]"}, nil},
+		{"partial overlap is the intersection", []string{"a: w=x[0:40]", "b: r=x[32:64]"}, []string{"a->b RAW x[32:40]"}, nil},
 		{"covering write supersedes", []string{"a: w=x", "b: r=x", "c: w=x", "d: r=x"},
-			[]string{"a->b RAW x[0:64]", "a->c WAW x[0:64]", "b->c WAR x[0:64]", "c->d RAW x[0:64]"}},
+			[]string{"a->b RAW x[0:64]", "a->c WAW x[0:64]", "b->c WAR x[0:64]", "c->d RAW x[0:64]"}, []string{"a->c WAW x[0:64]"}},
 		{"partial write keeps the rest live", []string{"a: w=x[0:32]", "b: w=x[16:48]", "c: r=x[0:64]"},
-			[]string{"a->b WAW x[16:32]", "a->c RAW x[0:32]", "b->c RAW x[16:48]"}},
-		{"in-place", []string{"a: w=x", "b: r=x w=x", "c: r=x"}, []string{"a->b RAW x[0:64], WAW x[0:64]", "b->c RAW x[0:64]"}},
+			[]string{"a->b WAW x[16:32]", "a->c RAW x[0:32]", "b->c RAW x[16:48]"}, []string{"a->c RAW x[0:32]"}},
+		{"in-place", []string{"a: w=x", "b: r=x w=x", "c: r=x"}, []string{"a->b RAW x[0:64], WAW x[0:64]", "b->c RAW x[0:64]"}, nil},
 		{"readers since last write", []string{"a: w=x", "b: r=x", "c: r=x", "d: w=x[0:8]"},
-			[]string{"a->b RAW x[0:64]", "a->c RAW x[0:64]", "a->d WAW x[0:8]", "b->d WAR x[0:8]", "c->d WAR x[0:8]"}},
-		{"after", []string{"a: w=x", "b: w=y after=a", "c: r=y"}, []string{"a->b after", "b->c RAW y[0:64]"}},
-		{"after and data", []string{"a: w=x", "b: r=x after=a"}, []string{"a->b RAW x[0:64], after"}},
-		{"two buffers one edge", []string{"a: w=x,y", "b: r=y,x"}, []string{"a->b RAW x[0:64], RAW y[0:64]"}},
+			[]string{"a->b RAW x[0:64]", "a->c RAW x[0:64]", "a->d WAW x[0:8]", "b->d WAR x[0:8]", "c->d WAR x[0:8]"}, []string{"a->d WAW x[0:8]"}},
+		{"after", []string{"a: w=x", "b: w=y after=a", "c: r=y"}, []string{"a->b after", "b->c RAW y[0:64]"}, nil},
+		{"after and data", []string{"a: w=x", "b: r=x after=a"}, []string{"a->b RAW x[0:64], after"}, nil},
+		{"two buffers one edge", []string{"a: w=x,y", "b: r=y,x"}, []string{"a->b RAW x[0:64], RAW y[0:64]"}, nil},
+		// A concatenation: each stage reads all that the earlier ones
+		// appended, and gets one edge, from the last.
+		{"prefix", []string{"a: w=x[0:8]", "b: r=x[0:8] w=x[8:16]", "c: r=x[0:16] w=x[16:24]", "d: r=x[0:24]"},
+			[]string{"a->b RAW x[0:8]", "a->c RAW x[0:8]", "a->d RAW x[0:8]", "b->c RAW x[8:16]", "b->d RAW x[8:16]", "c->d RAW x[16:24]"},
+			[]string{"a->c RAW x[0:8]", "a->d RAW x[0:8]", "b->d RAW x[8:16]"}},
+		// Implied through two edges: a → b → c → d.
+		{"prefix through a temporary", []string{"a: w=x[0:8]", "b: r=x[0:8] w=t", "c: r=t w=x[8:16]", "d: r=x[0:16]"},
+			[]string{"a->b RAW x[0:8]", "a->d RAW x[0:8]", "b->c RAW t[0:64]", "c->d RAW x[8:16]"}, []string{"a->d RAW x[0:8]"}},
+		// Unordered writers: each edge is needed.
+		{"gather", []string{"a: w=x[0:8]", "b: w=x[8:16]", "c: r=x[0:16]", "d: r=x[0:16]"},
+			[]string{"a->c RAW x[0:8]", "a->d RAW x[0:8]", "b->c RAW x[8:16]", "b->d RAW x[8:16]"}, nil},
+		// b read x and c, which read it too, happens after b: a write of x
+		// is ordered after b through c.
+		{"earlier reader", []string{"a: w=x", "b: r=x w=y", "c: r=x,y", "d: w=x"},
+			[]string{"a->b RAW x[0:64]", "a->c RAW x[0:64]", "a->d WAW x[0:64]", "b->c RAW y[0:64]", "b->d WAR x[0:64]", "c->d WAR x[0:64]"},
+			[]string{"a->c RAW x[0:64]", "a->d WAW x[0:64]", "b->d WAR x[0:64]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			all, err := AllHazards(hzSpec(t, tc.stages...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := edges(all); !slices.Equal(got, tc.want) {
+				t.Errorf("AllHazards edges:\n got %q\nwant %q", got, tc.want)
+			}
 			g, err := Hazards(hzSpec(t, tc.stages...))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := edges(g); !slices.Equal(got, tc.want) {
-				t.Errorf("edges:\n got %q\nwant %q", got, tc.want)
+			want := slices.DeleteFunc(slices.Clone(tc.want), func(e string) bool { return slices.Contains(tc.implied, e) })
+			if got := edges(g); !slices.Equal(got, want) {
+				t.Errorf("Hazards edges:\n got %q\nwant %q", got, want)
 			}
-			if !g.Forward() {
+			if !g.Forward() || !all.Forward() {
 				t.Errorf("Forward() = false")
 			}
 		})
@@ -144,7 +171,7 @@ func TestHazardsErrors(t *testing.T) {
 }
 
 func TestHazardGraphGonum(t *testing.T) {
-	g, err := Hazards(hzSpec(t, "a: w=x", "b: r=x w=y", "c: r=x", "d: r=y,x"))
+	g, err := AllHazards(hzSpec(t, "a: w=x", "b: r=x w=y", "c: r=x", "d: r=y,x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +201,9 @@ func TestHazardGraphGonum(t *testing.T) {
 // TestHazardsBruteForce checks the graph's reachability against every
 // conflicting pair on random specs with byte ranges: each conflicting pair
 // i < j must be joined by a path, and each edge must be a conflict or after.
+// Hazards and AllHazards must have the same reachability (so the same
+// transitive reduction), Hazards' edges must be AllHazards' with the same
+// hazards, and on these small specs none that another path implies.
 func TestHazardsBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for iter := 0; iter < 300; iter++ {
@@ -219,13 +249,36 @@ func TestHazardsBruteForce(t *testing.T) {
 			}
 			return false
 		}
-		reach := make([][]bool, n)
-		for i := n - 1; i >= 0; i-- {
-			reach[i] = make([]bool, n)
-			for _, v := range g.Succ(i) {
-				reach[i][v] = true
-				for k := range n {
-					reach[i][k] = reach[i][k] || reach[v][k]
+		closure := func(g *HazardGraph) [][]bool {
+			reach := make([][]bool, n)
+			for i := n - 1; i >= 0; i-- {
+				reach[i] = make([]bool, n)
+				for _, v := range g.Succ(i) {
+					reach[i][v] = true
+					for k := range n {
+						reach[i][k] = reach[i][k] || reach[v][k]
+					}
+				}
+			}
+			return reach
+		}
+		reach := closure(g)
+		all, err := AllHazards(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.EqualFunc(reach, closure(all), slices.Equal) {
+			t.Fatalf("iter %d: Hazards and AllHazards order different pairs\n%v\n%v", iter, edges(g), edges(all))
+		}
+		for v := range n {
+			for _, u := range g.Pred(v) {
+				if !slices.Equal(g.EdgeHazards(int(u), v), all.EdgeHazards(int(u), v)) {
+					t.Fatalf("iter %d: edge %d->%d: Hazards %v, AllHazards %v", iter, u, v, g.EdgeHazards(int(u), v), all.EdgeHazards(int(u), v))
+				}
+				for _, w := range g.Succ(int(u)) {
+					if int(w) != v && reach[w][v] {
+						t.Fatalf("iter %d: edge %s->%s is implied through %s\n%v", iter, s.Stages[u].Name, s.Stages[v].Name, s.Stages[w].Name, edges(g))
+					}
 				}
 			}
 		}

@@ -30,16 +30,35 @@ const (
 	// planner.MaxBufferBytes).
 	MaxBufferBytes = 1 << 40
 	// MaxHazards bounds the hazards of a spec's hazard graph (Hazards):
-	// the labelled pairs of conflicting accesses, about 160 bytes each
-	// through planning. A spec may have HazardsPerAccess per read, write
-	// and after: entry, or MaxHazards (2^22, about 650 MiB), whichever is
-	// more; a spec whose stages each read what many earlier stages wrote
-	// (a prefix of a buffer every stage appends to: n²/2 pairs) passes it
-	// and is refused at the stage where it does.
+	// the labelled pairs of conflicting accesses it keeps (those no other
+	// edges imply), about 160 bytes each through planning. A spec may have
+	// HazardsPerAccess per read, write and after: entry, or MaxHazards
+	// (2^22, about 650 MiB), whichever is more; a spec where each of many
+	// stages reads what many unordered earlier stages wrote (n writers and
+	// n readers of all they wrote: n² pairs, none implied by another)
+	// passes it and is refused at the stage where it does. A stage reading
+	// what every earlier stage wrote in order (a prefix of a buffer every
+	// stage appends to) keeps one edge, not one per earlier stage.
 	MaxHazards = 1 << 22
 	// HazardsPerAccess is the hazards a spec may have per access (see
 	// MaxHazards).
 	HazardsPerAccess = 4
+	// MaxHazardOverlaps bounds the work of the hazard analysis (Hazards):
+	// the byte ranges of earlier accesses that the spec's accesses meet
+	// (live segments, and candidate pairs found in them), each examined
+	// once whether or not its edge is kept. A spec may have
+	// OverlapsPerAccess per read, write and after: entry, or
+	// MaxHazardOverlaps (2^27, a few seconds), whichever is more; a spec
+	// of n stages each reading the prefix that the n earlier stages'
+	// writes tile meets n² (within the limit up to n = 11,585, a YAML
+	// spec of about 1.5 MB) and is refused at the stage where it passes.
+	MaxHazardOverlaps = 1 << 27
+	// OverlapsPerAccess is the overlaps a spec may have per access (see
+	// MaxHazardOverlaps).
+	OverlapsPerAccess = 16
+	// hazardSearchPerCandidate bounds, per candidate of a stage, the edges
+	// Hazards follows back to find candidates that happen before others.
+	hazardSearchPerCandidate = 16
 )
 
 // maxYAMLv3Bytes is MaxYAMLv3Bytes (tests lower it).
@@ -47,6 +66,9 @@ var maxYAMLv3Bytes = MaxYAMLv3Bytes
 
 // maxHazards is MaxHazards (tests lower it).
 var maxHazards = MaxHazards
+
+// maxHazardOverlaps is MaxHazardOverlaps (tests lower it).
+var maxHazardOverlaps = MaxHazardOverlaps
 
 // limits are the limits the loader applies (tests lower them).
 var limits = struct{ stages, buffers, kernels, accesses int }{MaxStages, MaxBuffers, MaxKernels, MaxAccesses}

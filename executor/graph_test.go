@@ -105,7 +105,7 @@ func TestHazardPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := dag.Hazards(s)
+		g, err := dag.AllHazards(s)
 		if err != nil {
 			t.Fatal(err)
 		}

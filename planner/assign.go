@@ -591,7 +591,9 @@ func (st *state) asap() (est, eft []float64) {
 }
 
 // criticalPath returns a longest path by effective duration, in order; ties
-// go to the earlier position, so the result is stable.
+// go to the earlier position, so the result is stable. It follows the
+// transitive reduction's edges, as asap does, so the path does not depend
+// on which implied edges the hazard graph has.
 func (st *state) criticalPath() []int32 {
 	if st.n == 0 {
 		return nil
@@ -606,7 +608,7 @@ func (st *state) criticalPath() []int32 {
 	path := []int32{end}
 	for v := end; ; {
 		best := int32(-1)
-		for _, u := range st.g.Pred(int(v)) {
+		for _, u := range st.redPred.row(int(v)) {
 			if eft[u]+st.dur[v] == eft[v] && (best < 0 || st.pos[u] < st.pos[best]) {
 				best = u
 			}

@@ -489,7 +489,14 @@ func newState(s *dag.Spec, o Options, low *lowering, keep *keptStreams) (st *sta
 			return nil, fmt.Errorf("planner: --dump-after %q: no such pass (passes: %v)", o.DumpAfter, Passes())
 		}
 	}
-	if st.g, err = dag.Hazards(s); err != nil {
+	// The hazard-dag strategy plans the whole hazard DAG, implied edges
+	// included; the others see its transitive reduction (reduce), the
+	// same for both graphs.
+	hazards := dag.Hazards
+	if st.strategy == StrategyHazardDAG {
+		hazards = dag.AllHazards
+	}
+	if st.g, err = hazards(s); err != nil {
 		return nil, err
 	}
 	st.dur = make([]float64, st.n)

@@ -91,7 +91,7 @@ func TestHazardDAGMatchesHazardPlan(t *testing.T) {
 		for i := range s.Stages {
 			s.Stages[i].Stream = ""
 		}
-		g, err := dag.Hazards(s)
+		g, err := dag.AllHazards(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func referenceHazardPlan(p *planner.Plan, g *dag.HazardGraph) (*planner.Plan, er
 			s.Stages[i] = dag.StageSpec{Name: st.Name, Kernel: st.Kernel, Reads: acc(st.Reads), Writes: acc(st.Writes)}
 		}
 		var err error
-		if g, err = dag.Hazards(s); err != nil {
+		if g, err = dag.AllHazards(s); err != nil {
 			return nil, fmt.Errorf("hazard plan: %w", err)
 		}
 	}

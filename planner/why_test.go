@@ -61,7 +61,7 @@ func TestWaitReasonsMatchHazardEdges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := dag.Hazards(lowered)
+		g, err := dag.AllHazards(lowered)
 		if err != nil {
 			t.Fatal(err)
 		}
