@@ -385,9 +385,13 @@ func hazards(s *Spec, keepImplied bool) (*HazardGraph, error) {
 	overlapLimit := max(maxHazardOverlaps, OverlapsPerAccess*na) // MaxHazardOverlaps
 	overlaps := 0
 	tooMany := func(st *StageSpec) error {
-		return ErrorList{{Pos: st.Pos, Msg: fmt.Sprintf("stage %s: the spec's hazards (pairs of conflicting accesses that no other pair orders) pass %d here, its limit (%d per read, write and after: entry, or %d, whichever is more; each takes about 160 bytes through planning)",
+		hint := "its stages meet too many unordered earlier accesses each, as when each of many stages reads what many unordered earlier stages wrote (an edge per pair): have each stage read only the slices it needs, or one buffer that a single stage gathers them into"
+		if keepImplied {
+			hint = "the whole hazard DAG has an edge per conflicting pair, implied ones included, as when every stage reads what every earlier stage wrote (n²/2 pairs): plan it with a strategy other than hazard-dag, or have each stage read only the slices it needs"
+		}
+		return ErrorList{{Pos: st.Pos, Msg: fmt.Sprintf("stage %s: the spec's hazards (pairs of conflicting accesses the hazard graph keeps) pass %d here, its limit (%d per read, write and after: entry, or %d, whichever is more; each takes about 160 bytes through planning)",
 			st.Name, limit, HazardsPerAccess, maxHazards),
-			Hint: "its stages meet too many unordered earlier accesses each, as when each of many stages reads what many unordered earlier stages wrote (an edge per pair): have each stage read only the slices it needs, or one buffer that a single stage gathers them into"}}
+			Hint: hint}}
 	}
 	tooManyOverlaps := func(st *StageSpec) error {
 		return ErrorList{{Pos: st.Pos, Msg: fmt.Sprintf("stage %s: the spec's overlaps (byte ranges of earlier accesses that an access meets) pass %d here, its limit (%d per read, write and after: entry, or %d, whichever is more)",
@@ -413,14 +417,19 @@ func hazards(s *Spec, keepImplied bool) (*HazardGraph, error) {
 		}
 		return s.Stages[r.stage].Reads[r.acc]
 	}
+	// overlap counts k overlaps examined and reports whether they pass
+	// their limit.
+	overlap := func(k int) bool {
+		overlaps += k
+		return overlaps > overlapLimit
+	}
 	// addHz adds a candidate hazard of the stage being analysed and
 	// reports whether the overlaps examined pass their limit.
 	addHz := func(kind HazardKind, from accRef, a Access) bool {
 		b := access(from)
 		lo, hi := max(a.Offset, b.Offset), min(a.End(), b.End())
 		pend = append(pend, pendingHazard{from.stage, Hazard{Kind: kind, Buffer: a.Buffer, Offset: lo, Bytes: hi - lo}})
-		overlaps++
-		return overlaps > overlapLimit
+		return overlap(1)
 	}
 	for v := range s.Stages {
 		st := &s.Stages[v]
@@ -451,7 +460,7 @@ func hazards(s *Spec, keepImplied bool) (*HazardGraph, error) {
 			}
 			b := &bufs[k]
 			i, j := b.touch(a.Offset, a.End())
-			if overlaps += j - i; overlaps > overlapLimit {
+			if overlap(j - i) {
 				return nil, tooManyOverlaps(st)
 			}
 			me := accRef{int32(v), int32(r), false}
@@ -473,7 +482,7 @@ func hazards(s *Spec, keepImplied bool) (*HazardGraph, error) {
 			}
 			b := &bufs[k]
 			i, j := b.touch(a.Offset, a.End())
-			if overlaps += j - i; overlaps > overlapLimit {
+			if overlap(j - i) {
 				return nil, tooManyOverlaps(st)
 			}
 			for k := i; k < j; k++ {

@@ -2,6 +2,7 @@ package dag
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -139,5 +140,24 @@ func BenchmarkHazardsPrefix(b *testing.B) {
 		if err != nil || g.NumEdges() != 4999 {
 			b.Fatal(g.NumEdges(), err)
 		}
+	}
+}
+
+// TestHazardsPrefixMemory: the prefix spec's analysis takes memory linear
+// in its stages: a byte range keeps none of its earlier readers that
+// happen before a later reader (kept, they would be n²/2 entries, about
+// 12 bytes each: 24 MB here).
+func TestHazardsPrefixMemory(t *testing.T) {
+	const n = 2000
+	s := prefixSpec(n)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	g, err := Hazards(s)
+	runtime.ReadMemStats(&after)
+	if err != nil || g.NumEdges() != n-1 {
+		t.Fatalf("%v, %d edges", err, g.NumEdges())
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2048*n {
+		t.Fatalf("Hazards allocated %d bytes for %d stages, want at most %d", got, n, 2048*n)
 	}
 }

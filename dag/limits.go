@@ -46,13 +46,15 @@ const (
 	// MaxHazardOverlaps bounds the work of the hazard analysis (Hazards):
 	// the byte ranges of earlier accesses that the spec's accesses meet
 	// (live segments, and candidate pairs found in them), each examined
-	// once whether or not its edge is kept. A spec may have
+	// once whether or not its edge is kept, and each of a read's taking
+	// at most 12 bytes until a write covers its bytes. A spec may have
 	// OverlapsPerAccess per read, write and after: entry, or
-	// MaxHazardOverlaps (2^27, a few seconds), whichever is more; a spec
-	// of n stages each reading the prefix that the n earlier stages'
-	// writes tile meets n² (within the limit up to n = 11,585, a YAML
-	// spec of about 1.5 MB) and is refused at the stage where it passes.
-	MaxHazardOverlaps = 1 << 27
+	// MaxHazardOverlaps (2^26: at most about 800 MB, a few seconds),
+	// whichever is more; a spec of n stages each reading the prefix that
+	// the earlier stages' writes tile meets n² (within the limit up to
+	// n = 8,192, a YAML spec of about 1.1 MB) and is refused at the stage
+	// where it passes.
+	MaxHazardOverlaps = 1 << 26
 	// OverlapsPerAccess is the overlaps a spec may have per access (see
 	// MaxHazardOverlaps).
 	OverlapsPerAccess = 16
