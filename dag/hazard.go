@@ -312,8 +312,8 @@ type pendingHazard struct {
 // Edges that other edges imply are left out too, where that is cheap to
 // prove: of a stage's conflicting earlier stages (its candidates), one that
 // happens before another candidate through the edges already found (a
-// search back from the candidates over earlier stages, bounded per stage by
-// hazardSearchPerCandidate steps per candidate) gets no edge, and a read of
+// search back from the candidates over earlier stages, at most 16 edges per
+// candidate) gets no edge, and a read of
 // a byte range drops that range's earlier readers that happen before the
 // reading stage (a later write of the range is ordered after them through
 // it). Such an edge is one the transitive reduction drops (for a DAG it is
@@ -513,10 +513,7 @@ func hazards(s *Spec, keepImplied bool) (*HazardGraph, error) {
 		cands = cands[:0]
 		minC := int32(v)
 		for _, p := range pend {
-			if keepImplied {
-				break
-			}
-			if u := p.from; int(u) < v && cand[u] != int32(v) {
+			if u := p.from; !keepImplied && int(u) < v && cand[u] != int32(v) {
 				cand[u] = int32(v)
 				cands = append(cands, u)
 				minC = min(minC, u)
@@ -546,9 +543,9 @@ func hazards(s *Spec, keepImplied bool) (*HazardGraph, error) {
 		}
 		pend = slices.DeleteFunc(pend, func(p pendingHazard) bool { return int(p.from) < v && reached[p.from] == int32(v) })
 		// A range this stage read keeps none of its earlier readers that
-		// happen before this stage: a later write of the range is ordered
-		// after them through this stage, a reader of it too. (A range this
-		// stage also wrote has no readers left.)
+		// happen before this stage: a later write of the range conflicts
+		// with this stage's read too, so it is ordered after them through
+		// this stage. (A range this stage also wrote has no readers left.)
 		if len(cands) > 0 {
 			for r, a := range st.Reads {
 				if a.Bytes <= 0 {
