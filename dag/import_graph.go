@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
-	"os"
 	"reflect"
 	"regexp"
 	"sort"
@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/internal/safefile"
 )
 
 // Graph is an operator graph as exported by a tracer (torch.fx or
@@ -85,9 +86,15 @@ type ImportOptions struct {
 }
 
 // ReadGraphFile reads an operator graph JSON file. Errors name the file,
-// and for bad JSON or a value of the wrong type the line and column.
+// and for bad JSON or a value of the wrong type the line and column. A
+// file that is not a regular file, or is larger than MaxSpecBytes, is
+// refused before it is read (*safefile.RefusedError); one that cannot be
+// read gives "cannot read graph file", wrapping the os error.
 func ReadGraphFile(path string) (*Graph, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadFile(path, MaxSpecBytes, "graph file")
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		return nil, fmt.Errorf("%s: cannot read graph file: %w (check the path; python3 -m dagrun_torch export writes one)", safefile.Quote(path), pe.Err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package dag
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,5 +77,20 @@ func TestGraphSummary(t *testing.T) {
 		if got := GraphSummary(&c.g); got != c.want {
 			t.Errorf("GraphSummary = %q, want %q", got, c.want)
 		}
+	}
+}
+
+// A graph file that is not a plain file (a device would be read until the
+// memory runs out, a fifo would block for ever) or is not there is refused
+// before anything is read, with what to do.
+func TestReadGraphFileRefusesWhatIsNoFile(t *testing.T) {
+	if _, err := ReadGraphFile("/dev/zero"); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("/dev/zero: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "g.json")
+	_, err := ReadGraphFile(path)
+	want := path + ": cannot read graph file: no such file or directory (check the path; python3 -m dagrun_torch export writes one)"
+	if err == nil || err.Error() != want || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v\nwant %s", err, want)
 	}
 }
