@@ -28,6 +28,11 @@ static CUresult dr_graph_counts(CUgraph g, size_t *nodes, size_t *edges) {
 static CUresult dr_record_external(CUevent e, CUstream s) {
 	return cuEventRecordWithFlags(e, s, CU_EVENT_RECORD_EXTERNAL);
 }
+static int dr_stream_capturing(CUstream s) {
+	CUstreamCaptureStatus st;
+	if (cuStreamIsCapturing(s, &st) != CUDA_SUCCESS) return 0;
+	return st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
 */
 import "C"
 
@@ -82,10 +87,18 @@ type graph struct {
 func (g *graph) Nodes() int { return g.nodes }
 func (g *graph) Edges() int { return g.edges }
 
-// recordTimed records timed event e on s: an event-record node while
-// capturing, a plain record otherwise.
+// capturing reports whether s is being captured (cuStreamIsCapturing): a
+// capture is open and s is its origin or has joined it. A stream that runs
+// eager work while a capture is open elsewhere is not.
+func (w *worker) capturing(s *stream) bool {
+	return w.capture != nil && C.dr_stream_capturing(cuStream(s.s)) != 0
+}
+
+// recordTimed records timed event e on s: an event-record node while s is
+// being captured (CU_EVENT_RECORD_EXTERNAL is valid only there), a plain
+// record otherwise.
 func (w *worker) recordTimed(e cu.Event, s *stream) error {
-	if w.capture != nil {
+	if w.capturing(s) {
 		return wrap(rawErr(C.dr_record_external(cuEvent(e), cuStream(s.s))), "cuEventRecordWithFlags(external) (profile)")
 	}
 	return wrap(e.Record(s.s), "cuEventRecord (profile)")

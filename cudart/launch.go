@@ -597,11 +597,13 @@ func (b *backend) queueStage(s *stream, l *executor.LaunchDesc, what string, ste
 	})
 }
 
-// timedStage runs steps between two timed events. In stream mode, the first
-// timed stage after a Synchronize first records the origin event on its
-// stream; in a capture, the graph's first node is the origin.
+// timedStage runs steps between two timed events. Outside a capture (stream
+// mode, and eager work on a stream that is not captured while a capture is
+// open), the first timed stage after a Synchronize first records the origin
+// event on its stream; in a capture, the graph's first node is the origin.
 func (w *worker) timedStage(s *stream, stage int, name, what string, steps []func(*worker) error) error {
-	if w.capture == nil && !w.hasOrigin {
+	captured := w.capturing(s)
+	if !captured && !w.hasOrigin {
 		o, err := w.timedEvent()
 		if err != nil {
 			return err
@@ -622,7 +624,7 @@ func (w *worker) timedStage(s *stream, stage int, name, what string, steps []fun
 		return err
 	}
 	rec := profRec{stage: name, idx: stage, start: start, end: end}
-	if w.capture != nil {
+	if captured {
 		w.capture.prof = append(w.capture.prof, rec)
 	} else {
 		w.prof = append(w.prof, rec)
