@@ -260,48 +260,74 @@ func replayRaces(p *Plan) []replayRace {
 	}
 	var out []replayRace
 	done := map[[2]int]bool{}
-	for _, r := range re.Races {
-		k := key(r)
-		moved, other, mi, oi := k.a, k.b, r.First/n, r.Second/n
-		if _, ok := capOf[moved]; !ok {
-			moved, other, mi, oi = other, moved, oi, mi
-		}
-		if _, ok := capOf[moved]; !ok && !had[k] {
-			// Neither stage is captured: stream mode ordered them through
-			// a joined stream's captured work, which a replay runs as a
-			// graph branch: the earlier stage is that stream's work
-			// before it joined (the branch does not follow it), or the
-			// later one its work after the capture (it does not follow
-			// the branch). The pair is the stage and the branch's first
-			// or last stage.
-			a, b, ai, bi := k.a, k.b, r.First/n, r.Second/n
-			if bi < ai || bi == ai && pos[b] < pos[a] {
-				a, b, ai, bi = b, a, bi, ai
-			}
-			if m, ok := branchOf[a]; ok {
-				// a's stream reaches the branch of a's iteration (a
-				// before the join) or of the next one (a after the
-				// capture).
-				moved, other, mi, oi = m.first, a, ai, ai
-				if !m.pre {
-					mi = ai + 1
-				}
-			} else if m, ok := branchOf[b]; ok && (!m.pre || bi > 0) {
-				// b's stream follows the branch of b's iteration (b after
-				// the capture) or of the one before (b before the join).
-				moved, other, mi, oi = m.last, b, bi, bi
-				if m.pre {
-					mi = bi - 1
-				}
-			}
-		}
-		ck, ok := capOf[moved]
-		if !ok || had[k] || done[[2]int{moved, other}] {
-			continue // not a captured stage's, or p's own race, or reported
+	add := func(moved, other, mi, oi int, r Race) {
+		ck := capOf[moved]
+		if done[[2]int{moved, other}] {
+			return
 		}
 		done[[2]int{moved, other}] = true
 		out = append(out, replayRace{capture: ck, moved: moved, other: other, race: r,
 			before: oi < mi || oi == mi && pos[other] < pos[moved], sameIter: oi == mi, lag: max(mi-oi, oi-mi)})
+	}
+	for _, r := range re.Races {
+		k := key(r)
+		if had[k] {
+			continue // p's own race
+		}
+		moved, other, mi, oi := k.a, k.b, r.First/n, r.Second/n
+		if _, ok := capOf[moved]; !ok {
+			moved, other, mi, oi = other, moved, oi, mi
+		}
+		if _, ok := capOf[moved]; ok {
+			add(moved, other, mi, oi, r)
+			continue
+		}
+		// Neither stage is captured: stream mode ordered them through
+		// a joined stream's captured work, which a replay runs as a
+		// graph branch: the earlier stage is that stream's work
+		// before it joined (the branch does not follow it), or the
+		// later one its work after the capture (it does not follow
+		// the branch). The pair is the stage and the branch's first
+		// or last stage. Where both stages are joined streams' work
+		// outside the capture, the earlier one reaches a replay only
+		// through the first stage's waits and the later one follows
+		// it only through a wait for the last stage: both sides are
+		// races of the replay, each named but for a side whose wait p
+		// already has.
+		a, b, ai, bi := k.a, k.b, r.First/n, r.Second/n
+		if bi < ai || bi == ai && pos[b] < pos[a] {
+			a, b, ai, bi = b, a, bi, ai
+		}
+		ma, okA := branchOf[a]
+		mb, okB := branchOf[b]
+		okB = okB && (!mb.pre || bi > 0)
+		// a's stream reaches the branch of a's iteration (a before the
+		// join) or of the next one (a after the capture).
+		aMi := ai
+		if okA && !ma.pre {
+			aMi = ai + 1
+		}
+		// b's stream follows the branch of b's iteration (b after the
+		// capture) or of the one before (b before the join).
+		bMi := bi
+		if okB && mb.pre {
+			bMi = bi - 1
+		}
+		if okA && okB {
+			fa, la := p.stageIndex(p.Captures[capOf[ma.first]].First), p.stageIndex(p.Captures[capOf[mb.last]].Last)
+			hasA := p.hasWait(a, fa, aMi-ai)
+			hasB := p.hasWait(la, b, bi-bMi)
+			if !hasA || hasB {
+				add(ma.first, a, aMi, ai, r)
+			}
+			if !hasB {
+				add(mb.last, b, bMi, bi, r)
+			}
+		} else if okA {
+			add(ma.first, a, aMi, ai, r)
+		} else if okB {
+			add(mb.last, b, bMi, bi, r)
+		}
 	}
 	return out
 }
@@ -346,11 +372,15 @@ func replayOrder(p *Plan) []CaptureViolation {
 // iterations, with the lag between them. It returns the waits added and
 // the races it cannot order so (a stage issued inside the region before
 // its stream joined the capture; across iterations, a plan without
-// iteration info). Cost: two Verify runs per round, a round per wait.
+// iteration info; a race whose wait the plan already has). A race that
+// no new wait orders is returned, never dropped. Cost: two Verify runs
+// per round, a round per wait, at most one round per stage and capture
+// plus one.
 func orderReplays(p *Plan) (added int, left []replayRace) {
-	for range len(p.Stages) + 1 {
-		rs := replayRaces(p)
+	for range len(p.Stages) + len(p.Captures) + 1 {
+		left = nil
 		fixed := false
+		rs := replayRaces(p)
 		for _, rr := range rs {
 			c := p.Captures[rr.capture]
 			begin, _ := p.CaptureRegion(c)
@@ -358,7 +388,7 @@ func orderReplays(p *Plan) (added int, left []replayRace) {
 			if !rr.before {
 				from, to = p.stageIndex(c.Last), rr.other
 			}
-			if rr.lag > 0 && p.Iteration == nil || rr.before && rr.lag == 0 && p.launchAt(from) >= begin {
+			if rr.lag > 0 && p.Iteration == nil || rr.before && rr.lag == 0 && p.launchAt(from) >= begin || p.hasWait(from, to, rr.lag) {
 				left = append(left, rr)
 				continue
 			}
@@ -370,9 +400,35 @@ func orderReplays(p *Plan) (added int, left []replayRace) {
 		if !fixed {
 			return added, left
 		}
-		left = nil
 	}
-	return added, left
+	return added, replayRaces(p)
+}
+
+// hasWait reports whether stage to's launch follows, among the waits
+// issued right before it on its stream, a wait of lag iterations back on
+// the record issued right after stage from's launch (the wait addWait
+// makes).
+func (p *Plan) hasWait(from, to, lag int) bool {
+	at := p.launchAt(from)
+	if at < 0 {
+		return false
+	}
+	so := p.IssueOrder[at]
+	j := so[1] + 1
+	if j >= len(p.Streams[so[0]].Ops) || p.Streams[so[0]].Ops[j].Kind != OpRecord {
+		return false
+	}
+	ev := p.Streams[so[0]].Ops[j].Event
+	if at = p.launchAt(to); at < 0 {
+		return false
+	}
+	so = p.IssueOrder[at]
+	for j := so[1] - 1; j >= 0 && p.Streams[so[0]].Ops[j].Kind == OpWait; j-- {
+		if o := p.Streams[so[0]].Ops[j]; o.Event == ev && o.Lag == lag {
+			return true
+		}
+	}
+	return false
 }
 
 // launchAt returns the issue position of stage i's launch, or −1.
@@ -387,7 +443,8 @@ func (p *Plan) launchAt(i int) int {
 
 // addWait makes stage to wait for stage from of lag iterations back: a
 // record right after from's launch (reusing one that is there) and a wait
-// right before to's launch.
+// right before to's launch; a plan with iteration info gets the event
+// ring slots the wait's lag needs (crossSlots).
 func (p *Plan) addWait(from, to, lag int) {
 	at := p.launchAt(from)
 	so := p.IssueOrder[at]
@@ -405,6 +462,9 @@ func (p *Plan) addWait(from, to, lag int) {
 	at = p.launchAt(to)
 	so = p.IssueOrder[at]
 	p.insertOp(so[0], so[1], at, Op{Kind: OpWait, Event: ev, Lag: lag})
+	if p.Iteration != nil && lag > 0 {
+		p.Iteration.Slots = crossSlots(p)
+	}
 }
 
 // replayOrderError is the spec error for replay races that no wait of the

@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -453,5 +454,122 @@ func TestAutoReplayOrderAcrossIterations(t *testing.T) {
 	}
 	if err := verify(ReplayPlan(p), false); err != nil {
 		t.Errorf("a replay of the plan races:\n%v", err)
+	}
+}
+
+// A stage of a joined stream issued before it joins (pre, on s1) and a
+// stage of another joined stream issued after the capture (post, on s2)
+// are ordered in stream mode only through the branches (pre → j1 by s1's
+// order, j1 → j2, j2 → post by s2's order). A replay needs both sides:
+// the first stage waits for pre (the launch follows it), and post waits
+// for the last stage (it follows the whole replay); neither alone orders
+// the pair. Every strategy's plan keeps the rule; a manual plan with the
+// first side only is told the other side, not the one it has.
+func TestReplayOrderBothSidesOfTheBranch(t *testing.T) {
+	const src = `version: 1
+buffers:
+  - {name: a, bytes: 4096}
+  - {name: b, bytes: 4096}
+  - {name: c, bytes: 4096}
+  - {name: x, bytes: 4096}
+  - {name: out, bytes: 4096, role: output}
+  - {name: y, bytes: 4096, role: output}
+stages:
+  - {name: pre, kernel: mix, reads: [x], writes: [y], stream: s1}
+  - {name: fill, kernel: fill, args: {value: 1.0}, writes: [a], stream: main}
+  - {name: j1, kernel: mix, reads: [a], writes: [b], stream: s1}
+  - {name: j2, kernel: mix, reads: [b], writes: [c], stream: s2}
+  - {name: tail, kernel: mix, reads: [c], writes: [out], stream: main}
+  - {name: post, kernel: fill, args: {value: 3.0}, writes: [x], stream: s2}
+captures:
+  - {stream: main, first: fill, last: tail}
+`
+	for _, strategy := range []string{StrategyDefault, StrategyNaive, StrategyRoundRobin, StrategyHazardDAG} {
+		p, err := Build(loadSpec(t, src), Options{Check: true, Strategy: strategy})
+		if err != nil {
+			t.Fatalf("%s: %v", strategy, err)
+		}
+		if err := Verify(p); err != nil {
+			t.Fatalf("%s: Verify: %v\n%s", strategy, err, ops(p))
+		}
+		if err := verify(ReplayPlan(p), false); err != nil {
+			t.Errorf("%s: a replay of the plan races:\n%v", strategy, err)
+		}
+		if want := "s1: wait5@-1 pre rec3 wait0 j1 rec1\nmain: wait3 fill rec0 wait2 tail rec4\ns2: wait1 j2 rec2 wait4 post rec5\n"; strategy == StrategyDefault && ops(p) != want {
+			t.Errorf("ops\n%swant\n%s", ops(p), want)
+		}
+	}
+	const manual = `version: 1
+sync: manual
+buffers:
+  - {name: a, bytes: 4096}
+  - {name: b, bytes: 4096}
+  - {name: c, bytes: 4096}
+  - {name: x, bytes: 4096}
+  - {name: out, bytes: 4096, role: output}
+  - {name: y, bytes: 4096, role: output}
+stages:
+  - {name: pre, kernel: mix, reads: [x], writes: [y], stream: s1, waits: [{stage: post, lag: 1}]}
+  - {name: fill, kernel: fill, args: {value: 1.0}, writes: [a], stream: main, waits: [pre]}
+  - {name: j1, kernel: mix, reads: [a], writes: [b], stream: s1, waits: [fill]}
+  - {name: j2, kernel: mix, reads: [b], writes: [c], stream: s2, waits: [j1]}
+  - {name: tail, kernel: mix, reads: [c], writes: [out], stream: main, waits: [j2]}
+  - {name: post, kernel: fill, args: {value: 3.0}, writes: [x], stream: s2WAITS}
+captures:
+  - {stream: main, first: fill, last: tail}
+`
+	p, err := Build(loadSpec(t, strings.Replace(manual, "WAITS", "", 1)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var re *RaceError
+	if err := Verify(p); !errors.As(err, &re) || len(re.Captures) == 0 {
+		t.Fatalf("Verify = %v, want the replay order rule", err)
+	}
+	for _, v := range re.Captures {
+		if v.Rule != CaptureReplayOrder || !strings.Contains(v.Fix, "add tail to the waits of post") {
+			t.Errorf("violation %v, want the replay order rule fixed by a wait of post for tail", v)
+		}
+	}
+	p, err = Build(loadSpec(t, strings.Replace(manual, "WAITS", ", waits: [tail]", 1)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(p); err != nil {
+		t.Errorf("with post waiting for tail: %v", err)
+	}
+}
+
+// A wait that orderReplays adds across iterations on an event the plan
+// already records gets the ring slots its lag needs (crossSlots): with
+// one slot, the wait on iteration t−2's record would take a later
+// iteration's, an order the plan then lacks once its slots are counted.
+func TestAddWaitAcrossIterationsGetsSlots(t *testing.T) {
+	const src = `version: 1
+buffers:
+  - {name: a, bytes: 4096}
+  - {name: out, bytes: 4096, role: output}
+stages:
+  - {name: head, kernel: fill, args: {value: 1.0}, writes: [a], stream: s0}
+  - {name: tail, kernel: mix, reads: [a], writes: [out], stream: s1}
+`
+	p, err := Build(loadSpec(t, src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Iteration == nil {
+		t.Fatal("no iteration info")
+	}
+	head, tail := p.stageIndex("head"), p.stageIndex("tail")
+	p.addWait(tail, head, 2)
+	if !p.hasWait(tail, head, 2) || p.hasWait(tail, head, 3) {
+		t.Fatalf("hasWait does not find the wait addWait made:\n%s", ops(p))
+	}
+	want := crossSlots(p)
+	if !slices.Equal(p.Iteration.Slots, want) {
+		t.Errorf("slots %v, want %v\n%s", p.Iteration.Slots, want, ops(p))
+	}
+	if err := Verify(p); err != nil {
+		t.Errorf("Verify: %v", err)
 	}
 }

@@ -276,7 +276,10 @@ func iterate(st *state) error {
 	}
 	emitCross(p, w.cross, R)
 	removed, added, _ := isolateCaptures(p) // capture.go: cross waits the captures take, on their first stages
-	replays, _ := orderReplays(p)           // capture_replay.go: a joined stream's work across iterations ordered through the capture's stream
+	replays, left := orderReplays(p)        // capture_replay.go: a joined stream's work across iterations ordered through the capture's stream
+	if len(left) > 0 {
+		return st.replayOrderError(p, left)
+	}
 	if removed+added+replays > 0 {
 		p.Stats.Waits, p.Iteration.CrossWaits = waitCounts(p)
 		p.Iteration.Slots = crossSlots(p)
