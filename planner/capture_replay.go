@@ -155,6 +155,11 @@ type replayRace struct {
 	race                  Race
 	before, sameIter      bool
 	lag                   int // iterations between the earlier stage of the pair and the later
+	// For a race of two stages neither captured (stream mode ordered
+	// them through a branch): the earlier stage, the later one and the
+	// iterations between them; through is false for other races.
+	through                 bool
+	early, late, throughLag int
 }
 
 // replayRaces returns the races of p as a replay runs it (ReplayPlan) that
@@ -260,14 +265,17 @@ func replayRaces(p *Plan) []replayRace {
 	}
 	var out []replayRace
 	done := map[[2]int]bool{}
+	var through replayRace // the pair of a race of two stages neither captured
 	add := func(moved, other, mi, oi int, r Race) {
 		ck := capOf[moved]
 		if done[[2]int{moved, other}] {
 			return
 		}
 		done[[2]int{moved, other}] = true
-		out = append(out, replayRace{capture: ck, moved: moved, other: other, race: r,
-			before: oi < mi || oi == mi && pos[other] < pos[moved], sameIter: oi == mi, lag: max(mi-oi, oi-mi)})
+		rr := through
+		rr.capture, rr.moved, rr.other, rr.race = ck, moved, other, r
+		rr.before, rr.sameIter, rr.lag = oi < mi || oi == mi && pos[other] < pos[moved], oi == mi, max(mi-oi, oi-mi)
+		out = append(out, rr)
 	}
 	for _, r := range re.Races {
 		k := key(r)
@@ -279,6 +287,7 @@ func replayRaces(p *Plan) []replayRace {
 			moved, other, mi, oi = other, moved, oi, mi
 		}
 		if _, ok := capOf[moved]; ok {
+			through = replayRace{}
 			add(moved, other, mi, oi, r)
 			continue
 		}
@@ -298,6 +307,7 @@ func replayRaces(p *Plan) []replayRace {
 		if bi < ai || bi == ai && pos[b] < pos[a] {
 			a, b, ai, bi = b, a, bi, ai
 		}
+		through = replayRace{through: true, early: a, late: b, throughLag: bi - ai}
 		ma, okA := branchOf[a]
 		mb, okB := branchOf[b]
 		okB = okB && (!mb.pre || bi > 0)
@@ -388,7 +398,19 @@ func orderReplays(p *Plan) (added int, left []replayRace) {
 			if !rr.before {
 				from, to = p.stageIndex(c.Last), rr.other
 			}
-			if rr.lag > 0 && p.Iteration == nil || rr.before && rr.lag == 0 && p.launchAt(from) >= begin || p.hasWait(from, to, rr.lag) {
+			direct := rr.through && p.hasWait(from, to, rr.lag)
+			if direct {
+				// The branch's side of the pair has its wait, and the
+				// pair still races (the earlier stage reaches the branch
+				// through a wait its stream issued before it joined):
+				// the later stage waits for the earlier one itself.
+				from, to = rr.early, rr.late
+				if rr.lag = rr.throughLag; rr.lag == 0 && p.launchAt(from) > p.launchAt(to) {
+					left = append(left, rr)
+					continue
+				}
+			}
+			if rr.lag > 0 && p.Iteration == nil || rr.before && rr.lag == 0 && p.launchAt(from) >= begin && !direct || p.hasWait(from, to, rr.lag) {
 				left = append(left, rr)
 				continue
 			}
@@ -479,7 +501,11 @@ func (st *state) replayOrderError(p *Plan, left []replayRace) error {
 			at = " (" + c.Source + ")"
 		}
 		x, y := &p.Stages[rr.moved], &p.Stages[rr.other]
-		l = append(l, &dag.Error{Pos: st.spec.Stages[rr.moved].Pos,
+		var pos dag.Pos // the final passes run without the spec
+		if st.spec != nil {
+			pos = st.spec.Stages[rr.moved].Pos
+		}
+		l = append(l, &dag.Error{Pos: pos,
 			Msg: fmt.Sprintf("stage %s, which the capture of %s…%s on stream %s%s takes on stream %s, needs stage %s on stream %s (%s race on %s), which is issued while the capture is under way but not taken by it: a replay of the graph runs %s after captured work and the launch only, and a wait of %s, issued before the capture begins, would come before %s is issued",
 				x.Name, c.First, c.Last, p.Streams[c.Stream].Name, at, p.Streams[x.Stream].Name, y.Name, p.Streams[y.Stream].Name, rr.race.Kind, BufferSiteOf(rr.race.Buffer), x.Name, c.First, y.Name),
 			Hint: fmt.Sprintf("order %s before %s, or end the capture before %s", y.Name, c.First, x.Name)})
