@@ -34,7 +34,10 @@ const ArenaAlign = 256
 // (a chain of k copies of a model costs k times one copy, and gets one
 // copy's arena). The budget loop's layout (Build) replaces the offsets when
 // it is smaller and valid. It also names each eligible temp's first stage
-// (Lifetime.First) for --alloc dynamic.
+// (Lifetime.First) for --alloc dynamic. In an automatically synchronized
+// plan with capture regions, a replay's order gets the waits that keep
+// the sharing race-free (orderReplays); where none can, the spec is
+// refused at the captured stage.
 func arena(st *state) error {
 	mode := cmp.Or(st.opts.Arena, st.spec.Options.Arena, dag.ArenaPlanned)
 	switch mode {
@@ -99,6 +102,15 @@ func arena(st *state) error {
 		a.applyLayout(st.layoutHint, sp)
 	}
 	p.splitArena() // devices.go: one arena per device
+	if !st.manual && len(p.Captures) > 0 {
+		// Temps share bytes by stream mode's happens-before; a replay's
+		// order gets the waits that keep it (capture_replay.go).
+		n, left := orderReplays(p)
+		if len(left) > 0 {
+			return st.replayOrderError(p, left)
+		}
+		p.Stats.Waits += n
+	}
 	if skipped > 0 {
 		// What it may cost: the arena against the least any arena of this
 		// schedule needs (LiveBound).

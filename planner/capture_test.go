@@ -657,3 +657,46 @@ func TestAutoReplayOrderThroughJoiningWait(t *testing.T) {
 		t.Errorf("a replay of the plan races:\n%v", err)
 	}
 }
+
+// Temps share arena bytes by stream mode's happens-before: here z (last
+// read by p1 on s1 before s1 joins the capture) and g (written by j1,
+// captured on s1) may share bytes because s1's order puts p1 before j1.
+// A replay runs j1 as a graph branch that does not follow p1, so the
+// arena pass gives the plan the wait that keeps that order in a replay
+// (the capture's first stage waits for p1).
+func TestArenaKeepsReplayOrder(t *testing.T) {
+	const src = `version: 1
+buffers:
+  - {name: f, bytes: 4096}
+  - {name: g, bytes: 4096}
+  - {name: h, bytes: 4096}
+  - {name: x, bytes: 4096, role: output}
+  - {name: z, bytes: 4096}
+  - {name: u, bytes: 4096, role: output}
+  - {name: out, bytes: 4096, role: output}
+stages:
+  - {name: a0, kernel: fill, args: {value: 1.0}, writes: [f], stream: s3}
+  - {name: a, kernel: mix, reads: [f], writes: [x, z], stream: s3}
+  - {name: p1, kernel: mix, reads: [z], writes: [u], stream: s1}
+  - {name: fill, kernel: fill, args: {value: 1.0}, writes: [f], stream: main}
+  - {name: j1, kernel: mix, reads: [f], writes: [g], stream: s1}
+  - {name: j2, kernel: mix, reads: [g], writes: [h], stream: s2}
+  - {name: tail, kernel: mix, reads: [h], writes: [out], stream: main}
+  - {name: b, kernel: fill, args: {value: 3.0}, writes: [x], stream: s2}
+captures:
+  - {stream: main, first: fill, last: tail}
+`
+	p, err := Build(loadSpec(t, src), Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(p); err != nil {
+		t.Fatalf("Verify: %v\n%s", err, ops(p))
+	}
+	if err := verify(ReplayPlan(p), false); err != nil {
+		t.Errorf("a replay of the plan races:\n%v", err)
+	}
+	if !p.hasWait(p.stageIndex("p1"), p.stageIndex("fill"), 0) {
+		t.Errorf("fill does not wait for p1\n%s", ops(p))
+	}
+}
