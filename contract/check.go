@@ -7,24 +7,6 @@ import (
 	"strings"
 )
 
-// Range is the byte range [Offset, Offset+Bytes) of the buffer named
-// Buffer: one read or write of a launch.
-type Range struct {
-	Buffer string
-	Offset int64 // bytes
-	Bytes  int64 // bytes
-}
-
-// End is the first byte past r.
-func (r Range) End() int64 { return r.Offset + r.Bytes }
-
-// Overlaps reports whether r and o share at least one byte of the same buffer.
-func (r Range) Overlaps(o Range) bool {
-	return r.Buffer == o.Buffer && r.Offset < o.End() && o.Offset < r.End()
-}
-
-func (r Range) String() string { return fmt.Sprintf("%s[%d:%d]", r.Buffer, r.Offset, r.End()) }
-
 // Violation is a rule of the contract that a launch breaks.
 type Violation struct {
 	Kernel string
@@ -143,7 +125,7 @@ func (b *Builtin) CheckAccesses(reads, writes []Range) []*Violation {
 				}
 			}
 		case RuleDisjoint:
-			if len(reads)*len(writes) <= smallPairs && !anyPair(writes, reads, Range.overlaps) {
+			if len(reads)*len(writes) <= smallPairs && !anyPair(writes, reads, Range.Overlaps) {
 				continue
 			}
 			rs := newRangeIndex(reads)
@@ -173,11 +155,6 @@ func anyPair(qs, rs []Range, rel func(q, r Range) bool) bool {
 		}
 	}
 	return false
-}
-
-// overlaps reports whether q and r share a byte (rangeIndex.overlap's test).
-func (q Range) overlaps(r Range) bool {
-	return q.Buffer == r.Buffer && r.Offset < q.End() && r.End() > q.Offset
 }
 
 // differentOverlap reports whether r overlaps q without being the same

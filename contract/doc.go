@@ -6,6 +6,10 @@
 // buffer role (Role), initial contents (InitKind) and the executor's
 // allocation modes (AllocMode).
 //
+// Range is the one byte-range type: every overlap test of accesses, in the
+// loader, the planner, the verifier, the simulator and the CUDA backend, is
+// Range.Overlaps.
+//
 // The built-in kernels (fill, copy, scale, axpy, mix, spin, checksum) are
 // described once, in the table that Lookup and Builtins return: how many
 // reads and writes each takes, the rules between its accesses (same size,

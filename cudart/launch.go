@@ -747,9 +747,11 @@ func loadUserPTX(name, path string) (cu.Module, error) {
 	return loadPTX(src, fmt.Sprintf("kernel %s (%s)", name, path))
 }
 
+// overlapsAny reports whether a overlaps an argument of set
+// (contract.Range.Overlaps of their ranges, by buffer name).
 func overlapsAny(a executor.Arg, set []executor.Arg) bool {
 	for _, w := range set {
-		if a.Name == w.Name && a.Offset < w.Offset+w.Bytes && w.Offset < a.Offset+a.Bytes {
+		if a.Range().Overlaps(w.Range()) {
 			return true
 		}
 	}

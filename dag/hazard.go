@@ -427,8 +427,8 @@ func hazards(s *Spec, keepImplied bool) (*HazardGraph, error) {
 	// reports whether the overlaps examined pass their limit.
 	addHz := func(kind HazardKind, from accRef, a Access) bool {
 		b := access(from)
-		lo, hi := max(a.Offset, b.Offset), min(a.End(), b.End())
-		pend = append(pend, pendingHazard{from.stage, Hazard{Kind: kind, Buffer: a.Buffer, Offset: lo, Bytes: hi - lo}})
+		r := a.Range().Intersect(b.Range())
+		pend = append(pend, pendingHazard{from.stage, Hazard{Kind: kind, Buffer: r.Buffer, Offset: r.Offset, Bytes: r.Bytes}})
 		return overlap(1)
 	}
 	for v := range s.Stages {

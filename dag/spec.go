@@ -129,22 +129,23 @@ type Access struct {
 	Pos    Pos
 }
 
+// Range is the byte range of the access (without its position).
+func (a Access) Range() contract.Range {
+	return contract.Range{Buffer: a.Buffer, Offset: a.Offset, Bytes: a.Bytes}
+}
+
 // End is the first byte past the access.
-func (a Access) End() int64 { return a.Offset + a.Bytes }
+func (a Access) End() int64 { return a.Range().End() }
 
-// Overlaps reports whether a and b touch at least one common byte of the same buffer.
-func (a Access) Overlaps(b Access) bool {
-	return a.Buffer == b.Buffer && a.Offset < b.End() && b.Offset < a.End()
-}
+// Overlaps reports whether a and b touch at least one common byte of the
+// same buffer (contract.Range.Overlaps).
+func (a Access) Overlaps(b Access) bool { return a.Range().Overlaps(b.Range()) }
 
-// Covers reports whether a includes every byte of b (same buffer).
-func (a Access) Covers(b Access) bool {
-	return a.Buffer == b.Buffer && a.Offset <= b.Offset && b.End() <= a.End()
-}
+// Covers reports whether a includes every byte of b (same buffer;
+// contract.Range.Covers).
+func (a Access) Covers(b Access) bool { return a.Range().Covers(b.Range()) }
 
-func (a Access) String() string {
-	return fmt.Sprintf("%s[%d:%d]", a.Buffer, a.Offset, a.End())
-}
+func (a Access) String() string { return a.Range().String() }
 
 // Launch is a kernel launch shape. Zero values mean "let the backend choose".
 type Launch struct {

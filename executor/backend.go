@@ -33,6 +33,13 @@ type Arg struct {
 	buf, copy int // the plan buffer and its ring copy (the executor's)
 }
 
+// Range is the byte range of a, named by its buffer's name (Name): two
+// arguments overlap when their ranges do (contract.Range.Overlaps); a
+// backend that keeps one handle per ring copy compares Buffer as well.
+func (a Arg) Range() contract.Range {
+	return contract.Range{Buffer: a.Name, Offset: a.Offset, Bytes: a.Bytes}
+}
+
 // LaunchDesc is everything a backend needs to run one stage.
 type LaunchDesc struct {
 	Stage int // index in the plan's stages

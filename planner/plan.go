@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/dagrun/dagrun/contract"
 )
 
 // PlanVersion is the version of the plan file format written by this package.
@@ -154,17 +156,17 @@ type Collective struct {
 	Ranks  int    `json:"ranks"`  // ranks of the group, ≥ 2
 }
 
-// Access is a byte range [Offset, Offset+Bytes) of a buffer.
-type Access struct {
-	Buffer string `json:"buffer"`
-	Offset int64  `json:"offset"`
-	Bytes  int64  `json:"bytes"`
-}
+// Access is a byte range [Offset, Offset+Bytes) of a buffer:
+// contract.Range, the one byte-range type, with its JSON (without
+// contract.Range's String, so that %v prints the fields).
+type Access contract.Range
 
-// Overlaps reports whether a and b share at least one byte of the same buffer.
-func (a Access) Overlaps(b Access) bool {
-	return a.Buffer == b.Buffer && a.Offset < b.Offset+b.Bytes && b.Offset < a.Offset+a.Bytes
-}
+// Range is a as a contract.Range.
+func (a Access) Range() contract.Range { return contract.Range(a) }
+
+// Overlaps reports whether a and b share at least one byte of the same
+// buffer (contract.Range.Overlaps).
+func (a Access) Overlaps(b Access) bool { return a.Range().Overlaps(b.Range()) }
 
 // OpKind is the kind of a stream op.
 type OpKind uint8

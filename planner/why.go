@@ -244,7 +244,8 @@ func (wr *reasoner) hazards(a, b, lag int, hz []Hazard) []Hazard {
 		if look && shared == "" && lag%max(xi[iu].copies, 1) != 0 {
 			return
 		}
-		lo, hi := max(u.Offset, v.Offset), min(u.Offset+u.Bytes, v.Offset+v.Bytes)
+		in := u.Range().Intersect(v.Range())
+		lo, hi := in.Offset, in.End()
 		for k := range hz { // one entry per kind and buffer: the union of ranges
 			if h := &hz[k]; h.Kind == kind && h.Buffer == u.Buffer && h.Shared == shared {
 				end := max(h.Offset+h.Bytes, hi)

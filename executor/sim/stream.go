@@ -373,7 +373,7 @@ func (s *stream) body(l *executor.LaunchDesc, fn executor.StageFunc) error {
 		n[i] = (len(live) + 3) / 4
 		in[i] = live
 		for _, w := range l.Writes {
-			if w.Buffer == a.Buffer && w.Offset < a.Offset+a.Bytes && a.Offset < w.Offset+w.Bytes {
+			if w.Buffer == a.Buffer && w.Range().Overlaps(a.Range()) {
 				keep := int64(len(live))
 				if maxWords < keep/4 {
 					keep = 4 * maxWords
