@@ -1,6 +1,7 @@
 // Package dagrun is the embedded Go API of dagrun, a declarative DAG
-// scheduler for CUDA streams, and the only package the dagrun command line
-// calls. The whole API is three steps:
+// scheduler for CUDA streams, and the package the dagrun command line
+// calls (its helpers that no embedding program needs sit under internal/).
+// The whole API is three steps:
 //
 //	spec, err := dagrun.Load("pipeline.yaml")                // or build a *dagrun.Spec in Go
 //	plan, err := dagrun.Plan(spec, dagrun.PlanOptions{})      // streams, events, waits, lifetimes; verified
@@ -12,19 +13,18 @@
 // figures; races that the simulator's detector sees are in
 // RunResult.Races (and the error is then an *executor.RaceError).
 //
-// Around those steps: ReadPlan and WritePlanJSON (plan files), Warnings
-// and PinNotes (what check reports besides races), HostIO and ReadFrames
-// (streams of inputs), ImportGraph and WriteSpec (operator graphs), and
-// BenchPlan and BenchMemory (the planner's and the arena's figures).
-// The types that cross from the packages below are aliases (Spec,
-// StreamPlan, PlanOptions, Timeline, ...), so a caller needs no other
-// import for them.
+// Around those steps: ReadPlan and WritePlanJSON (plan files), WriteSpec
+// (a spec as YAML), Warnings (what check reports besides races) and
+// CheckRun (what Run would refuse, before it opens a backend). The types
+// that cross from the packages below are aliases (Spec, StreamPlan,
+// PlanOptions, ...), so a caller needs no other import for them.
 package dagrun
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"path/filepath"
 	"slices"
@@ -114,8 +114,6 @@ const (
 	BudgetReuse     = planner.BudgetReuse     // BudgetStep.Kind: buffers already disjoint in time ordered, no makespan cost
 	BudgetSerialize = planner.BudgetSerialize // BudgetStep.Kind: a first use delayed, makespan traded for bytes
 
-	MaxLatencies = executor.MaxLatencies // RunResult.Latencies: at most this many, a uniform sample of longer runs
-
 	ModeStreams = executor.ModeStreams // RunOptions.Mode: issue every op of every iteration
 	ModeGraph   = executor.ModeGraph   // RunOptions.Mode: capture one iteration as a CUDA graph and replay it
 
@@ -137,6 +135,12 @@ func Load(path string) (*Spec, error) { return dag.LoadFile(path) }
 // lie outside the spec's folder (absolute paths, "..", symbolic links
 // that lead out).
 func LoadWith(path string, o LoadOptions) (*Spec, error) { return dag.LoadFileWith(path, o) }
+
+// WriteSpec writes s as YAML in a fixed field order (the same spec gives the
+// same bytes); for a spec that Load accepts, Load of the output gives back
+// s apart from positions. It does not validate s. Errors: w's, or a stage
+// argument of a type a spec cannot hold (not an integer, float or string).
+func WriteSpec(w io.Writer, s *Spec) error { return dag.WriteYAML(w, s) }
 
 // Plan builds the stream plan of spec and verifies it. Unless o or the
 // spec sets a stream cap, the default strategy's plan has at most
@@ -250,14 +254,6 @@ func onSim(o RunOptions) bool {
 	return o.Backend == BackendSim || (o.Backend == "" || o.Backend == BackendAuto) && !autoIsCUDA()
 }
 
-// MaxSimOps is the most ops (launches, waits and records, over all
-// iterations) one run on the simulator issues: 100,000,000. The simulator
-// runs every op on the host, at tens of thousands a second, so this is
-// about half an hour of silent work; Run and CheckRun refuse a run of more
-// on the simulator, naming the most iterations of the plan that fit. On
-// the GPU a run takes up to MaxIterations.
-const MaxSimOps = 100_000_000
-
 // checkSimOps refuses iters iterations of p on the simulator when they
 // would issue more than MaxSimOps ops.
 func checkSimOps(p *StreamPlan, iters int) error {
@@ -272,14 +268,6 @@ func checkSimOps(p *StreamPlan, iters int) error {
 	return fmt.Errorf("%d iterations of %d ops each would issue %d ops on the simulator, more than it takes in one run (%d ops, about half an hour: it runs every op on the host, tens of thousands a second); run at most %d iterations there (--iterations), or run on the GPU (--backend cuda)",
 		iters, per, int64(iters)*int64(per), MaxSimOps, MaxSimOps/per)
 }
-
-// MaxSimClockBytes bounds the memory of the simulator's race detector for
-// one run: 4 GiB. It keeps a vector clock of one 8-byte entry per stream
-// for each stream and for each event's latest record (package sim,
-// "Race detection"), so a plan of S physical streams and E physical
-// events takes up to S × (S + E) × 8 bytes: 10,000 streams 1.6 GB, 30,000
-// streams 14 GB. Run and CheckRun refuse a run past it on the simulator.
-const MaxSimClockBytes = 4 << 30
 
 // maxSimClockBytes is MaxSimClockBytes (tests lower it).
 var maxSimClockBytes float64 = MaxSimClockBytes
@@ -412,11 +400,6 @@ type RunOptions struct {
 	Devices []int
 }
 
-// CUDABuilt reports whether this binary has the CUDA backend (built with
-// the cuda tag: scripts/build-gpu.sh); without it BackendCUDA fails with
-// an error wrapping cudart.ErrNotSupported.
-func CUDABuilt() bool { return cudart.Available }
-
 // AutoBackend says which backend BackendAuto opens in this process and why:
 // BackendCUDA when this binary has the CUDA backend and a device answers
 // (cudart.Probe, whose answer is cached), else BackendSim. reason is one
@@ -532,10 +515,6 @@ func Run(ctx context.Context, p *StreamPlan, o RunOptions) (*RunResult, error) {
 	return r, err
 }
 
-// TimelineIterations is how many iterations (the last ones) a run's
-// timeline shows.
-const TimelineIterations = 4
-
 // timeline builds the run's timeline from the spans the backend measured:
 // the k-th span of a stage is its iteration k (a graph replay reports its
 // last replay only: one iteration); else the plan's ideal schedule from
@@ -582,7 +561,3 @@ func timeline(p *StreamPlan, b executor.Backend) *Timeline {
 	tl.Title += " — ideal schedule from duration_us (no measured spans)"
 	return tl
 }
-
-// Passes returns the names of the planner's passes in pipeline order (for
-// --dump-after).
-func Passes() []string { return planner.Passes() }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/report"
 )
 
 // TestRunDevicesOnePerPlanDevice: RunOptions.Devices gives one GPU ordinal
@@ -128,7 +129,7 @@ func TestPinNotesPerDevice(t *testing.T) {
 	}
 	for _, o := range []dagrun.PlanOptions{{Strategy: dagrun.StrategySingle}, {MaxStreams: 1}} {
 		p := mustPlan(t, "specs/multigpu/data-parallel-4.yaml", o)
-		if n := dagrun.PinNotes(s, o, p); len(n) != 0 {
+		if n := report.PinNotes(s, o, p); len(n) != 0 {
 			t.Errorf("%+v on %d streams of 4 devices: notes %q, want none", o, p.Stats.Streams, n)
 		}
 	}
@@ -153,7 +154,7 @@ stages:
 	}
 	o := dagrun.PlanOptions{MaxStreams: 2}
 	p := mustPlan(t, path, o)
-	if n := dagrun.PinNotes(pinned, o, p); len(n) != 1 || !strings.Contains(n[0], "max_streams 2, but the spec pins stages to 3 streams on device 1") {
+	if n := report.PinNotes(pinned, o, p); len(n) != 1 || !strings.Contains(n[0], "max_streams 2, but the spec pins stages to 3 streams on device 1") {
 		t.Errorf("3 pinned streams on device 1, max 2: notes %q", n)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/cudart"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/internal/cmdline"
+	"github.com/dagrun/dagrun/internal/report"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -292,7 +294,7 @@ stages:
 	if n := dagrun.Warnings(mustPlan(t, "specs/seed/two-writers-handsync.yaml", dagrun.PlanOptions{})); len(n) != 0 {
 		t.Errorf("handsync: %q", n)
 	}
-	if n := dagrun.PinNotes(s, dagrun.PlanOptions{Strategy: dagrun.StrategySingle}, p); len(n) != 1 || !strings.Contains(n[0], "sync: manual") {
+	if n := report.PinNotes(s, dagrun.PlanOptions{Strategy: dagrun.StrategySingle}, p); len(n) != 1 || !strings.Contains(n[0], "sync: manual") {
 		t.Errorf("manual spec: %q", n)
 	}
 	three, err := dagrun.Load("specs/seed/three-stage.yaml")
@@ -304,17 +306,17 @@ stages:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := dagrun.PinNotes(three, o, p3); len(n) != 2 || !strings.Contains(n[0], "strategy single") || !strings.Contains(n[1], "max_streams 2") {
+	if n := report.PinNotes(three, o, p3); len(n) != 2 || !strings.Contains(n[0], "strategy single") || !strings.Contains(n[1], "max_streams 2") {
 		t.Errorf("pinned spec: %q", n)
 	}
-	if n := dagrun.PinNotes(three, dagrun.PlanOptions{}, mustPlan(t, "specs/seed/three-stage.yaml", dagrun.PlanOptions{})); len(n) != 0 {
+	if n := report.PinNotes(three, dagrun.PlanOptions{}, mustPlan(t, "specs/seed/three-stage.yaml", dagrun.PlanOptions{})); len(n) != 0 {
 		t.Errorf("default options: %q", n)
 	}
 }
 
 func TestHostIO(t *testing.T) {
 	p := mustPlan(t, "specs/video/cameras.yaml", dagrun.PlanOptions{})
-	in, out := dagrun.HostIO(p)
+	in, out := cmdline.HostIO(p)
 	var names []string
 	for _, i := range append(in, out...) {
 		names = append(names, p.Buffers[i].Name)

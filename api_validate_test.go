@@ -11,6 +11,7 @@ import (
 	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/internal/cmdline"
 )
 
 // goSpec is a valid spec built in Go; each case of TestPlanValidatesGoSpecs
@@ -140,7 +141,7 @@ func TestImportGraphErrorsAtNodes(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := dagrun.ImportGraph(path, dagrun.ImportOptions{})
+	_, _, err := cmdline.ImportGraph(path, dag.ImportOptions{})
 	if want := path + `:5:10: stage name "bad name" contains a space`; err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "stages[1]") {
 		t.Errorf("ImportGraph: %v; want %s", err, want)
 	}

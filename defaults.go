@@ -5,19 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dagrun/dagrun/dag"
-	"github.com/dagrun/dagrun/executor"
 )
-
-// DefaultMaxStreams is the stream cap Plan applies when neither the
-// options nor the spec set one (PlanOptions.MaxStreams 0, no max_streams),
-// for the default strategy of an automatically synchronized spec.
-// PlanOptions.MaxStreams < 0 (`--max-streams 0` on the command line)
-// plans uncapped. The value was chosen by measurement on an H200
-// (docs/performance.md, "Default stream cap"): stream mode was never
-// slower than one stream on the eight model graphs at 8 (uncapped it was
-// 1.67× slower on nasnetalarge), graph mode within 2% of uncapped, and the
-// device has 8 hardware queues by default (CUDA_DEVICE_MAX_CONNECTIONS).
-const DefaultMaxStreams = 8
 
 // withDefaultCap returns o with DefaultMaxStreams applied where it
 // applies, and whether it was.
@@ -74,7 +62,3 @@ func capNote(p *StreamPlan) {
 // 30k uncapped, 4,354 streams, is past it; layered 10k, 1,494, is not).
 // A variable for tests.
 var uncappedWarn int64 = 100_000_000
-
-// MaxIterations is the most iterations one run takes (RunOptions.Iterations,
-// --iterations): 2^40. Run returns an error for more.
-const MaxIterations = executor.MaxIterations

@@ -10,10 +10,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/bench"
 )
 
 func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
-	bench := &cobra.Command{
+	benchCmd := &cobra.Command{
 		Use:   "bench plan|memory|scale",
 		Short: "Benchmarks of the planner",
 		Args:  cobra.ArbitraryArgs,
@@ -47,7 +48,7 @@ says so, its error goes to stderr, and the command exits 1 after the table.`,
 			fmt.Fprintln(&out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 			var failed benchFailures
 			for i, path := range args {
-				b, err := dagrun.BenchPlan(specs[i])
+				b, err := bench.Plans(specs[i])
 				if err != nil {
 					fmt.Fprintf(&out, "| %s | %s |\n", benchName(path), failed.add(path, err))
 					continue
@@ -60,8 +61,8 @@ says so, its error goes to stderr, and the command exits 1 after the table.`,
 			return failed.err(stderr, len(args))
 		},
 	}
-	bench.AddCommand(plan, newBenchMemoryCmd(stdout, stderr), newBenchScaleCmd(stdout, stderr)) // memory.go, scale.go
-	return bench
+	benchCmd.AddCommand(plan, newBenchMemoryCmd(stdout, stderr), newBenchScaleCmd(stdout, stderr)) // memory.go, scale.go
+	return benchCmd
 }
 
 // loadSpecs loads every spec of a bench command before any is measured:
@@ -73,7 +74,7 @@ func loadSpecs(paths []string) ([]*dagrun.Spec, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := dagrun.Benchable(s); err != nil {
+		if err := bench.Benchable(s); err != nil {
 			return nil, usageError{err}
 		}
 		specs[i] = s
@@ -110,7 +111,7 @@ func (f benchFailures) err(stderr io.Writer, n int) error {
 }
 
 // benchRow is the quality table's cells after the spec name.
-func benchRow(b *dagrun.PlanBench) []string {
+func benchRow(b *bench.PlanResult) []string {
 	d := b.Default
 	sw := func(st dagrun.PlanStats) string { return fmt.Sprintf("%d/%d", st.Streams, st.Waits) }
 	capped := func(st dagrun.PlanStats) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/cmdline"
 )
 
 // flagValues are the words each flag takes, by flag name.
@@ -42,7 +43,7 @@ func addCompletions(root *cobra.Command) {
 				vals := flagValues[f.Name]
 				c.RegisterFlagCompletionFunc(f.Name, cobra.FixedCompletions(vals, cobra.ShellCompDirectiveNoFileComp))
 			case f.Name == "dump-after":
-				c.RegisterFlagCompletionFunc(f.Name, cobra.FixedCompletions(dagrun.Passes(), cobra.ShellCompDirectiveNoFileComp))
+				c.RegisterFlagCompletionFunc(f.Name, cobra.FixedCompletions(cmdline.Passes(), cobra.ShellCompDirectiveNoFileComp))
 			case fileFlags[f.Name] != nil:
 				c.MarkFlagFilename(f.Name, fileFlags[f.Name]...)
 			case contains(dirFlags, f.Name):

@@ -60,8 +60,10 @@ func TestRunConflictsRejectedFirst(t *testing.T) {
 	}
 }
 
-// cmd/dagrun reaches dagrun only through the root package (and the video
-// demo, for its kernels and its frame check).
+// cmd/dagrun reaches dagrun only through the root package, the API every
+// embedding program has, and internal/..., the helpers only the command
+// line needs (and the video demo, for its kernels and its frame check):
+// never through the packages below the root.
 func TestOnlyRootImports(t *testing.T) {
 	t.Parallel()
 	files, _ := filepath.Glob("*.go")
@@ -72,9 +74,34 @@ func TestOnlyRootImports(t *testing.T) {
 		}
 		for _, im := range af.Imports {
 			path, _ := strconv.Unquote(im.Path.Value)
-			if strings.HasPrefix(path, "github.com/dagrun/dagrun/") && path != "github.com/dagrun/dagrun/specs/video" {
-				t.Errorf("%s imports %s: call the root package dagrun instead", f, path)
+			if !allowedImport(path) {
+				t.Errorf("%s imports %s: call the root package dagrun instead, or a helper under internal/", f, path)
 			}
+		}
+	}
+}
+
+// allowedImport reports whether cmd/dagrun may import path: any package
+// outside this module, the root package, one under internal/, and the
+// video demo.
+func allowedImport(path string) bool {
+	const mod = "github.com/dagrun/dagrun"
+	return !strings.HasPrefix(path, mod+"/") || strings.HasPrefix(path, mod+"/internal/") || path == mod+"/specs/video"
+}
+
+func TestAllowedImport(t *testing.T) {
+	for path, want := range map[string]bool{
+		"github.com/spf13/cobra":                   true,
+		"github.com/dagrun/dagrun":                 true,
+		"github.com/dagrun/dagrun/internal/report": true,
+		"github.com/dagrun/dagrun/specs/video":     true,
+		"github.com/dagrun/dagrun/planner":         false,
+		"github.com/dagrun/dagrun/executor/sim":    false,
+		"github.com/dagrun/dagrun/internalx":       false,
+		"github.com/dagrun/dagrun/specs/video/x":   false,
+	} {
+		if got := allowedImport(path); got != want {
+			t.Errorf("allowedImport(%q) = %v, want %v", path, got, want)
 		}
 	}
 }

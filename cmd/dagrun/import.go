@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/cmdline"
 )
 
 func newImportCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -35,7 +36,7 @@ in-place nodes read and write one buffer. The spec is written to -o FILE
 			if sameFile(outPath, args[0]) {
 				return usagef("-o %s: the same file as the graph it reads: name another file (a spec, .yaml)", outPath)
 			}
-			s, summary, err := dagrun.ImportGraph(args[0], o)
+			s, summary, err := cmdline.ImportGraph(args[0], o)
 			if err != nil {
 				return usageError{err}
 			}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/cmdline"
 )
 
 // dagrun runs the command line in-process and returns stdout, stderr and the exit code.
@@ -257,7 +257,7 @@ func TestRunRacyRefusedUnlessAllowed(t *testing.T) {
 // how to build one.
 func TestCUDAWithoutTag(t *testing.T) {
 	t.Parallel()
-	if dagrun.CUDABuilt() {
+	if cmdline.CUDABuilt() {
 		t.Skip("this binary has the CUDA backend")
 	}
 	out, errs, code := cli(t, "run", "--backend", "cuda", specPath("seed/three-stage.yaml"))

@@ -19,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/bench"
 )
 
 // memoryFlags are the planner's memory flags, on every command that plans.
@@ -155,7 +156,7 @@ the command exits 1 after the tables.`,
 			var failed benchFailures
 			for i, path := range args {
 				name := benchName(path)
-				m, err := dagrun.BenchMemory(cmd.Context(), specs[i], !noSim)
+				m, err := bench.Memory(cmd.Context(), specs[i], !noSim)
 				if err != nil {
 					cell := failed.add(path, err)
 					curves = append(curves, memCurve{name: name, failed: cell})
@@ -234,14 +235,14 @@ the command exits 1 after the tables.`,
 // memCurve is one spec's figures, by name, for the budget curve plot.
 type memCurve struct {
 	name   string
-	m      *dagrun.MemoryBench // nil when the spec failed
+	m      *bench.MemoryResult // nil when the spec failed
 	failed string              // then: its table cell
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f", float64(n)/(1<<20)) }
 
 // memoryRow is the arena table's cells after the spec name.
-func memoryRow(m *dagrun.MemoryBench) []string {
+func memoryRow(m *bench.MemoryResult) []string {
 	bound := float64(max(m.LiveBoundBytes, 1))
 	row := []string{
 		fmt.Sprint(m.Stages), fmt.Sprint(m.Streams),

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/bench"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -108,7 +109,7 @@ func TestBudgetPlotEveryEntryVisible(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := dagrun.BenchMemory(context.Background(), s, false)
+		m, err := bench.Memory(context.Background(), s, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/cmdline"
 )
 
 // eachCommand calls f for every command of the command line.
@@ -48,7 +49,7 @@ func TestDumpAfterHelpListsEveryPass(t *testing.T) {
 		t.Fatal(code)
 	}
 	line := regexp.MustCompile(`--dump-after[^\n]*`).FindString(out)
-	for _, p := range dagrun.Passes() {
+	for _, p := range cmdline.Passes() {
 		if !strings.Contains(line, p) {
 			t.Errorf("--dump-after's help lacks pass %s: %s", p, line)
 		}
@@ -102,8 +103,8 @@ func TestCompletionValuesAccepted(t *testing.T) {
 			t.Errorf("--%s: the check accepts %v, completion offers %v", flag, want, flagValues[flag])
 		}
 	}
-	if got, _ := complete(t, "plan", "--dump-after", ""); !slicesEqual(got, dagrun.Passes()) {
-		t.Errorf("--dump-after completes to %v, want the passes %v", got, dagrun.Passes())
+	if got, _ := complete(t, "plan", "--dump-after", ""); !slicesEqual(got, cmdline.Passes()) {
+		t.Errorf("--dump-after completes to %v, want the passes %v", got, cmdline.Passes())
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"unicode"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/cmdline"
+	"github.com/dagrun/dagrun/internal/safefile"
 )
 
 // outFiles holds the files a command writes (--out, --trace, --timeline)
@@ -283,9 +285,9 @@ func writable(who, path, dir string) error {
 	return os.Remove(probe)
 }
 
-// quotePath is path as messages print it (dagrun.QuotePath): control
+// quotePath is path as messages print it (safefile.Quote): control
 // characters escaped.
-func quotePath(path string) string { return dagrun.QuotePath(path) }
+func quotePath(path string) string { return safefile.Quote(path) }
 
 // path returns where to write the file that belongs at dst: a fresh
 // name in a staging folder, moved to dst by commit.
@@ -466,7 +468,7 @@ func outName(buffer string) string {
 func claimOutputs(files *outFiles, p *dagrun.StreamPlan, dir string, streamed bool) error {
 	host := map[int]bool{}
 	if streamed {
-		_, outs := dagrun.HostIO(p)
+		_, outs := cmdline.HostIO(p)
 		for _, i := range outs {
 			host[i] = true
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/bench"
 )
 
 func newBenchScaleCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -69,7 +70,7 @@ allocated per stage. With --write DIR it writes the specs there instead
 					return usagef("--graphs: %v", err)
 				}
 				f.Close()
-				if _, err := dagrun.ChainSpec(g, 1, 0); err != nil {
+				if _, err := bench.ChainSpec(g, 1, 0); err != nil {
 					return usageError{err}
 				}
 			}
@@ -83,25 +84,25 @@ allocated per stage. With --write DIR it writes the specs there instead
 				if sh == "" {
 					continue
 				}
-				if sh != "chain" && !slices.Contains(dagrun.ScaleShapes, sh) {
-					return usagef("--shapes: unknown shape %q, want chain or one of %s", sh, strings.Join(dagrun.ScaleShapes, ", "))
+				if sh != "chain" && !slices.Contains(bench.Shapes, sh) {
+					return usagef("--shapes: unknown shape %q, want chain or one of %s", sh, strings.Join(bench.Shapes, ", "))
 				}
 				if sh == "chain" && len(gs) == 0 {
 					return usagef("--shapes chain needs --graphs (model graph files, e.g. specs/models/graphs/nasnetalarge.json)")
 				}
 				for _, n := range ns {
 					if sh != "chain" {
-						jobs = append(jobs, job{fmt.Sprintf("%s-%s", sh, countLabel(n)), func() (*dagrun.Spec, error) { return dagrun.ScaleSpec(sh, n) }})
+						jobs = append(jobs, job{fmt.Sprintf("%s-%s", sh, countLabel(n)), func() (*dagrun.Spec, error) { return bench.ScaleSpec(sh, n) }})
 						continue
 					}
 					for _, g := range gs {
-						jobs = append(jobs, job{fmt.Sprintf("%s-chain-%s", graphName(g), countLabel(n)), func() (*dagrun.Spec, error) { return dagrun.ChainSpec(g, 0, n) }})
+						jobs = append(jobs, job{fmt.Sprintf("%s-chain-%s", graphName(g), countLabel(n)), func() (*dagrun.Spec, error) { return bench.ChainSpec(g, 0, n) }})
 					}
 				}
 			}
 			for _, g := range gs {
 				for _, k := range ks {
-					jobs = append(jobs, job{fmt.Sprintf("%s-x%d", graphName(g), k), func() (*dagrun.Spec, error) { return dagrun.ChainSpec(g, k, 0) }})
+					jobs = append(jobs, job{fmt.Sprintf("%s-x%d", graphName(g), k), func() (*dagrun.Spec, error) { return bench.ChainSpec(g, k, 0) }})
 				}
 			}
 			if len(jobs) == 0 {
@@ -163,7 +164,7 @@ allocated per stage. With --write DIR it writes the specs there instead
 					fmt.Fprintln(stdout, "| spec | stages | streams | waits | lower bound | arena MiB | live bound MiB | planning ms | verify ms | slowest phases (ms) | alloc B/stage |")
 					fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|---|---|")
 				}
-				b, err := dagrun.BenchScale(s, o)
+				b, err := bench.Scale(s, o)
 				if err != nil {
 					return failure{fmt.Errorf("%s: %w", j.name, err)}
 				}
@@ -175,7 +176,7 @@ allocated per stage. With --write DIR it writes the specs there instead
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&shapes, "shapes", "layered,wavefront,shared-read", "synthetic shapes ("+strings.Join(dagrun.ScaleShapes, ", ")+", or chain: copies of each --graphs model up to --stages)")
+	cmd.Flags().StringVar(&shapes, "shapes", "layered,wavefront,shared-read", "synthetic shapes ("+strings.Join(bench.Shapes, ", ")+", or chain: copies of each --graphs model up to --stages)")
 	cmd.Flags().StringVar(&sizes, "stages", "10k,100k", "sizes in stages (suffixes k, M)")
 	cmd.Flags().StringVar(&graphs, "graphs", "", "model graph files (comma-separated), for chain and --copies")
 	cmd.Flags().StringVar(&copies, "copies", "", "chains of this many copies of each --graphs model (comma-separated, e.g. 1,2,8,80)")
@@ -185,7 +186,7 @@ allocated per stage. With --write DIR it writes the specs there instead
 }
 
 // scaleRow is one row of the scale table.
-func scaleRow(name string, b *dagrun.ScaleBench) []string {
+func scaleRow(name string, b *bench.ScaleResult) []string {
 	mib := func(x int64) string { return fmt.Sprintf("%.1f", float64(x)/(1<<20)) }
 	var plan, verify float64
 	top := make([]string, 0, 3)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/bench"
 )
 
 // BenchmarkPlanCommand runs the whole `dagrun plan --json SPEC` (load,
@@ -38,9 +39,9 @@ func BenchmarkPlanCommand(b *testing.B) {
 				var s *dagrun.Spec
 				var err error
 				if sh == "nasnetalarge-chain" {
-					s, err = dagrun.ChainSpec("../../specs/models/graphs/nasnetalarge.json", 0, size.n)
+					s, err = bench.ChainSpec("../../specs/models/graphs/nasnetalarge.json", 0, size.n)
 				} else {
-					s, err = dagrun.ScaleSpec(sh, size.n)
+					s, err = bench.ScaleSpec(sh, size.n)
 				}
 				if err != nil {
 					b.Fatal(err)

@@ -3,9 +3,8 @@ package main
 import (
 	"io"
 
+	"github.com/dagrun/dagrun/internal/schema"
 	"github.com/spf13/cobra"
-
-	"github.com/dagrun/dagrun"
 )
 
 func newSchemaCmd(stdout io.Writer) *cobra.Command {
@@ -19,7 +18,7 @@ extension, JetBrains IDEs, yaml-language-server) use it to check and
 complete specs as you type.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			b, err := dagrun.SpecSchema()
+			b, err := schema.Spec()
 			if err != nil {
 				return failure{err}
 			}

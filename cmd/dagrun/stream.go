@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/cmdline"
 	"github.com/dagrun/dagrun/specs/video"
 )
 
@@ -92,7 +93,7 @@ type streamIO struct {
 func newStreamIO(pl *planned, f *streamFlags, files *outFiles) (*streamIO, error) {
 	p, spec := pl.p, pl.spec
 	s := &streamIO{p: p, outDir: f.outDir, files: files}
-	s.inputs, s.outputs = dagrun.HostIO(p)
+	s.inputs, s.outputs = cmdline.HostIO(p)
 	if len(s.inputs) == 0 {
 		return nil, usagef("--frames: the plan has no host_pinned input buffer to stream frames into")
 	}
@@ -109,7 +110,7 @@ func newStreamIO(pl *planned, f *streamFlags, files *outFiles) (*streamIO, error
 		fr, ok := cache[key]
 		if !ok {
 			var err error
-			if fr, err = dagrun.ReadFrames(f.frames, b.Bytes, shape); err != nil {
+			if fr, err = cmdline.ReadFrames(f.frames, b.Bytes, shape); err != nil {
 				return nil, usageError{fmt.Errorf("input %s: %w", b.Name, err)}
 			}
 			cache[key] = fr

@@ -29,6 +29,7 @@ import (
 	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/internal/cmdline"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/specs/video"
 )
@@ -196,7 +197,7 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 	w := vb.out
 	fmt.Fprintf(w, "video-bench: backend %s; %d images, %d with distinct results; %d iterations per run\n", reason, len(frames), len(vb.frameB), vb.iters)
 	if b.Name() == dagrun.BackendSim {
-		fmt.Fprintf(w, "note: %s\n", dagrun.SimTimingNote)
+		fmt.Fprintf(w, "note: %s\n", cmdline.SimTimingNote)
 	}
 	on := ""
 	if vb.devices > 1 {

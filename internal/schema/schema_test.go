@@ -1,4 +1,4 @@
-package dagrun_test
+package schema_test
 
 import (
 	"bytes"
@@ -13,12 +13,13 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/schema"
 )
 
-// compileSchema compiles SpecSchema with a real JSON Schema validator.
+// compileSchema compiles Spec with a real JSON Schema validator.
 func compileSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	b, err := dagrun.SpecSchema()
+	b, err := schema.Spec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,10 +28,10 @@ func compileSchema(t *testing.T) *jsonschema.Schema {
 		t.Fatal(err)
 	}
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource(dagrun.SchemaID, doc); err != nil {
+	if err := c.AddResource(schema.ID, doc); err != nil {
 		t.Fatal(err)
 	}
-	sch, err := c.Compile(dagrun.SchemaID)
+	sch, err := c.Compile(schema.ID)
 	if err != nil {
 		t.Fatalf("the schema does not compile: %v", err)
 	}
@@ -59,11 +60,11 @@ func validateYAML(t *testing.T, sch *jsonschema.Schema, text []byte) error {
 // The committed docs/spec.schema.json is the generated schema (regenerate:
 // go run ./cmd/dagrun schema > docs/spec.schema.json).
 func TestSchemaFileCurrent(t *testing.T) {
-	want, err := dagrun.SpecSchema()
+	want, err := schema.Spec()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile("docs/spec.schema.json")
+	got, err := os.ReadFile("../../docs/spec.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +78,9 @@ func TestSchemaFileCurrent(t *testing.T) {
 func TestSchemaAcceptsEverySpec(t *testing.T) {
 	sch := compileSchema(t)
 	n := 0
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") || strings.HasPrefix(path, "python") {
+	const root = "../.."
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") || strings.HasPrefix(path, filepath.Join(root, "python")) {
 			return err
 		}
 		text, err := os.ReadFile(path)

@@ -1,4 +1,4 @@
-package dagrun
+package bench
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/planner"
 )
 
 // TestBenchVerifyDeadlock: bench memory counts a plan's races but fails on
 // a plan that deadlocks (a collective's ranks with a launch issued between
-// them), where it used to count no race and print figures.
+// them): a plan that never completes has no memory figures.
 func TestBenchVerifyDeadlock(t *testing.T) {
 	rank := func(r int) *planner.Collective {
 		return &planner.Collective{Group: 0, Op: "all_reduce", Reduce: "sum", Rank: r, Ranks: 2}
@@ -36,14 +37,14 @@ func TestBenchVerifyDeadlock(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := benchVerify(p)
+	_, err := countRaces(planner.Verify(p))
 	var re *planner.RaceError
 	if !errors.As(err, &re) || len(re.Deadlocks) == 0 || !strings.Contains(err.Error(), "DEADLOCK") {
-		t.Fatalf("benchVerify: %v, want the deadlock", err)
+		t.Fatalf("countRaces: %v, want the deadlock", err)
 	}
 	// In issue order the ranks are one group: no error.
 	p.IssueOrder = [][2]int{{1, 0}, {0, 0}, {1, 1}}
-	if races, err := benchVerify(p); err != nil || races != 0 {
+	if races, err := countRaces(planner.Verify(p)); err != nil || races != 0 {
 		t.Fatalf("ranks consecutive: %d races, %v", races, err)
 	}
 }
@@ -54,15 +55,15 @@ func TestBenchVerifyDeadlock(t *testing.T) {
 // plan stays one stream per device.
 func TestBenchMemoryDefaultPlan(t *testing.T) {
 	for _, f := range []string{"specs/models/squeezenet1_1.yaml", "specs/models/googlenet.yaml", "specs/multigpu/data-parallel-4.yaml"} {
-		s, err := Load(f)
+		s, err := dagrun.Load("../../" + f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := BenchMemory(context.Background(), s, false)
+		m, err := Memory(context.Background(), s, false)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		p, err := Plan(s, PlanOptions{MemoryBudget: BudgetNone})
+		p, err := dagrun.Plan(s, dagrun.PlanOptions{MemoryBudget: dagrun.BudgetNone})
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
@@ -70,8 +71,8 @@ func TestBenchMemoryDefaultPlan(t *testing.T) {
 			t.Errorf("%s: bench memory's default plan: %d streams, arena %d bytes, ideal makespan %.1f µs; dagrun plan's: %d, %d, %.1f",
 				f, m.Streams, m.ArenaBytes, m.MakespanUS, p.Stats.Streams, p.Stats.ArenaBytes, p.Stats.IdealMakespanUS)
 		}
-		if m.Streams > DefaultMaxStreams*m.Devices {
-			t.Errorf("%s: %d streams over the default cap of %d per device (%d devices)", f, m.Streams, DefaultMaxStreams, m.Devices)
+		if m.Streams > dagrun.DefaultMaxStreams*m.Devices {
+			t.Errorf("%s: %d streams over the default cap of %d per device (%d devices)", f, m.Streams, dagrun.DefaultMaxStreams, m.Devices)
 		}
 	}
 }

@@ -1,4 +1,7 @@
-package dagrun
+// Package schema generates the JSON Schema of the spec format
+// (`dagrun schema`, docs/spec.schema.json) from the loader's own field
+// tables.
+package schema
 
 import (
 	"bytes"
@@ -10,11 +13,11 @@ import (
 	"github.com/dagrun/dagrun/dag"
 )
 
-// SchemaID is the $id of the spec JSON Schema, the path of its copy in the
+// ID is the $id of the spec JSON Schema, the path of its copy in the
 // repository (docs/spec.schema.json).
-const SchemaID = "https://github.com/dagrun/dagrun/raw/main/docs/spec.schema.json"
+const ID = "https://github.com/dagrun/dagrun/raw/main/docs/spec.schema.json"
 
-// SpecSchema returns a JSON Schema (draft 2020-12) of the spec format,
+// Spec returns a JSON Schema (draft 2020-12) of the spec format,
 // generated from the loader's own field tables (dag.Format): every mapping
 // with its fields, required fields, enums, bounds and one-line docs, and
 // no unknown fields. Editors use it to validate and complete spec YAML
@@ -23,7 +26,7 @@ const SchemaID = "https://github.com/dagrun/dagrun/raw/main/docs/spec.schema.jso
 // buffer, kernel arguments) only Load checks. It returns an error for a
 // field type the generator does not know, so a new kind of field in the
 // loader's tables cannot be left out silently.
-func SpecSchema() ([]byte, error) {
+func Spec() ([]byte, error) {
 	defs := map[string]any{}
 	var root map[string]any
 	for _, m := range dag.Format() {
@@ -38,7 +41,7 @@ func SpecSchema() ([]byte, error) {
 		defs[m.Name] = obj
 	}
 	if root == nil {
-		return nil, fmt.Errorf("dagrun: schema: dag.Format has no spec mapping")
+		return nil, fmt.Errorf("schema: dag.Format has no spec mapping")
 	}
 	defs["name"] = map[string]any{
 		"type":        "string",
@@ -49,7 +52,7 @@ func SpecSchema() ([]byte, error) {
 		return nil, err
 	}
 	root["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-	root["$id"] = SchemaID
+	root["$id"] = ID
 	root["title"] = "dagrun spec"
 	root["$defs"] = defs
 	var b bytes.Buffer
@@ -146,7 +149,7 @@ func scalarSchema(mapping string, f dag.FormatField, t string) (map[string]any, 
 	case "mapping":
 		return ref(f.Items), nil
 	}
-	return nil, fmt.Errorf("dagrun: schema: %s.%s has type %q, which the schema generator does not know", mapping, f.Key, t)
+	return nil, fmt.Errorf("schema: %s.%s has type %q, which the schema generator does not know", mapping, f.Key, t)
 }
 
 func schemaOfField(mapping string, f dag.FormatField) (map[string]any, error) {
@@ -176,7 +179,7 @@ func checkRefs(v any, defs map[string]any) error {
 	case map[string]any:
 		if r, ok := x["$ref"].(string); ok {
 			if _, ok := defs[strings.TrimPrefix(r, "#/$defs/")]; !ok {
-				return fmt.Errorf("dagrun: schema: %s names no mapping of dag.Format", r)
+				return fmt.Errorf("schema: %s names no mapping of dag.Format", r)
 			}
 		}
 		for _, y := range x {

@@ -1,4 +1,10 @@
-package dagrun
+// Package bench measures the planner and the arena for `dagrun bench`:
+// the stats of a spec's plans under each strategy (Plans), the arena's
+// figures with the simulator's verdict (Memory), and the cost of planning
+// and verifying synthetic specs at scale (Scale, ScaleSpec, ChainSpec).
+// Every plan it makes goes through dagrun.Plan, and every run through
+// dagrun.Run, so its figures are those of the command line's plan and run.
+package bench
 
 import (
 	"cmp"
@@ -7,58 +13,55 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/dag"
-	"github.com/dagrun/dagrun/synth"
-
-	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/synth"
 )
 
-// PlanBench is the planner's quality on one spec: the stats of its plan
+// PlanResult is the planner's quality on one spec: the stats of its plan
 // under each strategy (uncapped) and under the default strategy capped at 8
-// and 16 streams. Times are µs (PlanStats).
-type PlanBench struct {
-	Default, Naive, RoundRobin, Single PlanStats
-	Max8, Max16                        PlanStats
+// and 16 streams. Times are µs (planner.Stats).
+type PlanResult struct {
+	Default, Naive, RoundRobin, Single planner.Stats
+	Max8, Max16                        planner.Stats
 }
 
-// ErrManualSpec is BenchPlan's and BenchMemory's error for a `sync:
-// manual` spec.
+// ErrManualSpec is Plans' and Memory's error for a `sync: manual` spec.
 var ErrManualSpec = errors.New("the spec uses sync: manual (its streams and waits are its own), so the planner's strategies do not apply: bench plan and bench memory take planned specs (sync: auto)")
 
-// Benchable reports whether BenchPlan and BenchMemory take s: nil, or
+// Benchable reports whether Plans and Memory take s: nil, or
 // ErrManualSpec (wrapped with the spec's file or name) for a `sync:
 // manual` spec.
-func Benchable(s *Spec) error {
+func Benchable(s *dagrun.Spec) error {
 	if s.Sync == dag.SyncManual {
 		return fmt.Errorf("%s: %w", cmp.Or(s.File, s.Name), ErrManualSpec)
 	}
 	return nil
 }
 
-// BenchPlan plans s six ways (the four strategies uncapped, the default
+// Plans plans s six ways (the four strategies uncapped, the default
 // strategy with max_streams 8 and 16) and verifies every plan. Errors name
-// the variant: a planning error or a *planner.RaceError; a `sync: manual`
+// the variant: a planning error or a *dagrun.VerifyReport; a `sync: manual`
 // spec, whose streams and waits are its own, is refused (ErrManualSpec).
-func BenchPlan(s *Spec) (*PlanBench, error) {
+func Plans(s *dagrun.Spec) (*PlanResult, error) {
 	if err := Benchable(s); err != nil {
 		return nil, err
 	}
-	var b PlanBench
+	var b PlanResult
 	for _, c := range []struct {
 		name string
-		o    PlanOptions
-		st   *PlanStats
+		o    dagrun.PlanOptions
+		st   *planner.Stats
 	}{
-		{"default", PlanOptions{Strategy: StrategyDefault, MaxStreams: -1}, &b.Default},
-		{"naive", PlanOptions{Strategy: StrategyNaive, MaxStreams: -1}, &b.Naive},
-		{"round-robin", PlanOptions{Strategy: StrategyRoundRobin, MaxStreams: -1}, &b.RoundRobin},
-		{"single", PlanOptions{Strategy: StrategySingle, MaxStreams: -1}, &b.Single},
-		{"max8", PlanOptions{Strategy: StrategyDefault, MaxStreams: 8}, &b.Max8},
-		{"max16", PlanOptions{Strategy: StrategyDefault, MaxStreams: 16}, &b.Max16},
+		{"default", dagrun.PlanOptions{Strategy: dagrun.StrategyDefault, MaxStreams: -1}, &b.Default},
+		{"naive", dagrun.PlanOptions{Strategy: dagrun.StrategyNaive, MaxStreams: -1}, &b.Naive},
+		{"round-robin", dagrun.PlanOptions{Strategy: dagrun.StrategyRoundRobin, MaxStreams: -1}, &b.RoundRobin},
+		{"single", dagrun.PlanOptions{Strategy: dagrun.StrategySingle, MaxStreams: -1}, &b.Single},
+		{"max8", dagrun.PlanOptions{Strategy: dagrun.StrategyDefault, MaxStreams: 8}, &b.Max8},
+		{"max16", dagrun.PlanOptions{Strategy: dagrun.StrategyDefault, MaxStreams: 16}, &b.Max16},
 	} {
-		p, err := Plan(s, c.o)
+		p, err := dagrun.Plan(s, c.o)
 		if err != nil {
 			return nil, fmt.Errorf("strategy %s: %w", c.name, err)
 		}
@@ -67,8 +70,8 @@ func BenchPlan(s *Spec) (*PlanBench, error) {
 	return &b, nil
 }
 
-// MemoryBench is the arena's figures on one spec (bytes; µs).
-type MemoryBench struct {
+// MemoryResult is the arena's figures on one spec (bytes; µs).
+type MemoryResult struct {
 	Stages, Streams int // of the default plan
 	// Devices is the spec's device count (Spec.Devices, ≥ 1).
 	Devices int
@@ -84,7 +87,7 @@ type MemoryBench struct {
 	// VerifierRaces counts the races Verify finds in the default, the
 	// one-stream and the auto plan (0 for a correct planner).
 	VerifierRaces int
-	// Sim is nil unless BenchMemory ran the simulator.
+	// Sim is nil unless Memory ran the simulator.
 	Sim *MemorySim
 
 	// With several devices the arenas above are the sums of the devices'.
@@ -99,7 +102,7 @@ type MemoryBench struct {
 	BudgetBytes      int64
 	BudgetStartBytes int64
 	MakespanUS       float64
-	BudgetSteps      []BudgetStep
+	BudgetSteps      []planner.BudgetStep
 	BudgetErr        error
 }
 
@@ -113,48 +116,38 @@ type MemorySim struct {
 	SameOutputs bool
 }
 
-// BenchMemory plans s with the default options (Plan's: the default
-// stream cap, DefaultMaxStreams, applies), with one stream and with
-// memory_budget auto, verifies the plans, and (withSim) runs the default
-// plan on the simulator (seed 1) with and without the arena; then it plans
-// s again with memory_budget set to the one-stream arena. Errors: a
-// planning error other than races and an unmet budget, a plan that
-// deadlocks (the verifier's *planner.RaceError with Deadlocks: a plan that
-// never completes has no memory figures), a simulator error other than a
-// race, or ErrManualSpec for a `sync: manual` spec; ctx cancels the
-// simulator runs.
-func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, error) {
+// Memory plans s with the default options (dagrun.Plan's: the default
+// stream cap, dagrun.DefaultMaxStreams, applies), with one stream and with
+// memory_budget auto, and (withSim) runs the default plan on the simulator
+// (dagrun.Run, seed 1) with and without the arena; then it plans s again
+// with memory_budget set to the one-stream arena. Races the verifier finds
+// are counted (VerifierRaces), not errors. Errors: a planning error other
+// than races and an unmet budget, a plan that deadlocks (the verifier's
+// report with Deadlocks: a plan that never completes has no memory
+// figures), a run the simulator refuses (dagrun.Run's limits) or a
+// simulator error other than a race, or ErrManualSpec for a `sync: manual` spec; ctx
+// cancels the simulator runs.
+func Memory(ctx context.Context, s *dagrun.Spec, withSim bool) (*MemoryResult, error) {
 	if err := Benchable(s); err != nil {
 		return nil, err
 	}
-	var m MemoryBench
-	verify := func(p *StreamPlan) error {
-		races, err := benchVerify(p)
+	var m MemoryResult
+	// build plans s with o and counts the verifier's races.
+	build := func(o dagrun.PlanOptions) (*dagrun.StreamPlan, error) {
+		p, err := dagrun.Plan(s, o)
+		races, err := countRaces(err)
 		m.VerifierRaces += races
-		return err
+		return p, err
 	}
-	// Every plan here gets Plan's defaults (the default stream cap), so
-	// that the default plan is the one `dagrun plan` prints.
-	plan := func(o PlanOptions) (*StreamPlan, error) {
-		o, _ = withDefaultCap(s, o) // defaults.go
-		return planner.Build(s, o)
-	}
-	build := func(o PlanOptions) (*StreamPlan, error) {
-		p, err := plan(o)
-		if err != nil {
-			return nil, err
-		}
-		return p, verify(p)
-	}
-	def, err := build(PlanOptions{MemoryBudget: BudgetNone})
+	def, err := build(dagrun.PlanOptions{MemoryBudget: dagrun.BudgetNone})
 	if err != nil {
 		return nil, err
 	}
-	single, err := build(PlanOptions{Strategy: StrategySingle, MemoryBudget: BudgetNone})
+	single, err := build(dagrun.PlanOptions{Strategy: dagrun.StrategySingle, MemoryBudget: dagrun.BudgetNone})
 	if err != nil {
 		return nil, err
 	}
-	auto, err := build(PlanOptions{MemoryBudget: BudgetAuto})
+	auto, err := build(dagrun.PlanOptions{MemoryBudget: dagrun.BudgetAuto})
 	if err != nil {
 		return nil, err
 	}
@@ -163,21 +156,13 @@ func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, erro
 	m.SingleArenaBytes, m.LiveBoundBytes = single.Stats.ArenaBytes, planner.LiveBound(def)
 	m.AutoArenaBytes, m.AutoExtraWaits = auto.Stats.ArenaBytes, auto.Stats.Waits-def.Stats.Waits
 	if withSim {
-		off, err := plan(PlanOptions{Arena: ArenaOff, MemoryBudget: BudgetNone})
-		if err != nil {
+		off, err := dagrun.Plan(s, dagrun.PlanOptions{Arena: dagrun.ArenaOff, MemoryBudget: dagrun.BudgetNone})
+		if _, err := countRaces(err); err != nil {
 			return nil, err
 		}
 		m.Sim = &MemorySim{}
-		run := func(p *StreamPlan) (map[string]string, error) {
-			if err := checkSimOps(p, 1); err != nil {
-				return nil, err
-			}
-			if err := checkSimClocks(p); err != nil {
-				return nil, err
-			}
-			b := sim.New(sim.Options{Seed: 1})
-			res, err := executor.Run(ctx, p, b, executor.Options{})
-			b.Close()
+		run := func(p *dagrun.StreamPlan) (map[string]string, error) {
+			res, err := dagrun.Run(ctx, p, dagrun.RunOptions{Backend: dagrun.BackendSim, Seed: 1})
 			if res == nil {
 				return nil, err
 			}
@@ -203,7 +188,7 @@ func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, erro
 	}
 	m.BudgetBytes, m.BudgetStartBytes, m.MakespanUS = planner.BudgetArena(single), planner.BudgetArena(def), def.Stats.IdealMakespanUS
 	if m.BudgetBytes < m.BudgetStartBytes {
-		p, err := plan(PlanOptions{MemoryBudget: m.BudgetBytes})
+		p, err := build(dagrun.PlanOptions{MemoryBudget: m.BudgetBytes})
 		var be *planner.BudgetError
 		switch {
 		case errors.As(err, &be):
@@ -212,44 +197,35 @@ func BenchMemory(ctx context.Context, s *Spec, withSim bool) (*MemoryBench, erro
 			return nil, err
 		default:
 			m.BudgetSteps = p.Budget
-			if err := verify(p); err != nil {
-				return nil, err
-			}
 		}
 	}
 	return &m, nil
 }
 
-// benchVerify verifies p for BenchMemory: the races the verifier found
-// (counted, not an error there), or an error for anything else it
-// reports, a collective that deadlocks included.
-func benchVerify(p *StreamPlan) (races int, err error) {
+// countRaces sorts Plan's error for Memory: the races the verifier found
+// (counted, not an error there), or an error for anything else, a
+// collective that deadlocks included.
+func countRaces(err error) (races int, _ error) {
 	var re *planner.RaceError
-	if err := planner.Verify(p); errors.As(err, &re) {
-		if len(re.Deadlocks) > 0 {
-			return len(re.Races), fmt.Errorf("the plan deadlocks (dagrun check says DEADLOCK): %w", err)
-		}
-		return len(re.Races), nil
-	} else if err != nil {
+	if !errors.As(err, &re) {
 		return 0, err
 	}
-	return 0, nil
+	if len(re.Deadlocks) > 0 {
+		return len(re.Races), fmt.Errorf("the plan deadlocks (dagrun check says DEADLOCK): %w", err)
+	}
+	return len(re.Races), nil
 }
 
-// SimTimingNote is what the simulator backend's timings are and are not;
-// the command line prints it after every figure the simulator measured.
-const SimTimingNote = "simulator timings are the CPU time of a simulation (random per-op delays, one goroutine per stream), not predictions of GPU time; --backend cuda measures the GPU"
-
-// ScaleBench is the cost of planning and verifying one spec: the plan's
+// ScaleResult is the cost of planning and verifying one spec: the plan's
 // size, where the time went and the bytes allocated.
-type ScaleBench struct {
+type ScaleResult struct {
 	Spec                           string
 	Stages, Streams, Waits, Events int
 	LowerBoundWaits                int
 	ArenaBytes                     int64 // the plan's arena, bytes
 	LiveBoundBytes                 int64 // planner.LiveBound of the plan, bytes
 	CriticalPathUS, IdealMakespan  float64
-	// Timings are Build's phases and the verifier's ("verify"), ms.
+	// Timings are the planner's phases and the verifier's ("verify"), ms.
 	Timings []planner.PassTime
 	// AllocBytes is what planning and verifying allocated, bytes (Go's
 	// runtime.MemStats.TotalAlloc difference).
@@ -257,38 +233,36 @@ type ScaleBench struct {
 	Notes      []string
 }
 
-// BenchScale plans s with o and verifies the plan, timing each phase.
-// Errors: a planning error, or the verifier's (a race is an error here).
-func BenchScale(s *Spec, o PlanOptions) (*ScaleBench, error) {
+// Scale plans s with o and verifies the plan (dagrun.Plan), timing each
+// phase. Errors: a planning error, or the verifier's (a race is an error
+// here).
+func Scale(s *dagrun.Spec, o dagrun.PlanOptions) (*ScaleResult, error) {
 	var m0, m1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&m0)
-	p, err := Plan(s, o)
+	p, err := dagrun.Plan(s, o)
 	runtime.ReadMemStats(&m1)
 	if err != nil {
 		return nil, err
 	}
 	st := p.Stats
-	return &ScaleBench{Spec: s.Name, Stages: st.Stages, Streams: st.Streams, Waits: st.Waits, Events: st.Events,
+	return &ScaleResult{Spec: s.Name, Stages: st.Stages, Streams: st.Streams, Waits: st.Waits, Events: st.Events,
 		LowerBoundWaits: st.LowerBoundWaits, ArenaBytes: st.ArenaBytes, LiveBoundBytes: planner.LiveBound(p),
 		CriticalPathUS: st.CriticalPathUS, IdealMakespan: st.IdealMakespanUS,
 		Timings: p.Timings, AllocBytes: m1.TotalAlloc - m0.TotalAlloc, Notes: p.Notes}, nil
 }
 
-// MaxStages is the most stages a spec may have (dag.MaxStages).
-const MaxStages = dag.MaxStages
-
-// ScaleShapes are the shapes ScaleSpec makes besides model chains.
-var ScaleShapes = synth.Shapes
+// Shapes are the shapes ScaleSpec makes besides model chains.
+var Shapes = synth.Shapes
 
 // ScaleSpec returns a synthetic spec of n stages of the named shape
-// (ScaleShapes; synth.Shape says what each is).
-func ScaleSpec(shape string, n int) (*Spec, error) { return synth.Shape(shape, n) }
+// (Shapes; synth.Shape says what each is).
+func ScaleSpec(shape string, n int) (*dagrun.Spec, error) { return synth.Shape(shape, n) }
 
 // ChainSpec returns k copies of the model graph in graphFile (the format of
 // `dagrun import`) run one after the other (synth.Chain); with n > 0, k is
 // the fewest copies of at least n stages in all.
-func ChainSpec(graphFile string, k, n int) (*Spec, error) {
+func ChainSpec(graphFile string, k, n int) (*dagrun.Spec, error) {
 	g, err := dag.ReadGraphFile(graphFile)
 	if err != nil {
 		return nil, err

@@ -1,8 +1,8 @@
-package dagrun
+package cmdline
 
 import (
 	"fmt"
-	"io"
+	"github.com/dagrun/dagrun"
 
 	"github.com/dagrun/dagrun/dag"
 )
@@ -19,7 +19,7 @@ import (
 // tensors; and a graph that does not make a spec Load accepts (ids that
 // are not valid names, a node writing a tensor twice), with the loader's
 // errors (dag.Validate). summary is one line, whatever the graph's text.
-func ImportGraph(path string, o ImportOptions) (s *Spec, summary string, err error) {
+func ImportGraph(path string, o dag.ImportOptions) (s *dagrun.Spec, summary string, err error) {
 	g, err := dag.ReadGraphFile(path)
 	if err != nil {
 		return nil, "", err
@@ -34,9 +34,3 @@ func ImportGraph(path string, o ImportOptions) (s *Spec, summary string, err err
 	}
 	return s, dag.GraphSummary(g), nil
 }
-
-// WriteSpec writes s as YAML in a fixed field order (the same spec gives the
-// same bytes); for a spec that Load accepts, Load of the output gives back
-// s apart from positions. It does not validate s. Errors: w's, or a stage
-// argument of a type a spec cannot hold (not an integer, float or string).
-func WriteSpec(w io.Writer, s *Spec) error { return dag.WriteYAML(w, s) }

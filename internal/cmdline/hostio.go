@@ -1,0 +1,54 @@
+// Package cmdline holds what the dagrun command needs from the packages below
+// the root package and no embedding program does: the planner's pass
+// names, a plan's host I/O buffers and their frames, whether the binary
+// has the CUDA backend, and operator-graph import.
+package cmdline
+
+import (
+	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/cudart"
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/frames"
+	"github.com/dagrun/dagrun/planner"
+)
+
+// SimTimingNote is what the simulator backend's timings are and are not;
+// the command line prints it after every figure the simulator measured.
+const SimTimingNote = "simulator timings are the CPU time of a simulation (random per-op delays, one goroutine per stream), not predictions of GPU time; --backend cuda measures the GPU"
+
+// Passes returns the names of the planner's passes in pipeline order
+// (--dump-after).
+func Passes() []string { return planner.Passes() }
+
+// CUDABuilt reports whether this binary has the CUDA backend (built with
+// the cuda tag: scripts/build-gpu.sh); without it dagrun.BackendCUDA fails
+// with an error wrapping cudart.ErrNotSupported.
+func CUDABuilt() bool { return cudart.Available }
+
+// HostIO returns the indices into p.Buffers of p's host_pinned role=input
+// and role=output buffers, in plan order: the buffers that
+// dagrun.RunOptions' Inputs and Outputs can stream, by name.
+func HostIO(p *dagrun.StreamPlan) (inputs, outputs []int) {
+	for i, b := range p.Buffers {
+		if b.Where != dag.WhereHostPinned {
+			continue
+		}
+		switch b.Role {
+		case dag.RoleInput:
+			inputs = append(inputs, i)
+		case dag.RoleOutput:
+			outputs = append(outputs, i)
+		}
+	}
+	return inputs, outputs
+}
+
+// ReadFrames reads the frames in dir, in name order, for an input buffer of
+// n bytes and shape (nil when unknown): raw files (.raw, .bin, .rgba) of
+// exactly n bytes, or images (.png, .jpg, .jpeg, .gif) for a buffer of
+// shape [H, W, 4] (RGBA8), centred on a W×H black canvas (see
+// frames.ReadFrames). Errors name the file that is the wrong size or does
+// not decode; images for another shape and a dir without frames are errors.
+func ReadFrames(dir string, n int64, shape []int64) ([][]byte, error) {
+	return frames.ReadFrames(dir, n, shape)
+}
