@@ -7,50 +7,26 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dagrun/dagrun/contract"
 	"gonum.org/v1/gonum/graph"
 	"gonum.org/v1/gonum/graph/topo"
 )
 
-// HazardKind is why one stage must happen before another.
-type HazardKind uint8
+// HazardKind is why one stage must happen before another
+// (contract.HazardKind).
+type HazardKind = contract.HazardKind
 
 const (
-	RAW   HazardKind = iota // read after write: the later stage reads bytes the earlier one wrote
-	WAR                     // write after read: the later stage overwrites bytes the earlier one read
-	WAW                     // write after write: both write the same bytes; the later value must win
-	After                   // control dependency from the later stage's `after:` list
+	RAW   = contract.RAW   // read after write: the later stage reads bytes the earlier one wrote
+	WAR   = contract.WAR   // write after read: the later stage overwrites bytes the earlier one read
+	WAW   = contract.WAW   // write after write: both write the same bytes; the later value must win
+	After = contract.After // control dependency from the later stage's `after:` list
 )
-
-func (k HazardKind) String() string {
-	switch k {
-	case RAW:
-		return "RAW"
-	case WAR:
-		return "WAR"
-	case WAW:
-		return "WAW"
-	case After:
-		return "after"
-	}
-	return fmt.Sprintf("HazardKind(%d)", uint8(k))
-}
 
 // Hazard labels one reason for an edge: its kind and the bytes
 // [Offset, Offset+Bytes) of Buffer that both stages touch (the intersection
 // of the two accesses). After hazards have no buffer (Buffer "", Bytes 0).
-type Hazard struct {
-	Kind   HazardKind
-	Buffer string
-	Offset int64 // bytes
-	Bytes  int64 // bytes
-}
-
-func (h Hazard) String() string {
-	if h.Kind == After {
-		return "after"
-	}
-	return fmt.Sprintf("%s %s[%d:%d]", h.Kind, h.Buffer, h.Offset, h.Offset+h.Bytes)
-}
+type Hazard = contract.Hazard
 
 // StageNode is a stage of a HazardGraph; its ID is the stage's declaration index.
 type StageNode struct {

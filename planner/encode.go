@@ -285,7 +285,7 @@ func appendReason(b []byte, r *WaitReason) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"kind":`...)
-			b = appendString(b, h.Kind)
+			b = appendString(b, h.Kind.String())
 			b = append(b, `,"buffer":`...)
 			b = appendString(b, h.Buffer)
 			b = append(b, `,"offset":`...)

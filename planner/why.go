@@ -1,8 +1,9 @@
 package planner
 
 import (
-	"fmt"
 	"strings"
+
+	"github.com/dagrun/dagrun/contract"
 )
 
 // WaitReason says why a wait is in the plan, from the plan alone: the stage
@@ -23,23 +24,20 @@ type WaitReason struct {
 	Hazards []Hazard `json:"hazards,omitempty"`
 }
 
-// Hazard is one conflicting pair of accesses: Kind RAW (the earlier stage
-// writes, the later reads), WAR (the earlier reads, the later writes) or
-// WAW (both write), on Buffer's bytes [Offset, Offset+Bytes) where the two
-// accesses overlap. Stage is the earlier stage. Shared, when the later
-// access is to another buffer that shares arena bytes with Buffer, names
-// that buffer.
+// Hazard is one conflicting pair of accesses: a contract.Hazard of Kind
+// RAW (the earlier stage writes, the later reads), WAR (the earlier reads,
+// the later writes) or WAW (both write), on Buffer's bytes
+// [Offset, Offset+Bytes) where the two accesses overlap. Stage is the
+// earlier stage. Shared, when the later access is to another buffer that
+// shares arena bytes with Buffer, names that buffer.
 type Hazard struct {
-	Kind   string `json:"kind"`
-	Buffer string `json:"buffer"`
-	Offset int64  `json:"offset"`
-	Bytes  int64  `json:"bytes"`
+	contract.Hazard
 	Stage  string `json:"stage"`
 	Shared string `json:"shared,omitempty"`
 }
 
 func (h Hazard) String() string {
-	s := fmt.Sprintf("%s %s[%d:%d]", h.Kind, h.Buffer, h.Offset, h.Offset+h.Bytes)
+	s := h.Hazard.String()
 	if h.Shared != "" {
 		s += " (arena bytes shared with " + h.Shared + ")"
 	}
@@ -224,7 +222,7 @@ func (wr *reasoner) hazards(a, b, lag int, hz []Hazard) []Hazard {
 	// Indices into xi (iu) and yi (iv).
 	xw, xr := 0, len(x.Writes)
 	yw, yr := 0, len(y.Writes)
-	add := func(kind string, u, v Access, iu, iv int) {
+	add := func(kind contract.HazardKind, u, v Access, iu, iv int) {
 		shared := ""
 		if u.Buffer != v.Buffer {
 			if !wr.arena {
@@ -255,20 +253,20 @@ func (wr *reasoner) hazards(a, b, lag int, hz []Hazard) []Hazard {
 			}
 		}
 		if len(hz) < maxWhyHazards {
-			hz = append(hz, Hazard{Kind: kind, Buffer: u.Buffer, Offset: lo, Bytes: hi - lo, Stage: x.Name, Shared: shared})
+			hz = append(hz, Hazard{Hazard: contract.Hazard{Kind: kind, Buffer: u.Buffer, Offset: lo, Bytes: hi - lo}, Stage: x.Name, Shared: shared})
 		}
 	}
 	for i, w := range x.Writes {
 		for j, r := range y.Reads {
-			add(RaceRAW, w, r, xw+i, yr+j)
+			add(contract.RAW, w, r, xw+i, yr+j)
 		}
 		for j, w2 := range y.Writes {
-			add(RaceWAW, w, w2, xw+i, yw+j)
+			add(contract.WAW, w, w2, xw+i, yw+j)
 		}
 	}
 	for i, r := range x.Reads {
 		for j, w := range y.Writes {
-			add(RaceWAR, r, w, xr+i, yw+j)
+			add(contract.WAR, r, w, xr+i, yw+j)
 		}
 	}
 	return hz

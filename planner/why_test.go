@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
 )
 
@@ -15,9 +16,9 @@ func TestWaitReasonsKinds(t *testing.T) {
 		a, b stageOpt // stage a on stream s0, stage b on s1
 		want Hazard
 	}{
-		{"RAW", writesAt("x", 0, 64), readsAt("x", 32, 64), Hazard{Kind: RaceRAW, Buffer: "x", Offset: 32, Bytes: 32, Stage: "a"}},
-		{"WAR", readsAt("x", 0, 64), writesAt("x", 16, 8), Hazard{Kind: RaceWAR, Buffer: "x", Offset: 16, Bytes: 8, Stage: "a"}},
-		{"WAW", writesAt("x", 8, 64), writesAt("x", 0, 16), Hazard{Kind: RaceWAW, Buffer: "x", Offset: 8, Bytes: 8, Stage: "a"}},
+		{"RAW", writesAt("x", 0, 64), readsAt("x", 32, 64), Hazard{Hazard: contract.Hazard{Kind: contract.RAW, Buffer: "x", Offset: 32, Bytes: 32}, Stage: "a"}},
+		{"WAR", readsAt("x", 0, 64), writesAt("x", 16, 8), Hazard{Hazard: contract.Hazard{Kind: contract.WAR, Buffer: "x", Offset: 16, Bytes: 8}, Stage: "a"}},
+		{"WAW", writesAt("x", 8, 64), writesAt("x", 0, 16), Hazard{Hazard: contract.Hazard{Kind: contract.WAW, Buffer: "x", Offset: 8, Bytes: 8}, Stage: "a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := spec(stage("a", tc.a, on("s0")), stage("b", tc.b, on("s1")))
@@ -81,7 +82,7 @@ func TestWaitReasonsMatchHazardEdges(t *testing.T) {
 				var want []Hazard
 				for _, h := range g.EdgeHazards(idx[r.From], idx[r.To]) {
 					if h.Kind != dag.After {
-						want = append(want, Hazard{Kind: h.Kind.String(), Buffer: h.Buffer, Offset: h.Offset, Bytes: h.Bytes})
+						want = append(want, Hazard{Hazard: h})
 					}
 				}
 				if len(want) == 0 {
