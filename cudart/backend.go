@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"runtime/cgo"
 	"sort"
 	"strings"
 	"sync"
@@ -129,6 +130,9 @@ type worker struct {
 	capture *captureState
 	// timedGraphs are profiled graphs launched since the last Synchronize.
 	timedGraphs []*graph
+	// retiredHostFuncs are the host-function handles of destroyed graphs,
+	// deleted at Close (a replay in flight may still call them).
+	retiredHostFuncs []cgo.Handle
 	// cur is the context current on the worker's thread (devices.go), −1
 	// when unknown (after a call into NCCL).
 	cur int
@@ -888,6 +892,8 @@ func (b *backend) Close() error {
 				}
 			}
 		}
+		deleteHandles(w.retiredHostFuncs) // every stream is synchronized: no replay calls them
+		w.retiredHostFuncs = nil
 		w.on(0)
 		return err
 	})

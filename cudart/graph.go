@@ -39,6 +39,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime/cgo"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -64,6 +65,9 @@ type captureState struct {
 	timed     bool  // Profile: stages are bracketed by event-record nodes
 	start     cu.Event
 	prof      []profRec
+	// hostFuncs are the handles of the capture's host-function nodes
+	// (rules.go), called at every replay of its graph.
+	hostFuncs []cgo.Handle
 }
 
 // graph is an instantiated CUDA graph (an executor.Graph).
@@ -80,6 +84,8 @@ type graph struct {
 	// stamps holds the kernel timestamps of the graph's mix nodes
 	// (Options.KernelTimestamps), rewritten by every replay.
 	stamps *stampBuf
+	// hostFuncs are the handles its host-function nodes call.
+	hostFuncs []cgo.Handle
 }
 
 // Nodes and Edges count the graph's nodes and dependency edges, event-record
@@ -206,7 +212,8 @@ func (b *backend) EndCapture(hs executor.Stream) (executor.Graph, error) {
 		w.asyncErr = c.errBefore
 		stamps := b.capStamps
 		b.capStamps = nil
-		dropEvents := func() {
+		dropEvents := func() { // the graph never runs: its host functions' handles go too
+			deleteHandles(c.hostFuncs)
 			stamps.free()
 			if c.timed {
 				cu.DestroyEvent(&c.start)
@@ -249,6 +256,7 @@ func (b *backend) EndCapture(hs executor.Stream) (executor.Graph, error) {
 		}
 		g.g, g.exec, g.nodes, g.edges = cg, ex, int(nodes), int(edges)
 		g.timed, g.start, g.prof, g.stamps = c.timed, c.start, c.prof, stamps
+		g.hostFuncs = c.hostFuncs
 		return nil
 	})
 	if err != nil {
@@ -291,6 +299,12 @@ func (w *worker) launchGraph(g *graph, s *stream) error {
 	return nil
 }
 
+func deleteHandles(hs []cgo.Handle) {
+	for _, h := range hs {
+		h.Delete()
+	}
+}
+
 func containsGraph(gs []*graph, g *graph) bool {
 	for _, x := range gs {
 		if x == g {
@@ -331,6 +345,9 @@ func (w *worker) destroyGraph(g *graph) error {
 		cu.DestroyEvent(&g.prof[i].end)
 	}
 	g.stamps.free()
-	g.exec, g.g, g.prof, g.stamps = nil, nil, nil, nil
+	// A replay in flight still calls the host functions: their handles are
+	// deleted at Close, after every stream is synchronized.
+	w.retiredHostFuncs = append(w.retiredHostFuncs, g.hostFuncs...)
+	g.exec, g.g, g.prof, g.stamps, g.hostFuncs = nil, nil, nil, nil, nil
 	return err
 }

@@ -85,16 +85,27 @@ func makeStream(kind string) (s cu.Stream, owned bool, err error) {
 	return s, false, fmt.Errorf("cudart: stream kind %q, want one of %v", kind, planner.StreamKinds)
 }
 
+// hostCall is what a host-function node calls. An eager launch calls fn
+// once; a launch into a stream capture becomes a host node of the graph,
+// which calls fn at every replay, so its handle lives as long as the graph.
+type hostCall struct {
+	fn   func()
+	once bool
+}
+
 // launchHostFunc enqueues fn on s (cuLaunchHostFunc): the driver calls it
 // on its own thread once the work before it on s is done, and work after it
-// on s waits until it returns. fn must make no CUDA call.
-func launchHostFunc(s cu.Stream, fn func()) error {
-	h := cgo.NewHandle(fn)
+// on s waits until it returns. fn must make no CUDA call. With once, the
+// handle is deleted at the call; otherwise (s is being captured) the
+// returned handle must be deleted by the caller once no replay of the
+// graph can run.
+func launchHostFunc(s cu.Stream, fn func(), once bool) (cgo.Handle, error) {
+	h := cgo.NewHandle(&hostCall{fn: fn, once: once})
 	if r := C.dr_launch_host_func(cuStream(s), C.uintptr_t(h)); r != C.CUDA_SUCCESS {
 		h.Delete()
-		return rawErr(r)
+		return 0, rawErr(r)
 	}
-	return nil
+	return h, nil
 }
 
 // Capture modes of cuStreamBeginCapture, by planner.Capture.Mode.
@@ -265,7 +276,12 @@ func (b *backend) hostFunc(s *stream, l *executor.LaunchDesc) error {
 		}
 	}
 	return b.queueOn(s.c, l.Name+": cuLaunchHostFunc", func(w *worker) error {
-		return wrap(launchHostFunc(s.s, run), "%s: cuLaunchHostFunc", l.Name)
+		captured := w.capturing(s)
+		h, err := launchHostFunc(s.s, run, !captured)
+		if err == nil && captured {
+			w.capture.hostFuncs = append(w.capture.hostFuncs, h)
+		}
+		return wrap(err, "%s: cuLaunchHostFunc", l.Name)
 	})
 }
 

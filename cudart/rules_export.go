@@ -16,7 +16,9 @@ import (
 //export dagrunHostFunc
 func dagrunHostFunc(p unsafe.Pointer) {
 	h := cgo.Handle(uintptr(p))
-	fn := h.Value().(func())
-	h.Delete()
-	fn()
+	c := h.Value().(*hostCall)
+	if c.once {
+		h.Delete()
+	}
+	c.fn()
 }

@@ -277,13 +277,13 @@ func TestRulesCopies(t *testing.T) {
 			if err := copyDtoHAsync(r.pinned, r.d, 4*rulesWords, nb); err != nil {
 				return err
 			}
-			if err := launchHostFunc(nb, func() {
+			if _, err := launchHostFunc(nb, func() {
 				if !hostAll(r.pinned, 7) {
 					mu.Lock()
 					hostFn++
 					mu.Unlock()
 				}
-			}); err != nil {
+			}, true); err != nil {
 				return err
 			}
 			return cu.Synchronize()
@@ -735,7 +735,7 @@ func TestRulesPageableAsyncSource(t *testing.T) {
 			if err := r.spin(s); err != nil {
 				return err
 			}
-			if err := launchHostFunc(s, func() { setHost(src, 7) }); err != nil {
+			if _, err := launchHostFunc(s, func() { setHost(src, 7) }, true); err != nil {
 				return err
 			}
 			if hostSync {
