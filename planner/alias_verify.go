@@ -21,13 +21,13 @@ func launchAliases(p *Plan) error {
 	for i := range p.Buffers {
 		off[i] = -1
 		if p.Buffers[i].ArenaOffset != nil {
-			off[i], used = p.Buffers[i].arenaAt(), true
+			off[i], used = p.Buffers[i].ArenaAt(), true
 		}
 	}
 	if !used {
 		return nil
 	}
-	ids := accessBuffers(p)
+	ids := AccessBuffers(p)
 	at := 0 // index in ids of the stage's first access
 	type span struct {
 		lo, hi int64
@@ -98,7 +98,7 @@ func launchAliases(p *Plan) error {
 				if y >= 0 && spans[y].buf != s.buf && spans[y].hi > s.lo {
 					o := spans[y]
 					path := fmt.Sprintf("stages[%d].%s[%d]", i, verb(s.write), s.j)
-					return planErr(path, "stage %s %s %s[%d:%d] and %s %s[%d:%d], which share arena bytes [%d:%d] (arena offsets %d and %d): one launch cannot be ordered with itself, so the buffers must not share bytes (re-plan the spec)",
+					return ErrorAt(path, "stage %s %s %s[%d:%d] and %s %s[%d:%d], which share arena bytes [%d:%d] (arena offsets %d and %d): one launch cannot be ordered with itself, so the buffers must not share bytes (re-plan the spec)",
 						st.Name, verb(s.write), s.buf, s.a.Offset, s.a.Offset+s.a.Bytes, verb(o.write), o.buf, o.a.Offset, o.a.Offset+o.a.Bytes,
 						max(s.lo, o.lo), min(s.hi, o.hi), off[s.bi], off[o.bi])
 				}

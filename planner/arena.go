@@ -53,7 +53,7 @@ func arena(st *state) error {
 		}
 		p.Stats.ArenaBytes = 0
 		st.note("no arena: the arena pass asks happens-before of vector clocks, which for this plan would need %s entries (over %s), and past %s device temps (this plan has %s) a search of the plan's graph per question costs too much, so each temp keeps its own allocation (%s bytes in all, where a shared arena could reuse bytes between temps whose lifetimes are ordered)",
-			thousands(launchHBSize(p)), thousands(launchHBMax), thousands(graphOrderMaxTemps), thousands(n), thousands(int(tempBytes(p))))
+			Thousands(launchHBSize(p)), Thousands(launchHBMax), Thousands(graphOrderMaxTemps), Thousands(n), Thousands(int(tempBytes(p))))
 		return nil
 	}
 	a := newArenaInfo(p, st.accesses())
@@ -101,7 +101,7 @@ func arena(st *state) error {
 	if st.layoutHint != nil && mode == dag.ArenaPlanned {
 		a.applyLayout(st.layoutHint, sp)
 	}
-	p.splitArena() // devices.go: one arena per device
+	splitArena(p) // devices.go: one arena per device
 	if !st.manual && len(p.Captures) > 0 {
 		// Temps share bytes by stream mode's happens-before; a replay's
 		// order gets the waits that keep it (capture_replay.go).
@@ -119,7 +119,7 @@ func arena(st *state) error {
 		}
 		size := p.Stats.ArenaBytes
 		st.note("arena by issue-order sweep alone in %s of %s segments (%s of %s temps): the greedy layout by size, which may find a smaller arena (on the model graphs up to 1.2× smaller), is bounded at %s pairs of temps with overlapping lifetimes per plan; the arena is %s",
-			thousands(skipped), thousands(segments), thousands(temps), thousands(len(a.bufs)), thousands(greedyMaxPairs), overLive(size, lb, "this plan's ideal schedule"))
+			Thousands(skipped), Thousands(segments), Thousands(temps), Thousands(len(a.bufs)), Thousands(greedyMaxPairs), overLive(size, lb, "this plan's ideal schedule"))
 	}
 	return nil
 }
@@ -129,10 +129,10 @@ func arena(st *state) error {
 // that may lose.
 func overLive(size, lb int64, schedule string) string {
 	if size <= lb {
-		return fmt.Sprintf("%s bytes, the %s bytes live at once in %s, which no layout goes below: no memory is lost", thousands(int(size)), thousands(int(lb)), schedule)
+		return fmt.Sprintf("%s bytes, the %s bytes live at once in %s, which no layout goes below: no memory is lost", Thousands(int(size)), Thousands(int(lb)), schedule)
 	}
 	return fmt.Sprintf("%s bytes, %s bytes (%.1f%%) over the %s bytes live at once in %s, which no layout goes below: at most that much memory is lost",
-		thousands(int(size)), thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), thousands(int(lb)), schedule)
+		Thousands(int(size)), Thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), Thousands(int(lb)), schedule)
 }
 
 // applyLayout replaces the arena's offsets by hint (per Plan.Buffers
@@ -180,7 +180,7 @@ func tempBytes(p *Plan) int64 {
 	var n int64
 	for _, b := range p.Buffers {
 		if b.Role == dag.RoleTemp && b.Where == dag.WhereDevice {
-			n += alignUp(b.Bytes)
+			n += AlignUp(b.Bytes)
 		}
 	}
 	return n
@@ -352,7 +352,7 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 		if ok[i] && launches[i] > 0 {
 			ab := &store[len(a.bufs)]
 			c := min(int(launches[i]), len(p.Streams))
-			*ab = arenaBuf{idx: i, size: alignUp(b.Bytes), firstIssue: math.MaxInt, lastIssue: -1, lists: lists[: 3*c : 3*c]}
+			*ab = arenaBuf{idx: i, size: AlignUp(b.Bytes), firstIssue: math.MaxInt, lastIssue: -1, lists: lists[: 3*c : 3*c]}
 			lists = lists[3*c:]
 			byIdx[i] = ab
 			a.bufs = append(a.bufs, ab)
@@ -1101,7 +1101,7 @@ func (a *arenaInfo) layoutStreamOrder() ([]int64, int64) {
 	return offs, base
 }
 
-func alignUp(n int64) int64 { return (n + ArenaAlign - 1) / ArenaAlign * ArenaAlign }
+func AlignUp(n int64) int64 { return (n + ArenaAlign - 1) / ArenaAlign * ArenaAlign }
 
 // touched returns the byte ranges a stage really reads and writes, per the
 // built-ins' contract (package contract): spin touches nothing, checksum
@@ -1270,7 +1270,7 @@ func NoReuseBytes(p *Plan) int64 {
 	var n int64
 	for _, b := range p.Buffers {
 		if b.ArenaOffset != nil {
-			n += alignUp(b.Bytes)
+			n += AlignUp(b.Bytes)
 		}
 	}
 	return n

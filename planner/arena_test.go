@@ -469,8 +469,8 @@ func TestArenaGreedyBoundSegments(t *testing.T) {
 	greedyMaxPairs = 0
 	p := build(t, s, Options{MemoryBudget: BudgetNone})
 	lb := LiveBound(p)
-	if want := fmt.Sprintf("the arena is %s bytes, %s bytes", thousands(int(p.Stats.ArenaBytes)), thousands(int(p.Stats.ArenaBytes-lb))); !strings.Contains(note, want) ||
-		!strings.Contains(note, fmt.Sprintf("over the %s bytes live at once", thousands(int(lb)))) || strings.Contains(note, "planner.") {
+	if want := fmt.Sprintf("the arena is %s bytes, %s bytes", Thousands(int(p.Stats.ArenaBytes)), Thousands(int(p.Stats.ArenaBytes-lb))); !strings.Contains(note, want) ||
+		!strings.Contains(note, fmt.Sprintf("over the %s bytes live at once", Thousands(int(lb)))) || strings.Contains(note, "planner.") {
 		t.Errorf("no pairs: note %q; want %q and the live bound %d bytes, and no Go identifier", note, want, lb)
 	}
 	one, note := arena(150_000)

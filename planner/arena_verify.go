@@ -83,11 +83,11 @@ func (v *verifier) arenaLifetimes() []Race { return v.arenaPieces().check() }
 // sweep, or returns nil when p has no arena.
 func (v *verifier) arenaPieces() *arenaSweep {
 	p := v.p
-	nb := p.bufferCount()
+	nb := bufferCount(p)
 	inArena := make([]bool, nb)
 	used := false
 	for i := range nb {
-		if p.buffer(i).ArenaOffset != nil {
+		if planBuffer(p, i).ArenaOffset != nil {
 			inArena[i], used = true, true
 		}
 	}
@@ -168,7 +168,7 @@ func (v *verifier) arenaPieces() *arenaSweep {
 		if len(ix) == 0 {
 			continue
 		}
-		off := p.buffer(b).arenaAt()
+		off := planBuffer(p, b).ArenaAt()
 		as = as[:0]
 		for _, k := range ix {
 			as = append(as, get(k))
@@ -297,7 +297,7 @@ func (a *arenaSweep) check() []Race {
 	a.run(a.byFirst)
 	arenaPairsLast.Store(a.pairs)
 	out := make([]Race, len(a.races))
-	if a.v.p.derived {
+	if a.v.p.Derived {
 		return out // a derived plan's races are only counted (verifyWith)
 	}
 	for k, r := range a.races {
@@ -541,7 +541,7 @@ func arenaPlace(d int, at int64) string {
 	if d == 0 {
 		return fmt.Sprintf("arena offset %d", at)
 	}
-	return fmt.Sprintf("offset %d of device %d's arena", at-int64(d)*deviceArenaStride, d)
+	return fmt.Sprintf("offset %d of device %d's arena", at-int64(d)*DeviceArenaStride, d)
 }
 
 // stageAt names stage v in a fix: its name, with its position in its spec

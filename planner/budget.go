@@ -261,7 +261,7 @@ func (b *budget) worse(st, next *state) bool {
 	}
 	if was, now := BudgetArena(st.plan), BudgetArena(next.plan); now > was {
 		b.notTaken = fmt.Sprintf(not+"re-planned, its arena was %s bytes, %s over the %s of the plan before it",
-			len(b.pairs), thousands(int(now)), thousands(int(now-was)), thousands(int(was)))
+			len(b.pairs), Thousands(int(now)), Thousands(int(now-was)), Thousands(int(was)))
 		return true
 	}
 	return false
@@ -479,7 +479,7 @@ func (b *budget) finish(st *state) error {
 			bound = "the largest device's live bound"
 		}
 		st.note("memory_budget auto: %s is %s bytes, %s bytes above its aim of 1.1× %s (%s bytes): the orders that cost no makespan are used up, and serializing ones would trade makespan for memory (a budget in bytes takes those)",
-			what, thousands(int(arena)), thousands(int(arena-b.limit)), bound, thousands(int(b.limit)))
+			what, Thousands(int(arena)), Thousands(int(arena-b.limit)), bound, Thousands(int(b.limit)))
 	}
 	return nil
 }
@@ -601,7 +601,7 @@ func (st *state) reusePairs() (pairs [][2]int, hint map[int]int64, swept string)
 		}
 		lb := liveBoundAll(p, st.accesses(), in)
 		swept = fmt.Sprintf("memory_budget: the reuse step laid the arena out over the ideal schedule by a sweep in order of start alone: the greedy layout by size, which may find a smaller arena, is bounded at %s pairs of temps live together (this schedule has %s); the sweep's layout is %s",
-			thousands(greedyMaxPairs), thousands(live), overLive(size, lb, "the ideal schedule"))
+			Thousands(greedyMaxPairs), Thousands(live), overLive(size, lb, "the ideal schedule"))
 	}
 	if size >= st.plan.Stats.ArenaBytes {
 		return nil, nil, swept

@@ -290,14 +290,14 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 	if b != nil && len(st.plan.Budget) > 0 {
 		st.plan.BudgetStart = &b.start
 	}
-	setUnrollNote(st.plan)
+	SetUnrollNote(st.plan)
 	if n := idleDevicesNote(st.plan, balance); n != "" {
 		st.plan.Notes = append(st.plan.Notes, n)
 	}
 	timings = addTimes(timings, st.timings)
 	st.plan.Timings = timings
 	if st.acc != nil && st.accPlan == st.plan {
-		st.plan.accBuf = st.acc.buf // a hint for Verify and WaitReasons (accessBuffers)
+		st.plan.AccBuf = st.acc.buf // a hint for Verify and WaitReasons (accessBuffers)
 	}
 	st.plan.Stats.PlanningMS = ms(time.Since(start)) // every pass and budget step
 	if passRace == nil {

@@ -88,7 +88,7 @@ func (p *Plan) validateCaptures() error {
 		default:
 			return fmt.Errorf("plan: capture %d has mode %q, want global, %s or %s", k, c.Mode, CaptureThreadLocal, CaptureRelaxed)
 		}
-		f, l := p.stageIndex(c.First), p.stageIndex(c.Last)
+		f, l := p.StageIndex(c.First), p.StageIndex(c.Last)
 		if f < 0 || l < 0 {
 			return fmt.Errorf("plan: capture %d names unknown stage %q", k, map[bool]string{true: c.First, false: c.Last}[f < 0])
 		}
@@ -145,7 +145,7 @@ func (p *Plan) OpStage(s, j int) int {
 	return -1
 }
 
-func (p *Plan) stageIndex(name string) int {
+func (p *Plan) StageIndex(name string) int {
 	for i := range p.Stages {
 		if p.Stages[i].Name == name {
 			return i
@@ -170,7 +170,7 @@ func (p *Plan) CaptureRegion(c Capture) (begin, end int) {
 			pos[so[1]] = k
 		}
 	}
-	f, l := p.stageIndex(c.First), p.stageIndex(c.Last)
+	f, l := p.StageIndex(c.First), p.StageIndex(c.Last)
 	jf, jl := -1, -1
 	for j, o := range ops {
 		if o.Kind == OpLaunch && o.Stage == f {
@@ -293,12 +293,12 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 	}
 	origin := int32(c.Stream)
 	if p.Streams[origin].Kind == StreamLegacy {
-		bad(v.launchOp[p.stageIndex(c.First)], CaptureLegacyBegin, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+		bad(v.launchOp[p.StageIndex(c.First)], CaptureLegacyBegin, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
 			"capture on a stream you created (the legacy default stream cannot be captured)")
 	}
 	captured := map[int32]bool{origin: true}
 	lastIn := map[int32]int32{} // per captured stream: its last op in the region
-	blocking := blockingKind(p.Streams[origin].Kind)
+	blocking := BlockingKind(p.Streams[origin].Kind)
 	thread := p.Streams[origin].Thread
 	usedBefore := map[[2]string]bool{} // (stream, lazy buffer) used before the capture
 	lazy := map[string]bool{}
@@ -309,7 +309,7 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 	}
 	var capturedAcc []Access // accesses of captured stages so far
 	joins := p.CaptureJoins(c)
-	firstAt := int(v.opIssue[v.launchOp[p.stageIndex(c.First)]])
+	firstAt := int(v.opIssue[v.launchOp[p.StageIndex(c.First)]])
 	for k, so := range p.IssueOrder {
 		s := int32(so[0])
 		g := v.opBase[s] + int32(so[1])
@@ -338,7 +338,7 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 					continue
 				}
 				captured[s] = true
-				blocking = blocking || blockingKind(str.Kind)
+				blocking = blocking || BlockingKind(str.Kind)
 			}
 		}
 		// Isolation: a captured wait takes only a record made in the
@@ -584,7 +584,7 @@ func conflictsAny(a Access, list []Access) bool {
 // withCaptures adds p's capture violations to err, Verify's result: into
 // its *RaceError, or as a new one.
 func withCaptures(p *Plan, err error) error {
-	if p == nil || len(p.Captures) == 0 || p.validateShape() != nil {
+	if p == nil || len(p.Captures) == 0 || p.ValidateShape() != nil {
 		return err
 	}
 	cv := CheckCaptures(p)
@@ -621,7 +621,7 @@ func joinCaptures(p *Plan) int {
 	added := 0
 	for _, c := range p.Captures {
 		for {
-			s, at := p.unjoinedStream(c)
+			s, at := unjoinedStream(p, c)
 			if s < 0 {
 				break
 			}
@@ -632,12 +632,12 @@ func joinCaptures(p *Plan) int {
 			} else {
 				ev = p.Events
 				p.Events++
-				p.insertOp(s, so[1]+1, at+1, Op{Kind: OpRecord, Event: ev})
+				insertOp(p, s, so[1]+1, at+1, Op{Kind: OpRecord, Event: ev})
 			}
-			last := p.stageIndex(c.Last)
+			last := p.StageIndex(c.Last)
 			for k, so := range p.IssueOrder {
 				if o := p.Streams[so[0]].Ops[so[1]]; so[0] == c.Stream && o.Kind == OpLaunch && o.Stage == last {
-					p.insertOp(c.Stream, so[1], k, Op{Kind: OpWait, Event: ev})
+					insertOp(p, c.Stream, so[1], k, Op{Kind: OpWait, Event: ev})
 					break
 				}
 			}
@@ -650,7 +650,7 @@ func joinCaptures(p *Plan) int {
 // unjoinedStream returns a device stream forked into capture c whose last
 // op in the region does not happen before the launch of c's last stage,
 // and the issue position of that op; −1 when every forked stream joins.
-func (p *Plan) unjoinedStream(c Capture) (stream, at int) {
+func unjoinedStream(p *Plan, c Capture) (stream, at int) {
 	begin, end := p.CaptureRegion(c)
 	joined := p.CaptureJoins(c)
 	lastAt := make([]int, len(p.Streams))
@@ -664,7 +664,7 @@ func (p *Plan) unjoinedStream(c Capture) (stream, at int) {
 	}
 	v := &verifier{p: p}
 	v.clocks()
-	lastLaunch := v.launchOp[p.stageIndex(c.Last)]
+	lastLaunch := v.launchOp[p.StageIndex(c.Last)]
 	for s, k := range lastAt {
 		if s == c.Stream || k < 0 {
 			continue
@@ -679,7 +679,7 @@ func (p *Plan) unjoinedStream(c Capture) (stream, at int) {
 
 // insertOp inserts op at index j of stream s's ops and at position k of
 // the issue order.
-func (p *Plan) insertOp(s, j, k int, op Op) {
+func insertOp(p *Plan, s, j, k int, op Op) {
 	for i, so := range p.IssueOrder {
 		if so[0] == s && so[1] >= j {
 			p.IssueOrder[i][1]++
@@ -824,7 +824,7 @@ func (st *state) captureOrder() {
 // O(ops × streams) for the happens-before it recomputes plus O(moved²).
 func isolateCaptures(p *Plan) (removed, added int, stuck []stuckWait) {
 	for ck := range p.Captures {
-		r, a, s := p.isolateCapture(ck)
+		r, a, s := isolateCapture(p, ck)
 		removed, added, stuck = removed+r, added+a, append(stuck, s...)
 	}
 	return removed, added, stuck
@@ -839,9 +839,9 @@ type stuckWait struct {
 	Capture, Waiter, Producer, Stream, Via int
 }
 
-func (p *Plan) isolateCapture(ck int) (removed, added int, stuck []stuckWait) {
+func isolateCapture(p *Plan, ck int) (removed, added int, stuck []stuckWait) {
 	c := p.Captures[ck]
-	first := p.stageIndex(c.First)
+	first := p.StageIndex(c.First)
 	if first < 0 || len(p.IssueOrder) == 0 {
 		return 0, 0, nil
 	}
@@ -933,14 +933,14 @@ func (p *Plan) isolateCapture(ck int) (removed, added int, stuck []stuckWait) {
 	}
 	adds = append(adds, lagged...)
 	slices.SortFunc(adds, func(x, y Op) int { return cmp.Or(x.Event-y.Event, x.Lag-y.Lag) })
-	p.moveWaits(drop, c.Stream, int(v.opIndex(fl)), adds)
+	moveWaits(p, drop, c.Stream, int(v.opIndex(fl)), adds)
 	return len(drop), len(adds), stuck
 }
 
 // moveWaits removes the ops drop names ((stream, op index) pairs) and
 // inserts adds right before op j of stream s, in stream order and in issue
 // order, in one pass over the issue order.
-func (p *Plan) moveWaits(drop map[[2]int]bool, s, j int, adds []Op) {
+func moveWaits(p *Plan, drop map[[2]int]bool, s, j int, adds []Op) {
 	ops := make([][]Op, len(p.Streams))
 	for t := range p.Streams {
 		ops[t] = make([]Op, 0, len(p.Streams[t].Ops)+len(adds))

@@ -60,7 +60,7 @@ func ReplayPlan(p *Plan) *Plan {
 	}
 	q.Stages = slices.Clone(p.Stages)
 	q.Lifetimes = nil // a branch's records are not its stream's: the lifetime check is stream mode's
-	q.accOwn, q.accBuf = false, nil
+	q.AccOwn, q.AccBuf = false, nil
 	if p.Iteration != nil {
 		it := *p.Iteration
 		it.Slots = slices.Clone(it.Slots)
@@ -89,7 +89,7 @@ func ReplayPlan(p *Plan) *Plan {
 		}
 		begin, end := p.CaptureRegion(c)
 		joins := p.CaptureJoins(c)
-		f := p.stageIndex(c.First)
+		f := p.StageIndex(c.First)
 		at := begin // the launch of the first stage
 		for ; at < end; at++ {
 			if so := p.IssueOrder[at]; so[0] == c.Stream && p.Streams[so[0]].Ops[so[1]].Kind == OpLaunch && p.Streams[so[0]].Ops[so[1]].Stage == f {
@@ -324,9 +324,9 @@ func replayRaces(p *Plan) []replayRace {
 			bMi = bi - 1
 		}
 		if okA && okB {
-			fa, la := p.stageIndex(p.Captures[capOf[ma.first]].First), p.stageIndex(p.Captures[capOf[mb.last]].Last)
-			hasA := p.hasWait(a, fa, aMi-ai)
-			hasB := p.hasWait(la, b, bi-bMi)
+			fa, la := p.StageIndex(p.Captures[capOf[ma.first]].First), p.StageIndex(p.Captures[capOf[mb.last]].Last)
+			hasA := hasWait(p, a, fa, aMi-ai)
+			hasB := hasWait(p, la, b, bi-bMi)
 			if !hasA || hasB {
 				add(ma.first, a, aMi, ai, r)
 			}
@@ -394,27 +394,27 @@ func orderReplays(p *Plan) (added int, left []replayRace) {
 		for _, rr := range rs {
 			c := p.Captures[rr.capture]
 			begin, _ := p.CaptureRegion(c)
-			from, to := rr.other, p.stageIndex(c.First)
+			from, to := rr.other, p.StageIndex(c.First)
 			if !rr.before {
-				from, to = p.stageIndex(c.Last), rr.other
+				from, to = p.StageIndex(c.Last), rr.other
 			}
-			direct := rr.through && p.hasWait(from, to, rr.lag)
+			direct := rr.through && hasWait(p, from, to, rr.lag)
 			if direct {
 				// The branch's side of the pair has its wait, and the
 				// pair still races (the earlier stage reaches the branch
 				// through a wait its stream issued before it joined):
 				// the later stage waits for the earlier one itself.
 				from, to = rr.early, rr.late
-				if rr.lag = rr.throughLag; rr.lag == 0 && p.launchAt(from) > p.launchAt(to) {
+				if rr.lag = rr.throughLag; rr.lag == 0 && launchOf(p, from) > launchOf(p, to) {
 					left = append(left, rr)
 					continue
 				}
 			}
-			if rr.lag > 0 && p.Iteration == nil || rr.before && rr.lag == 0 && p.launchAt(from) >= begin && !direct || p.hasWait(from, to, rr.lag) {
+			if rr.lag > 0 && p.Iteration == nil || rr.before && rr.lag == 0 && launchOf(p, from) >= begin && !direct || hasWait(p, from, to, rr.lag) {
 				left = append(left, rr)
 				continue
 			}
-			p.addWait(from, to, rr.lag)
+			addReplayWait(p, from, to, rr.lag)
 			added++
 			fixed = true
 			break
@@ -430,8 +430,8 @@ func orderReplays(p *Plan) (added int, left []replayRace) {
 // issued right before it on its stream, a wait of lag iterations back on
 // the record issued right after stage from's launch (the wait addWait
 // makes).
-func (p *Plan) hasWait(from, to, lag int) bool {
-	at := p.launchAt(from)
+func hasWait(p *Plan, from, to, lag int) bool {
+	at := launchOf(p, from)
 	if at < 0 {
 		return false
 	}
@@ -441,7 +441,7 @@ func (p *Plan) hasWait(from, to, lag int) bool {
 		return false
 	}
 	ev := p.Streams[so[0]].Ops[j].Event
-	if at = p.launchAt(to); at < 0 {
+	if at = launchOf(p, to); at < 0 {
 		return false
 	}
 	so = p.IssueOrder[at]
@@ -454,7 +454,7 @@ func (p *Plan) hasWait(from, to, lag int) bool {
 }
 
 // launchAt returns the issue position of stage i's launch, or −1.
-func (p *Plan) launchAt(i int) int {
+func launchOf(p *Plan, i int) int {
 	for k, so := range p.IssueOrder {
 		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch && o.Stage == i {
 			return k
@@ -467,8 +467,8 @@ func (p *Plan) launchAt(i int) int {
 // record right after from's launch (reusing one that is there) and a wait
 // right before to's launch; a plan with iteration info gets the event
 // ring slots the wait's lag needs (crossSlots).
-func (p *Plan) addWait(from, to, lag int) {
-	at := p.launchAt(from)
+func addReplayWait(p *Plan, from, to, lag int) {
+	at := launchOf(p, from)
 	so := p.IssueOrder[at]
 	ev := -1
 	if j := so[1] + 1; j < len(p.Streams[so[0]].Ops) && p.Streams[so[0]].Ops[j].Kind == OpRecord && at+1 < len(p.IssueOrder) && p.IssueOrder[at+1] == [2]int{so[0], j} {
@@ -479,11 +479,11 @@ func (p *Plan) addWait(from, to, lag int) {
 		if p.Iteration != nil {
 			p.Iteration.Slots = append(p.Iteration.Slots, 1)
 		}
-		p.insertOp(so[0], so[1]+1, at+1, Op{Kind: OpRecord, Event: ev})
+		insertOp(p, so[0], so[1]+1, at+1, Op{Kind: OpRecord, Event: ev})
 	}
-	at = p.launchAt(to)
+	at = launchOf(p, to)
 	so = p.IssueOrder[at]
-	p.insertOp(so[0], so[1], at, Op{Kind: OpWait, Event: ev, Lag: lag})
+	insertOp(p, so[0], so[1], at, Op{Kind: OpWait, Event: ev, Lag: lag})
 	if p.Iteration != nil && lag > 0 {
 		p.Iteration.Slots = crossSlots(p)
 	}

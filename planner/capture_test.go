@@ -100,7 +100,7 @@ func TestCaptureRules(t *testing.T) {
 				}
 			}
 			first := "a"
-			p.Captures = []Capture{{Stream: p.Stages[p.stageIndex(first)].Stream, First: first, Last: "z", Mode: c.mode}}
+			p.Captures = []Capture{{Stream: p.Stages[p.StageIndex(first)].Stream, First: first, Last: "z", Mode: c.mode}}
 			if err := p.Validate(); err != nil {
 				t.Fatal(err)
 			}
@@ -560,9 +560,9 @@ stages:
 	if p.Iteration == nil {
 		t.Fatal("no iteration info")
 	}
-	head, tail := p.stageIndex("head"), p.stageIndex("tail")
-	p.addWait(tail, head, 2)
-	if !p.hasWait(tail, head, 2) || p.hasWait(tail, head, 3) {
+	head, tail := p.StageIndex("head"), p.StageIndex("tail")
+	addReplayWait(p, tail, head, 2)
+	if !hasWait(p, tail, head, 2) || hasWait(p, tail, head, 3) {
 		t.Fatalf("hasWait does not find the wait addWait made:\n%s", ops(p))
 	}
 	want := crossSlots(p)
@@ -647,7 +647,7 @@ func TestAutoReplayOrderThroughJoiningWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.hasWait(28, 0, 2) {
+	if !hasWait(p, 28, 0, 2) {
 		t.Errorf("st0 does not wait for st28 of two iterations back\n%s", ops(p))
 	}
 	if err := Verify(p); err != nil {
@@ -696,7 +696,7 @@ captures:
 	if err := verify(ReplayPlan(p), false); err != nil {
 		t.Errorf("a replay of the plan races:\n%v", err)
 	}
-	if !p.hasWait(p.stageIndex("p1"), p.stageIndex("fill"), 0) {
+	if !hasWait(p, p.StageIndex("p1"), p.StageIndex("fill"), 0) {
 		t.Errorf("fill does not wait for p1\n%s", ops(p))
 	}
 }

@@ -18,7 +18,7 @@ func TestClockBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := unroll(p, UnrollIterations(p), false)
+	q, err := UnrollDerived(p, UnrollIterations(p), false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func TestDevicesStreams(t *testing.T) {
 	for d, n := range p.Stats.ArenaBytesPerDevice {
 		sum += n
 		for _, b := range p.Buffers {
-			if b.ArenaOffset != nil && b.Device == d && *b.ArenaOffset+alignUp(b.Bytes) > n {
+			if b.ArenaOffset != nil && b.Device == d && *b.ArenaOffset+AlignUp(b.Bytes) > n {
 				t.Errorf("buffer %s ends past device %d's arena (%d bytes)", b.Name, d, n)
 			}
 		}
@@ -538,7 +538,7 @@ func TestBudgetAutoNoteDevices(t *testing.T) {
 	}
 	p := build(t, s, Options{MemoryBudget: BudgetAuto, MaxStreams: 8})
 	per := p.Stats.ArenaBytesPerDevice
-	want := fmt.Sprintf("memory_budget auto: the arena of device %d (the largest; the aim caps each device's) is %s bytes", slices.Index(per, slices.Max(per)), thousands(int(slices.Max(per))))
+	want := fmt.Sprintf("memory_budget auto: the arena of device %d (the largest; the aim caps each device's) is %s bytes", slices.Index(per, slices.Max(per)), Thousands(int(slices.Max(per))))
 	var got string
 	for _, n := range p.Notes {
 		if strings.HasPrefix(n, "memory_budget auto") {

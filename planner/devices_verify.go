@@ -38,7 +38,7 @@ func deviceAccesses(p *Plan) error {
 			to, tok := dev[st.Writes[0].Buffer]
 			if fok && tok && from != to {
 				if d != from && d != to {
-					return planErr(fmt.Sprintf("stages[%d].stream", i), "stage %s copies from device %d to device %d on stream %s of device %d: a peer copy runs on a stream of its source or destination device", st.Name, from, to, p.Streams[st.Stream].Name, d)
+					return ErrorAt(fmt.Sprintf("stages[%d].stream", i), "stage %s copies from device %d to device %d on stream %s of device %d: a peer copy runs on a stream of its source or destination device", st.Name, from, to, p.Streams[st.Stream].Name, d)
 				}
 				continue
 			}
@@ -47,7 +47,7 @@ func deviceAccesses(p *Plan) error {
 			for j, a := range list {
 				if bd, ok := dev[a.Buffer]; ok && bd != d {
 					field := [2]string{"reads", "writes"}[k]
-					return planErr(fmt.Sprintf("stages[%d].%s[%d]", i, field, j), "stage %s on stream %s of device %d %s buffer %s of device %d: a kernel touches only its own device's memory and host memory (copy the bytes across with a copy stage, a peer copy)",
+					return ErrorAt(fmt.Sprintf("stages[%d].%s[%d]", i, field, j), "stage %s on stream %s of device %d %s buffer %s of device %d: a kernel touches only its own device's memory and host memory (copy the bytes across with a copy stage, a peer copy)",
 						st.Name, p.Streams[st.Stream].Name, d, field, a.Buffer, bd)
 				}
 			}

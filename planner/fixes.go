@@ -77,7 +77,7 @@ const (
 // waits), of the stages' after: lists.
 func fixFormOf(p *Plan) fixForm {
 	switch {
-	case p.fromFile:
+	case p.FromFile:
 		return formOps
 	case p.Strategy != "" && p.Strategy != dag.SyncManual:
 		return formAfter
@@ -380,7 +380,7 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 			break
 		}
 	}
-	if !p.unrolled { // an unrolled plan's waits are relaxed in spec terms (verifyIterations)
+	if !p.Unrolled { // an unrolled plan's waits are relaxed in spec terms (verifyIterations)
 		waits = relaxFixes(p, waits, with, sw.site, func(q *Plan) bool { return target(ordered(q)) }, func() bool { return b.take(cost(placed), reserve) })
 	}
 	b.take(reserve, 0)
@@ -1092,7 +1092,7 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 			lifeBuf[i] = int32(b)
 		}
 	}
-	ids := accessBuffers(p)
+	ids := AccessBuffers(p)
 	accAt := make([]int32, len(p.Stages)+1) // per stage: its first access in ids
 	for i := range p.Stages {
 		accAt[i+1] = accAt[i] + int32(len(p.Stages[i].Reads)+len(p.Stages[i].Writes))

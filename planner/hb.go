@@ -123,39 +123,39 @@ func hbEdges(p *Plan) *hbGraph { return buildHB(p, hbAuto, 0) }
 // (numbered stream by stream, base[s] the first of stream s) is of kind
 // kind[g], with arg[g] its stage (a launch) or its event; issue lists the
 // ops in issue order. A derived plan (unroll) has only these (Plan.ops).
-type planOps struct {
-	base  []int32 // S+1 entries
-	kind  []OpKind
-	arg   []int32
-	issue []int32
+type Ops struct {
+	Base  []int32 // S+1 entries
+	Kind  []OpKind
+	Arg   []int32
+	Issue []int32
 }
 
 // opsOf returns p's ops as planOps: Plan.ops, or made from Streams and
 // IssueOrder.
-func opsOf(p *Plan) *planOps {
-	if p.ops != nil {
-		return p.ops
+func OpsOf(p *Plan) *Ops {
+	if p.Ops != nil {
+		return p.Ops
 	}
 	S := len(p.Streams)
-	c := &planOps{base: make([]int32, S+1)}
+	c := &Ops{Base: make([]int32, S+1)}
 	for s := range p.Streams {
-		c.base[s+1] = c.base[s] + int32(len(p.Streams[s].Ops))
+		c.Base[s+1] = c.Base[s] + int32(len(p.Streams[s].Ops))
 	}
-	c.kind, c.arg = make([]OpKind, c.base[S]), make([]int32, c.base[S])
+	c.Kind, c.Arg = make([]OpKind, c.Base[S]), make([]int32, c.Base[S])
 	for s := range p.Streams {
 		for j, o := range p.Streams[s].Ops {
-			g := c.base[s] + int32(j)
-			c.kind[g] = o.Kind
+			g := c.Base[s] + int32(j)
+			c.Kind[g] = o.Kind
 			if o.Kind == OpLaunch {
-				c.arg[g] = int32(o.Stage)
+				c.Arg[g] = int32(o.Stage)
 			} else {
-				c.arg[g] = int32(o.Event)
+				c.Arg[g] = int32(o.Event)
 			}
 		}
 	}
-	c.issue = make([]int32, len(p.IssueOrder))
+	c.Issue = make([]int32, len(p.IssueOrder))
 	for k, so := range p.IssueOrder {
-		c.issue[k] = c.base[so[0]] + int32(so[1])
+		c.Issue[k] = c.Base[so[0]] + int32(so[1])
 	}
 	return c
 }
@@ -164,12 +164,12 @@ func opsOf(p *Plan) *planOps {
 // read and written; 0: no bound), leaving h.over set and h unusable.
 func buildHB(p *Plan, layout hbLayout, maxSteps int64) *hbGraph {
 	S := len(p.Streams)
-	c := opsOf(p)
-	h := &hbGraph{opBase: slices.Clone(c.base)}
+	c := OpsOf(p)
+	h := &hbGraph{opBase: slices.Clone(c.Base)}
 	nops := int(h.opBase[S])
 	h.opStream = make([]int32, nops)
 	h.opIssue = make([]int32, nops)
-	if !p.derived {
+	if !p.Derived {
 		h.opCaptured = make([]int32, nops)
 	}
 	h.rowOf = make([]int32, nops)
@@ -183,18 +183,18 @@ func buildHB(p *Plan, layout hbLayout, maxSteps int64) *hbGraph {
 		h.opCaptured[g] = -1
 	}
 	var im *implicitOrder
-	if p.ops == nil {
+	if p.Ops == nil {
 		im = deriveImplicit(p) // CUDA's implicit order (implicit.go), nil if none; none in a plan of planOps alone
 	}
 	h.im = im
-	b := hbBuilder{h: h, lastRow: make([]int32, S), rowStart: []int32{0}, kind: c.kind}
+	b := hbBuilder{h: h, lastRow: make([]int32, S), rowStart: []int32{0}, kind: c.Kind}
 	if im == nil {
 		// Without implicit order only a wait starts a row (a wait's
 		// record, or a stream predecessor's chain that another stream
 		// took as it went on with this wait): room for them all, made
 		// once (push grows past it, should that not hold).
 		waits := 0
-		for _, k := range c.kind {
+		for _, k := range c.Kind {
 			if k == OpWait {
 				waits++
 			}
@@ -212,15 +212,15 @@ func buildHB(p *Plan, layout hbLayout, maxSteps int64) *hbGraph {
 		last[e] = -1
 	}
 	var src []int32
-	for k, g := range c.issue {
+	for k, g := range c.Issue {
 		s := h.opStream[g]
 		h.opIssue[g] = int32(k)
 		src = src[:0]
-		switch c.kind[g] {
+		switch c.Kind[g] {
 		case OpRecord:
-			last[c.arg[g]] = g
+			last[c.Arg[g]] = g
 		case OpWait:
-			r := last[c.arg[g]]
+			r := last[c.Arg[g]]
 			if r >= 0 && im != nil && im.unordered[g] {
 				r = -1 // another thread's record, not handed over (implicit.go)
 			}

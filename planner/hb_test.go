@@ -181,7 +181,7 @@ func TestReachMatchesBFS(t *testing.T) {
 	merged := 0
 	for trial := range 400 {
 		p := randomImplicitPlan(rng, 1+rng.IntN(24))
-		if err := p.validateKinds(); err != nil {
+		if err := p.ValidateKinds(); err != nil {
 			t.Fatalf("trial %d: generator: %v", trial, err)
 		}
 		if m, _ := checkReachBFS(t, fmt.Sprintf("trial %d", trial), p); m {

@@ -32,7 +32,7 @@ const (
 
 // blockingKind reports whether kind orders itself with the legacy default
 // stream (blocking streams and per-thread default streams).
-func blockingKind(kind string) bool { return kind == StreamBlocking || kind == StreamPerThread }
+func BlockingKind(kind string) bool { return kind == StreamBlocking || kind == StreamPerThread }
 
 // Rules that order work without an event: each names a CUDA rule, and a
 // race report names the one that did not apply (Race.Rule).
@@ -126,14 +126,14 @@ type implicitOrder struct {
 // hasImplicit reports whether p uses anything implicitOrder derives edges
 // or reads for: host streams, stream kinds, synchronous copies,
 // asynchronous copies from pageable memory, host threads.
-func hasImplicit(p *Plan) bool {
+func HasImplicit(p *Plan) bool {
 	for _, s := range p.Streams {
 		if s.Host || s.Kind != "" || s.Thread != "" {
 			return true
 		}
 	}
 	for i := range p.Stages {
-		if p.Stages[i].Copy == CopySync || p.Stages[i].Collective != nil || pageableAsync(p, i) {
+		if p.Stages[i].Copy == CopySync || p.Stages[i].Collective != nil || PageableAsync(p, i) {
 			return true
 		}
 	}
@@ -143,7 +143,7 @@ func hasImplicit(p *Plan) bool {
 // deriveImplicit builds p's implicit order, or returns nil when p has none
 // (then Verify costs what it did without it). p must be valid.
 func deriveImplicit(p *Plan) *implicitOrder {
-	if !hasImplicit(p) {
+	if !HasImplicit(p) {
 		return nil
 	}
 	S := len(p.Streams)
@@ -283,7 +283,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 		switch {
 		case s == legacy:
 			for b := range p.Streams {
-				if b == int(s) || !blockingKind(p.Streams[b].Kind) {
+				if b == int(s) || !BlockingKind(p.Streams[b].Kind) {
 					continue
 				}
 				if l := latestBefore(int32(b), g); l >= im.base[b] && l != toLegacy[b] {
@@ -291,7 +291,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 					toLegacy[b] = l
 				}
 			}
-		case legacy >= 0 && blockingKind(st.Kind):
+		case legacy >= 0 && BlockingKind(st.Kind):
 			if l := latestBefore(legacy, g); l >= im.base[legacy] && l != fromLegacy[s] {
 				add(l, g, RuleLegacy)
 				fromLegacy[s] = l
@@ -316,7 +316,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 		case st.Host:
 			done[t] = append(done[t], g)
 			got[s] = len(done[t])
-		case o.Kind == OpLaunch && pageableAsync(p, o.Stage):
+		case o.Kind == OpLaunch && PageableAsync(p, o.Stage):
 			if im.hostRead == nil {
 				im.hostRead = map[int][]int32{}
 			}
@@ -415,7 +415,7 @@ func syncCopyReturn(p *Plan, i int) copyReturn {
 	if len(st.Reads) != 1 || len(st.Writes) != 1 {
 		return returnsNothing
 	}
-	src, dst := p.where(st.Reads[0].Buffer), p.where(st.Writes[0].Buffer)
+	src, dst := p.Where(st.Reads[0].Buffer), p.Where(st.Writes[0].Buffer)
 	switch {
 	case dst.Host():
 		return returnsComplete // device→host, host→host
@@ -433,18 +433,18 @@ func syncCopyReturn(p *Plan, i int) copyReturn {
 // "API synchronization behavior" table: "host memory is copied to a
 // staging buffer immediately"; seen on the H100: a host function queued
 // before the copy on its stream had not run when the source was read).
-func pageableAsync(p *Plan, i int) bool {
+func PageableAsync(p *Plan, i int) bool {
 	st := &p.Stages[i]
 	return st.Kernel == contract.BuiltinCopy && st.Copy == CopyAsync && !st.HostFunc && !p.Streams[st.Stream].Host &&
 		len(st.Reads) == 1 && len(st.Writes) == 1 &&
-		p.where(st.Reads[0].Buffer) == contract.WhereHostPageable && !p.where(st.Writes[0].Buffer).Host()
+		p.Where(st.Reads[0].Buffer) == contract.WhereHostPageable && !p.Where(st.Writes[0].Buffer).Host()
 }
 
 // hostTimeRead reports whether race r's second access is the read of an
 // asynchronous copy from pageable memory, which the host makes when it
 // issues the copy: no device wait orders it.
 func hostTimeRead(p *Plan, r *Race) bool {
-	return pageableAsync(p, r.Second) && p.Stages[r.Second].Reads[0].Buffer == r.Buffer && r.Kind == RaceRAW
+	return PageableAsync(p, r.Second) && p.Stages[r.Second].Reads[0].Buffer == r.Buffer && r.Kind == RaceRAW
 }
 
 // readAfter reports whether stage i's read, made by the host when it
@@ -470,7 +470,7 @@ func (v *verifier) readAfter(a int32, i int) (after, ok bool) {
 }
 
 // where returns a buffer's placement (device when unknown or unset).
-func (p *Plan) where(buffer string) contract.Where {
+func (p *Plan) Where(buffer string) contract.Where {
 	for k := range p.Buffers {
 		if p.Buffers[k].Name == buffer {
 			if p.Buffers[k].Where == "" {
@@ -499,7 +499,7 @@ func (im *implicitOrder) readsDoneBefore(p *Plan, a int, la, b int32, opStream [
 // functions: known kinds, one legacy default stream, one per-thread default
 // stream and one host stream per thread, synchronous copies on a default
 // stream, host functions on device streams.
-func (p *Plan) validateKinds() error {
+func (p *Plan) ValidateKinds() error {
 	legacy := ""
 	perThread := map[string]string{}
 	hostOf := map[string]string{}
@@ -513,7 +513,7 @@ func (p *Plan) validateKinds() error {
 			legacy = s.Name
 		case StreamPerThread:
 			if o, ok := perThread[s.Thread]; ok {
-				return fmt.Errorf("plan: streams %s and %s are both the per-thread default stream of thread %s", o, s.Name, threadLabel(s.Thread))
+				return fmt.Errorf("plan: streams %s and %s are both the per-thread default stream of thread %s", o, s.Name, ThreadLabel(s.Thread))
 			}
 			perThread[s.Thread] = s.Name
 		default:
@@ -524,7 +524,7 @@ func (p *Plan) validateKinds() error {
 				return fmt.Errorf("plan: host stream %s has kind %q; host streams have none", s.Name, s.Kind)
 			}
 			if o, ok := hostOf[s.Thread]; ok {
-				return fmt.Errorf("plan: streams %s and %s are both host streams of thread %s; a thread runs its host stages in one order", o, s.Name, threadLabel(s.Thread))
+				return fmt.Errorf("plan: streams %s and %s are both host streams of thread %s; a thread runs its host stages in one order", o, s.Name, ThreadLabel(s.Thread))
 			}
 			hostOf[s.Thread] = s.Name
 		}
@@ -551,7 +551,7 @@ func (p *Plan) validateKinds() error {
 	return p.validateCaptures() // capture.go
 }
 
-func threadLabel(t string) string {
+func ThreadLabel(t string) string {
 	if t == "" {
 		return "main"
 	}
@@ -587,24 +587,24 @@ func (v *verifier) explain(r *Race) {
 	switch {
 	case a.Thread != b.Thread:
 		r.Rule = fmt.Sprintf("%s: %s is issued by thread %s and %s by thread %s; a host wait orders only its own thread's later issues, and a wait on another thread's record captures it only after a host event hands it over",
-			RuleThreads, fi.Name, threadLabel(a.Thread), se.Name, threadLabel(b.Thread))
+			RuleThreads, fi.Name, ThreadLabel(a.Thread), se.Name, ThreadLabel(b.Thread))
 		r.Rule += v.conservativeWait(r.Second)
-		r.Fix = fmt.Sprintf("hand over with a host event: record an event on thread %s's host stream after it has waited for %s, and wait on that event on thread %s's host stream before %s", threadLabel(a.Thread), stageAt(p, int32(r.First)), threadLabel(b.Thread), stageAt(p, int32(r.Second)))
+		r.Fix = fmt.Sprintf("hand over with a host event: record an event on thread %s's host stream after it has waited for %s, and wait on that event on thread %s's host stream before %s", ThreadLabel(a.Thread), stageAt(p, int32(r.First)), ThreadLabel(b.Thread), stageAt(p, int32(r.Second)))
 	case fi.Copy == CopySync && syncCopyReturn(p, r.First) == returnsStaged && v.stageWrites(r.First, r.Buffer):
 		r.Rule = fmt.Sprintf("%s: %s, a synchronous copy from pageable memory, returns once its source is staged; its write to %s may still be in flight", RuleStaged, fi.Name, r.Buffer)
-		if !b.Host && !blockingKind(b.Kind) && b.Kind != StreamLegacy {
+		if !b.Host && !BlockingKind(b.Kind) && b.Kind != StreamLegacy {
 			r.Rule += fmt.Sprintf(", and stream %s is non_blocking: not ordered with the legacy default stream", b.Name)
 			blocking(b)
 		}
-	case a.Kind == StreamLegacy && !b.Host && !blockingKind(b.Kind) && b.Kind != StreamLegacy,
-		b.Kind == StreamLegacy && !a.Host && !blockingKind(a.Kind) && a.Kind != StreamLegacy:
+	case a.Kind == StreamLegacy && !b.Host && !BlockingKind(b.Kind) && b.Kind != StreamLegacy,
+		b.Kind == StreamLegacy && !a.Host && !BlockingKind(a.Kind) && a.Kind != StreamLegacy:
 		nb := b
 		if b.Kind == StreamLegacy {
 			nb = a
 		}
 		r.Rule = fmt.Sprintf("%s: stream %s is non_blocking, and non-blocking streams are not ordered with the legacy default stream", RuleLegacy, nb.Name)
 		blocking(nb)
-	case fi.Copy != CopySync && fi.Kernel == "copy" && !a.Host && !fi.HostFunc && b.Host && p.where(r.Buffer).Host():
+	case fi.Copy != CopySync && fi.Kernel == "copy" && !a.Host && !fi.HostFunc && b.Host && p.Where(r.Buffer).Host():
 		r.Rule = fmt.Sprintf("%s: %s (cuMemcpyAsync) returns before the copy runs; the host is ordered after it only by waiting for an event", RuleAsyncCopy, fi.Name)
 		if a.Kind == StreamLegacy || a.Kind == StreamPerThread {
 			text := fmt.Sprintf("make %s a synchronous copy (copy: sync), which returns once the copy is done", fi.Name)
@@ -700,7 +700,7 @@ func insteadOf(p *Plan, races []Race, f *Fix) string {
 	q := clonePlan(p)
 	fixSteps.Add(int64(len(q.IssueOrder) * (max(len(q.Streams), 1) + 1)))
 	e.apply(q)
-	if q.validateShape() != nil {
+	if q.ValidateShape() != nil {
 		return ""
 	}
 	v := &verifier{p: q}
@@ -720,7 +720,7 @@ func hasDefaultStream(p *Plan) bool { return defaultStreamName(p) != "" }
 
 func defaultStreamName(p *Plan) string {
 	for s := range p.Streams {
-		if defaultStream(p, s) {
+		if DefaultStream(p, s) {
 			return p.Streams[s].Name
 		}
 	}

@@ -72,7 +72,7 @@ func (p *Plan) PhysicalStreams() (m [][]int, total int) {
 		m[r] = make([]int, len(p.Streams))
 		for s := range m[r] {
 			switch {
-			case r == 0 || hostStream(p, s) || defaultStream(p, s):
+			case r == 0 || hostStream(p, s) || DefaultStream(p, s):
 				m[r][s] = s
 			default:
 				m[r][s] = total
@@ -92,7 +92,7 @@ func hostStream(p *Plan, s int) bool { return p.Streams[s].Host }
 
 // defaultStream reports whether plan stream s is a default stream (kind
 // legacy or per-thread), which stream sets do not replicate.
-func defaultStream(p *Plan, s int) bool {
+func DefaultStream(p *Plan, s int) bool {
 	k := p.Streams[s].Kind
 	return k == StreamLegacy || k == StreamPerThread
 }
@@ -198,7 +198,7 @@ func iterate(st *state) error {
 	// The walks below unroll at most 64 iterations of the period: a
 	// least common multiple saturating past that never overflows (ring
 	// sizes of distinct primes pass 2^63 in a few dozen buffers).
-	period := lcmOf(64, R, copies)
+	period := LCM(64, R, copies)
 	p.Iteration = &Iteration{StreamSets: R} // provisional: the walk maps streams through it
 	_, P := p.PhysicalStreams()
 	// Each wait of an iteration may join a clock of P entries: the walk's
@@ -207,7 +207,7 @@ func iterate(st *state) error {
 	if U0 := min(period, 64) + 4; U0*p.Stats.Waits*P > iterMaxClock {
 		p.Iteration = nil
 		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read (this plan could need %s: %d iterations × %s waits × %s physical streams)",
-			thousands(iterMaxClock), thousands(U0*p.Stats.Waits*P), U0, thousands(p.Stats.Waits), thousands(P)))
+			Thousands(iterMaxClock), Thousands(U0*p.Stats.Waits*P), U0, Thousands(p.Stats.Waits), Thousands(P)))
 		return nil
 	}
 	reqs, inflight := iterHazards(p, copies, st.accesses())
@@ -227,7 +227,7 @@ func iterate(st *state) error {
 	if !w.run(true) {
 		p.Iteration = nil
 		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read, and its walk over %d iterations of %s physical streams passed that in iteration %d (cross-iteration orders to meet: %s)",
-			thousands(iterMaxClock), U, thousands(P), w.stopped+1, thousands(len(reqs.r))))
+			Thousands(iterMaxClock), U, Thousands(P), w.stopped+1, Thousands(len(reqs.r))))
 		return nil
 	}
 	// Drop cross waits that others make redundant, latest added first.
@@ -256,7 +256,7 @@ func iterate(st *state) error {
 		w.budget, w.exhausted = 0, false
 		if tried < total {
 			st.note("cross-iteration waits are not minimized: the iterate pass spends at most %s steps (ops walked and clock entries read) dropping redundant ones, and tried %d of this plan's %d before that, so some of the other %d may be redundant",
-				thousands(iterMaxPruneWork), tried, total, total-tried)
+				Thousands(iterMaxPruneWork), tried, total, total-tried)
 		}
 	}
 	if st.opts.Check {
@@ -299,7 +299,7 @@ func (st *state) barrier(why string) {
 	if k := iterInFlight(p); k > 1 {
 		cost += fmt.Sprintf(", up to %d at once", k)
 	}
-	how := fmt.Sprintf("a barrier separates them (%s waits and %s records per iteration)", thousands(2*(S-1)), thousands(S))
+	how := fmt.Sprintf("a barrier separates them (%s waits and %s records per iteration)", Thousands(2*(S-1)), Thousands(S))
 	if S <= 1 {
 		how = "they run one after another on the plan's one stream"
 	}
@@ -307,7 +307,7 @@ func (st *state) barrier(why string) {
 		// The barrier's waits on another thread's records are not handed
 		// over by a host event: they order nothing.
 		st.note("iterations are not separated across host threads: %s, and the barrier between iterations (%s waits and %s records per iteration) waits on records of streams that other threads (%s) issue, which orders nothing without a host event handing each record over; iterations of different threads may overlap, and check unrolls them",
-			why, thousands(2*(S-1)), thousands(S), strings.Join(threads, ", "))
+			why, Thousands(2*(S-1)), Thousands(S), strings.Join(threads, ", "))
 		return
 	}
 	st.note("iterations do not overlap: %s, so %s; %s", why, how, cost)
@@ -318,7 +318,7 @@ func (st *state) barrier(why string) {
 func planThreads(p *Plan) []string {
 	var out []string
 	for _, s := range p.Streams {
-		if t := threadLabel(s.Thread); !slices.Contains(out, t) {
+		if t := ThreadLabel(s.Thread); !slices.Contains(out, t) {
 			out = append(out, t)
 		}
 	}
@@ -383,7 +383,7 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) (iterOrders, int) {
 	arenaPlace := &place{}
 	for i := range p.Buffers {
 		if b := &p.Buffers[i]; b.ArenaOffset != nil {
-			where[i] = place{base: b.arenaAt(), arena: true}
+			where[i] = place{base: b.ArenaAt(), arena: true}
 		}
 	}
 	// Per space: its accesses, the least and the greatest of their

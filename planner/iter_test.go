@@ -32,7 +32,7 @@ func ioPipe() *dag.Spec {
 
 // crossWaits lists the plan's lagged waits as "stage waits producer lag".
 func crossWaits(p *Plan) []string {
-	prod := p.producers()
+	prod := p.Producers()
 	var out []string
 	for _, str := range p.Streams {
 		for j, o := range str.Ops {
@@ -81,7 +81,7 @@ func TestIterateRingTwoCopies(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("cross waits %v, want %v\n%s", got, want, table(t, p))
 	}
-	prod := p.producers()
+	prod := p.Producers()
 	for e, n := range p.Iteration.Slots {
 		name := p.Stages[prod[e]].Name
 		// pre's record comes after up's wait in an iteration: 2 slots
@@ -236,13 +236,13 @@ func TestUnroll(t *testing.T) {
 	big := *p
 	big.Buffers = slices.Clone(p.Buffers)
 	big.Buffers[0].Copies, big.Buffers[1].Copies = 7, 9 // period 126
-	if n := UnrollIterations(&big); n != verifyMaxUnroll {
-		t.Errorf("period 126: UnrollIterations = %d, want the bound %d", n, verifyMaxUnroll)
+	if n := UnrollIterations(&big); n != MaxUnroll {
+		t.Errorf("period 126: UnrollIterations = %d, want the bound %d", n, MaxUnroll)
 	}
-	if note := unrollNote(&big); !strings.Contains(note, "needs 127 ") {
+	if note := UnrollNote(&big); !strings.Contains(note, "needs 127 ") {
 		t.Errorf("period 126: note %q", note)
 	}
-	if note := unrollNote(p); note != "" {
+	if note := UnrollNote(p); note != "" {
 		t.Errorf("period 2: note %q", note)
 	}
 	// A plan read from a file gets the note by Recount, once, and loses
@@ -250,7 +250,7 @@ func TestUnroll(t *testing.T) {
 	big.Notes = nil
 	Recount(&big)
 	Recount(&big)
-	if len(big.Notes) != 1 || !strings.HasPrefix(big.Notes[0], unrollNotePrefix) {
+	if len(big.Notes) != 1 || !strings.HasPrefix(big.Notes[0], UnrollNotePrefix) {
 		t.Errorf("period 126 after Recount: notes %q", big.Notes)
 	}
 	small := *p
@@ -339,8 +339,8 @@ func TestIterateManualBarrier(t *testing.T) {
 	// The barrier form shares the plan's stages, so the buffer of each
 	// access that Build worked out stays with it (for Verify and the
 	// encoder's wait reasons, which otherwise look each up by name).
-	if n := len(p.Stages[0].Reads) + len(p.Stages[0].Writes) + len(p.Stages[1].Reads) + len(p.Stages[1].Writes); len(p.accBuf) != n {
-		t.Errorf("barrier form: %d access buffers kept, want %d", len(p.accBuf), n)
+	if n := len(p.Stages[0].Reads) + len(p.Stages[0].Writes) + len(p.Stages[1].Reads) + len(p.Stages[1].Writes); len(p.AccBuf) != n {
+		t.Errorf("barrier form: %d access buffers kept, want %d", len(p.AccBuf), n)
 	}
 	// Stream sets are the planner's, not a manual spec's: asked for, an error.
 	if _, err := Build(s, Options{StreamSets: 2}); err == nil || !strings.Contains(err.Error(), "2 stream sets with a manual spec") {

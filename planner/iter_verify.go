@@ -10,7 +10,7 @@ import (
 )
 
 // verifyMaxUnroll bounds the iterations Verify unrolls.
-const verifyMaxUnroll = 64
+const MaxUnroll = 64
 
 // UnrollIterations returns how many iterations Verify unrolls p over: one
 // more than the period P of its iteration map (IterationMap.Period: stream
@@ -41,7 +41,7 @@ const verifyMaxUnroll = 64
 // its event (the one thread's, and later in its order than any before):
 // for a wait of iterations 0 to P that record is in iterations up to 2P,
 // which are unrolled too.
-func UnrollIterations(p *Plan) int { return min(unrollNeed(p), verifyMaxUnroll) }
+func UnrollIterations(p *Plan) int { return min(unrollNeed(p), MaxUnroll) }
 
 // unrollNeed is UnrollIterations without its bound (saturating past 2^30).
 func unrollNeed(p *Plan) int {
@@ -59,30 +59,30 @@ func unrollNeed(p *Plan) int {
 }
 
 // unrollNotePrefix begins unrollNote's note.
-const unrollNotePrefix = "verify unrolls "
+const UnrollNotePrefix = "verify unrolls "
 
 // setUnrollNote makes p.Notes hold unrollNote's note where it applies and
 // only then (Build, and Recount for a plan read back).
-func setUnrollNote(p *Plan) {
-	p.Notes = slices.DeleteFunc(p.Notes, func(n string) bool { return strings.HasPrefix(n, unrollNotePrefix) })
-	if n := unrollNote(p); n != "" {
+func SetUnrollNote(p *Plan) {
+	p.Notes = slices.DeleteFunc(p.Notes, func(n string) bool { return strings.HasPrefix(n, UnrollNotePrefix) })
+	if n := UnrollNote(p); n != "" {
 		p.Notes = append(p.Notes, n)
 	}
 }
 
 // unrollNote is the note of a plan that needs more iterations than Verify
 // unrolls (UnrollIterations), or "".
-func unrollNote(p *Plan) string {
+func UnrollNote(p *Plan) string {
 	need := unrollNeed(p)
-	if need <= verifyMaxUnroll {
+	if need <= MaxUnroll {
 		return ""
 	}
 	n := strconv.Itoa(need)
 	if need > 1<<30 {
 		n = "over " + strconv.Itoa(1<<30)
 	}
-	return fmt.Sprintf(unrollNotePrefix+"%d iterations, and a proof that every pair of iterations is race-free needs %s (one more than the period of the stream sets, ring copies and event slots, or twice the period and one with several host threads): races only between iterations further apart go unchecked; a least common multiple of ring copies, event slots and stream sets of at most %d (%d with several host threads) is checked in full",
-		verifyMaxUnroll, n, verifyMaxUnroll-1, (verifyMaxUnroll-1)/2)
+	return fmt.Sprintf(UnrollNotePrefix+"%d iterations, and a proof that every pair of iterations is race-free needs %s (one more than the period of the stream sets, ring copies and event slots, or twice the period and one with several host threads): races only between iterations further apart go unchecked; a least common multiple of ring copies, event slots and stream sets of at most %d (%d with several host threads) is checked in full",
+		MaxUnroll, n, MaxUnroll-1, (MaxUnroll-1)/2)
 }
 
 // Unroll returns a plan without iteration info that issues iterations
@@ -97,10 +97,10 @@ func unrollNote(p *Plan) string {
 // Verify's arena check orders against the others). The result has no lifetimes. Without iteration
 // info p is unrolled with one stream set, one slot per event and no lag.
 func Unroll(p *Plan, iterations int) (*Plan, error) {
-	if err := p.validateShape(); err != nil {
+	if err := p.ValidateShape(); err != nil {
 		return nil, err
 	}
-	return unroll(p, iterations, true)
+	return UnrollDerived(p, iterations, true)
 }
 
 // unroll is Unroll of a plan whose shape is valid. Without named, the
@@ -111,7 +111,7 @@ func Unroll(p *Plan, iterations int) (*Plan, error) {
 // (Plan.ops, 9 bytes an op instead of 48 with its issue order entry); it is
 // marked derived, so that Verify does not check again the shape that p's
 // check implies.
-func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
+func UnrollDerived(p *Plan, iterations int, named bool) (*Plan, error) {
 	if iterations < 1 {
 		return nil, fmt.Errorf("plan: unroll %d iterations: want ≥ 1", iterations)
 	}
@@ -120,7 +120,7 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 		return nil, err
 	}
 	n := len(p.Stages)
-	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Devices: p.Devices, Kernels: p.Kernels, Events: m.Events(), unrolled: true, derived: !named}
+	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Devices: p.Devices, Kernels: p.Kernels, Events: m.Events(), Memo: Memo{Unrolled: true, Derived: !named}}
 	name := make([][]string, len(p.Buffers)) // per buffer and iteration (nil: its own name)
 	nb := 0
 	for bi, b := range p.Buffers {
@@ -134,17 +134,17 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 	// Without names and without implicit order to derive (which reads
 	// stages), neither stages nor buffers are made: Verify reads p's
 	// (Plan.stage, Plan.buffer).
-	bare := !named && !hasImplicit(p)
+	bare := !named && !HasImplicit(p)
 	if bare {
-		q.base, q.stages = p, n*iterations
-		q.bufOrig = make([]int32, 0, nb)
+		q.Base, q.BaseStages = p, n*iterations
+		q.BufOrig = make([]int32, 0, nb)
 	} else {
 		q.Buffers = make([]Buffer, 0, nb)
 	}
-	nq := func() int { return len(q.Buffers) + len(q.bufOrig) }
+	nq := func() int { return len(q.Buffers) + len(q.BufOrig) }
 	add := func(b Buffer, bi int) {
 		if bare {
-			q.bufOrig = append(q.bufOrig, int32(bi))
+			q.BufOrig = append(q.BufOrig, int32(bi))
 		} else {
 			q.Buffers = append(q.Buffers, b)
 		}
@@ -204,7 +204,7 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 	// names by iteration, or nil to keep its name; the iterations' accesses
 	// are carved from one array.
 	var names [][]string
-	pbuf := accessBuffers(p) // per access of p: its buffer's index, or -1
+	pbuf := AccessBuffers(p) // per access of p: its buffer's index, or -1
 	if named {
 		names = make([][]string, len(pbuf))
 		for k, bi := range pbuf {
@@ -214,7 +214,7 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 		}
 	}
 	slab := make([]Access, len(names)*iterations)
-	q.accBuf, q.accOwn = make([]int32, 0, len(pbuf)*iterations), true
+	q.AccBuf, q.AccOwn = make([]int32, 0, len(pbuf)*iterations), true
 	at := 0
 	rename := func(as []Access, it int) []Access {
 		for i := range as {
@@ -222,7 +222,7 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 			if bi := pbuf[at+i]; bi >= 0 {
 				qb = qOf[int(bi)*iterations+it]
 			}
-			q.accBuf = append(q.accBuf, qb)
+			q.AccBuf = append(q.AccBuf, qb)
 		}
 		if !named {
 			at += len(as)
@@ -263,7 +263,7 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 			need[m.Stream(it, s)] += len(p.Streams[s].Ops)
 		}
 	}
-	var c *planOps // a bare plan's ops (Plan.ops), fill[s] the next of stream s
+	var c *Ops // a bare plan's ops (Plan.ops), fill[s] the next of stream s
 	var fill []int32
 	if bare {
 		// Exactly the ops issued: less the lagged waits skipped.
@@ -276,14 +276,14 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 				}
 			}
 		}
-		c = &planOps{base: make([]int32, len(q.Streams)+1)}
+		c = &Ops{Base: make([]int32, len(q.Streams)+1)}
 		for s := range q.Streams {
-			c.base[s+1] = c.base[s] + int32(need[s])
+			c.Base[s+1] = c.Base[s] + int32(need[s])
 		}
-		c.kind, c.arg = make([]OpKind, c.base[len(q.Streams)]), make([]int32, c.base[len(q.Streams)])
-		c.issue = make([]int32, 0, c.base[len(q.Streams)])
-		fill = slices.Clone(c.base[:len(q.Streams)])
-		q.ops = c
+		c.Kind, c.Arg = make([]OpKind, c.Base[len(q.Streams)]), make([]int32, c.Base[len(q.Streams)])
+		c.Issue = make([]int32, 0, c.Base[len(q.Streams)])
+		fill = slices.Clone(c.Base[:len(q.Streams)])
+		q.Ops = c
 	} else {
 		for s := range q.Streams {
 			q.Streams[s].Ops = make([]Op, 0, need[s])
@@ -330,11 +330,11 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 			if bare {
 				g := fill[ps]
 				fill[ps]++
-				c.kind[g], c.arg[g] = o.Kind, int32(o.Event)
+				c.Kind[g], c.Arg[g] = o.Kind, int32(o.Event)
 				if o.Kind == OpLaunch {
-					c.arg[g] = int32(o.Stage)
+					c.Arg[g] = int32(o.Stage)
 				}
-				c.issue = append(c.issue, g)
+				c.Issue = append(c.Issue, g)
 				continue
 			}
 			ops := &q.Streams[ps].Ops
@@ -343,8 +343,8 @@ func unroll(p *Plan, iterations int, named bool) (*Plan, error) {
 		}
 	}
 	for s := range fill {
-		if fill[s] != c.base[s+1] {
-			return nil, fmt.Errorf("plan: internal error: unrolled stream %d has %d ops, want %d", s, fill[s]-c.base[s], c.base[s+1]-c.base[s])
+		if fill[s] != c.Base[s+1] {
+			return nil, fmt.Errorf("plan: internal error: unrolled stream %d has %d ops, want %d", s, fill[s]-c.Base[s], c.Base[s+1]-c.Base[s])
 		}
 	}
 	q.Stats = Stats{Stages: len(q.Stages), Streams: len(q.Streams), Events: q.Events}
@@ -376,7 +376,7 @@ func verifyIterations(p, q *Plan, withFixes bool) error {
 		return nil
 	}
 	// Races: the unrolled plan with names, for the report.
-	if q, err = unroll(p, UnrollIterations(p), true); err != nil {
+	if q, err = UnrollDerived(p, UnrollIterations(p), true); err != nil {
 		return err
 	}
 	one := p.WithoutOps(func(_, _ int, o Op) bool { return o.Lag > 0 })

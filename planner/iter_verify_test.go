@@ -58,7 +58,7 @@ func TestUnrollWithoutNamesAgrees(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bare, err := unroll(p, k, false)
+			bare, err := UnrollDerived(p, k, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,8 +72,8 @@ func TestUnrollWithoutNamesAgrees(t *testing.T) {
 				racy++
 			}
 		}
-		if bare, _ := unroll(p, 2, false); (bare.base == nil) != hasImplicit(p) {
-			t.Fatalf("%s: unrolled without names, stages made %v, implicit order %v", pc.name, bare.base == nil, hasImplicit(p))
+		if bare, _ := UnrollDerived(p, 2, false); (bare.Base == nil) != HasImplicit(p) {
+			t.Fatalf("%s: unrolled without names, stages made %v, implicit order %v", pc.name, bare.Base == nil, HasImplicit(p))
 		}
 		try("", p)
 		n := 0
@@ -150,12 +150,12 @@ func TestUnrollIterationsSuffice(t *testing.T) {
 				p = dropOp(p, w[0], w[1])
 			}
 		}
-		if err := p.validateShape(); err != nil {
+		if err := p.ValidateShape(); err != nil {
 			t.Skip(err)
 		}
 		k := UnrollIterations(p)
 		verdict := func(iterations int) error {
-			q, err := unroll(p, iterations, false)
+			q, err := UnrollDerived(p, iterations, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -78,14 +78,14 @@ func (m *IterationMap) Copy(it, b int) int { return it % m.Copies[b] }
 // Period is the least common multiple of the stream sets, the slot counts
 // and the ring sizes: iterations it and it+Period resolve every name alike.
 // It saturates at limit+1 once it exceeds limit (limit > 0).
-func (m *IterationMap) Period(limit int) int { return lcmOf(limit, len(m.Sets), m.Slots, m.Copies) }
+func (m *IterationMap) Period(limit int) int { return LCM(limit, len(m.Sets), m.Slots, m.Copies) }
 
 // RingPeriod is the least common multiple of the ring sizes alone (the
 // period of iterations that never overlap, as graph replays), saturating
 // like Period.
-func (m *IterationMap) RingPeriod(limit int) int { return lcmOf(limit, 1, m.Copies) }
+func (m *IterationMap) RingPeriod(limit int) int { return LCM(limit, 1, m.Copies) }
 
-func lcmOf(limit, p int, lists ...[]int) int {
+func LCM(limit, p int, lists ...[]int) int {
 	for _, xs := range lists {
 		for _, k := range xs {
 			if p = lcm(p, k); p > limit {

@@ -17,7 +17,7 @@ import (
 
 // producers returns, per event, the stage launched right before its last
 // record (-1 if none): the stage a wait on it waits for.
-func (p *Plan) producers() []int {
+func (p *Plan) Producers() []int {
 	prod := make([]int, p.Events)
 	for i := range prod {
 		prod[i] = -1
@@ -53,7 +53,7 @@ func (p *Plan) StatsLine() string {
 // iteration info, each note as "note: …", and the stats line.
 // Output is byte-stable except for the planning time.
 func (p *Plan) WriteTable(w io.Writer) {
-	prod := p.producers()
+	prod := p.Producers()
 	why := p.WaitReasons()
 	reason := func(s, j int) string {
 		if r := why[s][j]; r != nil {
@@ -170,7 +170,7 @@ func (c *columns) write(w io.Writer) {
 }
 
 // thousands formats n with commas between groups of three digits.
-func thousands(n int) string {
+func Thousands(n int) string {
 	s := fmt.Sprint(n)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
@@ -311,7 +311,7 @@ type waitEdge struct {
 // waitEdges lists the plan's lag-0 waits as edges, in stream and op order
 // (cross-iteration waits order earlier iterations: not drawn).
 func (p *Plan) waitEdges() []waitEdge {
-	prod := p.producers()
+	prod := p.Producers()
 	why := p.WaitReasons()
 	var out []waitEdge
 	for si, s := range p.Streams {

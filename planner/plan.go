@@ -62,31 +62,41 @@ type Plan struct {
 	// CheckCaptures holds them to CUDA's capture rules.
 	Captures []Capture `json:"captures,omitempty"`
 
-	// fromFile: decoded from a plan file (UnmarshalJSON): a fix is an edit
+	// Memo is what the code that made the plan knows of it beyond its
+	// fields, for the verifier; it is not written to plan files.
+	Memo `json:"-"`
+}
+
+// Memo is what UnmarshalJSON, Unroll and Build know of a plan beyond its
+// fields. The verifier reads it; every other reader can ignore it.
+type Memo struct {
+	// FromFile: decoded from a plan file (UnmarshalJSON): a fix is an edit
 	// of its streams' ops, not of a spec's waits.
-	fromFile bool
-	unrolled bool // made by Unroll: its stages are iterations of another plan's
-	// derived: made by Verify from a plan whose shape it checked (an
-	// unrolled plan without names, unroll): its shape is not checked again.
-	derived bool
-	// base, stages and bufOrig, for a derived plan without Stages and
-	// Buffers: it has stages stages, stage i doing what base's stage i mod
-	// len(base.Stages) does (Plan.stage), and len(bufOrig) buffers, buffer
-	// i a copy of base's buffer bufOrig[i] (Plan.buffer).
-	base    *Plan
-	stages  int
-	bufOrig []int32
-	// accBuf: per access (stage by stage, reads then writes), its
-	// buffer's index in Buffers, or -1. Unroll's (a derived plan) is
-	// Verify's own; Build's (the passes' shared index, accessHint) is a
-	// hint that accessBuffers checks by name before it uses an entry.
-	accBuf []int32
-	// accOwn: accBuf is the verifier's own (made or checked by
-	// accessBuffers, or made by unroll), which its checks read as it is.
-	accOwn bool
-	// ops, for a derived plan without ops (Streams' Ops and IssueOrder
-	// empty): its ops (unroll; Verify's clocks read them).
-	ops *planOps
+	FromFile bool
+	// Unrolled: made by Unroll: its stages are iterations of another plan's.
+	Unrolled bool
+	// Derived: made by UnrollDerived without names from a plan whose shape
+	// the verifier checked: its shape is not checked again.
+	Derived bool
+	// Base, BaseStages and BufOrig, for a derived plan without Stages and
+	// Buffers: it has BaseStages stages, stage i doing what Base's stage i
+	// mod len(Base.Stages) does, and len(BufOrig) buffers, buffer i a copy
+	// of Base's buffer BufOrig[i].
+	Base       *Plan
+	BaseStages int
+	BufOrig    []int32
+	// AccBuf: per access (stage by stage, reads then writes), its buffer's
+	// index in Buffers, or -1. UnrollDerived's is the verifier's own;
+	// Build's (the passes' shared index) is a hint that AccessBuffers
+	// checks by name before it uses an entry.
+	AccBuf []int32
+	// AccOwn: AccBuf is the verifier's own (made or checked by
+	// AccessBuffers, or made by UnrollDerived), which its checks read as
+	// it is.
+	AccOwn bool
+	// Ops, for a derived plan without ops (Streams' Ops and IssueOrder
+	// empty): its ops (UnrollDerived; the verifier's clocks read them).
+	Ops *Ops
 }
 
 // Stage is one launch in the plan.
@@ -366,7 +376,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 func (p *Plan) UnmarshalJSON(b []byte) error {
 	var in planJSON
 	in.planAlias = (*planAlias)(p)
-	p.fromFile = true
+	p.FromFile = true
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
@@ -380,7 +390,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 	idx := make(map[string]int, len(p.Stages))
 	for i, s := range p.Stages {
 		if _, dup := idx[s.Name]; dup {
-			return planErr(fmt.Sprintf("stages[%d].name", i), "stage %s is declared twice", s.Name)
+			return ErrorAt(fmt.Sprintf("stages[%d].name", i), "stage %s is declared twice", s.Name)
 		}
 		idx[s.Name] = i
 	}
@@ -393,18 +403,18 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 			case "launch":
 				k, ok := idx[oj.Stage]
 				if !ok {
-					return planErr(at("stage"), "stream %d op %d launches unknown stage %q", i, j, oj.Stage)
+					return ErrorAt(at("stage"), "stream %d op %d launches unknown stage %q", i, j, oj.Stage)
 				}
 				if oj.Event != nil || oj.Lag != 0 {
-					return planErr(at("op"), "a launch has no event or lag")
+					return ErrorAt(at("op"), "a launch has no event or lag")
 				}
 				s.Ops[j] = Op{Kind: OpLaunch, Stage: k}
 			case "record", "wait":
 				if oj.Event == nil {
-					return planErr(at("event"), "stream %d op %d (%s) has no event", i, j, oj.Op)
+					return ErrorAt(at("event"), "stream %d op %d (%s) has no event", i, j, oj.Op)
 				}
 				if oj.Stage != "" {
-					return planErr(at("stage"), "a %s names no stage", oj.Op)
+					return ErrorAt(at("stage"), "a %s names no stage", oj.Op)
 				}
 				kind := OpRecord
 				if oj.Op == "wait" {
@@ -412,7 +422,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 				}
 				s.Ops[j] = Op{Kind: kind, Event: *oj.Event, Lag: oj.Lag}
 			default:
-				return planErr(at("op"), "stream %d op %d: unknown op %q (want launch, record or wait)", i, j, oj.Op)
+				return ErrorAt(at("op"), "stream %d op %d: unknown op %q (want launch, record or wait)", i, j, oj.Op)
 			}
 		}
 		p.Streams[i] = s

@@ -170,7 +170,7 @@ type siteWaits struct {
 
 func newSiteWaits(p *Plan, launchPos []int) *siteWaits {
 	site, repeated := stageSites(p)
-	if !repeated || p.unrolled {
+	if !repeated || p.Unrolled {
 		return &siteWaits{}
 	}
 	sw := &siteWaits{site: site, launchPos: launchPos, launches: make([][]int, len(p.Streams)), runStart: make([]bool, len(p.Stages))}
@@ -324,7 +324,7 @@ func handoffs(p *Plan, races []Race, unfixed []int) []Handoff {
 		if r.Reversed || !strings.HasPrefix(r.Rule, RuleThreads) {
 			continue
 		}
-		key := pair{threadLabel(p.Streams[r.FirstStream].Thread), threadLabel(p.Streams[r.SecondStream].Thread)}
+		key := pair{ThreadLabel(p.Streams[r.FirstStream].Thread), ThreadLabel(p.Streams[r.SecondStream].Thread)}
 		g := groups[key]
 		if g == nil {
 			g = &group{last: map[int]int{}, before: r.Second}

@@ -44,12 +44,12 @@ func stats(st *state) error {
 		s.CriticalPathUS = max(s.CriticalPathUS, eft[v])
 		s.SumUS += st.dur[v]
 	}
-	s.IdealMakespanUS = idealMakespan(p)
+	s.IdealMakespanUS = IdealMakespan(p)
 	return nil
 }
 
 // idealMakespan is the latest end of IdealSchedule(p), in µs.
-func idealMakespan(p *Plan) float64 {
+func IdealMakespan(p *Plan) float64 {
 	_, end := IdealSchedule(p)
 	var m float64
 	for _, e := range end {

@@ -381,7 +381,7 @@ func insertIssued(rng *rand.Rand, q *Plan, s, j int, o Op) {
 
 // unrollVerdict verifies p unrolled over n iterations (without names).
 func unrollVerdict(t testing.TB, p *Plan, n int) error {
-	q, err := unroll(p, n, false)
+	q, err := UnrollDerived(p, n, false)
 	if err != nil {
 		t.Fatal(err)
 	}

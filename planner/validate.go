@@ -64,7 +64,7 @@ func (e *PlanError) Error() string {
 	return "plan: " + e.Path + ": " + e.Msg
 }
 
-func planErr(path, format string, a ...any) error {
+func ErrorAt(path, format string, a ...any) error {
 	return &PlanError{Path: path, Msg: fmt.Sprintf(format, a...)}
 }
 
@@ -105,7 +105,7 @@ func (p *Plan) Validate() error {
 	kernels := make(map[string]bool, len(p.Kernels))
 	for i, k := range p.Kernels {
 		if k.Name == "" || kernels[k.Name] {
-			return planErr(fmt.Sprintf("kernels[%d].name", i), "kernel name %q is empty or given twice", k.Name)
+			return ErrorAt(fmt.Sprintf("kernels[%d].name", i), "kernel name %q is empty or given twice", k.Name)
 		}
 		kernels[k.Name] = true
 	}
@@ -116,10 +116,10 @@ func (p *Plan) Validate() error {
 	}
 	for i, l := range p.Lifetimes {
 		if _, ok := bufIdx[l.Buffer]; !ok {
-			return planErr(fmt.Sprintf("lifetimes[%d].buffer", i), "lifetime of unknown buffer %q", l.Buffer)
+			return ErrorAt(fmt.Sprintf("lifetimes[%d].buffer", i), "lifetime of unknown buffer %q", l.Buffer)
 		}
 	}
-	if err := p.validateShape(); err != nil {
+	if err := p.ValidateShape(); err != nil {
 		return err
 	}
 	return p.validateDevices(bufIdx) // devices.go
@@ -133,18 +133,18 @@ func (p *Plan) Validate() error {
 // first stages, the iteration info, and the arena offsets of declared
 // buffers. With it, no sum of an offset and a size in the verifier
 // overflows.
-func (p *Plan) validateShape() error {
-	if err := p.validateBounds(); err != nil {
+func (p *Plan) ValidateShape() error {
+	if err := p.ValidateBounds(); err != nil {
 		return err
 	}
-	return p.validateNames()
+	return p.ValidateNames()
 }
 
 // validateBounds is the part of validateShape that the verifier's checks
 // need before they read the plan: every index, count and range within its
 // limits. The rest (validateNames) they do not read, so Verify runs it
 // beside them.
-func (p *Plan) validateBounds() error {
+func (p *Plan) ValidateBounds() error {
 	for i := range p.Stages {
 		if err := p.validateStage(i); err != nil {
 			return err
@@ -159,7 +159,7 @@ func (p *Plan) validateBounds() error {
 	if err := p.validateArena(); err != nil {
 		return err
 	}
-	if err := p.validateKinds(); err != nil { // stream kinds: implicit.go
+	if err := p.ValidateKinds(); err != nil { // stream kinds: implicit.go
 		return err
 	}
 	return p.validateIteration()
@@ -167,7 +167,7 @@ func (p *Plan) validateBounds() error {
 
 // validateNames checks that stages have names of their own and that
 // lifetimes name each buffer once and stages of the plan.
-func (p *Plan) validateNames() error {
+func (p *Plan) ValidateNames() error {
 	// Names a terminal shows wrongly or not at all, refused as in a spec.
 	for _, c := range []struct {
 		what string
@@ -181,7 +181,7 @@ func (p *Plan) validateNames() error {
 	} {
 		for i := range c.n {
 			if msg := dag.NameHidden(c.name(i)); msg != "" {
-				return planErr(fmt.Sprintf("%ss[%d].name", c.what, i), "%s %q: its name %s", c.what, c.name(i), msg)
+				return ErrorAt(fmt.Sprintf("%ss[%d].name", c.what, i), "%s %q: its name %s", c.what, c.name(i), msg)
 			}
 		}
 	}
@@ -191,7 +191,7 @@ func (p *Plan) validateNames() error {
 		// (and the plan is refused).
 		n := len(stageIdx)
 		if stageIdx[p.Stages[i].Name] = i; len(stageIdx) == n {
-			return planErr(fmt.Sprintf("stages[%d].name", i), "stage %s is declared twice", p.Stages[i].Name)
+			return ErrorAt(fmt.Sprintf("stages[%d].name", i), "stage %s is declared twice", p.Stages[i].Name)
 		}
 	}
 	seen := make(map[string]struct{}, len(p.Lifetimes))
@@ -216,10 +216,10 @@ func (p *Plan) validateNames() error {
 	for i, l := range p.Lifetimes {
 		n := len(seen)
 		if seen[l.Buffer] = struct{}{}; len(seen) == n {
-			return planErr(fmt.Sprintf("lifetimes[%d].buffer", i), "a second lifetime of buffer %s", l.Buffer)
+			return ErrorAt(fmt.Sprintf("lifetimes[%d].buffer", i), "a second lifetime of buffer %s", l.Buffer)
 		}
 		if l.First != "" && !isStage(l.First) {
-			return planErr(fmt.Sprintf("lifetimes[%d].first", i), "lifetime of %s: first stage %q is not a stage of the plan", l.Buffer, l.First)
+			return ErrorAt(fmt.Sprintf("lifetimes[%d].first", i), "lifetime of %s: first stage %q is not a stage of the plan", l.Buffer, l.First)
 		}
 	}
 	return nil
@@ -237,32 +237,32 @@ func (p *Plan) validateBuffers() (map[string]int, error) {
 		seen[b.Name] = i // one map operation: a name given before leaves the map as large
 		switch {
 		case b.Name == "":
-			return nil, planErr(at("name"), "a buffer has no name")
+			return nil, ErrorAt(at("name"), "a buffer has no name")
 		case len(seen) == n:
-			return nil, planErr(at("name"), "buffer %s is declared twice", b.Name)
+			return nil, ErrorAt(at("name"), "buffer %s is declared twice", b.Name)
 		case b.Bytes <= 0 || b.Bytes > MaxBufferBytes:
-			return nil, planErr(at("bytes"), "buffer %s has %d bytes, want 1 to %d (1 TiB)", b.Name, b.Bytes, int64(MaxBufferBytes))
+			return nil, ErrorAt(at("bytes"), "buffer %s has %d bytes, want 1 to %d (1 TiB)", b.Name, b.Bytes, int64(MaxBufferBytes))
 		case b.Where != "" && !contract.Where(b.Where).Valid():
-			return nil, planErr(at("where"), "buffer %s: where %q, want %s, %s or %s", b.Name, b.Where, contract.WhereDevice, contract.WhereHostPinned, contract.WhereHostPageable)
+			return nil, ErrorAt(at("where"), "buffer %s: where %q, want %s, %s or %s", b.Name, b.Where, contract.WhereDevice, contract.WhereHostPinned, contract.WhereHostPageable)
 		case b.Role != "" && !contract.Role(b.Role).Valid():
-			return nil, planErr(at("role"), "buffer %s: role %q, want %v", b.Name, b.Role, contract.Roles)
+			return nil, ErrorAt(at("role"), "buffer %s: role %q, want %v", b.Name, b.Role, contract.Roles)
 		case b.Init != "" && !contract.InitKind(b.Init).Valid():
-			return nil, planErr(at("init"), "buffer %s: init %q, want %v", b.Name, b.Init, contract.InitKinds)
+			return nil, ErrorAt(at("init"), "buffer %s: init %q, want %v", b.Name, b.Init, contract.InitKinds)
 		case b.InitPath != "" && b.Init != string(contract.InitFile):
-			return nil, planErr(at("init_path"), "buffer %s: init_path with init %q; only init file reads a file", b.Name, b.Init)
+			return nil, ErrorAt(at("init_path"), "buffer %s: init_path with init %q; only init file reads a file", b.Name, b.Init)
 		case b.Init == string(contract.InitFile) && b.InitPath == "":
-			return nil, planErr(at("init_path"), "buffer %s: init file needs init_path", b.Name)
+			return nil, ErrorAt(at("init_path"), "buffer %s: init file needs init_path", b.Name)
 		case math.IsNaN(b.InitValue) || math.IsInf(b.InitValue, 0):
-			return nil, planErr(at("init_value"), "buffer %s: init_value %v, want a finite number", b.Name, b.InitValue)
+			return nil, ErrorAt(at("init_value"), "buffer %s: init_value %v, want a finite number", b.Name, b.InitValue)
 		case b.Copies < 0 || b.Copies > maxLag:
-			return nil, planErr(at("copies"), "buffer %s has copies %d, want 0 or 1 (one copy) to %d", b.Name, b.Copies, maxLag)
+			return nil, ErrorAt(at("copies"), "buffer %s has copies %d, want 0 or 1 (one copy) to %d", b.Name, b.Copies, maxLag)
 		}
 		if extra += max(b.Copies, 1) - 1; extra > MaxExtraSlots {
-			return nil, planErr(at("copies"), "buffers 0 to %d have %d ring copies beyond one each, more than %d", i, extra, MaxExtraSlots)
+			return nil, ErrorAt(at("copies"), "buffers 0 to %d have %d ring copies beyond one each, more than %d", i, extra, MaxExtraSlots)
 		}
 		k := int64(max(b.Copies, 1))
 		if b.Bytes > (MaxBufferBytes-total)/k {
-			return nil, planErr(at("bytes"), "buffer %s: the plan's buffers need more than %d bytes (1 TiB) in all, copies included", b.Name, int64(MaxBufferBytes))
+			return nil, ErrorAt(at("bytes"), "buffer %s: the plan's buffers need more than %d bytes (1 TiB) in all, copies included", b.Name, int64(MaxBufferBytes))
 		}
 		total += b.Bytes * k
 	}
@@ -275,7 +275,7 @@ func (p *Plan) validateBuffers() (map[string]int, error) {
 // the executor sizes the arena by its buffers then).
 func (p *Plan) validateArena() error {
 	if a := p.Stats.ArenaBytes; a < 0 || a > MaxBufferBytes {
-		return planErr("stats.arena_bytes", "%d, want 0 (no arena) to %d (1 TiB)", a, int64(MaxBufferBytes))
+		return ErrorAt("stats.arena_bytes", "%d, want 0 (no arena) to %d (1 TiB)", a, int64(MaxBufferBytes))
 	}
 	for i, b := range p.Buffers {
 		if b.ArenaOffset == nil {
@@ -285,13 +285,13 @@ func (p *Plan) validateArena() error {
 		at := func() string { return fmt.Sprintf("buffers[%d].arena_offset", i) }
 		switch {
 		case b.Role != string(contract.RoleTemp) || cmp.Or(b.Where, string(contract.WhereDevice)) != string(contract.WhereDevice):
-			return planErr(at(), "buffer %s (%s, %s) has an arena offset; only device temps live in the arena", b.Name, b.Where, b.Role)
+			return ErrorAt(at(), "buffer %s (%s, %s) has an arena offset; only device temps live in the arena", b.Name, b.Where, b.Role)
 		case b.Copies > 1:
-			return planErr(at(), "buffer %s has %d copies and an arena offset; only buffers of one copy live in the arena", b.Name, b.Copies)
+			return ErrorAt(at(), "buffer %s has %d copies and an arena offset; only buffers of one copy live in the arena", b.Name, b.Copies)
 		case off < 0 || off%ArenaAlign != 0 || off > MaxBufferBytes-b.Bytes:
-			return planErr(at(), "buffer %s: arena offset %d, want a multiple of %d from 0 to %d (1 TiB less its %d bytes)", b.Name, off, ArenaAlign, MaxBufferBytes-b.Bytes, b.Bytes)
+			return ErrorAt(at(), "buffer %s: arena offset %d, want a multiple of %d from 0 to %d (1 TiB less its %d bytes)", b.Name, off, ArenaAlign, MaxBufferBytes-b.Bytes, b.Bytes)
 		case p.Stats.ArenaBytes > 0 && !contract.InBounds(off, b.Bytes, p.Stats.ArenaBytes):
-			return planErr(at(), "buffer %s: arena bytes [%d:%d] past the arena's %d bytes (stats.arena_bytes)", b.Name, off, off+b.Bytes, p.Stats.ArenaBytes)
+			return ErrorAt(at(), "buffer %s: arena bytes [%d:%d] past the arena's %d bytes (stats.arena_bytes)", b.Name, off, off+b.Bytes, p.Stats.ArenaBytes)
 		}
 	}
 	return nil
@@ -302,10 +302,10 @@ func (p *Plan) validateStage(i int) error {
 	st := &p.Stages[i]
 	at := func(field string) string { return fmt.Sprintf("stages[%d].%s", i, field) }
 	if st.Name == "" {
-		return planErr(at("name"), "a stage has no name")
+		return ErrorAt(at("name"), "a stage has no name")
 	}
 	if d := st.DurationUS; math.IsNaN(d) || d < 0 || d > contract.MaxSpinUS {
-		return planErr(at("duration_us"), "stage %s: duration_us %v, want 0 to %g µs", st.Name, d, float64(contract.MaxSpinUS))
+		return ErrorAt(at("duration_us"), "stage %s: duration_us %v, want 0 to %g µs", st.Name, d, float64(contract.MaxSpinUS))
 	}
 	threads := int64(1)
 	for k := range 3 {
@@ -314,24 +314,24 @@ func (p *Plan) validateStage(i int) error {
 			lim = MaxGridDim
 		}
 		if g := st.Grid[k]; g < 0 || int64(g) > lim {
-			return planErr(fmt.Sprintf("stages[%d].grid[%d]", i, k), "stage %s: grid %d, want 0 (default) to %d", st.Name, g, lim)
+			return ErrorAt(fmt.Sprintf("stages[%d].grid[%d]", i, k), "stage %s: grid %d, want 0 (default) to %d", st.Name, g, lim)
 		}
 		if b := st.Block[k]; b < 0 || b > MaxBlockThreads {
-			return planErr(fmt.Sprintf("stages[%d].block[%d]", i, k), "stage %s: block %d, want 0 (default) to %d", st.Name, b, MaxBlockThreads)
+			return ErrorAt(fmt.Sprintf("stages[%d].block[%d]", i, k), "stage %s: block %d, want 0 (default) to %d", st.Name, b, MaxBlockThreads)
 		}
 		threads *= int64(max(st.Block[k], 1))
 	}
 	if threads > MaxBlockThreads {
-		return planErr(at("block"), "stage %s: block %v has %d threads, want at most %d", st.Name, st.Block, threads, MaxBlockThreads)
+		return ErrorAt(at("block"), "stage %s: block %v has %d threads, want at most %d", st.Name, st.Block, threads, MaxBlockThreads)
 	}
 	for k, list := range [2][]Access{st.Reads, st.Writes} {
 		verb := [2]string{"reads", "writes"}[k]
 		for j, a := range list {
 			switch {
 			case a.Offset < 0 || a.Offset >= MaxBufferBytes:
-				return planErr(fmt.Sprintf("stages[%d].%s[%d].offset", i, verb, j), "stage %s %s %s at offset %d: want 0 to %d", st.Name, verb, a.Buffer, a.Offset, MaxBufferBytes-1)
+				return ErrorAt(fmt.Sprintf("stages[%d].%s[%d].offset", i, verb, j), "stage %s %s %s at offset %d: want 0 to %d", st.Name, verb, a.Buffer, a.Offset, MaxBufferBytes-1)
 			case a.Bytes <= 0 || a.Bytes > MaxBufferBytes:
-				return planErr(fmt.Sprintf("stages[%d].%s[%d].bytes", i, verb, j), "stage %s %s %s: %d bytes, want 1 to %d", st.Name, verb, a.Buffer, a.Bytes, int64(MaxBufferBytes))
+				return ErrorAt(fmt.Sprintf("stages[%d].%s[%d].bytes", i, verb, j), "stage %s %s %s: %d bytes, want 1 to %d", st.Name, verb, a.Buffer, a.Bytes, int64(MaxBufferBytes))
 			}
 		}
 	}
@@ -343,24 +343,24 @@ func (p *Plan) validateStage(i int) error {
 func (p *Plan) validateStageRefs(i int, bufIdx map[string]int) error {
 	st := &p.Stages[i]
 	if st.Kernel == "" {
-		return planErr(fmt.Sprintf("stages[%d].kernel", i), "stage %s has no kernel", st.Name)
+		return ErrorAt(fmt.Sprintf("stages[%d].kernel", i), "stage %s has no kernel", st.Name)
 	}
 	if st.Seed != nil && (*st.Seed < 0 || *st.Seed > math.MaxInt32) {
-		return planErr(fmt.Sprintf("stages[%d].seed", i), "stage %s: seed %d, want 0 to %d (the stage's index in its spec)", st.Name, *st.Seed, math.MaxInt32)
+		return ErrorAt(fmt.Sprintf("stages[%d].seed", i), "stage %s: seed %d, want 0 to %d (the stage's index in its spec)", st.Name, *st.Seed, math.MaxInt32)
 	}
 	for k, list := range [2][]Access{st.Reads, st.Writes} {
 		verb := [2]string{"reads", "writes"}[k]
 		for j, a := range list {
 			b, ok := bufIdx[a.Buffer]
 			if !ok {
-				return planErr(fmt.Sprintf("stages[%d].%s[%d].buffer", i, verb, j), "stage %s %s unknown buffer %q", st.Name, verb, a.Buffer)
+				return ErrorAt(fmt.Sprintf("stages[%d].%s[%d].buffer", i, verb, j), "stage %s %s unknown buffer %q", st.Name, verb, a.Buffer)
 			}
 			size := p.Buffers[b].Bytes
 			switch {
 			case a.Offset < 0 || a.Offset >= size:
-				return planErr(fmt.Sprintf("stages[%d].%s[%d].offset", i, verb, j), "stage %s %s %s at offset %d: want 0 to %d (the buffer has %d bytes)", st.Name, verb, a.Buffer, a.Offset, size-1, size)
+				return ErrorAt(fmt.Sprintf("stages[%d].%s[%d].offset", i, verb, j), "stage %s %s %s at offset %d: want 0 to %d (the buffer has %d bytes)", st.Name, verb, a.Buffer, a.Offset, size-1, size)
 			case a.Bytes <= 0 || !contract.InBounds(a.Offset, a.Bytes, size):
-				return planErr(fmt.Sprintf("stages[%d].%s[%d].bytes", i, verb, j), "stage %s %s %s at offset %d, %d bytes: outside the buffer's %d bytes (want 1 to %d)", st.Name, verb, a.Buffer, a.Offset, a.Bytes, size, size-a.Offset)
+				return ErrorAt(fmt.Sprintf("stages[%d].%s[%d].bytes", i, verb, j), "stage %s %s %s at offset %d, %d bytes: outside the buffer's %d bytes (want 1 to %d)", st.Name, verb, a.Buffer, a.Offset, a.Bytes, size, size-a.Offset)
 			}
 		}
 	}
@@ -374,60 +374,60 @@ func (p *Plan) validateStreams() error {
 		ops += len(s.Ops)
 	}
 	lim := max(ops, minEventLimit)
-	if p.unrolled {
+	if p.Unrolled {
 		// Unrolled iterations have an event per slot: one per event of the
 		// plan, and up to MaxExtraSlots more for lagged waits (manual.go).
 		lim += MaxExtraSlots
 	}
 	if p.Events < 0 || p.Events > lim {
-		return planErr("events", "%d events, want 0 to %d (the larger of the plan's %d ops and %d: an event no op uses is a mistake)", p.Events, lim, ops, minEventLimit)
+		return ErrorAt("events", "%d events, want 0 to %d (the larger of the plan's %d ops and %d: an event no op uses is a mistake)", p.Events, lim, ops, minEventLimit)
 	}
 	launched := make([]int32, len(p.Stages))
 	for i, s := range p.Streams {
 		if s.ID != i {
-			return planErr(fmt.Sprintf("streams[%d].id", i), "stream at index %d has id %d, want %d", i, s.ID, i)
+			return ErrorAt(fmt.Sprintf("streams[%d].id", i), "stream at index %d has id %d, want %d", i, s.ID, i)
 		}
 		for j, o := range s.Ops {
 			at := func(field string) string { return fmt.Sprintf("streams[%d].ops[%d].%s", i, j, field) }
 			switch o.Kind {
 			case OpLaunch:
 				if o.Stage < 0 || o.Stage >= len(p.Stages) {
-					return planErr(at("stage"), "stream %d op %d launches stage %d of %d", i, j, o.Stage, len(p.Stages))
+					return ErrorAt(at("stage"), "stream %d op %d launches stage %d of %d", i, j, o.Stage, len(p.Stages))
 				}
 				if st := &p.Stages[o.Stage]; st.Stream != i {
-					return planErr(fmt.Sprintf("stages[%d].stream", o.Stage), "stage %s is on stream %d but launched on stream %d", st.Name, st.Stream, i)
+					return ErrorAt(fmt.Sprintf("stages[%d].stream", o.Stage), "stage %s is on stream %d but launched on stream %d", st.Name, st.Stream, i)
 				}
 				if launched[o.Stage]++; launched[o.Stage] > 1 {
-					return planErr(at("stage"), "stage %s launched twice, want once", p.Stages[o.Stage].Name)
+					return ErrorAt(at("stage"), "stage %s launched twice, want once", p.Stages[o.Stage].Name)
 				}
 			case OpRecord, OpWait:
 				if o.Event < 0 || o.Event >= p.Events {
-					return planErr(at("event"), "stream %d op %d uses event %d, plan has %d events", i, j, o.Event, p.Events)
+					return ErrorAt(at("event"), "stream %d op %d uses event %d, plan has %d events", i, j, o.Event, p.Events)
 				}
 			default:
-				return planErr(at("op"), "unknown op %v", o.Kind)
+				return ErrorAt(at("op"), "unknown op %v", o.Kind)
 			}
 		}
 	}
 	for i, n := range launched {
 		if n != 1 {
-			return planErr(fmt.Sprintf("stages[%d]", i), "stage %s is never launched, want once", p.Stages[i].Name)
+			return ErrorAt(fmt.Sprintf("stages[%d]", i), "stage %s is never launched, want once", p.Stages[i].Name)
 		}
 	}
 	if len(p.IssueOrder) != ops {
-		return planErr("issue_order", "%d ops, streams have %d", len(p.IssueOrder), ops)
+		return ErrorAt("issue_order", "%d ops, streams have %d", len(p.IssueOrder), ops)
 	}
 	next := make([]int, len(p.Streams))
 	for k, so := range p.IssueOrder {
 		s, j := so[0], so[1]
 		if s < 0 || s >= len(p.Streams) {
-			return planErr(fmt.Sprintf("issue_order[%d]", k), "names stream %d of %d", s, len(p.Streams))
+			return ErrorAt(fmt.Sprintf("issue_order[%d]", k), "names stream %d of %d", s, len(p.Streams))
 		}
 		if next[s] >= len(p.Streams[s].Ops) {
-			return planErr(fmt.Sprintf("issue_order[%d]", k), "issues stream %d more often than its %d ops", s, len(p.Streams[s].Ops))
+			return ErrorAt(fmt.Sprintf("issue_order[%d]", k), "issues stream %d more often than its %d ops", s, len(p.Streams[s].Ops))
 		}
 		if j != next[s] {
-			return planErr(fmt.Sprintf("issue_order[%d]", k), "issues stream %d op %d, want op %d (stream order)", s, j, next[s])
+			return ErrorAt(fmt.Sprintf("issue_order[%d]", k), "issues stream %d op %d, want op %d (stream order)", s, j, next[s])
 		}
 		next[s]++
 	}
@@ -440,10 +440,10 @@ func (p *Plan) validateLifetimes() error {
 	for i, l := range p.Lifetimes {
 		for k, d := range l.Done {
 			if d.Stream < 0 || d.Stream >= len(p.Streams) {
-				return planErr(fmt.Sprintf("lifetimes[%d].done[%d].stream", i, k), "lifetime of %s: stream %d, plan has %d streams", l.Buffer, d.Stream, len(p.Streams))
+				return ErrorAt(fmt.Sprintf("lifetimes[%d].done[%d].stream", i, k), "lifetime of %s: stream %d, plan has %d streams", l.Buffer, d.Stream, len(p.Streams))
 			}
 			if d.Event < 0 || d.Event >= p.Events {
-				return planErr(fmt.Sprintf("lifetimes[%d].done[%d].event", i, k), "lifetime of %s: event %d, plan has %d events", l.Buffer, d.Event, p.Events)
+				return ErrorAt(fmt.Sprintf("lifetimes[%d].done[%d].event", i, k), "lifetime of %s: event %d, plan has %d events", l.Buffer, d.Event, p.Events)
 			}
 		}
 	}
@@ -458,7 +458,7 @@ func (p *Plan) validateIteration() error {
 	for s, str := range p.Streams {
 		for j, o := range str.Ops {
 			if o.Lag < 0 || o.Lag > maxLag || (o.Lag > 0 && (o.Kind != OpWait || it == nil)) {
-				return planErr(fmt.Sprintf("streams[%d].ops[%d].lag", s, j), "%s has lag %d: want lag only on waits of a plan with iteration info, 0 to %d", o.Kind, o.Lag, maxLag)
+				return ErrorAt(fmt.Sprintf("streams[%d].ops[%d].lag", s, j), "%s has lag %d: want lag only on waits of a plan with iteration info, 0 to %d", o.Kind, o.Lag, maxLag)
 			}
 		}
 	}
@@ -466,7 +466,7 @@ func (p *Plan) validateIteration() error {
 		return nil
 	}
 	if it.StreamSets < 1 || it.StreamSets > maxLag {
-		return planErr("iteration.stream_sets", "%d, want 1 to %d", it.StreamSets, maxLag)
+		return ErrorAt("iteration.stream_sets", "%d, want 1 to %d", it.StreamSets, maxLag)
 	}
 	if it.StreamSets > 1 {
 		device := 0
@@ -476,25 +476,25 @@ func (p *Plan) validateIteration() error {
 			}
 		}
 		if device > MaxStreamSetStreams/it.StreamSets {
-			return planErr("iteration.stream_sets", "%d stream sets of %d streams: more than %d physical streams", it.StreamSets, device, MaxStreamSetStreams)
+			return ErrorAt("iteration.stream_sets", "%d stream sets of %d streams: more than %d physical streams", it.StreamSets, device, MaxStreamSetStreams)
 		}
 	}
 	if it.InFlight < 0 || it.InFlight > maxLag {
-		return planErr("iteration.in_flight", "%d, want 0 to %d", it.InFlight, maxLag)
+		return ErrorAt("iteration.in_flight", "%d, want 0 to %d", it.InFlight, maxLag)
 	}
 	if it.CrossWaits < 0 {
-		return planErr("iteration.cross_waits", "%d, want ≥ 0", it.CrossWaits)
+		return ErrorAt("iteration.cross_waits", "%d, want ≥ 0", it.CrossWaits)
 	}
 	if len(it.Slots) != p.Events {
-		return planErr("iteration.slots", "%d entries, plan has %d events", len(it.Slots), p.Events)
+		return ErrorAt("iteration.slots", "%d entries, plan has %d events", len(it.Slots), p.Events)
 	}
 	extra := 0
 	for e, n := range it.Slots {
 		if n < 1 || n > maxLag+1 {
-			return planErr(fmt.Sprintf("iteration.slots[%d]", e), "%d, want 1 to %d", n, maxLag+1)
+			return ErrorAt(fmt.Sprintf("iteration.slots[%d]", e), "%d, want 1 to %d", n, maxLag+1)
 		}
 		if extra += n - 1; extra > MaxExtraSlots {
-			return planErr(fmt.Sprintf("iteration.slots[%d]", e), "events 0 to %d have %d slots beyond one each, more than %d", e, extra, MaxExtraSlots)
+			return ErrorAt(fmt.Sprintf("iteration.slots[%d]", e), "events 0 to %d have %d slots beyond one each, more than %d", e, extra, MaxExtraSlots)
 		}
 	}
 	return nil
@@ -510,7 +510,7 @@ func (p *Plan) validateIteration() error {
 // cross-stream edges, the lower bound on waits, the critical path) and the
 // planning time stay as given. p must be valid (Validate).
 func Recount(p *Plan) {
-	setUnrollNote(p)
+	SetUnrollNote(p)
 	s := &p.Stats
 	s.Stages, s.Streams, s.Events = len(p.Stages), len(p.Streams), p.Events
 	s.Waits = 0
@@ -533,5 +533,5 @@ func Recount(p *Plan) {
 	for _, st := range p.Stages {
 		s.SumUS += CostUS(st.DurationUS)
 	}
-	s.IdealMakespanUS = idealMakespan(p)
+	s.IdealMakespanUS = IdealMakespan(p)
 }

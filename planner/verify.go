@@ -246,18 +246,18 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	if p == nil {
 		return errors.New("plan: nil plan")
 	}
-	if p.derived {
+	if p.Derived {
 		return verifyBounded(p, withFixes, aliases)
 	}
 	// The shape's bounds first (the checks read the plan by them); its
 	// names beside the checks, which do not read them, and ahead of what
 	// the checks find, as a plan that fails validateShape is refused.
-	if err := p.validateBounds(); err != nil {
+	if err := p.ValidateBounds(); err != nil {
 		return err
 	}
 	var names error
 	var wg sync.WaitGroup
-	wg.Go(func() { names = p.validateNames() })
+	wg.Go(func() { names = p.ValidateNames() })
 	err := verifyBounded(p, withFixes, aliases)
 	wg.Wait()
 	if names != nil {
@@ -271,9 +271,9 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 func verifyBounded(p *Plan, withFixes, aliases bool) error {
 	// Buffer names are resolved once for every check below (in a shallow
 	// copy: p is not changed).
-	if !p.accOwn {
+	if !p.AccOwn {
 		c := *p
-		c.accBuf, c.accOwn = accessBuffers(p), true
+		c.AccBuf, c.AccOwn = AccessBuffers(p), true
 		p = &c
 	}
 	var wg sync.WaitGroup
@@ -282,7 +282,7 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 	var q *Plan
 	var qerr error
 	if p.Iteration != nil {
-		wg.Go(func() { q, qerr = unroll(p, UnrollIterations(p), false) })
+		wg.Go(func() { q, qerr = UnrollDerived(p, UnrollIterations(p), false) })
 	}
 	if aliases {
 		err := launchAliases(p) // alias_verify.go
@@ -323,7 +323,7 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 	var arena []Race
 	var gaps []LifetimeGap
 	var pieces *arenaSweep
-	if p.derived {
+	if p.Derived {
 		// A derived plan is the verifier's own (unroll's), as large as
 		// the iterations it unrolls: what the checks below read of its
 		// ops is in the clocks, so its ops and issue order go before the
@@ -331,7 +331,7 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 		// sweep, its pieces gone when the sweep's frontiers are made, so
 		// that none of these take memory at once.
 		if v.hb.im == nil {
-			p.IssueOrder, p.ops = nil, nil
+			p.IssueOrder, p.Ops = nil, nil
 			for s := range p.Streams {
 				p.Streams[s].Ops = nil
 			}
@@ -339,7 +339,7 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 		// Read by accesses alone; the segments' bytes, by the arena's
 		// pieces alone (the sweep reads segment indices, and reports no
 		// race of a derived plan).
-		p.accBuf = nil
+		p.AccBuf = nil
 		pieces = v.arenaPieces()
 		v.bounds = nil
 		arena = pieces.check() // arena_verify.go
@@ -353,7 +353,7 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 	if pieces != nil && pieces.over {
 		return arenaBoundError(p)
 	}
-	if p.derived && (v.racy || len(arena) > 0) {
+	if p.Derived && (v.racy || len(arena) > 0) {
 		return errDerivedRaces
 	}
 	v.races = append(v.races, arena...)
@@ -414,17 +414,17 @@ func clockBoundError(p *Plan) error {
 			}
 		}
 	}
-	if p.ops != nil {
+	if p.Ops != nil {
 		waits = 0
-		for _, k := range p.ops.kind {
+		for _, k := range p.Ops.Kind {
 			if k == OpWait {
 				waits++
 			}
 		}
 	}
 	unrolled := ""
-	if p.derived && p.base != nil && len(p.base.Stages) > 0 {
-		unrolled = fmt.Sprintf(", %d iterations unrolled", p.stages/len(p.base.Stages))
+	if p.Derived && p.Base != nil && len(p.Base.Stages) > 0 {
+		unrolled = fmt.Sprintf(", %d iterations unrolled", p.BaseStages/len(p.Base.Stages))
 	}
 	return &WorkBoundError{Streams: len(p.Streams), Waits: waits, Msg: fmt.Sprintf("verify: refused: the happens-before clocks of this plan (%d streams, %d waits%s) take more than %d steps (clock entries read and written, up to streams × waits = %d; the bound is a few seconds and about 1 GiB): too many streams that sync with one another to verify; plan it with fewer streams (--max-streams 8, the default, or options: {max_streams: 8} in the spec)",
 		len(p.Streams), waits, unrolled, verifyMaxClock, int64(len(p.Streams))*int64(waits))}
@@ -541,7 +541,7 @@ func (v *verifier) accBytes(a *verifyAccess) (lo, hi int64) {
 // gives them (its stage's reads, then writes).
 func (v *verifier) planBytes(k int32) (lo, hi int64) {
 	a := &v.acc[k]
-	st := v.p.stage(int(a.stage))
+	st := planStage(v.p, int(a.stage))
 	j := int(k - v.accStart[a.stage])
 	x := st.Writes
 	if j < len(st.Reads) {
@@ -574,9 +574,9 @@ type verifyState struct {
 
 // stageCount is how many stages p has: len(p.Stages), or for a derived
 // plan without them (unroll), its stages.
-func (p *Plan) stageCount() int {
-	if p.base != nil {
-		return p.stages
+func stageCount(p *Plan) int {
+	if p.Base != nil {
+		return p.BaseStages
 	}
 	return len(p.Stages)
 }
@@ -584,18 +584,18 @@ func (p *Plan) stageCount() int {
 // stage returns stage i of p, or for a derived plan without stages the
 // stage of its base whose reads and writes stage i has (only those are
 // its: Verify reads no other field of it before a race is found).
-func (p *Plan) stage(i int) *Stage {
-	if p.base != nil {
-		return &p.base.Stages[i%len(p.base.Stages)]
+func planStage(p *Plan, i int) *Stage {
+	if p.Base != nil {
+		return &p.Base.Stages[i%len(p.Base.Stages)]
 	}
 	return &p.Stages[i]
 }
 
 // bufferCount is how many buffers p has: len(p.Buffers), or for a
 // derived plan without them (unroll), its copies of its base's.
-func (p *Plan) bufferCount() int {
-	if p.base != nil {
-		return len(p.bufOrig)
+func bufferCount(p *Plan) int {
+	if p.Base != nil {
+		return len(p.BufOrig)
 	}
 	return len(p.Buffers)
 }
@@ -603,9 +603,9 @@ func (p *Plan) bufferCount() int {
 // buffer returns buffer i of p, or for a derived plan without buffers the
 // base's buffer it is a copy of (Copies aside: Verify reads its name,
 // bytes and arena address).
-func (p *Plan) buffer(i int) *Buffer {
-	if p.base != nil {
-		return &p.base.Buffers[p.bufOrig[i]]
+func planBuffer(p *Plan, i int) *Buffer {
+	if p.Base != nil {
+		return &p.Base.Buffers[p.BufOrig[i]]
 	}
 	return &p.Buffers[i]
 }
@@ -615,8 +615,8 @@ func (p *Plan) buffer(i int) *Buffer {
 func (v *verifier) accesses() error {
 	p := v.p
 	n := 0
-	for i := range p.stageCount() {
-		st := p.stage(i)
+	for i := range stageCount(p) {
+		st := planStage(p, i)
 		n += len(st.Reads) + len(st.Writes)
 	}
 	// Buffers: p.Buffers' by their index (the last of a name), then the
@@ -624,14 +624,14 @@ func (v *verifier) accesses() error {
 	// access.
 	// An unrolled plan names each access's buffer by index (Plan.accBuf):
 	// then only undeclared names go through the map.
-	hint := len(p.accBuf) == n && p.accBuf != nil && p.accOwn
-	nb := p.bufferCount()
+	hint := len(p.AccBuf) == n && p.AccBuf != nil && p.AccOwn
+	nb := bufferCount(p)
 	bufOf := map[string]int32{}
 	if !hint {
 		bufOf = make(map[string]int32, max(nb, n/8))
 	}
 	// Names serve only to report races, which a derived plan does not.
-	named := !p.derived
+	named := !p.Derived
 	if named {
 		v.bufName = make([]string, nb)
 	}
@@ -639,7 +639,7 @@ func (v *verifier) accesses() error {
 	for i := range nb {
 		v.bufSpace[i] = -1
 		if !hint || named {
-			b := p.buffer(i)
+			b := planBuffer(p, i)
 			if !hint {
 				bufOf[b.Name] = int32(i)
 			}
@@ -649,7 +649,7 @@ func (v *verifier) accesses() error {
 		}
 	}
 	v.acc = make([]verifyAccess, 0, n)
-	v.accStart = make([]int32, p.stageCount()+1)
+	v.accStart = make([]int32, stageCount(p)+1)
 	// Per space: its first and last access (at, last) and its accesses'
 	// ends (n, two an access); varied marks the spaces whose accesses do
 	// not all cover the same bytes. first holds each space's first
@@ -658,8 +658,8 @@ func (v *verifier) accesses() error {
 	first := make([]int64, 0, 2*nb)
 	var varied []bool
 	nvaried := 0
-	for i := range p.stageCount() {
-		st := p.stage(i)
+	for i := range stageCount(p) {
+		st := planStage(p, i)
 		v.accStart[i] = int32(len(v.acc))
 		for k, list := range [2][]Access{st.Reads, st.Writes} {
 			for _, a := range list {
@@ -669,8 +669,8 @@ func (v *verifier) accesses() error {
 				}
 				var b int32
 				ok := false
-				if hint && p.accBuf[len(v.acc)] >= 0 {
-					b, ok = p.accBuf[len(v.acc)], true
+				if hint && p.AccBuf[len(v.acc)] >= 0 {
+					b, ok = p.AccBuf[len(v.acc)], true
 				} else {
 					b, ok = bufOf[a.Buffer]
 				}
@@ -708,7 +708,7 @@ func (v *verifier) accesses() error {
 			}
 		}
 	}
-	v.accStart[p.stageCount()] = int32(len(v.acc))
+	v.accStart[stageCount(p)] = int32(len(v.acc))
 	// Each space's segment bounds: the sorted distinct ends of its
 	// accesses; a space whose accesses all cover the same bytes (most:
 	// buffers accessed whole) has those two, its first access's.
@@ -792,7 +792,7 @@ func (v *verifier) frontiers() {
 	v.states = make([]*verifyState, v.segments)
 	// A derived plan's verdict is all that is asked (report): it keeps
 	// no shadows, which only serve to list every race.
-	v.noShadows = p.derived
+	v.noShadows = p.Derived
 	lists := 4
 	if v.noShadows {
 		lists = 1
@@ -815,15 +815,15 @@ func (v *verifier) frontiers() {
 // entry is used where the buffer it names has the access's name, and
 // every other access's name is looked up in a map of p's buffer names
 // (made only then), so that the result does not depend on the passes.
-func accessBuffers(p *Plan) []int32 {
+func AccessBuffers(p *Plan) []int32 {
 	n := 0
 	for i := range p.Stages {
 		n += len(p.Stages[i].Reads) + len(p.Stages[i].Writes)
 	}
-	hint := p.accBuf
+	hint := p.AccBuf
 	if len(hint) != n {
 		hint = nil
-	} else if p.accOwn {
+	} else if p.AccOwn {
 		return hint
 	}
 	var idx map[string]int32
@@ -864,11 +864,11 @@ func (v *verifier) clocks() {
 		return
 	}
 	v.opBase, v.opStream, v.opIssue, v.opCaptured = h.opBase, h.opStream, h.opIssue, h.opCaptured
-	v.launchOp = make([]int32, p.stageCount())
-	if c := p.ops; c != nil {
-		for g, k := range c.kind {
+	v.launchOp = make([]int32, stageCount(p))
+	if c := p.Ops; c != nil {
+		for g, k := range c.Kind {
 			if k == OpLaunch {
-				v.launchOp[c.arg[g]] = int32(g)
+				v.launchOp[c.Arg[g]] = int32(g)
 			}
 		}
 		return
@@ -1155,7 +1155,7 @@ func (v *verifier) overlap(a, b int32) bool {
 
 // report records the race between earlier access a and access d.
 func (v *verifier) report(a, d int32) {
-	if v.p.derived {
+	if v.p.Derived {
 		v.racy = true // the caller verifies the plan with names to report
 		return
 	}

@@ -839,14 +839,14 @@ func TestVerifyAccessHint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.accBuf) == 0 {
+	if len(p.AccBuf) == 0 {
 		t.Fatal("Build left no access index in the plan")
 	}
 	want := fmt.Sprint(p.WaitReasons())
 	wrong := func(p *Plan) {
-		p.accBuf = slices.Clone(p.accBuf)
-		for k := range p.accBuf {
-			p.accBuf[k] = int32(k % 3) // other buffers' indices
+		p.AccBuf = slices.Clone(p.AccBuf)
+		for k := range p.AccBuf {
+			p.AccBuf[k] = int32(k % 3) // other buffers' indices
 		}
 	}
 	q := *p
@@ -859,13 +859,13 @@ func TestVerifyAccessHint(t *testing.T) {
 	}
 	// A race: the first wait gone. The report is the one without a hint.
 	racy := p.WithoutOps(func(s, j int, o Op) bool { return o.Kind == OpWait && s == p.Streams[len(p.Streams)-1].ID })
-	racy.accBuf = nil
+	racy.AccBuf = nil
 	base := Verify(racy)
 	if base == nil {
 		t.Fatal("dropping a stream's waits left the plan race-free: pick another test plan")
 	}
 	h := *racy
-	h.accBuf = p.accBuf
+	h.AccBuf = p.AccBuf
 	wrong(&h)
 	if got := Verify(&h); got == nil || got.Error() != base.Error() {
 		t.Fatalf("with a wrong hint: %v\nwithout a hint: %v", got, base)

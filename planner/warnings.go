@@ -30,7 +30,7 @@ import (
 // Cross-iteration waits (Lag > 0) are not judged. Each warning is one
 // sentence naming the wait's stream, the stage it guards and the records.
 func Warnings(p *Plan) []string {
-	if p.validateShape() != nil {
+	if p.ValidateShape() != nil {
 		return nil
 	}
 	v := &verifier{p: withoutLaggedWaits(p)}
@@ -190,7 +190,7 @@ func withoutLaggedWaits(p *Plan) *Plan {
 		return p
 	}
 	q := *p
-	q.ops, q.Events = nil, p.Events+1
+	q.Ops, q.Events = nil, p.Events+1
 	q.Streams = slices.Clone(p.Streams)
 	for s := range q.Streams {
 		ops := slices.Clone(q.Streams[s].Ops)

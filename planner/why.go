@@ -118,7 +118,7 @@ func (wr *reasoner) infoOf(i int) []whyBuf {
 		}
 		wr.info = make([]whyBuf, wr.off[len(st)])
 		wr.known = make([]bool, len(st))
-		wr.acc = accessBuffers(wr.p) // per stage: reads, then writes
+		wr.acc = AccessBuffers(wr.p) // per stage: reads, then writes
 	}
 	out := wr.info[wr.off[i]:wr.off[i+1]]
 	if !wr.known[i] {
@@ -143,7 +143,7 @@ func (wr *reasoner) infoOf(i int) []whyBuf {
 type whyAt struct{ stream, idx int32 }
 
 func (p *Plan) waitReasoner() *reasoner {
-	wr := &reasoner{p: p, prod: p.producers(), at: make([]whyAt, len(p.Stages)), launches: make([][]int, len(p.Streams)), nextStream: -1}
+	wr := &reasoner{p: p, prod: p.Producers(), at: make([]whyAt, len(p.Stages)), launches: make([][]int, len(p.Streams)), nextStream: -1}
 	for s, str := range p.Streams {
 		for _, o := range str.Ops {
 			if o.Kind == OpLaunch && o.Stage >= 0 && o.Stage < len(p.Stages) {
@@ -156,7 +156,7 @@ func (p *Plan) waitReasoner() *reasoner {
 	for i, b := range p.Buffers {
 		wb := whyBuf{copies: max(b.Copies, 1), arena: -1}
 		if b.ArenaOffset != nil {
-			wb.arena = b.arenaAt()
+			wb.arena = b.ArenaAt()
 			wr.arena = true
 		}
 		wr.bufs[i] = wb
