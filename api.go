@@ -37,6 +37,7 @@ import (
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/executor/trace"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -44,24 +45,24 @@ import (
 type (
 	// Spec is a loaded or hand-built spec (dag.Spec).
 	Spec = dag.Spec
-	// StreamPlan is a planned spec (planner.Plan): stages, streams and
+	// StreamPlan is a planned spec (plan.Plan): stages, streams and
 	// their ops, the host issue order, events, buffers, lifetimes and
 	// stats. Its JSON encoding is the plan file.
-	StreamPlan = planner.Plan
+	StreamPlan = plan.Plan
 	// PlanOptions control Plan (planner.Options); the spec's own options
 	// are the defaults.
 	PlanOptions = planner.Options
-	// PlanStats are a plan's figures (planner.Stats; times in µs, sizes
+	// PlanStats are a plan's figures (plan.Stats; times in µs, sizes
 	// in bytes).
-	PlanStats = planner.Stats
+	PlanStats = plan.Stats
 	// SpecErrors are a spec's mistakes, each at its file:line:column with
 	// what to do (dag.ErrorList): Load's error, and Plan's for a mistake
 	// found while planning (a lag whose event slots the plan cannot hold).
 	SpecErrors = dag.ErrorList
 	// PlanError is a plan that is not well-formed, with the JSON path of
-	// the value at fault (planner.PlanError): ReadPlan's and Verify's
+	// the value at fault (plan.PlanError): ReadPlan's and Verify's
 	// error for a plan no wait can fix.
-	PlanError = planner.PlanError
+	PlanError = plan.PlanError
 	// VerifyReport is Verify's report of a plan that does not order what
 	// it must (planner.RaceError): its races with their fixes, lifetime
 	// gaps, broken capture rules and deadlocked collectives (Deadlocks).
@@ -69,10 +70,10 @@ type (
 	// PassRaceError is Plan's error with PlanOptions.Check when a planner
 	// pass made a race: the pass's name and its plan's VerifyReport.
 	PassRaceError = planner.PassRaceError
-	// BudgetStep is one step of the memory_budget pass (planner.BudgetStep).
-	BudgetStep = planner.BudgetStep
+	// BudgetStep is one step of the memory_budget pass (plan.BudgetStep).
+	BudgetStep = plan.BudgetStep
 	// PassTime is the time of one planning phase (StreamPlan.Timings; ms).
-	PassTime = planner.PassTime
+	PassTime = plan.PassTime
 	// Mode is how Run issues a plan (executor.Mode): ModeStreams or ModeGraph.
 	Mode = executor.Mode
 	// InputFunc fills a host_pinned input buffer's copy for one iteration
@@ -205,7 +206,7 @@ func PlanWhile(spec *Spec, o PlanOptions, during func(p *StreamPlan)) (*StreamPl
 	err = planner.Verify(p)
 	verifyMS := float64(time.Since(t0).Nanoseconds()) / 1e6
 	wg.Wait()
-	p.Timings = append(p.Timings, planner.PassTime{Pass: "verify", MS: verifyMS, Runs: 1})
+	p.Timings = append(p.Timings, plan.PassTime{Pass: "verify", MS: verifyMS, Runs: 1})
 	if err != nil {
 		var race *planner.RaceError
 		if !errors.As(err, &race) {

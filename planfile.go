@@ -16,10 +16,11 @@ import (
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/internal/safefile"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
-// WritePlanJSON writes p as a plan file (planner.PlanVersion, one
+// WritePlanJSON writes p as a plan file (plan.PlanVersion, one
 // trailing newline): what ReadPlan reads. With indent it is indented by two
 // spaces, for people; without, compact, for big plans.
 // It streams (Plan.EncodeJSON): one stage at a time, never the whole file
@@ -38,15 +39,15 @@ func WritePlanJSON(w io.Writer, p *StreamPlan, indent bool) error {
 // can be placed, its line:column: the file cannot be read ("cannot read
 // plan file", wrapping the os error: errors.Is(err, os.ErrNotExist) for a
 // missing one); it is not a regular file or is
-// larger than planner.MaxPlanFileBytes; it is not JSON of a plan (a syntax
+// larger than plan.MaxPlanFileBytes; it is not JSON of a plan (a syntax
 // or type error; a file that ends early, at its end; data after the plan);
 // it has a field no plan has (named with its JSON path); its version is not
-// planner.PlanVersion; it is not well-formed (Plan.Validate: the
-// *planner.PlanError's JSON path, e.g. stages[3].writes[0].bytes); or it
+// plan.PlanVersion; it is not well-formed (Plan.Validate: the
+// *plan.PlanError's JSON path, e.g. stages[3].writes[0].bytes); or it
 // names unknown kernels or gives built-ins wrong arguments
 // (executor.CheckPlan). The counts of Stats (stages, streams, waits,
 // events, cross waits) and its one-stream and ideal times are recomputed
-// from the plan itself (planner.Recount), never taken from the file.
+// from the plan itself (plan.Recount), never taken from the file.
 //
 // The files the plan names (init files, PTX files) must lie in the plan
 // file's own folder or below it, by name: a plan file from someone else
@@ -59,7 +60,7 @@ func ReadPlan(path string) (*StreamPlan, error) {
 // ReadPlanWith is ReadPlan with options: o.AllowOutside lets the plan name
 // init and PTX files outside the plan file's folder.
 func ReadPlanWith(path string, o LoadOptions) (*StreamPlan, error) {
-	b, err := safefile.ReadFile(path, planner.MaxPlanFileBytes, "plan file")
+	b, err := safefile.ReadFile(path, plan.MaxPlanFileBytes, "plan file")
 	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 		return nil, fmt.Errorf("%s: cannot read plan file: %w (check the path; write a plan file with `dagrun plan --json SPEC > FILE`)", safefile.Quote(path), pe.Err)
 	}
@@ -147,11 +148,11 @@ func decodePlanFile(path string, b []byte) (*StreamPlan, error) {
 		line, col := lineCol(b, int64(len(b)-len(t)))
 		return nil, fmt.Errorf("%s:%d:%d: not a plan file: a plan file is a JSON object %s; a spec (YAML) is passed without --plan", path, line, col, how)
 	}
-	var p planner.Plan
+	var p plan.Plan
 	if err := p.UnmarshalJSON(b); err != nil {
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError
-		var pe *planner.PlanError
+		var pe *plan.PlanError
 		switch {
 		case errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &se) && se.Offset >= int64(len(b)):
 			line, col := lineCol(b, int64(len(b)))
@@ -175,24 +176,24 @@ func decodePlanFile(path string, b []byte) (*StreamPlan, error) {
 		case strings.HasPrefix(err.Error(), "json: unknown field"):
 			var raw any
 			if json.Unmarshal(b, &raw) == nil {
-				if at, uerr := unknownFields(reflect.TypeFor[planner.Plan](), raw, "", true); uerr != nil {
+				if at, uerr := unknownFields(reflect.TypeFor[plan.Plan](), raw, "", true); uerr != nil {
 					return nil, fmt.Errorf("%s: not a plan file: %v %s", placed(path, b, at), uerr, how)
 				}
 			}
 		}
 		return nil, fmt.Errorf("%s: not a plan file: %v %s", path, err, how)
 	}
-	if p.Version != planner.PlanVersion {
-		return nil, fmt.Errorf("%s: plan version %d, this dagrun reads version %d (re-plan the spec)", placed(path, b, "version"), p.Version, planner.PlanVersion)
+	if p.Version != plan.PlanVersion {
+		return nil, fmt.Errorf("%s: plan version %d, this dagrun reads version %d (re-plan the spec)", placed(path, b, "version"), p.Version, plan.PlanVersion)
 	}
 	if err := p.Validate(); err != nil {
 		at := ""
-		if pe := (*planner.PlanError)(nil); errors.As(err, &pe) {
+		if pe := (*plan.PlanError)(nil); errors.As(err, &pe) {
 			at = pe.Path
 		}
 		return nil, fmt.Errorf("%s: %v (re-plan the spec with `dagrun plan --json`)", placed(path, b, at), err)
 	}
-	planner.Recount(&p)
+	plan.Recount(&p)
 	if err := executor.CheckPlan(&p); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
@@ -339,7 +340,7 @@ func unknownFields(t reflect.Type, v any, path string, top bool) (string, error)
 			if path != "" {
 				sub = path + "." + key
 			}
-			if t == reflect.TypeFor[planner.Stream]() && key == "ops" {
+			if t == reflect.TypeFor[plan.Stream]() && key == "ops" {
 				if at, err := unknownOpFields(val, sub); err != nil {
 					return at, err
 				}

@@ -39,7 +39,7 @@ import (
 //	          ncclSum): every write's word i becomes the float32 sum of word
 //	          i of every read, added in rank order (rank 0 first). The
 //	          planner lowers it to one rank stage per device
-//	          (planner.Collective), numbered in device order whatever the
+//	          (plan.Collective), numbered in device order whatever the
 //	          order of the reads (rank 0 on the lowest device), so the sum
 //	          is added in device order; each rank reads its read and writes
 //	          its write.
@@ -350,7 +350,7 @@ func Mix32(x uint32) uint32 {
 // MixSeed is the per-(stage, write) seed of the mix built-in. stage is the
 // stage's index in declaration order in the spec the user wrote (the
 // stages the planner adds, placement's peer copies and a collective's
-// ranks, do not shift it: planner.Plan.SeedIndex); write is the index of
+// ranks, do not shift it: plan.Plan.SeedIndex); write is the index of
 // the write access.
 func MixSeed(stage, write int) uint32 {
 	return Mix32(uint32(stage)*0x9E3779B9 ^ 0x7F4A7C15 + uint32(write)*0x632BE5AB)

@@ -33,7 +33,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 var _ executor.Devicer = (*backend)(nil)
@@ -124,7 +124,7 @@ func (b *backend) ctxOf(dev int) (int, error) {
 // Default streams (legacy, per-thread) are device 0's only.
 func (b *backend) NewStreamOn(dev int, kind string) (executor.Stream, error) {
 	if dev == 0 {
-		if kind == planner.StreamNonBlocking {
+		if kind == plan.StreamNonBlocking {
 			return b.NewStream()
 		}
 		return b.NewStreamKind(kind)
@@ -134,7 +134,7 @@ func (b *backend) NewStreamOn(dev int, kind string) (executor.Stream, error) {
 		return nil, err
 	}
 	switch kind {
-	case planner.StreamNonBlocking, planner.StreamBlocking:
+	case plan.StreamNonBlocking, plan.StreamBlocking:
 	default:
 		return nil, fmt.Errorf("cudart: stream of kind %s on device %d: default streams are device 0's only; give it a non-blocking or blocking stream", kind, dev)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -41,7 +42,7 @@ func devicesBackend(t *testing.T, n int) (b *backend, real bool) {
 	return newTB(t, o), false
 }
 
-func hasCollective(p *planner.Plan) bool {
+func hasCollective(p *plan.Plan) bool {
 	for i := range p.Stages {
 		if p.Stages[i].Collective != nil {
 			return true
@@ -123,7 +124,7 @@ func TestDevicesSpecs(t *testing.T) {
 
 // runSums runs p on b and returns "name=checksum ..." of its outputs, or
 // the run's error.
-func runSums(p *planner.Plan, b executor.Backend, iters int) (string, error) {
+func runSums(p *plan.Plan, b executor.Backend, iters int) (string, error) {
 	res, err := executor.Run(context.Background(), p, b, executor.Options{Iterations: iters})
 	if err != nil {
 		return "", err
@@ -136,7 +137,7 @@ func runSums(p *planner.Plan, b executor.Backend, iters int) (string, error) {
 }
 
 // simItersSums is simSums over iters iterations.
-func simItersSums(t testing.TB, p *planner.Plan, iters int) string {
+func simItersSums(t testing.TB, p *plan.Plan, iters int) string {
 	t.Helper()
 	b := sim.New(sim.Options{Seed: 3})
 	defer func() { must(t, b.Close()) }()

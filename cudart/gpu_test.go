@@ -11,7 +11,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/dagrun/dagrun/contract"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -24,11 +23,13 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/plan"
+
 	"gorgonia.org/cu"
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
 )
 
 var le = binary.LittleEndian
@@ -606,7 +607,7 @@ func TestJITErrorLog(t *testing.T) {
 	must(t, err)
 	defer b.DestroyStream(sh)
 	err = b.Launch(sh, &executor.LaunchDesc{Name: "bad", Kernel: "broken", Args: map[string]any{"p": 1},
-		UserKernel: &planner.Kernel{Name: "broken", PTX: filepath.Join(dir, "bad.ptx"), Entry: "broken", Params: []string{"p:u64"}}})
+		UserKernel: &plan.Kernel{Name: "broken", PTX: filepath.Join(dir, "bad.ptx"), Entry: "broken", Params: []string{"p:u64"}}})
 	if err == nil || !strings.Contains(err.Error(), "JIT error log") {
 		t.Fatalf("loading bad PTX: %v; want an error with the JIT log", err)
 	}
@@ -624,7 +625,7 @@ func TestFaultNamesStage(t *testing.T) {
 		must(t, os.WriteFile(filepath.Join(dir, "poke.ptx"), []byte(faultPTX), 0o644))
 		sh, err := b.NewStream()
 		must(t, err)
-		uk := &planner.Kernel{Name: "poke", PTX: filepath.Join(dir, "poke.ptx"), Entry: "poke", Params: []string{"p:u64"}}
+		uk := &plan.Kernel{Name: "poke", PTX: filepath.Join(dir, "poke.ptx"), Entry: "poke", Params: []string{"p:u64"}}
 		must(t, b.Launch(sh, &executor.LaunchDesc{Name: "fine", Kernel: "spin", Args: map[string]any{"us": 1.0}}))
 		err = b.Launch(sh, &executor.LaunchDesc{Name: "evil", Kernel: "poke", Args: map[string]any{"p": 16}, UserKernel: uk})
 		if err == nil {

@@ -45,7 +45,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 var _ executor.GraphBackend = (*backend)(nil)
@@ -120,13 +120,13 @@ func (w *worker) recordTimed(e cu.Event, s *stream) error {
 func (b *backend) BeginCapture(hs executor.Stream) error {
 	// Relaxed mode: the worker may still allocate (a mix stage's scratch
 	// grows on first use) while a capture is open.
-	return b.BeginCaptureMode(hs, planner.CaptureRelaxed)
+	return b.BeginCaptureMode(hs, plan.CaptureRelaxed)
 }
 
 var _ executor.CaptureModer = (*backend)(nil)
 
 // BeginCaptureMode is BeginCapture in one of cuStreamBeginCapture's modes
-// (planner.CaptureGlobal, CaptureThreadLocal, CaptureRelaxed): graph mode
+// (plan.CaptureGlobal, CaptureThreadLocal, CaptureRelaxed): graph mode
 // begins a plan's capture regions in their mode, so that the driver
 // refuses what the mode refuses (a cuMemAlloc in global mode:
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). In global and thread-local mode

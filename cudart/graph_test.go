@@ -26,6 +26,7 @@ import (
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/executor/trace"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -46,7 +47,7 @@ var pytorchGraphMS = map[string]float64{
 
 // fastSimSums runs p on the simulator without delays and with near-zero
 // spins (the model graphs spin for ms) and returns its checksums.
-func fastSimSums(t testing.TB, p *planner.Plan, iters int) string {
+func fastSimSums(t testing.TB, p *plan.Plan, iters int) string {
 	t.Helper()
 	b := sim.New(sim.Options{Seed: 5, MaxDelay: -1, SpinScale: 1e-6})
 	defer b.Close()
@@ -61,7 +62,7 @@ func outSums(outs []executor.Output) string {
 	return strings.Join(s, " ")
 }
 
-func graphSums(t testing.TB, p *planner.Plan, b executor.Backend, iters int) string {
+func graphSums(t testing.TB, p *plan.Plan, b executor.Backend, iters int) string {
 	t.Helper()
 	res, err := executor.RunGraph(context.Background(), p, b, executor.Options{Iterations: iters})
 	must(t, err)
@@ -96,7 +97,7 @@ func TestGraphMatchesStreams(t *testing.T) {
 		}
 		must(t, planner.Verify(hz))
 		iterations := []int{1, 3}
-		if slices.ContainsFunc(def.Buffers, func(b planner.Buffer) bool { return b.Copies > 1 }) {
+		if slices.ContainsFunc(def.Buffers, func(b plan.Buffer) bool { return b.Copies > 1 }) {
 			iterations = []int{1}
 		}
 		for _, iters := range iterations {
@@ -108,7 +109,7 @@ func TestGraphMatchesStreams(t *testing.T) {
 			}
 			for _, c := range []struct {
 				mode string
-				p    *planner.Plan
+				p    *plan.Plan
 				b    *backend
 			}{{"graph", def, b}, {"rr graph", rr, b}, {"hazard-DAG graph", hz, b}, {"profiled graph", def, bp}} {
 				if got := graphSums(t, c.p, c.b, iters); got != want {
@@ -349,7 +350,7 @@ func measureGraph(t testing.TB, b *backend, pr *executor.Prepared, hg executor.G
 
 // measurePlan prepares p on b and measures it in stream mode, graph mode or
 // both; Close releases everything before it returns.
-func measurePlan(t testing.TB, b *backend, p *planner.Plan, streams, graphs bool) (st, gs modeStats) {
+func measurePlan(t testing.TB, b *backend, p *plan.Plan, streams, graphs bool) (st, gs modeStats) {
 	var markers *gpuTimer // destroyed after the graphs that record them
 	defer func() {
 		if markers != nil {
@@ -427,7 +428,7 @@ func TestMakespan(t *testing.T) {
 		must(t, err)
 		hg, err := dag.AllHazards(s)
 		must(t, err)
-		build := func(strategy string) *planner.Plan {
+		build := func(strategy string) *plan.Plan {
 			p, err := planner.Build(s, planner.Options{Strategy: strategy})
 			must(t, err)
 			must(t, planner.Verify(p))
@@ -481,7 +482,7 @@ type stageStat struct {
 // critical chain walks back from the last stage to end through the
 // predecessor that ended last; makespan = first start + Σ durations + Σ gaps
 // along it.
-func analyzeSpans(p *planner.Plan, hg *dag.HazardGraph, spans []executor.StageSpan) stageStat {
+func analyzeSpans(p *plan.Plan, hg *dag.HazardGraph, spans []executor.StageSpan) stageStat {
 	var st stageStat
 	n := len(p.Stages)
 	at := make([]*executor.StageSpan, n)
@@ -494,7 +495,7 @@ func analyzeSpans(p *planner.Plan, hg *dag.HazardGraph, spans []executor.StageSp
 	for _, s := range p.Streams {
 		prev := -1
 		for _, op := range s.Ops {
-			if op.Kind == planner.OpLaunch {
+			if op.Kind == plan.OpLaunch {
 				prevOnStream[op.Stage] = prev
 				prev = op.Stage
 			}
@@ -596,7 +597,7 @@ func (st stageStat) String() string {
 
 // writeTimeline writes the PNG (1600 px wide) and the Chrome trace of p's
 // spans under dir.
-func writeTimeline(t testing.TB, dir, base, title string, p *planner.Plan, spans []executor.StageSpan) {
+func writeTimeline(t testing.TB, dir, base, title string, p *plan.Plan, spans []executor.StageSpan) {
 	ts := make([]trace.Span, len(spans))
 	for i, s := range spans {
 		ts[i] = trace.Span{Name: s.Name, Stage: s.Stage, Stream: p.Stages[s.Stage].Stream, StartUS: s.StartUS, EndUS: s.EndUS}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -21,7 +22,7 @@ import (
 // doubles y in place; a copy stream downloads y into pinned out_h. With
 // copies: 2 and pinned streams, cross-iteration waits and host waits are
 // all exercised.
-func ringPlan(t *testing.T) *planner.Plan {
+func ringPlan(t *testing.T) *plan.Plan {
 	t.Helper()
 	const n = 4 * 1024
 	all := func(b string) []dag.Access { return []dag.Access{{Buffer: b, Bytes: n}} }

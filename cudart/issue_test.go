@@ -25,6 +25,7 @@ import (
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/backendtest"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -56,7 +57,7 @@ func specsDir(t testing.TB) string {
 	return ""
 }
 
-func planFile(t testing.TB, path string, o planner.Options) *planner.Plan {
+func planFile(t testing.TB, path string, o planner.Options) *plan.Plan {
 	t.Helper()
 	s, err := dag.LoadFile(path)
 	must(t, err)
@@ -65,7 +66,7 @@ func planFile(t testing.TB, path string, o planner.Options) *planner.Plan {
 	return p
 }
 
-func planYAML(t testing.TB, src string, o planner.Options) *planner.Plan {
+func planYAML(t testing.TB, src string, o planner.Options) *plan.Plan {
 	t.Helper()
 	s, err := dag.Load([]byte(src), "generated.yaml", ".")
 	must(t, err)
@@ -75,7 +76,7 @@ func planYAML(t testing.TB, src string, o planner.Options) *planner.Plan {
 }
 
 // checksums runs p on b and returns "name=checksum ..." of its outputs.
-func checksums(t testing.TB, p *planner.Plan, b executor.Backend, iters int) string {
+func checksums(t testing.TB, p *plan.Plan, b executor.Backend, iters int) string {
 	t.Helper()
 	res, err := executor.Run(context.Background(), p, b, executor.Options{Iterations: iters})
 	must(t, err)
@@ -86,7 +87,7 @@ func checksums(t testing.TB, p *planner.Plan, b executor.Backend, iters int) str
 	return strings.Join(s, " ")
 }
 
-func simSums(t testing.TB, p *planner.Plan, seed int64) string {
+func simSums(t testing.TB, p *plan.Plan, seed int64) string {
 	t.Helper()
 	b := sim.New(sim.Options{Seed: seed})
 	defer func() { must(t, b.Close()) }()
@@ -96,7 +97,7 @@ func simSums(t testing.TB, p *planner.Plan, seed int64) string {
 // slowed returns a copy of p whose stages named in names also spin for us
 // µs after their work (mix's spin_us: values do not change), the way the
 // seed's bug needs a slow first writer to show.
-func slowed(p *planner.Plan, us float64, names ...string) *planner.Plan {
+func slowed(p *plan.Plan, us float64, names ...string) *plan.Plan {
 	q := *p
 	q.Stages = slices.Clone(p.Stages)
 	for i := range q.Stages {
@@ -142,7 +143,7 @@ func TestSeedBugSpecs(t *testing.T) {
 		}
 		for _, pc := range []struct {
 			name string
-			p    *planner.Plan
+			p    *plan.Plan
 		}{{c.racy, racy}, {c.planned, planned}} {
 			wrong := 0
 			for i := 0; i < 50; i++ {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // Mix limits: the mix kernel takes its pointers in one by-value parameter
@@ -63,7 +63,7 @@ type kernelLaunch struct {
 	// its PTX path + "\x00" + entry: what fnIn looks up in another
 	// context (devices.go).
 	name string
-	user *planner.Kernel
+	user *plan.Kernel
 }
 
 // argPtr returns the device address of an access: its buffer's base plus
@@ -118,7 +118,7 @@ func (b *backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 		return b.launchRank(s, l) // nccl.go
 	case b.group != nil:
 		return b.groupOpen("launch of stage " + l.Name)
-	case l.Copy == planner.CopySync:
+	case l.Copy == plan.CopySync:
 		return b.syncCopy(l) // rules.go
 	case l.HostFunc:
 		return b.hostFunc(s, l) // rules.go

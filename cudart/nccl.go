@@ -99,7 +99,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // ncclFloat32 and the reductions of ncclRedOp_t (nccl.h).
@@ -344,8 +344,8 @@ func (b *backend) allReduce(name, reduce string, ranks []*executor.LaunchDesc, s
 // rankGroup is a collective whose first ranks were launched: the rest
 // must follow before any other call (executor.Collectiver).
 type rankGroup struct {
-	c       planner.Collective // rank 0's
-	name    string             // rank 0's stage
+	c       plan.Collective // rank 0's
+	name    string          // rank 0's stage
 	ranks   []*executor.LaunchDesc
 	streams []*stream
 }

@@ -57,7 +57,7 @@ type Options struct {
 	// with an older PTX no span comes back.
 	KernelTimestamps bool
 	// PTXDir is the directory that relative user-kernel PTX paths
-	// (planner.Kernel.PTX) resolve against; "" means the working directory.
+	// (plan.Kernel.PTX) resolve against; "" means the working directory.
 	PTXDir string
 	// BuiltinsPTX, if set, replaces the embedded built-in kernels' PTX (a
 	// testing hook: the GPU tests load freshly compiled PTX through it).

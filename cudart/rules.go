@@ -59,7 +59,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 func asStream(c C.CUstream) cu.Stream { return *(*cu.Stream)(unsafe.Pointer(&c)) }
@@ -71,18 +71,18 @@ func asStream(c C.CUstream) cu.Stream { return *(*cu.Stream)(unsafe.Pointer(&c))
 // default streams (never destroyed).
 func makeStream(kind string) (s cu.Stream, owned bool, err error) {
 	switch kind {
-	case planner.StreamNonBlocking:
+	case plan.StreamNonBlocking:
 		s, err = cu.MakeStream(cu.NonBlocking)
 		return s, true, wrap(err, "cuStreamCreate(non-blocking)")
-	case planner.StreamBlocking:
+	case plan.StreamBlocking:
 		s, err = cu.MakeStream(cu.DefaultStream)
 		return s, true, wrap(err, "cuStreamCreate(blocking)")
-	case planner.StreamLegacy:
+	case plan.StreamLegacy:
 		return asStream(C.dr_stream_legacy()), false, nil
-	case planner.StreamPerThread:
+	case plan.StreamPerThread:
 		return asStream(C.dr_stream_per_thread()), false, nil
 	}
-	return s, false, fmt.Errorf("cudart: stream kind %q, want one of %v", kind, planner.StreamKinds)
+	return s, false, fmt.Errorf("cudart: stream kind %q, want one of %v", kind, plan.StreamKinds)
 }
 
 // hostCall is what a host-function node calls. An eager launch calls fn
@@ -108,12 +108,12 @@ func launchHostFunc(s cu.Stream, fn func(), once bool) (cgo.Handle, error) {
 	return h, nil
 }
 
-// Capture modes of cuStreamBeginCapture, by planner.Capture.Mode.
+// Capture modes of cuStreamBeginCapture, by plan.Capture.Mode.
 func captureMode(mode string) C.int {
 	switch mode {
-	case planner.CaptureThreadLocal:
+	case plan.CaptureThreadLocal:
 		return C.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-	case planner.CaptureRelaxed:
+	case plan.CaptureRelaxed:
 		return C.CU_STREAM_CAPTURE_MODE_RELAXED
 	}
 	return C.CU_STREAM_CAPTURE_MODE_GLOBAL

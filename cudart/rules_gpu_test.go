@@ -16,9 +16,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/dagrun/dagrun/plan"
 	"gorgonia.org/cu"
-
-	"github.com/dagrun/dagrun/planner"
 )
 
 const (
@@ -123,9 +122,9 @@ func (r *rulesRig) deviceAll(w *worker, v float32) (bool, error) {
 // (specs/rules/legacy-racy.yaml).
 func TestRulesLegacyStream(t *testing.T) {
 	r := newRulesRig(t)
-	legacy, _, _ := makeStream(planner.StreamLegacy)
+	legacy, _, _ := makeStream(plan.StreamLegacy)
 	wrong := map[string]int{}
-	for _, kind := range []string{planner.StreamNonBlocking, planner.StreamBlocking} {
+	for _, kind := range []string{plan.StreamNonBlocking, plan.StreamBlocking} {
 		var s cu.Stream
 		r.do(t, func(w *worker) error {
 			var err error
@@ -153,8 +152,8 @@ func TestRulesLegacyStream(t *testing.T) {
 		r.do(t, func(w *worker) error { return s.Destroy() })
 	}
 	figure(t, "legacy default stream then stream s: s non_blocking: %d of %d trials wrong; s blocking: %d of %d wrong",
-		wrong[planner.StreamNonBlocking], rulesTrials, wrong[planner.StreamBlocking], rulesTrials)
-	if wrong[planner.StreamNonBlocking] == 0 || wrong[planner.StreamBlocking] != 0 {
+		wrong[plan.StreamNonBlocking], rulesTrials, wrong[plan.StreamBlocking], rulesTrials)
+	if wrong[plan.StreamNonBlocking] == 0 || wrong[plan.StreamBlocking] != 0 {
 		t.Errorf("want the non-blocking stream wrong and the blocking one right, got %v", wrong)
 	}
 }
@@ -163,14 +162,14 @@ func TestRulesLegacyStream(t *testing.T) {
 // table and a host function.
 func TestRulesCopies(t *testing.T) {
 	r := newRulesRig(t)
-	legacy, _, _ := makeStream(planner.StreamLegacy)
+	legacy, _, _ := makeStream(plan.StreamLegacy)
 	var nb, bl cu.Stream
 	r.do(t, func(w *worker) error {
 		var err error
-		if nb, _, err = makeStream(planner.StreamNonBlocking); err != nil {
+		if nb, _, err = makeStream(plan.StreamNonBlocking); err != nil {
 			return err
 		}
-		bl, _, err = makeStream(planner.StreamBlocking)
+		bl, _, err = makeStream(plan.StreamBlocking)
 		return err
 	})
 	defer r.do(t, func(w *worker) error { nb.Destroy(); return bl.Destroy() })
@@ -303,7 +302,7 @@ func TestRulesCopies(t *testing.T) {
 // capture a graph.
 func TestRulesCapture(t *testing.T) {
 	r := newRulesRig(t)
-	legacy, _, _ := makeStream(planner.StreamLegacy)
+	legacy, _, _ := makeStream(plan.StreamLegacy)
 	type result struct{ call, end error }
 	runMode := func(name, kind, mode string, body func(s0, s1 cu.Stream, e0, e1 cu.Event) error) result {
 		var res result
@@ -312,7 +311,7 @@ func TestRulesCapture(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			s1, _, err := makeStream(planner.StreamNonBlocking)
+			s1, _, err := makeStream(plan.StreamNonBlocking)
 			if err != nil {
 				return err
 			}
@@ -334,7 +333,7 @@ func TestRulesCapture(t *testing.T) {
 		return res
 	}
 	run := func(name, kind string, body func(s0, s1 cu.Stream, e0, e1 cu.Event) error) result {
-		return runMode(name, kind, planner.CaptureGlobal, body)
+		return runMode(name, kind, plan.CaptureGlobal, body)
 	}
 	fork := func(s0, s1 cu.Stream, e0 cu.Event) error {
 		if err := r.fill(s0, 1); err != nil {
@@ -358,11 +357,11 @@ func TestRulesCapture(t *testing.T) {
 		}
 	}
 	// specs/rules/capture-racy.yaml: s1 forked, never joined.
-	check("unjoined fork", run("unjoined fork", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+	check("unjoined fork", run("unjoined fork", plan.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
 		return fork(s0, s1, e0)
 	}), "CUDA_ERROR_STREAM_CAPTURE_UNJOINED")
 	// specs/rules/capture-fixed.yaml: s0 waits for s1 before the end.
-	check("joined fork", run("joined fork", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+	check("joined fork", run("joined fork", plan.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
 		if err := fork(s0, s1, e0); err != nil {
 			return err
 		}
@@ -372,7 +371,7 @@ func TestRulesCapture(t *testing.T) {
 		return s0.Wait(e1, 0)
 	}), "ok")
 	// The host waits for captured work.
-	check("host wait inside", run("host wait inside", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+	check("host wait inside", run("host wait inside", plan.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
 		if err := r.fill(s0, 1); err != nil {
 			return err
 		}
@@ -397,11 +396,11 @@ func TestRulesCapture(t *testing.T) {
 		}
 		return eventSync(e1)
 	}
-	check("host wait on uncaptured work inside", run("host wait on uncaptured work inside", planner.StreamNonBlocking, hostWaitOutside), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
-	check("host wait on uncaptured work inside, relaxed", runMode("host wait on uncaptured work inside, relaxed", planner.StreamNonBlocking, planner.CaptureRelaxed, hostWaitOutside), "ok")
+	check("host wait on uncaptured work inside", run("host wait on uncaptured work inside", plan.StreamNonBlocking, hostWaitOutside), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+	check("host wait on uncaptured work inside, relaxed", runMode("host wait on uncaptured work inside, relaxed", plan.StreamNonBlocking, plan.CaptureRelaxed, hostWaitOutside), "ok")
 	// cuMemAlloc inside the capture (a lazy workspace's first use on the
 	// capture stream), and with the warm-up before it.
-	check("allocation inside", run("allocation inside", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+	check("allocation inside", run("allocation inside", plan.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
 		p, err := memAllocRaw(1 << 20)
 		if err == nil {
 			memFreeRaw(p)
@@ -410,7 +409,7 @@ func TestRulesCapture(t *testing.T) {
 	}), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
 	// The legacy default stream while a blocking stream is captured, and
 	// while only non-blocking streams are.
-	check("legacy inside, blocking capture", run("legacy inside, blocking capture", planner.StreamBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+	check("legacy inside, blocking capture", run("legacy inside, blocking capture", plan.StreamBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
 		if err := r.fill(s0, 1); err != nil {
 			return err
 		}
@@ -418,13 +417,13 @@ func TestRulesCapture(t *testing.T) {
 	}), "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT")
 	// The legacy rule holds in relaxed mode too (the mode governs unsafe
 	// calls only); an allocation is allowed there.
-	check("legacy inside, blocking capture, relaxed", runMode("legacy inside, blocking capture, relaxed", planner.StreamBlocking, planner.CaptureRelaxed, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+	check("legacy inside, blocking capture, relaxed", runMode("legacy inside, blocking capture, relaxed", plan.StreamBlocking, plan.CaptureRelaxed, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
 		if err := r.fill(s0, 1); err != nil {
 			return err
 		}
 		return r.fill(legacy, 2)
 	}), "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT")
-	check("allocation inside, relaxed", runMode("allocation inside, relaxed", planner.StreamNonBlocking, planner.CaptureRelaxed, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+	check("allocation inside, relaxed", runMode("allocation inside, relaxed", plan.StreamNonBlocking, plan.CaptureRelaxed, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
 		p, err := memAllocRaw(1 << 20)
 		if err == nil {
 			memFreeRaw(p)
@@ -433,8 +432,8 @@ func TestRulesCapture(t *testing.T) {
 	}), "ok")
 	// Merge: s1 runs a capture of its own and waits on an event
 	// recorded in s0's.
-	check("wait across two captures", run("wait across two captures", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
-		if err := beginCaptureMode(s1, planner.CaptureGlobal); err != nil {
+	check("wait across two captures", run("wait across two captures", plan.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+		if err := beginCaptureMode(s1, plan.CaptureGlobal); err != nil {
 			return err
 		}
 		err := r.fill(s0, 1)
@@ -447,7 +446,7 @@ func TestRulesCapture(t *testing.T) {
 		endCaptureRaw(s1)
 		return err
 	}), "CUDA_ERROR_STREAM_CAPTURE_MERGE")
-	check("legacy inside, non-blocking capture", run("legacy inside, non-blocking capture", planner.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
+	check("legacy inside, non-blocking capture", run("legacy inside, non-blocking capture", plan.StreamNonBlocking, func(s0, s1 cu.Stream, e0, e1 cu.Event) error {
 		if err := r.fill(s0, 1); err != nil {
 			return err
 		}
@@ -468,11 +467,11 @@ func TestRulesCaptureIsolation(t *testing.T) {
 	run := func(name string, body func(s0, s1 cu.Stream, e cu.Event) (result, error)) result {
 		var res result
 		r.do(t, func(w *worker) error {
-			s0, _, err := makeStream(planner.StreamNonBlocking)
+			s0, _, err := makeStream(plan.StreamNonBlocking)
 			if err != nil {
 				return err
 			}
-			s1, _, err := makeStream(planner.StreamNonBlocking)
+			s1, _, err := makeStream(plan.StreamNonBlocking)
 			if err != nil {
 				return err
 			}
@@ -488,7 +487,7 @@ func TestRulesCaptureIsolation(t *testing.T) {
 		return res
 	}
 	segment := func(s0 cu.Stream) error { // one captured segment, its graph dropped
-		if err := beginCaptureMode(s0, planner.CaptureGlobal); err != nil {
+		if err := beginCaptureMode(s0, plan.CaptureGlobal); err != nil {
 			return err
 		}
 		if err := r.fill(s0, 1); err != nil {
@@ -512,7 +511,7 @@ func TestRulesCaptureIsolation(t *testing.T) {
 		if err := prefetch(s1, e); err != nil {
 			return res, err
 		}
-		if err := beginCaptureMode(s0, planner.CaptureGlobal); err != nil {
+		if err := beginCaptureMode(s0, plan.CaptureGlobal); err != nil {
 			return res, err
 		}
 		if res.call = r.fill(s0, 3); res.call == nil {
@@ -524,7 +523,7 @@ func TestRulesCaptureIsolation(t *testing.T) {
 	// The prefetch issued inside the capture on the side stream, which has
 	// not joined it.
 	inside := run("prefetch inside the capture on a stream that did not join", func(s0, s1 cu.Stream, e cu.Event) (res result, err error) {
-		if err := beginCaptureMode(s0, planner.CaptureGlobal); err != nil {
+		if err := beginCaptureMode(s0, plan.CaptureGlobal); err != nil {
 			return res, err
 		}
 		if res.call = r.fill(s0, 3); res.call == nil {
@@ -546,7 +545,7 @@ func TestRulesCaptureIsolation(t *testing.T) {
 		if err := s0.Wait(e, 0); err != nil {
 			return res, err
 		}
-		if err := beginCaptureMode(s0, planner.CaptureGlobal); err != nil {
+		if err := beginCaptureMode(s0, plan.CaptureGlobal); err != nil {
 			return res, err
 		}
 		res.call = r.fill(s0, 3)
@@ -562,7 +561,7 @@ func TestRulesCaptureIsolation(t *testing.T) {
 		if err := e.Record(s0); err != nil {
 			return res, err
 		}
-		if err := beginCaptureMode(s0, planner.CaptureGlobal); err != nil {
+		if err := beginCaptureMode(s0, plan.CaptureGlobal); err != nil {
 			return res, err
 		}
 		if res.call = r.fill(s0, 3); res.call == nil {
@@ -603,7 +602,7 @@ func TestRulesCaptureReplayOrder(t *testing.T) {
 		r.do(t, func(w *worker) error {
 			var ss [3]cu.Stream
 			for i := range ss {
-				s, _, err := makeStream(planner.StreamNonBlocking)
+				s, _, err := makeStream(plan.StreamNonBlocking)
 				if err != nil {
 					return err
 				}
@@ -642,7 +641,7 @@ func TestRulesCaptureReplayOrder(t *testing.T) {
 			if err := cu.Synchronize(); err != nil {
 				return err
 			}
-			if err := beginCaptureMode(s0, planner.CaptureGlobal); err != nil {
+			if err := beginCaptureMode(s0, plan.CaptureGlobal); err != nil {
 				return err
 			}
 			if err := cu.MemsetD32Async(r.d, 0, 1, s0); err != nil {
@@ -724,7 +723,7 @@ func TestRulesPageableAsyncSource(t *testing.T) {
 	var s cu.Stream
 	r.do(t, func(w *worker) error {
 		var err error
-		s, _, err = makeStream(planner.StreamNonBlocking)
+		s, _, err = makeStream(plan.StreamNonBlocking)
 		return err
 	})
 	defer r.do(t, func(w *worker) error { return s.Destroy() })
@@ -775,7 +774,7 @@ func TestRulesPageableAsyncSource(t *testing.T) {
 	got := "no replay"
 	r.do(t, func(w *worker) error {
 		setHost(r.page, 5)
-		if err := beginCaptureMode(s, planner.CaptureGlobal); err != nil {
+		if err := beginCaptureMode(s, plan.CaptureGlobal); err != nil {
 			return err
 		}
 		call = copyHtoDAsync(r.d, r.page, 4*rulesWords, s)
@@ -829,10 +828,10 @@ func TestRulesThreads(t *testing.T) {
 	var e cu.Event
 	r.do(t, func(w *worker) error {
 		var err error
-		if sa, _, err = makeStream(planner.StreamNonBlocking); err != nil {
+		if sa, _, err = makeStream(plan.StreamNonBlocking); err != nil {
 			return err
 		}
-		if sb, _, err = makeStream(planner.StreamNonBlocking); err != nil {
+		if sb, _, err = makeStream(plan.StreamNonBlocking); err != nil {
 			return err
 		}
 		e, err = cu.MakeEvent(cu.DisableTiming)

@@ -16,20 +16,21 @@ import (
 
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
 const specTrials = 20
 
 // ruleSpec plans specs/rules/NAME-VARIANT.yaml.
-func ruleSpec(t *testing.T, name, variant string) *planner.Plan {
+func ruleSpec(t *testing.T, name, variant string) *plan.Plan {
 	t.Helper()
 	return planFile(t, filepath.Join(specsDir(t), "rules", name+"-"+variant+".yaml"), planner.Options{})
 }
 
 // wrongRuns runs p trials times on b (one iteration each) and counts the
 // runs whose outputs differ from want.
-func wrongRuns(t *testing.T, p *planner.Plan, b executor.Backend, want string, trials int) int {
+func wrongRuns(t *testing.T, p *plan.Plan, b executor.Backend, want string, trials int) int {
 	t.Helper()
 	wrong := 0
 	for range trials {

@@ -27,7 +27,7 @@ const (
 	MaxAccesses = 1 << 25
 	// MaxBufferBytes bounds one buffer's size, and the sum of every
 	// buffer's bytes times its copies (1 TiB, the plan format's
-	// planner.MaxBufferBytes).
+	// plan.MaxBufferBytes).
 	MaxBufferBytes = 1 << 40
 	// MaxHazards bounds the hazards of a spec's hazard graph (Hazards):
 	// the labelled pairs of conflicting accesses it keeps (those no other

@@ -968,7 +968,7 @@ func hiddenMsg(r rune) string {
 // NameHidden says, for a name of a stage, buffer, stream or kernel that
 // holds a character a terminal shows wrongly or not at all, what it holds
 // ("contains U+202E, ..."), as the loader says it of a name in a spec; ""
-// for any other name. Plan files are held to it (planner.Plan.Validate).
+// for any other name. Plan files are held to it (plan.Plan.Validate).
 func NameHidden(name string) string {
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c >= utf8.RuneSelf || c < ' ' || c == 0x7f {

@@ -10,6 +10,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -35,7 +36,7 @@ stages:
   - {name: join, kernel: mix, args: {max_words: 64}, reads: [a3, b2], writes: [out], stream: A}
 `
 
-func planYAML(t *testing.T, text string, o planner.Options) *planner.Plan {
+func planYAML(t *testing.T, text string, o planner.Options) *plan.Plan {
 	t.Helper()
 	s, err := dag.Load([]byte(text), "test.yaml", t.TempDir())
 	if err != nil {
@@ -83,7 +84,7 @@ func (c *counting) FreeAsync(b executor.Buffer, s executor.Stream) error {
 	return c.Backend.FreeAsync(b, s)
 }
 
-func runOn(t *testing.T, b executor.Backend, p *planner.Plan, o executor.Options) map[string]string {
+func runOn(t *testing.T, b executor.Backend, p *plan.Plan, o executor.Options) map[string]string {
 	t.Helper()
 	res, err := executor.Run(context.Background(), p, b, o)
 	if cerr := b.Close(); cerr != nil {
@@ -105,8 +106,8 @@ func runOn(t *testing.T, b executor.Backend, p *planner.Plan, o executor.Options
 func TestArenaAndDynamicMatch(t *testing.T) {
 	arena := planYAML(t, chainSpec, planner.Options{})
 	off := planYAML(t, chainSpec, planner.Options{Arena: dag.ArenaOff})
-	if arena.Stats.ArenaBytes == 0 || arena.Stats.ArenaBytes >= planner.NoReuseBytes(arena) {
-		t.Fatalf("arena %d bytes, no reuse %d: the spec should share bytes", arena.Stats.ArenaBytes, planner.NoReuseBytes(arena))
+	if arena.Stats.ArenaBytes == 0 || arena.Stats.ArenaBytes >= plan.NoReuseBytes(arena) {
+		t.Fatalf("arena %d bytes, no reuse %d: the spec should share bytes", arena.Stats.ArenaBytes, plan.NoReuseBytes(arena))
 	}
 	for _, iters := range []int{1, 3} {
 		want := runOn(t, sim.New(sim.Options{Seed: 1}), off, executor.Options{Iterations: iters})
@@ -118,7 +119,7 @@ func TestArenaAndDynamicMatch(t *testing.T) {
 		if c.allocs != 3 || c.arena != arena.Stats.ArenaBytes {
 			t.Errorf("arena run: %d allocations, arena %d bytes", c.allocs, c.arena)
 		}
-		for _, p := range []*planner.Plan{arena, off} {
+		for _, p := range []*plan.Plan{arena, off} {
 			c := &counting{Backend: sim.New(sim.Options{Seed: 3})}
 			if got := runOn(t, c, p, executor.Options{Iterations: iters, Alloc: executor.AllocDynamic}); got["out"] != want["out"] {
 				t.Errorf("%d iterations: dynamic out %s, want %s", iters, got["out"], want["out"])
@@ -266,12 +267,12 @@ func TestHostStageMissingWait(t *testing.T) {
 
 // stripHostWaits removes the host stream's waits, renumbering the issue
 // order, and drops the iteration info.
-func stripHostWaits(p *planner.Plan) *planner.Plan {
+func stripHostWaits(p *plan.Plan) *plan.Plan {
 	remap := make([][]int, len(p.Streams))
 	for s := range p.Streams {
-		var keep []planner.Op
+		var keep []plan.Op
 		for _, o := range p.Streams[s].Ops {
-			if p.Streams[s].Host && o.Kind == planner.OpWait {
+			if p.Streams[s].Host && o.Kind == plan.OpWait {
 				remap[s] = append(remap[s], -1)
 				continue
 			}

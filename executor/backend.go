@@ -2,7 +2,7 @@ package executor
 
 import (
 	"github.com/dagrun/dagrun/contract"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // Stream, Event and Buffer are opaque handles owned by a Backend.
@@ -45,7 +45,7 @@ type LaunchDesc struct {
 	Stage int // index in the plan's stages
 	// Seed is the index the mix built-in seeds its output by
 	// (contract.MixSeed): the stage's index in the user's spec
-	// (planner.Plan.SeedIndex), so that outputs do not depend on the
+	// (plan.Plan.SeedIndex), so that outputs do not depend on the
 	// stages the planner added.
 	Seed       int
 	Name       string // stage name
@@ -57,8 +57,8 @@ type LaunchDesc struct {
 	Reads      []Arg
 	Writes     []Arg
 	// UserKernel is set when Kernel names a user PTX kernel.
-	UserKernel *planner.Kernel
-	// Copy is planner.CopySync for a synchronous copy (StreamKinder), ""
+	UserKernel *plan.Kernel
+	// Copy is plan.CopySync for a synchronous copy (StreamKinder), ""
 	// for an asynchronous one.
 	Copy string
 	// HostFunc marks a host stage enqueued on a device stream
@@ -69,7 +69,7 @@ type LaunchDesc struct {
 	// all_reduce): Reads[0] is the rank's send range and Writes[0] its
 	// receive range, on its stream's device; the ranks of one collective
 	// are launched one after another, rank 0 first (Collectiver).
-	Collective *planner.Collective
+	Collective *plan.Collective
 }
 
 // Backend is what the executor drives: a device with streams, events and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -282,11 +283,11 @@ captures: [{stream: cap, first: pre, last: last}]
 	if err := executor.CheckRun(p, o); err != nil {
 		t.Fatalf("without the wait: %v", err)
 	}
-	recordAfter := func(stage string) *planner.Op {
+	recordAfter := func(stage string) *plan.Op {
 		for s := range p.Streams {
 			ops := p.Streams[s].Ops
 			for j := 1; j < len(ops); j++ {
-				if ops[j].Kind == planner.OpRecord && ops[j-1].Kind == planner.OpLaunch && p.Stages[ops[j-1].Stage].Name == stage {
+				if ops[j].Kind == plan.OpRecord && ops[j-1].Kind == plan.OpLaunch && p.Stages[ops[j-1].Stage].Name == stage {
 					return &ops[j]
 				}
 			}

@@ -1,8 +1,8 @@
 package executor
 
-// Capture regions (planner.Plan.Captures) in graph mode: the plan is
+// Capture regions (plan.Plan.Captures) in graph mode: the plan is
 // lowered as in stream mode, and each region's ops on the streams the
-// capture takes (planner.Plan.CaptureJoins) become a graph. The first
+// capture takes (plan.Plan.CaptureJoins) become a graph. The first
 // iteration of each phase captures it: BeginCapture on the region's stream
 // (in the capture's mode), the region's ops as they come, EndCapture, then
 // a replay of the graph. Later iterations issue the region's eager ops
@@ -28,11 +28,12 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
 // CaptureModer is an optional GraphBackend interface: a capture begun in
-// one of cuStreamBeginCapture's modes (planner.CaptureGlobal "",
+// one of cuStreamBeginCapture's modes (plan.CaptureGlobal "",
 // CaptureThreadLocal, CaptureRelaxed). Graph mode uses it for the plan's
 // capture regions, in their mode; without it they begin with BeginCapture.
 type CaptureModer interface {
@@ -41,9 +42,9 @@ type CaptureModer interface {
 
 // region is a capture region as the executor lowers it.
 type region struct {
-	c             planner.Capture
-	begin, end    int   // IssueOrder positions (planner.Plan.CaptureRegion)
-	joins         []int // per plan stream: the issue position from which the capture takes its ops, or −1 (planner.Plan.CaptureJoins)
+	c             plan.Capture
+	begin, end    int   // IssueOrder positions (plan.Plan.CaptureRegion)
+	joins         []int // per plan stream: the issue position from which the capture takes its ops, or −1 (plan.Plan.CaptureJoins)
 	external      map[int]bool
 	what, verdict string
 }
@@ -54,7 +55,7 @@ func (rg *region) taken(s, k int) bool { return rg.joins[s] >= 0 && rg.joins[s] 
 
 // captureAt names capture c in messages: its stages, stream and position
 // in the spec (file:line:col) where the plan has it.
-func captureAt(p *planner.Plan, c planner.Capture) string {
+func captureAt(p *plan.Plan, c plan.Capture) string {
 	s := fmt.Sprintf("%s…%s on stream %s", c.First, c.Last, p.Streams[c.Stream].Name)
 	if c.Source != "" {
 		s += ", " + c.Source
@@ -79,7 +80,7 @@ func (x *program) lowerRegions() error {
 	x.streams, x.events = m.Streams, m.Events()
 	hostOnly := map[int]bool{} // events recorded by host stages only
 	for _, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == planner.OpRecord {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpRecord {
 			h, seen := hostOnly[o.Event]
 			hostOnly[o.Event] = (h || !seen) && p.Streams[so[0]].Host
 		}
@@ -99,7 +100,7 @@ func (x *program) lowerRegions() error {
 			rg.what += " (" + c.Source + ")"
 		}
 		one := *p
-		one.Captures = []planner.Capture{c}
+		one.Captures = []plan.Capture{c}
 		var vs []string
 		for _, v := range planner.CheckCaptures(&one) {
 			if v.Rule == planner.CaptureReplayOrder {
@@ -112,24 +113,24 @@ func (x *program) lowerRegions() error {
 		rg.verdict = strings.Join(vs, "; ")
 		// Waits the capture takes on events recorded outside the region:
 		// the waits of its first stage, issued before the capture begins
-		// (planner.Plan.CaptureRegion), and no others.
+		// (plan.Plan.CaptureRegion), and no others.
 		rg.external = map[int]bool{}
 		inside := map[int]bool{}
 		last := map[int]int{} // per event: the issue position of its latest record
 		firstAt := rg.begin
-		for firstAt < rg.end && p.Streams[p.IssueOrder[firstAt][0]].Ops[p.IssueOrder[firstAt][1]].Kind == planner.OpWait {
+		for firstAt < rg.end && p.Streams[p.IssueOrder[firstAt][0]].Ops[p.IssueOrder[firstAt][1]].Kind == plan.OpWait {
 			firstAt++
 		}
 		for k, so := range p.IssueOrder[:rg.end] {
 			o := p.Streams[so[0]].Ops[so[1]]
 			switch o.Kind {
-			case planner.OpRecord:
+			case plan.OpRecord:
 				if k >= rg.begin && !rg.taken(so[0], k) && inside[o.Event] {
 					return regionOrderError(p, rg, so, p.IssueOrder[last[o.Event]])
 				}
 				inside[o.Event] = k >= rg.begin && rg.taken(so[0], k)
 				last[o.Event] = k
-			case planner.OpWait:
+			case plan.OpWait:
 				if k < rg.begin || !rg.taken(so[0], k) || o.Lag == 0 && inside[o.Event] || hostOnly[o.Event] {
 					// Not captured, a record made in the capture, or a
 					// host stage's record (no device wait is issued).
@@ -154,8 +155,8 @@ func (x *program) lowerRegions() error {
 	return nil
 }
 
-// opName names the stage of op so (planner.Plan.OpStage) and its stream.
-func opName(p *planner.Plan, so [2]int) string {
+// opName names the stage of op so (plan.Plan.OpStage) and its stream.
+func opName(p *plan.Plan, so [2]int) string {
 	s := fmt.Sprintf("stream %s", p.Streams[so[0]].Name)
 	if i := p.OpStage(so[0], so[1]); i >= 0 {
 		s = fmt.Sprintf("stage %s (%s)", p.Stages[i].Name, s)
@@ -169,7 +170,7 @@ func opName(p *planner.Plan, so [2]int) string {
 // (CUDA_ERROR_STREAM_CAPTURE_ISOLATION, planner.CaptureIsolation), and
 // graph mode would have to move it in front of the capture (before its
 // record, when eager work in the region records it).
-func isolationError(p *planner.Plan, rg *region, so [2]int, o planner.Op) error {
+func isolationError(p *plan.Plan, rg *region, so [2]int, o plan.Op) error {
 	what := fmt.Sprintf("event e%d of %d iteration(s) back", o.Event, o.Lag)
 	if o.Lag == 0 {
 		what = fmt.Sprintf("event e%d, which the capture does not record", o.Event)
@@ -178,7 +179,7 @@ func isolationError(p *planner.Plan, rg *region, so [2]int, o planner.Op) error 
 			if r == so {
 				for k--; k >= 0; k-- {
 					r = p.IssueOrder[k]
-					if ro := p.Streams[r[0]].Ops[r[1]]; ro.Kind == planner.OpRecord && ro.Event == o.Event {
+					if ro := p.Streams[r[0]].Ops[r[1]]; ro.Kind == plan.OpRecord && ro.Event == o.Event {
 						what = "the record of " + opName(p, r) + ", which the capture does not take"
 						if k >= rg.begin {
 							what += " (issued in the region: moving the wait in front of the capture would put it before its record)"
@@ -198,7 +199,7 @@ func isolationError(p *planner.Plan, rg *region, so [2]int, o planner.Op) error 
 // (so) of an event that captured work recorded earlier in the region
 // (rec): graph mode records the captured events again after each replay,
 // which would move the captured record after this one.
-func regionOrderError(p *planner.Plan, rg *region, so, rec [2]int) error {
+func regionOrderError(p *plan.Plan, rg *region, so, rec [2]int) error {
 	return fmt.Errorf("executor: graph mode: in the %s, %s records an event that %s recorded earlier in the capture: graph mode records the captured events again after each replay, which would move the captured record after this one: record a separate event for each",
 		rg.what, opName(p, so), opName(p, rec))
 }
@@ -316,7 +317,7 @@ func (e *exec) captureError(in *instr, err error) error {
 }
 
 // lazyAlloc allocates the workspace of lazy buffer in.buf on in's stream
-// at its first use there (planner.AllocLazy: a library's per-stream
+// at its first use there (plan.AllocLazy: a library's per-stream
 // cuMemAlloc), kept until release; later uses allocate nothing.
 func (e *exec) lazyAlloc(in *instr) error {
 	key := [2]int32{in.stream, in.buf}

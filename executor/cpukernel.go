@@ -16,7 +16,7 @@ type CPUKernel func(l *LaunchDesc, reads, writes [][]byte) error
 var cpuKernels sync.Map // entry name → CPUKernel
 
 // RegisterCPUKernel registers k as the CPU body of every user kernel whose
-// PTX entry is entry (KernelSpec.Entry, planner.Kernel.Entry), replacing an
+// PTX entry is entry (KernelSpec.Entry, plan.Kernel.Entry), replacing an
 // earlier registration. It is safe for concurrent use; packages of kernels
 // usually call it from init. It panics on an empty entry or a nil k.
 func RegisterCPUKernel(entry string, k CPUKernel) {

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // Devicer is an optional Backend interface: a backend that drives several
@@ -16,7 +16,7 @@ import (
 // backend maps them to hardware: cudart.Options.Devices). Its NewStream
 // and NewStreamKind create streams on device 0; Alloc places a device
 // buffer on BufferDesc.Device. Run uses it for plans of several devices
-// (planner.Plan.Devices > 1).
+// (plan.Plan.Devices > 1).
 //
 // Events are the backend's, not a device's: one event may be recorded on
 // streams of different devices, and Wait(s, e) orders s, on any device,
@@ -30,8 +30,8 @@ import (
 type Devicer interface {
 	// Devices is the number of devices the backend drives.
 	Devices() int
-	// NewStreamOn creates a stream of kind (planner.StreamNonBlocking or
-	// "" for a non-blocking stream, planner.StreamBlocking; default
+	// NewStreamOn creates a stream of kind (plan.StreamNonBlocking or
+	// "" for a non-blocking stream, plan.StreamBlocking; default
 	// streams only on device 0) on device dev. Errors: dev out of range,
 	// a kind the backend cannot make there.
 	NewStreamOn(dev int, kind string) (Stream, error)
@@ -43,7 +43,7 @@ type Devicer interface {
 var ErrNoDevices = errors.New("backend drives fewer devices than the plan names")
 
 // Collectiver is an optional Backend interface: a backend that runs
-// collective stages (planner.Stage.Collective: one rank stage per device,
+// collective stages (plan.Stage.Collective: one rank stage per device,
 // each launched on a stream of its device). Run uses it for plans with
 // collective stages and asks it first for its collective library, so
 // that a missing library fails the run before anything is created.
@@ -81,7 +81,7 @@ var ErrNoCollectives = errors.New("backend cannot run collectives across devices
 // events and joins them back, as on one device (CUDA records each node in
 // its stream's context; cuGraphLaunch on the origin stream replays them
 // all).
-func checkDevices(p *planner.Plan, graph, dynamic bool) error {
+func checkDevices(p *plan.Plan, graph, dynamic bool) error {
 	n := p.DeviceCount()
 	if n == 1 {
 		return nil
@@ -114,7 +114,7 @@ func (x *program) streamDevices() {
 // arenaFigure is the plan's arena size of device d, bytes: Stats.ArenaBytes
 // with one device, Stats.ArenaBytesPerDevice[d] with several (0 when the
 // plan does not say).
-func arenaFigure(p *planner.Plan, d int) int64 {
+func arenaFigure(p *plan.Plan, d int) int64 {
 	if p.DeviceCount() == 1 {
 		return p.Stats.ArenaBytes
 	}

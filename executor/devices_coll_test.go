@@ -10,6 +10,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -152,7 +153,7 @@ stages:
 		if err != nil {
 			t.Fatal(err)
 		}
-		var q planner.Plan
+		var q plan.Plan
 		if err := json.Unmarshal(b, &q); err != nil {
 			t.Fatal(err)
 		}

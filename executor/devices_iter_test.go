@@ -10,6 +10,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 	"pgregory.net/rapid"
 )
@@ -86,8 +87,8 @@ func genDevicesSpec(t *rapid.T) string {
 
 // oneAtATime is p's iterations one after another: its one iteration (the
 // waits across iterations dropped) behind the barrier of WithIteration.
-func oneAtATime(p *planner.Plan) *planner.Plan {
-	q := p.WithoutOps(func(s, j int, o planner.Op) bool { return o.Kind == planner.OpWait && o.Lag > 0 })
+func oneAtATime(p *plan.Plan) *plan.Plan {
+	q := p.WithoutOps(func(s, j int, o plan.Op) bool { return o.Kind == plan.OpWait && o.Lag > 0 })
 	q.Iteration = nil
 	return planner.WithIteration(q)
 }
@@ -133,7 +134,7 @@ func TestPropertyDevicesIterations(t *testing.T) {
 		}
 		const iters = 4
 		seed := rapid.Int64Range(1, 3).Draw(t, "seed")
-		run := func(q *planner.Plan) map[string]string {
+		run := func(q *plan.Plan) map[string]string {
 			res, err := executor.Run(context.Background(), q, sim.New(sim.Options{Seed: seed, MaxDelay: -1, SpinScale: 1e-6}), executor.Options{Iterations: iters})
 			if err != nil {
 				t.Fatalf("run (%+v): %v\n%s", o, err, src)

@@ -10,6 +10,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -62,13 +63,13 @@ type plain struct{ executor.Backend }
 // plan for one device. The buffers both devices touch (in, read on both;
 // b2, read by join on device 0) are host_pinned in both plans: a kernel
 // touches only its own device's memory and host memory.
-func twoDevices(t *testing.T, arena bool) (two, one *planner.Plan) {
+func twoDevices(t *testing.T, arena bool) (two, one *plan.Plan) {
 	o := planner.Options{}
 	if !arena {
 		o.Arena = dag.ArenaOff
 	}
 	one = planYAML(t, chainSpec, o)
-	one.Buffers = append([]planner.Buffer(nil), one.Buffers...)
+	one.Buffers = append([]plan.Buffer(nil), one.Buffers...)
 	for i := range one.Buffers {
 		if n := one.Buffers[i].Name; n == "in" || n == "b2" {
 			one.Buffers[i].Where, one.Buffers[i].ArenaOffset = dag.WhereHostPinned, nil
@@ -76,8 +77,8 @@ func twoDevices(t *testing.T, arena bool) (two, one *planner.Plan) {
 	}
 	q := *one
 	q.Devices = 2
-	q.Streams = append([]planner.Stream(nil), one.Streams...)
-	q.Buffers = append([]planner.Buffer(nil), one.Buffers...)
+	q.Streams = append([]plan.Stream(nil), one.Streams...)
+	q.Buffers = append([]plan.Buffer(nil), one.Buffers...)
 	for i := range q.Streams {
 		if q.Streams[i].Name == "B" {
 			q.Streams[i].Device = 1
@@ -221,7 +222,7 @@ func TestDevicesGraphMode(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		p    *planner.Plan
+		p    *plan.Plan
 	}{{"peer copy", planYAML(t, peerSpec, planner.Options{})}, {"chains", two}, {"data-parallel", dpPlan}} {
 		for _, iters := range []int{1, 3} {
 			want := runOn(t, quickSim(4), c.p, executor.Options{Iterations: iters})

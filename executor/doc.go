@@ -1,4 +1,4 @@
-// Package executor runs a planner.Plan on a Backend: it allocates and
+// Package executor runs a plan.Plan on a Backend: it allocates and
 // initialises the plan's buffers, creates its streams and events, issues the
 // plan's ops in the plan's host issue order for N iterations, synchronizes,
 // reads back and checksums the outputs, and releases everything it made.
@@ -15,7 +15,7 @@
 // 5–20 ns per op on top of the backend's calls (BenchmarkIssue, no-op
 // backend, on the 2-core development machine).
 //
-// A plan with iteration info (planner.Iteration) runs its iterations with
+// A plan with iteration info (plan.Iteration) runs its iterations with
 // the planned cross-iteration waits, ring copies, stream sets and event
 // slots, overlapping, with host I/O through pinned staging copies and an
 // in-flight bound (ring.go, hostio.go; docs/iterations.md). Plans without it
@@ -30,7 +30,7 @@
 // instructions too. In graph mode a plan's capture regions are captured
 // where they are and the rest is issued eagerly (capture_regions.go).
 //
-// A plan of several devices (planner.Plan.Devices) needs a Devicer: each
+// A plan of several devices (plan.Plan.Devices) needs a Devicer: each
 // physical stream is created on its plan stream's device, each buffer
 // and each device's arena on its device; events and waits are the same
 // instructions as on one device (the backend records and waits across

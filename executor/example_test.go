@@ -8,28 +8,28 @@ import (
 
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // A plan built by hand: stream 0 fills x with 1.5, records event 0; stream 1
 // waits on it and scales x by 2 into y. The simulator runs it with its race
 // detector on.
 func ExampleRun() {
-	x := []planner.Access{{Buffer: "x", Bytes: 16}}
-	y := []planner.Access{{Buffer: "y", Bytes: 16}}
-	p := &planner.Plan{
-		Version: planner.PlanVersion,
-		Buffers: []planner.Buffer{
+	x := []plan.Access{{Buffer: "x", Bytes: 16}}
+	y := []plan.Access{{Buffer: "y", Bytes: 16}}
+	p := &plan.Plan{
+		Version: plan.PlanVersion,
+		Buffers: []plan.Buffer{
 			{Name: "x", Bytes: 16, Where: "device", Role: "temp"},
 			{Name: "y", Bytes: 16, Where: "host_pinned", Role: "output"},
 		},
-		Stages: []planner.Stage{
+		Stages: []plan.Stage{
 			{Name: "fill", Stream: 0, Kernel: "fill", Args: map[string]any{"value": 1.5}, Writes: x},
 			{Name: "double", Stream: 1, Kernel: "scale", Args: map[string]any{"a": 2.0}, Reads: x, Writes: y},
 		},
-		Streams: []planner.Stream{
-			{ID: 0, Name: "s0", Ops: []planner.Op{{Kind: planner.OpLaunch, Stage: 0}, {Kind: planner.OpRecord, Event: 0}}},
-			{ID: 1, Name: "s1", Ops: []planner.Op{{Kind: planner.OpWait, Event: 0}, {Kind: planner.OpLaunch, Stage: 1}}},
+		Streams: []plan.Stream{
+			{ID: 0, Name: "s0", Ops: []plan.Op{{Kind: plan.OpLaunch, Stage: 0}, {Kind: plan.OpRecord, Event: 0}}},
+			{ID: 1, Name: "s1", Ops: []plan.Op{{Kind: plan.OpWait, Event: 0}, {Kind: plan.OpLaunch, Stage: 1}}},
 		},
 		IssueOrder: [][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}},
 		Events:     1,

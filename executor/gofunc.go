@@ -51,7 +51,7 @@ type FuncLauncher interface {
 }
 
 // ErrUnboundFunc is returned (wrapped) when a stage runs a Go function
-// (planner.Stage.Go, `kernel: {go: name}` in a spec) that Options.Funcs
+// (plan.Stage.Go, `kernel: {go: name}` in a spec) that Options.Funcs
 // does not bind.
 var ErrUnboundFunc = errors.New("Go function not bound")
 

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // Mode says how Run issues a plan.
@@ -97,7 +97,7 @@ type Prepared struct {
 // events. It returns Run's lowering errors (plans with host stages are
 // rejected: they cannot be captured). Call Close to release everything,
 // also on errors.
-func Prepare(p *planner.Plan, b Backend) (*Prepared, error) {
+func Prepare(p *plan.Plan, b Backend) (*Prepared, error) {
 	o := Options{Mode: ModeGraph}
 	if len(p.Captures) > 0 { // one iteration in graph shape: the whole of it
 		q := *p
@@ -117,7 +117,7 @@ func Prepare(p *planner.Plan, b Backend) (*Prepared, error) {
 }
 
 // Plan returns the prepared plan.
-func (pr *Prepared) Plan() *planner.Plan { return pr.e.x.p }
+func (pr *Prepared) Plan() *plan.Plan { return pr.e.x.p }
 
 // Streams returns the backend streams, indexed by plan stream id.
 func (pr *Prepared) Streams() []Stream { return pr.e.streams[:len(pr.e.x.p.Streams)] }
@@ -276,10 +276,10 @@ type emulatedHost struct {
 }
 
 func (h emulatedHost) unsafe(call string) error {
-	if h.e.cur == nil || h.e.mode == planner.CaptureRelaxed {
+	if h.e.cur == nil || h.e.mode == plan.CaptureRelaxed {
 		return nil
 	}
-	return fmt.Errorf("executor: emulated graphs: %s during a capture in %s mode (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED): wait before the capture begins, or capture in relaxed mode", call, map[bool]string{true: "global", false: h.e.mode}[h.e.mode == planner.CaptureGlobal])
+	return fmt.Errorf("executor: emulated graphs: %s during a capture in %s mode (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED): wait before the capture begins, or capture in relaxed mode", call, map[bool]string{true: "global", false: h.e.mode}[h.e.mode == plan.CaptureGlobal])
 }
 
 func (h emulatedHost) SyncEvent(ev Event) error {
@@ -299,7 +299,7 @@ func (h emulatedHost) QueryEvent(ev Event) (bool, error) {
 type emulated struct {
 	Backend
 	cur    *emulatedGraph // capture in progress
-	mode   string         // its mode (planner.CaptureGlobal …)
+	mode   string         // its mode (plan.CaptureGlobal …)
 	device map[Stream]int // the device of each stream made by NewStreamOn (others: 0)
 }
 
@@ -349,7 +349,7 @@ func (e *emulated) NewStreamKind(kind string) (Stream, error) {
 	if sk, ok := e.Backend.(StreamKinder); ok {
 		return sk.NewStreamKind(kind)
 	}
-	if kind == planner.StreamNonBlocking {
+	if kind == plan.StreamNonBlocking {
 		return e.Backend.NewStream()
 	}
 	return nil, fmt.Errorf("executor: emulated graphs: %s: %w", e.Backend.Name(), ErrNoStreamKinds)
@@ -367,7 +367,7 @@ func (e *emulated) BeginCaptureMode(s Stream, mode string) error {
 // Alloc fails during a capture unless its mode is relaxed, as cuMemAlloc
 // does.
 func (e *emulated) Alloc(d BufferDesc) (Buffer, error) {
-	if e.cur != nil && e.mode != planner.CaptureRelaxed {
+	if e.cur != nil && e.mode != plan.CaptureRelaxed {
 		return nil, fmt.Errorf("executor: emulated graphs: alloc %s during a capture (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED): allocate before the capture begins, or capture in relaxed mode", d.Name)
 	}
 	return e.Backend.Alloc(d)
@@ -394,7 +394,7 @@ func (e *emulated) BeginCapture(s Stream) error {
 	if e.cur != nil {
 		return errors.New("executor: emulated graphs: a capture is already in progress")
 	}
-	e.cur, e.mode = &emulatedGraph{origin: s}, planner.CaptureRelaxed
+	e.cur, e.mode = &emulatedGraph{origin: s}, plan.CaptureRelaxed
 	e.cur.joins.begin(s)
 	return nil
 }
@@ -438,7 +438,7 @@ func (e *emulated) LaunchGraph(h Graph, s Stream) error {
 			var b Stream
 			var err error
 			if d, ok := e.Backend.(Devicer); ok { // a branch runs on its stream's device
-				b, err = d.NewStreamOn(e.device[op.s], planner.StreamNonBlocking)
+				b, err = d.NewStreamOn(e.device[op.s], plan.StreamNonBlocking)
 			} else {
 				b, err = e.Backend.NewStream()
 			}
@@ -488,7 +488,7 @@ func (e *emulated) DestroyGraph(h Graph) error {
 
 func (e *emulated) Launch(s Stream, l *LaunchDesc) error {
 	if e.cur != nil && e.cur.joins.captured(s) {
-		if l.Copy == planner.CopySync {
+		if l.Copy == plan.CopySync {
 			return fmt.Errorf("executor: emulated graphs: stage %s is a synchronous copy, which a capture does not allow (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)", l.Name)
 		}
 		e.cur.joins.launch(s, l.Name)

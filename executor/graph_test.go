@@ -12,6 +12,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -60,7 +61,7 @@ func TestRunGraphMatchesRun(t *testing.T) {
 				continue // racy by design
 			}
 			for _, iters := range []int{1, 3} {
-				if iters > 1 && slices.ContainsFunc(p.Buffers, func(b planner.Buffer) bool { return b.Copies > 1 }) {
+				if iters > 1 && slices.ContainsFunc(p.Buffers, func(b plan.Buffer) bool { return b.Copies > 1 }) {
 					continue
 				}
 				want, err := executor.Run(context.Background(), p, quickSim(1), executor.Options{Iterations: iters})
@@ -162,7 +163,7 @@ func hasAfter(s *dag.Spec) bool {
 
 // capturedEdges captures p with the capture checker and returns the edges
 // between stages of the graph it recorded.
-func capturedEdges(t *testing.T, p *planner.Plan) map[[2]int]bool {
+func capturedEdges(t *testing.T, p *plan.Plan) map[[2]int]bool {
 	t.Helper()
 	cb := &captureChecker{Backend: quickSim(1)}
 	pr, err := executor.Prepare(p, cb)
@@ -201,7 +202,7 @@ func TestCaptureDiscipline(t *testing.T) {
 			for _, st := range p.Streams {
 				prev := -1
 				for _, op := range st.Ops {
-					if op.Kind != planner.OpLaunch {
+					if op.Kind != plan.OpLaunch {
 						continue
 					}
 					if prev >= 0 && !edges[[2]int{prev, op.Stage}] {
@@ -224,7 +225,7 @@ func TestPreparedIssueEqualsRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if planner.Verify(p) != nil || slices.ContainsFunc(p.Buffers, func(b planner.Buffer) bool { return b.Copies > 1 }) {
+		if planner.Verify(p) != nil || slices.ContainsFunc(p.Buffers, func(b plan.Buffer) bool { return b.Copies > 1 }) {
 			continue
 		}
 		want, err := executor.Run(context.Background(), p, quickSim(3), executor.Options{Iterations: 2})

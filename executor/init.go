@@ -11,7 +11,7 @@ import (
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/internal/safefile"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // randomStream is the PCG stream constant of RandomBytes (the increment
@@ -60,7 +60,7 @@ func Checksum(data []byte) string {
 // (string(contract.InitZeros), InitFill, InitFile, InitRandom; "" means zeros). A file
 // path is resolved against dir unless absolute. It returns an error for an
 // unknown kind, an unreadable file, or a file whose size is not b.Bytes.
-func InitialContents(dir string, b planner.Buffer) ([]byte, error) {
+func InitialContents(dir string, b plan.Buffer) ([]byte, error) {
 	if b.Bytes < 0 {
 		return nil, fmt.Errorf("buffer %s: %d bytes", b.Name, b.Bytes)
 	}
@@ -73,7 +73,7 @@ func InitialContents(dir string, b planner.Buffer) ([]byte, error) {
 
 // initInto writes b's initial contents into out (len(out) == b.Bytes), so
 // Run can reuse one scratch slice for every buffer.
-func initInto(dir string, b planner.Buffer, out []byte) error {
+func initInto(dir string, b plan.Buffer, out []byte) error {
 	switch b.Init {
 	case "", string(contract.InitZeros):
 		clear(out)

@@ -7,13 +7,14 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
 // ringChain is n mix stages pinned round-robin to 4 streams, each reading
 // the previous stage's ring buffer (2 copies) and writing its own: a plan
 // with cross-iteration waits, stream sets and event slots.
-func ringChain(b *testing.B, n int) *planner.Plan {
+func ringChain(b *testing.B, n int) *plan.Plan {
 	s := &dag.Spec{Version: 1, Name: "ring-chain", Sync: dag.SyncAuto}
 	for k := range 4 {
 		s.Buffers = append(s.Buffers, dag.BufferSpec{Name: fmt.Sprint("x", k), Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleTemp, Copies: 2})
@@ -39,7 +40,7 @@ func ringChain(b *testing.B, n int) *planner.Plan {
 
 // benchmarkIssue reports the executor's own host cost per issued op (a
 // no-op backend) over 1000 iterations of p, lowering and setup included.
-func benchmarkIssue(b *testing.B, p *planner.Plan) {
+func benchmarkIssue(b *testing.B, p *plan.Plan) {
 	ctx := context.Background()
 	const iters = 1000
 	b.ResetTimer()

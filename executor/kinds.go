@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // StreamKinder is an optional Backend interface: streams of CUDA's other
-// kinds (planner.StreamBlocking, StreamLegacy, StreamPerThread), with the
+// kinds (plan.StreamBlocking, StreamLegacy, StreamPerThread), with the
 // implicit order CUDA gives them, and synchronous copies
-// (LaunchDesc.Copy == planner.CopySync: Launch returns as the "API
+// (LaunchDesc.Copy == plan.CopySync: Launch returns as the "API
 // synchronization behavior" table says). Run uses it for plans whose
 // streams have a kind or whose stages copy synchronously.
 type StreamKinder interface {
@@ -30,13 +30,13 @@ var ErrNoStreamKinds = errors.New("backend cannot create blocking or default str
 func (x *program) streamKinds() error {
 	p := x.p
 	for _, s := range p.Streams {
-		if s.Kind == planner.StreamLegacy && x.graph && !x.regionMode {
+		if s.Kind == plan.StreamLegacy && x.graph && !x.regionMode {
 			return fmt.Errorf("executor: graph mode: stream %s is the legacy default stream, which cannot be captured: use stream mode", s.Name)
 		}
 	}
 	if x.graph && !x.regionMode {
 		for i := range p.Stages {
-			if p.Stages[i].Copy == planner.CopySync {
+			if p.Stages[i].Copy == plan.CopySync {
 				return fmt.Errorf("executor: graph mode: stage %s is a synchronous copy, which a capture does not allow (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED): make it copy: async, or use stream mode", p.Stages[i].Name)
 			}
 		}
@@ -50,7 +50,7 @@ func (x *program) streamKinds() error {
 		}
 	}
 	for i := range p.Stages {
-		any = any || p.Stages[i].Copy == planner.CopySync
+		any = any || p.Stages[i].Copy == plan.CopySync
 	}
 	if any {
 		x.kinds = kinds

@@ -8,12 +8,13 @@ import (
 	"slices"
 
 	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
 // The executor lowers a plan once, for the options of a run, into a
 // program: per ring phase a flat list of instructions with physical
-// streams, events and ring copies resolved through planner.IterationMap.
+// streams, events and ring copies resolved through plan.IterationMap.
 // One issue loop (exec.issue) runs every program: the iterations of stream
 // mode, the capture and the replays of graph mode.
 
@@ -59,8 +60,8 @@ type instr struct {
 // program is a plan lowered for one run's options. Nothing in it refers to
 // a backend: exec.setup creates the streams, events and buffers it names.
 type program struct {
-	p              *planner.Plan
-	m              *planner.IterationMap
+	p              *plan.Plan
+	m              *plan.IterationMap
 	graph          bool // graph shape: capture programs and replays
 	graphsOptional bool // graph shape set up without graphs (Prepared.Issue)
 	iters          int
@@ -106,7 +107,7 @@ type program struct {
 	regions     []region
 	first       [][]instr
 	graphCounts []counts
-	lazy        []bool // per plan buffer: planner.AllocLazy
+	lazy        []bool // per plan buffer: plan.AllocLazy
 
 	host       bool    // host stages: needs a HostSyncer
 	dynamic    []bool  // per plan buffer: allocated at first use, freed after its lifetime
@@ -141,7 +142,7 @@ const (
 
 // lower checks p and o and lowers p for them. It touches no backend; the
 // backend's abilities are checked by program.requires.
-func lower(p *planner.Plan, o *Options) (*program, error) {
+func lower(p *plan.Plan, o *Options) (*program, error) {
 	iters := cmp.Or(o.Iterations, 1)
 	if iters < 0 || iters > MaxIterations {
 		return nil, fmt.Errorf("executor: iterations = %d, want 1 to %d (executor.MaxIterations)", iters, MaxIterations)
@@ -196,7 +197,7 @@ func lower(p *planner.Plan, o *Options) (*program, error) {
 	if err != nil {
 		return nil, err
 	}
-	if x.m, err = planner.NewIterationMap(p, minSlots); err != nil {
+	if x.m, err = plan.NewIterationMap(p, minSlots); err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	if err := x.streamKinds(); err != nil { // kinds.go
@@ -256,7 +257,7 @@ func (x *program) specialize() {
 func (x *program) resolveStages(funcs map[string]StageFunc) error {
 	p := x.p
 	bufIdx := bufferIndex(p) // names, sizes and ranges: checked by Plan.Validate
-	kernels := make(map[string]*planner.Kernel, len(p.Kernels))
+	kernels := make(map[string]*plan.Kernel, len(p.Kernels))
 	for i := range p.Kernels {
 		kernels[p.Kernels[i].Name] = &p.Kernels[i]
 	}
@@ -265,7 +266,7 @@ func (x *program) resolveStages(funcs map[string]StageFunc) error {
 		n += len(p.Stages[i].Reads) + len(p.Stages[i].Writes)
 	}
 	flat := make([]Arg, n) // every stage's accesses, one allocation
-	resolve := func(st *planner.Stage, acc []planner.Access, what string) ([]Arg, error) {
+	resolve := func(st *plan.Stage, acc []plan.Access, what string) ([]Arg, error) {
 		args := flat[:len(acc):len(acc)]
 		flat = flat[len(acc):]
 		for k, a := range acc {
@@ -319,7 +320,7 @@ func (x *program) layout(dynamic bool) error {
 	x.dynamic = make([]bool, len(p.Buffers))
 	x.arenaBytes = make([]int64, p.DeviceCount())
 	for i, b := range p.Buffers {
-		if b.Alloc == planner.AllocLazy {
+		if b.Alloc == plan.AllocLazy {
 			if x.lazy == nil {
 				x.lazy = make([]bool, len(p.Buffers))
 			}
@@ -634,7 +635,7 @@ func (x *program) appendIteration(ops []instr, ph, period int, allocs map[int][]
 		host := p.Streams[so[0]].Host
 		in := instr{stream: s, src: int32(k)}
 		switch o.Kind {
-		case planner.OpLaunch:
+		case plan.OpLaunch:
 			for _, b := range allocs[o.Stage] {
 				ops = append(ops, instr{op: opAlloc, stream: s, buf: int32(b), src: int32(k)})
 			}
@@ -657,7 +658,7 @@ func (x *program) appendIteration(ops []instr, ph, period int, allocs map[int][]
 				in.op = opLaunch
 			}
 			in.dyn = x.touchesDynamic(in.desc)
-		case planner.OpRecord:
+		case plan.OpRecord:
 			in.op, in.event = opRecord, int32(m.Record(it, o.Event))
 			if host {
 				in.op = opHostRecord
@@ -665,7 +666,7 @@ func (x *program) appendIteration(ops []instr, ph, period int, allocs map[int][]
 					in.op, in.buf = opSignal, h
 				}
 			}
-		case planner.OpWait:
+		case plan.OpWait:
 			if capture && o.Lag > 0 {
 				continue
 			}
@@ -721,7 +722,7 @@ func (x *program) dynamicOps() (allocs, frees map[int][]int, err error) {
 	}
 	recPos := make(map[int]int) // event → position of its last record
 	for k, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == planner.OpRecord {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpRecord {
 			recPos[o.Event] = k
 		}
 	}
@@ -816,7 +817,7 @@ func (x *program) requires(b Backend) error {
 	return nil
 }
 
-func bufferIndex(p *planner.Plan) map[string]int {
+func bufferIndex(p *plan.Plan) map[string]int {
 	idx := make(map[string]int, len(p.Buffers))
 	for i, b := range p.Buffers {
 		idx[b.Name] = i

@@ -14,6 +14,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -95,12 +96,12 @@ func (r *recorder) FreeAsync(b executor.Buffer, s executor.Stream) error {
 func unrolledCalls(t interface {
 	Helper()
 	Fatal(...any)
-}, p *planner.Plan, iters int) []string {
+}, p *plan.Plan, iters int) []string {
 	t.Helper()
 	if p.Iteration == nil && iters > 1 {
 		p = planner.WithIteration(p)
 	}
-	q, err := planner.Unroll(p, iters)
+	q, err := plan.Unroll(p, iters)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,17 +111,17 @@ func unrolledCalls(t interface {
 		o := q.Streams[so[0]].Ops[so[1]]
 		host := q.Streams[so[0]].Host
 		switch o.Kind {
-		case planner.OpLaunch:
+		case plan.OpLaunch:
 			if !host {
 				name, _, _ := strings.Cut(q.Stages[o.Stage].Name, "@")
 				calls = append(calls, fmt.Sprintf("launch %s on s%d", name, so[0]))
 			}
-		case planner.OpRecord:
+		case plan.OpRecord:
 			hostRec[o.Event] = host
 			if !host {
 				calls = append(calls, fmt.Sprintf("record e%d on s%d", o.Event, so[0]))
 			}
-		case planner.OpWait:
+		case plan.OpWait:
 			switch {
 			case hostRec[o.Event]:
 			case host:
@@ -204,7 +205,7 @@ func TestProgramIssuesUnroll(t *testing.T) {
 			t.Fatalf("%v", err)
 		}
 		if rapid.Bool().Draw(t, "no iteration info") {
-			p = p.WithoutOps(func(_, _ int, o planner.Op) bool { return o.Lag > 0 })
+			p = p.WithoutOps(func(_, _ int, o plan.Op) bool { return o.Lag > 0 })
 			p.Iteration = nil
 		}
 		iters := rapid.IntRange(1, 7).Draw(t, "iterations")
@@ -243,26 +244,26 @@ func TestProgramIssuesUnroll(t *testing.T) {
 // slots, differs from the current iteration's: w writes copy i mod 2 of x
 // on stream a after r of iteration i−2 (the last reader of that copy) is
 // done with it; r reads it on stream b after w.
-func slotPlan() *planner.Plan {
-	x := []planner.Access{{Buffer: "x", Bytes: 64}}
-	y := []planner.Access{{Buffer: "y", Bytes: 64}}
-	return &planner.Plan{
-		Version: planner.PlanVersion,
-		Buffers: []planner.Buffer{
+func slotPlan() *plan.Plan {
+	x := []plan.Access{{Buffer: "x", Bytes: 64}}
+	y := []plan.Access{{Buffer: "y", Bytes: 64}}
+	return &plan.Plan{
+		Version: plan.PlanVersion,
+		Buffers: []plan.Buffer{
 			{Name: "x", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleTemp, Copies: 2},
 			{Name: "y", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleOutput, Copies: 2},
 		},
-		Stages: []planner.Stage{
+		Stages: []plan.Stage{
 			{Name: "w", Stream: 0, Kernel: dag.BuiltinMix, Args: map[string]any{"spin_us": 50.0}, Writes: x, DurationUS: 50},
 			{Name: "r", Stream: 1, Kernel: dag.BuiltinMix, Reads: x, Writes: y, DurationUS: 1},
 		},
-		Streams: []planner.Stream{
-			{ID: 0, Name: "a", Ops: []planner.Op{{Kind: planner.OpWait, Event: 1, Lag: 2}, {Kind: planner.OpLaunch, Stage: 0}, {Kind: planner.OpRecord, Event: 0}}},
-			{ID: 1, Name: "b", Ops: []planner.Op{{Kind: planner.OpWait, Event: 0}, {Kind: planner.OpLaunch, Stage: 1}, {Kind: planner.OpRecord, Event: 1}}},
+		Streams: []plan.Stream{
+			{ID: 0, Name: "a", Ops: []plan.Op{{Kind: plan.OpWait, Event: 1, Lag: 2}, {Kind: plan.OpLaunch, Stage: 0}, {Kind: plan.OpRecord, Event: 0}}},
+			{ID: 1, Name: "b", Ops: []plan.Op{{Kind: plan.OpWait, Event: 0}, {Kind: plan.OpLaunch, Stage: 1}, {Kind: plan.OpRecord, Event: 1}}},
 		},
 		IssueOrder: [][2]int{{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {1, 2}},
 		Events:     2,
-		Iteration:  &planner.Iteration{StreamSets: 1, Slots: []int{1, 3}, CrossWaits: 1, InFlight: 2},
+		Iteration:  &plan.Iteration{StreamSets: 1, Slots: []int{1, 3}, CrossWaits: 1, InFlight: 2},
 	}
 }
 
@@ -286,7 +287,7 @@ func TestLaggedWaitSlot(t *testing.T) {
 		}
 	}
 	// Without the lagged wait the same run races: the test can fail.
-	q := p.WithoutOps(func(_, _ int, o planner.Op) bool { return o.Lag > 0 })
+	q := p.WithoutOps(func(_, _ int, o plan.Op) bool { return o.Lag > 0 })
 	if _, err := executor.Run(context.Background(), q, sim.New(sim.Options{Seed: 1}), executor.Options{Iterations: 9}); err == nil {
 		t.Error("without its lagged wait the ring ran with no race report")
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -49,7 +50,7 @@ func ringSpec(copies int, pin bool) *dag.Spec {
 	return s
 }
 
-func mustPlan(t testing.TB, s *dag.Spec, o planner.Options) *planner.Plan {
+func mustPlan(t testing.TB, s *dag.Spec, o planner.Options) *plan.Plan {
 	t.Helper()
 	o.Check = true
 	p, err := planner.Build(s, o)
@@ -155,7 +156,7 @@ func TestRingRunNoBarrier(t *testing.T) {
 	perIter := 0
 	for _, str := range p.Streams {
 		for _, o := range str.Ops {
-			if o.Kind == planner.OpWait {
+			if o.Kind == plan.OpWait {
 				perIter++
 			}
 		}
@@ -186,8 +187,8 @@ func TestRingRunMissingCrossWaitRaces(t *testing.T) {
 }
 
 // dropLagWaits returns p without its cross-iteration waits.
-func dropLagWaits(p *planner.Plan) *planner.Plan {
-	return p.WithoutOps(func(_, _ int, o planner.Op) bool { return o.Kind == planner.OpWait && o.Lag > 0 })
+func dropLagWaits(p *plan.Plan) *plan.Plan {
+	return p.WithoutOps(func(_, _ int, o plan.Op) bool { return o.Kind == plan.OpWait && o.Lag > 0 })
 }
 
 // noHostWaits is the simulator with host waits that do not wait: the

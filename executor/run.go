@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -87,7 +88,7 @@ const MaxLatencies = 1 << 20
 // Run runs plan p on backend b for o.Iterations iterations.
 //
 // It lowers p once for o into a program (physical streams, ring copies and
-// event slots resolved per phase, through planner.IterationMap), creates
+// event slots resolved per phase, through plan.IterationMap), creates
 // what the program names on b (buffers with their initial contents, the
 // arena, streams, events) and issues it with one loop. Iteration i issues
 // the plan's ops, cross-iteration waits included, on stream set i mod
@@ -97,7 +98,7 @@ const MaxLatencies = 1 << 20
 // barrier form of planner.WithIteration. In graph mode (ModeGraph) each
 // phase is captured once into a graph (forked from and joined back to
 // stream 0) and replayed per iteration; a plan with capture regions
-// (planner.Plan.Captures) has those regions captured and replayed, the
+// (plan.Plan.Captures) has those regions captured and replayed, the
 // rest issued as in stream mode (capture_regions.go). A plan whose streams
 // name host threads is issued from one goroutine per thread, each on its
 // view of the backend (Threader), host events handed across threads
@@ -125,7 +126,7 @@ const MaxLatencies = 1 << 20
 // returns only a *RaceError, Run returns the Result (with Result.Races)
 // together with it; other errors come with a nil Result. Run checks ctx
 // between iterations.
-func Run(ctx context.Context, p *planner.Plan, b Backend, o Options) (res *Result, err error) {
+func Run(ctx context.Context, p *plan.Plan, b Backend, o Options) (res *Result, err error) {
 	x, err := lower(p, &o)
 	if err != nil {
 		return nil, err
@@ -153,7 +154,7 @@ func Run(ctx context.Context, p *planner.Plan, b Backend, o Options) (res *Resul
 }
 
 // RunGraph is Run in graph mode (o.Mode is set to ModeGraph).
-func RunGraph(ctx context.Context, p *planner.Plan, b Backend, o Options) (*Result, error) {
+func RunGraph(ctx context.Context, p *plan.Plan, b Backend, o Options) (*Result, error) {
 	o.Mode = ModeGraph
 	return Run(ctx, p, b, o)
 }
@@ -164,30 +165,30 @@ func RunGraph(ctx context.Context, p *planner.Plan, b Backend, o Options) (*Resu
 // arity, arena offsets out of range, and buffers too large to hold. Tools
 // call it on plan files before running them, so that a bad file is bad
 // input rather than a run failure.
-func CheckPlan(p *planner.Plan) error { return CheckRun(p, Options{}) }
+func CheckPlan(p *plan.Plan) error { return CheckRun(p, Options{}) }
 
 // CheckRun reports what Run(p, o) would reject before touching a backend:
 // CheckPlan's errors and the options that conflict with each other or with
 // p (graph mode with host stages, dynamic allocation, sync-each or host
 // inputs and outputs; a negative in-flight bound; ring sizes beyond the
 // executor's phases). What a backend cannot do is known only at Run.
-func CheckRun(p *planner.Plan, o Options) error {
+func CheckRun(p *plan.Plan, o Options) error {
 	_, err := lower(p, &o)
 	return err
 }
 
 // MaxBufferBytes bounds one buffer's size, and all buffers' together
-// (1 TiB): planner.MaxBufferBytes, a limit of the plan format.
-const MaxBufferBytes = planner.MaxBufferBytes
+// (1 TiB): plan.MaxBufferBytes, a limit of the plan format.
+const MaxBufferBytes = plan.MaxBufferBytes
 
 // Allocation modes (Options.Alloc).
 const (
 	// AllocStatic allocates every buffer before the run; buffers the plan
-	// places in its arena (planner.Buffer.ArenaOffset) share one allocation
+	// places in its arena (plan.Buffer.ArenaOffset) share one allocation
 	// of Stats.ArenaBytes at their offsets. The default.
 	AllocStatic = "static"
 	// AllocDynamic allocates each temp that has a lifetime first stage
-	// (planner.Lifetime.First) on that stage's stream just before it, and
+	// (plan.Lifetime.First) on that stage's stream just before it, and
 	// frees it after the events of its lifetime on every stream that used
 	// it: a dedicated stream waits on those events and frees it there
 	// (stream-ordered, like cuMemFreeAsync; never a device-wide

@@ -16,7 +16,7 @@ import (
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/backendtest"
 	"github.com/dagrun/dagrun/executor/sim"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 func TestRandomBytesContract(t *testing.T) {
@@ -48,12 +48,12 @@ func TestInitialContentsErrors(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "short"), []byte("abc"), 0o644)
 	for _, c := range []struct {
-		b    planner.Buffer
+		b    plan.Buffer
 		want string
 	}{
-		{planner.Buffer{Name: "f", Bytes: 8, Init: dag.InitFile, InitPath: "short"}, "has 3 bytes, the buffer has 8"},
-		{planner.Buffer{Name: "f", Bytes: 8, Init: dag.InitFile, InitPath: "missing"}, "buffer f: init file"},
-		{planner.Buffer{Name: "k", Bytes: 8, Init: "ones"}, `unknown init kind "ones"`},
+		{plan.Buffer{Name: "f", Bytes: 8, Init: dag.InitFile, InitPath: "short"}, "has 3 bytes, the buffer has 8"},
+		{plan.Buffer{Name: "f", Bytes: 8, Init: dag.InitFile, InitPath: "missing"}, "buffer f: init file"},
+		{plan.Buffer{Name: "k", Bytes: 8, Init: "ones"}, `unknown init kind "ones"`},
 	} {
 		_, err := executor.InitialContents(dir, c.b)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -65,30 +65,30 @@ func TestInitialContentsErrors(t *testing.T) {
 // plan2 is a synchronized two-stream plan: fill x, then scale x into y.
 func plan2() *backendtest.Builder {
 	p := backendtest.NewBuilder(2)
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 64})
-	p.Buffer(planner.Buffer{Name: "y", Bytes: 64, Role: dag.RoleOutput})
-	p.Launch(0, planner.Stage{Name: "fill", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.0}, Writes: p.All("x")})
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 64})
+	p.Buffer(plan.Buffer{Name: "y", Bytes: 64, Role: dag.RoleOutput})
+	p.Launch(0, plan.Stage{Name: "fill", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.0}, Writes: p.All("x")})
 	p.Record(0, 0)
 	p.Wait(1, 0)
-	p.Launch(1, planner.Stage{Name: "bad", Kernel: dag.BuiltinScale, Args: map[string]any{"a": 2.0}, Reads: p.All("x"), Writes: p.All("y")})
+	p.Launch(1, plan.Stage{Name: "bad", Kernel: dag.BuiltinScale, Args: map[string]any{"a": 2.0}, Reads: p.All("x"), Writes: p.All("y")})
 	return p
 }
 
 func TestRunRejectsBadPlans(t *testing.T) {
 	cases := map[string]struct {
-		edit func(p *planner.Plan)
+		edit func(p *plan.Plan)
 		want string
 	}{
-		"invalid":        {func(p *planner.Plan) { p.IssueOrder = p.IssueOrder[1:] }, "issue_order: 3 ops, streams have 4"},
-		"unknown buffer": {func(p *planner.Plan) { p.Stages[1].Reads[0].Buffer = "nope" }, `stage bad reads unknown buffer "nope"`},
-		"out of range":   {func(p *planner.Plan) { p.Stages[1].Writes[0].Offset = 8 }, "stage bad writes y at offset 8, 64 bytes: outside the buffer's 64 bytes"},
-		"unknown kernel": {func(p *planner.Plan) { p.Stages[1].Kernel = "gemm" }, `kernel "gemm" is neither a built-in nor one of the plan's kernels`},
-		"builtin shape":  {func(p *planner.Plan) { p.Stages[1].Reads = nil }, "stage bad: built-in scale takes exactly 1 read, got 0"},
-		"unaligned":      {func(p *planner.Plan) { p.Stages[0].Writes[0].Bytes = 6 }, "needs 4-byte aligned accesses"},
-		"missing arg":    {func(p *planner.Plan) { p.Stages[1].Args = nil }, "stage bad: built-in scale needs the argument a"},
-		"huge access":    {func(p *planner.Plan) { p.Stages[0].Writes[0].Offset, p.Stages[0].Writes[0].Bytes = 4092, 1<<63-4092 }, "stages[0].writes[0].offset"},
-		"wrapping end":   {func(p *planner.Plan) { p.Stages[0].Writes[0].Offset, p.Stages[0].Writes[0].Bytes = 60, 1<<63-60 }, "stages[0].writes[0].bytes: stage fill writes x at offset 60, 9223372036854775748 bytes: outside the buffer's 64 bytes"},
-		"arena offset":   {func(p *planner.Plan) { off := int64(1 << 62); p.Buffers[0].ArenaOffset = &off }, "arena offset"},
+		"invalid":        {func(p *plan.Plan) { p.IssueOrder = p.IssueOrder[1:] }, "issue_order: 3 ops, streams have 4"},
+		"unknown buffer": {func(p *plan.Plan) { p.Stages[1].Reads[0].Buffer = "nope" }, `stage bad reads unknown buffer "nope"`},
+		"out of range":   {func(p *plan.Plan) { p.Stages[1].Writes[0].Offset = 8 }, "stage bad writes y at offset 8, 64 bytes: outside the buffer's 64 bytes"},
+		"unknown kernel": {func(p *plan.Plan) { p.Stages[1].Kernel = "gemm" }, `kernel "gemm" is neither a built-in nor one of the plan's kernels`},
+		"builtin shape":  {func(p *plan.Plan) { p.Stages[1].Reads = nil }, "stage bad: built-in scale takes exactly 1 read, got 0"},
+		"unaligned":      {func(p *plan.Plan) { p.Stages[0].Writes[0].Bytes = 6 }, "needs 4-byte aligned accesses"},
+		"missing arg":    {func(p *plan.Plan) { p.Stages[1].Args = nil }, "stage bad: built-in scale needs the argument a"},
+		"huge access":    {func(p *plan.Plan) { p.Stages[0].Writes[0].Offset, p.Stages[0].Writes[0].Bytes = 4092, 1<<63-4092 }, "stages[0].writes[0].offset"},
+		"wrapping end":   {func(p *plan.Plan) { p.Stages[0].Writes[0].Offset, p.Stages[0].Writes[0].Bytes = 60, 1<<63-60 }, "stages[0].writes[0].bytes: stage fill writes x at offset 60, 9223372036854775748 bytes: outside the buffer's 64 bytes"},
+		"arena offset":   {func(p *plan.Plan) { off := int64(1 << 62); p.Buffers[0].ArenaOffset = &off }, "arena offset"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -214,14 +214,14 @@ func (n *nop) Alloc(d executor.BufferDesc) (executor.Buffer, error) {
 
 // wide is a plan of n mix stages over k streams, each waiting on the
 // previous stage's stream.
-func wide(n, k int) *planner.Plan {
+func wide(n, k int) *plan.Plan {
 	p := backendtest.NewBuilder(k)
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 4 * int64(n), Role: dag.RoleOutput})
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 4 * int64(n), Role: dag.RoleOutput})
 	for i := range n {
 		if i > 0 {
 			p.Wait(i%k, i-1)
 		}
-		p.Launch(i%k, planner.Stage{Name: fmt.Sprint("m", i), Kernel: dag.BuiltinMix, Writes: backendtest.Range("x", 4*int64(i), 4)})
+		p.Launch(i%k, plan.Stage{Name: fmt.Sprint("m", i), Kernel: dag.BuiltinMix, Writes: backendtest.Range("x", 4*int64(i), 4)})
 		p.Record(i%k, i)
 	}
 	return p.Plan()
@@ -272,7 +272,7 @@ func TestInitFileNotRegular(t *testing.T) {
 	}
 	os.Symlink("/dev/zero", filepath.Join(dir, "zero"))
 	for _, name := range []string{"fifo", "zero"} {
-		_, err := executor.InitialContents(dir, planner.Buffer{Name: "f", Bytes: 8, Init: dag.InitFile, InitPath: name})
+		_, err := executor.InitialContents(dir, plan.Buffer{Name: "f", Bytes: 8, Init: dag.InitFile, InitPath: name})
 		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
 			t.Errorf("%s: %v, want it refused as not a regular file", name, err)
 		}

@@ -1,7 +1,7 @@
 package executor
 
 // Host threads: a plan whose streams name the host thread that issues them
-// (planner.Stream.Thread) runs one goroutine per thread. The plan is
+// (plan.Stream.Thread) runs one goroutine per thread. The plan is
 // lowered once, as for one thread, and each instruction goes to the list
 // of the thread that issues its stream; every thread runs its list with
 // the one issue loop (exec.issue), iteration after iteration, on its own
@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // Threader is an optional Backend interface: a backend that plans issued
@@ -108,7 +108,7 @@ func (x *program) hostThreads(o *Options, dynamic bool) error {
 	}
 	final := make([]int, p.Events)
 	for k, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == planner.OpRecord {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpRecord {
 			final[o.Event] = k
 		}
 	}
@@ -117,9 +117,9 @@ func (x *program) hostThreads(o *Options, dynamic bool) error {
 		str := &p.Streams[so[0]]
 		o := str.Ops[so[1]]
 		switch o.Kind {
-		case planner.OpRecord:
+		case plan.OpRecord:
 			lastRec[o.Event] = k
-		case planner.OpWait:
+		case plan.OpWait:
 			r := lastRec[o.Event]
 			if o.Lag > 0 {
 				r = final[o.Event]

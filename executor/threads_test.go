@@ -12,10 +12,11 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
-func rulesPlan(t *testing.T, name string) *planner.Plan {
+func rulesPlan(t *testing.T, name string) *plan.Plan {
 	t.Helper()
 	s, err := dag.LoadFile(filepath.Join("..", "specs", "rules", name+".yaml"))
 	if err != nil {
@@ -28,7 +29,7 @@ func rulesPlan(t *testing.T, name string) *planner.Plan {
 	return p
 }
 
-func yamlPlan(t *testing.T, src string) *planner.Plan {
+func yamlPlan(t *testing.T, src string) *plan.Plan {
 	t.Helper()
 	s, err := dag.Load([]byte(src), "t.yaml", ".")
 	if err != nil {
@@ -296,7 +297,7 @@ captures: [{stream: main, first: k1, last: k2}]
 		t.Errorf("capture regions with an in-flight bound: %v", err)
 	}
 	for _, c := range []struct {
-		p    *planner.Plan
+		p    *plan.Plan
 		want []string
 	}{
 		{rulesPlan(t, "capture-racy"), []string{"CUDA_ERROR_STREAM_CAPTURE_UNJOINED", "stage branch", `capture rule "unjoined" broken by branch`}},

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/dagrun/dagrun/plan"
 )
 
 // launchAliases returns an error for the first stage that reads or writes
@@ -15,7 +17,7 @@ import (
 // one buffer within a launch follow the kernel's in-place rules, which
 // the contract checks.) The error is a *PlanError naming the stage's
 // access. Cost: O(a log a) for the a arena accesses of each stage.
-func launchAliases(p *Plan) error {
+func launchAliases(p *plan.Plan) error {
 	off := make([]int64, len(p.Buffers)) // per buffer: its arena address, or -1
 	used := false
 	for i := range p.Buffers {
@@ -27,7 +29,7 @@ func launchAliases(p *Plan) error {
 	if !used {
 		return nil
 	}
-	ids := AccessBuffers(p)
+	ids := plan.AccessBuffers(p)
 	at := 0 // index in ids of the stage's first access
 	type span struct {
 		lo, hi int64
@@ -35,13 +37,13 @@ func launchAliases(p *Plan) error {
 		bi     int32 // index in p.Buffers
 		write  bool
 		j      int // index in Reads or Writes
-		a      Access
+		a      plan.Access
 	}
 	var spans []span
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		spans = spans[:0]
-		for k, list := range [2][]Access{st.Reads, st.Writes} {
+		for k, list := range [2][]plan.Access{st.Reads, st.Writes} {
 			for j, a := range list {
 				b := ids[at]
 				at++
@@ -49,7 +51,7 @@ func launchAliases(p *Plan) error {
 					continue
 				}
 				base := off[b]
-				lo := base + a.Offset // both ≤ MaxBufferBytes (validateShape): no overflow
+				lo := base + a.Offset // both ≤ MaxBufferBytes (ValidateShape): no overflow
 				spans = append(spans, span{lo, lo + a.Bytes, a.Buffer, b, k == 1, j, a})
 			}
 		}
@@ -98,7 +100,7 @@ func launchAliases(p *Plan) error {
 				if y >= 0 && spans[y].buf != s.buf && spans[y].hi > s.lo {
 					o := spans[y]
 					path := fmt.Sprintf("stages[%d].%s[%d]", i, verb(s.write), s.j)
-					return ErrorAt(path, "stage %s %s %s[%d:%d] and %s %s[%d:%d], which share arena bytes [%d:%d] (arena offsets %d and %d): one launch cannot be ordered with itself, so the buffers must not share bytes (re-plan the spec)",
+					return plan.ErrorAt(path, "stage %s %s %s[%d:%d] and %s %s[%d:%d], which share arena bytes [%d:%d] (arena offsets %d and %d): one launch cannot be ordered with itself, so the buffers must not share bytes (re-plan the spec)",
 						st.Name, verb(s.write), s.buf, s.a.Offset, s.a.Offset+s.a.Bytes, verb(o.write), o.buf, o.a.Offset, o.a.Offset+o.a.Bytes,
 						max(s.lo, o.lo), min(s.hi, o.hi), off[s.bi], off[o.bi])
 				}

@@ -6,16 +6,17 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // TestVerifyLaunchAliases: a launch whose accesses to different buffers
 // share arena bytes, one of them written, is refused by Verify whatever
 // the order of the plan; reads sharing bytes, and disjoint offsets, pass.
 func TestVerifyLaunchAliases(t *testing.T) {
-	plan := func(offs map[string]int64, io ...verifyIO) *Plan {
+	mkPlan := func(offs map[string]int64, io ...verifyIO) *plan.Plan {
 		b := newVerifyB(1).stage("cp", 0, io...)
 		for _, name := range []string{"t1", "t2", "t3"} {
-			buf := Buffer{Name: name, Bytes: 4096, Where: dag.WhereDevice, Role: dag.RoleTemp}
+			buf := plan.Buffer{Name: name, Bytes: 4096, Where: dag.WhereDevice, Role: dag.RoleTemp}
 			if off, ok := offs[name]; ok {
 				buf.ArenaOffset = &off
 				b.p.Stats.ArenaBytes = max(b.p.Stats.ArenaBytes, off+buf.Bytes)
@@ -39,8 +40,8 @@ func TestVerifyLaunchAliases(t *testing.T) {
 		{"in place", map[string]int64{"t1": 0}, []verifyIO{rd("t1"), wr("t1")}, ""},
 		{"not in the arena", nil, []verifyIO{rd("t1"), wr("t2")}, ""},
 	} {
-		err := Verify(plan(c.offs, c.io...))
-		var pe *PlanError
+		err := Verify(mkPlan(c.offs, c.io...))
+		var pe *plan.PlanError
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: Verify = %v, want nil", c.name, err)

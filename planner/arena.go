@@ -3,23 +3,18 @@ package planner
 import (
 	"cmp"
 	"fmt"
-	"io"
 	"math"
 	"math/bits"
 	"runtime"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
-
-// ArenaAlign is the alignment of every arena offset and the unit arena
-// sizes are rounded up to, in bytes (cudaMalloc's own alignment).
-const ArenaAlign = 256
 
 // arena places temp buffers in one device arena. Two buffers may share
 // bytes only when every access of the first happens-before the first access
@@ -53,7 +48,7 @@ func arena(st *state) error {
 		}
 		p.Stats.ArenaBytes = 0
 		st.note("no arena: the arena pass asks happens-before of vector clocks, which for this plan would need %s entries (over %s), and past %s device temps (this plan has %s) a search of the plan's graph per question costs too much, so each temp keeps its own allocation (%s bytes in all, where a shared arena could reuse bytes between temps whose lifetimes are ordered)",
-			Thousands(launchHBSize(p)), Thousands(launchHBMax), Thousands(graphOrderMaxTemps), Thousands(n), Thousands(int(tempBytes(p))))
+			plan.Thousands(launchHBSize(p)), plan.Thousands(launchHBMax), plan.Thousands(graphOrderMaxTemps), plan.Thousands(n), plan.Thousands(int(tempBytes(p))))
 		return nil
 	}
 	a := newArenaInfo(p, st.accesses())
@@ -119,7 +114,7 @@ func arena(st *state) error {
 		}
 		size := p.Stats.ArenaBytes
 		st.note("arena by issue-order sweep alone in %s of %s segments (%s of %s temps): the greedy layout by size, which may find a smaller arena (on the model graphs up to 1.2× smaller), is bounded at %s pairs of temps with overlapping lifetimes per plan; the arena is %s",
-			Thousands(skipped), Thousands(segments), Thousands(temps), Thousands(len(a.bufs)), Thousands(greedyMaxPairs), overLive(size, lb, "this plan's ideal schedule"))
+			plan.Thousands(skipped), plan.Thousands(segments), plan.Thousands(temps), plan.Thousands(len(a.bufs)), plan.Thousands(greedyMaxPairs), overLive(size, lb, "this plan's ideal schedule"))
 	}
 	return nil
 }
@@ -129,10 +124,10 @@ func arena(st *state) error {
 // that may lose.
 func overLive(size, lb int64, schedule string) string {
 	if size <= lb {
-		return fmt.Sprintf("%s bytes, the %s bytes live at once in %s, which no layout goes below: no memory is lost", Thousands(int(size)), Thousands(int(lb)), schedule)
+		return fmt.Sprintf("%s bytes, the %s bytes live at once in %s, which no layout goes below: no memory is lost", plan.Thousands(int(size)), plan.Thousands(int(lb)), schedule)
 	}
 	return fmt.Sprintf("%s bytes, %s bytes (%.1f%%) over the %s bytes live at once in %s, which no layout goes below: at most that much memory is lost",
-		Thousands(int(size)), Thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), Thousands(int(lb)), schedule)
+		plan.Thousands(int(size)), plan.Thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), plan.Thousands(int(lb)), schedule)
 }
 
 // applyLayout replaces the arena's offsets by hint (per Plan.Buffers
@@ -176,11 +171,11 @@ func (a *arenaInfo) applyLayout(hint map[int]int64, sp spans) {
 }
 
 // tempBytes is the bytes of p's device temps, each rounded up to ArenaAlign.
-func tempBytes(p *Plan) int64 {
+func tempBytes(p *plan.Plan) int64 {
 	var n int64
 	for _, b := range p.Buffers {
 		if b.Role == dag.RoleTemp && b.Where == dag.WhereDevice {
-			n += AlignUp(b.Bytes)
+			n += plan.AlignUp(b.Bytes)
 		}
 	}
 	return n
@@ -188,7 +183,7 @@ func tempBytes(p *Plan) int64 {
 
 // arenaCandidates counts the device temps, an upper bound on the buffers the
 // arena could share.
-func arenaCandidates(p *Plan) int {
+func arenaCandidates(p *plan.Plan) int {
 	n := 0
 	for _, b := range p.Buffers {
 		if b.Role == dag.RoleTemp && b.Where == dag.WhereDevice {
@@ -201,7 +196,7 @@ func arenaCandidates(p *Plan) int {
 // arenaInfo is what the arena pass knows about a plan: the eligible
 // buffers, with their launches per stream, and launch happens-before.
 type arenaInfo struct {
-	p      *Plan
+	p      *plan.Plan
 	hb     stageOrder
 	issue  []int32 // per stage: position of its launch in IssueOrder
 	stream []int32 // per stage: its stream
@@ -233,11 +228,11 @@ const graphOrderMaxTemps = 2048
 const launchHBMax = 1 << 24
 
 // launchHBSize is the clock entries launchHB needs for p: streams × (waits+1).
-func launchHBSize(p *Plan) int {
+func launchHBSize(p *plan.Plan) int {
 	waits := 0
 	for _, str := range p.Streams {
 		for _, o := range str.Ops {
-			if o.Kind == OpWait {
+			if o.Kind == plan.OpWait {
 				waits++
 			}
 		}
@@ -245,7 +240,7 @@ func launchHBSize(p *Plan) int {
 	return len(p.Streams) * (waits + 1)
 }
 
-func denseClocksFit(p *Plan) bool { return launchHBSize(p) <= launchHBMax }
+func denseClocksFit(p *plan.Plan) bool { return launchHBSize(p) <= launchHBMax }
 
 // arenaBuf is one arena-eligible buffer.
 type arenaBuf struct {
@@ -270,7 +265,7 @@ func (b *arenaBuf) lasts() []int32   { c := b.room(); return b.lists[2*c : 2*c+b
 // (every byte a stage really reads was really written by an earlier-declared
 // stage; see touched), so that their bytes may hold another buffer's data
 // before their first use. acc is p's planAccesses (nil: made here).
-func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
+func newArenaInfo(p *plan.Plan, acc *planAccesses) *arenaInfo {
 	if acc == nil {
 		acc = newPlanAccesses(p)
 	}
@@ -284,7 +279,7 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 		a.issue = make([]int32, len(p.Stages))
 		for s := range p.Streams {
 			for j, o := range p.Streams[s].Ops {
-				if o.Kind == OpLaunch {
+				if o.Kind == plan.OpLaunch {
 					g.launch[o.Stage] = h.opBase[s] + int32(j)
 					a.issue[o.Stage] = h.opIssue[g.launch[o.Stage]]
 				}
@@ -307,7 +302,7 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 		written[i] = one[i : i : i+1]
 	}
 	launches := make([]int32, len(p.Buffers)) // per buffer: the accesses of it
-	var rbuf, wbuf []Access
+	var rbuf, wbuf []plan.Access
 	for v := range p.Stages {
 		rs, ws := touchedIn(&p.Stages[v], rbuf, wbuf) // none, or one per read and write
 		// Keep the scratch that grew for the next stage.
@@ -352,7 +347,7 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 		if ok[i] && launches[i] > 0 {
 			ab := &store[len(a.bufs)]
 			c := min(int(launches[i]), len(p.Streams))
-			*ab = arenaBuf{idx: i, size: AlignUp(b.Bytes), firstIssue: math.MaxInt, lastIssue: -1, lists: lists[: 3*c : 3*c]}
+			*ab = arenaBuf{idx: i, size: plan.AlignUp(b.Bytes), firstIssue: math.MaxInt, lastIssue: -1, lists: lists[: 3*c : 3*c]}
 			lists = lists[3*c:]
 			byIdx[i] = ab
 			a.bufs = append(a.bufs, ab)
@@ -360,7 +355,7 @@ func newArenaInfo(p *Plan, acc *planAccesses) *arenaInfo {
 	}
 	for k, so := range p.IssueOrder {
 		o := p.Streams[so[0]].Ops[so[1]]
-		if o.Kind != OpLaunch {
+		if o.Kind != plan.OpLaunch {
 			continue
 		}
 		v := o.Stage
@@ -508,7 +503,7 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 		fl[s], fi[s], flat = flat[:0:c], flat[c:c:2*c], flat[2*c:]
 	}
 	for k, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch && isFirst[o.Stage] && a.issue[o.Stage] == int32(k) {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpLaunch && isFirst[o.Stage] && a.issue[o.Stage] == int32(k) {
 			s := so[0]
 			fl[s], fi[s] = append(fl[s], int32(o.Stage)), append(fi[s], int32(k))
 		}
@@ -655,7 +650,7 @@ func (a *arenaInfo) firstAfter(h *launchHB, fl [][]int32, cols [][]int32) (reach
 			continue
 		}
 		for _, o := range p.Streams[σ].Ops {
-			if o.Kind == OpLaunch && slot[o.Stage] == 0 && h.at[o.Stage].stream == int32(σ) {
+			if o.Kind == plan.OpLaunch && slot[o.Stage] == 0 && h.at[o.Stage].stream == int32(σ) {
 				slot[o.Stage] = int32(len(order)) + 1 // 0 is "not numbered yet"
 				order = append(order, int32(o.Stage))
 			}
@@ -746,9 +741,9 @@ func (a *arenaInfo) cuts() []int32 {
 		o := p.Streams[s].Ops[so[1]]
 		m := prev[s]
 		switch o.Kind {
-		case OpRecord:
+		case plan.OpRecord:
 			rec[o.Event], recStream[o.Event] = int32(q), int32(s)
-		case OpWait:
+		case plan.OpWait:
 			if r := rec[o.Event]; o.Lag == 0 && r >= 0 && int(recStream[o.Event]) != s {
 				m = max(m, r)
 			}
@@ -759,7 +754,7 @@ func (a *arenaInfo) cuts() []int32 {
 	sufMin := int32(math.MaxInt32) // min of maxPred over the ops issued after q
 	for q := n - 1; q >= 0; q-- {
 		so := p.IssueOrder[q]
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch && sufMin >= int32(q) {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpLaunch && sufMin >= int32(q) {
 			cuts = append(cuts, int32(o.Stage))
 		}
 		sufMin = min(sufMin, maxPred[q])
@@ -1101,19 +1096,17 @@ func (a *arenaInfo) layoutStreamOrder() ([]int64, int64) {
 	return offs, base
 }
 
-func AlignUp(n int64) int64 { return (n + ArenaAlign - 1) / ArenaAlign * ArenaAlign }
-
 // touched returns the byte ranges a stage really reads and writes, per the
 // built-ins' contract (package contract): spin touches nothing, checksum
 // writes its first 8 bytes, mix writes only words below max_words of each
 // write and reads word i mod n of each read for those words only. Other
 // built-ins and user kernels touch what they declare.
-func touched(sg *Stage) (reads, writes []Access) { return touchedIn(sg, nil, nil) }
+func touched(sg *plan.Stage) (reads, writes []plan.Access) { return touchedIn(sg, nil, nil) }
 
 // touchedIn is touched, with the ranges it must rewrite appended to rbuf[:0]
 // and wbuf[:0] (scratch the caller reuses from stage to stage) rather than
 // to new slices.
-func touchedIn(sg *Stage, rbuf, wbuf []Access) (reads, writes []Access) {
+func touchedIn(sg *plan.Stage, rbuf, wbuf []plan.Access) (reads, writes []plan.Access) {
 	switch sg.Kernel {
 	case dag.BuiltinSpin:
 		return nil, nil
@@ -1190,7 +1183,7 @@ type launchHB struct {
 // row, together so that a happens-before test reads one place per stage.
 type launchAt struct{ stream, index, row int32 }
 
-func newLaunchHB(p *Plan) *launchHB {
+func newLaunchHB(p *plan.Plan) *launchHB {
 	S := len(p.Streams)
 	// Rows: the first, and at most one per wait (more only with host
 	// streams), so that the rows are mostly allocated once.
@@ -1237,13 +1230,13 @@ func newLaunchHB(p *Plan) *launchHB {
 			}
 		}
 		switch o.Kind {
-		case OpRecord:
+		case plan.OpRecord:
 			last[o.Event] = rec{int32(s), int32(so[1]), cur[s]}
-		case OpWait:
+		case plan.OpWait:
 			if r := last[o.Event]; o.Lag == 0 && r.stream >= 0 && int(r.stream) != s {
 				join(s, r.row, int(r.stream), r.index+1)
 			}
-		case OpLaunch:
+		case plan.OpLaunch:
 			v := o.Stage
 			h.at[v], h.issue[v] = launchAt{int32(s), int32(so[1]), cur[s]}, int32(k)
 		}
@@ -1264,18 +1257,6 @@ func (h *launchHB) before(u, v int32) bool {
 	return h.vecs[int(y.row)*h.S+int(x.stream)] > x.index
 }
 
-// NoReuseBytes is the arena p would need without any reuse: the sum of its
-// arena buffers' sizes, each rounded up to ArenaAlign, in bytes.
-func NoReuseBytes(p *Plan) int64 {
-	var n int64
-	for _, b := range p.Buffers {
-		if b.ArenaOffset != nil {
-			n += AlignUp(b.Bytes)
-		}
-	}
-	return n
-}
-
 // LiveBound is the lower bound on p's arena under p's own schedule: the most
 // bytes of arena buffers live at any instant of p's ideal schedule (each
 // stage's duration_us, 0 counted as 1 µs, no launch cost, unlimited
@@ -1289,10 +1270,10 @@ func NoReuseBytes(p *Plan) int64 {
 // bound of Stats.ArenaBytes (the sum of the devices' arenas); the most
 // bytes live at once over all devices together may be less, as devices
 // peak at different instants.
-func LiveBound(p *Plan) int64 { return liveBoundAll(p, nil, nil) }
+func LiveBound(p *plan.Plan) int64 { return liveBoundAll(p, nil, nil) }
 
 // liveBoundAll is LiveBound with acc as p's planAccesses (nil: made here).
-func liveBoundAll(p *Plan, acc *planAccesses, arena []bool) int64 {
+func liveBoundAll(p *plan.Plan, acc *planAccesses, arena []bool) int64 {
 	if p.DeviceCount() == 1 {
 		return liveBound(p, acc, -1, arena)
 	}
@@ -1308,18 +1289,18 @@ func liveBoundAll(p *Plan, acc *planAccesses, arena []bool) int64 {
 
 // DeviceLiveBound is LiveBound of device dev's arena buffers alone: the
 // lower bound on dev's arena under p's own schedule.
-func DeviceLiveBound(p *Plan, dev int) int64 { return liveBound(p, nil, dev, nil) }
+func DeviceLiveBound(p *plan.Plan, dev int) int64 { return liveBound(p, nil, dev, nil) }
 
 // liveBound is LiveBound over the buffers of device dev (dev < 0: all)
 // that are in the arena (arena[i] per Plan.Buffers index; nil: those with
 // an arena offset), with acc as p's planAccesses (nil: made here). The live
 // ranges' ends and starts are sorted by one radix sort of their instants
 // (sortKeyed), ends first at the same instant.
-func liveBound(p *Plan, acc *planAccesses, dev int, arena []bool) int64 {
+func liveBound(p *plan.Plan, acc *planAccesses, dev int, arena []bool) int64 {
 	if acc == nil {
 		acc = newPlanAccesses(p)
 	}
-	start, end := IdealSchedule(p)
+	start, end := plan.IdealSchedule(p)
 	in := make([]bool, len(p.Buffers))
 	n := 0
 	for i, b := range p.Buffers {
@@ -1415,39 +1396,5 @@ func sortKeyed(evs []keyed) {
 	}
 	if &src[0] != &evs[0] {
 		copy(evs, src)
-	}
-}
-
-// writeArena writes the table's arena lines: the arena's size, each arena
-// buffer at its offset (in offset order), and the budget loop's steps.
-func (p *Plan) writeArena(w io.Writer) {
-	type at struct {
-		name string
-		off  int64
-	}
-	n := p.DeviceCount()
-	bufs := make([][]at, n)
-	for _, b := range p.Buffers {
-		if b.ArenaOffset != nil && b.Device >= 0 && b.Device < n {
-			bufs[b.Device] = append(bufs[b.Device], at{b.Name, *b.ArenaOffset})
-		}
-	}
-	for d, list := range bufs {
-		if len(list) == 0 {
-			continue
-		}
-		slices.SortStableFunc(list, func(x, y at) int { return cmp.Compare(x.off, y.off) })
-		var b strings.Builder
-		for _, x := range list {
-			fmt.Fprintf(&b, " %s@%d", x.name, x.off)
-		}
-		if n == 1 {
-			fmt.Fprintf(w, "arena: %d bytes (%d without reuse):%s\n", p.Stats.ArenaBytes, NoReuseBytes(p), b.String())
-		} else if d < len(p.Stats.ArenaBytesPerDevice) {
-			fmt.Fprintf(w, "arena of device %d: %d bytes:%s\n", d, p.Stats.ArenaBytesPerDevice[d], b.String())
-		}
-	}
-	for i, s := range p.Budget {
-		fmt.Fprintf(w, "budget step %d: %s\n", i+1, s)
 	}
 }

@@ -12,11 +12,12 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/synth"
 )
 
 // offsetOf returns buffer name's arena offset, or -1.
-func offsetOf(p *Plan, name string) int64 {
+func offsetOf(p *plan.Plan, name string) int64 {
 	for _, b := range p.Buffers {
 		if b.Name == name && b.ArenaOffset != nil {
 			return *b.ArenaOffset
@@ -25,7 +26,7 @@ func offsetOf(p *Plan, name string) int64 {
 	return -1
 }
 
-func firstOf(p *Plan, name string) string {
+func firstOf(p *plan.Plan, name string) string {
 	for _, l := range p.Lifetimes {
 		if l.Buffer == name {
 			return l.First
@@ -34,8 +35,8 @@ func firstOf(p *Plan, name string) string {
 	return "?"
 }
 
-func shareBytes(p *Plan, x, y string) bool {
-	bx, by := p.Buffers[slices.IndexFunc(p.Buffers, func(b Buffer) bool { return b.Name == x })], p.Buffers[slices.IndexFunc(p.Buffers, func(b Buffer) bool { return b.Name == y })]
+func shareBytes(p *plan.Plan, x, y string) bool {
+	bx, by := p.Buffers[slices.IndexFunc(p.Buffers, func(b plan.Buffer) bool { return b.Name == x })], p.Buffers[slices.IndexFunc(p.Buffers, func(b plan.Buffer) bool { return b.Name == y })]
 	if bx.ArenaOffset == nil || by.ArenaOffset == nil {
 		return false
 	}
@@ -59,8 +60,8 @@ func TestArenaSharesOnlyAlongHappensBefore(t *testing.T) {
 	if !shareBytes(p, "x", "z") || shareBytes(p, "x", "y") || shareBytes(p, "y", "z") {
 		t.Errorf("offsets x=%d y=%d z=%d: want x and z shared, y apart", offsetOf(p, "x"), offsetOf(p, "y"), offsetOf(p, "z"))
 	}
-	if p.Stats.ArenaBytes != 2048 || NoReuseBytes(p) != 3072 {
-		t.Errorf("arena %d bytes, no reuse %d: want 2048 and 3072", p.Stats.ArenaBytes, NoReuseBytes(p))
+	if p.Stats.ArenaBytes != 2048 || plan.NoReuseBytes(p) != 3072 {
+		t.Errorf("arena %d bytes, no reuse %d: want 2048 and 3072", p.Stats.ArenaBytes, plan.NoReuseBytes(p))
 	}
 	// Pattern a: A's own work on ones is done when zeros runs, but the copy
 	// on B is not ordered before it: no sharing.
@@ -130,7 +131,7 @@ func TestArenaEligibility(t *testing.T) {
 func TestArenaOff(t *testing.T) {
 	s := spec(stage("a", writes("x")), stage("b", reads("x"), writes("y")), stage("c", reads("y"), writes("z")))
 	p := build(t, s, Options{Arena: dag.ArenaOff})
-	if p.Stats.ArenaBytes != 0 || slices.ContainsFunc(p.Buffers, func(b Buffer) bool { return b.ArenaOffset != nil }) {
+	if p.Stats.ArenaBytes != 0 || slices.ContainsFunc(p.Buffers, func(b plan.Buffer) bool { return b.ArenaOffset != nil }) {
 		t.Errorf("arena off: %d bytes, buffers %+v", p.Stats.ArenaBytes, p.Buffers)
 	}
 	if got := firstOf(p, "y"); got != "b" {
@@ -163,7 +164,7 @@ func TestLifetimeFirst(t *testing.T) {
 
 // TestVerifyArena: Verify checks arena layouts on its own, whatever made them.
 func TestVerifyArena(t *testing.T) {
-	at := func(p *Plan, name string, off int64) {
+	at := func(p *plan.Plan, name string, off int64) {
 		for i := range p.Buffers {
 			if p.Buffers[i].Name == name {
 				p.Buffers[i].ArenaOffset = &off
@@ -201,7 +202,7 @@ func TestVerifyArena(t *testing.T) {
 		if p.Streams[si].Name == "p" {
 			str := &p.Streams[si]
 			for j, o := range str.Ops {
-				if o.Kind == OpWait {
+				if o.Kind == plan.OpWait {
 					p = dropOp(p, si, j)
 					p.Iteration = nil
 					break
@@ -222,20 +223,20 @@ func TestVerifyArena(t *testing.T) {
 }
 
 func TestValidateArena(t *testing.T) {
-	base := func() *Plan {
+	base := func() *plan.Plan {
 		p := build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"))), Options{})
 		p.Iteration = nil
 		return p
 	}
 	for _, tc := range []struct {
 		name string
-		edit func(p *Plan)
+		edit func(p *plan.Plan)
 		want string
 	}{
-		{"misaligned", func(p *Plan) { o := int64(4); p.Buffers[0].ArenaOffset = &o }, "multiple of 256"},
-		{"past the end", func(p *Plan) { o := p.Stats.ArenaBytes; p.Buffers[0].ArenaOffset = &o }, "past the arena"},
-		{"output", func(p *Plan) { p.Buffers[0].Role = dag.RoleOutput }, "only device temps"},
-		{"first", func(p *Plan) { p.Lifetimes[0].First = "nope" }, "not a stage"},
+		{"misaligned", func(p *plan.Plan) { o := int64(4); p.Buffers[0].ArenaOffset = &o }, "multiple of 256"},
+		{"past the end", func(p *plan.Plan) { o := p.Stats.ArenaBytes; p.Buffers[0].ArenaOffset = &o }, "past the arena"},
+		{"output", func(p *plan.Plan) { p.Buffers[0].Role = dag.RoleOutput }, "only device temps"},
+		{"first", func(p *plan.Plan) { p.Lifetimes[0].First = "nope" }, "not a stage"},
 	} {
 		p := base()
 		tc.edit(p)
@@ -286,7 +287,7 @@ func TestArenaModels(t *testing.T) {
 	for name, s := range modelSpecs(t) {
 		p := build(t, s, Options{})
 		single := build(t, s, Options{Strategy: StrategySingle})
-		lb, a, none := LiveBound(p), p.Stats.ArenaBytes, NoReuseBytes(p)
+		lb, a, none := LiveBound(p), p.Stats.ArenaBytes, plan.NoReuseBytes(p)
 		if lb <= 0 || a < lb || a > none || single.Stats.ArenaBytes > a {
 			t.Errorf("%s: bound %d, arena %d, no reuse %d, one stream %d", name, lb, a, none, single.Stats.ArenaBytes)
 		}
@@ -390,17 +391,17 @@ func TestHostStreamNotShared(t *testing.T) {
 }
 
 func TestTouched(t *testing.T) {
-	sg := &Stage{Kernel: dag.BuiltinMix, Args: map[string]any{"max_words": 8},
-		Reads: []Access{{Buffer: "a", Bytes: 1024}, {Buffer: "b", Bytes: 16}}, Writes: []Access{{Buffer: "c", Bytes: 1024}}}
+	sg := &plan.Stage{Kernel: dag.BuiltinMix, Args: map[string]any{"max_words": 8},
+		Reads: []plan.Access{{Buffer: "a", Bytes: 1024}, {Buffer: "b", Bytes: 16}}, Writes: []plan.Access{{Buffer: "c", Bytes: 1024}}}
 	r, w := touched(sg)
 	if got := fmt.Sprint(r, w); got != "[{a 0 32} {b 0 16}] [{c 0 32}]" {
 		t.Errorf("mix: %s", got)
 	}
-	r, w = touched(&Stage{Kernel: dag.BuiltinSpin, Reads: sg.Reads, Writes: sg.Writes})
+	r, w = touched(&plan.Stage{Kernel: dag.BuiltinSpin, Reads: sg.Reads, Writes: sg.Writes})
 	if r != nil || w != nil {
 		t.Errorf("spin touches %v %v", r, w)
 	}
-	_, w = touched(&Stage{Kernel: dag.BuiltinChecksum, Reads: sg.Reads[:1], Writes: sg.Writes})
+	_, w = touched(&plan.Stage{Kernel: dag.BuiltinChecksum, Reads: sg.Reads[:1], Writes: sg.Writes})
 	if w[0].Bytes != 8 || sg.Writes[0].Bytes != 1024 {
 		t.Errorf("checksum writes %v (the stage's own write must not change: %v)", w, sg.Writes)
 	}
@@ -469,8 +470,8 @@ func TestArenaGreedyBoundSegments(t *testing.T) {
 	greedyMaxPairs = 0
 	p := build(t, s, Options{MemoryBudget: BudgetNone})
 	lb := LiveBound(p)
-	if want := fmt.Sprintf("the arena is %s bytes, %s bytes", Thousands(int(p.Stats.ArenaBytes)), Thousands(int(p.Stats.ArenaBytes-lb))); !strings.Contains(note, want) ||
-		!strings.Contains(note, fmt.Sprintf("over the %s bytes live at once", Thousands(int(lb)))) || strings.Contains(note, "planner.") {
+	if want := fmt.Sprintf("the arena is %s bytes, %s bytes", plan.Thousands(int(p.Stats.ArenaBytes)), plan.Thousands(int(p.Stats.ArenaBytes-lb))); !strings.Contains(note, want) ||
+		!strings.Contains(note, fmt.Sprintf("over the %s bytes live at once", plan.Thousands(int(lb)))) || strings.Contains(note, "planner.") {
 		t.Errorf("no pairs: note %q; want %q and the live bound %d bytes, and no Go identifier", note, want, lb)
 	}
 	one, note := arena(150_000)

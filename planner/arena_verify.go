@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"slices"
 	"sync/atomic"
+
+	"github.com/dagrun/dagrun/plan"
 )
 
 // arenaEntry is what Verify keeps of one stream's accesses to one arena
@@ -510,12 +512,12 @@ func (r arenaRace) race(v *verifier) Race {
 		i, j, bi, bj = j, i, bj, bi
 	}
 	wi, wj := v.writes(i, bi), v.writes(j, bj)
-	kind := RaceWAR
+	kind := plan.RaceWAR
 	switch {
 	case wi && wj:
-		kind = RaceWAW
+		kind = plan.RaceWAW
 	case wi:
-		kind = RaceRAW
+		kind = plan.RaceRAW
 	}
 	bx, by := p.Buffers[r.x], p.Buffers[r.y]
 	base := *p.Buffers[bi].ArenaOffset
@@ -534,19 +536,19 @@ func (r arenaRace) race(v *verifier) Race {
 	}
 }
 
-// arenaPlace names the arena offset at (arenaAt's address space, where
-// device d's arena starts at d × deviceArenaStride) as the offset within
+// arenaPlace names the arena offset at (ArenaAt's address space, where
+// device d's arena starts at d × DeviceArenaStride) as the offset within
 // device d's arena.
 func arenaPlace(d int, at int64) string {
 	if d == 0 {
 		return fmt.Sprintf("arena offset %d", at)
 	}
-	return fmt.Sprintf("offset %d of device %d's arena", at-int64(d)*DeviceArenaStride, d)
+	return fmt.Sprintf("offset %d of device %d's arena", at-int64(d)*plan.DeviceArenaStride, d)
 }
 
 // stageAt names stage v in a fix: its name, with its position in its spec
 // (file:line:col) where the plan has one.
-func stageAt(p *Plan, v int32) string {
+func stageAt(p *plan.Plan, v int32) string {
 	if src := p.Stages[v].Source; src != "" {
 		return p.Stages[v].Name + " (" + src + ")"
 	}
@@ -648,7 +650,7 @@ func (r *arenaRuns) prev(i int) int {
 // writes reports whether stage v writes buffer b.
 func (v *verifier) writes(st int32, b int32) bool {
 	name := v.p.Buffers[b].Name
-	return slices.ContainsFunc(v.p.Stages[st].Writes, func(a Access) bool { return a.Buffer == name })
+	return slices.ContainsFunc(v.p.Stages[st].Writes, func(a plan.Access) bool { return a.Buffer == name })
 }
 
 // arenaFix returns the fix arenaPair wrote for an arena race.

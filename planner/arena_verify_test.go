@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dagrun/dagrun/plan"
 )
 
 // arenaSegUse is what Verify keeps of one arena buffer's accesses to one
@@ -51,7 +53,7 @@ func (v *verifier) arenaLifetimesSegments() {
 	bounds := make([]int64, 0, 2*len(v.acc))
 	for k, so := range p.IssueOrder {
 		o := p.Streams[so[0]].Ops[so[1]]
-		if o.Kind != OpLaunch {
+		if o.Kind != plan.OpLaunch {
 			continue
 		}
 		// The stage's accesses (verifier.accesses: reads, then writes;
@@ -190,32 +192,32 @@ func (v *verifier) arenaOrderSegments(x, y *arenaSegUse, as, bs []int32, at int6
 // pairs share some), stages that read and write byte ranges of them, and
 // random records, waits and issue order. mode 0: random sync; 1: one
 // stream; 2: every launch waits for every earlier one but, with drop, one.
-func randomArenaPlan(rng *rand.Rand, mode int, drop bool) *Plan {
+func randomArenaPlan(rng *rand.Rand, mode int, drop bool) *plan.Plan {
 	S := 1 + rng.IntN(4)
 	if mode == 1 {
 		S = 1
 	}
 	n := 2 + rng.IntN(12)
-	p := &Plan{Version: PlanVersion}
+	p := &plan.Plan{Version: plan.PlanVersion}
 	for s := range S {
-		p.Streams = append(p.Streams, Stream{ID: s, Name: fmt.Sprintf("s%d", s)})
+		p.Streams = append(p.Streams, plan.Stream{ID: s, Name: fmt.Sprintf("s%d", s)})
 	}
 	nb := 2 + rng.IntN(5)
 	for b := range nb {
 		off := int64(16 * rng.IntN(6))
-		p.Buffers = append(p.Buffers, Buffer{Name: fmt.Sprintf("t%d", b), Bytes: int64(16 * (1 + rng.IntN(4))), Role: "temp", ArenaOffset: &off})
+		p.Buffers = append(p.Buffers, plan.Buffer{Name: fmt.Sprintf("t%d", b), Bytes: int64(16 * (1 + rng.IntN(4))), Role: "temp", ArenaOffset: &off})
 	}
-	p.Buffers = append(p.Buffers, Buffer{Name: "out", Bytes: 64}) // not in the arena
-	acc := func() Access {
+	p.Buffers = append(p.Buffers, plan.Buffer{Name: "out", Bytes: 64}) // not in the arena
+	acc := func() plan.Access {
 		b := p.Buffers[rng.IntN(len(p.Buffers))]
 		if rng.IntN(2) == 0 {
-			return Access{Buffer: b.Name, Bytes: b.Bytes}
+			return plan.Access{Buffer: b.Name, Bytes: b.Bytes}
 		}
 		off := int64(8 * rng.IntN(int(b.Bytes/8)))
-		return Access{Buffer: b.Name, Offset: off, Bytes: int64(8 * (1 + rng.IntN(int((b.Bytes-off)/8))))}
+		return plan.Access{Buffer: b.Name, Offset: off, Bytes: int64(8 * (1 + rng.IntN(int((b.Bytes-off)/8))))}
 	}
 	for i := range n {
-		st := Stage{Name: fmt.Sprintf("g%d", i), Stream: rng.IntN(S)}
+		st := plan.Stage{Name: fmt.Sprintf("g%d", i), Stream: rng.IntN(S)}
 		for range rng.IntN(3) {
 			st.Reads = append(st.Reads, acc())
 		}
@@ -224,7 +226,7 @@ func randomArenaPlan(rng *rand.Rand, mode int, drop bool) *Plan {
 		}
 		p.Stages = append(p.Stages, st)
 	}
-	issue := func(s int, o Op) {
+	issue := func(s int, o plan.Op) {
 		p.IssueOrder = append(p.IssueOrder, [2]int{s, len(p.Streams[s].Ops)})
 		p.Streams[s].Ops = append(p.Streams[s].Ops, o)
 	}
@@ -239,26 +241,26 @@ func randomArenaPlan(rng *rand.Rand, mode int, drop bool) *Plan {
 		for j, st := range p.Stages {
 			for i := range j {
 				if p.Stages[i].Stream != st.Stream && [2]int{i, j} != skip {
-					issue(st.Stream, Op{Kind: OpWait, Event: i})
+					issue(st.Stream, plan.Op{Kind: plan.OpWait, Event: i})
 				}
 			}
-			issue(st.Stream, Op{Kind: OpLaunch, Stage: j})
-			issue(st.Stream, Op{Kind: OpRecord, Event: j})
+			issue(st.Stream, plan.Op{Kind: plan.OpLaunch, Stage: j})
+			issue(st.Stream, plan.Op{Kind: plan.OpRecord, Event: j})
 		}
 		return p
 	}
 	// Random: per stream its launches in declaration order with random
 	// records and waits, then a random interleaving.
 	p.Events = 1 + rng.IntN(4)
-	ops := make([][]Op, S)
+	ops := make([][]plan.Op, S)
 	for i, st := range p.Stages {
-		ops[st.Stream] = append(ops[st.Stream], Op{Kind: OpLaunch, Stage: i})
+		ops[st.Stream] = append(ops[st.Stream], plan.Op{Kind: plan.OpLaunch, Stage: i})
 	}
 	for range rng.IntN(3 * n) {
 		s := rng.IntN(S)
-		o := Op{Kind: OpRecord, Event: rng.IntN(p.Events)}
+		o := plan.Op{Kind: plan.OpRecord, Event: rng.IntN(p.Events)}
 		if rng.IntN(2) == 0 {
-			o.Kind = OpWait
+			o.Kind = plan.OpWait
 		}
 		ops[s] = slices.Insert(ops[s], rng.IntN(len(ops[s])+1), o)
 	}
@@ -283,7 +285,7 @@ func randomArenaPlan(rng *rand.Rand, mode int, drop bool) *Plan {
 
 // arenaRacesOf runs one arena check (the sweep, or the reference) on p
 // and returns its races, sorted with every field.
-func arenaRacesOf(t *testing.T, p *Plan, check func(*verifier)) []string {
+func arenaRacesOf(t *testing.T, p *plan.Plan, check func(*verifier)) []string {
 	t.Helper()
 	v := &verifier{p: p}
 	if err := v.accesses(); err != nil {
@@ -305,12 +307,12 @@ func arenaRacesOf(t *testing.T, p *Plan, check func(*verifier)) []string {
 // whose launches are not ordered in the order of their buffers' first
 // launches touching that byte (of buffers first touched by one launch,
 // those not written there first).
-func arenaBrute(p *Plan) map[[4]string]bool {
+func arenaBrute(p *plan.Plan) map[[4]string]bool {
 	before, id := closure(p)
 	launch := make([]int, len(p.Stages))
 	issue := make([]int, len(p.Stages))
 	for k, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpLaunch {
 			launch[o.Stage], issue[o.Stage] = id(so[0], so[1]), k
 		}
 	}
@@ -328,7 +330,7 @@ func arenaBrute(p *Plan) map[[4]string]bool {
 	}
 	bytes := map[int64][]touch{}
 	for i, st := range p.Stages {
-		for k, list := range [2][]Access{st.Reads, st.Writes} {
+		for k, list := range [2][]plan.Access{st.Reads, st.Writes} {
 			for _, a := range list {
 				base, ok := off[a.Buffer]
 				if !ok {

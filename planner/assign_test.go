@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/synth"
 )
 
@@ -233,7 +234,7 @@ func TestFoldBoundNoteFloor(t *testing.T) {
 func workOf(s *dag.Spec) float64 {
 	w := 0.0
 	for _, st := range s.Stages {
-		w += CostUS(st.DurationUS)
+		w += plan.CostUS(st.DurationUS)
 	}
 	return w
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/synth"
 )
 
@@ -38,7 +39,7 @@ func BenchmarkBuild(b *testing.B) {
 					b.Skip("1M stages: name 1M in -bench to run it")
 				}
 				s := g.gen(size.n)
-				var p *Plan
+				var p *plan.Plan
 				var ms0, ms1 runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&ms0)
@@ -96,7 +97,7 @@ func BenchmarkScale(b *testing.B) {
 						b.Skip("1M stages: name 1M in -bench to run it")
 					}
 					s := gens[name](size.n)
-					var p *Plan
+					var p *plan.Plan
 					var err error
 					if phase == "verify" {
 						if p, err = Build(s, Options{}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // Kinds of budget steps (BudgetStep.Kind).
@@ -26,36 +27,6 @@ const (
 	BudgetSerialize = "serialize"
 )
 
-// BudgetStep is one step of Build's budget loop: the buffer orders it added
-// and the plan after it.
-type BudgetStep struct {
-	Kind string `json:"kind"` // BudgetReuse or BudgetSerialize
-	// Orders lists the buffer pairs the step orders, as "x<y": every access
-	// of x now happens-before every access of y (sorted, at most 8 listed).
-	Orders []string `json:"orders"`
-	Pairs  int      `json:"pairs"` // buffer pairs ordered (Orders may list fewer)
-	// Edges is how many after: edges (stage → stage) the step added; the
-	// reduce pass drops those that other paths imply.
-	Edges int `json:"edges"`
-	// KeptStreams says the re-plan kept each stage's stream and order of
-	// the plan before the step (a reuse step whose re-plan on streams
-	// chosen anew came out longer; keptStreams): the step then costs no
-	// makespan, and may cost waits the new streams would have saved.
-	KeptStreams bool    `json:"kept_streams,omitempty"`
-	ArenaBytes  int64   `json:"arena_bytes"` // arena after the step, bytes: with several devices, the largest device's (BudgetArena)
-	MakespanUS  float64 `json:"makespan_us"` // ideal makespan after the step, µs
-	CostUS      float64 `json:"cost_us"`     // makespan increase of this step, µs
-}
-
-func (s BudgetStep) String() string {
-	kept := ""
-	if s.KeptStreams {
-		kept = " on the streams of the plan before it"
-	}
-	return fmt.Sprintf("%s: %d pair(s) ordered (%s), %d edge(s)%s: arena %d bytes, makespan %.1f µs (%+.1f µs)",
-		s.Kind, s.Pairs, strings.Join(s.Orders, ", "), s.Edges, kept, s.ArenaBytes, s.MakespanUS, s.CostUS)
-}
-
 // BudgetError is Build's error when memory_budget cannot be met by the
 // budget steps: no more buffer orders are possible (every pair of buffers
 // live together at the peak is a producer and its consumer, or would make
@@ -63,9 +34,9 @@ func (s BudgetStep) String() string {
 // plan on fewer streams (a serial schedule, at the extreme) may still meet
 // it, at the cost of concurrency; the message says so.
 type BudgetError struct {
-	Budget int64        // bytes asked for, per device
-	Arena  int64        // the smallest arena reached, bytes (the largest device's: BudgetArena)
-	Steps  []BudgetStep // the steps taken
+	Budget int64             // bytes asked for, per device
+	Arena  int64             // the smallest arena reached, bytes (the largest device's: BudgetArena)
+	Steps  []plan.BudgetStep // the steps taken
 	// PerDevice is set when the plan has several devices: the budget caps
 	// each device's arena, and Arena and StartArena are the largest's.
 	PerDevice bool
@@ -114,7 +85,7 @@ const (
 // BudgetArena is the arena bytes memory_budget caps in p: its arena, or
 // with several devices the largest device's (Stats.ArenaBytesPerDevice),
 // since each GPU has its own memory and the budget holds for each.
-func BudgetArena(p *Plan) int64 {
+func BudgetArena(p *plan.Plan) int64 {
 	if per := p.Stats.ArenaBytesPerDevice; len(per) > 0 {
 		return slices.Max(per)
 	}
@@ -154,8 +125,8 @@ type budget struct {
 	// notTaken is the note of an auto step not taken (worse).
 	notTaken string
 	// start is the plan's Stats before the first step (Plan.BudgetStart).
-	start Stats
-	steps []BudgetStep
+	start plan.Stats
+	steps []plan.BudgetStep
 	berr  BudgetError
 	// the step being taken
 	pairs [][2]int
@@ -261,7 +232,7 @@ func (b *budget) worse(st, next *state) bool {
 	}
 	if was, now := BudgetArena(st.plan), BudgetArena(next.plan); now > was {
 		b.notTaken = fmt.Sprintf(not+"re-planned, its arena was %s bytes, %s over the %s of the plan before it",
-			len(b.pairs), Thousands(int(now)), Thousands(int(now-was)), Thousands(int(was)))
+			len(b.pairs), plan.Thousands(int(now)), plan.Thousands(int(now-was)), plan.Thousands(int(was)))
 		return true
 	}
 	return false
@@ -346,7 +317,7 @@ func (st *state) keepStreams() *keptStreams {
 	for v := range p.Stages {
 		k.stream[v] = int32(p.Stages[v].Stream)
 	}
-	start, _ := IdealSchedule(p)
+	start, _ := plan.IdealSchedule(p)
 	order := slices.Clone(st.topo) // the issue order
 	slices.SortStableFunc(order, func(u, v int32) int { return cmp.Compare(start[u], start[v]) })
 	for i, v := range order {
@@ -443,7 +414,7 @@ func (b *budget) record(kind string, st *state) {
 		b.swept, b.sweptNext = b.sweptNext, ""
 	}
 	m := st.plan.Stats.IdealMakespanUS
-	b.steps = append(b.steps, BudgetStep{Kind: kind, Orders: orders, Pairs: n, Edges: b.edges, KeptStreams: st.keep != nil,
+	b.steps = append(b.steps, plan.BudgetStep{Kind: kind, Orders: orders, Pairs: n, Edges: b.edges, KeptStreams: st.keep != nil,
 		ArenaBytes: BudgetArena(st.plan), MakespanUS: m, CostUS: m - prev})
 }
 
@@ -479,7 +450,7 @@ func (b *budget) finish(st *state) error {
 			bound = "the largest device's live bound"
 		}
 		st.note("memory_budget auto: %s is %s bytes, %s bytes above its aim of 1.1× %s (%s bytes): the orders that cost no makespan are used up, and serializing ones would trade makespan for memory (a budget in bytes takes those)",
-			what, Thousands(int(arena)), Thousands(int(arena-b.limit)), bound, Thousands(int(b.limit)))
+			what, plan.Thousands(int(arena)), plan.Thousands(int(arena-b.limit)), bound, plan.Thousands(int(b.limit)))
 	}
 	return nil
 }
@@ -527,7 +498,7 @@ func (st *state) view() *budgetView {
 		at[b.idx] = int32(k)
 		bv.lo[k], bv.hi[k] = math.Inf(1), math.Inf(-1)
 	}
-	start, end := IdealSchedule(p)
+	start, end := plan.IdealSchedule(p)
 	acc := st.accesses()
 	for v := range p.Stages {
 		for _, i := range acc.buf[acc.off[v]:acc.off[v+1]] {
@@ -554,7 +525,7 @@ func (st *state) bufferStages() [][]int32 {
 	}
 	out := make([][]int32, len(p.Buffers))
 	for v, sg := range p.Stages {
-		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
+		for _, list := range [2][]plan.Access{sg.Reads, sg.Writes} {
 			for _, x := range list {
 				i, ok := idx[x.Buffer]
 				if l := out[i]; ok && (len(l) == 0 || l[len(l)-1] != int32(v)) {
@@ -601,7 +572,7 @@ func (st *state) reusePairs() (pairs [][2]int, hint map[int]int64, swept string)
 		}
 		lb := liveBoundAll(p, st.accesses(), in)
 		swept = fmt.Sprintf("memory_budget: the reuse step laid the arena out over the ideal schedule by a sweep in order of start alone: the greedy layout by size, which may find a smaller arena, is bounded at %s pairs of temps live together (this schedule has %s); the sweep's layout is %s",
-			Thousands(greedyMaxPairs), Thousands(live), overLive(size, lb, "the ideal schedule"))
+			plan.Thousands(greedyMaxPairs), plan.Thousands(live), overLive(size, lb, "the ideal schedule"))
 	}
 	if size >= st.plan.Stats.ArenaBytes {
 		return nil, nil, swept

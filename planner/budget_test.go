@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/synth"
 )
 
@@ -181,7 +182,7 @@ func TestBudgetAutoWaitCount(t *testing.T) {
 		n := 0
 		for _, s := range p.Streams {
 			for _, o := range s.Ops {
-				if o.Kind == OpWait && o.Lag == 0 {
+				if o.Kind == plan.OpWait && o.Lag == 0 {
 					n++
 				}
 			}
@@ -509,10 +510,10 @@ func TestBudgetKeptStreams(t *testing.T) {
 	if lb := LiveBound(p); p.Stats.ArenaBytes*10 > lb*11 {
 		t.Errorf("arena %d bytes, %.3f× the live bound %d, want at most 1.1×", p.Stats.ArenaBytes, float64(p.Stats.ArenaBytes)/float64(lb), lb)
 	}
-	streamOrder := func(p *Plan) map[string]bool { // each stream's stages, in order
+	streamOrder := func(p *plan.Plan) map[string]bool { // each stream's stages, in order
 		seqs := make([][]string, len(p.Streams))
 		for _, so := range p.IssueOrder {
-			if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
+			if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpLaunch {
 				seqs[so[0]] = append(seqs[so[0]], p.Stages[o.Stage].Name)
 			}
 		}
@@ -525,8 +526,8 @@ func TestBudgetKeptStreams(t *testing.T) {
 	if want, got := streamOrder(free), streamOrder(p); !maps.Equal(want, got) {
 		t.Errorf("the stages' streams or their order on them changed (%d streams before the step, %d after)", len(want), len(got))
 	}
-	ws, we := IdealSchedule(free)
-	gs, ge := IdealSchedule(p)
+	ws, we := plan.IdealSchedule(free)
+	gs, ge := plan.IdealSchedule(p)
 	for v := range ws {
 		if math.Abs(ws[v]-gs[v]) > 1e-6 || math.Abs(we[v]-ge[v]) > 1e-6 {
 			t.Fatalf("stage %s runs [%.2f, %.2f) µs in the ideal schedule, [%.2f, %.2f) before the step", p.Stages[v].Name, gs[v], ge[v], ws[v], we[v])

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // Strategies of stream assignment (Options.Strategy, dag.Options.Strategy).
@@ -138,7 +139,7 @@ type state struct {
 	dev       []int32
 	streamDev []int32
 	// coll is each stage's rank of a collective (nil: none; lowerDevices).
-	coll []*Collective
+	coll []*plan.Collective
 	// origin is each stage's index in the user's spec (-1: a stage the
 	// planner added; nil: the spec's own stages; lowerDevices).
 	origin   []int
@@ -163,11 +164,11 @@ type state struct {
 	notes       []string      // quality limits met so far (Plan.Notes)
 	arenaInfo   *arenaInfo    // the arena pass's view of plan, for the budget loop
 	acc         *planAccesses // the buffer of each access of accPlan (accesses)
-	accPlan     *Plan
-	plan        *Plan
+	accPlan     *plan.Plan
+	plan        *plan.Plan
 	start       time.Time
-	timings     []PassTime   // this run's hazard analysis and passes
-	dumped      bytes.Buffer // DumpAfter's output of this run
+	timings     []plan.PassTime // this run's hazard analysis and passes
+	dumped      bytes.Buffer    // DumpAfter's output of this run
 	// passRace, in check mode, is the first race Verify found after a
 	// pass of this run; the passes go on, so that the plan is finished.
 	passRace *PassRaceError
@@ -215,7 +216,7 @@ func (a *adjacency) edges() int        { return len(a.adj) }
 // met (or an error when the spec or arena mode cannot be re-ordered). In
 // check mode a race after a pass is a *PassRaceError returned with the
 // finished plan (not nil).
-func Build(s *dag.Spec, o Options) (*Plan, error) {
+func Build(s *dag.Spec, o Options) (*plan.Plan, error) {
 	start := time.Now()
 	if err := ringCopiesFit(s); err != nil {
 		return nil, err
@@ -233,7 +234,7 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 	}
 	balance := s.Options.Placement == dag.PlacementBalance
 	st, err := pipeline(s, o, start, replan{}, low)
-	var timings []PassTime // of the runs before st's
+	var timings []plan.PassTime // of the runs before st's
 	if err != nil {
 		st.flushDump()
 		return nil, err
@@ -290,14 +291,14 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 	if b != nil && len(st.plan.Budget) > 0 {
 		st.plan.BudgetStart = &b.start
 	}
-	SetUnrollNote(st.plan)
+	plan.SetUnrollNote(st.plan)
 	if n := idleDevicesNote(st.plan, balance); n != "" {
 		st.plan.Notes = append(st.plan.Notes, n)
 	}
 	timings = addTimes(timings, st.timings)
 	st.plan.Timings = timings
 	if st.acc != nil && st.accPlan == st.plan {
-		st.plan.AccBuf = st.acc.buf // a hint for Verify and WaitReasons (accessBuffers)
+		st.plan.AccBuf = st.acc.buf // a hint for Verify and WaitReasons (AccessBuffers)
 	}
 	st.plan.Stats.PlanningMS = ms(time.Since(start)) // every pass and budget step
 	if passRace == nil {
@@ -309,20 +310,10 @@ func Build(s *dag.Spec, o Options) (*Plan, error) {
 	return st.plan, nil
 }
 
-// PassTime is the time Build spent in one phase: hazard analysis
-// ("hazards"), a pass (by its name in Passes), or the budget loop's choice
-// of orders ("budget"), summed over the budget loop's pipeline runs
-// (Runs of them).
-type PassTime struct {
-	Pass string
-	MS   float64 // wall time, ms
-	Runs int
-}
-
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
 // addTimes adds each phase of run (one pipeline run's timings) to list.
-func addTimes(list, run []PassTime) []PassTime {
+func addTimes(list, run []plan.PassTime) []plan.PassTime {
 	for _, t := range run {
 		list = addTime(list, t.Pass, time.Duration(t.MS*1e6))
 	}
@@ -330,7 +321,7 @@ func addTimes(list, run []PassTime) []PassTime {
 }
 
 // addTime adds d to phase name of list.
-func addTime(list []PassTime, name string, d time.Duration) []PassTime {
+func addTime(list []plan.PassTime, name string, d time.Duration) []plan.PassTime {
 	for i := range list {
 		if list[i].Pass == name {
 			list[i].MS += ms(d)
@@ -338,7 +329,7 @@ func addTime(list []PassTime, name string, d time.Duration) []PassTime {
 			return list
 		}
 	}
-	return append(list, PassTime{Pass: name, MS: ms(d), Runs: 1})
+	return append(list, plan.PassTime{Pass: name, MS: ms(d), Runs: 1})
 }
 
 // replan is what the budget loop hands the pipeline run after a step: an
@@ -501,7 +492,7 @@ func newState(s *dag.Spec, o Options, low *lowering, keep *keptStreams) (st *sta
 	}
 	st.dur = make([]float64, st.n)
 	for i, sg := range s.Stages {
-		st.dur[i] = CostUS(sg.DurationUS)
+		st.dur[i] = plan.CostUS(sg.DurationUS)
 	}
 	st.setDevices()
 	if err := st.order(); err != nil {
@@ -713,21 +704,21 @@ func (st *state) dump(w io.Writer, name string) {
 // newPlan fills the spec-derived parts of a plan (stages without streams, buffers, kernels).
 // The plan's strings are its own copies (planText), interned, so that the
 // plan holds none of the spec's memory once the spec is let go.
-func (st *state) newPlan() *Plan {
+func (st *state) newPlan() *plan.Plan {
 	s := st.spec
 	var src sourceText
-	p := &Plan{Version: PlanVersion, Spec: strings.Clone(s.Name), Dir: s.Dir, Strategy: src.intern(st.strategy)}
+	p := &plan.Plan{Version: plan.PlanVersion, Spec: strings.Clone(s.Name), Dir: s.Dir, Strategy: src.intern(st.strategy)}
 	if s.Devices > 1 {
 		p.Devices = s.Devices
 	}
-	p.Buffers = make([]Buffer, len(s.Buffers))
+	p.Buffers = make([]plan.Buffer, len(s.Buffers))
 	for i, b := range s.Buffers {
-		p.Buffers[i] = Buffer{Where: src.intern(cmp.Or(b.Where, dag.WhereDevice)), Role: src.intern(cmp.Or(b.Role, dag.RoleTemp)),
+		p.Buffers[i] = plan.Buffer{Where: src.intern(cmp.Or(b.Where, dag.WhereDevice)), Role: src.intern(cmp.Or(b.Role, dag.RoleTemp)),
 			Bytes: b.Bytes, Init: src.intern(b.Init.Kind), InitValue: b.Init.Value, InitPath: strings.Clone(b.Init.Path), InitSeed: b.Init.Seed, Copies: b.Copies, Device: max(b.Device, 0)}
 		src.addString(&p.Buffers[i].Name, b.Name)
 	}
 	src.flush()
-	p.Stages = make([]Stage, len(s.Stages))
+	p.Stages = make([]plan.Stage, len(s.Stages))
 	na := 0
 	used := map[string]bool{} // kernels
 	for i := range s.Stages {
@@ -741,8 +732,8 @@ func (st *state) newPlan() *Plan {
 	// plan's stages and buffers are the spec's, in its order.
 	acc := &planAccesses{off: make([]int32, len(p.Stages)+1)}
 	acc.buf = make([]int32, 0, na)
-	flat := make([]Access, 0, na) // one allocation for every stage's accesses
-	conv := func(as []dag.Access) []Access {
+	flat := make([]plan.Access, 0, na) // one allocation for every stage's accesses
+	conv := func(as []dag.Access) []plan.Access {
 		start := len(flat)
 		for _, a := range as {
 			b := acc.buf[len(flat)]
@@ -752,7 +743,7 @@ func (st *state) newPlan() *Plan {
 			} else {
 				name = src.intern(name)
 			}
-			flat = append(flat, Access{Buffer: name, Offset: a.Offset, Bytes: a.Bytes})
+			flat = append(flat, plan.Access{Buffer: name, Offset: a.Offset, Bytes: a.Bytes})
 		}
 		return flat[start:len(flat):len(flat)]
 	}
@@ -765,7 +756,7 @@ func (st *state) newPlan() *Plan {
 			acc.buf = append(acc.buf, b)
 		}
 		acc.off[i+1] = int32(len(acc.buf))
-		p.Stages[i] = Stage{DurationUS: sg.DurationUS, Kernel: src.intern(sg.Kernel), Go: sg.Go, Args: sg.Args,
+		p.Stages[i] = plan.Stage{DurationUS: sg.DurationUS, Kernel: src.intern(sg.Kernel), Go: sg.Go, Args: sg.Args,
 			Grid: sg.Launch.Grid, Block: sg.Launch.Block, Reads: conv(sg.Reads), Writes: conv(sg.Writes), Pinned: src.intern(sg.Stream)}
 		src.addString(&p.Stages[i].Name, sg.Name)
 		if st.coll != nil {
@@ -787,7 +778,7 @@ func (st *state) newPlan() *Plan {
 		for i, pr := range k.Params {
 			params[i] = pr.Name + ":" + pr.Type
 		}
-		p.Kernels = append(p.Kernels, Kernel{Name: src.intern(k.Name), PTX: strings.Clone(k.PTX), Entry: strings.Clone(k.Entry), Params: params})
+		p.Kernels = append(p.Kernels, plan.Kernel{Name: src.intern(k.Name), PTX: strings.Clone(k.PTX), Entry: strings.Clone(k.Entry), Params: params})
 	}
 	st.acc, st.accPlan = acc, p
 	return p
@@ -889,9 +880,9 @@ func ringCopiesFit(s *dag.Spec) error {
 		if b.Copies <= 1 {
 			continue
 		}
-		if extra += b.Copies - 1; extra > MaxExtraSlots {
+		if extra += b.Copies - 1; extra > plan.MaxExtraSlots {
 			return dag.ErrorList{{Pos: b.Pos,
-				Msg:  fmt.Sprintf("buffer %s: copies %d takes the spec's ring copies to %d beyond one each, more than %d", b.Name, b.Copies, extra, MaxExtraSlots),
+				Msg:  fmt.Sprintf("buffer %s: copies %d takes the spec's ring copies to %d beyond one each, more than %d", b.Name, b.Copies, extra, plan.MaxExtraSlots),
 				Hint: "give fewer copies: one per iteration in flight is enough"}}
 		}
 	}

@@ -8,35 +8,8 @@ import (
 	"strings"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
-
-// Capture modes (Capture.Mode), cuStreamBeginCapture's CUstreamCaptureMode.
-const (
-	CaptureGlobal      = ""             // CU_STREAM_CAPTURE_MODE_GLOBAL (the default): unsafe calls from any thread fail
-	CaptureThreadLocal = "thread_local" // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: unsafe calls from the capturing thread fail
-	CaptureRelaxed     = "relaxed"      // CU_STREAM_CAPTURE_MODE_RELAXED: unsafe calls are allowed
-)
-
-// AllocLazy (Buffer.Alloc) is a buffer that each stream allocates with
-// cuMemAlloc at its first use (a library's per-stream workspace, as cuBLAS
-// keeps one per stream): inside a capture that allocation is not allowed,
-// so the stream must use it once before the capture (a warm-up).
-const AllocLazy = "lazy"
-
-// Capture is a stream-capture region (cuStreamBeginCapture on Stream
-// before the ops of stage First, cuStreamEndCapture after the ops of stage
-// Last; both on Stream). Work issued into a capture is not run: it becomes
-// a CUDA graph, replayed later. CUDA's rules for it are in the programming
-// guide's "CUDA Graphs" section, "Creating a Graph Using Stream Capture"
-// (cross-stream dependencies, prohibited and unhandled operations) and in
-// cuThreadExchangeStreamCaptureMode's reference (capture modes).
-type Capture struct {
-	Stream int    `json:"stream"`
-	First  string `json:"first"` // stage name
-	Last   string `json:"last"`  // stage name
-	Mode   string `json:"mode,omitempty"`
-	Source string `json:"source,omitempty"` // the capture's position in its spec, for reports
-}
 
 // Capture rules, as CaptureViolation.Rule names them.
 const (
@@ -75,150 +48,8 @@ func (c CaptureViolation) String() string {
 	return s + "; fix: " + c.Fix
 }
 
-// validateCaptures checks that each capture names stages of its stream,
-// First not after Last, a known mode, and that no two captures on one
-// stream overlap in issue order.
-func (p *Plan) validateCaptures() error {
-	for k, c := range p.Captures {
-		if c.Stream < 0 || c.Stream >= len(p.Streams) {
-			return fmt.Errorf("plan: capture %d on stream %d of %d", k, c.Stream, len(p.Streams))
-		}
-		switch c.Mode {
-		case CaptureGlobal, CaptureThreadLocal, CaptureRelaxed:
-		default:
-			return fmt.Errorf("plan: capture %d has mode %q, want global, %s or %s", k, c.Mode, CaptureThreadLocal, CaptureRelaxed)
-		}
-		f, l := p.StageIndex(c.First), p.StageIndex(c.Last)
-		if f < 0 || l < 0 {
-			return fmt.Errorf("plan: capture %d names unknown stage %q", k, map[bool]string{true: c.First, false: c.Last}[f < 0])
-		}
-		for _, i := range []int{f, l} {
-			if p.Stages[i].Stream != c.Stream {
-				return fmt.Errorf("plan: capture %d on stream %s: stage %s is on stream %s; a capture begins and ends on its own stream", k, p.Streams[c.Stream].Name, p.Stages[i].Name, p.Streams[p.Stages[i].Stream].Name)
-			}
-		}
-	}
-	// One capture per stream at a time, in issue order (cuStreamBeginCapture
-	// on a capturing stream fails).
-	for k, c := range p.Captures {
-		b, e := p.CaptureRegion(c)
-		for j, q := range p.Captures[:k] {
-			if qb, qe := p.CaptureRegion(q); q.Stream == c.Stream && b < qe && qb < e {
-				at := ""
-				if c.Source != "" {
-					at = " (" + c.Source + ")"
-				}
-				return fmt.Errorf("plan: capture %d%s of %s…%s on stream %s overlaps capture %d (%s…%s) in issue order: a stream has one capture at a time; make their stages disjoint", k, at, c.First, c.Last, p.Streams[c.Stream].Name, j, q.First, q.Last)
-			}
-		}
-		for j, q := range p.Captures {
-			// A stream that joined another capture is capturing too.
-			if qb, qe := p.CaptureRegion(q); j != k && q.Stream != c.Stream && qb < b && b < qe {
-				if at := p.CaptureJoins(q)[c.Stream]; at >= 0 && at < b {
-					src := ""
-					if c.Source != "" {
-						src = " (" + c.Source + ")"
-					}
-					return fmt.Errorf("plan: capture %d%s begins on stream %s, which joined capture %d (%s…%s on stream %s) before: a stream has one capture at a time; begin it after that capture ends, or drop it (its stages are in that capture)", k, src, p.Streams[c.Stream].Name, j, q.First, q.Last, p.Streams[q.Stream].Name)
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// OpStage returns the stage that op j of stream s belongs to: a launch's
-// stage, the next launch's on the stream for a wait (the stage it waits
-// for), the previous launch's for a record (the stage it signals); −1
-// where there is none.
-func (p *Plan) OpStage(s, j int) int {
-	ops := p.Streams[s].Ops
-	step := 1
-	if ops[j].Kind == OpRecord {
-		step = -1
-	}
-	for ; j >= 0 && j < len(ops); j += step {
-		if ops[j].Kind == OpLaunch {
-			return ops[j].Stage
-		}
-	}
-	return -1
-}
-
-func (p *Plan) StageIndex(name string) int {
-	for i := range p.Stages {
-		if p.Stages[i].Name == name {
-			return i
-		}
-	}
-	return -1
-}
-
 // captureRegion is CaptureRegion for the verifier.
-func (v *verifier) captureRegion(c Capture) (begin, end int) { return v.p.CaptureRegion(c) }
-
-// CaptureRegion returns the issue-order positions [begin, end) of capture
-// c (IssueOrder indices): from the waits issued just before First's launch
-// on its stream (right before it in issue order too: a wait issued
-// earlier, such as an iteration barrier's, comes before the capture) to
-// the records issued just after Last's launch. p must be valid.
-func (p *Plan) CaptureRegion(c Capture) (begin, end int) {
-	ops := p.Streams[c.Stream].Ops
-	pos := make([]int, len(ops)) // issue position of each op of the stream
-	for k, so := range p.IssueOrder {
-		if so[0] == c.Stream {
-			pos[so[1]] = k
-		}
-	}
-	f, l := p.StageIndex(c.First), p.StageIndex(c.Last)
-	jf, jl := -1, -1
-	for j, o := range ops {
-		if o.Kind == OpLaunch && o.Stage == f {
-			jf = j
-		}
-		if o.Kind == OpLaunch && o.Stage == l {
-			jl = j
-		}
-	}
-	for jf > 0 && ops[jf-1].Kind == OpWait && pos[jf-1] == pos[jf]-1 {
-		jf--
-	}
-	for jl+1 < len(ops) && ops[jl+1].Kind == OpRecord && pos[jl+1] == pos[jl]+1 {
-		jl++
-	}
-	return pos[jf], pos[jl] + 1
-}
-
-// CaptureJoins returns, per stream, the issue position (an IssueOrder
-// index) from which capture c takes its ops: the region's begin
-// (CaptureRegion) for c's stream, the position of the wait by which a
-// device stream joins the capture (a lag-0 wait on an event whose latest
-// record before it was issued in the region on a stream the capture had
-// taken: CUDA programming guide, "CUDA Graphs", cross-stream
-// dependencies), and −1 for a stream that never joins. A stream's ops in
-// the region before it joins are not captured: they run. p must be valid.
-func (p *Plan) CaptureJoins(c Capture) []int {
-	begin, end := p.CaptureRegion(c)
-	joined := make([]int, len(p.Streams))
-	for s := range joined {
-		joined[s] = -1
-	}
-	joined[c.Stream] = begin
-	inside := map[int]bool{} // events whose latest record is a captured one in the region
-	for k, so := range p.IssueOrder[:end] {
-		str := &p.Streams[so[0]]
-		o := str.Ops[so[1]]
-		switch o.Kind {
-		case OpRecord:
-			inside[o.Event] = k >= begin && joined[so[0]] >= 0
-		case OpWait:
-			if k >= begin && o.Lag == 0 && inside[o.Event] && !str.Host && joined[so[0]] < 0 {
-				joined[so[0]] = k
-			}
-		}
-	}
-	return joined
-}
+func (v *verifier) captureRegion(c plan.Capture) (begin, end int) { return v.p.CaptureRegion(c) }
 
 // CheckCaptures holds p's capture regions to CUDA's capture rules: every
 // stream forked into a capture (by waiting on an event recorded in it) is
@@ -237,7 +68,7 @@ func (p *Plan) CaptureJoins(c Capture) []int {
 // of ReplayPlan, whose races that p does not have break the replay-order
 // rule (CaptureReplayOrder), checked when every other rule holds (graph
 // mode runs no capture that breaks one). p must be valid.
-func CheckCaptures(p *Plan) []CaptureViolation {
+func CheckCaptures(p *plan.Plan) []CaptureViolation {
 	if len(p.Captures) == 0 {
 		return nil
 	}
@@ -278,7 +109,7 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 	stageOf := func(g int32) (string, string, string) {
 		s := v.opStream[g]
 		o := p.Streams[s].Ops[v.opIndex(g)]
-		if o.Kind == OpLaunch {
+		if o.Kind == plan.OpLaunch {
 			return p.Stages[o.Stage].Name, p.Streams[s].Name, p.Stages[o.Stage].Source
 		}
 		if i := p.OpStage(int(s), int(v.opIndex(g))); i >= 0 {
@@ -292,22 +123,22 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 		out = append(out, CaptureViolation{Rule: rule, Stage: st, Stream: str, Error: drv, Fix: fix, Source: src})
 	}
 	origin := int32(c.Stream)
-	if p.Streams[origin].Kind == StreamLegacy {
+	if p.Streams[origin].Kind == plan.StreamLegacy {
 		bad(v.launchOp[p.StageIndex(c.First)], CaptureLegacyBegin, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
 			"capture on a stream you created (the legacy default stream cannot be captured)")
 	}
 	captured := map[int32]bool{origin: true}
 	lastIn := map[int32]int32{} // per captured stream: its last op in the region
-	blocking := BlockingKind(p.Streams[origin].Kind)
+	blocking := plan.BlockingKind(p.Streams[origin].Kind)
 	thread := p.Streams[origin].Thread
 	usedBefore := map[[2]string]bool{} // (stream, lazy buffer) used before the capture
 	lazy := map[string]bool{}
 	for _, b := range p.Buffers {
-		if b.Alloc == AllocLazy {
+		if b.Alloc == plan.AllocLazy {
 			lazy[b.Name] = true
 		}
 	}
-	var capturedAcc []Access // accesses of captured stages so far
+	var capturedAcc []plan.Access // accesses of captured stages so far
 	joins := p.CaptureJoins(c)
 	firstAt := int(v.opIssue[v.launchOp[p.StageIndex(c.First)]])
 	for k, so := range p.IssueOrder {
@@ -316,7 +147,7 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 		o := p.Streams[s].Ops[so[1]]
 		str := &p.Streams[s]
 		if k < begin {
-			if o.Kind == OpLaunch && len(lazy) > 0 {
+			if o.Kind == plan.OpLaunch && len(lazy) > 0 {
 				for _, a := range stageAccesses(&p.Stages[o.Stage]) {
 					if lazy[a.Buffer] {
 						usedBefore[[2]string{str.Name, a.Buffer}] = true
@@ -331,21 +162,21 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 		// Joining the capture: a wait on an event recorded in it. A
 		// stream that another capture takes cannot join: the dependency
 		// would cross from one capture sequence into another.
-		if o.Kind == OpWait && !captured[s] {
+		if o.Kind == plan.OpWait && !captured[s] {
 			if r := v.opCaptured[g]; r >= 0 && captured[v.opStream[r]] && int(v.opIssue[r]) >= begin && !str.Host {
 				if q := v.capturedElsewhere(ck, int(s), k); q >= 0 {
 					bad(g, CaptureMerge, "CUDA_ERROR_STREAM_CAPTURE_MERGE", v.mergeFix(ck, q, int(s), k, end))
 					continue
 				}
 				captured[s] = true
-				blocking = blocking || BlockingKind(str.Kind)
+				blocking = blocking || plan.BlockingKind(str.Kind)
 			}
 		}
 		// Isolation: a captured wait takes only a record made in the
 		// capture. First's waits are issued before cuStreamBeginCapture
 		// (CaptureRegion); a record by a host stage orders by issue order
 		// (no cuStreamWaitEvent is made for it).
-		if o.Kind == OpWait && captured[s] && !str.Host && (s != origin || k >= firstAt) {
+		if o.Kind == plan.OpWait && captured[s] && !str.Host && (s != origin || k >= firstAt) {
 			if why := v.isolated(ck, o, g, begin, joins); why != "" {
 				st, _, _ := stageOf(g)
 				fix := isolationFix(p, c, -1)
@@ -356,9 +187,9 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 					fmt.Sprintf("the wait before %s is for %s, not a record made in the capture: %s", st, why, fix))
 			}
 		}
-		affected := c.Mode != CaptureRelaxed && (c.Mode == CaptureGlobal || str.Thread == thread)
+		affected := c.Mode != plan.CaptureRelaxed && (c.Mode == plan.CaptureGlobal || str.Thread == thread)
 		switch {
-		case str.Host && o.Kind == OpWait:
+		case str.Host && o.Kind == plan.OpWait:
 			r := v.opCaptured[g]
 			switch {
 			case r >= 0 && captured[v.opStream[r]] && int(v.opIssue[r]) >= begin:
@@ -368,9 +199,9 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 				// cuEventSynchronize on work outside the capture: a
 				// potentially unsafe call, refused as cuMemAlloc is.
 				bad(g, CaptureSync, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
-					fmt.Sprintf("capture in relaxed mode (mode: relaxed), which allows cuEventSynchronize during the capture (%s mode refuses it from %s), or wait before the capture begins", captureModeName(c.Mode), map[bool]string{true: "every thread", false: "the capturing thread"}[c.Mode == CaptureGlobal]))
+					fmt.Sprintf("capture in relaxed mode (mode: relaxed), which allows cuEventSynchronize during the capture (%s mode refuses it from %s), or wait before the capture begins", captureModeName(c.Mode), map[bool]string{true: "every thread", false: "the capturing thread"}[c.Mode == plan.CaptureGlobal]))
 			}
-		case str.Host && o.Kind == OpLaunch:
+		case str.Host && o.Kind == plan.OpLaunch:
 			st := &p.Stages[o.Stage]
 			for _, a := range stageAccesses(st) {
 				if conflictsAny(a, capturedAcc) {
@@ -380,9 +211,9 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 				}
 			}
 		case captured[s]:
-			if o.Kind == OpLaunch {
+			if o.Kind == plan.OpLaunch {
 				st := &p.Stages[o.Stage]
-				if st.Copy == CopySync {
+				if st.Copy == plan.CopySync {
 					bad(g, CaptureSyncCopy, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "make "+st.Name+" an asynchronous copy (copy: async) on a captured stream")
 				}
 				capturedAcc = append(capturedAcc, stageAccesses(st)...)
@@ -393,7 +224,7 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 		// unsafe call whether or not the stream is captured: it fails
 		// from any thread in global mode, from the capturing thread in
 		// thread-local mode (cuThreadExchangeStreamCaptureMode).
-		if !str.Host && o.Kind == OpLaunch && len(lazy) > 0 {
+		if !str.Host && o.Kind == plan.OpLaunch && len(lazy) > 0 {
 			for _, a := range stageAccesses(&p.Stages[o.Stage]) {
 				if key := [2]string{str.Name, a.Buffer}; lazy[a.Buffer] && !usedBefore[key] {
 					usedBefore[key] = true
@@ -404,17 +235,17 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 				}
 			}
 		}
-		if !captured[s] && !str.Host && o.Kind == OpLaunch {
+		if !captured[s] && !str.Host && o.Kind == plan.OpLaunch {
 			st := &p.Stages[o.Stage]
 			switch {
-			case str.Kind == StreamLegacy && blocking:
+			case str.Kind == plan.StreamLegacy && blocking:
 				// In every mode and from every thread: the legacy
 				// stream's implicit synchronization would depend on the
 				// capture; the mode governs unsafe calls only
 				// (cuStreamIsCapturing's reference).
 				bad(g, CaptureLegacy, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
 					fmt.Sprintf("issue %s after the capture ends, or make the captured streams non_blocking", st.Name))
-			case st.Copy == CopySync && affected:
+			case st.Copy == plan.CopySync && affected:
 				bad(g, CaptureSyncCopy, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "issue "+st.Name+" after the capture ends")
 			}
 		}
@@ -444,7 +275,7 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 // captured. For any other record (x < 0: before the capture, or an
 // earlier iteration's), the wait moves to the first stage, whose waits
 // are issued before cuStreamBeginCapture.
-func isolationFix(p *Plan, c Capture, x int) string {
+func isolationFix(p *plan.Plan, c plan.Capture, x int) string {
 	if x < 0 {
 		return fmt.Sprintf("wait before the capture begins instead (a wait of %s, the capture's first stage, whose waits are issued before cuStreamBeginCapture, or of a stage before it), or record the event in the capture", c.First)
 	}
@@ -461,7 +292,7 @@ func isolationFix(p *Plan, c Capture, x int) string {
 // taken, or an earlier iteration's). "" when it breaks none; a record in
 // another capture under way is the merge rule's, not said here. pos is
 // launchPositions(p).
-func isolationNote(p *Plan, f *Fix, pos []int) string {
+func isolationNote(p *plan.Plan, f *Fix, pos []int) string {
 	x, y := f.After, f.Before
 	sx, sy := p.Stages[x].Stream, p.Stages[y].Stream
 	if p.Streams[sx].Host || p.Streams[sy].Host {
@@ -502,7 +333,7 @@ func isolationNote(p *Plan, f *Fix, pos []int) string {
 // a stream the capture had not taken. It returns "" for a record made in
 // the capture, by a host stage, or in another capture under way (the
 // merge rule's), and for a wait on nothing.
-func (v *verifier) isolated(ck int, o Op, g int32, begin int, joins []int) string {
+func (v *verifier) isolated(ck int, o plan.Op, g int32, begin int, joins []int) string {
 	p := v.p
 	if o.Lag > 0 {
 		return fmt.Sprintf("event e%d of %d iteration(s) back", o.Event, o.Lag)
@@ -542,7 +373,7 @@ func (v *verifier) mergeFix(ck, q, s, at, end int) string {
 	endOp := int32(-1)            // the capture stream's last launch in it
 	for _, so := range p.IssueOrder[at:end] {
 		o := p.Streams[so[0]].Ops[so[1]]
-		if o.Kind != OpLaunch {
+		if o.Kind != plan.OpLaunch {
 			continue
 		}
 		switch so[0] {
@@ -562,17 +393,17 @@ func (v *verifier) mergeFix(ck, q, s, at, end int) string {
 
 // captureModeName is a capture mode's spec spelling.
 func captureModeName(m string) string {
-	if m == CaptureGlobal {
+	if m == plan.CaptureGlobal {
 		return "global"
 	}
 	return m
 }
 
-func stageAccesses(st *Stage) []Access {
-	return append(append([]Access(nil), st.Reads...), st.Writes...)
+func stageAccesses(st *plan.Stage) []plan.Access {
+	return append(append([]plan.Access(nil), st.Reads...), st.Writes...)
 }
 
-func conflictsAny(a Access, list []Access) bool {
+func conflictsAny(a plan.Access, list []plan.Access) bool {
 	for _, b := range list {
 		if a.Overlaps(b) {
 			return true
@@ -583,7 +414,7 @@ func conflictsAny(a Access, list []Access) bool {
 
 // withCaptures adds p's capture violations to err, Verify's result: into
 // its *RaceError, or as a new one.
-func withCaptures(p *Plan, err error) error {
+func withCaptures(p *plan.Plan, err error) error {
 	if p == nil || len(p.Captures) == 0 || p.ValidateShape() != nil {
 		return err
 	}
@@ -617,7 +448,7 @@ func (e *RaceError) reportCaptures(b *strings.Builder) {
 // before that launch. Other waits are untouched, so the fewest waits of the
 // sync pass are kept elsewhere. It returns the waits added. Cost:
 // O(captures × (joins + 1) × ops) for the happens-before it recomputes.
-func joinCaptures(p *Plan) int {
+func joinCaptures(p *plan.Plan) int {
 	added := 0
 	for _, c := range p.Captures {
 		for {
@@ -627,17 +458,17 @@ func joinCaptures(p *Plan) int {
 			}
 			so := p.IssueOrder[at]
 			ev := -1
-			if o := p.Streams[s].Ops[so[1]]; o.Kind == OpRecord {
+			if o := p.Streams[s].Ops[so[1]]; o.Kind == plan.OpRecord {
 				ev = o.Event
 			} else {
 				ev = p.Events
 				p.Events++
-				insertOp(p, s, so[1]+1, at+1, Op{Kind: OpRecord, Event: ev})
+				insertOp(p, s, so[1]+1, at+1, plan.Op{Kind: plan.OpRecord, Event: ev})
 			}
 			last := p.StageIndex(c.Last)
 			for k, so := range p.IssueOrder {
-				if o := p.Streams[so[0]].Ops[so[1]]; so[0] == c.Stream && o.Kind == OpLaunch && o.Stage == last {
-					insertOp(p, c.Stream, so[1], k, Op{Kind: OpWait, Event: ev})
+				if o := p.Streams[so[0]].Ops[so[1]]; so[0] == c.Stream && o.Kind == plan.OpLaunch && o.Stage == last {
+					insertOp(p, c.Stream, so[1], k, plan.Op{Kind: plan.OpWait, Event: ev})
 					break
 				}
 			}
@@ -650,7 +481,7 @@ func joinCaptures(p *Plan) int {
 // unjoinedStream returns a device stream forked into capture c whose last
 // op in the region does not happen before the launch of c's last stage,
 // and the issue position of that op; −1 when every forked stream joins.
-func unjoinedStream(p *Plan, c Capture) (stream, at int) {
+func unjoinedStream(p *plan.Plan, c plan.Capture) (stream, at int) {
 	begin, end := p.CaptureRegion(c)
 	joined := p.CaptureJoins(c)
 	lastAt := make([]int, len(p.Streams))
@@ -679,7 +510,7 @@ func unjoinedStream(p *Plan, c Capture) (stream, at int) {
 
 // insertOp inserts op at index j of stream s's ops and at position k of
 // the issue order.
-func insertOp(p *Plan, s, j, k int, op Op) {
+func insertOp(p *plan.Plan, s, j, k int, op plan.Op) {
 	for i, so := range p.IssueOrder {
 		if so[0] == s && so[1] >= j {
 			p.IssueOrder[i][1]++
@@ -822,7 +653,7 @@ func (st *state) captureOrder() {
 // where the recording work follows the capture's first stage through work
 // no capture can take, such as a host stage). Cost: per capture,
 // O(ops × streams) for the happens-before it recomputes plus O(moved²).
-func isolateCaptures(p *Plan) (removed, added int, stuck []stuckWait) {
+func isolateCaptures(p *plan.Plan) (removed, added int, stuck []stuckWait) {
 	for ck := range p.Captures {
 		r, a, s := isolateCapture(p, ck)
 		removed, added, stuck = removed+r, added+a, append(stuck, s...)
@@ -839,7 +670,7 @@ type stuckWait struct {
 	Capture, Waiter, Producer, Stream, Via int
 }
 
-func isolateCapture(p *Plan, ck int) (removed, added int, stuck []stuckWait) {
+func isolateCapture(p *plan.Plan, ck int) (removed, added int, stuck []stuckWait) {
 	c := p.Captures[ck]
 	first := p.StageIndex(c.First)
 	if first < 0 || len(p.IssueOrder) == 0 {
@@ -855,21 +686,21 @@ func isolateCapture(p *Plan, ck int) (removed, added int, stuck []stuckWait) {
 	fl := v.launchOp[first]
 	firstAt := int(v.opIssue[fl])
 	// The first stage's waits: a lagged wait there already is not added.
-	has := map[Op]bool{}
+	has := map[plan.Op]bool{}
 	for k := begin; k < firstAt; k++ {
 		if so := p.IssueOrder[k]; so[0] == c.Stream {
 			has[p.Streams[so[0]].Ops[so[1]]] = true
 		}
 	}
 	drop := map[[2]int]bool{}
-	var lagged []Op
+	var lagged []plan.Op
 	var recs []int32 // records of lag-0 waits moved, latest first below
 	for k := begin; k < end; k++ {
 		so := p.IssueOrder[k]
 		s, j := so[0], so[1]
 		str := &p.Streams[s]
 		o := str.Ops[j]
-		if o.Kind != OpWait || str.Host {
+		if o.Kind != plan.OpWait || str.Host {
 			continue
 		}
 		switch J := joins[s]; {
@@ -883,7 +714,7 @@ func isolateCapture(p *Plan, ck int) (removed, added int, stuck []stuckWait) {
 			// Only the waits right before the join, of the stage it
 			// joins for.
 			jj := p.IssueOrder[J][1]
-			if slices.ContainsFunc(str.Ops[j:jj], func(o Op) bool { return o.Kind != OpWait }) {
+			if slices.ContainsFunc(str.Ops[j:jj], func(o plan.Op) bool { return o.Kind != plan.OpWait }) {
 				continue
 			}
 		}
@@ -904,7 +735,7 @@ func isolateCapture(p *Plan, ck int) (removed, added int, stuck []stuckWait) {
 			w, pr := p.OpStage(s, j), p.OpStage(int(v.opStream[r]), int(v.opIndex(r)))
 			via := -1 // a host stage between the first stage and the record
 			for q := begin; q < int(v.opIssue[r]) && via < 0; q++ {
-				if h := p.IssueOrder[q]; p.Streams[h[0]].Host && p.Streams[h[0]].Ops[h[1]].Kind == OpLaunch {
+				if h := p.IssueOrder[q]; p.Streams[h[0]].Host && p.Streams[h[0]].Ops[h[1]].Kind == plan.OpLaunch {
 					if hg := v.opBase[h[0]] + int32(h[1]); v.opHB(fl, hg) && v.opHB(hg, r) {
 						via = p.Streams[h[0]].Ops[h[1]].Stage
 					}
@@ -922,17 +753,17 @@ func isolateCapture(p *Plan, ck int) (removed, added int, stuck []stuckWait) {
 	// The latest records first: an earlier one that happens before a
 	// chosen one (or before the first stage) needs no wait of its own.
 	slices.SortFunc(recs, func(x, y int32) int { return int(v.opIssue[y]) - int(v.opIssue[x]) })
-	var adds []Op
+	var adds []plan.Op
 	var chosen []int32
 	for _, r := range recs {
 		if v.opHB(r, fl) || slices.ContainsFunc(chosen, func(c int32) bool { return v.opHB(r, c) }) {
 			continue
 		}
 		chosen = append(chosen, r)
-		adds = append(adds, Op{Kind: OpWait, Event: p.Streams[v.opStream[r]].Ops[v.opIndex(r)].Event})
+		adds = append(adds, plan.Op{Kind: plan.OpWait, Event: p.Streams[v.opStream[r]].Ops[v.opIndex(r)].Event})
 	}
 	adds = append(adds, lagged...)
-	slices.SortFunc(adds, func(x, y Op) int { return cmp.Or(x.Event-y.Event, x.Lag-y.Lag) })
+	slices.SortFunc(adds, func(x, y plan.Op) int { return cmp.Or(x.Event-y.Event, x.Lag-y.Lag) })
 	moveWaits(p, drop, c.Stream, int(v.opIndex(fl)), adds)
 	return len(drop), len(adds), stuck
 }
@@ -940,13 +771,13 @@ func isolateCapture(p *Plan, ck int) (removed, added int, stuck []stuckWait) {
 // moveWaits removes the ops drop names ((stream, op index) pairs) and
 // inserts adds right before op j of stream s, in stream order and in issue
 // order, in one pass over the issue order.
-func moveWaits(p *Plan, drop map[[2]int]bool, s, j int, adds []Op) {
-	ops := make([][]Op, len(p.Streams))
+func moveWaits(p *plan.Plan, drop map[[2]int]bool, s, j int, adds []plan.Op) {
+	ops := make([][]plan.Op, len(p.Streams))
 	for t := range p.Streams {
-		ops[t] = make([]Op, 0, len(p.Streams[t].Ops)+len(adds))
+		ops[t] = make([]plan.Op, 0, len(p.Streams[t].Ops)+len(adds))
 	}
 	order := make([][2]int, 0, len(p.IssueOrder)+len(adds))
-	emit := func(t int, o Op) {
+	emit := func(t int, o plan.Op) {
 		order = append(order, [2]int{t, len(ops[t])})
 		ops[t] = append(ops[t], o)
 	}
@@ -971,7 +802,7 @@ func moveWaits(p *Plan, drop map[[2]int]bool, s, j int, adds []Op) {
 // keeps isolated (isolateCaptures' stuck waits), at the waiting stage: it
 // names the capture, both stages and their streams, the host stage between
 // them where there is one, and what to change.
-func (st *state) isolationError(p *Plan, stuck []stuckWait) error {
+func (st *state) isolationError(p *plan.Plan, stuck []stuckWait) error {
 	var l dag.ErrorList
 	for _, w := range stuck {
 		c := p.Captures[w.Capture]

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 	"pgregory.net/rapid"
 )
 
@@ -75,7 +76,7 @@ func TestAutoCapturesKeepRules(t *testing.T) {
 					continue
 				}
 				j := p.IssueOrder[J][1]
-				if j > 0 && p.Streams[s].Ops[j-1].Kind == OpWait && pos[[2]int{s, j - 1}] >= begin {
+				if j > 0 && p.Streams[s].Ops[j-1].Kind == plan.OpWait && pos[[2]int{s, j - 1}] >= begin {
 					t.Fatalf("stream %s waits for %v in the region right before it joins the capture\n%s", p.Streams[s].Name, p.Streams[s].Ops[j-1], ops(p))
 				}
 			}

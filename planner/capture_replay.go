@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // CaptureReplayOrder is the capture rule of a replay's order (its
@@ -36,7 +37,7 @@ const CaptureReplayOrder = "replay order"
 // of the result is happens-before as a replay has it. It returns p itself
 // when no capture takes another stream (a replay then orders as p does).
 // p must be valid.
-func ReplayPlan(p *Plan) *Plan {
+func ReplayPlan(p *plan.Plan) *plan.Plan {
 	type move struct{ from, to int }
 	var moves [][]move // per capture: the streams it moves
 	any := false
@@ -67,9 +68,9 @@ func ReplayPlan(p *Plan) *Plan {
 		q.Iteration = &it
 	}
 	// Per issue position: the ops to issue before it, and where its op goes.
-	before := map[int][]Op{} // ops of q issued before position k, with their streams in beforeS
+	before := map[int][]plan.Op{} // ops of q issued before position k, with their streams in beforeS
 	beforeS := map[int][]int{}
-	after := map[int][]Op{} // and after it
+	after := map[int][]plan.Op{} // and after it
 	afterS := map[int][]int{}
 	to := make([]int, len(p.IssueOrder)) // the stream of q that takes the op at k
 	for k, so := range p.IssueOrder {
@@ -92,22 +93,22 @@ func ReplayPlan(p *Plan) *Plan {
 		f := p.StageIndex(c.First)
 		at := begin // the launch of the first stage
 		for ; at < end; at++ {
-			if so := p.IssueOrder[at]; so[0] == c.Stream && p.Streams[so[0]].Ops[so[1]].Kind == OpLaunch && p.Streams[so[0]].Ops[so[1]].Stage == f {
+			if so := p.IssueOrder[at]; so[0] == c.Stream && p.Streams[so[0]].Ops[so[1]].Kind == plan.OpLaunch && p.Streams[so[0]].Ops[so[1]].Stage == f {
 				break
 			}
 		}
 		launch := newEvent()
-		before[at] = append(before[at], Op{Kind: OpRecord, Event: launch})
+		before[at] = append(before[at], plan.Op{Kind: plan.OpRecord, Event: launch})
 		beforeS[at] = append(beforeS[at], c.Stream)
 		for m := range moves[ck] {
 			s := moves[ck][m].from
 			b := len(q.Streams)
 			moves[ck][m].to = b
 			src := p.Streams[s]
-			q.Streams = append(q.Streams, Stream{ID: b, Name: fmt.Sprintf("%s (its branch of the graph of %s…%s)", src.Name, c.First, c.Last),
-				Kind: StreamNonBlocking, Thread: src.Thread, Device: src.Device})
+			q.Streams = append(q.Streams, plan.Stream{ID: b, Name: fmt.Sprintf("%s (its branch of the graph of %s…%s)", src.Name, c.First, c.Last),
+				Kind: plan.StreamNonBlocking, Thread: src.Thread, Device: src.Device})
 			j := joins[s]
-			before[j] = append(before[j], Op{Kind: OpWait, Event: launch})
+			before[j] = append(before[j], plan.Op{Kind: plan.OpWait, Event: launch})
 			beforeS[j] = append(beforeS[j], b)
 			for k := j; k < end; k++ {
 				if p.IssueOrder[k][0] == s {
@@ -119,7 +120,7 @@ func ReplayPlan(p *Plan) *Plan {
 		seen := map[int]bool{}
 		for k := begin; k < end; k++ {
 			so := p.IssueOrder[k]
-			if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpRecord && joins[so[0]] >= 0 && joins[so[0]] <= k && !seen[o.Event] {
+			if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpRecord && joins[so[0]] >= 0 && joins[so[0]] <= k && !seen[o.Event] {
 				seen[o.Event] = true
 				after[end-1] = append(after[end-1], o)
 				afterS[end-1] = append(afterS[end-1], c.Stream)
@@ -127,7 +128,7 @@ func ReplayPlan(p *Plan) *Plan {
 		}
 	}
 	q.IssueOrder = make([][2]int, 0, len(p.IssueOrder)+2*len(before))
-	emit := func(s int, o Op) {
+	emit := func(s int, o plan.Op) {
 		q.IssueOrder = append(q.IssueOrder, [2]int{s, len(q.Streams[s].Ops)})
 		q.Streams[s].Ops = append(q.Streams[s].Ops, o)
 	}
@@ -136,7 +137,7 @@ func ReplayPlan(p *Plan) *Plan {
 			emit(beforeS[k][i], o)
 		}
 		o := p.Streams[so[0]].Ops[so[1]]
-		if o.Kind == OpLaunch {
+		if o.Kind == plan.OpLaunch {
 			q.Stages[o.Stage].Stream = to[k]
 		}
 		emit(to[k], o)
@@ -164,7 +165,7 @@ type replayRace struct {
 
 // replayRaces returns the races of p as a replay runs it (ReplayPlan) that
 // p does not have, once per pair of stages. Cost: two Verify runs.
-func replayRaces(p *Plan) []replayRace {
+func replayRaces(p *plan.Plan) []replayRace {
 	q := ReplayPlan(p)
 	if q == p {
 		return nil
@@ -190,7 +191,7 @@ func replayRaces(p *Plan) []replayRace {
 	}
 	pos := make([]int, len(p.Stages)) // per stage: the issue position of its launch
 	for k, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpLaunch {
 			pos[o.Stage] = k
 		}
 	}
@@ -198,7 +199,7 @@ func replayRaces(p *Plan) []replayRace {
 	capOf := map[int]int{}
 	for s := len(p.Streams); s < len(q.Streams); s++ {
 		for _, o := range q.Streams[s].Ops {
-			if o.Kind != OpLaunch {
+			if o.Kind != plan.OpLaunch {
 				continue
 			}
 			for ck, c := range p.Captures {
@@ -216,7 +217,7 @@ func replayRaces(p *Plan) []replayRace {
 		b, e := p.CaptureRegion(c)
 		for k := b; k < e; k++ {
 			so := p.IssueOrder[k]
-			if o := p.Streams[so[0]].Ops[so[1]]; so[0] == c.Stream && o.Kind == OpLaunch {
+			if o := p.Streams[so[0]].Ops[so[1]]; so[0] == c.Stream && o.Kind == plan.OpLaunch {
 				if _, ok := capOf[o.Stage]; !ok {
 					capOf[o.Stage] = ck
 				}
@@ -240,7 +241,7 @@ func replayRaces(p *Plan) []replayRace {
 			firstIn, lastIn := -1, -1
 			for k := j; k < e; k++ {
 				if so := p.IssueOrder[k]; so[0] == s {
-					if o := p.Streams[s].Ops[so[1]]; o.Kind == OpLaunch && capOf[o.Stage] == ck {
+					if o := p.Streams[s].Ops[so[1]]; o.Kind == plan.OpLaunch && capOf[o.Stage] == ck {
 						if firstIn < 0 {
 							firstIn = o.Stage
 						}
@@ -252,7 +253,7 @@ func replayRaces(p *Plan) []replayRace {
 				continue
 			}
 			for _, o := range p.Streams[s].Ops {
-				if o.Kind != OpLaunch {
+				if o.Kind != plan.OpLaunch {
 					continue
 				}
 				if at := pos[o.Stage]; at < j {
@@ -344,7 +345,7 @@ func replayRaces(p *Plan) []replayRace {
 
 // replayOrder returns the violations of CaptureReplayOrder (replayRaces),
 // each named by the captured stage of its pair.
-func replayOrder(p *Plan) []CaptureViolation {
+func replayOrder(p *plan.Plan) []CaptureViolation {
 	var out []CaptureViolation
 	for _, rr := range replayRaces(p) {
 		r, c := rr.race, p.Captures[rr.capture]
@@ -386,7 +387,7 @@ func replayOrder(p *Plan) []CaptureViolation {
 // no new wait orders is returned, never dropped. Cost: two Verify runs
 // per round, a round per wait, at most one round per stage and capture
 // plus one.
-func orderReplays(p *Plan) (added int, left []replayRace) {
+func orderReplays(p *plan.Plan) (added int, left []replayRace) {
 	for range len(p.Stages) + len(p.Captures) + 1 {
 		left = nil
 		fixed := false
@@ -430,14 +431,14 @@ func orderReplays(p *Plan) (added int, left []replayRace) {
 // issued right before it on its stream, a wait of lag iterations back on
 // the record issued right after stage from's launch (the wait addWait
 // makes).
-func hasWait(p *Plan, from, to, lag int) bool {
+func hasWait(p *plan.Plan, from, to, lag int) bool {
 	at := launchOf(p, from)
 	if at < 0 {
 		return false
 	}
 	so := p.IssueOrder[at]
 	j := so[1] + 1
-	if j >= len(p.Streams[so[0]].Ops) || p.Streams[so[0]].Ops[j].Kind != OpRecord {
+	if j >= len(p.Streams[so[0]].Ops) || p.Streams[so[0]].Ops[j].Kind != plan.OpRecord {
 		return false
 	}
 	ev := p.Streams[so[0]].Ops[j].Event
@@ -445,7 +446,7 @@ func hasWait(p *Plan, from, to, lag int) bool {
 		return false
 	}
 	so = p.IssueOrder[at]
-	for j := so[1] - 1; j >= 0 && p.Streams[so[0]].Ops[j].Kind == OpWait; j-- {
+	for j := so[1] - 1; j >= 0 && p.Streams[so[0]].Ops[j].Kind == plan.OpWait; j-- {
 		if o := p.Streams[so[0]].Ops[j]; o.Event == ev && o.Lag == lag {
 			return true
 		}
@@ -454,9 +455,9 @@ func hasWait(p *Plan, from, to, lag int) bool {
 }
 
 // launchAt returns the issue position of stage i's launch, or −1.
-func launchOf(p *Plan, i int) int {
+func launchOf(p *plan.Plan, i int) int {
 	for k, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch && o.Stage == i {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpLaunch && o.Stage == i {
 			return k
 		}
 	}
@@ -467,11 +468,11 @@ func launchOf(p *Plan, i int) int {
 // record right after from's launch (reusing one that is there) and a wait
 // right before to's launch; a plan with iteration info gets the event
 // ring slots the wait's lag needs (crossSlots).
-func addReplayWait(p *Plan, from, to, lag int) {
+func addReplayWait(p *plan.Plan, from, to, lag int) {
 	at := launchOf(p, from)
 	so := p.IssueOrder[at]
 	ev := -1
-	if j := so[1] + 1; j < len(p.Streams[so[0]].Ops) && p.Streams[so[0]].Ops[j].Kind == OpRecord && at+1 < len(p.IssueOrder) && p.IssueOrder[at+1] == [2]int{so[0], j} {
+	if j := so[1] + 1; j < len(p.Streams[so[0]].Ops) && p.Streams[so[0]].Ops[j].Kind == plan.OpRecord && at+1 < len(p.IssueOrder) && p.IssueOrder[at+1] == [2]int{so[0], j} {
 		ev = p.Streams[so[0]].Ops[j].Event
 	} else {
 		ev = p.Events
@@ -479,11 +480,11 @@ func addReplayWait(p *Plan, from, to, lag int) {
 		if p.Iteration != nil {
 			p.Iteration.Slots = append(p.Iteration.Slots, 1)
 		}
-		insertOp(p, so[0], so[1]+1, at+1, Op{Kind: OpRecord, Event: ev})
+		insertOp(p, so[0], so[1]+1, at+1, plan.Op{Kind: plan.OpRecord, Event: ev})
 	}
 	at = launchOf(p, to)
 	so = p.IssueOrder[at]
-	insertOp(p, so[0], so[1], at, Op{Kind: OpWait, Event: ev, Lag: lag})
+	insertOp(p, so[0], so[1], at, plan.Op{Kind: plan.OpWait, Event: ev, Lag: lag})
 	if p.Iteration != nil && lag > 0 {
 		p.Iteration.Slots = crossSlots(p)
 	}
@@ -492,7 +493,7 @@ func addReplayWait(p *Plan, from, to, lag int) {
 // replayOrderError is the spec error for replay races that no wait of the
 // capture's first stage orders (orderReplays' left): the earlier stage is
 // issued inside the region, before its stream joined the capture.
-func (st *state) replayOrderError(p *Plan, left []replayRace) error {
+func (st *state) replayOrderError(p *plan.Plan, left []replayRace) error {
 	var l dag.ErrorList
 	for _, rr := range left {
 		c := p.Captures[rr.capture]

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 func TestCaptureRules(t *testing.T) {
@@ -34,9 +35,9 @@ func TestCaptureRules(t *testing.T) {
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("h", on(dag.HostStream), waits("a")), stage("z", on("s0"), writes("x"))))},
 		{name: "host waits for work outside the capture, global mode", want: CaptureSync, stage: "h", fixWord: "mode: relaxed",
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("y")), stage("h", on(dag.HostStream), waits("b")), stage("z", on("s0"), writes("x"))))},
-		{name: "host waits for work outside the capture, thread-local mode, capturing thread", want: CaptureSync, stage: "h", mode: CaptureThreadLocal,
+		{name: "host waits for work outside the capture, thread-local mode, capturing thread", want: CaptureSync, stage: "h", mode: plan.CaptureThreadLocal,
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("y")), stage("h", on(dag.HostStream), waits("b")), stage("z", on("s0"), writes("x"))))},
-		{name: "host waits for work outside the capture, relaxed mode", mode: CaptureRelaxed,
+		{name: "host waits for work outside the capture, relaxed mode", mode: plan.CaptureRelaxed,
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("y")), stage("h", on(dag.HostStream), waits("b")), stage("z", on("s0"), writes("x"))))},
 		// b is issued after a: a cannot wait for it, so the fix moves b
 		// before the capture or captures it.
@@ -56,28 +57,28 @@ func TestCaptureRules(t *testing.T) {
 			spec: manual(spec(stage("warm", on("s1"), writes("ws")), stage("a", on("s0"), waits("warm"), writes("ws")), stage("z", on("s0"), writes("x"))))},
 		{name: "lazy workspace warmed up on the capture stream", lazy: "ws",
 			spec: manual(spec(stage("warm", on("s0"), writes("ws")), stage("a", on("s0"), writes("ws")), stage("z", on("s0"), writes("x"))))},
-		{name: "lazy workspace, relaxed mode", lazy: "ws", mode: CaptureRelaxed,
+		{name: "lazy workspace, relaxed mode", lazy: "ws", mode: plan.CaptureRelaxed,
 			spec: manual(spec(stage("a", on("s0"), writes("ws")), stage("z", on("s0"), writes("x"))))},
 		{name: "lazy workspace first used on a stream not captured, global mode", want: CaptureAlloc, stage: "b", lazy: "ws", fixWord: "warm up on stream s1",
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("ws")), stage("z", on("s0"), writes("x"))))},
-		{name: "lazy workspace first used on a stream not captured, thread-local mode, same thread", want: CaptureAlloc, stage: "b", lazy: "ws", mode: CaptureThreadLocal,
+		{name: "lazy workspace first used on a stream not captured, thread-local mode, same thread", want: CaptureAlloc, stage: "b", lazy: "ws", mode: plan.CaptureThreadLocal,
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("ws")), stage("z", on("s0"), writes("x"))))},
-		{name: "lazy workspace first used on a stream not captured, thread-local mode, other thread", lazy: "ws", mode: CaptureThreadLocal,
+		{name: "lazy workspace first used on a stream not captured, thread-local mode, other thread", lazy: "ws", mode: plan.CaptureThreadLocal,
 			threads: map[string]string{"s1": "t2"},
 			spec:    manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("ws")), stage("z", on("s0"), writes("x"))))},
-		{name: "lazy workspace first used on a stream not captured, relaxed mode", lazy: "ws", mode: CaptureRelaxed,
+		{name: "lazy workspace first used on a stream not captured, relaxed mode", lazy: "ws", mode: plan.CaptureRelaxed,
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("ws")), stage("z", on("s0"), writes("x"))))},
 		{name: "legacy stream while a blocking stream is captured", want: CaptureLegacy, stage: "l",
-			kinds: map[string]string{"s0": StreamBlocking, "L": StreamLegacy},
+			kinds: map[string]string{"s0": plan.StreamBlocking, "L": plan.StreamLegacy},
 			spec:  manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
-		{name: "legacy stream while a blocking stream is captured, relaxed mode", want: CaptureLegacy, stage: "l", mode: CaptureRelaxed,
-			kinds: map[string]string{"s0": StreamBlocking, "L": StreamLegacy},
+		{name: "legacy stream while a blocking stream is captured, relaxed mode", want: CaptureLegacy, stage: "l", mode: plan.CaptureRelaxed,
+			kinds: map[string]string{"s0": plan.StreamBlocking, "L": plan.StreamLegacy},
 			spec:  manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
-		{name: "legacy stream while a blocking stream is captured, thread-local mode, other thread", want: CaptureLegacy, stage: "l", mode: CaptureThreadLocal,
-			kinds: map[string]string{"s0": StreamBlocking, "L": StreamLegacy}, threads: map[string]string{"L": "t2"},
+		{name: "legacy stream while a blocking stream is captured, thread-local mode, other thread", want: CaptureLegacy, stage: "l", mode: plan.CaptureThreadLocal,
+			kinds: map[string]string{"s0": plan.StreamBlocking, "L": plan.StreamLegacy}, threads: map[string]string{"L": "t2"},
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
 		{name: "legacy stream while a non-blocking stream is captured",
-			kinds: map[string]string{"L": StreamLegacy},
+			kinds: map[string]string{"L": plan.StreamLegacy},
 			spec:  manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -96,11 +97,11 @@ func TestCaptureRules(t *testing.T) {
 			}
 			for i := range p.Buffers {
 				if p.Buffers[i].Name == c.lazy {
-					p.Buffers[i].Alloc = AllocLazy
+					p.Buffers[i].Alloc = plan.AllocLazy
 				}
 			}
 			first := "a"
-			p.Captures = []Capture{{Stream: p.Stages[p.StageIndex(first)].Stream, First: first, Last: "z", Mode: c.mode}}
+			p.Captures = []plan.Capture{{Stream: p.Stages[p.StageIndex(first)].Stream, First: first, Last: "z", Mode: c.mode}}
 			if err := p.Validate(); err != nil {
 				t.Fatal(err)
 			}
@@ -127,17 +128,17 @@ func TestCaptureRules(t *testing.T) {
 // invalid (a stream has one capture at a time); disjoint ones are valid.
 func TestCapturesOverlap(t *testing.T) {
 	p := build(t, manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s0"), writes("x")), stage("c", on("s0"), writes("x")))), Options{})
-	p.Captures = []Capture{{Stream: 0, First: "a", Last: "a"}, {Stream: 0, First: "b", Last: "c"}}
+	p.Captures = []plan.Capture{{Stream: 0, First: "a", Last: "a"}, {Stream: 0, First: "b", Last: "c"}}
 	if err := p.Validate(); err != nil {
 		t.Fatalf("disjoint captures: %v", err)
 	}
 	// A capture begun on a stream that has joined another capture.
 	q := build(t, manual(spec(stage("a", on("s0"), writes("x")), stage("f", on("s1"), waits("a"), writes("y")), stage("g", on("s1"), writes("y")), stage("z", on("s0"), waits("g"), writes("x")))), Options{})
-	q.Captures = []Capture{{Stream: 0, First: "a", Last: "z"}, {Stream: 1, First: "g", Last: "g"}}
+	q.Captures = []plan.Capture{{Stream: 0, First: "a", Last: "z"}, {Stream: 1, First: "g", Last: "g"}}
 	if err := q.Validate(); err == nil || !strings.Contains(err.Error(), "begins on stream s1, which joined capture 0") {
 		t.Fatalf("capture on a joined stream: Validate = %v", err)
 	}
-	p.Captures = []Capture{{Stream: 0, First: "a", Last: "b"}, {Stream: 0, First: "b", Last: "c", Source: "t.yaml:12:5"}}
+	p.Captures = []plan.Capture{{Stream: 0, First: "a", Last: "b"}, {Stream: 0, First: "b", Last: "c", Source: "t.yaml:12:5"}}
 	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "capture 1 (t.yaml:12:5) of b…c on stream s0 overlaps capture 0") {
 		t.Fatalf("overlapping captures: Validate = %v", err)
 	}

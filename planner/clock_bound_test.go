@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/synth"
 )
 
@@ -18,7 +19,7 @@ func TestClockBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := UnrollDerived(p, UnrollIterations(p), false)
+	q, err := plan.UnrollDerived(p, plan.UnrollIterations(p), false)
 	if err != nil {
 		t.Fatal(err)
 	}

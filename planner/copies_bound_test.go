@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // TestRingCopiesPastBoundIsSpecError: ring copies the loader takes but a
@@ -17,7 +18,7 @@ func TestRingCopiesPastBoundIsSpecError(t *testing.T) {
 		s := spec(stage("w", writes("x")), stage("r", reads("x"), writes("y")))
 		for i := range s.Buffers {
 			if s.Buffers[i].Name == "x" {
-				s.Buffers[i].Copies = MaxExtraSlots + 2
+				s.Buffers[i].Copies = plan.MaxExtraSlots + 2
 				s.Buffers[i].Pos = dag.Pos{File: "s.yaml", Line: 4, Col: 5}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 const peerSpec = `version: 1
@@ -48,7 +49,7 @@ stages:
 
 // planOf plans src, verifies it, and returns one iteration of it: without
 // the iteration info and the waits across iterations.
-func planOf(t *testing.T, src string) *Plan {
+func planOf(t *testing.T, src string) *plan.Plan {
 	t.Helper()
 	p, err := Build(loadSpec(t, src), Options{Check: true})
 	if err != nil {
@@ -57,7 +58,7 @@ func planOf(t *testing.T, src string) *Plan {
 	if err := Verify(p); err != nil {
 		t.Fatalf("planned: %v", err)
 	}
-	q := p.WithoutOps(func(s, j int, o Op) bool { return o.Kind == OpWait && o.Lag > 0 })
+	q := p.WithoutOps(func(s, j int, o plan.Op) bool { return o.Kind == plan.OpWait && o.Lag > 0 })
 	q.Iteration = nil
 	if err := Verify(q); err != nil {
 		t.Fatalf("one iteration: %v", err)
@@ -87,7 +88,7 @@ func TestDevicesStreams(t *testing.T) {
 	for d, n := range p.Stats.ArenaBytesPerDevice {
 		sum += n
 		for _, b := range p.Buffers {
-			if b.ArenaOffset != nil && b.Device == d && *b.ArenaOffset+AlignUp(b.Bytes) > n {
+			if b.ArenaOffset != nil && b.Device == d && *b.ArenaOffset+plan.AlignUp(b.Bytes) > n {
 				t.Errorf("buffer %s ends past device %d's arena (%d bytes)", b.Name, d, n)
 			}
 		}
@@ -98,7 +99,7 @@ func TestDevicesStreams(t *testing.T) {
 	// The copy's source is written on device 0: taking out the wait of
 	// device 1's stream for it is a race across devices.
 	send := p.Stages[2].Stream
-	q := p.WithoutOps(func(s, j int, o Op) bool { return o.Kind == OpWait && s == send })
+	q := p.WithoutOps(func(s, j int, o plan.Op) bool { return o.Kind == plan.OpWait && s == send })
 	var re *RaceError
 	if err := Verify(q); !errors.As(err, &re) || re.Races[0].FirstName != "produce" || re.Races[0].SecondName != "send" {
 		t.Errorf("without the wait: %v, want the race produce → send", err)
@@ -110,17 +111,17 @@ func TestDevicesStreams(t *testing.T) {
 func TestDeviceAccesses(t *testing.T) {
 	p := planOf(t, peerSpec)
 	q := *p
-	q.Stages = append([]Stage(nil), p.Stages...)
+	q.Stages = append([]plan.Stage(nil), p.Stages...)
 	use := &q.Stages[3]
-	use.Reads = append([]Access(nil), use.Reads...)
+	use.Reads = append([]plan.Access(nil), use.Reads...)
 	use.Reads[0].Buffer = "a" // device 0's, from device 1
-	var pe *PlanError
+	var pe *plan.PlanError
 	if err := Verify(&q); !errors.As(err, &pe) || !strings.Contains(err.Error(), "buffer a of device 0") {
 		t.Errorf("cross-device read: %v", err)
 	}
 	q = *p
 	q.Devices = 3
-	q.Streams = append([]Stream(nil), p.Streams...)
+	q.Streams = append([]plan.Stream(nil), p.Streams...)
 	send := p.Stages[2].Stream
 	q.Streams[send].Device = 2
 	if err := Verify(&q); !errors.As(err, &pe) || !strings.Contains(err.Error(), "peer copy runs on a stream of its source or destination") {
@@ -136,7 +137,7 @@ func TestCollectiveLowering(t *testing.T) {
 	var ranks []int
 	for k, so := range p.IssueOrder {
 		o := p.Streams[so[0]].Ops[so[1]]
-		if o.Kind == OpLaunch && p.Stages[o.Stage].Collective != nil {
+		if o.Kind == plan.OpLaunch && p.Stages[o.Stage].Collective != nil {
 			ranks = append(ranks, k)
 			c := p.Stages[o.Stage].Collective
 			if want := dag.RankName("reduce", c.Rank); p.Stages[o.Stage].Name != want || c.Ranks != 2 || c.Op != "all_reduce" || c.Reduce != "sum" {
@@ -155,23 +156,23 @@ func TestCollectiveLowering(t *testing.T) {
 // rendezvousPlan is, by hand: mark (stream s0, device 0) writes host
 // memory before rank 0; rank 1 (stream s1, device 1), then seen, which
 // reads it. No event orders them.
-func rendezvousPlan() *Plan {
-	rank := func(r int) *Collective {
-		return &Collective{Group: 0, Op: "all_reduce", Reduce: "sum", Rank: r, Ranks: 2}
+func rendezvousPlan() *plan.Plan {
+	rank := func(r int) *plan.Collective {
+		return &plan.Collective{Group: 0, Op: "all_reduce", Reduce: "sum", Rank: r, Ranks: 2}
 	}
-	return &Plan{Version: 1, Devices: 2,
-		Buffers: []Buffer{{Name: "note", Bytes: 64, Where: dag.WhereHostPinned, Role: dag.RoleTemp},
+	return &plan.Plan{Version: 1, Devices: 2,
+		Buffers: []plan.Buffer{{Name: "note", Bytes: 64, Where: dag.WhereHostPinned, Role: dag.RoleTemp},
 			{Name: "g0", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleTemp},
 			{Name: "g1", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleTemp, Device: 1}},
-		Stages: []Stage{
-			{Name: "mark", Stream: 0, Kernel: "fill", Args: map[string]any{"value": 1.0}, Writes: []Access{{Buffer: "note", Bytes: 64}}},
-			{Name: "r/0", Stream: 0, Kernel: "all_reduce", Args: map[string]any{"op": "sum"}, Reads: []Access{{Buffer: "g0", Bytes: 64}}, Writes: []Access{{Buffer: "g0", Bytes: 64}}, Collective: rank(0)},
-			{Name: "r/1", Stream: 1, Kernel: "all_reduce", Args: map[string]any{"op": "sum"}, Reads: []Access{{Buffer: "g1", Bytes: 64}}, Writes: []Access{{Buffer: "g1", Bytes: 64}}, Collective: rank(1)},
-			{Name: "seen", Stream: 1, Kernel: "checksum", Reads: []Access{{Buffer: "note", Bytes: 64}}, Writes: []Access{{Buffer: "g1", Bytes: 8}}},
+		Stages: []plan.Stage{
+			{Name: "mark", Stream: 0, Kernel: "fill", Args: map[string]any{"value": 1.0}, Writes: []plan.Access{{Buffer: "note", Bytes: 64}}},
+			{Name: "r/0", Stream: 0, Kernel: "all_reduce", Args: map[string]any{"op": "sum"}, Reads: []plan.Access{{Buffer: "g0", Bytes: 64}}, Writes: []plan.Access{{Buffer: "g0", Bytes: 64}}, Collective: rank(0)},
+			{Name: "r/1", Stream: 1, Kernel: "all_reduce", Args: map[string]any{"op": "sum"}, Reads: []plan.Access{{Buffer: "g1", Bytes: 64}}, Writes: []plan.Access{{Buffer: "g1", Bytes: 64}}, Collective: rank(1)},
+			{Name: "seen", Stream: 1, Kernel: "checksum", Reads: []plan.Access{{Buffer: "note", Bytes: 64}}, Writes: []plan.Access{{Buffer: "g1", Bytes: 8}}},
 		},
-		Streams: []Stream{
-			{ID: 0, Name: "s0", Ops: []Op{{Kind: OpLaunch, Stage: 0}, {Kind: OpLaunch, Stage: 1}}},
-			{ID: 1, Name: "s1", Device: 1, Ops: []Op{{Kind: OpLaunch, Stage: 2}, {Kind: OpLaunch, Stage: 3}}},
+		Streams: []plan.Stream{
+			{ID: 0, Name: "s0", Ops: []plan.Op{{Kind: plan.OpLaunch, Stage: 0}, {Kind: plan.OpLaunch, Stage: 1}}},
+			{ID: 1, Name: "s1", Device: 1, Ops: []plan.Op{{Kind: plan.OpLaunch, Stage: 2}, {Kind: plan.OpLaunch, Stage: 3}}},
 		},
 		IssueOrder: [][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}},
 	}
@@ -207,8 +208,8 @@ func TestRendezvous(t *testing.T) {
 			peek = i
 		}
 	}
-	q = p.WithoutOps(func(s, j int, o Op) bool {
-		return o.Kind == OpWait && p.Streams[s].Ops[j+1].Kind == OpLaunch && p.Streams[s].Ops[j+1].Stage == peek
+	q = p.WithoutOps(func(s, j int, o plan.Op) bool {
+		return o.Kind == plan.OpWait && p.Streams[s].Ops[j+1].Kind == plan.OpLaunch && p.Streams[s].Ops[j+1].Stage == peek
 	})
 	re = nil
 	if err := Verify(q); !errors.As(err, &re) {
@@ -231,7 +232,7 @@ func TestDeadlock(t *testing.T) {
 	r0, r1 := -1, -1
 	for k, so := range p.IssueOrder {
 		o := p.Streams[so[0]].Ops[so[1]]
-		if o.Kind == OpLaunch && p.Stages[o.Stage].Collective != nil {
+		if o.Kind == plan.OpLaunch && p.Stages[o.Stage].Collective != nil {
 			if p.Stages[o.Stage].Collective.Rank == 0 {
 				r0 = k
 			} else {
@@ -242,11 +243,11 @@ func TestDeadlock(t *testing.T) {
 	s0, s1 := p.IssueOrder[r0][0], p.IssueOrder[r1][0]
 	// Rank 1's stream waits for an event recorded after rank 0.
 	q := *p
-	q.Streams = append([]Stream(nil), p.Streams...)
+	q.Streams = append([]plan.Stream(nil), p.Streams...)
 	e := q.Events
 	q.Events++
-	insert := func(s, at int, o Op) {
-		ops := append([]Op(nil), q.Streams[s].Ops[:at]...)
+	insert := func(s, at int, o plan.Op) {
+		ops := append([]plan.Op(nil), q.Streams[s].Ops[:at]...)
 		q.Streams[s].Ops = append(append(ops, o), q.Streams[s].Ops[at:]...)
 		for k := range q.IssueOrder {
 			if q.IssueOrder[k][0] == s && q.IssueOrder[k][1] >= at {
@@ -258,8 +259,8 @@ func TestDeadlock(t *testing.T) {
 	j0 := p.IssueOrder[r0][1]
 	j1 := p.IssueOrder[r1][1]
 	q.IssueOrder = append(q.IssueOrder, p.IssueOrder[r0+1:]...)
-	insert(s0, j0+1, Op{Kind: OpRecord, Event: e})
-	insert(s1, j1, Op{Kind: OpWait, Event: e})
+	insert(s0, j0+1, plan.Op{Kind: plan.OpRecord, Event: e})
+	insert(s1, j1, plan.Op{Kind: plan.OpWait, Event: e})
 	// Issue: …, rank 0, the record, the wait, rank 1, …
 	rest := [][2]int{{s0, j0 + 1}, {s1, j1}}
 	var order [][2]int
@@ -279,7 +280,7 @@ func TestDeadlock(t *testing.T) {
 		t.Errorf("report: %s", re.Error())
 	}
 	// The record alone between the ranks: not one group, no deadlock.
-	q2 := q.WithoutOps(func(s, j int, o Op) bool { return o.Kind == OpWait && o.Event == e })
+	q2 := q.WithoutOps(func(s, j int, o plan.Op) bool { return o.Kind == plan.OpWait && o.Event == e })
 	re = nil
 	if err := Verify(q2); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "" || !strings.Contains(re.Deadlocks[0].Between, "record") {
 		t.Fatalf("Verify = %v, want ranks not issued as one group", err)
@@ -379,25 +380,25 @@ func TestDevicesPlanFile(t *testing.T) {
 	if err := p.EncodeJSON(&b, false); err != nil {
 		t.Fatal(err)
 	}
-	var q Plan
+	var q plan.Plan
 	if err := q.UnmarshalJSON([]byte(b.String())); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.Validate(); err != nil || q.Devices != 2 || q.Streams[p.Stages[2].Stream].Device != 1 || q.Buffers[1].Device != 1 {
 		t.Fatalf("read back: %v, %+v", err, q.Streams)
 	}
-	for name, bad := range map[string]func(*Plan){
-		"stream device":    func(x *Plan) { x.Streams[0].Device = 2 },
-		"buffer device":    func(x *Plan) { x.Buffers[0].Device = -1 },
-		"arena per device": func(x *Plan) { x.Stats.ArenaBytesPerDevice = []int64{x.Stats.ArenaBytesPerDevice[0]} },
-		"past its arena":   func(x *Plan) { x.Stats.ArenaBytesPerDevice = []int64{0, 0} },
-		"devices":          func(x *Plan) { x.Devices = 65 },
+	for name, bad := range map[string]func(*plan.Plan){
+		"stream device":    func(x *plan.Plan) { x.Streams[0].Device = 2 },
+		"buffer device":    func(x *plan.Plan) { x.Buffers[0].Device = -1 },
+		"arena per device": func(x *plan.Plan) { x.Stats.ArenaBytesPerDevice = []int64{x.Stats.ArenaBytesPerDevice[0]} },
+		"past its arena":   func(x *plan.Plan) { x.Stats.ArenaBytesPerDevice = []int64{0, 0} },
+		"devices":          func(x *plan.Plan) { x.Devices = 65 },
 	} {
 		x := q
-		x.Streams = append([]Stream(nil), q.Streams...)
-		x.Buffers = append([]Buffer(nil), q.Buffers...)
+		x.Streams = append([]plan.Stream(nil), q.Streams...)
+		x.Buffers = append([]plan.Buffer(nil), q.Buffers...)
 		bad(&x)
-		var pe *PlanError
+		var pe *plan.PlanError
 		if err := x.Validate(); !errors.As(err, &pe) {
 			t.Errorf("%s: Validate = %v, want a *PlanError", name, err)
 		}
@@ -538,7 +539,7 @@ func TestBudgetAutoNoteDevices(t *testing.T) {
 	}
 	p := build(t, s, Options{MemoryBudget: BudgetAuto, MaxStreams: 8})
 	per := p.Stats.ArenaBytesPerDevice
-	want := fmt.Sprintf("memory_budget auto: the arena of device %d (the largest; the aim caps each device's) is %s bytes", slices.Index(per, slices.Max(per)), Thousands(int(slices.Max(per))))
+	want := fmt.Sprintf("memory_budget auto: the arena of device %d (the largest; the aim caps each device's) is %s bytes", slices.Index(per, slices.Max(per)), plan.Thousands(int(slices.Max(per))))
 	var got string
 	for _, n := range p.Notes {
 		if strings.HasPrefix(n, "memory_budget auto") {

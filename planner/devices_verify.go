@@ -7,6 +7,7 @@ import (
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // The verifier's checks of several devices: what each launch may touch,
@@ -17,7 +18,7 @@ import (
 // collective's rank) touches only its own device's memory and host memory;
 // a copy may read one device and write another (a peer copy), one of them
 // its own. No wait can fix it. Cost: O(accesses).
-func deviceAccesses(p *Plan) error {
+func deviceAccesses(p *plan.Plan) error {
 	if p.DeviceCount() <= 1 {
 		return nil
 	}
@@ -38,16 +39,16 @@ func deviceAccesses(p *Plan) error {
 			to, tok := dev[st.Writes[0].Buffer]
 			if fok && tok && from != to {
 				if d != from && d != to {
-					return ErrorAt(fmt.Sprintf("stages[%d].stream", i), "stage %s copies from device %d to device %d on stream %s of device %d: a peer copy runs on a stream of its source or destination device", st.Name, from, to, p.Streams[st.Stream].Name, d)
+					return plan.ErrorAt(fmt.Sprintf("stages[%d].stream", i), "stage %s copies from device %d to device %d on stream %s of device %d: a peer copy runs on a stream of its source or destination device", st.Name, from, to, p.Streams[st.Stream].Name, d)
 				}
 				continue
 			}
 		}
-		for k, list := range [2][]Access{st.Reads, st.Writes} {
+		for k, list := range [2][]plan.Access{st.Reads, st.Writes} {
 			for j, a := range list {
 				if bd, ok := dev[a.Buffer]; ok && bd != d {
 					field := [2]string{"reads", "writes"}[k]
-					return ErrorAt(fmt.Sprintf("stages[%d].%s[%d]", i, field, j), "stage %s on stream %s of device %d %s buffer %s of device %d: a kernel touches only its own device's memory and host memory (copy the bytes across with a copy stage, a peer copy)",
+					return plan.ErrorAt(fmt.Sprintf("stages[%d].%s[%d]", i, field, j), "stage %s on stream %s of device %d %s buffer %s of device %d: a kernel touches only its own device's memory and host memory (copy the bytes across with a copy stage, a peer copy)",
 						st.Name, p.Streams[st.Stream].Name, d, field, a.Buffer, bd)
 				}
 			}
@@ -106,13 +107,13 @@ func rankGroupName(ranks []string) string {
 // the other rank's launch to the op before it on its stream, which
 // includes the rendezvous of the other collectives), else with an op
 // issued between them.
-func collectiveDeadlocks(p *Plan) []Deadlock {
+func collectiveDeadlocks(p *plan.Plan) []Deadlock {
 	type rank struct{ issue, stage int }
 	groups := map[int][]rank{}
 	var order []int
 	for k, so := range p.IssueOrder {
 		o := p.Streams[so[0]].Ops[so[1]]
-		if o.Kind != OpLaunch {
+		if o.Kind != plan.OpLaunch {
 			continue
 		}
 		if c := p.Stages[o.Stage].Collective; c != nil {
@@ -138,7 +139,7 @@ func collectiveDeadlocks(p *Plan) []Deadlock {
 		}
 		launch := func(stage int) int32 {
 			s := p.Stages[stage].Stream
-			return h.opBase[s] + int32(slices.IndexFunc(p.Streams[s].Ops, func(o Op) bool { return o.Kind == OpLaunch && o.Stage == stage }))
+			return h.opBase[s] + int32(slices.IndexFunc(p.Streams[s].Ops, func(o plan.Op) bool { return o.Kind == plan.OpLaunch && o.Stage == stage }))
 		}
 	search:
 		for b := 1; b < len(rs); b++ {
@@ -157,11 +158,11 @@ func collectiveDeadlocks(p *Plan) []Deadlock {
 			for k := rs[0].issue + 1; k < rs[len(rs)-1].issue; k++ {
 				so := p.IssueOrder[k]
 				o := p.Streams[so[0]].Ops[so[1]]
-				if o.Kind == OpLaunch && p.Stages[o.Stage].Collective != nil && p.Stages[o.Stage].Collective.Group == g {
+				if o.Kind == plan.OpLaunch && p.Stages[o.Stage].Collective != nil && p.Stages[o.Stage].Collective.Group == g {
 					continue
 				}
 				d.Between = fmt.Sprintf("%s on stream %s", o, p.Streams[so[0]].Name)
-				if o.Kind == OpLaunch {
+				if o.Kind == plan.OpLaunch {
 					d.Between = fmt.Sprintf("launch %s on stream %s", p.Stages[o.Stage].Name, p.Streams[so[0]].Name)
 				}
 				break

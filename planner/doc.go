@@ -1,8 +1,9 @@
 // Package planner turns a spec's hazard DAG into a stream plan: which stream
 // runs each stage, the event records and waits between streams, the host
 // issue order, buffer lifetimes, how iterations follow each other, and
-// summary stats. Build is the entry point; Verify (verify.go) proves a plan
-// race-free from the plan alone.
+// summary stats. Build is the entry point; the plan's types, its file
+// format, Validate and Unroll are package plan's. Verify (verify.go) proves
+// a plan race-free from the plan alone.
 //
 // A run of the pipeline is dag.Hazards, one stable topological order
 // (declaration order when every edge points forward; seeded shuffles of
@@ -39,8 +40,8 @@
 // Specs with `sync: manual` skip assign and sync: their plan is the spec's
 // own streams and waits, issued in declaration order.
 //
-// Invariants of every plan Build returns: it validates (Plan.Validate); it
-// has iteration info (Plan.Iteration); Stats.Waits + Iteration.CrossWaits
+// Invariants of every plan Build returns: it validates (plan.Plan.Validate);
+// it has iteration info (plan.Plan.Iteration); Stats.Waits + Iteration.CrossWaits
 // counts its waits and Stats.Events its events; each quality limit it met
 // is a note (Plan.Notes). For an automatically synchronized spec, checked
 // after each pass in check mode (Options.Check) and by the tests, also: it

@@ -3,6 +3,8 @@ package planner
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/dagrun/dagrun/plan"
 )
 
 func TestEmptySpec(t *testing.T) {
@@ -13,7 +15,7 @@ func TestEmptySpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var q Plan
+			var q plan.Plan
 			if err := json.Unmarshal(b, &q); err != nil {
 				t.Fatal(err)
 			}
@@ -35,7 +37,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q Plan
+	var q plan.Plan
 	if err := json.Unmarshal(b, &q); err != nil {
 		t.Fatal(err)
 	}

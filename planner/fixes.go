@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // Fix is one wait that orders a group of races: before stage Before's
@@ -75,7 +76,7 @@ const (
 // fixFormOf is the form of p's fixes: a plan file's are edits of its ops;
 // a sync: manual spec's, of its waits; other specs' (dagrun places their
 // waits), of the stages' after: lists.
-func fixFormOf(p *Plan) fixForm {
+func fixFormOf(p *plan.Plan) fixForm {
 	switch {
 	case p.FromFile:
 		return formOps
@@ -87,7 +88,7 @@ func fixFormOf(p *Plan) fixForm {
 
 // newFix is the fix "before stage y, wait on a record after stage x" of p
 // (Races, Lag and the edit left to the caller).
-func newFix(p *Plan, x, y int) Fix {
+func newFix(p *plan.Plan, x, y int) Fix {
 	s, t := p.Stages[x].Stream, p.Stages[y].Stream
 	return Fix{After: x, Before: y, AfterName: p.Stages[x].Name, BeforeName: p.Stages[y].Name, BeforeSource: p.Stages[y].Source,
 		RecordStream: streamLabel(p.Streams[s].Name, s), WaitStream: streamLabel(p.Streams[t].Name, t), Places: 1,
@@ -97,7 +98,7 @@ func newFix(p *Plan, x, y int) Fix {
 // specStageName is the name of the spec stage st comes from: the
 // collective's for one of its ranks (named dag.RankName(NAME, rank) by the
 // planner), else st's own.
-func specStageName(st *Stage) string {
+func specStageName(st *plan.Stage) string {
 	if c := st.Collective; c != nil {
 		if i := strings.LastIndexByte(st.Name, '/'); i > 0 && dag.RankName(st.Name[:i], c.Rank) == st.Name {
 			return st.Name[:i]
@@ -164,7 +165,7 @@ func (b *fixBudget) take(n, reserve int) bool {
 // one stream, through shared arena bytes, or whose first stage is issued
 // after every place the wait could go), whether the work bound stopped the
 // greedy search, and whether the count is proven minimal.
-func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, minimal bool) {
+func minimalFixes(p *plan.Plan, races []Race) (fixes []Fix, unfixed []int, partial, minimal bool) {
 	var need []int
 	for k, r := range races {
 		if r.Reversed || r.FirstStream == r.SecondStream || r.Shared != "" || hostTimeRead(p, &r) {
@@ -249,7 +250,7 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 			}
 		})
 	}
-	ordered := func(q *Plan) []bool {
+	ordered := func(q *plan.Plan) []bool {
 		fixSteps.Add(int64(len(q.IssueOrder)*streams + len(need)))
 		v := &verifier{p: q}
 		v.clocks()
@@ -259,7 +260,7 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 		}
 		return ok
 	}
-	with := func(ws [][2]int) *Plan { return withWaits(p, sw.all(p, ws)) }
+	with := func(ws [][2]int) *plan.Plan { return withWaits(p, sw.all(p, ws)) }
 	var waits [][2]int
 	var by [][]int // per wait, the races it is the first to order
 	done := make([]bool, len(races))
@@ -381,7 +382,7 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 		}
 	}
 	if !p.Unrolled { // an unrolled plan's waits are relaxed in spec terms (verifyIterations)
-		waits = relaxFixes(p, waits, with, sw.site, func(q *Plan) bool { return target(ordered(q)) }, func() bool { return b.take(cost(placed), reserve) })
+		waits = relaxFixes(p, waits, with, sw.site, func(q *plan.Plan) bool { return target(ordered(q)) }, func() bool { return b.take(cost(placed), reserve) })
 	}
 	b.take(reserve, 0)
 	return fixesOf(p, races, need, waits, sw), unfixed, false, minimal
@@ -389,7 +390,7 @@ func minimalFixes(p *Plan, races []Race) (fixes []Fix, unfixed []int, partial, m
 
 // allCandidates is every candidate wait of minimalFixes, in issue order of
 // y (order), streams ascending, one per source key (sw.key).
-func allCandidates(p *Plan, order []int, sw *siteWaits) [][2]int {
+func allCandidates(p *plan.Plan, order []int, sw *siteWaits) [][2]int {
 	var cands [][2]int
 	seen := map[[4]int]bool{}
 	walkCandidates(p, order, func(y int, last []int, started []int) {
@@ -407,7 +408,7 @@ func allCandidates(p *Plan, order []int, sw *siteWaits) [][2]int {
 // per stream, its latest launch issued before y (last, −1 for none), and
 // the streams that have one (started, ascending): y's candidate waits
 // are (last[s], y) for s in started but y's own stream.
-func walkCandidates(p *Plan, order []int, f func(y int, last, started []int)) {
+func walkCandidates(p *plan.Plan, order []int, f func(y int, last, started []int)) {
 	last := make([]int, len(p.Streams))
 	for s := range last {
 		last[s] = -1
@@ -432,7 +433,7 @@ func walkCandidates(p *Plan, order []int, f func(y int, last, started []int)) {
 // already tried are skipped (the places of a wait depend on its lines
 // only). Each try is paid for by more, which reports false when the work
 // bound leaves none.
-func relaxFixes(p *Plan, waits [][2]int, with func([][2]int) *Plan, site []int32, fixed func(*Plan) bool, more func() bool) [][2]int {
+func relaxFixes(p *plan.Plan, waits [][2]int, with func([][2]int) *plan.Plan, site []int32, fixed func(*plan.Plan) bool, more func() bool) [][2]int {
 	waits = slices.Clone(waits)
 	for i, w := range waits {
 		s := p.Stages[w[0]].Stream
@@ -442,7 +443,7 @@ func relaxFixes(p *Plan, waits [][2]int, with func([][2]int) *Plan, site []int32
 			tried[site[w[0]]] = true
 		}
 		for j := streamPos(p, w[0]) - 1; j >= 0; j-- {
-			if ops[j].Kind != OpLaunch {
+			if ops[j].Kind != plan.OpLaunch {
 				continue
 			}
 			if site != nil {
@@ -467,8 +468,8 @@ func relaxFixes(p *Plan, waits [][2]int, with func([][2]int) *Plan, site []int32
 
 // withWaits is a copy of p with the waits ws added (addWait of each in
 // turn: the same ops, events and issue order), in one pass over p's ops.
-func withWaits(p *Plan, ws [][2]int) *Plan {
-	q := &Plan{Stages: p.Stages, Buffers: p.Buffers, Lifetimes: p.Lifetimes, Streams: slices.Clone(p.Streams), Events: p.Events + len(ws)}
+func withWaits(p *plan.Plan, ws [][2]int) *plan.Plan {
+	q := &plan.Plan{Stages: p.Stages, Buffers: p.Buffers, Lifetimes: p.Lifetimes, Streams: slices.Clone(p.Streams), Events: p.Events + len(ws)}
 	if p.Iteration != nil {
 		it := *p.Iteration
 		it.Slots = slices.Clone(it.Slots)
@@ -488,19 +489,19 @@ func withWaits(p *Plan, ws [][2]int) *Plan {
 	at := make([][]int, len(p.Streams)) // per stream, old op index → new
 	for s := range p.Streams {
 		old := p.Streams[s].Ops
-		ops := make([]Op, 0, len(old))
+		ops := make([]plan.Op, 0, len(old))
 		at[s] = make([]int, len(old))
 		for j, o := range old {
-			if o.Kind == OpLaunch {
+			if o.Kind == plan.OpLaunch {
 				for _, e := range waitsOn[o.Stage] {
-					ops = append(ops, Op{Kind: OpWait, Event: e})
+					ops = append(ops, plan.Op{Kind: plan.OpWait, Event: e})
 				}
 			}
 			at[s][j] = len(ops)
 			ops = append(ops, o)
-			if o.Kind == OpLaunch {
+			if o.Kind == plan.OpLaunch {
 				for _, e := range recs[o.Stage] {
-					ops = append(ops, Op{Kind: OpRecord, Event: e})
+					ops = append(ops, plan.Op{Kind: plan.OpRecord, Event: e})
 				}
 			}
 		}
@@ -511,7 +512,7 @@ func withWaits(p *Plan, ws [][2]int) *Plan {
 	for _, so := range p.IssueOrder {
 		s, j := so[0], at[so[0]][so[1]]
 		o := p.Streams[s].Ops[so[1]]
-		if o.Kind != OpLaunch {
+		if o.Kind != plan.OpLaunch {
 			q.IssueOrder = append(q.IssueOrder, [2]int{s, j})
 			continue
 		}
@@ -526,7 +527,7 @@ func withWaits(p *Plan, ws [][2]int) *Plan {
 // fixesBy describes waits as fixes, each with the races by lists for it,
 // as fixesOf does without recomputing them; a fix's Instead is tried
 // while b has work left.
-func fixesBy(p *Plan, races []Race, waits [][2]int, by [][]int, b *fixBudget, sw *siteWaits) []Fix {
+func fixesBy(p *plan.Plan, races []Race, waits [][2]int, by [][]int, b *fixBudget, sw *siteWaits) []Fix {
 	fixes := make([]Fix, 0, len(waits))
 	cost := len(p.IssueOrder) * (max(len(p.Streams), 1) + 1)
 	var pos []int
@@ -552,7 +553,7 @@ func fixesBy(p *Plan, races []Race, waits [][2]int, by [][]int, b *fixBudget, sw
 
 // fixesOf describes waits as fixes, in order, each with the races it is
 // the first to order.
-func fixesOf(p *Plan, races []Race, need []int, waits [][2]int, sw *siteWaits) []Fix {
+func fixesOf(p *plan.Plan, races []Race, need []int, waits [][2]int, sw *siteWaits) []Fix {
 	got := make([]bool, len(races))
 	q := clonePlan(p)
 	var fixes []Fix
@@ -591,7 +592,7 @@ func fixesOf(p *Plan, races []Race, need []int, waits [][2]int, sw *siteWaits) [
 // existing sets f's OldLag or Taken when Before already waits on the
 // event recorded right after After: with a lag (the fix is lag 0), or
 // taking a later record of that event.
-func existing(p *Plan, f *Fix) {
+func existing(p *plan.Plan, f *Fix) {
 	ev, lag, j, ok := existingWait(p, f.After, f.Before)
 	if !ok || f.Lag != 0 {
 		return
@@ -607,10 +608,10 @@ func existing(p *Plan, f *Fix) {
 		if so[0] == s && so[1] == j {
 			break
 		}
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpRecord && o.Event == ev {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpRecord && o.Event == ev {
 			taken = -1
 			for k := so[1] - 1; k >= 0; k-- {
-				if ok := p.Streams[so[0]].Ops[k]; ok.Kind == OpLaunch {
+				if ok := p.Streams[so[0]].Ops[k]; ok.Kind == plan.OpLaunch {
 					taken = ok.Stage
 					break
 				}
@@ -668,8 +669,8 @@ func binomial(n, k int) int {
 	return r
 }
 
-func clonePlan(p *Plan) *Plan {
-	q := &Plan{Stages: p.Stages, Buffers: p.Buffers, Lifetimes: p.Lifetimes, Streams: slices.Clone(p.Streams), IssueOrder: slices.Clone(p.IssueOrder), Events: p.Events}
+func clonePlan(p *plan.Plan) *plan.Plan {
+	q := &plan.Plan{Stages: p.Stages, Buffers: p.Buffers, Lifetimes: p.Lifetimes, Streams: slices.Clone(p.Streams), IssueOrder: slices.Clone(p.IssueOrder), Events: p.Events}
 	if p.Iteration != nil {
 		it := *p.Iteration
 		it.Slots = slices.Clone(it.Slots)
@@ -682,9 +683,9 @@ func clonePlan(p *Plan) *Plan {
 }
 
 // streamPos is the index of stage i's launch in its stream's ops.
-func streamPos(p *Plan, i int) int {
+func streamPos(p *plan.Plan, i int) int {
 	for j, o := range p.Streams[p.Stages[i].Stream].Ops {
-		if o.Kind == OpLaunch && o.Stage == i {
+		if o.Kind == plan.OpLaunch && o.Stage == i {
 			return j
 		}
 	}
@@ -694,17 +695,17 @@ func streamPos(p *Plan, i int) int {
 // addWait adds to p a record right after stage x's launch (a new event)
 // and a wait on it right before stage y's launch, in stream order and in
 // issue order.
-func addWait(p *Plan, x, y int) { addLaggedWait(p, x, y, 0) }
+func addWait(p *plan.Plan, x, y int) { addLaggedWait(p, x, y, 0) }
 
 // addLaggedWait is addWait for a wait lag iterations back (the event gets
 // lag+1 slots).
-func addLaggedWait(p *Plan, x, y, lag int) {
+func addLaggedWait(p *plan.Plan, x, y, lag int) {
 	e := p.Events
 	p.Events++
 	if p.Iteration != nil {
 		p.Iteration.Slots = append(p.Iteration.Slots, lag+1)
 	}
-	insert := func(stage int, op Op, after bool) {
+	insert := func(stage int, op plan.Op, after bool) {
 		s := p.Stages[stage].Stream
 		j := streamPos(p, stage)
 		if after {
@@ -726,8 +727,8 @@ func addLaggedWait(p *Plan, x, y, lag int) {
 		}
 		p.IssueOrder = slices.Insert(p.IssueOrder, pos, [2]int{s, j})
 	}
-	insert(x, Op{Kind: OpRecord, Event: e}, true)
-	insert(y, Op{Kind: OpWait, Event: e, Lag: lag}, false)
+	insert(x, plan.Op{Kind: plan.OpRecord, Event: e}, true)
+	insert(y, plan.Op{Kind: plan.OpWait, Event: e, Lag: lag}, false)
 }
 
 // String is the fix as the edit to make, in the spec's stage names (a
@@ -1011,10 +1012,10 @@ func (g LifetimeGap) gap() string {
 }
 
 // nextUse fills g's Next, NextStream and Kind: the first launch in issue
-// order of p that touches buffer b (ids: accessBuffers, accAt: each
+// order of p that touches buffer b (ids: AccessBuffers, accAt: each
 // stage's first access in it), and the hazard of stage last's access of
 // b, then its.
-func nextUse(p *Plan, ids, accAt []int32, b int32, last int, g *LifetimeGap) {
+func nextUse(p *plan.Plan, ids, accAt []int32, b int32, last int, g *LifetimeGap) {
 	touch := func(i int) (reads, writes bool) {
 		st := &p.Stages[i]
 		k := accAt[i]
@@ -1031,7 +1032,7 @@ func nextUse(p *Plan, ids, accAt []int32, b int32, last int, g *LifetimeGap) {
 	_, lw := touch(last)
 	for _, so := range p.IssueOrder {
 		o := p.Streams[so[0]].Ops[so[1]]
-		if o.Kind != OpLaunch {
+		if o.Kind != plan.OpLaunch {
 			continue
 		}
 		r, w := touch(o.Stage)
@@ -1040,11 +1041,11 @@ func nextUse(p *Plan, ids, accAt []int32, b int32, last int, g *LifetimeGap) {
 		}
 		switch {
 		case lw && w:
-			g.Kind = RaceWAW
+			g.Kind = plan.RaceWAW
 		case lw:
-			g.Kind = RaceRAW
+			g.Kind = plan.RaceRAW
 		case w:
-			g.Kind = RaceWAR
+			g.Kind = plan.RaceWAR
 		default:
 			return
 		}
@@ -1057,7 +1058,7 @@ func nextUse(p *Plan, ids, accAt []int32, b int32, last int, g *LifetimeGap) {
 // stream order: for each stream that touches the buffer, the lifetime must
 // name an event recorded on that stream after the stream's last launch
 // that touches it.
-func lifetimeGaps(p *Plan) []LifetimeGap {
+func lifetimeGaps(p *plan.Plan) []LifetimeGap {
 	if len(p.Lifetimes) == 0 {
 		return nil
 	}
@@ -1092,7 +1093,7 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 			lifeBuf[i] = int32(b)
 		}
 	}
-	ids := AccessBuffers(p)
+	ids := plan.AccessBuffers(p)
 	accAt := make([]int32, len(p.Stages)+1) // per stage: its first access in ids
 	for i := range p.Stages {
 		accAt[i+1] = accAt[i] + int32(len(p.Stages[i].Reads)+len(p.Stages[i].Writes))
@@ -1142,12 +1143,12 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 		touched = touched[:0]
 		for j, o := range str.Ops {
 			switch o.Kind {
-			case OpRecord:
+			case plan.OpRecord:
 				lastRec[o.Event] = int32(j)
-			case OpLaunch:
+			case plan.OpLaunch:
 				st := &p.Stages[o.Stage]
 				k := accAt[o.Stage]
-				for _, list := range [2][]Access{st.Reads, st.Writes} {
+				for _, list := range [2][]plan.Access{st.Reads, st.Writes} {
 					for _, a := range list {
 						i := int32(-1)
 						if b := ids[k]; b >= 0 {
@@ -1193,7 +1194,7 @@ func lifetimeGaps(p *Plan) []LifetimeGap {
 		// A stream's gaps by buffer name.
 		slices.SortStableFunc(gaps[from:], func(x, y LifetimeGap) int { return strings.Compare(x.Buffer, y.Buffer) })
 		for _, o := range str.Ops {
-			if o.Kind == OpRecord {
+			if o.Kind == plan.OpRecord {
 				lastRec[o.Event] = -1
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // TestWithWaitsIsAddWait: adding waits in one pass gives the plan that
@@ -46,7 +47,7 @@ func TestWithWaitsIsAddWait(t *testing.T) {
 // interleavedPairs is a hand-synchronized plan of n racing pairs: w_i on
 // stream a writes x_i, r_i on stream b reads it, issued w0 r0 w1 r1 …, so
 // that each pair needs a wait of its own.
-func interleavedPairs(t *testing.T, n int) *Plan {
+func interleavedPairs(t *testing.T, n int) *plan.Plan {
 	t.Helper()
 	var st []dag.StageSpec
 	for i := range n {

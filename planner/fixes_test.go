@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // genManual draws a small hand-synchronized spec: stages on 2 or 3
@@ -37,7 +38,7 @@ func genManual(t *rapid.T) *dag.Spec {
 
 // candidates are every wait a fix could add: x's stream records after x,
 // y's stream waits before y, x issued before y, different streams.
-func candidates(p *Plan) [][2]int {
+func candidates(p *plan.Plan) [][2]int {
 	var out [][2]int
 	for x := range p.Stages {
 		for y := x + 1; y < len(p.Stages); y++ {
@@ -50,7 +51,7 @@ func candidates(p *Plan) [][2]int {
 }
 
 // fixedBy reports whether p with waits ws added verifies.
-func fixedBy(p *Plan, ws [][2]int) bool {
+func fixedBy(p *plan.Plan, ws [][2]int) bool {
 	q := clonePlan(p)
 	for _, w := range ws {
 		addWait(q, w[0], w[1])
@@ -59,7 +60,7 @@ func fixedBy(p *Plan, ws [][2]int) bool {
 }
 
 // anySubset reports whether some k of cands fix p.
-func anySubset(p *Plan, cands [][2]int, k int, chosen [][2]int, from int) bool {
+func anySubset(p *plan.Plan, cands [][2]int, k int, chosen [][2]int, from int) bool {
 	if len(chosen) == k {
 		return fixedBy(p, chosen)
 	}
@@ -189,17 +190,17 @@ func TestLifetimeCutShort(t *testing.T) {
 	for i, l := range p.Lifetimes {
 		for k, d := range l.Done {
 			q := *p
-			q.Lifetimes = append([]Lifetime(nil), p.Lifetimes...)
-			done := append([]StreamAt(nil), l.Done...)
+			q.Lifetimes = append([]plan.Lifetime(nil), p.Lifetimes...)
+			done := append([]plan.StreamAt(nil), l.Done...)
 			// A record on the same stream before its last use of the
 			// buffer, else no entry at all.
 			ops := p.Streams[d.Stream].Ops
 			last := -1
 			for j, o := range ops {
-				if o.Kind != OpLaunch {
+				if o.Kind != plan.OpLaunch {
 					continue
 				}
-				for _, a := range append(append([]Access(nil), p.Stages[o.Stage].Reads...), p.Stages[o.Stage].Writes...) {
+				for _, a := range append(append([]plan.Access(nil), p.Stages[o.Stage].Reads...), p.Stages[o.Stage].Writes...) {
 					if a.Buffer == l.Buffer {
 						last = j
 					}
@@ -207,7 +208,7 @@ func TestLifetimeCutShort(t *testing.T) {
 			}
 			earlier := -1
 			for j := 0; j < last; j++ {
-				if ops[j].Kind == OpRecord {
+				if ops[j].Kind == plan.OpRecord {
 					earlier = ops[j].Event
 				}
 			}
@@ -342,7 +343,7 @@ stages:
 		id[s.Name] = i
 	}
 	side := p.Stages[id["pull"]].Stream
-	q := p.WithoutOps(func(s, _ int, o Op) bool { return s == side && o.Kind == OpWait && o.Lag == 0 })
+	q := p.WithoutOps(func(s, _ int, o plan.Op) bool { return s == side && o.Kind == plan.OpWait && o.Lag == 0 })
 	var re *RaceError
 	if err := Verify(q); !errors.As(err, &re) || len(re.Fixes) != 1 {
 		t.Fatalf("want one fix, got %v", err)
@@ -357,7 +358,7 @@ stages:
 		t.Errorf("a fix before a rank: %s", got)
 	}
 	// A stage whose name only looks like a rank's keeps it.
-	if got := specStageName(&Stage{Name: "a/0"}); got != "a/0" {
+	if got := specStageName(&plan.Stage{Name: "a/0"}); got != "a/0" {
 		t.Errorf("specStageName(a/0, no collective) = %s", got)
 	}
 }

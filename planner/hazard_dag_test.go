@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
 // orderingEdges returns the launch orders a plan's ops give within one
 // iteration, by stage name: consecutive launches of a stream, and each
 // producer of a wait (lag 0) before the next launch of the waiting stream.
-func orderingEdges(p *planner.Plan) map[[2]string]bool {
+func orderingEdges(p *plan.Plan) map[[2]string]bool {
 	edges := map[[2]string]bool{}
 	last := make([]int, len(p.Streams))
 	for i := range last {
@@ -25,13 +26,13 @@ func orderingEdges(p *planner.Plan) map[[2]string]bool {
 	for _, so := range p.IssueOrder {
 		s := so[0]
 		switch o := p.Streams[s].Ops[so[1]]; o.Kind {
-		case planner.OpRecord:
+		case plan.OpRecord:
 			prod[o.Event] = last[s]
-		case planner.OpWait:
+		case plan.OpWait:
 			if o.Lag == 0 && prod[o.Event] >= 0 {
 				pending[s] = append(pending[s], prod[o.Event])
 			}
-		case planner.OpLaunch:
+		case plan.OpLaunch:
 			v := p.Stages[o.Stage].Name
 			for _, u := range pending[s] {
 				edges[[2]string{p.Stages[u].Name, v}] = true
@@ -47,12 +48,12 @@ func orderingEdges(p *planner.Plan) map[[2]string]bool {
 
 // chains returns the plan's streams as the names of their stages in order,
 // sorted: the stage→stream assignment up to stream numbering.
-func chains(p *planner.Plan) []string {
+func chains(p *plan.Plan) []string {
 	var out []string
 	for _, str := range p.Streams {
 		c := ""
 		for _, o := range str.Ops {
-			if o.Kind == planner.OpLaunch {
+			if o.Kind == plan.OpLaunch {
 				c += p.Stages[o.Stage].Name + " "
 			}
 		}
@@ -137,7 +138,7 @@ func TestHazardDAGMatchesHazardPlan(t *testing.T) {
 		for _, str := range got.Streams {
 			last := -1
 			for _, o := range str.Ops {
-				if o.Kind == planner.OpLaunch {
+				if o.Kind == plan.OpLaunch {
 					prev[o.Stage], last = last, o.Stage
 				}
 			}
@@ -191,10 +192,10 @@ func join() *dag.Spec {
 // order: a wait on its own stream's record would order nothing). The plan passes Validate and Verify; Stats are p's, with Streams,
 // Waits and Events recounted (CrossStreamEdges counts hazard edges across
 // streams).
-func referenceHazardPlan(p *planner.Plan, g *dag.HazardGraph) (*planner.Plan, error) {
+func referenceHazardPlan(p *plan.Plan, g *dag.HazardGraph) (*plan.Plan, error) {
 	if g == nil {
 		s := &dag.Spec{Name: p.Spec, Stages: make([]dag.StageSpec, len(p.Stages))}
-		acc := func(in []planner.Access) []dag.Access {
+		acc := func(in []plan.Access) []dag.Access {
 			out := make([]dag.Access, len(in))
 			for i, a := range in {
 				out[i] = dag.Access{Buffer: a.Buffer, Offset: a.Offset, Bytes: a.Bytes}
@@ -215,7 +216,7 @@ func referenceHazardPlan(p *planner.Plan, g *dag.HazardGraph) (*planner.Plan, er
 	}
 	q := *p
 	q.Strategy = planner.StrategyHazardDAG
-	q.Stages = append([]planner.Stage(nil), p.Stages...)
+	q.Stages = append([]plan.Stage(nil), p.Stages...)
 	q.Streams, q.IssueOrder, q.Lifetimes, q.Events = nil, nil, nil, 0
 	q.Iteration = nil // its streams and events are new; a graph replay is one iteration
 	// Pass 1: chains.
@@ -241,13 +242,13 @@ func referenceHazardPlan(p *planner.Plan, g *dag.HazardGraph) (*planner.Plan, er
 		}
 	}
 	for s := range tail {
-		q.Streams = append(q.Streams, planner.Stream{ID: s, Name: fmt.Sprintf("dag%d", s)})
+		q.Streams = append(q.Streams, plan.Stream{ID: s, Name: fmt.Sprintf("dag%d", s)})
 	}
 	// Pass 2: ops in topological order, so every record is issued before
 	// the waits on it.
 	event := make([]int, n) // stage → event recorded right after it
 	waits := 0
-	add := func(s int, op planner.Op) {
+	add := func(s int, op plan.Op) {
 		q.IssueOrder = append(q.IssueOrder, [2]int{s, len(q.Streams[s].Ops)})
 		q.Streams[s].Ops = append(q.Streams[s].Ops, op)
 	}
@@ -255,16 +256,16 @@ func referenceHazardPlan(p *planner.Plan, g *dag.HazardGraph) (*planner.Plan, er
 		s := stream[v]
 		for _, u := range g.Pred(int(v)) {
 			if stream[u] != s {
-				add(s, planner.Op{Kind: planner.OpWait, Event: event[u]})
+				add(s, plan.Op{Kind: plan.OpWait, Event: event[u]})
 				waits++
 			}
 		}
-		add(s, planner.Op{Kind: planner.OpLaunch, Stage: int(v)})
+		add(s, plan.Op{Kind: plan.OpLaunch, Stage: int(v)})
 		q.Stages[v].Stream, q.Stages[v].Pinned = s, ""
 		if needsEvent[v] {
 			event[v] = q.Events
 			q.Events++
-			add(s, planner.Op{Kind: planner.OpRecord, Event: event[v]})
+			add(s, plan.Op{Kind: plan.OpRecord, Event: event[v]})
 		}
 	}
 	q.Stats.Streams = len(q.Streams)

@@ -1,6 +1,10 @@
 package planner
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/dagrun/dagrun/plan"
+)
 
 // hbGraph is a plan's happens-before relation over its ops, as Verify sees
 // it: stream order plus the cross-stream edges that hbEdges resolves, kept
@@ -45,7 +49,7 @@ type hbGraph struct {
 	opIssue  []int32 // position in IssueOrder
 	// opCaptured, per op: for a wait, the record op it orders after (the
 	// latest record of its event issued before it), or -1; -1 for others.
-	// Nil for a derived plan (unroll), whose races are not explained.
+	// Nil for a derived plan (UnrollDerived), whose races are not explained.
 	opCaptured []int32
 
 	im *implicitOrder // CUDA's implicit order, nil if the plan has none
@@ -117,54 +121,13 @@ const (
 // stream cannot adopt (few streams: at most streams per row; uncapped plans
 // whose streams each run a few stages per iteration: up to streams² per
 // unrolled iteration).
-func hbEdges(p *Plan) *hbGraph { return buildHB(p, hbAuto, 0) }
-
-// planOps is a plan's ops as hbEdges reads them, 9 bytes an op: op g
-// (numbered stream by stream, base[s] the first of stream s) is of kind
-// kind[g], with arg[g] its stage (a launch) or its event; issue lists the
-// ops in issue order. A derived plan (unroll) has only these (Plan.ops).
-type Ops struct {
-	Base  []int32 // S+1 entries
-	Kind  []OpKind
-	Arg   []int32
-	Issue []int32
-}
-
-// opsOf returns p's ops as planOps: Plan.ops, or made from Streams and
-// IssueOrder.
-func OpsOf(p *Plan) *Ops {
-	if p.Ops != nil {
-		return p.Ops
-	}
-	S := len(p.Streams)
-	c := &Ops{Base: make([]int32, S+1)}
-	for s := range p.Streams {
-		c.Base[s+1] = c.Base[s] + int32(len(p.Streams[s].Ops))
-	}
-	c.Kind, c.Arg = make([]OpKind, c.Base[S]), make([]int32, c.Base[S])
-	for s := range p.Streams {
-		for j, o := range p.Streams[s].Ops {
-			g := c.Base[s] + int32(j)
-			c.Kind[g] = o.Kind
-			if o.Kind == OpLaunch {
-				c.Arg[g] = int32(o.Stage)
-			} else {
-				c.Arg[g] = int32(o.Event)
-			}
-		}
-	}
-	c.Issue = make([]int32, len(p.IssueOrder))
-	for k, so := range p.IssueOrder {
-		c.Issue[k] = c.Base[so[0]] + int32(so[1])
-	}
-	return c
-}
+func hbEdges(p *plan.Plan) *hbGraph { return buildHB(p, hbAuto, 0) }
 
 // buildHB stops once it has taken more than maxSteps steps (clock entries
 // read and written; 0: no bound), leaving h.over set and h unusable.
-func buildHB(p *Plan, layout hbLayout, maxSteps int64) *hbGraph {
+func buildHB(p *plan.Plan, layout hbLayout, maxSteps int64) *hbGraph {
 	S := len(p.Streams)
-	c := OpsOf(p)
+	c := plan.OpsOf(p)
 	h := &hbGraph{opBase: slices.Clone(c.Base)}
 	nops := int(h.opBase[S])
 	h.opStream = make([]int32, nops)
@@ -184,7 +147,7 @@ func buildHB(p *Plan, layout hbLayout, maxSteps int64) *hbGraph {
 	}
 	var im *implicitOrder
 	if p.Ops == nil {
-		im = deriveImplicit(p) // CUDA's implicit order (implicit.go), nil if none; none in a plan of planOps alone
+		im = deriveImplicit(p) // CUDA's implicit order (implicit.go), nil if none; none in a plan of Ops alone
 	}
 	h.im = im
 	b := hbBuilder{h: h, lastRow: make([]int32, S), rowStart: []int32{0}, kind: c.Kind}
@@ -195,7 +158,7 @@ func buildHB(p *Plan, layout hbLayout, maxSteps int64) *hbGraph {
 		// once (push grows past it, should that not hold).
 		waits := 0
 		for _, k := range c.Kind {
-			if k == OpWait {
+			if k == plan.OpWait {
 				waits++
 			}
 		}
@@ -217,9 +180,9 @@ func buildHB(p *Plan, layout hbLayout, maxSteps int64) *hbGraph {
 		h.opIssue[g] = int32(k)
 		src = src[:0]
 		switch c.Kind[g] {
-		case OpRecord:
+		case plan.OpRecord:
 			last[c.Arg[g]] = g
-		case OpWait:
+		case plan.OpWait:
 			r := last[c.Arg[g]]
 			if r >= 0 && im != nil && im.unordered[g] {
 				r = -1 // another thread's record, not handed over (implicit.go)
@@ -288,9 +251,9 @@ type hbBuilder struct {
 	// at, per chain: 1 + the index in dChain of its delta in the row being
 	// built, when atOp is that row's op.
 	at, atOp []int32
-	kind     []OpKind // per op: its kind
-	tail     []int32  // per chain: its last op
-	steps    int64    // clock entries read (query) and written (raise)
+	kind     []plan.OpKind // per op: its kind
+	tail     []int32       // per chain: its last op
+	steps    int64         // clock entries read (query) and written (raise)
 }
 
 // hbMaxHops bounds the adoptions a query follows: a stream adopts a row
@@ -466,7 +429,7 @@ func (b *hbBuilder) place(g, p, start int32, src []int32) {
 func (b *hbBuilder) waitsNext(x int32) bool {
 	h := b.h
 	s := h.opStream[x]
-	return x+1 == h.opBase[s+1] || b.kind[x+1] == OpWait
+	return x+1 == h.opBase[s+1] || b.kind[x+1] == plan.OpWait
 }
 
 // knowsBefore reports whether the clock of a stream's op p (-1: none),

@@ -6,15 +6,17 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/dagrun/dagrun/plan"
 )
 
 // randomOpsPlan returns a plan of S streams (the last a host stream when
 // host is set) with random launches, records and waits, issued in a random
 // interleaving of the streams.
-func randomOpsPlan(rng *rand.Rand, S, n int, host bool) *Plan {
-	p := &Plan{Events: 1 + rng.IntN(6)}
+func randomOpsPlan(rng *rand.Rand, S, n int, host bool) *plan.Plan {
+	p := &plan.Plan{Events: 1 + rng.IntN(6)}
 	for s := range S {
-		p.Streams = append(p.Streams, Stream{ID: s, Host: host && s == S-1})
+		p.Streams = append(p.Streams, plan.Stream{ID: s, Host: host && s == S-1})
 	}
 	left := make([]int, S)
 	for range n {
@@ -26,15 +28,15 @@ func randomOpsPlan(rng *rand.Rand, S, n int, host bool) *Plan {
 			s = (s + 1) % S
 		}
 		left[s]--
-		var o Op
+		var o plan.Op
 		switch rng.IntN(3) {
 		case 0:
-			o = Op{Kind: OpLaunch, Stage: len(p.Stages)}
-			p.Stages = append(p.Stages, Stage{Stream: s})
+			o = plan.Op{Kind: plan.OpLaunch, Stage: len(p.Stages)}
+			p.Stages = append(p.Stages, plan.Stage{Stream: s})
 		case 1:
-			o = Op{Kind: OpRecord, Event: rng.IntN(p.Events)}
+			o = plan.Op{Kind: plan.OpRecord, Event: rng.IntN(p.Events)}
 		default:
-			o = Op{Kind: OpWait, Event: rng.IntN(p.Events)}
+			o = plan.Op{Kind: plan.OpWait, Event: rng.IntN(p.Events)}
 		}
 		p.IssueOrder = append(p.IssueOrder, [2]int{s, len(p.Streams[s].Ops)})
 		p.Streams[s].Ops = append(p.Streams[s].Ops, o)
@@ -46,7 +48,7 @@ func randomOpsPlan(rng *rand.Rand, S, n int, host bool) *Plan {
 // of the ops ordered before each op, built in issue order from its stream
 // predecessor, the record its wait captured and the host ops issued before
 // it.
-func closure(p *Plan) (before [][]bool, id func(s, j int) int) {
+func closure(p *plan.Plan) (before [][]bool, id func(s, j int) int) {
 	base := make([]int, len(p.Streams)+1)
 	for s := range p.Streams {
 		base[s+1] = base[s] + len(p.Streams[s].Ops)
@@ -70,10 +72,10 @@ func closure(p *Plan) (before [][]bool, id func(s, j int) int) {
 			join(g, id(s, j-1))
 		}
 		o := p.Streams[s].Ops[j]
-		if r, ok := last[o.Event]; ok && o.Kind == OpWait {
+		if r, ok := last[o.Event]; ok && o.Kind == plan.OpWait {
 			join(g, r)
 		}
-		if o.Kind == OpRecord {
+		if o.Kind == plan.OpRecord {
 			last[o.Event] = g
 		}
 		for _, h := range issued {
@@ -117,9 +119,9 @@ func TestReachMatchesClosure(t *testing.T) {
 // random stream kinds, host threads and host streams, and launches,
 // records, waits and synchronous copies from pageable, pinned and device
 // memory, issued by start time.
-func randomImplicitPlan(rng *rand.Rand, S int) *Plan {
-	p := &Plan{Events: 1 + rng.IntN(8)}
-	p.Buffers = []Buffer{{Name: "dev", Where: "device"}, {Name: "pageable", Where: "host_pageable"}, {Name: "pinned", Where: "host_pinned"}}
+func randomImplicitPlan(rng *rand.Rand, S int) *plan.Plan {
+	p := &plan.Plan{Events: 1 + rng.IntN(8)}
+	p.Buffers = []plan.Buffer{{Name: "dev", Where: "device"}, {Name: "pageable", Where: "host_pageable"}, {Name: "pinned", Where: "host_pinned"}}
 	threads := []string{"", "t1", "t2"}[:1+rng.IntN(3)]
 	legacy, perThread, host := false, map[string]bool{}, map[string]bool{}
 	type timed struct {
@@ -129,34 +131,34 @@ func randomImplicitPlan(rng *rand.Rand, S int) *Plan {
 	}
 	var ops []timed
 	for s := range S {
-		str := Stream{ID: s, Name: fmt.Sprintf("s%d", s), Thread: threads[rng.IntN(len(threads))]}
+		str := plan.Stream{ID: s, Name: fmt.Sprintf("s%d", s), Thread: threads[rng.IntN(len(threads))]}
 		switch k := rng.IntN(6); {
 		case k == 0 && !host[str.Thread]:
 			str.Host, host[str.Thread] = true, true
 		case k == 1 && !legacy:
-			str.Kind, legacy = StreamLegacy, true
+			str.Kind, legacy = plan.StreamLegacy, true
 		case k == 2 && !perThread[str.Thread]:
-			str.Kind, perThread[str.Thread] = StreamPerThread, true
+			str.Kind, perThread[str.Thread] = plan.StreamPerThread, true
 		case k == 3:
-			str.Kind = StreamBlocking
+			str.Kind = plan.StreamBlocking
 		}
 		at := rng.Float64() * float64(S)
 		for j := range 1 + rng.IntN(6) {
-			var o Op
+			var o plan.Op
 			switch rng.IntN(3) {
 			case 0:
-				o = Op{Kind: OpLaunch, Stage: len(p.Stages)}
-				st := Stage{Name: fmt.Sprintf("v%d", len(p.Stages)), Stream: s, Kernel: "spin"}
-				if (str.Kind == StreamLegacy || str.Kind == StreamPerThread) && rng.IntN(2) == 0 {
+				o = plan.Op{Kind: plan.OpLaunch, Stage: len(p.Stages)}
+				st := plan.Stage{Name: fmt.Sprintf("v%d", len(p.Stages)), Stream: s, Kernel: "spin"}
+				if (str.Kind == plan.StreamLegacy || str.Kind == plan.StreamPerThread) && rng.IntN(2) == 0 {
 					src, dst := p.Buffers[rng.IntN(3)].Name, p.Buffers[rng.IntN(3)].Name
-					st.Kernel, st.Copy = "copy", CopySync
-					st.Reads, st.Writes = []Access{{Buffer: src, Bytes: 8}}, []Access{{Buffer: dst, Bytes: 8}}
+					st.Kernel, st.Copy = "copy", plan.CopySync
+					st.Reads, st.Writes = []plan.Access{{Buffer: src, Bytes: 8}}, []plan.Access{{Buffer: dst, Bytes: 8}}
 				}
 				p.Stages = append(p.Stages, st)
 			case 1:
-				o = Op{Kind: OpRecord, Event: rng.IntN(p.Events)}
+				o = plan.Op{Kind: plan.OpRecord, Event: rng.IntN(p.Events)}
 			default:
-				o = Op{Kind: OpWait, Event: rng.IntN(p.Events)}
+				o = plan.Op{Kind: plan.OpWait, Event: rng.IntN(p.Events)}
 			}
 			str.Ops = append(str.Ops, o)
 			ops = append(ops, timed{at: at, s: s, j: j})
@@ -199,7 +201,7 @@ func TestReachMatchesBFS(t *testing.T) {
 // wait's captured record, and CUDA's implicit order (deriveImplicit). It
 // reports whether some build had fewer chains than p has streams, and
 // whether a stream left its chain for another's.
-func checkReachBFS(t *testing.T, name string, p *Plan) (merged, handed bool) {
+func checkReachBFS(t *testing.T, name string, p *plan.Plan) (merged, handed bool) {
 	t.Helper()
 	base := make([]int, len(p.Streams)+1)
 	for s := range p.Streams {
@@ -218,10 +220,10 @@ func checkReachBFS(t *testing.T, name string, p *Plan) (merged, handed bool) {
 			pred[g] = append(pred[g], g-1)
 		}
 		o := p.Streams[so[0]].Ops[so[1]]
-		if r, ok := last[o.Event]; ok && o.Kind == OpWait && (im == nil || !im.unordered[int32(g)]) {
+		if r, ok := last[o.Event]; ok && o.Kind == plan.OpWait && (im == nil || !im.unordered[int32(g)]) {
 			pred[g] = append(pred[g], r)
 		}
-		if o.Kind == OpRecord {
+		if o.Kind == plan.OpRecord {
 			last[o.Event] = g
 		}
 		if im != nil {
@@ -280,27 +282,27 @@ func checkReachBFS(t *testing.T, name string, p *Plan) (merged, handed bool) {
 // random order, waits on the events of one to three streams (the latest
 // record of each, or none yet), launches and records its own event; a
 // stream wakes rounds times.
-func randomLongLivedPlan(rng *rand.Rand, S, rounds int) *Plan {
-	p := &Plan{Events: S}
+func randomLongLivedPlan(rng *rand.Rand, S, rounds int) *plan.Plan {
+	p := &plan.Plan{Events: S}
 	for s := range S {
-		p.Streams = append(p.Streams, Stream{ID: s, Name: fmt.Sprintf("s%d", s)})
+		p.Streams = append(p.Streams, plan.Stream{ID: s, Name: fmt.Sprintf("s%d", s)})
 	}
-	emit := func(s int, o Op) {
+	emit := func(s int, o plan.Op) {
 		p.IssueOrder = append(p.IssueOrder, [2]int{s, len(p.Streams[s].Ops)})
 		p.Streams[s].Ops = append(p.Streams[s].Ops, o)
 	}
 	for range rounds {
 		for _, s := range rng.Perm(S) {
 			for range 1 + rng.IntN(3) {
-				emit(s, Op{Kind: OpWait, Event: rng.IntN(S)})
+				emit(s, plan.Op{Kind: plan.OpWait, Event: rng.IntN(S)})
 			}
-			emit(s, Op{Kind: OpLaunch, Stage: len(p.Stages)})
-			p.Stages = append(p.Stages, Stage{Stream: s})
+			emit(s, plan.Op{Kind: plan.OpLaunch, Stage: len(p.Stages)})
+			p.Stages = append(p.Stages, plan.Stage{Stream: s})
 			if rng.IntN(4) == 0 { // a second stage before the record
-				emit(s, Op{Kind: OpLaunch, Stage: len(p.Stages)})
-				p.Stages = append(p.Stages, Stage{Stream: s})
+				emit(s, plan.Op{Kind: plan.OpLaunch, Stage: len(p.Stages)})
+				p.Stages = append(p.Stages, plan.Stage{Stream: s})
 			}
-			emit(s, Op{Kind: OpRecord, Event: s})
+			emit(s, plan.Op{Kind: plan.OpRecord, Event: s})
 		}
 	}
 	return p

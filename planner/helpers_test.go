@@ -7,81 +7,31 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/internal/spectest"
+	"github.com/dagrun/dagrun/plan"
 )
 
-// Test builders: spec(stage("a", writes("x")), stage("b", reads("x"))).
-// Buffers are declared implicitly (1 KiB each) on first mention.
+// Test builders (internal/spectest): spec(stage("a", writes("x")),
+// stage("b", reads("x"))).
+type stageOpt = spectest.StageOpt
 
-type stageOpt func(*dag.StageSpec)
-
-func spec(stages ...dag.StageSpec) *dag.Spec {
-	s := &dag.Spec{Version: 1, Name: "test", Sync: dag.SyncAuto}
-	seen := map[string]bool{}
-	for _, st := range stages {
-		for _, l := range [][]dag.Access{st.Reads, st.Writes} {
-			for _, a := range l {
-				if !seen[a.Buffer] {
-					seen[a.Buffer] = true
-					s.Buffers = append(s.Buffers, dag.BufferSpec{Name: a.Buffer, Bytes: 1024, Where: dag.WhereDevice, Role: dag.RoleTemp})
-				}
-			}
-		}
-	}
-	s.Stages = stages
-	return s
-}
-
-func manual(s *dag.Spec) *dag.Spec { s.Sync = dag.SyncManual; return s }
-
-func stage(name string, opts ...stageOpt) dag.StageSpec {
-	st := dag.StageSpec{Name: name, Kernel: dag.BuiltinSpin}
-	for _, o := range opts {
-		o(&st)
-	}
-	return st
-}
-
-func whole(buf string) dag.Access { return dag.Access{Buffer: buf, Bytes: 1024} }
-
-func reads(bufs ...string) stageOpt {
-	return func(s *dag.StageSpec) {
-		for _, b := range bufs {
-			s.Reads = append(s.Reads, whole(b))
-		}
-	}
-}
-
-func writes(bufs ...string) stageOpt {
-	return func(s *dag.StageSpec) {
-		for _, b := range bufs {
-			s.Writes = append(s.Writes, whole(b))
-		}
-	}
-}
-
-// readsAt and writesAt access bytes [off, off+n) of buf.
-func readsAt(buf string, off, n int64) stageOpt {
-	return func(s *dag.StageSpec) { s.Reads = append(s.Reads, dag.Access{Buffer: buf, Offset: off, Bytes: n}) }
-}
-
-func writesAt(buf string, off, n int64) stageOpt {
-	return func(s *dag.StageSpec) { s.Writes = append(s.Writes, dag.Access{Buffer: buf, Offset: off, Bytes: n}) }
-}
-
-func after(names ...string) stageOpt {
-	return func(s *dag.StageSpec) { s.After = append(s.After, names...) }
-}
-
-func on(stream string) stageOpt { return func(s *dag.StageSpec) { s.Stream = stream } }
-
-func waits(names ...string) stageOpt {
-	return func(s *dag.StageSpec) { s.Waits = append(s.Waits, names...) }
-}
-
-func dur(us float64) stageOpt { return func(s *dag.StageSpec) { s.DurationUS = us } }
+var (
+	spec     = spectest.Spec
+	manual   = spectest.Manual
+	stage    = spectest.Stage
+	whole    = spectest.Whole
+	reads    = spectest.Reads
+	writes   = spectest.Writes
+	readsAt  = spectest.ReadsAt
+	writesAt = spectest.WritesAt
+	after    = spectest.After
+	on       = spectest.On
+	waits    = spectest.Waits
+	dur      = spectest.Dur
+)
 
 // build plans s in check mode and fails the test on any error.
-func build(t testing.TB, s *dag.Spec, o Options) *Plan {
+func build(t testing.TB, s *dag.Spec, o Options) *plan.Plan {
 	t.Helper()
 	o.Check = true
 	p, err := Build(s, o)
@@ -95,7 +45,7 @@ func build(t testing.TB, s *dag.Spec, o Options) *Plan {
 }
 
 // streamOf returns the name of the stream stage name runs on.
-func streamOf(p *Plan, name string) string {
+func streamOf(p *plan.Plan, name string) string {
 	for _, s := range p.Stages {
 		if s.Name == name {
 			return p.Streams[s.Stream].Name

@@ -6,33 +6,8 @@ import (
 	"sort"
 
 	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/plan"
 )
-
-// Stream kinds (Stream.Kind): how a device stream orders itself with the
-// legacy default stream. CUDA documents the rule in the driver API's
-// "Stream synchronization behavior" section: an action on the legacy
-// default stream first waits on all blocking streams, and then all blocking
-// streams wait on it; non-blocking streams do not synchronize with it.
-const (
-	StreamNonBlocking = ""           // cuStreamCreate(CU_STREAM_NON_BLOCKING): no implicit order (dagrun's own streams)
-	StreamBlocking    = "blocking"   // cuStreamCreate(CU_STREAM_DEFAULT): ordered with the legacy default stream both ways
-	StreamLegacy      = "legacy"     // the legacy default stream (CU_STREAM_LEGACY, "stream 0"): one per plan
-	StreamPerThread   = "per_thread" // a thread's per-thread default stream (CU_STREAM_PER_THREAD): blocking towards the legacy stream, one per host thread
-)
-
-// StreamKinds lists the stream kinds by their spec spelling (StreamNonBlocking
-// is "non_blocking" there).
-var StreamKinds = []string{"non_blocking", StreamBlocking, StreamLegacy, StreamPerThread}
-
-// Copy modes (Stage.Copy) of a copy stage.
-const (
-	CopyAsync = ""     // cuMemcpyAsync on the stage's stream: the call returns at once
-	CopySync  = "sync" // cuMemcpy on a default stream: returns as the "API synchronization behavior" table says
-)
-
-// blockingKind reports whether kind orders itself with the legacy default
-// stream (blocking streams and per-thread default streams).
-func BlockingKind(kind string) bool { return kind == StreamBlocking || kind == StreamPerThread }
 
 // Rules that order work without an event: each names a CUDA rule, and a
 // race report names the one that did not apply (Race.Rule).
@@ -123,27 +98,10 @@ type implicitOrder struct {
 	unordered map[int32]bool
 }
 
-// hasImplicit reports whether p uses anything implicitOrder derives edges
-// or reads for: host streams, stream kinds, synchronous copies,
-// asynchronous copies from pageable memory, host threads.
-func HasImplicit(p *Plan) bool {
-	for _, s := range p.Streams {
-		if s.Host || s.Kind != "" || s.Thread != "" {
-			return true
-		}
-	}
-	for i := range p.Stages {
-		if p.Stages[i].Copy == CopySync || p.Stages[i].Collective != nil || PageableAsync(p, i) {
-			return true
-		}
-	}
-	return false
-}
-
 // deriveImplicit builds p's implicit order, or returns nil when p has none
 // (then Verify costs what it did without it). p must be valid.
-func deriveImplicit(p *Plan) *implicitOrder {
-	if !HasImplicit(p) {
+func deriveImplicit(p *plan.Plan) *implicitOrder {
+	if !plan.HasImplicit(p) {
 		return nil
 	}
 	S := len(p.Streams)
@@ -171,7 +129,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 	}
 	legacy := int32(-1)
 	for s, st := range p.Streams {
-		if st.Kind == StreamLegacy {
+		if st.Kind == plan.StreamLegacy {
 			legacy = int32(s)
 		}
 	}
@@ -211,7 +169,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 	if T > 1 {
 		records = make([][]int32, p.Events)
 		for _, so := range p.IssueOrder {
-			if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpRecord {
+			if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpRecord {
 				records[o.Event] = append(records[o.Event], im.base[so[0]]+int32(so[1]))
 			}
 		}
@@ -248,7 +206,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 			im.seq[g] = tcount[t]
 			tcount[t]++
 			r := int32(-1)
-			if o.Kind == OpWait {
+			if o.Kind == plan.OpWait {
 				r = lastRec[o.Event]
 			}
 			handoff := r >= 0 && im.thread[opStream[r]] != t && st.Host && p.Streams[opStream[r]].Host
@@ -283,7 +241,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 		switch {
 		case s == legacy:
 			for b := range p.Streams {
-				if b == int(s) || !BlockingKind(p.Streams[b].Kind) {
+				if b == int(s) || !plan.BlockingKind(p.Streams[b].Kind) {
 					continue
 				}
 				if l := latestBefore(int32(b), g); l >= im.base[b] && l != toLegacy[b] {
@@ -291,7 +249,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 					toLegacy[b] = l
 				}
 			}
-		case legacy >= 0 && BlockingKind(st.Kind):
+		case legacy >= 0 && plan.BlockingKind(st.Kind):
 			if l := latestBefore(legacy, g); l >= im.base[legacy] && l != fromLegacy[s] {
 				add(l, g, RuleLegacy)
 				fromLegacy[s] = l
@@ -302,7 +260,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 		// (only when that op was issued before: otherwise the ranks are
 		// not one group, which Verify reports as a deadlock first).
 		if so[1] > 0 {
-			if prev := st.Ops[so[1]-1]; prev.Kind == OpLaunch && p.Stages[prev.Stage].Collective != nil {
+			if prev := st.Ops[so[1]-1]; prev.Kind == plan.OpLaunch && p.Stages[prev.Stage].Collective != nil {
 				for _, l := range ranks[p.Stages[prev.Stage].Collective.Group] {
 					if l != g-1 && l > im.base[opStream[l]] && issued[l-1] {
 						add(l-1, g, RuleRendezvous)
@@ -316,7 +274,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 		case st.Host:
 			done[t] = append(done[t], g)
 			got[s] = len(done[t])
-		case o.Kind == OpLaunch && PageableAsync(p, o.Stage):
+		case o.Kind == plan.OpLaunch && plan.PageableAsync(p, o.Stage):
 			if im.hostRead == nil {
 				im.hostRead = map[int][]int32{}
 			}
@@ -327,7 +285,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 			}
 			im.hostRead[o.Stage] = slices.Clone(d[max(k, 0):])
 			im.early[o.Stage] = true
-		case o.Kind == OpLaunch && p.Stages[o.Stage].Copy == CopySync:
+		case o.Kind == plan.OpLaunch && p.Stages[o.Stage].Copy == plan.CopySync:
 			switch syncCopyReturn(p, o.Stage) {
 			case returnsComplete:
 				done[t] = append(done[t], g)
@@ -343,7 +301,7 @@ func deriveImplicit(p *Plan) *implicitOrder {
 				im.early[o.Stage] = true
 			}
 		}
-		if o.Kind == OpRecord {
+		if o.Kind == plan.OpRecord {
 			lastRec[o.Event] = g
 		}
 		lastOp[s] = g
@@ -410,7 +368,7 @@ const (
 
 // syncCopyReturn applies the synchronous rows of CUDA's "API
 // synchronization behavior" table to stage i, a synchronous copy.
-func syncCopyReturn(p *Plan, i int) copyReturn {
+func syncCopyReturn(p *plan.Plan, i int) copyReturn {
 	st := &p.Stages[i]
 	if len(st.Reads) != 1 || len(st.Writes) != 1 {
 		return returnsNothing
@@ -427,24 +385,11 @@ func syncCopyReturn(p *Plan, i int) copyReturn {
 	return returnsNothing
 }
 
-// pageableAsync reports whether stage i is an asynchronous copy from
-// pageable memory to the device on a device stream: cuMemcpyHtoDAsync,
-// which stages its source into pinned memory when the host calls it (the
-// "API synchronization behavior" table: "host memory is copied to a
-// staging buffer immediately"; seen on the H100: a host function queued
-// before the copy on its stream had not run when the source was read).
-func PageableAsync(p *Plan, i int) bool {
-	st := &p.Stages[i]
-	return st.Kernel == contract.BuiltinCopy && st.Copy == CopyAsync && !st.HostFunc && !p.Streams[st.Stream].Host &&
-		len(st.Reads) == 1 && len(st.Writes) == 1 &&
-		p.Where(st.Reads[0].Buffer) == contract.WhereHostPageable && !p.Where(st.Writes[0].Buffer).Host()
-}
-
 // hostTimeRead reports whether race r's second access is the read of an
 // asynchronous copy from pageable memory, which the host makes when it
 // issues the copy: no device wait orders it.
-func hostTimeRead(p *Plan, r *Race) bool {
-	return PageableAsync(p, r.Second) && p.Stages[r.Second].Reads[0].Buffer == r.Buffer && r.Kind == RaceRAW
+func hostTimeRead(p *plan.Plan, r *Race) bool {
+	return plan.PageableAsync(p, r.Second) && p.Stages[r.Second].Reads[0].Buffer == r.Buffer && r.Kind == plan.RaceRAW
 }
 
 // readAfter reports whether stage i's read, made by the host when it
@@ -469,23 +414,10 @@ func (v *verifier) readAfter(a int32, i int) (after, ok bool) {
 	return false, true
 }
 
-// where returns a buffer's placement (device when unknown or unset).
-func (p *Plan) Where(buffer string) contract.Where {
-	for k := range p.Buffers {
-		if p.Buffers[k].Name == buffer {
-			if p.Buffers[k].Where == "" {
-				return contract.WhereDevice
-			}
-			return contract.Where(p.Buffers[k].Where)
-		}
-	}
-	return contract.WhereDevice
-}
-
 // readsDoneBefore reports whether stage a's reads are done before op b is
 // issued: a stages its source when its launch returns (a synchronous copy
 // from pageable memory) and the host issues b after that.
-func (im *implicitOrder) readsDoneBefore(p *Plan, a int, la, b int32, opStream []int32, opIssue []int32) bool {
+func (im *implicitOrder) readsDoneBefore(p *plan.Plan, a int, la, b int32, opStream []int32, opIssue []int32) bool {
 	if im == nil || !im.early[a] {
 		return false
 	}
@@ -493,76 +425,6 @@ func (im *implicitOrder) readsDoneBefore(p *Plan, a int, la, b int32, opStream [
 		return opIssue[la] < opIssue[b]
 	}
 	return im.issueHB(la, b, opStream)
-}
-
-// validateKinds checks stream kinds, threads, copy modes and host
-// functions: known kinds, one legacy default stream, one per-thread default
-// stream and one host stream per thread, synchronous copies on a default
-// stream, host functions on device streams.
-func (p *Plan) ValidateKinds() error {
-	legacy := ""
-	perThread := map[string]string{}
-	hostOf := map[string]string{}
-	for _, s := range p.Streams {
-		switch s.Kind {
-		case StreamNonBlocking, StreamBlocking:
-		case StreamLegacy:
-			if legacy != "" {
-				return fmt.Errorf("plan: streams %s and %s are both the legacy default stream; a context has one", legacy, s.Name)
-			}
-			legacy = s.Name
-		case StreamPerThread:
-			if o, ok := perThread[s.Thread]; ok {
-				return fmt.Errorf("plan: streams %s and %s are both the per-thread default stream of thread %s", o, s.Name, ThreadLabel(s.Thread))
-			}
-			perThread[s.Thread] = s.Name
-		default:
-			return fmt.Errorf("plan: stream %s has kind %q, want one of %v", s.Name, s.Kind, StreamKinds)
-		}
-		if s.Host {
-			if s.Kind != "" {
-				return fmt.Errorf("plan: host stream %s has kind %q; host streams have none", s.Name, s.Kind)
-			}
-			if o, ok := hostOf[s.Thread]; ok {
-				return fmt.Errorf("plan: streams %s and %s are both host streams of thread %s; a thread runs its host stages in one order", o, s.Name, ThreadLabel(s.Thread))
-			}
-			hostOf[s.Thread] = s.Name
-		}
-	}
-	for i := range p.Stages {
-		st := &p.Stages[i]
-		str := &p.Streams[st.Stream]
-		switch st.Copy {
-		case CopyAsync:
-		case CopySync:
-			if st.Kernel != contract.BuiltinCopy {
-				return fmt.Errorf("plan: stage %s has copy %q but kernel %s; only copy stages have a copy mode", st.Name, st.Copy, st.Kernel)
-			}
-			if str.Kind != StreamLegacy && str.Kind != StreamPerThread {
-				return fmt.Errorf("plan: stage %s is a synchronous copy on stream %s (%s); cuMemcpy runs on a default stream: put it on the legacy or per-thread default stream", st.Name, str.Name, kindLabel(str.Kind))
-			}
-		default:
-			return fmt.Errorf("plan: stage %s has copy %q, want %q or %q", st.Name, st.Copy, CopyAsync, CopySync)
-		}
-		if st.HostFunc && str.Host {
-			return fmt.Errorf("plan: stage %s is a host function on host stream %s; a host function is enqueued on a device stream", st.Name, str.Name)
-		}
-	}
-	return p.validateCaptures() // capture.go
-}
-
-func ThreadLabel(t string) string {
-	if t == "" {
-		return "main"
-	}
-	return t
-}
-
-func kindLabel(k string) string {
-	if k == "" {
-		return "non_blocking"
-	}
-	return k
 }
 
 // explain sets r.Rule when one of CUDA's implicit rules might have been
@@ -579,7 +441,7 @@ func (v *verifier) explain(r *Race) {
 		}
 		r.Fix = edit + ", or " + r.Fix
 	}
-	blocking := func(s *Stream) {
+	blocking := func(s *plan.Stream) {
 		text := fmt.Sprintf("declare stream %s with kind: blocking (the legacy default stream and blocking streams wait for each other's earlier work)", s.Name)
 		also(text)
 		r.edit = &ruleEdit{stream: s.ID, stage: -1, text: text}
@@ -587,26 +449,26 @@ func (v *verifier) explain(r *Race) {
 	switch {
 	case a.Thread != b.Thread:
 		r.Rule = fmt.Sprintf("%s: %s is issued by thread %s and %s by thread %s; a host wait orders only its own thread's later issues, and a wait on another thread's record captures it only after a host event hands it over",
-			RuleThreads, fi.Name, ThreadLabel(a.Thread), se.Name, ThreadLabel(b.Thread))
+			RuleThreads, fi.Name, plan.ThreadLabel(a.Thread), se.Name, plan.ThreadLabel(b.Thread))
 		r.Rule += v.conservativeWait(r.Second)
-		r.Fix = fmt.Sprintf("hand over with a host event: record an event on thread %s's host stream after it has waited for %s, and wait on that event on thread %s's host stream before %s", ThreadLabel(a.Thread), stageAt(p, int32(r.First)), ThreadLabel(b.Thread), stageAt(p, int32(r.Second)))
-	case fi.Copy == CopySync && syncCopyReturn(p, r.First) == returnsStaged && v.stageWrites(r.First, r.Buffer):
+		r.Fix = fmt.Sprintf("hand over with a host event: record an event on thread %s's host stream after it has waited for %s, and wait on that event on thread %s's host stream before %s", plan.ThreadLabel(a.Thread), stageAt(p, int32(r.First)), plan.ThreadLabel(b.Thread), stageAt(p, int32(r.Second)))
+	case fi.Copy == plan.CopySync && syncCopyReturn(p, r.First) == returnsStaged && v.stageWrites(r.First, r.Buffer):
 		r.Rule = fmt.Sprintf("%s: %s, a synchronous copy from pageable memory, returns once its source is staged; its write to %s may still be in flight", RuleStaged, fi.Name, r.Buffer)
-		if !b.Host && !BlockingKind(b.Kind) && b.Kind != StreamLegacy {
+		if !b.Host && !plan.BlockingKind(b.Kind) && b.Kind != plan.StreamLegacy {
 			r.Rule += fmt.Sprintf(", and stream %s is non_blocking: not ordered with the legacy default stream", b.Name)
 			blocking(b)
 		}
-	case a.Kind == StreamLegacy && !b.Host && !BlockingKind(b.Kind) && b.Kind != StreamLegacy,
-		b.Kind == StreamLegacy && !a.Host && !BlockingKind(a.Kind) && a.Kind != StreamLegacy:
+	case a.Kind == plan.StreamLegacy && !b.Host && !plan.BlockingKind(b.Kind) && b.Kind != plan.StreamLegacy,
+		b.Kind == plan.StreamLegacy && !a.Host && !plan.BlockingKind(a.Kind) && a.Kind != plan.StreamLegacy:
 		nb := b
-		if b.Kind == StreamLegacy {
+		if b.Kind == plan.StreamLegacy {
 			nb = a
 		}
 		r.Rule = fmt.Sprintf("%s: stream %s is non_blocking, and non-blocking streams are not ordered with the legacy default stream", RuleLegacy, nb.Name)
 		blocking(nb)
-	case fi.Copy != CopySync && fi.Kernel == "copy" && !a.Host && !fi.HostFunc && b.Host && p.Where(r.Buffer).Host():
+	case fi.Copy != plan.CopySync && fi.Kernel == "copy" && !a.Host && !fi.HostFunc && b.Host && p.Where(r.Buffer).Host():
 		r.Rule = fmt.Sprintf("%s: %s (cuMemcpyAsync) returns before the copy runs; the host is ordered after it only by waiting for an event", RuleAsyncCopy, fi.Name)
-		if a.Kind == StreamLegacy || a.Kind == StreamPerThread {
+		if a.Kind == plan.StreamLegacy || a.Kind == plan.StreamPerThread {
 			text := fmt.Sprintf("make %s a synchronous copy (copy: sync), which returns once the copy is done", fi.Name)
 			also(text)
 			r.edit = &ruleEdit{stream: -1, stage: r.First, text: text}
@@ -641,7 +503,7 @@ func (v *verifier) conservativeWait(i int) string {
 	s := v.opStream[g0]
 	for g := v.opBase[s]; g < g0; g++ {
 		o := v.p.Streams[s].Ops[v.opIndex(g)]
-		if o.Kind != OpWait || !im.unordered[g] {
+		if o.Kind != plan.OpWait || !im.unordered[g] {
 			continue
 		}
 		for _, x := range v.records[o.Event] {
@@ -673,19 +535,19 @@ type ruleEdit struct {
 // apply makes the edit on q, a clonePlan copy: its streams are its own,
 // its stages the original's, so a stage edit first gives q stages of its
 // own (the plan Verify was given stays as it was).
-func (e *ruleEdit) apply(q *Plan) {
+func (e *ruleEdit) apply(q *plan.Plan) {
 	if e.stream >= 0 {
-		q.Streams[e.stream].Kind = StreamBlocking
+		q.Streams[e.stream].Kind = plan.StreamBlocking
 	}
 	if e.stage >= 0 {
 		q.Stages = slices.Clone(q.Stages)
-		q.Stages[e.stage].Copy = CopySync
+		q.Stages[e.stage].Copy = plan.CopySync
 	}
 }
 
 // insteadOf returns the rule edit that orders every race of f without
 // its wait, proven on a copy of p, or "".
-func insteadOf(p *Plan, races []Race, f *Fix) string {
+func insteadOf(p *plan.Plan, races []Race, f *Fix) string {
 	var e *ruleEdit
 	for _, k := range f.Races {
 		re := races[k].edit
@@ -716,11 +578,11 @@ func insteadOf(p *Plan, races []Race, f *Fix) string {
 // hasDefaultStream reports whether p has a legacy or per-thread default
 // stream (one per context or thread: the iterate pass gives such plans one
 // stream set).
-func hasDefaultStream(p *Plan) bool { return defaultStreamName(p) != "" }
+func hasDefaultStream(p *plan.Plan) bool { return defaultStreamName(p) != "" }
 
-func defaultStreamName(p *Plan) string {
+func defaultStreamName(p *plan.Plan) string {
 	for s := range p.Streams {
-		if DefaultStream(p, s) {
+		if plan.DefaultStream(p, s) {
 			return p.Streams[s].Name
 		}
 	}

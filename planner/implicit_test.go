@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // ruleCase is a manual spec, the kinds and threads of its streams, the
@@ -25,7 +26,7 @@ type ruleCase struct {
 	instead string            // a substring of the first fix's rule edit (Fix.Instead)
 }
 
-func (c ruleCase) plan(t *testing.T) *Plan {
+func (c ruleCase) plan(t *testing.T) *plan.Plan {
 	t.Helper()
 	s := c.spec
 	for i := range s.Buffers {
@@ -49,7 +50,7 @@ func (c ruleCase) plan(t *testing.T) *Plan {
 	for i := range p.Stages {
 		for _, n := range c.sync {
 			if p.Stages[i].Name == n {
-				p.Stages[i].Copy = CopySync
+				p.Stages[i].Copy = plan.CopySync
 			}
 		}
 		for _, n := range c.hostFn {
@@ -59,7 +60,7 @@ func (c ruleCase) plan(t *testing.T) *Plan {
 		}
 	}
 	if c.once {
-		p = p.WithoutOps(func(_, _ int, o Op) bool { return o.Lag > 0 })
+		p = p.WithoutOps(func(_, _ int, o plan.Op) bool { return o.Lag > 0 })
 		p.Iteration = nil
 	}
 	if err := p.Validate(); err != nil {
@@ -77,29 +78,29 @@ func waitEvent(e string) stageOpt {
 }
 
 func ruleCases() []ruleCase {
-	L := map[string]string{"L": StreamLegacy}
+	L := map[string]string{"L": plan.StreamLegacy}
 	return []ruleCase{
 		{name: "legacy then non-blocking", race: RuleLegacy, instead: "declare stream s with kind: blocking",
 			spec:  manual(spec(stage("a", on("L"), writes("x")), stage("b", on("s"), writes("x")))),
 			kinds: L},
 		{name: "legacy then blocking",
 			spec:  manual(spec(stage("a", on("L"), writes("x")), stage("b", on("s"), writes("x")))),
-			kinds: map[string]string{"L": StreamLegacy, "s": StreamBlocking}},
+			kinds: map[string]string{"L": plan.StreamLegacy, "s": plan.StreamBlocking}},
 		{name: "blocking then legacy",
 			spec:  manual(spec(stage("a", on("s"), writes("x")), stage("b", on("L"), writes("x")))),
-			kinds: map[string]string{"L": StreamLegacy, "s": StreamBlocking}},
+			kinds: map[string]string{"L": plan.StreamLegacy, "s": plan.StreamBlocking}},
 		{name: "per-thread then legacy",
 			spec:  manual(spec(stage("a", on("s"), writes("x")), stage("b", on("L"), writes("x")))),
-			kinds: map[string]string{"L": StreamLegacy, "s": StreamPerThread}},
+			kinds: map[string]string{"L": plan.StreamLegacy, "s": plan.StreamPerThread}},
 		{name: "non-blocking then legacy", race: RuleLegacy,
 			spec:  manual(spec(stage("a", on("s"), writes("x")), stage("b", on("L"), writes("x")))),
 			kinds: L},
 		{name: "blocking, legacy, blocking (k_1, k_2, k_3 of the CUDA docs)",
 			spec:  manual(spec(stage("k1", on("s1"), writes("x")), stage("k2", on("L"), writes("y")), stage("k3", on("s2"), reads("x")))),
-			kinds: map[string]string{"L": StreamLegacy, "s1": StreamBlocking, "s2": StreamBlocking}},
+			kinds: map[string]string{"L": plan.StreamLegacy, "s1": plan.StreamBlocking, "s2": plan.StreamBlocking}},
 		{name: "two blocking streams without the legacy stream between", race: "RAW on x",
 			spec:  manual(spec(stage("k1", on("s1"), writes("x")), stage("k3", on("s2"), reads("x")))),
-			kinds: map[string]string{"L": StreamLegacy, "s1": StreamBlocking, "s2": StreamBlocking}},
+			kinds: map[string]string{"L": plan.StreamLegacy, "s1": plan.StreamBlocking, "s2": plan.StreamBlocking}},
 		{name: "async device→host copy, host reads", race: RuleAsyncCopy, instead: "make d2h a synchronous copy",
 			spec:  manual(spec(stage("d2h", kernel("copy"), on("L"), reads("d"), writes("h")), stage("use", kernel("checksum"), on(dag.HostStream), reads("h"), writes("sum")))),
 			kinds: L, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
@@ -113,7 +114,7 @@ func ruleCases() []ruleCase {
 		{name: "sync copy after a blocking producer, host reads",
 			spec: manual(spec(stage("k", on("s"), writes("d")), stage("d2h", kernel("copy"), on("L"), reads("d"), writes("h")),
 				stage("use", kernel("checksum"), on(dag.HostStream), reads("h"), writes("sum")))),
-			kinds: map[string]string{"L": StreamLegacy, "s": StreamBlocking}, sync: []string{"d2h"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
+			kinds: map[string]string{"L": plan.StreamLegacy, "s": plan.StreamBlocking}, sync: []string{"d2h"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
 		{name: "async copy from pinned, host overwrites the source", race: RuleAsyncCopy,
 			spec:  manual(spec(stage("h2d", kernel("copy"), on("L"), reads("h"), writes("d")), stage("next", kernel("fill"), on(dag.HostStream), writes("h")))),
 			kinds: L, where: map[string]string{"h": dag.WhereHostPinned}},
@@ -125,7 +126,7 @@ func ruleCases() []ruleCase {
 			kinds: L, sync: []string{"h2d"}, where: map[string]string{"h": dag.WhereHostPageable}},
 		{name: "sync copy from pageable, the host then launches on a blocking stream",
 			spec:  manual(spec(stage("h2d", kernel("copy"), on("L"), reads("h"), writes("d")), stage("use", on("s"), reads("d")))),
-			kinds: map[string]string{"L": StreamLegacy, "s": StreamBlocking}, sync: []string{"h2d"}, where: map[string]string{"h": dag.WhereHostPageable}},
+			kinds: map[string]string{"L": plan.StreamLegacy, "s": plan.StreamBlocking}, sync: []string{"h2d"}, where: map[string]string{"h": dag.WhereHostPageable}},
 		{name: "host function reads what the host writes later", race: RuleHostFunc,
 			spec:   manual(spec(stage("cb", kernel("checksum"), on("s"), reads("h"), writes("sum")), stage("next", kernel("fill"), on(dag.HostStream), writes("h")))),
 			hostFn: []string{"cb"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
@@ -167,10 +168,10 @@ func ruleCases() []ruleCase {
 		{name: "two threads: the legacy stream orders only what was issued before, across a handoff",
 			spec: manual(spec(stage("a", on("s"), writes("x")), stage("sig", on(dag.HostStream), event("go")),
 				stage("r", on("hb"), waitEvent("go")), stage("b", on("L"), writes("x")))),
-			kinds: map[string]string{"L": StreamLegacy, "s": StreamBlocking}, threads: map[string]string{"L": "B", "hb": "B"}, hosts: []string{"hb"}, once: true},
+			kinds: map[string]string{"L": plan.StreamLegacy, "s": plan.StreamBlocking}, threads: map[string]string{"L": "B", "hb": "B"}, hosts: []string{"hb"}, once: true},
 		{name: "two threads: the legacy stream without a handoff", race: RuleThreads,
 			spec:  manual(spec(stage("a", on("s"), writes("x")), stage("b", on("L"), writes("x")))),
-			kinds: map[string]string{"L": StreamLegacy, "s": StreamBlocking}, threads: map[string]string{"L": "B"}},
+			kinds: map[string]string{"L": plan.StreamLegacy, "s": plan.StreamBlocking}, threads: map[string]string{"L": "B"}},
 	}
 }
 
@@ -244,14 +245,14 @@ func TestImplicitOff(t *testing.T) {
 func TestValidateKinds(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		edit func(p *Plan)
+		edit func(p *plan.Plan)
 		want string
 	}{
-		{"two legacy streams", func(p *Plan) { p.Streams[0].Kind, p.Streams[1].Kind = StreamLegacy, StreamLegacy }, "both the legacy default stream"},
-		{"unknown kind", func(p *Plan) { p.Streams[0].Kind = "fast" }, `kind "fast"`},
-		{"sync copy on a non-blocking stream", func(p *Plan) { p.Stages[0].Kernel, p.Stages[0].Copy = "copy", CopySync }, "put it on the legacy or per-thread default stream"},
-		{"sync spin", func(p *Plan) { p.Stages[0].Copy = CopySync }, "only copy stages"},
-		{"two per-thread streams", func(p *Plan) { p.Streams[0].Kind, p.Streams[1].Kind = StreamPerThread, StreamPerThread }, "per-thread default stream of thread main"},
+		{"two legacy streams", func(p *plan.Plan) { p.Streams[0].Kind, p.Streams[1].Kind = plan.StreamLegacy, plan.StreamLegacy }, "both the legacy default stream"},
+		{"unknown kind", func(p *plan.Plan) { p.Streams[0].Kind = "fast" }, `kind "fast"`},
+		{"sync copy on a non-blocking stream", func(p *plan.Plan) { p.Stages[0].Kernel, p.Stages[0].Copy = "copy", plan.CopySync }, "put it on the legacy or per-thread default stream"},
+		{"sync spin", func(p *plan.Plan) { p.Stages[0].Copy = plan.CopySync }, "only copy stages"},
+		{"two per-thread streams", func(p *plan.Plan) { p.Streams[0].Kind, p.Streams[1].Kind = plan.StreamPerThread, plan.StreamPerThread }, "per-thread default stream of thread main"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := Build(manual(spec(stage("a", on("s"), writes("x")), stage("b", on("t"), reads("x")))), Options{})
@@ -273,38 +274,38 @@ func TestValidateKinds(t *testing.T) {
 // takes SA2's record, so y races x, whichever order the plan issues the
 // two in. Without SA2's record the handoff orders y after x.
 func TestImplicitLaterRecordOtherThread(t *testing.T) {
-	X := func() []Access { return []Access{{Buffer: "X", Bytes: 256}} }
-	p := &Plan{
-		Version: PlanVersion,
-		Kernels: []Kernel{{Name: "spin"}},
-		Buffers: []Buffer{{Name: "X", Bytes: 256, Where: "device", Role: "temp"}},
-		Stages: []Stage{
-			{Name: "x", Stream: 1, Kernel: "spin", Reads: []Access{}, Writes: X()},
-			{Name: "y", Stream: 4, Kernel: "spin", Reads: X(), Writes: []Access{}},
+	X := func() []plan.Access { return []plan.Access{{Buffer: "X", Bytes: 256}} }
+	p := &plan.Plan{
+		Version: plan.PlanVersion,
+		Kernels: []plan.Kernel{{Name: "spin"}},
+		Buffers: []plan.Buffer{{Name: "X", Bytes: 256, Where: "device", Role: "temp"}},
+		Stages: []plan.Stage{
+			{Name: "x", Stream: 1, Kernel: "spin", Reads: []plan.Access{}, Writes: X()},
+			{Name: "y", Stream: 4, Kernel: "spin", Reads: X(), Writes: []plan.Access{}},
 		},
 		Events: 2, // 0: e, 1: the host event
-		Streams: []Stream{
-			{ID: 0, Name: "HA", Host: true, Ops: []Op{{Kind: OpRecord, Event: 1}}},
-			{ID: 1, Name: "SA", Ops: []Op{{Kind: OpLaunch, Stage: 0}, {Kind: OpRecord, Event: 0}}},
-			{ID: 2, Name: "SA2", Ops: []Op{{Kind: OpRecord, Event: 0}}},
-			{ID: 3, Name: "HB", Host: true, Thread: "t1", Ops: []Op{{Kind: OpWait, Event: 1}}},
-			{ID: 4, Name: "SB", Thread: "t1", Ops: []Op{{Kind: OpWait, Event: 0}, {Kind: OpLaunch, Stage: 1}}},
+		Streams: []plan.Stream{
+			{ID: 0, Name: "HA", Host: true, Ops: []plan.Op{{Kind: plan.OpRecord, Event: 1}}},
+			{ID: 1, Name: "SA", Ops: []plan.Op{{Kind: plan.OpLaunch, Stage: 0}, {Kind: plan.OpRecord, Event: 0}}},
+			{ID: 2, Name: "SA2", Ops: []plan.Op{{Kind: plan.OpRecord, Event: 0}}},
+			{ID: 3, Name: "HB", Host: true, Thread: "t1", Ops: []plan.Op{{Kind: plan.OpWait, Event: 1}}},
+			{ID: 4, Name: "SB", Thread: "t1", Ops: []plan.Op{{Kind: plan.OpWait, Event: 0}, {Kind: plan.OpLaunch, Stage: 1}}},
 		},
 		IssueOrder: [][2]int{{1, 0}, {1, 1}, {0, 0}, {3, 0}, {4, 0}, {4, 1}, {2, 0}},
 	}
 	before := clonePlan(p) // SA2's record issued before the wait, in plan order
 	before.Kernels, before.Version = p.Kernels, p.Version
 	before.IssueOrder = [][2]int{{1, 0}, {1, 1}, {0, 0}, {2, 0}, {3, 0}, {4, 0}, {4, 1}}
-	for name, q := range map[string]*Plan{"SA2 records after the wait": p, "SA2 records before the wait": before} {
+	for name, q := range map[string]*plan.Plan{"SA2 records after the wait": p, "SA2 records before the wait": before} {
 		if err := q.Validate(); err != nil {
 			t.Fatal(err)
 		}
 		var re *RaceError
-		if err := Verify(q); !errors.As(err, &re) || len(re.Races) != 1 || re.Races[0].Kind != RaceRAW {
+		if err := Verify(q); !errors.As(err, &re) || len(re.Races) != 1 || re.Races[0].Kind != plan.RaceRAW {
 			t.Errorf("%s: Verify = %v, want the RAW race of x and y", name, err)
 		}
 	}
-	once := p.WithoutOps(func(s, _ int, _ Op) bool { return s == 2 })
+	once := p.WithoutOps(func(s, _ int, _ plan.Op) bool { return s == 2 })
 	once.Version = p.Version
 	if err := Verify(once); err != nil {
 		t.Errorf("e recorded once: Verify = %v, want race-free", err)

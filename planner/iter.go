@@ -6,100 +6,9 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/dagrun/dagrun/plan"
 )
-
-// Iteration is a plan's cross-iteration schedule: how the plan is
-// issued once per input of a stream of inputs, with iterations overlapping.
-//
-// Iteration i (from 0) issues the plan's ops in IssueOrder with three
-// substitutions:
-//
-//   - streams: stream s's ops go to physical stream s + len(Streams)·(i mod
-//     StreamSets), so that StreamSets consecutive iterations run on disjoint
-//     streams;
-//   - buffers: a buffer with copies K > 1 is a ring of K copies, and
-//     iteration i uses copy i mod K;
-//   - events: event e rotates through Slots[e] physical events; a record of e
-//     in iteration i records slot i mod Slots[e], and a wait with Lag d
-//     issued in iteration i waits on slot (i−d) mod Slots[e], the record of
-//     iteration i−d. A wait with i−d < 0 is skipped (there is nothing to
-//     wait for). Slots are enough that no later record of that slot is
-//     issued before the wait: every record is issued before each wait that
-//     needs it, across iterations too (a wait issued before its record
-//     waits for nothing in CUDA: the wait-before-record trap).
-//
-// The reference semantics is one stream running iteration 0's stages in
-// declaration order, then iteration 1's, and so on. The iterate pass adds
-// the waits with Lag > 0 (cross waits) that this order needs and stream
-// order plus the other waits do not already give; Verify checks the plan
-// unrolled over enough iterations to cover every phase of the rings
-// (UnrollIterations).
-type Iteration struct {
-	// StreamSets is R ≥ 1 above: how many copies of the streams iterations
-	// rotate through. Physical streams: len(Streams)·StreamSets.
-	StreamSets int `json:"stream_sets"`
-	// Slots has one entry ≥ 1 per event.
-	Slots []int `json:"slots"`
-	// CrossWaits counts the waits with Lag > 0 (Stats.Waits counts the others).
-	CrossWaits int `json:"cross_waits"`
-	// InFlight is how many consecutive iterations the plan lets run at
-	// once at most: the smallest ring (copies) among buffers that conflict
-	// across iterations, or 1 when a one-copy buffer does.
-	InFlight int `json:"in_flight"`
-	// Barrier is set when iterations do not overlap: the plan's iteration
-	// ops are a barrier between consecutive iterations (WithIteration), the
-	// correct but least concurrent form, used where no cross-iteration
-	// waits were planned.
-	Barrier bool `json:"barrier,omitempty"`
-}
-
-// PhysicalStreams returns the streams the executor creates for p, as a
-// table: m[r][s] is the stream that runs plan stream s's ops in iterations i
-// with i mod StreamSets = r, numbered from 0 to total−1. Set 0 is the plan's
-// own streams (m[0][s] = s); each further set adds a copy of every stream
-// but host streams (one host thread serves every iteration) and default
-// streams (CUDA has one legacy default stream per context and one
-// per-thread default stream per host thread, which every iteration
-// shares). Without iteration info m has one row.
-func (p *Plan) PhysicalStreams() (m [][]int, total int) {
-	R := 1
-	if p.Iteration != nil {
-		R = max(p.Iteration.StreamSets, 1)
-	}
-	total = len(p.Streams)
-	m = make([][]int, R)
-	for r := range m {
-		m[r] = make([]int, len(p.Streams))
-		for s := range m[r] {
-			switch {
-			case r == 0 || hostStream(p, s) || DefaultStream(p, s):
-				m[r][s] = s
-			default:
-				m[r][s] = total
-				total++
-			}
-		}
-	}
-	return m, total
-}
-
-// hostStream reports whether plan stream s is the host thread (the spec's
-// host stages), which stream sets do not replicate. The iterate walk treats
-// it as a stream like the others: it does not use the host's extra order
-// (a host launch happens-before everything issued after it), so it may
-// keep a cross wait that order makes redundant, never miss one.
-func hostStream(p *Plan, s int) bool { return p.Streams[s].Host }
-
-// defaultStream reports whether plan stream s is a default stream (kind
-// legacy or per-thread), which stream sets do not replicate.
-func DefaultStream(p *Plan, s int) bool {
-	k := p.Streams[s].Kind
-	return k == StreamLegacy || k == StreamPerThread
-}
-
-// maxLag bounds a wait's lag, stream sets and event slots (2^20, as the
-// spec loader bounds lags): a plan file beyond it is certainly a mistake.
-const maxLag = 1 << 20
 
 // iterMaxPrune bounds the cross waits that the iterate pass tries to drop
 // one by one after placing them, and iterMaxPruneWork the work of those
@@ -191,15 +100,15 @@ func iterate(st *state) error {
 				device++
 			}
 		}
-		if most := min(MaxStreamSetStreams/max(device, 1), maxLag); R > most {
-			return fmt.Errorf("stream sets %d: %d copies of this plan's %d device streams would be more than %d physical streams (a GPU runs at most a few hundred at once): use --stream-sets %d or fewer (PlanOptions.StreamSets), or 0 for the largest copies of any buffer", R, R, device, MaxStreamSetStreams, most)
+		if most := min(plan.MaxStreamSetStreams/max(device, 1), plan.MaxLag); R > most {
+			return fmt.Errorf("stream sets %d: %d copies of this plan's %d device streams would be more than %d physical streams (a GPU runs at most a few hundred at once): use --stream-sets %d or fewer (PlanOptions.StreamSets), or 0 for the largest copies of any buffer", R, R, device, plan.MaxStreamSetStreams, most)
 		}
 	}
 	// The walks below unroll at most 64 iterations of the period: a
 	// least common multiple saturating past that never overflows (ring
 	// sizes of distinct primes pass 2^63 in a few dozen buffers).
-	period := LCM(64, R, copies)
-	p.Iteration = &Iteration{StreamSets: R} // provisional: the walk maps streams through it
+	period := plan.LCM(64, R, copies)
+	p.Iteration = &plan.Iteration{StreamSets: R} // provisional: the walk maps streams through it
 	_, P := p.PhysicalStreams()
 	// Each wait of an iteration may join a clock of P entries: the walk's
 	// work is at most about U0·waits·P (U0 iterations) plus its cross
@@ -207,7 +116,7 @@ func iterate(st *state) error {
 	if U0 := min(period, 64) + 4; U0*p.Stats.Waits*P > iterMaxClock {
 		p.Iteration = nil
 		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read (this plan could need %s: %d iterations × %s waits × %s physical streams)",
-			Thousands(iterMaxClock), Thousands(U0*p.Stats.Waits*P), U0, Thousands(p.Stats.Waits), Thousands(P)))
+			plan.Thousands(iterMaxClock), plan.Thousands(U0*p.Stats.Waits*P), U0, plan.Thousands(p.Stats.Waits), plan.Thousands(P)))
 		return nil
 	}
 	reqs, inflight := iterHazards(p, copies, st.accesses())
@@ -227,7 +136,7 @@ func iterate(st *state) error {
 	if !w.run(true) {
 		p.Iteration = nil
 		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read, and its walk over %d iterations of %s physical streams passed that in iteration %d (cross-iteration orders to meet: %s)",
-			Thousands(iterMaxClock), U, Thousands(P), w.stopped+1, Thousands(len(reqs.r))))
+			plan.Thousands(iterMaxClock), U, plan.Thousands(P), w.stopped+1, plan.Thousands(len(reqs.r))))
 		return nil
 	}
 	// Drop cross waits that others make redundant, latest added first.
@@ -256,7 +165,7 @@ func iterate(st *state) error {
 		w.budget, w.exhausted = 0, false
 		if tried < total {
 			st.note("cross-iteration waits are not minimized: the iterate pass spends at most %s steps (ops walked and clock entries read) dropping redundant ones, and tried %d of this plan's %d before that, so some of the other %d may be redundant",
-				Thousands(iterMaxPruneWork), tried, total, total-tried)
+				plan.Thousands(iterMaxPruneWork), tried, total, total-tried)
 		}
 	}
 	if st.opts.Check {
@@ -299,7 +208,7 @@ func (st *state) barrier(why string) {
 	if k := iterInFlight(p); k > 1 {
 		cost += fmt.Sprintf(", up to %d at once", k)
 	}
-	how := fmt.Sprintf("a barrier separates them (%s waits and %s records per iteration)", Thousands(2*(S-1)), Thousands(S))
+	how := fmt.Sprintf("a barrier separates them (%s waits and %s records per iteration)", plan.Thousands(2*(S-1)), plan.Thousands(S))
 	if S <= 1 {
 		how = "they run one after another on the plan's one stream"
 	}
@@ -307,7 +216,7 @@ func (st *state) barrier(why string) {
 		// The barrier's waits on another thread's records are not handed
 		// over by a host event: they order nothing.
 		st.note("iterations are not separated across host threads: %s, and the barrier between iterations (%s waits and %s records per iteration) waits on records of streams that other threads (%s) issue, which orders nothing without a host event handing each record over; iterations of different threads may overlap, and check unrolls them",
-			why, Thousands(2*(S-1)), Thousands(S), strings.Join(threads, ", "))
+			why, plan.Thousands(2*(S-1)), plan.Thousands(S), strings.Join(threads, ", "))
 		return
 	}
 	st.note("iterations do not overlap: %s, so %s; %s", why, how, cost)
@@ -315,10 +224,10 @@ func (st *state) barrier(why string) {
 
 // planThreads is the host threads that issue p's streams, in order of
 // their first stream ("main" for the main thread).
-func planThreads(p *Plan) []string {
+func planThreads(p *plan.Plan) []string {
 	var out []string
 	for _, s := range p.Streams {
-		if t := ThreadLabel(s.Thread); !slices.Contains(out, t) {
+		if t := plan.ThreadLabel(s.Thread); !slices.Contains(out, t) {
 			out = append(out, t)
 		}
 	}
@@ -329,7 +238,7 @@ func planThreads(p *Plan) []string {
 // waits (Iteration.InFlight): the smallest copies of a written buffer, all
 // of the arena counting as one copy (every write conflicts with itself
 // across iterations), or the largest copies when nothing is written.
-func iterInFlight(p *Plan) int {
+func iterInFlight(p *plan.Plan) int {
 	copies := make(map[string]int, len(p.Buffers))
 	kmax := 1
 	for _, b := range p.Buffers {
@@ -370,7 +279,7 @@ func iterInFlight(p *Plan) int {
 // write → each head read. That is O(accesses × segments they cover) orders,
 // where every pair of conflicting accesses would be quadratic.
 // copies is each buffer's (per Plan.Buffers index).
-func iterHazards(p *Plan, copies []int, ab *planAccesses) (iterOrders, int) {
+func iterHazards(p *plan.Plan, copies []int, ab *planAccesses) (iterOrders, int) {
 	// Address spaces: the arena's buffers together (one copy, at their
 	// arena offsets), else each buffer on its own; per buffer its
 	// space and base, spaces numbered in first-use order.
@@ -411,7 +320,7 @@ func iterHazards(p *Plan, copies []int, ab *planAccesses) (iterOrders, int) {
 	for walk := range 2 {
 		for _, v := range order {
 			sg := &p.Stages[v]
-			for k, list := range [2][]Access{sg.Reads, sg.Writes} {
+			for k, list := range [2][]plan.Access{sg.Reads, sg.Writes} {
 				bufs := ab.reads(p, v)
 				if k == 1 {
 					bufs = ab.writes(p, v)
@@ -612,30 +521,20 @@ func packShift(count int32, lo, hi int64) (uint, bool) {
 }
 
 // launchPositions returns each stage's launch position in IssueOrder.
-func launchPositions(p *Plan) []int {
+func launchPositions(p *plan.Plan) []int {
 	pos := make([]int, len(p.Stages))
 	for k, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpLaunch {
 			pos[o.Stage] = k
 		}
 	}
 	return pos
 }
 
-// lcm is the least common multiple of a and b (both ≥ 1); callers keep
-// a·b within int (lcmOf saturates at a small limit).
-func lcm(a, b int) int {
-	g, h := a, b
-	for h != 0 {
-		g, h = h, g%h
-	}
-	return a / g * b
-}
-
 // iterWalk simulates U iterations of a plan in issue order with vector
 // clocks over physical streams, placing or checking cross waits.
 type iterWalk struct {
-	p          *Plan
+	p          *plan.Plan
 	S, R, n, U int
 	window     int // iterations of snapshots kept: the longest distance + 1
 	reqs       iterOrders
@@ -808,15 +707,15 @@ func (w *iterWalk) run(place bool) bool {
 			s := so[0]
 			ps := set[s]
 			switch o := p.Streams[s].Ops[so[1]]; o.Kind {
-			case OpRecord:
+			case plan.OpRecord:
 				if v := lastLaunch[s]; v >= 0 {
 					recSnap[o.Event], hasRec[o.Event] = *at(j, int(v)), true
 				}
-			case OpWait:
+			case plan.OpWait:
 				if o.Lag == 0 && hasRec[o.Event] {
 					join(ps, recSnap[o.Event])
 				}
-			case OpLaunch:
+			case plan.OpLaunch:
 				b := o.Stage
 				for _, r := range w.cross[b] {
 					if i := j - int(r.d); i >= 0 {
@@ -862,7 +761,7 @@ func (w *iterWalk) run(place bool) bool {
 // after its launch (reusing the one there), for each consumer its cross
 // waits right before its launch, in stream order and issue order; then the
 // event slots and p.Iteration.
-func emitCross(p *Plan, cross [][]iterReq, R int) {
+func emitCross(p *plan.Plan, cross [][]iterReq, R int) {
 	n := len(p.Stages)
 	event := make([]int, n) // producer → its event (-1: none yet)
 	for i := range event {
@@ -879,14 +778,14 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 	// Reuse a record right after the producer's launch.
 	for _, str := range p.Streams {
 		for j, o := range str.Ops {
-			if o.Kind == OpLaunch && need[o.Stage] && j+1 < len(str.Ops) && str.Ops[j+1].Kind == OpRecord {
+			if o.Kind == plan.OpLaunch && need[o.Stage] && j+1 < len(str.Ops) && str.Ops[j+1].Kind == plan.OpRecord {
 				event[o.Stage] = str.Ops[j+1].Event
 			}
 		}
 	}
 	// New events in issue order of their producers.
 	for _, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch && need[o.Stage] && event[o.Stage] < 0 {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpLaunch && need[o.Stage] && event[o.Stage] < 0 {
 			event[o.Stage] = p.Events
 			p.Events++
 		}
@@ -894,26 +793,26 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 	newRec := make([]bool, n) // a record must be inserted after this launch
 	for _, str := range p.Streams {
 		for j, o := range str.Ops {
-			if o.Kind == OpLaunch && need[o.Stage] && !(j+1 < len(str.Ops) && str.Ops[j+1].Kind == OpRecord) {
+			if o.Kind == plan.OpLaunch && need[o.Stage] && !(j+1 < len(str.Ops) && str.Ops[j+1].Kind == plan.OpRecord) {
 				newRec[o.Stage] = true
 			}
 		}
 	}
-	ops := make([][]Op, len(p.Streams))
+	ops := make([][]plan.Op, len(p.Streams))
 	for s, str := range p.Streams {
 		c := len(str.Ops) // and the cross waits and records it gets
 		for _, o := range str.Ops {
-			if o.Kind == OpLaunch {
+			if o.Kind == plan.OpLaunch {
 				c += len(cross[o.Stage])
 				if newRec[o.Stage] {
 					c++
 				}
 			}
 		}
-		ops[s] = make([]Op, 0, c)
+		ops[s] = make([]plan.Op, 0, c)
 	}
 	order := make([][2]int, 0, len(p.IssueOrder)+waits)
-	emit := func(s int, o Op) {
+	emit := func(s int, o plan.Op) {
 		order = append(order, [2]int{s, len(ops[s])})
 		ops[s] = append(ops[s], o)
 	}
@@ -927,18 +826,18 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 	for v := range p.Stages {
 		ranks = ranks || p.Stages[v].Collective != nil
 	}
-	rankOf := func(so [2]int) *Collective {
+	rankOf := func(so [2]int) *plan.Collective {
 		if !ranks {
 			return nil
 		}
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpLaunch {
 			return p.Stages[o.Stage].Collective
 		}
 		return nil
 	}
 	crossWaits := func(s, stage int) {
 		for _, r := range cross[stage] {
-			emit(s, Op{Kind: OpWait, Event: event[r.a], Lag: int(r.d)})
+			emit(s, plan.Op{Kind: plan.OpWait, Event: event[r.a], Lag: int(r.d)})
 		}
 	}
 	var deferred [][2]int // (stream, stage): records after the group's last rank
@@ -956,16 +855,16 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 				}
 				crossWaits(p.IssueOrder[q][0], p.Streams[p.IssueOrder[q][0]].Ops[p.IssueOrder[q][1]].Stage)
 			}
-		case c == nil && o.Kind == OpLaunch:
+		case c == nil && o.Kind == plan.OpLaunch:
 			crossWaits(s, o.Stage)
 		}
 		emit(s, o)
-		if o.Kind == OpLaunch && newRec[o.Stage] {
+		if o.Kind == plan.OpLaunch && newRec[o.Stage] {
 			deferred = append(deferred, [2]int{s, o.Stage})
 		}
 		if c == nil || last {
 			for _, d := range deferred {
-				emit(d[0], Op{Kind: OpRecord, Event: event[d[1]]})
+				emit(d[0], plan.Op{Kind: plan.OpRecord, Event: event[d[1]]})
 			}
 			deferred = deferred[:0]
 		}
@@ -974,17 +873,17 @@ func emitCross(p *Plan, cross [][]iterReq, R int) {
 		p.Streams[s].Ops = ops[s]
 	}
 	p.IssueOrder = order
-	p.Iteration = &Iteration{StreamSets: R, Slots: crossSlots(p), CrossWaits: waits}
+	p.Iteration = &plan.Iteration{StreamSets: R, Slots: crossSlots(p), CrossWaits: waits}
 }
 
 // waitCounts returns p's waits with lag 0 and with a lag.
-func waitCounts(p *Plan) (waits, cross int) {
+func waitCounts(p *plan.Plan) (waits, cross int) {
 	for _, str := range p.Streams {
 		for _, o := range str.Ops {
 			switch {
-			case o.Kind == OpWait && o.Lag > 0:
+			case o.Kind == plan.OpWait && o.Lag > 0:
 				cross++
-			case o.Kind == OpWait:
+			case o.Kind == plan.OpWait:
 				waits++
 			}
 		}
@@ -997,14 +896,14 @@ func waitCounts(p *Plan) (waits, cross int) {
 // must come after the wait in issue order, so an event needs d slots for a
 // lag-d wait issued before its record in an iteration, d+1 for one issued
 // after it, and 1 with no cross wait.
-func crossSlots(p *Plan) []int {
+func crossSlots(p *plan.Plan) []int {
 	recPos := make([]int, p.Events) // issue position of each event's latest record in an iteration
 	waitPos := map[[2]int]int{}     // (event, lag) → latest issue position of such a wait
 	for k, so := range p.IssueOrder {
 		switch o := p.Streams[so[0]].Ops[so[1]]; {
-		case o.Kind == OpRecord:
+		case o.Kind == plan.OpRecord:
 			recPos[o.Event] = k
-		case o.Kind == OpWait && o.Lag > 0:
+		case o.Kind == plan.OpWait && o.Lag > 0:
 			waitPos[[2]int{o.Event, o.Lag}] = k
 		}
 	}

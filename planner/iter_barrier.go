@@ -1,5 +1,7 @@
 package planner
 
+import "github.com/dagrun/dagrun/plan"
+
 // WithIteration returns p when it has iteration info, else a copy of p
 // whose iterations are separated by a barrier written as plan ops, so that
 // every plan can be issued iteration after iteration by one mechanism (the
@@ -19,13 +21,13 @@ package planner
 // the plan within an iteration; iterations do not overlap. Stats count the
 // barrier's ops: Events its S events, Waits its S−1 fork waits, and
 // Iteration.CrossWaits its S−1 lagged waits. p is not changed.
-func WithIteration(p *Plan) *Plan {
+func WithIteration(p *plan.Plan) *plan.Plan {
 	if p.Iteration != nil {
 		return p
 	}
 	q := *p
 	S := len(p.Streams)
-	q.Iteration = &Iteration{StreamSets: 1, InFlight: 1, Barrier: true}
+	q.Iteration = &plan.Iteration{StreamSets: 1, InFlight: 1, Barrier: true}
 	if S <= 1 {
 		q.Iteration.Slots = ones(p.Events)
 		return &q
@@ -35,29 +37,29 @@ func WithIteration(p *Plan) *Plan {
 	q.Events = p.Events + S
 	q.Iteration.Slots = ones(q.Events)
 	q.Iteration.CrossWaits = S - 1
-	q.Streams = make([]Stream, S)
+	q.Streams = make([]plan.Stream, S)
 	q.IssueOrder = make([][2]int, 0, len(p.IssueOrder)+3*S)
-	add := func(s int, o Op) {
+	add := func(s int, o plan.Op) {
 		q.IssueOrder = append(q.IssueOrder, [2]int{s, len(q.Streams[s].Ops)})
 		q.Streams[s].Ops = append(q.Streams[s].Ops, o)
 	}
 	for s, str := range p.Streams {
 		q.Streams[s] = str
-		q.Streams[s].Ops = make([]Op, 0, len(str.Ops)+2)
+		q.Streams[s].Ops = make([]plan.Op, 0, len(str.Ops)+2)
 	}
-	q.Streams[0].Ops = make([]Op, 0, len(p.Streams[0].Ops)+S)
+	q.Streams[0].Ops = make([]plan.Op, 0, len(p.Streams[0].Ops)+S)
 	for s := 1; s < S; s++ {
-		add(0, Op{Kind: OpWait, Event: end(s), Lag: 1})
+		add(0, plan.Op{Kind: plan.OpWait, Event: end(s), Lag: 1})
 	}
-	add(0, Op{Kind: OpRecord, Event: fork})
+	add(0, plan.Op{Kind: plan.OpRecord, Event: fork})
 	for s := 1; s < S; s++ {
-		add(s, Op{Kind: OpWait, Event: fork})
+		add(s, plan.Op{Kind: plan.OpWait, Event: fork})
 	}
 	for _, so := range p.IssueOrder {
 		add(so[0], p.Streams[so[0]].Ops[so[1]])
 	}
 	for s := 1; s < S; s++ {
-		add(s, Op{Kind: OpRecord, Event: end(s)})
+		add(s, plan.Op{Kind: plan.OpRecord, Event: end(s)})
 	}
 	q.Stats.Events = q.Events
 	q.Stats.Waits = p.Stats.Waits + S - 1

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // TestWithIterationVerifies checks that the barrier form of plans without
@@ -23,7 +24,7 @@ func TestWithIterationVerifies(t *testing.T) {
 			}
 			p := build(t, s, Options{})
 			p.Iteration = nil
-			p = p.WithoutOps(func(_, _ int, o Op) bool { return o.Lag > 0 })
+			p = p.WithoutOps(func(_, _ int, o plan.Op) bool { return o.Lag > 0 })
 			q := WithIteration(p)
 			if q.Iteration == nil || !q.Iteration.Barrier {
 				t.Fatalf("no barrier iteration info")
@@ -37,7 +38,7 @@ func TestWithIterationVerifies(t *testing.T) {
 			if len(q.Streams) < 2 {
 				return
 			}
-			broken := q.WithoutOps(func(_, _ int, o Op) bool { return o.Kind == OpWait && o.Event >= p.Events })
+			broken := q.WithoutOps(func(_, _ int, o plan.Op) bool { return o.Kind == plan.OpWait && o.Event >= p.Events })
 			if err := Verify(broken); (err != nil) != crossRaces {
 				t.Errorf("without its barrier waits: Verify = %v, want races across iterations: %v", err, crossRaces)
 			}

@@ -3,6 +3,8 @@ package planner
 import (
 	"slices"
 	"testing"
+
+	"github.com/dagrun/dagrun/plan"
 )
 
 // The cross-iteration orders do not depend on how large the address space
@@ -32,7 +34,7 @@ stages:
 	}
 	const scale = 1 << 50
 	for v := range p.Stages {
-		for _, list := range [][]Access{p.Stages[v].Reads, p.Stages[v].Writes} {
+		for _, list := range [][]plan.Access{p.Stages[v].Reads, p.Stages[v].Writes} {
 			for j := range list {
 				if list[j].Buffer == "x" {
 					list[j].Offset *= scale

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // withCopies sets copies of the named buffers.
@@ -31,17 +32,17 @@ func ioPipe() *dag.Spec {
 }
 
 // crossWaits lists the plan's lagged waits as "stage waits producer lag".
-func crossWaits(p *Plan) []string {
+func crossWaits(p *plan.Plan) []string {
 	prod := p.Producers()
 	var out []string
 	for _, str := range p.Streams {
 		for j, o := range str.Ops {
-			if o.Kind != OpWait || o.Lag == 0 {
+			if o.Kind != plan.OpWait || o.Lag == 0 {
 				continue
 			}
 			next := ""
 			for _, o2 := range str.Ops[j:] {
-				if o2.Kind == OpLaunch {
+				if o2.Kind == plan.OpLaunch {
 					next = p.Stages[o2.Stage].Name
 					break
 				}
@@ -154,7 +155,7 @@ func TestVerifyCatchesMissingCrossWait(t *testing.T) {
 	p := build(t, s, Options{StreamSets: 1})
 	for si, str := range p.Streams {
 		for j, o := range str.Ops {
-			if o.Kind != OpWait || o.Lag == 0 {
+			if o.Kind != plan.OpWait || o.Lag == 0 {
 				continue
 			}
 			err := Verify(dropOp(p, si, j))
@@ -207,7 +208,7 @@ func TestVerifySlotsTooFew(t *testing.T) {
 func TestUnroll(t *testing.T) {
 	s := withCopies(ioPipe(), 2, "frame", "x", "out", "res")
 	p := build(t, s, Options{})
-	q, err := Unroll(p, 4)
+	q, err := plan.Unroll(p, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,36 +227,36 @@ func TestUnroll(t *testing.T) {
 	if err := Verify(q); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Unroll(p, 0); err == nil {
+	if _, err := plan.Unroll(p, 0); err == nil {
 		t.Error("Unroll(p, 0): no error")
 	}
 	// Two copies and two stream sets: a period of 2, one iteration more.
-	if n := UnrollIterations(p); p.Iteration.StreamSets != 2 || n != 3 {
+	if n := plan.UnrollIterations(p); p.Iteration.StreamSets != 2 || n != 3 {
 		t.Errorf("UnrollIterations = %d with %d stream sets, want 3", n, p.Iteration.StreamSets)
 	}
 	big := *p
 	big.Buffers = slices.Clone(p.Buffers)
 	big.Buffers[0].Copies, big.Buffers[1].Copies = 7, 9 // period 126
-	if n := UnrollIterations(&big); n != MaxUnroll {
-		t.Errorf("period 126: UnrollIterations = %d, want the bound %d", n, MaxUnroll)
+	if n := plan.UnrollIterations(&big); n != plan.MaxUnroll {
+		t.Errorf("period 126: UnrollIterations = %d, want the bound %d", n, plan.MaxUnroll)
 	}
-	if note := UnrollNote(&big); !strings.Contains(note, "needs 127 ") {
+	if note := plan.UnrollNote(&big); !strings.Contains(note, "needs 127 ") {
 		t.Errorf("period 126: note %q", note)
 	}
-	if note := UnrollNote(p); note != "" {
+	if note := plan.UnrollNote(p); note != "" {
 		t.Errorf("period 2: note %q", note)
 	}
 	// A plan read from a file gets the note by Recount, once, and loses
 	// one that no longer holds.
 	big.Notes = nil
-	Recount(&big)
-	Recount(&big)
-	if len(big.Notes) != 1 || !strings.HasPrefix(big.Notes[0], UnrollNotePrefix) {
+	plan.Recount(&big)
+	plan.Recount(&big)
+	if len(big.Notes) != 1 || !strings.HasPrefix(big.Notes[0], plan.UnrollNotePrefix) {
 		t.Errorf("period 126 after Recount: notes %q", big.Notes)
 	}
 	small := *p
 	small.Notes = append(slices.Clone(p.Notes), big.Notes[0])
-	Recount(&small)
+	plan.Recount(&small)
 	if !slices.Equal(small.Notes, p.Notes) {
 		t.Errorf("period 2 after Recount: notes %q, want %q", small.Notes, p.Notes)
 	}
@@ -272,7 +273,7 @@ func TestIterationJSON(t *testing.T) {
 	if !strings.Contains(string(b), `"lag":2`) || !strings.Contains(string(b), `"iteration":{"stream_sets":1`) {
 		t.Fatalf("JSON lacks lag or iteration: %s", b)
 	}
-	var q Plan
+	var q plan.Plan
 	if err := json.Unmarshal(b, &q); err != nil {
 		t.Fatal(err)
 	}
@@ -285,21 +286,21 @@ func TestValidateIteration(t *testing.T) {
 	s := withCopies(ioPipe(), 2, "frame", "x", "out", "res")
 	for _, c := range []struct {
 		name string
-		edit func(p *Plan)
+		edit func(p *plan.Plan)
 		want string
 	}{
-		{"slots", func(p *Plan) { p.Iteration.Slots = p.Iteration.Slots[1:] }, "iteration.slots: 3 entries"},
-		{"zero slot", func(p *Plan) { p.Iteration.Slots[0] = 0 }, "want 1 to"},
-		{"huge lag", func(p *Plan) {
-			p.Streams[0].Ops = append(p.Streams[0].Ops, Op{Kind: OpWait, Event: 0, Lag: 1 << 30})
+		{"slots", func(p *plan.Plan) { p.Iteration.Slots = p.Iteration.Slots[1:] }, "iteration.slots: 3 entries"},
+		{"zero slot", func(p *plan.Plan) { p.Iteration.Slots[0] = 0 }, "want 1 to"},
+		{"huge lag", func(p *plan.Plan) {
+			p.Streams[0].Ops = append(p.Streams[0].Ops, plan.Op{Kind: plan.OpWait, Event: 0, Lag: 1 << 30})
 			p.IssueOrder = append(p.IssueOrder, [2]int{0, len(p.Streams[0].Ops) - 1})
 		}, "lag 1073741824"},
-		{"negative in-flight", func(p *Plan) { p.Iteration.InFlight = -5 }, "iteration.in_flight: -5"},
-		{"sets", func(p *Plan) { p.Iteration.StreamSets = 0 }, "stream_sets"},
-		{"lag without info", func(p *Plan) { p.Iteration = nil }, "lag"},
-		{"lag on record", func(p *Plan) {
+		{"negative in-flight", func(p *plan.Plan) { p.Iteration.InFlight = -5 }, "iteration.in_flight: -5"},
+		{"sets", func(p *plan.Plan) { p.Iteration.StreamSets = 0 }, "stream_sets"},
+		{"lag without info", func(p *plan.Plan) { p.Iteration = nil }, "lag"},
+		{"lag on record", func(p *plan.Plan) {
 			for i, o := range p.Streams[0].Ops {
-				if o.Kind == OpRecord {
+				if o.Kind == plan.OpRecord {
 					p.Streams[0].Ops[i].Lag = 1
 					return
 				}
@@ -312,7 +313,7 @@ func TestValidateIteration(t *testing.T) {
 		it.Slots = append([]int(nil), it.Slots...)
 		p.Iteration = &it
 		for i := range p.Streams {
-			p.Streams[i].Ops = append([]Op(nil), p.Streams[i].Ops...)
+			p.Streams[i].Ops = append([]plan.Op(nil), p.Streams[i].Ops...)
 		}
 		c.edit(p)
 		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -333,8 +334,8 @@ func TestIterateManualBarrier(t *testing.T) {
 	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "iterations do not overlap: the spec's waits order one iteration only") {
 		t.Errorf("notes %q", p.Notes)
 	}
-	if UnrollIterations(p) < 2 {
-		t.Errorf("Verify unrolls %d iterations", UnrollIterations(p))
+	if plan.UnrollIterations(p) < 2 {
+		t.Errorf("Verify unrolls %d iterations", plan.UnrollIterations(p))
 	}
 	// The barrier form shares the plan's stages, so the buffer of each
 	// access that Build worked out stays with it (for Verify and the
@@ -355,8 +356,8 @@ func TestIterateManualBarrier(t *testing.T) {
 
 // Host streams (one host thread) are not replicated by stream sets.
 func TestPhysicalStreamsHost(t *testing.T) {
-	p := &Plan{Streams: []Stream{{ID: 0, Name: "a"}, {ID: 1, Name: "host", Host: true}, {ID: 2, Name: "b"}},
-		Iteration: &Iteration{StreamSets: 3}}
+	p := &plan.Plan{Streams: []plan.Stream{{ID: 0, Name: "a"}, {ID: 1, Name: "host", Host: true}, {ID: 2, Name: "b"}},
+		Iteration: &plan.Iteration{StreamSets: 3}}
 	m, total := p.PhysicalStreams()
 	if total != 7 || m[1][1] != 1 || m[2][1] != 1 || m[1][0] != 3 || m[1][2] != 4 || m[2][0] != 5 || m[2][2] != 6 {
 		t.Errorf("physical streams %v (%d), want host 1 in every set and 7 in all", m, total)

@@ -10,22 +10,23 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/synth"
 )
 
 // TestUnrollWithoutNamesAgrees: the race-free check across iterations on
-// the plan unrolled without names (unroll, named false: one name for
+// the plan unrolled without names (UnrollDerived, named false: one name for
 // every copy of a buffer) finds races exactly when the check on the plan
 // unrolled with names does, on planned iterating plans (ring copies,
 // stream sets, the arena, a host stream) and on each of them less one
 // wait; so its verdict never needs the named plan but to report.
 func TestUnrollWithoutNamesAgrees(t *testing.T) {
-	type plan struct {
+	type namedPlan struct {
 		name string
-		p    *Plan
+		p    *plan.Plan
 	}
-	var plans []plan
-	add := func(name string, s *dag.Spec, o Options) { plans = append(plans, plan{name, build(t, s, o)}) }
+	var plans []namedPlan
+	add := func(name string, s *dag.Spec, o Options) { plans = append(plans, namedPlan{name, build(t, s, o)}) }
 	add("one copy", ioPipe(), Options{})
 	add("one copy, no arena", ioPipe(), Options{Arena: dag.ArenaOff})
 	add("two copies, one set", withCopies(ioPipe(), 2, "frame", "x", "out", "res"), Options{StreamSets: 1})
@@ -52,13 +53,13 @@ func TestUnrollWithoutNamesAgrees(t *testing.T) {
 		if p.Iteration == nil {
 			t.Fatalf("%s: no iteration info", pc.name)
 		}
-		try := func(what string, p *Plan) {
-			k := UnrollIterations(p)
-			named, err := Unroll(p, k)
+		try := func(what string, p *plan.Plan) {
+			k := plan.UnrollIterations(p)
+			named, err := plan.Unroll(p, k)
 			if err != nil {
 				t.Fatal(err)
 			}
-			bare, err := UnrollDerived(p, k, false)
+			bare, err := plan.UnrollDerived(p, k, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,14 +73,14 @@ func TestUnrollWithoutNamesAgrees(t *testing.T) {
 				racy++
 			}
 		}
-		if bare, _ := UnrollDerived(p, 2, false); (bare.Base == nil) != HasImplicit(p) {
-			t.Fatalf("%s: unrolled without names, stages made %v, implicit order %v", pc.name, bare.Base == nil, HasImplicit(p))
+		if bare, _ := plan.UnrollDerived(p, 2, false); (bare.Base == nil) != plan.HasImplicit(p) {
+			t.Fatalf("%s: unrolled without names, stages made %v, implicit order %v", pc.name, bare.Base == nil, plan.HasImplicit(p))
 		}
 		try("", p)
 		n := 0
 		for s := range p.Streams {
 			for j, o := range p.Streams[s].Ops {
-				if o.Kind == OpWait && n < 40 {
+				if o.Kind == plan.OpWait && n < 40 {
 					n++
 					try(fmt.Sprintf(" less wait %d of stream %d", j, s), dropOp(p, s, j))
 				}
@@ -99,7 +100,7 @@ func TestUnrollWithoutNamesAgrees(t *testing.T) {
 // between iterations further apart or in a later phase.
 func TestUnrollIterationsSuffice(t *testing.T) {
 	layered, _ := synth.Shape("layered", 120)
-	bases := []*Plan{
+	bases := []*plan.Plan{
 		build(t, ioPipe(), Options{}),
 		build(t, ioPipe(), Options{Arena: dag.ArenaOff}),
 		build(t, withCopies(ioPipe(), 2, "frame", "x", "out", "res"), Options{StreamSets: 1}),
@@ -119,7 +120,7 @@ func TestUnrollIterationsSuffice(t *testing.T) {
 			for s := range p.Streams {
 				ops := p.Streams[s].Ops
 				for j := range ops {
-					if ops[j].Kind == OpWait && rapid.IntRange(0, 5).Draw(t, "change wait") == 0 {
+					if ops[j].Kind == plan.OpWait && rapid.IntRange(0, 5).Draw(t, "change wait") == 0 {
 						ops[j].Lag = rapid.IntRange(0, 3).Draw(t, "lag")
 					}
 				}
@@ -153,9 +154,9 @@ func TestUnrollIterationsSuffice(t *testing.T) {
 		if err := p.ValidateShape(); err != nil {
 			t.Skip(err)
 		}
-		k := UnrollIterations(p)
+		k := plan.UnrollIterations(p)
 		verdict := func(iterations int) error {
-			q, err := UnrollDerived(p, iterations, false)
+			q, err := plan.UnrollDerived(p, iterations, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,11 +179,11 @@ func TestUnrollIterationsSuffice(t *testing.T) {
 }
 
 // waitOps lists p's waits as (stream, index in its ops).
-func waitOps(p *Plan) [][2]int {
+func waitOps(p *plan.Plan) [][2]int {
 	var waits [][2]int
 	for s := range p.Streams {
 		for j, o := range p.Streams[s].Ops {
-			if o.Kind == OpWait {
+			if o.Kind == plan.OpWait {
 				waits = append(waits, [2]int{s, j})
 			}
 		}
@@ -196,7 +197,7 @@ func waitOps(p *Plan) [][2]int {
 // do; a plan of period 2 (copies 2, lag 3) gets its lag lengthened and no
 // such word.
 func TestFixLagsShortest(t *testing.T) {
-	ring := func(a, b, lag int) *Plan {
+	ring := func(a, b, lag int) *plan.Plan {
 		s := loadSpec(t, fmt.Sprintf(`version: 1
 sync: manual
 buffers:

@@ -1,5 +1,7 @@
 package planner
 
+import "github.com/dagrun/dagrun/plan"
+
 // lifetimes records, for each buffer, the streams whose stages touch it and
 // the event after whose record each stream is done with it: the first
 // record on that stream at or after its last launch that touches the
@@ -26,9 +28,9 @@ func lifetimes(st *state) error {
 		for j := len(ops) - 1; j >= 0; j-- {
 			o := ops[j]
 			switch o.Kind {
-			case OpRecord:
+			case plan.OpRecord:
 				next = int32(o.Event)
-			case OpLaunch:
+			case plan.OpLaunch:
 				for _, b := range acc[accOff[o.Stage]:accOff[o.Stage+1]] {
 					if b >= 0 && mark[b] != int32(s+1) {
 						mark[b] = int32(s + 1)
@@ -46,7 +48,7 @@ func lifetimes(st *state) error {
 					p.Events++
 					sops := &p.Streams[s].Ops
 					p.IssueOrder = append(p.IssueOrder, [2]int{s, len(*sops)})
-					*sops = append(*sops, Op{Kind: OpRecord, Event: int(end)})
+					*sops = append(*sops, plan.Op{Kind: plan.OpRecord, Event: int(end)})
 					if p.Iteration != nil {
 						// A spec's own waits across iterations set the
 						// slots already (manual.go): one slot, as no
@@ -67,16 +69,16 @@ func lifetimes(st *state) error {
 			total++
 		}
 	}
-	flat := make([]StreamAt, 0, total)
-	p.Lifetimes = make([]Lifetime, len(p.Buffers))
+	flat := make([]plan.StreamAt, 0, total)
+	p.Lifetimes = make([]plan.Lifetime, len(p.Buffers))
 	for i, b := range p.Buffers {
-		p.Lifetimes[i] = Lifetime{Buffer: b.Name, Done: flat[len(flat) : len(flat) : len(flat)+nd[i]]}
+		p.Lifetimes[i] = plan.Lifetime{Buffer: b.Name, Done: flat[len(flat) : len(flat) : len(flat)+nd[i]]}
 		flat = flat[:len(flat)+nd[i]]
 	}
 	for s, f := range perStream {
 		for _, d := range f {
 			l := &p.Lifetimes[d.buf]
-			l.Done = append(l.Done, StreamAt{Stream: s, Event: int(d.event)})
+			l.Done = append(l.Done, plan.StreamAt{Stream: s, Event: int(d.event)})
 		}
 	}
 	return nil
@@ -88,7 +90,7 @@ func lifetimes(st *state) error {
 // so that each access's buffer name is looked up once per plan.
 type planAccesses struct{ off, buf []int32 }
 
-func newPlanAccesses(p *Plan) *planAccesses {
+func newPlanAccesses(p *plan.Plan) *planAccesses {
 	bufIdx := make(map[string]int32, len(p.Buffers))
 	for i, b := range p.Buffers {
 		bufIdx[b.Name] = int32(i)
@@ -100,7 +102,7 @@ func newPlanAccesses(p *Plan) *planAccesses {
 	a.buf = make([]int32, a.off[len(p.Stages)])
 	for v, sg := range p.Stages {
 		k := a.off[v]
-		for _, list := range [2][]Access{sg.Reads, sg.Writes} {
+		for _, list := range [2][]plan.Access{sg.Reads, sg.Writes} {
 			for _, x := range list {
 				b, ok := bufIdx[x.Buffer]
 				if !ok {
@@ -116,10 +118,10 @@ func newPlanAccesses(p *Plan) *planAccesses {
 
 // reads and writes return the buffers of stage v's reads and writes (p is
 // the plan a was made for).
-func (a *planAccesses) reads(p *Plan, v int) []int32 {
+func (a *planAccesses) reads(p *plan.Plan, v int) []int32 {
 	return a.buf[a.off[v] : a.off[v]+int32(len(p.Stages[v].Reads))]
 }
-func (a *planAccesses) writes(p *Plan, v int) []int32 {
+func (a *planAccesses) writes(p *plan.Plan, v int) []int32 {
 	return a.buf[a.off[v]+int32(len(p.Stages[v].Reads)) : a.off[v+1]]
 }
 

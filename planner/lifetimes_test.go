@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // lifetimesOf renders lifetimes as "buf: stream@event ...; ...".
-func lifetimesOf(p *Plan) string {
+func lifetimesOf(p *plan.Plan) string {
 	var parts []string
 	for _, l := range p.Lifetimes {
 		s := l.Buffer + ":"
@@ -60,14 +61,14 @@ func TestLifetimesCoverEveryUse(t *testing.T) {
 			for s, str := range p.Streams {
 				lastUse, recAt := -1, -1
 				for j, o := range str.Ops {
-					if o.Kind == OpLaunch {
-						for _, a := range append(append([]Access{}, p.Stages[o.Stage].Reads...), p.Stages[o.Stage].Writes...) {
+					if o.Kind == plan.OpLaunch {
+						for _, a := range append(append([]plan.Access{}, p.Stages[o.Stage].Reads...), p.Stages[o.Stage].Writes...) {
 							if a.Buffer == l.Buffer {
 								lastUse = j
 							}
 						}
 					}
-					if e, ok := done[s]; ok && o.Kind == OpRecord && o.Event == e {
+					if e, ok := done[s]; ok && o.Kind == plan.OpRecord && o.Event == e {
 						recAt = j
 					}
 				}

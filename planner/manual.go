@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // buildManual turns a `sync: manual` spec into a plan as written, without
@@ -30,7 +31,7 @@ func (st *state) buildManual() error {
 		}
 		if _, ok := streamID[sg.Stream]; !ok {
 			streamID[sg.Stream] = len(p.Streams)
-			p.Streams = append(p.Streams, Stream{ID: len(p.Streams), Name: sg.Stream, Host: sg.Stream == dag.HostStream, Device: int(st.device(int32(i)))})
+			p.Streams = append(p.Streams, plan.Stream{ID: len(p.Streams), Name: sg.Stream, Host: sg.Stream == dag.HostStream, Device: int(st.device(int32(i)))})
 		}
 		p.Stages[i].Stream = streamID[sg.Stream]
 		for _, w := range sg.Waits {
@@ -68,7 +69,7 @@ func (st *state) buildManual() error {
 	}
 	slots := make([]int, p.Events)
 	lagged, extra := 0, 0
-	emit := func(sid int, op Op) {
+	emit := func(sid int, op plan.Op) {
 		ops := &p.Streams[sid].Ops
 		p.IssueOrder = append(p.IssueOrder, [2]int{sid, len(*ops)})
 		*ops = append(*ops, op)
@@ -77,7 +78,7 @@ func (st *state) buildManual() error {
 	for i, sg := range s.Stages {
 		sid := p.Stages[i].Stream
 		for _, w := range sg.Waits {
-			emit(sid, Op{Kind: OpWait, Event: event[index[w]]})
+			emit(sid, plan.Op{Kind: plan.OpWait, Event: event[index[w]]})
 		}
 		for _, w := range sg.WaitFor {
 			e, ok := named[w.Event]
@@ -87,13 +88,13 @@ func (st *state) buildManual() error {
 			if !ok {
 				return fmt.Errorf("%s: stage %s: waits: names event %q, which no stage records", w.Pos, sg.Name, w.Event)
 			}
-			emit(sid, Op{Kind: OpWait, Event: e, Lag: w.Lag})
+			emit(sid, plan.Op{Kind: plan.OpWait, Event: e, Lag: w.Lag})
 			if w.Lag+1 > slots[e] {
 				extra += w.Lag + 1 - max(slots[e], 1)
 				slots[e] = w.Lag + 1
-				if extra > MaxExtraSlots {
+				if extra > plan.MaxExtraSlots {
 					return dag.ErrorList{{Pos: w.Pos,
-						Msg:  fmt.Sprintf("stage %s: waits: lag %d takes the spec's event slots to %d beyond one each, more than %d", sg.Name, w.Lag, extra, MaxExtraSlots),
+						Msg:  fmt.Sprintf("stage %s: waits: lag %d takes the spec's event slots to %d beyond one each, more than %d", sg.Name, w.Lag, extra, plan.MaxExtraSlots),
 						Hint: "each event keeps one slot per iteration its longest lag reaches back: wait fewer iterations back"}}
 				}
 			}
@@ -101,12 +102,12 @@ func (st *state) buildManual() error {
 				lagged++
 			}
 		}
-		emit(sid, Op{Kind: OpLaunch, Stage: i})
+		emit(sid, plan.Op{Kind: plan.OpLaunch, Stage: i})
 		if event[i] >= 0 {
-			emit(sid, Op{Kind: OpRecord, Event: event[i]})
+			emit(sid, plan.Op{Kind: plan.OpRecord, Event: event[i]})
 		}
 		if sg.Event != "" {
-			emit(sid, Op{Kind: OpRecord, Event: named[sg.Event]})
+			emit(sid, plan.Op{Kind: plan.OpRecord, Event: named[sg.Event]})
 		}
 	}
 	if lagged > 0 {
@@ -116,10 +117,10 @@ func (st *state) buildManual() error {
 		for e := range slots {
 			slots[e] = max(slots[e], 1)
 		}
-		p.Iteration = &Iteration{StreamSets: 1, Slots: slots, CrossWaits: lagged, InFlight: 1}
+		p.Iteration = &plan.Iteration{StreamSets: 1, Slots: slots, CrossWaits: lagged, InFlight: 1}
 	}
 	if p.Streams == nil {
-		p.Streams = []Stream{}
+		p.Streams = []plan.Stream{}
 	}
 	applySpecRules(s, p) // spec_rules.go
 	st.plan = p

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 func TestManual(t *testing.T) {
@@ -43,9 +44,9 @@ func TestManual(t *testing.T) {
 		wait, rec := -1, -1
 		for k, so := range p.IssueOrder {
 			switch o := p.Streams[so[0]].Ops[so[1]]; {
-			case o.Kind == OpWait && o.Event == 0 && wait < 0:
+			case o.Kind == plan.OpWait && o.Event == 0 && wait < 0:
 				wait = k
-			case o.Kind == OpRecord && o.Event == 0:
+			case o.Kind == plan.OpRecord && o.Event == 0:
 				rec = k
 			}
 		}

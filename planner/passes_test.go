@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // upTo prepares s and runs the passes up to and including last, verifying
@@ -166,7 +167,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 // table renders p without its planning time.
-func table(t interface{ Fatal(...any) }, p *Plan) string {
+func table(t interface{ Fatal(...any) }, p *plan.Plan) string {
 	var buf bytes.Buffer
 	q := *p
 	q.Stats.PlanningMS = 0
@@ -246,7 +247,7 @@ stages:
 	for i, s := range p.Stages {
 		id[s.Name] = i
 	}
-	draw := func(p *Plan) (string, string) {
+	draw := func(p *plan.Plan) (string, string) {
 		var dot, mm bytes.Buffer
 		if err := p.WriteDOT(&dot); err != nil {
 			t.Fatal(err)
@@ -279,7 +280,7 @@ stages:
 // stream, of several, of several devices with a collective (quoted
 // names), and of one stage with no edge.
 func TestDOTDeclaresEachStageOnce(t *testing.T) {
-	plans := map[string]*Plan{
+	plans := map[string]*plan.Plan{
 		"one stage": build(t, spec(stage("a", writes("x"))), Options{}),
 		"single":    build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"))), Options{Strategy: StrategySingle}),
 	}

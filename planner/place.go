@@ -9,6 +9,7 @@ import (
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // The link model of placement: a peer copy of n bytes between two devices
@@ -29,7 +30,7 @@ func PeerCopyUS(bytes int64) float64 { return float64(bytes)/LinkBytesPerUS + Li
 // spec, its rank of a collective (nil for other stages); the placement's
 // summary for Plan.Notes.
 type lowering struct {
-	coll []*Collective
+	coll []*plan.Collective
 	// origin is, per stage of the lowered spec, its index in the spec
 	// lowerDevices was given: a rank's is its collective's, a peer copy
 	// placement added has -1 (Stage.Seed).
@@ -127,7 +128,7 @@ func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 			rank.Device = dev[k]
 			rank.Stream = ""
 			out.Stages = append(out.Stages, rank)
-			low.coll = append(low.coll, &Collective{Group: group, Op: sg.Kernel, Reduce: op, Rank: r, Ranks: n})
+			low.coll = append(low.coll, &plan.Collective{Group: group, Op: sg.Kernel, Reduce: op, Rank: r, Ranks: n})
 			low.origin = append(low.origin, origin(sg.Name))
 			ranks[sg.Name] = append(ranks[sg.Name], rank.Name)
 		}
@@ -201,7 +202,7 @@ func place(s *dag.Spec, low *lowering) (*dag.Spec, error) {
 			out.Stages = append(out.Stages, sg)
 			continue
 		}
-		dur := CostUS(sg.DurationUS)
+		dur := plan.CostUS(sg.DurationUS)
 		// Candidate devices: the stage's own, its stream's, a written
 		// buffer's; else all.
 		fixed := sg.Device

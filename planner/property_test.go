@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 	"pgregory.net/rapid"
 )
 
@@ -58,7 +59,7 @@ func describe(s *dag.Spec) string {
 	return b.String()
 }
 
-func mustBuild(t *rapid.T, s *dag.Spec, o Options) *Plan {
+func mustBuild(t *rapid.T, s *dag.Spec, o Options) *plan.Plan {
 	o.Check = true
 	p, err := Build(s, o)
 	if err != nil {
@@ -74,7 +75,7 @@ func mustBuild(t *rapid.T, s *dag.Spec, o Options) *Plan {
 // contains: Build's contract is that every plan has iteration info, that
 // Stats.Waits + Iteration.CrossWaits counts its wait ops (lag 0 and lagged),
 // and Stats.Events its events.
-func countErr(p *Plan) error {
+func countErr(p *plan.Plan) error {
 	if p.Iteration == nil {
 		return fmt.Errorf("no iteration info")
 	}
@@ -82,9 +83,9 @@ func countErr(p *Plan) error {
 	for _, str := range p.Streams {
 		for _, o := range str.Ops {
 			switch {
-			case o.Kind == OpWait && o.Lag > 0:
+			case o.Kind == plan.OpWait && o.Lag > 0:
 				lagged++
-			case o.Kind == OpWait:
+			case o.Kind == plan.OpWait:
 				waits++
 			}
 		}
@@ -167,7 +168,7 @@ func TestPropertyEveryWaitNeeded(t *testing.T) {
 		p := mustBuild(t, s, Options{Strategy: strategy, MaxStreams: rapid.IntRange(0, 3).Draw(t, "max")})
 		for s2, str := range p.Streams {
 			for j, o := range str.Ops {
-				if o.Kind != OpWait {
+				if o.Kind != plan.OpWait {
 					continue
 				}
 				if err := Verify(dropOp(p, s2, j)); err == nil {
@@ -179,8 +180,8 @@ func TestPropertyEveryWaitNeeded(t *testing.T) {
 }
 
 // dropOp returns a copy of p without op j of stream s.
-func dropOp(p *Plan, s, j int) *Plan {
-	return p.WithoutOps(func(s2, k int, _ Op) bool { return s2 == s && k == j })
+func dropOp(p *plan.Plan, s, j int) *plan.Plan {
+	return p.WithoutOps(func(s2, k int, _ plan.Op) bool { return s2 == s && k == j })
 }
 
 // Plans are byte-stable: planning twice gives the same table and DOT.

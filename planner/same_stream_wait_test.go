@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dagrun/dagrun/plan"
 	"pgregory.net/rapid"
 )
 
@@ -15,11 +16,11 @@ var strategies = []string{StrategyDefault, StrategyNaive, StrategyRoundRobin, St
 // stream: a wait that orders nothing, stream order does. A lagged wait
 // counts when its iteration runs on the same physical stream (its lag a
 // multiple of the plan's stream sets).
-func sameStreamWaits(p *Plan) []string {
+func sameStreamWaits(p *plan.Plan) []string {
 	recordedOn := make([]map[int]bool, p.Events)
 	for s, str := range p.Streams {
 		for _, o := range str.Ops {
-			if o.Kind == OpRecord {
+			if o.Kind == plan.OpRecord {
 				if recordedOn[o.Event] == nil {
 					recordedOn[o.Event] = map[int]bool{}
 				}
@@ -34,7 +35,7 @@ func sameStreamWaits(p *Plan) []string {
 	var out []string
 	for s, str := range p.Streams {
 		for j, o := range str.Ops {
-			if o.Kind == OpWait && o.Lag%sets == 0 && recordedOn[o.Event][s] {
+			if o.Kind == plan.OpWait && o.Lag%sets == 0 && recordedOn[o.Event][s] {
 				out = append(out, fmt.Sprintf("stream %s op %d: wait e%d (lag %d), recorded on the same stream", str.Name, j, o.Event, o.Lag))
 			}
 		}
@@ -44,7 +45,7 @@ func sameStreamWaits(p *Plan) []string {
 
 // waitWarnings is Warnings(p) without the unwritten-output ones: what it
 // says about p's waits.
-func waitWarnings(p *Plan) []string {
+func waitWarnings(p *plan.Plan) []string {
 	var out []string
 	for _, w := range Warnings(p) {
 		if !strings.Contains(w, "reads back as zeros") && !strings.Contains(w, "no stage writes") {

@@ -3,6 +3,8 @@ package planner
 import (
 	"fmt"
 	"strings"
+
+	"github.com/dagrun/dagrun/plan"
 )
 
 // RaceSite is a group of races with the same identity in the program's
@@ -136,7 +138,7 @@ func (e *RaceError) siteLineOf(i, n int) string {
 
 // stageSites interns SiteOf of every stage of p: stage i's site is
 // ids[i]; repeated is false when every stage is its own site.
-func stageSites(p *Plan) (ids []int32, repeated bool) {
+func stageSites(p *plan.Plan) (ids []int32, repeated bool) {
 	at := make(map[string]int32, len(p.Stages))
 	ids = make([]int32, len(p.Stages))
 	for i := range p.Stages {
@@ -168,7 +170,7 @@ type siteWaits struct {
 	memo      map[[2]int][][2]int
 }
 
-func newSiteWaits(p *Plan, launchPos []int) *siteWaits {
+func newSiteWaits(p *plan.Plan, launchPos []int) *siteWaits {
 	site, repeated := stageSites(p)
 	if !repeated || p.Unrolled {
 		return &siteWaits{}
@@ -179,7 +181,7 @@ func newSiteWaits(p *Plan, launchPos []int) *siteWaits {
 	rank := make([]int, len(p.Stages)) // per stage, its launch's rank among the launches in issue order
 	n := 0
 	for _, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpLaunch {
 			rank[o.Stage] = n
 			n++
 		}
@@ -187,7 +189,7 @@ func newSiteWaits(p *Plan, launchPos []int) *siteWaits {
 	for s, str := range p.Streams {
 		prev := -1
 		for _, o := range str.Ops {
-			if o.Kind == OpLaunch {
+			if o.Kind == plan.OpLaunch {
 				sw.launches[s] = append(sw.launches[s], o.Stage)
 				sw.runStart[o.Stage] = prev < 0 || site[o.Stage] != site[prev] || rank[o.Stage] != rank[prev]+1
 				prev = o.Stage
@@ -198,7 +200,7 @@ func newSiteWaits(p *Plan, launchPos []int) *siteWaits {
 }
 
 // places returns the waits w stands for (w itself among them).
-func (sw *siteWaits) places(p *Plan, w [2]int) [][2]int {
+func (sw *siteWaits) places(p *plan.Plan, w [2]int) [][2]int {
 	if sw.site == nil {
 		return [][2]int{w}
 	}
@@ -213,7 +215,7 @@ func (sw *siteWaits) places(p *Plan, w [2]int) [][2]int {
 	return at
 }
 
-func (sw *siteWaits) placesOf(p *Plan, w [2]int) [][2]int {
+func (sw *siteWaits) placesOf(p *plan.Plan, w [2]int) [][2]int {
 	x, y := w[0], w[1]
 	xs, ys := sw.launches[p.Stages[x].Stream], sw.launches[p.Stages[y].Stream]
 	sx, sy := sw.site[x], sw.site[y]
@@ -241,7 +243,7 @@ func (sw *siteWaits) placesOf(p *Plan, w [2]int) [][2]int {
 // key is w's identity in the source: x's line and stream, y's line and
 // stream (w itself when every stage is its own site, or y does not start
 // a run of its line).
-func (sw *siteWaits) key(p *Plan, w [2]int) [4]int {
+func (sw *siteWaits) key(p *plan.Plan, w [2]int) [4]int {
 	if sw.site == nil || !sw.runStart[w[1]] {
 		return [4]int{w[0], -1, w[1], -1}
 	}
@@ -250,7 +252,7 @@ func (sw *siteWaits) key(p *Plan, w [2]int) [4]int {
 
 // first returns the first wait seen with w's key (rep keeps them), w
 // itself when it is the first: the candidate that stands for w.
-func (sw *siteWaits) first(p *Plan, rep map[[4]int][2]int, w [2]int) [2]int {
+func (sw *siteWaits) first(p *plan.Plan, rep map[[4]int][2]int, w [2]int) [2]int {
 	k := sw.key(p, w)
 	if r, ok := rep[k]; ok {
 		return r
@@ -260,7 +262,7 @@ func (sw *siteWaits) first(p *Plan, rep map[[4]int][2]int, w [2]int) [2]int {
 }
 
 // all is the waits ws stand for, each at its places.
-func (sw *siteWaits) all(p *Plan, ws [][2]int) [][2]int {
+func (sw *siteWaits) all(p *plan.Plan, ws [][2]int) [][2]int {
 	if sw.site == nil {
 		return ws
 	}
@@ -272,7 +274,7 @@ func (sw *siteWaits) all(p *Plan, ws [][2]int) [][2]int {
 }
 
 // count is len(all(p, ws)).
-func (sw *siteWaits) count(p *Plan, ws [][2]int) int {
+func (sw *siteWaits) count(p *plan.Plan, ws [][2]int) int {
 	if sw.site == nil {
 		return len(ws)
 	}
@@ -309,7 +311,7 @@ func (h Handoff) String() string {
 // handoffs groups the races of unfixed that are ordered by nothing
 // between two host threads (Rule RuleThreads) by (first thread, second
 // thread): one Handoff per pair of threads with two races or more.
-func handoffs(p *Plan, races []Race, unfixed []int) []Handoff {
+func handoffs(p *plan.Plan, races []Race, unfixed []int) []Handoff {
 	launchPos := launchPositions(p)
 	type pair struct{ from, to string }
 	type group struct {
@@ -324,7 +326,7 @@ func handoffs(p *Plan, races []Race, unfixed []int) []Handoff {
 		if r.Reversed || !strings.HasPrefix(r.Rule, RuleThreads) {
 			continue
 		}
-		key := pair{ThreadLabel(p.Streams[r.FirstStream].Thread), ThreadLabel(p.Streams[r.SecondStream].Thread)}
+		key := pair{plan.ThreadLabel(p.Streams[r.FirstStream].Thread), plan.ThreadLabel(p.Streams[r.SecondStream].Thread)}
 		g := groups[key]
 		if g == nil {
 			g = &group{last: map[int]int{}, before: r.Second}

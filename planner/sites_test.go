@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 func TestSiteOf(t *testing.T) {
@@ -126,7 +127,7 @@ func TestFixForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edit := func(q *Plan) string {
+	edit := func(q *plan.Plan) string {
 		re, ok := Verify(q).(*RaceError)
 		if !ok || len(re.Fixes) != 1 {
 			t.Fatalf("want one fix, got %v", Verify(q))
@@ -145,7 +146,7 @@ func TestFixForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file Plan
+	var file plan.Plan
 	if err := file.UnmarshalJSON(b); err != nil {
 		t.Fatal(err)
 	}

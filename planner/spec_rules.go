@@ -4,13 +4,14 @@ import (
 	"strings"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // applySpecRules carries the spec's stream declarations (kind, host
 // thread, host streams of other threads), copy modes, host functions,
 // lazy buffers and capture regions into p, whose streams the manual build
 // or the sync pass has made.
-func applySpecRules(s *dag.Spec, p *Plan) {
+func applySpecRules(s *dag.Spec, p *plan.Plan) {
 	for i := range p.Streams {
 		str := &p.Streams[i]
 		d := s.StreamOf(str.Name)
@@ -31,13 +32,13 @@ func applySpecRules(s *dag.Spec, p *Plan) {
 	for i := range s.Stages {
 		sg := &s.Stages[i]
 		if sg.Copy == dag.CopySync {
-			p.Stages[i].Copy = CopySync
+			p.Stages[i].Copy = plan.CopySync
 		}
 		p.Stages[i].HostFunc = sg.HostFunc
 	}
 	for i, b := range s.Buffers {
 		if b.Alloc == dag.AllocLazy && i < len(p.Buffers) && p.Buffers[i].Name == b.Name {
-			p.Buffers[i].Alloc = AllocLazy
+			p.Buffers[i].Alloc = plan.AllocLazy
 		}
 	}
 	p.Captures = nil
@@ -53,12 +54,12 @@ func applySpecRules(s *dag.Spec, p *Plan) {
 		}
 		mode := c.Mode
 		if mode == dag.CaptureGlobal {
-			mode = CaptureGlobal
+			mode = plan.CaptureGlobal
 		}
 		src := ""
 		if c.Pos.Line > 0 {
 			src = c.Pos.String()
 		}
-		p.Captures = append(p.Captures, Capture{Stream: id, First: c.First, Last: c.Last, Mode: mode, Source: src})
+		p.Captures = append(p.Captures, plan.Capture{Stream: id, First: c.First, Last: c.Last, Mode: mode, Source: src})
 	}
 }

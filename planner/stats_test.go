@@ -3,6 +3,8 @@ package planner
 import (
 	"reflect"
 	"testing"
+
+	"github.com/dagrun/dagrun/plan"
 )
 
 func TestStats(t *testing.T) {
@@ -11,11 +13,11 @@ func TestStats(t *testing.T) {
 		stage("d", reads("y", "z"), dur(1)), stage("e", writes("w")))
 	for _, tc := range []struct {
 		o    Options
-		want Stats
+		want plan.Stats
 	}{
-		{Options{}, Stats{Stages: 5, Streams: 3, Waits: 2, Events: 4, CrossStreamEdges: 2, ReducedEdges: 4, LowerBoundWaits: 2,
+		{Options{}, plan.Stats{Stages: 5, Streams: 3, Waits: 2, Events: 4, CrossStreamEdges: 2, ReducedEdges: 4, LowerBoundWaits: 2,
 			CriticalPathUS: 8, IdealMakespanUS: 8, SumUS: 12, ArenaBytes: 4096}},
-		{Options{Strategy: "single"}, Stats{Stages: 5, Streams: 1, Waits: 0, Events: 1, CrossStreamEdges: 0, ReducedEdges: 4, LowerBoundWaits: 2,
+		{Options{Strategy: "single"}, plan.Stats{Stages: 5, Streams: 1, Waits: 0, Events: 1, CrossStreamEdges: 0, ReducedEdges: 4, LowerBoundWaits: 2,
 			CriticalPathUS: 8, IdealMakespanUS: 12, SumUS: 12, ArenaBytes: 3072}},
 	} {
 		st := upTo(t, s, tc.o, "stats")
@@ -67,16 +69,16 @@ func TestIdealMakespanWaitBeforeRecord(t *testing.T) {
 // IdealSchedule: durations of 0 take 1 µs; a wait with a lag orders an
 // earlier iteration and holds nothing here; out-of-range ops are skipped.
 func TestIdealSchedule(t *testing.T) {
-	p := &Plan{
-		Stages: []Stage{{Name: "a", Stream: 0, DurationUS: 4}, {Name: "b", Stream: 1}, {Name: "c", Stream: 1, DurationUS: 2}},
-		Streams: []Stream{
-			{ID: 0, Ops: []Op{{Kind: OpLaunch, Stage: 0}, {Kind: OpRecord, Event: 0}}},
-			{ID: 1, Ops: []Op{{Kind: OpWait, Event: 0, Lag: 1}, {Kind: OpLaunch, Stage: 1}, {Kind: OpWait, Event: 0}, {Kind: OpLaunch, Stage: 2}, {Kind: OpWait, Event: 7}}},
+	p := &plan.Plan{
+		Stages: []plan.Stage{{Name: "a", Stream: 0, DurationUS: 4}, {Name: "b", Stream: 1}, {Name: "c", Stream: 1, DurationUS: 2}},
+		Streams: []plan.Stream{
+			{ID: 0, Ops: []plan.Op{{Kind: plan.OpLaunch, Stage: 0}, {Kind: plan.OpRecord, Event: 0}}},
+			{ID: 1, Ops: []plan.Op{{Kind: plan.OpWait, Event: 0, Lag: 1}, {Kind: plan.OpLaunch, Stage: 1}, {Kind: plan.OpWait, Event: 0}, {Kind: plan.OpLaunch, Stage: 2}, {Kind: plan.OpWait, Event: 7}}},
 		},
 		IssueOrder: [][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 4}, {5, 0}},
 		Events:     1,
 	}
-	start, end := IdealSchedule(p)
+	start, end := plan.IdealSchedule(p)
 	want := [][2]float64{{0, 4}, {0, 1}, {4, 6}}
 	for v, w := range want {
 		if start[v] != w[0] || end[v] != w[1] {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // syncStreams builds the plan's streams, events and waits. Each stream runs
@@ -56,7 +57,7 @@ func syncStreams(st *state) error {
 	}
 	p := st.newPlan()
 	p.Events = events
-	p.Streams = make([]Stream, k)
+	p.Streams = make([]plan.Stream, k)
 	nops := make([]int32, k) // launches, waits and records per stream
 	for i, v := range st.topo {
 		nops[stream[v]]++
@@ -69,13 +70,13 @@ func syncStreams(st *state) error {
 	// lifetimes may append at the end of each stream, so that it appends
 	// without copying them.
 	for s := range p.Streams {
-		p.Streams[s] = Stream{ID: s, Name: st.names[s], Host: st.names[s] == dag.HostStream, Device: st.streamDevice(s), Ops: make([]Op, 0, nops[s]+1)}
+		p.Streams[s] = plan.Stream{ID: s, Name: st.names[s], Host: st.names[s] == dag.HostStream, Device: st.streamDevice(s), Ops: make([]plan.Op, 0, nops[s]+1)}
 	}
 	for v := range p.Stages {
 		p.Stages[v].Stream = int(stream[v])
 	}
 	p.IssueOrder = make([][2]int, 0, n+2*len(waitOn)+k)
-	emit := func(s int32, op Op) {
+	emit := func(s int32, op plan.Op) {
 		ops := &p.Streams[s].Ops
 		p.IssueOrder = append(p.IssueOrder, [2]int{int(s), len(*ops)})
 		*ops = append(*ops, op)
@@ -89,7 +90,7 @@ func syncStreams(st *state) error {
 		}
 		slices.Sort(evs)
 		for _, e := range evs {
-			emit(stream[v], Op{Kind: OpWait, Event: e})
+			emit(stream[v], plan.Op{Kind: plan.OpWait, Event: e})
 		}
 	}
 	for i := 0; i < len(st.topo); i++ {
@@ -107,11 +108,11 @@ func syncStreams(st *state) error {
 			waits(k)
 		}
 		for k := i; k < i+group; k++ {
-			emit(stream[st.topo[k]], Op{Kind: OpLaunch, Stage: int(st.topo[k])})
+			emit(stream[st.topo[k]], plan.Op{Kind: plan.OpLaunch, Stage: int(st.topo[k])})
 		}
 		for k := i; k < i+group; k++ {
 			if v := st.topo[k]; event[v] >= 0 {
-				emit(stream[v], Op{Kind: OpRecord, Event: int(event[v])})
+				emit(stream[v], plan.Op{Kind: plan.OpRecord, Event: int(event[v])})
 			}
 		}
 		i += group - 1

@@ -7,20 +7,21 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // ops renders each stream's ops as "stream: op op ...", launches by stage name.
-func ops(p *Plan) string {
+func ops(p *plan.Plan) string {
 	var b strings.Builder
 	for _, s := range p.Streams {
 		b.WriteString(s.Name + ":")
 		for _, o := range s.Ops {
 			switch o.Kind {
-			case OpLaunch:
+			case plan.OpLaunch:
 				b.WriteString(" " + p.Stages[o.Stage].Name)
-			case OpRecord:
+			case plan.OpRecord:
 				b.WriteString(" rec" + strconv.Itoa(o.Event))
-			case OpWait:
+			case plan.OpWait:
 				b.WriteString(" wait" + strconv.Itoa(o.Event))
 				if o.Lag > 0 {
 					b.WriteString("@-" + strconv.Itoa(o.Lag))
@@ -73,9 +74,9 @@ func TestSyncIssueOrder(t *testing.T) {
 	for _, so := range p.IssueOrder {
 		o := p.Streams[so[0]].Ops[so[1]]
 		switch o.Kind {
-		case OpRecord:
+		case plan.OpRecord:
 			recorded[o.Event] = true
-		case OpWait: // a cross-iteration wait (Lag > 0) needs an earlier iteration's record
+		case plan.OpWait: // a cross-iteration wait (Lag > 0) needs an earlier iteration's record
 			if o.Lag == 0 && !recorded[o.Event] {
 				t.Fatalf("wait on e%d issued before its record", o.Event)
 			}

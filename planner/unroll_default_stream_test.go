@@ -3,6 +3,8 @@ package planner
 import (
 	"errors"
 	"testing"
+
+	"github.com/dagrun/dagrun/plan"
 )
 
 // legacyStreamSetsPlan is a valid plan with the legacy default stream and
@@ -14,23 +16,23 @@ import (
 // records f. So y@k → x@k (WAR on X#(k mod 2)) through g, and x@k →
 // y@(k+2) (RAW on X#(k mod 2)) only through f@(k+1): the legacy rule orders
 // f@(k+1) after A's earlier work, and y@(k+2) waits for f@(k+1).
-func legacyStreamSetsPlan() *Plan {
-	X := func() []Access { return []Access{{Buffer: "X", Bytes: 256}} }
-	return &Plan{
-		Version: PlanVersion,
-		Buffers: []Buffer{{Name: "X", Bytes: 256, Where: "device", Role: "temp", Copies: 2}},
-		Stages: []Stage{
-			{Name: "y", Stream: 2, Kernel: "spin", Reads: X(), Writes: []Access{}},
-			{Name: "x", Stream: 0, Kernel: "spin", Reads: []Access{}, Writes: X()},
+func legacyStreamSetsPlan() *plan.Plan {
+	X := func() []plan.Access { return []plan.Access{{Buffer: "X", Bytes: 256}} }
+	return &plan.Plan{
+		Version: plan.PlanVersion,
+		Buffers: []plan.Buffer{{Name: "X", Bytes: 256, Where: "device", Role: "temp", Copies: 2}},
+		Stages: []plan.Stage{
+			{Name: "y", Stream: 2, Kernel: "spin", Reads: X(), Writes: []plan.Access{}},
+			{Name: "x", Stream: 0, Kernel: "spin", Reads: []plan.Access{}, Writes: X()},
 		},
 		Events: 2, // 0: f, 1: g
-		Streams: []Stream{
-			{ID: 0, Name: "A", Kind: StreamBlocking, Ops: []Op{{Kind: OpWait, Event: 1}, {Kind: OpLaunch, Stage: 1}}},
-			{ID: 1, Name: "L", Kind: StreamLegacy, Ops: []Op{{Kind: OpRecord, Event: 0}}},
-			{ID: 2, Name: "C", Ops: []Op{{Kind: OpWait, Event: 0, Lag: 1}, {Kind: OpLaunch, Stage: 0}, {Kind: OpRecord, Event: 1}}},
+		Streams: []plan.Stream{
+			{ID: 0, Name: "A", Kind: plan.StreamBlocking, Ops: []plan.Op{{Kind: plan.OpWait, Event: 1}, {Kind: plan.OpLaunch, Stage: 1}}},
+			{ID: 1, Name: "L", Kind: plan.StreamLegacy, Ops: []plan.Op{{Kind: plan.OpRecord, Event: 0}}},
+			{ID: 2, Name: "C", Ops: []plan.Op{{Kind: plan.OpWait, Event: 0, Lag: 1}, {Kind: plan.OpLaunch, Stage: 0}, {Kind: plan.OpRecord, Event: 1}}},
 		},
 		IssueOrder: [][2]int{{2, 0}, {2, 1}, {2, 2}, {0, 0}, {0, 1}, {1, 0}},
-		Iteration:  &Iteration{StreamSets: 2, Slots: []int{1, 1}, InFlight: 1},
+		Iteration:  &plan.Iteration{StreamSets: 2, Slots: []int{1, 1}, InFlight: 1},
 	}
 }
 
@@ -51,13 +53,13 @@ func TestUnrollDefaultStreamSets(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	k := UnrollIterations(p)
+	k := plan.UnrollIterations(p)
 	if got, want := unrollVerdict(t, p, k), unrollVerdict(t, p, 3*k+8); (got == nil) != (want == nil) {
 		t.Errorf("over %d iterations: %v; over %d: %v", k, got, 3*k+8, want)
 	}
 	// Without C's lagged wait, x@k → y@(k+2) races for every k; L the
 	// legacy or a per-thread default stream.
-	for _, kind := range []string{StreamLegacy, StreamPerThread} {
+	for _, kind := range []string{plan.StreamLegacy, plan.StreamPerThread} {
 		q := dropOp(p, 2, 0)
 		q.Version = p.Version
 		q.Streams[1].Kind = kind

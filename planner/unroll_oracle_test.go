@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dagrun/dagrun/plan"
 )
 
 // oracleFeatures are the kinds of plan genIterPlan makes besides device
@@ -24,15 +26,15 @@ type oracleFeatures struct {
 // bytes in part, host memory), a host stream at times, host functions,
 // records and waits with lags, event slots and stream sets, and what f
 // adds.
-func genIterPlan(rng *rand.Rand, f oracleFeatures) *Plan {
+func genIterPlan(rng *rand.Rand, f oracleFeatures) *plan.Plan {
 	if f.ring {
 		return genRingPlan(rng)
 	}
 	threads, kinds, coll := f.threads, f.kinds, f.coll
-	p := &Plan{Version: PlanVersion}
+	p := &plan.Plan{Version: plan.PlanVersion}
 	nb := 1 + rng.IntN(3)
 	for b := range nb {
-		buf := Buffer{Name: "b" + strconv.Itoa(b), Bytes: int64(256 * (1 + rng.IntN(2))), Where: "device", Role: "temp"}
+		buf := plan.Buffer{Name: "b" + strconv.Itoa(b), Bytes: int64(256 * (1 + rng.IntN(2))), Where: "device", Role: "temp"}
 		switch rng.IntN(6) {
 		case 0, 1:
 			buf.Copies = 2 + rng.IntN(2)
@@ -51,26 +53,26 @@ func genIterPlan(rng *rand.Rand, f oracleFeatures) *Plan {
 		// Two threads, a host stream each, one or two device streams each.
 		ns = 0
 		for _, th := range []string{"", "t1"} {
-			p.Streams = append(p.Streams, Stream{ID: ns, Name: "h" + th, Host: true, Thread: th})
+			p.Streams = append(p.Streams, plan.Stream{ID: ns, Name: "h" + th, Host: true, Thread: th})
 			ns++
 			for range 1 + rng.IntN(2) {
-				p.Streams = append(p.Streams, Stream{ID: ns, Name: "s" + strconv.Itoa(ns), Thread: th})
+				p.Streams = append(p.Streams, plan.Stream{ID: ns, Name: "s" + strconv.Itoa(ns), Thread: th})
 				ns++
 			}
 		}
 	} else {
 		hostOf, legacy, perThread := false, false, false
 		for s := range ns {
-			str := Stream{ID: s, Name: "s" + strconv.Itoa(s)}
+			str := plan.Stream{ID: s, Name: "s" + strconv.Itoa(s)}
 			switch k := rng.IntN(8); {
 			case k == 0 && !hostOf:
 				str.Host, hostOf = true, true
 			case k == 1 && kinds && !legacy:
-				str.Kind, legacy = StreamLegacy, true
+				str.Kind, legacy = plan.StreamLegacy, true
 			case k == 2 && kinds:
-				str.Kind = StreamBlocking
+				str.Kind = plan.StreamBlocking
 			case k == 3 && kinds && !perThread:
-				str.Kind, perThread = StreamPerThread, true
+				str.Kind, perThread = plan.StreamPerThread, true
 			}
 			p.Streams = append(p.Streams, str)
 		}
@@ -97,13 +99,13 @@ func genIterPlan(rng *rand.Rand, f oracleFeatures) *Plan {
 	nst := 2 + rng.IntN(4)
 	for i := range nst {
 		s := rng.IntN(ns)
-		st := Stage{Name: "v" + strconv.Itoa(i), Stream: s, Kernel: "spin"}
+		st := plan.Stage{Name: "v" + strconv.Itoa(i), Stream: s, Kernel: "spin"}
 		for b := range nb {
 			if coll && !p.Streams[s].Host && p.Buffers[b].Device != p.Streams[s].Device {
 				continue
 			}
 			n := p.Buffers[b].Bytes
-			a := Access{Buffer: p.Buffers[b].Name, Bytes: n}
+			a := plan.Access{Buffer: p.Buffers[b].Name, Bytes: n}
 			if n > 256 && rng.IntN(2) == 0 {
 				a.Offset, a.Bytes = 256*int64(rng.IntN(2)), 256
 			}
@@ -117,19 +119,19 @@ func genIterPlan(rng *rand.Rand, f oracleFeatures) *Plan {
 		if str := p.Streams[s]; !str.Host && rng.IntN(8) == 0 {
 			st.HostFunc = true
 		}
-		if str := p.Streams[s]; (str.Kind == StreamLegacy || str.Kind == StreamPerThread) && nb > 1 && rng.IntN(2) == 0 {
+		if str := p.Streams[s]; (str.Kind == plan.StreamLegacy || str.Kind == plan.StreamPerThread) && nb > 1 && rng.IntN(2) == 0 {
 			// A synchronous copy between two buffers.
 			x := rng.Perm(nb)
 			n := min(p.Buffers[x[0]].Bytes, p.Buffers[x[1]].Bytes)
-			st.Kernel, st.Copy, st.HostFunc = "copy", CopySync, false
-			st.Reads = []Access{{Buffer: p.Buffers[x[0]].Name, Bytes: n}}
-			st.Writes = []Access{{Buffer: p.Buffers[x[1]].Name, Bytes: n}}
+			st.Kernel, st.Copy, st.HostFunc = "copy", plan.CopySync, false
+			st.Reads = []plan.Access{{Buffer: p.Buffers[x[0]].Name, Bytes: n}}
+			st.Writes = []plan.Access{{Buffer: p.Buffers[x[1]].Name, Bytes: n}}
 		}
 		if st.Reads == nil {
-			st.Reads = []Access{}
+			st.Reads = []plan.Access{}
 		}
 		if st.Writes == nil {
-			st.Writes = []Access{}
+			st.Writes = []plan.Access{}
 		}
 		p.Stages = append(p.Stages, st)
 	}
@@ -150,13 +152,13 @@ func genIterPlan(rng *rand.Rand, f oracleFeatures) *Plan {
 					}
 				}
 				if len(bufs) == 0 {
-					p.Buffers = append(p.Buffers, Buffer{Name: "g" + strconv.Itoa(d), Bytes: 256, Where: "device", Role: "temp", Device: d})
+					p.Buffers = append(p.Buffers, plan.Buffer{Name: "g" + strconv.Itoa(d), Bytes: 256, Where: "device", Role: "temp", Device: d})
 					bufs = append(bufs, len(p.Buffers)-1)
 				}
-				a := Access{Buffer: p.Buffers[bufs[rng.IntN(len(bufs))]].Name, Bytes: 256}
+				a := plan.Access{Buffer: p.Buffers[bufs[rng.IntN(len(bufs))]].Name, Bytes: 256}
 				ranks[d] = len(p.Stages)
-				p.Stages = append(p.Stages, Stage{Name: "ar/" + strconv.Itoa(d), Stream: on[d][rng.IntN(len(on[d]))], Kernel: "all_reduce",
-					Reads: []Access{a}, Writes: []Access{a}, Collective: &Collective{Group: 0, Op: "all_reduce", Reduce: "sum", Rank: d, Ranks: 2}})
+				p.Stages = append(p.Stages, plan.Stage{Name: "ar/" + strconv.Itoa(d), Stream: on[d][rng.IntN(len(on[d]))], Kernel: "all_reduce",
+					Reads: []plan.Access{a}, Writes: []plan.Access{a}, Collective: &plan.Collective{Group: 0, Op: "all_reduce", Reduce: "sum", Rank: d, Ranks: 2}})
 			}
 			// The ranks sit among the other stages in declaration order.
 			at := rng.IntN(len(p.Stages) - 1)
@@ -168,12 +170,12 @@ func genIterPlan(rng *rand.Rand, f oracleFeatures) *Plan {
 	}
 	// Ops: each stream's launches in stage order, records and waits
 	// between them.
-	per := make([][]Op, ns)
+	per := make([][]plan.Op, ns)
 	for i, st := range p.Stages {
-		per[st.Stream] = append(per[st.Stream], Op{Kind: OpLaunch, Stage: i})
+		per[st.Stream] = append(per[st.Stream], plan.Op{Kind: plan.OpLaunch, Stage: i})
 	}
 	for s := range per {
-		var ops []Op
+		var ops []plan.Op
 		for _, o := range per[s] {
 			for rng.IntN(3) == 0 {
 				ops = append(ops, randSyncOp(rng, p.Events))
@@ -186,7 +188,7 @@ func genIterPlan(rng *rand.Rand, f oracleFeatures) *Plan {
 		p.Streams[s].Ops = ops
 	}
 	p.IssueOrder = randIssueOrder(rng, p, ranks)
-	p.Iteration = &Iteration{StreamSets: 1 + rng.IntN(3), Slots: make([]int, p.Events)}
+	p.Iteration = &plan.Iteration{StreamSets: 1 + rng.IntN(3), Slots: make([]int, p.Events)}
 	for e := range p.Iteration.Slots {
 		p.Iteration.Slots[e] = 1 + rng.IntN(3)
 	}
@@ -200,40 +202,40 @@ func genIterPlan(rng *rand.Rand, f oracleFeatures) *Plan {
 // order; C+1 races C iterations apart), on an event of 1 or C slots, with
 // 1 or C stream sets; at times a host stream fills up's source first (a
 // ring of its own, with a lagged host wait).
-func genRingPlan(rng *rand.Rand) *Plan {
+func genRingPlan(rng *rand.Rand) *plan.Plan {
 	C := 1 + rng.IntN(3)
 	L := max(0, C-1+rng.IntN(4))
 	if rng.IntN(2) == 0 {
 		L = C + 1 // races only C iterations apart
 	}
 	one := func() int { return []int{1, C}[rng.IntN(2)] } // so that the period is C at times
-	frame := []Access{{Buffer: "frame", Bytes: 256}}
-	p := &Plan{
-		Version: PlanVersion,
-		Buffers: []Buffer{{Name: "frame", Bytes: 256, Where: "device", Role: "temp", Copies: C}, {Name: "res", Bytes: 256, Where: "device", Role: "output", Copies: one()}},
-		Stages: []Stage{
-			{Name: "up", Stream: 0, Kernel: "spin", Reads: []Access{}, Writes: frame},
-			{Name: "pre", Stream: 1, Kernel: "spin", Reads: frame, Writes: []Access{{Buffer: "res", Bytes: 256}}},
+	frame := []plan.Access{{Buffer: "frame", Bytes: 256}}
+	p := &plan.Plan{
+		Version: plan.PlanVersion,
+		Buffers: []plan.Buffer{{Name: "frame", Bytes: 256, Where: "device", Role: "temp", Copies: C}, {Name: "res", Bytes: 256, Where: "device", Role: "output", Copies: one()}},
+		Stages: []plan.Stage{
+			{Name: "up", Stream: 0, Kernel: "spin", Reads: []plan.Access{}, Writes: frame},
+			{Name: "pre", Stream: 1, Kernel: "spin", Reads: frame, Writes: []plan.Access{{Buffer: "res", Bytes: 256}}},
 		},
 		Events: 2, // 0: after up, 1: after pre
-		Streams: []Stream{
-			{ID: 0, Name: "h2d", Ops: []Op{{Kind: OpWait, Event: 1, Lag: L}, {Kind: OpLaunch, Stage: 0}, {Kind: OpRecord, Event: 0}}},
-			{ID: 1, Name: "comp", Ops: []Op{{Kind: OpWait, Event: 0}, {Kind: OpLaunch, Stage: 1}, {Kind: OpRecord, Event: 1}}},
+		Streams: []plan.Stream{
+			{ID: 0, Name: "h2d", Ops: []plan.Op{{Kind: plan.OpWait, Event: 1, Lag: L}, {Kind: plan.OpLaunch, Stage: 0}, {Kind: plan.OpRecord, Event: 0}}},
+			{ID: 1, Name: "comp", Ops: []plan.Op{{Kind: plan.OpWait, Event: 0}, {Kind: plan.OpLaunch, Stage: 1}, {Kind: plan.OpRecord, Event: 1}}},
 		},
 		IssueOrder: [][2]int{{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {1, 2}},
-		Iteration:  &Iteration{StreamSets: one(), Slots: []int{one(), one()}},
+		Iteration:  &plan.Iteration{StreamSets: one(), Slots: []int{one(), one()}},
 	}
 	if rng.IntN(3) == 0 {
 		// A host stream fills a pinned staging buffer (K copies) that up
 		// reads, after waiting for up K iterations back.
 		K := one()
-		p.Buffers = append(p.Buffers, Buffer{Name: "staging", Bytes: 256, Where: "host_pinned", Role: "temp", Copies: K})
+		p.Buffers = append(p.Buffers, plan.Buffer{Name: "staging", Bytes: 256, Where: "host_pinned", Role: "temp", Copies: K})
 		// fill is declared first: stages up, pre become 1, 2.
-		p.Stages[0].Reads = []Access{{Buffer: "staging", Bytes: 256}}
-		p.Stages = slices.Insert(p.Stages, 0, Stage{Name: "fill", Stream: 2, Kernel: "spin", Reads: []Access{}, Writes: []Access{{Buffer: "staging", Bytes: 256}}})
+		p.Stages[0].Reads = []plan.Access{{Buffer: "staging", Bytes: 256}}
+		p.Stages = slices.Insert(p.Stages, 0, plan.Stage{Name: "fill", Stream: 2, Kernel: "spin", Reads: []plan.Access{}, Writes: []plan.Access{{Buffer: "staging", Bytes: 256}}})
 		p.Streams[0].Ops[1].Stage, p.Streams[1].Ops[1].Stage = 1, 2
-		p.Streams = append(p.Streams, Stream{ID: 2, Name: "host", Host: true, Ops: []Op{{Kind: OpWait, Event: 0, Lag: K}, {Kind: OpLaunch, Stage: 0}, {Kind: OpRecord, Event: 2}}})
-		p.Streams[0].Ops = slices.Insert(p.Streams[0].Ops, 1, Op{Kind: OpWait, Event: 2})
+		p.Streams = append(p.Streams, plan.Stream{ID: 2, Name: "host", Host: true, Ops: []plan.Op{{Kind: plan.OpWait, Event: 0, Lag: K}, {Kind: plan.OpLaunch, Stage: 0}, {Kind: plan.OpRecord, Event: 2}}})
+		p.Streams[0].Ops = slices.Insert(p.Streams[0].Ops, 1, plan.Op{Kind: plan.OpWait, Event: 2})
 		p.Events++
 		p.Iteration.Slots = append(p.Iteration.Slots, 1)
 		p.IssueOrder = [][2]int{{2, 0}, {2, 1}, {2, 2}, {0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}, {1, 2}}
@@ -241,26 +243,26 @@ func genRingPlan(rng *rand.Rand) *Plan {
 	return p
 }
 
-func randSyncOp(rng *rand.Rand, events int) Op {
+func randSyncOp(rng *rand.Rand, events int) plan.Op {
 	if rng.IntN(2) == 0 {
-		return Op{Kind: OpRecord, Event: rng.IntN(events)}
+		return plan.Op{Kind: plan.OpRecord, Event: rng.IntN(events)}
 	}
 	lag := 0
 	if rng.IntN(2) == 0 {
 		lag = rng.IntN(4)
 	}
-	return Op{Kind: OpWait, Event: rng.IntN(events), Lag: lag}
+	return plan.Op{Kind: plan.OpWait, Event: rng.IntN(events), Lag: lag}
 }
 
 // randIssueOrder merges the streams' ops at random, each in stream order.
 // A collective's two ranks (stages, or -1) are issued one right after the
 // other.
-func randIssueOrder(rng *rand.Rand, p *Plan, ranks [2]int) [][2]int {
+func randIssueOrder(rng *rand.Rand, p *plan.Plan, ranks [2]int) [][2]int {
 	next := make([]int, len(p.Streams))
 	var out [][2]int
 	atRank := func(s int) bool {
 		o := p.Streams[s].Ops[next[s]]
-		return o.Kind == OpLaunch && (o.Stage == ranks[0] || o.Stage == ranks[1])
+		return o.Kind == plan.OpLaunch && (o.Stage == ranks[0] || o.Stage == ranks[1])
 	}
 	for {
 		var live, held []int
@@ -293,7 +295,7 @@ func randIssueOrder(rng *rand.Rand, p *Plan, ranks [2]int) [][2]int {
 // a wait before another added (a lag at times), a record or a wait added
 // anywhere (issued anywhere between its stream neighbours), a wait
 // dropped, lags, a slot count, stream sets or a ring size changed.
-func mutateIterPlan(rng *rand.Rand, p *Plan) *Plan {
+func mutateIterPlan(rng *rand.Rand, p *plan.Plan) *plan.Plan {
 	q := clonePlan(p)
 	q.Kernels, q.Version, q.Devices = p.Kernels, p.Version, p.Devices
 	q.Buffers = slices.Clone(p.Buffers)
@@ -303,18 +305,18 @@ func mutateIterPlan(rng *rand.Rand, p *Plan) *Plan {
 		// at a random place between its stream neighbours.
 		st := rng.IntN(len(q.Streams))
 		j := rng.IntN(len(q.Streams[st].Ops) + 1)
-		var o Op
+		var o plan.Op
 		if rng.IntN(2) == 0 && q.Events < 8 {
 			e := rng.IntN(q.Events + 1)
 			if e == q.Events {
 				q.Events++
 				q.Iteration.Slots = append(q.Iteration.Slots, 1+rng.IntN(3))
 			}
-			o = Op{Kind: OpRecord, Event: e}
+			o = plan.Op{Kind: plan.OpRecord, Event: e}
 		} else {
 			o = randSyncOp(rng, q.Events)
-			if o.Kind == OpRecord {
-				o = Op{Kind: OpWait, Event: o.Event}
+			if o.Kind == plan.OpRecord {
+				o = plan.Op{Kind: plan.OpWait, Event: o.Event}
 			}
 		}
 		insertIssued(rng, q, st, j, o)
@@ -336,7 +338,7 @@ func mutateIterPlan(rng *rand.Rand, p *Plan) *Plan {
 	case 4:
 		for s := range q.Streams {
 			for j := range q.Streams[s].Ops {
-				if o := &q.Streams[s].Ops[j]; o.Kind == OpWait && rng.IntN(3) == 0 {
+				if o := &q.Streams[s].Ops[j]; o.Kind == plan.OpWait && rng.IntN(3) == 0 {
 					o.Lag = rng.IntN(5)
 				}
 			}
@@ -357,7 +359,7 @@ func mutateIterPlan(rng *rand.Rand, p *Plan) *Plan {
 
 // insertIssued inserts op o at index j of stream s's ops, issued at a
 // random place after its stream predecessor and before its successor.
-func insertIssued(rng *rand.Rand, q *Plan, s, j int, o Op) {
+func insertIssued(rng *rand.Rand, q *plan.Plan, s, j int, o plan.Op) {
 	q.Streams[s].Ops = slices.Insert(q.Streams[s].Ops, j, o)
 	lo, hi := 0, len(q.IssueOrder) // insert at a position in [lo, hi]
 	for k := range q.IssueOrder {
@@ -380,8 +382,8 @@ func insertIssued(rng *rand.Rand, q *Plan, s, j int, o Op) {
 }
 
 // unrollVerdict verifies p unrolled over n iterations (without names).
-func unrollVerdict(t testing.TB, p *Plan, n int) error {
-	q, err := UnrollDerived(p, n, false)
+func unrollVerdict(t testing.TB, p *plan.Plan, n int) error {
+	q, err := plan.UnrollDerived(p, n, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +434,7 @@ func TestUnrollOracle(t *testing.T) {
 				invalid++
 				continue
 			}
-			k := UnrollIterations(p)
+			k := plan.UnrollIterations(p)
 			long := 3*k + 8
 			got, want := unrollVerdict(t, p, k), unrollVerdict(t, p, long)
 			if (got == nil) != (want == nil) {
@@ -472,22 +474,22 @@ func TestUnrollOracle(t *testing.T) {
 }
 
 // oracleFeaturesOf names what p has of the corners the oracle walks.
-func oracleFeaturesOf(p *Plan) []string {
+func oracleFeaturesOf(p *plan.Plan) []string {
 	has := map[string]bool{"all": true}
 	add := func(f string, ok bool) { has[f] = has[f] || ok }
 	lagged, cross := false, false
 	for s, str := range p.Streams {
 		for _, o := range str.Ops {
-			if o.Kind == OpWait && o.Lag > 0 {
+			if o.Kind == plan.OpWait && o.Lag > 0 {
 				lagged = true
 				if o.Lag >= p.Iteration.Slots[o.Event] {
 					add("lag ≥ slots", true)
 				}
 			}
-			if o.Kind == OpWait {
+			if o.Kind == plan.OpWait {
 				for s2, str2 := range p.Streams {
 					for _, o2 := range str2.Ops {
-						if s2 != s && o2.Kind == OpRecord && o2.Event == o.Event && str2.Thread != str.Thread {
+						if s2 != s && o2.Kind == plan.OpRecord && o2.Event == o.Event && str2.Thread != str.Thread {
 							cross = true
 						}
 					}
@@ -512,7 +514,7 @@ func oracleFeaturesOf(p *Plan) []string {
 	add("arena", arena)
 	for i := range p.Stages {
 		add("collective", p.Stages[i].Collective != nil && p.Stages[i].Collective.Rank == 0)
-		add("synchronous copy", p.Stages[i].Copy == CopySync)
+		add("synchronous copy", p.Stages[i].Copy == plan.CopySync)
 		add("host function", p.Stages[i].HostFunc)
 	}
 	var out []string

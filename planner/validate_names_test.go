@@ -3,12 +3,14 @@ package planner
 import (
 	"strings"
 	"testing"
+
+	"github.com/dagrun/dagrun/plan"
 )
 
 // Validate refuses a plan naming a buffer or a stage twice, or giving a
 // buffer two lifetimes, whatever else is wrong with the second.
 func TestValidateNamesTwice(t *testing.T) {
-	base := func() *Plan {
+	base := func() *plan.Plan {
 		p := build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"))), Options{})
 		p.Iteration = nil
 		return p
@@ -18,13 +20,13 @@ func TestValidateNamesTwice(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		edit func(p *Plan)
+		edit func(p *plan.Plan)
 		want string
 	}{
-		{"buffer", func(p *Plan) { p.Buffers[1].Name = p.Buffers[0].Name }, "buffers[1].name: buffer x is declared twice"},
-		{"buffer, and its bytes", func(p *Plan) { p.Buffers[1].Name, p.Buffers[1].Bytes = p.Buffers[0].Name, 0 }, "buffers[1].name: buffer x is declared twice"},
-		{"stage", func(p *Plan) { p.Stages[1].Name = "a" }, "stages[1].name: stage a is declared twice"},
-		{"lifetime", func(p *Plan) { p.Lifetimes = append(p.Lifetimes, p.Lifetimes[0]) }, "a second lifetime of buffer"},
+		{"buffer", func(p *plan.Plan) { p.Buffers[1].Name = p.Buffers[0].Name }, "buffers[1].name: buffer x is declared twice"},
+		{"buffer, and its bytes", func(p *plan.Plan) { p.Buffers[1].Name, p.Buffers[1].Bytes = p.Buffers[0].Name, 0 }, "buffers[1].name: buffer x is declared twice"},
+		{"stage", func(p *plan.Plan) { p.Stages[1].Name = "a" }, "stages[1].name: stage a is declared twice"},
+		{"lifetime", func(p *plan.Plan) { p.Lifetimes = append(p.Lifetimes, p.Lifetimes[0]) }, "a second lifetime of buffer"},
 	} {
 		p := base()
 		tc.edit(p)

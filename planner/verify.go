@@ -6,14 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-)
 
-// Race kinds, named from the point of view of declaration order: the first
-// stage's access, then the second's.
-const (
-	RaceRAW = "RAW" // first writes, second reads
-	RaceWAR = "WAR" // first reads, second writes
-	RaceWAW = "WAW" // both write
+	"github.com/dagrun/dagrun/plan"
 )
 
 // verifyMaxRaces bounds the races Verify collects; it stops the sweep there
@@ -234,15 +228,15 @@ func (e *RaceError) Error() string {
 // and for a launch whose accesses to different buffers share arena bytes
 // (launchAliases: no wait can fix that), nil for a race-free plan, and
 // otherwise a *RaceError listing every race (up to verifyMaxRaces).
-func Verify(p *Plan) error { return withCaptures(p, verify(p, true)) }
+func Verify(p *plan.Plan) error { return withCaptures(p, verify(p, true)) }
 
 // verify is Verify; withFixes false leaves the fix search out (for the
 // searches that only ask whether a plan is race-free).
-func verify(p *Plan, withFixes bool) error { return verifyWith(p, withFixes, true) }
+func verify(p *plan.Plan, withFixes bool) error { return verifyWith(p, withFixes, true) }
 
 // verifyWith is verify; aliases false skips launchAliases, for plans whose
 // launches are those of a plan it passed (iterations of it: verifyIterations).
-func verifyWith(p *Plan, withFixes, aliases bool) error {
+func verifyWith(p *plan.Plan, withFixes, aliases bool) error {
 	if p == nil {
 		return errors.New("plan: nil plan")
 	}
@@ -251,7 +245,7 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 	}
 	// The shape's bounds first (the checks read the plan by them); its
 	// names beside the checks, which do not read them, and ahead of what
-	// the checks find, as a plan that fails validateShape is refused.
+	// the checks find, as a plan that fails ValidateShape is refused.
 	if err := p.ValidateBounds(); err != nil {
 		return err
 	}
@@ -267,22 +261,22 @@ func verifyWith(p *Plan, withFixes, aliases bool) error {
 }
 
 // verifyBounded is verifyWith of a plan whose bounds are valid
-// (validateBounds).
-func verifyBounded(p *Plan, withFixes, aliases bool) error {
+// (ValidateBounds).
+func verifyBounded(p *plan.Plan, withFixes, aliases bool) error {
 	// Buffer names are resolved once for every check below (in a shallow
 	// copy: p is not changed).
 	if !p.AccOwn {
 		c := *p
-		c.AccBuf, c.AccOwn = AccessBuffers(p), true
+		c.AccBuf, c.AccOwn = plan.AccessBuffers(p), true
 		p = &c
 	}
 	var wg sync.WaitGroup
 	// A plan with iteration info is unrolled beside the checks of its
 	// launches (each only reads p, whose shape is valid).
-	var q *Plan
+	var q *plan.Plan
 	var qerr error
 	if p.Iteration != nil {
-		wg.Go(func() { q, qerr = UnrollDerived(p, UnrollIterations(p), false) })
+		wg.Go(func() { q, qerr = plan.UnrollDerived(p, plan.UnrollIterations(p), false) })
 	}
 	if aliases {
 		err := launchAliases(p) // alias_verify.go
@@ -324,7 +318,7 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 	var gaps []LifetimeGap
 	var pieces *arenaSweep
 	if p.Derived {
-		// A derived plan is the verifier's own (unroll's), as large as
+		// A derived plan is the verifier's own (UnrollDerived's), as large as
 		// the iterations it unrolls: what the checks below read of its
 		// ops is in the clocks, so its ops and issue order go before the
 		// arena's pieces are made; and the arena check runs before the
@@ -378,7 +372,7 @@ func verifyBounded(p *Plan, withFixes, aliases bool) error {
 	})
 	v.records = make([][]int32, p.Events)
 	for g, s := range v.opStream {
-		if o := p.Streams[s].Ops[int32(g)-v.opBase[s]]; o.Kind == OpRecord {
+		if o := p.Streams[s].Ops[int32(g)-v.opBase[s]]; o.Kind == plan.OpRecord {
 			v.records[o.Event] = append(v.records[o.Event], int32(g))
 		}
 	}
@@ -405,11 +399,11 @@ var verifyMaxClock int64 = 48_000_000
 
 // clockBoundError is Verify's refusal of a plan whose clocks pass
 // verifyMaxClock entries, with the plan's size and what to do.
-func clockBoundError(p *Plan) error {
+func clockBoundError(p *plan.Plan) error {
 	waits := 0
 	for s := range p.Streams {
 		for _, o := range p.Streams[s].Ops {
-			if o.Kind == OpWait {
+			if o.Kind == plan.OpWait {
 				waits++
 			}
 		}
@@ -417,7 +411,7 @@ func clockBoundError(p *Plan) error {
 	if p.Ops != nil {
 		waits = 0
 		for _, k := range p.Ops.Kind {
-			if k == OpWait {
+			if k == plan.OpWait {
 				waits++
 			}
 		}
@@ -439,7 +433,7 @@ var verifyMaxArenaPairs int64 = 800_000_000
 
 // arenaBoundError is Verify's refusal of a plan whose arena check would
 // pass verifyMaxArenaPairs queries.
-func arenaBoundError(p *Plan) error {
+func arenaBoundError(p *plan.Plan) error {
 	return &WorkBoundError{Streams: len(p.Streams), Msg: fmt.Sprintf("verify: refused: checking the arena of this plan (%d streams) takes more than %d happens-before queries (two buffers that share arena bytes are compared stream by stream: the product of the streams that use each; the bound is a few seconds): plan it with fewer streams (--max-streams 8, the default, or options: {max_streams: 8} in the spec)",
 		len(p.Streams), verifyMaxArenaPairs)}
 }
@@ -458,7 +452,7 @@ func (e *WorkBoundError) Error() string { return e.Msg }
 
 // verifier holds Verify's working state for one plan.
 type verifier struct {
-	p  *Plan
+	p  *plan.Plan
 	hb *hbGraph // happens-before (hb.go)
 	// maxSteps bounds the clocks' work (buildHB), 0 for none.
 	maxSteps int64
@@ -503,7 +497,7 @@ type verifier struct {
 	racy      bool // a race was found in a derived plan (report)
 }
 
-// errDerivedRaces is verifyWith's answer for a derived plan (unroll
+// errDerivedRaces is verifyWith's answer for a derived plan (UnrollDerived
 // without names) with races: its caller verifies the plan with names, to
 // report them.
 var errDerivedRaces = errors.New("plan: races across iterations")
@@ -573,8 +567,8 @@ type verifyState struct {
 }
 
 // stageCount is how many stages p has: len(p.Stages), or for a derived
-// plan without them (unroll), its stages.
-func stageCount(p *Plan) int {
+// plan without them (UnrollDerived), its stages.
+func stageCount(p *plan.Plan) int {
 	if p.Base != nil {
 		return p.BaseStages
 	}
@@ -584,7 +578,7 @@ func stageCount(p *Plan) int {
 // stage returns stage i of p, or for a derived plan without stages the
 // stage of its base whose reads and writes stage i has (only those are
 // its: Verify reads no other field of it before a race is found).
-func planStage(p *Plan, i int) *Stage {
+func planStage(p *plan.Plan, i int) *plan.Stage {
 	if p.Base != nil {
 		return &p.Base.Stages[i%len(p.Base.Stages)]
 	}
@@ -592,8 +586,8 @@ func planStage(p *Plan, i int) *Stage {
 }
 
 // bufferCount is how many buffers p has: len(p.Buffers), or for a
-// derived plan without them (unroll), its copies of its base's.
-func bufferCount(p *Plan) int {
+// derived plan without them (UnrollDerived), its copies of its base's.
+func bufferCount(p *plan.Plan) int {
 	if p.Base != nil {
 		return len(p.BufOrig)
 	}
@@ -603,7 +597,7 @@ func bufferCount(p *Plan) int {
 // buffer returns buffer i of p, or for a derived plan without buffers the
 // base's buffer it is a copy of (Copies aside: Verify reads its name,
 // bytes and arena address).
-func planBuffer(p *Plan, i int) *Buffer {
+func planBuffer(p *plan.Plan, i int) *plan.Buffer {
 	if p.Base != nil {
 		return &p.Base.Buffers[p.BufOrig[i]]
 	}
@@ -622,7 +616,7 @@ func (v *verifier) accesses() error {
 	// Buffers: p.Buffers' by their index (the last of a name), then the
 	// undeclared ones a stage names; a buffer's space is set at its first
 	// access.
-	// An unrolled plan names each access's buffer by index (Plan.accBuf):
+	// An unrolled plan names each access's buffer by index (Plan.AccBuf):
 	// then only undeclared names go through the map.
 	hint := len(p.AccBuf) == n && p.AccBuf != nil && p.AccOwn
 	nb := bufferCount(p)
@@ -661,7 +655,7 @@ func (v *verifier) accesses() error {
 	for i := range stageCount(p) {
 		st := planStage(p, i)
 		v.accStart[i] = int32(len(v.acc))
-		for k, list := range [2][]Access{st.Reads, st.Writes} {
+		for k, list := range [2][]plan.Access{st.Reads, st.Writes} {
 			for _, a := range list {
 				if a.Offset < 0 || a.Bytes <= 0 {
 					verb := [2]string{"reads", "writes"}[k]
@@ -808,52 +802,6 @@ func (v *verifier) frontiers() {
 	v.raceIdx = map[[3]int32]int{}
 }
 
-// accessBuffers returns, per access of p (stage by stage, reads then
-// writes), the index in p.Buffers of its buffer, or -1 for a name p does
-// not declare. The verifier's own p.accBuf (Plan.accOwn) is returned as
-// it is. Any other p.accBuf (Build's) is a hint: an
-// entry is used where the buffer it names has the access's name, and
-// every other access's name is looked up in a map of p's buffer names
-// (made only then), so that the result does not depend on the passes.
-func AccessBuffers(p *Plan) []int32 {
-	n := 0
-	for i := range p.Stages {
-		n += len(p.Stages[i].Reads) + len(p.Stages[i].Writes)
-	}
-	hint := p.AccBuf
-	if len(hint) != n {
-		hint = nil
-	} else if p.AccOwn {
-		return hint
-	}
-	var idx map[string]int32
-	out := make([]int32, 0, n)
-	for i := range p.Stages {
-		for _, list := range [2][]Access{p.Stages[i].Reads, p.Stages[i].Writes} {
-			for _, a := range list {
-				if hint != nil {
-					if b := hint[len(out)]; b >= 0 && int(b) < len(p.Buffers) && p.Buffers[b].Name == a.Buffer {
-						out = append(out, b)
-						continue
-					}
-				}
-				if idx == nil {
-					idx = make(map[string]int32, len(p.Buffers))
-					for i, b := range p.Buffers {
-						idx[b.Name] = int32(i)
-					}
-				}
-				b, ok := idx[a.Buffer]
-				if !ok {
-					b = -1
-				}
-				out = append(out, b)
-			}
-		}
-	}
-	return out
-}
-
 // clocks builds the plan's happens-before clocks (hbEdges) and each
 // stage's launch op.
 func (v *verifier) clocks() {
@@ -867,7 +815,7 @@ func (v *verifier) clocks() {
 	v.launchOp = make([]int32, stageCount(p))
 	if c := p.Ops; c != nil {
 		for g, k := range c.Kind {
-			if k == OpLaunch {
+			if k == plan.OpLaunch {
 				v.launchOp[c.Arg[g]] = int32(g)
 			}
 		}
@@ -875,7 +823,7 @@ func (v *verifier) clocks() {
 	}
 	for s := range p.Streams {
 		for j, o := range p.Streams[s].Ops {
-			if o.Kind == OpLaunch {
+			if o.Kind == plan.OpLaunch {
 				v.launchOp[o.Stage] = h.opBase[s] + int32(j)
 			}
 		}
@@ -1160,12 +1108,12 @@ func (v *verifier) report(a, d int32) {
 		return
 	}
 	x, y := &v.acc[a], &v.acc[d]
-	kind := RaceWAR
+	kind := plan.RaceWAR
 	switch {
 	case x.write() && y.write():
-		kind = RaceWAW
+		kind = plan.RaceWAW
 	case x.write():
-		kind = RaceRAW
+		kind = plan.RaceRAW
 	}
 	// x and y are of one space: its bounds are in order.
 	s := v.spaces[v.space(x)]
@@ -1197,9 +1145,9 @@ func (v *verifier) report(a, d int32) {
 
 func verifyKindRank(k string) int {
 	switch k {
-	case RaceWAW:
+	case plan.RaceWAW:
 		return 2
-	case RaceRAW:
+	case plan.RaceRAW:
 		return 1
 	}
 	return 0
@@ -1231,7 +1179,7 @@ func (v *verifier) fix(r *Race, detail bool) string {
 		// The first wait on a before First whose clock covers Second.
 		for g := v.opBase[a]; g < li; g++ {
 			o := ops[a].Ops[v.opIndex(g)]
-			if o.Kind == OpWait && v.opHB(lj, g) {
+			if o.Kind == plan.OpWait && v.opHB(lj, g) {
 				return fmt.Sprintf("stream %s waits on e%d before %s, which orders it after %s; remove that ordering, then %s",
 					sa, o.Event, r.FirstName, r.SecondName, generic)
 			}
@@ -1242,7 +1190,7 @@ func (v *verifier) fix(r *Race, detail bool) string {
 	// First, but issued only after the wait (the wait-before-record trap).
 	for g := v.opBase[b]; g < lj; g++ {
 		o := ops[b].Ops[v.opIndex(g)]
-		if o.Kind != OpWait {
+		if o.Kind != plan.OpWait {
 			continue
 		}
 		for _, h := range v.records[o.Event] {
@@ -1255,7 +1203,7 @@ func (v *verifier) fix(r *Race, detail bool) string {
 	// A wait after Second that would have ordered it.
 	for g := lj + 1; g < v.opBase[b+1]; g++ {
 		o := ops[b].Ops[v.opIndex(g)]
-		if o.Kind == OpWait && v.opCaptured[g] >= 0 && v.opHB(li, v.opCaptured[g]) {
+		if o.Kind == plan.OpWait && v.opCaptured[g] >= 0 && v.opHB(li, v.opCaptured[g]) {
 			return fmt.Sprintf("the wait on e%d on stream %s comes after %s: move it before %s's launch", o.Event, sb, r.SecondName, r.SecondName)
 		}
 	}

@@ -10,27 +10,28 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/synth"
 	"pgregory.net/rapid"
 )
 
 // verifyB builds plans by hand for the verifier's tests: ops are appended
 // to their stream and to the issue order in call order.
-type verifyB struct{ p *Plan }
+type verifyB struct{ p *plan.Plan }
 
 func newVerifyB(streams int) *verifyB {
-	p := &Plan{Version: PlanVersion}
+	p := &plan.Plan{Version: plan.PlanVersion}
 	for s := range streams {
-		p.Streams = append(p.Streams, Stream{ID: s, Name: fmt.Sprintf("s%d", s)})
+		p.Streams = append(p.Streams, plan.Stream{ID: s, Name: fmt.Sprintf("s%d", s)})
 	}
 	return &verifyB{p: p}
 }
 
-func (b *verifyB) op(stream int, o Op) *verifyB {
+func (b *verifyB) op(stream int, o plan.Op) *verifyB {
 	p := b.p
 	p.IssueOrder = append(p.IssueOrder, [2]int{stream, len(p.Streams[stream].Ops)})
 	p.Streams[stream].Ops = append(p.Streams[stream].Ops, o)
-	if o.Kind != OpLaunch && o.Event >= p.Events {
+	if o.Kind != plan.OpLaunch && o.Event >= p.Events {
 		p.Events = o.Event + 1
 	}
 	return b
@@ -39,23 +40,23 @@ func (b *verifyB) op(stream int, o Op) *verifyB {
 // verifyIO is a read or write for verifyB.stage.
 type verifyIO struct {
 	write bool
-	a     Access
+	a     plan.Access
 }
 
 var verifyRange = regexp.MustCompile(`^(\w+)(?:\[(\d+):(\d+)\])?$`)
 
 // verifyAcc parses "buf" (bytes [0:4096]) or "buf[lo:hi]".
-func verifyAcc(s string) Access {
+func verifyAcc(s string) plan.Access {
 	m := verifyRange.FindStringSubmatch(s)
 	if m == nil {
 		panic("bad access " + s)
 	}
 	if m[2] == "" {
-		return Access{Buffer: m[1], Offset: 0, Bytes: 4096}
+		return plan.Access{Buffer: m[1], Offset: 0, Bytes: 4096}
 	}
 	lo, _ := strconv.ParseInt(m[2], 10, 64)
 	hi, _ := strconv.ParseInt(m[3], 10, 64)
-	return Access{Buffer: m[1], Offset: lo, Bytes: hi - lo}
+	return plan.Access{Buffer: m[1], Offset: lo, Bytes: hi - lo}
 }
 
 func rd(s string) verifyIO { return verifyIO{false, verifyAcc(s)} }
@@ -64,7 +65,7 @@ func wr(s string) verifyIO { return verifyIO{true, verifyAcc(s)} }
 // stage declares a stage (declaration order = call order) and issues its
 // launch on stream.
 func (b *verifyB) stage(name string, stream int, io ...verifyIO) *verifyB {
-	st := Stage{Name: name, Stream: stream, Kernel: "mix"}
+	st := plan.Stage{Name: name, Stream: stream, Kernel: "mix"}
 	for _, x := range io {
 		if x.write {
 			st.Writes = append(st.Writes, x.a)
@@ -73,22 +74,22 @@ func (b *verifyB) stage(name string, stream int, io ...verifyIO) *verifyB {
 		}
 	}
 	b.p.Stages = append(b.p.Stages, st)
-	return b.op(stream, Op{Kind: OpLaunch, Stage: len(b.p.Stages) - 1})
+	return b.op(stream, plan.Op{Kind: plan.OpLaunch, Stage: len(b.p.Stages) - 1})
 }
 
 func (b *verifyB) record(stream, event int) *verifyB {
-	return b.op(stream, Op{Kind: OpRecord, Event: event})
+	return b.op(stream, plan.Op{Kind: plan.OpRecord, Event: event})
 }
 
 func (b *verifyB) wait(stream, event int) *verifyB {
-	return b.op(stream, Op{Kind: OpWait, Event: event})
+	return b.op(stream, plan.Op{Kind: plan.OpWait, Event: event})
 }
 
 // verifyRaces runs Verify and returns its races (nil if none); other errors fail the test.
 func verifyRaces(t interface {
 	Helper()
 	Fatalf(string, ...any)
-}, p *Plan) []Race {
+}, p *plan.Plan) []Race {
 	t.Helper()
 	err := Verify(p)
 	if err == nil {
@@ -204,8 +205,8 @@ func TestVerifyHandBuilt(t *testing.T) {
 			// b is declared after a but launched first, and a's stream waits for it.
 			b: func() *verifyB {
 				b := newVerifyB(2)
-				b.p.Stages = []Stage{{Name: "a", Stream: 0, Writes: []Access{verifyAcc("x")}}, {Name: "b", Stream: 1, Writes: []Access{verifyAcc("x")}}}
-				return b.op(1, Op{Kind: OpLaunch, Stage: 1}).record(1, 0).wait(0, 0).op(0, Op{Kind: OpLaunch, Stage: 0})
+				b.p.Stages = []plan.Stage{{Name: "a", Stream: 0, Writes: []plan.Access{verifyAcc("x")}}, {Name: "b", Stream: 1, Writes: []plan.Access{verifyAcc("x")}}}
+				return b.op(1, plan.Op{Kind: plan.OpLaunch, Stage: 1}).record(1, 0).wait(0, 0).op(0, plan.Op{Kind: plan.OpLaunch, Stage: 0})
 			}(),
 			want: []want{{first: "a", second: "b", kind: "WAW", buf: "x", bytes: 4096, reversed: true,
 				fix: "fix: stream s0 waits on e0 before a, which orders it after b"}},
@@ -214,12 +215,12 @@ func TestVerifyHandBuilt(t *testing.T) {
 			name: "reads launched out of declaration order, then an unordered write",
 			b: func() *verifyB {
 				b := newVerifyB(2)
-				b.p.Stages = []Stage{
-					{Name: "r1", Stream: 1, Reads: []Access{verifyAcc("x")}},
-					{Name: "r2", Stream: 1, Reads: []Access{verifyAcc("x")}},
-					{Name: "w", Stream: 0, Writes: []Access{verifyAcc("x")}},
+				b.p.Stages = []plan.Stage{
+					{Name: "r1", Stream: 1, Reads: []plan.Access{verifyAcc("x")}},
+					{Name: "r2", Stream: 1, Reads: []plan.Access{verifyAcc("x")}},
+					{Name: "w", Stream: 0, Writes: []plan.Access{verifyAcc("x")}},
 				}
-				return b.op(1, Op{Kind: OpLaunch, Stage: 1}).op(1, Op{Kind: OpLaunch, Stage: 0}).op(0, Op{Kind: OpLaunch, Stage: 2})
+				return b.op(1, plan.Op{Kind: plan.OpLaunch, Stage: 1}).op(1, plan.Op{Kind: plan.OpLaunch, Stage: 0}).op(0, plan.Op{Kind: plan.OpLaunch, Stage: 2})
 			}(),
 			want: []want{
 				{first: "r1", second: "w", kind: "WAR", buf: "x", bytes: 4096},
@@ -367,7 +368,7 @@ func TestVerifyTruncates(t *testing.T) {
 // verifyBrute is the O(n²) reference: happens-before as reachability in
 // the graph of ops (stream order edges, and record → wait edges from the
 // latest record issued before each wait), every pair of accesses compared.
-func verifyBrute(p *Plan) []Race {
+func verifyBrute(p *plan.Plan) []Race {
 	base := make([]int, len(p.Streams)+1)
 	for s := range p.Streams {
 		base[s+1] = base[s] + len(p.Streams[s].Ops)
@@ -380,7 +381,7 @@ func verifyBrute(p *Plan) []Race {
 			if j+1 < len(st.Ops) {
 				succ[base[s]+j] = append(succ[base[s]+j], base[s]+j+1)
 			}
-			if o.Kind == OpLaunch {
+			if o.Kind == plan.OpLaunch {
 				launch[o.Stage] = base[s] + j
 			}
 		}
@@ -389,9 +390,9 @@ func verifyBrute(p *Plan) []Race {
 	for _, so := range p.IssueOrder {
 		g := base[so[0]] + so[1]
 		switch o := p.Streams[so[0]].Ops[so[1]]; o.Kind {
-		case OpRecord:
+		case plan.OpRecord:
 			last[o.Event] = g
-		case OpWait:
+		case plan.OpWait:
 			if r, ok := last[o.Event]; ok {
 				succ[r] = append(succ[r], g)
 			}
@@ -436,12 +437,12 @@ func verifyBrute(p *Plan) []Race {
 					if lo >= hi {
 						continue
 					}
-					kind := RaceWAR
+					kind := plan.RaceWAR
 					switch {
 					case ai.write && aj.write:
-						kind = RaceWAW
+						kind = plan.RaceWAW
 					case ai.write:
-						kind = RaceRAW
+						kind = plan.RaceRAW
 					}
 					if r = bufs[ai.a.Buffer]; r == nil {
 						r = &Race{First: i, Second: j, FirstName: si.Name, SecondName: sj.Name,
@@ -476,7 +477,7 @@ func verifyBrute(p *Plan) []Race {
 	return races
 }
 
-func verifyAllAccesses(s *Stage) []verifyIO {
+func verifyAllAccesses(s *plan.Stage) []verifyIO {
 	var out []verifyIO
 	for _, a := range s.Reads {
 		out = append(out, verifyIO{false, a})
@@ -514,13 +515,13 @@ func verifyDiff(got, want []Race) string {
 }
 
 // verifyGenStages draws n stages with random byte ranges of a few 16-byte buffers.
-func verifyGenStages(t *rapid.T, n, streams int) []Stage {
+func verifyGenStages(t *rapid.T, n, streams int) []plan.Stage {
 	nb := rapid.IntRange(1, 3).Draw(t, "buffers")
-	acc := func(label string) []Access {
-		var out []Access
+	acc := func(label string) []plan.Access {
+		var out []plan.Access
 		for range rapid.IntRange(0, 2).Draw(t, label) {
 			off := rapid.Int64Range(0, 15).Draw(t, "off")
-			out = append(out, Access{
+			out = append(out, plan.Access{
 				Buffer: fmt.Sprintf("b%d", rapid.IntRange(0, nb-1).Draw(t, "buf")),
 				Offset: off,
 				Bytes:  rapid.Int64Range(1, 16-off).Draw(t, "bytes"),
@@ -528,9 +529,9 @@ func verifyGenStages(t *rapid.T, n, streams int) []Stage {
 		}
 		return out
 	}
-	stages := make([]Stage, n)
+	stages := make([]plan.Stage, n)
 	for i := range stages {
-		stages[i] = Stage{
+		stages[i] = plan.Stage{
 			Name:   fmt.Sprintf("s%d", i),
 			Stream: rapid.IntRange(0, streams-1).Draw(t, "stream"),
 			Reads:  acc("reads"),
@@ -543,17 +544,17 @@ func verifyGenStages(t *rapid.T, n, streams int) []Stage {
 // verifyGenPlan draws an arbitrary small plan: random stages, launches in
 // declaration order or shuffled within a stream, random records and waits,
 // and a random issue order that keeps each stream's order.
-func verifyGenPlan(t *rapid.T) *Plan {
+func verifyGenPlan(t *rapid.T) *plan.Plan {
 	S := rapid.IntRange(1, 4).Draw(t, "streams")
 	n := rapid.IntRange(1, 9).Draw(t, "stages")
 	E := rapid.IntRange(0, 4).Draw(t, "events")
-	p := &Plan{Version: PlanVersion, Events: E, Stages: verifyGenStages(t, n, S)}
-	p.Streams = make([]Stream, S)
+	p := &plan.Plan{Version: plan.PlanVersion, Events: E, Stages: verifyGenStages(t, n, S)}
+	p.Streams = make([]plan.Stream, S)
 	for s := range p.Streams {
 		p.Streams[s].ID = s
 	}
 	for i, st := range p.Stages {
-		p.Streams[st.Stream].Ops = append(p.Streams[st.Stream].Ops, Op{Kind: OpLaunch, Stage: i})
+		p.Streams[st.Stream].Ops = append(p.Streams[st.Stream].Ops, plan.Op{Kind: plan.OpLaunch, Stage: i})
 	}
 	for s := range p.Streams {
 		if rapid.Bool().Draw(t, "shuffle") {
@@ -563,9 +564,9 @@ func verifyGenPlan(t *rapid.T) *Plan {
 	if E > 0 {
 		for range rapid.IntRange(0, 3*n).Draw(t, "syncops") {
 			s := rapid.IntRange(0, S-1).Draw(t, "syncstream")
-			o := Op{Kind: OpRecord, Event: rapid.IntRange(0, E-1).Draw(t, "event")}
+			o := plan.Op{Kind: plan.OpRecord, Event: rapid.IntRange(0, E-1).Draw(t, "event")}
 			if rapid.Bool().Draw(t, "wait") {
-				o.Kind = OpWait
+				o.Kind = plan.OpWait
 			}
 			ops := p.Streams[s].Ops
 			at := rapid.IntRange(0, len(ops)).Draw(t, "at")
@@ -606,10 +607,10 @@ func TestVerifyMatchesBruteForce(t *testing.T) {
 // earlier conflicting stage on another stream, except the pairs for which
 // drop (if not nil) says true; everything is issued in declaration order.
 // It returns the plan and the pairs it waited for.
-func verifySafe(stages []Stage, streams int, drop func(i, j int) bool) (p *Plan, waits [][2]int) {
+func verifySafe(stages []plan.Stage, streams int, drop func(i, j int) bool) (p *plan.Plan, waits [][2]int) {
 	b := newVerifyB(streams)
 	b.p.Events = len(stages)
-	conflict := func(x, y *Stage) bool {
+	conflict := func(x, y *plan.Stage) bool {
 		for _, a := range verifyAllAccesses(x) {
 			for _, c := range verifyAllAccesses(y) {
 				if (a.write || c.write) && a.a.Overlaps(c.a) {
@@ -630,7 +631,7 @@ func verifySafe(stages []Stage, streams int, drop func(i, j int) bool) (p *Plan,
 			}
 		}
 		b.p.Stages = append(b.p.Stages, *sj)
-		b.op(sj.Stream, Op{Kind: OpLaunch, Stage: j}).record(sj.Stream, j)
+		b.op(sj.Stream, plan.Op{Kind: plan.OpLaunch, Stage: j}).record(sj.Stream, j)
 	}
 	return b.p, waits
 }
@@ -675,12 +676,12 @@ func TestVerifyDropNeededWait(t *testing.T) {
 				stages[k].Stream = 2
 			}
 		}
-		stages[0].Writes = append(stages[0].Writes, Access{Buffer: "only", Bytes: 8})
-		stages[n-1] = Stage{Name: stages[n-1].Name, Stream: 1, Reads: []Access{{Buffer: "only", Offset: 4, Bytes: 8}}}
+		stages[0].Writes = append(stages[0].Writes, plan.Access{Buffer: "only", Bytes: 8})
+		stages[n-1] = plan.Stage{Name: stages[n-1].Name, Stream: 1, Reads: []plan.Access{{Buffer: "only", Offset: 4, Bytes: 8}}}
 		p, _ := verifySafe(stages, 3, func(i, j int) bool { return i == 0 && j == n-1 })
 		races := verifyRaces(t, p)
 		want := Race{First: 0, Second: n - 1, FirstName: "s0", SecondName: stages[n-1].Name, FirstStream: stages[0].Stream,
-			SecondStream: 1, FirstStreamName: p.Streams[stages[0].Stream].Name, SecondStreamName: p.Streams[1].Name, Buffer: "only", Offset: 4, Bytes: 4, Kind: RaceRAW}
+			SecondStream: 1, FirstStreamName: p.Streams[stages[0].Stream].Name, SecondStreamName: p.Streams[1].Name, Buffer: "only", Offset: 4, Bytes: 4, Kind: plan.RaceRAW}
 		if len(races) != 1 || verifyDiff(races, []Race{want}) != "" {
 			t.Fatalf("got %v, want %v", races, want)
 		}
@@ -691,7 +692,7 @@ func TestVerifyDropNeededWait(t *testing.T) {
 // two of the recent buffers and writes a new one or overwrites a recent one
 // (whole buffer or one half), waiting on the last writer and on the readers
 // since (the frontier) where they run on another stream.
-func verifyBig(n, S int, seed uint64) *Plan {
+func verifyBig(n, S int, seed uint64) *plan.Plan {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	b := newVerifyB(S)
 	b.p.Events = n
@@ -708,7 +709,7 @@ func verifyBig(n, S int, seed uint64) *Plan {
 	}
 	for j := range n {
 		s := rng.IntN(S)
-		st := Stage{Name: fmt.Sprintf("s%d", j), Stream: s, Kernel: "mix"}
+		st := plan.Stage{Name: fmt.Sprintf("s%d", j), Stream: s, Kernel: "mix"}
 		var deps []int
 		dep := func(i int) {
 			if i >= 0 && b.p.Stages[i].Stream != s && !slices.Contains(deps, i) {
@@ -717,7 +718,7 @@ func verifyBig(n, S int, seed uint64) *Plan {
 		}
 		for r := 0; r < 2 && len(bufs) > 0; r++ {
 			name := pick()
-			st.Reads = append(st.Reads, Access{Buffer: name, Bytes: size})
+			st.Reads = append(st.Reads, plan.Access{Buffer: name, Bytes: size})
 			for h := range 2 {
 				f := &fr[name][h]
 				dep(f.w)
@@ -735,9 +736,9 @@ func verifyBig(n, S int, seed uint64) *Plan {
 		halves := []int{0, 1}
 		if h := rng.IntN(4); h < 2 {
 			halves = []int{h}
-			st.Writes = append(st.Writes, Access{Buffer: name, Offset: int64(h) * size / 2, Bytes: size / 2})
+			st.Writes = append(st.Writes, plan.Access{Buffer: name, Offset: int64(h) * size / 2, Bytes: size / 2})
 		} else {
-			st.Writes = append(st.Writes, Access{Buffer: name, Bytes: size})
+			st.Writes = append(st.Writes, plan.Access{Buffer: name, Bytes: size})
 		}
 		for _, h := range halves {
 			f := &fr[name][h]
@@ -753,7 +754,7 @@ func verifyBig(n, S int, seed uint64) *Plan {
 			b.wait(s, i)
 		}
 		b.p.Stages = append(b.p.Stages, st)
-		b.op(s, Op{Kind: OpLaunch, Stage: j}).record(s, j)
+		b.op(s, plan.Op{Kind: plan.OpLaunch, Stage: j}).record(s, j)
 	}
 	return b.p
 }
@@ -769,8 +770,8 @@ func TestVerifyBig(t *testing.T) {
 	for j := 250; j < 300; j++ {
 		s := small.Stages[j].Stream
 		ops := small.Streams[s].Ops
-		k := slices.IndexFunc(ops, func(o Op) bool { return o.Kind == OpLaunch && o.Stage == j })
-		if k == 0 || ops[k-1].Kind != OpWait {
+		k := slices.IndexFunc(ops, func(o plan.Op) bool { return o.Kind == plan.OpLaunch && o.Stage == j })
+		if k == 0 || ops[k-1].Kind != plan.OpWait {
 			continue
 		}
 		q := verifyDropOp(small, s, k-1)
@@ -787,8 +788,8 @@ func TestVerifyBig(t *testing.T) {
 }
 
 // verifyDropOp returns a copy of p without op k of stream s.
-func verifyDropOp(p *Plan, s, k int) *Plan {
-	return p.WithoutOps(func(s2, j int, _ Op) bool { return s2 == s && j == k })
+func verifyDropOp(p *plan.Plan, s, k int) *plan.Plan {
+	return p.WithoutOps(func(s2, j int, _ plan.Op) bool { return s2 == s && j == k })
 }
 
 func BenchmarkVerify(b *testing.B) {
@@ -808,15 +809,15 @@ func BenchmarkVerify(b *testing.B) {
 
 // A hand-synchronized plan whose second writer forgot to wait.
 func ExampleVerify() {
-	p := &Plan{
-		Version: PlanVersion,
-		Stages: []Stage{
-			{Name: "w1", Stream: 0, Kernel: "fill", Writes: []Access{{Buffer: "out", Bytes: 4096}}},
-			{Name: "w2", Stream: 1, Kernel: "fill", Writes: []Access{{Buffer: "out", Bytes: 4096}}},
+	p := &plan.Plan{
+		Version: plan.PlanVersion,
+		Stages: []plan.Stage{
+			{Name: "w1", Stream: 0, Kernel: "fill", Writes: []plan.Access{{Buffer: "out", Bytes: 4096}}},
+			{Name: "w2", Stream: 1, Kernel: "fill", Writes: []plan.Access{{Buffer: "out", Bytes: 4096}}},
 		},
-		Streams: []Stream{
-			{ID: 0, Ops: []Op{{Kind: OpLaunch, Stage: 0}, {Kind: OpRecord, Event: 0}}},
-			{ID: 1, Ops: []Op{{Kind: OpLaunch, Stage: 1}}},
+		Streams: []plan.Stream{
+			{ID: 0, Ops: []plan.Op{{Kind: plan.OpLaunch, Stage: 0}, {Kind: plan.OpRecord, Event: 0}}},
+			{ID: 1, Ops: []plan.Op{{Kind: plan.OpLaunch, Stage: 1}}},
 		},
 		IssueOrder: [][2]int{{0, 0}, {0, 1}, {1, 0}},
 		Events:     1,
@@ -843,7 +844,7 @@ func TestVerifyAccessHint(t *testing.T) {
 		t.Fatal("Build left no access index in the plan")
 	}
 	want := fmt.Sprint(p.WaitReasons())
-	wrong := func(p *Plan) {
+	wrong := func(p *plan.Plan) {
 		p.AccBuf = slices.Clone(p.AccBuf)
 		for k := range p.AccBuf {
 			p.AccBuf[k] = int32(k % 3) // other buffers' indices
@@ -858,7 +859,7 @@ func TestVerifyAccessHint(t *testing.T) {
 		t.Fatal("a wrong hint changed the waits' reasons")
 	}
 	// A race: the first wait gone. The report is the one without a hint.
-	racy := p.WithoutOps(func(s, j int, o Op) bool { return o.Kind == OpWait && s == p.Streams[len(p.Streams)-1].ID })
+	racy := p.WithoutOps(func(s, j int, o plan.Op) bool { return o.Kind == plan.OpWait && s == p.Streams[len(p.Streams)-1].ID })
 	racy.AccBuf = nil
 	base := Verify(racy)
 	if base == nil {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // Warnings lists what is legal but likely not meant in p: in its waits,
@@ -29,7 +30,7 @@ import (
 //
 // Cross-iteration waits (Lag > 0) are not judged. Each warning is one
 // sentence naming the wait's stream, the stage it guards and the records.
-func Warnings(p *Plan) []string {
+func Warnings(p *plan.Plan) []string {
 	if p.ValidateShape() != nil {
 		return nil
 	}
@@ -37,7 +38,7 @@ func Warnings(p *Plan) []string {
 	v.clocks()
 	launchBefore := func(s int, j int) string {
 		for k := j - 1; k >= 0; k-- {
-			if o := p.Streams[s].Ops[k]; o.Kind == OpLaunch {
+			if o := p.Streams[s].Ops[k]; o.Kind == plan.OpLaunch {
 				return p.Stages[o.Stage].Name
 			}
 		}
@@ -46,7 +47,7 @@ func Warnings(p *Plan) []string {
 	name := func(s int) string { return streamLabel(p.Streams[s].Name, s) }
 	guarded := func(s, j int) int { // the stage the wait guards, or -1
 		for _, o := range p.Streams[s].Ops[j+1:] {
-			if o.Kind == OpLaunch {
+			if o.Kind == plan.OpLaunch {
 				return o.Stage
 			}
 		}
@@ -77,10 +78,10 @@ func Warnings(p *Plan) []string {
 		g := v.opBase[s] + int32(j)
 		o := p.Streams[s].Ops[j]
 		switch o.Kind {
-		case OpRecord:
+		case plan.OpRecord:
 			records[o.Event] = append(records[o.Event], g)
 			continue
-		case OpLaunch:
+		case plan.OpLaunch:
 			continue
 		}
 		if o.Lag > 0 || barrier(o.Event) {
@@ -92,7 +93,7 @@ func Warnings(p *Plan) []string {
 			where := "its event is never recorded"
 			for si, st := range p.Streams {
 				for k, r := range st.Ops {
-					if r.Kind == OpRecord && r.Event == o.Event {
+					if r.Kind == plan.OpRecord && r.Event == o.Event {
 						where = fmt.Sprintf("its event is recorded after %s on stream %s, but only later in the issue order", launchBefore(si, k), name(si))
 					}
 				}
@@ -124,7 +125,7 @@ func Warnings(p *Plan) []string {
 			why = "stream order"
 			for k := 0; k < j; k++ {
 				h := v.opBase[s] + int32(k)
-				if w := p.Streams[s].Ops[k]; w.Kind == OpWait && !barrier(w.Event) {
+				if w := p.Streams[s].Ops[k]; w.Kind == plan.OpWait && !barrier(w.Event) {
 					if c := v.opCaptured[h]; c >= 0 && (c == r || v.opHB(r, c)) {
 						why = "the earlier wait for the record " + recAt(c)
 						break
@@ -143,7 +144,7 @@ func Warnings(p *Plan) []string {
 		} else {
 			for k := j + 1; k < len(p.Streams[s].Ops); k++ {
 				w := p.Streams[s].Ops[k]
-				if w.Kind != OpWait {
+				if w.Kind != plan.OpWait {
 					break
 				}
 				c := v.opCaptured[v.opBase[s]+int32(k)]
@@ -166,13 +167,13 @@ func Warnings(p *Plan) []string {
 // hostStageAfter is the first host stage issued before op g whose launch
 // record r happens-before (the host waited for r, so everything it issues
 // after that stage is ordered after r), or -1.
-func hostStageAfter(p *Plan, v *verifier, r, g int32) int {
+func hostStageAfter(p *plan.Plan, v *verifier, r, g int32) int {
 	for _, so := range p.IssueOrder {
 		h := v.opBase[so[0]] + int32(so[1])
 		if h == g {
 			break
 		}
-		if o := p.Streams[so[0]].Ops[so[1]]; p.Streams[so[0]].Host && o.Kind == OpLaunch && v.opHB(r, h) {
+		if o := p.Streams[so[0]].Ops[so[1]]; p.Streams[so[0]].Host && o.Kind == plan.OpLaunch && v.opHB(r, h) {
 			return o.Stage
 		}
 	}
@@ -184,9 +185,9 @@ func hostStageAfter(p *Plan, v *verifier, r, g int32) int {
 // one iteration such a wait orders nothing, so the happens-before that
 // judges the other waits must not take it for a wait on this iteration's
 // record.
-func withoutLaggedWaits(p *Plan) *Plan {
-	lagged := func(o Op) bool { return o.Kind == OpWait && o.Lag > 0 }
-	if !slices.ContainsFunc(p.Streams, func(s Stream) bool { return slices.ContainsFunc(s.Ops, lagged) }) {
+func withoutLaggedWaits(p *plan.Plan) *plan.Plan {
+	lagged := func(o plan.Op) bool { return o.Kind == plan.OpWait && o.Lag > 0 }
+	if !slices.ContainsFunc(p.Streams, func(s plan.Stream) bool { return slices.ContainsFunc(s.Ops, lagged) }) {
 		return p
 	}
 	q := *p
@@ -206,7 +207,7 @@ func withoutLaggedWaits(p *Plan) *Plan {
 
 // unwrittenOutputs warns of each output buffer that no stage writes and no
 // init fills.
-func unwrittenOutputs(p *Plan) []string {
+func unwrittenOutputs(p *plan.Plan) []string {
 	written := make(map[string]bool)
 	for i := range p.Stages {
 		for _, w := range p.Stages[i].Writes {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // A wait's reason names the hazard kind and the overlapping bytes.
@@ -14,11 +15,11 @@ func TestWaitReasonsKinds(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		a, b stageOpt // stage a on stream s0, stage b on s1
-		want Hazard
+		want plan.Hazard
 	}{
-		{"RAW", writesAt("x", 0, 64), readsAt("x", 32, 64), Hazard{Hazard: contract.Hazard{Kind: contract.RAW, Buffer: "x", Offset: 32, Bytes: 32}, Stage: "a"}},
-		{"WAR", readsAt("x", 0, 64), writesAt("x", 16, 8), Hazard{Hazard: contract.Hazard{Kind: contract.WAR, Buffer: "x", Offset: 16, Bytes: 8}, Stage: "a"}},
-		{"WAW", writesAt("x", 8, 64), writesAt("x", 0, 16), Hazard{Hazard: contract.Hazard{Kind: contract.WAW, Buffer: "x", Offset: 8, Bytes: 8}, Stage: "a"}},
+		{"RAW", writesAt("x", 0, 64), readsAt("x", 32, 64), plan.Hazard{Hazard: contract.Hazard{Kind: contract.RAW, Buffer: "x", Offset: 32, Bytes: 32}, Stage: "a"}},
+		{"WAR", readsAt("x", 0, 64), writesAt("x", 16, 8), plan.Hazard{Hazard: contract.Hazard{Kind: contract.WAR, Buffer: "x", Offset: 16, Bytes: 8}, Stage: "a"}},
+		{"WAW", writesAt("x", 8, 64), writesAt("x", 0, 16), plan.Hazard{Hazard: contract.Hazard{Kind: contract.WAW, Buffer: "x", Offset: 8, Bytes: 8}, Stage: "a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := spec(stage("a", tc.a, on("s0")), stage("b", tc.b, on("s1")))
@@ -27,7 +28,7 @@ func TestWaitReasonsKinds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []*WaitReason
+			var got []*plan.WaitReason
 			for si, ops := range p.WaitReasons() {
 				for j, r := range ops {
 					if r != nil && p.Streams[si].Ops[j].Lag == 0 {
@@ -35,7 +36,7 @@ func TestWaitReasonsKinds(t *testing.T) {
 					}
 				}
 			}
-			if len(got) != 1 || got[0].From != "a" || got[0].To != "b" || !slices.Equal(got[0].Hazards, []Hazard{tc.want}) {
+			if len(got) != 1 || got[0].From != "a" || got[0].To != "b" || !slices.Equal(got[0].Hazards, []plan.Hazard{tc.want}) {
 				t.Fatalf("reasons %+v, want one a → b with %+v", got, tc.want)
 			}
 		})
@@ -79,10 +80,10 @@ func TestWaitReasonsMatchHazardEdges(t *testing.T) {
 				if r == nil || p.Streams[si].Ops[j].Lag != 0 {
 					continue
 				}
-				var want []Hazard
+				var want []plan.Hazard
 				for _, h := range g.EdgeHazards(idx[r.From], idx[r.To]) {
 					if h.Kind != dag.After {
-						want = append(want, Hazard{Hazard: h})
+						want = append(want, plan.Hazard{Hazard: h})
 					}
 				}
 				if len(want) == 0 {
@@ -90,14 +91,14 @@ func TestWaitReasonsMatchHazardEdges(t *testing.T) {
 				}
 				checked++
 				for _, w := range want {
-					if !slices.ContainsFunc(r.Hazards, func(h Hazard) bool {
+					if !slices.ContainsFunc(r.Hazards, func(h plan.Hazard) bool {
 						return h.Kind == w.Kind && h.Buffer == w.Buffer && h.Offset <= w.Offset && w.Offset+w.Bytes <= h.Offset+h.Bytes
 					}) {
 						t.Errorf("%s: wait %s → %s: reason %q lacks the edge's %s", f, r.From, r.To, r.String(), w)
 					}
 				}
 				for _, h := range r.Hazards {
-					if !slices.ContainsFunc(want, func(w Hazard) bool { return h.Kind == w.Kind && h.Buffer == w.Buffer }) {
+					if !slices.ContainsFunc(want, func(w plan.Hazard) bool { return h.Kind == w.Kind && h.Buffer == w.Buffer }) {
 						t.Errorf("%s: wait %s → %s: reason %q has %s, which the edge lacks", f, r.From, r.To, r.String(), h)
 					}
 				}
@@ -115,18 +116,18 @@ func TestWaitReasonsMatchHazardEdges(t *testing.T) {
 // when they share arena bytes (named in Shared).
 func TestWaitReasonRingAndArena(t *testing.T) {
 	off0, off64 := int64(0), int64(64)
-	mk := func(copies, copiesY, lag int, arenaY *int64) *Plan {
-		return &Plan{
-			Version: PlanVersion,
-			Stages: []Stage{
-				{Name: "a", Writes: []Access{{Buffer: "x", Offset: 0, Bytes: 128}}},
-				{Name: "b", Stream: 1, Reads: []Access{{Buffer: "x", Offset: 0, Bytes: 64}}, Writes: []Access{{Buffer: "y", Offset: 0, Bytes: 32}}},
+	mk := func(copies, copiesY, lag int, arenaY *int64) *plan.Plan {
+		return &plan.Plan{
+			Version: plan.PlanVersion,
+			Stages: []plan.Stage{
+				{Name: "a", Writes: []plan.Access{{Buffer: "x", Offset: 0, Bytes: 128}}},
+				{Name: "b", Stream: 1, Reads: []plan.Access{{Buffer: "x", Offset: 0, Bytes: 64}}, Writes: []plan.Access{{Buffer: "y", Offset: 0, Bytes: 32}}},
 			},
-			Buffers: []Buffer{{Name: "x", Bytes: 128, Copies: copies, ArenaOffset: &off0}, {Name: "y", Bytes: 32, Copies: copiesY, ArenaOffset: arenaY}},
+			Buffers: []plan.Buffer{{Name: "x", Bytes: 128, Copies: copies, ArenaOffset: &off0}, {Name: "y", Bytes: 32, Copies: copiesY, ArenaOffset: arenaY}},
 			Events:  1,
-			Streams: []Stream{
-				{ID: 0, Name: "s0", Ops: []Op{{Kind: OpLaunch, Stage: 0}, {Kind: OpRecord, Event: 0}}},
-				{ID: 1, Name: "s1", Ops: []Op{{Kind: OpWait, Event: 0, Lag: lag}, {Kind: OpLaunch, Stage: 1}}},
+			Streams: []plan.Stream{
+				{ID: 0, Name: "s0", Ops: []plan.Op{{Kind: plan.OpLaunch, Stage: 0}, {Kind: plan.OpRecord, Event: 0}}},
+				{ID: 1, Name: "s1", Ops: []plan.Op{{Kind: plan.OpWait, Event: 0, Lag: lag}, {Kind: plan.OpLaunch, Stage: 1}}},
 			},
 		}
 	}

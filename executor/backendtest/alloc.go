@@ -1,8 +1,10 @@
 package backendtest
 
 import (
-	"github.com/dagrun/dagrun/contract"
 	"testing"
+
+	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/plan"
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
@@ -19,17 +21,17 @@ func (s suite) arena(t *testing.T) {
 	const n = 1024
 	b := NewBuilder(2)
 	for _, name := range []string{"x", "y", "z"} {
-		b.Buffer(planner.Buffer{Name: name, Bytes: n})
+		b.Buffer(plan.Buffer{Name: name, Bytes: n})
 	}
 	for _, name := range []string{"ox", "oy", "oz"} {
-		b.Buffer(planner.Buffer{Name: name, Bytes: n, Role: dag.RoleOutput})
+		b.Buffer(plan.Buffer{Name: name, Bytes: n, Role: dag.RoleOutput})
 	}
-	b.Launch(0, planner.Stage{Name: "fx", Kernel: "fill", Args: map[string]any{"value": 1.0}, Writes: b.All("x")})
-	b.Launch(1, planner.Stage{Name: "fz", Kernel: "fill", Args: map[string]any{"value": 3.0}, Writes: b.All("z")})
-	b.Launch(0, planner.Stage{Name: "cx", Kernel: "copy", Reads: b.All("x"), Writes: b.All("ox")})
-	b.Launch(0, planner.Stage{Name: "fy", Kernel: "fill", Args: map[string]any{"value": 2.0}, Writes: Range("y", 4, n-4)})
-	b.Launch(0, planner.Stage{Name: "cy", Kernel: "copy", Reads: Range("y", 4, n-4), Writes: Range("oy", 4, n-4)})
-	b.Launch(1, planner.Stage{Name: "cz", Kernel: "scale", Args: map[string]any{"a": 2.0}, Reads: b.All("z"), Writes: b.All("oz")})
+	b.Launch(0, plan.Stage{Name: "fx", Kernel: "fill", Args: map[string]any{"value": 1.0}, Writes: b.All("x")})
+	b.Launch(1, plan.Stage{Name: "fz", Kernel: "fill", Args: map[string]any{"value": 3.0}, Writes: b.All("z")})
+	b.Launch(0, plan.Stage{Name: "cx", Kernel: "copy", Reads: b.All("x"), Writes: b.All("ox")})
+	b.Launch(0, plan.Stage{Name: "fy", Kernel: "fill", Args: map[string]any{"value": 2.0}, Writes: Range("y", 4, n-4)})
+	b.Launch(0, plan.Stage{Name: "cy", Kernel: "copy", Reads: Range("y", 4, n-4), Writes: Range("oy", 4, n-4)})
+	b.Launch(1, plan.Stage{Name: "cz", Kernel: "scale", Args: map[string]any{"a": 2.0}, Reads: b.All("z"), Writes: b.All("oz")})
 	p := b.Plan()
 	offs := map[string]int64{"x": 0, "y": 0, "z": 1280}
 	for i := range p.Buffers {
@@ -110,21 +112,21 @@ func (s suite) hostStages(t *testing.T) {
 	}
 	const n = 4096
 	b := NewBuilder(2)
-	b.Buffer(planner.Buffer{Name: "pin", Bytes: n, Where: dag.WhereHostPinned})
-	b.Buffer(planner.Buffer{Name: "back", Bytes: n, Where: dag.WhereHostPinned})
-	b.Buffer(planner.Buffer{Name: "d0", Bytes: n, Role: dag.RoleOutput})
-	b.Buffer(planner.Buffer{Name: "d1", Bytes: n, Role: dag.RoleOutput})
-	b.Buffer(planner.Buffer{Name: "sum", Bytes: 8, Where: dag.WhereHostPinned, Role: dag.RoleOutput})
-	fill := func(v float64, buf string) planner.Stage {
-		return planner.Stage{Name: "fill" + buf, Kernel: "fill", Args: map[string]any{"value": v}, Writes: b.All(buf)}
+	b.Buffer(plan.Buffer{Name: "pin", Bytes: n, Where: dag.WhereHostPinned})
+	b.Buffer(plan.Buffer{Name: "back", Bytes: n, Where: dag.WhereHostPinned})
+	b.Buffer(plan.Buffer{Name: "d0", Bytes: n, Role: dag.RoleOutput})
+	b.Buffer(plan.Buffer{Name: "d1", Bytes: n, Role: dag.RoleOutput})
+	b.Buffer(plan.Buffer{Name: "sum", Bytes: 8, Where: dag.WhereHostPinned, Role: dag.RoleOutput})
+	fill := func(v float64, buf string) plan.Stage {
+		return plan.Stage{Name: "fill" + buf, Kernel: "fill", Args: map[string]any{"value": v}, Writes: b.All(buf)}
 	}
 	st := fill(1, "pin")
 	st.Name = "fill0"
 	b.Launch(0, st)
 	b.Record(0, 0)
 	b.Wait(1, 0)
-	b.Launch(1, planner.Stage{Name: "spin", Kernel: "spin", Args: map[string]any{"us": 500.0}})
-	b.Launch(1, planner.Stage{Name: "up0", Kernel: "copy", Reads: b.All("pin"), Writes: b.All("d0")})
+	b.Launch(1, plan.Stage{Name: "spin", Kernel: "spin", Args: map[string]any{"us": 500.0}})
+	b.Launch(1, plan.Stage{Name: "up0", Kernel: "copy", Reads: b.All("pin"), Writes: b.All("d0")})
 	b.Record(1, 1)
 	b.Wait(0, 1) // the host waits for up0 before refilling pin
 	st = fill(2, "pin")
@@ -132,11 +134,11 @@ func (s suite) hostStages(t *testing.T) {
 	b.Launch(0, st)
 	b.Record(0, 2)
 	b.Wait(1, 2)
-	b.Launch(1, planner.Stage{Name: "up1", Kernel: "copy", Reads: b.All("pin"), Writes: b.All("d1")})
-	b.Launch(1, planner.Stage{Name: "down", Kernel: "copy", Reads: b.All("d1"), Writes: b.All("back")})
+	b.Launch(1, plan.Stage{Name: "up1", Kernel: "copy", Reads: b.All("pin"), Writes: b.All("d1")})
+	b.Launch(1, plan.Stage{Name: "down", Kernel: "copy", Reads: b.All("d1"), Writes: b.All("back")})
 	b.Record(1, 3)
 	b.Wait(0, 3) // the host waits for the download before reading back
-	b.Launch(0, planner.Stage{Name: "check", Kernel: "checksum", Reads: b.All("back"), Writes: b.All("sum")})
+	b.Launch(0, plan.Stage{Name: "check", Kernel: "checksum", Reads: b.All("back"), Writes: b.All("sum")})
 	p := b.Plan()
 	p.Streams[0].Host, p.Streams[0].Name = true, "host"
 	if err := planner.Verify(p); err != nil {

@@ -13,15 +13,16 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"github.com/dagrun/dagrun/contract"
 	"math"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/plan"
+
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
 )
 
 // Run runs the conformance suite. newBackend returns a fresh backend for each
@@ -56,7 +57,7 @@ type suite struct {
 }
 
 // run runs p on a fresh backend, closes it, and returns the outputs by name.
-func (s suite) run(t *testing.T, p *planner.Plan, iters int) map[string][]byte {
+func (s suite) run(t *testing.T, p *plan.Plan, iters int) map[string][]byte {
 	t.Helper()
 	b := s.newBackend(t)
 	res, err := executor.Run(context.Background(), p, b, executor.Options{Iterations: iters})
@@ -175,10 +176,10 @@ func (s suite) readWrite(t *testing.T) {
 
 func (s suite) fill(t *testing.T) {
 	p := NewBuilder(1)
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 64, Role: dag.RoleOutput})
-	p.Buffer(planner.Buffer{Name: "y", Bytes: 64, Role: dag.RoleOutput, Where: dag.WhereHostPinned})
-	p.Launch(0, planner.Stage{Name: "value", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.1}, Writes: Range("x", 16, 32)})
-	p.Launch(0, planner.Stage{Name: "bits", Kernel: dag.BuiltinFill, Args: map[string]any{"bits": float64(0xdeadbeef)}, Writes: p.All("y")})
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 64, Role: dag.RoleOutput})
+	p.Buffer(plan.Buffer{Name: "y", Bytes: 64, Role: dag.RoleOutput, Where: dag.WhereHostPinned})
+	p.Launch(0, plan.Stage{Name: "value", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.1}, Writes: Range("x", 16, 32)})
+	p.Launch(0, plan.Stage{Name: "bits", Kernel: dag.BuiltinFill, Args: map[string]any{"bits": float64(0xdeadbeef)}, Writes: p.All("y")})
 	out := s.run(t, p.Plan(), 1)
 	want := make([]byte, 64)
 	copy(want[16:48], fillBytes(32, float32(1.1)))
@@ -192,9 +193,9 @@ func (s suite) fill(t *testing.T) {
 
 func (s suite) copy(t *testing.T) {
 	p := NewBuilder(1)
-	p.Buffer(planner.Buffer{Name: "src", Bytes: 256, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 3})
-	p.Buffer(planner.Buffer{Name: "dst", Bytes: 256, Role: dag.RoleOutput})
-	p.Launch(0, planner.Stage{Name: "cp", Kernel: dag.BuiltinCopy, Reads: Range("src", 0, 128), Writes: Range("dst", 64, 128)})
+	p.Buffer(plan.Buffer{Name: "src", Bytes: 256, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 3})
+	p.Buffer(plan.Buffer{Name: "dst", Bytes: 256, Role: dag.RoleOutput})
+	p.Launch(0, plan.Stage{Name: "cp", Kernel: dag.BuiltinCopy, Reads: Range("src", 0, 128), Writes: Range("dst", 64, 128)})
 	out := s.run(t, p.Plan(), 1)
 	want := make([]byte, 256)
 	copy(want[64:192], executor.RandomBytes(3, 256)[:128])
@@ -254,13 +255,13 @@ func (s suite) launchBounds(t *testing.T) {
 
 func (s suite) copyHostDevice(t *testing.T) {
 	p := NewBuilder(1)
-	p.Buffer(planner.Buffer{Name: "in", Bytes: 4096, Where: dag.WhereHostPinned, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 11})
-	p.Buffer(planner.Buffer{Name: "d", Bytes: 4096})
-	p.Buffer(planner.Buffer{Name: "d2", Bytes: 4096})
-	p.Buffer(planner.Buffer{Name: "out", Bytes: 4096, Where: dag.WhereHostPinned, Role: dag.RoleOutput})
-	p.Launch(0, planner.Stage{Name: "h2d", Kernel: dag.BuiltinCopy, Reads: p.All("in"), Writes: p.All("d")})
-	p.Launch(0, planner.Stage{Name: "d2d", Kernel: dag.BuiltinCopy, Reads: p.All("d"), Writes: p.All("d2")})
-	p.Launch(0, planner.Stage{Name: "d2h", Kernel: dag.BuiltinCopy, Reads: p.All("d2"), Writes: p.All("out")})
+	p.Buffer(plan.Buffer{Name: "in", Bytes: 4096, Where: dag.WhereHostPinned, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 11})
+	p.Buffer(plan.Buffer{Name: "d", Bytes: 4096})
+	p.Buffer(plan.Buffer{Name: "d2", Bytes: 4096})
+	p.Buffer(plan.Buffer{Name: "out", Bytes: 4096, Where: dag.WhereHostPinned, Role: dag.RoleOutput})
+	p.Launch(0, plan.Stage{Name: "h2d", Kernel: dag.BuiltinCopy, Reads: p.All("in"), Writes: p.All("d")})
+	p.Launch(0, plan.Stage{Name: "d2d", Kernel: dag.BuiltinCopy, Reads: p.All("d"), Writes: p.All("d2")})
+	p.Launch(0, plan.Stage{Name: "d2h", Kernel: dag.BuiltinCopy, Reads: p.All("d2"), Writes: p.All("out")})
 	out := s.run(t, p.Plan(), 1)
 	expect(t, "out", out["out"], executor.RandomBytes(11, 4096))
 }
@@ -269,11 +270,11 @@ func (s suite) scale(t *testing.T) {
 	dir := t.TempDir()
 	x := floats(300)
 	p := NewBuilder(1).Dir(dir)
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 1200, Role: dag.RoleInput, Init: dag.InitFile, InitPath: writeFile(t, dir, "x.f32", f32s(x...))})
-	p.Buffer(planner.Buffer{Name: "y", Bytes: 1200, Role: dag.RoleOutput})
-	p.Buffer(planner.Buffer{Name: "z", Bytes: 1200, Role: dag.RoleOutput, Init: dag.InitFile, InitPath: "x.f32"})
-	p.Launch(0, planner.Stage{Name: "scale", Kernel: dag.BuiltinScale, Args: map[string]any{"a": 1.7}, Reads: p.All("x"), Writes: p.All("y")})
-	p.Launch(0, planner.Stage{Name: "inplace", Kernel: dag.BuiltinScale, Args: map[string]any{"a": -0.3}, Reads: Range("z", 400, 400), Writes: Range("z", 400, 400)})
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 1200, Role: dag.RoleInput, Init: dag.InitFile, InitPath: writeFile(t, dir, "x.f32", f32s(x...))})
+	p.Buffer(plan.Buffer{Name: "y", Bytes: 1200, Role: dag.RoleOutput})
+	p.Buffer(plan.Buffer{Name: "z", Bytes: 1200, Role: dag.RoleOutput, Init: dag.InitFile, InitPath: "x.f32"})
+	p.Launch(0, plan.Stage{Name: "scale", Kernel: dag.BuiltinScale, Args: map[string]any{"a": 1.7}, Reads: p.All("x"), Writes: p.All("y")})
+	p.Launch(0, plan.Stage{Name: "inplace", Kernel: dag.BuiltinScale, Args: map[string]any{"a": -0.3}, Reads: Range("z", 400, 400), Writes: Range("z", 400, 400)})
 	out := s.run(t, p.Plan(), 1)
 	y := make([]float32, len(x))
 	z := append([]float32(nil), x...)
@@ -291,9 +292,9 @@ func (s suite) axpy(t *testing.T) {
 	dir := t.TempDir()
 	x := floats(256)
 	p := NewBuilder(1).Dir(dir)
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 1024, Role: dag.RoleInput, Init: dag.InitFile, InitPath: writeFile(t, dir, "x.f32", f32s(x...))})
-	p.Buffer(planner.Buffer{Name: "y", Bytes: 1024, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: 0.1})
-	p.Launch(0, planner.Stage{Name: "axpy", Kernel: dag.BuiltinAxpy, Args: map[string]any{"a": -2.3},
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 1024, Role: dag.RoleInput, Init: dag.InitFile, InitPath: writeFile(t, dir, "x.f32", f32s(x...))})
+	p.Buffer(plan.Buffer{Name: "y", Bytes: 1024, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: 0.1})
+	p.Launch(0, plan.Stage{Name: "axpy", Kernel: dag.BuiltinAxpy, Args: map[string]any{"a": -2.3},
 		Reads: append(Range("x", 0, 1024), Range("y", 0, 1024)...), Writes: Range("y", 0, 1024)})
 	out := s.run(t, p.Plan(), 1)
 	y := make([]float32, len(x))
@@ -323,21 +324,21 @@ func refMix(stage int, in [][]uint32, nOut []int) [][]uint32 {
 
 func (s suite) mix(t *testing.T) {
 	p := NewBuilder(1)
-	p.Buffer(planner.Buffer{Name: "a", Bytes: 40, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 1})
-	p.Buffer(planner.Buffer{Name: "b", Bytes: 256, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 2})
-	p.Buffer(planner.Buffer{Name: "o", Bytes: 512, Role: dag.RoleOutput})
-	p.Buffer(planner.Buffer{Name: "q", Bytes: 64, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: 4})
-	p.Buffer(planner.Buffer{Name: "z", Bytes: 32, Role: dag.RoleOutput})
+	p.Buffer(plan.Buffer{Name: "a", Bytes: 40, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 1})
+	p.Buffer(plan.Buffer{Name: "b", Bytes: 256, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 2})
+	p.Buffer(plan.Buffer{Name: "o", Bytes: 512, Role: dag.RoleOutput})
+	p.Buffer(plan.Buffer{Name: "q", Bytes: 64, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: 4})
+	p.Buffer(plan.Buffer{Name: "z", Bytes: 32, Role: dag.RoleOutput})
 	// Stage 0: two reads of different sizes, two writes.
-	p.Launch(0, planner.Stage{Name: "two", Kernel: dag.BuiltinMix, Reads: append(p.All("a"), p.All("b")...),
+	p.Launch(0, plan.Stage{Name: "two", Kernel: dag.BuiltinMix, Reads: append(p.All("a"), p.All("b")...),
 		Writes: append(Range("o", 0, 128), Range("o", 256, 256)...)})
 	// Stage 1: in place.
-	p.Launch(0, planner.Stage{Name: "inplace", Kernel: dag.BuiltinMix, Reads: append(p.All("q"), Range("a", 4, 8)...), Writes: p.All("q")})
+	p.Launch(0, plan.Stage{Name: "inplace", Kernel: dag.BuiltinMix, Reads: append(p.All("q"), Range("a", 4, 8)...), Writes: p.All("q")})
 	// Stage 2: no reads, with spin_us.
-	p.Launch(0, planner.Stage{Name: "none", Kernel: dag.BuiltinMix, Args: map[string]any{"spin_us": 3.0}, Writes: p.All("z")})
+	p.Launch(0, plan.Stage{Name: "none", Kernel: dag.BuiltinMix, Args: map[string]any{"spin_us": 3.0}, Writes: p.All("z")})
 	// Stage 3: max_words: only the first 5 words of each write change.
-	p.Buffer(planner.Buffer{Name: "m", Bytes: 64, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: 6})
-	p.Launch(0, planner.Stage{Name: "few", Kernel: dag.BuiltinMix, Args: map[string]any{"max_words": 5}, Reads: p.All("b"),
+	p.Buffer(plan.Buffer{Name: "m", Bytes: 64, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: 6})
+	p.Launch(0, plan.Stage{Name: "few", Kernel: dag.BuiltinMix, Args: map[string]any{"max_words": 5}, Reads: p.All("b"),
 		Writes: append(Range("m", 0, 32), Range("m", 32, 32)...)})
 	out := s.run(t, p.Plan(), 1)
 
@@ -359,9 +360,9 @@ func (s suite) mix(t *testing.T) {
 
 func (s suite) checksum(t *testing.T) {
 	p := NewBuilder(1)
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 4000, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 5})
-	p.Buffer(planner.Buffer{Name: "c", Bytes: 16, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: 3})
-	p.Launch(0, planner.Stage{Name: "sum", Kernel: dag.BuiltinChecksum, Reads: p.All("x"), Writes: p.All("c")})
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 4000, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 5})
+	p.Buffer(plan.Buffer{Name: "c", Bytes: 16, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: 3})
+	p.Launch(0, plan.Stage{Name: "sum", Kernel: dag.BuiltinChecksum, Reads: p.All("x"), Writes: p.All("c")})
 	out := s.run(t, p.Plan(), 1)
 	var sum, x uint32
 	for i, w := range words(executor.RandomBytes(5, 4000)) {
@@ -374,9 +375,9 @@ func (s suite) checksum(t *testing.T) {
 
 func (s suite) spin(t *testing.T) {
 	p := NewBuilder(1)
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 64, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: 9})
-	p.Launch(0, planner.Stage{Name: "spin", Kernel: dag.BuiltinSpin, DurationUS: 20, Reads: p.All("x"), Writes: p.All("x")})
-	p.Launch(0, planner.Stage{Name: "spin-us", Kernel: dag.BuiltinSpin, Args: map[string]any{"us": 5}})
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 64, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: 9})
+	p.Launch(0, plan.Stage{Name: "spin", Kernel: dag.BuiltinSpin, DurationUS: 20, Reads: p.All("x"), Writes: p.All("x")})
+	p.Launch(0, plan.Stage{Name: "spin-us", Kernel: dag.BuiltinSpin, Args: map[string]any{"us": 5}})
 	out := s.run(t, p.Plan(), 1)
 	expect(t, "x", out["x"], executor.RandomBytes(9, 64))
 }
@@ -385,10 +386,10 @@ func (s suite) initKinds(t *testing.T) {
 	dir := t.TempDir()
 	raw := []byte("0123456789abcdef")
 	p := NewBuilder(1).Dir(dir)
-	p.Buffer(planner.Buffer{Name: "zeros", Bytes: 16, Role: dag.RoleOutput, Init: dag.InitZeros})
-	p.Buffer(planner.Buffer{Name: "fill", Bytes: 16, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: -2.5})
-	p.Buffer(planner.Buffer{Name: "file", Bytes: 16, Role: dag.RoleOutput, Init: dag.InitFile, InitPath: writeFile(t, dir, "raw", raw), Where: dag.WhereHostPinned})
-	p.Buffer(planner.Buffer{Name: "random", Bytes: 13, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: -4})
+	p.Buffer(plan.Buffer{Name: "zeros", Bytes: 16, Role: dag.RoleOutput, Init: dag.InitZeros})
+	p.Buffer(plan.Buffer{Name: "fill", Bytes: 16, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: -2.5})
+	p.Buffer(plan.Buffer{Name: "file", Bytes: 16, Role: dag.RoleOutput, Init: dag.InitFile, InitPath: writeFile(t, dir, "raw", raw), Where: dag.WhereHostPinned})
+	p.Buffer(plan.Buffer{Name: "random", Bytes: 13, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: -4})
 	out := s.run(t, p.Plan(), 1)
 	expect(t, "zeros", out["zeros"], make([]byte, 16))
 	expect(t, "fill", out["fill"], fillBytes(16, -2.5))
@@ -400,12 +401,12 @@ func (s suite) initKinds(t *testing.T) {
 // ordered after it by an event: the second value wins.
 func (s suite) crossStreamOrder(t *testing.T) {
 	p := NewBuilder(2)
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 1 << 16, Role: dag.RoleOutput})
-	p.Launch(0, planner.Stage{Name: "slow", Kernel: dag.BuiltinSpin, Args: map[string]any{"us": 2000}, Writes: p.All("x")})
-	p.Launch(0, planner.Stage{Name: "one", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.0}, Writes: p.All("x")})
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 1 << 16, Role: dag.RoleOutput})
+	p.Launch(0, plan.Stage{Name: "slow", Kernel: dag.BuiltinSpin, Args: map[string]any{"us": 2000}, Writes: p.All("x")})
+	p.Launch(0, plan.Stage{Name: "one", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.0}, Writes: p.All("x")})
 	p.Record(0, 0)
 	p.Wait(1, 0)
-	p.Launch(1, planner.Stage{Name: "two", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 2.0}, Writes: p.All("x")})
+	p.Launch(1, plan.Stage{Name: "two", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 2.0}, Writes: p.All("x")})
 	for range 3 {
 		out := s.run(t, p.Plan(), 2)
 		expect(t, "x", out["x"], fillBytes(1<<16, 2))
@@ -417,14 +418,14 @@ func (s suite) crossStreamOrder(t *testing.T) {
 func (s suite) chain(t *testing.T) {
 	const n, streams, iters = 30, 3, 2
 	p := NewBuilder(streams)
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 4096, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: 21})
-	p.Buffer(planner.Buffer{Name: "k", Bytes: 64, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 22})
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 4096, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: 21})
+	p.Buffer(plan.Buffer{Name: "k", Bytes: 64, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 22})
 	for i := range n {
 		st := i % streams
 		if i > 0 {
 			p.Wait(st, i-1)
 		}
-		p.Launch(st, planner.Stage{Name: "m" + string(rune('a'+i)), Kernel: dag.BuiltinMix, Reads: append(p.All("x"), p.All("k")...), Writes: p.All("x")})
+		p.Launch(st, plan.Stage{Name: "m" + string(rune('a'+i)), Kernel: dag.BuiltinMix, Reads: append(p.All("x"), p.All("k")...), Writes: p.All("x")})
 		p.Record(st, i)
 	}
 	out := s.run(t, p.Plan(), iters)
@@ -442,19 +443,19 @@ func (s suite) chain(t *testing.T) {
 // finishes without deadlock. Then the same plan, correctly ordered, gives
 // the second writer's value.
 func (s suite) waitBeforeRecord(t *testing.T) {
-	build := func(trap bool) *planner.Plan {
+	build := func(trap bool) *plan.Plan {
 		p := NewBuilder(2)
-		p.Buffer(planner.Buffer{Name: "x", Bytes: 4096, Role: dag.RoleOutput})
+		p.Buffer(plan.Buffer{Name: "x", Bytes: 4096, Role: dag.RoleOutput})
 		if trap {
 			p.Wait(1, 0)
 		}
-		p.Launch(0, planner.Stage{Name: "slow", Kernel: dag.BuiltinSpin, Args: map[string]any{"us": 1000}, Writes: p.All("x")})
-		p.Launch(0, planner.Stage{Name: "one", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.0}, Writes: p.All("x")})
+		p.Launch(0, plan.Stage{Name: "slow", Kernel: dag.BuiltinSpin, Args: map[string]any{"us": 1000}, Writes: p.All("x")})
+		p.Launch(0, plan.Stage{Name: "one", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.0}, Writes: p.All("x")})
 		p.Record(0, 0)
 		if !trap {
 			p.Wait(1, 0)
 		}
-		p.Launch(1, planner.Stage{Name: "two", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 2.0}, Writes: p.All("x")})
+		p.Launch(1, plan.Stage{Name: "two", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 2.0}, Writes: p.All("x")})
 		return p.Plan()
 	}
 	b := s.newBackend(t)
@@ -491,13 +492,13 @@ func (s suite) iterations(t *testing.T) {
 	dir := t.TempDir()
 	x := floats(512)
 	p := NewBuilder(2).Dir(dir)
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 2048, Role: dag.RoleInput, Init: dag.InitFile, InitPath: writeFile(t, dir, "x", f32s(x...))})
-	p.Buffer(planner.Buffer{Name: "y", Bytes: 2048, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: 1})
-	p.Buffer(planner.Buffer{Name: "z", Bytes: 2048, Role: dag.RoleOutput, Where: dag.WhereHostPinned})
-	p.Launch(0, planner.Stage{Name: "axpy", Kernel: dag.BuiltinAxpy, Args: map[string]any{"a": 0.75}, Reads: append(p.All("x"), p.All("y")...), Writes: p.All("y")})
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 2048, Role: dag.RoleInput, Init: dag.InitFile, InitPath: writeFile(t, dir, "x", f32s(x...))})
+	p.Buffer(plan.Buffer{Name: "y", Bytes: 2048, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: 1})
+	p.Buffer(plan.Buffer{Name: "z", Bytes: 2048, Role: dag.RoleOutput, Where: dag.WhereHostPinned})
+	p.Launch(0, plan.Stage{Name: "axpy", Kernel: dag.BuiltinAxpy, Args: map[string]any{"a": 0.75}, Reads: append(p.All("x"), p.All("y")...), Writes: p.All("y")})
 	p.Record(0, 0)
 	p.Wait(1, 0)
-	p.Launch(1, planner.Stage{Name: "copy", Kernel: dag.BuiltinCopy, Reads: p.All("y"), Writes: p.All("z")})
+	p.Launch(1, plan.Stage{Name: "copy", Kernel: dag.BuiltinCopy, Reads: p.All("y"), Writes: p.All("z")})
 	out := s.run(t, p.Plan(), iters)
 	y := make([]float32, len(x))
 	for i := range y {

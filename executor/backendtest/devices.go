@@ -8,7 +8,7 @@ import (
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // deviceCount is how many devices the suite's backends drive (1 for a
@@ -35,30 +35,30 @@ func (s suite) devices(t *testing.T) {
 	}
 	const size = 1 << 16
 	p := NewBuilder(2).OnDevice(1, 1)
-	p.Buffer(planner.Buffer{Name: "a", Bytes: size})
-	p.Buffer(planner.Buffer{Name: "b", Bytes: size, Device: 1, Role: dag.RoleOutput})
-	p.Launch(0, planner.Stage{Name: "slow", Kernel: dag.BuiltinSpin, Args: map[string]any{"us": 2000}})
-	p.Launch(0, planner.Stage{Name: "produce", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 3.0}, Writes: p.All("a")})
+	p.Buffer(plan.Buffer{Name: "a", Bytes: size})
+	p.Buffer(plan.Buffer{Name: "b", Bytes: size, Device: 1, Role: dag.RoleOutput})
+	p.Launch(0, plan.Stage{Name: "slow", Kernel: dag.BuiltinSpin, Args: map[string]any{"us": 2000}})
+	p.Launch(0, plan.Stage{Name: "produce", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 3.0}, Writes: p.All("a")})
 	p.Record(0, 0)
 	p.Wait(1, 0)
-	p.Launch(1, planner.Stage{Name: "send", Kernel: dag.BuiltinCopy, Reads: p.All("a"), Writes: p.All("b")})
+	p.Launch(1, plan.Stage{Name: "send", Kernel: dag.BuiltinCopy, Reads: p.All("a"), Writes: p.All("b")})
 	p.Record(1, 1)
 	p.Wait(0, 1)
-	p.Launch(0, planner.Stage{Name: "overwrite", Kernel: dag.BuiltinFill, Args: map[string]any{"value": -1.0}, Writes: p.All("a")})
+	p.Launch(0, plan.Stage{Name: "overwrite", Kernel: dag.BuiltinFill, Args: map[string]any{"value": -1.0}, Writes: p.All("a")})
 	out := s.run(t, p.Plan(), 2)
 	expect(t, "b", out["b"], fillBytes(size, 3))
 	if !coll {
 		return
 	}
 	c := NewBuilder(2).OnDevice(1, 1)
-	c.Buffer(planner.Buffer{Name: "g0", Bytes: size, Role: dag.RoleOutput})
-	c.Buffer(planner.Buffer{Name: "g1", Bytes: size, Device: 1, Role: dag.RoleOutput})
-	c.Launch(0, planner.Stage{Name: "one", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.0}, Writes: c.All("g0")})
-	c.Launch(1, planner.Stage{Name: "two", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 2.0}, Writes: c.All("g1")})
+	c.Buffer(plan.Buffer{Name: "g0", Bytes: size, Role: dag.RoleOutput})
+	c.Buffer(plan.Buffer{Name: "g1", Bytes: size, Device: 1, Role: dag.RoleOutput})
+	c.Launch(0, plan.Stage{Name: "one", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.0}, Writes: c.All("g0")})
+	c.Launch(1, plan.Stage{Name: "two", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 2.0}, Writes: c.All("g1")})
 	for r := range 2 {
 		g := []string{"g0", "g1"}[r]
-		c.Launch(r, planner.Stage{Name: "grad/" + string(rune('0'+r)), Kernel: contract.BuiltinAllReduce, Args: map[string]any{"op": contract.ReduceSum},
-			Reads: c.All(g), Writes: c.All(g), Collective: &planner.Collective{Op: contract.BuiltinAllReduce, Reduce: contract.ReduceSum, Rank: r, Ranks: 2}})
+		c.Launch(r, plan.Stage{Name: "grad/" + string(rune('0'+r)), Kernel: contract.BuiltinAllReduce, Args: map[string]any{"op": contract.ReduceSum},
+			Reads: c.All(g), Writes: c.All(g), Collective: &plan.Collective{Op: contract.BuiltinAllReduce, Reduce: contract.ReduceSum, Rank: r, Ranks: 2}})
 	}
 	b := s.newBackend(t)
 	res, err := executor.Run(context.Background(), c.Plan(), b, executor.Options{})

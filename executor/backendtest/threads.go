@@ -5,6 +5,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -29,14 +30,14 @@ func (s suite) hostThreads(t *testing.T) {
 	pl.Streams[1].Thread = "b"
 	pl.Streams[2].Host = true
 	pl.Streams[3].Host, pl.Streams[3].Thread = true, "b"
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 1 << 16, Role: dag.RoleOutput})
-	p.Launch(0, planner.Stage{Name: "slow", Kernel: dag.BuiltinSpin, Args: map[string]any{"us": 2000}, Writes: p.All("x")})
-	p.Launch(0, planner.Stage{Name: "one", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.0}, Writes: p.All("x")})
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 1 << 16, Role: dag.RoleOutput})
+	p.Launch(0, plan.Stage{Name: "slow", Kernel: dag.BuiltinSpin, Args: map[string]any{"us": 2000}, Writes: p.All("x")})
+	p.Launch(0, plan.Stage{Name: "one", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 1.0}, Writes: p.All("x")})
 	p.Record(0, 0)
 	p.Record(2, 1) // the handoff's signal
 	p.Wait(3, 1)   // and its wait, on thread b
 	p.Wait(1, 0)
-	p.Launch(1, planner.Stage{Name: "two", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 2.0}, Writes: p.All("x")})
+	p.Launch(1, plan.Stage{Name: "two", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 2.0}, Writes: p.All("x")})
 	if err := planner.Verify(p.Plan()); err != nil {
 		t.Fatalf("the plan: %v", err)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dagrun/dagrun/contract"
 	"strings"
 	"testing"
+
+	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/plan"
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
@@ -15,16 +17,16 @@ import (
 	"github.com/dagrun/dagrun/planner"
 )
 
-func fill(name string, v float64, w []planner.Access) planner.Stage {
-	return planner.Stage{Name: name, Kernel: dag.BuiltinFill, Args: map[string]any{"value": v}, Writes: w}
+func fill(name string, v float64, w []plan.Access) plan.Stage {
+	return plan.Stage{Name: name, Kernel: dag.BuiltinFill, Args: map[string]any{"value": v}, Writes: w}
 }
 
 // twoWriters is the seed's bug: a slow writer on stream 0 and a writer on
 // stream 1, with (synced) or without an event between them.
-func twoWriters(synced bool) *planner.Plan {
+func twoWriters(synced bool) *plan.Plan {
 	p := backendtest.NewBuilder(2)
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 4096, Role: dag.RoleOutput})
-	p.Launch(0, planner.Stage{Name: "slow", Kernel: dag.BuiltinSpin, Args: map[string]any{"us": 50}})
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 4096, Role: dag.RoleOutput})
+	p.Launch(0, plan.Stage{Name: "slow", Kernel: dag.BuiltinSpin, Args: map[string]any{"us": 50}})
 	p.Launch(0, fill("one", 1, p.All("x")))
 	if synced {
 		p.Record(0, 0)
@@ -35,7 +37,7 @@ func twoWriters(synced bool) *planner.Plan {
 }
 
 // run runs p on a fresh simulator and checks for leaks.
-func run(t *testing.T, p *planner.Plan, o sim.Options, iters int) (*executor.Result, error) {
+func run(t *testing.T, p *plan.Plan, o sim.Options, iters int) (*executor.Result, error) {
 	t.Helper()
 	b := sim.New(o)
 	res, err := executor.Run(context.Background(), p, b, executor.Options{Iterations: iters})
@@ -84,7 +86,7 @@ func TestRacyTwoWritersFlaggedEverySeed(t *testing.T) {
 
 func TestWaitBeforeRecordFlaggedEverySeed(t *testing.T) {
 	p := backendtest.NewBuilder(2)
-	p.Buffer(planner.Buffer{Name: "x", Bytes: 64, Role: dag.RoleOutput})
+	p.Buffer(plan.Buffer{Name: "x", Bytes: 64, Role: dag.RoleOutput})
 	p.Wait(1, 0) // issued before its record: waits for nothing
 	p.Launch(0, fill("one", 1, p.All("x")))
 	p.Record(0, 0)
@@ -98,14 +100,14 @@ func TestWaitBeforeRecordFlaggedEverySeed(t *testing.T) {
 // synced is a correctly synchronized plan over three streams: fan-out,
 // disjoint halves written concurrently, a read-read share, fan-in, and a
 // cross-iteration write-after-read on the input.
-func synced() *planner.Plan {
+func synced() *plan.Plan {
 	p := backendtest.NewBuilder(3)
-	p.Buffer(planner.Buffer{Name: "in", Bytes: 1024, Init: dag.InitRandom, InitSeed: 1})
-	p.Buffer(planner.Buffer{Name: "half", Bytes: 1024})
-	p.Buffer(planner.Buffer{Name: "acc", Bytes: 512, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: 2})
-	p.Buffer(planner.Buffer{Name: "sum", Bytes: 16, Role: dag.RoleOutput, Where: dag.WhereHostPinned})
-	mix := func(name string, r, w []planner.Access) planner.Stage {
-		return planner.Stage{Name: name, Kernel: dag.BuiltinMix, Reads: r, Writes: w}
+	p.Buffer(plan.Buffer{Name: "in", Bytes: 1024, Init: dag.InitRandom, InitSeed: 1})
+	p.Buffer(plan.Buffer{Name: "half", Bytes: 1024})
+	p.Buffer(plan.Buffer{Name: "acc", Bytes: 512, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: 2})
+	p.Buffer(plan.Buffer{Name: "sum", Bytes: 16, Role: dag.RoleOutput, Where: dag.WhereHostPinned})
+	mix := func(name string, r, w []plan.Access) plan.Stage {
+		return plan.Stage{Name: name, Kernel: dag.BuiltinMix, Reads: r, Writes: w}
 	}
 	p.Launch(0, mix("prep", append(p.All("in"), p.All("acc")...), p.All("in")))
 	p.Record(0, 0)
@@ -113,13 +115,13 @@ func synced() *planner.Plan {
 	p.Wait(2, 0)
 	p.Launch(0, mix("lo", p.All("in"), backendtest.Range("half", 0, 512)))
 	p.Launch(1, mix("hi", p.All("in"), backendtest.Range("half", 512, 512)))
-	p.Launch(2, planner.Stage{Name: "peek", Kernel: dag.BuiltinChecksum, Reads: p.All("in"), Writes: backendtest.Range("sum", 8, 8)})
+	p.Launch(2, plan.Stage{Name: "peek", Kernel: dag.BuiltinChecksum, Reads: p.All("in"), Writes: backendtest.Range("sum", 8, 8)})
 	p.Record(1, 1)
 	p.Record(2, 2)
 	p.Wait(0, 1)
 	p.Launch(0, mix("join", p.All("half"), p.All("acc")))
 	p.Wait(0, 2)
-	p.Launch(0, planner.Stage{Name: "sum", Kernel: dag.BuiltinChecksum, Reads: p.All("acc"), Writes: backendtest.Range("sum", 0, 8)})
+	p.Launch(0, plan.Stage{Name: "sum", Kernel: dag.BuiltinChecksum, Reads: p.All("acc"), Writes: backendtest.Range("sum", 0, 8)})
 	return p.Plan()
 }
 
@@ -155,7 +157,7 @@ func TestSyncedNeverFlaggedSameChecksums(t *testing.T) {
 	one.IssueOrder = nil
 	for i := range one.Stages {
 		one.IssueOrder = append(one.IssueOrder, [2]int{0, i})
-		one.Streams[0].Ops = append(one.Streams[0].Ops, planner.Op{Kind: planner.OpLaunch, Stage: i})
+		one.Streams[0].Ops = append(one.Streams[0].Ops, plan.Op{Kind: plan.OpLaunch, Stage: i})
 	}
 	one.Events = 0
 	res, err := run(t, one, sim.Options{MaxDelay: -1}, 3)
@@ -174,27 +176,27 @@ func TestNoRaceCases(t *testing.T) {
 			p.Launch(1, fill("hi", 2, backendtest.Range("x", 32, 32)))
 		},
 		"read read": func(p *backendtest.Builder) {
-			p.Launch(0, planner.Stage{Name: "r0", Kernel: dag.BuiltinCopy, Reads: p.All("x"), Writes: backendtest.Range("y", 0, 64)})
-			p.Launch(1, planner.Stage{Name: "r1", Kernel: dag.BuiltinCopy, Reads: p.All("x"), Writes: backendtest.Range("y", 64, 64)})
+			p.Launch(0, plan.Stage{Name: "r0", Kernel: dag.BuiltinCopy, Reads: p.All("x"), Writes: backendtest.Range("y", 0, 64)})
+			p.Launch(1, plan.Stage{Name: "r1", Kernel: dag.BuiltinCopy, Reads: p.All("x"), Writes: backendtest.Range("y", 64, 64)})
 		},
 		"transitive": func(p *backendtest.Builder) {
 			p.Launch(0, fill("a", 1, p.All("x")))
 			p.Record(0, 0)
 			p.Wait(1, 0)
-			p.Launch(1, planner.Stage{Name: "b", Kernel: dag.BuiltinSpin})
+			p.Launch(1, plan.Stage{Name: "b", Kernel: dag.BuiltinSpin})
 			p.Record(1, 1)
 			p.Wait(2, 1)
 			p.Launch(2, fill("c", 3, p.All("x")))
 		},
 		"in place": func(p *backendtest.Builder) {
-			p.Launch(0, planner.Stage{Name: "m", Kernel: dag.BuiltinMix, Reads: p.All("x"), Writes: p.All("x")})
+			p.Launch(0, plan.Stage{Name: "m", Kernel: dag.BuiltinMix, Reads: p.All("x"), Writes: p.All("x")})
 		},
 	}
 	for name, build := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := backendtest.NewBuilder(3)
-			p.Buffer(planner.Buffer{Name: "x", Bytes: 64, Role: dag.RoleOutput})
-			p.Buffer(planner.Buffer{Name: "y", Bytes: 128, Role: dag.RoleOutput})
+			p.Buffer(plan.Buffer{Name: "x", Bytes: 64, Role: dag.RoleOutput})
+			p.Buffer(plan.Buffer{Name: "y", Bytes: 128, Role: dag.RoleOutput})
 			build(p)
 			for seed := range int64(5) {
 				if _, err := run(t, p.Plan(), sim.Options{Seed: seed}, 2); err != nil {
@@ -211,12 +213,12 @@ func TestRaceKinds(t *testing.T) {
 		writes [2]bool // of stages a and b
 	}{
 		"read then write": {func(p *backendtest.Builder) {
-			p.Launch(0, planner.Stage{Name: "a", Kernel: dag.BuiltinCopy, Reads: p.All("x"), Writes: p.All("y")})
+			p.Launch(0, plan.Stage{Name: "a", Kernel: dag.BuiltinCopy, Reads: p.All("x"), Writes: p.All("y")})
 			p.Launch(1, fill("b", 1, backendtest.Range("x", 8, 8)))
 		}, [2]bool{false, true}},
 		"write then read": {func(p *backendtest.Builder) {
 			p.Launch(0, fill("a", 1, backendtest.Range("x", 8, 8)))
-			p.Launch(1, planner.Stage{Name: "b", Kernel: dag.BuiltinCopy, Reads: p.All("x"), Writes: p.All("y")})
+			p.Launch(1, plan.Stage{Name: "b", Kernel: dag.BuiltinCopy, Reads: p.All("x"), Writes: p.All("y")})
 		}, [2]bool{true, false}},
 		"event recorded too early": {func(p *backendtest.Builder) {
 			p.Record(0, 0)
@@ -228,8 +230,8 @@ func TestRaceKinds(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := backendtest.NewBuilder(2)
-			p.Buffer(planner.Buffer{Name: "x", Bytes: 64, Role: dag.RoleOutput})
-			p.Buffer(planner.Buffer{Name: "y", Bytes: 64, Role: dag.RoleOutput})
+			p.Buffer(plan.Buffer{Name: "x", Bytes: 64, Role: dag.RoleOutput})
+			p.Buffer(plan.Buffer{Name: "y", Bytes: 64, Role: dag.RoleOutput})
 			c.build(p)
 			for seed := range int64(20) {
 				_, err := run(t, p.Plan(), sim.Options{Seed: seed}, 1)

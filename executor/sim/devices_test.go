@@ -13,6 +13,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -20,25 +21,25 @@ import (
 // rank 0 of a collective; seen (stream s1, device 1) reads it after rank
 // 1. No event orders them: only the rendezvous. With seenFirst, seen runs
 // before rank 1 on its stream, so nothing orders them.
-func rendezvousPlan(seenFirst bool) *planner.Plan {
-	rank := func(r int) *planner.Collective {
-		return &planner.Collective{Group: 0, Op: "all_reduce", Reduce: "sum", Rank: r, Ranks: 2}
+func rendezvousPlan(seenFirst bool) *plan.Plan {
+	rank := func(r int) *plan.Collective {
+		return &plan.Collective{Group: 0, Op: "all_reduce", Reduce: "sum", Rank: r, Ranks: 2}
 	}
 	sum := map[string]any{"op": "sum"}
-	p := &planner.Plan{Version: 1, Devices: 2,
-		Buffers: []planner.Buffer{{Name: "note", Bytes: 64, Where: dag.WhereHostPinned, Role: dag.RoleTemp},
+	p := &plan.Plan{Version: 1, Devices: 2,
+		Buffers: []plan.Buffer{{Name: "note", Bytes: 64, Where: dag.WhereHostPinned, Role: dag.RoleTemp},
 			{Name: "g0", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: 1},
 			{Name: "g1", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: 2, Device: 1},
 			{Name: "sum", Bytes: 8, Where: dag.WhereHostPinned, Role: dag.RoleOutput}},
-		Stages: []planner.Stage{
-			{Name: "mark", Stream: 0, Kernel: "fill", Args: map[string]any{"value": 1.0}, Writes: []planner.Access{{Buffer: "note", Bytes: 64}}},
-			{Name: "r/0", Stream: 0, Kernel: "all_reduce", Args: sum, Reads: []planner.Access{{Buffer: "g0", Bytes: 64}}, Writes: []planner.Access{{Buffer: "g0", Bytes: 64}}, Collective: rank(0)},
-			{Name: "r/1", Stream: 1, Kernel: "all_reduce", Args: sum, Reads: []planner.Access{{Buffer: "g1", Bytes: 64}}, Writes: []planner.Access{{Buffer: "g1", Bytes: 64}}, Collective: rank(1)},
-			{Name: "seen", Stream: 1, Kernel: "checksum", Reads: []planner.Access{{Buffer: "note", Bytes: 64}}, Writes: []planner.Access{{Buffer: "sum", Bytes: 8}}},
+		Stages: []plan.Stage{
+			{Name: "mark", Stream: 0, Kernel: "fill", Args: map[string]any{"value": 1.0}, Writes: []plan.Access{{Buffer: "note", Bytes: 64}}},
+			{Name: "r/0", Stream: 0, Kernel: "all_reduce", Args: sum, Reads: []plan.Access{{Buffer: "g0", Bytes: 64}}, Writes: []plan.Access{{Buffer: "g0", Bytes: 64}}, Collective: rank(0)},
+			{Name: "r/1", Stream: 1, Kernel: "all_reduce", Args: sum, Reads: []plan.Access{{Buffer: "g1", Bytes: 64}}, Writes: []plan.Access{{Buffer: "g1", Bytes: 64}}, Collective: rank(1)},
+			{Name: "seen", Stream: 1, Kernel: "checksum", Reads: []plan.Access{{Buffer: "note", Bytes: 64}}, Writes: []plan.Access{{Buffer: "sum", Bytes: 8}}},
 		},
-		Streams: []planner.Stream{
-			{ID: 0, Name: "s0", Ops: []planner.Op{{Kind: planner.OpLaunch, Stage: 0}, {Kind: planner.OpLaunch, Stage: 1}}},
-			{ID: 1, Name: "s1", Device: 1, Ops: []planner.Op{{Kind: planner.OpLaunch, Stage: 2}, {Kind: planner.OpLaunch, Stage: 3}}},
+		Streams: []plan.Stream{
+			{ID: 0, Name: "s0", Ops: []plan.Op{{Kind: plan.OpLaunch, Stage: 0}, {Kind: plan.OpLaunch, Stage: 1}}},
+			{ID: 1, Name: "s1", Device: 1, Ops: []plan.Op{{Kind: plan.OpLaunch, Stage: 2}, {Kind: plan.OpLaunch, Stage: 3}}},
 		},
 		IssueOrder: [][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}},
 	}
@@ -141,7 +142,7 @@ func TestDeadlockTwice(t *testing.T) {
 	rank := func(group, r int, g executor.Buffer, name string) *executor.LaunchDesc {
 		a := []executor.Arg{{Buffer: g, Name: name, Bytes: 64}}
 		return &executor.LaunchDesc{Name: fmt.Sprintf("c%d/%d", group, r), Kernel: "all_reduce", Args: map[string]any{"op": "sum"}, Reads: a, Writes: a,
-			Collective: &planner.Collective{Group: group, Op: "all_reduce", Reduce: "sum", Rank: r, Ranks: 2}}
+			Collective: &plan.Collective{Group: group, Op: "all_reduce", Reduce: "sum", Rank: r, Ranks: 2}}
 	}
 	var evs []executor.Event
 	for group := range 2 {

@@ -3,23 +3,24 @@ package sim_test
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/dagrun/dagrun/contract"
 	"testing"
+
+	"github.com/dagrun/dagrun/contract"
+	"github.com/dagrun/dagrun/plan"
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/backendtest"
 	"github.com/dagrun/dagrun/executor/sim"
-	"github.com/dagrun/dagrun/planner"
 )
 
-func userPlan() *planner.Plan {
+func userPlan() *plan.Plan {
 	p := backendtest.NewBuilder(1)
-	p.Kernel(planner.Kernel{Name: "blur", PTX: "blur.ptx", Entry: "blur", Params: []string{"in:ptr", "out:ptr"}})
-	p.Buffer(planner.Buffer{Name: "in", Bytes: 10, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 3})
-	p.Buffer(planner.Buffer{Name: "out", Bytes: 7, Role: dag.RoleOutput})
-	p.Launch(0, planner.Stage{Name: "pad", Kernel: dag.BuiltinSpin})
-	p.Launch(0, planner.Stage{Name: "blur", Kernel: "blur", Reads: p.All("in"), Writes: p.All("out")})
+	p.Kernel(plan.Kernel{Name: "blur", PTX: "blur.ptx", Entry: "blur", Params: []string{"in:ptr", "out:ptr"}})
+	p.Buffer(plan.Buffer{Name: "in", Bytes: 10, Role: dag.RoleInput, Init: dag.InitRandom, InitSeed: 3})
+	p.Buffer(plan.Buffer{Name: "out", Bytes: 7, Role: dag.RoleOutput})
+	p.Launch(0, plan.Stage{Name: "pad", Kernel: dag.BuiltinSpin})
+	p.Launch(0, plan.Stage{Name: "blur", Kernel: "blur", Reads: p.All("in"), Writes: p.All("out")})
 	return p.Plan()
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // CUDA's implicit ordering at the simulator's API, as the driver does it
@@ -38,16 +38,16 @@ var _ executor.StreamKinder = (*Backend)(nil)
 // every holder destroyed it).
 func (b *Backend) NewStreamKind(kind string) (executor.Stream, error) {
 	switch kind {
-	case planner.StreamNonBlocking:
+	case plan.StreamNonBlocking:
 		return b.NewStream()
-	case planner.StreamBlocking, planner.StreamPerThread:
-	case planner.StreamLegacy:
+	case plan.StreamBlocking, plan.StreamPerThread:
+	case plan.StreamLegacy:
 		if b.legacy != nil {
 			b.legacyRefs++
 			return b.legacy, nil
 		}
 	default:
-		return nil, fmt.Errorf("sim: stream kind %q, want one of %v", kind, planner.StreamKinds)
+		return nil, fmt.Errorf("sim: stream kind %q, want one of %v", kind, plan.StreamKinds)
 	}
 	h, err := b.NewStream()
 	if err != nil {
@@ -55,7 +55,7 @@ func (b *Backend) NewStreamKind(kind string) (executor.Stream, error) {
 	}
 	s := h.(*stream)
 	s.kind = kind
-	if kind == planner.StreamLegacy {
+	if kind == plan.StreamLegacy {
 		b.legacy, b.legacyRefs = s, 1
 	}
 	b.kinded = true
@@ -106,7 +106,7 @@ func (b *Backend) implicitAfter(s *stream) {
 }
 
 func blockingStream(kind string) bool {
-	return kind == planner.StreamBlocking || kind == planner.StreamPerThread
+	return kind == plan.StreamBlocking || kind == plan.StreamPerThread
 }
 
 // syncCopy issues l, a synchronous copy on s, and returns as the table says.
@@ -134,7 +134,7 @@ func (b *Backend) syncCopy(s *stream, l *executor.LaunchDesc) error {
 // pageableAsync reports whether l is an asynchronous copy from pageable
 // memory to the device (planner.RulePageableSource).
 func pageableAsync(l *executor.LaunchDesc) bool {
-	if l.Copy != planner.CopyAsync || l.Kernel != contract.BuiltinCopy || len(l.Reads) != 1 || len(l.Writes) != 1 {
+	if l.Copy != plan.CopyAsync || l.Kernel != contract.BuiltinCopy || len(l.Reads) != 1 || len(l.Writes) != 1 {
 		return false
 	}
 	src, ok1 := l.Reads[0].Buffer.(*buffer)

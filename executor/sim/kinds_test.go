@@ -13,19 +13,20 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
 // withKinds gives p's streams random kinds: at most one legacy default
 // stream, the others blocking or non-blocking.
-func withKinds(r *rand.Rand, p *planner.Plan) *planner.Plan {
+func withKinds(r *rand.Rand, p *plan.Plan) *plan.Plan {
 	legacy := r.IntN(len(p.Streams) + 1) // == len: none
 	for s := range p.Streams {
 		switch {
 		case s == legacy:
-			p.Streams[s].Kind = planner.StreamLegacy
+			p.Streams[s].Kind = plan.StreamLegacy
 		case r.IntN(2) == 0:
-			p.Streams[s].Kind = planner.StreamBlocking
+			p.Streams[s].Kind = plan.StreamBlocking
 		}
 	}
 	return p
@@ -33,7 +34,7 @@ func withKinds(r *rand.Rand, p *planner.Plan) *planner.Plan {
 
 // verifierRacy says whether the verifier, with CUDA's implicit order,
 // finds a race in p.
-func verifierRacy(t *testing.T, p *planner.Plan) bool {
+func verifierRacy(t *testing.T, p *plan.Plan) bool {
 	t.Helper()
 	err := planner.Verify(p)
 	var re *planner.RaceError
@@ -131,7 +132,7 @@ func TestDetectorAgreesOnRulesSpecs(t *testing.T) {
 // the host's read under every seed; the synchronous copy (copy: sync)
 // under none.
 func TestDetectorDefaultStreamCopy(t *testing.T) {
-	for _, kind := range []string{planner.StreamLegacy, planner.StreamPerThread} {
+	for _, kind := range []string{plan.StreamLegacy, plan.StreamPerThread} {
 		for _, copyMode := range []string{"async", "sync"} {
 			t.Run(kind+"-"+copyMode, func(t *testing.T) {
 				src := fmt.Sprintf(`version: 1
@@ -342,7 +343,7 @@ func TestEmulatedCaptureIsolation(t *testing.T) {
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), and allows it in relaxed mode
 // and outside a capture.
 func TestEmulatedCaptureHostWait(t *testing.T) {
-	for _, mode := range []string{planner.CaptureGlobal, planner.CaptureThreadLocal, planner.CaptureRelaxed} {
+	for _, mode := range []string{plan.CaptureGlobal, plan.CaptureThreadLocal, plan.CaptureRelaxed} {
 		b := sim.New(sim.Options{})
 		g := executor.EmulateGraphs(b)
 		hs := g.(executor.HostSyncer)
@@ -360,7 +361,7 @@ func TestEmulatedCaptureHostWait(t *testing.T) {
 		}
 		serr := hs.SyncEvent(e)
 		_, qerr := hs.QueryEvent(e)
-		if mode == planner.CaptureRelaxed {
+		if mode == plan.CaptureRelaxed {
 			if serr != nil || qerr != nil {
 				t.Errorf("relaxed mode: SyncEvent %v, QueryEvent %v", serr, qerr)
 			}

@@ -10,26 +10,27 @@ import (
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/backendtest"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
 // randomPlan makes a random plan of mix stages over k streams, synchronized
 // with a wait on every cross-stream conflict, and then drops each wait with
 // probability drop.
-func randomPlan(r *rand.Rand, drop float64) *planner.Plan {
+func randomPlan(r *rand.Rand, drop float64) *plan.Plan {
 	nb, n, k := 1+r.IntN(4), 2+r.IntN(12), 1+r.IntN(3)
 	ranges := [][2]int64{{0, 64}, {0, 32}, {32, 32}, {16, 32}}
 	p := backendtest.NewBuilder(k)
 	for i := range nb {
-		p.Buffer(planner.Buffer{Name: fmt.Sprint("b", i), Bytes: 64, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: int64(i)})
+		p.Buffer(plan.Buffer{Name: fmt.Sprint("b", i), Bytes: 64, Role: dag.RoleOutput, Init: dag.InitRandom, InitSeed: int64(i)})
 	}
-	acc := func() planner.Access {
+	acc := func() plan.Access {
 		rg := ranges[r.IntN(len(ranges))]
-		return planner.Access{Buffer: fmt.Sprint("b", r.IntN(nb)), Offset: rg[0], Bytes: rg[1]}
+		return plan.Access{Buffer: fmt.Sprint("b", r.IntN(nb)), Offset: rg[0], Bytes: rg[1]}
 	}
-	var stages []planner.Stage
+	var stages []plan.Stage
 	for i := range n {
-		st := planner.Stage{Name: fmt.Sprint("s", i), Kernel: dag.BuiltinMix, Stream: r.IntN(k)}
+		st := plan.Stage{Name: fmt.Sprint("s", i), Kernel: dag.BuiltinMix, Stream: r.IntN(k)}
 		used := map[string]bool{}
 		for range 1 + r.IntN(2) {
 			w := acc()
@@ -64,7 +65,7 @@ func randomPlan(r *rand.Rand, drop float64) *planner.Plan {
 
 // racy says whether p has an unordered conflicting pair, from happens-before
 // computed offline by vector clocks over the issue order (like the verifier).
-func racy(p *planner.Plan) bool {
+func racy(p *plan.Plan) bool {
 	k := len(p.Streams)
 	clock := make([][]int, k)
 	for s := range clock {
@@ -75,12 +76,12 @@ func racy(p *planner.Plan) bool {
 	for _, so := range p.IssueOrder {
 		s, op := so[0], p.Streams[so[0]].Ops[so[1]]
 		switch op.Kind {
-		case planner.OpLaunch:
+		case plan.OpLaunch:
 			clock[s][s]++
 			at[op.Stage] = append([]int(nil), clock[s]...)
-		case planner.OpRecord:
+		case plan.OpRecord:
 			rec[op.Event] = append([]int(nil), clock[s]...)
-		case planner.OpWait:
+		case plan.OpWait:
 			for i, v := range rec[op.Event] {
 				clock[s][i] = max(clock[s][i], v)
 			}
@@ -97,7 +98,7 @@ func racy(p *planner.Plan) bool {
 			}
 			A, B := p.Stages[a], p.Stages[b]
 			for _, w := range A.Writes {
-				for _, x := range append(append([]planner.Access{}, B.Reads...), B.Writes...) {
+				for _, x := range append(append([]plan.Access{}, B.Reads...), B.Writes...) {
 					if w.Overlaps(x) {
 						return true
 					}
@@ -116,7 +117,7 @@ func racy(p *planner.Plan) bool {
 }
 
 // oneStream returns p's stages on one stream in declaration order.
-func oneStream(p *planner.Plan) *planner.Plan {
+func oneStream(p *plan.Plan) *plan.Plan {
 	q := backendtest.NewBuilder(1)
 	for _, b := range p.Buffers {
 		q.Buffer(b)
@@ -167,7 +168,7 @@ func TestDetectorIsExact(t *testing.T) {
 // buffers and a host-pinned one, and now and then an all-reduce over every
 // device, its ranks issued as one group on a stream of each device. Waits
 // order each cross-stream conflict, each dropped with probability drop.
-func randomDevicesPlan(r *rand.Rand, drop float64) *planner.Plan {
+func randomDevicesPlan(r *rand.Rand, drop float64) *plan.Plan {
 	d := 2 + r.IntN(2)
 	k := d + r.IntN(3)
 	p := backendtest.NewBuilder(k)
@@ -178,23 +179,23 @@ func randomDevicesPlan(r *rand.Rand, drop float64) *planner.Plan {
 	for dev := range d {
 		for i := range 2 {
 			name := fmt.Sprintf("b%d_%d", dev, i)
-			p.Buffer(planner.Buffer{Name: name, Bytes: 64, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: float64(dev + i), Device: dev})
+			p.Buffer(plan.Buffer{Name: name, Bytes: 64, Role: dag.RoleOutput, Init: dag.InitFill, InitValue: float64(dev + i), Device: dev})
 			bufs[dev] = append(bufs[dev], name)
 		}
 	}
-	p.Buffer(planner.Buffer{Name: "h", Bytes: 64, Where: dag.WhereHostPinned, Role: dag.RoleOutput})
+	p.Buffer(plan.Buffer{Name: "h", Bytes: 64, Where: dag.WhereHostPinned, Role: dag.RoleOutput})
 	bufs[d] = []string{"h"}
 	ranges := [][2]int64{{0, 64}, {0, 32}, {32, 32}}
-	acc := func(dev int) planner.Access {
+	acc := func(dev int) plan.Access {
 		list := bufs[dev]
 		if r.IntN(4) == 0 {
 			list = bufs[d]
 		}
 		rg := ranges[r.IntN(len(ranges))]
-		return planner.Access{Buffer: list[r.IntN(len(list))], Offset: rg[0], Bytes: rg[1]}
+		return plan.Access{Buffer: list[r.IntN(len(list))], Offset: rg[0], Bytes: rg[1]}
 	}
-	var stages []planner.Stage
-	waits := func(st planner.Stage) {
+	var stages []plan.Stage
+	waits := func(st plan.Stage) {
 		for j := range stages {
 			if stages[j].Stream != st.Stream && stagesConflict(stages[j], st) && r.Float64() >= drop {
 				p.Wait(st.Stream, j)
@@ -204,12 +205,12 @@ func randomDevicesPlan(r *rand.Rand, drop float64) *planner.Plan {
 	group := 0
 	for range 3 + r.IntN(10) {
 		if r.IntN(4) == 0 { // an all-reduce over every device
-			var ranks []planner.Stage
+			var ranks []plan.Stage
 			for dev := range d {
-				g := planner.Access{Buffer: bufs[dev][r.IntN(2)], Bytes: 64}
-				ranks = append(ranks, planner.Stage{Name: fmt.Sprintf("ar%d/%d", group, dev), Kernel: "all_reduce", Args: map[string]any{"op": "sum"},
-					Stream: dev + d*r.IntN((k-dev+d-1)/d), Reads: []planner.Access{g}, Writes: []planner.Access{g},
-					Collective: &planner.Collective{Group: group, Op: "all_reduce", Reduce: "sum", Rank: dev, Ranks: d}})
+				g := plan.Access{Buffer: bufs[dev][r.IntN(2)], Bytes: 64}
+				ranks = append(ranks, plan.Stage{Name: fmt.Sprintf("ar%d/%d", group, dev), Kernel: "all_reduce", Args: map[string]any{"op": "sum"},
+					Stream: dev + d*r.IntN((k-dev+d-1)/d), Reads: []plan.Access{g}, Writes: []plan.Access{g},
+					Collective: &plan.Collective{Group: group, Op: "all_reduce", Reduce: "sum", Rank: dev, Ranks: d}})
 			}
 			group++
 			for _, st := range ranks {
@@ -226,7 +227,7 @@ func randomDevicesPlan(r *rand.Rand, drop float64) *planner.Plan {
 			continue
 		}
 		s := r.IntN(k)
-		st := planner.Stage{Name: fmt.Sprint("s", len(stages)), Kernel: dag.BuiltinMix, Stream: s, Writes: []planner.Access{acc(s % d)}}
+		st := plan.Stage{Name: fmt.Sprint("s", len(stages)), Kernel: dag.BuiltinMix, Stream: s, Writes: []plan.Access{acc(s % d)}}
 		if a := acc(s % d); r.IntN(2) == 0 && (!a.Overlaps(st.Writes[0]) || a == st.Writes[0]) {
 			st.Reads = append(st.Reads, a)
 		}
@@ -286,9 +287,9 @@ func TestDetectorAgreesAcrossDevices(t *testing.T) {
 
 // stagesConflict reports whether a and b touch overlapping bytes with at
 // least one write (a RAW, WAR or WAW pair).
-func stagesConflict(a, b planner.Stage) bool {
+func stagesConflict(a, b plan.Stage) bool {
 	for _, w := range a.Writes {
-		for _, x := range append(append([]planner.Access{}, b.Reads...), b.Writes...) {
+		for _, x := range append(append([]plan.Access{}, b.Reads...), b.Writes...) {
 			if w.Overlaps(x) {
 				return true
 			}

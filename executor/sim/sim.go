@@ -15,7 +15,7 @@ import (
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // Defaults of Options.
@@ -388,7 +388,7 @@ func (b *Backend) Launch(hs executor.Stream, l *executor.LaunchDesc) error {
 		return err
 	}
 	b.markEpoch()
-	if l.Copy == planner.CopySync {
+	if l.Copy == plan.CopySync {
 		return b.syncCopy(s, l) // kinds.go
 	}
 	if pageableAsync(l) {

@@ -10,6 +10,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 	"pgregory.net/rapid"
 )
@@ -21,7 +22,7 @@ import (
 // the record, waited on (with the wait's lag) on the waiting thread's host
 // stream right before the wait. It returns the plan and how many waits
 // cross threads.
-func handOver(p *planner.Plan, thread []string) (*planner.Plan, int) {
+func handOver(p *plan.Plan, thread []string) (*plan.Plan, int) {
 	q := *p
 	q.Streams = slices.Clone(p.Streams)
 	host := map[string]int{}
@@ -40,13 +41,13 @@ func handOver(p *planner.Plan, thread []string) (*planner.Plan, int) {
 		}
 	}) {
 		host[t] = len(q.Streams)
-		q.Streams = append(q.Streams, planner.Stream{ID: len(q.Streams), Name: "host-" + t, Host: true, Thread: t})
+		q.Streams = append(q.Streams, plan.Stream{ID: len(q.Streams), Name: "host-" + t, Host: true, Thread: t})
 	}
 	// The record each wait takes: the latest before it, or with a lag the
 	// iteration's last.
 	last := map[int]int{}
 	for k, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == planner.OpRecord {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpRecord {
 			last[o.Event] = k
 		}
 	}
@@ -55,9 +56,9 @@ func handOver(p *planner.Plan, thread []string) (*planner.Plan, int) {
 	for k, so := range p.IssueOrder {
 		o := p.Streams[so[0]].Ops[so[1]]
 		switch o.Kind {
-		case planner.OpRecord:
+		case plan.OpRecord:
 			latest[o.Event] = k
-		case planner.OpWait:
+		case plan.OpWait:
 			r, ok := latest[o.Event]
 			if o.Lag > 0 {
 				r, ok = last[o.Event]
@@ -83,18 +84,18 @@ func handOver(p *planner.Plan, thread []string) (*planner.Plan, int) {
 		q.Iteration = &it
 	}
 	q.IssueOrder = nil
-	add := func(s int, o planner.Op) {
+	add := func(s int, o plan.Op) {
 		q.IssueOrder = append(q.IssueOrder, [2]int{s, len(q.Streams[s].Ops)})
 		q.Streams[s].Ops = append(q.Streams[s].Ops, o)
 	}
 	for k, so := range p.IssueOrder {
 		o := p.Streams[so[0]].Ops[so[1]]
 		if r, ok := takes[k]; ok {
-			add(host[thread[so[0]]], planner.Op{Kind: planner.OpWait, Event: handoff[r], Lag: o.Lag})
+			add(host[thread[so[0]]], plan.Op{Kind: plan.OpWait, Event: handoff[r], Lag: o.Lag})
 		}
 		add(so[0], o)
 		if h, ok := handoff[k]; ok {
-			add(host[thread[so[0]]], planner.Op{Kind: planner.OpRecord, Event: h})
+			add(host[thread[so[0]]], plan.Op{Kind: plan.OpRecord, Event: h})
 		}
 	}
 	q.Stats.Streams, q.Stats.Events = len(q.Streams), q.Events
@@ -170,7 +171,7 @@ func TestPlansRaceFreeFromThreads(t *testing.T) {
 
 // simRun runs p for 3 iterations on the simulator and returns its outputs'
 // checksums; a race report or another error fails.
-func simRun(t *rapid.T, p *planner.Plan, seed int64) string {
+func simRun(t *rapid.T, p *plan.Plan, seed int64) string {
 	b := sim.New(sim.Options{Seed: seed, MaxDelay: 200})
 	res, err := executor.Run(context.Background(), p, b, executor.Options{Iterations: 3})
 	if cerr := b.Close(); cerr != nil {

@@ -5,7 +5,7 @@
 //
 // Spans come from the executor's timed events (profile mode) or, without a
 // GPU, from Ideal, the planner's simulation of the plan with each stage's
-// duration_us (planner.IdealSchedule, the schedule behind
+// duration_us (plan.IdealSchedule, the schedule behind
 // Stats.IdealMakespanUS):
 //
 //	tl := trace.FromPlan(p, trace.Ideal(p))

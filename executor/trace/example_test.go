@@ -4,27 +4,27 @@ import (
 	"fmt"
 
 	"github.com/dagrun/dagrun/executor/trace"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // A plan drawn without a GPU: stage a forks to b on a second stream, and c
 // joins it back on the first.
 func ExampleIdeal() {
-	p := &planner.Plan{
-		Version: planner.PlanVersion,
+	p := &plan.Plan{
+		Version: plan.PlanVersion,
 		Spec:    "fork-join",
-		Stages: []planner.Stage{
+		Stages: []plan.Stage{
 			{Name: "a", Stream: 0, DurationUS: 2},
 			{Name: "b", Stream: 1, DurationUS: 5},
 			{Name: "c", Stream: 0, DurationUS: 1},
 		},
-		Streams: []planner.Stream{
-			{ID: 0, Name: "main", Ops: []planner.Op{
-				{Kind: planner.OpLaunch, Stage: 0}, {Kind: planner.OpRecord, Event: 0},
-				{Kind: planner.OpWait, Event: 1}, {Kind: planner.OpLaunch, Stage: 2}}},
-			{ID: 1, Name: "side", Ops: []planner.Op{
-				{Kind: planner.OpWait, Event: 0}, {Kind: planner.OpLaunch, Stage: 1},
-				{Kind: planner.OpRecord, Event: 1}}},
+		Streams: []plan.Stream{
+			{ID: 0, Name: "main", Ops: []plan.Op{
+				{Kind: plan.OpLaunch, Stage: 0}, {Kind: plan.OpRecord, Event: 0},
+				{Kind: plan.OpWait, Event: 1}, {Kind: plan.OpLaunch, Stage: 2}}},
+			{ID: 1, Name: "side", Ops: []plan.Op{
+				{Kind: plan.OpWait, Event: 0}, {Kind: plan.OpLaunch, Stage: 1},
+				{Kind: plan.OpRecord, Event: 1}}},
 		},
 		IssueOrder: [][2]int{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 2}, {0, 2}, {0, 3}},
 		Events:     2,

@@ -6,25 +6,25 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // builder makes plans by hand, op by op in host issue order.
-type builder struct{ p *planner.Plan }
+type builder struct{ p *plan.Plan }
 
 func newPlan(streams ...string) *builder {
-	p := &planner.Plan{Version: planner.PlanVersion, Spec: "test"}
+	p := &plan.Plan{Version: plan.PlanVersion, Spec: "test"}
 	for i, name := range streams {
-		p.Streams = append(p.Streams, planner.Stream{ID: i, Name: name})
+		p.Streams = append(p.Streams, plan.Stream{ID: i, Name: name})
 	}
 	return &builder{p: p}
 }
 
-func (b *builder) op(stream int, o planner.Op) *builder {
+func (b *builder) op(stream int, o plan.Op) *builder {
 	s := &b.p.Streams[stream]
 	b.p.IssueOrder = append(b.p.IssueOrder, [2]int{stream, len(s.Ops)})
 	s.Ops = append(s.Ops, o)
-	if o.Kind != planner.OpLaunch && o.Event >= b.p.Events {
+	if o.Kind != plan.OpLaunch && o.Event >= b.p.Events {
 		b.p.Events = o.Event + 1
 	}
 	return b
@@ -32,19 +32,19 @@ func (b *builder) op(stream int, o planner.Op) *builder {
 
 // launch adds stage name on stream with duration dur µs and launches it.
 func (b *builder) launch(stream int, name string, dur float64) *builder {
-	b.p.Stages = append(b.p.Stages, planner.Stage{Name: name, Stream: stream, DurationUS: dur, Kernel: "spin"})
-	return b.op(stream, planner.Op{Kind: planner.OpLaunch, Stage: len(b.p.Stages) - 1})
+	b.p.Stages = append(b.p.Stages, plan.Stage{Name: name, Stream: stream, DurationUS: dur, Kernel: "spin"})
+	return b.op(stream, plan.Op{Kind: plan.OpLaunch, Stage: len(b.p.Stages) - 1})
 }
 
 func (b *builder) record(stream, event int) *builder {
-	return b.op(stream, planner.Op{Kind: planner.OpRecord, Event: event})
+	return b.op(stream, plan.Op{Kind: plan.OpRecord, Event: event})
 }
 
 func (b *builder) wait(stream, event int) *builder {
-	return b.op(stream, planner.Op{Kind: planner.OpWait, Event: event})
+	return b.op(stream, plan.Op{Kind: plan.OpWait, Event: event})
 }
 
-func (b *builder) plan(t testing.TB) *planner.Plan {
+func (b *builder) plan(t testing.TB) *plan.Plan {
 	t.Helper()
 	if err := b.p.Validate(); err != nil {
 		t.Fatalf("hand-built plan is invalid: %v", err)
@@ -56,7 +56,7 @@ func (b *builder) plan(t testing.TB) *planner.Plan {
 // depends on up to three earlier ones; a dependency on another stream is an
 // event recorded right after the producer and waited on right before the
 // consumer. It returns the plan and each stage's predecessors.
-func randomPlan(t testing.TB, seed uint64, n, k int) (*planner.Plan, [][]int) {
+func randomPlan(t testing.TB, seed uint64, n, k int) (*plan.Plan, [][]int) {
 	r := rand.New(rand.NewPCG(seed, 0))
 	names := make([]string, k)
 	for i := range names {

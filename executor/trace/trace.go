@@ -5,7 +5,7 @@ import (
 	"math"
 	"sort"
 
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/plan"
 )
 
 // Timeline is what a run looked like: named lanes (streams), the stages' spans
@@ -59,7 +59,7 @@ type Flow struct {
 // record with no launch before it, or a wait with no launch after it gives no
 // flow. Flows are in issue order of their waits. Ops with out-of-range stream,
 // op, stage or event indices are skipped; run p.Validate first to reject them.
-func FromPlan(p *planner.Plan, spans []Span) *Timeline {
+func FromPlan(p *plan.Plan, spans []Span) *Timeline {
 	t := &Timeline{
 		Title:   p.Spec,
 		Streams: make([]string, len(p.Streams)),
@@ -102,9 +102,9 @@ func FromPlan(p *planner.Plan, spans []Span) *Timeline {
 		last := -1
 		for _, o := range str.Ops {
 			switch {
-			case o.Kind == planner.OpLaunch && o.Stage >= 0 && o.Stage < len(p.Stages):
+			case o.Kind == plan.OpLaunch && o.Stage >= 0 && o.Stage < len(p.Stages):
 				last = o.Stage
-			case o.Kind == planner.OpRecord && o.Event >= 0 && o.Event < p.Events && last >= 0:
+			case o.Kind == plan.OpRecord && o.Event >= 0 && o.Event < p.Events && last >= 0:
 				producer[o.Event] = last
 			}
 		}
@@ -117,7 +117,7 @@ func FromPlan(p *planner.Plan, spans []Span) *Timeline {
 		}
 		s := so[0]
 		switch op.Kind {
-		case planner.OpLaunch:
+		case plan.OpLaunch:
 			if op.Stage < 0 || op.Stage >= len(p.Stages) {
 				continue
 			}
@@ -126,11 +126,11 @@ func FromPlan(p *planner.Plan, spans []Span) *Timeline {
 			}
 			pendingWait[s], pendingEvt[s], pendingLag[s] = pendingWait[s][:0], pendingEvt[s][:0], pendingLag[s][:0]
 			lastLaunch[s] = op.Stage
-		case planner.OpRecord:
+		case plan.OpRecord:
 			if op.Event >= 0 && op.Event < p.Events {
 				recordedAfter[op.Event] = lastLaunch[s]
 			}
-		case planner.OpWait:
+		case plan.OpWait:
 			if op.Event < 0 || op.Event >= p.Events {
 				continue
 			}
@@ -183,17 +183,17 @@ func (t *Timeline) Iterations() int {
 
 // Ideal returns plan p's ideal timeline, one span per launched stage,
 // ordered by stage index, starting at 0 µs: the times of
-// planner.IdealSchedule (each stage takes its DurationUS, a duration of 0
+// plan.IdealSchedule (each stage takes its DurationUS, a duration of 0
 // or less counting as 1 µs; no launch or event cost; unlimited hardware;
 // ops in issue order with CUDA's event semantics; waits with a lag, which
 // order earlier iterations, left out). Its Makespan is the planner's
 // Stats.IdealMakespanUS. Invalid indices are skipped, as in FromPlan.
-func Ideal(p *planner.Plan) []Span {
-	start, end := planner.IdealSchedule(p)
+func Ideal(p *plan.Plan) []Span {
+	start, end := plan.IdealSchedule(p)
 	var spans []Span
 	for _, so := range p.IssueOrder {
 		op, ok := opAt(p, so)
-		if !ok || op.Kind != planner.OpLaunch || op.Stage < 0 || op.Stage >= len(p.Stages) {
+		if !ok || op.Kind != plan.OpLaunch || op.Stage < 0 || op.Stage >= len(p.Stages) {
 			continue
 		}
 		spans = append(spans, Span{Name: p.Stages[op.Stage].Name, Stage: op.Stage, Stream: so[0], StartUS: start[op.Stage], EndUS: end[op.Stage]})
@@ -214,10 +214,10 @@ func Makespan(spans []Span) float64 {
 
 // opAt returns the op that an issue-order entry names, ok=false when the entry
 // is out of range.
-func opAt(p *planner.Plan, so [2]int) (planner.Op, bool) {
+func opAt(p *plan.Plan, so [2]int) (plan.Op, bool) {
 	s, j := so[0], so[1]
 	if s < 0 || s >= len(p.Streams) || j < 0 || j >= len(p.Streams[s].Ops) {
-		return planner.Op{}, false
+		return plan.Op{}, false
 	}
 	return p.Streams[s].Ops[j], true
 }

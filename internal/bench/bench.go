@@ -15,16 +15,17 @@ import (
 
 	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/synth"
 )
 
 // PlanResult is the planner's quality on one spec: the stats of its plan
 // under each strategy (uncapped) and under the default strategy capped at 8
-// and 16 streams. Times are µs (planner.Stats).
+// and 16 streams. Times are µs (plan.Stats).
 type PlanResult struct {
-	Default, Naive, RoundRobin, Single planner.Stats
-	Max8, Max16                        planner.Stats
+	Default, Naive, RoundRobin, Single plan.Stats
+	Max8, Max16                        plan.Stats
 }
 
 // ErrManualSpec is Plans' and Memory's error for a `sync: manual` spec.
@@ -52,7 +53,7 @@ func Plans(s *dagrun.Spec) (*PlanResult, error) {
 	for _, c := range []struct {
 		name string
 		o    dagrun.PlanOptions
-		st   *planner.Stats
+		st   *plan.Stats
 	}{
 		{"default", dagrun.PlanOptions{Strategy: dagrun.StrategyDefault, MaxStreams: -1}, &b.Default},
 		{"naive", dagrun.PlanOptions{Strategy: dagrun.StrategyNaive, MaxStreams: -1}, &b.Naive},
@@ -102,7 +103,7 @@ type MemoryResult struct {
 	BudgetBytes      int64
 	BudgetStartBytes int64
 	MakespanUS       float64
-	BudgetSteps      []planner.BudgetStep
+	BudgetSteps      []plan.BudgetStep
 	BudgetErr        error
 }
 
@@ -152,7 +153,7 @@ func Memory(ctx context.Context, s *dagrun.Spec, withSim bool) (*MemoryResult, e
 		return nil, err
 	}
 	m.Stages, m.Streams, m.Devices = def.Stats.Stages, def.Stats.Streams, def.DeviceCount()
-	m.ArenaBytes, m.NoReuseBytes = def.Stats.ArenaBytes, planner.NoReuseBytes(def)
+	m.ArenaBytes, m.NoReuseBytes = def.Stats.ArenaBytes, plan.NoReuseBytes(def)
 	m.SingleArenaBytes, m.LiveBoundBytes = single.Stats.ArenaBytes, planner.LiveBound(def)
 	m.AutoArenaBytes, m.AutoExtraWaits = auto.Stats.ArenaBytes, auto.Stats.Waits-def.Stats.Waits
 	if withSim {
@@ -226,7 +227,7 @@ type ScaleResult struct {
 	LiveBoundBytes                 int64 // planner.LiveBound of the plan, bytes
 	CriticalPathUS, IdealMakespan  float64
 	// Timings are the planner's phases and the verifier's ("verify"), ms.
-	Timings []planner.PassTime
+	Timings []plan.PassTime
 	// AllocBytes is what planning and verifying allocated, bytes (Go's
 	// runtime.MemStats.TotalAlloc difference).
 	AllocBytes uint64

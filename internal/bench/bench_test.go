@@ -8,6 +8,7 @@ import (
 
 	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -15,22 +16,22 @@ import (
 // a plan that deadlocks (a collective's ranks with a launch issued between
 // them): a plan that never completes has no memory figures.
 func TestBenchVerifyDeadlock(t *testing.T) {
-	rank := func(r int) *planner.Collective {
-		return &planner.Collective{Group: 0, Op: "all_reduce", Reduce: "sum", Rank: r, Ranks: 2}
+	rank := func(r int) *plan.Collective {
+		return &plan.Collective{Group: 0, Op: "all_reduce", Reduce: "sum", Rank: r, Ranks: 2}
 	}
-	acc := func(b string) []planner.Access { return []planner.Access{{Buffer: b, Bytes: 64}} }
-	p := &planner.Plan{Version: 1, Devices: 2,
-		Buffers: []planner.Buffer{{Name: "x", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleTemp, Device: 1},
+	acc := func(b string) []plan.Access { return []plan.Access{{Buffer: b, Bytes: 64}} }
+	p := &plan.Plan{Version: 1, Devices: 2,
+		Buffers: []plan.Buffer{{Name: "x", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleTemp, Device: 1},
 			{Name: "g0", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleTemp},
 			{Name: "g1", Bytes: 64, Where: dag.WhereDevice, Role: dag.RoleTemp, Device: 1}},
-		Stages: []planner.Stage{
+		Stages: []plan.Stage{
 			{Name: "r/0", Stream: 0, Kernel: "all_reduce", Args: map[string]any{"op": "sum"}, Reads: acc("g0"), Writes: acc("g0"), Collective: rank(0)},
 			{Name: "between", Stream: 1, Kernel: "fill", Args: map[string]any{"value": 1.0}, Writes: acc("x")},
 			{Name: "r/1", Stream: 1, Kernel: "all_reduce", Args: map[string]any{"op": "sum"}, Reads: acc("g1"), Writes: acc("g1"), Collective: rank(1)},
 		},
-		Streams: []planner.Stream{
-			{ID: 0, Name: "s0", Ops: []planner.Op{{Kind: planner.OpLaunch, Stage: 0}}},
-			{ID: 1, Name: "s1", Device: 1, Ops: []planner.Op{{Kind: planner.OpLaunch, Stage: 1}, {Kind: planner.OpLaunch, Stage: 2}}},
+		Streams: []plan.Stream{
+			{ID: 0, Name: "s0", Ops: []plan.Op{{Kind: plan.OpLaunch, Stage: 0}}},
+			{ID: 1, Name: "s1", Device: 1, Ops: []plan.Op{{Kind: plan.OpLaunch, Stage: 1}, {Kind: plan.OpLaunch, Stage: 2}}},
 		},
 		IssueOrder: [][2]int{{0, 0}, {1, 0}, {1, 1}},
 	}

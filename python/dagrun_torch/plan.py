@@ -105,7 +105,7 @@ class Plan:
         return cls.from_dict(d)
 
     def validate(self) -> None:
-        """Structural checks (as planner.Plan.Validate): every stage launched once on
+        """Structural checks (as plan.Plan.Validate): every stage launched once on
         its own stream, events in range, an issue order that lists every op once in
         stream order, and every wait of this iteration issued after a record of its
         event. Raises PlanError."""

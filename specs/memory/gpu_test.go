@@ -66,7 +66,7 @@ func TestGPUTrials(t *testing.T) {
 			file, alloc string
 			racy        bool
 		}{{pat[0], executor.AllocStatic, false}, {pat[0], executor.AllocDynamic, false}, {pat[1], executor.AllocStatic, true}} {
-			p := plan(t, v.file)
+			p := planFile(t, v.file)
 			wrong, failed := 0, 0
 			var example string
 			for k := 0; k < n; k++ {

@@ -11,6 +11,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/specs/memory"
 )
@@ -60,7 +61,7 @@ func want() []map[string]string {
 	}
 }
 
-func plan(t *testing.T, file string) *planner.Plan {
+func planFile(t *testing.T, file string) *plan.Plan {
 	t.Helper()
 	s, err := dag.LoadFile(file)
 	if err != nil {
@@ -89,7 +90,7 @@ func outputs(res *executor.Result) map[string]string {
 func TestPlanned(t *testing.T) {
 	wants := want()
 	for i, pat := range memory.Patterns {
-		p := plan(t, pat[0])
+		p := planFile(t, pat[0])
 		if err := planner.Verify(p); err != nil {
 			t.Fatalf("%s: %v", pat[0], err)
 		}
@@ -113,7 +114,7 @@ func TestPlanned(t *testing.T) {
 // TestRacy: each racy spec fails Verify and the simulator's detector.
 func TestRacy(t *testing.T) {
 	for _, pat := range memory.Patterns {
-		p := plan(t, pat[1])
+		p := planFile(t, pat[1])
 		var re *planner.RaceError
 		if err := planner.Verify(p); !errors.As(err, &re) {
 			t.Errorf("%s: Verify %v, want races", pat[1], err)
@@ -136,8 +137,8 @@ func TestRacy(t *testing.T) {
 // differ only in the arena rule, which in the racy one shares bytes.
 func TestArenaRuleIsTheDifference(t *testing.T) {
 	for _, pat := range memory.Patterns[:2] {
-		good, bad := plan(t, pat[0]), plan(t, pat[1])
-		for _, p := range []*planner.Plan{good, bad} {
+		good, bad := planFile(t, pat[0]), planFile(t, pat[1])
+		for _, p := range []*plan.Plan{good, bad} {
 			for i := range p.Stages {
 				p.Stages[i].Source = "" // the files differ in their comments
 			}

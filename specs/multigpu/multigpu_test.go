@@ -13,11 +13,12 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/specs/multigpu"
 )
 
-func plan(t *testing.T, file string) *planner.Plan {
+func planFile(t *testing.T, file string) *plan.Plan {
 	t.Helper()
 	s, err := dag.LoadFile(file)
 	if err != nil {
@@ -30,7 +31,7 @@ func plan(t *testing.T, file string) *planner.Plan {
 	return p
 }
 
-func run(t *testing.T, p *planner.Plan, seed int64, iters int) (map[string]string, error) {
+func run(t *testing.T, p *plan.Plan, seed int64, iters int) (map[string]string, error) {
 	t.Helper()
 	b := sim.New(sim.Options{Seed: seed, MaxDelay: 2000})
 	res, err := executor.Run(context.Background(), p, b, executor.Options{Iterations: iters})
@@ -49,14 +50,14 @@ func run(t *testing.T, p *planner.Plan, seed int64, iters int) (map[string]strin
 // oneDevice is p with every stream and buffer on device 0 and no arena:
 // the same stages and synchronization on one device, the reference of a
 // plan of several devices without collectives.
-func oneDevice(p *planner.Plan) *planner.Plan {
+func oneDevice(p *plan.Plan) *plan.Plan {
 	q := *p
 	q.Devices = 0
-	q.Streams = append([]planner.Stream(nil), p.Streams...)
+	q.Streams = append([]plan.Stream(nil), p.Streams...)
 	for i := range q.Streams {
 		q.Streams[i].Device = 0
 	}
-	q.Buffers = append([]planner.Buffer(nil), p.Buffers...)
+	q.Buffers = append([]plan.Buffer(nil), p.Buffers...)
 	for i := range q.Buffers {
 		q.Buffers[i].Device, q.Buffers[i].ArenaOffset = 0, nil
 	}
@@ -64,7 +65,7 @@ func oneDevice(p *planner.Plan) *planner.Plan {
 	return &q
 }
 
-func devicesUsed(p *planner.Plan) map[int]int {
+func devicesUsed(p *plan.Plan) map[int]int {
 	m := map[int]int{}
 	for i := range p.Stages {
 		m[p.StageDevice(i)]++
@@ -78,7 +79,7 @@ func devicesUsed(p *planner.Plan) map[int]int {
 func TestPatterns(t *testing.T) {
 	for _, pair := range multigpu.Patterns {
 		t.Run(strings.TrimSuffix(pair[0], ".yaml"), func(t *testing.T) {
-			fixed, racy := plan(t, pair[0]), plan(t, pair[1])
+			fixed, racy := planFile(t, pair[0]), planFile(t, pair[1])
 			if len(devicesUsed(fixed)) < 2 {
 				t.Fatalf("fixed plan uses devices %v", devicesUsed(fixed))
 			}
@@ -145,7 +146,7 @@ func TestDataParallel(t *testing.T) {
 		file string
 		n    int
 	}{{"data-parallel.yaml", 2}, {"data-parallel-4.yaml", 4}} {
-		p := plan(t, c.file)
+		p := planFile(t, c.file)
 		if got := len(devicesUsed(p)); got != c.n {
 			t.Fatalf("%s: stages on %d devices, want %d", c.file, got, c.n)
 		}
@@ -171,8 +172,8 @@ func TestDataParallel(t *testing.T) {
 // waiting for an event recorded after rank 0: the verifier reports the
 // deadlock, and so does the simulator, which would otherwise hang.
 func TestDataParallelDeadlock(t *testing.T) {
-	p := plan(t, "data-parallel.yaml")
-	p = p.WithoutOps(func(s, j int, o planner.Op) bool { return o.Kind == planner.OpWait && o.Lag > 0 })
+	p := planFile(t, "data-parallel.yaml")
+	p = p.WithoutOps(func(s, j int, o plan.Op) bool { return o.Kind == plan.OpWait && o.Lag > 0 })
 	p.Iteration = nil
 	q := splitRanks(t, p)
 	var re *planner.RaceError
@@ -187,26 +188,26 @@ func TestDataParallelDeadlock(t *testing.T) {
 
 // splitRanks returns p with an event recorded after rank 0 of its
 // collective and waited for before rank 1, issued in between.
-func splitRanks(t *testing.T, p *planner.Plan) *planner.Plan {
+func splitRanks(t *testing.T, p *plan.Plan) *plan.Plan {
 	t.Helper()
 	q := *p
-	q.Streams = append([]planner.Stream(nil), p.Streams...)
+	q.Streams = append([]plan.Stream(nil), p.Streams...)
 	var at [2][2]int // per rank: stream, op index
 	for s, str := range p.Streams {
 		for j, o := range str.Ops {
-			if o.Kind == planner.OpLaunch && p.Stages[o.Stage].Collective != nil {
+			if o.Kind == plan.OpLaunch && p.Stages[o.Stage].Collective != nil {
 				at[p.Stages[o.Stage].Collective.Rank] = [2]int{s, j}
 			}
 		}
 	}
 	e := q.Events
 	q.Events++
-	ins := func(s, j int, o planner.Op) {
-		ops := append([]planner.Op(nil), q.Streams[s].Ops[:j]...)
+	ins := func(s, j int, o plan.Op) {
+		ops := append([]plan.Op(nil), q.Streams[s].Ops[:j]...)
 		q.Streams[s].Ops = append(append(ops, o), q.Streams[s].Ops[j:]...)
 	}
-	ins(at[0][0], at[0][1]+1, planner.Op{Kind: planner.OpRecord, Event: e})
-	ins(at[1][0], at[1][1], planner.Op{Kind: planner.OpWait, Event: e})
+	ins(at[0][0], at[0][1]+1, plan.Op{Kind: plan.OpRecord, Event: e})
+	ins(at[1][0], at[1][1], plan.Op{Kind: plan.OpWait, Event: e})
 	q.IssueOrder = nil
 	for _, so := range p.IssueOrder {
 		s, j := so[0], so[1]
@@ -229,7 +230,7 @@ func splitRanks(t *testing.T, p *planner.Plan) *planner.Plan {
 // outputs of the same plan on one device; without one of its waits across
 // devices the verifier and the detector report a race.
 func TestNasnetSplit(t *testing.T) {
-	p := plan(t, multigpu.NasnetSplitFile)
+	p := planFile(t, multigpu.NasnetSplitFile)
 	used := devicesUsed(p)
 	if len(used) != 2 || used[0] < len(p.Stages)/4 || used[1] < len(p.Stages)/4 {
 		t.Fatalf("stages per device %v of %d", used, len(p.Stages))
@@ -258,14 +259,14 @@ func TestNasnetSplit(t *testing.T) {
 	recDev := map[int]int{}
 	for _, str := range p.Streams {
 		for _, o := range str.Ops {
-			if o.Kind == planner.OpRecord {
+			if o.Kind == plan.OpRecord {
 				recDev[o.Event] = str.Device
 			}
 		}
 	}
 	dropped := false
-	q := p.WithoutOps(func(s, j int, o planner.Op) bool {
-		if !dropped && o.Kind == planner.OpWait && o.Lag == 0 && p.Streams[s].Device == 1 && recDev[o.Event] == 0 {
+	q := p.WithoutOps(func(s, j int, o plan.Op) bool {
+		if !dropped && o.Kind == plan.OpWait && o.Lag == 0 && p.Streams[s].Device == 1 && recDev[o.Event] == 0 {
 			dropped = true
 			return true
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/internal/cmdline"
+	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/specs/video"
 )
@@ -288,7 +289,7 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 // plan builds the video pipeline for cams cameras and k copies, on
 // --devices devices; pin (one device) puts the copies on streams h2d and
 // d2h and each camera's compute on its own.
-func (vb *videoBench) plan(cams, k int, o planner.Options, pin bool) (*planner.Plan, error) {
+func (vb *videoBench) plan(cams, k int, o planner.Options, pin bool) (*plan.Plan, error) {
 	s := video.SpecOn(cams, k, vb.devices)
 	if pin {
 		s = video.Spec(cams, k)
@@ -353,7 +354,7 @@ type benchResult struct {
 // measure runs p for iters iterations with every camera's frames and
 // checks every output against the reference. A race the detector saw comes
 // as r.races together with its error.
-func (vb *videoBench) measure(ctx context.Context, p *planner.Plan, cams, iters, inflight int, wrap func(executor.Backend) executor.Backend, progress func(int)) (benchResult, error) {
+func (vb *videoBench) measure(ctx context.Context, p *plan.Plan, cams, iters, inflight int, wrap func(executor.Backend) executor.Backend, progress func(int)) (benchResult, error) {
 	var r benchResult
 	nf := len(vb.frameB)
 	frameOf := func(c, it int) int { return (it*cams + c) % nf }
@@ -400,8 +401,8 @@ func (vb *videoBench) measure(ctx context.Context, p *planner.Plan, cams, iters,
 
 // dropCrossWaits returns p without its cross-iteration waits (Lag > 0):
 // the cross-iteration race, by hand.
-func dropCrossWaits(p *planner.Plan) *planner.Plan {
-	q := p.WithoutOps(func(_, _ int, o planner.Op) bool { return o.Kind == planner.OpWait && o.Lag > 0 })
+func dropCrossWaits(p *plan.Plan) *plan.Plan {
+	q := p.WithoutOps(func(_, _ int, o plan.Op) bool { return o.Kind == plan.OpWait && o.Lag > 0 })
 	it := *p.Iteration
 	it.CrossWaits = 0
 	q.Iteration = &it

@@ -1,4 +1,4 @@
-package planner
+package plan_test
 
 import (
 	"bytes"
@@ -10,34 +10,25 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/synth"
 )
-
-// marshalOracle is the plan file as encoding/json writes it in one piece
-// (the form EncodeJSON must reproduce byte for byte).
-func marshalOracle(p *Plan) ([]byte, error) {
-	out := planJSON{planAlias: (*planAlias)(p), Streams: make([]streamJSON, len(p.Streams))}
-	why := p.WaitReasons()
-	for i := range p.Streams {
-		out.Streams[i] = p.streamJSON(i, why)
-	}
-	return json.Marshal(out)
-}
 
 // TestEncodeJSONStreams: the streaming encoder writes the bytes
 // encoding/json writes for the whole plan, compact and indented, for
 // plans with every optional part (iteration info, lags, arena, notes,
 // kernels, shared kernel arguments) and for an empty one.
 func TestEncodeJSONStreams(t *testing.T) {
-	plans := []*Plan{{Version: PlanVersion}, {Version: PlanVersion, Stages: []Stage{}, Streams: []Stream{}, IssueOrder: [][2]int{}}}
+	plans := []*plan.Plan{{Version: plan.PlanVersion}, {Version: plan.PlanVersion, Stages: []plan.Stage{}, Streams: []plan.Stream{}, IssueOrder: [][2]int{}}}
 	for _, s := range []*dag.Spec{
 		spec(stage("a", writes("x")), stage("b", reads("x"), writes("y")), stage("c", reads("x"), writes("z"))),
 		spec(stage("a", writes("x"), on("p")), stage("b", reads("x"), writes("y"), on("q")), stage("c", reads("y"), writes("z"), on("p"))),
 	} {
-		plans = append(plans, build(t, s, Options{}))
+		plans = append(plans, build(t, s, planner.Options{}))
 	}
 	plans[len(plans)-1].Notes = []string{"a note with <html> & \"quotes\""}
-	plans[len(plans)-1].Kernels = []Kernel{{Name: "k", PTX: "k.ptx", Entry: "k", Params: []string{"n:i64"}}}
+	plans[len(plans)-1].Kernels = []plan.Kernel{{Name: "k", PTX: "k.ptx", Entry: "k", Params: []string{"n:i64"}}}
 	// One map shared by two stages (as a loaded spec's args written alike)
 	// and one of its own: the encoder's cache of encoded args is by map.
 	last := plans[len(plans)-1].Stages
@@ -54,15 +45,15 @@ func TestEncodeJSONStreams(t *testing.T) {
 // every optional field, nil and empty lists; and on the plans of the
 // synthetic shapes (waits with reasons, arena offsets, lags).
 func TestEncodeJSONFields(t *testing.T) {
-	var plans []*Plan
+	var plans []*plan.Plan
 	for _, sh := range []string{"layered", "wavefront", "shared-read", "series-parallel"} {
 		s, err := synth.Shape(sh, 300)
 		if err != nil {
 			t.Fatal(err)
 		}
-		plans = append(plans, build(t, s, Options{MaxStreams: 8}))
+		plans = append(plans, build(t, s, planner.Options{MaxStreams: 8}))
 	}
-	p := build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"), on("q")), stage("c", reads("y"), writes("x"))), Options{})
+	p := build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"), on("q")), stage("c", reads("y"), writes("x"))), planner.Options{})
 	names := []string{`q"uote`, "<a&b>", "tab\tnl\n\x01", "line\u2028sep", "bad\xffutf8", "é∂", ""}
 	floats := []float64{0, 1, -2.5, 1e-7, 1e21, 123456789012345678901234.0, 0.000001, 1e20, 5e-324}
 	for i := range p.Stages {
@@ -73,14 +64,14 @@ func TestEncodeJSONFields(t *testing.T) {
 		st.Go, st.HostFunc = i%2 == 0, i%2 == 1
 		st.Grid, st.Block = [3]int{i, -1, 1 << 40}, [3]int{}
 	}
-	p.Stages[0].Reads, p.Stages[1].Writes = nil, []Access{}
+	p.Stages[0].Reads, p.Stages[1].Writes = nil, []plan.Access{}
 	p.Stages[2].Args = map[string]any{"<k>": "v&", "n": 3}
 	off := int64(64)
-	p.Buffers = append(p.Buffers, Buffer{Name: names[0], Bytes: 1, Where: names[1], Role: names[2], Init: names[3], InitValue: 1e-9, InitPath: names[4], InitSeed: -7, Copies: 3, ArenaOffset: &off, Alloc: names[5]})
+	p.Buffers = append(p.Buffers, plan.Buffer{Name: names[0], Bytes: 1, Where: names[1], Role: names[2], Init: names[3], InitValue: 1e-9, InitPath: names[4], InitSeed: -7, Copies: 3, ArenaOffset: &off, Alloc: names[5]})
 	for i, f := range floats {
-		p.Buffers = append(p.Buffers, Buffer{Name: fmt.Sprint("f", i), Bytes: 4, Where: "device", Role: "temp", InitValue: f})
+		p.Buffers = append(p.Buffers, plan.Buffer{Name: fmt.Sprint("f", i), Bytes: 4, Where: "device", Role: "temp", InitValue: f})
 	}
-	p.Lifetimes = append(p.Lifetimes, Lifetime{Buffer: names[1]}, Lifetime{Buffer: "z", Done: []StreamAt{}, First: names[2]})
+	p.Lifetimes = append(p.Lifetimes, plan.Lifetime{Buffer: names[1]}, plan.Lifetime{Buffer: "z", Done: []plan.StreamAt{}, First: names[2]})
 	p.Streams[0].Host, p.Streams[0].Kind, p.Streams[0].Thread = true, names[1], names[2]
 	for i := range p.Streams {
 		p.Streams[i].Name = names[i%len(names)] + p.Streams[i].Name
@@ -89,7 +80,7 @@ func TestEncodeJSONFields(t *testing.T) {
 	encodesLikeOracle(t, plans)
 	// A NaN is encoding/json's error, not a plan file.
 	p.Stages[0].DurationUS = math.NaN()
-	_, want := marshalOracle(p)
+	_, want := plan.MarshalOracle(p)
 	if err := p.EncodeJSON(io.Discard, false); err == nil || want == nil || err.Error() != want.Error() {
 		t.Errorf("NaN duration: error %v, want %v", err, want)
 	}
@@ -101,7 +92,7 @@ func TestEncodeJSONFields(t *testing.T) {
 // MarshalIndent of the whole plan (what plan files were written with),
 // reporting ns/stage.
 func BenchmarkEncodeJSON(b *testing.B) {
-	p, err := Build(synth.Layered(100_000), Options{})
+	p, err := planner.Build(synth.Layered(100_000), planner.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -120,22 +111,22 @@ func BenchmarkEncodeJSONModelChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := Build(s, Options{})
+	p, err := planner.Build(s, planner.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	benchEncode(b, p)
 }
 
-func benchEncode(b *testing.B, p *Plan) {
+func benchEncode(b *testing.B, p *plan.Plan) {
 	for _, c := range []struct {
 		name string
 		enc  func(io.Writer) error
 	}{
 		{"stream-compact", func(w io.Writer) error { return p.EncodeJSON(w, false) }},
 		{"stream-compact-args-uncached", func(w io.Writer) error {
-			defer func(n int) { argsCacheMax = n }(argsCacheMax)
-			argsCacheMax = 0
+			defer func(n int) { *plan.ArgsCacheMax = n }(*plan.ArgsCacheMax)
+			*plan.ArgsCacheMax = 0
 			return p.EncodeJSON(w, false)
 		}},
 		{"stream-indent", func(w io.Writer) error { return p.EncodeJSON(w, true) }},
@@ -161,7 +152,7 @@ func benchEncode(b *testing.B, p *Plan) {
 // argument reaches the kernel as written.
 func TestPlanArgsExact(t *testing.T) {
 	in := `{"version":1,"stages":[{"name":"a","stream":0,"duration_us":1,"kernel":"k","args":{"n":9007199254740993,"m":-9223372036854775808},"reads":[],"writes":[]}],"issue_order":[[0,0]],"events":0,"buffers":[],"lifetimes":[],"stats":{"stages":1,"streams":1,"waits":0,"events":0,"cross_stream_edges":0,"reduced_edges":0,"lower_bound_waits":0,"critical_path_us":0,"ideal_makespan_us":0,"sum_us":0,"planning_ms":0},"streams":[{"id":0,"name":"s0","ops":[{"op":"launch","stage":"a"}]}]}`
-	var p Plan
+	var p plan.Plan
 	if err := p.UnmarshalJSON([]byte(in)); err != nil {
 		t.Fatal(err)
 	}
@@ -179,10 +170,10 @@ func TestPlanArgsExact(t *testing.T) {
 
 // encodesLikeOracle checks that each plan's EncodeJSON, compact and
 // indented, gives encoding/json's bytes (marshalOracle).
-func encodesLikeOracle(t *testing.T, plans []*Plan) {
+func encodesLikeOracle(t *testing.T, plans []*plan.Plan) {
 	t.Helper()
 	for i, p := range plans {
-		want, err := marshalOracle(p)
+		want, err := plan.MarshalOracle(p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package planner
+package plan
 
 import (
 	"bufio"
@@ -32,7 +32,7 @@ func (p *Plan) EncodeJSON(w io.Writer, indent bool) error {
 	bw.WriteByte('{')
 	for _, f := range reflect.VisibleFields(v.Type()) {
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !f.IsExported() || f.Anonymous || name == "-" || f.Name == "Streams" {
+		if !f.IsExported() || f.Anonymous || len(f.Index) > 1 || name == "-" || f.Name == "Streams" {
 			continue
 		}
 		if name == "" {

@@ -1,4 +1,4 @@
-package planner
+package plan
 
 import (
 	"bytes"
@@ -45,7 +45,7 @@ type Plan struct {
 	// spec's own critical path and reduced graph, without the orders the
 	// steps added (nil when no step was taken; not written to plan files).
 	BudgetStart *Stats `json:"-"`
-	// Iteration is how the plan is issued once per input (iter.go): the
+	// Iteration is how the plan is issued once per input (Iteration; the planner's iterate pass): the
 	// iterate pass's cross-iteration waits, or the barrier form
 	// (Iteration.Barrier, WithIteration). Build always sets it; plan files
 	// written without it are issued through WithIteration.
@@ -58,7 +58,7 @@ type Plan struct {
 	// order, then "verify" when dagrun.Plan verified it (not written to
 	// plan files; nil for plans read from one).
 	Timings []PassTime `json:"-"`
-	// Captures are the stream-capture regions of the plan (capture.go):
+	// Captures are the stream-capture regions of the plan (Capture):
 	// CheckCaptures holds them to CUDA's capture rules.
 	Captures []Capture `json:"captures,omitempty"`
 
@@ -123,7 +123,7 @@ type Stage struct {
 	// Copy is the copy mode of a copy stage: CopyAsync (cuMemcpyAsync on
 	// the stage's stream) or CopySync (cuMemcpy, on a default stream, with
 	// the host ordering of CUDA's "API synchronization behavior" table:
-	// implicit.go).
+	// the verifier orders the copy by it).
 	Copy string `json:"copy,omitempty"`
 	// HostFunc marks a host stage enqueued on a device stream
 	// (cuLaunchHostFunc): it runs on a driver thread in the stream's order,
@@ -157,7 +157,7 @@ func (p *Plan) SeedIndex(i int) int {
 // rank, ncclGroupEnd). A collective is a rendezvous: no rank completes
 // before every rank has started, so whatever happens-before any rank's
 // launch happens-before whatever follows every rank (the verifier's
-// happens-before, verify.go).
+// happens-before, planner.Verify).
 type Collective struct {
 	Group  int    `json:"group"`  // which collective: 0, 1, … in issue order of their first ranks
 	Op     string `json:"op"`     // contract.BuiltinAllReduce
@@ -232,7 +232,7 @@ func (o Op) String() string {
 //
 // Kind is how a device stream orders itself with the legacy default
 // stream (StreamNonBlocking, the default, StreamBlocking, StreamLegacy,
-// StreamPerThread; implicit.go). Thread names the host thread that issues
+// StreamPerThread; kinds.go). Thread names the host thread that issues
 // the stream's ops ("" is the main thread): host stages and host waits
 // order only their own thread's later issues.
 type Stream struct {
@@ -265,7 +265,7 @@ type Buffer struct {
 	// without it have their own allocation.
 	ArenaOffset *int64 `json:"arena_offset,omitempty"`
 	// Alloc is AllocLazy for a buffer each stream allocates at its first
-	// use (capture.go), "" otherwise.
+	// use (AllocLazy), "" otherwise.
 	Alloc string `json:"alloc,omitempty"`
 	// Device is the GPU a device buffer lives on (0-based, <
 	// Plan.Devices); with ArenaOffset, the offset is within that device's
@@ -458,4 +458,14 @@ func (p *Plan) WithoutOps(drop func(stream, index int, o Op) bool) *Plan {
 		}
 	}
 	return &q
+}
+
+// PassTime is the time Build spent in one phase: hazard analysis
+// ("hazards"), a pass (by its name in Passes), or the budget loop's choice
+// of orders ("budget"), summed over the budget loop's pipeline runs
+// (Runs of them).
+type PassTime struct {
+	Pass string
+	MS   float64 // wall time, ms
+	Runs int
 }

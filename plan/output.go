@@ -1,4 +1,4 @@
-package planner
+package plan
 
 import (
 	"bytes"
@@ -169,7 +169,7 @@ func (c *columns) write(w io.Writer) {
 	}
 }
 
-// thousands formats n with commas between groups of three digits.
+// Thousands formats n with commas between groups of three digits.
 func Thousands(n int) string {
 	s := fmt.Sprint(n)
 	neg := strings.HasPrefix(s, "-")

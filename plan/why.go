@@ -1,4 +1,4 @@
-package planner
+package plan
 
 import (
 	"strings"
@@ -99,7 +99,7 @@ type reasoner struct {
 	nextStream, nextOp int
 	// The buffer of each stage's accesses (Writes, then Reads), filled
 	// in at a stage's first wait: info[off[i]:off[i+1]], known[i]; acc:
-	// each access's buffer (accessBuffers), made at the first.
+	// each access's buffer (AccessBuffers), made at the first.
 	info  []whyBuf
 	off   []int32
 	known []bool

@@ -1,4 +1,4 @@
-package planner
+package plan
 
 import (
 	"cmp"
@@ -125,7 +125,7 @@ func (p *Plan) Validate() error {
 	return p.validateDevices(bufIdx) // devices.go
 }
 
-// validateShape is the part of Validate that does not resolve names
+// ValidateShape is the part of Validate that does not resolve names
 // against the plan's buffers and kernels, which Verify needs of the plans
 // it is given (tests build plans without declarations): stage names,
 // durations, launch shapes and access ranges within the format's limits,
@@ -140,9 +140,9 @@ func (p *Plan) ValidateShape() error {
 	return p.ValidateNames()
 }
 
-// validateBounds is the part of validateShape that the verifier's checks
+// ValidateBounds is the part of ValidateShape that the verifier's checks
 // need before they read the plan: every index, count and range within its
-// limits. The rest (validateNames) they do not read, so Verify runs it
+// limits. The rest (ValidateNames) they do not read, so Verify runs it
 // beside them.
 func (p *Plan) ValidateBounds() error {
 	for i := range p.Stages {
@@ -159,13 +159,13 @@ func (p *Plan) ValidateBounds() error {
 	if err := p.validateArena(); err != nil {
 		return err
 	}
-	if err := p.ValidateKinds(); err != nil { // stream kinds: implicit.go
+	if err := p.ValidateKinds(); err != nil { // stream kinds: kinds.go
 		return err
 	}
 	return p.validateIteration()
 }
 
-// validateNames checks that stages have names of their own and that
+// ValidateNames checks that stages have names of their own and that
 // lifetimes name each buffer once and stages of the plan.
 func (p *Plan) ValidateNames() error {
 	// Names a terminal shows wrongly or not at all, refused as in a spec.
@@ -435,7 +435,7 @@ func (p *Plan) validateStreams() error {
 }
 
 // validateLifetimes checks that lifetimes name streams and events of the
-// plan (their buffers and first stages: validateNames).
+// plan (their buffers and first stages: ValidateNames).
 func (p *Plan) validateLifetimes() error {
 	for i, l := range p.Lifetimes {
 		for k, d := range l.Done {
