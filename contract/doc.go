@@ -11,7 +11,7 @@
 // Range.Overlaps. Hazard is the one hazard type: a HazardKind (RAW, WAR,
 // WAW, or After for an order the spec asks for) on the bytes two accesses
 // share; the loader's hazard graph (dag) and a wait's reason in a plan
-// (planner.WaitReason) both carry it.
+// (plan.WaitReason) both carry it.
 //
 // The built-in kernels (fill, copy, scale, axpy, mix, spin, checksum) are
 // described once, in the table that Lookup and Builtins return: how many

@@ -5,7 +5,7 @@ import "fmt"
 // Range is the byte range [Offset, Offset+Bytes) of the buffer named
 // Buffer: one read or write of a stage or a launch. It is the one byte-range
 // type of dagrun: the spec's accesses (dag.Access, which adds a source
-// position), the plan's accesses (planner.Access), the hazards between
+// position), the plan's accesses (plan.Access), the hazards between
 // stages and the backends' launch arguments (executor.Arg.Range) all test
 // overlap with Range.Overlaps. Its JSON is the plan file's access object
 // ({"buffer", "offset", "bytes"}).
