@@ -28,12 +28,14 @@ dynamo's guards and compiles again). For each graph the backend
    graph, as ``mode="reduce-overhead"`` does. The returned tensors are the
    graph's static outputs: the next call overwrites them; clone what you keep.
 
-Options (``options=``): ``max_streams``: "auto" (default: capture the
-one-stream plan and the plans capped at 4 and 16 streams and uncapped, time
-each by 20 replays, keep the fastest, or among the plans within
+Options (``options=``): ``max_streams``: "auto" (default: plan the graph
+on one stream, capped at 4 and 16 streams and uncapped, all at once;
+capture the one-stream plan and the capped ones, narrowest first, time each
+by 20 replays, keep the fastest, or among the plans within
 MEMORY_TOLERANCE of the fastest the one whose graph reserved the least
-memory; a wider plan that would hold more cuBLAS workspaces than a timed
-one, for no predicted gain, is not captured), 0 for no cap, or a cap ≥ 1;
+memory; a wider plan whose ideal makespan is not MEMORY_TOLERANCE below a
+timed narrower one's is not captured: more streams hold more memory and
+cuBLAS workspaces for no predicted gain), 0 for no cap, or a cap ≥ 1;
 ``strategy``: dagrun's planning strategy ("default", "single",
 "round-robin", "naive"); ``verify``: check the chosen graph's outputs
 against the same kernels on one stream bit for bit, also with GPU delays
@@ -144,7 +146,10 @@ class CompiledGraph:
     ran and passed), ``traceback`` (of the failure that made it fall
     back, where one did), ``compile_s`` (seconds in the
     backend), ``inductor_s`` (of which Inductor's compile: the rest is
-    dagrun's trace, plans and captures)."""
+    dagrun's own), and of dagrun's own: ``trace_s`` (the traced run and
+    each launch timed by replay), ``plan_s`` (the ``dagrun`` plans),
+    ``capture_s`` (the candidates captured and timed), ``verify_s`` (the
+    bit-identity check and the runs with delays)."""
     path: str = "dagrun"
     reason: str = ""
     streams: int = 0
@@ -155,6 +160,10 @@ class CompiledGraph:
     traceback: str = ""
     compile_s: float = 0.0
     inductor_s: float = 0.0
+    trace_s: float = 0.0
+    plan_s: float = 0.0
+    capture_s: float = 0.0
+    verify_s: float = 0.0
 
 
 _COMPILED: List[CompiledGraph] = []
@@ -374,18 +383,22 @@ def worth_timing(c: dict) -> bool:
 
 
 def wider_for_nothing(c: dict, cands: Dict[str, dict]) -> bool:
-    """Whether candidate ``c`` ({"streams", "blas_streams": streams that run
-    a cuBLAS launch, "ideal_us"}) is not worth capturing because a timed
-    candidate of ``cands`` holds fewer cuBLAS workspaces (32 MiB each on
-    Hopper) and the planner predicts ``c`` no MEMORY_TOLERANCE gain over
-    it; sets c["skipped"] when so."""
+    """Whether candidate ``c`` ({"streams", "ideal_us": the planner's ideal
+    makespan, µs; "blas_streams": streams that run a cuBLAS launch}) is not
+    worth capturing because a timed candidate of ``cands`` has fewer
+    streams and the planner predicts ``c`` no MEMORY_TOLERANCE gain over it:
+    a wider graph holds more events, memory and cuBLAS workspaces (32 MiB
+    each on Hopper) for nothing. Sets c["skipped"] when so."""
     for k, d in cands.items():
-        if k == "1" or d.get("ms") is None or d.get("blas_streams") is None or c.get("blas_streams") is None:
+        if k == "1" or d.get("ms") is None:
             continue
-        if d["blas_streams"] < c["blas_streams"] and c.get("ideal_us") and d.get("ideal_us") and \
+        if d["streams"] < c["streams"] and c.get("ideal_us") and d.get("ideal_us") and \
                 c["ideal_us"] > (1 - MEMORY_TOLERANCE) * d["ideal_us"]:
-            c["skipped"] = ("no predicted gain over the plan capped at %s streams, which holds %d cuBLAS workspaces "
-                            "against %d" % (k if k != "0" else "no", d["blas_streams"], c["blas_streams"]))
+            held = ""
+            if d.get("blas_streams") is not None and c.get("blas_streams") is not None:
+                held = ", which holds %d cuBLAS workspaces against %d" % (d["blas_streams"], c["blas_streams"])
+            c["skipped"] = ("no predicted gain over the plan capped at %s streams (%d streams%s)" % (
+                k if k != "0" else "no", d["streams"], held))
             return True
     return False
 
@@ -431,6 +444,7 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
     from . import inductor as ind
     from .runner import VerificationError, bitwise_equal
 
+    t0 = time.time()
     static = static_inputs(gm, example_inputs)
     versions = [x._version for x in example_inputs]
     with torch.no_grad():
@@ -461,9 +475,12 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
         info.reason = "inputs %s reach Inductor's kernels in another form than given" % lost[:5]
         return None
 
-    def capture(cap: int, delays: Optional[Dict[int, int]] = None):
-        plan = ind.plan_graph(ig.graph, cap, opts.dagrun, strategy=opts.strategy if cap != 1 else "default")
-        return plan, ind.CompiledInductor(ig, plan, copied, delays=delays)
+    info.trace_s = round(time.time() - t0, 2)
+    caps = AUTO_CAPS if opts.max_streams == "auto" else (opts.max_streams,)
+    t0 = time.time()
+    plans = ind.plan_graphs(ig.graph, [(1, "default")] + [(cap, opts.strategy) for cap in caps], opts.dagrun)
+    info.plan_s = round(time.time() - t0, 2)
+    t0 = time.time()
 
     def timed(ci: Any, c: dict) -> None:
         c["ms"] = round(_median_replay_ms(ci), 4)
@@ -471,7 +488,7 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
 
     # the trace's multiplies left a cached workspace on its timing stream
     ind.clear_blas_workspaces()
-    _, one = capture(1)
+    one = ind.CompiledInductor(ig, plans[(1, "default")], copied)
     ref = [t.clone() for t in _flat_out(one(*tensors))]
     if len(ref) != len(res_flat) or any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(ref, res_flat)):
         info.reason = "Inductor's wrapper returns %d outputs, its compiled graph %d (or other shapes)" % (len(ref), len(res_flat))
@@ -480,10 +497,10 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
     timed(one, info.candidates["1"])
     del one   # the reference is its outputs (ref) and its time
     _release(gc_first=False)
-    caps = AUTO_CAPS if opts.max_streams == "auto" else (opts.max_streams,)
     kept: Dict[str, Any] = {}   # captured candidates that may still be chosen
-    for cap in caps:
-        plan = ind.plan_graph(ig.graph, cap, opts.dagrun, strategy=opts.strategy)
+    # narrowest first, so that a wider plan with no predicted gain over a timed one is not captured
+    for cap in sorted(caps, key=lambda k: len(plans[(k, opts.strategy)].streams)):
+        plan = plans[(cap, opts.strategy)]
         st = plan.stats or {}
         c: Dict[str, Any] = {"streams": len(plan.streams), "sum_us": st.get("sum_us"), "ideal_us": st.get("ideal_makespan_us"),
                              "blas_streams": ind.blas_streams(plan, ig)}
@@ -501,8 +518,10 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
     chosen = kept.pop(str(best)) if best is not None else None
     kept.clear()
     _release()
+    info.capture_s = round(time.time() - t0, 2)
     if chosen is None:
         return None
+    t0 = time.time()
     plan, ci = chosen
     del chosen
     info.streams = len(plan.streams)
@@ -518,7 +537,7 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
         for trial in range(opts.verify_trials):
             delays = {k: int(rng.uniform(0.1, 1.0) * 200 * 1.98e3)
                       for k in rng.sample(launches, max(1, len(launches) // 10))}
-            _, cd = capture(best, delays)
+            cd = ind.CompiledInductor(ig, plan, copied, delays=delays)
             same, why = bitwise_equal(_flat_out(cd(*tensors)), ref)
             del cd
             _release(gc_first=False)
@@ -526,6 +545,7 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
                 raise VerificationError("dagrun backend: the %d-stream graph with GPU delays (trial %d) differs from "
                                         "one stream: %s" % (info.streams, trial, why))
         info.verified = True
+    info.verify_s = round(time.time() - t0, 2)
     static_ptr = {i: example_inputs[i].data_ptr() for i in static}
     return _Replay(ci, static_ptr, form, [(tensor_pos[k], slot) for k, slot in sorted(copied.items())], inner)
 

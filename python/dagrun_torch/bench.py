@@ -691,7 +691,8 @@ def backend(args) -> int:
                         gs = be.compiled_graphs()[n0:]
                         e["graphs"] = [{"path": g.path, "reason": g.reason, "streams": g.streams, "launches": g.launches,
                                         "candidates": g.candidates, "identical": g.identical, "verified": g.verified,
-                                        "compile_s": g.compile_s, "inductor_s": g.inductor_s} for g in gs]
+                                        "compile_s": g.compile_s, "inductor_s": g.inductor_s, "trace_s": g.trace_s,
+                                        "plan_s": g.plan_s, "capture_s": g.capture_s, "verify_s": g.verify_s} for g in gs]
                         for g in gs:
                             if g.traceback:
                                 print(g.traceback, flush=True)

@@ -80,7 +80,7 @@ from ._binary import run_dagrun
 from .exporter import _flat_tensors, _storage_nbytes, _time_graph_replay, storage_key
 from .plan import Plan, lower
 
-__all__ = ["InductorGraph", "WrapperCall", "CompiledInductor", "capture_call", "trace_call", "plan_graph", "issue_steps",
+__all__ = ["InductorGraph", "WrapperCall", "CompiledInductor", "capture_call", "trace_call", "plan_graph", "plan_graphs", "issue_steps",
            "compile_inductor", "input_slots", "one_stream", "InductorError", "held_to_end", "clear_blas_workspaces",
            "shared_streams", "runs_blas", "blas_streams"]
 
@@ -479,13 +479,29 @@ def plan_graph(graph: dict, max_streams: int = 0, dagrun: Optional[str] = None, 
     """``dagrun import`` and ``dagrun plan --json --strategy STRATEGY
     --max-streams MAX_STREAMS`` (0: no cap) of an operator graph. Raises
     DagrunError from the binary."""
+    return plan_graphs(graph, [(max_streams, strategy)], dagrun)[(max_streams, strategy)]
+
+
+def plan_graphs(graph: dict, caps: Sequence[Tuple[int, str]], dagrun: Optional[str] = None) -> Dict[Tuple[int, str], Plan]:
+    """Plans of one operator graph under several (max_streams, strategy)
+    pairs (max_streams 0: no cap): the graph is imported once (``dagrun
+    import``) and the ``dagrun plan`` runs go in parallel, one process each.
+    Returns {(max_streams, strategy): Plan}. Raises DagrunError from the
+    binary (the first pair's failure, in the order given)."""
+    from concurrent.futures import ThreadPoolExecutor
+    caps = list(dict.fromkeys(caps))
     with tempfile.TemporaryDirectory(prefix="dagrun_torch-ind-") as d:
         g, s = os.path.join(d, "graph.json"), os.path.join(d, "spec.yaml")
         with open(g, "w") as f:
             json.dump(graph, f)
         run_dagrun(["import", g, "-o", s], binary=dagrun)
-        r = run_dagrun(["plan", s, "--json", "--strategy", strategy, "--max-streams", str(max_streams)], binary=dagrun)
-        return Plan.from_dict(json.loads(r.stdout))
+
+        def one(c: Tuple[int, str]) -> Plan:
+            r = run_dagrun(["plan", s, "--json", "--strategy", c[1], "--max-streams", str(c[0])], binary=dagrun)
+            return Plan.from_dict(json.loads(r.stdout))
+        with ThreadPoolExecutor(max_workers=max(1, min(len(caps), os.cpu_count() or 1))) as ex:
+            futures = [ex.submit(one, c) for c in caps]
+            return {c: f.result() for c, f in zip(caps, futures)}
 
 
 def issue_steps(plan: Plan, launch: Dict[int, str]) -> List[Tuple[str, int, int]]:

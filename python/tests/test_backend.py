@@ -300,16 +300,21 @@ def test_bench_backend_budget_estimate_and_table_labels():
     assert "2.00×" in t[2] and t[3].endswith("| budget: 275 s expected, 40 s left |")
 
 
-def test_a_wider_plan_with_more_blas_workspaces_and_no_predicted_gain_is_not_captured():
+def test_a_wider_plan_with_no_predicted_gain_over_a_timed_narrower_one_is_not_captured():
     cs = {"1": {"streams": 1, "ms": 2.0}, "4": {"streams": 4, "blas_streams": 4, "ideal_us": 1000.0, "ms": 1.0}}
     c = {"streams": 25, "blas_streams": 25, "ideal_us": 990.0}      # exactly 1% better predicted: captured
     assert not be.wider_for_nothing(c, cs) and "skipped" not in c
     c["ideal_us"] = 990.1
-    assert be.wider_for_nothing(c, cs) and "capped at 4 streams, which holds 4 cuBLAS workspaces against 25" in c["skipped"]
-    c = {"streams": 16, "blas_streams": 4, "ideal_us": 1000.0}       # no more workspaces: captured
+    assert be.wider_for_nothing(c, cs)
+    assert c["skipped"] == "no predicted gain over the plan capped at 4 streams (4 streams, which holds 4 cuBLAS workspaces against 25)"
+    c = {"streams": 16, "ideal_us": 1000.0}                          # no workspace counts: still skipped, said without them
+    assert be.wider_for_nothing(c, cs) and c["skipped"] == "no predicted gain over the plan capped at 4 streams (4 streams)"
+    c = {"streams": 4, "blas_streams": 9, "ideal_us": 1000.0}        # not wider: captured
     assert not be.wider_for_nothing(c, cs)
     cs["4"].pop("ms")                                                 # only timed plans count
     assert not be.wider_for_nothing({"streams": 25, "blas_streams": 25, "ideal_us": 1000.0}, cs)
+    cs["0"] = {"streams": 70, "ideal_us": 1000.0, "ms": 1.0}          # nor wider ones
+    assert not be.wider_for_nothing({"streams": 25, "ideal_us": 1000.0}, cs)
 
 
 def test_blas_calls_are_found_in_wrapper_statements():
@@ -342,7 +347,7 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
         def __init__(self, cap):
             self.cap = cap
             self.streams = [0] * {1: 1, 4: 4, 16: 12, 0: 30}[cap]
-            self.stats = {"sum_us": 1000.0, "ideal_makespan_us": 500.0 if cap == 4 else 480.0}
+            self.stats = {"sum_us": 1000.0, "ideal_makespan_us": {1: 1000.0, 4: 500.0, 16: 480.0, 0: 470.0}[cap]}
 
     class CI:
         def __init__(self, ig, plan, copied, delays=None):
@@ -366,7 +371,7 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
     monkeypatch.setattr(ind, "trace_call", lambda wc, name: IG())
     monkeypatch.setattr(ind, "input_slots", lambda args, tensors: {0: 0})
     monkeypatch.setattr(ind, "clear_blas_workspaces", lambda: True)
-    monkeypatch.setattr(ind, "plan_graph", lambda g, cap, dagrun, strategy="default": Plan(cap))
+    monkeypatch.setattr(ind, "plan_graphs", lambda g, caps, dagrun: {c: Plan(c[0]) for c in caps})
     monkeypatch.setattr(ind, "blas_streams", lambda plan, ig: blas[plan.cap])
     monkeypatch.setattr(ind, "CompiledInductor", CI)
     monkeypatch.setattr(be, "_median_replay_ms", timing)

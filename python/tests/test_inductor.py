@@ -134,3 +134,25 @@ def test_a_storage_at_a_freed_ones_address_is_another_tensor(monkeypatch):
     assert ids.id(torch.zeros(4), "input") == "t0"   # inputs outlive the call: never renamed
     monkeypatch.setattr(ind, "storage_key", lambda t: ("cuda:0", 12288))
     assert ids.id(torch.zeros(0), "activation") is None and len(ids.tensors) == 3
+
+
+def test_plans_of_several_caps_at_once_are_the_plans_made_one_by_one(dagrun_bin, tmp_path):
+    import json
+    import os
+    from conftest import REPO
+    from dagrun_torch import run_dagrun
+    src = os.path.join(REPO, "specs", "models", "graphs", "inception_v3.json")
+    with open(src) as f:
+        graph = json.load(f)
+    spec = str(tmp_path / "spec.yaml")
+    run_dagrun(["import", src, "-o", spec], binary=dagrun_bin)
+    caps = [(1, "default"), (4, "default"), (0, "default"), (4, "round-robin"), (4, "default")]
+    got = ind.plan_graphs(graph, caps, dagrun_bin)
+    assert sorted(got) == sorted(set(caps))
+    for c in set(caps):
+        r = run_dagrun(["plan", spec, "--json", "--strategy", c[1], "--max-streams", str(c[0])], binary=dagrun_bin)
+        one = Plan.from_dict(json.loads(r.stdout))
+        assert got[c].stages == one.stages and len(got[c].streams) == len(one.streams), c
+    assert got[(4, "round-robin")].stages != got[(4, "default")].stages
+    assert len(got[(1, "default")].streams) == 1 and len(got[(4, "default")].streams) == 4
+    assert len(got[(0, "default")].streams) > 4
