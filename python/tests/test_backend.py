@@ -386,3 +386,6 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
     assert len(made) == 4                                         # the chosen plan is not captured again
     gc.collect()
     assert [r().cap for r in made if r() is not None] == [16] and fn.ci.cap == 16
+    info = be.CompiledGraph()                                     # a cap of 1: the reference alone, no candidate
+    assert be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), be.Options(max_streams=1), info) is None
+    assert info.reason == "dagrun's plan has one stream" and list(info.candidates) == ["1"]
