@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dagrun/dagrun/internal/yamlscan"
 	"gopkg.in/yaml.v3"
 
 	"github.com/dagrun/dagrun/contract"
@@ -114,11 +115,11 @@ func ReadGraph(r io.Reader) (*Graph, error) {
 
 func readGraph(data []byte, file string) (*Graph, error) {
 	src := &graphSource{file: file}
-	root, err := scan(string(data), true, false, nil)
+	root, err := yamlscan.Scan(string(data), yamlscan.Options{JSON: true})
 	if err != nil {
-		var je *jsonError
+		var je *yamlscan.JSONError
 		if errors.As(err, &je) {
-			return nil, src.errorf(Pos{Line: int(je.at.line), Col: int(je.at.col)}, "not an operator graph: JSON syntax error: %s", je.msg)
+			return nil, src.errorf(Pos{Line: je.Line, Col: je.Col}, "not an operator graph: JSON syntax error: %s", je.Msg)
 		}
 		return nil, src.errorf(Pos{}, "not an operator graph: %v", err)
 	}

@@ -8,7 +8,7 @@ const (
 	// stages is about 200 MB of YAML.
 	MaxSpecBytes = 1 << 30
 	// MaxYAMLv3Bytes bounds a YAML spec outside the streaming scanner's
-	// subset (load_scan.go: anchors and aliases, tags, block and
+	// subset (internal/yamlscan: anchors and aliases, tags, block and
 	// multi-line scalars, tabs, directives), which yaml.v3 parses into a
 	// node tree of the whole document, about 70 bytes of memory per byte
 	// of YAML (a 24 MB spec, 1.7 GB): 32 MiB, about 2 GB. Specs within the

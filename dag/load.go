@@ -24,6 +24,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/dagrun/dagrun/internal/yamlscan"
 	"gopkg.in/yaml.v3"
 
 	"github.com/dagrun/dagrun/internal/safefile"
@@ -140,10 +141,10 @@ type loader struct {
 
 	// streamed counts the items of each list the scanner streamed.
 	streamed     map[*yaml.Node]int
-	forceYAMLv3  bool        // tests: parse YAML with yaml.v3 only
-	allowOutside bool        // LoadOptions.AllowOutside
-	scanned      bool        // the scanner parsed the file
-	bail         subsetError // where the scanner left the file to yaml.v3
+	forceYAMLv3  bool                 // tests: parse YAML with yaml.v3 only
+	allowOutside bool                 // LoadOptions.AllowOutside
+	scanned      bool                 // the scanner parsed the file
+	bail         yamlscan.SubsetError // where the scanner left the file to yaml.v3
 	// text is the file's text when the scanner parses it: the spec's
 	// strings point into it until check detaches them.
 	text      string
@@ -242,7 +243,7 @@ var (
 
 // load parses data and runs both phases.
 //
-// Specs in JSON, and YAML specs within the scanner's subset (load_scan.go),
+// Specs in JSON, and YAML specs within the scanner's subset (internal/yamlscan),
 // are decoded item by item as they are parsed; other YAML goes through
 // yaml.v3's node tree of the whole document.
 func (l *loader) load(data string) *Spec {
@@ -251,10 +252,10 @@ func (l *loader) load(data string) *Spec {
 	}
 	if len(data) > maxYAMLv3Bytes {
 		at := "in its characters"
-		if l.bail.line > 0 {
-			at = fmt.Sprintf("first at line %d, column %d", l.bail.line, l.bail.col)
+		if l.bail.Line > 0 {
+			at = fmt.Sprintf("first at line %d, column %d", l.bail.Line, l.bail.Col)
 		}
-		l.errAt(Pos{File: l.file, Line: l.bail.line, Col: l.bail.col}, "write the spec in the plain subset (block and flow lists and mappings, one-line scalars, comments: what dag.WriteYAML and dagrun import write), or as JSON; or split the pipeline",
+		l.errAt(Pos{File: l.file, Line: l.bail.Line, Col: l.bail.Col}, "write the spec in the plain subset (block and flow lists and mappings, one-line scalars, comments: what dag.WriteYAML and dagrun import write), or as JSON; or split the pipeline",
 			"the spec is %d bytes of YAML outside the loader's streaming subset (%s; outside it are anchors and aliases, tags, block and multi-line scalars, tabs and directives: docs/spec.md): such a spec is parsed whole, about 70 bytes of memory per byte, and may have at most %d bytes (dag.MaxYAMLv3Bytes)", len(data), at, maxYAMLv3Bytes)
 		return nil
 	}
@@ -309,7 +310,7 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 	}
 	first := map[string]*yaml.Node{} // the list each streamed field names first
 	l.streamed = map[*yaml.Node]int{}
-	root, err := scan(data, json || sniffed, sniffed, func(key string, list, item *yaml.Node) {
+	root, err := yamlscan.Scan(data, yamlscan.Options{JSON: json || sniffed, YAMLJSON: sniffed, Stream: streamKeys, OnItem: func(key string, list, item *yaml.Node) {
 		if f, ok := first[key]; ok && f != list {
 			return // a field given twice: reported, its second value ignored
 		}
@@ -323,23 +324,23 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 		case "stages":
 			l.decodeStage(s, item)
 		}
-	})
+	}})
 	if err != nil {
-		var je *jsonError
+		var je *yamlscan.JSONError
 		if json && errors.As(err, &je) {
 			*l = loader{file: l.file, dir: l.dir, allowOutside: l.allowOutside}
 			hint := "fix the JSON syntax here (RFC 8259: keys and strings in double quotes, no trailing commas)"
 			if t := strings.TrimLeft(strings.TrimPrefix(data, "\ufeff"), " \t\r\n"); t != "" && t[0] != '{' && t[0] != '[' && utf8.ValidString(data) {
 				hint = "a JSON spec is one object, {\"version\": 1, ...}; a file whose name ends in .json is read as JSON, so name a YAML spec .yaml"
 			}
-			if je.hint != "" {
-				hint = je.hint
+			if je.Hint != "" {
+				hint = je.Hint
 			}
-			l.errorAt(je.at, hint, "JSON syntax error: %s", je.msg)
+			l.errorAt(at{int32(je.Line), int32(je.Col)}, hint, "JSON syntax error: %s", je.Msg)
 			return nil, true
 		}
 		*l = loader{file: l.file, dir: l.dir, forceYAMLv3: l.forceYAMLv3, allowOutside: l.allowOutside}
-		var se *subsetError
+		var se *yamlscan.SubsetError
 		if errors.As(err, &se) {
 			l.bail = *se
 		}
@@ -354,6 +355,9 @@ func (l *loader) loadScanned(data string) (s *Spec, done bool) {
 	l.check(s)
 	return s, true
 }
+
+// streamKeys are the root fields whose list items the scanner streams.
+var streamKeys = []string{"buffers", "kernels", "stages"}
 
 // isJSONFile reports whether file names a JSON spec (extension .json).
 func isJSONFile(file string) bool { return strings.EqualFold(filepath.Ext(file), ".json") }
@@ -586,24 +590,17 @@ func tagOf(n *yaml.Node) string {
 func scalarKindName(tag, value string) string {
 	switch tag {
 	case "!!str":
-		return fmt.Sprintf("the string %q", clip(value))
+		return fmt.Sprintf("the string %q", yamlscan.Clip(value))
 	case "!!int":
-		return "the integer " + clip(value)
+		return "the integer " + yamlscan.Clip(value)
 	case "!!float":
-		return "the number " + clip(value)
+		return "the number " + yamlscan.Clip(value)
 	case "!!bool":
-		return "the boolean " + clip(value)
+		return "the boolean " + yamlscan.Clip(value)
 	case "!!null":
 		return "nothing (null)"
 	}
-	return fmt.Sprintf("%s %q", tag, clip(value))
-}
-
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:37] + "..."
-	}
-	return s
+	return fmt.Sprintf("%s %q", tag, yamlscan.Clip(value))
 }
 
 // fields is a decoded mapping: the key and value node of each known field,
@@ -652,7 +649,7 @@ func (l *loader) mapping(n *yaml.Node, what string, known []string) (*fields, bo
 			if s := l.suggest(name, func() []string { return known }); s != "" {
 				hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
 			}
-			l.errorf(k, hint, "%s: unknown field %q", f.what, clip(name))
+			l.errorf(k, hint, "%s: unknown field %q", f.what, yamlscan.Clip(name))
 			continue
 		}
 		if prev := f.key[j]; prev != nil {
@@ -764,7 +761,7 @@ func (l *loader) oneOf(n *yaml.Node, what string, allowed []string) (string, boo
 		if s := l.suggest(v, func() []string { return allowed }); s != "" {
 			hint = fmt.Sprintf("did you mean %q? (%s)", s, hint)
 		}
-		l.errorf(n, hint, "%s: unknown value %q", what, clip(v))
+		l.errorf(n, hint, "%s: unknown value %q", what, yamlscan.Clip(v))
 		return "", false
 	}
 	return v, true
@@ -775,28 +772,28 @@ var integerText = regexp.MustCompile(`^[-+]?[0-9]+$`)
 // int64Val returns n's value if it is an integer that fits in int64.
 func (l *loader) int64Val(n *yaml.Node, what string) (int64, bool) {
 	if n.Kind == yaml.ScalarNode && tagOf(n) == "!!float" && n.Style&yaml.TaggedStyle != 0 && integerText.MatchString(n.Value) {
-		l.errorf(n, fmt.Sprintf("drop the tag: write %s: %s", lastWord(what), clip(n.Value)), "%s: %s is tagged !!float, but an integer is wanted", what, clip(n.Value))
+		l.errorf(n, fmt.Sprintf("drop the tag: write %s: %s", lastWord(what), yamlscan.Clip(n.Value)), "%s: %s is tagged !!float, but an integer is wanted", what, yamlscan.Clip(n.Value))
 		return 0, false
 	}
 	if n.Kind == yaml.ScalarNode && tagOf(n) == "!!float" && integerText.MatchString(n.Value) {
-		l.errorf(n, "use a value below 2^63", "%s: %s does not fit in a 64-bit integer", what, clip(n.Value))
+		l.errorf(n, "use a value below 2^63", "%s: %s does not fit in a 64-bit integer", what, yamlscan.Clip(n.Value))
 		return 0, false
 	}
 	if n.Kind != yaml.ScalarNode || tagOf(n) != "!!int" {
 		l.errorf(n, "write a whole number such as 4096", "%s must be an integer, got %s", what, kindName(n))
 		return 0, false
 	}
-	if v, ok := decimal(n.Value); ok {
+	if v, ok := yamlscan.Decimal(n.Value); ok {
 		return v, true
 	}
 	var v int64
 	if err := n.Decode(&v); err != nil {
 		if !integerText.MatchString(strings.ReplaceAll(n.Value, "_", "")) && !strings.HasPrefix(n.Value, "0x") && !strings.HasPrefix(n.Value, "0o") {
 			// A tag on what is no integer: !!int 64.5.
-			l.errorf(n, "write a whole number such as 4096", "%s: %s is tagged !!int, but is no integer", what, clip(n.Value))
+			l.errorf(n, "write a whole number such as 4096", "%s: %s is tagged !!int, but is no integer", what, yamlscan.Clip(n.Value))
 			return 0, false
 		}
-		l.errorf(n, "use a value below 2^63", "%s: %s does not fit in a 64-bit integer", what, clip(n.Value))
+		l.errorf(n, "use a value below 2^63", "%s: %s does not fit in a 64-bit integer", what, yamlscan.Clip(n.Value))
 		return 0, false
 	}
 	return v, true
@@ -808,48 +805,6 @@ func lastWord(what string) string {
 		return what[i+1:]
 	}
 	return what
-}
-
-// decimal returns the value of s if it is a decimal integer that yaml.v3
-// reads as written: an optional '-', then 0 or up to 18 digits with no
-// leading zero (no base prefixes, underscores or octal forms).
-func decimal(s string) (int64, bool) {
-	t := s
-	if len(t) > 0 && t[0] == '-' {
-		t = t[1:]
-	}
-	if len(t) == 0 || len(t) > 18 || len(t) > 1 && t[0] == '0' {
-		return 0, false
-	}
-	var v int64
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + int64(c-'0')
-	}
-	if len(t) < len(s) {
-		v = -v
-	}
-	return v, true
-}
-
-// simpleFloat returns the value of s if it is a float that yaml.v3 reads
-// as strconv.ParseFloat does: digits, '.', an exponent, a sign.
-func simpleFloat(s string) (float64, bool) {
-	if s == "" || s[0] == '.' && len(s) > 1 && (s[1] < '0' || s[1] > '9') {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= '0' && c <= '9', c == '.', c == 'e', c == 'E', c == '+', c == '-':
-		default:
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	return v, err == nil
 }
 
 // intIn returns n's value if it is an integer in [lo, hi].
@@ -877,15 +832,15 @@ func (l *loader) num(n *yaml.Node, what string) (float64, bool) {
 	}
 	var v float64
 	var err error
-	if i, ok := decimal(n.Value); ok && n.Tag == "!!int" {
+	if i, ok := yamlscan.Decimal(n.Value); ok && n.Tag == "!!int" {
 		v = float64(i)
-	} else if f, ok := simpleFloat(n.Value); ok && n.Tag == "!!float" {
+	} else if f, ok := yamlscan.SimpleFloat(n.Value); ok && n.Tag == "!!float" {
 		v = f
 	} else {
 		err = n.Decode(&v)
 	}
 	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
-		l.errorf(n, "write a finite number such as 12.5", "%s must be a finite number, got %s", what, clip(n.Value))
+		l.errorf(n, "write a finite number such as 12.5", "%s must be a finite number, got %s", what, yamlscan.Clip(n.Value))
 		return 0, false
 	}
 	return v, true
@@ -919,7 +874,7 @@ func (l *loader) validName(n *yaml.Node, what, v string) bool {
 		return true
 	}
 	if msg := nameProblem(v); msg != "" {
-		l.errorf(n, "names are non-empty and hold no spaces, brackets, commas or control characters (letters, digits and _ . - / : are fine)", "%s %q %s", what, clip(v), msg)
+		l.errorf(n, "names are non-empty and hold no spaces, brackets, commas or control characters (letters, digits and _ . - / : are fine)", "%s %q %s", what, yamlscan.Clip(v), msg)
 		return false
 	}
 	return true
@@ -1035,7 +990,7 @@ func parseShortAccess(s string) (buf string, off, n int64, hasBytes bool, msg st
 	if lo != "" {
 		v, err := strconv.ParseInt(lo, 10, 64)
 		if err != nil {
-			return "", 0, 0, false, fmt.Sprintf("start %q is not a byte offset", clip(lo))
+			return "", 0, 0, false, fmt.Sprintf("start %q is not a byte offset", yamlscan.Clip(lo))
 		}
 		if v < 0 {
 			return "", 0, 0, false, fmt.Sprintf("start %d is negative", v)
@@ -1047,7 +1002,7 @@ func parseShortAccess(s string) (buf string, off, n int64, hasBytes bool, msg st
 	}
 	end, err := strconv.ParseInt(hi, 10, 64)
 	if err != nil {
-		return "", 0, 0, false, fmt.Sprintf("end %q is not a byte offset", clip(hi))
+		return "", 0, 0, false, fmt.Sprintf("end %q is not a byte offset", yamlscan.Clip(hi))
 	}
 	if end <= off {
 		return "", 0, 0, false, fmt.Sprintf("end %d is not after start %d", end, off)

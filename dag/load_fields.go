@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dagrun/dagrun/internal/yamlscan"
 	"gopkg.in/yaml.v3"
 
 	"github.com/dagrun/dagrun/contract"
@@ -1364,18 +1365,18 @@ func (l *loader) decodeArgSet(n *yaml.Node, obj string, ats []at) *argSet {
 		}
 		switch a.tag {
 		case "!!int":
-			if x, ok := decimal(v.Value); ok {
+			if x, ok := yamlscan.Decimal(v.Value); ok {
 				args[l.argKey(k.Value)] = int(x)
 				continue
 			}
 			var x int
 			if err := v.Decode(&x); err != nil {
-				l.errorf(v, "use a value below 2^63", "%s: %s: %s does not fit in a 64-bit integer", obj+": args", k.Value, clip(v.Value))
+				l.errorf(v, "use a value below 2^63", "%s: %s: %s does not fit in a 64-bit integer", obj+": args", k.Value, yamlscan.Clip(v.Value))
 				continue
 			}
 			args[l.argKey(k.Value)] = x
 		case "!!float":
-			if x, ok := simpleFloat(v.Value); ok && v.Tag == "!!float" && !math.IsInf(x, 0) {
+			if x, ok := yamlscan.SimpleFloat(v.Value); ok && v.Tag == "!!float" && !math.IsInf(x, 0) {
 				args[l.argKey(k.Value)] = x
 				continue
 			}
@@ -1524,7 +1525,7 @@ func (l *loader) decodeAccess(n *yaml.Node, what string) (Access, accessSrc) {
 		}
 		buf, off, nbytes, hasBytes, msg := parseShortAccess(n.Value)
 		if msg != "" {
-			l.errorf(n, accessHint, "%s: bad access %q: %s", what, clip(n.Value), msg)
+			l.errorf(n, accessHint, "%s: bad access %q: %s", what, yamlscan.Clip(n.Value), msg)
 			return a, src
 		}
 		if !l.validName(n, what+": buffer", buf) {
@@ -1755,7 +1756,7 @@ func fastInt(n *yaml.Node) (int64, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 		return 0, false
 	}
-	return decimal(n.Value)
+	return yamlscan.Decimal(n.Value)
 }
 
 // intInOf is intIn(n, obj+field, lo, hi).
@@ -1771,11 +1772,11 @@ func (l *loader) nonNegNumOf(n *yaml.Node, obj, field string) (float64, bool) {
 	if n.Kind == yaml.ScalarNode {
 		switch n.Tag {
 		case "!!int":
-			if i, ok := decimal(n.Value); ok && i >= 0 {
+			if i, ok := yamlscan.Decimal(n.Value); ok && i >= 0 {
 				return float64(i), true
 			}
 		case "!!float":
-			if f, ok := simpleFloat(n.Value); ok && f >= 0 && !math.IsInf(f, 0) {
+			if f, ok := yamlscan.SimpleFloat(n.Value); ok && f >= 0 && !math.IsInf(f, 0) {
 				return f, true
 			}
 		}

@@ -5,15 +5,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
-	"slices"
 	"strings"
 	"testing"
-	"unicode/utf8"
+
+	"github.com/dagrun/dagrun/internal/yamlscan"
 )
 
 // sameLoad loads data with the streaming scanner and with yaml.v3 alone
@@ -258,22 +256,13 @@ func FuzzScanner(f *testing.F) {
 	})
 }
 
-func TestFloatText(t *testing.T) {
-	re := regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
-	for _, s := range []string{"", "1", "1.", ".5", "+.5", "-1.5e3", "1e", "1e+", "1e+5", ".", "-", "+", "..5", "1.5.2", "e5", "1E5", "00.5", "1_0", "0x10"} {
-		if floatText(s) != re.MatchString(s) {
-			t.Errorf("floatText(%q) = %v", s, floatText(s))
-		}
-	}
-}
-
-// The scanner hands items over in batches of pipeBatch, decoded on a
+// The scanner hands items over in batches of yamlscan.Batch, decoded on a
 // goroutine of their own: in a spec of several batches, the errors of
 // items in different batches come in file order with their positions, as
 // yaml.v3 gives them, and a scan that gives up after some batches (a tab
 // near the end) leaves no trace of what was decoded.
 func TestScannerBatches(t *testing.T) {
-	n := 3*pipeBatch + 7
+	n := 3*yamlscan.Batch + 7
 	spec := func(bad map[int]string, tail string) []byte {
 		var b strings.Builder
 		b.WriteString("version: 1\nbuffers:\n")
@@ -290,7 +279,7 @@ func TestScannerBatches(t *testing.T) {
 	if !sameLoad(t, spec(nil, ""), "t.yaml") {
 		t.Fatalf("the scanner gave up on a plain spec of %d stages", n)
 	}
-	bad := map[int]string{3: "[x]", pipeBatch + 1: "{a: 1}", n - 1: "[y]", -2: "-5", -(2*pipeBatch + 3): "big"}
+	bad := map[int]string{3: "[x]", yamlscan.Batch + 1: "{a: 1}", n - 1: "[y]", -2: "-5", -(2*yamlscan.Batch + 3): "big"}
 	if !sameLoad(t, spec(bad, ""), "t.yaml") {
 		t.Fatalf("the scanner gave up on a spec with bad values")
 	}
@@ -306,49 +295,5 @@ func TestScannerBatches(t *testing.T) {
 	}
 	if sameLoad(t, spec(bad, "name:\t x\n"), "t.yaml") {
 		t.Errorf("the scanner took a tab")
-	}
-}
-
-// subsetText's 8-byte test says what the byte-wise test says, for every
-// byte in every position of a word and on random text.
-func TestSubsetTextWords(t *testing.T) {
-	slow := func(data string) bool {
-		for i := 0; i < len(data); {
-			c := data[i]
-			if c < 0x80 {
-				if (c < 0x20 && c != '\n') || c == 0x7f {
-					return false
-				}
-				i++
-				continue
-			}
-			r, size := utf8.DecodeRuneInString(data[i:])
-			if r == utf8.RuneError || !(r >= 0xA0 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD) || r == 0xFEFF || r == 0x2028 || r == 0x2029 {
-				return false
-			}
-			i += size
-		}
-		return true
-	}
-	base := []byte("name: a1\n  - {x: 1}\n")
-	for pos := range 8 {
-		for c := range 256 {
-			b := slices.Clone(base)
-			b[pos] = byte(c)
-			if got, want := subsetText(string(b)), slow(string(b)); got != want {
-				t.Fatalf("byte %#x at %d: subsetText %v, want %v", c, pos, got, want)
-			}
-		}
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	alphabet := []byte("ab: -\n{}[]#\x7f\x1f\x00\x09\xc3\xa9\xe2\x80\xa8~ ")
-	for range 20000 {
-		b := make([]byte, rng.IntN(40))
-		for i := range b {
-			b[i] = alphabet[rng.IntN(len(alphabet))]
-		}
-		if got, want := subsetText(string(b)), slow(string(b)); got != want {
-			t.Fatalf("%q: subsetText %v, want %v", b, got, want)
-		}
 	}
 }
