@@ -3,21 +3,23 @@
 // calls (its helpers that no embedding program needs sit under internal/).
 // The whole API is three steps:
 //
-//	spec, err := dagrun.Load("pipeline.yaml")                // or build a *dagrun.Spec in Go
+//	spec, err := dagrun.Load("pipeline.yaml")                // or build one in Go: NewSpec
 //	plan, err := dagrun.Plan(spec, dagrun.PlanOptions{})      // streams, events, waits, lifetimes; verified
 //	res, err  := dagrun.Run(ctx, plan, dagrun.RunOptions{Backend: dagrun.BackendAuto})
 //
-// Load reports spec mistakes as dag.ErrorList (file:line:column). Plan
-// returns a plan that Verify has proved race-free, or the plan with a
-// *planner.RaceError, or another error. Run returns the run's outputs and
-// figures; races that the simulator's detector sees are in
+// Load reports spec mistakes as SpecErrors (file:line:column; for a spec
+// built in Go, Plan reports them by path in the spec, with hints in Go's
+// terms). Plan returns a plan that Verify has proved race-free, or the
+// plan with a *VerifyReport, or another error. Run returns the run's
+// outputs and figures; races that the simulator's detector sees are in
 // RunResult.Races (and the error is then an *executor.RaceError).
 //
 // Around those steps: ReadPlan and WritePlanJSON (plan files), WriteSpec
 // (a spec as YAML), Warnings (what check reports besides races) and
 // CheckRun (what Run would refuse, before it opens a backend). The types
-// that cross from the packages below are aliases (Spec, StreamPlan,
-// PlanOptions, ...), so a caller needs no other import for them.
+// that cross the API are defined here or are aliases of the packages
+// below (Spec, StreamPlan, PlanOptions, FuncCall, ...), and RunOptions
+// holds every option of a run, so a caller needs no other import.
 package dagrun
 
 import (
@@ -52,9 +54,6 @@ type (
 	// PlanOptions control Plan (planner.Options); the spec's own options
 	// are the defaults.
 	PlanOptions = planner.Options
-	// PlanStats are a plan's figures (plan.Stats; times in µs, sizes
-	// in bytes).
-	PlanStats = plan.Stats
 	// SpecErrors are a spec's mistakes, each at its file:line:column with
 	// what to do (dag.ErrorList): Load's error, and Plan's for a mistake
 	// found while planning (a lag whose event slots the plan cannot hold).
@@ -70,31 +69,14 @@ type (
 	// PassRaceError is Plan's error with PlanOptions.Check when a planner
 	// pass made a race: the pass's name and its plan's VerifyReport.
 	PassRaceError = planner.PassRaceError
-	// BudgetStep is one step of the memory_budget pass (plan.BudgetStep).
-	BudgetStep = plan.BudgetStep
-	// PassTime is the time of one planning phase (StreamPlan.Timings; ms).
-	PassTime = plan.PassTime
 	// Mode is how Run issues a plan (executor.Mode): ModeStreams or ModeGraph.
 	Mode = executor.Mode
-	// InputFunc fills a host_pinned input buffer's copy for one iteration
-	// (executor.InputFunc).
-	InputFunc = executor.InputFunc
-	// OutputFunc receives a host_pinned output buffer after one iteration
-	// (executor.OutputFunc).
-	OutputFunc = executor.OutputFunc
-	// Race is one race the simulator's detector saw (executor.Race).
-	Race = executor.Race
-	// PeriodError is CheckRun's and Run's refusal of several iterations of
-	// a plan whose iterations repeat only after more than 1024 (its stream
-	// sets, event slots and ring sizes), executor.PeriodError.
-	PeriodError = executor.PeriodError
-	// Timeline is a run's timeline: one lane per stream, a bar per stage,
-	// the waits as arrows (trace.Timeline; WriteChromeTrace, WritePNG).
-	Timeline = trace.Timeline
+	// FuncCall is what a Go-function stage's function receives
+	// (RunOptions.Funcs; executor.FuncCall): the stage's name, its
+	// stream's native handle, and its buffers.
+	FuncCall = executor.FuncCall
 	// LoadOptions control LoadWith (dag.LoadOptions).
 	LoadOptions = dag.LoadOptions
-	// ImportOptions control ImportGraph (dag.ImportOptions).
-	ImportOptions = dag.ImportOptions
 )
 
 // Values of PlanOptions and RunOptions fields.
@@ -112,14 +94,18 @@ const (
 	BudgetAuto = planner.BudgetAuto // PlanOptions.MemoryBudget: within 10% of the live bound, no makespan cost
 	BudgetNone = planner.BudgetNone // PlanOptions.MemoryBudget: no budget, whatever the spec says
 
-	BudgetReuse     = planner.BudgetReuse     // BudgetStep.Kind: buffers already disjoint in time ordered, no makespan cost
-	BudgetSerialize = planner.BudgetSerialize // BudgetStep.Kind: a first use delayed, makespan traded for bytes
+	BudgetReuse     = planner.BudgetReuse     // StreamPlan.Budget[i].Kind: buffers already disjoint in time ordered, no makespan cost
+	BudgetSerialize = planner.BudgetSerialize // StreamPlan.Budget[i].Kind: a first use delayed, makespan traded for bytes
 
 	ModeStreams = executor.ModeStreams // RunOptions.Mode: issue every op of every iteration
 	ModeGraph   = executor.ModeGraph   // RunOptions.Mode: capture one iteration as a CUDA graph and replay it
 
 	AllocStatic  = executor.AllocStatic  // RunOptions.Alloc: every buffer before the run, the arena as one allocation
 	AllocDynamic = executor.AllocDynamic // RunOptions.Alloc: temps allocated at first use, freed stream-ordered
+
+	BackendAuto Backend = "auto" // RunOptions.Backend: cuda when built with the cuda tag and a device answers, else sim (AutoBackend)
+	BackendSim  Backend = "sim"  // RunOptions.Backend: the CPU simulator, with its race detector
+	BackendCUDA Backend = "cuda" // RunOptions.Backend: the GPU (a binary built with the cuda tag)
 
 	RoleInput  = dag.RoleInput  // a buffer's role: written by the host before the run, only read by stages
 	RoleOutput = dag.RoleOutput // a buffer's role: read back after the run (RunResult.Outputs)
@@ -158,7 +144,9 @@ func WriteSpec(w io.Writer, s *Spec) error { return dag.WriteYAML(w, s) }
 // ("stages[1].reads: stage b: reads unknown buffer \"nope\""), and the
 // defaults of the format apply (an Access without Bytes is the whole
 // buffer, or the rest of it from Offset; a buffer with DType and Shape
-// has their size). A spec from Load was checked when it was loaded.
+// has their size); hints are in Go's terms (declare a buffer with
+// SpecBuilder.Buffer, not under buffers:). A spec from Load was checked
+// when it was loaded.
 //
 // A race is returned as *planner.RaceError together with the plan, so that
 // a caller can still print or inspect it (with PlanOptions.Check, a race
@@ -178,7 +166,7 @@ func PlanWhile(spec *Spec, o PlanOptions, during func(p *StreamPlan)) (*StreamPl
 	if spec.File == "" {
 		checked, err := dag.Validate(spec)
 		if err != nil {
-			return nil, err
+			return nil, inGoTerms(err) // gohints.go
 		}
 		spec = checked
 	}
@@ -246,7 +234,7 @@ func CheckRun(p *StreamPlan, o RunOptions) error {
 			return err
 		}
 	}
-	return executor.CheckRun(p, o.Options)
+	return executor.CheckRun(p, o.executor())
 }
 
 // onSim reports whether o runs on the simulator: BackendSim, or auto where
@@ -368,22 +356,50 @@ func ordList(ords []int) string {
 	return strings.Join(s, ",")
 }
 
-// Backend names accepted by RunOptions.Backend and NewBackend.
-const (
-	BackendAuto = "auto" // cuda when built with the cuda tag and a device answers, else sim (AutoBackend)
-	BackendSim  = "sim"
-	BackendCUDA = "cuda"
-)
+// Backend names a backend for RunOptions.Backend and NewBackend: BackendAuto
+// (or ""), BackendSim or BackendCUDA.
+type Backend string
 
-// RunOptions configure Run and NewBackend.
+// RunOptions configure Run, CheckRun and NewBackend. The zero value runs
+// one iteration in stream mode on the backend AutoBackend picks.
 type RunOptions struct {
-	// Options are the executor's, all of them passed on to executor.Run:
-	// Iterations, SyncEach, Mode, InFlight, Inputs, Outputs, Progress,
-	// Funcs and Alloc (see executor.Options).
-	executor.Options
-
 	// Backend is BackendAuto ("" too), BackendSim or BackendCUDA.
-	Backend string
+	Backend Backend
+	// Iterations is how many times the plan is issued: 0 means 1, at most
+	// MaxIterations (on the simulator, at most MaxSimOps ops in all).
+	Iterations int
+	// Mode is ModeStreams ("" too): issue every op of every iteration, or
+	// ModeGraph: capture one iteration as a CUDA graph and replay it.
+	Mode Mode
+	// Alloc is AllocStatic ("" too: every buffer before the run, the
+	// plan's arena as one allocation) or AllocDynamic (temps allocated at
+	// first use and freed after their lifetime, stream-ordered; stream
+	// mode only).
+	Alloc string
+	// SyncEach synchronizes the backend after every issued op, so an
+	// asynchronous fault is attributed to the op, stage and stream that
+	// caused it. A debugging mode: it serializes the run, so the
+	// simulator's race detector sees no races then.
+	SyncEach bool
+	// InFlight bounds host run-ahead: before issuing iteration i the host
+	// waits until iteration i−InFlight has completed (0: unbounded, or with
+	// Inputs, Outputs or Progress a default of one more than the plan's own
+	// bound).
+	InFlight int
+	// Inputs fill a host_pinned role=input buffer's copy for iteration it,
+	// by buffer name: dst is the copy's bytes. Outputs receive a
+	// host_pinned role=output buffer's bytes after each iteration, valid
+	// only during the call. An error fails the run. Stream mode only.
+	Inputs  map[string]func(it int, dst []byte) error
+	Outputs map[string]func(it int, data []byte) error
+	// Progress is called once per iteration, in order, when the host sees
+	// it complete, with its latency (from the start of its host work).
+	Progress func(iteration int, latency time.Duration)
+	// Funcs are the Go functions of Go-function stages (a spec's
+	// `kernel: {go: name}`, the builder's GoFunc), by kernel name; the
+	// stage's buffers are in the FuncCall (executor.StageFunc says when
+	// and where each backend calls it). An error fails the run.
+	Funcs map[string]func(c *FuncCall) error
 	// Seed seeds the simulator's random per-op delays.
 	Seed int64
 	// PTXDir is the directory that relative user-kernel PTX paths resolve
@@ -401,11 +417,36 @@ type RunOptions struct {
 	Devices []int
 }
 
+// executor is o's executor options.
+func (o RunOptions) executor() executor.Options {
+	eo := executor.Options{Iterations: o.Iterations, SyncEach: o.SyncEach, Mode: o.Mode, InFlight: o.InFlight,
+		Progress: o.Progress, Alloc: o.Alloc}
+	if o.Inputs != nil {
+		eo.Inputs = make(map[string]executor.InputFunc, len(o.Inputs))
+		for k, f := range o.Inputs {
+			eo.Inputs[k] = f
+		}
+	}
+	if o.Outputs != nil {
+		eo.Outputs = make(map[string]executor.OutputFunc, len(o.Outputs))
+		for k, f := range o.Outputs {
+			eo.Outputs[k] = f
+		}
+	}
+	if o.Funcs != nil {
+		eo.Funcs = make(map[string]executor.StageFunc, len(o.Funcs))
+		for k, f := range o.Funcs {
+			eo.Funcs[k] = f
+		}
+	}
+	return eo
+}
+
 // AutoBackend says which backend BackendAuto opens in this process and why:
 // BackendCUDA when this binary has the CUDA backend and a device answers
 // (cudart.Probe, whose answer is cached), else BackendSim. reason is one
 // clause for a log line, e.g. "this binary was built without the cuda tag".
-func AutoBackend() (name, reason string) {
+func AutoBackend() (name Backend, reason string) {
 	err := cudart.Probe()
 	switch {
 	case err == nil:
@@ -425,7 +466,7 @@ func AutoBackend() (name, reason string) {
 // Errors: an unknown name; for BackendCUDA (also when auto picked it),
 // an error wrapping cudart.ErrNotSupported (built without the cuda tag),
 // cudart.ErrNoDevice, or a driver error.
-func NewBackend(name string, o RunOptions) (executor.Backend, error) {
+func NewBackend(name Backend, o RunOptions) (executor.Backend, error) {
 	if name == "" || name == BackendAuto {
 		name, _ = AutoBackend()
 	}
@@ -451,8 +492,8 @@ type RunResult struct {
 	// role=output buffers), Wall (first issued op to the final
 	// synchronize), the op counts, Races and, with host I/O, Latencies.
 	executor.Result
-	// Backend is the Name of the backend that ran the plan: "sim" or "cuda".
-	Backend string
+	// Backend is the backend that ran the plan: BackendSim or BackendCUDA.
+	Backend Backend
 	// Total is executor.Run's whole time: allocation, initial contents,
 	// issue, synchronize and read-back.
 	Total time.Duration
@@ -463,7 +504,7 @@ type RunResult struct {
 	// within and across them; the plan's ideal schedule from its durations
 	// when the backend measured none (a graph replay on cuda without
 	// stamps), which the title says.
-	Timeline *Timeline
+	Timeline *trace.Timeline
 }
 
 // Run runs p on the backend o.Backend names (NewBackend), with every
@@ -491,7 +532,7 @@ func Run(ctx context.Context, p *StreamPlan, o RunOptions) (*RunResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b.Name() == BackendSim {
+	if Backend(b.Name()) == BackendSim {
 		err := checkSimOps(p, o.Iterations)
 		if err == nil {
 			err = checkSimClocks(p)
@@ -501,11 +542,11 @@ func Run(ctx context.Context, p *StreamPlan, o RunOptions) (*RunResult, error) {
 		}
 	}
 	start := time.Now()
-	res, err := executor.Run(ctx, p, b, o.Options)
+	res, err := executor.Run(ctx, p, b, o.executor())
 	total := time.Since(start)
 	var r *RunResult
 	if res != nil {
-		r = &RunResult{Result: *res, Backend: b.Name(), Total: total}
+		r = &RunResult{Result: *res, Backend: Backend(b.Name()), Total: total}
 		if o.Timeline {
 			r.Timeline = timeline(p, b)
 		}
@@ -520,7 +561,7 @@ func Run(ctx context.Context, p *StreamPlan, o RunOptions) (*RunResult, error) {
 // the k-th span of a stage is its iteration k (a graph replay reports its
 // last replay only: one iteration); else the plan's ideal schedule from
 // its durations.
-func timeline(p *StreamPlan, b executor.Backend) *Timeline {
+func timeline(p *StreamPlan, b executor.Backend) *trace.Timeline {
 	var spans []trace.Span
 	if pb, ok := b.(executor.Profiler); ok {
 		count := make([]int, len(p.Stages))
@@ -553,7 +594,7 @@ func timeline(p *StreamPlan, b executor.Backend) *Timeline {
 		if n := tl.Iterations(); n > 1 {
 			tl.Title += fmt.Sprintf(" — iterations %d–%d", spans[0].Iteration+1, spans[0].Iteration+n)
 		}
-		if b.Name() == BackendSim {
+		if Backend(b.Name()) == BackendSim {
 			tl.Title += " — simulator: host time of the simulation, not GPU time"
 		}
 		return tl

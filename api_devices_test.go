@@ -79,7 +79,7 @@ stages:
 // saying why, rather than dropped.
 func TestRunDevicesNotOnSim(t *testing.T) {
 	p := mustPlan(t, "specs/multigpu/data-parallel.yaml", dagrun.PlanOptions{})
-	backends := []string{dagrun.BackendSim}
+	backends := []dagrun.Backend{dagrun.BackendSim}
 	if name, _ := dagrun.AutoBackend(); name == dagrun.BackendSim {
 		backends = append(backends, dagrun.BackendAuto, "")
 	}

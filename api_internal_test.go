@@ -31,7 +31,7 @@ func (c *countingSim) FreeAsync(b executor.Buffer, s executor.Stream) error {
 // spec's temps stream-ordered, static none; Iterations and SyncEach too.
 func TestRunPassesExecutorOptions(t *testing.T) {
 	var last *countingSim
-	openBackend = func(name string, o RunOptions) (executor.Backend, error) {
+	openBackend = func(name Backend, o RunOptions) (executor.Backend, error) {
 		last = &countingSim{Backend: sim.New(sim.Options{Seed: o.Seed})}
 		return last, nil
 	}
@@ -46,7 +46,7 @@ func TestRunPassesExecutorOptions(t *testing.T) {
 	}
 	var sums []string
 	for _, alloc := range []string{AllocStatic, AllocDynamic} {
-		res, err := Run(context.Background(), p, RunOptions{Options: executor.Options{Alloc: alloc, Iterations: 3}})
+		res, err := Run(context.Background(), p, RunOptions{Alloc: alloc, Iterations: 3})
 		if err != nil {
 			t.Fatalf("alloc %s: %v", alloc, err)
 		}

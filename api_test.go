@@ -206,7 +206,7 @@ func TestRunRacesAsData(t *testing.T) {
 	// Race-free: no races, no error, the timeline of the simulator's run
 	// (its spans, said to be no GPU time), the last iterations of it.
 	ok := mustPlan(t, "specs/seed/two-writers.yaml", dagrun.PlanOptions{})
-	res, err = dagrun.Run(context.Background(), ok, dagrun.RunOptions{Backend: dagrun.BackendSim, Timeline: true, Options: executor.Options{Iterations: 6}})
+	res, err = dagrun.Run(context.Background(), ok, dagrun.RunOptions{Backend: dagrun.BackendSim, Timeline: true, Iterations: 6})
 	if err != nil || len(res.Races) != 0 || res.Backend != "sim" || res.Timeline == nil {
 		t.Fatalf("two-writers: %v, %v", res != nil, err)
 	}
@@ -230,12 +230,12 @@ func TestRunRacesAsData(t *testing.T) {
 // any work, with a nil result.
 func TestRunRejectsConflicts(t *testing.T) {
 	p := mustPlan(t, "specs/seed/three-stage.yaml", dagrun.PlanOptions{})
-	for _, o := range []executor.Options{
-		{Mode: dagrun.ModeGraph, SyncEach: true},
-		{Mode: dagrun.ModeGraph, Alloc: dagrun.AllocDynamic},
-		{Alloc: "lazy"},
+	for _, o := range []dagrun.RunOptions{
+		{Backend: dagrun.BackendSim, Mode: dagrun.ModeGraph, SyncEach: true},
+		{Backend: dagrun.BackendSim, Mode: dagrun.ModeGraph, Alloc: dagrun.AllocDynamic},
+		{Backend: dagrun.BackendSim, Alloc: "lazy"},
 	} {
-		res, err := dagrun.Run(context.Background(), p, dagrun.RunOptions{Backend: dagrun.BackendSim, Options: o})
+		res, err := dagrun.Run(context.Background(), p, o)
 		if err == nil || res != nil {
 			t.Errorf("%+v: %v, %v; want an error and no result", o, res, err)
 		}
@@ -252,7 +252,7 @@ func TestAutoBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if b.Name() != name || why == "" {
+	if dagrun.Backend(b.Name()) != name || why == "" {
 		t.Errorf("auto opened %s; AutoBackend says %s (%s)", b.Name(), name, why)
 	}
 	if !cudart.Available {

@@ -116,17 +116,18 @@ func TestPlanGoSpecDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	called := false
-	_, err = dagrun.Run(context.Background(), p, dagrun.RunOptions{Backend: dagrun.BackendSim, Options: executor.Options{
-		Funcs: map[string]executor.StageFunc{"myfunc": func(*executor.FuncCall) error { called = true; return nil }}}})
+	_, err = dagrun.Run(context.Background(), p, dagrun.RunOptions{Backend: dagrun.BackendSim,
+		Funcs: map[string]func(*dagrun.FuncCall) error{"myfunc": func(*dagrun.FuncCall) error { called = true; return nil }}})
 	if err != nil || !called {
 		t.Fatalf("run: %v, called %v", err, called)
 	}
 	if _, err := dagrun.Run(context.Background(), p, dagrun.RunOptions{Backend: dagrun.BackendSim}); !errors.Is(err, executor.ErrUnboundFunc) || !strings.Contains(err.Error(), `stage f runs the Go function "myfunc"`) {
 		t.Errorf("run without the binding: %v", err)
 	}
-	// Without Go: true the name is an unknown kernel, with a hint.
+	// Without Go: true the name is an unknown kernel, with a hint in Go's
+	// terms (the spec was built in Go).
 	s.Stages[2].Go = false
-	if _, err := dagrun.Plan(s, dagrun.PlanOptions{}); err == nil || !strings.Contains(err.Error(), `unknown kernel "myfunc"`) || !strings.Contains(err.Error(), "{go: name}") {
+	if _, err := dagrun.Plan(s, dagrun.PlanOptions{}); err == nil || !strings.Contains(err.Error(), `unknown kernel "myfunc"`) || !strings.Contains(err.Error(), "StageSpec.Go") || strings.Contains(err.Error(), "{go: name}") {
 		t.Errorf("unknown kernel: %v", err)
 	}
 }

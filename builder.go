@@ -1,38 +1,31 @@
 package dagrun
 
-import "github.com/dagrun/dagrun/dag"
+import (
+	"fmt"
+	"maps"
+
+	"github.com/dagrun/dagrun/dag"
+)
 
 // SpecBuilder writes a spec in Go, stage by stage, as a YAML spec lists
 // them (in the order one stream would run them), in the style of
 // Taskflow's and CUDASTF's task graphs: declare the buffers, then each
 // stage with the buffers it reads and writes; dagrun derives the order
-// (RAW, WAR, WAW) and plans the streams and waits.
+// (RAW, WAR, WAW) and plans the streams and waits. The fields of a buffer
+// and of a stage are set by methods that chain:
 //
 //	b := dagrun.NewSpec("pipeline")
-//	x := b.Buffer("x", 4096, dagrun.Input(), dagrun.Random(1))
-//	y := b.Buffer("y", 4096, dagrun.Output())
-//	b.Stage("scale", "scale", dagrun.Reads(x), dagrun.Writes(y), dagrun.Arg("a", 2.0))
+//	x := b.Buffer("x", 4096).Input().Random(1)
+//	y := b.Buffer("y", 4096).Output()
+//	b.Stage("scale", "scale").Reads(x).Writes(y).Arg("a", 2.0)
 //	plan, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
 //
 // The builder checks nothing itself: Plan validates the spec it builds as
 // Load validates a file, every mistake at once, each named by its path in
-// the spec (stages[1].reads: …).
+// the spec (stages[1].reads: …) with a hint in the builder's terms.
 type SpecBuilder struct {
 	s dag.Spec
 }
-
-// Buf names a buffer, or a byte range of one, for Reads and Writes.
-type Buf struct {
-	name   string
-	off, n int64
-	ranged bool
-}
-
-// Name is the buffer's name.
-func (x Buf) Name() string { return x.name }
-
-// Range is bytes [off, off+n) of the buffer (offsets and sizes in bytes).
-func (x Buf) Range(off, n int64) Buf { return Buf{name: x.name, off: off, n: n, ranged: true} }
 
 // NewSpec starts a spec named name (automatically synchronized: the
 // planner places streams, events and waits).
@@ -40,118 +33,175 @@ func NewSpec(name string) *SpecBuilder {
 	return &SpecBuilder{s: dag.Spec{Version: dag.SpecVersion, Name: name, Sync: dag.SyncAuto}}
 }
 
-// BufferOption sets a field of a buffer declared with Buffer or Tensor.
-type BufferOption func(*dag.BufferSpec)
+// Buf is a buffer declared with SpecBuilder.Buffer or Tensor, or a byte
+// range of one (Range): what Reads and Writes take. Its other methods set
+// a field of the declared buffer (the whole buffer, also when called on a
+// range) and return the Buf, so that they chain. They panic on a Buf that
+// no SpecBuilder declared.
+type Buf struct {
+	b          *SpecBuilder
+	i          int // index in b.s.Buffers
+	name       string
+	start, end int64
+	ranged     bool
+}
 
-// Input marks a buffer role: input (written by the host before the run;
+// Name is the buffer's name.
+func (x Buf) Name() string { return x.name }
+
+// Range is bytes [start, end) of the buffer, as YAML's x[start:end]
+// (offsets in bytes). Plan reports a range past the buffer's end; Range
+// panics, as Go's slicing does, on a start below 0 or an end not after
+// start.
+func (x Buf) Range(start, end int64) Buf {
+	if start < 0 || end <= start {
+		panic(fmt.Sprintf("dagrun: %s.Range(%d, %d): want 0 ≤ start < end (bytes [start, end), as YAML's %s[%d:%d])", x.name, start, end, x.name, start, end))
+	}
+	x.start, x.end, x.ranged = start, end, true
+	return x
+}
+
+// set applies f to the declared buffer and returns x.
+func (x Buf) set(method string, f func(*dag.BufferSpec)) Buf {
+	if x.b == nil {
+		panic("dagrun: Buf." + method + " on a Buf that SpecBuilder.Buffer or Tensor did not return")
+	}
+	f(&x.b.s.Buffers[x.i])
+	return x
+}
+
+// Input marks the buffer role: input (written by the host before the run;
 // stages only read it).
-func Input() BufferOption { return func(b *dag.BufferSpec) { b.Role = dag.RoleInput } }
+func (x Buf) Input() Buf {
+	return x.set("Input", func(b *dag.BufferSpec) { b.Role = dag.RoleInput })
+}
 
-// Output marks a buffer role: output (read back and checksummed after the
-// run; `dagrun run --out` writes it).
-func Output() BufferOption { return func(b *dag.BufferSpec) { b.Role = dag.RoleOutput } }
+// Output marks the buffer role: output (read back and checksummed after
+// the run; `dagrun run --out` writes it).
+func (x Buf) Output() Buf {
+	return x.set("Output", func(b *dag.BufferSpec) { b.Role = dag.RoleOutput })
+}
 
-// HostPinned places a buffer in page-locked host memory (where: host_pinned):
-// the buffers a stream of frames goes through.
-func HostPinned() BufferOption { return func(b *dag.BufferSpec) { b.Where = dag.WhereHostPinned } }
+// HostPinned places the buffer in page-locked host memory (where:
+// host_pinned): the buffers a stream of frames goes through.
+func (x Buf) HostPinned() Buf {
+	return x.set("HostPinned", func(b *dag.BufferSpec) { b.Where = dag.WhereHostPinned })
+}
 
-// Copies makes a buffer a ring of k copies across iterations (copies: k).
-func Copies(k int) BufferOption { return func(b *dag.BufferSpec) { b.Copies = k } }
+// Copies makes the buffer a ring of k copies across iterations (copies: k).
+func (x Buf) Copies(k int) Buf {
+	return x.set("Copies", func(b *dag.BufferSpec) { b.Copies = k })
+}
 
 // Fill sets every float32 element's initial value (init: {fill: v}).
-func Fill(v float64) BufferOption {
-	return func(b *dag.BufferSpec) { b.Init = dag.Init{Kind: dag.InitFill, Value: v} }
+func (x Buf) Fill(v float64) Buf {
+	return x.set("Fill", func(b *dag.BufferSpec) { b.Init = dag.Init{Kind: dag.InitFill, Value: v} })
 }
 
 // Random sets the initial bytes from a PRNG with seed (init: {random: seed}).
-func Random(seed int64) BufferOption {
-	return func(b *dag.BufferSpec) { b.Init = dag.Init{Kind: dag.InitRandom, Seed: seed} }
+func (x Buf) Random(seed int64) Buf {
+	return x.set("Random", func(b *dag.BufferSpec) { b.Init = dag.Init{Kind: dag.InitRandom, Seed: seed} })
 }
 
 // InDevice puts a device buffer in GPU d's memory (device: d, 0-based;
 // docs/spec.md, "Several devices"). Without it a buffer is on device 0,
-// or with Options.Placement "balance" placed by the planner.
-func InDevice(d int) BufferOption { return func(b *dag.BufferSpec) { b.Device = d } }
+// or with Placement "balance" placed by the planner.
+func (x Buf) InDevice(d int) Buf {
+	return x.set("InDevice", func(b *dag.BufferSpec) { b.Device = d })
+}
 
-// Buffer declares a buffer of n bytes and returns its name for Reads and
-// Writes.
-func (b *SpecBuilder) Buffer(name string, n int64, opts ...BufferOption) Buf {
-	return b.add(dag.BufferSpec{Name: name, Bytes: n}, opts)
+// Buffer declares a buffer of n bytes and returns it for Reads and Writes.
+func (b *SpecBuilder) Buffer(name string, n int64) Buf {
+	return b.add(dag.BufferSpec{Name: name, Bytes: n})
 }
 
 // Tensor declares a buffer by element type (f32, f16, bf16, i32, u32, i8,
 // u8, f64, i64) and shape in elements; its size is computed as in YAML
 // (dtype: …, shape: […]).
-func (b *SpecBuilder) Tensor(name, dtype string, shape []int64, opts ...BufferOption) Buf {
-	return b.add(dag.BufferSpec{Name: name, DType: dtype, Shape: append([]int64(nil), shape...)}, opts)
+func (b *SpecBuilder) Tensor(name, dtype string, shape []int64) Buf {
+	return b.add(dag.BufferSpec{Name: name, DType: dtype, Shape: append([]int64(nil), shape...)})
 }
 
-func (b *SpecBuilder) add(bs dag.BufferSpec, opts []BufferOption) Buf {
+func (b *SpecBuilder) add(bs dag.BufferSpec) Buf {
 	bs.Device = dag.AnyDevice // no device: given, as a YAML buffer without one
-	for _, o := range opts {
-		o(&bs)
-	}
 	b.s.Buffers = append(b.s.Buffers, bs)
-	return Buf{name: bs.Name}
+	return Buf{b: b, i: len(b.s.Buffers) - 1, name: bs.Name}
 }
 
-// StageOption sets a field of a stage declared with Stage.
-type StageOption func(*dag.StageSpec)
+// StageBuilder is a stage declared with SpecBuilder.Stage. Its methods set
+// the stage's fields and return it, so that they chain.
+type StageBuilder struct {
+	b *SpecBuilder
+	i int // index in b.s.Stages
+}
+
+// Stage appends a stage running kernel (a built-in such as copy, fill,
+// scale, mix or spin, or with GoFunc a Go function's name) and returns it
+// for its fields.
+func (b *SpecBuilder) Stage(name, kernel string) *StageBuilder {
+	b.s.Stages = append(b.s.Stages, dag.StageSpec{Name: name, Kernel: kernel, Device: dag.AnyDevice}) // no device: given
+	return &StageBuilder{b: b, i: len(b.s.Stages) - 1}
+}
+
+// spec is the declared stage.
+func (st *StageBuilder) spec() *dag.StageSpec { return &st.b.s.Stages[st.i] }
 
 // Reads adds the buffers (or byte ranges) the stage reads.
-func Reads(bufs ...Buf) StageOption {
-	return func(st *dag.StageSpec) { st.Reads = append(st.Reads, accesses(bufs)...) }
+func (st *StageBuilder) Reads(bufs ...Buf) *StageBuilder {
+	st.spec().Reads = append(st.spec().Reads, accesses(bufs)...)
+	return st
 }
 
 // Writes adds the buffers (or byte ranges) the stage writes.
-func Writes(bufs ...Buf) StageOption {
-	return func(st *dag.StageSpec) { st.Writes = append(st.Writes, accesses(bufs)...) }
+func (st *StageBuilder) Writes(bufs ...Buf) *StageBuilder {
+	st.spec().Writes = append(st.spec().Writes, accesses(bufs)...)
+	return st
 }
 
 // Arg sets a kernel argument: a number, or a buffer name for a ptr
 // parameter of a user kernel.
-func Arg(name string, v any) StageOption {
-	return func(st *dag.StageSpec) {
-		if st.Args == nil {
-			st.Args = map[string]any{}
-		}
-		st.Args[name] = v
+func (st *StageBuilder) Arg(name string, v any) *StageBuilder {
+	if st.spec().Args == nil {
+		st.spec().Args = map[string]any{}
 	}
+	st.spec().Args[name] = v
+	return st
 }
 
 // Duration sets the stage's cost estimate in µs (duration_us), which the
 // planner's critical path and caps use.
-func Duration(us float64) StageOption { return func(st *dag.StageSpec) { st.DurationUS = us } }
+func (st *StageBuilder) Duration(us float64) *StageBuilder {
+	st.spec().DurationUS = us
+	return st
+}
 
 // After orders the named earlier stages before this one (after: […]),
 // beyond what the buffers imply.
-func After(stages ...string) StageOption {
-	return func(st *dag.StageSpec) { st.After = append(st.After, stages...) }
+func (st *StageBuilder) After(stages ...string) *StageBuilder {
+	st.spec().After = append(st.spec().After, stages...)
+	return st
 }
 
 // OnStream pins the stage to the named stream ("host": the host thread).
-func OnStream(name string) StageOption { return func(st *dag.StageSpec) { st.Stream = name } }
+func (st *StageBuilder) OnStream(name string) *StageBuilder {
+	st.spec().Stream = name
+	return st
+}
 
 // OnDevice runs the stage on GPU d (device: d, 0-based). Without it a
 // stage runs on its stream's device, else on the device of the device
 // buffers it touches (a copy: its destination's), else on device 0; with
-// Options.Placement "balance" the planner places it.
-func OnDevice(d int) StageOption { return func(st *dag.StageSpec) { st.Device = d } }
+// Placement "balance" the planner places it.
+func (st *StageBuilder) OnDevice(d int) *StageBuilder {
+	st.spec().Device = d
+	return st
+}
 
 // GoFunc makes the stage's kernel the Go function bound under its kernel
 // name at run time (RunOptions.Funcs; in YAML `kernel: {go: name}`).
-func GoFunc() StageOption { return func(st *dag.StageSpec) { st.Go = true } }
-
-// Stage appends a stage running kernel (a built-in such as copy, fill,
-// scale, mix or spin, a kernel of the spec's kernels, or with GoFunc a Go
-// function's name) and returns b, so that stages chain.
-func (b *SpecBuilder) Stage(name, kernel string, opts ...StageOption) *SpecBuilder {
-	st := dag.StageSpec{Name: name, Kernel: kernel, Device: dag.AnyDevice} // no device: given
-	for _, o := range opts {
-		o(&st)
-	}
-	b.s.Stages = append(b.s.Stages, st)
-	return b
+func (st *StageBuilder) GoFunc() *StageBuilder {
+	st.spec().Go = true
+	return st
 }
 
 // Devices sets how many GPUs the spec runs on (devices: n); by default one
@@ -176,17 +226,21 @@ func (b *SpecBuilder) Spec() *Spec {
 	s := b.s
 	s.Buffers = append([]dag.BufferSpec(nil), b.s.Buffers...)
 	s.Stages = append([]dag.StageSpec(nil), b.s.Stages...)
+	for i := range s.Stages {
+		s.Stages[i].Args = maps.Clone(s.Stages[i].Args)
+	}
 	return &s
 }
 
 // accesses turns Bufs into accesses: a whole buffer has Bytes 0, which
-// Plan resolves to the buffer's size as the loader does for a bare name.
+// Plan resolves to the buffer's size as the loader does for a bare name;
+// a range [start, end) has Offset start and Bytes end − start.
 func accesses(bufs []Buf) []dag.Access {
 	out := make([]dag.Access, 0, len(bufs))
 	for _, x := range bufs {
 		a := dag.Access{Buffer: x.name}
 		if x.ranged {
-			a.Offset, a.Bytes = x.off, x.n
+			a.Offset, a.Bytes = x.start, x.end-x.start
 		}
 		out = append(out, a)
 	}

@@ -2,6 +2,7 @@ package dagrun_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -37,14 +38,14 @@ stages:
 	}
 
 	b := dagrun.NewSpec("ring")
-	w := b.Buffer("w", 4096, dagrun.Input(), dagrun.Random(7))
-	frame := b.Tensor("frame", "f32", []int64{1024}, dagrun.HostPinned(), dagrun.Input(), dagrun.Copies(2), dagrun.Fill(1.5))
+	w := b.Buffer("w", 4096).Input().Random(7)
+	frame := b.Tensor("frame", "f32", []int64{1024}).HostPinned().Input().Copies(2).Fill(1.5)
 	feat := b.Buffer("feat", 4096)
-	out := b.Buffer("out", 8192, dagrun.Output())
-	b.Stage("pre", "scale", dagrun.Arg("a", 0.5), dagrun.Reads(frame), dagrun.Writes(feat), dagrun.Duration(20)).
-		Stage("left", "mix", dagrun.Reads(feat, w), dagrun.Writes(out.Range(0, 4096)), dagrun.Duration(50)).
-		Stage("right", "mix", dagrun.Reads(feat.Range(0, 2048), w), dagrun.Writes(out.Range(4096, 4096)), dagrun.Duration(50)).
-		Stage("tail", "spin", dagrun.Arg("us", 5), dagrun.After("left"), dagrun.OnStream("tail"))
+	out := b.Buffer("out", 8192).Output()
+	b.Stage("pre", "scale").Arg("a", 0.5).Reads(frame).Writes(feat).Duration(20)
+	b.Stage("left", "mix").Reads(feat, w).Writes(out.Range(0, 4096)).Duration(50)
+	b.Stage("right", "mix").Reads(feat.Range(0, 2048), w).Writes(out.Range(4096, 8192)).Duration(50)
+	b.Stage("tail", "spin").Arg("us", 5).After("left").OnStream("tail")
 
 	table := func(s *dagrun.Spec) string {
 		p, err := dagrun.Plan(s, dagrun.PlanOptions{})
@@ -60,7 +61,7 @@ stages:
 	}
 	// The builder's spec is a snapshot: later stages do not change it.
 	s := b.Spec()
-	b.Stage("more", "spin", dagrun.Arg("us", 1))
+	b.Stage("more", "spin").Arg("us", 1)
 	if len(s.Stages) != 4 {
 		t.Errorf("Spec() changed by a later Stage: %d stages", len(s.Stages))
 	}
@@ -95,12 +96,12 @@ func TestBuilderDevicesPlanAsYAML(t *testing.T) {
 
 	// docs/spec.md's peer copy: use runs on device 1, its buffers'.
 	peer := dagrun.NewSpec("peer").Devices(2)
-	a := peer.Buffer("a", 4096, dagrun.InDevice(0))
-	bb := peer.Buffer("b", 4096, dagrun.InDevice(1))
-	out := peer.Buffer("out", 8, dagrun.Output(), dagrun.InDevice(1))
-	peer.Stage("produce", "fill", dagrun.Arg("value", 1.0), dagrun.Writes(a)).
-		Stage("send", "copy", dagrun.Reads(a), dagrun.Writes(bb)).
-		Stage("use", "checksum", dagrun.Reads(bb), dagrun.Writes(out))
+	a := peer.Buffer("a", 4096).InDevice(0)
+	bb := peer.Buffer("b", 4096).InDevice(1)
+	out := peer.Buffer("out", 8).Output().InDevice(1)
+	peer.Stage("produce", "fill").Arg("value", 1.0).Writes(a)
+	peer.Stage("send", "copy").Reads(a).Writes(bb)
+	peer.Stage("use", "checksum").Reads(bb).Writes(out)
 	if got, want := table(peer.Spec()), table(load(`version: 1
 name: peer
 devices: 2
@@ -119,13 +120,13 @@ stages:
 	// docs/spec.md's placement example, and a copy run on its source's
 	// device by OnDevice.
 	pl := dagrun.NewSpec("pl").Devices(2).Placement("balance")
-	x := pl.Buffer("x", 65536, dagrun.Input(), dagrun.Random(3))
+	x := pl.Buffer("x", 65536).Input().Random(3)
 	left := pl.Buffer("left", 65536)
 	right := pl.Buffer("right", 65536)
-	res := pl.Buffer("out", 65536, dagrun.Output())
-	pl.Stage("l", "mix", dagrun.Reads(x), dagrun.Writes(left), dagrun.Duration(400)).
-		Stage("r", "mix", dagrun.Reads(x), dagrun.Writes(right), dagrun.Duration(400)).
-		Stage("join", "mix", dagrun.Reads(left, right), dagrun.Writes(res), dagrun.Duration(10), dagrun.OnDevice(1))
+	res := pl.Buffer("out", 65536).Output()
+	pl.Stage("l", "mix").Reads(x).Writes(left).Duration(400)
+	pl.Stage("r", "mix").Reads(x).Writes(right).Duration(400)
+	pl.Stage("join", "mix").Reads(left, right).Writes(res).Duration(10).OnDevice(1)
 	got, want := table(pl.Spec()), table(load(`version: 1
 name: pl
 devices: 2
@@ -149,10 +150,66 @@ stages:
 func TestBuilderMistakes(t *testing.T) {
 	b := dagrun.NewSpec("bad")
 	x := b.Buffer("x", 64)
-	b.Stage("a", "fill", dagrun.Arg("value", 1.0), dagrun.Writes(x)).
-		Stage("b", "copy", dagrun.Reads(dagrun.Buf{}), dagrun.Writes(x))
+	b.Stage("a", "fill").Arg("value", 1.0).Writes(x)
+	b.Stage("b", "copy").Reads(dagrun.Buf{}).Writes(x)
 	p, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
 	if p != nil || err == nil {
 		t.Fatalf("plan %v, error %v; want a nil plan and an error", p != nil, err)
 	}
+}
+
+// Mistakes in a spec built in Go have hints in Go's terms, not YAML's: an
+// undeclared buffer is declared with SpecBuilder.Buffer, not under
+// buffers:. The same mistake in a file keeps the YAML hint.
+func TestBuilderHintsInGoTerms(t *testing.T) {
+	b := dagrun.NewSpec("hints")
+	x := b.Buffer("x", 64)
+	ghost := dagrun.NewSpec("other").Buffer("ghost", 64)
+	b.Stage("a", "fill").Arg("value", 1.0).Writes(x)
+	b.Stage("b", "copy").Reads(ghost).Writes(x)
+	b.Stage("c", "mix").Reads(x).Writes(x).After("d")
+	b.Stage("d", "spin").Arg("us", 1)
+	_, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
+	var list dagrun.SpecErrors
+	if !errors.As(err, &list) || len(list) != 2 {
+		t.Fatalf("Plan: %v; want two spec errors", err)
+	}
+	for i, want := range []string{"declare it with SpecBuilder.Buffer", "add d before c"} {
+		if h := list[i].Hint; !strings.Contains(h, want) || strings.Contains(h, "buffers:") || strings.Contains(h, "declaration order") {
+			t.Errorf("error %d: %s\n\thint: %s; want %q, in Go's terms", i, list[i].Msg, h, want)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(path, []byte("version: 1\nbuffers: [{name: x, bytes: 64}]\nstages:\n  - {name: b, kernel: copy, reads: [ghost], writes: [x]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dagrun.Load(path); err == nil || !strings.Contains(err.Error(), "declare it under buffers:") {
+		t.Errorf("Load: %v; want the YAML hint", err)
+	}
+}
+
+// Range takes YAML's start and end: x.Range(8, 24) is x[8:24], 16 bytes;
+// an end not after its start panics, as Go's slicing does.
+func TestBufRange(t *testing.T) {
+	b := dagrun.NewSpec("range")
+	x := b.Buffer("x", 64).Output()
+	b.Stage("a", "fill").Arg("value", 1.0).Writes(x.Range(8, 24))
+	p, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := p.Stages[0].Writes[0]; w.Offset != 8 || w.Bytes != 16 {
+		t.Errorf("x.Range(8, 24) planned as offset %d, %d bytes; want 8, 16", w.Offset, w.Bytes)
+	}
+	for _, c := range [][2]int64{{8, 8}, {8, 7}, {-1, 4}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("x.Range(%d, %d) did not panic", c[0], c[1])
+				}
+			}()
+			x.Range(c[0], c[1])
+		}()
+	}
+	x.Range(0, 1) // the smallest range
 }

@@ -14,13 +14,13 @@ import (
 // their own streams and proves the plan race-free.
 func ExampleNewSpec() {
 	b := dagrun.NewSpec("two-cameras")
-	w := b.Buffer("weights", 4096, dagrun.Input(), dagrun.Random(7))
+	w := b.Buffer("weights", 4096).Input().Random(7)
 	for _, cam := range []string{"cam0", "cam1"} {
-		in := b.Buffer(cam+"/frame", 4096, dagrun.Input(), dagrun.Random(1))
+		in := b.Buffer(cam+"/frame", 4096).Input().Random(1)
 		feat := b.Buffer(cam+"/feat", 4096)
-		out := b.Buffer(cam+"/out", 4096, dagrun.Output())
-		b.Stage(cam+"/pre", "scale", dagrun.Reads(in), dagrun.Writes(feat), dagrun.Arg("a", 0.5), dagrun.Duration(20)).
-			Stage(cam+"/infer", "mix", dagrun.Reads(feat, w), dagrun.Writes(out), dagrun.Duration(100))
+		out := b.Buffer(cam+"/out", 4096).Output()
+		b.Stage(cam+"/pre", "scale").Reads(in).Writes(feat).Arg("a", 0.5).Duration(20)
+		b.Stage(cam+"/infer", "mix").Reads(feat, w).Writes(out).Duration(100)
 	}
 	plan, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
 	if err != nil {
@@ -38,7 +38,7 @@ func ExampleNewSpec() {
 	// A mistake is found by Plan, named by its place in the spec.
 	bad := dagrun.NewSpec("bad")
 	x := bad.Buffer("x", 64)
-	bad.Stage("a", "fill", dagrun.Writes(x.Range(32, 64)), dagrun.Arg("value", 1.0))
+	bad.Stage("a", "fill").Writes(x.Range(32, 96)).Arg("value", 1.0)
 	_, err = dagrun.Plan(bad.Spec(), dagrun.PlanOptions{})
 	fmt.Println(err)
 	// Output:
@@ -57,15 +57,15 @@ func ExampleSpecBuilder_Devices() {
 	b := dagrun.NewSpec("data-parallel").Devices(2)
 	var grads []dagrun.Buf
 	for d := range 2 {
-		x := b.Tensor(fmt.Sprintf("x%d", d), "f32", []int64{1024}, dagrun.Input(), dagrun.Fill(float64(d+1)), dagrun.InDevice(d))
-		g := b.Tensor(fmt.Sprintf("grad%d", d), "f32", []int64{1024}, dagrun.InDevice(d))
-		b.Stage(fmt.Sprintf("backward%d", d), "scale", dagrun.Reads(x), dagrun.Writes(g), dagrun.Arg("a", 0.25), dagrun.Duration(400))
+		x := b.Tensor(fmt.Sprintf("x%d", d), "f32", []int64{1024}).Input().Fill(float64(d+1)).InDevice(d)
+		g := b.Tensor(fmt.Sprintf("grad%d", d), "f32", []int64{1024}).InDevice(d)
+		b.Stage(fmt.Sprintf("backward%d", d), "scale").Reads(x).Writes(g).Arg("a", 0.25).Duration(400)
 		grads = append(grads, g)
 	}
-	b.Stage("reduce", "all_reduce", dagrun.Reads(grads...), dagrun.Writes(grads...), dagrun.Arg("op", "sum"))
+	b.Stage("reduce", "all_reduce").Reads(grads...).Writes(grads...).Arg("op", "sum")
 	for d := range 2 {
-		w := b.Tensor(fmt.Sprintf("w%d", d), "f32", []int64{1024}, dagrun.Output(), dagrun.Fill(1), dagrun.InDevice(d))
-		b.Stage(fmt.Sprintf("step%d", d), "axpy", dagrun.Reads(grads[d], w), dagrun.Writes(w), dagrun.Arg("a", -0.1))
+		w := b.Tensor(fmt.Sprintf("w%d", d), "f32", []int64{1024}).Output().Fill(1).InDevice(d)
+		b.Stage(fmt.Sprintf("step%d", d), "axpy").Reads(grads[d], w).Writes(w).Arg("a", -0.1)
 	}
 	plan, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
 	if err != nil {

@@ -8,8 +8,6 @@ import (
 	"math"
 
 	"github.com/dagrun/dagrun"
-	"github.com/dagrun/dagrun/dag"
-	"github.com/dagrun/dagrun/executor"
 )
 
 // Build a spec in Go with a stage that is a Go function, plan it and run it
@@ -19,27 +17,23 @@ import (
 // upload of two frames earlier has read it, and reads each result after its
 // download. On the GPU the Go function gets its CUstream (c.Stream) and the
 // device pointers of its buffers (c.Reads[0].Ptr) to queue its own kernels
-// or library calls; on the simulator it works on the bytes (Host).
+// or library calls; on the simulator it works on the bytes (Host). The
+// example imports no package of dagrun's but the root one.
 func Example_goStage() {
 	const n = 16 // bytes: four float32s
-	all := func(b string) []dag.Access { return []dag.Access{{Buffer: b, Bytes: n}} }
-	spec := &dag.Spec{Version: 1, Name: "negate",
-		Buffers: []dag.BufferSpec{
-			{Name: "in_h", Bytes: n, Where: dag.WhereHostPinned, Role: dag.RoleInput, Copies: 2},
-			{Name: "in", Bytes: n, Copies: 2},
-			{Name: "out", Bytes: n, Copies: 2},
-			{Name: "out_h", Bytes: n, Where: dag.WhereHostPinned, Role: dag.RoleOutput, Copies: 2},
-		},
-		Stages: []dag.StageSpec{
-			{Name: "upload", Kernel: dag.BuiltinCopy, Reads: all("in_h"), Writes: all("in")},
-			{Name: "negate", Kernel: "negate", Go: true, Reads: all("in"), Writes: all("out")},
-			{Name: "download", Kernel: dag.BuiltinCopy, Reads: all("out"), Writes: all("out_h")},
-		}}
-	plan, err := dagrun.Plan(spec, dagrun.PlanOptions{})
+	b := dagrun.NewSpec("negate")
+	inH := b.Buffer("in_h", n).HostPinned().Input().Copies(2)
+	in := b.Buffer("in", n).Copies(2)
+	out := b.Buffer("out", n).Copies(2)
+	outH := b.Buffer("out_h", n).HostPinned().Output().Copies(2)
+	b.Stage("upload", "copy").Reads(inH).Writes(in)
+	b.Stage("negate", "negate").GoFunc().Reads(in).Writes(out)
+	b.Stage("download", "copy").Reads(out).Writes(outH)
+	plan, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	negate := func(c *executor.FuncCall) error {
+	negate := func(c *dagrun.FuncCall) error {
 		if c.Stream != 0 {
 			return fmt.Errorf("on the GPU: launch a kernel on stream %#x over %#x", c.Stream, c.Reads[0].Ptr)
 		}
@@ -50,19 +44,17 @@ func Example_goStage() {
 		return nil
 	}
 	_, err = dagrun.Run(context.Background(), plan, dagrun.RunOptions{
-		Backend: dagrun.BackendSim,
-		Options: executor.Options{
-			Iterations: 3,
-			Funcs:      map[string]executor.StageFunc{"negate": negate},
-			Inputs: map[string]dagrun.InputFunc{"in_h": func(frame int, dst []byte) error {
-				binary.LittleEndian.PutUint32(dst, math.Float32bits(float32(frame)+0.5))
-				return nil
-			}},
-			Outputs: map[string]dagrun.OutputFunc{"out_h": func(frame int, res []byte) error {
-				fmt.Println("frame", frame, "→", math.Float32frombits(binary.LittleEndian.Uint32(res)))
-				return nil
-			}},
-		},
+		Backend:    dagrun.BackendSim,
+		Iterations: 3,
+		Funcs:      map[string]func(*dagrun.FuncCall) error{"negate": negate},
+		Inputs: map[string]func(int, []byte) error{"in_h": func(frame int, dst []byte) error {
+			binary.LittleEndian.PutUint32(dst, math.Float32bits(float32(frame)+0.5))
+			return nil
+		}},
+		Outputs: map[string]func(int, []byte) error{"out_h": func(frame int, res []byte) error {
+			fmt.Println("frame", frame, "→", math.Float32frombits(binary.LittleEndian.Uint32(res)))
+			return nil
+		}},
 	})
 	fmt.Println("err:", err)
 	// Output:

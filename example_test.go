@@ -6,7 +6,6 @@ import (
 	"log"
 
 	"github.com/dagrun/dagrun"
-	"github.com/dagrun/dagrun/executor"
 )
 
 // Load a spec, plan it (streams, events, waits and lifetimes, verified race
@@ -24,7 +23,7 @@ func Example() {
 	}
 	st := plan.Stats
 	fmt.Printf("%d stages on %d streams, %d waits (lower bound %d)\n", st.Stages, st.Streams, st.Waits, st.LowerBoundWaits)
-	res, err := dagrun.Run(context.Background(), plan, dagrun.RunOptions{Backend: dagrun.BackendSim, Options: executor.Options{Iterations: 3}})
+	res, err := dagrun.Run(context.Background(), plan, dagrun.RunOptions{Backend: dagrun.BackendSim, Iterations: 3})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -84,7 +84,7 @@ stages:
 	if err != nil {
 		log.Fatal(err)
 	}
-	square := func(c *executor.FuncCall) error {
+	square := func(c *dagrun.FuncCall) error {
 		in, out := c.Reads[0].Host, c.Writes[0].Host
 		for i := 0; i < len(out); i += 4 {
 			v := math.Float32frombits(binary.LittleEndian.Uint32(in[i:]))
@@ -93,7 +93,7 @@ stages:
 		return nil
 	}
 	res, err := dagrun.Run(context.Background(), plan, dagrun.RunOptions{Backend: dagrun.BackendSim,
-		Options: executor.Options{Funcs: map[string]executor.StageFunc{"square": square}}})
+		Funcs: map[string]func(*dagrun.FuncCall) error{"square": square}})
 	if err != nil {
 		log.Fatal(err)
 	}

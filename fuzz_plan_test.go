@@ -16,8 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/dagrun/dagrun/executor"
 )
 
 // fuzzBases are valid plan files the plan-file fuzz target mutates: the
@@ -123,7 +121,7 @@ func checkPlanBytes(t *testing.T, b []byte) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, o := range []RunOptions{{Backend: BackendSim}, {Backend: BackendSim, Options: executor.Options{Iterations: 3}}} {
+	for _, o := range []RunOptions{{Backend: BackendSim}, {Backend: BackendSim, Iterations: 3}} {
 		if CheckRun(p, o) != nil {
 			continue
 		}

@@ -113,8 +113,8 @@ func (f benchFailures) err(stderr io.Writer, n int) error {
 // benchRow is the quality table's cells after the spec name.
 func benchRow(b *bench.PlanResult) []string {
 	d := b.Default
-	sw := func(st dagrun.PlanStats) string { return fmt.Sprintf("%d/%d", st.Streams, st.Waits) }
-	capped := func(st dagrun.PlanStats) string {
+	sw := func(st bench.Stats) string { return fmt.Sprintf("%d/%d", st.Streams, st.Waits) }
+	capped := func(st bench.Stats) string {
 		return fmt.Sprintf("%d/%d, %.1f (%.0f%%)", st.Streams, st.Waits, st.IdealMakespanUS, 100*d.CriticalPathUS/st.IdealMakespanUS)
 	}
 	return []string{

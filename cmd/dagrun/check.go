@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/internal/cmdline"
 	"github.com/dagrun/dagrun/internal/report"
 	"github.com/dagrun/dagrun/internal/safefile"
 )
@@ -41,10 +42,8 @@ in graph mode as one graph of the whole iteration.`,
 			if (planFile == "") == (len(args) == 0) {
 				return usagef("check takes a SPEC or --plan FILE (exactly one)\n%s", usageLine(cmd))
 			}
-			switch dagrun.Mode(mode) {
-			case dagrun.ModeStreams, dagrun.ModeGraph:
-			default:
-				return usagef("--mode %q: want streams or graph", mode)
+			if err := oneOf("mode", mode); err != nil {
+				return err
 			}
 			if err := checkConflicts(cmd, planFileConflicts); err != nil {
 				return err
@@ -139,7 +138,7 @@ in graph mode as one graph of the whole iteration.`,
 // modeRefusal is why run --mode mode would refuse pl's plan before any
 // work (dagrun.CheckRun), nil when it would run it. In stream mode, which
 // check's verdict is about, only a plan across iterations whose period is
-// too long for run (dagrun.PeriodError) is refused: check and run agree.
+// too long for run (cmdline.PeriodError) is refused: check and run agree.
 func modeRefusal(pl *planned, mode dagrun.Mode) error {
 	var ro dagrun.RunOptions
 	ro.Mode, ro.Iterations, ro.Alloc = mode, 1, dagrun.AllocStatic
@@ -152,7 +151,7 @@ func modeRefusal(pl *planned, mode dagrun.Mode) error {
 	if pl.p.Iteration == nil {
 		return nil
 	}
-	if err := dagrun.CheckRun(pl.p, ro); errors.As(err, new(*dagrun.PeriodError)) {
+	if err := dagrun.CheckRun(pl.p, ro); errors.As(err, new(*cmdline.PeriodError)) {
 		return err
 	}
 	return nil

@@ -6,6 +6,7 @@ package main
 // ones the flags' checks accept (TestCompletionValuesAccepted).
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,16 +16,32 @@ import (
 	"github.com/dagrun/dagrun/internal/cmdline"
 )
 
-// flagValues are the words each flag takes, by flag name.
+// flagValues are the words each flag takes, by flag name: what the shell
+// completes and what oneOf accepts.
 var flagValues = map[string][]string{
-	"backend":  {dagrun.BackendAuto, dagrun.BackendSim, dagrun.BackendCUDA},
+	"backend":  {string(dagrun.BackendAuto), string(dagrun.BackendSim), string(dagrun.BackendCUDA)},
 	"format":   {"table", "json", "dot", "mermaid"},
-	"strategy": {dagrun.StrategyDefault, dagrun.StrategySingle, dagrun.StrategyRoundRobin, dagrun.StrategyNaive, dagrun.StrategyHazardDAG},
+	"strategy": {string(dagrun.StrategyDefault), string(dagrun.StrategySingle), string(dagrun.StrategyRoundRobin), string(dagrun.StrategyNaive), string(dagrun.StrategyHazardDAG)},
 	"mode":     {string(dagrun.ModeStreams), string(dagrun.ModeGraph)},
 	"arena":    {dagrun.ArenaPlanned, dagrun.ArenaOff, dagrun.ArenaStreamOrder},
 	"alloc":    {dagrun.AllocStatic, dagrun.AllocDynamic},
 	"progress": {"auto", "on", "off"},
 	"check":    {"auto", "video", "none"},
+}
+
+// oneOf returns nil when value is one of the words flag takes
+// (flagValues), else a usage error that lists them: "--backend "gpu": want
+// auto, sim or cuda".
+func oneOf[T ~string](flag string, value T) error {
+	words := flagValues[flag]
+	if slices.Contains(words, string(value)) {
+		return nil
+	}
+	want := words[len(words)-1]
+	if len(words) > 1 {
+		want = strings.Join(words[:len(words)-1], ", ") + " or " + want
+	}
+	return usagef("--%s %q: want %s", flag, value, want)
 }
 
 // fileFlags complete file names with these extensions; dirFlags folders.

@@ -14,7 +14,7 @@ import (
 
 func newImportCmd(stdout, stderr io.Writer) *cobra.Command {
 	var outPath string
-	var o dagrun.ImportOptions
+	var o cmdline.ImportOptions
 	cmd := &cobra.Command{
 		Use:   "import GRAPH.json",
 		Short: "Convert an operator graph (torch.fx / torch.export JSON) into a spec",

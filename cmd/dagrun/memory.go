@@ -46,12 +46,12 @@ func (f *memoryFlags) apply(o *dagrun.PlanOptions) error {
 			return usagef("--%s '': empty; give a value (%s), or leave the flag out for the spec's setting", fl.name, fl.want)
 		}
 	}
-	switch f.arena {
-	case "", dagrun.ArenaPlanned, dagrun.ArenaOff, dagrun.ArenaStreamOrder:
-		o.Arena = f.arena
-	default:
-		return usagef("--arena %q: want planned, off or stream-order", f.arena)
+	if f.arena != "" {
+		if err := oneOf("arena", f.arena); err != nil {
+			return err
+		}
 	}
+	o.Arena = f.arena
 	switch f.budget {
 	case "":
 	case "auto":

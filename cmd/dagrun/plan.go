@@ -54,10 +54,10 @@ func (f *planFlags) options(stderr io.Writer) (dagrun.PlanOptions, error) {
 	case f.maxStreams == 0:
 		o.MaxStreams = -1 // uncapped, whatever the spec says
 	}
-	switch f.strategy {
-	case "", dagrun.StrategyDefault, dagrun.StrategySingle, dagrun.StrategyRoundRobin, dagrun.StrategyNaive, dagrun.StrategyHazardDAG:
-	default:
-		return o, usagef("--strategy %q: want default, single, round-robin, naive or hazard-dag", f.strategy)
+	if f.strategy != "" {
+		if err := oneOf("strategy", f.strategy); err != nil {
+			return o, err
+		}
 	}
 	if f.maxStreams < 0 && (f.maxStreams < -1 || f.flags != nil && f.flags.Changed("max-streams")) {
 		return o, usagef("--max-streams %d: want 0 (uncapped) or a positive cap", f.maxStreams)

@@ -48,20 +48,11 @@ anything is loaded, with exit 2.`,
 			if ro.Iterations < 1 || ro.Iterations > dagrun.MaxIterations {
 				return usagef("--iterations %d: want 1 to %d", ro.Iterations, dagrun.MaxIterations)
 			}
-			switch ro.Backend {
-			case dagrun.BackendAuto, dagrun.BackendSim, dagrun.BackendCUDA:
-			default:
-				return usagef("--backend %q: want auto, sim or cuda", ro.Backend)
-			}
-			switch ro.Mode = dagrun.Mode(rf.mode); ro.Mode {
-			case dagrun.ModeStreams, dagrun.ModeGraph:
-			default:
-				return usagef("--mode %q: want streams or graph", rf.mode)
-			}
-			switch ro.Alloc {
-			case dagrun.AllocStatic, dagrun.AllocDynamic:
-			default:
-				return usagef("--alloc %q: want static or dynamic", ro.Alloc)
+			ro.Mode = dagrun.Mode(rf.mode)
+			for _, err := range []error{oneOf("backend", ro.Backend), oneOf("mode", ro.Mode), oneOf("alloc", ro.Alloc)} {
+				if err != nil {
+					return err
+				}
 			}
 			if err := checkConflicts(cmd, runConflicts); err != nil {
 				return err
@@ -165,7 +156,7 @@ anything is loaded, with exit 2.`,
 	pf.add(cmd)
 	sf.add(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&ro.Backend, "backend", dagrun.BackendAuto, "auto (cuda if built with it and a device answers, else sim), sim or cuda")
+	fl.StringVar((*string)(&ro.Backend), "backend", string(dagrun.BackendAuto), "auto (cuda if built with it and a device answers, else sim), sim or cuda")
 	fl.IntVar(&ro.Iterations, "iterations", 1, fmt.Sprintf("times the plan is issued: 1 to 2^40; on the simulator at most %d ops in all (iterations × the plan's ops: about half an hour there), a run of more is refused with the most iterations that fit; Ctrl-C stops a run", dagrun.MaxSimOps))
 	fl.Int64Var(&ro.Seed, "seed", 1, "simulator: seed of the random per-op delays")
 	fl.BoolVar(&ro.SyncEach, "sync-each", false, "synchronize after every op, so a fault names its stage (serializes the run)")
@@ -276,7 +267,7 @@ func writeIssued(w io.Writer, ro dagrun.RunOptions, res *dagrun.RunResult) {
 }
 
 // writeTimeline stages the Chrome trace and/or the PNG.
-func writeTimeline(files *outFiles, tl *dagrun.Timeline, traceFile, pngFile string) error {
+func writeTimeline(files *outFiles, tl *cmdline.Timeline, traceFile, pngFile string) error {
 	if traceFile != "" {
 		var buf bytes.Buffer
 		if err := tl.WriteChromeTrace(&buf); err != nil {
@@ -313,7 +304,7 @@ func writeRunJSON(w io.Writer, ro dagrun.RunOptions, res *dagrun.RunResult) erro
 		Records    int     `json:"records"`
 		Outputs    []out   `json:"outputs"`
 		Note       string  `json:"note,omitempty"` // the simulator's: its timings are no GPU prediction
-	}{Backend: res.Backend, Iterations: ro.Iterations, Alloc: ro.Alloc,
+	}{Backend: string(res.Backend), Iterations: ro.Iterations, Alloc: ro.Alloc,
 		WallUS: float64(res.Wall.Nanoseconds()) / 1e3, TotalUS: float64(res.Total.Nanoseconds()) / 1e3,
 		Launches: res.Launches, Waits: res.Waits, Records: res.Records}
 	for _, o := range res.Outputs {

@@ -190,7 +190,7 @@ func scaleRow(name string, b *bench.ScaleResult) []string {
 	mib := func(x int64) string { return fmt.Sprintf("%.1f", float64(x)/(1<<20)) }
 	var plan, verify float64
 	top := make([]string, 0, 3)
-	ts := append([]dagrun.PassTime(nil), b.Timings...)
+	ts := append([]bench.PassTime(nil), b.Timings...)
 	for _, t := range ts {
 		if t.Pass == "verify" {
 			verify += t.MS

@@ -144,15 +144,15 @@ func (s *streamIO) frameOf(k, it int) int {
 }
 
 // options returns the run's host I/O.
-func (s *streamIO) options() (map[string]dagrun.InputFunc, map[string]dagrun.OutputFunc) {
-	in := map[string]dagrun.InputFunc{}
+func (s *streamIO) options() (map[string]func(it int, dst []byte) error, map[string]func(it int, data []byte) error) {
+	in := map[string]func(it int, dst []byte) error{}
 	for k, i := range s.inputs {
 		in[s.p.Buffers[i].Name] = func(it int, dst []byte) error {
 			copy(dst, s.frames[k][s.frameOf(k, it)])
 			return nil
 		}
 	}
-	out := map[string]dagrun.OutputFunc{}
+	out := map[string]func(it int, data []byte) error{}
 	for k, i := range s.outputs {
 		name := s.p.Buffers[i].Name
 		out[name] = func(it int, data []byte) error {

@@ -20,12 +20,19 @@ import (
 	"github.com/dagrun/dagrun/synth"
 )
 
+// Stats are a plan's figures (plan.Stats; times in µs, sizes in bytes),
+// and PassTime the time of one planning phase (ms).
+type (
+	Stats    = plan.Stats
+	PassTime = plan.PassTime
+)
+
 // PlanResult is the planner's quality on one spec: the stats of its plan
 // under each strategy (uncapped) and under the default strategy capped at 8
 // and 16 streams. Times are µs (plan.Stats).
 type PlanResult struct {
-	Default, Naive, RoundRobin, Single plan.Stats
-	Max8, Max16                        plan.Stats
+	Default, Naive, RoundRobin, Single Stats
+	Max8, Max16                        Stats
 }
 
 // ErrManualSpec is Plans' and Memory's error for a `sync: manual` spec.
@@ -53,7 +60,7 @@ func Plans(s *dagrun.Spec) (*PlanResult, error) {
 	for _, c := range []struct {
 		name string
 		o    dagrun.PlanOptions
-		st   *plan.Stats
+		st   *Stats
 	}{
 		{"default", dagrun.PlanOptions{Strategy: dagrun.StrategyDefault, MaxStreams: -1}, &b.Default},
 		{"naive", dagrun.PlanOptions{Strategy: dagrun.StrategyNaive, MaxStreams: -1}, &b.Naive},
@@ -227,7 +234,7 @@ type ScaleResult struct {
 	LiveBoundBytes                 int64 // planner.LiveBound of the plan, bytes
 	CriticalPathUS, IdealMakespan  float64
 	// Timings are the planner's phases and the verifier's ("verify"), ms.
-	Timings []plan.PassTime
+	Timings []PassTime
 	// AllocBytes is what planning and verifying allocated, bytes (Go's
 	// runtime.MemStats.TotalAlloc difference).
 	AllocBytes uint64

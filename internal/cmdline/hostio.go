@@ -8,6 +8,8 @@ import (
 	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/cudart"
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/executor/trace"
 	"github.com/dagrun/dagrun/frames"
 	"github.com/dagrun/dagrun/planner"
 )
@@ -52,3 +54,16 @@ func HostIO(p *dagrun.StreamPlan) (inputs, outputs []int) {
 func ReadFrames(dir string, n int64, shape []int64) ([][]byte, error) {
 	return frames.ReadFrames(dir, n, shape)
 }
+
+// Types the command line names that an embedding program reaches through
+// the root package's fields and errors without naming them.
+type (
+	// Timeline is dagrun.RunResult.Timeline's type (trace.Timeline).
+	Timeline = trace.Timeline
+	// PeriodError is dagrun.CheckRun's refusal of several iterations of a
+	// plan whose iterations repeat only after more than 1024
+	// (executor.PeriodError).
+	PeriodError = executor.PeriodError
+	// ImportOptions control ImportGraph (dag.ImportOptions).
+	ImportOptions = dag.ImportOptions
+)

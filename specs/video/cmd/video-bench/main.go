@@ -36,7 +36,8 @@ import (
 )
 
 type videoBench struct {
-	backend, dir, frames                string
+	backend                             dagrun.Backend
+	dir, frames                         string
 	cameras, copies                     []int
 	iters, failIters, okIters, failCams int
 	devices                             int // section 1: cameras spread over this many devices (video.SpecOn)
@@ -131,7 +132,7 @@ images, every output frame checked against the float64 reference, and prints:
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&vb.backend, "backend", dagrun.BackendAuto, "auto, sim or cuda")
+	f.StringVar((*string)(&vb.backend), "backend", string(dagrun.BackendAuto), "auto, sim or cuda")
 	f.StringVar(&vb.dir, "dir", "specs/video", "the video spec's directory (PTX, weights)")
 	f.StringVar(&vb.frames, "frames", video.TestImageDir(), "directory of images (default: Go's image test data)")
 	f.StringVar(&cams, "cameras", "1,2,4,8", "camera counts")
@@ -197,7 +198,7 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 	}
 	w := vb.out
 	fmt.Fprintf(w, "video-bench: backend %s; %d images, %d with distinct results; %d iterations per run\n", reason, len(frames), len(vb.frameB), vb.iters)
-	if b.Name() == dagrun.BackendSim {
+	if dagrun.Backend(b.Name()) == dagrun.BackendSim {
 		fmt.Fprintf(w, "note: %s\n", cmdline.SimTimingNote)
 	}
 	on := ""
