@@ -57,7 +57,7 @@ func ExampleSpecBuilder_Devices() {
 	b := dagrun.NewSpec("data-parallel").Devices(2)
 	var grads []dagrun.Buf
 	for d := range 2 {
-		x := b.Tensor(fmt.Sprintf("x%d", d), "f32", []int64{1024}).Input().Fill(float64(d+1)).InDevice(d)
+		x := b.Tensor(fmt.Sprintf("x%d", d), "f32", []int64{1024}).Input().Fill(float64(d + 1)).InDevice(d)
 		g := b.Tensor(fmt.Sprintf("grad%d", d), "f32", []int64{1024}).InDevice(d)
 		b.Stage(fmt.Sprintf("backward%d", d), "scale").Reads(x).Writes(g).Arg("a", 0.25).Duration(400)
 		grads = append(grads, g)
