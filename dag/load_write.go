@@ -31,9 +31,9 @@ func WriteYAML(w io.Writer, s *Spec) error {
 	return bw.Flush()
 }
 
-// writeSpec writes s's fields as the field tables (load_fields.go) say:
-// the header fields one per line, buffers and kernels as flow mappings one
-// per line, stages as block mappings.
+// writeSpec writes s's fields as the field tables (load_fields.go and the
+// files it names) say: the header fields one per line, buffers and kernels
+// as flow mappings one per line, stages as block mappings.
 func writeSpec(w *bufio.Writer, s *Spec) error {
 	wr := &writing{sizes: make(map[string]int64, len(s.Buffers)), multi: s.Devices > 1 || s.Options.Placement == PlacementBalance}
 	for _, sd := range s.Streams {
@@ -243,3 +243,107 @@ func (f flowMap) String() string { return "{" + strings.Join(f, ", ") + "}" }
 
 // flowList is a flow sequence of items that are already YAML text.
 func flowList(items []string) string { return "[" + strings.Join(items, ", ") + "]" }
+
+// writing is what WriteYAML knows while it writes a field.
+type writing struct {
+	sizes map[string]int64 // buffer sizes, for whole-buffer accesses
+	// multi: the spec has several devices or placement: balance, so
+	// device 0 is written too (it is not the only device).
+	multi bool
+	hosts map[string]bool // host streams (a host stage has no device)
+}
+
+// deviceIf is a device index as text: "" for AnyDevice, and for 0 unless
+// the spec has several devices.
+func (w *writing) deviceIf(d int) string {
+	if d == AnyDevice || d == 0 && !w.multi {
+		return ""
+	}
+	return strconv.Itoa(d)
+}
+
+// writeFields calls write for each field of table that x has, in order.
+func writeFields[T, S any](table []field[T, S], x *T, w *writing, write func(key, val string)) error {
+	for i := range table {
+		v, err := table[i].write(x, w)
+		if err != nil {
+			return err
+		}
+		if v != "" {
+			write(table[i].key, v)
+		}
+	}
+	return nil
+}
+
+func str(s string) string { return yamlString(s) }
+
+// strIf is s as YAML text, or "" when s is empty or the default def.
+func strIf(s, def string) string {
+	if s == "" || s == def {
+		return ""
+	}
+	return str(s)
+}
+
+// intIf is v as text, or "" when v is 0.
+func intIf(v int64) string {
+	if v == 0 {
+		return ""
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func dim3If(d [3]int) string {
+	if d == [3]int{} {
+		return ""
+	}
+	return dim3Text(d)
+}
+
+func accessesIf(accs []Access, sizes map[string]int64) string {
+	if len(accs) == 0 {
+		return ""
+	}
+	return accessesText(accs, sizes)
+}
+
+func waitsText(st *StageSpec) string {
+	if len(st.Waits) == 0 && len(st.WaitFor) == 0 {
+		return ""
+	}
+	items := make([]string, 0, len(st.Waits)+len(st.WaitFor))
+	for _, n := range st.Waits {
+		items = append(items, str(n))
+	}
+	for _, ws := range st.WaitFor {
+		var f flowMap
+		if ws.Stage != "" || ws.Event == "" {
+			f.add("stage", str(ws.Stage))
+		}
+		if ws.Event != "" {
+			f.add("event", str(ws.Event))
+		}
+		if ws.Lag != 0 {
+			f.add("lag", strconv.Itoa(ws.Lag))
+		}
+		items = append(items, f.String())
+	}
+	return flowList(items)
+}
+
+// flowItems writes items as a flow list of flow mappings, "" when empty.
+func flowItems[T any](table []field[T, struct{}], items []T, w *writing) (string, error) {
+	if len(items) == 0 {
+		return "", nil
+	}
+	out := make([]string, len(items))
+	for i := range items {
+		var f flowMap
+		if err := writeFields(table, &items[i], w, f.add); err != nil {
+			return "", err
+		}
+		out[i] = f.String()
+	}
+	return flowList(out), nil
+}
