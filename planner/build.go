@@ -3,15 +3,12 @@ package planner
 import (
 	"bytes"
 	"cmp"
-	"container/heap"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -401,15 +398,10 @@ func (st *state) releaseSpec() {
 var collectAt = 10_000
 
 // collect runs a garbage collection (runtime.GC) when the spec has
-// collectAt stages or more. Left to itself, Go's collector sets the next
-// heap goal to twice what its last cycle found live (GOGC=100); a cycle
-// that marks during the sync pass finds the spec, the hazard graph and the
-// plan all live, and lets the heap grow to twice that while the later
-// passes and the verifier run, after the spec is dead: up to 3.4 KB per
-// stage of peak memory at 100k stages where it is otherwise 2.3. A
-// collection at the moment they die bases the goal on what is live then.
-// Its cost is one mark of the live heap each: at 100k stages the whole
-// `dagrun plan` takes 1–6% longer (six runs of each scale shape).
+// collectAt stages or more, so that the collector's next heap goal is set
+// by what is live once the spec and the passes' state are dead, not by a
+// cycle that found them all live; docs/design/driver.md says why, with
+// the figures measured.
 func (st *state) collect() {
 	if st.n >= collectAt {
 		runtime.GC()
@@ -560,121 +552,6 @@ func (st *state) run(ps pass) (err error) {
 	return nil
 }
 
-// order computes the topological order the passes share: the hazard graph's
-// stable order, or in check mode with a shuffle seed, Kahn's algorithm with
-// a seeded random priority among ready stages, or with a kept plan
-// (st.keep), Kahn's algorithm with the kept plan's order as the priority
-// (keptStreams: its stages by start in its ideal schedule, a topological
-// order of this graph too, which Kahn's algorithm then returns as it is,
-// so that each stream keeps its order). A collective's ranks are one
-// rendezvous, issued as one group, so they are consecutive in the order
-// (rank 0 first): with collectives the order is Kahn's algorithm on the
-// graph with each collective's ranks taken as one node, the smallest
-// declaration index (or the seeded priority) first among ready nodes.
-//
-// Errors: a collective whose ranks cannot be consecutive (a stage must run
-// after one rank and before another: the collective would deadlock).
-func (st *state) order() error {
-	n := st.n
-	shuffle := st.opts.Check && st.opts.ShuffleSeed != 0
-	if !shuffle && st.coll == nil && st.keep == nil {
-		st.topo = st.g.Order()
-	} else {
-		prio := make([]uint64, n)
-		if st.keep != nil {
-			prio = st.keep.prio
-		} else if shuffle {
-			rng := rand.New(rand.NewPCG(uint64(st.opts.ShuffleSeed), 0x9E3779B97F4A7C15))
-			for i := range prio {
-				prio[i] = rng.Uint64()
-			}
-		} else {
-			for i := range prio {
-				prio[i] = uint64(i)
-			}
-		}
-		unit := st.units()
-		size := make([]int32, n)
-		for v := 0; v < n; v++ {
-			size[unit[v]]++
-		}
-		indeg := make([]int32, n)
-		for v := 0; v < n; v++ {
-			for _, u := range st.g.Pred(v) {
-				if unit[u] != unit[v] {
-					indeg[unit[v]]++
-				}
-			}
-		}
-		h := &prioHeap{prio: prio}
-		for v := 0; v < n; v++ {
-			if unit[v] == int32(v) && indeg[v] == 0 {
-				heap.Push(h, int32(v))
-			}
-		}
-		st.topo = make([]int32, 0, n)
-		for h.Len() > 0 {
-			u := heap.Pop(h).(int32)
-			for m := u; m < u+size[u]; m++ {
-				st.topo = append(st.topo, m)
-			}
-			for m := u; m < u+size[u]; m++ {
-				for _, v := range st.g.Succ(int(m)) {
-					if w := unit[v]; w != u {
-						if indeg[w]--; indeg[w] == 0 {
-							heap.Push(h, w)
-						}
-					}
-				}
-			}
-		}
-		if len(st.topo) < n {
-			for v := 0; v < n; v++ {
-				if unit[v] == int32(v) && size[v] > 1 && indeg[v] > 0 {
-					return fmt.Errorf("planner: the ranks of collective %s cannot be issued as one group: a stage is ordered after one of its ranks and before another, and no rank completes before every rank has started (a deadlock); order that stage before every rank or after every rank",
-						rankGroupName([]string{st.spec.Stages[v].Name}))
-				}
-			}
-			return fmt.Errorf("planner: the order has a cycle")
-		}
-	}
-	st.pos = make([]int32, n)
-	for i, v := range st.topo {
-		st.pos[v] = int32(i)
-	}
-	return nil
-}
-
-// units returns, per stage, the node it is in the graph the order and the
-// budget loop work on: a collective's ranks are one node, numbered by its
-// rank 0 (lowerDevices puts the ranks consecutively, rank 0 first); every
-// other stage is its own.
-func (st *state) units() []int32 {
-	unit := make([]int32, st.n)
-	for v := range unit {
-		unit[v] = int32(v)
-		if st.coll != nil && v > 0 && v < len(st.coll) && st.coll[v] != nil && st.coll[v].Rank > 0 {
-			unit[v] = unit[v-1]
-		}
-	}
-	return unit
-}
-
-type prioHeap struct {
-	prio []uint64
-	a    []int32
-}
-
-func (h *prioHeap) Len() int           { return len(h.a) }
-func (h *prioHeap) Less(i, j int) bool { return h.prio[h.a[i]] < h.prio[h.a[j]] }
-func (h *prioHeap) Swap(i, j int)      { h.a[i], h.a[j] = h.a[j], h.a[i] }
-func (h *prioHeap) Push(x any)         { h.a = append(h.a, x.(int32)) }
-func (h *prioHeap) Pop() any {
-	x := h.a[len(h.a)-1]
-	h.a = h.a[:len(h.a)-1]
-	return x
-}
-
 // dump writes the state after pass name: the plan once sync has made one,
 // else the pass's own result.
 func (st *state) dump(w io.Writer, name string) {
@@ -701,175 +578,8 @@ func (st *state) dump(w io.Writer, name string) {
 	}
 }
 
-// newPlan fills the spec-derived parts of a plan (stages without streams, buffers, kernels).
-// The plan's strings are its own copies (planText), interned, so that the
-// plan holds none of the spec's memory once the spec is let go.
-func (st *state) newPlan() *plan.Plan {
-	s := st.spec
-	var src sourceText
-	p := &plan.Plan{Version: plan.PlanVersion, Spec: strings.Clone(s.Name), Dir: s.Dir, Strategy: src.intern(st.strategy)}
-	if s.Devices > 1 {
-		p.Devices = s.Devices
-	}
-	p.Buffers = make([]plan.Buffer, len(s.Buffers))
-	for i, b := range s.Buffers {
-		p.Buffers[i] = plan.Buffer{Where: src.intern(cmp.Or(b.Where, dag.WhereDevice)), Role: src.intern(cmp.Or(b.Role, dag.RoleTemp)),
-			Bytes: b.Bytes, Init: src.intern(b.Init.Kind), InitValue: b.Init.Value, InitPath: strings.Clone(b.Init.Path), InitSeed: b.Init.Seed, Copies: b.Copies, Device: max(b.Device, 0)}
-		src.addString(&p.Buffers[i].Name, b.Name)
-	}
-	src.flush()
-	p.Stages = make([]plan.Stage, len(s.Stages))
-	na := 0
-	used := map[string]bool{} // kernels
-	for i := range s.Stages {
-		sg := &s.Stages[i]
-		na += len(sg.Reads) + len(sg.Writes)
-		if i == 0 || sg.Kernel != s.Stages[i-1].Kernel {
-			used[sg.Kernel] = true
-		}
-	}
-	// The hazard analysis looked every access's buffer up already; the
-	// plan's stages and buffers are the spec's, in its order.
-	acc := &planAccesses{off: make([]int32, len(p.Stages)+1)}
-	acc.buf = make([]int32, 0, na)
-	flat := make([]plan.Access, 0, na) // one allocation for every stage's accesses
-	conv := func(as []dag.Access) []plan.Access {
-		start := len(flat)
-		for _, a := range as {
-			b := acc.buf[len(flat)]
-			name := a.Buffer
-			if b >= 0 {
-				name = p.Buffers[b].Name
-			} else {
-				name = src.intern(name)
-			}
-			flat = append(flat, plan.Access{Buffer: name, Offset: a.Offset, Bytes: a.Bytes})
-		}
-		return flat[start:len(flat):len(flat)]
-	}
-	for i := range s.Stages {
-		sg := &s.Stages[i]
-		for _, b := range st.g.AccessBuffers(i) {
-			if int(b) >= len(p.Buffers) {
-				b = -1 // not declared: Validate reports it
-			}
-			acc.buf = append(acc.buf, b)
-		}
-		acc.off[i+1] = int32(len(acc.buf))
-		p.Stages[i] = plan.Stage{DurationUS: sg.DurationUS, Kernel: src.intern(sg.Kernel), Go: sg.Go, Args: sg.Args,
-			Grid: sg.Launch.Grid, Block: sg.Launch.Block, Reads: conv(sg.Reads), Writes: conv(sg.Writes), Pinned: src.intern(sg.Stream)}
-		src.addString(&p.Stages[i].Name, sg.Name)
-		if st.coll != nil {
-			p.Stages[i].Collective = st.coll[i]
-		}
-		if i < len(st.origin) && st.origin[i] >= 0 && st.origin[i] != i {
-			p.Stages[i].Seed = &st.origin[i]
-		}
-		if sg.Pos.Line > 0 {
-			src.add(&p.Stages[i].Source, sg.Pos)
-		}
-	}
-	src.flush()
-	for _, k := range s.Kernels {
-		if !used[k.Name] {
-			continue
-		}
-		params := make([]string, len(k.Params))
-		for i, pr := range k.Params {
-			params[i] = pr.Name + ":" + pr.Type
-		}
-		p.Kernels = append(p.Kernels, plan.Kernel{Name: src.intern(k.Name), PTX: strings.Clone(k.PTX), Entry: strings.Clone(k.Entry), Params: params})
-	}
-	st.acc, st.accPlan = acc, p
-	return p
-}
-
 // verifyPlan is the check run after each pass in check mode.
 var verifyPlan = Verify
-
-// sourceText writes positions as Pos.String() does ("file:line:col"),
-// and copies of names (addString), into shared chunks of text, one string
-// per chunk, so that a plan of a million stages does not hold a million
-// small strings; intern copies the few distinct strings of a field (kernel
-// names, stream names, enums) once each.
-type sourceText struct {
-	buf  []byte
-	dsts []*string
-	ends []int
-	seen map[string]string
-	// last is intern's latest answer: a field's strings repeat from
-	// stage to stage, which the map need not be asked.
-	lastIn, lastOut string
-}
-
-func (t *sourceText) add(dst *string, p dag.Pos) {
-	t.grow()
-	t.buf = append(t.buf, p.File...)
-	t.buf = append(t.buf, ':')
-	t.buf = strconv.AppendInt(t.buf, int64(p.Line), 10)
-	t.buf = append(t.buf, ':')
-	t.buf = strconv.AppendInt(t.buf, int64(p.Col), 10)
-	t.dsts = append(t.dsts, dst)
-	t.ends = append(t.ends, len(t.buf))
-}
-
-// addString sets *dst, at the next flush, to a copy of s.
-func (t *sourceText) addString(dst *string, s string) {
-	if len(s) > 4<<10 {
-		*dst = strings.Clone(s)
-		return
-	}
-	t.grow()
-	t.buf = append(t.buf, s...)
-	t.dsts = append(t.dsts, dst)
-	t.ends = append(t.ends, len(t.buf))
-}
-
-func (t *sourceText) grow() {
-	if len(t.buf) > 60<<10 {
-		t.flush()
-	}
-	if t.buf == nil {
-		t.buf = make([]byte, 0, 64<<10)
-	}
-}
-
-// internMax bounds the strings intern keeps: past it, each is copied on its own.
-const internMax = 4096
-
-// intern returns a copy of s, the same copy for equal strings (the first
-// internMax distinct ones).
-func (t *sourceText) intern(s string) string {
-	if s == "" {
-		return ""
-	}
-	if s == t.lastIn {
-		return t.lastOut
-	}
-	if c, ok := t.seen[s]; ok {
-		t.lastIn, t.lastOut = s, c
-		return c
-	}
-	if t.seen == nil {
-		t.seen = map[string]string{}
-	}
-	c := strings.Clone(s)
-	if len(t.seen) < internMax {
-		t.seen[c] = c
-	}
-	return c
-}
-
-// flush sets the strings added since the last flush.
-func (t *sourceText) flush() {
-	text := string(t.buf)
-	start := 0
-	for k, dst := range t.dsts {
-		*dst = text[start:t.ends[k]]
-		start = t.ends[k]
-	}
-	t.buf, t.dsts, t.ends = t.buf[:0], t.dsts[:0], t.ends[:0]
-}
 
 // ringCopiesFit returns a spec error at the buffer whose ring copies take
 // the spec's copies beyond one each past MaxExtraSlots, the most a plan
