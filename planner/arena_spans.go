@@ -108,7 +108,7 @@ func (a *arenaInfo) issueSpansBy(columns bool) spans {
 			c := make([]int32, S*n)
 			for i, v := range list {
 				at := h.at[v]
-				row := h.vecs[int(at.row)*S : int(at.row+1)*S]
+				row := h.clocks.at(at.row)
 				for q, x := range row {
 					c[q*n+i] = x
 				}

@@ -8,7 +8,8 @@
 // A run of the pipeline is dag.Hazards, one stable topological order
 // (declaration order when every edge points forward; seeded shuffles of
 // independent stages in check mode), then the passes of the table in
-// build.go, one file each. Passes read what earlier passes left in the
+// build.go (a file or a few each, by job; docs/design has a page per
+// pass: what, why, source, and what the verifier checks). Passes read what earlier passes left in the
 // shared state and never call each other; the table marks which are
 // required (run for every spec) and which run only for automatically
 // synchronized ones:
@@ -52,6 +53,26 @@
 // cover of the reduced graph, its waits are at most Stats.LowerBoundWaits
 // (reduced edges − maximum matching), its ideal makespan equals the
 // critical path, and removing any one wait makes Verify report a race.
+//
+// Vector clocks. The passes' clocks are in clock.go, one implementation
+// per need. The sync pass's are sparse and immutable: a join costs
+// O(live streams), where dense clocks would cost O(waits × streams) time
+// and O(streams²) memory on plans of thousands of streams. denseClocks
+// (one entry per stream, numbered, copied on write) serves the arena
+// pass's launch happens-before (launchHB) and the iterate pass's walk,
+// where a happens-before test must be one read. Three other
+// implementations stay separate on purpose: the verifier's (hb.go:
+// clocks over a chain cover of the plan's ops), the simulator's race
+// detector (executor/sim: FastTrack-style clocks over the run it
+// executes) and the executor's emulation of CUDA's capture-join check
+// (executor/capture_joins.go). Each computes happens-before from what it
+// is given, never from what a pass computed, so that one bug cannot hide
+// both in the code that builds a plan and in the code that checks or
+// runs it. The builder does call on the verifier's happens-before where
+// its own clocks do not serve: the arena pass asks the verifier's graph
+// (graphOrder) for plans whose dense clocks would not fit, and the
+// capture steps (capture.go, capture_replay.go) recompute happens-before
+// with the verifier's clocks or run Verify on the plan they are editing.
 //
 // Costs are near-linear in stages and edges for the graphs this project
 // meets (see BenchmarkBuild): reduce prunes its reachability searches by

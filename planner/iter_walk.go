@@ -29,13 +29,10 @@ type iterWalk struct {
 	// follows in the current iteration, reused likewise.
 	recSnap []iterSnap
 	hasRec  []bool
-	// chunks hold the walks' clocks, P entries each, 1<<clockBits clocks
-	// a chunk, numbered in order (a snapshot holds a clock's number, not a
-	// slice); the first clocks numbers are in use, and a walk reuses the
-	// rest from the walk before.
-	chunks    [][]int32
-	clockBits uint
-	clocks    int32
+	// clocks hold the walks' clocks, P entries each (a snapshot holds a
+	// clock's number, not a slice); the first iterState.clocks of them
+	// are iteration 0's, and a walk reuses the rest from the walk before.
+	clocks *denseClocks
 	// budget bounds the steps (ops visited and clock entries read) of a
 	// walk (0: none); past it the walk stops, returns false and sets
 	// exhausted. steps is the last walk's.
@@ -48,7 +45,7 @@ type iterState struct {
 	clock  []int32 // per physical stream, its clock's number (shared with snapshots: never written)
 	cnt    []int32
 	work   int
-	clocks int32 // iterWalk.clocks
+	clocks int32 // the clocks in use (denseClocks.n)
 }
 
 // iterSnap is a launch's place: its physical stream, its 1-based index
@@ -65,37 +62,24 @@ type iterSnap struct {
 func (w *iterWalk) run(place bool) bool {
 	p, S, n := w.p, w.S, w.n
 	phys, P := p.PhysicalStreams()
-	// Clocks are cut from chunks: one allocation per chunk, not per join,
-	// and none for the clocks of an earlier walk reused.
-	if w.chunks == nil {
-		for (2<<w.clockBits)*max(P, 1) <= 1<<14 {
-			w.clockBits++
-		}
+	// Clocks are cut from chunks (denseClocks): one allocation per chunk,
+	// not per join, and none for the clocks of an earlier walk reused.
+	if w.clocks == nil || w.clocks.width != P {
+		w.clocks = newDenseClocks(P)
 	}
-	clockOf := func(h int32) []int32 {
-		c, i := w.chunks[h>>w.clockBits], int(h&(1<<w.clockBits-1))*P
-		return c[i : i+P : i+P]
-	}
-	newClock := func() int32 {
-		h := w.clocks
-		if int(h>>w.clockBits) == len(w.chunks) {
-			w.chunks = append(w.chunks, make([]int32, P<<w.clockBits))
-		}
-		w.clocks++
-		return h
-	}
-	w.clocks = 0
+	clocks := w.clocks
 	if w.first != nil {
-		w.clocks = w.first.clocks
+		clocks.reset(w.first.clocks)
+	} else {
+		clocks.reset(0)
 	}
 	// Per physical stream: its clock (the launches of each stream known
-	// complete) and the clock's number.
+	// complete) and the clock's number; every stream starts on clock 0
+	// (nothing known).
 	clock, num := make([][]int32, P), make([]int32, P)
 	shared := make([]bool, P) // clock[ps] is referenced by a snapshot: copy on join
-	zero := newClock()
-	clear(clockOf(zero))
 	for i := range clock {
-		clock[i], num[i], shared[i] = clockOf(zero), zero, true
+		clock[i], num[i], shared[i] = clocks.at(0), 0, true
 	}
 	cnt := make([]int32, P)
 	// snaps0[v]: stage v of iteration 0, the same in every walk;
@@ -121,31 +105,12 @@ func (w *iterWalk) run(place bool) bool {
 	w.work = 0
 	over := false
 	join := func(ps int, s iterSnap) {
-		c := clock[ps]
-		if s.ps == int32(ps) {
-			return
+		// A join costs O(1) unless it merges, and O(P) then (denseClocks.join).
+		if s.ps != int32(ps) && clocks.join(&num[ps], &shared[ps], s.clock, s.ps, s.idx) {
+			w.work += P
+			over = over || (w.limit > 0 && w.work > w.limit)
+			clock[ps] = clocks.at(num[ps])
 		}
-		// Knowing s's launch means knowing all it knew: clocks only grow
-		// along a stream, and a launch's knowledge reaches others only
-		// through its stream's later records. So a join costs O(1) unless
-		// it merges, and O(P) then.
-		if c[s.ps] >= s.idx {
-			return
-		}
-		w.work += P
-		over = over || (w.limit > 0 && w.work > w.limit)
-		nc := c
-		if shared[ps] {
-			num[ps] = newClock()
-			nc = clockOf(num[ps])
-			copy(nc, c)
-			shared[ps] = false
-		}
-		for q, v := range clockOf(s.clock) {
-			nc[q] = max(nc[q], v)
-		}
-		nc[s.ps] = max(nc[s.ps], s.idx)
-		clock[ps] = nc
 	}
 	hb := func(a iterSnap, ps int, idx int32) bool {
 		if a.ps == int32(ps) {
@@ -159,7 +124,7 @@ func (w *iterWalk) run(place bool) bool {
 		j0, w.work = 1, f.work
 		copy(num, f.clock)
 		for i, h := range num {
-			clock[i] = clockOf(h)
+			clock[i] = clocks.at(h)
 		}
 		copy(cnt, f.cnt)
 	}
@@ -167,7 +132,7 @@ func (w *iterWalk) run(place bool) bool {
 	defer func() { w.steps = ops + w.work - work0 }()
 	for j := j0; j < w.U; j++ {
 		if j == 1 && w.first == nil {
-			f := &iterState{clock: slices.Clone(num), cnt: slices.Clone(cnt), work: w.work, clocks: w.clocks}
+			f := &iterState{clock: slices.Clone(num), cnt: slices.Clone(cnt), work: w.work, clocks: clocks.n}
 			for i := range shared {
 				shared[i] = true
 			}
