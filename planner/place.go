@@ -153,159 +153,39 @@ func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 // device), shared by the later readers on that device until the buffer is
 // written again.
 func place(s *dag.Spec, low *lowering) (*dag.Spec, error) {
-	n := max(s.Devices, 1)
-	out := *s
-	out.Buffers = append([]dag.BufferSpec(nil), s.Buffers...)
-	out.Stages = make([]dag.StageSpec, 0, len(s.Stages)+len(s.Stages)/4)
-	out.Streams = append([]dag.StreamSpec(nil), s.Streams...)
-	bufIdx := make(map[string]int, len(out.Buffers))
-	for i, b := range out.Buffers {
-		bufIdx[b.Name] = i
-	}
-	stageNames := make(map[string]bool, len(s.Stages))
+	pl := newPlacer(s)
+	out := pl.out
 	for _, sg := range s.Stages {
-		stageNames[sg.Name] = true
-	}
-	bufNames := make(map[string]bool, len(s.Buffers))
-	for _, b := range s.Buffers {
-		bufNames[b.Name] = true
-	}
-	fresh := func(names map[string]bool, base string) string {
-		name := base
-		for k := 2; names[name]; k++ {
-			name = base + "." + strconv.Itoa(k)
-		}
-		names[name] = true
-		return name
-	}
-	streamDev := map[string]int{}
-	for _, d := range out.Streams {
-		if d.Device >= 0 {
-			streamDev[d.Name] = d.Device
-		}
-	}
-	free := make([]float64, n)               // when each device's placed compute ends, µs
-	ready := make([]float64, len(s.Buffers)) // when each buffer's last write ends, µs
-	version := make([]int, len(s.Buffers))   // writes so far
-	type replica struct {
-		buf     int // index of the replica buffer
-		version int // the version it holds, -1: none
-		at      float64
-		lo, hi  int64 // the bytes it holds of that version
-	}
-	reps := map[[2]int]*replica{} // (buffer, device) → replica
-	copies, moved := 0, int64(0)
-	isDev := func(b int) bool { return out.Buffers[b].Where == dag.WhereDevice }
-	for _, sg := range s.Stages {
-		host := s.IsHostStream(sg.Stream)
-		if host || dag.IsCollective(sg.Kernel) {
+		if s.IsHostStream(sg.Stream) || dag.IsCollective(sg.Kernel) {
 			out.Stages = append(out.Stages, sg)
 			continue
 		}
-		dur := plan.CostUS(sg.DurationUS)
-		// Candidate devices: the stage's own, its stream's, a written
-		// buffer's; else all.
-		fixed := sg.Device
-		if fixed < 0 {
-			if d, ok := streamDev[sg.Stream]; ok {
-				fixed = d
-			}
-		}
-		if fixed < 0 {
-			for _, w := range sg.Writes {
-				if b := bufIdx[w.Buffer]; isDev(b) && out.Buffers[b].Device >= 0 {
-					fixed = out.Buffers[b].Device
-					break
-				}
-			}
-		}
-		finish := func(d int) float64 {
-			t := free[d]
-			for _, r := range sg.Reads {
-				b := bufIdx[r.Buffer]
-				at := ready[b]
-				if h := out.Buffers[b].Device; isDev(b) && h >= 0 && h != d {
-					if rp := reps[[2]int{b, d}]; rp != nil && rp.version == version[b] && rp.lo <= r.Offset && r.End() <= rp.hi {
-						at = rp.at
-					} else {
-						at += PeerCopyUS(r.Bytes)
-					}
-				}
-				t = math.Max(t, at)
-			}
-			return t + dur
-		}
-		dev := fixed
-		if dev < 0 {
-			best := math.Inf(1)
-			for d := 0; d < n; d++ {
-				if f := finish(d); f < best-1e-9 {
-					best, dev = f, d
-				}
-			}
-		}
+		dev := pl.device(&sg)
 		for _, w := range sg.Writes {
-			if b := bufIdx[w.Buffer]; isDev(b) && out.Buffers[b].Device >= 0 && out.Buffers[b].Device != dev {
+			if b := pl.bufIdx[w.Buffer]; pl.isDev(b) && out.Buffers[b].Device >= 0 && out.Buffers[b].Device != dev {
 				return nil, fmt.Errorf("%s: stage %s runs on device %d but writes buffer %s, which is on device %d: a kernel writes only its own device's memory; give %s device: %d, or drop the stage's device:",
 					w.Pos, sg.Name, dev, w.Buffer, out.Buffers[b].Device, w.Buffer, dev)
 			}
 		}
 		sg.Device = dev
 		if sg.Stream != "" {
-			streamDev[sg.Stream] = dev
+			pl.streamDev[sg.Stream] = dev
 		}
 		// Buffers without a device go where they are first used.
 		for _, list := range [2][]dag.Access{sg.Writes, sg.Reads} {
 			for _, a := range list {
-				if b := bufIdx[a.Buffer]; isDev(b) && out.Buffers[b].Device < 0 {
+				if b := pl.bufIdx[a.Buffer]; pl.isDev(b) && out.Buffers[b].Device < 0 {
 					out.Buffers[b].Device = dev
 				}
 			}
 		}
-		// Peer copies for the reads of other devices' buffers.
-		start := free[dev]
-		reads := append([]dag.Access(nil), sg.Reads...)
-		for k, r := range reads {
-			b := bufIdx[r.Buffer]
-			h := out.Buffers[b].Device
-			if !isDev(b) || h == dev || sg.Kernel == contract.BuiltinCopy && len(sg.Writes) == 1 && k == 0 {
-				start = math.Max(start, ready[b])
-				continue // a copy stage reads another device itself (a peer copy)
-			}
-			key := [2]int{b, dev}
-			rp := reps[key]
-			if rp == nil {
-				src := out.Buffers[b]
-				rb := dag.BufferSpec{Name: fresh(bufNames, src.Name+"/on"+strconv.Itoa(dev)), Bytes: src.Bytes, Where: dag.WhereDevice,
-					Role: dag.RoleTemp, Init: dag.Init{Kind: dag.InitZeros}, Copies: src.Copies, Device: dev, Pos: src.Pos}
-				bufIdx[rb.Name] = len(out.Buffers)
-				out.Buffers = append(out.Buffers, rb)
-				ready = append(ready, 0)
-				version = append(version, 0)
-				rp = &replica{buf: len(out.Buffers) - 1, version: -1}
-				reps[key] = rp
-			}
-			if rp.version != version[b] || r.Offset < rp.lo || r.End() > rp.hi {
-				cp := dag.StageSpec{Name: fresh(stageNames, out.Buffers[b].Name+"/to"+strconv.Itoa(dev)), Kernel: contract.BuiltinCopy,
-					Reads:      []dag.Access{r},
-					Writes:     []dag.Access{{Buffer: out.Buffers[rp.buf].Name, Offset: r.Offset, Bytes: r.Bytes, Pos: r.Pos}},
-					DurationUS: PeerCopyUS(r.Bytes), Device: dev, Pos: sg.Pos}
-				out.Stages = append(out.Stages, cp)
-				copies++
-				moved += r.Bytes
-				rp.version, rp.lo, rp.hi = version[b], r.Offset, r.End()
-				rp.at = ready[b] + cp.DurationUS
-			}
-			reads[k].Buffer = out.Buffers[rp.buf].Name
-			start = math.Max(start, rp.at)
-		}
-		sg.Reads = reads
-		end := start + dur
-		free[dev] = end
+		start := pl.peerCopies(&sg, dev)
+		end := start + plan.CostUS(sg.DurationUS)
+		pl.free[dev] = end
 		for _, w := range sg.Writes {
-			b := bufIdx[w.Buffer]
-			ready[b] = end
-			version[b]++
+			b := pl.bufIdx[w.Buffer]
+			pl.ready[b] = end
+			pl.version[b]++
 		}
 		out.Stages = append(out.Stages, sg)
 	}
@@ -316,18 +196,178 @@ func place(s *dag.Spec, low *lowering) (*dag.Spec, error) {
 	}
 	for i := range out.Streams {
 		if d := &out.Streams[i]; d.Device < 0 {
-			d.Device = max(streamDev[d.Name], 0)
+			d.Device = max(pl.streamDev[d.Name], 0)
 		}
 	}
-	per := make([]int, n)
+	per := make([]int, pl.n)
 	for _, sg := range out.Stages {
 		if sg.Device >= 0 && !s.IsHostStream(sg.Stream) && !dag.IsCollective(sg.Kernel) {
 			per[sg.Device]++
 		}
 	}
 	low.notes = append(low.notes, fmt.Sprintf("placement balance: stages per device %v; %d peer copies added (%d bytes; %.1f µs at %.0f GB/s + %.0f µs each); the placed compute ends at %.1f µs (device time, without waits)",
-		per, copies, moved, float64(moved)/LinkBytesPerUS+float64(copies)*LinkLatencyUS, LinkBytesPerUS/1e3, LinkLatencyUS, maxOf(free)))
-	return &out, nil
+		per, pl.copies, pl.moved, float64(pl.moved)/LinkBytesPerUS+float64(pl.copies)*LinkLatencyUS, LinkBytesPerUS/1e3, LinkLatencyUS, maxOf(pl.free)))
+	return out, nil
+}
+
+// placer is the state of place: the spec being written, and per device
+// and buffer when each is free or ready in the list schedule (µs).
+type placer struct {
+	out                  *dag.Spec
+	n                    int // devices
+	bufIdx               map[string]int
+	stageNames, bufNames map[string]bool // names in use, for the copies' fresh names
+	streamDev            map[string]int  // each placed stream's device
+	free                 []float64       // when each device's placed compute ends, µs
+	ready                []float64       // when each buffer's last write ends, µs
+	version              []int           // writes so far, per buffer
+	reps                 map[[2]int]*replica
+	copies               int   // peer copies added
+	moved                int64 // bytes they copy
+}
+
+// replica is a buffer's copy on another device (place): the replica
+// buffer, the version of the buffer it holds (-1: none), when it is
+// there (µs) and the bytes of that version it holds.
+type replica struct {
+	buf     int
+	version int
+	at      float64
+	lo, hi  int64
+}
+
+func newPlacer(s *dag.Spec) *placer {
+	out := *s
+	out.Buffers = append([]dag.BufferSpec(nil), s.Buffers...)
+	out.Stages = make([]dag.StageSpec, 0, len(s.Stages)+len(s.Stages)/4)
+	out.Streams = append([]dag.StreamSpec(nil), s.Streams...)
+	n := max(s.Devices, 1)
+	pl := &placer{out: &out, n: n, bufIdx: make(map[string]int, len(out.Buffers)),
+		stageNames: make(map[string]bool, len(s.Stages)), bufNames: make(map[string]bool, len(s.Buffers)),
+		streamDev: map[string]int{}, free: make([]float64, n), ready: make([]float64, len(s.Buffers)),
+		version: make([]int, len(s.Buffers)), reps: map[[2]int]*replica{}}
+	for i, b := range out.Buffers {
+		pl.bufIdx[b.Name] = i
+	}
+	for _, sg := range s.Stages {
+		pl.stageNames[sg.Name] = true
+	}
+	for _, b := range s.Buffers {
+		pl.bufNames[b.Name] = true
+	}
+	for _, d := range out.Streams {
+		if d.Device >= 0 {
+			pl.streamDev[d.Name] = d.Device
+		}
+	}
+	return pl
+}
+
+// fresh returns base, or base.K for the least K ≥ 2 that names gives no
+// meaning yet, and adds it to names.
+func fresh(names map[string]bool, base string) string {
+	name := base
+	for k := 2; names[name]; k++ {
+		name = base + "." + strconv.Itoa(k)
+	}
+	names[name] = true
+	return name
+}
+
+func (pl *placer) isDev(b int) bool { return pl.out.Buffers[b].Where == dag.WhereDevice }
+
+// device returns the device stage sg runs on: its own, its stream's, or a
+// written buffer's; else the device where it would finish earliest.
+func (pl *placer) device(sg *dag.StageSpec) int {
+	out := pl.out
+	fixed := sg.Device
+	if fixed < 0 {
+		if d, ok := pl.streamDev[sg.Stream]; ok {
+			fixed = d
+		}
+	}
+	if fixed < 0 {
+		for _, w := range sg.Writes {
+			if b := pl.bufIdx[w.Buffer]; pl.isDev(b) && out.Buffers[b].Device >= 0 {
+				fixed = out.Buffers[b].Device
+				break
+			}
+		}
+	}
+	if fixed >= 0 {
+		return fixed
+	}
+	dur := plan.CostUS(sg.DurationUS)
+	finish := func(d int) float64 {
+		t := pl.free[d]
+		for _, r := range sg.Reads {
+			b := pl.bufIdx[r.Buffer]
+			at := pl.ready[b]
+			if h := out.Buffers[b].Device; pl.isDev(b) && h >= 0 && h != d {
+				if rp := pl.reps[[2]int{b, d}]; rp != nil && rp.version == pl.version[b] && rp.lo <= r.Offset && r.End() <= rp.hi {
+					at = rp.at
+				} else {
+					at += PeerCopyUS(r.Bytes)
+				}
+			}
+			t = math.Max(t, at)
+		}
+		return t + dur
+	}
+	dev, best := -1, math.Inf(1)
+	for d := 0; d < pl.n; d++ {
+		if f := finish(d); f < best-1e-9 {
+			best, dev = f, d
+		}
+	}
+	return dev
+}
+
+// peerCopies gives each of sg's reads of a buffer on another device than
+// dev a copy into that buffer's replica on dev (a copy stage BUF/toD, and
+// the replica BUF/onD the first time), unless the replica holds those
+// bytes of the buffer's latest version already, and points the read at
+// the replica. It returns when sg may start on dev, µs.
+func (pl *placer) peerCopies(sg *dag.StageSpec, dev int) float64 {
+	out := pl.out
+	start := pl.free[dev]
+	reads := append([]dag.Access(nil), sg.Reads...)
+	for k, r := range reads {
+		b := pl.bufIdx[r.Buffer]
+		h := out.Buffers[b].Device
+		if !pl.isDev(b) || h == dev || sg.Kernel == contract.BuiltinCopy && len(sg.Writes) == 1 && k == 0 {
+			start = math.Max(start, pl.ready[b])
+			continue // a copy stage reads another device itself (a peer copy)
+		}
+		key := [2]int{b, dev}
+		rp := pl.reps[key]
+		if rp == nil {
+			src := out.Buffers[b]
+			rb := dag.BufferSpec{Name: fresh(pl.bufNames, src.Name+"/on"+strconv.Itoa(dev)), Bytes: src.Bytes, Where: dag.WhereDevice,
+				Role: dag.RoleTemp, Init: dag.Init{Kind: dag.InitZeros}, Copies: src.Copies, Device: dev, Pos: src.Pos}
+			pl.bufIdx[rb.Name] = len(out.Buffers)
+			out.Buffers = append(out.Buffers, rb)
+			pl.ready = append(pl.ready, 0)
+			pl.version = append(pl.version, 0)
+			rp = &replica{buf: len(out.Buffers) - 1, version: -1}
+			pl.reps[key] = rp
+		}
+		if rp.version != pl.version[b] || r.Offset < rp.lo || r.End() > rp.hi {
+			cp := dag.StageSpec{Name: fresh(pl.stageNames, out.Buffers[b].Name+"/to"+strconv.Itoa(dev)), Kernel: contract.BuiltinCopy,
+				Reads:      []dag.Access{r},
+				Writes:     []dag.Access{{Buffer: out.Buffers[rp.buf].Name, Offset: r.Offset, Bytes: r.Bytes, Pos: r.Pos}},
+				DurationUS: PeerCopyUS(r.Bytes), Device: dev, Pos: sg.Pos}
+			out.Stages = append(out.Stages, cp)
+			pl.copies++
+			pl.moved += r.Bytes
+			rp.version, rp.lo, rp.hi = pl.version[b], r.Offset, r.End()
+			rp.at = pl.ready[b] + cp.DurationUS
+		}
+		reads[k].Buffer = out.Buffers[rp.buf].Name
+		start = math.Max(start, rp.at)
+	}
+	sg.Reads = reads
+	return start
 }
 
 func maxOf(xs []float64) float64 {
