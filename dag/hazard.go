@@ -318,37 +318,56 @@ func Hazards(s *Spec) (*HazardGraph, error) { return hazards(s, false) }
 func AllHazards(s *Spec) (*HazardGraph, error) { return hazards(s, true) }
 
 func hazards(s *Spec, keepImplied bool) (*HazardGraph, error) {
-	n := len(s.Stages)
-	var index map[string]int32 // stage name → index, built at the first after: entry
+	w := newHazardWalk(s, keepImplied)
+	for v := range s.Stages {
+		if err := w.stage(v); err != nil {
+			return nil, err
+		}
+	}
+	g := w.g
+	g.linkSuccessors()
+	if err := g.sortOrder(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// hazardWalk is the state of the walk over a spec's stages in declaration
+// order that Hazards makes: the buffers' segment maps, the graph built so
+// far, and the stage being analysed's candidate hazards.
+type hazardWalk struct {
+	s           *Spec
+	keepImplied bool
+	g           *HazardGraph
+	index       map[string]int32 // stage name → index, built at the first after: entry
 	// Buffers by their index in s.Buffers; an undeclared name gets one
 	// past them.
-	bufIdx := make(map[string]int32, len(s.Buffers))
-	for i := range s.Buffers {
-		bufIdx[s.Buffers[i].Name] = int32(i)
-	}
-	bufs := make([]bufState, len(s.Buffers))
+	bufIdx map[string]int32
+	bufs   []bufState
 	// Most accesses' buffers are found by a guess (bufferGuess), where no
 	// name is declared twice (the map holds a name's last declaration).
-	var guess *bufferGuess
-	if len(bufIdx) == len(s.Buffers) {
-		guess = new(bufferGuess)
+	guess *bufferGuess
+
+	limit        int // MaxHazards
+	overlapLimit int // MaxHazardOverlaps
+	overlaps     int // overlaps examined so far
+
+	pend []pendingHazard // the hazards of the stage being analysed
+	// Per stage v: cand[u] == v when earlier stage u is one of v's
+	// candidates (a conflict or after: entry), reached[u] == v when the
+	// search found that u happens before one of them.
+	cand, reached []int32
+	cands, stack  []int32
+}
+
+func newHazardWalk(s *Spec, keepImplied bool) *hazardWalk {
+	n := len(s.Stages)
+	w := &hazardWalk{s: s, keepImplied: keepImplied, bufIdx: make(map[string]int32, len(s.Buffers)), bufs: make([]bufState, len(s.Buffers))}
+	for i := range s.Buffers {
+		w.bufIdx[s.Buffers[i].Name] = int32(i)
 	}
-	bufOf := func(name string, write bool, j int) int32 {
-		if guess != nil {
-			if bi, ok := guess.find(name, write, j); ok {
-				guess.found(s.Buffers, write, j, bi, nil)
-				return int32(bi)
-			}
-		}
-		k, ok := bufIdx[name]
-		if !ok {
-			k = int32(len(bufs))
-			bufIdx[name] = k
-			bufs = append(bufs, bufState{})
-		} else if guess != nil {
-			guess.found(s.Buffers, write, j, int(k), nil)
-		}
-		return k
+	if len(w.bufIdx) == len(s.Buffers) {
+		w.guess = new(bufferGuess)
 	}
 	g := &HazardGraph{spec: s, forward: true}
 	g.accOff = make([]int32, 1, n+1)
@@ -357,210 +376,280 @@ func hazards(s *Spec, keepImplied bool) (*HazardGraph, error) {
 	for i := range s.Stages {
 		na += len(s.Stages[i].Reads) + len(s.Stages[i].Writes) + len(s.Stages[i].After)
 	}
-	limit := max(maxHazards, HazardsPerAccess*na)                // MaxHazards
-	overlapLimit := max(maxHazardOverlaps, OverlapsPerAccess*na) // MaxHazardOverlaps
-	overlaps := 0
-	tooMany := func(st *StageSpec) error {
-		hint := "its stages meet too many unordered earlier accesses each, as when each of many stages reads what many unordered earlier stages wrote (an edge per pair): have each stage read only the slices it needs, or one buffer that a single stage gathers them into"
-		if keepImplied {
-			hint = "the whole hazard DAG has an edge per conflicting pair, implied ones included, as when every stage reads what every earlier stage wrote (n²/2 pairs): plan it with a strategy other than hazard-dag, or have each stage read only the slices it needs"
-		}
-		return ErrorList{{Pos: st.Pos, Msg: fmt.Sprintf("stage %s: the spec's hazards (pairs of conflicting accesses the hazard graph keeps) pass %d here, its limit (%d per read, write and after: entry, or %d, whichever is more; each takes about 160 bytes through planning)",
-			st.Name, limit, HazardsPerAccess, maxHazards),
-			Hint: hint}}
-	}
-	tooManyOverlaps := func(st *StageSpec) error {
-		return ErrorList{{Pos: st.Pos, Msg: fmt.Sprintf("stage %s: the spec's overlaps (byte ranges of earlier accesses that an access meets) pass %d here, its limit (%d per read, write and after: entry, or %d, whichever is more)",
-			st.Name, overlapLimit, OverlapsPerAccess, maxHazardOverlaps),
-			Hint: "its stages each meet what many earlier stages wrote or read, in many separate byte ranges: have each stage read only the slices it needs, or one buffer that a single stage gathers them into"}}
-	}
+	w.limit = max(maxHazards, HazardsPerAccess*na)
+	w.overlapLimit = max(maxHazardOverlaps, OverlapsPerAccess*na)
 	g.pred = make([]int32, 0, na)
 	g.accBuf = make([]int32, 0, na)
 	g.hz = make([]Hazard, 0, na)
 	g.hzOff = make([]int32, 1, na+1)
-	var pend []pendingHazard
-	// Per stage v: cand[u] == v when earlier stage u is one of v's
-	// candidates (a conflict or after: entry), reached[u] == v when the
-	// search found that u happens before one of them.
-	cand, reached := make([]int32, n), make([]int32, n)
+	w.g = g
+	w.cand, w.reached = make([]int32, n), make([]int32, n)
 	for i := range n {
-		cand[i], reached[i] = -1, -1
+		w.cand[i], w.reached[i] = -1, -1
 	}
-	var cands, stack []int32
-	access := func(r accRef) Access {
-		if r.write {
-			return s.Stages[r.stage].Writes[r.acc]
+	return w
+}
+
+// bufOf returns the index of the buffer named name, accessed by access j
+// of a stage's reads or writes.
+func (w *hazardWalk) bufOf(name string, write bool, j int) int32 {
+	if w.guess != nil {
+		if bi, ok := w.guess.find(name, write, j); ok {
+			w.guess.found(w.s.Buffers, write, j, bi, nil)
+			return int32(bi)
 		}
-		return s.Stages[r.stage].Reads[r.acc]
 	}
-	// overlap counts k overlaps examined and reports whether they pass
-	// their limit.
-	overlap := func(k int) bool {
-		overlaps += k
-		return overlaps > overlapLimit
+	k, ok := w.bufIdx[name]
+	if !ok {
+		k = int32(len(w.bufs))
+		w.bufIdx[name] = k
+		w.bufs = append(w.bufs, bufState{})
+	} else if w.guess != nil {
+		w.guess.found(w.s.Buffers, write, j, int(k), nil)
 	}
-	// addHz adds a candidate hazard of the stage being analysed and
-	// reports whether the overlaps examined pass their limit.
-	addHz := func(kind HazardKind, from accRef, a Access) bool {
-		b := access(from)
-		r := a.Range().Intersect(b.Range())
-		pend = append(pend, pendingHazard{from.stage, Hazard{Kind: kind, Buffer: r.Buffer, Offset: r.Offset, Bytes: r.Bytes}})
-		return overlap(1)
+	return k
+}
+
+// tooMany is the error of a spec past MaxHazards at stage st.
+func (w *hazardWalk) tooMany(st *StageSpec) error {
+	hint := "its stages meet too many unordered earlier accesses each, as when each of many stages reads what many unordered earlier stages wrote (an edge per pair): have each stage read only the slices it needs, or one buffer that a single stage gathers them into"
+	if w.keepImplied {
+		hint = "the whole hazard DAG has an edge per conflicting pair, implied ones included, as when every stage reads what every earlier stage wrote (n²/2 pairs): plan it with a strategy other than hazard-dag, or have each stage read only the slices it needs"
 	}
-	for v := range s.Stages {
-		st := &s.Stages[v]
-		pend = pend[:0]
-		for _, name := range st.After {
-			if index == nil {
-				index = make(map[string]int32, n)
-				for i := range s.Stages {
-					index[s.Stages[i].Name] = int32(i)
+	return ErrorList{{Pos: st.Pos, Msg: fmt.Sprintf("stage %s: the spec's hazards (pairs of conflicting accesses the hazard graph keeps) pass %d here, its limit (%d per read, write and after: entry, or %d, whichever is more; each takes about 160 bytes through planning)",
+		st.Name, w.limit, HazardsPerAccess, maxHazards),
+		Hint: hint}}
+}
+
+// tooManyOverlaps is the error of a spec past MaxHazardOverlaps at stage st.
+func (w *hazardWalk) tooManyOverlaps(st *StageSpec) error {
+	return ErrorList{{Pos: st.Pos, Msg: fmt.Sprintf("stage %s: the spec's overlaps (byte ranges of earlier accesses that an access meets) pass %d here, its limit (%d per read, write and after: entry, or %d, whichever is more)",
+		st.Name, w.overlapLimit, OverlapsPerAccess, maxHazardOverlaps),
+		Hint: "its stages each meet what many earlier stages wrote or read, in many separate byte ranges: have each stage read only the slices it needs, or one buffer that a single stage gathers them into"}}
+}
+
+func (w *hazardWalk) access(r accRef) Access {
+	if r.write {
+		return w.s.Stages[r.stage].Writes[r.acc]
+	}
+	return w.s.Stages[r.stage].Reads[r.acc]
+}
+
+// overlap counts k overlaps examined and reports whether they pass their
+// limit.
+func (w *hazardWalk) overlap(k int) bool {
+	w.overlaps += k
+	return w.overlaps > w.overlapLimit
+}
+
+// addHz adds a candidate hazard of the stage being analysed and reports
+// whether the overlaps examined pass their limit.
+func (w *hazardWalk) addHz(kind HazardKind, from accRef, a Access) bool {
+	r := a.Range().Intersect(w.access(from).Range())
+	w.pend = append(w.pend, pendingHazard{from.stage, Hazard{Kind: kind, Buffer: r.Buffer, Offset: r.Offset, Bytes: r.Bytes}})
+	return w.overlap(1)
+}
+
+// stage analyses stage v: its candidate hazards with earlier stages, less
+// the implied ones, become its edges.
+func (w *hazardWalk) stage(v int) error {
+	st := &w.s.Stages[v]
+	w.pend = w.pend[:0]
+	if err := w.after(v, st); err != nil {
+		return err
+	}
+	if !w.reads(v, st) || !w.writes(v, st) {
+		return w.tooManyOverlaps(st)
+	}
+	w.dropImplied(v, st)
+	return w.addEdges(v, st)
+}
+
+// after adds the candidates of stage v's after: entries.
+func (w *hazardWalk) after(v int, st *StageSpec) error {
+	for _, name := range st.After {
+		if w.index == nil {
+			w.index = make(map[string]int32, len(w.s.Stages))
+			for i := range w.s.Stages {
+				w.index[w.s.Stages[i].Name] = int32(i)
+			}
+		}
+		u, ok := w.index[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s: stage %s: after: names no stage %q; name a declared stage", st.Pos, st.Name, name)
+		case int(u) == v:
+			return fmt.Errorf("%s: stage %s: after: names the stage itself; remove it", st.Pos, st.Name)
+		case int(u) > v:
+			w.g.forward = false
+		}
+		w.pend = append(w.pend, pendingHazard{u, Hazard{Kind: After}})
+	}
+	return nil
+}
+
+// reads adds the RAW candidates of stage v's reads and records each read
+// in the segments it touches. It reports false when the overlaps examined
+// pass their limit.
+func (w *hazardWalk) reads(v int, st *StageSpec) bool {
+	for r, a := range st.Reads {
+		k := w.bufOf(a.Buffer, false, r)
+		w.g.accBuf = append(w.g.accBuf, k)
+		if a.Bytes <= 0 {
+			continue
+		}
+		b := &w.bufs[k]
+		i, j := b.touch(a.Offset, a.End())
+		if w.overlap(j - i) {
+			return false
+		}
+		me := accRef{int32(v), int32(r), false}
+		for k := i; k < j; k++ {
+			sg := &b.segs[k]
+			if sg.writer.stage >= 0 && int(sg.writer.stage) != v {
+				if w.addHz(RAW, sg.writer, a) {
+					return false
 				}
 			}
-			u, ok := index[name]
-			switch {
-			case !ok:
-				return nil, fmt.Errorf("%s: stage %s: after: names no stage %q; name a declared stage", st.Pos, st.Name, name)
-			case int(u) == v:
-				return nil, fmt.Errorf("%s: stage %s: after: names the stage itself; remove it", st.Pos, st.Name)
-			case int(u) > v:
-				g.forward = false
-			}
-			pend = append(pend, pendingHazard{u, Hazard{Kind: After}})
+			sg.readers = append(sg.readers, me)
 		}
+	}
+	return true
+}
+
+// writes adds the WAW and WAR candidates of stage v's writes, each write
+// superseding the history of the bytes it covers. It reports false when
+// the overlaps examined pass their limit.
+func (w *hazardWalk) writes(v int, st *StageSpec) bool {
+	for wi, a := range st.Writes {
+		k := w.bufOf(a.Buffer, true, wi)
+		w.g.accBuf = append(w.g.accBuf, k)
+		if a.Bytes <= 0 {
+			continue
+		}
+		b := &w.bufs[k]
+		i, j := b.touch(a.Offset, a.End())
+		if w.overlap(j - i) {
+			return false
+		}
+		for k := i; k < j; k++ {
+			sg := &b.segs[k]
+			if sg.writer.stage >= 0 && int(sg.writer.stage) != v {
+				if w.addHz(WAW, sg.writer, a) {
+					return false
+				}
+			}
+			for _, r := range sg.readers {
+				if int(r.stage) != v {
+					if w.addHz(WAR, r, a) {
+						return false
+					}
+				}
+			}
+		}
+		// The write supersedes the history of [i, j): merge into one segment.
+		b.segs[i] = segment{lo: b.segs[i].lo, hi: b.segs[j-1].hi, writer: accRef{int32(v), int32(wi), true}}
+		b.segs = slices.Delete(b.segs, i+1, j)
+	}
+	return true
+}
+
+// dropImplied leaves out the candidates of stage v that happen before
+// another candidate: it searches back from the candidates, latest first,
+// over the edges of earlier stages (forward edges only, so every path
+// found descends in declaration order and ends at a later candidate),
+// marking the stages found. A marked candidate's edge is implied by the
+// path through the candidate the search started from.
+func (w *hazardWalk) dropImplied(v int, st *StageSpec) {
+	g, cand, reached := w.g, w.cand, w.reached
+	w.cands = w.cands[:0]
+	minC := int32(v)
+	for _, p := range w.pend {
+		if u := p.from; !w.keepImplied && int(u) < v && cand[u] != int32(v) {
+			cand[u] = int32(v)
+			w.cands = append(w.cands, u)
+			minC = min(minC, u)
+		}
+	}
+	cands := w.cands
+	if !slices.IsSorted(cands) {
+		slices.Sort(cands)
+	}
+	budget := hazardSearchPerCandidate * len(cands)
+	for k := len(cands) - 1; k >= 0 && budget > 0; k-- {
+		if reached[cands[k]] == int32(v) {
+			continue // its ancestors are searched from where it was found
+		}
+		w.stack = append(w.stack[:0], cands[k])
+		for len(w.stack) > 0 && budget > 0 {
+			x := w.stack[len(w.stack)-1]
+			w.stack = w.stack[:len(w.stack)-1]
+			row := g.Pred(int(x))
+			for e := len(row) - 1; e >= 0 && row[e] >= minC && budget > 0; e-- {
+				budget--
+				if u := row[e]; u < x && reached[u] != int32(v) {
+					reached[u] = int32(v)
+					w.stack = append(w.stack, u)
+				}
+			}
+		}
+	}
+	w.pend = slices.DeleteFunc(w.pend, func(p pendingHazard) bool { return int(p.from) < v && reached[p.from] == int32(v) })
+	// A range this stage read keeps none of its earlier readers that
+	// happen before this stage: a later write of the range conflicts
+	// with this stage's read too, so it is ordered after them through
+	// this stage. (A range this stage also wrote has no readers left.)
+	if len(cands) > 0 {
 		for r, a := range st.Reads {
-			k := bufOf(a.Buffer, false, r)
-			g.accBuf = append(g.accBuf, k)
 			if a.Bytes <= 0 {
 				continue
 			}
-			b := &bufs[k]
-			i, j := b.touch(a.Offset, a.End())
-			if overlap(j - i) {
-				return nil, tooManyOverlaps(st)
-			}
-			me := accRef{int32(v), int32(r), false}
-			for k := i; k < j; k++ {
-				sg := &b.segs[k]
-				if sg.writer.stage >= 0 && int(sg.writer.stage) != v {
-					if addHz(RAW, sg.writer, a) {
-						return nil, tooManyOverlaps(st)
-					}
-				}
-				sg.readers = append(sg.readers, me)
-			}
-		}
-		for w, a := range st.Writes {
-			k := bufOf(a.Buffer, true, w)
-			g.accBuf = append(g.accBuf, k)
-			if a.Bytes <= 0 {
-				continue
-			}
-			b := &bufs[k]
-			i, j := b.touch(a.Offset, a.End())
-			if overlap(j - i) {
-				return nil, tooManyOverlaps(st)
-			}
-			for k := i; k < j; k++ {
-				sg := &b.segs[k]
-				if sg.writer.stage >= 0 && int(sg.writer.stage) != v {
-					if addHz(WAW, sg.writer, a) {
-						return nil, tooManyOverlaps(st)
-					}
-				}
-				for _, r := range sg.readers {
-					if int(r.stage) != v {
-						if addHz(WAR, r, a) {
-							return nil, tooManyOverlaps(st)
-						}
-					}
-				}
-			}
-			// The write supersedes the history of [i, j): merge into one segment.
-			b.segs[i] = segment{lo: b.segs[i].lo, hi: b.segs[j-1].hi, writer: accRef{int32(v), int32(w), true}}
-			b.segs = slices.Delete(b.segs, i+1, j)
-		}
-		// Leave out the candidates that happen before another candidate:
-		// search back from the candidates, latest first, over the edges of
-		// earlier stages (forward edges only, so every path found descends
-		// in declaration order and ends at a later candidate), marking the
-		// stages found. A marked candidate's edge is implied by the path
-		// through the candidate the search started from.
-		cands = cands[:0]
-		minC := int32(v)
-		for _, p := range pend {
-			if u := p.from; !keepImplied && int(u) < v && cand[u] != int32(v) {
-				cand[u] = int32(v)
-				cands = append(cands, u)
-				minC = min(minC, u)
-			}
-		}
-		if !slices.IsSorted(cands) {
-			slices.Sort(cands)
-		}
-		budget := hazardSearchPerCandidate * len(cands)
-		for k := len(cands) - 1; k >= 0 && budget > 0; k-- {
-			if reached[cands[k]] == int32(v) {
-				continue // its ancestors are searched from where it was found
-			}
-			stack = append(stack[:0], cands[k])
-			for len(stack) > 0 && budget > 0 {
-				x := stack[len(stack)-1]
-				stack = stack[:len(stack)-1]
-				row := g.Pred(int(x))
-				for e := len(row) - 1; e >= 0 && row[e] >= minC && budget > 0; e-- {
-					budget--
-					if u := row[e]; u < x && reached[u] != int32(v) {
-						reached[u] = int32(v)
-						stack = append(stack, u)
-					}
+			b := &w.bufs[g.accBuf[int(g.accOff[v])+r]]
+			for i := sort.Search(len(b.segs), func(k int) bool { return b.segs[k].hi > a.Offset }); i < len(b.segs) && b.segs[i].lo < a.End(); i++ {
+				if sg := &b.segs[i]; len(sg.readers) > 1 {
+					sg.readers = slices.DeleteFunc(sg.readers, func(x accRef) bool {
+						return int(x.stage) != v && (cand[x.stage] == int32(v) || reached[x.stage] == int32(v))
+					})
 				}
 			}
 		}
-		pend = slices.DeleteFunc(pend, func(p pendingHazard) bool { return int(p.from) < v && reached[p.from] == int32(v) })
-		// A range this stage read keeps none of its earlier readers that
-		// happen before this stage: a later write of the range conflicts
-		// with this stage's read too, so it is ordered after them through
-		// this stage. (A range this stage also wrote has no readers left.)
-		if len(cands) > 0 {
-			for r, a := range st.Reads {
-				if a.Bytes <= 0 {
-					continue
-				}
-				b := &bufs[g.accBuf[int(g.accOff[v])+r]]
-				for i := sort.Search(len(b.segs), func(k int) bool { return b.segs[k].hi > a.Offset }); i < len(b.segs) && b.segs[i].lo < a.End(); i++ {
-					if sg := &b.segs[i]; len(sg.readers) > 1 {
-						sg.readers = slices.DeleteFunc(sg.readers, func(x accRef) bool {
-							return int(x.stage) != v && (cand[x.stage] == int32(v) || reached[x.stage] == int32(v))
-						})
-					}
-				}
-			}
-		}
-		slices.SortFunc(pend, func(x, y pendingHazard) int {
-			return cmp.Or(cmp.Compare(x.from, y.from), cmp.Compare(x.h.Kind, y.h.Kind),
-				strings.Compare(x.h.Buffer, y.h.Buffer), cmp.Compare(x.h.Offset, y.h.Offset), cmp.Compare(x.h.Bytes, y.h.Bytes))
-		})
-		pend = slices.Compact(pend)
-		if len(g.hz)+len(pend) > limit {
-			return nil, tooMany(st)
-		}
-		for k, p := range pend {
-			if k == 0 || pend[k-1].from != p.from {
-				if k > 0 {
-					g.hzOff = append(g.hzOff, int32(len(g.hz)))
-				}
-				g.pred = append(g.pred, p.from)
-			}
-			g.hz = append(g.hz, p.h)
-		}
-		if len(pend) > 0 {
-			g.hzOff = append(g.hzOff, int32(len(g.hz)))
-		}
-		g.predOff = append(g.predOff, int32(len(g.pred)))
-		g.accOff = append(g.accOff, int32(len(g.accBuf)))
 	}
-	// Successor rows by counting sort; rows come out ascending because v ascends.
+}
+
+// addEdges adds stage v's hazards left, sorted by earlier stage, kind,
+// buffer and bytes, as its edges.
+func (w *hazardWalk) addEdges(v int, st *StageSpec) error {
+	g, pend := w.g, w.pend
+	slices.SortFunc(pend, func(x, y pendingHazard) int {
+		return cmp.Or(cmp.Compare(x.from, y.from), cmp.Compare(x.h.Kind, y.h.Kind),
+			strings.Compare(x.h.Buffer, y.h.Buffer), cmp.Compare(x.h.Offset, y.h.Offset), cmp.Compare(x.h.Bytes, y.h.Bytes))
+	})
+	pend = slices.Compact(pend)
+	w.pend = pend
+	if len(g.hz)+len(pend) > w.limit {
+		return w.tooMany(st)
+	}
+	for k, p := range pend {
+		if k == 0 || pend[k-1].from != p.from {
+			if k > 0 {
+				g.hzOff = append(g.hzOff, int32(len(g.hz)))
+			}
+			g.pred = append(g.pred, p.from)
+		}
+		g.hz = append(g.hz, p.h)
+	}
+	if len(pend) > 0 {
+		g.hzOff = append(g.hzOff, int32(len(g.hz)))
+	}
+	g.predOff = append(g.predOff, int32(len(g.pred)))
+	g.accOff = append(g.accOff, int32(len(g.accBuf)))
+	return nil
+}
+
+// linkSuccessors builds the successor rows from the predecessor rows, by
+// counting sort; rows come out ascending because v ascends.
+func (g *HazardGraph) linkSuccessors() {
+	n := len(g.predOff) - 1
 	g.succOff = make([]int32, n+1)
 	for _, u := range g.pred {
 		g.succOff[u+1]++
@@ -576,27 +665,34 @@ func hazards(s *Spec, keepImplied bool) (*HazardGraph, error) {
 			fill[u]++
 		}
 	}
+}
+
+// sortOrder sets g.order: declaration order when every edge points
+// forward, otherwise gonum's topo.SortStabilized with declaration index as
+// tiebreak. A cycle is an error listing each cycle's stages.
+func (g *HazardGraph) sortOrder() error {
+	n := len(g.predOff) - 1
 	if g.forward {
 		g.order = make([]int32, n)
 		for i := range g.order {
 			g.order[i] = int32(i)
 		}
-		return g, nil
+		return nil
 	}
 	sorted, err := topo.SortStabilized(g, func(ns []graph.Node) {
 		slices.SortFunc(ns, func(a, b graph.Node) int { return cmp.Compare(a.ID(), b.ID()) })
 	})
 	if err != nil {
 		if u, ok := err.(topo.Unorderable); ok {
-			return nil, cycleError(s, u)
+			return cycleError(g.spec, u)
 		}
-		return nil, err
+		return err
 	}
 	g.order = make([]int32, n)
 	for i, nd := range sorted {
 		g.order[i] = int32(nd.ID())
 	}
-	return g, nil
+	return nil
 }
 
 // cycleError lists each strongly connected component of u by stage names
