@@ -23,12 +23,13 @@
 // yaml.v3 says and gets its messages. For JSON (RFC 8259) the scanner is
 // the parser and reports syntax errors itself (*JSONError).
 //
-// The contract is yaml.v3's: the package's tests parse every spec of the
-// repository, their CRLF and document-marker variants and a list of
-// constructs outside the subset with both parsers and require the same
-// tree or a give-up, and FuzzScan does so on arbitrary text. The loader's
-// own tests (dag) hold Load through the scanner to Load through yaml.v3,
-// errors included.
+// The contract is yaml.v3's: the package's tests parse every spec and
+// operator graph of the repository (the specs also after a document start
+// marker) and a list of constructs outside the subset with both parsers
+// and require the same tree or a give-up, streamed items included, and
+// FuzzScan does so on arbitrary text. The loader's own tests (dag) hold
+// Load through the scanner to Load through yaml.v3, errors included, and
+// with CRLF line endings.
 //
 // BenchmarkScan measures the scanner against yaml.v3 on the same
 // machine-written spec of 10,000 and 100,000 stages
