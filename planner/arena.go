@@ -29,7 +29,7 @@ import (
 // (Lifetime.First) for --alloc dynamic. In an automatically synchronized
 // plan with capture regions, a replay's order gets the waits that keep
 // the sharing race-free (orderReplays); where none can, the spec is
-// refused at the captured stage.
+// refused at the captured stage. docs/design/arena.md has the design.
 func arena(st *state) error {
 	mode := cmp.Or(st.opts.Arena, st.spec.Options.Arena, dag.ArenaPlanned)
 	switch mode {

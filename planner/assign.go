@@ -15,7 +15,7 @@ import (
 // hazard DAG greedily. Pins (`stream:`) win under every strategy: all
 // stages pinned to one name share a stream. With a kept plan (st.keep, a
 // budget re-plan) every stage keeps its stream there, with that plan's
-// assign notes.
+// assign notes. docs/design/assign.md has the design.
 func assign(st *state) error {
 	before := len(st.notes)
 	defer func() { st.assignNotes = slices.Clone(st.notes[before:]) }()

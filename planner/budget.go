@@ -136,7 +136,7 @@ type budget struct {
 //
 // Errors: a budget (auto too) with an arena mode other than planned, or a
 // byte budget for a sync: manual spec whose arena is over it (its order is
-// the user's).
+// the user's). docs/design/budget.md has the design of the loop.
 func newBudget(st *state) (*budget, error) {
 	limit := budgetLimit(st.spec, st.opts)
 	p := st.plan

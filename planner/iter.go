@@ -59,7 +59,7 @@ type iterReq struct {
 // (WithIteration): correct for any race-free iteration, iterations not
 // overlapping; a note states the cost.
 //
-// Errors: negative stream sets.
+// Errors: negative stream sets. docs/design/iterate.md has the design.
 func iterate(st *state) error {
 	p := st.plan
 	n, S := len(p.Stages), len(p.Streams)

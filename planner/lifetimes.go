@@ -10,6 +10,7 @@ import "github.com/dagrun/dagrun/plan"
 // Plan.Iteration when the spec's waits across iterations set it). It is the planned form of
 // CUDA's record_stream: the bytes may be reused once every listed event has
 // completed. Done lists are sorted by stream id. Cost: O(ops + accesses).
+// docs/design/lifetimes.md has the design.
 func lifetimes(st *state) error {
 	p := st.plan
 	ab := st.accesses()

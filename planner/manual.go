@@ -16,6 +16,7 @@ import (
 // nothing — CUDA's wait-before-record trap, which Verify reports.
 //
 // Errors: a stage with no stream, a waits: entry naming no stage.
+// docs/design/manual.md has the design.
 func (st *state) buildManual() error {
 	s := st.spec
 	p := st.newPlan()

@@ -16,6 +16,7 @@ import "slices"
 // search only enters nodes whose position and level do not exceed the
 // largest candidate's. Graphs whose edges join consecutive levels
 // (layered, wavefront) cost O(E); the worst case is O(V·E).
+// docs/design/reduce.md has the design.
 func reduce(st *state) error {
 	n := st.n
 	g := st.g

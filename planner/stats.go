@@ -5,7 +5,8 @@ import "github.com/dagrun/dagrun/plan"
 // stats fills Plan.Stats: counts, the reduced graph's size, Nimble's lower
 // bound on waits (reduced edges − maximum matching), the critical path, the
 // one-stream time, and the simulated ideal makespan (Build stamps the planning time).
-// Durations of 0 count as 1 µs throughout.
+// Durations of 0 count as 1 µs throughout. docs/design/stats.md has the
+// design.
 func stats(st *state) error {
 	p := st.plan
 	if st.matching < 0 {

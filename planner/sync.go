@@ -28,12 +28,10 @@ import (
 // reduced edge. The hazard-dag strategy waits on hazard edges instead of
 // reduced ones (hazardWaits).
 //
-// Clocks are sparse, immutable sorted lists shared by the snapshots of every
-// stage launched under them, and a stream's entry is dropped once the stream
-// is dead (all its stages launched and all their cross-stream consumers
-// walked: no query can ask about it again). A join costs O(live streams),
-// so sync is O(V + E + W·L) for W waits and L streams live at once, rather
-// than O(W·k) time and O(k²) memory for k streams with dense clocks.
+// Clocks are sparse (clock.go), and a stream's entry is dropped once the
+// stream is dead (all its stages launched and all their cross-stream
+// consumers walked), so sync is O(V + E + W·L) for W waits and L streams
+// live at once. docs/design/sync.md has the design.
 func syncStreams(st *state) error {
 	st.captureOrder() // capture.go: the work captured stages wait for, issued before their capture
 	n, k := st.n, len(st.names)
