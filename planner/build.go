@@ -212,7 +212,7 @@ func (a *adjacency) edges() int        { return len(a.adj) }
 // failed, and for memory_budget a *BudgetError when the budget cannot be
 // met (or an error when the spec or arena mode cannot be re-ordered). In
 // check mode a race after a pass is a *PassRaceError returned with the
-// finished plan (not nil).
+// finished plan (not nil). docs/design/driver.md has the design.
 func Build(s *dag.Spec, o Options) (*plan.Plan, error) {
 	start := time.Now()
 	if err := ringCopiesFit(s); err != nil {
