@@ -69,6 +69,9 @@ type (
 	// PassRaceError is Plan's error with PlanOptions.Check when a planner
 	// pass made a race: the pass's name and its plan's VerifyReport.
 	PassRaceError = planner.PassRaceError
+	// Strategy is a strategy of stream assignment (planner.Strategy):
+	// PlanOptions.Strategy, one of the Strategy constants.
+	Strategy = planner.Strategy
 	// Mode is how Run issues a plan (executor.Mode): ModeStreams or ModeGraph.
 	Mode = executor.Mode
 	// FuncCall is what a Go-function stage's function receives
@@ -90,6 +93,8 @@ const (
 	ArenaPlanned     = dag.ArenaPlanned     // temps share bytes only along happens-before
 	ArenaOff         = dag.ArenaOff         // every buffer its own allocation
 	ArenaStreamOrder = dag.ArenaStreamOrder // the record_stream bug: racy, for demonstrations
+
+	Uncapped = planner.Uncapped // PlanOptions.MaxStreams: no stream cap, whatever the spec says (--max-streams 0)
 
 	BudgetAuto = planner.BudgetAuto // PlanOptions.MemoryBudget: within 10% of the live bound, no makespan cost
 	BudgetNone = planner.BudgetNone // PlanOptions.MemoryBudget: no budget, whatever the spec says
@@ -132,7 +137,7 @@ func WriteSpec(w io.Writer, s *Spec) error { return dag.WriteYAML(w, s) }
 // Plan builds the stream plan of spec and verifies it. Unless o or the
 // spec sets a stream cap, the default strategy's plan has at most
 // DefaultMaxStreams streams (a note says when the cap folded chains;
-// o.MaxStreams < 0 plans uncapped). For specs with
+// MaxStreams: Uncapped plans without one). For specs with
 // `sync: manual` the plan is the spec's own streams and waits. The plan's
 // Dir (where relative PTX and init-file paths resolve) is made absolute, so
 // that a plan file written from it runs from any directory. The plan's
@@ -170,14 +175,10 @@ func PlanWhile(spec *Spec, o PlanOptions, during func(p *StreamPlan)) (*StreamPl
 		}
 		spec = checked
 	}
-	o, defaultCap := withDefaultCap(spec, o) // defaults.go
 	p, err := planner.Build(spec, o)
 	var passRace *planner.PassRaceError
 	if err != nil && (p == nil || !errors.As(err, &passRace)) {
 		return nil, err
-	}
-	if defaultCap {
-		capNote(p)
 	}
 	if abs, err := filepath.Abs(p.Dir); err == nil {
 		p.Dir = abs

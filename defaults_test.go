@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/synth"
 )
 
 // Plan caps the default strategy's streams at DefaultMaxStreams unless the
 // options or the spec set a cap, says so when the cap binds, and plans
-// uncapped with MaxStreams < 0.
+// uncapped with MaxStreams: Uncapped.
 func TestDefaultMaxStreams(t *testing.T) {
 	s, err := dagrun.Load("specs/models/nasnetalarge.yaml") // 159 chains uncapped
 	if err != nil {
@@ -19,7 +20,7 @@ func TestDefaultMaxStreams(t *testing.T) {
 	}
 	plan := func(o dagrun.PlanOptions) *dagrun.StreamPlan { return mustPlanSpec(t, s, o) }
 	noted := func(p *dagrun.StreamPlan) bool { return defaultCapNote(p) != "" }
-	uncapped := plan(dagrun.PlanOptions{MaxStreams: -1})
+	uncapped := plan(dagrun.PlanOptions{MaxStreams: dagrun.Uncapped})
 	if uncapped.Stats.Streams != 159 || noted(uncapped) {
 		t.Fatalf("uncapped: %d streams, notes %q", uncapped.Stats.Streams, uncapped.Notes)
 	}
@@ -64,7 +65,7 @@ func TestDefaultCapNoteUnderBudgetAuto(t *testing.T) {
 	s := synth.Wavefront(200, 0) // 15 wide; uncapped 135 µs, capped at 8 310 µs
 	plan := func(o dagrun.PlanOptions) *dagrun.StreamPlan { return mustPlanSpec(t, s, o) }
 	capNote := defaultCapNote
-	uncapped := plan(dagrun.PlanOptions{MaxStreams: -1, MemoryBudget: dagrun.BudgetAuto})
+	uncapped := plan(dagrun.PlanOptions{MaxStreams: dagrun.Uncapped, MemoryBudget: dagrun.BudgetAuto})
 	none := plan(dagrun.PlanOptions{MemoryBudget: dagrun.BudgetNone})
 	auto := plan(dagrun.PlanOptions{MemoryBudget: dagrun.BudgetAuto})
 	if len(auto.Budget) == 0 {
@@ -108,4 +109,35 @@ func defaultCapNote(p *dagrun.StreamPlan) string {
 		}
 	}
 	return ""
+}
+
+// PlanOptions.MaxStreams has one meaning in dagrun.Plan and in
+// planner.Build (the same struct): 0 is the default cap, Uncapped no cap;
+// the note of a plan the default cap folded names the setting in the
+// command line's words and Go's.
+func TestMaxStreamsOneMeaning(t *testing.T) {
+	s, err := dagrun.Load("specs/models/nasnetalarge.yaml") // 159 chains uncapped
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		max, streams int
+		noted        bool
+	}{{0, dagrun.DefaultMaxStreams, true}, {dagrun.Uncapped, 159, false}, {-7, 159, false}, {12, 12, false}} {
+		o := dagrun.PlanOptions{MaxStreams: c.max}
+		viaPlan := mustPlanSpec(t, s, o)
+		viaBuild, err := planner.Build(s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for who, p := range map[string]*dagrun.StreamPlan{"dagrun.Plan": viaPlan, "planner.Build": viaBuild} {
+			note := defaultCapNote(p)
+			if p.Stats.Streams != c.streams || (note != "") != c.noted {
+				t.Errorf("%s, MaxStreams %d: %d streams, note %q; want %d streams, a note %v", who, c.max, p.Stats.Streams, note, c.streams, c.noted)
+			}
+			if c.noted && (!strings.Contains(note, "--max-streams 0") || !strings.Contains(note, "MaxStreams: dagrun.Uncapped")) {
+				t.Errorf("%s: note %q; want the command line's --max-streams 0 and Go's dagrun.Uncapped", who, note)
+			}
+		}
+	}
 }

@@ -3,20 +3,17 @@ package dagrun
 import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
+	"github.com/dagrun/dagrun/planner"
 )
 
 // Limits and defaults of Plan and Run.
 const (
 	// DefaultMaxStreams is the stream cap Plan applies when neither the
-	// options nor the spec set one (PlanOptions.MaxStreams 0, no max_streams),
-	// for the default strategy of an automatically synchronized spec.
-	// PlanOptions.MaxStreams < 0 (`--max-streams 0` on the command line)
-	// plans uncapped. The value was chosen by measurement on an H200
-	// (docs/performance.md, "Default stream cap"): stream mode was never
-	// slower than one stream on the eight model graphs at 8 (uncapped it was
-	// 1.67× slower on nasnetalarge), graph mode within 2% of uncapped, and the
-	// device has 8 hardware queues by default (CUDA_DEVICE_MAX_CONNECTIONS).
-	DefaultMaxStreams = 8
+	// options nor the spec set one (PlanOptions.MaxStreams 0, no
+	// max_streams), for the default strategy of an automatically
+	// synchronized spec; Uncapped plans without a cap
+	// (planner.DefaultMaxStreams says how the value was chosen).
+	DefaultMaxStreams = planner.DefaultMaxStreams
 
 	// MaxIterations is the most iterations one run takes (RunOptions.Iterations,
 	// --iterations): 2^40. Run returns an error for more.

@@ -83,7 +83,7 @@ func TestGraphMatchesStreams(t *testing.T) {
 	defer func() { must(t, bp.Close()) }()
 	check := func(name string, s *dag.Spec, withSim bool) {
 		t.Helper()
-		def, err := planner.Build(s, planner.Options{})
+		def, err := planner.Build(s, planner.Options{MaxStreams: planner.Uncapped})
 		must(t, err)
 		if planner.Verify(def) != nil {
 			return
@@ -428,7 +428,7 @@ func TestMakespan(t *testing.T) {
 		must(t, err)
 		hg, err := dag.AllHazards(s)
 		must(t, err)
-		build := func(strategy string) *plan.Plan {
+		build := func(strategy planner.Strategy) *plan.Plan {
 			p, err := planner.Build(s, planner.Options{Strategy: strategy})
 			must(t, err)
 			must(t, planner.Verify(p))
@@ -651,7 +651,7 @@ func TestTimelines(t *testing.T) {
 		}
 		hg, err := dag.AllHazards(s)
 		must(t, err)
-		p, err := planner.Build(s, planner.Options{})
+		p, err := planner.Build(s, planner.Options{MaxStreams: planner.Uncapped})
 		must(t, err)
 		want := fastSimSums(t, p, 1)
 		type result struct{ streams, graph []executor.StageSpan }

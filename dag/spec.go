@@ -284,7 +284,7 @@ func (s StageSpec) String() string {
 // Options are planner options a spec may carry; CLI flags override them.
 type Options struct {
 	Strategy   string // "default" (path cover), "single", "round-robin", "naive"; "" = default
-	MaxStreams int    // 0 = the planner's default (dagrun.Plan: DefaultMaxStreams for the default strategy)
+	MaxStreams int    // 0 = the planner's default (planner.DefaultMaxStreams for the default strategy)
 	// Arena is how temp buffers share one device arena: ArenaPlanned
 	// (the default when ""), ArenaOff, or ArenaStreamOrder (the caching
 	// allocator's mistake, for demonstrations: its plans have races).

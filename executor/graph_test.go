@@ -52,7 +52,7 @@ func TestRunGraphMatchesRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, strategy := range []string{planner.StrategyDefault, planner.StrategyRoundRobin, planner.StrategyHazardDAG} {
+		for _, strategy := range []planner.Strategy{planner.StrategyDefault, planner.StrategyRoundRobin, planner.StrategyHazardDAG} {
 			p, err := planner.Build(s, planner.Options{Strategy: strategy})
 			if err != nil {
 				t.Fatal(err)
@@ -192,7 +192,7 @@ func TestCaptureDiscipline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, strategy := range []string{planner.StrategyDefault, planner.StrategyRoundRobin, planner.StrategyNaive, planner.StrategySingle} {
+		for _, strategy := range []planner.Strategy{planner.StrategyDefault, planner.StrategyRoundRobin, planner.StrategyNaive, planner.StrategySingle} {
 			p, err := planner.Build(s, planner.Options{Strategy: strategy})
 			if err != nil {
 				t.Fatal(err)

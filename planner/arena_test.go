@@ -420,7 +420,7 @@ func TestArenaChainedCopies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := build(t, s, Options{MemoryBudget: BudgetNone})
+		p := build(t, s, Options{MemoryBudget: BudgetNone, MaxStreams: Uncapped})
 		a := p.Stats.ArenaBytes
 		if k == 1 {
 			one = a
@@ -458,7 +458,7 @@ func TestArenaGreedyBoundSegments(t *testing.T) {
 	defer func(b int) { greedyMaxPairs = b }(greedyMaxPairs)
 	arena := func(bound int) (int64, string) {
 		greedyMaxPairs = bound
-		p := build(t, s, Options{MemoryBudget: BudgetNone})
+		p := build(t, s, Options{MemoryBudget: BudgetNone, MaxStreams: Uncapped})
 		return p.Stats.ArenaBytes, strings.Join(p.Notes, "; ")
 	}
 	sweep, note := arena(0)
@@ -468,7 +468,7 @@ func TestArenaGreedyBoundSegments(t *testing.T) {
 	// The note says what the sweep alone may cost: the arena's bytes over
 	// the schedule's live bound, in bytes.
 	greedyMaxPairs = 0
-	p := build(t, s, Options{MemoryBudget: BudgetNone})
+	p := build(t, s, Options{MemoryBudget: BudgetNone, MaxStreams: Uncapped})
 	lb := LiveBound(p)
 	if want := fmt.Sprintf("the arena is %s bytes, %s bytes", plan.Thousands(int(p.Stats.ArenaBytes)), plan.Thousands(int(p.Stats.ArenaBytes-lb))); !strings.Contains(note, want) ||
 		!strings.Contains(note, fmt.Sprintf("over the %s bytes live at once", plan.Thousands(int(lb)))) || strings.Contains(note, "planner.") {

@@ -139,7 +139,7 @@ func TestSyntheticPlansVerify(t *testing.T) {
 		if len(s.Stages) != 3000 {
 			t.Fatalf("%s: %d stages", g.name, len(s.Stages))
 		}
-		p := build(t, s, Options{})
+		p := build(t, s, Options{MaxStreams: Uncapped})
 		st := p.Stats
 		if st.Waits > st.LowerBoundWaits || st.IdealMakespanUS != st.CriticalPathUS {
 			t.Errorf("%s: %s", g.name, p.StatsLine())

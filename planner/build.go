@@ -16,25 +16,33 @@ import (
 	"github.com/dagrun/dagrun/plan"
 )
 
-// Strategies of stream assignment (Options.Strategy, dag.Options.Strategy).
+// Strategy is a strategy of stream assignment (Options.Strategy; in a
+// spec, dag.Options.Strategy; in a plan, Plan.Strategy): one of the
+// Strategy constants.
+type Strategy string
+
+// Strategies of stream assignment.
 const (
-	StrategyDefault    = "default"     // minimum path cover by maximum matching (Nimble §4.2), fewest waits
-	StrategySingle     = "single"      // every stage on one stream
-	StrategyRoundRobin = "round-robin" // stages of each level dealt round-robin over streams (Taskflow's capturer)
-	StrategyNaive      = "naive"       // default streams, a wait on every cross-stream edge of the reduced graph
-	StrategyHazardDAG  = "hazard-dag"  // greedy chains of the hazard DAG, a wait on every other hazard edge (no transitive reduction)
+	StrategyDefault    Strategy = "default"     // minimum path cover by maximum matching (Nimble §4.2), fewest waits
+	StrategySingle     Strategy = "single"      // every stage on one stream
+	StrategyRoundRobin Strategy = "round-robin" // stages of each level dealt round-robin over streams (Taskflow's capturer)
+	StrategyNaive      Strategy = "naive"       // default streams, a wait on every cross-stream edge of the reduced graph
+	StrategyHazardDAG  Strategy = "hazard-dag"  // greedy chains of the hazard DAG, a wait on every other hazard edge (no transitive reduction)
 )
 
 // Options control Build. The spec's own options (dag.Spec.Options) are the
 // defaults; a field set here overrides them.
 type Options struct {
 	// Strategy is one of the Strategy constants; "" takes the spec's, else default.
-	Strategy string
-	// MaxStreams caps the number of streams: 0 takes the spec's max_streams
-	// (uncapped if it has none), a negative value means uncapped whatever the
-	// spec says. Pinned streams count toward the cap; if pins alone exceed
-	// it, pins win. The hazard-dag strategy is never capped (Plan.Notes
-	// says so when a cap was asked for).
+	Strategy Strategy
+	// MaxStreams caps the number of streams (per device): 0 takes the
+	// spec's max_streams, else DefaultMaxStreams for the default strategy
+	// of an automatically synchronized spec (Plan.Notes says when that cap
+	// folded chains) and no cap for the others; Uncapped (any negative
+	// value) means no cap whatever the spec says. Pinned streams count
+	// toward the cap; if pins alone exceed it, pins win. The hazard-dag
+	// strategy is never capped (Plan.Notes says so when a cap was asked
+	// for).
 	MaxStreams int
 	// Check runs Validate and Verify after every pass that produced a plan,
 	// and (with ShuffleSeed ≠ 0) shuffles the order of independent stages.
@@ -119,7 +127,7 @@ func Passes() []string {
 type state struct {
 	spec     *dag.Spec
 	opts     Options
-	strategy string
+	strategy Strategy
 	maxStr   int // 0 = uncapped
 	g        *dag.HazardGraph
 	n        int
@@ -215,6 +223,7 @@ func (a *adjacency) edges() int        { return len(a.adj) }
 // finished plan (not nil). docs/design/driver.md has the design.
 func Build(s *dag.Spec, o Options) (*plan.Plan, error) {
 	start := time.Now()
+	o, defaultCap := withDefaultCap(s, o) // defaultcap.go
 	if err := ringCopiesFit(s); err != nil {
 		return nil, err
 	}
@@ -291,6 +300,9 @@ func Build(s *dag.Spec, o Options) (*plan.Plan, error) {
 	plan.SetUnrollNote(st.plan)
 	if n := idleDevicesNote(st.plan, balance); n != "" {
 		st.plan.Notes = append(st.plan.Notes, n)
+	}
+	if defaultCap {
+		capNote(st.plan)
 	}
 	timings = addTimes(timings, st.timings)
 	st.plan.Timings = timings
@@ -449,7 +461,7 @@ func newState(s *dag.Spec, o Options, low *lowering, keep *keptStreams) (st *sta
 	if o.StreamSets > 1 && s.Sync == dag.SyncManual {
 		return nil, fmt.Errorf("planner: %d stream sets with a manual spec (sync: manual): its waits, lagged ones included, are its own and order its iterations on one stream set; drop the stream sets, or let dagrun plan the waits (sync: auto)", o.StreamSets)
 	}
-	st.strategy = cmp.Or(o.Strategy, s.Options.Strategy, StrategyDefault)
+	st.strategy = cmp.Or(o.Strategy, Strategy(s.Options.Strategy), StrategyDefault)
 	switch st.strategy {
 	case StrategyDefault, StrategySingle, StrategyRoundRobin, StrategyNaive, StrategyHazardDAG:
 	default:
@@ -492,7 +504,7 @@ func newState(s *dag.Spec, o Options, low *lowering, keep *keptStreams) (st *sta
 	}
 	if s.Sync == dag.SyncManual {
 		st.manual = true
-		st.strategy = dag.SyncManual
+		st.strategy = Strategy(dag.SyncManual)
 		for _, ps := range passes {
 			if ps.name == o.DumpAfter && !ps.required {
 				var ran []string

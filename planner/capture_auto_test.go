@@ -50,7 +50,7 @@ func TestAutoCapturesKeepRules(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genCaptureSpec(t)
 		o := Options{
-			Strategy:   rapid.SampledFrom([]string{StrategyDefault, StrategyNaive, StrategyRoundRobin, StrategyHazardDAG}).Draw(t, "strategy"),
+			Strategy:   rapid.SampledFrom([]Strategy{StrategyDefault, StrategyNaive, StrategyRoundRobin, StrategyHazardDAG}).Draw(t, "strategy"),
 			MaxStreams: rapid.IntRange(0, 4).Draw(t, "max"),
 			StreamSets: rapid.IntRange(0, 2).Draw(t, "sets"),
 			Check:      true,

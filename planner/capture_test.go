@@ -485,7 +485,7 @@ stages:
 captures:
   - {stream: main, first: fill, last: tail}
 `
-	for _, strategy := range []string{StrategyDefault, StrategyNaive, StrategyRoundRobin, StrategyHazardDAG} {
+	for _, strategy := range []Strategy{StrategyDefault, StrategyNaive, StrategyRoundRobin, StrategyHazardDAG} {
 		p, err := Build(loadSpec(t, src), Options{Check: true, Strategy: strategy})
 		if err != nil {
 			t.Fatalf("%s: %v", strategy, err)

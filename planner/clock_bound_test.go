@@ -15,7 +15,7 @@ import (
 // plan with, while the same spec planned on 8 streams verifies.
 func TestClockBound(t *testing.T) {
 	s := synth.Layered(3000)
-	p, err := Build(s, Options{}) // uncapped: hundreds of streams
+	p, err := Build(s, Options{MaxStreams: Uncapped}) // hundreds of streams
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 func TestEmptySpec(t *testing.T) {
-	for _, strat := range []string{"default", "single", "round-robin", "naive", "hazard-dag"} {
+	for _, strat := range []Strategy{"default", "single", "round-robin", "naive", "hazard-dag"} {
 		for _, max := range []int{0, 1, 3} {
 			p := build(t, spec(), Options{Strategy: strat, MaxStreams: max})
 			b, err := json.Marshal(p)

@@ -27,7 +27,7 @@ func FuzzBuild(f *testing.F) {
 			return
 		}
 		o := Options{
-			Strategy:    []string{"default", "naive", "round-robin", "single"}[opt%4],
+			Strategy:    []Strategy{"default", "naive", "round-robin", "single"}[opt%4],
 			MaxStreams:  int(opt/4) % 4,
 			Check:       true,
 			ShuffleSeed: int64(opt / 16),

@@ -54,7 +54,7 @@ func (a archive) format() string {
 // goldenOptions parses a section name "plan STRATEGY [max=N] [dot]".
 func goldenOptions(t *testing.T, name string) (Options, bool) {
 	f := strings.Fields(name)
-	o := Options{Strategy: f[1]}
+	o := Options{Strategy: Strategy(f[1])}
 	dot := false
 	for _, x := range f[2:] {
 		switch {

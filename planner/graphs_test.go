@@ -25,7 +25,7 @@ func TestModelGraphs(t *testing.T) {
 	for _, ref := range graphRefs {
 		t.Run(ref.model, func(t *testing.T) {
 			s := loadGraph(t, ref.model)
-			p := build(t, s, Options{})
+			p := build(t, s, Options{MaxStreams: Uncapped})
 			st := p.Stats
 			t.Logf("%s: %s", ref.model, p.StatsLine())
 			if st.ReducedEdges != ref.reduced {

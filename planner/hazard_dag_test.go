@@ -111,7 +111,7 @@ func TestHazardDAGMatchesHazardPlan(t *testing.T) {
 		if err := planner.Verify(got); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
-		if gc, wc := chains(got), chains(want); got.Strategy != planner.StrategyHazardDAG || !slices.Equal(gc, wc) {
+		if gc, wc := chains(got), chains(want); got.Strategy != string(planner.StrategyHazardDAG) || !slices.Equal(gc, wc) {
 			i := 0
 			for i < min(len(gc), len(wc)) && gc[i] == wc[i] {
 				i++
@@ -215,7 +215,7 @@ func referenceHazardPlan(p *plan.Plan, g *dag.HazardGraph) (*plan.Plan, error) {
 		return nil, fmt.Errorf("hazard plan: hazard graph has %d stages, plan has %d", g.Len(), n)
 	}
 	q := *p
-	q.Strategy = planner.StrategyHazardDAG
+	q.Strategy = string(planner.StrategyHazardDAG)
 	q.Stages = append([]plan.Stage(nil), p.Stages...)
 	q.Streams, q.IssueOrder, q.Lifetimes, q.Events = nil, nil, nil, 0
 	q.Iteration = nil // its streams and events are new; a graph replay is one iteration

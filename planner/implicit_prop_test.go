@@ -74,7 +74,7 @@ func genKindsSpec(t *rapid.T) *dag.Spec {
 func TestPlansRaceFreeWithKinds(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genKindsSpec(t)
-		for _, strategy := range []string{StrategyDefault, StrategyNaive, StrategyRoundRobin} {
+		for _, strategy := range []Strategy{StrategyDefault, StrategyNaive, StrategyRoundRobin} {
 			p := mustBuild(t, s, Options{Strategy: strategy})
 			if err := p.Validate(); err != nil {
 				t.Fatalf("%s: %v", strategy, err)
@@ -119,7 +119,7 @@ func TestPlansRaceFreeWithCaptures(t *testing.T) {
 		for _, st := range s.Stages {
 			stages[st.Name] = true
 		}
-		for _, strategy := range []string{StrategyDefault, StrategyNaive, StrategyRoundRobin} {
+		for _, strategy := range []Strategy{StrategyDefault, StrategyNaive, StrategyRoundRobin} {
 			p, err := Build(s, Options{Strategy: strategy}) // not Check: a capture violation is the checker's verdict, not a Build failure
 			var se dag.ErrorList
 			if errors.As(err, &se) && strings.Contains(err.Error(), "CUDA_ERROR_STREAM_CAPTURE_ISOLATION") {

@@ -436,7 +436,7 @@ func TestIterateManyStreams(t *testing.T) {
 			s.Buffers[i].Copies = 2
 		}
 	}
-	p, err := Build(s, Options{})
+	p, err := Build(s, Options{MaxStreams: Uncapped})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestLifetimes(t *testing.T) {
 // after the stream's last launch touching the buffer, and every stream that
 // touches a buffer is listed.
 func TestLifetimesCoverEveryUse(t *testing.T) {
-	for _, strat := range []string{"default", "round-robin", "naive"} {
+	for _, strat := range []Strategy{"default", "round-robin", "naive"} {
 		p := build(t, loadGraph(t, "inception_v3"), Options{Strategy: strat})
 		for _, l := range p.Lifetimes {
 			done := map[int]int{}

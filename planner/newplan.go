@@ -15,7 +15,7 @@ import (
 func (st *state) newPlan() *plan.Plan {
 	s := st.spec
 	var src sourceText
-	p := &plan.Plan{Version: plan.PlanVersion, Spec: strings.Clone(s.Name), Dir: s.Dir, Strategy: src.intern(st.strategy)}
+	p := &plan.Plan{Version: plan.PlanVersion, Spec: strings.Clone(s.Name), Dir: s.Dir, Strategy: src.intern(string(st.strategy))}
 	if s.Devices > 1 {
 		p.Devices = s.Devices
 	}

@@ -158,7 +158,7 @@ func TestShuffleSeeds(t *testing.T) {
 // TestDeterministic: planning twice gives identical bytes.
 func TestDeterministic(t *testing.T) {
 	s := loadGraph(t, "nasnetalarge")
-	for _, strat := range []string{"default", "naive", "round-robin", "single"} {
+	for _, strat := range []Strategy{"default", "naive", "round-robin", "single"} {
 		a, b := table(t, build(t, s, Options{Strategy: strat})), table(t, build(t, s, Options{Strategy: strat}))
 		if a != b {
 			t.Errorf("%s: two plans differ", strat)

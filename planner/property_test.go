@@ -106,7 +106,7 @@ func TestPropertyPlansVerify(t *testing.T) {
 			s.Buffers[i].Copies = rapid.IntRange(0, 3).Draw(t, "copies")
 		}
 		o := Options{
-			Strategy:    rapid.SampledFrom([]string{"default", "naive", "round-robin", "single", "hazard-dag"}).Draw(t, "strategy"),
+			Strategy:    rapid.SampledFrom([]Strategy{"default", "naive", "round-robin", "single", "hazard-dag"}).Draw(t, "strategy"),
 			MaxStreams:  rapid.IntRange(0, 5).Draw(t, "max"),
 			ShuffleSeed: rapid.Int64Range(0, 3).Draw(t, "shuffle"),
 			StreamSets:  rapid.IntRange(0, 2).Draw(t, "sets"),
@@ -140,7 +140,7 @@ func TestPropertyDefaultOptimal(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genSpec(t, true, false)
 		seed := rapid.Int64Range(0, 3).Draw(t, "shuffle")
-		p := mustBuild(t, s, Options{ShuffleSeed: seed})
+		p := mustBuild(t, s, Options{MaxStreams: Uncapped, ShuffleSeed: seed})
 		naive := mustBuild(t, s, Options{Strategy: "naive", ShuffleSeed: seed})
 		st := p.Stats
 		if st.Waits > st.LowerBoundWaits {
@@ -164,7 +164,7 @@ func TestPropertyDefaultOptimal(t *testing.T) {
 func TestPropertyEveryWaitNeeded(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genSpec(t, false, rapid.Bool().Draw(t, "pins"))
-		strategy := rapid.SampledFrom([]string{"default", "round-robin"}).Draw(t, "strategy")
+		strategy := rapid.SampledFrom([]Strategy{"default", "round-robin"}).Draw(t, "strategy")
 		p := mustBuild(t, s, Options{Strategy: strategy, MaxStreams: rapid.IntRange(0, 3).Draw(t, "max")})
 		for s2, str := range p.Streams {
 			for j, o := range str.Ops {
@@ -209,7 +209,7 @@ func TestPlansCountWhatTheyContain(t *testing.T) {
 		if err != nil {
 			continue // deliberately broken examples are the loader's tests'
 		}
-		for _, strategy := range []string{"", StrategyNaive, StrategyRoundRobin, StrategySingle, StrategyHazardDAG} {
+		for _, strategy := range []Strategy{"", StrategyNaive, StrategyRoundRobin, StrategySingle, StrategyHazardDAG} {
 			p, err := Build(s, Options{Strategy: strategy})
 			if err != nil {
 				t.Fatalf("%s %s: %v", f, strategy, err)

@@ -10,7 +10,7 @@ import (
 )
 
 // strategies is every strategy Build takes.
-var strategies = []string{StrategyDefault, StrategyNaive, StrategyRoundRobin, StrategySingle, StrategyHazardDAG}
+var strategies = []Strategy{StrategyDefault, StrategyNaive, StrategyRoundRobin, StrategySingle, StrategyHazardDAG}
 
 // sameStreamWaits lists p's waits on an event recorded on the waiting
 // stream: a wait that orders nothing, stream order does. A lagged wait

@@ -111,7 +111,7 @@ func Warnings(p *plan.Plan) []string {
 			out = append(out, fmt.Sprintf("%s: the wait for the record %s is redundant: the record is on the same stream, which orders it already", at, recAt(r)))
 			continue
 		}
-		if p.Strategy == StrategyHazardDAG {
+		if p.Strategy == string(StrategyHazardDAG) {
 			continue // its waits are the hazard DAG's edges, implied ones included
 		}
 		if st := guarded(s, j); st >= 0 && recordedDeviceSync(p.Stages[st].Name) {

@@ -20,7 +20,7 @@ import (
 )
 
 type planFlags struct {
-	strategy   string
+	strategy   dagrun.Strategy
 	maxStreams int
 	checkPass  bool
 	dumpAfter  string
@@ -33,7 +33,7 @@ type planFlags struct {
 func (f *planFlags) add(cmd *cobra.Command) {
 	f.flags = cmd.Flags()
 	cmd.Flags().BoolVar(&f.outside, "allow-outside-paths", false, "let the init and PTX files of a spec or plan file lie outside its folder (absolute paths, .., links that lead out); without it a spec or plan file from someone else cannot read your other files")
-	cmd.Flags().StringVar(&f.strategy, "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive, hazard-dag (the whole hazard DAG, for graph mode) (default: the spec's options, else default)")
+	cmd.Flags().StringVar((*string)(&f.strategy), "strategy", "", "stream assignment: default (minimum path cover), single, round-robin, naive, hazard-dag (the whole hazard DAG, for graph mode) (default: the spec's options, else default)")
 	cmd.Flags().IntVar(&f.maxStreams, "max-streams", -1, "cap on streams; 0 = uncapped (default: the spec's max_streams, else 8 for the default strategy: dagrun.DefaultMaxStreams)")
 	cmd.Flags().BoolVar(&f.checkPass, "check-passes", false, "run the verifier after every planner pass: a race is reported for the plan of the first pass that made it, named; plan --no-verify still prints the finished plan")
 	cmd.Flags().IntVar(&f.streamSets, "stream-sets", 0, "iterations rotate over this many copies of the streams (0: the largest copies of any buffer; 1: all iterations on the same streams)")
@@ -52,7 +52,7 @@ func (f *planFlags) options(stderr io.Writer) (dagrun.PlanOptions, error) {
 	case f.maxStreams > 0:
 		o.MaxStreams = f.maxStreams
 	case f.maxStreams == 0:
-		o.MaxStreams = -1 // uncapped, whatever the spec says
+		o.MaxStreams = dagrun.Uncapped // --max-streams 0: no cap, whatever the spec says
 	}
 	if f.strategy != "" {
 		if err := oneOf("strategy", f.strategy); err != nil {

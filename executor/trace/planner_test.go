@@ -33,7 +33,7 @@ func TestIdealMatchesPlannerStats(t *testing.T) {
 		if err != nil {
 			continue // racy or deliberately broken examples are other tests' business
 		}
-		for _, strategy := range []string{"", "naive", "round-robin", "single"} {
+		for _, strategy := range []planner.Strategy{"", "naive", "round-robin", "single"} {
 			p, err := planner.Build(s, planner.Options{Strategy: strategy})
 			if err != nil {
 				continue

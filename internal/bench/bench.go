@@ -62,10 +62,10 @@ func Plans(s *dagrun.Spec) (*PlanResult, error) {
 		o    dagrun.PlanOptions
 		st   *Stats
 	}{
-		{"default", dagrun.PlanOptions{Strategy: dagrun.StrategyDefault, MaxStreams: -1}, &b.Default},
-		{"naive", dagrun.PlanOptions{Strategy: dagrun.StrategyNaive, MaxStreams: -1}, &b.Naive},
-		{"round-robin", dagrun.PlanOptions{Strategy: dagrun.StrategyRoundRobin, MaxStreams: -1}, &b.RoundRobin},
-		{"single", dagrun.PlanOptions{Strategy: dagrun.StrategySingle, MaxStreams: -1}, &b.Single},
+		{"default", dagrun.PlanOptions{Strategy: dagrun.StrategyDefault, MaxStreams: dagrun.Uncapped}, &b.Default},
+		{"naive", dagrun.PlanOptions{Strategy: dagrun.StrategyNaive, MaxStreams: dagrun.Uncapped}, &b.Naive},
+		{"round-robin", dagrun.PlanOptions{Strategy: dagrun.StrategyRoundRobin, MaxStreams: dagrun.Uncapped}, &b.RoundRobin},
+		{"single", dagrun.PlanOptions{Strategy: dagrun.StrategySingle, MaxStreams: dagrun.Uncapped}, &b.Single},
 		{"max8", dagrun.PlanOptions{Strategy: dagrun.StrategyDefault, MaxStreams: 8}, &b.Max8},
 		{"max16", dagrun.PlanOptions{Strategy: dagrun.StrategyDefault, MaxStreams: 16}, &b.Max16},
 	} {

@@ -43,11 +43,11 @@ func PinNotes(s *dagrun.Spec, o dagrun.PlanOptions, p *dagrun.StreamPlan) []stri
 		where = fmt.Sprintf(" on device %d (the cap is per device)", dev)
 	}
 	var out []string
-	if p.Strategy == planner.StrategySingle && streams > 1 {
+	if p.Strategy == string(planner.StrategySingle) && streams > 1 {
 		out = append(out, fmt.Sprintf("strategy single, but the spec pins stages to %d streams%s; pins win", streams, where))
 	}
 	// The hazard-dag strategy is never capped; its plan's note says so.
-	if o.MaxStreams > 0 && streams > o.MaxStreams && p.Strategy != planner.StrategyHazardDAG {
+	if o.MaxStreams > 0 && streams > o.MaxStreams && p.Strategy != string(planner.StrategyHazardDAG) {
 		out = append(out, fmt.Sprintf("max_streams %d, but the spec pins stages to %d streams%s; pins win", o.MaxStreams, streams, where))
 	}
 	return out

@@ -209,7 +209,7 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 	fmt.Fprintf(w, "%-7s %-6s | %-28s | %-28s | %s\n", "cameras", "copies", "plan: frames/s  p50  p99", "one stream: frames/s p50 p99", "ratio (frames/s, p50)")
 	for _, cams := range vb.cameras {
 		for _, k := range vb.copies {
-			plan, err := vb.plan(cams, k, planner.Options{}, false)
+			plan, err := vb.plan(cams, k, planner.Options{MaxStreams: planner.Uncapped}, false)
 			if err != nil {
 				return err
 			}
@@ -239,7 +239,7 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 	}
 	cams := vb.failCams
 	fmt.Fprintf(w, "\n2. the cross-iteration failure: %d camera(s), copies: 2 (results: %d), upload on stream h2d, download on d2h, compute (after a %d µs spin) on its own stream, in flight ≤ %d\n", cams, failOutCopies, failSlowUS, failInFlight)
-	planned, err := vb.plan(cams, 2, planner.Options{StreamSets: 1}, true)
+	planned, err := vb.plan(cams, 2, planner.Options{StreamSets: 1, MaxStreams: planner.Uncapped}, true)
 	if err != nil {
 		return err
 	}
