@@ -142,3 +142,25 @@ func TestBenchScaleBadGraphPrintsNothing(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, the file's error", code, out, errs)
 	}
 }
+
+// A flag's word that is not one of its values is bad usage (exit 2,
+// nothing on stdout) listing every value, from the table the shell
+// completes from.
+func TestFlagWordsListed(t *testing.T) {
+	spec := specPath("seed/three-stage.yaml")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--backend", "gpu", spec}, `--backend "gpu": want auto, sim or cuda`},
+		{[]string{"run", "--alloc", "lazy", spec}, `--alloc "lazy": want static or dynamic`},
+		{[]string{"run", "--mode", "graphs", spec}, `--mode "graphs": want streams or graph`},
+		{[]string{"plan", "--strategy", "fastest", spec}, `--strategy "fastest": want default, single, round-robin, naive or hazard-dag`},
+		{[]string{"plan", "--arena", "on", spec}, `--arena "on": want planned, off or stream-order`},
+	} {
+		out, errs, code := cli(t, c.args...)
+		if code != exitUsage || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, errs, c.want)
+		}
+	}
+}
