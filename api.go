@@ -255,7 +255,7 @@ func checkSimOps(p *StreamPlan, iters int) error {
 	if per == 0 || iters <= MaxSimOps/per {
 		return nil
 	}
-	return fmt.Errorf("%d iterations of %d ops each would issue %d ops on the simulator, more than it takes in one run (%d ops, about half an hour: it runs every op on the host, tens of thousands a second); run at most %d iterations there (--iterations), or run on the GPU (--backend cuda)",
+	return fmt.Errorf("%d iterations of %d ops each would issue %d ops on the simulator, more than it takes in one run (%d ops, about half an hour: it runs every op on the host, tens of thousands a second); run at most %d iterations there (--iterations; in Go, RunOptions.Iterations), or run on the GPU (--backend cuda; in Go, BackendCUDA)",
 		iters, per, int64(iters)*int64(per), MaxSimOps, MaxSimOps/per)
 }
 
@@ -279,7 +279,7 @@ func checkSimClocks(p *StreamPlan) error {
 		return nil
 	}
 	fit := int64(float64(streams) * math.Sqrt(maxSimClockBytes/need))
-	return fmt.Errorf("the simulator's race detector would keep %.3g bytes (%.1f GiB) of vector clocks for this plan, one 8-byte entry per stream for each of its %d streams and %d events (%d × (%d + %d) × 8), more than it holds in one run (%d bytes, %.3g GiB): use at most about %d streams (a hand-synchronized spec's stream: names, or --max-streams), or run on the GPU (--backend cuda)",
+	return fmt.Errorf("the simulator's race detector would keep %.3g bytes (%.1f GiB) of vector clocks for this plan, one 8-byte entry per stream for each of its %d streams and %d events (%d × (%d + %d) × 8), more than it holds in one run (%d bytes, %.3g GiB): use at most about %d streams (a hand-synchronized spec's stream: names, or --max-streams; in Go, PlanOptions.MaxStreams), or run on the GPU (--backend cuda; in Go, BackendCUDA)",
 		need, need/(1<<30), streams, events, streams, streams, events, int64(maxSimClockBytes), maxSimClockBytes/(1<<30), fit)
 }
 
@@ -298,7 +298,7 @@ func checkSimMemory(p *StreamPlan, o RunOptions) error {
 		}
 	}
 	if n > sim.DefaultMaxBytes {
-		return fmt.Errorf("the plan's buffers take %d bytes (%.1f GiB), more than the simulator holds (%d bytes, %.0f GiB of host memory): use smaller buffers, or run on the GPU (--backend cuda)",
+		return fmt.Errorf("the plan's buffers take %d bytes (%.1f GiB), more than the simulator holds (%d bytes, %.0f GiB of host memory): use smaller buffers, or run on the GPU (--backend cuda; in Go, BackendCUDA)",
 			n, float64(n)/(1<<30), int64(sim.DefaultMaxBytes), float64(sim.DefaultMaxBytes)/(1<<30))
 	}
 	return nil
@@ -309,7 +309,7 @@ func checkSimMemory(p *StreamPlan, o RunOptions) error {
 // of several devices (its GPU timestamps are one device's).
 func checkDevices(p *StreamPlan, o RunOptions) error {
 	if n := p.DeviceCount(); n > 1 && o.Timeline && (o.Backend == BackendCUDA || (o.Backend == "" || o.Backend == BackendAuto) && autoIsCUDA()) {
-		return fmt.Errorf("a timeline (--timeline, --trace) comes from GPU timestamps of one device's streams, and the plan runs on %d devices: run it on cuda without one, or draw its timeline on the simulator (--backend sim)", n)
+		return fmt.Errorf("a timeline (--timeline, --trace; in Go, RunOptions.Timeline) comes from GPU timestamps of one device's streams, and the plan runs on %d devices: run it on cuda without one, or draw its timeline on the simulator (--backend sim; in Go, BackendSim)", n)
 	}
 	if len(o.Devices) == 0 {
 		return nil

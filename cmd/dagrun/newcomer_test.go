@@ -552,7 +552,7 @@ func TestSimOpsBounded(t *testing.T) {
 		t.Fatalf("Run of %d iterations: %v, %v", ro.Iterations, res, err)
 	}
 	out, errOut, code := cli(t, "run", "--backend", "sim", "--iterations", "1099511627776", spec)
-	if code != 2 || out != "" || !strings.Contains(errOut, "run at most 9090909 iterations there (--iterations), or run on the GPU (--backend cuda)") {
+	if code != 2 || out != "" || !strings.Contains(errOut, "run at most 9090909 iterations there (--iterations; in Go, RunOptions.Iterations), or run on the GPU (--backend cuda; in Go, BackendCUDA)") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
