@@ -1,7 +1,9 @@
 // Package cmdline holds what the dagrun command needs from the packages below
 // the root package and no embedding program does: the planner's pass
 // names, a plan's host I/O buffers and their frames, whether the binary
-// has the CUDA backend, and operator-graph import.
+// has the CUDA backend, operator-graph import, the simulator's timing note
+// and the names of types the command line spells out (cmd/dagrun imports
+// only the root package and internal/...).
 package cmdline
 
 import (
