@@ -40,3 +40,51 @@ func OpsOf(p *Plan) *Ops {
 	}
 	return c
 }
+
+// HasWait reports whether stage to's launch follows, among the waits
+// issued right before it on its stream, a wait of lag iterations back on
+// the record issued right after stage from's launch: the form of a wait
+// that orders one stage after another (a fix, a replay order).
+func HasWait(p *Plan, from, to, lag int) bool {
+	at := LaunchOf(p, from)
+	if at < 0 {
+		return false
+	}
+	so := p.IssueOrder[at]
+	j := so[1] + 1
+	if j >= len(p.Streams[so[0]].Ops) || p.Streams[so[0]].Ops[j].Kind != OpRecord {
+		return false
+	}
+	ev := p.Streams[so[0]].Ops[j].Event
+	if at = LaunchOf(p, to); at < 0 {
+		return false
+	}
+	so = p.IssueOrder[at]
+	for j := so[1] - 1; j >= 0 && p.Streams[so[0]].Ops[j].Kind == OpWait; j-- {
+		if o := p.Streams[so[0]].Ops[j]; o.Event == ev && o.Lag == lag {
+			return true
+		}
+	}
+	return false
+}
+
+// LaunchOf returns the issue position of stage i's launch, or −1.
+func LaunchOf(p *Plan, i int) int {
+	for k, so := range p.IssueOrder {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch && o.Stage == i {
+			return k
+		}
+	}
+	return -1
+}
+
+// LaunchPositions returns each stage's launch position in IssueOrder.
+func LaunchPositions(p *Plan) []int {
+	pos := make([]int, len(p.Stages))
+	for k, so := range p.IssueOrder {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpLaunch {
+			pos[o.Stage] = k
+		}
+	}
+	return pos
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dagrun/dagrun/internal/radix"
 	"github.com/dagrun/dagrun/plan"
 )
 
@@ -494,7 +495,7 @@ func TestRadixSort(t *testing.T) {
 			}
 			wantKeys := slices.Clone(keys)
 			slices.SortStableFunc(wantKeys, func(a, b int64) int { return cmp.Compare(a>>32, b>>32) })
-			radixSort(keys, nil, 32)
+			radix.Sort(keys, nil, 32)
 			if !slices.Equal(keys, wantKeys) {
 				t.Fatalf("n %d, width %d: keys from bit 32 not sorted stably", n, width)
 			}
@@ -505,13 +506,13 @@ func TestRadixSort(t *testing.T) {
 			}
 			wantU := slices.Clone(u)
 			slices.Sort(wantU)
-			radixSort(u, nil, 0)
+			radix.Sort(u, nil, 0)
 			if !slices.Equal(u, wantU) {
 				t.Fatalf("n %d, width %d: unsigned keys not sorted like slices.Sort", n, width)
 			}
 			want := slices.Clone(x)
 			slices.Sort(want)
-			radixSort(x, nil, 0)
+			radix.Sort(x, nil, 0)
 			if !slices.Equal(x, want) {
 				t.Fatalf("n %d, width %d: not sorted like slices.Sort", n, width)
 			}

@@ -326,8 +326,8 @@ func replayRaces(p *plan.Plan) []replayRace {
 		}
 		if okA && okB {
 			fa, la := p.StageIndex(p.Captures[capOf[ma.first]].First), p.StageIndex(p.Captures[capOf[mb.last]].Last)
-			hasA := hasWait(p, a, fa, aMi-ai)
-			hasB := hasWait(p, la, b, bi-bMi)
+			hasA := plan.HasWait(p, a, fa, aMi-ai)
+			hasB := plan.HasWait(p, la, b, bi-bMi)
 			if !hasA || hasB {
 				add(ma.first, a, aMi, ai, r)
 			}
@@ -399,19 +399,19 @@ func orderReplays(p *plan.Plan) (added int, left []replayRace) {
 			if !rr.before {
 				from, to = p.StageIndex(c.Last), rr.other
 			}
-			direct := rr.through && hasWait(p, from, to, rr.lag)
+			direct := rr.through && plan.HasWait(p, from, to, rr.lag)
 			if direct {
 				// The branch's side of the pair has its wait, and the
 				// pair still races (the earlier stage reaches the branch
 				// through a wait its stream issued before it joined):
 				// the later stage waits for the earlier one itself.
 				from, to = rr.early, rr.late
-				if rr.lag = rr.throughLag; rr.lag == 0 && launchOf(p, from) > launchOf(p, to) {
+				if rr.lag = rr.throughLag; rr.lag == 0 && plan.LaunchOf(p, from) > plan.LaunchOf(p, to) {
 					left = append(left, rr)
 					continue
 				}
 			}
-			if rr.lag > 0 && p.Iteration == nil || rr.before && rr.lag == 0 && launchOf(p, from) >= begin && !direct || hasWait(p, from, to, rr.lag) {
+			if rr.lag > 0 && p.Iteration == nil || rr.before && rr.lag == 0 && plan.LaunchOf(p, from) >= begin && !direct || plan.HasWait(p, from, to, rr.lag) {
 				left = append(left, rr)
 				continue
 			}
@@ -427,49 +427,12 @@ func orderReplays(p *plan.Plan) (added int, left []replayRace) {
 	return added, replayRaces(p)
 }
 
-// hasWait reports whether stage to's launch follows, among the waits
-// issued right before it on its stream, a wait of lag iterations back on
-// the record issued right after stage from's launch (the wait addWait
-// makes).
-func hasWait(p *plan.Plan, from, to, lag int) bool {
-	at := launchOf(p, from)
-	if at < 0 {
-		return false
-	}
-	so := p.IssueOrder[at]
-	j := so[1] + 1
-	if j >= len(p.Streams[so[0]].Ops) || p.Streams[so[0]].Ops[j].Kind != plan.OpRecord {
-		return false
-	}
-	ev := p.Streams[so[0]].Ops[j].Event
-	if at = launchOf(p, to); at < 0 {
-		return false
-	}
-	so = p.IssueOrder[at]
-	for j := so[1] - 1; j >= 0 && p.Streams[so[0]].Ops[j].Kind == plan.OpWait; j-- {
-		if o := p.Streams[so[0]].Ops[j]; o.Event == ev && o.Lag == lag {
-			return true
-		}
-	}
-	return false
-}
-
-// launchAt returns the issue position of stage i's launch, or −1.
-func launchOf(p *plan.Plan, i int) int {
-	for k, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpLaunch && o.Stage == i {
-			return k
-		}
-	}
-	return -1
-}
-
 // addWait makes stage to wait for stage from of lag iterations back: a
 // record right after from's launch (reusing one that is there) and a wait
 // right before to's launch; a plan with iteration info gets the event
 // ring slots the wait's lag needs (crossSlots).
 func addReplayWait(p *plan.Plan, from, to, lag int) {
-	at := launchOf(p, from)
+	at := plan.LaunchOf(p, from)
 	so := p.IssueOrder[at]
 	ev := -1
 	if j := so[1] + 1; j < len(p.Streams[so[0]].Ops) && p.Streams[so[0]].Ops[j].Kind == plan.OpRecord && at+1 < len(p.IssueOrder) && p.IssueOrder[at+1] == [2]int{so[0], j} {
@@ -482,7 +445,7 @@ func addReplayWait(p *plan.Plan, from, to, lag int) {
 		}
 		insertOp(p, so[0], so[1]+1, at+1, plan.Op{Kind: plan.OpRecord, Event: ev})
 	}
-	at = launchOf(p, to)
+	at = plan.LaunchOf(p, to)
 	so = p.IssueOrder[at]
 	insertOp(p, so[0], so[1], at, plan.Op{Kind: plan.OpWait, Event: ev, Lag: lag})
 	if p.Iteration != nil && lag > 0 {

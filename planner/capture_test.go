@@ -563,7 +563,7 @@ stages:
 	}
 	head, tail := p.StageIndex("head"), p.StageIndex("tail")
 	addReplayWait(p, tail, head, 2)
-	if !hasWait(p, tail, head, 2) || hasWait(p, tail, head, 3) {
+	if !plan.HasWait(p, tail, head, 2) || plan.HasWait(p, tail, head, 3) {
 		t.Fatalf("hasWait does not find the wait addWait made:\n%s", ops(p))
 	}
 	want := crossSlots(p)
@@ -648,7 +648,7 @@ func TestAutoReplayOrderThroughJoiningWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasWait(p, 28, 0, 2) {
+	if !plan.HasWait(p, 28, 0, 2) {
 		t.Errorf("st0 does not wait for st28 of two iterations back\n%s", ops(p))
 	}
 	if err := Verify(p); err != nil {
@@ -697,7 +697,7 @@ captures:
 	if err := verify(ReplayPlan(p), false); err != nil {
 		t.Errorf("a replay of the plan races:\n%v", err)
 	}
-	if !hasWait(p, p.StageIndex("p1"), p.StageIndex("fill"), 0) {
+	if !plan.HasWait(p, p.StageIndex("p1"), p.StageIndex("fill"), 0) {
 		t.Errorf("fill does not wait for p1\n%s", ops(p))
 	}
 }

@@ -180,7 +180,7 @@ func minimalFixes(p *plan.Plan, races []Race) (fixes []Fix, unfixed []int, parti
 	b := &fixBudget{left: fixMaxWork}
 	streams := max(len(p.Streams), 1)
 	cost := func(w int) int { return (len(p.IssueOrder)+2*w)*(streams+1) + len(need) }
-	launchPos := launchPositions(p)
+	launchPos := plan.LaunchPositions(p)
 	sw := newSiteWaits(p, launchPos)
 	order := make([]int, len(p.Stages))
 	for i := range order {
@@ -532,7 +532,7 @@ func fixesBy(p *plan.Plan, races []Race, waits [][2]int, by [][]int, b *fixBudge
 	cost := len(p.IssueOrder) * (max(len(p.Streams), 1) + 1)
 	var pos []int
 	if len(p.Captures) > 0 {
-		pos = launchPositions(p)
+		pos = plan.LaunchPositions(p)
 	}
 	for i, w := range waits {
 		f := newFix(p, w[0], w[1])
@@ -559,7 +559,7 @@ func fixesOf(p *plan.Plan, races []Race, need []int, waits [][2]int, sw *siteWai
 	var fixes []Fix
 	var pos []int
 	if len(p.Captures) > 0 {
-		pos = launchPositions(p)
+		pos = plan.LaunchPositions(p)
 	}
 	for _, w := range waits {
 		x, y := w[0], w[1]

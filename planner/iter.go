@@ -120,7 +120,7 @@ func iterate(st *state) error {
 	}
 	reqs, inflight := iterHazards(p, copies, st.accesses())
 	// Latest producer first: smaller distance, then later in issue order.
-	pos := launchPositions(p)
+	pos := plan.LaunchPositions(p)
 	for b := range n {
 		slices.SortFunc(reqs.row(b), func(x, y iterReq) int {
 			return cmp.Or(cmp.Compare(x.d, y.d), cmp.Compare(pos[y.a], pos[x.a]))

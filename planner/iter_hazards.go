@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/dagrun/dagrun/internal/radix"
 	"github.com/dagrun/dagrun/plan"
 )
 
@@ -87,7 +88,7 @@ func iterAccesses(p *plan.Plan, copies []int, ab *planAccesses) *iterSpaces {
 		}
 	}
 	sp := &iterSpaces{wide: map[int32][]keyed{}}
-	pos := launchPositions(p)
+	pos := plan.LaunchPositions(p)
 	order := stableOrder(len(p.Stages), func(v int) int { return pos[v] })
 	// Two walks: count each space's accesses and their bounds' range,
 	// then fill them in.
@@ -169,7 +170,7 @@ type segmentScratch struct {
 // elementary segments (iterHazards), K = the space's copies iterations
 // apart, and reports whether some segment is written. The segments lie
 // between the space's distinct access bounds: one radix sort of the
-// bounds (radixSort, sortKeyed) gives each access the segments it covers,
+// bounds (radix.Sort, sortKeyed) gives each access the segments it covers,
 // edge[2i] up to edge[2i+1] for access i.
 func (sp *iterSpaces) segmentOrders(g int, sc *segmentScratch, o *orderList) (written bool) {
 	s := &sp.spaces[g]
@@ -179,7 +180,7 @@ func (sp *iterSpaces) segmentOrders(g int, sc *segmentScratch, o *orderList) (wr
 	bounds := 0
 	if shift, ok := packShift(s.count, s.lo, s.hi); ok {
 		ks := sp.keys[2*s.at : 2*(s.at+s.count)]
-		sc.tmp = radixSort(ks, sc.tmp, shift)
+		sc.tmp = radix.Sort(ks, sc.tmp, shift)
 		mask := uint64(1)<<shift - 1
 		for j, e := range ks {
 			if j == 0 || e>>shift != ks[j-1]>>shift {
@@ -311,15 +312,4 @@ func (o iterOrders) row(b int) []iterReq { return o.r[o.off[b]:o.off[b+1]] }
 func packShift(count int32, lo, hi int64) (uint, bool) {
 	shift := uint(bits.Len32(uint32(2 * count)))
 	return shift, uint64(hi)-uint64(lo) < 1<<(64-shift)
-}
-
-// launchPositions returns each stage's launch position in IssueOrder.
-func launchPositions(p *plan.Plan) []int {
-	pos := make([]int, len(p.Stages))
-	for k, so := range p.IssueOrder {
-		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpLaunch {
-			pos[o.Stage] = k
-		}
-	}
-	return pos
 }

@@ -312,7 +312,7 @@ func (h Handoff) String() string {
 // between two host threads (Rule RuleThreads) by (first thread, second
 // thread): one Handoff per pair of threads with two races or more.
 func handoffs(p *plan.Plan, races []Race, unfixed []int) []Handoff {
-	launchPos := launchPositions(p)
+	launchPos := plan.LaunchPositions(p)
 	type pair struct{ from, to string }
 	type group struct {
 		last   map[int]int // per stream of From, its latest first stage

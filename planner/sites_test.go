@@ -80,7 +80,7 @@ func TestFixesOnePerLine(t *testing.T) {
 	if len(re.Fixes) != 2 || len(re.Unfixed) != 0 || !re.FixesMinimal {
 		t.Fatalf("want 2 fixes, proven fewest:\n%v", re)
 	}
-	sw := newSiteWaits(p, launchPositions(p))
+	sw := newSiteWaits(p, plan.LaunchPositions(p))
 	q := clonePlan(p)
 	places := 0
 	for _, f := range re.Fixes {
@@ -314,7 +314,7 @@ func TestSiteFixesOrderEveryRace(t *testing.T) {
 		if len(re.Unfixed) > 0 {
 			return
 		}
-		sw := newSiteWaits(p, launchPositions(p))
+		sw := newSiteWaits(p, plan.LaunchPositions(p))
 		q := clonePlan(p)
 		covered := 0
 		for _, f := range re.Fixes {
