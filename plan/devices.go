@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
@@ -146,4 +147,16 @@ func (p *Plan) streamLabel(s Stream) string {
 		return fmt.Sprintf("%s (device %d)", s.Name, s.Device)
 	}
 	return s.Name
+}
+
+// RankGroupName is a group's collective name from its ranks' names
+// (NAME/0 …), or the first rank's name.
+func RankGroupName(ranks []string) string {
+	if len(ranks) == 0 {
+		return ""
+	}
+	if i := strings.LastIndexByte(ranks[0], '/'); i > 0 {
+		return ranks[0][:i]
+	}
+	return ranks[0]
 }

@@ -144,3 +144,17 @@ func kindLabel(k string) string {
 	}
 	return k
 }
+
+// HasDefaultStream reports whether p has a legacy or per-thread default
+// stream (one per context or thread: the iterate pass gives such plans one
+// stream set).
+func HasDefaultStream(p *Plan) bool { return DefaultStreamName(p) != "" }
+
+func DefaultStreamName(p *Plan) string {
+	for s := range p.Streams {
+		if DefaultStream(p, s) {
+			return p.Streams[s].Name
+		}
+	}
+	return ""
+}

@@ -86,9 +86,9 @@ type Memo struct {
 	BaseStages int
 	BufOrig    []int32
 	// AccBuf: per access (stage by stage, reads then writes), its buffer's
-	// index in Buffers, or -1. UnrollDerived's is the verifier's own;
-	// Build's (the passes' shared index) is a hint that AccessBuffers
-	// checks by name before it uses an entry.
+	// index in Buffers, or -1: the verifier's (UnrollDerived's, or its
+	// own AccessBuffers), read as it is when AccOwn is set; otherwise a
+	// hint that AccessBuffers checks by name before it uses an entry.
 	AccBuf []int32
 	// AccOwn: AccBuf is the verifier's own (made or checked by
 	// AccessBuffers, or made by UnrollDerived), which its checks read as

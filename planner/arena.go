@@ -181,18 +181,12 @@ func newArenaInfo(p *plan.Plan, acc *planAccesses) *arenaInfo {
 		h := newLaunchHB(p)
 		a.hb, a.issue = h, h.issue
 	} else {
-		h := hbEdges(p)
-		g := graphOrder{h: h, launch: make([]int32, len(p.Stages))}
+		o := NewOrder(p)
 		a.issue = make([]int32, len(p.Stages))
-		for s := range p.Streams {
-			for j, o := range p.Streams[s].Ops {
-				if o.Kind == plan.OpLaunch {
-					g.launch[o.Stage] = h.opBase[s] + int32(j)
-					a.issue[o.Stage] = h.opIssue[g.launch[o.Stage]]
-				}
-			}
+		for v, g := range o.LaunchOp {
+			a.issue[v] = o.OpIssue[g]
 		}
-		a.hb = g
+		a.hb = graphOrder{o}
 	}
 	a.stream = make([]int32, len(p.Stages))
 	for v := range p.Stages {

@@ -8,12 +8,11 @@ type stageOrder interface{ before(u, v int32) bool }
 
 // graphOrder is stageOrder by a search of the plan's happens-before graph
 // (hb.go), for plans whose dense clocks (launchHB) would be too large.
-type graphOrder struct {
-	h      *hbGraph
-	launch []int32 // per stage: its launch op
-}
+type graphOrder struct{ o *Order }
 
-func (g graphOrder) before(u, v int32) bool { return u != v && g.h.reach(g.launch[u], g.launch[v]) }
+func (g graphOrder) before(u, v int32) bool {
+	return u != v && g.o.Before(g.o.LaunchOp[u], g.o.LaunchOp[v])
+}
 
 // graphOrderMaxTemps bounds the device temps the arena pass lays out when
 // its vector clocks do not fit (launchHBMax) and each happens-before test

@@ -306,9 +306,6 @@ func Build(s *dag.Spec, o Options) (*plan.Plan, error) {
 	}
 	timings = addTimes(timings, st.timings)
 	st.plan.Timings = timings
-	if st.acc != nil && st.accPlan == st.plan {
-		st.plan.AccBuf = st.acc.buf // a hint for Verify and WaitReasons (AccessBuffers)
-	}
 	st.plan.Stats.PlanningMS = ms(time.Since(start)) // every pass and budget step
 	if passRace == nil {
 		passRace = st.passRace // from a final pass

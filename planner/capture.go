@@ -493,15 +493,14 @@ func unjoinedStream(p *plan.Plan, c plan.Capture) (stream, at int) {
 			lastAt[s] = k
 		}
 	}
-	v := &verifier{p: p}
-	v.clocks()
-	lastLaunch := v.launchOp[p.StageIndex(c.Last)]
+	v := NewOrder(p)
+	lastLaunch := v.LaunchOp[p.StageIndex(c.Last)]
 	for s, k := range lastAt {
 		if s == c.Stream || k < 0 {
 			continue
 		}
 		so := p.IssueOrder[k]
-		if !v.opHB(v.opBase[s]+int32(so[1]), lastLaunch) {
+		if !v.Before(v.OpBase[s]+int32(so[1]), lastLaunch) {
 			return s, k
 		}
 	}
@@ -676,15 +675,14 @@ func isolateCapture(p *plan.Plan, ck int) (removed, added int, stuck []stuckWait
 	if first < 0 || len(p.IssueOrder) == 0 {
 		return 0, 0, nil
 	}
-	v := &verifier{p: p}
-	v.clocks()
-	if v.hb.over {
+	v := NewOrder(p)
+	if v.Over {
 		return 0, 0, nil
 	}
 	begin, end := p.CaptureRegion(c)
 	joins := p.CaptureJoins(c)
-	fl := v.launchOp[first]
-	firstAt := int(v.opIssue[fl])
+	fl := v.LaunchOp[first]
+	firstAt := int(v.OpIssue[fl])
 	// The first stage's waits: a lagged wait there already is not added.
 	has := map[plan.Op]bool{}
 	for k := begin; k < firstAt; k++ {
@@ -718,8 +716,8 @@ func isolateCapture(p *plan.Plan, ck int) (removed, added int, stuck []stuckWait
 				continue
 			}
 		}
-		g := v.opBase[s] + int32(j)
-		if v.isolated(ck, o, g, begin, joins) == "" {
+		g := v.OpBase[s] + int32(j)
+		if v.Isolated(ck, o, g, begin, joins) == "" {
 			continue
 		}
 		if o.Lag > 0 {
@@ -730,18 +728,18 @@ func isolateCapture(p *plan.Plan, ck int) (removed, added int, stuck []stuckWait
 			}
 			continue
 		}
-		r := v.opCaptured[g]
-		if int(v.opIssue[r]) >= begin {
-			w, pr := p.OpStage(s, j), p.OpStage(int(v.opStream[r]), int(v.opIndex(r)))
+		r := v.OpCaptured[g]
+		if int(v.OpIssue[r]) >= begin {
+			w, pr := p.OpStage(s, j), p.OpStage(int(v.OpStream[r]), int(v.OpIndex(r)))
 			via := -1 // a host stage between the first stage and the record
-			for q := begin; q < int(v.opIssue[r]) && via < 0; q++ {
+			for q := begin; q < int(v.OpIssue[r]) && via < 0; q++ {
 				if h := p.IssueOrder[q]; p.Streams[h[0]].Host && p.Streams[h[0]].Ops[h[1]].Kind == plan.OpLaunch {
-					if hg := v.opBase[h[0]] + int32(h[1]); v.opHB(fl, hg) && v.opHB(hg, r) {
+					if hg := v.OpBase[h[0]] + int32(h[1]); v.Before(fl, hg) && v.Before(hg, r) {
 						via = p.Streams[h[0]].Ops[h[1]].Stage
 					}
 				}
 			}
-			stuck = append(stuck, stuckWait{Capture: ck, Waiter: w, Producer: pr, Stream: int(v.opStream[r]), Via: via})
+			stuck = append(stuck, stuckWait{Capture: ck, Waiter: w, Producer: pr, Stream: int(v.OpStream[r]), Via: via})
 			continue
 		}
 		drop[so] = true
@@ -752,19 +750,19 @@ func isolateCapture(p *plan.Plan, ck int) (removed, added int, stuck []stuckWait
 	}
 	// The latest records first: an earlier one that happens before a
 	// chosen one (or before the first stage) needs no wait of its own.
-	slices.SortFunc(recs, func(x, y int32) int { return int(v.opIssue[y]) - int(v.opIssue[x]) })
+	slices.SortFunc(recs, func(x, y int32) int { return int(v.OpIssue[y]) - int(v.OpIssue[x]) })
 	var adds []plan.Op
 	var chosen []int32
 	for _, r := range recs {
-		if v.opHB(r, fl) || slices.ContainsFunc(chosen, func(c int32) bool { return v.opHB(r, c) }) {
+		if v.Before(r, fl) || slices.ContainsFunc(chosen, func(c int32) bool { return v.Before(r, c) }) {
 			continue
 		}
 		chosen = append(chosen, r)
-		adds = append(adds, plan.Op{Kind: plan.OpWait, Event: p.Streams[v.opStream[r]].Ops[v.opIndex(r)].Event})
+		adds = append(adds, plan.Op{Kind: plan.OpWait, Event: p.Streams[v.OpStream[r]].Ops[v.OpIndex(r)].Event})
 	}
 	adds = append(adds, lagged...)
 	slices.SortFunc(adds, func(x, y plan.Op) int { return cmp.Or(x.Event-y.Event, x.Lag-y.Lag) })
-	moveWaits(p, drop, c.Stream, int(v.opIndex(fl)), adds)
+	moveWaits(p, drop, c.Stream, int(v.OpIndex(fl)), adds)
 	return len(drop), len(adds), stuck
 }
 

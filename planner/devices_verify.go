@@ -77,7 +77,7 @@ type Deadlock struct {
 }
 
 func (d Deadlock) String() string {
-	name := rankGroupName(d.Ranks)
+	name := plan.RankGroupName(d.Ranks)
 	if d.Source != "" {
 		name += " (" + d.Source + ")"
 	}
@@ -87,18 +87,6 @@ func (d Deadlock) String() string {
 	}
 	return fmt.Sprintf("collective %s: its ranks (%s) are not issued consecutively (%s is issued between them): a collective's ranks are issued as one group (ncclGroupStart, one call per rank, ncclGroupEnd), and from one thread NCCL may block on a rank's call until every rank has been issued; move the ops between them before the first rank or after the last",
 		name, strings.Join(d.Ranks, ", "), d.Between)
-}
-
-// rankGroupName is a group's collective name from its ranks' names
-// (NAME/0 …), or the first rank's name.
-func rankGroupName(ranks []string) string {
-	if len(ranks) == 0 {
-		return ""
-	}
-	if i := strings.LastIndexByte(ranks[0], '/'); i > 0 {
-		return ranks[0][:i]
-	}
-	return ranks[0]
 }
 
 // collectiveDeadlocks returns the collectives of p whose ranks' launches

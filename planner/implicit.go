@@ -574,17 +574,3 @@ func insteadOf(p *plan.Plan, races []Race, f *Fix) string {
 	}
 	return e.text
 }
-
-// hasDefaultStream reports whether p has a legacy or per-thread default
-// stream (one per context or thread: the iterate pass gives such plans one
-// stream set).
-func hasDefaultStream(p *plan.Plan) bool { return defaultStreamName(p) != "" }
-
-func defaultStreamName(p *plan.Plan) string {
-	for s := range p.Streams {
-		if plan.DefaultStream(p, s) {
-			return p.Streams[s].Name
-		}
-	}
-	return ""
-}

@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/dagrun/dagrun/plan"
 )
 
 // order computes the topological order the passes share: the hazard graph's
@@ -78,7 +80,7 @@ func (st *state) order() error {
 			for v := 0; v < n; v++ {
 				if unit[v] == int32(v) && size[v] > 1 && indeg[v] > 0 {
 					return fmt.Errorf("planner: the ranks of collective %s cannot be issued as one group: a stage is ordered after one of its ranks and before another, and no rank completes before every rank has started (a deadlock); order that stage before every rank or after every rank",
-						rankGroupName([]string{st.spec.Stages[v].Name}))
+						plan.RankGroupName([]string{st.spec.Stages[v].Name}))
 				}
 			}
 			return fmt.Errorf("planner: the order has a cycle")

@@ -111,7 +111,7 @@ func Warnings(p *plan.Plan) []string {
 			out = append(out, fmt.Sprintf("%s: the wait for the record %s is redundant: the record is on the same stream, which orders it already", at, recAt(r)))
 			continue
 		}
-		if p.Strategy == string(StrategyHazardDAG) {
+		if p.Strategy == strategyHazardDAG {
 			continue // its waits are the hazard DAG's edges, implied ones included
 		}
 		if st := guarded(s, j); st >= 0 && recordedDeviceSync(p.Stages[st].Name) {
@@ -222,3 +222,8 @@ func unwrittenOutputs(p *plan.Plan) []string {
 	}
 	return out
 }
+
+// strategyHazardDAG is plan.Plan.Strategy of a plan whose waits are every
+// hazard edge of its spec (the planner's StrategyHazardDAG, which a
+// planner test holds equal).
+const strategyHazardDAG = "hazard-dag"
