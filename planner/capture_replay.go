@@ -148,24 +148,25 @@ func ReplayPlan(p *plan.Plan) *plan.Plan {
 	return &q
 }
 
-// replayRace is a race of a replay that p does not have: a stage moved
-// into a capture's branch (ReplayPlan) and another, earlier in issue order
-// (in an earlier iteration, or the same one) or not (before).
-type replayRace struct {
-	capture, moved, other int
-	race                  Race
-	before, sameIter      bool
-	lag                   int // iterations between the earlier stage of the pair and the later
+// ReplayRace is a race of a replay that p does not have: stage Moved,
+// moved into the branch of capture Capture (ReplayPlan), and stage Other,
+// earlier in issue order (in an earlier iteration, or the same one:
+// SameIter) or not (Before).
+type ReplayRace struct {
+	Capture, Moved, Other int
+	Race                  Race
+	Before, SameIter      bool
+	Lag                   int // iterations between the earlier stage of the pair and the later
 	// For a race of two stages neither captured (stream mode ordered
 	// them through a branch): the earlier stage, the later one and the
-	// iterations between them; through is false for other races.
-	through                 bool
-	early, late, throughLag int
+	// iterations between them; Through is false for other races.
+	Through                 bool
+	Early, Late, ThroughLag int
 }
 
-// replayRaces returns the races of p as a replay runs it (ReplayPlan) that
+// ReplayRaces returns the races of p as a replay runs it (ReplayPlan) that
 // p does not have, once per pair of stages. Cost: two Verify runs.
-func replayRaces(p *plan.Plan) []replayRace {
+func ReplayRaces(p *plan.Plan) []ReplayRace {
 	q := ReplayPlan(p)
 	if q == p {
 		return nil
@@ -264,9 +265,9 @@ func replayRaces(p *plan.Plan) []replayRace {
 			}
 		}
 	}
-	var out []replayRace
+	var out []ReplayRace
 	done := map[[2]int]bool{}
-	var through replayRace // the pair of a race of two stages neither captured
+	var through ReplayRace // the pair of a race of two stages neither captured
 	add := func(moved, other, mi, oi int, r Race) {
 		ck := capOf[moved]
 		if done[[2]int{moved, other}] {
@@ -274,8 +275,8 @@ func replayRaces(p *plan.Plan) []replayRace {
 		}
 		done[[2]int{moved, other}] = true
 		rr := through
-		rr.capture, rr.moved, rr.other, rr.race = ck, moved, other, r
-		rr.before, rr.sameIter, rr.lag = oi < mi || oi == mi && pos[other] < pos[moved], oi == mi, max(mi-oi, oi-mi)
+		rr.Capture, rr.Moved, rr.Other, rr.Race = ck, moved, other, r
+		rr.Before, rr.SameIter, rr.Lag = oi < mi || oi == mi && pos[other] < pos[moved], oi == mi, max(mi-oi, oi-mi)
 		out = append(out, rr)
 	}
 	for _, r := range re.Races {
@@ -288,7 +289,7 @@ func replayRaces(p *plan.Plan) []replayRace {
 			moved, other, mi, oi = other, moved, oi, mi
 		}
 		if _, ok := capOf[moved]; ok {
-			through = replayRace{}
+			through = ReplayRace{}
 			add(moved, other, mi, oi, r)
 			continue
 		}
@@ -308,7 +309,7 @@ func replayRaces(p *plan.Plan) []replayRace {
 		if bi < ai || bi == ai && pos[b] < pos[a] {
 			a, b, ai, bi = b, a, bi, ai
 		}
-		through = replayRace{through: true, early: a, late: b, throughLag: bi - ai}
+		through = ReplayRace{Through: true, Early: a, Late: b, ThroughLag: bi - ai}
 		ma, okA := branchOf[a]
 		mb, okB := branchOf[b]
 		okB = okB && (!mb.pre || bi > 0)
@@ -347,9 +348,9 @@ func replayRaces(p *plan.Plan) []replayRace {
 // each named by the captured stage of its pair.
 func replayOrder(p *plan.Plan) []CaptureViolation {
 	var out []CaptureViolation
-	for _, rr := range replayRaces(p) {
-		r, c := rr.race, p.Captures[rr.capture]
-		st, ot := &p.Stages[rr.moved], &p.Stages[rr.other]
+	for _, rr := range ReplayRaces(p) {
+		r, c := rr.Race, p.Captures[rr.Capture]
+		st, ot := &p.Stages[rr.Moved], &p.Stages[rr.Other]
 		sn := p.Streams[st.Stream].Name
 		how, joined := "captured on stream "+sn+", which joined the capture", sn
 		if st.Stream == c.Stream {
@@ -357,7 +358,7 @@ func replayOrder(p *plan.Plan) []CaptureViolation {
 		}
 		var fix string
 		switch {
-		case rr.before:
+		case rr.Before:
 			fix = fmt.Sprintf("in each replay, %s (%s) runs unordered with %s (stream %s), which it follows only in stream order or through a wait %s issued before it joined: a graph's nodes depend on captured work and on the work issued to %s before the launch only (%s race on %s); wait for %s before the capture begins: add it to the waits of %s, the capture's first stage, whose waits are issued before cuStreamBeginCapture (issue %s before %s)",
 				st.Name, how, ot.Name, p.Streams[ot.Stream].Name, joined, p.Streams[c.Stream].Name, r.Kind, BufferSiteOf(r.Buffer), ot.Name, c.First, ot.Name, c.First)
 		case st.Stream == c.Stream:
@@ -387,35 +388,35 @@ func replayOrder(p *plan.Plan) []CaptureViolation {
 // no new wait orders is returned, never dropped. Cost: two Verify runs
 // per round, a round per wait, at most one round per stage and capture
 // plus one.
-func orderReplays(p *plan.Plan) (added int, left []replayRace) {
+func orderReplays(p *plan.Plan) (added int, left []ReplayRace) {
 	for range len(p.Stages) + len(p.Captures) + 1 {
 		left = nil
 		fixed := false
-		rs := replayRaces(p)
+		rs := ReplayRaces(p)
 		for _, rr := range rs {
-			c := p.Captures[rr.capture]
+			c := p.Captures[rr.Capture]
 			begin, _ := p.CaptureRegion(c)
-			from, to := rr.other, p.StageIndex(c.First)
-			if !rr.before {
-				from, to = p.StageIndex(c.Last), rr.other
+			from, to := rr.Other, p.StageIndex(c.First)
+			if !rr.Before {
+				from, to = p.StageIndex(c.Last), rr.Other
 			}
-			direct := rr.through && plan.HasWait(p, from, to, rr.lag)
+			direct := rr.Through && plan.HasWait(p, from, to, rr.Lag)
 			if direct {
 				// The branch's side of the pair has its wait, and the
 				// pair still races (the earlier stage reaches the branch
 				// through a wait its stream issued before it joined):
 				// the later stage waits for the earlier one itself.
-				from, to = rr.early, rr.late
-				if rr.lag = rr.throughLag; rr.lag == 0 && plan.LaunchOf(p, from) > plan.LaunchOf(p, to) {
+				from, to = rr.Early, rr.Late
+				if rr.Lag = rr.ThroughLag; rr.Lag == 0 && plan.LaunchOf(p, from) > plan.LaunchOf(p, to) {
 					left = append(left, rr)
 					continue
 				}
 			}
-			if rr.lag > 0 && p.Iteration == nil || rr.before && rr.lag == 0 && plan.LaunchOf(p, from) >= begin && !direct || plan.HasWait(p, from, to, rr.lag) {
+			if rr.Lag > 0 && p.Iteration == nil || rr.Before && rr.Lag == 0 && plan.LaunchOf(p, from) >= begin && !direct || plan.HasWait(p, from, to, rr.Lag) {
 				left = append(left, rr)
 				continue
 			}
-			addReplayWait(p, from, to, rr.lag)
+			addReplayWait(p, from, to, rr.Lag)
 			added++
 			fixed = true
 			break
@@ -424,7 +425,7 @@ func orderReplays(p *plan.Plan) (added int, left []replayRace) {
 			return added, left
 		}
 	}
-	return added, replayRaces(p)
+	return added, ReplayRaces(p)
 }
 
 // addWait makes stage to wait for stage from of lag iterations back: a
@@ -456,22 +457,22 @@ func addReplayWait(p *plan.Plan, from, to, lag int) {
 // replayOrderError is the spec error for replay races that no wait of the
 // capture's first stage orders (orderReplays' left): the earlier stage is
 // issued inside the region, before its stream joined the capture.
-func (st *state) replayOrderError(p *plan.Plan, left []replayRace) error {
+func (st *state) replayOrderError(p *plan.Plan, left []ReplayRace) error {
 	var l dag.ErrorList
 	for _, rr := range left {
-		c := p.Captures[rr.capture]
+		c := p.Captures[rr.Capture]
 		at := ""
 		if c.Source != "" {
 			at = " (" + c.Source + ")"
 		}
-		x, y := &p.Stages[rr.moved], &p.Stages[rr.other]
+		x, y := &p.Stages[rr.Moved], &p.Stages[rr.Other]
 		var pos dag.Pos // the final passes run without the spec
 		if st.spec != nil {
-			pos = st.spec.Stages[rr.moved].Pos
+			pos = st.spec.Stages[rr.Moved].Pos
 		}
 		l = append(l, &dag.Error{Pos: pos,
 			Msg: fmt.Sprintf("stage %s, which the capture of %s…%s on stream %s%s takes on stream %s, needs stage %s on stream %s (%s race on %s), which is issued while the capture is under way but not taken by it: a replay of the graph runs %s after captured work and the launch only, and a wait of %s, issued before the capture begins, would come before %s is issued",
-				x.Name, c.First, c.Last, p.Streams[c.Stream].Name, at, p.Streams[x.Stream].Name, y.Name, p.Streams[y.Stream].Name, rr.race.Kind, BufferSiteOf(rr.race.Buffer), x.Name, c.First, y.Name),
+				x.Name, c.First, c.Last, p.Streams[c.Stream].Name, at, p.Streams[x.Stream].Name, y.Name, p.Streams[y.Stream].Name, rr.Race.Kind, BufferSiteOf(rr.Race.Buffer), x.Name, c.First, y.Name),
 			Hint: fmt.Sprintf("order %s before %s, or end the capture before %s", y.Name, c.First, x.Name)})
 	}
 	return l.Err()

@@ -453,7 +453,7 @@ func TestAutoReplayOrderAcrossIterations(t *testing.T) {
 	if err := Verify(p); err != nil {
 		t.Fatal(err)
 	}
-	if err := verify(ReplayPlan(p), false); err != nil {
+	if err := Races(ReplayPlan(p)); err != nil {
 		t.Errorf("a replay of the plan races:\n%v", err)
 	}
 }
@@ -493,7 +493,7 @@ captures:
 		if err := Verify(p); err != nil {
 			t.Fatalf("%s: Verify: %v\n%s", strategy, err, ops(p))
 		}
-		if err := verify(ReplayPlan(p), false); err != nil {
+		if err := Races(ReplayPlan(p)); err != nil {
 			t.Errorf("%s: a replay of the plan races:\n%v", strategy, err)
 		}
 		if want := "s1: wait5@-1 pre rec3 wait0 j1 rec1\nmain: wait3 fill rec0 wait2 tail rec4\ns2: wait1 j2 rec2 wait4 post rec5\n"; strategy == StrategyDefault && ops(p) != want {
@@ -654,7 +654,7 @@ func TestAutoReplayOrderThroughJoiningWait(t *testing.T) {
 	if err := Verify(p); err != nil {
 		t.Fatalf("Verify: %v\n%s", err, ops(p))
 	}
-	if err := verify(ReplayPlan(p), false); err != nil {
+	if err := Races(ReplayPlan(p)); err != nil {
 		t.Errorf("a replay of the plan races:\n%v", err)
 	}
 }
@@ -694,7 +694,7 @@ captures:
 	if err := Verify(p); err != nil {
 		t.Fatalf("Verify: %v\n%s", err, ops(p))
 	}
-	if err := verify(ReplayPlan(p), false); err != nil {
+	if err := Races(ReplayPlan(p)); err != nil {
 		t.Errorf("a replay of the plan races:\n%v", err)
 	}
 	if !plan.HasWait(p, p.StageIndex("p1"), p.StageIndex("fill"), 0) {

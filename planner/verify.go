@@ -230,7 +230,12 @@ func (e *RaceError) Error() string {
 // otherwise a *RaceError listing every race (up to verifyMaxRaces).
 func Verify(p *plan.Plan) error { return withCaptures(p, verify(p, true)) }
 
-// verify is Verify; withFixes false leaves the fix search out (for the
+// Races is Verify without the fix search and the capture rules: nil, or
+// a *RaceError of p's races without Fixes (for checks that only ask
+// whether a plan is race-free).
+func Races(p *plan.Plan) error { return verify(p, false) }
+
+// verify is Verify without the capture rules; withFixes false leaves the fix search out (for the
 // searches that only ask whether a plan is race-free).
 func verify(p *plan.Plan, withFixes bool) error { return verifyWith(p, withFixes, true) }
 
