@@ -41,6 +41,7 @@ import (
 	"github.com/dagrun/dagrun/executor/trace"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // Types that cross the API, as aliases of the packages that define them.
@@ -63,9 +64,9 @@ type (
 	// error for a plan no wait can fix.
 	PlanError = plan.PlanError
 	// VerifyReport is Verify's report of a plan that does not order what
-	// it must (planner.RaceError): its races with their fixes, lifetime
+	// it must (verify.RaceError): its races with their fixes, lifetime
 	// gaps, broken capture rules and deadlocked collectives (Deadlocks).
-	VerifyReport = planner.RaceError
+	VerifyReport = verify.RaceError
 	// PassRaceError is Plan's error with PlanOptions.Check when a planner
 	// pass made a race: the pass's name and its plan's VerifyReport.
 	PassRaceError = planner.PassRaceError
@@ -153,7 +154,7 @@ func WriteSpec(w io.Writer, s *Spec) error { return dag.WriteYAML(w, s) }
 // SpecBuilder.Buffer, not under buffers:). A spec from Load was checked
 // when it was loaded.
 //
-// A race is returned as *planner.RaceError together with the plan, so that
+// A race is returned as *verify.RaceError together with the plan, so that
 // a caller can still print or inspect it (with PlanOptions.Check, a race
 // after a pass as the *planner.PassRaceError that wraps it, naming the
 // pass); other errors (spec mistakes, bad
@@ -192,12 +193,12 @@ func PlanWhile(spec *Spec, o PlanOptions, during func(p *StreamPlan)) (*StreamPl
 		}()
 	}
 	t0 := time.Now()
-	err = planner.Verify(p)
+	err = verify.Verify(p)
 	verifyMS := float64(time.Since(t0).Nanoseconds()) / 1e6
 	wg.Wait()
 	p.Timings = append(p.Timings, plan.PassTime{Pass: "verify", MS: verifyMS, Runs: 1})
 	if err != nil {
-		var race *planner.RaceError
+		var race *verify.RaceError
 		if !errors.As(err, &race) {
 			return nil, err
 		}
@@ -211,11 +212,11 @@ func PlanWhile(spec *Spec, o PlanOptions, during func(p *StreamPlan)) (*StreamPl
 
 // Verify proves from p alone (stream order plus event record/wait in host
 // issue order) that every conflicting pair of accesses is ordered as in
-// declaration order. It returns nil or a *planner.RaceError whose text
+// declaration order. It returns nil or a *verify.RaceError whose text
 // names both stages, their streams, the buffer and bytes, and the wait that
 // would fix each race; or a *PlanError for a plan that no wait can fix (a
 // malformed plan, a launch whose accesses share arena bytes).
-func Verify(p *StreamPlan) error { return planner.Verify(p) }
+func Verify(p *StreamPlan) error { return verify.Verify(p) }
 
 // CheckRun reports what Run(ctx, p, o) would reject before it opens a
 // backend (executor.CheckRun): plan errors, and options that conflict with

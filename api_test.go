@@ -16,7 +16,7 @@ import (
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/internal/cmdline"
 	"github.com/dagrun/dagrun/internal/report"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 func mustPlan(t *testing.T, path string, o dagrun.PlanOptions) *dagrun.StreamPlan {
@@ -191,9 +191,9 @@ func TestRunRacesAsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := dagrun.Plan(s, dagrun.PlanOptions{})
-	var pre *planner.RaceError
+	var pre *verify.RaceError
 	if p == nil || !errors.As(err, &pre) {
-		t.Fatalf("Plan of a racy spec: %v, %v; want the plan and a *planner.RaceError", p, err)
+		t.Fatalf("Plan of a racy spec: %v, %v; want the plan and a *verify.RaceError", p, err)
 	}
 	res, err := dagrun.Run(context.Background(), p, dagrun.RunOptions{Backend: dagrun.BackendSim})
 	var re *executor.RaceError

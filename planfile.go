@@ -17,7 +17,7 @@ import (
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/internal/safefile"
 	"github.com/dagrun/dagrun/plan"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // WritePlanJSON writes p as a plan file (plan.PlanVersion, one
@@ -414,6 +414,6 @@ func lineCol(b []byte, off int64) (line, col int) {
 // Warnings lists, one sentence each, what is legal but likely not meant
 // in p's waits: waits issued before any record of their event (CUDA's
 // wait-before-record trap), waits on an event recorded again before them,
-// and redundant waits with what implies them (planner.Warnings). Planned
+// and redundant waits with what implies them (verify.Warnings). Planned
 // specs have none; hand-synchronized specs and edited plan files may.
-func Warnings(p *StreamPlan) []string { return planner.Warnings(p) }
+func Warnings(p *StreamPlan) []string { return verify.Warnings(p) }

@@ -20,6 +20,7 @@ import (
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // devicesBackend returns a backend for plans of n devices: n GPUs when the
@@ -79,7 +80,7 @@ func TestDevicesSpecs(t *testing.T) {
 		n := p.DeviceCount()
 		b, real := devicesBackend(t, n)
 		where := map[bool]string{true: "GPUs", false: "contexts on GPU 0"}[real]
-		racy := planner.Verify(p) != nil
+		racy := verify.Verify(p) != nil
 		switch {
 		case hasCollective(p) && !real:
 			_, err := runSums(p, b, 1)
@@ -197,7 +198,7 @@ func TestDevicesPeerSpecs(t *testing.T) {
 		if p.DeviceCount() != 2 {
 			t.Fatalf("%s: %d devices, want 2", c.name, p.DeviceCount())
 		}
-		if racy := planner.Verify(p) != nil; racy != (c.name == "racy") {
+		if racy := verify.Verify(p) != nil; racy != (c.name == "racy") {
 			t.Errorf("%s: Verify finds a race: %v", c.name, racy)
 		}
 		wrong := 0
@@ -236,7 +237,7 @@ func TestDevicesGraphMode(t *testing.T) {
 	}
 	for _, f := range files {
 		p := planFile(t, f, planner.Options{})
-		if planner.Verify(p) != nil || hasCollective(p) {
+		if verify.Verify(p) != nil || hasCollective(p) {
 			continue
 		}
 		n := p.DeviceCount()

@@ -28,6 +28,7 @@ import (
 	"github.com/dagrun/dagrun/executor/trace"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // pytorchGraphMS is the PyTorch time of one CUDA-graph replay of each model
@@ -85,7 +86,7 @@ func TestGraphMatchesStreams(t *testing.T) {
 		t.Helper()
 		def, err := planner.Build(s, planner.Options{MaxStreams: planner.Uncapped})
 		must(t, err)
-		if planner.Verify(def) != nil {
+		if verify.Verify(def) != nil {
 			return
 		}
 		rr, err := planner.Build(s, planner.Options{Strategy: planner.StrategyRoundRobin})
@@ -95,7 +96,7 @@ func TestGraphMatchesStreams(t *testing.T) {
 			hz, err = planner.Build(s, planner.Options{Strategy: planner.StrategyHazardDAG})
 			must(t, err)
 		}
-		must(t, planner.Verify(hz))
+		must(t, verify.Verify(hz))
 		iterations := []int{1, 3}
 		if slices.ContainsFunc(def.Buffers, func(b plan.Buffer) bool { return b.Copies > 1 }) {
 			iterations = []int{1}
@@ -431,7 +432,7 @@ func TestMakespan(t *testing.T) {
 		build := func(strategy planner.Strategy) *plan.Plan {
 			p, err := planner.Build(s, planner.Options{Strategy: strategy})
 			must(t, err)
-			must(t, planner.Verify(p))
+			must(t, verify.Verify(p))
 			return p
 		}
 		one, def, rr := build(planner.StrategySingle), build(planner.StrategyDefault), build(planner.StrategyRoundRobin)

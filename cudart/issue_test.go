@@ -27,6 +27,7 @@ import (
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 func TestConformance(t *testing.T) {
@@ -130,10 +131,10 @@ func TestSeedBugSpecs(t *testing.T) {
 		{"shared-io/shared-io-racy.yaml", "shared-io/shared-io.yaml", []string{"run0", "run1"}},
 	} {
 		planned := planFile(t, filepath.Join(dir, c.planned), planner.Options{})
-		must(t, planner.Verify(planned))
+		must(t, verify.Verify(planned))
 		want := simSums(t, planned, 1)
 		racy := planFile(t, filepath.Join(dir, c.racy), planner.Options{})
-		if planner.Verify(racy) == nil {
+		if verify.Verify(racy) == nil {
 			t.Errorf("%s: Verify finds no race", c.racy)
 		}
 		suffix := ""
@@ -175,7 +176,7 @@ func TestSpecsMatchSim(t *testing.T) {
 			figure(t, "%s: %d devices: TestDevicesSpecs runs it", f, p.DeviceCount())
 			continue
 		}
-		if planner.Verify(p) != nil {
+		if verify.Verify(p) != nil {
 			figure(t, "%s: racy by design, skipped", f)
 			continue
 		}
@@ -283,7 +284,7 @@ func TestRandomDAGs(t *testing.T) {
 	for i := 0; i < n; i++ {
 		src := randomSpec(r, i, 20+r.IntN(281), 1+r.IntN(8))
 		p := planYAML(t, src, planner.Options{})
-		if err := planner.Verify(p); err != nil {
+		if err := verify.Verify(p); err != nil {
 			t.Fatalf("dag %d: planned plan has races: %v", i, err)
 		}
 		one := planYAML(t, src, planner.Options{Strategy: planner.StrategySingle})

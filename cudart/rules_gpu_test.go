@@ -298,7 +298,7 @@ func TestRulesCopies(t *testing.T) {
 
 // TestRulesCapture: the capture checker's rules against the driver. Each
 // case runs the buggy form, which must fail with the error the checker
-// names (planner.CaptureViolation.Error), and the fixed form, which must
+// names (verify.CaptureViolation.Error), and the fixed form, which must
 // capture a graph.
 func TestRulesCapture(t *testing.T) {
 	r := newRulesRig(t)
@@ -454,7 +454,7 @@ func TestRulesCapture(t *testing.T) {
 	}), "ok")
 }
 
-// TestRulesCaptureIsolation: the isolation rule (planner.CaptureIsolation)
+// TestRulesCaptureIsolation: the isolation rule (verify.CaptureIsolation)
 // against the driver. Inside a capture, a wait on an event recorded on a
 // stream that is not capturing (specs/rules/isolation-racy.yaml: a prefetch
 // on a side stream between two captured segments, waited for inside the
@@ -583,7 +583,7 @@ func TestRulesCaptureIsolation(t *testing.T) {
 
 // TestRulesCaptureReplayOrder: a stream that joins a capture runs its
 // captured work, in a replay, after captured work and the launch only
-// (planner.CaptureReplayOrder). Stream s1 joins a capture on s0 (a wait
+// (verify.CaptureReplayOrder). Stream s1 joins a capture on s0 (a wait
 // on an event recorded there) and fills the buffer with 3 in it; each
 // trial issues eager work that fills it with 2 behind 2 ms of spin, then
 // launches the graph on s0: declaration order wants the 3 last. "eager":

@@ -2,7 +2,6 @@ package dag
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/dagrun/dagrun/contract"
 )
@@ -13,13 +12,6 @@ import (
 // device may touch is checked: a kernel its own device's memory and host
 // memory, a copy two devices (a peer copy), a collective one buffer per
 // device on distinct devices.
-
-// RankName is the name of rank r of collective stage name: the stage the
-// planner lowers it to on the rank's device ("reduce/0").
-func RankName(name string, r int) string { return name + "/" + strconv.Itoa(r) }
-
-// IsCollective reports whether kernel names a collective built-in.
-func IsCollective(kernel string) bool { return kernel == contract.BuiltinAllReduce }
 
 // checkDevices sets and checks every device (run after the stages and
 // streams are checked, so names and accesses are resolved).
@@ -75,7 +67,7 @@ func (c *checker) checkDevices() {
 			}
 			st.Device = 0
 			continue
-		case IsCollective(st.Kernel):
+		case contract.IsCollective(st.Kernel):
 			if st.Device != AnyDevice {
 				c.errorAt(src.fieldPos("device"), "drop device: (each rank runs on its buffers' device)", "stage %s: a collective runs on the devices of its buffers", st.Name)
 				st.Device = AnyDevice
@@ -103,7 +95,7 @@ func (c *checker) checkDevices() {
 	// buffers' or 0; with placement balance the planner places them.
 	for i := range s.Stages {
 		st := &s.Stages[i]
-		if st.Device != AnyDevice || IsCollective(st.Kernel) {
+		if st.Device != AnyDevice || contract.IsCollective(st.Kernel) {
 			continue
 		}
 		if d, ok := streamDev[st.Stream]; ok {
@@ -137,7 +129,7 @@ func (c *checker) checkDevices() {
 		c.errAt(mostAt, fmt.Sprintf("name a device below %d, or raise devices: to %d", s.Devices, most+1), "device %d, but the spec has devices: %d (devices are 0 to %d)", most, s.Devices, s.Devices-1)
 	}
 	for i := range s.Stages {
-		if !oneDevice || IsCollective(s.Stages[i].Kernel) {
+		if !oneDevice || contract.IsCollective(s.Stages[i].Kernel) {
 			c.checkStageDevices(i)
 		}
 	}
@@ -168,7 +160,7 @@ func (c *checker) bufferDevice(st *StageSpec) int {
 func (c *checker) checkStageDevices(i int) {
 	st := &c.s.Stages[i]
 	what := "stage " + st.Name
-	if IsCollective(st.Kernel) {
+	if contract.IsCollective(st.Kernel) {
 		c.checkCollective(i)
 		return
 	}
@@ -274,7 +266,7 @@ func (c *checker) checkCollective(i int) {
 		}
 	}
 	for r := range st.Reads {
-		if j, taken := c.stages[RankName(st.Name, r)]; taken {
+		if j, taken := c.stages[contract.RankName(st.Name, r)]; taken {
 			c.errAt(s.Stages[j].Pos, "rename this stage: the planner names the collective's ranks NAME/0, NAME/1, …", "stage %s: the name of rank %d of collective %s", s.Stages[j].Name, r, st.Name)
 		}
 	}

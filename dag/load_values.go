@@ -14,9 +14,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/internal/yamlscan"
 	"gopkg.in/yaml.v3"
 )
@@ -417,47 +417,8 @@ func nameProblem(v string) string {
 			return "contains a space or control character"
 		case strings.ContainsRune("[],{}#&*!|>'\"%@`", r):
 			return fmt.Sprintf("contains %q", r)
-		case hidden(r):
-			return hiddenMsg(r)
-		}
-	}
-	return ""
-}
-
-// hidden reports whether a terminal shows r wrongly or not at all: C0
-// and C1 controls, DEL, spaces other than ' ' (no-break, line and
-// paragraph separators), format characters (bidi overrides, zero-width
-// spaces), the other default-ignorable code points that Unicode's
-// DerivedCoreProperties lists (variation selectors, the Hangul fillers,
-// the combining grapheme joiner: letters and marks that print as
-// nothing), and bytes that are not UTF-8. Two names that look alike
-// would differ, and a control character in a message acts on the
-// terminal.
-func hidden(r rune) bool {
-	if r < utf8.RuneSelf {
-		return r < ' ' || r == 0x7f
-	}
-	return !unicode.IsPrint(r) || r == utf8.RuneError ||
-		unicode.In(r, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
-}
-
-func hiddenMsg(r rune) string {
-	return fmt.Sprintf("contains %U, a control, format, space or invisible character that a terminal shows wrongly or not at all", r)
-}
-
-// NameHidden says, for a name of a stage, buffer, stream or kernel that
-// holds a character a terminal shows wrongly or not at all, what it holds
-// ("contains U+202E, ..."), as the loader says it of a name in a spec; ""
-// for any other name. Plan files are held to it (plan.Plan.Validate).
-func NameHidden(name string) string {
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c >= utf8.RuneSelf || c < ' ' || c == 0x7f {
-			for _, r := range name[i:] {
-				if hidden(r) {
-					return hiddenMsg(r)
-				}
-			}
-			return ""
+		case contract.RuneHidden(r) != "":
+			return contract.RuneHidden(r)
 		}
 	}
 	return ""

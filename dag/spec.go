@@ -208,7 +208,7 @@ type StageSpec struct {
 const AnyDevice = -1
 
 // MaxDevices bounds Spec.Devices (and every device index + 1).
-const MaxDevices = 64
+const MaxDevices = contract.MaxDevices
 
 // Placement strategies (Options.Placement).
 const (

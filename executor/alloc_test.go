@@ -12,6 +12,7 @@ import (
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // chainSpec: two branches on two streams, a temp per step; the arena shares
@@ -46,7 +47,7 @@ func planYAML(t *testing.T, text string, o planner.Options) *plan.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := planner.Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -253,7 +254,7 @@ func fillBytes(n int, word uint32) []byte {
 // before the copy: Verify and the simulator's detector both report it.
 func TestHostStageMissingWait(t *testing.T) {
 	p := stripHostWaits(planYAML(t, hostSpec, planner.Options{}))
-	if err := planner.Verify(p); err == nil {
+	if err := verify.Verify(p); err == nil {
 		t.Fatal("Verify accepts the plan without host waits")
 	}
 	b := sim.New(sim.Options{Seed: 1})

@@ -141,7 +141,7 @@ func (c contractCase) spec(t *testing.T) string {
 	var b strings.Builder
 	b.WriteString("version: 1\nbuffers:\n")
 	for i, name := range slices.Sorted(maps.Keys(contractBuffers)) {
-		if dag.IsCollective(c.kernel) { // one rank per device
+		if contract.IsCollective(c.kernel) { // one rank per device
 			fmt.Fprintf(&b, "  - {name: %s, bytes: %d, device: %d}\n", name, contractBuffers[name], i)
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // capStage is one stage of a generated capture spec.
@@ -160,7 +161,7 @@ func genCaptureSpec(t *rapid.T) string {
 // capture rules runs clean in stream mode and fails in graph mode; a plan
 // graph mode refuses is refused by the run with the same reason, before
 // any work; a plan whose only fault is a replay's order (a stream's work
-// before it joined a capture, planner.CaptureReplayOrder) races in graph
+// before it joined a capture, verify.CaptureReplayOrder) races in graph
 // mode on the simulator, whose emulated replays run the joined streams'
 // captured work as a graph's branches.
 func TestCaptureRegionsProperty(t *testing.T) {
@@ -177,8 +178,8 @@ func TestCaptureRegionsProperty(t *testing.T) {
 		}
 		iters := rapid.IntRange(1, 4).Draw(t, "iterations")
 		seed := rapid.Int64Range(0, 99).Draw(t, "seed")
-		verdict := planner.Verify(p)
-		var re *planner.RaceError
+		verdict := verify.Verify(p)
+		var re *verify.RaceError
 		if verdict != nil && !errors.As(verdict, &re) {
 			t.Fatalf("Verify: %v\n%s", verdict, src)
 		}
@@ -224,10 +225,10 @@ func TestCaptureRegionsProperty(t *testing.T) {
 			if gerr == nil {
 				t.Fatalf("check finds capture faults, graph mode runs clean: %v\n%s", verdict, src)
 			}
-			// A replay's order (planner.CaptureReplayOrder) is no
+			// A replay's order (verify.CaptureReplayOrder) is no
 			// driver's error: the emulated replay races, and the
 			// simulator's race detector must see it.
-			if !slices.ContainsFunc(re.Captures, func(v planner.CaptureViolation) bool { return v.Rule != planner.CaptureReplayOrder }) {
+			if !slices.ContainsFunc(re.Captures, func(v verify.CaptureViolation) bool { return v.Rule != verify.CaptureReplayOrder }) {
 				replay++
 				if _, ok := errors.AsType[*executor.RaceError](gerr); !ok {
 					t.Fatalf("check finds only replay-order faults, graph mode on the simulator: %v, want its race detector's report\n%s", gerr, src)

@@ -19,7 +19,7 @@ package executor
 // event recorded by eager work in the region, which the driver refuses as
 // CUDA_ERROR_STREAM_CAPTURE_ISOLATION) or a record against a captured one
 // is refused before any work. A region that breaks a capture rule
-// (planner.CheckCaptures) fails: with the backend's error where the
+// (verify.CheckCaptures) fails: with the backend's error where the
 // backend (the CUDA driver, or the emulation's join rule) refuses it, else
 // with the checker's verdict; either names the capture and the stage.
 
@@ -29,7 +29,7 @@ import (
 	"strings"
 
 	"github.com/dagrun/dagrun/plan"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // CaptureModer is an optional GraphBackend interface: a capture begun in
@@ -102,8 +102,8 @@ func (x *program) lowerRegions() error {
 		one := *p
 		one.Captures = []plan.Capture{c}
 		var vs []string
-		for _, v := range planner.CheckCaptures(&one) {
-			if v.Rule == planner.CaptureReplayOrder {
+		for _, v := range verify.CheckCaptures(&one) {
+			if v.Rule == verify.CaptureReplayOrder {
 				// No backend refuses it: the replay races, and the
 				// backend's race detector (the simulator's) says so.
 				continue
@@ -167,7 +167,7 @@ func opName(p *plan.Plan, so [2]int) string {
 // isolationError refuses a captured wait (so, op o) in a region, after
 // the waits of its first stage, on an event not recorded in the capture:
 // the driver refuses it inside a capture
-// (CUDA_ERROR_STREAM_CAPTURE_ISOLATION, planner.CaptureIsolation), and
+// (CUDA_ERROR_STREAM_CAPTURE_ISOLATION, verify.CaptureIsolation), and
 // graph mode would have to move it in front of the capture (before its
 // record, when eager work in the region records it).
 func isolationError(p *plan.Plan, rg *region, so [2]int, o plan.Op) error {

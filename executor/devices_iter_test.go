@@ -12,6 +12,7 @@ import (
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 	"pgregory.net/rapid"
 )
 
@@ -120,7 +121,7 @@ func TestPropertyDevicesIterations(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Build(%+v): %v\n%s", o, err, src)
 		}
-		if err := planner.Verify(p); err != nil {
+		if err := verify.Verify(p); err != nil {
 			var tb strings.Builder
 			p.WriteTable(&tb)
 			t.Fatalf("Verify(%+v): %v\n%s\n%s", o, err, src, tb.String())

@@ -228,7 +228,7 @@ func (e *exec) capture(ph int) error {
 // event recorded on the capture's stream at the launch, so a replay's
 // captured work depends on captured work and on the work issued to the
 // launch's stream before it only, not on a joined stream's work outside
-// the capture (planner.CaptureReplayOrder). Graph mode thus runs on any
+// the capture (verify.CaptureReplayOrder). Graph mode thus runs on any
 // backend (the simulator: its race detector then checks the replays). As in a real
 // capture, only the ops of the streams that joined it are recorded; the
 // others run (CUDA's join rule: capture_joins.go); a captured stream's

@@ -14,6 +14,7 @@ import (
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // graphSpecs are the specs the graph tests run: every race-free spec of
@@ -57,7 +58,7 @@ func TestRunGraphMatchesRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if planner.Verify(p) != nil {
+			if verify.Verify(p) != nil {
 				continue // racy by design
 			}
 			for _, iters := range []int{1, 3} {
@@ -122,7 +123,7 @@ func TestHazardPlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := planner.Verify(q); err != nil && planner.Verify(p) == nil {
+			if err := verify.Verify(q); err != nil && verify.Verify(p) == nil {
 				t.Errorf("%s: hazard plan has races: %v", f, err)
 			}
 			edges := capturedEdges(t, q)
@@ -225,7 +226,7 @@ func TestPreparedIssueEqualsRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if planner.Verify(p) != nil || slices.ContainsFunc(p.Buffers, func(b plan.Buffer) bool { return b.Copies > 1 }) {
+		if verify.Verify(p) != nil || slices.ContainsFunc(p.Buffers, func(b plan.Buffer) bool { return b.Copies > 1 }) {
 			continue
 		}
 		want, err := executor.Run(context.Background(), p, quickSim(3), executor.Options{Iterations: 2})

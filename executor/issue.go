@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dagrun/dagrun/contract"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // exec is a program set up on a backend: what it created there, the host
@@ -400,7 +400,7 @@ func (e *exec) tail(start time.Time) (*Result, error) {
 
 // nameRaces puts the plan's names on the detector's report: stream names
 // (with the stream set), byte ranges relative to the buffer rather than to
-// the arena, and the plan-level report of planner.Verify.
+// the arena, and the plan-level report of verify.Verify.
 func (e *exec) nameRaces(re *RaceError) {
 	x, p := e.x, e.x.p
 	names := make([]string, x.streams)
@@ -431,8 +431,8 @@ func (e *exec) nameRaces(re *RaceError) {
 			r.Offset -= x.arenaOff[b]
 		}
 	}
-	if err := planner.Verify(p); err != nil {
-		if pr, ok := err.(*planner.RaceError); ok {
+	if err := verify.Verify(p); err != nil {
+		if pr, ok := err.(*verify.RaceError); ok {
 			re.Plan = pr
 		}
 	}

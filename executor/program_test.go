@@ -16,6 +16,7 @@ import (
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // recorder wraps the simulator and writes down every call the executor
@@ -273,7 +274,7 @@ func slotPlan() *plan.Plan {
 // same copy of x, which the detector reports.
 func TestLaggedWaitSlot(t *testing.T) {
 	p := slotPlan()
-	if err := planner.Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
 	for seed := range int64(8) {

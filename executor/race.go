@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // RaceAccess is one side of a race: a stage's access to a byte range.
@@ -59,11 +59,11 @@ type RaceError struct {
 	Races   []Race
 	// Dropped counts distinct races not listed because the list was full.
 	Dropped int
-	// Plan, set by Run when planner.Verify finds the plan racy, is the
+	// Plan, set by Run when verify.Verify finds the plan racy, is the
 	// plan's races grouped by the fewest waits that fix them: the same
 	// report as `dagrun check`, the same for every seed and interleaving
 	// (the detector sees the races that the run's timing exposed, Races).
-	Plan *planner.RaceError
+	Plan *verify.RaceError
 }
 
 func (e *RaceError) Error() string {

@@ -17,6 +17,7 @@ import (
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 const ringWords = 256
@@ -57,7 +58,7 @@ func mustPlan(t testing.TB, s *dag.Spec, o planner.Options) *plan.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := planner.Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -172,7 +173,7 @@ func TestRingRunNoBarrier(t *testing.T) {
 func TestRingRunMissingCrossWaitRaces(t *testing.T) {
 	p := mustPlan(t, ringSpec(2, true), planner.Options{StreamSets: 1})
 	q := dropLagWaits(p)
-	if planner.Verify(q) == nil {
+	if verify.Verify(q) == nil {
 		t.Fatal("verifier accepts the plan without cross waits")
 	}
 	for seed := int64(1); seed <= 5; seed++ {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dagrun/dagrun/plan"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // Options configure Run. The zero value runs one iteration.
@@ -65,11 +65,11 @@ type Result struct {
 	// Races are the races the backend's detector reported (the simulator),
 	// also returned as a *RaceError: those the run's timing exposed.
 	Races []Race
-	// RaceReport, with Races, is planner.Verify's report of the plan: its
+	// RaceReport, with Races, is verify.Verify's report of the plan: its
 	// races grouped by the fewest waits that fix them, the same for every
 	// seed (nil when the verifier finds the plan race-free, as when the
 	// backend or the executor, not the plan, is at fault).
-	RaceReport *planner.RaceError
+	RaceReport *verify.RaceError
 	// Latencies, for runs with iteration info and host I/O or Progress, is
 	// each iteration's time from the start of its host work (filling its
 	// inputs) to when the host saw its last op complete, in iteration

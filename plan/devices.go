@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/dagrun/dagrun/contract"
-	"github.com/dagrun/dagrun/dag"
 )
 
 // DeviceCount is the number of devices of p: Devices, at least 1.
@@ -28,8 +27,8 @@ func (p *Plan) StageDevice(i int) int {
 // reduction, rank count and bytes, on distinct devices. Errors are
 // *PlanError with the JSON path.
 func (p *Plan) validateDevices(bufIdx map[string]int) error {
-	if p.Devices < 0 || p.Devices > dag.MaxDevices {
-		return ErrorAt("devices", "devices is %d (want 1 to %d)", p.Devices, dag.MaxDevices)
+	if p.Devices < 0 || p.Devices > contract.MaxDevices {
+		return ErrorAt("devices", "devices is %d (want 1 to %d)", p.Devices, contract.MaxDevices)
 	}
 	n := p.DeviceCount()
 	for i, s := range p.Streams {
@@ -47,7 +46,7 @@ func (p *Plan) validateDevices(bufIdx map[string]int) error {
 		if b.Device < 0 || b.Device >= n {
 			return ErrorAt(fmt.Sprintf("buffers[%d].device", i), "buffer %s is on device %d, but the plan has %d device(s)", b.Name, b.Device, n)
 		}
-		if b.Device != 0 && b.Where != "" && b.Where != dag.WhereDevice {
+		if b.Device != 0 && b.Where != "" && b.Where != string(contract.WhereDevice) {
 			return ErrorAt(fmt.Sprintf("buffers[%d].device", i), "buffer %s is %s memory, which is on no device", b.Name, b.Where)
 		}
 	}
@@ -78,7 +77,7 @@ func (p *Plan) validateDevices(bufIdx map[string]int) error {
 		c := st.Collective
 		at := func(f string) string { return fmt.Sprintf("stages[%d].%s", i, f) }
 		if c == nil {
-			if dag.IsCollective(st.Kernel) {
+			if contract.IsCollective(st.Kernel) {
 				return ErrorAt(at("collective"), "stage %s runs collective %s but is no rank of one (give it collective: {group, op, reduce, rank, ranks})", st.Name, st.Kernel)
 			}
 			continue
@@ -98,7 +97,7 @@ func (p *Plan) validateDevices(bufIdx map[string]int) error {
 			return ErrorAt(at("reads"), "stage %s: a rank reads one range and writes one of the same bytes, a multiple of %d", st.Name, contract.WordBytes)
 		}
 		for _, a := range [2]Access{st.Reads[0], st.Writes[0]} {
-			if k, ok := bufIdx[a.Buffer]; ok && p.Buffers[k].Where != "" && p.Buffers[k].Where != dag.WhereDevice {
+			if k, ok := bufIdx[a.Buffer]; ok && p.Buffers[k].Where != "" && p.Buffers[k].Where != string(contract.WhereDevice) {
 				return ErrorAt(at("reads"), "stage %s: rank buffer %s is %s memory (a collective's buffers are device memory)", st.Name, a.Buffer, p.Buffers[k].Where)
 			}
 		}

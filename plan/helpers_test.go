@@ -7,6 +7,7 @@ import (
 	"github.com/dagrun/dagrun/internal/spectest"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // Test builders (internal/spectest).
@@ -26,7 +27,7 @@ func build(t testing.TB, s *dag.Spec, o planner.Options) *plan.Plan {
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
-	if err := planner.Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
 	return p

@@ -157,7 +157,7 @@ func (p *Plan) SeedIndex(i int) int {
 // rank, ncclGroupEnd). A collective is a rendezvous: no rank completes
 // before every rank has started, so whatever happens-before any rank's
 // launch happens-before whatever follows every rank (the verifier's
-// happens-before, planner.Verify).
+// happens-before, verify.Verify).
 type Collective struct {
 	Group  int    `json:"group"`  // which collective: 0, 1, … in issue order of their first ranks
 	Op     string `json:"op"`     // contract.BuiltinAllReduce

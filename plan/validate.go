@@ -6,7 +6,6 @@ import (
 	"math"
 
 	"github.com/dagrun/dagrun/contract"
-	"github.com/dagrun/dagrun/dag"
 )
 
 // Limits of the plan format. A plan file beyond one is certainly a mistake
@@ -180,7 +179,7 @@ func (p *Plan) ValidateNames() error {
 		{"kernel", len(p.Kernels), func(i int) string { return p.Kernels[i].Name }},
 	} {
 		for i := range c.n {
-			if msg := dag.NameHidden(c.name(i)); msg != "" {
+			if msg := contract.NameHidden(c.name(i)); msg != "" {
 				return ErrorAt(fmt.Sprintf("%ss[%d].name", c.what, i), "%s %q: its name %s", c.what, c.name(i), msg)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // arena places temp buffers in one device arena. Two buffers may share
@@ -181,7 +182,7 @@ func newArenaInfo(p *plan.Plan, acc *planAccesses) *arenaInfo {
 		h := newLaunchHB(p)
 		a.hb, a.issue = h, h.issue
 	} else {
-		o := NewOrder(p)
+		o := verify.NewOrder(p)
 		a.issue = make([]int32, len(p.Stages))
 		for v, g := range o.LaunchOp {
 			a.issue[v] = o.OpIssue[g]

@@ -35,11 +35,3 @@ func (st *state) checkHost() error {
 	}
 	return nil
 }
-
-// readsDone reports whether read access a is done before access d's launch
-// is issued: a synchronous copy from pageable memory has staged its source
-// when it returns (implicit.go).
-func (v *verifier) readsDone(a, d int32) bool {
-	sa := int(v.acc[a].stage)
-	return v.hb.im.readsDoneBefore(v.p, sa, v.launchOp[sa], v.launchOp[v.acc[d].stage], v.opStream, v.opIssue)
-}

@@ -14,6 +14,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/synth"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // offsetOf returns buffer name's arena offset, or -1.
@@ -82,8 +83,8 @@ func TestArenaStreamOrderIsTheBug(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var re *RaceError
-		if err := Verify(p); !errors.As(err, &re) {
+		var re *verify.RaceError
+		if err := verify.Verify(p); !errors.As(err, &re) {
 			t.Fatalf("Verify of the stream-order arena: %v, want races", err)
 		}
 		found := false
@@ -176,8 +177,8 @@ func TestVerifyArena(t *testing.T) {
 	p := build(t, patternA(), Options{Arena: dag.ArenaOff})
 	at(p, "ones", 0)
 	at(p, "fresh", 0)
-	var re *RaceError
-	if err := Verify(p); !errors.As(err, &re) || re.Races[0].Shared == "" || !strings.Contains(re.Error(), "arena bytes shared with") {
+	var re *verify.RaceError
+	if err := verify.Verify(p); !errors.As(err, &re) || re.Races[0].Shared == "" || !strings.Contains(re.Error(), "arena bytes shared with") {
 		t.Fatalf("Verify: %v, want an arena race", err)
 	}
 	// Interleaved lifetimes in one stream: x, then y, then x again. Every
@@ -186,7 +187,7 @@ func TestVerifyArena(t *testing.T) {
 		Options{Strategy: StrategySingle, Arena: dag.ArenaOff})
 	at(p, "x", 0)
 	at(p, "y", 0)
-	if err := Verify(p); !errors.As(err, &re) {
+	if err := verify.Verify(p); !errors.As(err, &re) {
 		t.Fatalf("interleaved lifetimes: Verify %v, want a race", err)
 	}
 	// The planned arena relies on a cross-stream wait: without it, races.
@@ -195,7 +196,7 @@ func TestVerifyArena(t *testing.T) {
 	if !shareBytes(p, "x", "z") {
 		t.Fatalf("x and z should share: %d %d", offsetOf(p, "x"), offsetOf(p, "z"))
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatal(err)
 	}
 	for si := range p.Streams {
@@ -210,7 +211,7 @@ func TestVerifyArena(t *testing.T) {
 			}
 		}
 	}
-	if err := Verify(p); !errors.As(err, &re) {
+	if err := verify.Verify(p); !errors.As(err, &re) {
 		t.Fatalf("without the wait: %v, want races", err)
 	}
 	found := false
@@ -342,21 +343,21 @@ func TestHostStream(t *testing.T) {
 	// wait (host → device), but the host must wait for device work it
 	// overwrites or reads (device → host).
 	ok := pinned(manual(spec(stage("fill", writes("buf"), on(dag.HostStream)), stage("up", reads("buf"), writes("d"), on("s")))), "buf")
-	if p, err := Build(ok, Options{}); err != nil || Verify(p) != nil {
-		t.Errorf("host write then device read: %v / %v", err, Verify(p))
+	if p, err := Build(ok, Options{}); err != nil || verify.Verify(p) != nil {
+		t.Errorf("host write then device read: %v / %v", err, verify.Verify(p))
 	}
 	racy := pinned(manual(spec(stage("down", writes("buf"), on("s")), stage("read", reads("buf"), writes("h"), on(dag.HostStream)))), "buf", "h")
 	p, err := Build(racy, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var re *RaceError
-	if err := Verify(p); !errors.As(err, &re) || re.Races[0].SecondName != "read" {
+	var re *verify.RaceError
+	if err := verify.Verify(p); !errors.As(err, &re) || re.Races[0].SecondName != "read" {
 		t.Errorf("device write then host read without a host wait: %v", err)
 	}
 	fixed := pinned(manual(spec(stage("down", writes("buf"), on("s")), stage("read", reads("buf"), writes("h"), on(dag.HostStream), waits("down")))), "buf", "h")
-	if p, err := Build(fixed, Options{}); err != nil || Verify(p) != nil {
-		t.Errorf("with the host wait: %v / %v", err, Verify(p))
+	if p, err := Build(fixed, Options{}); err != nil || verify.Verify(p) != nil {
+		t.Errorf("with the host wait: %v / %v", err, verify.Verify(p))
 	}
 }
 
@@ -379,7 +380,7 @@ func TestHostStreamNotShared(t *testing.T) {
 			t.Errorf("%+v: %v", o, err)
 			continue
 		}
-		if err := Verify(p); err != nil {
+		if err := verify.Verify(p); err != nil {
 			t.Errorf("%+v: %v", o, err)
 		}
 		for _, sg := range p.Stages {

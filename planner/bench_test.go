@@ -11,6 +11,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/synth"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // synthetic are the synth package's shapes for scaling benchmarks (the
@@ -112,9 +113,9 @@ func BenchmarkScale(b *testing.B) {
 						if phase == "build" {
 							p, err = Build(s, Options{})
 						} else {
-							err = Verify(p)
+							err = verify.Verify(p)
 						}
-						if cb := (*WorkBoundError)(nil); errors.As(err, &cb) {
+						if cb := (*verify.WorkBoundError)(nil); errors.As(err, &cb) {
 							b.Skipf("refused in %v: %v", b.Elapsed(), err) // uncapped plans of thousands of streams
 						}
 						if err != nil {

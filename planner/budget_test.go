@@ -14,6 +14,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/synth"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // Two independent chains, each with a temp live across a long stage: in
@@ -24,13 +25,6 @@ func twoChains() *dag.Spec {
 		stage("a1", writes("x"), dur(10)), stage("m1", reads("x"), writes("o1"), dur(100)),
 		stage("a2", writes("y"), dur(10)), stage("m2", reads("y"), writes("o2"), dur(100)),
 	)
-}
-
-func outputs(s *dag.Spec, bufs ...string) *dag.Spec {
-	for _, b := range bufs {
-		s.Buffer(b).Role = dag.RoleOutput
-	}
-	return s
 }
 
 func TestBudgetSerializes(t *testing.T) {
@@ -385,7 +379,7 @@ func TestBudgetReuseSweep(t *testing.T) {
 	defer func(n int) { greedyMaxPairs = n }(greedyMaxPairs)
 	greedyMaxPairs = 0
 	p := build(t, s, Options{MemoryBudget: BudgetAuto})
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatal(err)
 	}
 	var note string
@@ -482,7 +476,7 @@ func TestBudgetAutoKeepsMakespan(t *testing.T) {
 	if len(p.Budget) == 0 || !p.Budget[0].KeptStreams || p.Stats.ArenaBytes >= free.Stats.ArenaBytes {
 		t.Errorf("steps %v, arena %d bytes (%d without a budget), notes %q: want a reuse step on the kept streams and a smaller arena", p.Budget, p.Stats.ArenaBytes, free.Stats.ArenaBytes, p.Notes)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -533,7 +527,7 @@ func TestBudgetKeptStreams(t *testing.T) {
 			t.Fatalf("stage %s runs [%.2f, %.2f) µs in the ideal schedule, [%.2f, %.2f) before the step", p.Stages[v].Name, gs[v], ge[v], ws[v], we[v])
 		}
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatal(err)
 	}
 }

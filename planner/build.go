@@ -14,6 +14,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // Strategy is a strategy of stream assignment (Options.Strategy; in a
@@ -186,7 +187,7 @@ type state struct {
 // can print the plan anyway.
 type PassRaceError struct {
 	Pass string
-	Err  *RaceError
+	Err  *verify.RaceError
 }
 
 func (e *PassRaceError) Error() string { return fmt.Sprintf("after pass %q: %v", e.Pass, e.Err) }
@@ -545,7 +546,7 @@ func (st *state) run(ps pass) (err error) {
 		}
 		// A manual plan is the user's to check (Verify reports its races).
 		if err := verifyPlan(st.plan); err != nil && !st.manual {
-			var race *RaceError
+			var race *verify.RaceError
 			if !errors.As(err, &race) {
 				return fmt.Errorf("after pass %q: %w", ps.name, err)
 			}
@@ -588,7 +589,7 @@ func (st *state) dump(w io.Writer, name string) {
 }
 
 // verifyPlan is the check run after each pass in check mode.
-var verifyPlan = Verify
+var verifyPlan = verify.Verify
 
 // ringCopiesFit returns a spec error at the buffer whose ring copies take
 // the spec's copies beyond one each past MaxExtraSlots, the most a plan

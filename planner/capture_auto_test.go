@@ -7,6 +7,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 	"pgregory.net/rapid"
 )
 
@@ -59,7 +60,7 @@ func TestAutoCapturesKeepRules(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Build(%+v): %v\n%s%v", o, err, describe(s), s.Captures)
 		}
-		if err := Verify(p); err != nil {
+		if err := verify.Verify(p); err != nil {
 			t.Fatalf("Verify(%+v): %v\n%s%v\n%s", o, err, describe(s), s.Captures, ops(p))
 		}
 		// No wait of a forked stream right before the wait by which it
@@ -141,7 +142,7 @@ captures:
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := Verify(p); err != nil {
+			if err := verify.Verify(p); err != nil {
 				t.Fatalf("Verify: %v\n%s", err, ops(p))
 			}
 			if got := ops(p); got != c.want {

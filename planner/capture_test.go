@@ -9,6 +9,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 )
 
 func TestCaptureRules(t *testing.T) {
@@ -24,57 +25,57 @@ func TestCaptureRules(t *testing.T) {
 		stage   string // the stage named
 		fixWord string // a word of the fix
 	}{
-		{name: "fork not joined", want: CaptureUnjoined, stage: "f", fixWord: "add f to the waits of z",
+		{name: "fork not joined", want: verify.CaptureUnjoined, stage: "f", fixWord: "add f to the waits of z",
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("f", on("s1"), waits("a"), writes("y")), stage("z", on("s0"), writes("x"))))},
 		{name: "fork joined",
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("f", on("s1"), waits("a"), writes("y")), stage("z", on("s0"), waits("f"), writes("x"))))},
 		{name: "fork joined through another forked stream",
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("f", on("s1"), waits("a"), writes("y")),
 				stage("g", on("s2"), waits("f"), writes("w")), stage("z", on("s0"), waits("g"), writes("x"))))},
-		{name: "host waits for captured work", want: CaptureSync, stage: "h",
+		{name: "host waits for captured work", want: verify.CaptureSync, stage: "h",
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("h", on(dag.HostStream), waits("a")), stage("z", on("s0"), writes("x"))))},
-		{name: "host waits for work outside the capture, global mode", want: CaptureSync, stage: "h", fixWord: "mode: relaxed",
+		{name: "host waits for work outside the capture, global mode", want: verify.CaptureSync, stage: "h", fixWord: "mode: relaxed",
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("y")), stage("h", on(dag.HostStream), waits("b")), stage("z", on("s0"), writes("x"))))},
-		{name: "host waits for work outside the capture, thread-local mode, capturing thread", want: CaptureSync, stage: "h", mode: plan.CaptureThreadLocal,
+		{name: "host waits for work outside the capture, thread-local mode, capturing thread", want: verify.CaptureSync, stage: "h", mode: plan.CaptureThreadLocal,
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("y")), stage("h", on(dag.HostStream), waits("b")), stage("z", on("s0"), writes("x"))))},
 		{name: "host waits for work outside the capture, relaxed mode", mode: plan.CaptureRelaxed,
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("y")), stage("h", on(dag.HostStream), waits("b")), stage("z", on("s0"), writes("x"))))},
 		// b is issued after a: a cannot wait for it, so the fix moves b
 		// before the capture or captures it.
-		{name: "captured stream waits for work outside the capture", want: CaptureIsolation, stage: "z",
+		{name: "captured stream waits for work outside the capture", want: verify.CaptureIsolation, stage: "z",
 			fixWord: "issue b before the capture begins (above a, the capture's first stage) and add b to the waits of a, or let stream s1 join the capture: add a to the waits of b",
 			spec:    manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("y")), stage("z", on("s0"), waits("b"), reads("y"), writes("x"))))},
-		{name: "captured stream waits for work before the capture, in a later stage", want: CaptureIsolation, stage: "z", fixWord: "a wait of a, the capture's first stage",
+		{name: "captured stream waits for work before the capture, in a later stage", want: verify.CaptureIsolation, stage: "z", fixWord: "a wait of a, the capture's first stage",
 			spec: manual(spec(stage("b", on("s1"), writes("y")), stage("a", on("s0"), writes("x")), stage("z", on("s0"), waits("b"), reads("y"), writes("x"))))},
 		{name: "the capture's first stage waits for work before the capture",
 			spec: manual(spec(stage("b", on("s1"), writes("y")), stage("a", on("s0"), waits("b"), writes("x")), stage("z", on("s0"), reads("y"), writes("x"))))},
-		{name: "a forked stream waits for work outside the capture", want: CaptureIsolation, stage: "g",
+		{name: "a forked stream waits for work outside the capture", want: verify.CaptureIsolation, stage: "g",
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s2"), writes("y")), stage("f", on("s1"), waits("a"), writes("w")),
 				stage("g", on("s1"), waits("b"), reads("y"), writes("w")), stage("z", on("s0"), waits("g"), writes("x"))))},
-		{name: "host reads what captured work writes", want: CaptureHostAccess, stage: "h", pinned: "p",
+		{name: "host reads what captured work writes", want: verify.CaptureHostAccess, stage: "h", pinned: "p",
 			spec: manual(spec(stage("a", kernel("fill"), on("s0"), writes("p")), stage("h", kernel("checksum"), on(dag.HostStream), reads("p"), writes("q")), stage("z", on("s0"), writes("x"))))},
-		{name: "lazy workspace first used in the capture", want: CaptureAlloc, stage: "a", lazy: "ws", fixWord: "warm up on stream s0",
+		{name: "lazy workspace first used in the capture", want: verify.CaptureAlloc, stage: "a", lazy: "ws", fixWord: "warm up on stream s0",
 			spec: manual(spec(stage("warm", on("s1"), writes("ws")), stage("a", on("s0"), waits("warm"), writes("ws")), stage("z", on("s0"), writes("x"))))},
 		{name: "lazy workspace warmed up on the capture stream", lazy: "ws",
 			spec: manual(spec(stage("warm", on("s0"), writes("ws")), stage("a", on("s0"), writes("ws")), stage("z", on("s0"), writes("x"))))},
 		{name: "lazy workspace, relaxed mode", lazy: "ws", mode: plan.CaptureRelaxed,
 			spec: manual(spec(stage("a", on("s0"), writes("ws")), stage("z", on("s0"), writes("x"))))},
-		{name: "lazy workspace first used on a stream not captured, global mode", want: CaptureAlloc, stage: "b", lazy: "ws", fixWord: "warm up on stream s1",
+		{name: "lazy workspace first used on a stream not captured, global mode", want: verify.CaptureAlloc, stage: "b", lazy: "ws", fixWord: "warm up on stream s1",
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("ws")), stage("z", on("s0"), writes("x"))))},
-		{name: "lazy workspace first used on a stream not captured, thread-local mode, same thread", want: CaptureAlloc, stage: "b", lazy: "ws", mode: plan.CaptureThreadLocal,
+		{name: "lazy workspace first used on a stream not captured, thread-local mode, same thread", want: verify.CaptureAlloc, stage: "b", lazy: "ws", mode: plan.CaptureThreadLocal,
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("ws")), stage("z", on("s0"), writes("x"))))},
 		{name: "lazy workspace first used on a stream not captured, thread-local mode, other thread", lazy: "ws", mode: plan.CaptureThreadLocal,
 			threads: map[string]string{"s1": "t2"},
 			spec:    manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("ws")), stage("z", on("s0"), writes("x"))))},
 		{name: "lazy workspace first used on a stream not captured, relaxed mode", lazy: "ws", mode: plan.CaptureRelaxed,
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("b", on("s1"), writes("ws")), stage("z", on("s0"), writes("x"))))},
-		{name: "legacy stream while a blocking stream is captured", want: CaptureLegacy, stage: "l",
+		{name: "legacy stream while a blocking stream is captured", want: verify.CaptureLegacy, stage: "l",
 			kinds: map[string]string{"s0": plan.StreamBlocking, "L": plan.StreamLegacy},
 			spec:  manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
-		{name: "legacy stream while a blocking stream is captured, relaxed mode", want: CaptureLegacy, stage: "l", mode: plan.CaptureRelaxed,
+		{name: "legacy stream while a blocking stream is captured, relaxed mode", want: verify.CaptureLegacy, stage: "l", mode: plan.CaptureRelaxed,
 			kinds: map[string]string{"s0": plan.StreamBlocking, "L": plan.StreamLegacy},
 			spec:  manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
-		{name: "legacy stream while a blocking stream is captured, thread-local mode, other thread", want: CaptureLegacy, stage: "l", mode: plan.CaptureThreadLocal,
+		{name: "legacy stream while a blocking stream is captured, thread-local mode, other thread", want: verify.CaptureLegacy, stage: "l", mode: plan.CaptureThreadLocal,
 			kinds: map[string]string{"s0": plan.StreamBlocking, "L": plan.StreamLegacy}, threads: map[string]string{"L": "t2"},
 			spec: manual(spec(stage("a", on("s0"), writes("x")), stage("l", on("L"), writes("y")), stage("z", on("s0"), writes("x"))))},
 		{name: "legacy stream while a non-blocking stream is captured",
@@ -105,7 +106,7 @@ func TestCaptureRules(t *testing.T) {
 			if err := p.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			got := CheckCaptures(p)
+			got := verify.CheckCaptures(p)
 			if c.want == "" {
 				if len(got) != 0 {
 					t.Fatalf("want no violation, got %v", got)
@@ -116,8 +117,8 @@ func TestCaptureRules(t *testing.T) {
 				t.Fatalf("want rule %q at %s (fix with %q), got %v", c.want, c.stage, c.fixWord, got)
 			}
 			// Verify reports it through the race report.
-			var re *RaceError
-			if err := Verify(p); !errors.As(err, &re) || len(re.Captures) != 1 || !strings.Contains(err.Error(), `capture rule "`+c.want+`"`) {
+			var re *verify.RaceError
+			if err := verify.Verify(p); !errors.As(err, &re) || len(re.Captures) != 1 || !strings.Contains(err.Error(), `capture rule "`+c.want+`"`) {
 				t.Errorf("Verify = %v", err)
 			}
 		})
@@ -167,7 +168,7 @@ captures:
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := CheckCaptures(p)
+	got := verify.CheckCaptures(p)
 	if len(got) != 1 || got[0].Rule != "merge" || got[0].Stage != "b2" || got[0].Error != "CUDA_ERROR_STREAM_CAPTURE_MERGE" {
 		t.Fatalf("want one merge violation at b2, got %v", got)
 	}
@@ -182,13 +183,13 @@ captures:
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = CheckCaptures(pj)
+	got = verify.CheckCaptures(pj)
 	if len(got) == 0 || got[0].Rule != "merge" || strings.Contains(got[0].Fix, "add b2 to the waits") || !strings.Contains(got[0].Fix, "remove the capture of b1…b2") {
 		t.Fatalf("joined: want a merge violation whose fix only removes the capture, got %v", got)
 	}
 	fixed := strings.Replace(racy, "  - {stream: s2, first: b1, last: b2}\n", "", 1)
 	fixed = strings.Replace(fixed, "{name: a2, kernel: spin, stream: s1}", "{name: a2, kernel: spin, stream: s1, waits: [b2]}", 1)
-	if err := Verify(build(t, loadSpec(t, fixed), Options{})); err != nil {
+	if err := verify.Verify(build(t, loadSpec(t, fixed), Options{})); err != nil {
 		t.Fatalf("the suggested fix: %v", err)
 	}
 }
@@ -213,7 +214,7 @@ captures:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
 	if got, want := ops(p), "main: fork rec0 wait1 tail rec2\nside: wait0 branch rec1\n"; got != want {
@@ -250,13 +251,13 @@ captures:
 	}
 	stages := func() string {
 		var b strings.Builder
-		for _, v := range CheckCaptures(p) {
+		for _, v := range verify.CheckCaptures(p) {
 			b.WriteString(v.Rule + ":" + v.Stage + " ")
 		}
 		return b.String()
 	}
 	want := stages()
-	if strings.Count(want, CaptureUnjoined+":") != 3 {
+	if strings.Count(want, verify.CaptureUnjoined+":") != 3 {
 		t.Fatalf("CheckCaptures = %s, want the unjoined rule broken by left, mid and right", want)
 	}
 	for range 50 {
@@ -318,8 +319,8 @@ stages:
 			if err != nil {
 				t.Fatal(err)
 			}
-			var re *RaceError
-			if err := Verify(p); !errors.As(err, &re) || len(re.Fixes) != 1 {
+			var re *verify.RaceError
+			if err := verify.Verify(p); !errors.As(err, &re) || len(re.Fixes) != 1 {
 				t.Fatalf("Verify = %v, want one fix", err)
 			}
 			f := re.Fixes[0]
@@ -368,8 +369,8 @@ captures:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var re *RaceError
-	if err := Verify(p); !errors.As(err, &re) || len(re.Captures) == 0 || re.Captures[0].Rule != CaptureReplayOrder ||
+	var re *verify.RaceError
+	if err := verify.Verify(p); !errors.As(err, &re) || len(re.Captures) == 0 || re.Captures[0].Rule != verify.CaptureReplayOrder ||
 		!strings.Contains(re.Captures[0].Fix, "add k4 to the waits of k5") {
 		t.Fatalf("Verify = %v, want the replay order rule with k5 waiting for k4", err)
 	}
@@ -377,7 +378,7 @@ captures:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Errorf("with k5 waiting for k4: %v", err)
 	}
 }
@@ -411,8 +412,8 @@ captures:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var re *RaceError
-	if err := Verify(p); !errors.As(err, &re) || len(re.Captures) == 0 || re.Captures[0].Rule != CaptureReplayOrder ||
+	var re *verify.RaceError
+	if err := verify.Verify(p); !errors.As(err, &re) || len(re.Captures) == 0 || re.Captures[0].Rule != verify.CaptureReplayOrder ||
 		re.Captures[0].Stage != "k4" || !strings.Contains(re.Captures[0].Fix, "add it to the waits of k3") {
 		t.Fatalf("Verify = %v, want the replay order rule at k4, fixed by a wait of k3 for k2", err)
 	}
@@ -420,7 +421,7 @@ captures:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Errorf("with k3 waiting for k2: %v", err)
 	}
 }
@@ -450,10 +451,10 @@ func TestAutoReplayOrderAcrossIterations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatal(err)
 	}
-	if err := Races(ReplayPlan(p)); err != nil {
+	if err := verify.Races(verify.ReplayPlan(p)); err != nil {
 		t.Errorf("a replay of the plan races:\n%v", err)
 	}
 }
@@ -490,10 +491,10 @@ captures:
 		if err != nil {
 			t.Fatalf("%s: %v", strategy, err)
 		}
-		if err := Verify(p); err != nil {
+		if err := verify.Verify(p); err != nil {
 			t.Fatalf("%s: Verify: %v\n%s", strategy, err, ops(p))
 		}
-		if err := Races(ReplayPlan(p)); err != nil {
+		if err := verify.Races(verify.ReplayPlan(p)); err != nil {
 			t.Errorf("%s: a replay of the plan races:\n%v", strategy, err)
 		}
 		if want := "s1: wait5@-1 pre rec3 wait0 j1 rec1\nmain: wait3 fill rec0 wait2 tail rec4\ns2: wait1 j2 rec2 wait4 post rec5\n"; strategy == StrategyDefault && ops(p) != want {
@@ -523,12 +524,12 @@ captures:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var re *RaceError
-	if err := Verify(p); !errors.As(err, &re) || len(re.Captures) == 0 {
+	var re *verify.RaceError
+	if err := verify.Verify(p); !errors.As(err, &re) || len(re.Captures) == 0 {
 		t.Fatalf("Verify = %v, want the replay order rule", err)
 	}
 	for _, v := range re.Captures {
-		if v.Rule != CaptureReplayOrder || !strings.Contains(v.Fix, "add tail to the waits of post") {
+		if v.Rule != verify.CaptureReplayOrder || !strings.Contains(v.Fix, "add tail to the waits of post") {
 			t.Errorf("violation %v, want the replay order rule fixed by a wait of post for tail", v)
 		}
 	}
@@ -536,7 +537,7 @@ captures:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Errorf("with post waiting for tail: %v", err)
 	}
 }
@@ -570,7 +571,7 @@ stages:
 	if !slices.Equal(p.Iteration.Slots, want) {
 		t.Errorf("slots %v, want %v\n%s", p.Iteration.Slots, want, ops(p))
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Errorf("Verify: %v", err)
 	}
 }
@@ -651,10 +652,10 @@ func TestAutoReplayOrderThroughJoiningWait(t *testing.T) {
 	if !plan.HasWait(p, 28, 0, 2) {
 		t.Errorf("st0 does not wait for st28 of two iterations back\n%s", ops(p))
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatalf("Verify: %v\n%s", err, ops(p))
 	}
-	if err := Races(ReplayPlan(p)); err != nil {
+	if err := verify.Races(verify.ReplayPlan(p)); err != nil {
 		t.Errorf("a replay of the plan races:\n%v", err)
 	}
 }
@@ -691,10 +692,10 @@ captures:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatalf("Verify: %v\n%s", err, ops(p))
 	}
-	if err := Races(ReplayPlan(p)); err != nil {
+	if err := verify.Races(verify.ReplayPlan(p)); err != nil {
 		t.Errorf("a replay of the plan races:\n%v", err)
 	}
 	if !plan.HasWait(p, p.StageIndex("p1"), p.StageIndex("fill"), 0) {

@@ -129,26 +129,6 @@ func (st *state) consecutiveRanks(i int) bool {
 	return true
 }
 
-// rankLaunches returns, per collective group of p, the global op ids
-// (numbered from base, per stream) of its ranks' launches.
-func rankLaunches(p *plan.Plan, base []int32) map[int][]int32 {
-	var out map[int][]int32
-	for s := range p.Streams {
-		for j, o := range p.Streams[s].Ops {
-			if o.Kind != plan.OpLaunch || o.Stage < 0 || o.Stage >= len(p.Stages) {
-				continue
-			}
-			if c := p.Stages[o.Stage].Collective; c != nil {
-				if out == nil {
-					out = map[int][]int32{}
-				}
-				out[c.Group] = append(out[c.Group], base[s]+int32(j))
-			}
-		}
-	}
-	return out
-}
-
 // idleDevicesNote says which of p's devices run nothing (no device stream
 // of the plan is theirs), "" when every device runs something: a CUDA run
 // still opens a context on a GPU for each (docs/spec.md, "Several

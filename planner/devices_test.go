@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 )
 
 const peerSpec = `version: 1
@@ -55,12 +57,12 @@ func planOf(t *testing.T, src string) *plan.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatalf("planned: %v", err)
 	}
 	q := p.WithoutOps(func(s, j int, o plan.Op) bool { return o.Kind == plan.OpWait && o.Lag > 0 })
 	q.Iteration = nil
-	if err := Verify(q); err != nil {
+	if err := verify.Verify(q); err != nil {
 		t.Fatalf("one iteration: %v", err)
 	}
 	return q
@@ -100,8 +102,8 @@ func TestDevicesStreams(t *testing.T) {
 	// device 1's stream for it is a race across devices.
 	send := p.Stages[2].Stream
 	q := p.WithoutOps(func(s, j int, o plan.Op) bool { return o.Kind == plan.OpWait && s == send })
-	var re *RaceError
-	if err := Verify(q); !errors.As(err, &re) || re.Races[0].FirstName != "produce" || re.Races[0].SecondName != "send" {
+	var re *verify.RaceError
+	if err := verify.Verify(q); !errors.As(err, &re) || re.Races[0].FirstName != "produce" || re.Races[0].SecondName != "send" {
 		t.Errorf("without the wait: %v, want the race produce → send", err)
 	}
 }
@@ -116,7 +118,7 @@ func TestDeviceAccesses(t *testing.T) {
 	use.Reads = append([]plan.Access(nil), use.Reads...)
 	use.Reads[0].Buffer = "a" // device 0's, from device 1
 	var pe *plan.PlanError
-	if err := Verify(&q); !errors.As(err, &pe) || !strings.Contains(err.Error(), "buffer a of device 0") {
+	if err := verify.Verify(&q); !errors.As(err, &pe) || !strings.Contains(err.Error(), "buffer a of device 0") {
 		t.Errorf("cross-device read: %v", err)
 	}
 	q = *p
@@ -124,7 +126,7 @@ func TestDeviceAccesses(t *testing.T) {
 	q.Streams = append([]plan.Stream(nil), p.Streams...)
 	send := p.Stages[2].Stream
 	q.Streams[send].Device = 2
-	if err := Verify(&q); !errors.As(err, &pe) || !strings.Contains(err.Error(), "peer copy runs on a stream of its source or destination") {
+	if err := verify.Verify(&q); !errors.As(err, &pe) || !strings.Contains(err.Error(), "peer copy runs on a stream of its source or destination") {
 		t.Errorf("peer copy on device 2: %v", err)
 	}
 }
@@ -140,7 +142,7 @@ func TestCollectiveLowering(t *testing.T) {
 		if o.Kind == plan.OpLaunch && p.Stages[o.Stage].Collective != nil {
 			ranks = append(ranks, k)
 			c := p.Stages[o.Stage].Collective
-			if want := dag.RankName("reduce", c.Rank); p.Stages[o.Stage].Name != want || c.Ranks != 2 || c.Op != "all_reduce" || c.Reduce != "sum" {
+			if want := contract.RankName("reduce", c.Rank); p.Stages[o.Stage].Name != want || c.Ranks != 2 || c.Op != "all_reduce" || c.Reduce != "sum" {
 				t.Errorf("rank %+v named %s", c, p.Stages[o.Stage].Name)
 			}
 			if d := p.StageDevice(o.Stage); d != c.Rank {
@@ -186,15 +188,15 @@ func TestRendezvous(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Errorf("mark → seen across the rendezvous: %v", err)
 	}
 	// Seen before rank 1 on its stream: nothing orders mark before it.
 	q := rendezvousPlan()
 	q.Streams[1].Ops[0].Stage, q.Streams[1].Ops[1].Stage = 3, 2
 	q.IssueOrder = [][2]int{{0, 0}, {1, 0}, {0, 1}, {1, 1}}
-	var re *RaceError
-	if err := Verify(q); !errors.As(err, &re) || re.Races[0].FirstName != "mark" || re.Races[0].SecondName != "seen" {
+	var re *verify.RaceError
+	if err := verify.Verify(q); !errors.As(err, &re) || re.Races[0].FirstName != "mark" || re.Races[0].SecondName != "seen" {
 		t.Errorf("seen before rank 1: %v, want the race mark → seen", err)
 	}
 	// A peer copy after rank 1 that reads device 0's reduced gradient is
@@ -212,7 +214,7 @@ func TestRendezvous(t *testing.T) {
 		return o.Kind == plan.OpWait && p.Streams[s].Ops[j+1].Kind == plan.OpLaunch && p.Streams[s].Ops[j+1].Stage == peek
 	})
 	re = nil
-	if err := Verify(q); !errors.As(err, &re) {
+	if err := verify.Verify(q); !errors.As(err, &re) {
 		t.Fatalf("peek without its waits: %v, want a race with rank 0", err)
 	}
 	found := false
@@ -271,8 +273,8 @@ func TestDeadlock(t *testing.T) {
 		}
 	}
 	q.IssueOrder = order
-	var re *RaceError
-	if err := Verify(&q); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "reduce/1" || re.Deadlocks[0].For != "reduce/0" {
+	var re *verify.RaceError
+	if err := verify.Verify(&q); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "reduce/1" || re.Deadlocks[0].For != "reduce/0" {
 		t.Fatalf("Verify = %v, want a deadlock of reduce/1 waiting for reduce/0", err)
 	}
 	// The collective's spec position names it (reduceSpec's line 15).
@@ -282,7 +284,7 @@ func TestDeadlock(t *testing.T) {
 	// The record alone between the ranks: not one group, no deadlock.
 	q2 := q.WithoutOps(func(s, j int, o plan.Op) bool { return o.Kind == plan.OpWait && o.Event == e })
 	re = nil
-	if err := Verify(q2); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "" || !strings.Contains(re.Deadlocks[0].Between, "record") {
+	if err := verify.Verify(q2); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "" || !strings.Contains(re.Deadlocks[0].Between, "record") {
 		t.Fatalf("Verify = %v, want ranks not issued as one group", err)
 	}
 	if !strings.Contains(re.Error(), "collective reduce (test.yaml:15:5): its ranks") {

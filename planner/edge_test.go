@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 )
 
 func TestEmptySpec(t *testing.T) {
@@ -41,7 +42,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(b, &q); err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(&q); err != nil {
+	if err := verify.Verify(&q); err != nil {
 		t.Fatal(err)
 	}
 	if table(t, p) != table(t, &q) {

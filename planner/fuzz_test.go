@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // FuzzBuild: any spec the loader accepts plans without error or panic
@@ -40,7 +41,7 @@ func FuzzBuild(f *testing.F) {
 			t.Fatalf("%+v: %v", o, err)
 		}
 		if s.Sync != dag.SyncManual {
-			if err := Verify(p); err != nil {
+			if err := verify.Verify(p); err != nil {
 				t.Fatalf("%+v: %v", o, err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/verify"
 )
 
 var update = flag.Bool("update", false, "rewrite the plan sections of testdata/*.txtar")
@@ -108,7 +109,7 @@ func TestGolden(t *testing.T) {
 					t.Fatalf("%s: %v", f.name, err)
 				}
 				if s.Sync != dag.SyncManual {
-					if err := Verify(p); err != nil {
+					if err := verify.Verify(p); err != nil {
 						t.Fatalf("%s: %v", f.name, err)
 					}
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // orderingEdges returns the launch orders a plan's ops give within one
@@ -108,7 +109,7 @@ func TestHazardDAGMatchesHazardPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := planner.Verify(got); err != nil {
+		if err := verify.Verify(got); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 		if gc, wc := chains(got), chains(want); got.Strategy != string(planner.StrategyHazardDAG) || !slices.Equal(gc, wc) {

@@ -1,14 +1,12 @@
 package planner
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/internal/spectest"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // Test builders (internal/spectest): spec(stage("a", writes("x")),
@@ -28,6 +26,14 @@ var (
 	on       = spectest.On
 	waits    = spectest.Waits
 	dur      = spectest.Dur
+
+	outputs    = spectest.Outputs
+	withCopies = spectest.WithCopies
+	ioPipe     = spectest.IOPipe
+	loadSpec   = spectest.Load
+	loadGraph  = spectest.LoadGraph
+	dropOp     = spectest.DropOp
+	kernel     = spectest.Kernel
 )
 
 // build plans s in check mode and fails the test on any error.
@@ -38,7 +44,7 @@ func build(t testing.TB, s *dag.Spec, o Options) *plan.Plan {
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
 	return p
@@ -52,24 +58,4 @@ func streamOf(p *plan.Plan, name string) string {
 		}
 	}
 	panic("no stage " + name)
-}
-
-const graphsDir = "../specs/models/graphs"
-
-// loadGraph imports one of specs/models/graphs (skipping the test if absent).
-func loadGraph(t testing.TB, model string) *dag.Spec {
-	t.Helper()
-	path := filepath.Join(graphsDir, model+".json")
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%s: %v", path, err)
-	}
-	g, err := dag.ReadGraphFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dag.ImportGraph(g, dag.ImportOptions{})
-	if err != nil {
-		t.Fatal(fmt.Errorf("%s: %w", path, err))
-	}
-	return s
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/verify"
 	"pgregory.net/rapid"
 )
 
@@ -155,19 +156,19 @@ func TestPlansRaceFreeWithCaptures(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: Build: %v", strategy, err)
 			}
-			err = Verify(p)
-			var re *RaceError
+			err = verify.Verify(p)
+			var re *verify.RaceError
 			if err != nil && !errors.As(err, &re) {
 				t.Fatalf("%s: Verify: %v", strategy, err)
 			}
 			if re != nil && len(re.Races) > 0 {
 				t.Fatalf("%s: %d races: %v", strategy, len(re.Races), err)
 			}
-			for _, v := range CheckCaptures(p) {
+			for _, v := range verify.CheckCaptures(p) {
 				if !stages[v.Stage] {
 					t.Fatalf("%s: violation names %q, not a stage: %v", strategy, v.Stage, v)
 				}
-				if v.Rule == CaptureIsolation || v.Rule == CaptureUnjoined {
+				if v.Rule == verify.CaptureIsolation || v.Rule == verify.CaptureUnjoined {
 					t.Fatalf("%s: the planner's own waits break a capture rule: %v\n%s", strategy, v, ops(p))
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // Temps that share arena bytes are ordered by the schedule, not by a hazard
@@ -28,7 +29,7 @@ func TestIterateArenaIssueOrder(t *testing.T) {
 			if err != nil {
 				t.Fatalf("copies %d, shuffle %d: %v", copies, seed, err)
 			}
-			if err := Verify(p); err != nil {
+			if err := verify.Verify(p); err != nil {
 				t.Fatalf("copies %d, shuffle %d: %v", copies, seed, err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // TestWithIterationVerifies checks that the barrier form of plans without
@@ -32,14 +33,14 @@ func TestWithIterationVerifies(t *testing.T) {
 			if err := q.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			if err := Verify(q); err != nil {
+			if err := verify.Verify(q); err != nil {
 				t.Fatalf("barrier plan: %v", err)
 			}
 			if len(q.Streams) < 2 {
 				return
 			}
 			broken := q.WithoutOps(func(_, _ int, o plan.Op) bool { return o.Kind == plan.OpWait && o.Event >= p.Events })
-			if err := Verify(broken); (err != nil) != crossRaces {
+			if err := verify.Verify(broken); (err != nil) != crossRaces {
 				t.Errorf("without its barrier waits: Verify = %v, want races across iterations: %v", err, crossRaces)
 			}
 		})

@@ -10,26 +10,8 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 )
-
-// withCopies sets copies of the named buffers.
-func withCopies(s *dag.Spec, k int, bufs ...string) *dag.Spec {
-	for _, b := range bufs {
-		s.Buffer(b).Copies = k
-	}
-	return s
-}
-
-// ioPipe is the video service's shape: a copy stream uploads the frame, a
-// compute stream reads it, a copy stream downloads the result.
-func ioPipe() *dag.Spec {
-	return spec(
-		stage("up", writes("frame"), on("h2d")),
-		stage("pre", reads("frame"), writes("x"), on("comp")),
-		stage("net", reads("x"), writes("out"), on("comp")),
-		stage("down", reads("out"), writes("res"), on("d2h")),
-	)
-}
 
 // crossWaits lists the plan's lagged waits as "stage waits producer lag".
 func crossWaits(p *plan.Plan) []string {
@@ -158,8 +140,8 @@ func TestVerifyCatchesMissingCrossWait(t *testing.T) {
 			if o.Kind != plan.OpWait || o.Lag == 0 {
 				continue
 			}
-			err := Verify(dropOp(p, si, j))
-			var re *RaceError
+			err := verify.Verify(dropOp(p, si, j))
+			var re *verify.RaceError
 			if !errors.As(err, &re) {
 				t.Fatalf("without the cross wait on e%d: %v, want a race", o.Event, err)
 			}
@@ -196,8 +178,8 @@ func TestVerifySlotsTooFew(t *testing.T) {
 		t.Fatalf("plan has no event with several slots\n%s", table(t, p))
 	}
 	q.Iteration = &it
-	var re *RaceError
-	if err := Verify(&q); !errors.As(err, &re) {
+	var re *verify.RaceError
+	if err := verify.Verify(&q); !errors.As(err, &re) {
 		t.Fatalf("one slot per event: Verify = %v, want a race", err)
 	}
 }
@@ -224,7 +206,7 @@ func TestUnroll(t *testing.T) {
 	if q.Iteration != nil || len(q.Lifetimes) != 0 {
 		t.Error("unrolled plan keeps iteration info or lifetimes")
 	}
-	if err := Verify(q); err != nil {
+	if err := verify.Verify(q); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := plan.Unroll(p, 0); err == nil {
@@ -443,7 +425,7 @@ func TestIterateManyStreams(t *testing.T) {
 	if _, P := p.PhysicalStreams(); P <= 256 || p.Iteration.Barrier || len(p.Notes) != 0 {
 		t.Fatalf("%d physical streams, iteration barrier %v, notes %q: want planned cross-iteration waits", P, p.Iteration.Barrier, p.Notes)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s; planned in %.0f ms", p.StatsLine(), p.Stats.PlanningMS)

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 )
 
 func TestManual(t *testing.T) {
@@ -29,8 +29,8 @@ func TestManual(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var re *RaceError
-		if err := Verify(p); !errors.As(err, &re) || len(re.Races) != 1 {
+		var re *verify.RaceError
+		if err := verify.Verify(p); !errors.As(err, &re) || len(re.Races) != 1 {
 			t.Fatalf("Verify = %v, want one race", err)
 		}
 	})
@@ -53,7 +53,7 @@ func TestManual(t *testing.T) {
 		if wait < 0 || rec < 0 || wait > rec {
 			t.Fatalf("wait on e0 issued at %d, its record at %d: want the wait first", wait, rec)
 		}
-		if err := Verify(p); err == nil {
+		if err := verify.Verify(p); err == nil {
 			t.Fatal("Verify accepted a wait issued before its record")
 		}
 	})
@@ -72,16 +72,6 @@ func TestManual(t *testing.T) {
 			t.Errorf("unknown wait: %v", err)
 		}
 	})
-}
-
-// loadSpec parses an inline spec the way the CLI reads a file.
-func loadSpec(t *testing.T, src string) *dag.Spec {
-	t.Helper()
-	s, err := dag.Load([]byte(src), "test.yaml", ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // A wait across iterations and a buffer last used after every record on its
@@ -109,7 +99,7 @@ stages:
 	if len(p.Iteration.Slots) != p.Events {
 		t.Fatalf("%d slots for %d events", len(p.Iteration.Slots), p.Events)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
 }
@@ -135,8 +125,8 @@ stages:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var re *RaceError
-	if err := Verify(p); !errors.As(err, &re) || len(re.Races) != 1 || re.AcrossIterations == 0 ||
+	var re *verify.RaceError
+	if err := verify.Verify(p); !errors.As(err, &re) || len(re.Races) != 1 || re.AcrossIterations == 0 ||
 		!strings.Contains(err.Error(), "races between stages of different iterations besides these") {
 		t.Fatalf("Verify = %v, want one race and a count of those across iterations", err)
 	}
@@ -166,8 +156,8 @@ stages:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var re *RaceError
-	if err := Verify(p); !errors.As(err, &re) || len(re.Races) == 0 || !strings.Contains(re.Races[0].Rule, "conservative: the wait before r") {
+	var re *verify.RaceError
+	if err := verify.Verify(p); !errors.As(err, &re) || len(re.Races) == 0 || !strings.Contains(re.Races[0].Rule, "conservative: the wait before r") {
 		t.Fatalf("Verify = %v, want races whose rule says the check is conservative", err)
 	}
 	// A plain missing handoff is not called conservative.
@@ -175,7 +165,7 @@ stages:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(p2); err == nil || strings.Contains(err.Error(), "conservative") {
+	if err := verify.Verify(p2); err == nil || strings.Contains(err.Error(), "conservative") {
 		t.Fatalf("Verify = %v, want a race not called conservative", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // upTo prepares s and runs the passes up to and including last, verifying
@@ -27,7 +28,7 @@ func upTo(t testing.TB, s *dag.Spec, o Options, last string) *state {
 			continue
 		}
 		if ps.name == last && st.plan != nil && !st.manual {
-			if err := Verify(st.plan); err != nil {
+			if err := verify.Verify(st.plan); err != nil {
 				t.Fatalf("before pass %q: %v", last, err)
 			}
 		}
@@ -36,7 +37,7 @@ func upTo(t testing.TB, s *dag.Spec, o Options, last string) *state {
 		}
 		if ps.name == last {
 			if st.plan != nil && !st.manual {
-				if err := Verify(st.plan); err != nil {
+				if err := verify.Verify(st.plan); err != nil {
 					t.Fatalf("after pass %q: %v", last, err)
 				}
 			}

@@ -49,7 +49,7 @@ type lowering struct {
 func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 	hasColl := false
 	for i := range s.Stages {
-		hasColl = hasColl || dag.IsCollective(s.Stages[i].Kernel)
+		hasColl = hasColl || contract.IsCollective(s.Stages[i].Kernel)
 	}
 	if s.Options.Placement != dag.PlacementBalance && !hasColl {
 		return s, nil, nil
@@ -93,7 +93,7 @@ func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 			}
 			sg.After = after
 		}
-		if !dag.IsCollective(sg.Kernel) {
+		if !contract.IsCollective(sg.Kernel) {
 			out.Stages = append(out.Stages, sg)
 			low.coll = append(low.coll, nil)
 			low.origin = append(low.origin, origin(sg.Name))
@@ -122,7 +122,7 @@ func lowerDevices(s *dag.Spec) (*dag.Spec, *lowering, error) {
 		slices.SortStableFunc(byDevice, func(a, b int) int { return cmp.Compare(dev[a], dev[b]) })
 		for r, k := range byDevice {
 			rank := sg
-			rank.Name = dag.RankName(sg.Name, r)
+			rank.Name = contract.RankName(sg.Name, r)
 			rank.Reads = []dag.Access{sg.Reads[k]}
 			rank.Writes = []dag.Access{sg.Writes[k]}
 			rank.Device = dev[k]
@@ -156,7 +156,7 @@ func place(s *dag.Spec, low *lowering) (*dag.Spec, error) {
 	pl := newPlacer(s)
 	out := pl.out
 	for _, sg := range s.Stages {
-		if s.IsHostStream(sg.Stream) || dag.IsCollective(sg.Kernel) {
+		if s.IsHostStream(sg.Stream) || contract.IsCollective(sg.Kernel) {
 			out.Stages = append(out.Stages, sg)
 			continue
 		}
@@ -201,7 +201,7 @@ func place(s *dag.Spec, low *lowering) (*dag.Spec, error) {
 	}
 	per := make([]int, pl.n)
 	for _, sg := range out.Stages {
-		if sg.Device >= 0 && !s.IsHostStream(sg.Stream) && !dag.IsCollective(sg.Kernel) {
+		if sg.Device >= 0 && !s.IsHostStream(sg.Stream) && !contract.IsCollective(sg.Kernel) {
 			per[sg.Device]++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // TestPlanPrefixSpec: a spec of 5,000 stages appending to one buffer, each
@@ -46,7 +47,7 @@ func TestPlanPrefixSpec(t *testing.T) {
 	if st := p.Stats; st.Streams != 1 || st.Waits != 0 || st.ReducedEdges != n-1 {
 		t.Fatalf("plan: %d streams, %d waits, %d reduced edges; want 1, 0, %d", st.Streams, st.Waits, st.ReducedEdges, n-1)
 	}
-	if err := planner.Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 	"pgregory.net/rapid"
 )
 
@@ -65,7 +66,7 @@ func mustBuild(t *rapid.T, s *dag.Spec, o Options) *plan.Plan {
 	if err != nil {
 		t.Fatalf("Build(%+v): %v", o, err)
 	}
-	if err := Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatalf("Verify(%+v): %v", o, err)
 	}
 	return p
@@ -171,17 +172,12 @@ func TestPropertyEveryWaitNeeded(t *testing.T) {
 				if o.Kind != plan.OpWait {
 					continue
 				}
-				if err := Verify(dropOp(p, s2, j)); err == nil {
+				if err := verify.Verify(dropOp(p, s2, j)); err == nil {
 					t.Fatalf("plan still verifies without the wait on e%d (stream %s op %d)", o.Event, str.Name, j)
 				}
 			}
 		}
 	})
-}
-
-// dropOp returns a copy of p without op j of stream s.
-func dropOp(p *plan.Plan, s, j int) *plan.Plan {
-	return p.WithoutOps(func(s2, k int, _ plan.Op) bool { return s2 == s && k == j })
 }
 
 // Plans are byte-stable: planning twice gives the same table and DOT.

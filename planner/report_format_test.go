@@ -4,18 +4,20 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/dagrun/dagrun/verify"
 )
 
 // A report with both fixed and unfixed races says how many no one wait
 // fixes in a whole sentence, and lists those races indented like the rest.
 func TestReportUnfixedSentence(t *testing.T) {
-	e := &RaceError{
-		Races: []Race{
+	e := &verify.RaceError{
+		Races: []verify.Race{
 			{First: 0, Second: 1, FirstName: "a", SecondName: "b", Kind: "RAW", Buffer: "x", Bytes: 4},
 			{First: 0, Second: 2, FirstName: "a", SecondName: "c", Kind: "WAW", Buffer: "y", Bytes: 4},
 			{First: 1, Second: 2, FirstName: "b", SecondName: "c", Kind: "WAW", Buffer: "y", Bytes: 4},
 		},
-		Fixes:   []Fix{{After: 0, Before: 1, AfterName: "a", BeforeName: "b", Races: []int{0}}},
+		Fixes:   []verify.Fix{{After: 0, Before: 1, AfterName: "a", BeforeName: "b", Races: []int{0}}},
 		Unfixed: []int{1, 2},
 	}
 	got := e.Error()

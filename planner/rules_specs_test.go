@@ -7,23 +7,24 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // rulesSpecs are the public patterns of specs/rules/: each buggy spec's
 // report names the rule it breaks; its fixed twin verifies.
 var rulesSpecs = []struct{ name, rule string }{
-	{"legacy", RuleLegacy},
-	{"pageable", RuleStaged},
-	{"pageable-async", RulePageableSource},
-	{"copy", RuleAsyncCopy},
-	{"hostfunc", RuleHostFunc},
-	{"capture", `capture rule "` + CaptureUnjoined + `"`},
-	{"warmup", `capture rule "` + CaptureAlloc + `"`},
-	{"merge", `capture rule "` + CaptureMerge + `"`},
-	{"isolation", `capture rule "` + CaptureIsolation + `"`},
-	{"replay-eager", `capture rule "` + CaptureReplayOrder + `" broken by branch`},
-	{"replay-wait", `capture rule "` + CaptureReplayOrder + `" broken by branch`},
-	{"threads", RuleThreads},
+	{"legacy", verify.RuleLegacy},
+	{"pageable", verify.RuleStaged},
+	{"pageable-async", verify.RulePageableSource},
+	{"copy", verify.RuleAsyncCopy},
+	{"hostfunc", verify.RuleHostFunc},
+	{"capture", `capture rule "` + verify.CaptureUnjoined + `"`},
+	{"warmup", `capture rule "` + verify.CaptureAlloc + `"`},
+	{"merge", `capture rule "` + verify.CaptureMerge + `"`},
+	{"isolation", `capture rule "` + verify.CaptureIsolation + `"`},
+	{"replay-eager", `capture rule "` + verify.CaptureReplayOrder + `" broken by branch`},
+	{"replay-wait", `capture rule "` + verify.CaptureReplayOrder + `" broken by branch`},
+	{"threads", verify.RuleThreads},
 }
 
 func TestRulesSpecs(t *testing.T) {
@@ -39,14 +40,14 @@ func TestRulesSpecs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = Verify(p)
+				err = verify.Verify(p)
 				if variant == "fixed" {
 					if err != nil {
 						t.Fatalf("want no race, got %v", err)
 					}
 					return
 				}
-				var re *RaceError
+				var re *verify.RaceError
 				if !errors.As(err, &re) || !strings.Contains(err.Error(), c.rule) {
 					t.Fatalf("want a report naming %q, got %v", c.rule, err)
 				}

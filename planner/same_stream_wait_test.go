@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 	"pgregory.net/rapid"
 )
 
@@ -47,7 +48,7 @@ func sameStreamWaits(p *plan.Plan) []string {
 // says about p's waits.
 func waitWarnings(p *plan.Plan) []string {
 	var out []string
-	for _, w := range Warnings(p) {
+	for _, w := range verify.Warnings(p) {
 		if !strings.Contains(w, "reads back as zeros") && !strings.Contains(w, "no stage writes") {
 			out = append(out, w)
 		}

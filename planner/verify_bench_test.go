@@ -9,6 +9,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/synth"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // verifyBenchStreams is the stream cap of the plans BenchmarkVerifyScale
@@ -65,8 +66,8 @@ func BenchmarkVerifyScale(b *testing.B) {
 				runtime.ReadMemStats(&ms0)
 				b.ResetTimer()
 				for b.Loop() {
-					err := Verify(p)
-					if wb := (*WorkBoundError)(nil); errors.As(err, &wb) {
+					err := verify.Verify(p)
+					if wb := (*verify.WorkBoundError)(nil); errors.As(err, &wb) {
 						b.Skipf("refused in %v: %v", b.Elapsed(), err) // uncapped plans of thousands of streams
 					}
 					if err != nil {

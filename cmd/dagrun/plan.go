@@ -111,7 +111,7 @@ type planned struct {
 	p    *dagrun.StreamPlan
 	spec *dagrun.Spec // nil for a plan file
 	src  string       // the spec or plan file, for messages
-	// races is the verifier's report (a *planner.RaceError), nil when the
+	// races is the verifier's report (a *verify.RaceError), nil when the
 	// plan is race-free.
 	races  error
 	loadMS float64 // the spec's load time, ms

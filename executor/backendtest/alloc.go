@@ -5,10 +5,10 @@ import (
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
-	"github.com/dagrun/dagrun/planner"
 )
 
 // Memory: the plan's arena (accesses at buffer offsets inside one
@@ -40,7 +40,7 @@ func (s suite) arena(t *testing.T) {
 		}
 	}
 	p.Stats.ArenaBytes = 1280 + n
-	if err := planner.Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatalf("the test plan: %v", err)
 	}
 	out := s.run(t, p, 1)
@@ -141,7 +141,7 @@ func (s suite) hostStages(t *testing.T) {
 	b.Launch(0, plan.Stage{Name: "check", Kernel: "checksum", Reads: b.All("back"), Writes: b.All("sum")})
 	p := b.Plan()
 	p.Streams[0].Host, p.Streams[0].Name = true, "host"
-	if err := planner.Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatalf("the test plan: %v", err)
 	}
 	out := s.run(t, p, 1)

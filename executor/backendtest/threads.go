@@ -6,7 +6,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/plan"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // hostThreads (a Threader backend only): crossStreamOrder issued from two
@@ -38,7 +38,7 @@ func (s suite) hostThreads(t *testing.T) {
 	p.Wait(3, 1)   // and its wait, on thread b
 	p.Wait(1, 0)
 	p.Launch(1, plan.Stage{Name: "two", Kernel: dag.BuiltinFill, Args: map[string]any{"value": 2.0}, Writes: p.All("x")})
-	if err := planner.Verify(p.Plan()); err != nil {
+	if err := verify.Verify(p.Plan()); err != nil {
 		t.Fatalf("the plan: %v", err)
 	}
 	for range 5 {

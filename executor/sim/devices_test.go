@@ -14,7 +14,7 @@ import (
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/plan"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // rendezvousPlan: mark (stream s0, device 0) writes host memory before
@@ -56,7 +56,7 @@ func rendezvousPlan(seenFirst bool) *plan.Plan {
 func TestRendezvousDetector(t *testing.T) {
 	for _, seenFirst := range []bool{false, true} {
 		p := rendezvousPlan(seenFirst)
-		verr := planner.Verify(p)
+		verr := verify.Verify(p)
 		for seed := range int64(10) {
 			res, err := run(t, p, sim.Options{Seed: seed, MaxDelay: 2000}, 1)
 			var re *executor.RaceError

@@ -26,7 +26,7 @@ import (
 //   - Asynchronous copies from pageable memory to the device: the source
 //     is staged when the host calls the copy, not in the stream's order
 //     (the table's "host memory is copied to a staging buffer
-//     immediately"; planner.RulePageableSource): the host reads it then
+//     immediately"; verify.RulePageableSource): the host reads it then
 //     (checked as the stage's access at the host's clock), the device
 //     write comes in stream order. A graph replay stages it at the launch
 //     (seen on the H100: the replay copied the bytes of the launch).
@@ -132,7 +132,7 @@ func (b *Backend) syncCopy(s *stream, l *executor.LaunchDesc) error {
 }
 
 // pageableAsync reports whether l is an asynchronous copy from pageable
-// memory to the device (planner.RulePageableSource).
+// memory to the device (verify.RulePageableSource).
 func pageableAsync(l *executor.LaunchDesc) bool {
 	if l.Copy != plan.CopyAsync || l.Kernel != contract.BuiltinCopy || len(l.Reads) != 1 || len(l.Writes) != 1 {
 		return false

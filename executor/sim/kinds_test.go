@@ -15,6 +15,7 @@ import (
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // withKinds gives p's streams random kinds: at most one legacy default
@@ -36,8 +37,8 @@ func withKinds(r *rand.Rand, p *plan.Plan) *plan.Plan {
 // finds a race in p.
 func verifierRacy(t *testing.T, p *plan.Plan) bool {
 	t.Helper()
-	err := planner.Verify(p)
-	var re *planner.RaceError
+	err := verify.Verify(p)
+	var re *verify.RaceError
 	if err != nil && !errors.As(err, &re) {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestDetectorAgreesOnStreamKinds(t *testing.T) {
 				t.Fatalf("case %d seed %d: %v", c, seed, err)
 			}
 			if got := re != nil; got != want {
-				t.Fatalf("case %d seed %d: detector says race=%v, the verifier %v (%v)\n%v", c, seed, got, want, err, planner.Verify(p))
+				t.Fatalf("case %d seed %d: detector says race=%v, the verifier %v (%v)\n%v", c, seed, got, want, err, verify.Verify(p))
 			}
 			if !want && checksums(res) != checksums(ref) {
 				t.Fatalf("case %d seed %d: outputs %s, one stream %s", c, seed, checksums(res), checksums(ref))
@@ -127,7 +128,7 @@ func TestDetectorAgreesOnRulesSpecs(t *testing.T) {
 // TestDetectorDefaultStreamCopy: an asynchronous device-to-host copy on
 // the legacy or a per-thread default stream, whose destination the host
 // reads at once (copy-racy.yaml on a default stream), checked as `dagrun
-// check` and `dagrun run` check it (planner.Verify, whose fix proposes a
+// check` and `dagrun run` check it (verify.Verify, whose fix proposes a
 // synchronous copy instead of a wait) and then run: the detector reports
 // the host's read under every seed; the synchronous copy (copy: sync)
 // under none.

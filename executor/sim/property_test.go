@@ -11,7 +11,7 @@ import (
 	"github.com/dagrun/dagrun/executor/backendtest"
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/plan"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // randomPlan makes a random plan of mix stages over k streams, synchronized
@@ -251,8 +251,8 @@ func TestDetectorAgreesAcrossDevices(t *testing.T) {
 		if err := p.Validate(); err != nil {
 			t.Fatalf("case %d: %v", c, err)
 		}
-		verr := planner.Verify(p)
-		var pre *planner.RaceError
+		verr := verify.Verify(p)
+		var pre *verify.RaceError
 		if verr != nil && !errors.As(verr, &pre) {
 			t.Fatalf("case %d: verifier: %v", c, verr)
 		}

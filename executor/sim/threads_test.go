@@ -12,6 +12,7 @@ import (
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 	"pgregory.net/rapid"
 )
 
@@ -139,7 +140,7 @@ func TestPlansRaceFreeFromThreads(t *testing.T) {
 		if err := q.Validate(); err != nil {
 			rt.Fatalf("handed-over plan: %v", err)
 		}
-		if err := planner.Verify(q); err != nil {
+		if err := verify.Verify(q); err != nil {
 			rt.Fatalf("from threads %q: %v", threads, err)
 		}
 		if cross > 0 {
@@ -152,7 +153,7 @@ func TestPlansRaceFreeFromThreads(t *testing.T) {
 			bare.IssueOrder, bare.Events, bare.Iteration = p.IssueOrder, p.Events, p.Iteration
 			// A crossing wait may order nothing a race needs (stream order
 			// or another wait does it too); the others leave races.
-			if re := (*planner.RaceError)(nil); errors.As(planner.Verify(&bare), &re) && len(re.Races) > 0 {
+			if re := (*verify.RaceError)(nil); errors.As(verify.Verify(&bare), &re) && len(re.Races) > 0 {
 				raced++
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/synth"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // Stats are a plan's figures (plan.Stats; times in µs, sizes in bytes),
@@ -214,7 +215,7 @@ func Memory(ctx context.Context, s *dagrun.Spec, withSim bool) (*MemoryResult, e
 // (counted, not an error there), or an error for anything else, a
 // collective that deadlocks included.
 func countRaces(err error) (races int, _ error) {
-	var re *planner.RaceError
+	var re *verify.RaceError
 	if !errors.As(err, &re) {
 		return 0, err
 	}

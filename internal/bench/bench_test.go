@@ -9,7 +9,7 @@ import (
 	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
-	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // TestBenchVerifyDeadlock: bench memory counts a plan's races but fails on
@@ -38,14 +38,14 @@ func TestBenchVerifyDeadlock(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := countRaces(planner.Verify(p))
-	var re *planner.RaceError
+	_, err := countRaces(verify.Verify(p))
+	var re *verify.RaceError
 	if !errors.As(err, &re) || len(re.Deadlocks) == 0 || !strings.Contains(err.Error(), "DEADLOCK") {
 		t.Fatalf("countRaces: %v, want the deadlock", err)
 	}
 	// In issue order the ranks are one group: no error.
 	p.IssueOrder = [][2]int{{1, 0}, {0, 0}, {1, 1}}
-	if races, err := countRaces(planner.Verify(p)); err != nil || races != 0 {
+	if races, err := countRaces(verify.Verify(p)); err != nil || races != 0 {
 		t.Fatalf("ranks consecutive: %d races, %v", races, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dagrun/dagrun"
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // PinNotes lists, one sentence each, the options of o that p could not
@@ -59,8 +60,8 @@ func PinNotes(s *dagrun.Spec, o dagrun.PlanOptions, p *dagrun.StreamPlan) []stri
 type CheckReport struct {
 	Source string `json:"source"`
 	OK     bool   `json:"ok"`
-	// Report is planner.Verify's report; nil when the plan is race-free.
-	Report *planner.RaceError `json:"report,omitempty"`
+	// Report is verify.Verify's report; nil when the plan is race-free.
+	Report *verify.RaceError `json:"report,omitempty"`
 	// AfterPass, with PlanOptions.Check, names the planner pass after
 	// which the plan first had Report's races (planner.PassRaceError).
 	AfterPass string `json:"after_pass,omitempty"`
@@ -109,12 +110,12 @@ func OfError(src string, err error) *CheckReport {
 }
 
 // Of is p's CheckReport. races is Verify's error for p (nil, a
-// *planner.RaceError, or a *planner.PassRaceError); any other error is
+// *verify.RaceError, or a *planner.PassRaceError); any other error is
 // returned as it is.
 func Of(src string, p *dagrun.StreamPlan, races error) (*CheckReport, error) {
 	r := &CheckReport{Source: src, OK: races == nil, Warnings: dagrun.Warnings(p), Notes: p.Notes}
 	if races != nil {
-		re, ok := races.(*planner.RaceError)
+		re, ok := races.(*verify.RaceError)
 		if pr, isPass := races.(*planner.PassRaceError); isPass {
 			re, ok, r.AfterPass = pr.Err, true, pr.Pass
 		}
@@ -126,10 +127,10 @@ func Of(src string, p *dagrun.StreamPlan, races error) (*CheckReport, error) {
 			c.Unfixed = []int{}
 		}
 		if c.Fixes == nil {
-			c.Fixes = []planner.Fix{}
+			c.Fixes = []verify.Fix{}
 		}
 		if c.Races == nil {
-			c.Races = []planner.Race{}
+			c.Races = []verify.Race{}
 		}
 		r.Report = &c
 	}

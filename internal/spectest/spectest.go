@@ -3,7 +3,15 @@
 // declared implicitly (1 KiB device temps) on first mention.
 package spectest
 
-import "github.com/dagrun/dagrun/dag"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/plan"
+)
 
 // StageOpt sets a field of a stage.
 type StageOpt func(*dag.StageSpec)
@@ -83,5 +91,71 @@ func Waits(names ...string) StageOpt {
 	return func(s *dag.StageSpec) { s.Waits = append(s.Waits, names...) }
 }
 
+// Kernel sets the stage's kernel.
+func Kernel(k string) StageOpt { return func(s *dag.StageSpec) { s.Kernel = k } }
+
 // Dur sets the stage's duration, µs.
 func Dur(us float64) StageOpt { return func(s *dag.StageSpec) { s.DurationUS = us } }
+
+// Outputs makes the named buffers of s outputs.
+func Outputs(s *dag.Spec, bufs ...string) *dag.Spec {
+	for _, b := range bufs {
+		s.Buffer(b).Role = dag.RoleOutput
+	}
+	return s
+}
+
+// WithCopies sets copies of the named buffers.
+func WithCopies(s *dag.Spec, k int, bufs ...string) *dag.Spec {
+	for _, b := range bufs {
+		s.Buffer(b).Copies = k
+	}
+	return s
+}
+
+// IOPipe is the video service's shape: a copy stream uploads the frame, a
+// compute stream reads it, a copy stream downloads the result.
+func IOPipe() *dag.Spec {
+	return Spec(
+		Stage("up", Writes("frame"), On("h2d")),
+		Stage("pre", Reads("frame"), Writes("x"), On("comp")),
+		Stage("net", Reads("x"), Writes("out"), On("comp")),
+		Stage("down", Reads("out"), Writes("res"), On("d2h")),
+	)
+}
+
+// Load parses an inline spec the way the CLI reads a file.
+func Load(t testing.TB, src string) *dag.Spec {
+	t.Helper()
+	s, err := dag.Load([]byte(src), "test.yaml", ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// GraphsDir is specs/models/graphs from a package directory of the module.
+const GraphsDir = "../specs/models/graphs"
+
+// LoadGraph imports one of specs/models/graphs (skipping the test if absent).
+func LoadGraph(t testing.TB, model string) *dag.Spec {
+	t.Helper()
+	path := filepath.Join(GraphsDir, model+".json")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("%s: %v", path, err)
+	}
+	g, err := dag.ReadGraphFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dag.ImportGraph(g, dag.ImportOptions{})
+	if err != nil {
+		t.Fatal(fmt.Errorf("%s: %w", path, err))
+	}
+	return s
+}
+
+// DropOp returns a copy of p without op j of stream s.
+func DropOp(p *plan.Plan, s, j int) *plan.Plan {
+	return p.WithoutOps(func(s2, k int, _ plan.Op) bool { return s2 == s && k == j })
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/specs/memory"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // trials is how many times each variant runs on the GPU ($DAGRUN_TRIALS,
@@ -117,7 +118,7 @@ func TestGPUModelsMatchSim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := planner.Verify(p); err != nil {
+		if err := verify.Verify(p); err != nil {
 			t.Fatal(err)
 		}
 		sb := sim.New(sim.Options{Seed: 1})

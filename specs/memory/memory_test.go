@@ -14,6 +14,7 @@ import (
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/specs/memory"
+	"github.com/dagrun/dagrun/verify"
 )
 
 const words = 1 << 20 // 4 MiB of float32
@@ -91,7 +92,7 @@ func TestPlanned(t *testing.T) {
 	wants := want()
 	for i, pat := range memory.Patterns {
 		p := planFile(t, pat[0])
-		if err := planner.Verify(p); err != nil {
+		if err := verify.Verify(p); err != nil {
 			t.Fatalf("%s: %v", pat[0], err)
 		}
 		for _, alloc := range []string{executor.AllocStatic, executor.AllocDynamic} {
@@ -115,8 +116,8 @@ func TestPlanned(t *testing.T) {
 func TestRacy(t *testing.T) {
 	for _, pat := range memory.Patterns {
 		p := planFile(t, pat[1])
-		var re *planner.RaceError
-		if err := planner.Verify(p); !errors.As(err, &re) {
+		var re *verify.RaceError
+		if err := verify.Verify(p); !errors.As(err, &re) {
 			t.Errorf("%s: Verify %v, want races", pat[1], err)
 		} else {
 			t.Logf("%s: Verify: %v", pat[1], re.Races[0])

@@ -16,6 +16,7 @@ import (
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/specs/multigpu"
+	"github.com/dagrun/dagrun/verify"
 )
 
 func planFile(t *testing.T, file string) *plan.Plan {
@@ -83,11 +84,11 @@ func TestPatterns(t *testing.T) {
 			if len(devicesUsed(fixed)) < 2 {
 				t.Fatalf("fixed plan uses devices %v", devicesUsed(fixed))
 			}
-			if err := planner.Verify(fixed); err != nil {
+			if err := verify.Verify(fixed); err != nil {
 				t.Fatalf("verifier on the fixed spec: %v", err)
 			}
-			var pre *planner.RaceError
-			if err := planner.Verify(racy); !errors.As(err, &pre) {
+			var pre *verify.RaceError
+			if err := verify.Verify(racy); !errors.As(err, &pre) {
 				t.Fatalf("verifier on the racy spec: %v, want a race", err)
 			}
 			want, err := run(t, oneDevice(fixed), 1, 2)
@@ -150,7 +151,7 @@ func TestDataParallel(t *testing.T) {
 		if got := len(devicesUsed(p)); got != c.n {
 			t.Fatalf("%s: stages on %d devices, want %d", c.file, got, c.n)
 		}
-		if err := planner.Verify(p); err != nil {
+		if err := verify.Verify(p); err != nil {
 			t.Fatalf("%s: %v", c.file, err)
 		}
 		want := executor.Checksum(filled(stepWeights(c.n, 3), 65536))
@@ -176,8 +177,8 @@ func TestDataParallelDeadlock(t *testing.T) {
 	p = p.WithoutOps(func(s, j int, o plan.Op) bool { return o.Kind == plan.OpWait && o.Lag > 0 })
 	p.Iteration = nil
 	q := splitRanks(t, p)
-	var re *planner.RaceError
-	if err := planner.Verify(q); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "reduce/1" {
+	var re *verify.RaceError
+	if err := verify.Verify(q); !errors.As(err, &re) || len(re.Deadlocks) != 1 || re.Deadlocks[0].Waits != "reduce/1" {
 		t.Fatalf("verifier: %v, want the deadlock of reduce/1", err)
 	}
 	_, err := run(t, q, 1, 1)
@@ -235,7 +236,7 @@ func TestNasnetSplit(t *testing.T) {
 	if len(used) != 2 || used[0] < len(p.Stages)/4 || used[1] < len(p.Stages)/4 {
 		t.Fatalf("stages per device %v of %d", used, len(p.Stages))
 	}
-	if err := planner.Verify(p); err != nil {
+	if err := verify.Verify(p); err != nil {
 		t.Fatal(err)
 	}
 	want, err := run(t, oneDevice(p), 1, 1)
@@ -275,8 +276,8 @@ func TestNasnetSplit(t *testing.T) {
 	if !dropped {
 		t.Fatal("no wait across devices")
 	}
-	var pre *planner.RaceError
-	if err := planner.Verify(q); !errors.As(err, &pre) {
+	var pre *verify.RaceError
+	if err := verify.Verify(q); !errors.As(err, &pre) {
 		t.Fatalf("verifier without a wait across devices: %v", err)
 	}
 	_, err = run(t, q, 3, 1)

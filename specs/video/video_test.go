@@ -21,6 +21,7 @@ import (
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/specs/video"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // maxRelErr is the bound on the relative error of a frame's output.
@@ -179,7 +180,7 @@ func TestSpecPlans(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Spec(%d, %d): %v", cams, copies, err)
 			}
-			if err := planner.Verify(p); err != nil {
+			if err := verify.Verify(p); err != nil {
 				t.Fatalf("Spec(%d, %d): %v", cams, copies, err)
 			}
 			if cams > 1 && len(p.Streams) < 2 {

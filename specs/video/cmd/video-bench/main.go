@@ -33,6 +33,7 @@ import (
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/specs/video"
+	"github.com/dagrun/dagrun/verify"
 )
 
 type videoBench struct {
@@ -244,7 +245,7 @@ func (vb *videoBench) run(ctx context.Context, stderr io.Writer) error {
 		return err
 	}
 	bare := dropCrossWaits(planned)
-	verr := planner.Verify(bare)
+	verr := verify.Verify(bare)
 	fmt.Fprintf(w, "plan: %d cross-iteration waits; verifier on the plan without them: %s\n", planned.Iteration.CrossWaits, firstLine(verr))
 	r, err := vb.measure(ctx, bare, cams, vb.failIters, failInFlight, nil, nil)
 	if err != nil && r.races == 0 {

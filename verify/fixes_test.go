@@ -1,4 +1,4 @@
-package planner
+package verify_test
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // genManual draws a small hand-synchronized spec: stages on 2 or 3
@@ -52,11 +54,11 @@ func candidates(p *plan.Plan) [][2]int {
 
 // fixedBy reports whether p with waits ws added verifies.
 func fixedBy(p *plan.Plan, ws [][2]int) bool {
-	q := clonePlan(p)
+	q := verify.ClonePlan(p)
 	for _, w := range ws {
-		addWait(q, w[0], w[1])
+		verify.AddWait(q, w[0], w[1])
 	}
-	return Verify(q) == nil
+	return verify.Verify(q) == nil
 }
 
 // anySubset reports whether some k of cands fix p.
@@ -78,15 +80,15 @@ func anySubset(p *plan.Plan, cands [][2]int, k int, chosen [][2]int, from int) b
 func TestFixesMinimal(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genManual(t)
-		p, err := Build(s, Options{})
+		p, err := planner.Build(s, planner.Options{})
 		if err != nil {
 			t.Fatalf("%v", err)
 		}
-		err = Verify(p)
+		err = verify.Verify(p)
 		if err == nil {
 			return
 		}
-		re, ok := err.(*RaceError)
+		re, ok := err.(*verify.RaceError)
 		if !ok {
 			t.Fatalf("%v", err)
 		}
@@ -112,8 +114,8 @@ func TestFixesMinimal(t *testing.T) {
 			st := &fixed.Stages[f.Before]
 			st.Waits = append(append([]string(nil), st.Waits...), f.AfterName)
 		}
-		if q, err := Build(&fixed, Options{}); err != nil || Verify(q) != nil {
-			t.Fatalf("the spec with the fixes applied: build %v, verify %v", err, Verify(q))
+		if q, err := planner.Build(&fixed, planner.Options{}); err != nil || verify.Verify(q) != nil {
+			t.Fatalf("the spec with the fixes applied: build %v, verify %v", err, verify.Verify(q))
 		}
 		if len(ws) > 0 && anySubset(p, candidates(p), len(ws)-1, nil, 0) {
 			t.Fatalf("%d waits reported, fewer fix it:\n%v", len(ws), err)
@@ -148,12 +150,12 @@ func TestFixesMinimalAtGreedyBound(t *testing.T) {
 			stage("v2", on("a"), reads("x")), stage("v4", on("b"), writes("x")))), 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := Build(c.s, Options{})
+			p, err := planner.Build(c.s, planner.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var re *RaceError
-			if err := Verify(p); !errors.As(err, &re) {
+			var re *verify.RaceError
+			if err := verify.Verify(p); !errors.As(err, &re) {
 				t.Fatalf("want a race report, got %v", err)
 			}
 			var ws [][2]int
@@ -182,8 +184,8 @@ func TestLifetimeCutShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := build(t, s, Options{})
-	if gaps := lifetimeGaps(p); len(gaps) != 0 {
+	p := build(t, s, planner.Options{})
+	if gaps := verify.LifetimeGaps(p); len(gaps) != 0 {
 		t.Fatalf("planned lifetimes have gaps: %v", gaps)
 	}
 	mutated := 0
@@ -218,8 +220,8 @@ func TestLifetimeCutShort(t *testing.T) {
 				done = append(done[:k], done[k+1:]...)
 			}
 			q.Lifetimes[i].Done = done
-			err := Verify(&q)
-			re, ok := err.(*RaceError)
+			err := verify.Verify(&q)
+			re, ok := err.(*verify.RaceError)
 			if !ok || len(re.Lifetimes) != 1 || re.Lifetimes[0].Buffer != l.Buffer || re.Lifetimes[0].Stream != p.Streams[d.Stream].Name {
 				t.Errorf("lifetime of %s cut on stream %d: Verify = %v", l.Buffer, d.Stream, err)
 			}
@@ -228,7 +230,7 @@ func TestLifetimeCutShort(t *testing.T) {
 			r := q
 			r.Lifetimes = slices.Clone(q.Lifetimes)
 			slices.Reverse(r.Lifetimes)
-			if gaps := lifetimeGaps(&r); len(gaps) != 1 || gaps[0] != re.Lifetimes[0] {
+			if gaps := verify.LifetimeGaps(&r); len(gaps) != 1 || gaps[0] != re.Lifetimes[0] {
 				t.Errorf("lifetime of %s cut on stream %d, lifetimes reversed: gaps %v", l.Buffer, d.Stream, gaps)
 			}
 			mutated++
@@ -250,11 +252,11 @@ func TestWarnings(t *testing.T) {
 		stage("d", on("s2"), reads("x"), waits("e")),
 		stage("e", on("s0"), reads("y")),
 	))
-	p, err := Build(s, Options{})
+	p, err := planner.Build(s, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := Warnings(p)
+	got := verify.Warnings(p)
 	want := []string{
 		"c: the wait for the record after a on stream s0 is redundant: the earlier wait for the record after b on stream s1 already orders it",
 		"d: a wait on stream s2 waits for nothing: its event is recorded after e on stream s0, but only later in the issue order (wait-before-record)",
@@ -267,28 +269,28 @@ func TestWarnings(t *testing.T) {
 	s2.Stages = append(s2.Stages, dag.StageSpec{Name: "a2", Kernel: dag.BuiltinSpin, Stream: "s0", Event: "ev"})
 	s2.Stages[1].WaitFor = []dag.WaitSpec{{Event: "ev"}}
 	s2.Stages[1], s2.Stages[2] = s2.Stages[2], s2.Stages[1]
-	p2, err := Build(s2, Options{})
+	p2, err := planner.Build(s2, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := Warnings(p2); len(w) != 1 || !strings.Contains(w[0], "waits for its event's latest record, after a2 on stream s0, not the earlier one after a on stream s0") {
+	if w := verify.Warnings(p2); len(w) != 1 || !strings.Contains(w[0], "waits for its event's latest record, after a2 on stream s0, not the earlier one after a on stream s0") {
 		t.Errorf("re-recorded event: %q", w)
 	}
 	sp, err := dag.LoadFile("../specs/shared-io/shared-io.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := Warnings(build(t, sp, Options{})); len(w) != 0 {
+	if w := verify.Warnings(build(t, sp, planner.Options{})); len(w) != 0 {
 		t.Errorf("planned plan: %q", w)
 	}
 	// A wait made redundant by a later wait of the same launch: b waits on
 	// a, then on x, which follows a on its stream.
 	s3 := manual(spec(stage("a", on("s0"), writes("x")), stage("x", on("s0"), writes("z")), stage("b", on("s1"), reads("x", "z"), waits("a", "x"))))
-	p3, err := Build(s3, Options{})
+	p3, err := planner.Build(s3, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := Warnings(p3); len(w) != 1 || !strings.Contains(w[0], "b: the wait for the record after a on stream s0 is redundant: the later wait for the record after x on stream s0 already orders it") {
+	if w := verify.Warnings(p3); len(w) != 1 || !strings.Contains(w[0], "b: the wait for the record after a on stream s0 is redundant: the later wait for the record after x on stream s0 already orders it") {
 		t.Errorf("later wait: %q", w)
 	}
 }
@@ -297,11 +299,11 @@ func TestWarnings(t *testing.T) {
 // initialises is named; once a stage writes it, or an init fills it, not.
 func TestWarnUnwrittenOutput(t *testing.T) {
 	warned := func(s *dag.Spec) bool {
-		p, err := Build(s, Options{})
+		p, err := planner.Build(s, planner.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, w := range Warnings(p) {
+		for _, w := range verify.Warnings(p) {
 			if strings.HasPrefix(w, "output buffer y: no stage writes it") {
 				return true
 			}
@@ -337,15 +339,15 @@ stages:
   - {name: pre, kernel: scale, args: {a: 2.0}, reads: [g0], writes: [g0], stream: main, device: 0}
   - {name: reduce, kernel: all_reduce, args: {op: sum}, reads: [g0, g1], writes: [g0, g1]}
   - {name: pull, kernel: copy, reads: [g0], writes: [out], stream: side, device: 0}
-`), Options{})
+`), planner.Options{})
 	id := map[string]int{}
 	for i, s := range p.Stages {
 		id[s.Name] = i
 	}
 	side := p.Stages[id["pull"]].Stream
 	q := p.WithoutOps(func(s, _ int, o plan.Op) bool { return s == side && o.Kind == plan.OpWait && o.Lag == 0 })
-	var re *RaceError
-	if err := Verify(q); !errors.As(err, &re) || len(re.Fixes) != 1 {
+	var re *verify.RaceError
+	if err := verify.Verify(q); !errors.As(err, &re) || len(re.Fixes) != 1 {
 		t.Fatalf("want one fix, got %v", err)
 	}
 	// A sync: auto spec: the edit is to after:, dagrun places the wait.
@@ -353,12 +355,12 @@ stages:
 	if got := re.Fixes[0].Edit; got != want {
 		t.Errorf("edit\n%s\nwant\n%s", got, want)
 	}
-	f := newFix(p, id["pull"], id["reduce/1"])
+	f := verify.NewFix(p, id["pull"], id["reduce/1"])
 	if got := f.String(); !strings.HasPrefix(got, "reduce (test.yaml:9:5): add pull to after (dagrun then places the wait: stream s1 waits, before reduce/1, ") {
 		t.Errorf("a fix before a rank: %s", got)
 	}
 	// A stage whose name only looks like a rank's keeps it.
-	if got := specStageName(&plan.Stage{Name: "a/0"}); got != "a/0" {
+	if got := verify.SpecStageName(&plan.Stage{Name: "a/0"}); got != "a/0" {
 		t.Errorf("specStageName(a/0, no collective) = %s", got)
 	}
 }
@@ -380,14 +382,14 @@ stages:
   - {name: h, kernel: spin, args: {us: 1}, stream: host, waits: [b]}
   - {name: c, kernel: mix, reads: [x, y], writes: [out], stream: s2, waits: [a, b]}
 `)
-	got := Warnings(build(t, s, Options{}))
+	got := verify.Warnings(build(t, s, planner.Options{}))
 	want := "c (test.yaml:11:5): the wait for the record after b on stream s1 is redundant: host stage h (test.yaml:10:5), which waits for it before this wait is issued, already orders it"
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("warnings:\n%q\nwant\n%q", got, want)
 	}
 	// With the host stage after c, both waits are needed: no warning.
 	s.Stages[2], s.Stages[3] = s.Stages[3], s.Stages[2]
-	if got := Warnings(build(t, s, Options{})); len(got) != 0 {
+	if got := verify.Warnings(build(t, s, planner.Options{})); len(got) != 0 {
 		t.Errorf("host stage after c: %q", got)
 	}
 }
@@ -408,12 +410,12 @@ stages:
   - {name: "k1:fill_.Scalar:p.py:2", kernel: fill, args: {value: 2.0}, writes: [y], stream: s1, waits: ["k0:fill_.Scalar:p.py:1"]}
   - {name: "h2:synchronize:p.py:3", kernel: spin, args: {us: 1}, stream: host, waits: ["k0:fill_.Scalar:p.py:1", "k1:fill_.Scalar:p.py:2"]}
 `)
-	if got := Warnings(build(t, s, Options{})); len(got) != 0 {
+	if got := verify.Warnings(build(t, s, planner.Options{})); len(got) != 0 {
 		t.Errorf("device synchronize: %q", got)
 	}
 	// A stream synchronize of the trace is one wait the user wrote: judged.
 	s.Stages[2].Name = "h2:stream-synchronize:p.py:3"
-	if got := Warnings(build(t, s, Options{})); len(got) != 1 || !strings.Contains(got[0], "is redundant") {
+	if got := verify.Warnings(build(t, s, planner.Options{})); len(got) != 1 || !strings.Contains(got[0], "is redundant") {
 		t.Errorf("stream synchronize: %q", got)
 	}
 }

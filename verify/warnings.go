@@ -1,10 +1,10 @@
-package planner
+package verify
 
 import (
 	"fmt"
 	"slices"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/plan"
 )
 
@@ -216,14 +216,16 @@ func unwrittenOutputs(p *plan.Plan) []string {
 	}
 	var out []string
 	for _, b := range p.Buffers {
-		if b.Role == dag.RoleOutput && !written[b.Name] && (b.Init == "" || b.Init == "zeros") {
+		if b.Role == string(contract.RoleOutput) && !written[b.Name] && (b.Init == "" || b.Init == "zeros") {
 			out = append(out, fmt.Sprintf("output buffer %s: no stage writes it and no init fills it, so it reads back as %d zero bytes: add it to the writes of the stage that produces it", b.Name, b.Bytes))
 		}
 	}
 	return out
 }
 
-// strategyHazardDAG is plan.Plan.Strategy of a plan whose waits are every
-// hazard edge of its spec (the planner's StrategyHazardDAG, which a
-// planner test holds equal).
-const strategyHazardDAG = "hazard-dag"
+// Values of plan.Plan.Strategy the checks read (a test holds them equal
+// to the planner's and the spec's names).
+const (
+	strategyManual    = "manual"     // dag.SyncManual: the spec's own streams and waits
+	strategyHazardDAG = "hazard-dag" // planner.StrategyHazardDAG: a wait on every hazard edge
+)

@@ -1,4 +1,4 @@
-package planner
+package verify_test
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // ruleCase is a manual spec, the kinds and threads of its streams, the
@@ -34,7 +36,7 @@ func (c ruleCase) plan(t *testing.T) *plan.Plan {
 			s.Buffers[i].Where = w
 		}
 	}
-	p, err := Build(s, Options{})
+	p, err := planner.Build(s, planner.Options{})
 	if err != nil {
 		t.Fatalf("%s: Build: %v", c.name, err)
 	}
@@ -69,8 +71,6 @@ func (c ruleCase) plan(t *testing.T) *plan.Plan {
 	return p
 }
 
-func kernel(k string) stageOpt { return func(s *dag.StageSpec) { s.Kernel = k } }
-
 func event(e string) stageOpt { return func(s *dag.StageSpec) { s.Event = e } }
 
 func waitEvent(e string) stageOpt {
@@ -80,7 +80,7 @@ func waitEvent(e string) stageOpt {
 func ruleCases() []ruleCase {
 	L := map[string]string{"L": plan.StreamLegacy}
 	return []ruleCase{
-		{name: "legacy then non-blocking", race: RuleLegacy, instead: "declare stream s with kind: blocking",
+		{name: "legacy then non-blocking", race: verify.RuleLegacy, instead: "declare stream s with kind: blocking",
 			spec:  manual(spec(stage("a", on("L"), writes("x")), stage("b", on("s"), writes("x")))),
 			kinds: L},
 		{name: "legacy then blocking",
@@ -92,7 +92,7 @@ func ruleCases() []ruleCase {
 		{name: "per-thread then legacy",
 			spec:  manual(spec(stage("a", on("s"), writes("x")), stage("b", on("L"), writes("x")))),
 			kinds: map[string]string{"L": plan.StreamLegacy, "s": plan.StreamPerThread}},
-		{name: "non-blocking then legacy", race: RuleLegacy,
+		{name: "non-blocking then legacy", race: verify.RuleLegacy,
 			spec:  manual(spec(stage("a", on("s"), writes("x")), stage("b", on("L"), writes("x")))),
 			kinds: L},
 		{name: "blocking, legacy, blocking (k_1, k_2, k_3 of the CUDA docs)",
@@ -101,13 +101,13 @@ func ruleCases() []ruleCase {
 		{name: "two blocking streams without the legacy stream between", race: "RAW on x",
 			spec:  manual(spec(stage("k1", on("s1"), writes("x")), stage("k3", on("s2"), reads("x")))),
 			kinds: map[string]string{"L": plan.StreamLegacy, "s1": plan.StreamBlocking, "s2": plan.StreamBlocking}},
-		{name: "async device→host copy, host reads", race: RuleAsyncCopy, instead: "make d2h a synchronous copy",
+		{name: "async device→host copy, host reads", race: verify.RuleAsyncCopy, instead: "make d2h a synchronous copy",
 			spec:  manual(spec(stage("d2h", kernel("copy"), on("L"), reads("d"), writes("h")), stage("use", kernel("checksum"), on(dag.HostStream), reads("h"), writes("sum")))),
 			kinds: L, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
 		{name: "sync device→host copy, host reads",
 			spec:  manual(spec(stage("d2h", kernel("copy"), on("L"), reads("d"), writes("h")), stage("use", kernel("checksum"), on(dag.HostStream), reads("h"), writes("sum")))),
 			kinds: L, sync: []string{"d2h"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
-		{name: "sync copy waits for the legacy stream's earlier work, not a non-blocking stream's", race: RuleLegacy,
+		{name: "sync copy waits for the legacy stream's earlier work, not a non-blocking stream's", race: verify.RuleLegacy,
 			spec: manual(spec(stage("k", on("s"), writes("d")), stage("d2h", kernel("copy"), on("L"), reads("d"), writes("h")),
 				stage("use", kernel("checksum"), on(dag.HostStream), reads("h"), writes("sum")))),
 			kinds: L, sync: []string{"d2h"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
@@ -115,25 +115,25 @@ func ruleCases() []ruleCase {
 			spec: manual(spec(stage("k", on("s"), writes("d")), stage("d2h", kernel("copy"), on("L"), reads("d"), writes("h")),
 				stage("use", kernel("checksum"), on(dag.HostStream), reads("h"), writes("sum")))),
 			kinds: map[string]string{"L": plan.StreamLegacy, "s": plan.StreamBlocking}, sync: []string{"d2h"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
-		{name: "async copy from pinned, host overwrites the source", race: RuleAsyncCopy,
+		{name: "async copy from pinned, host overwrites the source", race: verify.RuleAsyncCopy,
 			spec:  manual(spec(stage("h2d", kernel("copy"), on("L"), reads("h"), writes("d")), stage("next", kernel("fill"), on(dag.HostStream), writes("h")))),
 			kinds: L, where: map[string]string{"h": dag.WhereHostPinned}},
 		{name: "sync copy from pageable, host overwrites the source",
 			spec:  manual(spec(stage("h2d", kernel("copy"), on("L"), reads("h"), writes("d")), stage("next", kernel("fill"), on(dag.HostStream), writes("h")))),
 			kinds: L, sync: []string{"h2d"}, where: map[string]string{"h": dag.WhereHostPageable}},
-		{name: "sync copy from pageable, a non-blocking stream reads the destination", race: RuleStaged,
+		{name: "sync copy from pageable, a non-blocking stream reads the destination", race: verify.RuleStaged,
 			spec:  manual(spec(stage("h2d", kernel("copy"), on("L"), reads("h"), writes("d")), stage("use", on("s"), reads("d")))),
 			kinds: L, sync: []string{"h2d"}, where: map[string]string{"h": dag.WhereHostPageable}},
 		{name: "sync copy from pageable, the host then launches on a blocking stream",
 			spec:  manual(spec(stage("h2d", kernel("copy"), on("L"), reads("h"), writes("d")), stage("use", on("s"), reads("d")))),
 			kinds: map[string]string{"L": plan.StreamLegacy, "s": plan.StreamBlocking}, sync: []string{"h2d"}, where: map[string]string{"h": dag.WhereHostPageable}},
-		{name: "host function reads what the host writes later", race: RuleHostFunc,
+		{name: "host function reads what the host writes later", race: verify.RuleHostFunc,
 			spec:   manual(spec(stage("cb", kernel("checksum"), on("s"), reads("h"), writes("sum")), stage("next", kernel("fill"), on(dag.HostStream), writes("h")))),
 			hostFn: []string{"cb"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
 		{name: "host function after the copy on its stream",
 			spec:   manual(spec(stage("d2h", kernel("copy"), on("s"), reads("d"), writes("h")), stage("cb", kernel("checksum"), on("s"), reads("h"), writes("sum")))),
 			hostFn: []string{"cb"}, where: map[string]string{"h": dag.WhereHostPinned, "sum": dag.WhereHostPinned}},
-		{name: "async copy from pageable after a host function on its stream", race: RulePageableSource,
+		{name: "async copy from pageable after a host function on its stream", race: verify.RulePageableSource,
 			spec:   manual(spec(stage("cb", kernel("fill"), on("s"), writes("h")), stage("h2d", kernel("copy"), on("s"), reads("h"), writes("d")))),
 			hostFn: []string{"cb"}, where: map[string]string{"h": dag.WhereHostPageable}},
 		{name: "async copy from pinned after a host function on its stream",
@@ -150,7 +150,7 @@ func ruleCases() []ruleCase {
 			spec: manual(spec(stage("a", on("sa"), writes("x")), stage("w", on(dag.HostStream), waits("a")),
 				stage("b", on("sb"), writes("x")))),
 		},
-		{name: "two threads: a host wait orders only its own thread", race: RuleThreads,
+		{name: "two threads: a host wait orders only its own thread", race: verify.RuleThreads,
 			spec: manual(spec(stage("a", on("sa"), writes("x")), stage("w", on(dag.HostStream), waits("a")),
 				stage("b", on("sb"), writes("x")))),
 			threads: map[string]string{"sb": "B"}},
@@ -158,7 +158,7 @@ func ruleCases() []ruleCase {
 			spec: manual(spec(stage("a", on("sa"), writes("x")), stage("w", on(dag.HostStream), waits("a"), event("go")),
 				stage("r", on("hb"), waitEvent("go")), stage("b", on("sb"), writes("x")))),
 			threads: map[string]string{"sb": "B", "hb": "B"}, hosts: []string{"hb"}, once: true},
-		{name: "two threads: a device wait on another thread's record, not handed over", race: RuleThreads,
+		{name: "two threads: a device wait on another thread's record, not handed over", race: verify.RuleThreads,
 			spec:    manual(spec(stage("a", on("sa"), writes("x")), stage("b", on("sb"), writes("x"), waits("a")))),
 			threads: map[string]string{"sb": "B"}},
 		{name: "two threads: a device wait on another thread's record, handed over",
@@ -169,7 +169,7 @@ func ruleCases() []ruleCase {
 			spec: manual(spec(stage("a", on("s"), writes("x")), stage("sig", on(dag.HostStream), event("go")),
 				stage("r", on("hb"), waitEvent("go")), stage("b", on("L"), writes("x")))),
 			kinds: map[string]string{"L": plan.StreamLegacy, "s": plan.StreamBlocking}, threads: map[string]string{"L": "B", "hb": "B"}, hosts: []string{"hb"}, once: true},
-		{name: "two threads: the legacy stream without a handoff", race: RuleThreads,
+		{name: "two threads: the legacy stream without a handoff", race: verify.RuleThreads,
 			spec:  manual(spec(stage("a", on("s"), writes("x")), stage("b", on("L"), writes("x")))),
 			kinds: map[string]string{"L": plan.StreamLegacy, "s": plan.StreamBlocking}, threads: map[string]string{"L": "B"}},
 	}
@@ -180,7 +180,7 @@ func TestImplicitRules(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := c.plan(t)
 			before := fmt.Sprintf("%+v %+v", p.Stages, p.Streams)
-			err := Verify(p)
+			err := verify.Verify(p)
 			// Verify reads the plan: the rule edits its fixes propose
 			// (Fix.Instead) are tried on a copy.
 			if after := fmt.Sprintf("%+v %+v", p.Stages, p.Streams); after != before {
@@ -192,7 +192,7 @@ func TestImplicitRules(t *testing.T) {
 				}
 				return
 			}
-			var re *RaceError
+			var re *verify.RaceError
 			if !errors.As(err, &re) || len(re.Races) == 0 {
 				t.Fatalf("want a race (%s), got %v", c.race, err)
 			}
@@ -235,7 +235,7 @@ func TestImplicitOff(t *testing.T) {
 				where[b] = w
 			}
 			c.where = where
-			if err := Verify(c.plan(t)); err == nil {
+			if err := verify.Verify(c.plan(t)); err == nil {
 				t.Fatal("race-free without the rule: the case does not test it")
 			}
 		})
@@ -255,7 +255,7 @@ func TestValidateKinds(t *testing.T) {
 		{"two per-thread streams", func(p *plan.Plan) { p.Streams[0].Kind, p.Streams[1].Kind = plan.StreamPerThread, plan.StreamPerThread }, "per-thread default stream of thread main"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := Build(manual(spec(stage("a", on("s"), writes("x")), stage("b", on("t"), reads("x")))), Options{})
+			p, err := planner.Build(manual(spec(stage("a", on("s"), writes("x")), stage("b", on("t"), reads("x")))), planner.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -293,21 +293,21 @@ func TestImplicitLaterRecordOtherThread(t *testing.T) {
 		},
 		IssueOrder: [][2]int{{1, 0}, {1, 1}, {0, 0}, {3, 0}, {4, 0}, {4, 1}, {2, 0}},
 	}
-	before := clonePlan(p) // SA2's record issued before the wait, in plan order
+	before := verify.ClonePlan(p) // SA2's record issued before the wait, in plan order
 	before.Kernels, before.Version = p.Kernels, p.Version
 	before.IssueOrder = [][2]int{{1, 0}, {1, 1}, {0, 0}, {2, 0}, {3, 0}, {4, 0}, {4, 1}}
 	for name, q := range map[string]*plan.Plan{"SA2 records after the wait": p, "SA2 records before the wait": before} {
 		if err := q.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		var re *RaceError
-		if err := Verify(q); !errors.As(err, &re) || len(re.Races) != 1 || re.Races[0].Kind != plan.RaceRAW {
+		var re *verify.RaceError
+		if err := verify.Verify(q); !errors.As(err, &re) || len(re.Races) != 1 || re.Races[0].Kind != plan.RaceRAW {
 			t.Errorf("%s: Verify = %v, want the RAW race of x and y", name, err)
 		}
 	}
 	once := p.WithoutOps(func(s, _ int, _ plan.Op) bool { return s == 2 })
 	once.Version = p.Version
-	if err := Verify(once); err != nil {
+	if err := verify.Verify(once); err != nil {
 		t.Errorf("e recorded once: Verify = %v, want race-free", err)
 	}
 }

@@ -1,4 +1,4 @@
-package planner
+package verify_test
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 func TestSiteOf(t *testing.T) {
@@ -23,7 +25,7 @@ func TestSiteOf(t *testing.T) {
 		{"k1:op:f.py:x", "k1:op:f.py:x"}, // no line number
 		{"load", "load"},
 	} {
-		if got := SiteOf(c[0]); got != c[1] {
+		if got := verify.SiteOf(c[0]); got != c[1] {
 			t.Errorf("SiteOf(%q) = %q, want %q", c[0], got, c[1])
 		}
 	}
@@ -36,7 +38,7 @@ func TestSiteOf(t *testing.T) {
 		{"memory", "memory"},
 		{"mem:cam.py:12", "mem:cam.py:12"},
 	} {
-		if got := BufferSiteOf(c[0]); got != c[1] {
+		if got := verify.BufferSiteOf(c[0]); got != c[1] {
 			t.Errorf("BufferSiteOf(%q) = %q, want %q", c[0], got, c[1])
 		}
 	}
@@ -59,13 +61,13 @@ func loop(n int) *dag.Spec {
 // run of its line; applied there, the plan verifies.
 func TestFixesOnePerLine(t *testing.T) {
 	const n = 6
-	p, err := Build(loop(n), Options{})
+	p, err := planner.Build(loop(n), planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	re, ok := Verify(p).(*RaceError)
+	re, ok := verify.Verify(p).(*verify.RaceError)
 	if !ok {
-		t.Fatalf("want races, got %v", Verify(p))
+		t.Fatalf("want races, got %v", verify.Verify(p))
 	}
 	// RAW: line 5's write of run i before line 7's read of runs ≥ i; WAR:
 	// line 7's read of run i before line 5's write of runs > i.
@@ -80,27 +82,27 @@ func TestFixesOnePerLine(t *testing.T) {
 	if len(re.Fixes) != 2 || len(re.Unfixed) != 0 || !re.FixesMinimal {
 		t.Fatalf("want 2 fixes, proven fewest:\n%v", re)
 	}
-	sw := newSiteWaits(p, plan.LaunchPositions(p))
-	q := clonePlan(p)
+	sw := verify.NewSiteWaits(p, plan.LaunchPositions(p))
+	q := verify.ClonePlan(p)
 	places := 0
 	for _, f := range re.Fixes {
 		if f.RecordStream == f.WaitStream {
 			t.Errorf("a self-wait: %+v", f)
 		}
-		at := sw.places(p, [2]int{f.After, f.Before})
+		at := sw.Places(p, [2]int{f.After, f.Before})
 		if len(at) != f.Places {
 			t.Errorf("fix %s: %d places, reported %d", f, len(at), f.Places)
 		}
 		places += f.Places
 		for _, w := range at {
-			addWait(q, w[0], w[1])
+			verify.AddWait(q, w[0], w[1])
 		}
 	}
 	// Line 7 waits at each of its n runs, line 5 at each run after the first.
 	if places != 2*n-1 {
 		t.Errorf("%d places, want %d:\n%v", places, 2*n-1, re)
 	}
-	if err := Verify(q); err != nil {
+	if err := verify.Verify(q); err != nil {
 		t.Errorf("the fixes applied at their places: %v", err)
 	}
 	want := fmt.Sprintf("fix 1 (at %d places: each run of p.py:", n)
@@ -123,14 +125,14 @@ func contains(s, sub string) bool {
 // plan file's ops (a record and a wait to add).
 func TestFixForms(t *testing.T) {
 	s := manual(spec(stage("w1", on("a"), writes("x")), stage("w2", on("b"), writes("x"))))
-	p, err := Build(s, Options{})
+	p, err := planner.Build(s, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	edit := func(q *plan.Plan) string {
-		re, ok := Verify(q).(*RaceError)
+		re, ok := verify.Verify(q).(*verify.RaceError)
 		if !ok || len(re.Fixes) != 1 {
-			t.Fatalf("want one fix, got %v", Verify(q))
+			t.Fatalf("want one fix, got %v", verify.Verify(q))
 		}
 		return re.Fixes[0].Edit
 	}
@@ -163,13 +165,13 @@ func TestHandoffOnce(t *testing.T) {
 		stage("p1", on("a1"), writes("x1")), stage("p2", on("a2"), writes("x2")), stage("p3", on("a1"), writes("x3")),
 		stage("q1", on("c"), reads("x1"), writes("y")), stage("q2", on("c"), reads("x2"), writes("y")), stage("q3", on("c"), reads("x3"), writes("y"))))
 	s.Streams = []dag.StreamSpec{{Name: "a1"}, {Name: "a2"}, {Name: "c", Thread: "consumer"}}
-	p, err := Build(s, Options{})
+	p, err := planner.Build(s, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	re, ok := Verify(p).(*RaceError)
+	re, ok := verify.Verify(p).(*verify.RaceError)
 	if !ok {
-		t.Fatalf("want races, got %v", Verify(p))
+		t.Fatalf("want races, got %v", verify.Verify(p))
 	}
 	if len(re.Handoffs) != 1 {
 		t.Fatalf("want one handoff:\n%v", re)
@@ -189,12 +191,12 @@ func TestHandoffOnce(t *testing.T) {
 func TestFixOfAWaitItHas(t *testing.T) {
 	edit := func(src string) string {
 		t.Helper()
-		p, err := Build(loadSpec(t, src), Options{})
+		p, err := planner.Build(loadSpec(t, src), planner.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var re *RaceError
-		if err := Verify(p); !errors.As(err, &re) || len(re.Fixes) != 1 {
+		var re *verify.RaceError
+		if err := verify.Verify(p); !errors.As(err, &re) || len(re.Fixes) != 1 {
 			t.Fatalf("want one fix, got %v", err)
 		}
 		return re.Fixes[0].Edit
@@ -228,7 +230,7 @@ stages:
 // iteration's read of a buffer and the next one's write are one site,
 // with the example's fix.
 func TestUnrolledBufferOneSite(t *testing.T) {
-	p, err := Build(loadSpec(t, `version: 1
+	p, err := planner.Build(loadSpec(t, `version: 1
 sync: manual
 streams: [{name: up}, {name: comp}]
 buffers: [{name: staging, bytes: 4096}, {name: act, bytes: 4096}]
@@ -236,12 +238,12 @@ stages:
   - {name: upload, kernel: spin, writes: [staging], stream: up, waits: [{stage: layers, lag: 2}]}
   - {name: embed, kernel: spin, reads: [staging], writes: [act], stream: comp, waits: [upload]}
   - {name: layers, kernel: spin, reads: [act], writes: [act], stream: comp}
-`), Options{})
+`), planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var re *RaceError
-	if err := Verify(p); !errors.As(err, &re) || len(re.Races) < 2 || len(re.Sites) != 1 {
+	var re *verify.RaceError
+	if err := verify.Verify(p); !errors.As(err, &re) || len(re.Races) < 2 || len(re.Sites) != 1 {
 		t.Fatalf("want races at one site, got %v", err)
 	}
 	if s := re.Error(); !strings.Contains(s, fmt.Sprintf("WAR on staging: embed (stream comp) → upload (stream up): %d races, e.g. staging@0", len(re.Races))) ||
@@ -255,7 +257,7 @@ stages:
 // whole step after it (head, the wait the spec has): the fix's record is
 // the producer's own, the least order that fixes the races.
 func TestFixAcrossIterationsWaitsOnTheProducer(t *testing.T) {
-	p, err := Build(loadSpec(t, `version: 1
+	p, err := planner.Build(loadSpec(t, `version: 1
 sync: manual
 streams: [{name: up}, {name: comp}]
 buffers: [{name: staging, bytes: 4096, copies: 2}, {name: act, bytes: 4096}]
@@ -264,12 +266,12 @@ stages:
   - {name: embed, kernel: spin, reads: [staging], writes: [act], stream: comp, waits: [upload]}
   - {name: layers, kernel: spin, reads: [act], writes: [act], stream: comp}
   - {name: head, kernel: spin, reads: [act], writes: [act], stream: comp}
-`), Options{})
+`), planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var re *RaceError
-	if err := Verify(p); !errors.As(err, &re) || len(re.Fixes) != 1 {
+	var re *verify.RaceError
+	if err := verify.Verify(p); !errors.As(err, &re) || len(re.Fixes) != 1 {
 		t.Fatalf("want one fix, got %v", err)
 	}
 	if e := re.Fixes[0].Edit; !strings.HasPrefix(e, "upload (test.yaml:6:5): add {stage: embed, lag: 2} to waits") ||
@@ -298,11 +300,11 @@ func TestSiteFixesOrderEveryRace(t *testing.T) {
 			}
 			stages = append(stages, stage(fmt.Sprintf("k%d:op:p.py:%d", i, line), opts...))
 		}
-		p, err := Build(manual(spec(stages...)), Options{})
+		p, err := planner.Build(manual(spec(stages...)), planner.Options{})
 		if err != nil {
 			t.Fatalf("%v", err)
 		}
-		re, ok := Verify(p).(*RaceError)
+		re, ok := verify.Verify(p).(*verify.RaceError)
 		if !ok {
 			return
 		}
@@ -314,20 +316,20 @@ func TestSiteFixesOrderEveryRace(t *testing.T) {
 		if len(re.Unfixed) > 0 {
 			return
 		}
-		sw := newSiteWaits(p, plan.LaunchPositions(p))
-		q := clonePlan(p)
+		sw := verify.NewSiteWaits(p, plan.LaunchPositions(p))
+		q := verify.ClonePlan(p)
 		covered := 0
 		for _, f := range re.Fixes {
-			at := sw.places(p, [2]int{f.After, f.Before})
+			at := sw.Places(p, [2]int{f.After, f.Before})
 			if len(at) != f.Places || f.Places < 1 || f.RecordStream == f.WaitStream {
 				t.Fatalf("fix %s: %d places, reported %d", f, len(at), f.Places)
 			}
 			for _, w := range at {
-				addWait(q, w[0], w[1])
+				verify.AddWait(q, w[0], w[1])
 			}
 			covered += len(f.Races)
 		}
-		if err := Verify(q); err != nil || covered != len(re.Races) {
+		if err := verify.Verify(q); err != nil || covered != len(re.Races) {
 			t.Fatalf("the fixes at their places: %v; they list %d of %d races\n%v", err, covered, len(re.Races), re)
 		}
 	})

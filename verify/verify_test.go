@@ -1,4 +1,4 @@
-package planner
+package verify
 
 import (
 	"errors"
@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/plan"
-	"github.com/dagrun/dagrun/synth"
 	"pgregory.net/rapid"
 )
 
@@ -828,47 +827,4 @@ func ExampleVerify() {
 	// fix 1: w2: add w1 to waits (stream 1 waits, before w2, on an event recorded on stream 0 after w1)
 	//   orders:
 	//     WAW on out[0:4096]: w1 (stream 0) → w2 (stream 1)
-}
-
-// TestVerifyAccessHint: Build leaves the passes' index of each access's
-// buffer in the plan as a hint; Verify and WaitReasons check each entry
-// against the access's buffer name, so that a wrong hint changes neither
-// the verdict, nor a race report, nor a wait's reason.
-func TestVerifyAccessHint(t *testing.T) {
-	s := synth.Layered(300)
-	p, err := Build(s, Options{MaxStreams: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(p.AccBuf) == 0 {
-		t.Fatal("Build left no access index in the plan")
-	}
-	want := fmt.Sprint(p.WaitReasons())
-	wrong := func(p *plan.Plan) {
-		p.AccBuf = slices.Clone(p.AccBuf)
-		for k := range p.AccBuf {
-			p.AccBuf[k] = int32(k % 3) // other buffers' indices
-		}
-	}
-	q := *p
-	wrong(&q)
-	if err := Verify(&q); err != nil {
-		t.Fatalf("a wrong hint made Verify fail a race-free plan: %v", err)
-	}
-	if got := fmt.Sprint(q.WaitReasons()); got != want {
-		t.Fatal("a wrong hint changed the waits' reasons")
-	}
-	// A race: the first wait gone. The report is the one without a hint.
-	racy := p.WithoutOps(func(s, j int, o plan.Op) bool { return o.Kind == plan.OpWait && s == p.Streams[len(p.Streams)-1].ID })
-	racy.AccBuf = nil
-	base := Verify(racy)
-	if base == nil {
-		t.Fatal("dropping a stream's waits left the plan race-free: pick another test plan")
-	}
-	h := *racy
-	h.AccBuf = p.AccBuf
-	wrong(&h)
-	if got := Verify(&h); got == nil || got.Error() != base.Error() {
-		t.Fatalf("with a wrong hint: %v\nwithout a hint: %v", got, base)
-	}
 }

@@ -1,4 +1,4 @@
-package planner
+package verify_test
 
 import (
 	"errors"
@@ -11,7 +11,9 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/synth"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // TestUnrollWithoutNamesAgrees: the race-free check across iterations on
@@ -26,16 +28,18 @@ func TestUnrollWithoutNamesAgrees(t *testing.T) {
 		p    *plan.Plan
 	}
 	var plans []namedPlan
-	add := func(name string, s *dag.Spec, o Options) { plans = append(plans, namedPlan{name, build(t, s, o)}) }
-	add("one copy", ioPipe(), Options{})
-	add("one copy, no arena", ioPipe(), Options{Arena: dag.ArenaOff})
-	add("two copies, one set", withCopies(ioPipe(), 2, "frame", "x", "out", "res"), Options{StreamSets: 1})
-	add("two copies", withCopies(ioPipe(), 2, "frame", "x", "out", "res"), Options{})
+	add := func(name string, s *dag.Spec, o planner.Options) {
+		plans = append(plans, namedPlan{name, build(t, s, o)})
+	}
+	add("one copy", ioPipe(), planner.Options{})
+	add("one copy, no arena", ioPipe(), planner.Options{Arena: dag.ArenaOff})
+	add("two copies, one set", withCopies(ioPipe(), 2, "frame", "x", "out", "res"), planner.Options{StreamSets: 1})
+	add("two copies", withCopies(ioPipe(), 2, "frame", "x", "out", "res"), planner.Options{})
 	add("mixed copies", withCopies(spec(
 		stage("up", writes("frame"), on("h2d")),
 		stage("pre", reads("frame"), writes("acc"), on("comp")),
 		stage("sum", reads("acc"), writes("total"), on("d2h")),
-	), 3, "frame"), Options{StreamSets: 1})
+	), 3, "frame"), planner.Options{StreamSets: 1})
 	host := spec( // a host stream: implicit order, so the unrolled stages are made
 		stage("fill0", writes("staging"), on(dag.HostStream)),
 		stage("up0", reads("staging"), writes("d0")),
@@ -43,10 +47,10 @@ func TestUnrollWithoutNamesAgrees(t *testing.T) {
 		stage("up1", reads("staging"), writes("d1")),
 	)
 	host.Buffer("staging").Where = dag.WhereHostPinned
-	add("host stream", host, Options{})
+	add("host stream", host, planner.Options{})
 	layered, _ := synth.Shape("layered", 300)
-	add("layered", layered, Options{MaxStreams: 4})
-	add("squeezenet", loadGraph(t, "squeezenet1_1"), Options{MaxStreams: 4})
+	add("layered", layered, planner.Options{MaxStreams: 4})
+	add("squeezenet", loadGraph(t, "squeezenet1_1"), planner.Options{MaxStreams: 4})
 	checked, racy := 0, 0
 	for _, pc := range plans {
 		p := pc.p
@@ -63,8 +67,8 @@ func TestUnrollWithoutNamesAgrees(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := verifyWith(named, false, false)
-			got := verifyWith(bare, false, false)
+			want := verify.VerifyWith(named, false, false)
+			got := verify.VerifyWith(bare, false, false)
 			if (got == nil) != (want == nil) {
 				t.Fatalf("%s%s: without names %v, with names %v", pc.name, what, got, want)
 			}
@@ -101,17 +105,17 @@ func TestUnrollWithoutNamesAgrees(t *testing.T) {
 func TestUnrollIterationsSuffice(t *testing.T) {
 	layered, _ := synth.Shape("layered", 120)
 	bases := []*plan.Plan{
-		build(t, ioPipe(), Options{}),
-		build(t, ioPipe(), Options{Arena: dag.ArenaOff}),
-		build(t, withCopies(ioPipe(), 2, "frame", "x", "out", "res"), Options{StreamSets: 1}),
-		build(t, withCopies(ioPipe(), 2, "frame", "x", "out", "res"), Options{}),
-		build(t, withCopies(ioPipe(), 3, "frame"), Options{StreamSets: 1}),
-		build(t, layered, Options{MaxStreams: 4}),
-		build(t, loadGraph(t, "squeezenet1_1"), Options{MaxStreams: 3}),
+		build(t, ioPipe(), planner.Options{}),
+		build(t, ioPipe(), planner.Options{Arena: dag.ArenaOff}),
+		build(t, withCopies(ioPipe(), 2, "frame", "x", "out", "res"), planner.Options{StreamSets: 1}),
+		build(t, withCopies(ioPipe(), 2, "frame", "x", "out", "res"), planner.Options{}),
+		build(t, withCopies(ioPipe(), 3, "frame"), planner.Options{StreamSets: 1}),
+		build(t, layered, planner.Options{MaxStreams: 4}),
+		build(t, loadGraph(t, "squeezenet1_1"), planner.Options{MaxStreams: 3}),
 	}
 	racy, clean := 0, 0
 	rapid.Check(t, func(t *rapid.T) {
-		p := clonePlan(bases[rapid.IntRange(0, len(bases)-1).Draw(t, "plan")])
+		p := verify.ClonePlan(bases[rapid.IntRange(0, len(bases)-1).Draw(t, "plan")])
 		p.Buffers = slices.Clone(p.Buffers)
 		// Each kind of change alone or all together, so that most plans
 		// keep enough of their order to race in one place only.
@@ -146,7 +150,7 @@ func TestUnrollIterationsSuffice(t *testing.T) {
 			drops = 1
 		}
 		for range drops {
-			if waits := waitOps(p); len(waits) > 0 {
+			if waits := verify.WaitOps(p); len(waits) > 0 {
 				w := waits[rapid.IntRange(0, len(waits)-1).Draw(t, "wait")]
 				p = dropOp(p, w[0], w[1])
 			}
@@ -160,7 +164,7 @@ func TestUnrollIterationsSuffice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return verifyWith(q, false, false)
+			return verify.VerifyWith(q, false, false)
 		}
 		got, want := verdict(k), verdict(3*k+8)
 		if (got == nil) != (want == nil) {
@@ -176,19 +180,6 @@ func TestUnrollIterationsSuffice(t *testing.T) {
 	if racy == 0 || clean == 0 {
 		t.Errorf("%d racy and %d race-free plans: the cases do not cover both verdicts", racy, clean)
 	}
-}
-
-// waitOps lists p's waits as (stream, index in its ops).
-func waitOps(p *plan.Plan) [][2]int {
-	var waits [][2]int
-	for s := range p.Streams {
-		for j, o := range p.Streams[s].Ops {
-			if o.Kind == plan.OpWait {
-				waits = append(waits, [2]int{s, j})
-			}
-		}
-	}
-	return waits
 }
 
 // A race across iterations in a plan of period 63 (ring copies 7 and 9, a
@@ -207,7 +198,7 @@ stages:
   - {name: up, kernel: fill, args: {value: 1.0}, writes: [frame], stream: h2d, waits: [{stage: pre, lag: %d}]}
   - {name: pre, kernel: scale, args: {a: 2.0}, reads: [frame], writes: [res], stream: comp, waits: [up]}
 `, a, b, lag))
-		p, err := Build(s, Options{})
+		p, err := planner.Build(s, planner.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,8 +209,8 @@ stages:
 		shortest  bool
 	}{{7, 9, 8, true}, {2, 2, 3, false}} {
 		p := ring(c.a, c.b, c.lag)
-		var re *RaceError
-		if err := Verify(p); !errors.As(err, &re) || len(re.Fixes) == 0 {
+		var re *verify.RaceError
+		if err := verify.Verify(p); !errors.As(err, &re) || len(re.Fixes) == 0 {
 			t.Fatalf("copies %d, %d, lag %d: Verify = %v, want races and a fix", c.a, c.b, c.lag, err)
 		}
 		said := strings.Contains(re.Error(), "lags are not lengthened")

@@ -1,4 +1,4 @@
-package planner
+package verify
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/dagrun/dagrun/contract"
-	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
 )
 
@@ -24,7 +23,7 @@ func deviceAccesses(p *plan.Plan) error {
 	}
 	dev := make(map[string]int, len(p.Buffers))
 	for _, b := range p.Buffers {
-		if b.Where == "" || b.Where == dag.WhereDevice {
+		if b.Where == "" || b.Where == string(contract.WhereDevice) {
 			dev[b.Name] = b.Device
 		}
 	}
@@ -167,4 +166,24 @@ func (e *RaceError) reportDeadlocks(b *strings.Builder) {
 		b.WriteString("\n")
 		b.WriteString(d.String())
 	}
+}
+
+// rankLaunches returns, per collective group of p, the global op ids
+// (numbered from base, per stream) of its ranks' launches.
+func rankLaunches(p *plan.Plan, base []int32) map[int][]int32 {
+	var out map[int][]int32
+	for s := range p.Streams {
+		for j, o := range p.Streams[s].Ops {
+			if o.Kind != plan.OpLaunch || o.Stage < 0 || o.Stage >= len(p.Stages) {
+				continue
+			}
+			if c := p.Stages[o.Stage].Collective; c != nil {
+				if out == nil {
+					out = map[int][]int32{}
+				}
+				out[c.Group] = append(out[c.Group], base[s]+int32(j))
+			}
+		}
+	}
+	return out
 }

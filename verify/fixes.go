@@ -1,4 +1,4 @@
-package planner
+package verify
 
 import (
 	"cmp"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/plan"
 )
 
@@ -80,7 +80,7 @@ func fixFormOf(p *plan.Plan) fixForm {
 	switch {
 	case p.FromFile:
 		return formOps
-	case p.Strategy != "" && p.Strategy != dag.SyncManual:
+	case p.Strategy != "" && p.Strategy != strategyManual:
 		return formAfter
 	}
 	return formWaits
@@ -96,11 +96,11 @@ func newFix(p *plan.Plan, x, y int) Fix {
 }
 
 // specStageName is the name of the spec stage st comes from: the
-// collective's for one of its ranks (named dag.RankName(NAME, rank) by the
+// collective's for one of its ranks (named contract.RankName(NAME, rank) by the
 // planner), else st's own.
 func specStageName(st *plan.Stage) string {
 	if c := st.Collective; c != nil {
-		if i := strings.LastIndexByte(st.Name, '/'); i > 0 && dag.RankName(st.Name[:i], c.Rank) == st.Name {
+		if i := strings.LastIndexByte(st.Name, '/'); i > 0 && contract.RankName(st.Name[:i], c.Rank) == st.Name {
 			return st.Name[:i]
 		}
 	}

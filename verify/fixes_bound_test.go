@@ -1,4 +1,4 @@
-package planner
+package verify_test
 
 import (
 	"fmt"
@@ -10,13 +10,15 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
 )
 
 // TestWithWaitsIsAddWait: adding waits in one pass gives the plan that
 // adding them one by one gives (ops, issue order, events).
 func TestWithWaitsIsAddWait(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		p, err := Build(genManual(t), Options{})
+		p, err := planner.Build(genManual(t), planner.Options{})
 		if err != nil {
 			t.Fatalf("%v", err)
 		}
@@ -28,11 +30,11 @@ func TestWithWaitsIsAddWait(t *testing.T) {
 		for range rapid.IntRange(0, 5).Draw(t, "waits") {
 			ws = append(ws, cands[rapid.IntRange(0, len(cands)-1).Draw(t, "wait")])
 		}
-		want := clonePlan(p)
+		want := verify.ClonePlan(p)
 		for _, w := range ws {
-			addWait(want, w[0], w[1])
+			verify.AddWait(want, w[0], w[1])
 		}
-		got := withWaits(p, ws)
+		got := verify.WithWaits(p, ws)
 		if got.Events != want.Events || !slices.Equal(got.IssueOrder, want.IssueOrder) {
 			t.Fatalf("waits %v: events %d, issue order %v; want %d, %v", ws, got.Events, got.IssueOrder, want.Events, want.IssueOrder)
 		}
@@ -53,7 +55,7 @@ func interleavedPairs(t *testing.T, n int) *plan.Plan {
 	for i := range n {
 		st = append(st, stage(fmt.Sprint("w", i), on("a"), writes(fmt.Sprint("x", i))), stage(fmt.Sprint("r", i), on("b"), reads(fmt.Sprint("x", i))))
 	}
-	p, err := Build(manual(spec(st...)), Options{})
+	p, err := planner.Build(manual(spec(st...)), planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +67,7 @@ func interleavedPairs(t *testing.T, n int) *plan.Plan {
 // greedy search would pass it (and says so), keeps the greedy set
 // unproven when the exact search would, and its fixes order every race.
 func TestFixSearchWorkBound(t *testing.T) {
-	defer func(w int) { fixMaxWork = w }(fixMaxWork)
+	defer func(w int) { (*verify.FixMaxWork) = w }((*verify.FixMaxWork))
 	const n = 300
 	p := interleavedPairs(t, n)
 	// Per try, 600 ops on 2 streams: (600 + 2w)·3 + 300 steps.
@@ -79,14 +81,14 @@ func TestFixSearchWorkBound(t *testing.T) {
 		{bound: 2_000_000, waits: n, want: "proving that none fewer do is past the search's work bound"},  // the greedy tries fit, not describing them after an exact search
 		{bound: 50_000_000, waits: n, want: "proving that none fewer do is past the search's work bound"}, // the exact search has too many candidate sets
 	} {
-		fixMaxWork = c.bound
-		fixSteps.Store(0)
-		err := Verify(p)
-		re, ok := err.(*RaceError)
+		(*verify.FixMaxWork) = c.bound
+		(*verify.FixSteps).Store(0)
+		err := verify.Verify(p)
+		re, ok := err.(*verify.RaceError)
 		if !ok {
 			t.Fatalf("bound %d: %v", c.bound, err)
 		}
-		if got := fixSteps.Load(); got > int64(c.bound) {
+		if got := (*verify.FixSteps).Load(); got > int64(c.bound) {
 			t.Errorf("bound %d: the fix search did %d steps", c.bound, got)
 		}
 		if re.FixesPartial != c.partial || re.FixesMinimal != c.minimal || len(re.Fixes) != c.waits || len(re.Unfixed) != 0 {
@@ -104,7 +106,7 @@ func TestFixSearchWorkBound(t *testing.T) {
 		if ordered != len(re.Races) {
 			t.Errorf("bound %d: the fixes list %d races of %d", c.bound, ordered, len(re.Races))
 		}
-		if err := Verify(withWaits(p, ws)); err != nil {
+		if err := verify.Verify(verify.WithWaits(p, ws)); err != nil {
 			t.Errorf("bound %d: the plan with the fixes: %.300v", c.bound, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package planner
+package verify
 
 import (
 	"cmp"
@@ -610,3 +610,11 @@ func (v *verifier) writes(st int32, b int32) bool {
 
 // arenaFix returns the fix arenaPair wrote for an arena race.
 func (v *verifier) arenaFix(r *Race) string { return r.Fix }
+
+// readsDone reports whether read access a is done before access d's launch
+// is issued: a synchronous copy from pageable memory has staged its source
+// when it returns (implicit.go).
+func (v *verifier) readsDone(a, d int32) bool {
+	sa := int(v.acc[a].stage)
+	return v.hb.im.readsDoneBefore(v.p, sa, v.launchOp[sa], v.launchOp[v.acc[d].stage], v.opStream, v.opIssue)
+}

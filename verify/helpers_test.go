@@ -1,0 +1,47 @@
+package verify_test
+
+import (
+	"testing"
+
+	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/internal/spectest"
+	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/planner"
+	"github.com/dagrun/dagrun/verify"
+)
+
+// Test builders (internal/spectest): spec(stage("a", writes("x")),
+// stage("b", reads("x"))).
+type stageOpt = spectest.StageOpt
+
+var (
+	spec   = spectest.Spec
+	manual = spectest.Manual
+	stage  = spectest.Stage
+	reads  = spectest.Reads
+	writes = spectest.Writes
+	on     = spectest.On
+	waits  = spectest.Waits
+
+	outputs    = spectest.Outputs
+	withCopies = spectest.WithCopies
+	ioPipe     = spectest.IOPipe
+	loadSpec   = spectest.Load
+	loadGraph  = spectest.LoadGraph
+	dropOp     = spectest.DropOp
+	kernel     = spectest.Kernel
+)
+
+// build plans s in check mode and fails the test on any error.
+func build(t testing.TB, s *dag.Spec, o planner.Options) *plan.Plan {
+	t.Helper()
+	o.Check = true
+	p, err := planner.Build(s, o)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if err := verify.Verify(p); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	return p
+}
