@@ -3,7 +3,7 @@
 package cudart
 
 // CUDA's implicit ordering rules at the driver (the verifier's model is
-// planner/implicit.go and planner/capture.go): streams of each kind, the
+// verify/implicit.go and verify/capture.go): streams of each kind, the
 // synchronous copies of the "API synchronization behavior" table, host
 // functions (cuLaunchHostFunc, which gorgonia.org/cu v0.9.6 lacks) and
 // stream capture with an explicit mode.

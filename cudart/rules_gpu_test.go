@@ -3,7 +3,7 @@
 package cudart
 
 // The driver against the verifier's model of CUDA's implicit rules
-// (planner/implicit.go, planner/capture.go), one test per group of
+// (verify/implicit.go, verify/capture.go), one test per group of
 // specs/rules/: for each pattern the buggy form goes wrong on the device
 // (wrong results, or the capture error the checker predicts) and the fixed
 // form is right. Each figure goes to $DAGRUN_OUT/figures.txt.

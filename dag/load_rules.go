@@ -8,8 +8,8 @@ import (
 
 // Checks of CUDA's stream kinds, host threads, copy modes, host functions,
 // lazy buffers and capture regions (docs/spec.md, "Streams"). The verifier
-// holds plans to the rules these declare (planner/implicit.go,
-// planner/capture.go); here the loader checks that a spec states them
+// holds plans to the rules these declare (verify/implicit.go,
+// planner/capture.go, verify/capture.go); here the loader checks that a spec states them
 // consistently.
 
 // checkStreams checks the streams: declarations.

@@ -10,7 +10,7 @@ import (
 )
 
 // CUDA's implicit ordering at the simulator's API, as the driver does it
-// (the verifier derives the same order from a plan: planner/implicit.go):
+// (the verifier derives the same order from a plan: verify/implicit.go):
 //
 //   - The legacy default stream (one per backend) and blocking streams: an
 //     op issued on the legacy stream first waits for the latest op issued

@@ -16,7 +16,7 @@ import (
 // a host event is handed over): a wait (Wait, SyncEvent, QueryEvent) whose
 // record is another thread's and not known that way is blind: it still
 // waits for the record it took, but the detector takes it as waiting for
-// nothing, as the verifier does (planner/implicit.go). So a plan whose
+// nothing, as the verifier does (verify/implicit.go). So a plan whose
 // threads are not ordered by handoffs is reported under every seed.
 
 var (
