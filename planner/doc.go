@@ -2,8 +2,11 @@
 // runs each stage, the event records and waits between streams, the host
 // issue order, buffer lifetimes, how iterations follow each other, and
 // summary stats. Build is the entry point; the plan's types, its file
-// format, Validate and Unroll are package plan's. Verify (verify.go) proves
-// a plan race-free from the plan alone.
+// format, Validate and Unroll are package plan's, and package verify proves
+// a plan race-free from the plan alone (verify.Verify). The planner imports
+// the verifier (check mode runs it after every pass; the arena and capture
+// steps ask its happens-before order, verify.Order); the verifier never
+// imports the planner.
 //
 // A run of the pipeline is dag.Hazards, one stable topological order
 // (declaration order when every edge points forward; seeded shuffles of
@@ -46,13 +49,14 @@
 // counts its waits and Stats.Events its events; each quality limit it met
 // is a note (Plan.Notes). For an automatically synchronized spec, checked
 // after each pass in check mode (Options.Check) and by the tests, also: it
-// verifies (Verify), across iterations too; each stream runs its stages in
-// a topological order; every record is issued before each wait on it; the
-// same spec and options give the same bytes (apart from Stats.PlanningMS).
+// verifies (verify.Verify), across iterations too; each stream runs its
+// stages in a topological order; every record is issued before each wait on
+// it; the same spec and options give the same bytes (apart from
+// Stats.PlanningMS).
 // Uncapped and unpinned, the default strategy's streams are a minimum path
 // cover of the reduced graph, its waits are at most Stats.LowerBoundWaits
 // (reduced edges − maximum matching), its ideal makespan equals the
-// critical path, and removing any one wait makes Verify report a race.
+// critical path, and removing any one wait makes verify.Verify report a race.
 //
 // Vector clocks. The passes' clocks are in clock.go, one implementation
 // per need. The sync pass's are sparse and immutable: a join costs
