@@ -23,7 +23,7 @@
 //	arena_verify.go    buffers that share arena bytes: their lifetimes
 //	                   must be ordered (a sweep over the arena's pieces)
 //	devices_verify.go  accesses on the right device, collective deadlocks
-//	iter_verify.go     plans with iteration info, unrolled (plan.Unroll)
+//	iter_verify.go     plans with iteration info, unrolled (plan.UnrollDerived)
 //	                   over enough iterations to hold a race of every pair
 //	fixes.go           the fewest waits that fix the races (Fix), lifetime
 //	                   gaps (LifetimeGap), the race report
