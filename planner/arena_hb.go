@@ -1,6 +1,9 @@
 package planner
 
-import "github.com/dagrun/dagrun/plan"
+import (
+	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/verify"
+)
 
 // stageOrder answers "does stage u's launch happen-before stage v's"
 // (false for u == v).

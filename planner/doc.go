@@ -65,7 +65,7 @@
 // (one entry per stream, numbered, copied on write) serves the arena
 // pass's launch happens-before (launchHB) and the iterate pass's walk,
 // where a happens-before test must be one read. Three other
-// implementations stay separate on purpose: the verifier's (hb.go:
+// implementations stay separate on purpose: the verifier's (verify/hb.go:
 // clocks over a chain cover of the plan's ops), the simulator's race
 // detector (executor/sim: FastTrack-style clocks over the run it
 // executes) and the executor's emulation of CUDA's capture-join check
@@ -73,10 +73,10 @@
 // is given, never from what a pass computed, so that one bug cannot hide
 // both in the code that builds a plan and in the code that checks or
 // runs it. The builder does call on the verifier's happens-before where
-// its own clocks do not serve: the arena pass asks the verifier's graph
-// (graphOrder) for plans whose dense clocks would not fit, and the
-// capture steps (capture.go, capture_replay.go) recompute happens-before
-// with the verifier's clocks or run Verify on the plan they are editing.
+// its own clocks do not serve: the arena pass asks verify.Order (graphOrder)
+// for plans whose dense clocks would not fit, and the capture steps
+// (capture.go, capture_replay.go) ask verify.Order, verify.ReplayRaces or
+// verify.Races of the plan they are editing.
 //
 // Costs are near-linear in stages and edges for the graphs this project
 // meets (see BenchmarkBuild): reduce prunes its reachability searches by
