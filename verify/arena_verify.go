@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/internal/radix"
 	"github.com/dagrun/dagrun/plan"
 )
@@ -476,8 +477,9 @@ func (r arenaRace) race(v *verifier) Race {
 	}
 	bx, by := p.Buffers[r.x], p.Buffers[r.y]
 	base := *p.Buffers[bi].ArenaOffset
-	lo := max(*bx.ArenaOffset, *by.ArenaOffset)
-	hi := min(*bx.ArenaOffset+bx.Bytes, *by.ArenaOffset+by.Bytes)
+	// The arena bytes both buffers take (their device's arena).
+	in := arenaRange(bx).Intersect(arenaRange(by))
+	lo, hi := in.Offset, in.End()
 	stream := func(v int32) string { s := p.Stages[v].Stream; return streamLabel(p.Streams[s].Name, s) }
 	return Race{
 		First: int(i), Second: int(j),
@@ -617,4 +619,10 @@ func (v *verifier) arenaFix(r *Race) string { return r.Fix }
 func (v *verifier) readsDone(a, d int32) bool {
 	sa := int(v.acc[a].stage)
 	return v.hb.im.readsDoneBefore(v.p, sa, v.launchOp[sa], v.launchOp[v.acc[d].stage], v.opStream, v.opIssue)
+}
+
+// arenaRange is the bytes of buffer b in its device's arena (b has an
+// arena offset).
+func arenaRange(b plan.Buffer) contract.Range {
+	return contract.Range{Offset: *b.ArenaOffset, Bytes: b.Bytes}
 }
