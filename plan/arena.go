@@ -12,6 +12,7 @@ import (
 // sizes are rounded up to, in bytes (cudaMalloc's own alignment).
 const ArenaAlign = 256
 
+// AlignUp rounds n bytes up to a multiple of ArenaAlign.
 func AlignUp(n int64) int64 { return (n + ArenaAlign - 1) / ArenaAlign * ArenaAlign }
 
 // NoReuseBytes is the arena p would need without any reuse: the sum of its

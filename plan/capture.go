@@ -100,6 +100,7 @@ func (p *Plan) OpStage(s, j int) int {
 	return -1
 }
 
+// StageIndex returns the index of the stage named name, or -1.
 func (p *Plan) StageIndex(name string) int {
 	for i := range p.Stages {
 		if p.Stages[i].Name == name {

@@ -64,7 +64,7 @@ func (p *Plan) PhysicalStreams() (m [][]int, total int) {
 		m[r] = make([]int, len(p.Streams))
 		for s := range m[r] {
 			switch {
-			case r == 0 || hostStream(p, s) || DefaultStream(p, s):
+			case r == 0 || hostStream(p, s) || defaultStream(p, s):
 				m[r][s] = s
 			default:
 				m[r][s] = total
@@ -82,9 +82,9 @@ func (p *Plan) PhysicalStreams() (m [][]int, total int) {
 // keep a cross wait that order makes redundant, never miss one.
 func hostStream(p *Plan, s int) bool { return p.Streams[s].Host }
 
-// DefaultStream reports whether plan stream s is a default stream (kind
+// defaultStream reports whether plan stream s is a default stream (kind
 // legacy or per-thread), which stream sets do not replicate.
-func DefaultStream(p *Plan, s int) bool {
+func defaultStream(p *Plan, s int) bool {
 	k := p.Streams[s].Kind
 	return k == StreamLegacy || k == StreamPerThread
 }

@@ -85,6 +85,8 @@ func (m *IterationMap) Period(limit int) int { return LCM(limit, len(m.Sets), m.
 // like Period.
 func (m *IterationMap) RingPeriod(limit int) int { return LCM(limit, 1, m.Copies) }
 
+// LCM is the least common multiple of p and every number in lists, or
+// limit+1 once it passes limit.
 func LCM(limit, p int, lists ...[]int) int {
 	for _, xs := range lists {
 		for _, k := range xs {

@@ -62,7 +62,7 @@ func PageableAsync(p *Plan, i int) bool {
 		p.Where(st.Reads[0].Buffer) == contract.WhereHostPageable && !p.Where(st.Writes[0].Buffer).Host()
 }
 
-// where returns a buffer's placement (device when unknown or unset).
+// Where returns a buffer's placement (device when unknown or unset).
 func (p *Plan) Where(buffer string) contract.Where {
 	for k := range p.Buffers {
 		if p.Buffers[k].Name == buffer {
@@ -131,6 +131,7 @@ func (p *Plan) ValidateKinds() error {
 	return p.validateCaptures() // capture.go
 }
 
+// ThreadLabel names host thread t in messages ("main" for the main thread).
 func ThreadLabel(t string) string {
 	if t == "" {
 		return "main"
@@ -150,9 +151,11 @@ func kindLabel(k string) string {
 // stream set).
 func HasDefaultStream(p *Plan) bool { return DefaultStreamName(p) != "" }
 
+// DefaultStreamName is the name of p's legacy or per-thread default
+// stream, or "" when it has none.
 func DefaultStreamName(p *Plan) string {
 	for s := range p.Streams {
-		if DefaultStream(p, s) {
+		if defaultStream(p, s) {
 			return p.Streams[s].Name
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"gonum.org/v1/gonum/graph/simple"
 )
 
-// producers returns, per event, the stage launched right before its last
+// Producers returns, per event, the stage launched right before its last
 // record (-1 if none): the stage a wait on it waits for.
 func (p *Plan) Producers() []int {
 	prod := make([]int, p.Events)
@@ -167,24 +167,6 @@ func (c *columns) write(w io.Writer) {
 		io.WriteString(w, strings.TrimRight(b.String(), " "))
 		io.WriteString(w, "\n")
 	}
-}
-
-// Thousands formats n with commas between groups of three digits.
-func Thousands(n int) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // WriteDOT writes the plan as a Graphviz digraph through gonum's

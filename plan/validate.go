@@ -63,6 +63,8 @@ func (e *PlanError) Error() string {
 	return "plan: " + e.Path + ": " + e.Msg
 }
 
+// ErrorAt is a *PlanError at path (a field path such as "stages[3].reads")
+// with the message fmt.Sprintf(format, a...).
 func ErrorAt(path, format string, a ...any) error {
 	return &PlanError{Path: path, Msg: fmt.Sprintf(format, a...)}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/internal/num"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/verify"
 )
@@ -46,7 +47,7 @@ func arena(st *state) error {
 		}
 		p.Stats.ArenaBytes = 0
 		st.note("no arena: the arena pass asks happens-before of vector clocks, which for this plan would need %s entries (over %s), and past %s device temps (this plan has %s) a search of the plan's graph per question costs too much, so each temp keeps its own allocation (%s bytes in all, where a shared arena could reuse bytes between temps whose lifetimes are ordered)",
-			plan.Thousands(launchHBSize(p)), plan.Thousands(launchHBMax), plan.Thousands(graphOrderMaxTemps), plan.Thousands(n), plan.Thousands(int(tempBytes(p))))
+			num.Thousands(launchHBSize(p)), num.Thousands(launchHBMax), num.Thousands(graphOrderMaxTemps), num.Thousands(n), num.Thousands(int(tempBytes(p))))
 		return nil
 	}
 	a := newArenaInfo(p, st.accesses())
@@ -112,7 +113,7 @@ func arena(st *state) error {
 		}
 		size := p.Stats.ArenaBytes
 		st.note("arena by issue-order sweep alone in %s of %s segments (%s of %s temps): the greedy layout by size, which may find a smaller arena (on the model graphs up to 1.2× smaller), is bounded at %s pairs of temps with overlapping lifetimes per plan; the arena is %s",
-			plan.Thousands(skipped), plan.Thousands(segments), plan.Thousands(temps), plan.Thousands(len(a.bufs)), plan.Thousands(greedyMaxPairs), overLive(size, lb, "this plan's ideal schedule"))
+			num.Thousands(skipped), num.Thousands(segments), num.Thousands(temps), num.Thousands(len(a.bufs)), num.Thousands(greedyMaxPairs), overLive(size, lb, "this plan's ideal schedule"))
 	}
 	return nil
 }

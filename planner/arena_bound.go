@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/dagrun/dagrun/internal/num"
 	"github.com/dagrun/dagrun/plan"
 )
 
@@ -14,10 +15,10 @@ import (
 // that may lose.
 func overLive(size, lb int64, schedule string) string {
 	if size <= lb {
-		return fmt.Sprintf("%s bytes, the %s bytes live at once in %s, which no layout goes below: no memory is lost", plan.Thousands(int(size)), plan.Thousands(int(lb)), schedule)
+		return fmt.Sprintf("%s bytes, the %s bytes live at once in %s, which no layout goes below: no memory is lost", num.Thousands(int(size)), num.Thousands(int(lb)), schedule)
 	}
 	return fmt.Sprintf("%s bytes, %s bytes (%.1f%%) over the %s bytes live at once in %s, which no layout goes below: at most that much memory is lost",
-		plan.Thousands(int(size)), plan.Thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), plan.Thousands(int(lb)), schedule)
+		num.Thousands(int(size)), num.Thousands(int(size-lb)), 100*float64(size-lb)/float64(max(lb, 1)), num.Thousands(int(lb)), schedule)
 }
 
 // LiveBound is the lower bound on p's arena under p's own schedule: the most

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/internal/num"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/synth"
 	"github.com/dagrun/dagrun/verify"
@@ -471,8 +472,8 @@ func TestArenaGreedyBoundSegments(t *testing.T) {
 	greedyMaxPairs = 0
 	p := build(t, s, Options{MemoryBudget: BudgetNone, MaxStreams: Uncapped})
 	lb := LiveBound(p)
-	if want := fmt.Sprintf("the arena is %s bytes, %s bytes", plan.Thousands(int(p.Stats.ArenaBytes)), plan.Thousands(int(p.Stats.ArenaBytes-lb))); !strings.Contains(note, want) ||
-		!strings.Contains(note, fmt.Sprintf("over the %s bytes live at once", plan.Thousands(int(lb)))) || strings.Contains(note, "planner.") {
+	if want := fmt.Sprintf("the arena is %s bytes, %s bytes", num.Thousands(int(p.Stats.ArenaBytes)), num.Thousands(int(p.Stats.ArenaBytes-lb))); !strings.Contains(note, want) ||
+		!strings.Contains(note, fmt.Sprintf("over the %s bytes live at once", num.Thousands(int(lb)))) || strings.Contains(note, "planner.") {
 		t.Errorf("no pairs: note %q; want %q and the live bound %d bytes, and no Go identifier", note, want, lb)
 	}
 	one, note := arena(150_000)

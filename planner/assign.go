@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/internal/num"
 )
 
 // assign maps stages to streams by the strategy: default and naive take a
@@ -420,7 +420,7 @@ func (st *state) improveFold(grp, orig []int32, chains []*chainInfo, remap map[i
 			cp = floor
 		}
 		st.note("max_streams %d: the local search after the greedy fold is bounded at %s steps (this plan needs %s: %d chains × %d streams × %s stages and edges), so the chains stay where the greedy fold put them: its ideal makespan is %.1f µs, %.1f µs (%.1f%%) over %s, the most the search could have saved",
-			st.maxStr, plan.Thousands(foldBudget), plan.Thousands(cost), len(chains), len(targets), plan.Thousands(st.n+st.redPred.edges()), got, got-cp, 100*(got-cp)/cp, bound)
+			st.maxStr, num.Thousands(foldBudget), num.Thousands(cost), len(chains), len(targets), num.Thousands(st.n+st.redPred.edges()), got, got-cp, 100*(got-cp)/cp, bound)
 		return
 	}
 	members := map[int32][]int32{} // free chain → its stages

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/internal/num"
 	"github.com/dagrun/dagrun/plan"
 )
 
@@ -229,7 +230,7 @@ func (b *budget) worse(st, next *state) bool {
 	}
 	if was, now := BudgetArena(st.plan), BudgetArena(next.plan); now > was {
 		b.notTaken = fmt.Sprintf(not+"re-planned, its arena was %s bytes, %s over the %s of the plan before it",
-			len(b.pairs), plan.Thousands(int(now)), plan.Thousands(int(now-was)), plan.Thousands(int(was)))
+			len(b.pairs), num.Thousands(int(now)), num.Thousands(int(now-was)), num.Thousands(int(was)))
 		return true
 	}
 	return false
@@ -359,7 +360,7 @@ func (b *budget) finish(st *state) error {
 			bound = "the largest device's live bound"
 		}
 		st.note("memory_budget auto: %s is %s bytes, %s bytes above its aim of 1.1× %s (%s bytes): the orders that cost no makespan are used up, and serializing ones would trade makespan for memory (a budget in bytes takes those)",
-			what, plan.Thousands(int(arena)), plan.Thousands(int(arena-b.limit)), bound, plan.Thousands(int(b.limit)))
+			what, num.Thousands(int(arena)), num.Thousands(int(arena-b.limit)), bound, num.Thousands(int(b.limit)))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/dagrun/dagrun/internal/num"
 	"github.com/dagrun/dagrun/plan"
 )
 
@@ -108,7 +109,7 @@ func (st *state) reusePairs() (pairs [][2]int, hint map[int]int64, swept string)
 		}
 		lb := liveBoundAll(p, st.accesses(), in)
 		swept = fmt.Sprintf("memory_budget: the reuse step laid the arena out over the ideal schedule by a sweep in order of start alone: the greedy layout by size, which may find a smaller arena, is bounded at %s pairs of temps live together (this schedule has %s); the sweep's layout is %s",
-			plan.Thousands(greedyMaxPairs), plan.Thousands(live), overLive(size, lb, "the ideal schedule"))
+			num.Thousands(greedyMaxPairs), num.Thousands(live), overLive(size, lb, "the ideal schedule"))
 	}
 	if size >= st.plan.Stats.ArenaBytes {
 		return nil, nil, swept

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dagrun/dagrun/contract"
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/internal/num"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/verify"
 )
@@ -541,7 +542,7 @@ func TestBudgetAutoNoteDevices(t *testing.T) {
 	}
 	p := build(t, s, Options{MemoryBudget: BudgetAuto, MaxStreams: 8})
 	per := p.Stats.ArenaBytesPerDevice
-	want := fmt.Sprintf("memory_budget auto: the arena of device %d (the largest; the aim caps each device's) is %s bytes", slices.Index(per, slices.Max(per)), plan.Thousands(int(slices.Max(per))))
+	want := fmt.Sprintf("memory_budget auto: the arena of device %d (the largest; the aim caps each device's) is %s bytes", slices.Index(per, slices.Max(per)), num.Thousands(int(slices.Max(per))))
 	var got string
 	for _, n := range p.Notes {
 		if strings.HasPrefix(n, "memory_budget auto") {

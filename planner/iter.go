@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dagrun/dagrun/internal/num"
 	"github.com/dagrun/dagrun/plan"
 )
 
@@ -115,7 +116,7 @@ func iterate(st *state) error {
 	if U0 := min(period, 64) + 4; U0*p.Stats.Waits*P > iterMaxClock {
 		p.Iteration = nil
 		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read (this plan could need %s: %d iterations × %s waits × %s physical streams)",
-			plan.Thousands(iterMaxClock), plan.Thousands(U0*p.Stats.Waits*P), U0, plan.Thousands(p.Stats.Waits), plan.Thousands(P)))
+			num.Thousands(iterMaxClock), num.Thousands(U0*p.Stats.Waits*P), U0, num.Thousands(p.Stats.Waits), num.Thousands(P)))
 		return nil
 	}
 	reqs, inflight := iterHazards(p, copies, st.accesses())
@@ -135,7 +136,7 @@ func iterate(st *state) error {
 	if !w.run(true) {
 		p.Iteration = nil
 		st.barrier(fmt.Sprintf("the iterate pass is bounded at %s vector-clock entries read, and its walk over %d iterations of %s physical streams passed that in iteration %d (cross-iteration orders to meet: %s)",
-			plan.Thousands(iterMaxClock), U, plan.Thousands(P), w.stopped+1, plan.Thousands(len(reqs.r))))
+			num.Thousands(iterMaxClock), U, num.Thousands(P), w.stopped+1, num.Thousands(len(reqs.r))))
 		return nil
 	}
 	// Drop cross waits that others make redundant, latest added first.
@@ -164,7 +165,7 @@ func iterate(st *state) error {
 		w.budget, w.exhausted = 0, false
 		if tried < total {
 			st.note("cross-iteration waits are not minimized: the iterate pass spends at most %s steps (ops walked and clock entries read) dropping redundant ones, and tried %d of this plan's %d before that, so some of the other %d may be redundant",
-				plan.Thousands(iterMaxPruneWork), tried, total, total-tried)
+				num.Thousands(iterMaxPruneWork), tried, total, total-tried)
 		}
 	}
 	if st.opts.Check {
@@ -207,7 +208,7 @@ func (st *state) barrier(why string) {
 	if k := iterInFlight(p); k > 1 {
 		cost += fmt.Sprintf(", up to %d at once", k)
 	}
-	how := fmt.Sprintf("a barrier separates them (%s waits and %s records per iteration)", plan.Thousands(2*(S-1)), plan.Thousands(S))
+	how := fmt.Sprintf("a barrier separates them (%s waits and %s records per iteration)", num.Thousands(2*(S-1)), num.Thousands(S))
 	if S <= 1 {
 		how = "they run one after another on the plan's one stream"
 	}
@@ -215,7 +216,7 @@ func (st *state) barrier(why string) {
 		// The barrier's waits on another thread's records are not handed
 		// over by a host event: they order nothing.
 		st.note("iterations are not separated across host threads: %s, and the barrier between iterations (%s waits and %s records per iteration) waits on records of streams that other threads (%s) issue, which orders nothing without a host event handing each record over; iterations of different threads may overlap, and check unrolls them",
-			why, plan.Thousands(2*(S-1)), plan.Thousands(S), strings.Join(threads, ", "))
+			why, num.Thousands(2*(S-1)), num.Thousands(S), strings.Join(threads, ", "))
 		return
 	}
 	st.note("iterations do not overlap: %s, so %s; %s", why, how, cost)
