@@ -12,11 +12,12 @@ import (
 
 // Test builders (internal/spectest).
 var (
-	spec   = spectest.Spec
-	stage  = spectest.Stage
-	reads  = spectest.Reads
-	writes = spectest.Writes
-	on     = spectest.On
+	spec     = spectest.Spec
+	stage    = spectest.Stage
+	reads    = spectest.Reads
+	writes   = spectest.Writes
+	on       = spectest.On
+	loadSpec = spectest.Load
 )
 
 // build plans s in check mode and fails the test on any error.

@@ -1,4 +1,4 @@
-package planner
+package verify_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/verify"
 )
 
@@ -36,7 +37,7 @@ func TestRulesSpecs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				p, err := Build(s, Options{})
+				p, err := planner.Build(s, planner.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,10 +1,11 @@
-package planner
+package verify_test
 
 import (
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/verify"
 )
 
@@ -34,7 +35,7 @@ func TestReportUnfixedSentence(t *testing.T) {
 // stream launched last before it, even when stages on other streams record
 // the same event.
 func TestTableRecordAfter(t *testing.T) {
-	p, err := Build(loadSpec(t, `version: 1
+	p, err := planner.Build(loadSpec(t, `version: 1
 sync: manual
 buffers:
   - {name: a, bytes: 4096}
@@ -44,7 +45,7 @@ stages:
   - {name: pa, kernel: fill, args: {value: 1.0}, writes: [a], stream: s0, event: E}
   - {name: pb, kernel: fill, args: {value: 2.0}, writes: [b], stream: s1, event: E}
   - {name: use, kernel: checksum, reads: [b], writes: [o], stream: w1, waits: [{event: E}]}
-`), Options{})
+`), planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

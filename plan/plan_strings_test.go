@@ -1,4 +1,4 @@
-package planner
+package plan_test
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/planner"
 	"github.com/rivo/uniseg"
 )
 
@@ -35,7 +36,7 @@ stages:
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Build(s, Options{})
+	p, err := planner.Build(s, planner.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ buffers:
 stages:
   - {name: 読み込み処理段階, kernel: copy, reads: [入力], writes: [t], stream: 計算ストリーム}
   - {name: b, kernel: copy, reads: [t], writes: [出力], stream: s}
-`), Options{})
+`), planner.Options{})
 	var b strings.Builder
 	p.WriteTable(&b)
 	// skip returns the index after the cell starting at i and the spaces

@@ -1,17 +1,18 @@
-package planner
+package plan_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/planner"
 )
 
 // Validate refuses a plan naming a buffer or a stage twice, or giving a
 // buffer two lifetimes, whatever else is wrong with the second.
 func TestValidateNamesTwice(t *testing.T) {
 	base := func() *plan.Plan {
-		p := build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"))), Options{})
+		p := build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"))), planner.Options{})
 		p.Iteration = nil
 		return p
 	}
