@@ -12,8 +12,10 @@
 // package (TestImports holds it to that), so that a bug in a pass cannot
 // hide a race from the check that runs after it.
 //
-//	verify.go          Verify: accesses, their address spaces, and the sweep
-//	                   that checks each conflicting pair (Race, RaceError)
+//	verify.go          Verify and its bounds of work (WorkBoundError)
+//	race.go            Race and RaceError, the refusal
+//	access.go          accesses and their address spaces
+//	sweep.go           the sweep that checks each conflicting pair
 //	hb.go              happens-before: vector clocks over chains of ops
 //	                   (Fidge 1988, Mattern 1989), dense or sparse
 //	implicit.go        CUDA's order without events: the legacy default
@@ -25,8 +27,9 @@
 //	devices_verify.go  accesses on the right device, collective deadlocks
 //	iter_verify.go     plans with iteration info, unrolled (plan.UnrollDerived)
 //	                   over enough iterations to hold a race of every pair
-//	fixes.go           the fewest waits that fix the races (Fix), lifetime
-//	                   gaps (LifetimeGap), the race report
+//	fixes.go           the fewest waits that fix the races (Fix)
+//	lifetime_gaps.go   lifetimes that end before a use (LifetimeGap)
+//	report.go          the race report RaceError.Error prints
 //	sites.go           races grouped by the source line that made them
 //	warnings.go        Warnings: redundant waits, unwritten outputs
 //	capture.go         CheckCaptures: CUDA's stream capture rules
