@@ -148,11 +148,3 @@ func TestSyntheticPlansVerify(t *testing.T) {
 		t.Logf("%s: %s", g.name, p.StatsLine())
 	}
 }
-
-// reportPerStage reports a benchmark's time (ns/stage) and allocated bytes
-// (B/stage) per stage of its spec, from MemStats read before and after.
-func reportPerStage(b *testing.B, stages int, ms0, ms1 *runtime.MemStats) {
-	n := float64(stages)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/stage")
-	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N)/n, "B/stage")
-}

@@ -2,36 +2,11 @@ package planner
 
 import (
 	"bytes"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
 )
-
-// ops renders each stream's ops as "stream: op op ...", launches by stage name.
-func ops(p *plan.Plan) string {
-	var b strings.Builder
-	for _, s := range p.Streams {
-		b.WriteString(s.Name + ":")
-		for _, o := range s.Ops {
-			switch o.Kind {
-			case plan.OpLaunch:
-				b.WriteString(" " + p.Stages[o.Stage].Name)
-			case plan.OpRecord:
-				b.WriteString(" rec" + strconv.Itoa(o.Event))
-			case plan.OpWait:
-				b.WriteString(" wait" + strconv.Itoa(o.Event))
-				if o.Lag > 0 {
-					b.WriteString("@-" + strconv.Itoa(o.Lag))
-				}
-			}
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
-}
 
 func TestSync(t *testing.T) {
 	for _, tc := range []struct {

@@ -23,13 +23,17 @@ var (
 	on     = spectest.On
 	waits  = spectest.Waits
 
-	outputs    = spectest.Outputs
-	withCopies = spectest.WithCopies
-	ioPipe     = spectest.IOPipe
-	loadSpec   = spectest.Load
-	loadGraph  = spectest.LoadGraph
-	dropOp     = spectest.DropOp
-	kernel     = spectest.Kernel
+	outputs        = spectest.Outputs
+	withCopies     = spectest.WithCopies
+	ioPipe         = spectest.IOPipe
+	loadSpec       = spectest.Load
+	loadGraph      = spectest.LoadGraph
+	dropOp         = spectest.DropOp
+	kernel         = spectest.Kernel
+	genSpec        = spectest.Gen
+	describe       = spectest.Describe
+	ops            = spectest.Ops
+	reportPerStage = spectest.ReportPerStage
 )
 
 // build plans s in check mode and fails the test on any error.
