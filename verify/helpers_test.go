@@ -8,6 +8,7 @@ import (
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/verify"
+	"pgregory.net/rapid"
 )
 
 // Test builders (internal/spectest): spec(stage("a", writes("x")),
@@ -46,6 +47,20 @@ func build(t testing.TB, s *dag.Spec, o planner.Options) *plan.Plan {
 	}
 	if err := verify.Verify(p); err != nil {
 		t.Fatalf("Verify: %v", err)
+	}
+	return p
+}
+
+// mustBuild plans s in check mode and verifies the plan, failing t on any
+// error.
+func mustBuild(t *rapid.T, s *dag.Spec, o planner.Options) *plan.Plan {
+	o.Check = true
+	p, err := planner.Build(s, o)
+	if err != nil {
+		t.Fatalf("Build(%+v): %v", o, err)
+	}
+	if err := verify.Verify(p); err != nil {
+		t.Fatalf("Verify(%+v): %v", o, err)
 	}
 	return p
 }

@@ -1,4 +1,4 @@
-package planner
+package verify_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/verify"
 	"pgregory.net/rapid"
 )
@@ -75,8 +76,8 @@ func genKindsSpec(t *rapid.T) *dag.Spec {
 func TestPlansRaceFreeWithKinds(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genKindsSpec(t)
-		for _, strategy := range []Strategy{StrategyDefault, StrategyNaive, StrategyRoundRobin} {
-			p := mustBuild(t, s, Options{Strategy: strategy})
+		for _, strategy := range []planner.Strategy{planner.StrategyDefault, planner.StrategyNaive, planner.StrategyRoundRobin} {
+			p := mustBuild(t, s, planner.Options{Strategy: strategy})
 			if err := p.Validate(); err != nil {
 				t.Fatalf("%s: %v", strategy, err)
 			}
@@ -120,8 +121,8 @@ func TestPlansRaceFreeWithCaptures(t *testing.T) {
 		for _, st := range s.Stages {
 			stages[st.Name] = true
 		}
-		for _, strategy := range []Strategy{StrategyDefault, StrategyNaive, StrategyRoundRobin} {
-			p, err := Build(s, Options{Strategy: strategy}) // not Check: a capture violation is the checker's verdict, not a Build failure
+		for _, strategy := range []planner.Strategy{planner.StrategyDefault, planner.StrategyNaive, planner.StrategyRoundRobin} {
+			p, err := planner.Build(s, planner.Options{Strategy: strategy}) // not Check: a capture violation is the checker's verdict, not a Build failure
 			var se dag.ErrorList
 			if errors.As(err, &se) && strings.Contains(err.Error(), "CUDA_ERROR_STREAM_CAPTURE_ISOLATION") {
 				for _, e := range se[:min(len(se), dag.MaxErrors)] { // not the "more errors not shown" entry

@@ -1,4 +1,4 @@
-package planner
+package verify_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dagrun/dagrun/dag"
+	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/synth"
 	"github.com/dagrun/dagrun/verify"
 )
@@ -57,7 +58,7 @@ func BenchmarkVerifyScale(b *testing.B) {
 					b.Skip("1M stages: name 1M in -bench to run it")
 				}
 				s := bc.gen(size.n)
-				p, err := Build(s, Options{MaxStreams: bc.maxStreams})
+				p, err := planner.Build(s, planner.Options{MaxStreams: bc.maxStreams})
 				if err != nil {
 					b.Fatal(err)
 				}
