@@ -149,7 +149,7 @@ stages:
 func TestShuffleSeeds(t *testing.T) {
 	s := loadGraph(t, "inception_v3")
 	for seed := int64(1); seed <= 10; seed++ {
-		p := build(t, s, Options{ShuffleSeed: seed})
+		p := build(t, s, Options{ShuffleSeed: seed, MaxStreams: Uncapped})
 		if p.Stats.Waits > p.Stats.LowerBoundWaits {
 			t.Errorf("seed %d: waits %d > lower bound %d", seed, p.Stats.Waits, p.Stats.LowerBoundWaits)
 		}

@@ -73,6 +73,9 @@ func TestPropertyNoSameStreamWait(t *testing.T) {
 			MaxStreams: rapid.IntRange(0, 4).Draw(t, "max"),
 			StreamSets: rapid.IntRange(0, 2).Draw(t, "sets"),
 		}
+		if o.MaxStreams == 0 {
+			o.MaxStreams = Uncapped // and 1–4: caps
+		}
 		p := mustBuild(t, s, o)
 		if bad := sameStreamWaits(p); len(bad) > 0 {
 			var b strings.Builder
@@ -86,7 +89,7 @@ func TestPropertyNoSameStreamWait(t *testing.T) {
 				t.Fatalf("check warns of a planned plan's waits:\n%s\n%s\n%s", strings.Join(w, "\n"), describe(s), b.String())
 			}
 		}
-		if o.Strategy == StrategyDefault && o.MaxStreams == 0 && !pins && p.Stats.Waits > p.Stats.LowerBoundWaits {
+		if o.Strategy == StrategyDefault && o.MaxStreams == Uncapped && !pins && p.Stats.Waits > p.Stats.LowerBoundWaits {
 			t.Fatalf("default strategy: waits %d > lower bound %d", p.Stats.Waits, p.Stats.LowerBoundWaits)
 		}
 	})
@@ -99,7 +102,7 @@ func TestModelGraphsNoSameStreamWait(t *testing.T) {
 	for _, ref := range graphRefs {
 		s := loadGraph(t, ref.model)
 		for _, strategy := range strategies {
-			p := build(t, s, Options{Strategy: strategy})
+			p := build(t, s, Options{Strategy: strategy, MaxStreams: Uncapped})
 			if bad := sameStreamWaits(p); len(bad) > 0 {
 				t.Errorf("%s, strategy %s: %d waits on their own stream's record, first %s", ref.model, strategy, len(bad), bad[0])
 			}
