@@ -52,7 +52,7 @@ func TestAutoCapturesKeepRules(t *testing.T) {
 		s := genCaptureSpec(t)
 		o := Options{
 			Strategy:   rapid.SampledFrom([]Strategy{StrategyDefault, StrategyNaive, StrategyRoundRobin, StrategyHazardDAG}).Draw(t, "strategy"),
-			MaxStreams: rapid.IntRange(0, 4).Draw(t, "max"),
+			MaxStreams: drawCap(t, 4),
 			StreamSets: rapid.IntRange(0, 2).Draw(t, "sets"),
 			Check:      true,
 		}

@@ -51,6 +51,14 @@ func countErr(p *plan.Plan) error {
 	return nil
 }
 
+// drawCap draws a stream cap for Options.MaxStreams: Uncapped or 1 to max.
+func drawCap(t *rapid.T, max int) int {
+	if c := rapid.IntRange(0, max).Draw(t, "max"); c > 0 {
+		return c
+	}
+	return Uncapped
+}
+
 // Every plan of every strategy, cap, shuffle, ring size and stream sets
 // validates, verifies across iterations, and counts what it contains.
 func TestPropertyPlansVerify(t *testing.T) {
@@ -61,7 +69,7 @@ func TestPropertyPlansVerify(t *testing.T) {
 		}
 		o := Options{
 			Strategy:    rapid.SampledFrom([]Strategy{"default", "naive", "round-robin", "single", "hazard-dag"}).Draw(t, "strategy"),
-			MaxStreams:  rapid.IntRange(0, 5).Draw(t, "max"),
+			MaxStreams:  drawCap(t, 5),
 			ShuffleSeed: rapid.Int64Range(0, 3).Draw(t, "shuffle"),
 			StreamSets:  rapid.IntRange(0, 2).Draw(t, "sets"),
 		}
@@ -119,7 +127,7 @@ func TestPropertyEveryWaitNeeded(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genSpec(t, false, rapid.Bool().Draw(t, "pins"))
 		strategy := rapid.SampledFrom([]Strategy{"default", "round-robin"}).Draw(t, "strategy")
-		p := mustBuild(t, s, Options{Strategy: strategy, MaxStreams: rapid.IntRange(0, 3).Draw(t, "max")})
+		p := mustBuild(t, s, Options{Strategy: strategy, MaxStreams: drawCap(t, 3)})
 		for s2, str := range p.Streams {
 			for j, o := range str.Ops {
 				if o.Kind != plan.OpWait {

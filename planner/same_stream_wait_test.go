@@ -70,11 +70,8 @@ func TestPropertyNoSameStreamWait(t *testing.T) {
 		}
 		o := Options{
 			Strategy:   rapid.SampledFrom(strategies).Draw(t, "strategy"),
-			MaxStreams: rapid.IntRange(0, 4).Draw(t, "max"),
+			MaxStreams: drawCap(t, 4),
 			StreamSets: rapid.IntRange(0, 2).Draw(t, "sets"),
-		}
-		if o.MaxStreams == 0 {
-			o.MaxStreams = Uncapped // and 1–4: caps
 		}
 		p := mustBuild(t, s, o)
 		if bad := sameStreamWaits(p); len(bad) > 0 {
