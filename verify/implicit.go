@@ -104,6 +104,49 @@ func deriveImplicit(p *plan.Plan) *implicitOrder {
 	if !plan.HasImplicit(p) {
 		return nil
 	}
+	b := newImplicitBuilder(p)
+	for _, so := range p.IssueOrder {
+		b.issue(so)
+	}
+	return b.finish()
+}
+
+// implicitEdge is one edge of the implicit order, between global op ids.
+type implicitEdge struct{ from, to int32 }
+
+// implicitBuilder replays p's issue order on the host for deriveImplicit:
+// what each stream and host thread has issued and waited for, and the
+// edges the rules above add.
+type implicitBuilder struct {
+	p  *plan.Plan
+	im *implicitOrder
+	T  int // host threads
+
+	legacy   int32 // the legacy default stream, -1 when p has none
+	edges    []implicitEdge
+	lastOp   []int32 // per stream: latest op issued, -1
+	opStream []int32 // per op: its stream
+	// Host completions per thread, in issue order; got[s] is how many of
+	// its thread's completions stream s has been given.
+	done [][]int32
+	got  []int
+	// Legacy rule: per blocking stream, its latest op given to the legacy
+	// stream (toLegacy) and the legacy stream's latest op given to it
+	// (fromLegacy).
+	toLegacy, fromLegacy []int32
+	lastRec              []int32   // per event: latest record issued
+	records              [][]int32 // per event, with several threads: its records
+	tcur                 []int32   // per thread: its row in tclock
+	tcount               []int32   // per thread: ops issued
+	tmp                  []int32   // a tclock row being built
+	ranks                map[int][]int32
+	issued               []bool
+	capture              [][3]int32 // waits on another thread's record r: r, the wait, the event (handedOver)
+}
+
+// newImplicitBuilder numbers p's ops, maps streams to host threads and
+// sizes the replay's state.
+func newImplicitBuilder(p *plan.Plan) *implicitBuilder {
 	S := len(p.Streams)
 	im := &implicitOrder{base: make([]int32, S+1), thread: make([]int32, S), early: make([]bool, len(p.Stages))}
 	for s := range p.Streams {
@@ -127,201 +170,232 @@ func deriveImplicit(p *plan.Plan) *implicitOrder {
 		im.tclock = make([]int32, T) // row 0: nothing
 		im.unordered = map[int32]bool{}
 	}
-	legacy := int32(-1)
+	b := &implicitBuilder{p: p, im: im, T: T, legacy: -1}
 	for s, st := range p.Streams {
 		if st.Kind == plan.StreamLegacy {
-			legacy = int32(s)
+			b.legacy = int32(s)
 		}
 	}
-
-	type edge struct{ from, to int32 }
-	var edges []edge
-	add := func(from, to int32, rule string) { // rule: which of the rules above adds it (for readers)
-		edges = append(edges, edge{from, to})
+	b.lastOp = make([]int32, S)
+	for s := range b.lastOp {
+		b.lastOp[s] = -1
 	}
-
-	lastOp := make([]int32, S) // per stream: latest op issued, -1
-	for s := range lastOp {
-		lastOp[s] = -1
-	}
-	opStream := make([]int32, nops)
+	b.opStream = make([]int32, nops)
 	for s := range p.Streams {
 		for j := im.base[s]; j < im.base[s+1]; j++ {
-			opStream[j] = int32(s)
+			b.opStream[j] = int32(s)
 		}
 	}
-	// Host completions per thread, in issue order; got[s] is how many of
-	// its thread's completions stream s has been given.
-	done := make([][]int32, T)
-	got := make([]int, S)
-	// Legacy rule: per blocking stream, its latest op given to the legacy
-	// stream (toLegacy) and the legacy stream's latest op given to it
-	// (fromLegacy).
-	toLegacy, fromLegacy := make([]int32, S), make([]int32, S)
-	for s := range toLegacy {
-		toLegacy[s], fromLegacy[s] = -1, -1
+	b.done = make([][]int32, T)
+	b.got = make([]int, S)
+	b.toLegacy, b.fromLegacy = make([]int32, S), make([]int32, S)
+	for s := range b.toLegacy {
+		b.toLegacy[s], b.fromLegacy[s] = -1, -1
 	}
-	lastRec := make([]int32, p.Events) // per event: latest record issued
-	for e := range lastRec {
-		lastRec[e] = -1
+	b.lastRec = make([]int32, p.Events)
+	for e := range b.lastRec {
+		b.lastRec[e] = -1
 	}
-	var records [][]int32 // per event, with several threads: its records
 	if T > 1 {
-		records = make([][]int32, p.Events)
+		b.records = make([][]int32, p.Events)
 		for _, so := range p.IssueOrder {
 			if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == plan.OpRecord {
-				records[o.Event] = append(records[o.Event], im.base[so[0]]+int32(so[1]))
+				b.records[o.Event] = append(b.records[o.Event], im.base[so[0]]+int32(so[1]))
 			}
 		}
 	}
-	tcur := make([]int32, T) // per thread: its row in tclock
-	tcount := make([]int32, T)
-	tmp := make([]int32, T)
-	ranks := rankLaunches(p, im.base) // devices.go: per collective, its ranks' launch ops
-	issued := make([]bool, nops)
-	var capture [][3]int32 // waits on another thread's record r: r, the wait, the event (handedOver)
+	b.tcur = make([]int32, T)
+	b.tcount = make([]int32, T)
+	b.tmp = make([]int32, T)
+	b.ranks = rankLaunches(p, im.base) // devices.go: per collective, its ranks' launch ops
+	b.issued = make([]bool, nops)
+	return b
+}
 
-	// latestBefore returns the latest op of stream b that the host issued
-	// before op g (of another stream): with one thread the latest issued,
-	// with several the latest whose issue a handoff orders before g's.
-	latestBefore := func(b int32, g int32) int32 {
-		l := lastOp[b]
-		if l < 0 || T == 1 || im.thread[b] == im.thread[opStream[g]] {
-			return l
-		}
-		// Ops of b are in their thread's order: the last with seq < limit.
-		limit := im.tclock[int(im.trow[g])*T+int(im.thread[b])]
-		lo, hi := im.base[b], l+1
-		k := int32(sort.Search(int(hi-lo), func(i int) bool { return im.seq[lo+int32(i)] >= limit }))
-		return lo + k - 1 // lo-1 when none: < base[b]
+// add records the edge from → to; rule names which of the rules above
+// adds it (for readers).
+func (b *implicitBuilder) add(from, to int32, rule string) {
+	b.edges = append(b.edges, implicitEdge{from, to})
+}
+
+// latestBefore returns the latest op of stream s that the host issued
+// before op g (of another stream): with one thread the latest issued,
+// with several the latest whose issue a handoff orders before g's.
+func (b *implicitBuilder) latestBefore(s int32, g int32) int32 {
+	im := b.im
+	l := b.lastOp[s]
+	if l < 0 || b.T == 1 || im.thread[s] == im.thread[b.opStream[g]] {
+		return l
 	}
+	// Ops of s are in their thread's order: the last with seq < limit.
+	limit := im.tclock[int(im.trow[g])*b.T+int(im.thread[s])]
+	lo, hi := im.base[s], l+1
+	k := int32(sort.Search(int(hi-lo), func(i int) bool { return im.seq[lo+int32(i)] >= limit }))
+	return lo + k - 1 // lo-1 when none: < base[s]
+}
 
-	for _, so := range p.IssueOrder {
-		s := int32(so[0])
-		g := im.base[s] + int32(so[1])
-		t := im.thread[s]
-		st := &p.Streams[s]
-		o := st.Ops[so[1]]
-		if T > 1 {
-			im.seq[g] = tcount[t]
-			tcount[t]++
-			r := int32(-1)
-			if o.Kind == plan.OpWait {
-				r = lastRec[o.Event]
-			}
-			handoff := r >= 0 && im.thread[opStream[r]] != t && st.Host && p.Streams[opStream[r]].Host
-			if handoff {
-				// A host event handed over: this thread now knows what the
-				// other had issued up to the record.
-				row := im.tclock[int(tcur[t])*T : int(tcur[t]+1)*T]
-				rrow := im.tclock[int(im.trow[r])*T : int(im.trow[r]+1)*T]
-				for a := range T {
-					tmp[a] = max(row[a], rrow[a])
-				}
-				rt := im.thread[opStream[r]]
-				tmp[rt] = max(tmp[rt], im.seq[r]+1)
-				tcur[t] = int32(len(im.tclock) / T)
-				im.tclock = append(im.tclock, tmp...)
-			}
-			im.trow[g] = tcur[t]
-			if r >= 0 && !handoff && im.thread[opStream[r]] != t {
-				capture = append(capture, [3]int32{r, g, int32(o.Event)})
+// issue replays the host's call that issues op so (stream, index): the
+// edges it gets, then what the host has waited for once the call returns.
+func (b *implicitBuilder) issue(so [2]int) {
+	p, im := b.p, b.im
+	s := int32(so[0])
+	g := im.base[s] + int32(so[1])
+	t := im.thread[s]
+	st := &p.Streams[s]
+	o := st.Ops[so[1]]
+	if b.T > 1 {
+		b.threadClock(g, s, t, o)
+	}
+	// The thread's host completions this stream has not been given.
+	if d := b.done[t]; b.got[s] < len(d) {
+		for _, h := range d[b.got[s]:] {
+			if b.opStream[h] != s {
+				b.add(h, g, RuleHostReturn)
 			}
 		}
-		// The thread's host completions this stream has not been given.
-		if d := done[t]; got[s] < len(d) {
-			for _, h := range d[got[s]:] {
-				if opStream[h] != s {
-					add(h, g, RuleHostReturn)
-				}
-			}
-			got[s] = len(d)
+		b.got[s] = len(d)
+	}
+	b.legacyRule(g, s)
+	if so[1] > 0 {
+		b.rendezvous(g, st.Ops[so[1]-1])
+	}
+	b.issued[g] = true
+	b.hostDone(g, s, t, o)
+	if o.Kind == plan.OpRecord {
+		b.lastRec[o.Event] = g
+	}
+	b.lastOp[s] = g
+}
+
+// threadClock places op g (stream s, thread t) in its thread's issue order
+// and, when it waits for another thread's host record, joins that thread's
+// clock (a handoff) or notes the wait for handedOver.
+func (b *implicitBuilder) threadClock(g, s, t int32, o plan.Op) {
+	p, im, T := b.p, b.im, b.T
+	im.seq[g] = b.tcount[t]
+	b.tcount[t]++
+	r := int32(-1)
+	if o.Kind == plan.OpWait {
+		r = b.lastRec[o.Event]
+	}
+	handoff := r >= 0 && im.thread[b.opStream[r]] != t && p.Streams[s].Host && p.Streams[b.opStream[r]].Host
+	if handoff {
+		// A host event handed over: this thread now knows what the
+		// other had issued up to the record.
+		row := im.tclock[int(b.tcur[t])*T : int(b.tcur[t]+1)*T]
+		rrow := im.tclock[int(im.trow[r])*T : int(im.trow[r]+1)*T]
+		for a := range T {
+			b.tmp[a] = max(row[a], rrow[a])
 		}
-		// The legacy default stream and the blocking streams.
-		switch {
-		case s == legacy:
-			for b := range p.Streams {
-				if b == int(s) || !plan.BlockingKind(p.Streams[b].Kind) {
-					continue
-				}
-				if l := latestBefore(int32(b), g); l >= im.base[b] && l != toLegacy[b] {
-					add(l, g, RuleLegacy)
-					toLegacy[b] = l
-				}
+		rt := im.thread[b.opStream[r]]
+		b.tmp[rt] = max(b.tmp[rt], im.seq[r]+1)
+		b.tcur[t] = int32(len(im.tclock) / T)
+		im.tclock = append(im.tclock, b.tmp...)
+	}
+	im.trow[g] = b.tcur[t]
+	if r >= 0 && !handoff && im.thread[b.opStream[r]] != t {
+		b.capture = append(b.capture, [3]int32{r, g, int32(o.Event)})
+	}
+}
+
+// legacyRule adds the edges between the legacy default stream and the
+// blocking streams into op g of stream s.
+func (b *implicitBuilder) legacyRule(g, s int32) {
+	p, im := b.p, b.im
+	switch {
+	case s == b.legacy:
+		for o := range p.Streams {
+			if o == int(s) || !plan.BlockingKind(p.Streams[o].Kind) {
+				continue
 			}
-		case legacy >= 0 && plan.BlockingKind(st.Kind):
-			if l := latestBefore(legacy, g); l >= im.base[legacy] && l != fromLegacy[s] {
-				add(l, g, RuleLegacy)
-				fromLegacy[s] = l
-			}
-		}
-		// A collective's rendezvous: the op after a rank on its stream
-		// follows the op before each other rank on that rank's stream
-		// (only when that op was issued before: otherwise the ranks are
-		// not one group, which Verify reports as a deadlock first).
-		if so[1] > 0 {
-			if prev := st.Ops[so[1]-1]; prev.Kind == plan.OpLaunch && p.Stages[prev.Stage].Collective != nil {
-				for _, l := range ranks[p.Stages[prev.Stage].Collective.Group] {
-					if l != g-1 && l > im.base[opStream[l]] && issued[l-1] {
-						add(l-1, g, RuleRendezvous)
-					}
-				}
+			if l := b.latestBefore(int32(o), g); l >= im.base[o] && l != b.toLegacy[o] {
+				b.add(l, g, RuleLegacy)
+				b.toLegacy[o] = l
 			}
 		}
-		issued[g] = true
-		// What the host has waited for once this call returns.
-		switch {
-		case st.Host:
-			done[t] = append(done[t], g)
-			got[s] = len(done[t])
-		case o.Kind == plan.OpLaunch && plan.PageableAsync(p, o.Stage):
-			if im.hostRead == nil {
-				im.hostRead = map[int][]int32{}
+	case b.legacy >= 0 && plan.BlockingKind(p.Streams[s].Kind):
+		if l := b.latestBefore(b.legacy, g); l >= im.base[b.legacy] && l != b.fromLegacy[s] {
+			b.add(l, g, RuleLegacy)
+			b.fromLegacy[s] = l
+		}
+	}
+}
+
+// rendezvous adds a collective's rendezvous edges into op g, whose stream's
+// previous op is prev: the op after a rank on its stream follows the op
+// before each other rank on that rank's stream (only when that op was
+// issued before: otherwise the ranks are not one group, which Verify
+// reports as a deadlock first).
+func (b *implicitBuilder) rendezvous(g int32, prev plan.Op) {
+	p, im := b.p, b.im
+	if prev.Kind != plan.OpLaunch || p.Stages[prev.Stage].Collective == nil {
+		return
+	}
+	for _, l := range b.ranks[p.Stages[prev.Stage].Collective.Group] {
+		if l != g-1 && l > im.base[b.opStream[l]] && b.issued[l-1] {
+			b.add(l-1, g, RuleRendezvous)
+		}
+	}
+}
+
+// hostDone records what thread t's host has waited for once the call
+// issuing op g (stream s) returns, and marks the stages whose reads are
+// done by then.
+func (b *implicitBuilder) hostDone(g, s, t int32, o plan.Op) {
+	p, im := b.p, b.im
+	switch {
+	case p.Streams[s].Host:
+		b.done[t] = append(b.done[t], g)
+		b.got[s] = len(b.done[t])
+	case o.Kind == plan.OpLaunch && plan.PageableAsync(p, o.Stage):
+		if im.hostRead == nil {
+			im.hostRead = map[int][]int32{}
+		}
+		d := b.done[t]
+		k := len(d) - 1
+		for k > 0 && !p.Streams[b.opStream[d[k]]].Host {
+			k--
+		}
+		im.hostRead[o.Stage] = slices.Clone(d[max(k, 0):])
+		im.early[o.Stage] = true
+	case o.Kind == plan.OpLaunch && p.Stages[o.Stage].Copy == plan.CopySync:
+		switch syncCopyReturn(p, o.Stage) {
+		case returnsComplete:
+			b.done[t] = append(b.done[t], g)
+		case returnsStaged:
+			// A stream sync before the copy: what precedes it on its
+			// stream, and what the legacy rule ordered before it.
+			if g > im.base[s] {
+				b.done[t] = append(b.done[t], g-1)
 			}
-			d := done[t]
-			k := len(d) - 1
-			for k > 0 && !p.Streams[opStream[d[k]]].Host {
-				k--
+			for k := len(b.edges) - 1; k >= 0 && b.edges[k].to == g; k-- {
+				b.done[t] = append(b.done[t], b.edges[k].from)
 			}
-			im.hostRead[o.Stage] = slices.Clone(d[max(k, 0):])
 			im.early[o.Stage] = true
-		case o.Kind == plan.OpLaunch && p.Stages[o.Stage].Copy == plan.CopySync:
-			switch syncCopyReturn(p, o.Stage) {
-			case returnsComplete:
-				done[t] = append(done[t], g)
-			case returnsStaged:
-				// A stream sync before the copy: what precedes it on its
-				// stream, and what the legacy rule ordered before it.
-				if g > im.base[s] {
-					done[t] = append(done[t], g-1)
-				}
-				for k := len(edges) - 1; k >= 0 && edges[k].to == g; k-- {
-					done[t] = append(done[t], edges[k].from)
-				}
-				im.early[o.Stage] = true
-			}
 		}
-		if o.Kind == plan.OpRecord {
-			lastRec[o.Event] = g
-		}
-		lastOp[s] = g
 	}
-	for _, c := range capture {
-		if !im.handedOver(c[0], c[1], records[c[2]], opStream) {
+}
+
+// finish marks the cross-thread waits no handoff orders and stores the
+// edges by target (CSR).
+func (b *implicitBuilder) finish() *implicitOrder {
+	im := b.im
+	for _, c := range b.capture {
+		if !im.handedOver(c[0], c[1], b.records[c[2]], b.opStream) {
 			im.unordered[c[1]] = true
 		}
 	}
-	// CSR by target.
+	nops := len(b.opStream)
 	im.start = make([]int32, nops+1)
-	for _, e := range edges {
+	for _, e := range b.edges {
 		im.start[e.to+1]++
 	}
 	for g := range nops {
 		im.start[g+1] += im.start[g]
 	}
-	im.from = make([]int32, len(edges))
+	im.from = make([]int32, len(b.edges))
 	fill := slices.Clone(im.start[:nops])
-	for _, e := range edges {
+	for _, e := range b.edges {
 		im.from[fill[e.to]] = e.from
 		fill[e.to]++
 	}
