@@ -177,36 +177,116 @@ func minimalFixes(p *plan.Plan, races []Race) (fixes []Fix, unfixed []int, parti
 	if len(need) == 0 {
 		return nil, unfixed, false, true
 	}
-	b := &fixBudget{left: fixMaxWork}
-	streams := max(len(p.Streams), 1)
-	cost := func(w int) int { return (len(p.IssueOrder)+2*w)*(streams+1) + len(need) }
+	f := newFixSearch(p, races, need, unfixed)
+	nCands, least, direct := f.countCandidates()
+	// Greedy: its cost is at least one try per candidate of a stage with
+	// races, counted first.
+	f.partial = least > fixMaxWork/f.cost(0)
+	if !f.partial {
+		f.greedy(f.candidatesOf())
+	}
+	if f.partial {
+		f.fixUnreached(direct)
+		slices.Sort(f.unfixed)
+		return fixesBy(p, races, f.waits, f.by, f.b, f.sw), f.unfixed, true, false
+	}
+	slices.Sort(f.unfixed)
+	fixes, minimal = f.exact(nCands)
+	return fixes, f.unfixed, false, minimal
+}
+
+// fixSearch is minimalFixes' state: the races to fix (need), the waits
+// chosen so far and, per wait, the races it is the first to order.
+type fixSearch struct {
+	p         *plan.Plan
+	races     []Race
+	need      []int // indices into races of those a wait can order
+	b         *fixBudget
+	streams   int // len(p.Streams), at least 1
+	launchPos []int
+	sw        *siteWaits
+	order     []int         // stages in issue order of their launches
+	bySecond  map[int][]int // the races to fix, by second stage
+
+	waits     [][2]int
+	by        [][]int // per wait, the races it is the first to order
+	done      []bool  // per race: ordered by a wait, or found unfixable
+	isUnfixed []bool  // per race: no wait issued before its second stage orders it
+	unfixed   []int
+	partial   bool // the work bound stopped the greedy search
+}
+
+// newFixSearch orders p's stages by launch and groups need by second stage.
+func newFixSearch(p *plan.Plan, races []Race, need, unfixed []int) *fixSearch {
 	launchPos := plan.LaunchPositions(p)
-	sw := newSiteWaits(p, launchPos)
-	order := make([]int, len(p.Stages))
-	for i := range order {
-		order[i] = i
+	f := &fixSearch{
+		p: p, races: races, need: need, unfixed: unfixed,
+		b:         &fixBudget{left: fixMaxWork},
+		streams:   max(len(p.Streams), 1),
+		launchPos: launchPos,
+		sw:        newSiteWaits(p, launchPos),
+		order:     make([]int, len(p.Stages)),
+		bySecond:  map[int][]int{},
+		done:      make([]bool, len(races)),
+		isUnfixed: make([]bool, len(races)),
 	}
-	slices.SortFunc(order, func(x, y int) int { return launchPos[x] - launchPos[y] })
-	// The races to fix, by second stage.
-	bySecond := map[int][]int{}
+	for i := range f.order {
+		f.order[i] = i
+	}
+	slices.SortFunc(f.order, func(x, y int) int { return launchPos[x] - launchPos[y] })
 	for _, k := range need {
-		bySecond[races[k].Second] = append(bySecond[races[k].Second], k)
+		f.bySecond[races[k].Second] = append(f.bySecond[races[k].Second], k)
 	}
-	// The candidates, in issue order of y, streams ascending: how many
-	// there are in all (nCands), and how many of them the second stages
-	// with races have (least); per race, the latest launch of its first
-	// stream issued before its second stage (direct, or -1).
-	direct := make([]int, len(races))
-	nCands, least := 0, 0
+	return f
+}
+
+// cost is the work of one try with w waits placed: clocks over the issue
+// order and its waits, plus a look at each race.
+func (f *fixSearch) cost(w int) int {
+	return (len(f.p.IssueOrder)+2*w)*(f.streams+1) + len(f.need)
+}
+
+// ordered reports, per race, whether q orders it (Verify's vector clocks).
+func (f *fixSearch) ordered(q *plan.Plan) []bool {
+	fixSteps.Add(int64(len(q.IssueOrder)*f.streams + len(f.need)))
+	v := &verifier{p: q}
+	v.clocks()
+	ok := make([]bool, len(f.races))
+	for _, k := range f.need {
+		ok[k] = v.stageHB(int32(f.races[k].First), int32(f.races[k].Second))
+	}
+	return ok
+}
+
+// with is the plan with the waits ws (each at every run of its lines).
+func (f *fixSearch) with(ws [][2]int) *plan.Plan { return withWaits(f.p, f.sw.all(f.p, ws)) }
+
+// target reports whether ok orders every race a wait can order.
+func (f *fixSearch) target(ok []bool) bool {
+	for _, k := range f.need {
+		if !ok[k] && !f.isUnfixed[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// countCandidates counts the candidates, in issue order of y, streams
+// ascending: how many there are in all (nCands), and how many of them the
+// second stages with races have (least); per race, the latest launch of
+// its first stream issued before its second stage (direct, or -1).
+func (f *fixSearch) countCandidates() (nCands, least int, direct []int) {
+	p, sw := f.p, f.sw
+	direct = make([]int, len(f.races))
 	// With repeated sites, candidates of one source key (siteWaits.key)
 	// count once: keys, and tried for those of stages with races.
 	keys, tried := map[[4]int]bool{}, map[[4]int]bool{}
-	walkCandidates(p, order, func(y int, last []int, started []int) {
+	walkCandidates(p, f.order, func(y int, last []int, started []int) {
 		own := 0
 		if last[p.Stages[y].Stream] >= 0 {
 			own = 1
 		}
-		_, racy := bySecond[y]
+		_, racy := f.bySecond[y]
 		if sw.site == nil {
 			nCands += len(started) - own
 			if racy {
@@ -228,164 +308,162 @@ func minimalFixes(p *plan.Plan, races []Race) (fixes []Fix, unfixed []int, parti
 				}
 			}
 		}
-		if ks, ok := bySecond[y]; ok {
+		if ks, ok := f.bySecond[y]; ok {
 			for _, k := range ks {
-				direct[k] = last[races[k].FirstStream]
+				direct[k] = last[f.races[k].FirstStream]
 			}
 		}
 	})
-	// Greedy: its cost is at least one try per candidate of a stage with
-	// races, counted first.
-	partial = least > fixMaxWork/cost(0)
+	return nCands, least, direct
+}
+
+// candidatesOf lists, per second stage with races, its candidate waits
+// (the first of each source key).
+func (f *fixSearch) candidatesOf() map[int][][2]int {
+	p := f.p
 	candsOf := map[int][][2]int{}
-	if !partial {
-		rep := map[[4]int][2]int{} // per source key, its first candidate
-		walkCandidates(p, order, func(y int, last []int, started []int) {
-			if _, ok := bySecond[y]; ok {
-				for _, s := range started {
-					if s != p.Stages[y].Stream {
-						candsOf[y] = append(candsOf[y], sw.first(p, rep, [2]int{last[s], y}))
-					}
+	rep := map[[4]int][2]int{} // per source key, its first candidate
+	walkCandidates(p, f.order, func(y int, last []int, started []int) {
+		if _, ok := f.bySecond[y]; ok {
+			for _, s := range started {
+				if s != p.Stages[y].Stream {
+					candsOf[y] = append(candsOf[y], f.sw.first(p, rep, [2]int{last[s], y}))
 				}
 			}
-		})
-	}
-	ordered := func(q *plan.Plan) []bool {
-		fixSteps.Add(int64(len(q.IssueOrder)*streams + len(need)))
-		v := &verifier{p: q}
-		v.clocks()
-		ok := make([]bool, len(races))
-		for _, k := range need {
-			ok[k] = v.stageHB(int32(races[k].First), int32(races[k].Second))
 		}
-		return ok
-	}
-	with := func(ws [][2]int) *plan.Plan { return withWaits(p, sw.all(p, ws)) }
-	var waits [][2]int
-	var by [][]int // per wait, the races it is the first to order
-	done := make([]bool, len(races))
-	isUnfixed := make([]bool, len(races))
-	for _, y := range order {
-		if partial {
+	})
+	return candsOf
+}
+
+// greedy visits second stages in issue order and adds waits until each
+// stage's races are ordered or found unfixable, or the work bound stops
+// it (partial).
+func (f *fixSearch) greedy(candsOf map[int][][2]int) {
+	for _, y := range f.order {
+		if f.partial {
 			break
 		}
-		mine := bySecond[y]
-		for {
-			own := false
+		f.greedyStage(y, candsOf[y])
+	}
+}
+
+// greedyStage adds, while a race of second stage y is pending, the
+// candidate among cands that orders the most pending races (its own among
+// them).
+func (f *fixSearch) greedyStage(y int, cands [][2]int) {
+	p, races, sw := f.p, f.races, f.sw
+	mine := f.bySecond[y]
+	for {
+		own := false
+		for _, k := range mine {
+			own = own || !f.done[k]
+		}
+		if !own {
+			return
+		}
+		best, bestN, bestOK := -1, 0, []bool(nil)
+		for c, w := range cands {
+			if !f.b.take(f.cost(sw.count(p, f.waits)+sw.count(p, [][2]int{w})), 0) {
+				f.partial = true
+				return
+			}
+			ok := f.ordered(f.with(append(f.waits[:len(f.waits):len(f.waits)], w)))
+			n, ours := 0, false
+			for _, k := range f.need {
+				if ok[k] && !f.done[k] {
+					n++
+					ours = ours || races[k].Second == y
+				}
+			}
+			if ours && n > bestN {
+				best, bestN, bestOK = c, n, ok
+			}
+		}
+		if best < 0 {
+			// Nothing issued before y orders its pairs.
 			for _, k := range mine {
-				own = own || !done[k]
-			}
-			if !own {
-				break
-			}
-			best, bestN, bestOK := -1, 0, []bool(nil)
-			for c, w := range candsOf[y] {
-				if !b.take(cost(sw.count(p, waits)+sw.count(p, [][2]int{w})), 0) {
-					partial = true
-					break
-				}
-				ok := ordered(with(append(waits[:len(waits):len(waits)], w)))
-				n, ours := 0, false
-				for _, k := range need {
-					if ok[k] && !done[k] {
-						n++
-						ours = ours || races[k].Second == y
-					}
-				}
-				if ours && n > bestN {
-					best, bestN, bestOK = c, n, ok
+				if !f.done[k] {
+					f.done[k], f.isUnfixed[k] = true, true
+					f.unfixed = append(f.unfixed, k)
 				}
 			}
-			if partial {
-				break
-			}
-			if best < 0 {
-				// Nothing issued before y orders its pairs.
-				for _, k := range mine {
-					if !done[k] {
-						done[k], isUnfixed[k] = true, true
-						unfixed = append(unfixed, k)
-					}
-				}
-				continue
-			}
-			waits = append(waits, candsOf[y][best])
-			var got []int
-			for _, k := range need {
-				if bestOK[k] && !done[k] {
-					done[k] = true
-					got = append(got, k)
-				}
-			}
-			by = append(by, got)
+			continue
 		}
-	}
-	if partial {
-		// Past the work bound: each race not reached gets the candidate
-		// wait before its second stage on its first stream, which orders
-		// it through stream order when its first stage is issued earlier.
-		at := map[[2]int]int{}
-		rep := map[[4]int][2]int{}
-		for _, k := range need {
-			if done[k] {
-				continue
+		f.waits = append(f.waits, cands[best])
+		var got []int
+		for _, k := range f.need {
+			if bestOK[k] && !f.done[k] {
+				f.done[k] = true
+				got = append(got, k)
 			}
-			r := races[k]
-			w := [2]int{direct[k], r.Second}
-			if w[0] < 0 || launchPos[r.First] > launchPos[w[0]] {
-				unfixed = append(unfixed, k)
-				continue
-			}
-			w = sw.first(p, rep, w)
-			i, ok := at[w]
-			if !ok {
-				i = len(waits)
-				at[w] = i
-				waits = append(waits, w)
-				by = append(by, nil)
-			}
-			by[i] = append(by[i], k)
 		}
-		slices.Sort(unfixed)
-		return fixesBy(p, races, waits, by, b, sw), unfixed, true, false
+		f.by = append(f.by, got)
 	}
-	slices.Sort(unfixed)
-	// Exact: a smaller set among the candidates? Each size's tries are
-	// counted before it is tried, beside describing the fixes (fixesOf).
+}
+
+// fixUnreached runs past the work bound: each race not reached gets the
+// candidate wait before its second stage on its first stream (direct),
+// which orders it through stream order when its first stage is issued
+// earlier.
+func (f *fixSearch) fixUnreached(direct []int) {
+	at := map[[2]int]int{}
+	rep := map[[4]int][2]int{}
+	for _, k := range f.need {
+		if f.done[k] {
+			continue
+		}
+		r := f.races[k]
+		w := [2]int{direct[k], r.Second}
+		if w[0] < 0 || f.launchPos[r.First] > f.launchPos[w[0]] {
+			f.unfixed = append(f.unfixed, k)
+			continue
+		}
+		w = f.sw.first(f.p, rep, w)
+		i, ok := at[w]
+		if !ok {
+			i = len(f.waits)
+			at[w] = i
+			f.waits = append(f.waits, w)
+			f.by = append(f.by, nil)
+		}
+		f.by[i] = append(f.by[i], k)
+	}
+}
+
+// exact looks for a smaller set than the greedy one among the nCands
+// candidates, then relaxes the waits; each size's tries are counted before
+// it is tried, beside describing the fixes (fixesOf). It returns the fixes
+// and whether their count is proven minimal.
+func (f *fixSearch) exact(nCands int) ([]Fix, bool) {
+	p, b, sw := f.p, f.b, f.sw
+	waits := f.waits
 	placed := sw.count(p, waits)
-	reserve := len(waits) * (cost(placed) + cost(0))
+	reserve := len(waits) * (f.cost(placed) + f.cost(0))
 	if !b.take(0, reserve) {
-		return fixesBy(p, races, waits, by, b, sw), unfixed, false, false
+		return fixesBy(p, f.races, waits, f.by, b, sw), false
 	}
-	minimal = true
-	target := func(ok []bool) bool {
-		for _, k := range need {
-			if !ok[k] && !isUnfixed[k] {
-				return false
-			}
-		}
-		return true
-	}
+	minimal := true
+	fixed := func(q *plan.Plan) bool { return f.target(f.ordered(q)) }
 	var cands [][2]int
 	for size := 0; size < len(waits); size++ {
 		n := binomial(nCands, size)
-		if n > fixMaxExact || !b.take(n*cost(size*max(placed/max(len(waits), 1), 1)), reserve) {
+		if n > fixMaxExact || !b.take(n*f.cost(size*max(placed/max(len(waits), 1), 1)), reserve) {
 			minimal = false
 			break
 		}
 		if size == 1 {
-			cands = allCandidates(p, order, sw)
+			cands = allCandidates(p, f.order, sw)
 		}
-		if set := firstSubset(cands, size, func(ws [][2]int) bool { return target(ordered(with(ws))) }); set != nil || size == 0 && target(ordered(p)) {
+		if set := firstSubset(cands, size, func(ws [][2]int) bool { return fixed(f.with(ws)) }); set != nil || size == 0 && fixed(p) {
 			waits = set
 			break
 		}
 	}
 	if !p.Unrolled { // an unrolled plan's waits are relaxed in spec terms (verifyIterations)
-		waits = relaxFixes(p, waits, with, sw.site, func(q *plan.Plan) bool { return target(ordered(q)) }, func() bool { return b.take(cost(placed), reserve) })
+		waits = relaxFixes(p, waits, f.with, sw.site, fixed, func() bool { return b.take(f.cost(placed), reserve) })
 	}
 	b.take(reserve, 0)
-	return fixesOf(p, races, need, waits, sw), unfixed, false, minimal
+	return fixesOf(p, f.races, f.need, waits, sw), minimal
 }
 
 // allCandidates is every candidate wait of minimalFixes, in issue order of
