@@ -389,3 +389,44 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
     info = be.CompiledGraph()                                     # a cap of 1: the reference alone, no candidate
     assert be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), be.Options(max_streams=1), info) is None
     assert info.reason == "dagrun's plan has one stream" and list(info.candidates) == ["1"]
+
+
+def backend_doc_rows():
+    """docs/pytorch.md's table of the H100 backend run: {model: [cells]}."""
+    text = (Path(REPO) / "docs" / "pytorch.md").read_text()
+    head = text.index("| model | torch.compile default | reduce-overhead | backend=\"dagrun\" (streams) |")
+    rows = {}
+    for line in text[head:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_the_docs_backend_table_is_the_records():
+    """Every cell of docs/pytorch.md's backend table, recomputed from
+    testdata/h100/backend/backend.json as bench formats figures (ratios from
+    the unrounded times; the chosen plan is the one choose() keeps)."""
+    pytest.importorskip("torch")
+    import json
+    from conftest import TESTDATA
+    from dagrun_torch.bench import _fmt, _x
+    with open(os.path.join(TESTDATA, "h100", "backend", "backend.json")) as f:
+        records = {r["model"]: r for r in json.load(f)["rows"]}
+    doc = backend_doc_rows()
+    assert sorted(doc) == sorted(records)
+    for name, r in records.items():
+        d, ro, dg = r["default"], r["reduce-overhead"], r["dagrun"]
+        (g,) = dg["graphs"]
+        best, why = be.choose(g["candidates"])
+        assert why == "" and g["candidates"][str(best)]["streams"] == g["streams"], name
+        one, chosen = g["candidates"]["1"]["ms"], g["candidates"][str(best)]["ms"]
+
+        def three(key, nd=0):
+            return " / ".join(_fmt(e[key], nd) for e in (d, ro, dg))
+        want = [_fmt(d["ms"]), _fmt(ro["ms"]), "%s (%s)" % (_fmt(dg["ms"]), dg["streams"]), _x(ro["ms"], dg["ms"]),
+                "%s / %s (%s)" % (_fmt(one), _fmt(chosen), _x(one, chosen)),
+                "%s / %s (%s)" % (_fmt(ro["pipelined_ms"]), _fmt(dg["pipelined_ms"]), _x(ro["pipelined_ms"], dg["pipelined_ms"])),
+                three("steady_peak_mb"), three("compile_peak_mb"), three("compile_s", 1) + " (%.1f)" % dg["dagrun_own_s"]]
+        assert doc[name] == want, name
