@@ -61,7 +61,8 @@ longer be chosen, the one-stream reference once it is timed, and the cached
 allocator blocks they leave are returned (``torch.cuda.empty_cache``) before
 the backend returns. Only the chosen graph stays.
 
-Tested with torch 2.11 (CUDA 13) on an H100.
+Needs torch 2.0 or later (``torch.compile``; ``require_torch_compile``
+says so on an older one). Tested with torch 2.11 (CUDA 13) on an H100.
 """
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["dagrun", "Options", "parse_options", "DagrunFallbackWarning", "CompiledGraph", "compiled_graphs",
-           "MIN_GAIN", "AUTO_CAPS", "MEMORY_TOLERANCE", "needs_autograd", "dynamic_inputs"]
+           "MIN_GAIN", "AUTO_CAPS", "MEMORY_TOLERANCE", "needs_autograd", "dynamic_inputs", "require_torch_compile",
+           "register"]
 
 # A multi-stream plan is kept only when its replay is at least this much faster
 # (a fraction) than the same kernels captured on one stream.
@@ -84,6 +86,17 @@ AUTO_CAPS = (4, 16, 0)
 # the least memory (fewer streams hold fewer cuBLAS workspaces).
 MEMORY_TOLERANCE = 0.01
 STRATEGIES = ("default", "single", "round-robin", "naive")
+
+
+def require_torch_compile(what: str = "dagrun backend") -> None:
+    """Raise ImportError, saying what to do, where this torch has no
+    ``torch.compile`` (dynamo and Inductor, torch ≥ 2.0), which the backend
+    runs inside; does nothing where it has. ``what`` opens the message."""
+    import torch
+    if not hasattr(torch, "compile"):
+        raise ImportError("%s: torch %s has no torch.compile (dynamo and Inductor: torch 2.0 or later); "
+                          "install a newer torch, or plan the model's eager kernels on this one with "
+                          "dagrun_torch.compile(model, inputs)" % (what, torch.__version__))
 
 
 class DagrunFallbackWarning(UserWarning):
@@ -307,12 +320,15 @@ def dagrun(gm: Any, example_inputs: Sequence[Any], options: Optional[dict] = Non
     ``example_inputs``: its real example inputs; ``options``: see
     ``parse_options``; ``mode``: torch.compile's mode, which only "default"
     or None fits. Returns the callable dynamo calls in the graph's place.
-    Raises ValueError on bad options, VerificationError when ``verify``
-    finds a difference; every other failure falls back (module doc)."""
+    Raises ValueError on bad options, ImportError where torch has no
+    torch.compile (``require_torch_compile``), VerificationError when
+    ``verify`` finds a difference; every other failure falls back (module
+    doc)."""
     opts = parse_options(options)
     if mode not in (None, "default"):
         raise ValueError("dagrun backend: mode=%r: the backend picks its own CUDA graphs; leave mode out "
-                         "(options=... takes max_streams, strategy, verify)" % (mode,))
+                         "(options=... takes %s)" % (mode, ", ".join(Options.__dataclass_fields__)))
+    require_torch_compile()
     import torch
     t0 = time.time()
     info = CompiledGraph()
@@ -585,7 +601,10 @@ def _output_form(res: Any) -> Callable[[List[Any]], Any]:
 
 def register() -> None:
     """Register the backend with dynamo under the name "dagrun" where the
-    entry point is not installed (a checkout on PYTHONPATH). Idempotent."""
+    entry point is not installed (a checkout on PYTHONPATH). Idempotent.
+    Raises ImportError where torch has no torch.compile
+    (``require_torch_compile``)."""
+    require_torch_compile()
     from torch._dynamo.backends.registry import _BACKENDS, register_backend
     if "dagrun" not in _BACKENDS:
         register_backend(compiler_fn=dagrun, name="dagrun")

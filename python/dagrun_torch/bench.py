@@ -762,12 +762,30 @@ def _flat(v):
 def main(argv: Optional[List[str]] = None) -> int:
     ap = _cli.bench()
     args = ap.parse_args(argv)
-    if sum((args.schedules, args.inductor, args.backend)) > 1:
-        print("bench: --schedules, --inductor and --backend are two different runs (or three); give one", file=sys.stderr)
+    runs = [f for f, on in (("--schedules", args.schedules), ("--inductor", args.inductor), ("--backend", args.backend)) if on]
+    if len(runs) > 1:
+        print("bench: %s are different runs; give one" % " and ".join(runs), file=sys.stderr)
         return 2
+    known = list(MODELS) + (list(TRANSFORMERS) if args.backend else [])
     for m in args.models + args.compile_models:
-        if m not in MODELS and not (args.backend and m in TRANSFORMERS):
-            print("bench: unknown model %r (known: %s)" % (m, ", ".join(MODELS)), file=sys.stderr)
+        if m not in known:
+            print("bench: unknown model %r (known%s: %s)" % (m, " with --backend" if args.backend else "", ", ".join(known)),
+                  file=sys.stderr)
+            return 2
+    for flag, v, low in (("--iters", args.iters, 1), ("--max-streams", args.max_streams, 0),
+                         ("--verify-trials", args.verify_trials, 0)):
+        if v < low:
+            print("bench: %s %d: want an integer ≥ %d" % (flag, v, low), file=sys.stderr)
+            return 2
+    if not args.budget_s > 0:
+        print("bench: --budget-s %g: want seconds > 0" % args.budget_s, file=sys.stderr)
+        return 2
+    if args.backend or args.inductor:
+        from .backend import require_torch_compile
+        try:
+            require_torch_compile("bench " + runs[0])
+        except ImportError as e:
+            print(e, file=sys.stderr)
             return 2
     if not torch.cuda.is_available():
         print("bench: needs a GPU", file=sys.stderr)

@@ -158,6 +158,7 @@ def mocked(monkeypatch):
         return ("inductor", cudagraphs)
     monkeypatch.setattr(be, "_inductor", fake_inductor)
     monkeypatch.setattr(be, "_before_compile", lambda inputs, grad: "")
+    monkeypatch.setattr(be, "require_torch_compile", lambda: None)
     return calls
 
 
@@ -219,10 +220,26 @@ def test_bad_options_and_modes_raise_before_compiling(mocked):
     assert mocked == []
 
 
+def test_a_torch_without_torch_compile_is_named_with_what_to_do(monkeypatch):
+    """torch 1.x has no dynamo: register() and the backend say so (after
+    the options are checked), not "No module named 'torch._dynamo'"."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.delattr(torch, "compile", raising=False)
+    for call in (be.register, lambda: be.dagrun(object(), []), be.require_torch_compile):
+        with pytest.raises(ImportError, match=r"torch %s has no torch.compile \(dynamo and Inductor: torch 2.0 or later\).*"
+                                              r"dagrun_torch.compile\(model, inputs\)" % torch.__version__):
+            call()
+    with pytest.raises(ValueError, match="max_streams=-1"):
+        be.dagrun(object(), [], options={"max_streams": -1})
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: None, raising=False)
+    be.require_torch_compile()
+
+
 def test_autograd_falls_back_before_compiling(monkeypatch):
     torch = pytest.importorskip("torch")
     calls = []
     monkeypatch.setattr(be, "_inductor", lambda gm, inputs, cudagraphs: calls.append(cudagraphs) or "ro")
+    monkeypatch.setattr(be, "require_torch_compile", lambda: None)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     x = torch.zeros(2, requires_grad=True)
     with warnings.catch_warnings(record=True) as w:
@@ -298,6 +315,34 @@ def test_bench_backend_budget_estimate_and_table_labels():
     assert "peak MB during compile" in t[0] and "peak MB in steady replay" in t[0] and "cold compile s" in t[0]
     assert "| 86 / 60 / 70 | 60 / 30 / 30 | 90 / 70 / 80 | 21.0 / 20.0 / 23.0 (2.5) |" in t[2]
     assert "2.00×" in t[2] and t[3].endswith("| budget: 275 s expected, 40 s left |")
+
+
+def test_bench_refuses_bad_usage_and_a_torch_without_torch_compile_before_the_gpu(monkeypatch, capsys):
+    """Exit 2 and one line for each, on the CPU as on a GPU machine: the
+    figures' bounds on both sides (a value that passes reaches the next
+    check: here, that there is no GPU)."""
+    torch = pytest.importorskip("torch")
+    from dagrun_torch import bench
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: None, raising=False)
+
+    def err(*argv):
+        assert bench.main(list(argv)) == 2
+        return capsys.readouterr().err.strip()
+    assert err("--backend", "--inductor", "--schedules") == "bench: --schedules and --inductor and --backend are different runs; give one"
+    assert err("--backend", "--models", "bert-base", "nosuch") == (
+        "bench: unknown model 'nosuch' (known with --backend: googlenet, inception_v3, inception_v4, nasnetalarge, "
+        "resnet50, densenet121, bert-base, moe-1, moe-8)")
+    assert err("--models", "bert-base").startswith("bench: unknown model 'bert-base' (known: googlenet,")
+    for flag, bad, good in (("--iters", "0", "1"), ("--max-streams", "-1", "0"), ("--verify-trials", "-1", "0")):
+        assert err("--backend", flag, bad) == "bench: %s %s: want an integer ≥ %s" % (flag, bad, good)
+        assert err("--backend", flag, good) == "bench: needs a GPU"
+    assert err("--backend", "--budget-s", "0") == "bench: --budget-s 0: want seconds > 0"
+    assert err("--backend", "--budget-s", "0.5") == "bench: needs a GPU"
+    monkeypatch.delattr(torch, "compile")
+    for run in ("--backend", "--inductor"):
+        assert err(run).startswith("bench %s: torch %s has no torch.compile" % (run, torch.__version__))
+    assert err("--no-compile") == "bench: needs a GPU"
 
 
 def test_a_wider_plan_with_no_predicted_gain_over_a_timed_narrower_one_is_not_captured():
