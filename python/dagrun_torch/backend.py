@@ -39,8 +39,9 @@ cuBLAS workspaces for no predicted gain), 0 for no cap, or a cap ≥ 1;
 ``strategy``: dagrun's planning strategy ("default", "single",
 "round-robin", "naive"); ``verify``: check the chosen graph's outputs
 against the same kernels on one stream bit for bit, also with GPU delays
-in front of a tenth of the launches (``verify_trials`` runs, default 2),
-raising ``dagrun_torch.VerificationError`` on a difference.
+in front of a tenth of the launches (``verify_trials`` runs, default 2,
+at least 1), raising ``dagrun_torch.VerificationError`` on a difference;
+``dagrun``: the path of the dagrun binary (None: ``find_dagrun``'s).
 
 Never slower, never a crash: the backend runs Inductor's own path
 (``mode="reduce-overhead"``: its one-stream CUDA graph) instead, with one
@@ -51,7 +52,11 @@ input is not a CUDA tensor, when the graph writes its inputs, when
 Inductor's wrapper takes a form the tracer does not read, when the plan has
 one stream or the planner predicts no gain, when the fastest plan is not 2%
 faster than the same kernels on one stream, or when its outputs differ
-from the one-stream run's. Bad options raise ValueError at once.
+from the one-stream run's. Bad options raise ValueError when dynamo first
+calls the backend (the model's first call), before anything is compiled;
+torch.compile raises it, as it does VerificationError, inside
+``torch._dynamo.exc.BackendCompilerFailed``. ``parse_options`` checks a
+dict at once.
 
 Memory: the trace frees intermediates where Inductor's wrapper does; each
 captured plan holds its intermediates by the plan's lifetimes and one cuBLAS
@@ -66,6 +71,7 @@ says so on an older one). Tested with torch 2.11 (CUDA 13) on an H100.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 import warnings
@@ -118,7 +124,9 @@ class Options:
 
 def parse_options(options: Optional[dict]) -> Options:
     """Options from torch.compile's ``options=`` dict. Raises ValueError
-    naming the option and what it takes, on an unknown key or a bad value."""
+    naming the option and what it takes, on an unknown key, a bad value, a
+    ``dagrun`` path that is not an executable file, or ``verify`` with no
+    ``verify_trials``."""
     o = Options()
     if options is None:
         return o
@@ -141,9 +149,15 @@ def parse_options(options: Optional[dict]) -> Options:
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError("dagrun backend: verify_trials=%r: want an integer ≥ 0" % (v,))
         elif k == "dagrun":
-            if v is not None and not isinstance(v, str):
-                raise ValueError("dagrun backend: dagrun=%r: want the binary's path" % (v,))
+            if v is not None:
+                if not isinstance(v, (str, os.PathLike)) or not (os.path.isfile(v) and os.access(v, os.X_OK)):
+                    raise ValueError("dagrun backend: dagrun=%r: want the path of an executable dagrun binary "
+                                     "(None: find_dagrun's)" % (v,))
+                v = os.fspath(v)
         setattr(o, k, v)
+    if o.verify and o.verify_trials < 1:
+        raise ValueError("dagrun backend: verify=True with verify_trials=%d: want at least 1 run with delays "
+                         "(or verify=False)" % o.verify_trials)
     return o
 
 

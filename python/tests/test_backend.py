@@ -21,9 +21,17 @@ def test_options_parse_and_refuse_bad_values():
     for bad, msg in (({"max_streams": -1}, "max_streams=-1"), ({"max_streams": True}, "max_streams=True"),
                      ({"max_streams": "8"}, "max_streams='8'"), ({"strategy": "fast"}, "strategy='fast'"),
                      ({"verify": 1}, "verify=1"), ({"verify_trials": -1}, "verify_trials=-1"),
-                     ({"streams": 4}, "unknown option 'streams'"), ([("verify", True)], "want a dict")):
+                     ({"streams": 4}, "unknown option 'streams'"), ([("verify", True)], "want a dict"),
+                     ({"verify": True, "verify_trials": 0}, "verify=True with verify_trials=0: want at least 1 run"),
+                     ({"dagrun": 3}, "dagrun=3: want the path of an executable"),
+                     ({"dagrun": "/nonexistent/dagrun"}, "dagrun='/nonexistent/dagrun': want the path of an executable"),
+                     ({"dagrun": __file__}, "want the path of an executable")):
         with pytest.raises(ValueError, match=msg.replace("(", r"\(").replace("[", r"\[")):
             be.parse_options(bad)
+    # the sides that pass: one run with delays; no runs without verify; an executable file
+    assert be.parse_options({"verify": True, "verify_trials": 1}).verify_trials == 1
+    assert be.parse_options({"verify": False, "verify_trials": 0}).verify_trials == 0
+    assert be.parse_options({"dagrun": Path(sys.executable)}).dagrun == sys.executable
 
 
 class T:
