@@ -374,22 +374,31 @@ def dagrun(gm: Any, example_inputs: Sequence[Any], options: Optional[dict] = Non
     return fn
 
 
+def _inputs(idx: Sequence[int], one: str, many: str) -> str:
+    """``idx`` said in a reason: "input 3 is ONE", "inputs 0, 2 are MANY",
+    the first five, then how many more."""
+    if len(idx) == 1:
+        return "input %d is %s" % (idx[0], one)
+    more = " and %d more" % (len(idx) - 5) if len(idx) > 5 else ""
+    return "inputs %s%s are %s" % (", ".join(map(str, idx[:5])), more, many)
+
+
 def _before_compile(example_inputs: Sequence[Any], grad_enabled: bool) -> str:
     """Why the graph cannot take the dagrun path, found before compiling
     ("" when it can)."""
     import torch
     if not torch.cuda.is_available():
-        return "no CUDA device"
+        return "no CUDA device (torch.cuda.is_available() is False)"
     if needs_autograd(example_inputs, grad_enabled):
         return ("autograd is needed (the backend is for inference: call the compiled model under torch.no_grad() "
                 "or torch.inference_mode())")
     dyn = dynamic_inputs(example_inputs)
     if dyn:
-        return ("the graph has dynamic shapes (inputs %s are sizes); torch.compile(..., dynamic=False) compiles "
-                "a graph per shape" % ", ".join(map(str, dyn[:5])))
+        return ("the graph has dynamic shapes (%s); torch.compile(..., dynamic=False) compiles a graph per shape"
+                % _inputs(dyn, "a size", "sizes"))
     bad = [i for i, x in enumerate(example_inputs) if not (isinstance(x, torch.Tensor) and x.is_cuda)]
     if bad:
-        return "inputs %s are not CUDA tensors" % ", ".join(map(str, bad[:5]))
+        return _inputs(bad, "not a CUDA tensor", "not CUDA tensors")
     try:
         from torch._subclasses.fake_tensor import is_fake
     except ImportError:
@@ -502,7 +511,8 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
     copied = {k: v for k, v in slots.items() if tensor_pos[k] not in static_set}
     lost = [tensor_pos[k] for k, x in enumerate(tensors) if tensor_pos[k] not in static_set and k not in slots]
     if lost:
-        info.reason = "inputs %s reach Inductor's kernels in another form than given" % lost[:5]
+        info.reason = _inputs(lost, "passed to Inductor's kernels in another form than given",
+                              "passed to Inductor's kernels in another form than given")
         return None
 
     info.trace_s = round(time.time() - t0, 2)

@@ -261,7 +261,43 @@ def test_autograd_falls_back_before_compiling(monkeypatch):
         warnings.simplefilter("always")
         with torch.no_grad():
             be.dagrun(object(), [x])
-    assert "not CUDA tensors" in str(fallback_warnings(w)[0].message)
+    assert "input 0 is not a CUDA tensor" in str(fallback_warnings(w)[0].message)
+
+
+@pytest.mark.parametrize("case", ["no cuda", "autograd", "dynamic", "cpu input", "cpu inputs"])
+def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(monkeypatch, case):
+    """A real FX graph, with Inductor's compile standing in as the graph
+    itself: one DagrunFallbackWarning with the reason, the reason in
+    compiled_graphs(), and the model's own outputs."""
+    torch = pytest.importorskip("torch")
+    import torch.fx
+    calls = []
+    monkeypatch.setattr(be, "_inductor", lambda gm, inputs, cudagraphs: calls.append(cudagraphs) or gm)
+    monkeypatch.setattr(be, "require_torch_compile", lambda: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: case != "no cuda")
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    gm = torch.fx.symbolic_trace(m)
+    x = torch.randn(2, 4)
+    inputs, why = {
+        "no cuda": ([x], "no CUDA device (torch.cuda.is_available() is False)"),
+        "autograd": ([x, m[0].weight], "autograd is needed (the backend is for inference: call the compiled model "
+                                       "under torch.no_grad() or torch.inference_mode())"),
+        "dynamic": ([x, 2], "the graph has dynamic shapes (input 1 is a size); torch.compile(..., dynamic=False) "
+                            "compiles a graph per shape"),
+        "cpu input": ([x], "input 0 is not a CUDA tensor"),
+        "cpu inputs": ([x] * 7, "inputs 0, 1, 2, 3, 4 and 2 more are not CUDA tensors"),
+    }[case]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with torch.set_grad_enabled(case == "autograd"):
+            fn = be.dagrun(gm, inputs)
+            y = fn(x)
+    fw = fallback_warnings(w)
+    assert [str(x.message) for x in fw] == ["dagrun backend: running Inductor's own path (reduce-overhead) for this "
+                                            "graph: " + why]
+    assert calls == [True] and torch.equal(y, m(x))
+    info = be.compiled_graphs()[-1]
+    assert (info.path, info.reason) == ("reduce-overhead", why)
 
 
 def test_entry_point_names_the_backend():
