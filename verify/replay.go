@@ -177,16 +177,11 @@ func ReplayRaces(p *plan.Plan) []ReplayRace {
 	// A plan with iteration info is verified unrolled: its races name
 	// stage i of iteration t as t·n + i.
 	n := len(p.Stages)
-	type pair struct {
-		a, b, lag int
-		buf       string
-	}
-	key := func(r Race) pair { return pair{r.First % n, r.Second % n, r.Second/n - r.First/n, r.Buffer} }
-	had := map[pair]bool{}
+	had := map[replayPair]bool{}
 	var pre *RaceError
 	if err := verify(p, false); errors.As(err, &pre) {
 		for _, r := range pre.Races {
-			had[key(r)] = true
+			had[replayKey(r, n)] = true
 		}
 	}
 	pos := make([]int, len(p.Stages)) // per stage: the issue position of its launch
@@ -195,6 +190,44 @@ func ReplayRaces(p *plan.Plan) []ReplayRace {
 			pos[o.Stage] = k
 		}
 	}
+	capOf := replayCaptureOf(p, q, pos)
+	rs := &replayRaces{p: p, pos: pos, capOf: capOf, branchOf: replayBranches(p, pos, capOf), done: map[[2]int]bool{}}
+	for _, r := range re.Races {
+		k := replayKey(r, n)
+		if had[k] {
+			continue // p's own race
+		}
+		moved, other, mi, oi := k.a, k.b, r.First/n, r.Second/n
+		if _, ok := capOf[moved]; !ok {
+			moved, other, mi, oi = other, moved, oi, mi
+		}
+		if _, ok := capOf[moved]; ok {
+			rs.through = ReplayRace{}
+			rs.add(moved, other, mi, oi, r)
+			continue
+		}
+		rs.addThrough(k, r, n)
+	}
+	return rs.out
+}
+
+// replayPair names a race of an unrolled plan by its stages in p, the
+// iterations between them and the buffer, so that a race of p and the
+// replay's race of the same pair match.
+type replayPair struct {
+	a, b, lag int
+	buf       string
+}
+
+// replayKey is r's replayPair; n is the stages of one iteration.
+func replayKey(r Race, n int) replayPair {
+	return replayPair{r.First % n, r.Second % n, r.Second/n - r.First/n, r.Buffer}
+}
+
+// replayCaptureOf maps each stage that replay q runs in a capture's branch
+// to that capture (an index into p.Captures); pos is each stage's issue
+// position in p.
+func replayCaptureOf(p, q *plan.Plan, pos []int) map[int]int {
 	// The capture whose branch runs each moved stage.
 	capOf := map[int]int{}
 	for s := len(p.Streams); s < len(q.Streams); s++ {
@@ -224,13 +257,20 @@ func ReplayRaces(p *plan.Plan) []ReplayRace {
 			}
 		}
 	}
-	// Per stage of a stream that joins a capture, issued before it joins
-	// (pre) or after the capture (not pre): the branch's first and last
-	// stages (launch order), which stream order puts around it.
-	type branchStage struct {
-		first, last int
-		pre         bool
-	}
+	return capOf
+}
+
+// branchStage is, for a stage of a stream that joins a capture, issued
+// before it joins (pre) or after the capture (not pre), the branch's first
+// and last stages (launch order), which stream order puts around it.
+type branchStage struct {
+	first, last int
+	pre         bool
+}
+
+// replayBranches returns the branchStage of each stage of a stream that
+// joins a capture, outside the capture; capOf is replayCaptureOf's map.
+func replayBranches(p *plan.Plan, pos []int, capOf map[int]int) map[int]branchStage {
 	branchOf := map[int]branchStage{}
 	for ck, c := range p.Captures {
 		_, e := p.CaptureRegion(c)
@@ -264,83 +304,82 @@ func ReplayRaces(p *plan.Plan) []ReplayRace {
 			}
 		}
 	}
-	var out []ReplayRace
-	done := map[[2]int]bool{}
-	var through ReplayRace // the pair of a race of two stages neither captured
-	add := func(moved, other, mi, oi int, r Race) {
-		ck := capOf[moved]
-		if done[[2]int{moved, other}] {
-			return
-		}
-		done[[2]int{moved, other}] = true
-		rr := through
-		rr.Capture, rr.Moved, rr.Other, rr.Race = ck, moved, other, r
-		rr.Before, rr.SameIter, rr.Lag = oi < mi || oi == mi && pos[other] < pos[moved], oi == mi, max(mi-oi, oi-mi)
-		out = append(out, rr)
+	return branchOf
+}
+
+// replayRaces collects ReplayRaces' result, once per pair of stages.
+type replayRaces struct {
+	p        *plan.Plan
+	pos      []int // per stage: the issue position of its launch
+	capOf    map[int]int
+	branchOf map[int]branchStage
+	out      []ReplayRace
+	done     map[[2]int]bool
+	through  ReplayRace // the pair of a race of two stages neither captured
+}
+
+// add records the race r of stage moved (iteration mi), which a capture's
+// branch runs, and stage other (iteration oi), unless the pair has one.
+func (rs *replayRaces) add(moved, other, mi, oi int, r Race) {
+	ck := rs.capOf[moved]
+	if rs.done[[2]int{moved, other}] {
+		return
 	}
-	for _, r := range re.Races {
-		k := key(r)
-		if had[k] {
-			continue // p's own race
-		}
-		moved, other, mi, oi := k.a, k.b, r.First/n, r.Second/n
-		if _, ok := capOf[moved]; !ok {
-			moved, other, mi, oi = other, moved, oi, mi
-		}
-		if _, ok := capOf[moved]; ok {
-			through = ReplayRace{}
-			add(moved, other, mi, oi, r)
-			continue
-		}
-		// Neither stage is captured: stream mode ordered them through
-		// a joined stream's captured work, which a replay runs as a
-		// graph branch: the earlier stage is that stream's work
-		// before it joined (the branch does not follow it), or the
-		// later one its work after the capture (it does not follow
-		// the branch). The pair is the stage and the branch's first
-		// or last stage. Where both stages are joined streams' work
-		// outside the capture, the earlier one reaches a replay only
-		// through the first stage's waits and the later one follows
-		// it only through a wait for the last stage: both sides are
-		// races of the replay, each named but for a side whose wait p
-		// already has.
-		a, b, ai, bi := k.a, k.b, r.First/n, r.Second/n
-		if bi < ai || bi == ai && pos[b] < pos[a] {
-			a, b, ai, bi = b, a, bi, ai
-		}
-		through = ReplayRace{Through: true, Early: a, Late: b, ThroughLag: bi - ai}
-		ma, okA := branchOf[a]
-		mb, okB := branchOf[b]
-		okB = okB && (!mb.pre || bi > 0)
-		// a's stream reaches the branch of a's iteration (a before the
-		// join) or of the next one (a after the capture).
-		aMi := ai
-		if okA && !ma.pre {
-			aMi = ai + 1
-		}
-		// b's stream follows the branch of b's iteration (b after the
-		// capture) or of the one before (b before the join).
-		bMi := bi
-		if okB && mb.pre {
-			bMi = bi - 1
-		}
-		if okA && okB {
-			fa, la := p.StageIndex(p.Captures[capOf[ma.first]].First), p.StageIndex(p.Captures[capOf[mb.last]].Last)
-			hasA := plan.HasWait(p, a, fa, aMi-ai)
-			hasB := plan.HasWait(p, la, b, bi-bMi)
-			if !hasA || hasB {
-				add(ma.first, a, aMi, ai, r)
-			}
-			if !hasB {
-				add(mb.last, b, bMi, bi, r)
-			}
-		} else if okA {
-			add(ma.first, a, aMi, ai, r)
-		} else if okB {
-			add(mb.last, b, bMi, bi, r)
-		}
+	rs.done[[2]int{moved, other}] = true
+	rr := rs.through
+	rr.Capture, rr.Moved, rr.Other, rr.Race = ck, moved, other, r
+	rr.Before, rr.SameIter, rr.Lag = oi < mi || oi == mi && rs.pos[other] < rs.pos[moved], oi == mi, max(mi-oi, oi-mi)
+	rs.out = append(rs.out, rr)
+}
+
+// addThrough records race r (pair k; n stages an iteration) of two stages
+// neither captured. Stream mode ordered them through a joined stream's
+// captured work, which a replay runs as a graph branch: the earlier stage
+// is that stream's work before it joined (the branch does not follow it),
+// or the later one its work after the capture (it does not follow the
+// branch). The pair is the stage and the branch's first or last stage.
+// Where both stages are joined streams' work outside the capture, the
+// earlier one reaches a replay only through the first stage's waits and
+// the later one follows it only through a wait for the last stage: both
+// sides are races of the replay, each named but for a side whose wait p
+// already has.
+func (rs *replayRaces) addThrough(k replayPair, r Race, n int) {
+	p, pos := rs.p, rs.pos
+	a, b, ai, bi := k.a, k.b, r.First/n, r.Second/n
+	if bi < ai || bi == ai && pos[b] < pos[a] {
+		a, b, ai, bi = b, a, bi, ai
 	}
-	return out
+	rs.through = ReplayRace{Through: true, Early: a, Late: b, ThroughLag: bi - ai}
+	ma, okA := rs.branchOf[a]
+	mb, okB := rs.branchOf[b]
+	okB = okB && (!mb.pre || bi > 0)
+	// a's stream reaches the branch of a's iteration (a before the
+	// join) or of the next one (a after the capture).
+	aMi := ai
+	if okA && !ma.pre {
+		aMi = ai + 1
+	}
+	// b's stream follows the branch of b's iteration (b after the
+	// capture) or of the one before (b before the join).
+	bMi := bi
+	if okB && mb.pre {
+		bMi = bi - 1
+	}
+	if okA && okB {
+		fa, la := p.StageIndex(p.Captures[rs.capOf[ma.first]].First), p.StageIndex(p.Captures[rs.capOf[mb.last]].Last)
+		hasA := plan.HasWait(p, a, fa, aMi-ai)
+		hasB := plan.HasWait(p, la, b, bi-bMi)
+		if !hasA || hasB {
+			rs.add(ma.first, a, aMi, ai, r)
+		}
+		if !hasB {
+			rs.add(mb.last, b, bMi, bi, r)
+		}
+	} else if okA {
+		rs.add(ma.first, a, aMi, ai, r)
+	} else if okB {
+		rs.add(mb.last, b, bMi, bi, r)
+	}
 }
 
 // replayOrder returns the violations of CaptureReplayOrder (replayRaces),
