@@ -86,11 +86,15 @@ def costmodel() -> argparse.ArgumentParser:
 def bench() -> argparse.ArgumentParser:
     ap = _parser("bench", _doc("bench"),
                  "examples:\n  %s bench --models googlenet --out /tmp/bench\n"
-                 "  %s bench --schedules --models inception_v3 --out /tmp/bench" % (PROG, PROG))
+                 "  %s bench --schedules --models inception_v3 --out /tmp/bench\n"
+                 "  %s bench --backend --models googlenet bert-base --out /tmp/bench" % (PROG, PROG, PROG))
     ap.add_argument("--models", nargs="*", default=list(MODELS),
-                    help="models to time (default: all of %s)" % ", ".join(MODELS))
+                    help="models to time (default: all of %s; --backend also takes bert-base, moe-1 and moe-8, "
+                         "when named)" % ", ".join(MODELS))
     ap.add_argument("--iters", type=int, default=100, help="timed calls per column; the median is reported (default 100)")
-    ap.add_argument("--max-streams", type=int, default=16, help="stream cap of dagrun's plan (default 16; 0: none)")
+    ap.add_argument("--max-streams", type=int, default=None,
+                    help="stream cap of dagrun's plan (default 16; 0: none); with --backend, the backend's max_streams "
+                         "option (default \"auto\")")
     ap.add_argument("--compile", dest="compile", action="store_true", default=True,
                     help="also time torch.compile (default)")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")

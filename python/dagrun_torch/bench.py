@@ -635,17 +635,18 @@ def backend(args) -> int:
                 "timed calls. Held MB: device memory the allocator keeps reserved after the timed calls and "
                 "torch.cuda.empty_cache() (CUDA graph pools, cached workspaces), over what it reserved before, plus "
                 "the weights. Compile s: torch.compile and 3 calls, %s; dagrun's own: its trace, plans and captures. "
-                "Backend \"dagrun\" found by %s; %.0f s in all." % (
-                    torch.cuda.get_device_name(), torch.__version__, args.iters, cache_note, how, time.time() - t_start))
+                "Backend \"dagrun\" found by %s, options=%s; %.0f s in all." % (
+                    torch.cuda.get_device_name(), torch.__version__, args.iters, cache_note, how, opts,
+                    time.time() - t_start))
 
     def save():
         with open(os.path.join(args.out, "backend.json"), "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cache": cache_note,
-                       "rows": rows}, f, indent=1)
+                       "options": opts, "rows": rows}, f, indent=1)
         with open(os.path.join(args.out, "backend.md"), "w") as f:
             f.write(note() + "\n\n" + backend_table(rows) + "\n")
 
-    opts = {"max_streams": "auto", "verify": args.verify_trials > 0,
+    opts = {"max_streams": args.max_streams, "verify": args.verify_trials > 0,
             "verify_trials": args.verify_trials}
     t0 = time.time()
     try:
@@ -772,9 +773,16 @@ def main(argv: Optional[List[str]] = None) -> int:
             print("bench: unknown model %r (known%s: %s)" % (m, " with --backend" if args.backend else "", ", ".join(known)),
                   file=sys.stderr)
             return 2
+    if args.backend:
+        ignored = [f for f, on in (("--no-compile", not args.compile), ("--only-compile", args.only_compile),
+                                   ("--compile-models", bool(args.compile_models))) if on]
+        if ignored:
+            print("bench: %s: not with --backend, which times torch.compile's modes on every model" % ", ".join(ignored),
+                  file=sys.stderr)
+            return 2
     for flag, v, low in (("--iters", args.iters, 1), ("--max-streams", args.max_streams, 0),
                          ("--verify-trials", args.verify_trials, 0)):
-        if v < low:
+        if v is not None and v < low:
             print("bench: %s %d: want an integer ≥ %d" % (flag, v, low), file=sys.stderr)
             return 2
     if not args.budget_s > 0:
@@ -790,6 +798,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not torch.cuda.is_available():
         print("bench: needs a GPU", file=sys.stderr)
         return 2
+    if args.max_streams is None:
+        args.max_streams = "auto" if args.backend else 16
     if args.schedules:
         return schedules(args)
     if args.inductor:

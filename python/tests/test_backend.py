@@ -382,7 +382,17 @@ def test_bench_refuses_bad_usage_and_a_torch_without_torch_compile_before_the_gp
         assert err("--backend", flag, bad) == "bench: %s %s: want an integer ≥ %s" % (flag, bad, good)
         assert err("--backend", flag, good) == "bench: needs a GPU"
     assert err("--backend", "--budget-s", "0") == "bench: --budget-s 0: want seconds > 0"
+    assert err("--backend", "--no-compile", "--compile-models", "googlenet") == (
+        "bench: --no-compile, --compile-models: not with --backend, which times torch.compile's modes on every model")
+    assert err("--backend", "--only-compile").startswith("bench: --only-compile: not with --backend")
+    assert err("--backend", "--compile", "--compile-models") == "bench: needs a GPU"
     assert err("--backend", "--budget-s", "0.5") == "bench: needs a GPU"
+    seen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(bench, "backend", lambda args: seen.append(args.max_streams) or 0)
+    assert bench.main(["--backend"]) == 0 and bench.main(["--backend", "--max-streams", "4"]) == 0
+    assert seen == ["auto", 4]                                       # the backend's default, or the cap given
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.delattr(torch, "compile")
     for run in ("--backend", "--inductor"):
         assert err(run).startswith("bench %s: torch %s has no torch.compile" % (run, torch.__version__))
