@@ -118,168 +118,200 @@ func (v *verifier) accesses() error {
 		st := planStage(p, i)
 		n += len(st.Reads) + len(st.Writes)
 	}
-	// Buffers: p.Buffers' by their index (the last of a name), then the
-	// undeclared ones a stage names; a buffer's space is set at its first
-	// access.
+	c := v.newAccessCollector(n)
+	v.acc = make([]verifyAccess, 0, n)
+	v.accStart = make([]int32, stageCount(p)+1)
+	for i := range stageCount(p) {
+		if err := c.stage(i); err != nil {
+			return err
+		}
+	}
+	v.accStart[stageCount(p)] = int32(len(v.acc))
+	v.segmentBounds(c.first, c.varied, c.nvaried)
+	v.segments = len(v.bounds) - len(v.spaces) // a segment fewer than bounds a space
+	return nil
+}
+
+// accessCollector is the state of accesses' walk over the stages: how
+// access buffers are named, and what it learns of each address space.
+type accessCollector struct {
+	v *verifier
 	// An unrolled plan names each access's buffer by index (Plan.AccBuf):
-	// then only undeclared names go through the map.
-	hint := len(p.AccBuf) == n && p.AccBuf != nil && p.AccOwn
+	// with hint, only undeclared names go through bufOf.
+	hint  bool
+	named bool // names kept (to report races; a derived plan does not)
+	bufOf map[string]int32
+	// Per space: first holds its first access's ends (the bounds of every
+	// space that is not varied); varied marks the spaces whose accesses
+	// do not all cover the same bytes (nvaried of them).
+	first   []int64
+	varied  []bool
+	nvaried int
+}
+
+// newAccessCollector sets up p's buffers for n accesses: p.Buffers' by
+// their index (the last of a name), then the undeclared ones a stage names;
+// a buffer's space is set at its first access.
+func (v *verifier) newAccessCollector(n int) *accessCollector {
+	p := v.p
 	nb := bufferCount(p)
-	bufOf := map[string]int32{}
-	if !hint {
-		bufOf = make(map[string]int32, max(nb, n/8))
+	c := &accessCollector{v: v, hint: len(p.AccBuf) == n && p.AccBuf != nil && p.AccOwn, bufOf: map[string]int32{}}
+	if !c.hint {
+		c.bufOf = make(map[string]int32, max(nb, n/8))
 	}
 	// Names serve only to report races, which a derived plan does not.
-	named := !p.Derived
-	if named {
+	c.named = !p.Derived
+	if c.named {
 		v.bufName = make([]string, nb)
 	}
 	v.bufSpace = make([]int32, nb)
 	for i := range nb {
 		v.bufSpace[i] = -1
-		if !hint || named {
+		if !c.hint || c.named {
 			b := planBuffer(p, i)
-			if !hint {
-				bufOf[b.Name] = int32(i)
+			if !c.hint {
+				c.bufOf[b.Name] = int32(i)
 			}
-			if named {
+			if c.named {
 				v.bufName[i] = b.Name
 			}
 		}
 	}
-	v.acc = make([]verifyAccess, 0, n)
-	v.accStart = make([]int32, stageCount(p)+1)
 	// Per space: its first and last access (at, last) and its accesses'
-	// ends (n, two an access); varied marks the spaces whose accesses do
-	// not all cover the same bytes. first holds each space's first
-	// access's ends: the bounds of every space that is not varied.
+	// ends (n, two an access).
 	v.spaces = make([]verifySpace, 0, nb)
-	first := make([]int64, 0, 2*nb)
-	var varied []bool
-	nvaried := 0
-	for i := range stageCount(p) {
-		st := planStage(p, i)
-		v.accStart[i] = int32(len(v.acc))
-		for k, list := range [2][]plan.Access{st.Reads, st.Writes} {
-			for _, a := range list {
-				if a.Offset < 0 || a.Bytes <= 0 {
-					verb := [2]string{"reads", "writes"}[k]
-					return fmt.Errorf("plan: stage %s %s %s[%d:%d]: want offset ≥ 0 and bytes > 0", st.Name, verb, a.Buffer, a.Offset, a.Offset+a.Bytes)
+	c.first = make([]int64, 0, 2*nb)
+	return c
+}
+
+// stage appends stage i's accesses (reads, then writes) to v.acc, each in
+// segments 0 to 1 of its space (its bytes are set by segmentBounds).
+func (c *accessCollector) stage(i int) error {
+	v := c.v
+	p := v.p
+	st := planStage(p, i)
+	v.accStart[i] = int32(len(v.acc))
+	for k, list := range [2][]plan.Access{st.Reads, st.Writes} {
+		for _, a := range list {
+			if a.Offset < 0 || a.Bytes <= 0 {
+				verb := [2]string{"reads", "writes"}[k]
+				return fmt.Errorf("plan: stage %s %s %s[%d:%d]: want offset ≥ 0 and bytes > 0", st.Name, verb, a.Buffer, a.Offset, a.Offset+a.Bytes)
+			}
+			var b int32
+			ok := false
+			if c.hint && p.AccBuf[len(v.acc)] >= 0 {
+				b, ok = p.AccBuf[len(v.acc)], true
+			} else {
+				b, ok = c.bufOf[a.Buffer]
+			}
+			if !ok {
+				b = int32(len(v.bufSpace))
+				c.bufOf[a.Buffer] = b
+				if c.named {
+					v.bufName = append(v.bufName, a.Buffer)
 				}
-				var b int32
-				ok := false
-				if hint && p.AccBuf[len(v.acc)] >= 0 {
-					b, ok = p.AccBuf[len(v.acc)], true
-				} else {
-					b, ok = bufOf[a.Buffer]
-				}
-				if !ok {
-					b = int32(len(v.bufSpace))
-					bufOf[a.Buffer] = b
-					if named {
-						v.bufName = append(v.bufName, a.Buffer)
-					}
-					v.bufSpace = append(v.bufSpace, -1)
-				}
-				d := int32(len(v.acc))
-				lo := a.Offset
-				if v.bufSpace[b] < 0 {
-					// Its space, at its first access: a buffer is a space
-					// of its own (buffers of one name in an unrolled plan
-					// without names, unroll, are distinct copies; buffers
-					// sharing arena bytes are arenaLifetimes' to check).
-					v.bufSpace[b] = int32(len(v.spaces))
-					v.spaces = append(v.spaces, verifySpace{at: d, last: d})
-					varied = append(varied, false)
-					first = append(first, lo, lo+a.Bytes)
-				}
-				sp := v.bufSpace[b]
-				// Segments 0 to 1 of its space: the first access's bytes
-				// (set below for the spaces whose accesses vary).
-				v.acc = append(v.acc, verifyAccess{stage: int32(i), bw: b<<1 | int32(k), lo: 0, hi: 1})
-				s := &v.spaces[sp]
-				s.n += 2
-				s.last = d
-				if !varied[sp] && (first[2*sp] != lo || first[2*sp+1] != lo+a.Bytes) {
-					varied[sp] = true
-					nvaried++
-				}
+				v.bufSpace = append(v.bufSpace, -1)
+			}
+			d := int32(len(v.acc))
+			lo := a.Offset
+			if v.bufSpace[b] < 0 {
+				// Its space, at its first access: a buffer is a space
+				// of its own (buffers of one name in an unrolled plan
+				// without names, unroll, are distinct copies; buffers
+				// sharing arena bytes are arenaLifetimes' to check).
+				v.bufSpace[b] = int32(len(v.spaces))
+				v.spaces = append(v.spaces, verifySpace{at: d, last: d})
+				c.varied = append(c.varied, false)
+				c.first = append(c.first, lo, lo+a.Bytes)
+			}
+			sp := v.bufSpace[b]
+			// Segments 0 to 1 of its space: the first access's bytes
+			// (set by segmentBounds for the spaces whose accesses vary).
+			v.acc = append(v.acc, verifyAccess{stage: int32(i), bw: b<<1 | int32(k), lo: 0, hi: 1})
+			s := &v.spaces[sp]
+			s.n += 2
+			s.last = d
+			if !c.varied[sp] && (c.first[2*sp] != lo || c.first[2*sp+1] != lo+a.Bytes) {
+				c.varied[sp] = true
+				c.nvaried++
 			}
 		}
 	}
-	v.accStart[stageCount(p)] = int32(len(v.acc))
-	// Each space's segment bounds: the sorted distinct ends of its
-	// accesses; a space whose accesses all cover the same bytes (most:
-	// buffers accessed whole) has those two, its first access's.
+	return nil
+}
+
+// segmentBounds sets each space's segment bounds: the sorted distinct ends
+// of its accesses; a space whose accesses all cover the same bytes (most:
+// buffers accessed whole) has those two, its first access's (first). The
+// accesses of the nvaried varied spaces get their segment indices.
+func (v *verifier) segmentBounds(first []int64, varied []bool, nvaried int) {
 	if nvaried == 0 {
 		v.bounds = first
 		for sp := range v.spaces {
 			v.spaces[sp].at, v.spaces[sp].n = 2*int32(sp), 2
 		}
-	} else {
-		at := int32(0)
-		for sp, s := range v.spaces {
-			if varied[sp] {
-				at += s.n
-			} else {
-				at += 2
-			}
-		}
-		v.bounds = make([]int64, at)
-		at = 0
-		for sp := range v.spaces {
-			s := &v.spaces[sp]
-			if varied[sp] {
-				s.at, at, s.n = at, at+s.n, 0 // filled below
-				continue
-			}
-			s.at, s.n = at, 2
-			v.bounds[at], v.bounds[at+1] = first[2*sp], first[2*sp+1]
+		return
+	}
+	at := int32(0)
+	for sp, s := range v.spaces {
+		if varied[sp] {
+			at += s.n
+		} else {
 			at += 2
 		}
-		first = nil
-		for k := range v.acc {
-			a := &v.acc[k]
-			if sp := v.space(a); varied[sp] {
-				s := &v.spaces[sp]
-				lo, hi := v.planBytes(int32(k))
-				v.bounds[s.at+s.n], v.bounds[s.at+s.n+1] = lo, hi
-				s.n += 2
-			}
+	}
+	v.bounds = make([]int64, at)
+	at = 0
+	for sp := range v.spaces {
+		s := &v.spaces[sp]
+		if varied[sp] {
+			s.at, at, s.n = at, at+s.n, 0 // filled below
+			continue
 		}
-		// Each varied space's distinct bounds, moved down to the end of
-		// the previous space's.
-		at = 0
-		for k := range v.spaces {
-			s := &v.spaces[k]
-			b := v.bounds[s.at : s.at+s.n]
-			if varied[k] {
-				slices.Sort(b)
-				b = slices.Compact(b)
-			}
-			copy(v.bounds[at:], b)
-			s.at, s.n = at, int32(len(b))
-			at += s.n
-		}
-		if int(at) < len(v.bounds)*3/4 {
-			v.bounds = slices.Clone(v.bounds[:at])
-		}
-		v.bounds = v.bounds[:at]
-		// The varied spaces' accesses in segment indices.
-		for k := range v.acc {
-			a := &v.acc[k]
-			if sp := v.space(a); varied[sp] {
-				s := v.spaces[sp]
-				b := v.bounds[s.at : s.at+s.n]
-				lo, hi := v.planBytes(int32(k))
-				l, _ := slices.BinarySearch(b, lo)
-				h, _ := slices.BinarySearch(b, hi)
-				a.lo, a.hi = int32(l), int32(h)
-			}
+		s.at, s.n = at, 2
+		v.bounds[at], v.bounds[at+1] = first[2*sp], first[2*sp+1]
+		at += 2
+	}
+	first = nil
+	for k := range v.acc {
+		a := &v.acc[k]
+		if sp := v.space(a); varied[sp] {
+			s := &v.spaces[sp]
+			lo, hi := v.planBytes(int32(k))
+			v.bounds[s.at+s.n], v.bounds[s.at+s.n+1] = lo, hi
+			s.n += 2
 		}
 	}
-	v.segments = len(v.bounds) - len(v.spaces) // a segment fewer than bounds a space
-	return nil
+	// Each varied space's distinct bounds, moved down to the end of
+	// the previous space's.
+	at = 0
+	for k := range v.spaces {
+		s := &v.spaces[k]
+		b := v.bounds[s.at : s.at+s.n]
+		if varied[k] {
+			slices.Sort(b)
+			b = slices.Compact(b)
+		}
+		copy(v.bounds[at:], b)
+		s.at, s.n = at, int32(len(b))
+		at += s.n
+	}
+	if int(at) < len(v.bounds)*3/4 {
+		v.bounds = slices.Clone(v.bounds[:at])
+	}
+	v.bounds = v.bounds[:at]
+	// The varied spaces' accesses in segment indices.
+	for k := range v.acc {
+		a := &v.acc[k]
+		if sp := v.space(a); varied[sp] {
+			s := v.spaces[sp]
+			b := v.bounds[s.at : s.at+s.n]
+			lo, hi := v.planBytes(int32(k))
+			l, _ := slices.BinarySearch(b, lo)
+			h, _ := slices.BinarySearch(b, hi)
+			a.lo, a.hi = int32(l), int32(h)
+		}
+	}
 }
 
 // frontiers makes the sweep's tables: a frontier slot per segment, and
