@@ -99,170 +99,237 @@ func (v *verifier) capturedElsewhere(k, s, at int) int {
 	return -1
 }
 
+// checkCapture returns the violations of capture ck: each op issued in its
+// region is checked against the rules CheckCaptures lists, then every
+// stream the capture took must join back into its origin stream.
 func (v *verifier) checkCapture(ck int) []CaptureViolation {
 	p := v.p
 	c := p.Captures[ck]
-	begin, end := v.captureRegion(c)
-	var out []CaptureViolation
-	stageOf := func(g int32) (string, string, string) {
-		s := v.opStream[g]
-		o := p.Streams[s].Ops[v.opIndex(g)]
-		if o.Kind == plan.OpLaunch {
-			return p.Stages[o.Stage].Name, p.Streams[s].Name, p.Stages[o.Stage].Source
-		}
-		if i := p.OpStage(int(s), int(v.opIndex(g))); i >= 0 {
-			st := &p.Stages[i]
-			return st.Name, p.Streams[s].Name, st.Source
-		}
-		return o.String(), p.Streams[s].Name, ""
-	}
-	bad := func(g int32, rule, drv, fix string) {
-		st, str, src := stageOf(g)
-		out = append(out, CaptureViolation{Rule: rule, Stage: st, Stream: str, Error: drv, Fix: fix, Source: src})
-	}
-	origin := int32(c.Stream)
-	if p.Streams[origin].Kind == plan.StreamLegacy {
-		bad(v.launchOp[p.StageIndex(c.First)], CaptureLegacyBegin, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+	cc := &captureCheck{v: v, p: p, ck: ck, c: c, origin: int32(c.Stream)}
+	cc.begin, cc.end = v.captureRegion(c)
+	if p.Streams[cc.origin].Kind == plan.StreamLegacy {
+		cc.bad(v.launchOp[p.StageIndex(c.First)], CaptureLegacyBegin, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
 			"capture on a stream you created (the legacy default stream cannot be captured)")
 	}
-	captured := map[int32]bool{origin: true}
-	lastIn := map[int32]int32{} // per captured stream: its last op in the region
-	blocking := plan.BlockingKind(p.Streams[origin].Kind)
-	thread := p.Streams[origin].Thread
-	usedBefore := map[[2]string]bool{} // (stream, lazy buffer) used before the capture
-	lazy := map[string]bool{}
+	cc.captured = map[int32]bool{cc.origin: true}
+	cc.lastIn = map[int32]int32{}
+	cc.blocking = plan.BlockingKind(p.Streams[cc.origin].Kind)
+	cc.thread = p.Streams[cc.origin].Thread
+	cc.usedBefore = map[[2]string]bool{}
+	cc.lazy = map[string]bool{}
 	for _, b := range p.Buffers {
 		if b.Alloc == plan.AllocLazy {
-			lazy[b.Name] = true
+			cc.lazy[b.Name] = true
 		}
 	}
-	var capturedAcc []plan.Access // accesses of captured stages so far
-	joins := p.CaptureJoins(c)
-	firstAt := int(v.opIssue[v.launchOp[p.StageIndex(c.First)]])
+	cc.joins = p.CaptureJoins(c)
+	cc.firstAt = int(v.opIssue[v.launchOp[p.StageIndex(c.First)]])
 	for k, so := range p.IssueOrder {
-		s := int32(so[0])
-		g := v.opBase[s] + int32(so[1])
-		o := p.Streams[s].Ops[so[1]]
-		str := &p.Streams[s]
-		if k < begin {
-			if o.Kind == plan.OpLaunch && len(lazy) > 0 {
-				for _, a := range stageAccesses(&p.Stages[o.Stage]) {
-					if lazy[a.Buffer] {
-						usedBefore[[2]string{str.Name, a.Buffer}] = true
-					}
-				}
-			}
-			continue
-		}
-		if k >= end {
+		if k >= cc.end {
 			break
 		}
-		// Joining the capture: a wait on an event recorded in it. A
-		// stream that another capture takes cannot join: the dependency
-		// would cross from one capture sequence into another.
-		if o.Kind == plan.OpWait && !captured[s] {
-			if r := v.opCaptured[g]; r >= 0 && captured[v.opStream[r]] && int(v.opIssue[r]) >= begin && !str.Host {
-				if q := v.capturedElsewhere(ck, int(s), k); q >= 0 {
-					bad(g, CaptureMerge, "CUDA_ERROR_STREAM_CAPTURE_MERGE", v.mergeFix(ck, q, int(s), k, end))
-					continue
-				}
-				captured[s] = true
-				blocking = blocking || plan.BlockingKind(str.Kind)
-			}
-		}
-		// Isolation: a captured wait takes only a record made in the
-		// capture. First's waits are issued before cuStreamBeginCapture
-		// (CaptureRegion); a record by a host stage orders by issue order
-		// (no cuStreamWaitEvent is made for it).
-		if o.Kind == plan.OpWait && captured[s] && !str.Host && (s != origin || k >= firstAt) {
-			if why := v.isolated(ck, o, g, begin, joins); why != "" {
-				st, _, _ := stageOf(g)
-				fix := isolationFix(p, c, -1)
-				if r := v.opCaptured[g]; o.Lag == 0 && r >= 0 && int(v.opIssue[r]) >= begin {
-					fix = isolationFix(p, c, p.OpStage(int(v.opStream[r]), int(v.opIndex(r))))
-				}
-				bad(g, CaptureIsolation, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
-					fmt.Sprintf("the wait before %s is for %s, not a record made in the capture: %s", st, why, fix))
-			}
-		}
-		affected := c.Mode != plan.CaptureRelaxed && (c.Mode == plan.CaptureGlobal || str.Thread == thread)
-		switch {
-		case str.Host && o.Kind == plan.OpWait:
-			r := v.opCaptured[g]
-			switch {
-			case r >= 0 && captured[v.opStream[r]] && int(v.opIssue[r]) >= begin:
-				bad(g, CaptureSync, "CUDA_ERROR_CAPTURED_EVENT",
-					"move the host wait after the capture ends (captured work runs only when the graph is launched)")
-			case r >= 0 && !p.Streams[v.opStream[r]].Host && affected:
-				// cuEventSynchronize on work outside the capture: a
-				// potentially unsafe call, refused as cuMemAlloc is.
-				bad(g, CaptureSync, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
-					fmt.Sprintf("capture in relaxed mode (mode: relaxed), which allows cuEventSynchronize during the capture (%s mode refuses it from %s), or wait before the capture begins", captureModeName(c.Mode), map[bool]string{true: "every thread", false: "the capturing thread"}[c.Mode == plan.CaptureGlobal]))
-			}
-		case str.Host && o.Kind == plan.OpLaunch:
-			st := &p.Stages[o.Stage]
-			for _, a := range stageAccesses(st) {
-				if conflictsAny(a, capturedAcc) {
-					bad(g, CaptureHostAccess, "",
-						fmt.Sprintf("move %s after the capture and after a wait for the graph's launch: the captured work on %s has not run", st.Name, a.Buffer))
-					break
-				}
-			}
-		case captured[s]:
-			if o.Kind == plan.OpLaunch {
-				st := &p.Stages[o.Stage]
-				if st.Copy == plan.CopySync {
-					bad(g, CaptureSyncCopy, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "make "+st.Name+" an asynchronous copy (copy: async) on a captured stream")
-				}
-				capturedAcc = append(capturedAcc, stageAccesses(st)...)
-			}
-			lastIn[s] = g
-		}
-		// A lazy buffer's first use on a stream is a cuMemAlloc, an
-		// unsafe call whether or not the stream is captured: it fails
-		// from any thread in global mode, from the capturing thread in
-		// thread-local mode (cuThreadExchangeStreamCaptureMode).
-		if !str.Host && o.Kind == plan.OpLaunch && len(lazy) > 0 {
+		cc.op(k, so)
+	}
+	cc.unjoined()
+	return cc.out
+}
+
+// captureCheck is checkCapture's state as it walks the issue order up to
+// the end of capture ck's region.
+type captureCheck struct {
+	v          *verifier
+	p          *plan.Plan
+	ck         int
+	c          plan.Capture
+	begin, end int // the region's issue positions [begin, end)
+	origin     int32
+	out        []CaptureViolation
+
+	captured map[int32]bool  // the streams the capture has taken
+	lastIn   map[int32]int32 // per captured stream: its last op in the region
+	blocking bool            // a captured stream is blocking
+	thread   string          // the capturing thread
+	// usedBefore holds each (stream, lazy buffer) used so far: before the
+	// capture, or since (its cuMemAlloc is done).
+	usedBefore  map[[2]string]bool
+	lazy        map[string]bool // the lazy buffers
+	capturedAcc []plan.Access   // accesses of captured stages so far
+	joins       []int           // per stream: where it joins the capture (CaptureJoins)
+	firstAt     int             // the issue position of First's launch
+}
+
+// stageOf names op g's stage (or the op), its stream and the stage's source.
+func (cc *captureCheck) stageOf(g int32) (string, string, string) {
+	v, p := cc.v, cc.p
+	s := v.opStream[g]
+	o := p.Streams[s].Ops[v.opIndex(g)]
+	if o.Kind == plan.OpLaunch {
+		return p.Stages[o.Stage].Name, p.Streams[s].Name, p.Stages[o.Stage].Source
+	}
+	if i := p.OpStage(int(s), int(v.opIndex(g))); i >= 0 {
+		st := &p.Stages[i]
+		return st.Name, p.Streams[s].Name, st.Source
+	}
+	return o.String(), p.Streams[s].Name, ""
+}
+
+// bad reports that op g breaks rule, with the driver's error drv and fix.
+func (cc *captureCheck) bad(g int32, rule, drv, fix string) {
+	st, str, src := cc.stageOf(g)
+	cc.out = append(cc.out, CaptureViolation{Rule: rule, Stage: st, Stream: str, Error: drv, Fix: fix, Source: src})
+}
+
+// op checks the op at issue position k (so: stream, index), which is
+// before the region's end.
+func (cc *captureCheck) op(k int, so [2]int) {
+	v, p := cc.v, cc.p
+	s := int32(so[0])
+	g := v.opBase[s] + int32(so[1])
+	o := p.Streams[s].Ops[so[1]]
+	str := &p.Streams[s]
+	if k < cc.begin {
+		if o.Kind == plan.OpLaunch && len(cc.lazy) > 0 {
 			for _, a := range stageAccesses(&p.Stages[o.Stage]) {
-				if key := [2]string{str.Name, a.Buffer}; lazy[a.Buffer] && !usedBefore[key] {
-					usedBefore[key] = true
-					if affected {
-						bad(g, CaptureAlloc, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
-							fmt.Sprintf("warm up on stream %s: run a stage that uses %s on %s before the capture begins, so its cuMemAlloc happens outside the capture", str.Name, a.Buffer, str.Name))
-					}
+				if cc.lazy[a.Buffer] {
+					cc.usedBefore[[2]string{str.Name, a.Buffer}] = true
 				}
 			}
 		}
-		if !captured[s] && !str.Host && o.Kind == plan.OpLaunch {
-			st := &p.Stages[o.Stage]
-			switch {
-			case str.Kind == plan.StreamLegacy && blocking:
-				// In every mode and from every thread: the legacy
-				// stream's implicit synchronization would depend on the
-				// capture; the mode governs unsafe calls only
-				// (cuStreamIsCapturing's reference).
-				bad(g, CaptureLegacy, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
-					fmt.Sprintf("issue %s after the capture ends, or make the captured streams non_blocking", st.Name))
-			case st.Copy == plan.CopySync && affected:
-				bad(g, CaptureSyncCopy, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "issue "+st.Name+" after the capture ends")
+		return
+	}
+	// Joining the capture: a wait on an event recorded in it. A
+	// stream that another capture takes cannot join: the dependency
+	// would cross from one capture sequence into another.
+	if o.Kind == plan.OpWait && !cc.captured[s] {
+		if r := v.opCaptured[g]; r >= 0 && cc.captured[v.opStream[r]] && int(v.opIssue[r]) >= cc.begin && !str.Host {
+			if q := v.capturedElsewhere(cc.ck, int(s), k); q >= 0 {
+				cc.bad(g, CaptureMerge, "CUDA_ERROR_STREAM_CAPTURE_MERGE", v.mergeFix(cc.ck, q, int(s), k, cc.end))
+				return
+			}
+			cc.captured[s] = true
+			cc.blocking = cc.blocking || plan.BlockingKind(str.Kind)
+		}
+	}
+	// Isolation: a captured wait takes only a record made in the
+	// capture. First's waits are issued before cuStreamBeginCapture
+	// (CaptureRegion); a record by a host stage orders by issue order
+	// (no cuStreamWaitEvent is made for it).
+	if o.Kind == plan.OpWait && cc.captured[s] && !str.Host && (s != cc.origin || k >= cc.firstAt) {
+		cc.isolation(g, o)
+	}
+	affected := cc.c.Mode != plan.CaptureRelaxed && (cc.c.Mode == plan.CaptureGlobal || str.Thread == cc.thread)
+	cc.inRegion(g, s, o, affected)
+	// A lazy buffer's first use on a stream is a cuMemAlloc, an
+	// unsafe call whether or not the stream is captured: it fails
+	// from any thread in global mode, from the capturing thread in
+	// thread-local mode (cuThreadExchangeStreamCaptureMode).
+	if !str.Host && o.Kind == plan.OpLaunch && len(cc.lazy) > 0 {
+		for _, a := range stageAccesses(&p.Stages[o.Stage]) {
+			if key := [2]string{str.Name, a.Buffer}; cc.lazy[a.Buffer] && !cc.usedBefore[key] {
+				cc.usedBefore[key] = true
+				if affected {
+					cc.bad(g, CaptureAlloc, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+						fmt.Sprintf("warm up on stream %s: run a stage that uses %s on %s before the capture begins, so its cuMemAlloc happens outside the capture", str.Name, a.Buffer, str.Name))
+				}
 			}
 		}
 	}
-	// Every forked stream joined back into the origin before the end.
-	end0, ok := lastIn[origin]
-	if !ok {
-		return out
+	if !cc.captured[s] && !str.Host && o.Kind == plan.OpLaunch {
+		cc.outside(g, str, &p.Stages[o.Stage], affected)
 	}
-	for _, s := range slices.Sorted(maps.Keys(lastIn)) { // in stream order: the same report every time
-		l := lastIn[s]
-		if s == origin || v.opHB(l, end0) {
+}
+
+// isolation checks that captured wait g (op o) takes a record made in the
+// capture.
+func (cc *captureCheck) isolation(g int32, o plan.Op) {
+	v, p, c := cc.v, cc.p, cc.c
+	why := v.isolated(cc.ck, o, g, cc.begin, cc.joins)
+	if why == "" {
+		return
+	}
+	st, _, _ := cc.stageOf(g)
+	fix := isolationFix(p, c, -1)
+	if r := v.opCaptured[g]; o.Lag == 0 && r >= 0 && int(v.opIssue[r]) >= cc.begin {
+		fix = isolationFix(p, c, p.OpStage(int(v.opStream[r]), int(v.opIndex(r))))
+	}
+	cc.bad(g, CaptureIsolation, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+		fmt.Sprintf("the wait before %s is for %s, not a record made in the capture: %s", st, why, fix))
+}
+
+// inRegion checks op g (o, of stream s) in the region: a host stage's
+// waits and accesses against the captured work, and a captured stream's
+// copies; affected is whether the capture's mode refuses unsafe calls
+// from g's thread.
+func (cc *captureCheck) inRegion(g, s int32, o plan.Op, affected bool) {
+	v, p, c := cc.v, cc.p, cc.c
+	str := &p.Streams[s]
+	switch {
+	case str.Host && o.Kind == plan.OpWait:
+		r := v.opCaptured[g]
+		switch {
+		case r >= 0 && cc.captured[v.opStream[r]] && int(v.opIssue[r]) >= cc.begin:
+			cc.bad(g, CaptureSync, "CUDA_ERROR_CAPTURED_EVENT",
+				"move the host wait after the capture ends (captured work runs only when the graph is launched)")
+		case r >= 0 && !p.Streams[v.opStream[r]].Host && affected:
+			// cuEventSynchronize on work outside the capture: a
+			// potentially unsafe call, refused as cuMemAlloc is.
+			cc.bad(g, CaptureSync, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+				fmt.Sprintf("capture in relaxed mode (mode: relaxed), which allows cuEventSynchronize during the capture (%s mode refuses it from %s), or wait before the capture begins", captureModeName(c.Mode), map[bool]string{true: "every thread", false: "the capturing thread"}[c.Mode == plan.CaptureGlobal]))
+		}
+	case str.Host && o.Kind == plan.OpLaunch:
+		st := &p.Stages[o.Stage]
+		for _, a := range stageAccesses(st) {
+			if conflictsAny(a, cc.capturedAcc) {
+				cc.bad(g, CaptureHostAccess, "",
+					fmt.Sprintf("move %s after the capture and after a wait for the graph's launch: the captured work on %s has not run", st.Name, a.Buffer))
+				break
+			}
+		}
+	case cc.captured[s]:
+		if o.Kind == plan.OpLaunch {
+			st := &p.Stages[o.Stage]
+			if st.Copy == plan.CopySync {
+				cc.bad(g, CaptureSyncCopy, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "make "+st.Name+" an asynchronous copy (copy: async) on a captured stream")
+			}
+			cc.capturedAcc = append(cc.capturedAcc, stageAccesses(st)...)
+		}
+		cc.lastIn[s] = g
+	}
+}
+
+// outside checks launch g of stage st on device stream str, which the
+// capture has not taken, issued in the region.
+func (cc *captureCheck) outside(g int32, str *plan.Stream, st *plan.Stage, affected bool) {
+	switch {
+	case str.Kind == plan.StreamLegacy && cc.blocking:
+		// In every mode and from every thread: the legacy
+		// stream's implicit synchronization would depend on the
+		// capture; the mode governs unsafe calls only
+		// (cuStreamIsCapturing's reference).
+		cc.bad(g, CaptureLegacy, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+			fmt.Sprintf("issue %s after the capture ends, or make the captured streams non_blocking", st.Name))
+	case st.Copy == plan.CopySync && affected:
+		cc.bad(g, CaptureSyncCopy, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "issue "+st.Name+" after the capture ends")
+	}
+}
+
+// unjoined checks that every forked stream joined back into the origin
+// before the end.
+func (cc *captureCheck) unjoined() {
+	v, p := cc.v, cc.p
+	end0, ok := cc.lastIn[cc.origin]
+	if !ok {
+		return
+	}
+	for _, s := range slices.Sorted(maps.Keys(cc.lastIn)) { // in stream order: the same report every time
+		l := cc.lastIn[s]
+		if s == cc.origin || v.opHB(l, end0) {
 			continue
 		}
-		st, _, _ := stageOf(l)
-		bad(l, CaptureUnjoined, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
-			fmt.Sprintf("join stream %s back before the capture ends: add %s to the waits of %s (stream %s waits for stream %s)", p.Streams[s].Name, st, c.Last, p.Streams[origin].Name, p.Streams[s].Name))
+		st, _, _ := cc.stageOf(l)
+		cc.bad(l, CaptureUnjoined, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+			fmt.Sprintf("join stream %s back before the capture ends: add %s to the waits of %s (stream %s waits for stream %s)", p.Streams[s].Name, st, cc.c.Last, p.Streams[cc.origin].Name, p.Streams[s].Name))
 	}
-	return out
 }
 
 // isolationFix is the fix of a captured wait that breaks isolation in
