@@ -42,9 +42,13 @@ _LAZY = {
 def __getattr__(name):
     # torch is imported only when a part that needs it is asked for, so that
     # the plan and check parts work (and their tests run) without torch.
-    if name not in _LAZY:
-        raise AttributeError("module 'dagrun_torch' has no attribute %r" % name)
     import importlib
+    if name not in _LAZY:
+        # a submodule (dagrun_torch.backend.compiled_graphs(), ...) without its own import
+        import importlib.util
+        if name.startswith("_") or importlib.util.find_spec("." + name, __name__) is None:
+            raise AttributeError("module 'dagrun_torch' has no attribute %r" % name)
+        return importlib.import_module("." + name, __name__)
     mod, attr = _LAZY[name]
     v = getattr(importlib.import_module("." + mod, __name__), attr)
     globals()[name] = v

@@ -300,6 +300,25 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
     assert (info.path, info.reason) == ("reduce-overhead", why)
 
 
+def test_the_backend_module_is_an_attribute_of_the_package_without_its_own_import():
+    """docs/pytorch.md writes dagrun_torch.backend.register() and
+    dagrun_torch.backend.compiled_graphs() after `import dagrun_torch`."""
+    import subprocess
+    from conftest import package_env
+    code = ("import sys, dagrun_torch\n"
+            "assert 'dagrun_torch.backend' not in sys.modules\n"
+            "print(dagrun_torch.backend.compiled_graphs(), dagrun_torch.inductor.__name__, 'torch' in sys.modules)\n"
+            "for name in ('nosuch', '_binary_x', '__path__x'):\n"
+            "    try:\n"
+            "        getattr(dagrun_torch, name)\n"
+            "    except AttributeError as e:\n"
+            "        print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=package_env())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].startswith("[] dagrun_torch.inductor")
+    assert r.stdout.splitlines()[1:] == ["module 'dagrun_torch' has no attribute %r" % n for n in ("nosuch", "_binary_x", "__path__x")]
+
+
 def test_entry_point_names_the_backend():
     sys.path.insert(0, os.path.join(REPO, "python", "_build"))
     try:
