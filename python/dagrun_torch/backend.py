@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -256,9 +257,20 @@ def _inductor(gm: Any, example_inputs: Sequence[Any], cudagraphs: bool) -> Calla
     return compile_fx(gm, list(example_inputs), config_patches={"triton.cudagraphs": bool(cudagraphs)})
 
 
+def warn_fallback(message: str) -> None:
+    """Warn ``message`` as a DagrunFallbackWarning from the first frame
+    outside dagrun_torch and torch: the user's line that called the compiled
+    model (through dynamo), not torch's call of the backend."""
+    import torch
+    skip = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (sys.modules[__package__], torch))
+    level, f = 1, sys._getframe(0)
+    while f is not None and f.f_code.co_filename.startswith(skip):
+        f, level = f.f_back, level + 1
+    warnings.warn(message, DagrunFallbackWarning, stacklevel=level if f is not None else 2)
+
+
 def _fallback(gm: Any, example_inputs: Sequence[Any], why: str, info: CompiledGraph, t0: float) -> Callable:
-    warnings.warn("dagrun backend: running Inductor's own path (reduce-overhead) for this graph: %s" % why,
-                  DagrunFallbackWarning, stacklevel=3)
+    warn_fallback("dagrun backend: running Inductor's own path (reduce-overhead) for this graph: %s" % why)
     info.path, info.reason = "reduce-overhead", why
     fn = _inductor(gm, example_inputs, cudagraphs=True)
     info.compile_s = round(time.time() - t0, 2)
@@ -320,10 +332,9 @@ class _Replay:
         if moved is not None:
             if not self._warned:
                 self._warned = True
-                warnings.warn("dagrun backend: a weight or buffer of the compiled module is another tensor than "
+                warn_fallback("dagrun backend: a weight or buffer of the compiled module is another tensor than "
                               "at compile time (input %d): running Inductor's kernels without a CUDA graph; "
-                              "torch._dynamo.reset() and compiling again captures the new one" % moved,
-                              DagrunFallbackWarning, stacklevel=2)
+                              "torch._dynamo.reset() and compiling again captures the new one" % moved)
             return self._inner(*args)
         self.ci.replay([(args[i], slot) for i, slot in self._copies])
         return self._form(self._flat)

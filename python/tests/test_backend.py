@@ -300,6 +300,26 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
     assert (info.path, info.reason) == ("reduce-overhead", why)
 
 
+def test_a_fallback_warning_points_at_the_users_call_not_at_torch(monkeypatch):
+    """dynamo calls the backend from torch's own frames; the warning names
+    the first frame outside torch and dagrun_torch (here, this file's line
+    that calls through a function compiled as if it were torch's)."""
+    torch = pytest.importorskip("torch")
+    import inspect
+    monkeypatch.setattr(be, "_inductor", lambda gm, inputs, cudagraphs: gm)
+    monkeypatch.setattr(be, "require_torch_compile", lambda: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    ns = {}
+    exec(compile("def call_backend(fn, *a):\n    return fn(*a)\n",
+                 os.path.join(os.path.dirname(torch.__file__), "_dynamo", "wrapper_for_the_test.py"), "exec"), ns)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1
+        ns["call_backend"](be.dagrun, object(), [torch.zeros(1)])
+    (fw,) = fallback_warnings(w)
+    assert (fw.filename, fw.lineno) == (__file__, line)
+
+
 def test_the_backend_module_is_an_attribute_of_the_package_without_its_own_import():
     """docs/pytorch.md writes dagrun_torch.backend.register() and
     dagrun_torch.backend.compiled_graphs() after `import dagrun_torch`."""
