@@ -119,7 +119,66 @@ func UnrollDerived(p *Plan, iterations int, named bool) (*Plan, error) {
 	}
 	n := len(p.Stages)
 	q := &Plan{Version: p.Version, Spec: p.Spec, Dir: p.Dir, Strategy: p.Strategy, Devices: p.Devices, Kernels: p.Kernels, Events: m.Events(), Memo: Memo{Unrolled: true, Derived: !named}}
-	name := make([][]string, len(p.Buffers)) // per buffer and iteration (nil: its own name)
+	// Without names and without implicit order to derive (which reads
+	// stages), neither stages nor buffers are made: Verify reads p's
+	// (Memo.Base).
+	u := &unroller{p: p, q: q, m: m, iterations: iterations, named: named, bare: !named && !HasImplicit(p)}
+	u.buffers()
+	u.accessNames()
+	u.streams()
+	if !u.bare {
+		q.Stages = make([]Stage, 0, n*iterations)
+	}
+	for it := 0; it < iterations; it++ {
+		u.stages(it)
+		u.ops(it)
+	}
+	for s := range u.fill {
+		if u.fill[s] != u.c.Base[s+1] {
+			return nil, fmt.Errorf("plan: internal error: unrolled stream %d has %d ops, want %d", s, u.fill[s]-u.c.Base[s], u.c.Base[s+1]-u.c.Base[s])
+		}
+	}
+	q.Stats = Stats{Stages: len(q.Stages), Streams: len(q.Streams), Events: q.Events}
+	return q, nil
+}
+
+// unroller is UnrollDerived's state: p, the plan q it makes, and how p's
+// buffers, accesses and ops map into q.
+type unroller struct {
+	p, q       *Plan
+	m          *IterationMap
+	iterations int
+	named      bool
+	bare       bool // q has neither stages nor buffers, and its ops are only Ops
+
+	name  [][]string // per buffer of p and iteration: its name in q (nil: its own name)
+	qOf   []int32    // per buffer of p and iteration: its index in q's buffers
+	pbuf  []int32    // per access of p: its buffer's index, or -1
+	names [][]string // per access of p, with named: its buffer's names by iteration (name), or nil
+	slab  []Access   // the iterations' accesses, carved as rename goes
+	at    int        // rename's next access of p
+
+	c    *Ops    // a bare plan's ops (Plan.Ops)
+	fill []int32 // with c: the next op of each stream
+}
+
+// nq is how many buffers q has so far.
+func (u *unroller) nq() int { return len(u.q.Buffers) + len(u.q.BufOrig) }
+
+// addBuffer appends b, a copy of p's buffer bi, to q's buffers.
+func (u *unroller) addBuffer(b Buffer, bi int) {
+	if u.bare {
+		u.q.BufOrig = append(u.q.BufOrig, int32(bi))
+	} else {
+		u.q.Buffers = append(u.q.Buffers, b)
+	}
+}
+
+// buffers makes q's buffers: a ring buffer's copies, a one-copy arena
+// buffer's per iteration, and every other buffer once.
+func (u *unroller) buffers() {
+	p, q, m, iterations := u.p, u.q, u.m, u.iterations
+	u.name = make([][]string, len(p.Buffers))
 	nb := 0
 	for bi, b := range p.Buffers {
 		switch k := m.Copies[bi]; {
@@ -129,60 +188,46 @@ func UnrollDerived(p *Plan, iterations int, named bool) (*Plan, error) {
 			nb += k
 		}
 	}
-	// Without names and without implicit order to derive (which reads
-	// stages), neither stages nor buffers are made: Verify reads p's
-	// (Memo.Base).
-	bare := !named && !HasImplicit(p)
-	if bare {
-		q.Base, q.BaseStages = p, n*iterations
+	if u.bare {
+		q.Base, q.BaseStages = p, len(p.Stages)*iterations
 		q.BufOrig = make([]int32, 0, nb)
 	} else {
 		q.Buffers = make([]Buffer, 0, nb)
-	}
-	nq := func() int { return len(q.Buffers) + len(q.BufOrig) }
-	add := func(b Buffer, bi int) {
-		if bare {
-			q.BufOrig = append(q.BufOrig, int32(bi))
-		} else {
-			q.Buffers = append(q.Buffers, b)
-		}
-	}
-	if !bare {
 		q.IssueOrder = make([][2]int, 0, len(p.IssueOrder)*iterations)
 	}
-	qOf := make([]int32, len(p.Buffers)*iterations) // per buffer and iteration: its index in q's buffers
+	u.qOf = make([]int32, len(p.Buffers)*iterations)
 	for bi, b := range p.Buffers {
 		k := m.Copies[bi]
 		b.Copies = 0
 		for it := range iterations {
-			x := &qOf[bi*iterations+it]
+			x := &u.qOf[bi*iterations+it]
 			switch {
 			case k == 1 && b.ArenaOffset != nil:
-				*x = int32(nq() + it)
+				*x = int32(u.nq() + it)
 			case k == 1:
-				*x = int32(nq())
+				*x = int32(u.nq())
 			default:
-				*x = int32(nq() + m.Copy(it, bi))
+				*x = int32(u.nq() + m.Copy(it, bi))
 			}
 		}
 		switch {
-		case k == 1 && b.ArenaOffset != nil && !named:
+		case k == 1 && b.ArenaOffset != nil && !u.named:
 			for range iterations {
-				add(b, bi)
+				u.addBuffer(b, bi)
 			}
 		case k == 1 && b.ArenaOffset != nil:
-			name[bi] = make([]string, iterations)
+			u.name[bi] = make([]string, iterations)
 			for it := range iterations {
 				bc := b
 				bc.Name = b.Name + "@" + strconv.Itoa(it)
-				name[bi][it] = bc.Name
-				add(bc, bi)
+				u.name[bi][it] = bc.Name
+				u.addBuffer(bc, bi)
 			}
 		case k == 1:
-			add(b, bi)
-		case !named:
+			u.addBuffer(b, bi)
+		case !u.named:
 			for range k {
-				add(b, bi)
+				u.addBuffer(b, bi)
 			}
 		default:
 			copies := make([]string, k)
@@ -190,56 +235,68 @@ func UnrollDerived(p *Plan, iterations int, named bool) (*Plan, error) {
 				bc := b
 				bc.Name = b.Name + "#" + strconv.Itoa(c)
 				copies[c] = bc.Name
-				add(bc, bi)
+				u.addBuffer(bc, bi)
 			}
-			name[bi] = make([]string, iterations)
+			u.name[bi] = make([]string, iterations)
 			for it := range iterations {
-				name[bi][it] = copies[m.Copy(it, bi)]
+				u.name[bi][it] = copies[m.Copy(it, bi)]
 			}
 		}
 	}
-	// Per access of p (stage by stage, reads then writes), its buffer's
-	// names by iteration, or nil to keep its name; the iterations' accesses
-	// are carved from one array.
-	var names [][]string
-	pbuf := AccessBuffers(p) // per access of p: its buffer's index, or -1
-	if named {
-		names = make([][]string, len(pbuf))
-		for k, bi := range pbuf {
+}
+
+// accessNames sets, per access of p (stage by stage, reads then writes),
+// its buffer's names by iteration, or nil to keep its name; the
+// iterations' accesses are carved from one array (slab).
+func (u *unroller) accessNames() {
+	u.pbuf = AccessBuffers(u.p)
+	if u.named {
+		u.names = make([][]string, len(u.pbuf))
+		for k, bi := range u.pbuf {
 			if bi >= 0 {
-				names[k] = name[bi]
+				u.names[k] = u.name[bi]
 			}
 		}
 	}
-	slab := make([]Access, len(names)*iterations)
-	q.AccBuf, q.AccOwn = make([]int32, 0, len(pbuf)*iterations), true
-	at := 0
-	rename := func(as []Access, it int) []Access {
-		for i := range as {
-			qb := int32(-1)
-			if bi := pbuf[at+i]; bi >= 0 {
-				qb = qOf[int(bi)*iterations+it]
-			}
-			q.AccBuf = append(q.AccBuf, qb)
+	u.slab = make([]Access, len(u.names)*u.iterations)
+	u.q.AccBuf, u.q.AccOwn = make([]int32, 0, len(u.pbuf)*u.iterations), true
+}
+
+// rename returns the accesses as of iteration it, naming their buffers'
+// copies in q.AccBuf (and, with named, in their Buffer).
+func (u *unroller) rename(as []Access, it int) []Access {
+	q := u.q
+	for i := range as {
+		qb := int32(-1)
+		if bi := u.pbuf[u.at+i]; bi >= 0 {
+			qb = u.qOf[int(bi)*u.iterations+it]
 		}
-		if !named {
-			at += len(as)
-			return as // p's: AccBuf names the copies
-		}
-		if len(as) == 0 {
-			return []Access{}
-		}
-		out := slab[:len(as):len(as)]
-		slab = slab[len(as):]
-		copy(out, as)
-		for i := range out {
-			if nm := names[at+i]; nm != nil {
-				out[i].Buffer = nm[it]
-			}
-		}
-		at += len(as)
-		return out
+		q.AccBuf = append(q.AccBuf, qb)
 	}
+	if !u.named {
+		u.at += len(as)
+		return as // p's: AccBuf names the copies
+	}
+	if len(as) == 0 {
+		return []Access{}
+	}
+	out := u.slab[:len(as):len(as)]
+	u.slab = u.slab[len(as):]
+	copy(out, as)
+	for i := range out {
+		if nm := u.names[u.at+i]; nm != nil {
+			out[i].Buffer = nm[it]
+		}
+	}
+	u.at += len(as)
+	return out
+}
+
+// streams makes q's streams (one per stream of each stream set, "NAME/r"
+// with several sets) with room for every iteration's ops: in Ops for a
+// bare plan, exactly the ops issued (less the lagged waits skipped).
+func (u *unroller) streams() {
+	p, q, m, iterations := u.p, u.q, u.m, u.iterations
 	R := len(m.Sets)
 	q.Streams = make([]Stream, m.Streams)
 	for r := range m.Sets {
@@ -261,90 +318,90 @@ func UnrollDerived(p *Plan, iterations int, named bool) (*Plan, error) {
 			need[m.Stream(it, s)] += len(p.Streams[s].Ops)
 		}
 	}
-	var c *Ops // a bare plan's ops (Plan.Ops), fill[s] the next of stream s
-	var fill []int32
-	if bare {
-		// Exactly the ops issued: less the lagged waits skipped.
-		for _, so := range p.IssueOrder {
-			if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpWait && o.Lag > 0 {
-				for it := range iterations {
-					if _, ok := m.Wait(it, o.Event, o.Lag); !ok {
-						need[m.Stream(it, so[0])]--
-					}
-				}
-			}
-		}
-		c = &Ops{Base: make([]int32, len(q.Streams)+1)}
-		for s := range q.Streams {
-			c.Base[s+1] = c.Base[s] + int32(need[s])
-		}
-		c.Kind, c.Arg = make([]OpKind, c.Base[len(q.Streams)]), make([]int32, c.Base[len(q.Streams)])
-		c.Issue = make([]int32, 0, c.Base[len(q.Streams)])
-		fill = slices.Clone(c.Base[:len(q.Streams)])
-		q.Ops = c
-	} else {
+	if !u.bare {
 		for s := range q.Streams {
 			q.Streams[s].Ops = make([]Op, 0, need[s])
 		}
+		return
 	}
-	if !bare {
-		q.Stages = make([]Stage, 0, n*iterations)
+	for _, so := range p.IssueOrder {
+		if o := p.Streams[so[0]].Ops[so[1]]; o.Kind == OpWait && o.Lag > 0 {
+			for it := range iterations {
+				if _, ok := m.Wait(it, o.Event, o.Lag); !ok {
+					need[m.Stream(it, so[0])]--
+				}
+			}
+		}
 	}
-	for it := 0; it < iterations; it++ {
-		at = 0
-		for _, sg := range p.Stages {
-			if bare {
-				rename(sg.Reads, it)
-				rename(sg.Writes, it)
+	c := &Ops{Base: make([]int32, len(q.Streams)+1)}
+	for s := range q.Streams {
+		c.Base[s+1] = c.Base[s] + int32(need[s])
+	}
+	c.Kind, c.Arg = make([]OpKind, c.Base[len(q.Streams)]), make([]int32, c.Base[len(q.Streams)])
+	c.Issue = make([]int32, 0, c.Base[len(q.Streams)])
+	u.fill = slices.Clone(c.Base[:len(q.Streams)])
+	u.c, q.Ops = c, c
+}
+
+// stages appends iteration it's stages to q ("NAME@i" with named; each
+// iteration's collectives are groups of their own), or for a bare plan
+// only names its accesses' buffer copies.
+func (u *unroller) stages(it int) {
+	n := len(u.p.Stages)
+	u.at = 0
+	for _, sg := range u.p.Stages {
+		if u.bare {
+			u.rename(sg.Reads, it)
+			u.rename(sg.Writes, it)
+			continue
+		}
+		if u.named {
+			sg.Name = sg.Name + "@" + strconv.Itoa(it)
+		}
+		sg.Stream = u.m.Stream(it, sg.Stream)
+		sg.Reads, sg.Writes = u.rename(sg.Reads, it), u.rename(sg.Writes, it)
+		if c := sg.Collective; c != nil { // each iteration's collectives are groups of their own
+			cc := *c
+			cc.Group += it * n
+			sg.Collective = &cc
+		}
+		u.q.Stages = append(u.q.Stages, sg)
+	}
+}
+
+// ops issues iteration it's ops into q, on its stream set, with its event
+// slots; a lagged wait with nothing to wait for is left out.
+func (u *unroller) ops(it int) {
+	p, q, m := u.p, u.q, u.m
+	n := len(p.Stages)
+	for _, so := range p.IssueOrder {
+		o := p.Streams[so[0]].Ops[so[1]]
+		ps := m.Stream(it, so[0])
+		switch o.Kind {
+		case OpLaunch:
+			o.Stage += it * n
+		case OpRecord:
+			o.Event = m.Record(it, o.Event)
+		case OpWait:
+			e, ok := m.Wait(it, o.Event, o.Lag)
+			if !ok {
 				continue
 			}
-			if named {
-				sg.Name = sg.Name + "@" + strconv.Itoa(it)
-			}
-			sg.Stream = m.Stream(it, sg.Stream)
-			sg.Reads, sg.Writes = rename(sg.Reads, it), rename(sg.Writes, it)
-			if c := sg.Collective; c != nil { // each iteration's collectives are groups of their own
-				cc := *c
-				cc.Group += it * n
-				sg.Collective = &cc
-			}
-			q.Stages = append(q.Stages, sg)
+			o.Event, o.Lag = e, 0
 		}
-		for _, so := range p.IssueOrder {
-			o := p.Streams[so[0]].Ops[so[1]]
-			ps := m.Stream(it, so[0])
-			switch o.Kind {
-			case OpLaunch:
-				o.Stage += it * n
-			case OpRecord:
-				o.Event = m.Record(it, o.Event)
-			case OpWait:
-				e, ok := m.Wait(it, o.Event, o.Lag)
-				if !ok {
-					continue
-				}
-				o.Event, o.Lag = e, 0
+		if u.bare {
+			c := u.c
+			g := u.fill[ps]
+			u.fill[ps]++
+			c.Kind[g], c.Arg[g] = o.Kind, int32(o.Event)
+			if o.Kind == OpLaunch {
+				c.Arg[g] = int32(o.Stage)
 			}
-			if bare {
-				g := fill[ps]
-				fill[ps]++
-				c.Kind[g], c.Arg[g] = o.Kind, int32(o.Event)
-				if o.Kind == OpLaunch {
-					c.Arg[g] = int32(o.Stage)
-				}
-				c.Issue = append(c.Issue, g)
-				continue
-			}
-			ops := &q.Streams[ps].Ops
-			q.IssueOrder = append(q.IssueOrder, [2]int{ps, len(*ops)})
-			*ops = append(*ops, o)
+			c.Issue = append(c.Issue, g)
+			continue
 		}
+		ops := &q.Streams[ps].Ops
+		q.IssueOrder = append(q.IssueOrder, [2]int{ps, len(*ops)})
+		*ops = append(*ops, o)
 	}
-	for s := range fill {
-		if fill[s] != c.Base[s+1] {
-			return nil, fmt.Errorf("plan: internal error: unrolled stream %d has %d ops, want %d", s, fill[s]-c.Base[s], c.Base[s+1]-c.Base[s])
-		}
-	}
-	q.Stats = Stats{Stages: len(q.Stages), Streams: len(q.Streams), Events: q.Events}
-	return q, nil
 }
