@@ -118,126 +118,106 @@ func (v *verifier) accesses() error {
 		st := planStage(p, i)
 		n += len(st.Reads) + len(st.Writes)
 	}
-	c := v.newAccessCollector(n)
+	// An unrolled plan names each access's buffer by index (Plan.AccBuf):
+	// then only undeclared names go through the map.
+	hint := len(p.AccBuf) == n && p.AccBuf != nil && p.AccOwn
+	nb := bufferCount(p)
+	bufOf := map[string]int32{}
+	if !hint {
+		bufOf = make(map[string]int32, max(nb, n/8))
+	}
+	// Names serve only to report races, which a derived plan does not.
+	named := !p.Derived
+	v.accessBuffers(bufOf, hint, named)
 	v.acc = make([]verifyAccess, 0, n)
 	v.accStart = make([]int32, stageCount(p)+1)
+	// Per space: its first and last access (at, last) and its accesses'
+	// ends (n, two an access); varied marks the spaces whose accesses do
+	// not all cover the same bytes. first holds each space's first
+	// access's ends: the bounds of every space that is not varied.
+	v.spaces = make([]verifySpace, 0, nb)
+	first := make([]int64, 0, 2*nb)
+	var varied []bool
+	nvaried := 0
 	for i := range stageCount(p) {
-		if err := c.stage(i); err != nil {
-			return err
+		st := planStage(p, i)
+		v.accStart[i] = int32(len(v.acc))
+		for k, list := range [2][]plan.Access{st.Reads, st.Writes} {
+			for _, a := range list {
+				if a.Offset < 0 || a.Bytes <= 0 {
+					verb := [2]string{"reads", "writes"}[k]
+					return fmt.Errorf("plan: stage %s %s %s[%d:%d]: want offset ≥ 0 and bytes > 0", st.Name, verb, a.Buffer, a.Offset, a.Offset+a.Bytes)
+				}
+				var b int32
+				ok := false
+				if hint && p.AccBuf[len(v.acc)] >= 0 {
+					b, ok = p.AccBuf[len(v.acc)], true
+				} else {
+					b, ok = bufOf[a.Buffer]
+				}
+				if !ok {
+					b = int32(len(v.bufSpace))
+					bufOf[a.Buffer] = b
+					if named {
+						v.bufName = append(v.bufName, a.Buffer)
+					}
+					v.bufSpace = append(v.bufSpace, -1)
+				}
+				d := int32(len(v.acc))
+				lo := a.Offset
+				if v.bufSpace[b] < 0 {
+					// Its space, at its first access: a buffer is a space
+					// of its own (buffers of one name in an unrolled plan
+					// without names, unroll, are distinct copies; buffers
+					// sharing arena bytes are arenaLifetimes' to check).
+					v.bufSpace[b] = int32(len(v.spaces))
+					v.spaces = append(v.spaces, verifySpace{at: d, last: d})
+					varied = append(varied, false)
+					first = append(first, lo, lo+a.Bytes)
+				}
+				sp := v.bufSpace[b]
+				// Segments 0 to 1 of its space: the first access's bytes
+				// (set by segmentBounds for the spaces whose accesses vary).
+				v.acc = append(v.acc, verifyAccess{stage: int32(i), bw: b<<1 | int32(k), lo: 0, hi: 1})
+				s := &v.spaces[sp]
+				s.n += 2
+				s.last = d
+				if !varied[sp] && (first[2*sp] != lo || first[2*sp+1] != lo+a.Bytes) {
+					varied[sp] = true
+					nvaried++
+				}
+			}
 		}
 	}
 	v.accStart[stageCount(p)] = int32(len(v.acc))
-	v.segmentBounds(c.first, c.varied, c.nvaried)
+	v.segmentBounds(first, varied, nvaried)
 	v.segments = len(v.bounds) - len(v.spaces) // a segment fewer than bounds a space
 	return nil
 }
 
-// accessCollector is the state of accesses' walk over the stages: how
-// access buffers are named, and what it learns of each address space.
-type accessCollector struct {
-	v *verifier
-	// An unrolled plan names each access's buffer by index (Plan.AccBuf):
-	// with hint, only undeclared names go through bufOf.
-	hint  bool
-	named bool // names kept (to report races; a derived plan does not)
-	bufOf map[string]int32
-	// Per space: first holds its first access's ends (the bounds of every
-	// space that is not varied); varied marks the spaces whose accesses
-	// do not all cover the same bytes (nvaried of them).
-	first   []int64
-	varied  []bool
-	nvaried int
-}
-
-// newAccessCollector sets up p's buffers for n accesses: p.Buffers' by
-// their index (the last of a name), then the undeclared ones a stage names;
-// a buffer's space is set at its first access.
-func (v *verifier) newAccessCollector(n int) *accessCollector {
+// accessBuffers numbers p's buffers: p.Buffers' by their index (the last
+// of a name, in bufOf unless hint), then the undeclared ones a stage names
+// (accesses adds those); a buffer's space is set at its first access.
+// With named it keeps their names (v.bufName).
+func (v *verifier) accessBuffers(bufOf map[string]int32, hint, named bool) {
 	p := v.p
 	nb := bufferCount(p)
-	c := &accessCollector{v: v, hint: len(p.AccBuf) == n && p.AccBuf != nil && p.AccOwn, bufOf: map[string]int32{}}
-	if !c.hint {
-		c.bufOf = make(map[string]int32, max(nb, n/8))
-	}
-	// Names serve only to report races, which a derived plan does not.
-	c.named = !p.Derived
-	if c.named {
+	if named {
 		v.bufName = make([]string, nb)
 	}
 	v.bufSpace = make([]int32, nb)
 	for i := range nb {
 		v.bufSpace[i] = -1
-		if !c.hint || c.named {
+		if !hint || named {
 			b := planBuffer(p, i)
-			if !c.hint {
-				c.bufOf[b.Name] = int32(i)
+			if !hint {
+				bufOf[b.Name] = int32(i)
 			}
-			if c.named {
+			if named {
 				v.bufName[i] = b.Name
 			}
 		}
 	}
-	// Per space: its first and last access (at, last) and its accesses'
-	// ends (n, two an access).
-	v.spaces = make([]verifySpace, 0, nb)
-	c.first = make([]int64, 0, 2*nb)
-	return c
-}
-
-// stage appends stage i's accesses (reads, then writes) to v.acc, each in
-// segments 0 to 1 of its space (its bytes are set by segmentBounds).
-func (c *accessCollector) stage(i int) error {
-	v := c.v
-	p := v.p
-	st := planStage(p, i)
-	v.accStart[i] = int32(len(v.acc))
-	for k, list := range [2][]plan.Access{st.Reads, st.Writes} {
-		for _, a := range list {
-			if a.Offset < 0 || a.Bytes <= 0 {
-				verb := [2]string{"reads", "writes"}[k]
-				return fmt.Errorf("plan: stage %s %s %s[%d:%d]: want offset ≥ 0 and bytes > 0", st.Name, verb, a.Buffer, a.Offset, a.Offset+a.Bytes)
-			}
-			var b int32
-			ok := false
-			if c.hint && p.AccBuf[len(v.acc)] >= 0 {
-				b, ok = p.AccBuf[len(v.acc)], true
-			} else {
-				b, ok = c.bufOf[a.Buffer]
-			}
-			if !ok {
-				b = int32(len(v.bufSpace))
-				c.bufOf[a.Buffer] = b
-				if c.named {
-					v.bufName = append(v.bufName, a.Buffer)
-				}
-				v.bufSpace = append(v.bufSpace, -1)
-			}
-			d := int32(len(v.acc))
-			lo := a.Offset
-			if v.bufSpace[b] < 0 {
-				// Its space, at its first access: a buffer is a space
-				// of its own (buffers of one name in an unrolled plan
-				// without names, unroll, are distinct copies; buffers
-				// sharing arena bytes are arenaLifetimes' to check).
-				v.bufSpace[b] = int32(len(v.spaces))
-				v.spaces = append(v.spaces, verifySpace{at: d, last: d})
-				c.varied = append(c.varied, false)
-				c.first = append(c.first, lo, lo+a.Bytes)
-			}
-			sp := v.bufSpace[b]
-			// Segments 0 to 1 of its space: the first access's bytes
-			// (set by segmentBounds for the spaces whose accesses vary).
-			v.acc = append(v.acc, verifyAccess{stage: int32(i), bw: b<<1 | int32(k), lo: 0, hi: 1})
-			s := &v.spaces[sp]
-			s.n += 2
-			s.last = d
-			if !c.varied[sp] && (c.first[2*sp] != lo || c.first[2*sp+1] != lo+a.Bytes) {
-				c.varied[sp] = true
-				c.nvaried++
-			}
-		}
-	}
-	return nil
 }
 
 // segmentBounds sets each space's segment bounds: the sorted distinct ends

@@ -98,7 +98,8 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	if !used {
 		return nil
 	}
-	c := v.newArenaCutter()
+	c := arenaCutter{v: v}
+	c.init()
 	start, byBuf := c.byBuffer(nb, inArena)
 	// Per buffer: its pieces (the ranges between its accesses' ends that
 	// an access covers) and their entries.
@@ -111,14 +112,14 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	c.pieces = make([]arenaPiece, 0, withAccess)
 	// About a writing and a reading stream per buffer.
 	c.entries = make([]arenaEntry, 0, min(len(byBuf), 2*withAccess))
-	c.slot = make([]int32, len(p.Streams))
-	c.slotOf = make([]int32, len(p.Streams))
-	for i := range c.slotOf {
-		c.slotOf[i] = -1
+	slot := make([]int32, len(p.Streams)) // per stream: its entry in the piece of slotOf
+	slotOf := make([]int32, len(p.Streams))
+	for i := range slotOf {
+		slotOf[i] = -1
 	}
 	for b := range nb {
 		if ix := byBuf[start[b]:start[b+1]]; len(ix) > 0 {
-			c.cut(b, ix)
+			c.cut(b, ix, slot, slotOf)
 		}
 	}
 	bounds, byFirst := arenaSweepOrder(c.pieces)
@@ -144,8 +145,6 @@ type arenaCutter struct {
 
 	pieces  []arenaPiece
 	entries []arenaEntry
-	slot    []int32 // per stream: its entry in the piece of slotOf
-	slotOf  []int32
 
 	as                []arenaAccess // the buffer's accesses
 	ends              []int64
@@ -153,16 +152,16 @@ type arenaCutter struct {
 	local             []arenaEntry
 }
 
-// newArenaCutter reads each stage's launch issue position and stream from
-// the clocks' op tables.
-func (v *verifier) newArenaCutter() *arenaCutter {
+// init reads each stage's launch issue position and stream from the
+// clocks' op tables.
+func (c *arenaCutter) init() {
+	v := c.v
 	ns := len(v.accStart) - 1
 	stageIssue := make([]int32, 2*ns)
-	c := &arenaCutter{v: v, stageIssue: stageIssue[:ns], stageStream: stageIssue[ns:]}
+	c.stageIssue, c.stageStream = stageIssue[:ns], stageIssue[ns:]
 	for st, g := range v.launchOp {
 		c.stageIssue[st], c.stageStream[st] = v.opIssue[g], v.opStream[g]
 	}
-	return c
 }
 
 // byBuffer groups the arena accesses by buffer, each buffer's in issue
@@ -190,8 +189,9 @@ func (c *arenaCutter) byBuffer(nb int, inArena []bool) (start, byBuf []int32) {
 			fill[b]++
 		}
 	}
+	stageIssue := c.stageIssue
 	issue := func(x, y int32) int {
-		return cmp.Compare(c.stageIssue[v.acc[x].stage], c.stageIssue[v.acc[y].stage])
+		return cmp.Compare(stageIssue[v.acc[x].stage], stageIssue[v.acc[y].stage])
 	}
 	for b := range nb {
 		if as := byBuf[start[b]:start[b+1]]; !slices.IsSortedFunc(as, issue) {
@@ -209,8 +209,8 @@ func (c *arenaCutter) get(i int32) arenaAccess {
 }
 
 // cut appends buffer b's pieces and their entries; ix are its accesses
-// (indices into v.acc) in issue order.
-func (c *arenaCutter) cut(b int, ix []int32) {
+// (indices into v.acc) in issue order; slot and slotOf are cutOne's.
+func (c *arenaCutter) cut(b int, ix []int32, slot, slotOf []int32) {
 	off := planBuffer(c.v.p, b).ArenaAt()
 	c.as = c.as[:0]
 	for _, k := range ix {
@@ -223,20 +223,21 @@ func (c *arenaCutter) cut(b int, ix []int32) {
 			return
 		}
 	}
-	c.cutOne(b, off) // every access covers the same bytes (the usual case)
+	c.cutOne(b, off, slot, slotOf) // every access covers the same bytes (the usual case)
 }
 
 // cutOne appends buffer b's one piece (at arena offset off), which every
-// access covers: one entry per stream, in order of first touch.
-func (c *arenaCutter) cutOne(b int, off int64) {
+// access covers: one entry per stream, in order of first touch. Per
+// stream, slot is its entry in the piece of buffer slotOf.
+func (c *arenaCutter) cutOne(b int, off int64, slot, slotOf []int32) {
 	as := c.as
 	pc := arenaPiece{lo: off + as[0].lo, hi: off + as[0].hi, buf: int32(b), first: as[0].k, e0: int32(len(c.entries))}
 	for _, a := range as {
-		if c.slotOf[a.s] != int32(b) {
-			c.slotOf[a.s], c.slot[a.s] = int32(b), int32(len(c.entries))
+		if slotOf[a.s] != int32(b) {
+			slotOf[a.s], slot[a.s] = int32(b), int32(len(c.entries))
 			c.entries = append(c.entries, arenaEntry{stream: a.s, at: [4]int32{a.stage, -1, -1, -1}})
 		}
-		u := &c.entries[c.slot[a.s]]
+		u := &c.entries[slot[a.s]]
 		u.at[arenaLastAny] = a.stage
 		if a.write {
 			pc.writes = true

@@ -177,7 +177,8 @@ func minimalFixes(p *plan.Plan, races []Race) (fixes []Fix, unfixed []int, parti
 	if len(need) == 0 {
 		return nil, unfixed, false, true
 	}
-	f := newFixSearch(p, races, need, unfixed)
+	f := fixSearch{p: p, races: races, need: need, unfixed: unfixed}
+	f.init()
 	nCands, least, direct := f.countCandidates()
 	// Greedy: its cost is at least one try per candidate of a stage with
 	// races, counted first.
@@ -188,7 +189,7 @@ func minimalFixes(p *plan.Plan, races []Race) (fixes []Fix, unfixed []int, parti
 	if f.partial {
 		f.fixUnreached(direct)
 		slices.Sort(f.unfixed)
-		return fixesBy(p, races, f.waits, f.by, f.b, f.sw), f.unfixed, true, false
+		return fixesBy(p, races, f.waits, f.by, &f.b, f.sw), f.unfixed, true, false
 	}
 	slices.Sort(f.unfixed)
 	fixes, minimal = f.exact(nCands)
@@ -201,7 +202,7 @@ type fixSearch struct {
 	p         *plan.Plan
 	races     []Race
 	need      []int // indices into races of those a wait can order
-	b         *fixBudget
+	b         fixBudget
 	streams   int // len(p.Streams), at least 1
 	launchPos []int
 	sw        *siteWaits
@@ -216,28 +217,25 @@ type fixSearch struct {
 	partial   bool // the work bound stopped the greedy search
 }
 
-// newFixSearch orders p's stages by launch and groups need by second stage.
-func newFixSearch(p *plan.Plan, races []Race, need, unfixed []int) *fixSearch {
+// init orders p's stages by launch and groups need by second stage.
+func (f *fixSearch) init() {
+	p := f.p
 	launchPos := plan.LaunchPositions(p)
-	f := &fixSearch{
-		p: p, races: races, need: need, unfixed: unfixed,
-		b:         &fixBudget{left: fixMaxWork},
-		streams:   max(len(p.Streams), 1),
-		launchPos: launchPos,
-		sw:        newSiteWaits(p, launchPos),
-		order:     make([]int, len(p.Stages)),
-		bySecond:  map[int][]int{},
-		done:      make([]bool, len(races)),
-		isUnfixed: make([]bool, len(races)),
-	}
+	f.b = fixBudget{left: fixMaxWork}
+	f.streams = max(len(p.Streams), 1)
+	f.launchPos = launchPos
+	f.sw = newSiteWaits(p, launchPos)
+	f.order = make([]int, len(p.Stages))
+	f.bySecond = map[int][]int{}
+	f.done = make([]bool, len(f.races))
+	f.isUnfixed = make([]bool, len(f.races))
 	for i := range f.order {
 		f.order[i] = i
 	}
 	slices.SortFunc(f.order, func(x, y int) int { return launchPos[x] - launchPos[y] })
-	for _, k := range need {
-		f.bySecond[races[k].Second] = append(f.bySecond[races[k].Second], k)
+	for _, k := range f.need {
+		f.bySecond[f.races[k].Second] = append(f.bySecond[f.races[k].Second], k)
 	}
-	return f
 }
 
 // cost is the work of one try with w waits placed: clocks over the issue
@@ -435,7 +433,7 @@ func (f *fixSearch) fixUnreached(direct []int) {
 // it is tried, beside describing the fixes (fixesOf). It returns the fixes
 // and whether their count is proven minimal.
 func (f *fixSearch) exact(nCands int) ([]Fix, bool) {
-	p, b, sw := f.p, f.b, f.sw
+	p, b, sw := f.p, &f.b, f.sw
 	waits := f.waits
 	placed := sw.count(p, waits)
 	reserve := len(waits) * (f.cost(placed) + f.cost(0))

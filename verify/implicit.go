@@ -104,7 +104,8 @@ func deriveImplicit(p *plan.Plan) *implicitOrder {
 	if !plan.HasImplicit(p) {
 		return nil
 	}
-	b := newImplicitBuilder(p)
+	var b implicitBuilder
+	b.init(p)
 	for _, so := range p.IssueOrder {
 		b.issue(so)
 	}
@@ -144,9 +145,9 @@ type implicitBuilder struct {
 	capture              [][3]int32 // waits on another thread's record r: r, the wait, the event (handedOver)
 }
 
-// newImplicitBuilder numbers p's ops, maps streams to host threads and
-// sizes the replay's state.
-func newImplicitBuilder(p *plan.Plan) *implicitBuilder {
+// init numbers p's ops, maps streams to host threads and sizes the
+// replay's state.
+func (b *implicitBuilder) init(p *plan.Plan) {
 	S := len(p.Streams)
 	im := &implicitOrder{base: make([]int32, S+1), thread: make([]int32, S), early: make([]bool, len(p.Stages))}
 	for s := range p.Streams {
@@ -170,13 +171,16 @@ func newImplicitBuilder(p *plan.Plan) *implicitBuilder {
 		im.tclock = make([]int32, T) // row 0: nothing
 		im.unordered = map[int32]bool{}
 	}
-	b := &implicitBuilder{p: p, im: im, T: T, legacy: -1}
+	b.p, b.im, b.T, b.legacy = p, im, T, -1
 	for s, st := range p.Streams {
 		if st.Kind == plan.StreamLegacy {
 			b.legacy = int32(s)
 		}
 	}
-	b.lastOp = make([]int32, S)
+	// One array holds the per-stream and per-thread tables.
+	tab := make([]int32, 3*S+3*T)
+	b.lastOp, b.toLegacy, b.fromLegacy = tab[:S:S], tab[S:2*S:2*S], tab[2*S:3*S:3*S]
+	b.tcur, b.tcount, b.tmp = tab[3*S:3*S+T:3*S+T], tab[3*S+T:3*S+2*T:3*S+2*T], tab[3*S+2*T:]
 	for s := range b.lastOp {
 		b.lastOp[s] = -1
 	}
@@ -188,7 +192,6 @@ func newImplicitBuilder(p *plan.Plan) *implicitBuilder {
 	}
 	b.done = make([][]int32, T)
 	b.got = make([]int, S)
-	b.toLegacy, b.fromLegacy = make([]int32, S), make([]int32, S)
 	for s := range b.toLegacy {
 		b.toLegacy[s], b.fromLegacy[s] = -1, -1
 	}
@@ -204,12 +207,8 @@ func newImplicitBuilder(p *plan.Plan) *implicitBuilder {
 			}
 		}
 	}
-	b.tcur = make([]int32, T)
-	b.tcount = make([]int32, T)
-	b.tmp = make([]int32, T)
 	b.ranks = rankLaunches(p, im.base) // devices.go: per collective, its ranks' launch ops
 	b.issued = make([]bool, nops)
-	return b
 }
 
 // add records the edge from → to; rule names which of the rules above
