@@ -50,14 +50,20 @@ type Buf struct {
 func (x Buf) Name() string { return x.name }
 
 // Range is bytes [start, end) of the buffer, as YAML's x[start:end]
-// (offsets in bytes). Plan reports a range past the buffer's end; Range
-// panics, as Go's slicing does, on a start below 0 or an end not after
-// start.
+// (offsets in bytes). On a range it is relative to that range, as Go's
+// slicing of a slice is: x.Range(16, 48).Range(4, 8) is x[20:24]. Plan
+// reports a range past the buffer's end; Range panics, as Go's slicing
+// does, on a start below 0, an end not after start, or, on a range, an
+// end past the range's end.
 func (x Buf) Range(start, end int64) Buf {
-	if start < 0 || end <= start {
-		panic(fmt.Sprintf("dagrun: %s.Range(%d, %d): want 0 ≤ start < end (bytes [start, end), as YAML's %s[%d:%d])", x.name, start, end, x.name, start, end))
+	if start < 0 || end <= start || x.ranged && end > x.end-x.start {
+		want := "0 ≤ start < end"
+		if x.ranged {
+			want = fmt.Sprintf("0 ≤ start < end ≤ %d, the length of %s[%d:%d]", x.end-x.start, x.name, x.start, x.end)
+		}
+		panic(fmt.Sprintf("dagrun: %s.Range(%d, %d): want %s (bytes [start, end), as YAML's %s[%d:%d])", x.name, start, end, want, x.name, start+x.start, end+x.start))
 	}
-	x.start, x.end, x.ranged = start, end, true
+	x.start, x.end, x.ranged = x.start+start, x.start+end, true
 	return x
 }
 
@@ -105,9 +111,20 @@ func (x Buf) Random(seed int64) Buf {
 
 // InDevice puts a device buffer in GPU d's memory (device: d, 0-based;
 // docs/spec.md, "Several devices"). Without it a buffer is on device 0,
-// or with Placement "balance" placed by the planner.
+// or with Placement "balance" placed by the planner. It panics on a d
+// below 0, as an index would; Plan reports one past the last device.
 func (x Buf) InDevice(d int) Buf {
+	mustDevice(x.name+".InDevice", d)
 	return x.set("InDevice", func(b *dag.BufferSpec) { b.Device = d })
+}
+
+// mustDevice panics on a negative device d given to method (a Go spec
+// marks "no device given" with dag.AnyDevice, which is negative, so Plan
+// could not tell InDevice(-1) from no InDevice at all).
+func mustDevice(method string, d int) {
+	if d < 0 {
+		panic(fmt.Sprintf("dagrun: %s(%d): want a device ≥ 0 (0-based GPU index)", method, d))
+	}
 }
 
 // Buffer declares a buffer of n bytes and returns it for Reads and Writes.
@@ -191,8 +208,10 @@ func (st *StageBuilder) OnStream(name string) *StageBuilder {
 // OnDevice runs the stage on GPU d (device: d, 0-based). Without it a
 // stage runs on its stream's device, else on the device of the device
 // buffers it touches (a copy: its destination's), else on device 0; with
-// Placement "balance" the planner places it.
+// Placement "balance" the planner places it. It panics on a d below 0,
+// as an index would; Plan reports one past the last device.
 func (st *StageBuilder) OnDevice(d int) *StageBuilder {
+	mustDevice(st.spec().Name+".OnDevice", d)
 	st.spec().Device = d
 	return st
 }

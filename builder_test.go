@@ -3,6 +3,7 @@ package dagrun_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -212,4 +213,59 @@ func TestBufRange(t *testing.T) {
 		}()
 	}
 	x.Range(0, 1) // the smallest range
+}
+
+// A range of a range is relative to it, as Go's slicing of a slice is:
+// x.Range(16, 48).Range(4, 8) is x[20:24]; an end past the range's end
+// panics.
+func TestBufRangeOfRange(t *testing.T) {
+	b := dagrun.NewSpec("range")
+	x := b.Buffer("x", 64).Output()
+	r := x.Range(16, 48)
+	b.Stage("a", "fill").Arg("value", 1.0).Writes(r.Range(4, 8))
+	b.Stage("b", "fill").Arg("value", 2.0).Writes(r.Range(0, 32))
+	p, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][2]int64{{20, 4}, {16, 32}} {
+		if w := p.Stages[i].Writes[0]; w.Offset != want[0] || w.Bytes != want[1] {
+			t.Errorf("stage %s: planned as offset %d, %d bytes; want %d, %d", p.Stages[i].Name, w.Offset, w.Bytes, want[0], want[1])
+		}
+	}
+	for _, c := range [][2]int64{{0, 33}, {31, 33}, {-1, 4}, {4, 4}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("x.Range(16, 48).Range(%d, %d) did not panic", c[0], c[1])
+				}
+			}()
+			r.Range(c[0], c[1])
+		}()
+	}
+}
+
+// A negative device is a programmer's mistake that Plan could not see
+// (InDevice(-1) would read as no device given): InDevice and OnDevice
+// panic on it, as Range does on a negative start.
+func TestBuilderNegativeDevicePanics(t *testing.T) {
+	b := dagrun.NewSpec("dev")
+	x := b.Buffer("x", 64)
+	st := b.Stage("a", "fill").Arg("value", 1.0).Writes(x)
+	for name, f := range map[string]func(){
+		"InDevice(-1)": func() { x.InDevice(-1) },
+		"OnDevice(-1)": func() { st.OnDevice(-1) },
+		"InDevice(-5)": func() { x.InDevice(-5) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "want a device ≥ 0") {
+					t.Errorf("%s: recovered %v, want a panic that wants a device ≥ 0", name, r)
+				}
+			}()
+			f()
+		}()
+	}
+	x.InDevice(0)
+	st.OnDevice(0)
 }
