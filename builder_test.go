@@ -269,3 +269,37 @@ func TestBuilderNegativeDevicePanics(t *testing.T) {
 	x.InDevice(0)
 	st.OnDevice(0)
 }
+
+// A zero Buf (never declared), a range past the buffer's end and a missing
+// argument of a built-in come back from Plan with hints in Go's terms,
+// naming the builder's methods.
+func TestBuilderBufHintsInGoTerms(t *testing.T) {
+	b := dagrun.NewSpec("hints")
+	x := b.Buffer("x", 64)
+	y := b.Buffer("y", 64).Output()
+	var zero dagrun.Buf
+	b.Stage("a", "fill").Arg("value", 1.0).Writes(x)
+	b.Stage("b", "copy").Reads(zero).Writes(y)
+	b.Stage("c", "copy").Reads(x.Range(0, 128)).Writes(y)
+	b.Stage("d", "fill").Writes(x)
+	b.Stage("e", "scale").Reads(x).Writes(y)
+	_, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
+	var list dagrun.SpecErrors
+	if !errors.As(err, &list) || len(list) < 4 {
+		t.Fatalf("Plan: %v; want spec errors", err)
+	}
+	for _, e := range list {
+		if strings.Contains(e.Hint, "args:") {
+			t.Errorf("%s\n\thint: %s; want Go's terms (Arg), not YAML's", e.Msg, e.Hint)
+		}
+	}
+	for _, want := range []string{"zero Buf", "x.Range(start, end) with end ≤ 64", `give Arg("value", 1.5) or Arg("bits", 0x3fc00000)`, `give it: Arg("a", 2.0)`} {
+		found := false
+		for _, e := range list {
+			found = found || strings.Contains(e.Hint, want)
+		}
+		if !found {
+			t.Errorf("Plan: %v\nno hint says %q", err, want)
+		}
+	}
+}

@@ -46,7 +46,7 @@ func ExampleNewSpec() {
 	// cam0/out 4096 19e2009f6557b03f
 	// cam1/out 4096 801b8b8515edada2
 	// stages[0].writes: stage a: writes range x[32:96] is out of range of buffer x (64 bytes)
-	// 	hint: buffer x is 64 bytes; use a range within [0:64]
+	// 	hint: buffer x is 64 bytes: pass x.Range(start, end) with end ≤ 64
 }
 
 // A data-parallel step built in Go: a gradient buffer per device, each
