@@ -19,7 +19,9 @@
 // CheckRun (what Run would refuse, before it opens a backend). The types
 // that cross the API are defined here or are aliases of the packages
 // below (Spec, StreamPlan, PlanOptions, FuncCall, ...), and RunOptions
-// holds every option of a run, so a caller needs no other import.
+// holds every option of a run, so a caller needs no other import. A nil
+// *Spec or *StreamPlan argument is an error ("dagrun: nil plan"), not a
+// panic.
 package dagrun
 
 import (
@@ -133,7 +135,19 @@ func LoadWith(path string, o LoadOptions) (*Spec, error) { return dag.LoadFileWi
 // same bytes); for a spec that Load accepts, Load of the output gives back
 // s apart from positions. It does not validate s. Errors: w's, or a stage
 // argument of a type a spec cannot hold (not an integer, float or string).
-func WriteSpec(w io.Writer, s *Spec) error { return dag.WriteYAML(w, s) }
+func WriteSpec(w io.Writer, s *Spec) error {
+	if s == nil {
+		return errNilSpec
+	}
+	return dag.WriteYAML(w, s)
+}
+
+// errNilSpec and errNilPlan are the API's errors for a nil *Spec or
+// *StreamPlan argument (Verify's is verify's, in the same words).
+var (
+	errNilSpec = errors.New("dagrun: nil spec")
+	errNilPlan = errors.New("dagrun: nil plan")
+)
 
 // Plan builds the stream plan of spec and verifies it. Unless o or the
 // spec sets a stream cap, the default strategy's plan has at most
@@ -169,6 +183,9 @@ func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) { return PlanWhile(spe
 // and prints it only after the verifier has passed it. A nil during is
 // Plan. The verifier's time in p.Timings is its own, not during's.
 func PlanWhile(spec *Spec, o PlanOptions, during func(p *StreamPlan)) (*StreamPlan, error) {
+	if spec == nil {
+		return nil, errNilSpec
+	}
 	if spec.File == "" {
 		checked, err := dag.Validate(spec)
 		if err != nil {
@@ -222,6 +239,9 @@ func Verify(p *StreamPlan) error { return verify.Verify(p) }
 // backend (executor.CheckRun): plan errors, and options that conflict with
 // each other or with p, such as graph mode on a plan with host stages.
 func CheckRun(p *StreamPlan, o RunOptions) error {
+	if p == nil {
+		return errNilPlan
+	}
 	if err := checkDevices(p, o); err != nil {
 		return err
 	}
@@ -519,6 +539,9 @@ type RunResult struct {
 // result; and a race seen by the simulator's detector, which comes with
 // the result (RunResult.Races lists the races) and an *executor.RaceError.
 func Run(ctx context.Context, p *StreamPlan, o RunOptions) (*RunResult, error) {
+	if p == nil {
+		return nil, errNilPlan
+	}
 	if o.PTXDir == "" {
 		o.PTXDir = p.Dir
 	}

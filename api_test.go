@@ -358,3 +358,35 @@ func TestReadPlanOfMissingFile(t *testing.T) {
 		t.Errorf("ReadPlan of a missing file:\n%v\nwant\n%s", err, want)
 	}
 }
+
+// A nil spec or plan is an error that says so, from every function of
+// the API that takes one (Verify's included), not a nil dereference.
+func TestNilSpecAndPlan(t *testing.T) {
+	ctx := context.Background()
+	for name, f := range map[string]func() error{
+		"Plan":      func() error { _, err := dagrun.Plan(nil, dagrun.PlanOptions{}); return err },
+		"PlanWhile": func() error { _, err := dagrun.PlanWhile(nil, dagrun.PlanOptions{}, nil); return err },
+		"WriteSpec": func() error { return dagrun.WriteSpec(&bytes.Buffer{}, nil) },
+		"Verify":    func() error { return dagrun.Verify(nil) },
+		"CheckRun":  func() error { return dagrun.CheckRun(nil, dagrun.RunOptions{Backend: dagrun.BackendSim}) },
+		"Run": func() error {
+			_, err := dagrun.Run(ctx, nil, dagrun.RunOptions{Backend: dagrun.BackendSim})
+			return err
+		},
+		"WritePlanJSON": func() error { return dagrun.WritePlanJSON(&bytes.Buffer{}, nil, false) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s(nil) panicked: %v", name, r)
+				}
+			}()
+			if err := f(); err == nil || !strings.Contains(err.Error(), "nil") {
+				t.Errorf("%s(nil) = %v, want an error that names the nil spec or plan", name, err)
+			}
+		}()
+	}
+	if w := dagrun.Warnings(nil); w != nil {
+		t.Errorf("Warnings(nil) = %q, want none", w)
+	}
+}

@@ -26,6 +26,9 @@ import (
 // It streams (Plan.EncodeJSON): one stage at a time, never the whole file
 // in memory. Errors are w's.
 func WritePlanJSON(w io.Writer, p *StreamPlan, indent bool) error {
+	if p == nil {
+		return errNilPlan
+	}
 	if err := p.EncodeJSON(w, indent); err != nil {
 		return err
 	}
@@ -416,4 +419,9 @@ func lineCol(b []byte, off int64) (line, col int) {
 // wait-before-record trap), waits on an event recorded again before them,
 // and redundant waits with what implies them (verify.Warnings). Planned
 // specs have none; hand-synchronized specs and edited plan files may.
-func Warnings(p *StreamPlan) []string { return verify.Warnings(p) }
+func Warnings(p *StreamPlan) []string {
+	if p == nil {
+		return nil
+	}
+	return verify.Warnings(p)
+}
