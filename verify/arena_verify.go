@@ -98,78 +98,9 @@ func (v *verifier) arenaPieces() *arenaSweep {
 	if !used {
 		return nil
 	}
-	c := arenaCutter{v: v}
-	c.init()
-	start, byBuf := c.byBuffer(nb, inArena)
-	// Per buffer: its pieces (the ranges between its accesses' ends that
-	// an access covers) and their entries.
-	withAccess := 0 // buffers in the arena with accesses
-	for b := range nb {
-		if start[b+1] > start[b] {
-			withAccess++
-		}
-	}
-	c.pieces = make([]arenaPiece, 0, withAccess)
-	// About a writing and a reading stream per buffer.
-	c.entries = make([]arenaEntry, 0, min(len(byBuf), 2*withAccess))
-	slot := make([]int32, len(p.Streams)) // per stream: its entry in the piece of slotOf
-	slotOf := make([]int32, len(p.Streams))
-	for i := range slotOf {
-		slotOf[i] = -1
-	}
-	for b := range nb {
-		if ix := byBuf[start[b]:start[b+1]]; len(ix) > 0 {
-			c.cut(b, ix, slot, slotOf)
-		}
-	}
-	bounds, byFirst := arenaSweepOrder(c.pieces)
-	return &arenaSweep{v: v, pieces: c.pieces, entries: c.entries, bounds: bounds, byFirst: byFirst, seen: map[[4]int32]int{}}
-}
-
-// arenaAccess is one arena access as arenaPieces cuts it: its stage's
-// issue position, stream and index, whether it writes, and its bytes of
-// the buffer [lo, hi).
-type arenaAccess struct {
-	k, s, stage int32
-	write       bool
-	lo, hi      int64
-}
-
-// arenaCutter cuts each arena buffer's accesses into pieces for
-// arenaPieces; the slices after local are scratch reused from buffer to
-// buffer.
-type arenaCutter struct {
-	v *verifier
-	// Per stage, its launch's issue position and stream.
-	stageIssue, stageStream []int32
-
-	pieces  []arenaPiece
-	entries []arenaEntry
-
-	as                []arenaAccess // the buffer's accesses
-	ends              []int64
-	head, next, first []int32
-	local             []arenaEntry
-}
-
-// init reads each stage's launch issue position and stream from the
-// clocks' op tables.
-func (c *arenaCutter) init() {
-	v := c.v
-	ns := len(v.accStart) - 1
-	stageIssue := make([]int32, 2*ns)
-	c.stageIssue, c.stageStream = stageIssue[:ns], stageIssue[ns:]
-	for st, g := range v.launchOp {
-		c.stageIssue[st], c.stageStream[st] = v.opIssue[g], v.opStream[g]
-	}
-}
-
-// byBuffer groups the arena accesses by buffer, each buffer's in issue
-// order (a counting sort by buffer: count, then fill): buffer b's are
-// byBuf[start[b]:start[b+1]], indices into v.acc.
-func (c *arenaCutter) byBuffer(nb int, inArena []bool) (start, byBuf []int32) {
-	v := c.v
-	start = make([]int32, nb+1)
+	// The arena accesses grouped by buffer, each buffer's in issue order
+	// (a counting sort by buffer: count, then fill).
+	start := make([]int32, nb+1)
 	for k := range v.acc {
 		if b := v.acc[k].buf(); int(b) < nb && inArena[b] {
 			start[b+1]++
@@ -180,8 +111,9 @@ func (c *arenaCutter) byBuffer(nb int, inArena []bool) (start, byBuf []int32) {
 	}
 	// Stage by stage (verifier.accesses: reads, then writes; buffer
 	// indices below nb are p's buffers), then each buffer's in
-	// issue order where stage order is not.
-	byBuf = make([]int32, start[nb])
+	// issue order where stage order is not; byBuf holds indices into
+	// v.acc.
+	byBuf := make([]int32, start[nb])
 	fill := slices.Clone(start[:nb])
 	for i := range v.acc {
 		if b := v.acc[i].buf(); int(b) < nb && inArena[b] {
@@ -189,7 +121,14 @@ func (c *arenaCutter) byBuffer(nb int, inArena []bool) (start, byBuf []int32) {
 			fill[b]++
 		}
 	}
-	stageIssue := c.stageIssue
+	fill = nil
+	// Per stage, its launch's issue position and stream.
+	ns := len(v.accStart) - 1
+	stageIssue := make([]int32, 2*ns)
+	stageIssue, stageStream := stageIssue[:ns], stageIssue[ns:]
+	for st, g := range v.launchOp {
+		stageIssue[st], stageStream[st] = v.opIssue[g], v.opStream[g]
+	}
 	issue := func(x, y int32) int {
 		return cmp.Compare(stageIssue[v.acc[x].stage], stageIssue[v.acc[y].stage])
 	}
@@ -198,122 +137,147 @@ func (c *arenaCutter) byBuffer(nb int, inArena []bool) (start, byBuf []int32) {
 			slices.SortStableFunc(as, issue)
 		}
 	}
-	return start, byBuf
+	pieces, entries := v.cutArenaPieces(nb, start, byBuf, stageIssue, stageStream)
+	bounds, byFirst := arenaSweepOrder(pieces)
+	return &arenaSweep{v: v, pieces: pieces, entries: entries, bounds: bounds, byFirst: byFirst, seen: map[[4]int32]int{}}
 }
 
-// get expands access i (an index into v.acc).
-func (c *arenaCutter) get(i int32) arenaAccess {
-	a := &c.v.acc[i]
-	lo, hi := c.v.accBytes(a)
-	return arenaAccess{c.stageIssue[a.stage], c.stageStream[a.stage], a.stage, a.write(), lo, hi}
+// arenaAccess is one arena access as cutArenaPieces cuts it: its stage's
+// issue position, stream and index, whether it writes, and its bytes of
+// the buffer [lo, hi).
+type arenaAccess struct {
+	k, s, stage int32
+	write       bool
+	lo, hi      int64
 }
 
-// cut appends buffer b's pieces and their entries; ix are its accesses
-// (indices into v.acc) in issue order; slot and slotOf are cutOne's.
-func (c *arenaCutter) cut(b int, ix []int32, slot, slotOf []int32) {
-	off := planBuffer(c.v.p, b).ArenaAt()
-	c.as = c.as[:0]
-	for _, k := range ix {
-		c.as = append(c.as, c.get(k))
+// cutArenaPieces cuts each arena buffer's accesses into its pieces (the
+// ranges between its accesses' ends that an access covers) and their
+// entries: one piece when every access covers the same bytes (the usual
+// case). Buffer b's accesses are byBuf[start[b]:start[b+1]] (indices into
+// v.acc) in issue order; stageIssue and stageStream are each stage's
+// launch issue position and stream.
+func (v *verifier) cutArenaPieces(nb int, start, byBuf, stageIssue, stageStream []int32) ([]arenaPiece, []arenaEntry) {
+	p := v.p
+	get := func(i int32) arenaAccess { // expands access i
+		a := &v.acc[i]
+		lo, hi := v.accBytes(a)
+		return arenaAccess{stageIssue[a.stage], stageStream[a.stage], a.stage, a.write(), lo, hi}
 	}
-	as := c.as
-	for _, a := range as[1:] {
-		if a.lo != as[0].lo || a.hi != as[0].hi {
-			c.cutMany(b, off)
-			return
+	withAccess := 0 // buffers in the arena with accesses
+	for b := range nb {
+		if start[b+1] > start[b] {
+			withAccess++
 		}
 	}
-	c.cutOne(b, off, slot, slotOf) // every access covers the same bytes (the usual case)
-}
-
-// cutOne appends buffer b's one piece (at arena offset off), which every
-// access covers: one entry per stream, in order of first touch. Per
-// stream, slot is its entry in the piece of buffer slotOf.
-func (c *arenaCutter) cutOne(b int, off int64, slot, slotOf []int32) {
-	as := c.as
-	pc := arenaPiece{lo: off + as[0].lo, hi: off + as[0].hi, buf: int32(b), first: as[0].k, e0: int32(len(c.entries))}
-	for _, a := range as {
-		if slotOf[a.s] != int32(b) {
-			slotOf[a.s], slot[a.s] = int32(b), int32(len(c.entries))
-			c.entries = append(c.entries, arenaEntry{stream: a.s, at: [4]int32{a.stage, -1, -1, -1}})
+	pieces := make([]arenaPiece, 0, withAccess)
+	// About a writing and a reading stream per buffer.
+	entries := make([]arenaEntry, 0, min(len(byBuf), 2*withAccess))
+	slot := make([]int32, len(p.Streams)) // per stream: its entry in the piece of slotOf
+	slotOf := make([]int32, len(p.Streams))
+	for i := range slotOf {
+		slotOf[i] = -1
+	}
+	var ends []int64
+	var as []arenaAccess // the buffer's accesses
+	var head, next, first []int32
+	var local []arenaEntry
+	for b := range nb {
+		ix := byBuf[start[b]:start[b+1]]
+		if len(ix) == 0 {
+			continue
 		}
-		u := &c.entries[slot[a.s]]
-		u.at[arenaLastAny] = a.stage
-		if a.write {
-			pc.writes = true
-			if u.at[arenaFirstWrite] < 0 {
-				u.at[arenaFirstWrite] = a.stage
-			}
-			u.at[arenaLastWrite] = a.stage
+		off := planBuffer(p, b).ArenaAt()
+		as = as[:0]
+		for _, k := range ix {
+			as = append(as, get(k))
 		}
-	}
-	c.pieces = append(c.pieces, pc)
-}
-
-// cutMany appends buffer b's pieces (at arena offset off) when its
-// accesses cover different bytes: the ranges between their ends that an
-// access covers.
-func (c *arenaCutter) cutMany(b int, off int64) {
-	as := c.as
-	ends := c.ends[:0]
-	for _, a := range as {
-		ends = append(ends, a.lo, a.hi)
-	}
-	slices.Sort(ends)
-	ends = slices.Compact(ends)
-	c.ends = ends
-	np := len(ends) - 1
-	// In issue order: per piece its entries as a list (head, next;
-	// newest first), one per stream touching it (few: a list is
-	// searched for the stream), and its first launch.
-	head := slices.Grow(c.head[:0], np)[:np]
-	first := slices.Grow(c.first[:0], np)[:np]
-	for i := range head {
-		head[i], first[i] = -1, -1
-	}
-	local, next := c.local[:0], c.next[:0]
-	for _, a := range as {
-		lo, _ := slices.BinarySearch(ends, a.lo)
-		hi, _ := slices.BinarySearch(ends, a.hi)
-		for x := lo; x < hi; x++ {
-			e := head[x]
-			for e >= 0 && local[e].stream != a.s {
-				e = next[e]
+		one := true // every access covers the same bytes: one piece (the usual case)
+		for _, a := range as[1:] {
+			if a.lo != as[0].lo || a.hi != as[0].hi {
+				one = false
+				break
 			}
-			if e < 0 {
-				e = int32(len(local))
-				local = append(local, arenaEntry{stream: a.s, at: [4]int32{a.stage, -1, -1, -1}})
-				next = append(next, head[x])
-				head[x] = e
-			}
-			u := &local[e]
-			u.at[arenaLastAny] = a.stage
-			if a.write {
-				if u.at[arenaFirstWrite] < 0 {
-					u.at[arenaFirstWrite] = a.stage
+		}
+		if one {
+			pc := arenaPiece{lo: off + as[0].lo, hi: off + as[0].hi, buf: int32(b), first: as[0].k, e0: int32(len(entries))}
+			for _, a := range as {
+				if slotOf[a.s] != int32(b) {
+					slotOf[a.s], slot[a.s] = int32(b), int32(len(entries))
+					entries = append(entries, arenaEntry{stream: a.s, at: [4]int32{a.stage, -1, -1, -1}})
 				}
-				u.at[arenaLastWrite] = a.stage
+				u := &entries[slot[a.s]]
+				u.at[arenaLastAny] = a.stage
+				if a.write {
+					pc.writes = true
+					if u.at[arenaFirstWrite] < 0 {
+						u.at[arenaFirstWrite] = a.stage
+					}
+					u.at[arenaLastWrite] = a.stage
+				}
 			}
-			if first[x] < 0 {
-				first[x] = a.k
+			pieces = append(pieces, pc)
+			continue
+		}
+		ends = ends[:0]
+		for _, a := range as {
+			ends = append(ends, a.lo, a.hi)
+		}
+		slices.Sort(ends)
+		ends = slices.Compact(ends)
+		np := len(ends) - 1
+		// In issue order: per piece its entries as a list (head, next;
+		// newest first), one per stream touching it (few: a list is
+		// searched for the stream), and its first launch.
+		head = slices.Grow(head[:0], np)[:np]
+		first = slices.Grow(first[:0], np)[:np]
+		for i := range head {
+			head[i], first[i] = -1, -1
+		}
+		local, next = local[:0], next[:0]
+		for _, a := range as {
+			lo, _ := slices.BinarySearch(ends, a.lo)
+			hi, _ := slices.BinarySearch(ends, a.hi)
+			for x := lo; x < hi; x++ {
+				e := head[x]
+				for e >= 0 && local[e].stream != a.s {
+					e = next[e]
+				}
+				if e < 0 {
+					e = int32(len(local))
+					local = append(local, arenaEntry{stream: a.s, at: [4]int32{a.stage, -1, -1, -1}})
+					next = append(next, head[x])
+					head[x] = e
+				}
+				u := &local[e]
+				u.at[arenaLastAny] = a.stage
+				if a.write {
+					if u.at[arenaFirstWrite] < 0 {
+						u.at[arenaFirstWrite] = a.stage
+					}
+					u.at[arenaLastWrite] = a.stage
+				}
+				if first[x] < 0 {
+					first[x] = a.k
+				}
 			}
+		}
+		// The pieces an access covers, their entries in order of the
+		// streams' first touch.
+		for x := range np {
+			if head[x] < 0 {
+				continue // between accesses
+			}
+			pc := arenaPiece{lo: off + ends[x], hi: off + ends[x+1], buf: int32(b), first: first[x], e0: int32(len(entries))}
+			for e := head[x]; e >= 0; e = next[e] {
+				pc.writes = pc.writes || local[e].at[arenaFirstWrite] >= 0
+				entries = append(entries, local[e])
+			}
+			slices.Reverse(entries[pc.e0:])
+			pieces = append(pieces, pc)
 		}
 	}
-	c.head, c.first, c.local, c.next = head, first, local, next
-	// The pieces an access covers, their entries in order of the
-	// streams' first touch.
-	for x := range np {
-		if head[x] < 0 {
-			continue // between accesses
-		}
-		pc := arenaPiece{lo: off + ends[x], hi: off + ends[x+1], buf: int32(b), first: first[x], e0: int32(len(c.entries))}
-		for e := head[x]; e >= 0; e = next[e] {
-			pc.writes = pc.writes || local[e].at[arenaFirstWrite] >= 0
-			c.entries = append(c.entries, local[e])
-		}
-		slices.Reverse(c.entries[pc.e0:])
-		c.pieces = append(c.pieces, pc)
-	}
+	return pieces, entries
 }
 
 // arenaSweepOrder turns the pieces' bytes into indices of the arena's
