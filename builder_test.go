@@ -303,3 +303,21 @@ func TestBuilderBufHintsInGoTerms(t *testing.T) {
 		}
 	}
 }
+
+// Devices(n) with n < 0 is Plan's error (devices must be in [1, …]), as
+// YAML's devices: -2 is Load's; Devices(0) is the default.
+func TestBuilderNegativeDevices(t *testing.T) {
+	for _, n := range []int{-2, -1, 0} {
+		b := dagrun.NewSpec("dev")
+		x := b.Buffer("x", 64).Output()
+		b.Stage("a", "fill").Arg("value", 1.0).Writes(x)
+		b.Devices(n)
+		_, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
+		if n < 0 && (err == nil || !strings.Contains(err.Error(), "devices")) {
+			t.Errorf("Devices(%d): Plan error %v, want one about devices", n, err)
+		}
+		if n == 0 && err != nil {
+			t.Errorf("Devices(0): %v", err)
+		}
+	}
+}

@@ -138,8 +138,8 @@ var (
 				}
 			},
 			write: func(s *Spec, _ *writing) (string, error) {
-				if s.Devices <= 1 {
-					return "", nil
+				if s.Devices == 0 || s.Devices == 1 {
+					return "", nil // the default; a negative count is written, for Load (and Validate) to refuse
 				}
 				return strconv.Itoa(s.Devices), nil
 			},
