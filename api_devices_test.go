@@ -154,7 +154,7 @@ stages:
 	}
 	o := dagrun.PlanOptions{MaxStreams: 2}
 	p := mustPlan(t, path, o)
-	if n := report.PinNotes(pinned, o, p); len(n) != 1 || !strings.Contains(n[0], "max_streams 2, but the spec pins stages to 3 streams on device 1") {
+	if n := report.PinNotes(pinned, o, p); len(n) != 1 || !strings.Contains(n[0], "--max-streams 2, but the spec pins stages to 3 streams on device 1") {
 		t.Errorf("3 pinned streams on device 1, max 2: notes %q", n)
 	}
 }

@@ -294,7 +294,7 @@ stages:
 	if n := dagrun.Warnings(mustPlan(t, "specs/seed/two-writers-handsync.yaml", dagrun.PlanOptions{})); len(n) != 0 {
 		t.Errorf("handsync: %q", n)
 	}
-	if n := report.PinNotes(s, dagrun.PlanOptions{Strategy: dagrun.StrategySingle}, p); len(n) != 1 || !strings.Contains(n[0], "sync: manual") {
+	if n := report.PinNotes(s, dagrun.PlanOptions{Strategy: dagrun.StrategySingle}, p); len(n) != 1 || !strings.Contains(n[0], "sync: manual, so --strategy and --max-streams do not apply") {
 		t.Errorf("manual spec: %q", n)
 	}
 	three, err := dagrun.Load("specs/seed/three-stage.yaml")
@@ -306,7 +306,7 @@ stages:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := report.PinNotes(three, o, p3); len(n) != 2 || !strings.Contains(n[0], "strategy single") || !strings.Contains(n[1], "max_streams 2") {
+	if n := report.PinNotes(three, o, p3); len(n) != 2 || !strings.Contains(n[0], "strategy single") || !strings.Contains(n[1], "--max-streams 2, but") {
 		t.Errorf("pinned spec: %q", n)
 	}
 	if n := report.PinNotes(three, dagrun.PlanOptions{}, mustPlan(t, "specs/seed/three-stage.yaml", dagrun.PlanOptions{})); len(n) != 0 {

@@ -17,15 +17,16 @@ import (
 	"github.com/dagrun/dagrun/verify"
 )
 
-// PinNotes lists, one sentence each, the options of o that p could not
-// follow because of spec s: a `sync: manual` spec ignores Strategy and
-// MaxStreams, and stream pins beyond the single strategy's one stream or
-// beyond MaxStreams (both per device) win over them (the hazard-dag strategy, never capped,
-// has a note of its own). p is the plan of s under o.
+// PinNotes lists, one sentence each, the options of o (the command line's
+// flags, which the notes name) that p could not follow because of spec s:
+// a `sync: manual` spec ignores Strategy and MaxStreams, and stream pins
+// beyond the single strategy's one stream or beyond MaxStreams (both per
+// device) win over them (the hazard-dag strategy, never capped, has a note
+// of its own). p is the plan of s under o.
 func PinNotes(s *dagrun.Spec, o dagrun.PlanOptions, p *dagrun.StreamPlan) []string {
 	if s.Sync == dag.SyncManual {
 		if o.Strategy != "" || o.MaxStreams != 0 {
-			return []string{fmt.Sprintf("%s uses sync: manual, so the strategy and max_streams do not apply", cmp.Or(s.File, s.Name))}
+			return []string{fmt.Sprintf("%s uses sync: manual, so --strategy and --max-streams do not apply", cmp.Or(s.File, s.Name))}
 		}
 		return nil
 	}
@@ -49,7 +50,7 @@ func PinNotes(s *dagrun.Spec, o dagrun.PlanOptions, p *dagrun.StreamPlan) []stri
 	}
 	// The hazard-dag strategy is never capped; its plan's note says so.
 	if o.MaxStreams > 0 && streams > o.MaxStreams && p.Strategy != string(planner.StrategyHazardDAG) {
-		out = append(out, fmt.Sprintf("max_streams %d, but the spec pins stages to %d streams%s; pins win", o.MaxStreams, streams, where))
+		out = append(out, fmt.Sprintf("--max-streams %d, but the spec pins stages to %d streams%s; pins win", o.MaxStreams, streams, where))
 	}
 	return out
 }
