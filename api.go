@@ -123,13 +123,22 @@ const (
 // Load reads and strictly validates a spec file (YAML, or JSON: a .json
 // file or one that starts with '{'). Errors are dag.ErrorList (each with
 // file:line:column, what is wrong, and what to do). Init and PTX files the
-// spec names must lie in its folder (or below); see LoadWith.
-func Load(path string) (*Spec, error) { return dag.LoadFile(path) }
+// spec names must lie in its folder (or below); see LoadWith. A plan file
+// is one error that says so (read it with ReadPlan).
+func Load(path string) (*Spec, error) { return LoadWith(path, LoadOptions{}) }
 
 // LoadWith is Load with options: o.AllowOutside lets init and PTX files
 // lie outside the spec's folder (absolute paths, "..", symbolic links
 // that lead out).
-func LoadWith(path string, o LoadOptions) (*Spec, error) { return dag.LoadFileWith(path, o) }
+func LoadWith(path string, o LoadOptions) (*Spec, error) {
+	s, err := dag.LoadFileWith(path, o)
+	if err != nil && isPlanFile(path) {
+		return nil, dag.ErrorList{{Pos: dag.Pos{File: path},
+			Msg:  "is a plan file (`dagrun plan --json` and WritePlanJSON write them), not a spec",
+			Hint: "pass it as --plan " + path + " (in Go, read it with ReadPlan)"}}
+	}
+	return s, err
+}
 
 // WriteSpec writes s as YAML in a fixed field order (the same spec gives the
 // same bytes); for a spec that Load accepts, Load of the output gives back

@@ -390,3 +390,26 @@ func TestNilSpecAndPlan(t *testing.T) {
 		t.Errorf("Warnings(nil) = %q, want none", w)
 	}
 }
+
+// Load of a plan file says what it is and how to read it (ReadPlan; on the
+// command line --plan), as one spec error, not the loader's list of
+// fields a spec does not have.
+func TestLoadPlanFile(t *testing.T) {
+	p := mustPlan(t, "specs/seed/three-stage.yaml", dagrun.PlanOptions{})
+	path := filepath.Join(t.TempDir(), "plan.json")
+	var b bytes.Buffer
+	if err := dagrun.WritePlanJSON(&b, p, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := dagrun.Load(path)
+	var list dagrun.SpecErrors
+	if !errors.As(err, &list) || len(list) != 1 || !strings.Contains(list[0].Msg, "is a plan file") || !strings.Contains(list[0].Hint, "ReadPlan") || !strings.Contains(list[0].Hint, "--plan "+path) {
+		t.Errorf("Load of a plan file: %v; want one spec error that it is a plan file, with ReadPlan and --plan %s in its hint", err, path)
+	}
+	if _, err := dagrun.ReadPlan(path); err != nil {
+		t.Errorf("ReadPlan: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -424,4 +425,23 @@ func Warnings(p *StreamPlan) []string {
 		return nil
 	}
 	return verify.Warnings(p)
+}
+
+// isPlanFile reports whether the file at path looks like a plan file: a
+// JSON object with the fields only plans have ("spec", which plans write
+// second, and "strategy"). It reads at most the first 64 KiB. LoadWith asks
+// it only after a file failed to load as a spec.
+func isPlanFile(path string) bool {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return false // a fifo or device is not read
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 64<<10)
+	n, _ := io.ReadFull(f, head)
+	head = bytes.TrimLeft(head[:n], " \t\r\n")
+	return len(head) > 0 && head[0] == '{' && bytes.Contains(head, []byte(`"spec"`)) && bytes.Contains(head, []byte(`"strategy"`))
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -79,31 +78,9 @@ func (f *planFlags) options(stderr io.Writer) (dagrun.PlanOptions, error) {
 func loadSpec(path string, allowOutside bool) (*dagrun.Spec, error) {
 	s, err := dagrun.LoadWith(path, dagrun.LoadOptions{AllowOutside: allowOutside})
 	if err != nil {
-		if isPlanFile(path) {
-			return nil, usagef("%s is a plan file (dagrun plan --json writes them), not a spec: pass it as --plan %s", path, path)
-		}
-		return nil, usageError{err}
+		return nil, usageError{err} // a plan file's error says to pass it as --plan
 	}
 	return s, nil
-}
-
-// isPlanFile reports whether the file at path looks like a plan file: a
-// JSON object with the fields only plans have ("spec", which plans write
-// second, and "strategy"). It reads at most the first 64 KiB. It is asked
-// only after a file failed to load as a spec.
-func isPlanFile(path string) bool {
-	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-		return false // a fifo or device is not read
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	head := make([]byte, 64<<10)
-	n, _ := io.ReadFull(f, head)
-	head = bytes.TrimLeft(head[:n], " \t\r\n")
-	return len(head) > 0 && head[0] == '{' && bytes.Contains(head, []byte(`"spec"`)) && bytes.Contains(head, []byte(`"strategy"`))
 }
 
 // planned is a plan, where it came from, and the verifier's verdict.
