@@ -321,3 +321,22 @@ func TestBuilderNegativeDevices(t *testing.T) {
 		}
 	}
 }
+
+// An argument of a type a spec cannot hold is Plan's error at its stage's
+// args, one for each such argument.
+func TestBuilderArgTypes(t *testing.T) {
+	b := dagrun.NewSpec("args")
+	x := b.Buffer("x", 64).Output()
+	b.Stage("a", "fill").Arg("value", []int{1}).Writes(x)
+	b.Stage("b", "scale").Arg("a", struct{}{}).Reads(x).Writes(x)
+	_, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
+	var list dagrun.SpecErrors
+	if !errors.As(err, &list) || len(list) != 2 {
+		t.Fatalf("Plan: %v; want two spec errors", err)
+	}
+	for i, want := range []string{"stages[0].args: stage a: argument value: value [1] of type []int", "stages[1].args: stage b: argument a: value {} of type struct {}"} {
+		if !strings.HasPrefix(list[i].Error(), want) {
+			t.Errorf("error %d: %v, want it to start %q", i, list[i], want)
+		}
+	}
+}

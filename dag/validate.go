@@ -2,7 +2,10 @@ package dag
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -16,17 +19,33 @@ import (
 //
 // On failure it returns (nil, ErrorList) with every problem found, each
 // naming the object and field by its path in s (stages[1].reads,
-// buffers[0]) instead of a file position: for example
+// buffers[0]) instead of a file position (stage arguments of a type no
+// spec file holds, such as a slice or NaN, are reported first and alone,
+// each at its stages[i].args): for example
 //
 //	stages[1].reads: stage b: reads unknown buffer "nope"
 //
 // The returned spec has no positions; File and Dir are s's (Dir is where
 // relative PTX and init files resolve).
 func Validate(s *Spec) (*Spec, error) {
+	// An argument no spec file can hold has no text to load: each is
+	// reported at its stage, before the rest is checked.
+	var args ErrorList
+	for i := range s.Stages {
+		st := &s.Stages[i]
+		for _, name := range slices.Sorted(maps.Keys(st.Args)) {
+			if _, err := argText(st.Args[name]); err != nil {
+				args = append(args, &Error{Pos: Pos{File: fmt.Sprintf("stages[%d].args", i)},
+					Msg: fmt.Sprintf("stage %s: argument %s: %v", st.Name, name, err), Hint: "argument values are integers, finite floats or strings"})
+			}
+		}
+	}
+	if len(args) > 0 {
+		return nil, args
+	}
 	var buf bytes.Buffer
 	if err := WriteYAML(&buf, s); err != nil {
-		return nil, ErrorList{{Pos: Pos{File: "stages"}, Msg: strings.TrimPrefix(err.Error(), "dag: writing "),
-			Hint: "argument values are integers, floats or strings"}}
+		return nil, ErrorList{{Pos: Pos{File: "spec"}, Msg: strings.TrimPrefix(err.Error(), "dag: writing ")}}
 	}
 	text := buf.String()
 	out, err, _ := loadText(text, goSpecFile, s.Dir, LoadOptions{AllowOutside: true}, false)
