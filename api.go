@@ -118,6 +118,9 @@ const (
 	RoleInput  = dag.RoleInput  // a buffer's role: written by the host before the run, only read by stages
 	RoleOutput = dag.RoleOutput // a buffer's role: read back after the run (RunResult.Outputs)
 	RoleTemp   = dag.RoleTemp   // a buffer's role: neither (the default); may share the arena
+
+	PlacementSpec    = dag.PlacementSpec    // SpecBuilder.Placement: the devices InDevice and OnDevice name (the default)
+	PlacementBalance = dag.PlacementBalance // SpecBuilder.Placement: the planner places what names no device, adding peer copies
 )
 
 // Load reads and strictly validates a spec file (YAML, or JSON: a .json

@@ -230,8 +230,8 @@ func (b *SpecBuilder) Devices(n int) *SpecBuilder {
 	return b
 }
 
-// Placement sets options.placement: dag.PlacementSpec (the default: the
-// devices InDevice and OnDevice name) or dag.PlacementBalance (the planner
+// Placement sets options.placement: PlacementSpec (the default: the
+// devices InDevice and OnDevice name) or PlacementBalance (the planner
 // places the stages and buffers that name none and adds the peer copies;
 // docs/spec.md, "Placement").
 func (b *SpecBuilder) Placement(mode string) *SpecBuilder {

@@ -120,7 +120,7 @@ stages:
 
 	// docs/spec.md's placement example, and a copy run on its source's
 	// device by OnDevice.
-	pl := dagrun.NewSpec("pl").Devices(2).Placement("balance")
+	pl := dagrun.NewSpec("pl").Devices(2).Placement(dagrun.PlacementBalance)
 	x := pl.Buffer("x", 65536).Input().Random(3)
 	left := pl.Buffer("left", 65536)
 	right := pl.Buffer("right", 65536)
