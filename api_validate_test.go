@@ -59,7 +59,7 @@ func TestPlanValidatesGoSpecs(t *testing.T) {
 		{"bad sync", func(s *dag.Spec) { s.Sync = "bogus" }, []string{`sync: sync: unknown value "bogus"`}},
 		{"version 7", func(s *dag.Spec) { s.Version = 7 }, []string{"version: version 7 is not supported"}},
 		{"no stages", func(s *dag.Spec) { s.Stages = nil }, []string{"stages: stages is empty"}},
-		{"bad argument type", func(s *dag.Spec) { s.Stages[0].Args = map[string]any{"value": []int{1}} }, []string{"stages: stage a: argument value: value [1] of type []int"}},
+		{"bad argument type", func(s *dag.Spec) { s.Stages[0].Args = map[string]any{"value": []int{1}} }, []string{"stages[0].args: stage a: argument value: value [1] of type []int"}},
 		{"all at once", func(s *dag.Spec) {
 			s.Buffers = append(s.Buffers, dag.BufferSpec{Name: "y", Bytes: 64})
 			s.Stages[1].Reads[0].Buffer = "nope"
