@@ -18,7 +18,7 @@
 // A plan with iteration info (plan.Iteration) runs its iterations with
 // the planned cross-iteration waits, ring copies, stream sets and event
 // slots, overlapping, with host I/O through pinned staging copies and an
-// in-flight bound (ring.go, hostio.go; docs/iterations.md). Plans without it
+// in-flight bound (lower.go, hostio.go; docs/iterations.md). Plans without it
 // (older plan files, manual specs) get a device-side barrier of events
 // between iterations (every stream joins stream 0, which forks back out).
 // Stream ordered allocation by lifetimes (--alloc dynamic) fits the

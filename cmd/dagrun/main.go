@@ -59,7 +59,7 @@ func main() {
 	debug.SetCrashOutput(crash, debug.CrashOptions{})
 	crash.Close()
 	stagedTo = os.NewFile(4, "staged")
-	switch os.Getenv("DAGRUN_TEST_CRASH") { // the crash tests' faults (main_crash_test.go)
+	switch os.Getenv("DAGRUN_TEST_CRASH") { // the crash tests' faults (outputs_test.go: TestCrashExit3)
 	case "panic":
 		go func() { panic("dagrun: test crash") }()
 		select {}
