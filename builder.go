@@ -95,7 +95,12 @@ func (x Buf) HostPinned() Buf {
 }
 
 // Copies makes the buffer a ring of k copies across iterations (copies: k).
+// It panics on a k below 1 (a ring has a copy; Plan could not tell
+// Copies(0) from no Copies at all); Plan reports a k past the limit.
 func (x Buf) Copies(k int) Buf {
+	if k < 1 {
+		panic(fmt.Sprintf("dagrun: %s.Copies(%d): want k ≥ 1", x.name, k))
+	}
 	return x.set("Copies", func(b *dag.BufferSpec) { b.Copies = k })
 }
 

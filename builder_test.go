@@ -340,3 +340,20 @@ func TestBuilderArgTypes(t *testing.T) {
 		}
 	}
 }
+
+// Copies(k) with k < 1 panics: a ring has at least one copy, and Plan could
+// not tell Copies(0) from no Copies at all.
+func TestBuilderCopiesBelowOnePanics(t *testing.T) {
+	x := dagrun.NewSpec("c").Buffer("x", 64)
+	for _, k := range []int{0, -1} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "want k ≥ 1") {
+					t.Errorf("Copies(%d): recovered %v, want a panic that wants k ≥ 1", k, r)
+				}
+			}()
+			x.Copies(k)
+		}()
+	}
+	x.Copies(1)
+}
