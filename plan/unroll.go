@@ -123,14 +123,17 @@ func UnrollDerived(p *Plan, iterations int, named bool) (*Plan, error) {
 	// stages), neither stages nor buffers are made: Verify reads p's
 	// (Memo.Base).
 	u := &unroller{p: p, q: q, m: m, iterations: iterations, named: named, bare: !named && !HasImplicit(p)}
-	u.buffers()
+	// Per buffer of p and iteration: its index in q's buffers (a parameter,
+	// not a field, so that it stays on the stack while small).
+	qOf := make([]int32, len(p.Buffers)*iterations)
+	u.buffers(qOf)
 	u.accessNames()
 	u.streams()
 	if !u.bare {
 		q.Stages = make([]Stage, 0, n*iterations)
 	}
 	for it := 0; it < iterations; it++ {
-		u.stages(it)
+		u.stages(it, qOf)
 		u.ops(it)
 	}
 	for s := range u.fill {
@@ -152,7 +155,6 @@ type unroller struct {
 	bare       bool // q has neither stages nor buffers, and its ops are only Ops
 
 	name  [][]string // per buffer of p and iteration: its name in q (nil: its own name)
-	qOf   []int32    // per buffer of p and iteration: its index in q's buffers
 	pbuf  []int32    // per access of p: its buffer's index, or -1
 	names [][]string // per access of p, with named: its buffer's names by iteration (name), or nil
 	slab  []Access   // the iterations' accesses, carved as rename goes
@@ -175,8 +177,9 @@ func (u *unroller) addBuffer(b Buffer, bi int) {
 }
 
 // buffers makes q's buffers: a ring buffer's copies, a one-copy arena
-// buffer's per iteration, and every other buffer once.
-func (u *unroller) buffers() {
+// buffer's per iteration, and every other buffer once; qOf gets, per
+// buffer of p and iteration, its index in q's buffers.
+func (u *unroller) buffers(qOf []int32) {
 	p, q, m, iterations := u.p, u.q, u.m, u.iterations
 	u.name = make([][]string, len(p.Buffers))
 	nb := 0
@@ -195,12 +198,11 @@ func (u *unroller) buffers() {
 		q.Buffers = make([]Buffer, 0, nb)
 		q.IssueOrder = make([][2]int, 0, len(p.IssueOrder)*iterations)
 	}
-	u.qOf = make([]int32, len(p.Buffers)*iterations)
 	for bi, b := range p.Buffers {
 		k := m.Copies[bi]
 		b.Copies = 0
 		for it := range iterations {
-			x := &u.qOf[bi*iterations+it]
+			x := &qOf[bi*iterations+it]
 			switch {
 			case k == 1 && b.ArenaOffset != nil:
 				*x = int32(u.nq() + it)
@@ -263,13 +265,13 @@ func (u *unroller) accessNames() {
 }
 
 // rename returns the accesses as of iteration it, naming their buffers'
-// copies in q.AccBuf (and, with named, in their Buffer).
-func (u *unroller) rename(as []Access, it int) []Access {
+// copies (qOf: buffers') in q.AccBuf (and, with named, in their Buffer).
+func (u *unroller) rename(as []Access, it int, qOf []int32) []Access {
 	q := u.q
 	for i := range as {
 		qb := int32(-1)
 		if bi := u.pbuf[u.at+i]; bi >= 0 {
-			qb = u.qOf[int(bi)*u.iterations+it]
+			qb = qOf[int(bi)*u.iterations+it]
 		}
 		q.AccBuf = append(q.AccBuf, qb)
 	}
@@ -345,21 +347,21 @@ func (u *unroller) streams() {
 
 // stages appends iteration it's stages to q ("NAME@i" with named; each
 // iteration's collectives are groups of their own), or for a bare plan
-// only names its accesses' buffer copies.
-func (u *unroller) stages(it int) {
+// only names its accesses' buffer copies (qOf: buffers').
+func (u *unroller) stages(it int, qOf []int32) {
 	n := len(u.p.Stages)
 	u.at = 0
 	for _, sg := range u.p.Stages {
 		if u.bare {
-			u.rename(sg.Reads, it)
-			u.rename(sg.Writes, it)
+			u.rename(sg.Reads, it, qOf)
+			u.rename(sg.Writes, it, qOf)
 			continue
 		}
 		if u.named {
 			sg.Name = sg.Name + "@" + strconv.Itoa(it)
 		}
 		sg.Stream = u.m.Stream(it, sg.Stream)
-		sg.Reads, sg.Writes = u.rename(sg.Reads, it), u.rename(sg.Writes, it)
+		sg.Reads, sg.Writes = u.rename(sg.Reads, it, qOf), u.rename(sg.Writes, it, qOf)
 		if c := sg.Collective; c != nil { // each iteration's collectives are groups of their own
 			cc := *c
 			cc.Group += it * n
