@@ -177,14 +177,19 @@ func (b *implicitBuilder) init(p *plan.Plan) {
 			b.legacy = int32(s)
 		}
 	}
-	// One array holds the per-stream and per-thread tables.
-	tab := make([]int32, 3*S+3*T)
-	b.lastOp, b.toLegacy, b.fromLegacy = tab[:S:S], tab[S:2*S:2*S], tab[2*S:3*S:3*S]
-	b.tcur, b.tcount, b.tmp = tab[3*S:3*S+T:3*S+T], tab[3*S+T:3*S+2*T:3*S+2*T], tab[3*S+2*T:]
+	// One array holds the int32 tables of streams, threads, events and ops.
+	tab := make([]int32, 3*S+3*T+p.Events+nops)
+	carve := func(n int) []int32 {
+		t := tab[:n:n]
+		tab = tab[n:]
+		return t
+	}
+	b.lastOp, b.toLegacy, b.fromLegacy = carve(S), carve(S), carve(S)
+	b.tcur, b.tcount, b.tmp = carve(T), carve(T), carve(T)
+	b.lastRec, b.opStream = carve(p.Events), carve(nops)
 	for s := range b.lastOp {
 		b.lastOp[s] = -1
 	}
-	b.opStream = make([]int32, nops)
 	for s := range p.Streams {
 		for j := im.base[s]; j < im.base[s+1]; j++ {
 			b.opStream[j] = int32(s)
@@ -195,7 +200,6 @@ func (b *implicitBuilder) init(p *plan.Plan) {
 	for s := range b.toLegacy {
 		b.toLegacy[s], b.fromLegacy[s] = -1, -1
 	}
-	b.lastRec = make([]int32, p.Events)
 	for e := range b.lastRec {
 		b.lastRec[e] = -1
 	}
