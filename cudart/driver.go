@@ -61,8 +61,8 @@ func init() {
 	}
 }
 
-// rawResult is a driver result code from a call made here; errorName turns
-// it into the driver's name.
+// rawResult is a driver result code from a call made here; its Error is
+// the driver's name for it (cuGetErrorName, through dr_error_name).
 type rawResult int
 
 func (r rawResult) Error() string { return C.GoString(C.dr_error_name(C.CUresult(r))) }

@@ -137,7 +137,7 @@ func endCaptureRaw(s cu.Stream) (nodes int, err error) {
 }
 
 // endCaptureExec ends the capture on s and instantiates its graph; the
-// graph is launched with execLaunch and freed with execDestroy.
+// graph is launched with graphExec.launch and freed with graphExec.destroy.
 func endCaptureExec(s cu.Stream) (graphExec, error) {
 	var e graphExec
 	err := rawErr(C.dr_end_capture_exec(cuStream(s), &e.e))
