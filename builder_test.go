@@ -357,3 +357,53 @@ func TestBuilderCopiesBelowOnePanics(t *testing.T) {
 	}
 	x.Copies(1)
 }
+
+// Mistakes of device placement in a spec built in Go have hints that name
+// InDevice and OnDevice, not YAML's device: key.
+func TestBuilderDeviceHintsInGoTerms(t *testing.T) {
+	b := dagrun.NewSpec("dev").Devices(2)
+	x := b.Buffer("x", 64).InDevice(0).Output()
+	b.Stage("a", "fill").Arg("value", 1.0).Writes(x).OnDevice(1)
+	g0 := b.Buffer("g0", 64).InDevice(0)
+	g1 := b.Buffer("g1", 64).InDevice(1)
+	b.Stage("ar", "all_reduce").Arg("op", "sum").Reads(g0, g1).Writes(g0, g1).OnDevice(0)
+	_, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
+	bal := dagrun.NewSpec("bal").Devices(2).Placement(dagrun.PlacementBalance)
+	a0, a1 := bal.Buffer("a0", 64), bal.Buffer("a1", 64)
+	bal.Stage("ar", "all_reduce").Arg("op", "sum").Reads(a0, a1).Writes(a0, a1)
+	_, err2 := dagrun.Plan(bal.Spec(), dagrun.PlanOptions{})
+	var list, list2 dagrun.SpecErrors
+	if !errors.As(err, &list) || !errors.As(err2, &list2) {
+		t.Fatalf("Plan: %v, %v; want spec errors", err, err2)
+	}
+	list = append(list, list2...)
+	for _, e := range list {
+		if strings.Contains(e.Hint, "device:") {
+			t.Errorf("%s\n\thint: %s; want Go's terms (InDevice, OnDevice), not YAML's device:", e.Msg, e.Hint)
+		}
+	}
+	for _, want := range []string{"x.InDevice(1)", "OnDevice(0)", "drop the stage's OnDevice", "with InDevice"} {
+		found := false
+		for _, e := range list {
+			found = found || strings.Contains(e.Hint, want)
+		}
+		if !found {
+			t.Errorf("no hint says %q: %v\n%v", want, err, err2)
+		}
+	}
+}
+
+// A device given to what is on no device (a host_pinned buffer, a stage on
+// the host stream) is Plan's error, as device: there is Load's, with the
+// hint to drop the InDevice or OnDevice.
+func TestBuilderHostDevice(t *testing.T) {
+	b := dagrun.NewSpec("host").Devices(2)
+	h := b.Buffer("h", 64).HostPinned().InDevice(1).Output()
+	b.Stage("hs", "fill").Arg("value", 1.0).Writes(h).OnStream("host").OnDevice(1)
+	_, err := dagrun.Plan(b.Spec(), dagrun.PlanOptions{})
+	for _, want := range []string{"drop the buffer's InDevice", "drop the stage's OnDevice"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Plan: %v; want a hint to %s", err, want)
+		}
+	}
+}

@@ -11,9 +11,9 @@ import (
 // for a spec built in Go (with SpecBuilder, or as a dag.Spec): Plan
 // validates such a spec by loading its YAML text (dag.Validate), so its
 // hints are the loader's. Each pattern matches one hint of the loader
-// (dag/load_check.go, dag/load_values.go, contract/check.go); where the
-// hint is shared by mistakes that differ in Go, msg also matches the
-// error's message.
+// (dag/load_check.go, dag/load_values.go, dag/load_devices.go,
+// contract/check.go); where the hint is shared by mistakes that differ in
+// Go, msg also matches the error's message.
 var goHints = []struct {
 	msg  *regexp.Regexp // nil: any message
 	yaml *regexp.Regexp
@@ -39,6 +39,17 @@ var goHints = []struct {
 	// args: {a: 2.0}; give args: {value: 1.5} or args: {bits: …}).
 	{nil, regexp.MustCompile(`args: \{(\w+): ([^}]+)\}`),
 		`Arg("$1", $2)`},
+	// Devices (dag/load_devices.go).
+	{nil, regexp.MustCompile(`^put (\S+) on device (\d+) \(device: \d+\), run the stage on device (\d+), (or copy the bytes across .*)$`),
+		"put $1 on device $2 ($1.InDevice($2)), run the stage on device $3 (OnDevice($3)), $4"},
+	{nil, regexp.MustCompile(`^run the copy on device (\d+) \(device: \d+, or drop device: and stream: to let it take its buffer's device\), or put (\S+) on device (\d+) \(device: \d+\)$`),
+		"run the copy on device $1 (OnDevice($1), or neither OnDevice nor OnStream to let it take its buffer's device), or put $2 on device $3 ($2.InDevice($3))"},
+	{nil, regexp.MustCompile(`^drop device: \((a host stage runs on the host|each rank runs on its buffers' device)\)$`),
+		"drop the stage's OnDevice ($1)"},
+	{nil, regexp.MustCompile(`^drop device: \((every device reaches host memory.*)\)$`),
+		"drop the buffer's InDevice ($1)"},
+	{nil, regexp.MustCompile(`^give the buffer a device: \((.*)\)$`),
+		"give the buffer a device with InDevice ($1)"},
 	{regexp.MustCompile(`: (reads|writes): buffer "" is empty$`), regexp.MustCompile(`^names are non-empty.*$`),
 		"a zero Buf (declared by no SpecBuilder) names no buffer: pass the Buf that SpecBuilder.Buffer or Tensor returned"},
 }

@@ -123,7 +123,10 @@ var (
 			},
 			write: func(b *BufferSpec, w *writing) (string, error) {
 				if b.Where != "" && b.Where != WhereDevice {
-					return "", nil
+					// On no device: a loaded spec's 0 is the default; a
+					// device a spec built in Go gives is written, for Load
+					// (and Validate) to refuse.
+					return intIf(int64(max(b.Device, 0))), nil
 				}
 				return w.deviceIf(b.Device), nil
 			},

@@ -304,7 +304,8 @@ var (
 			},
 			write: func(st *StageSpec, w *writing) (string, error) {
 				if st.Stream == HostStream || w.hosts[st.Stream] {
-					return "", nil
+					// On no device: as a host buffer's (bufferTable).
+					return intIf(int64(max(st.Device, 0))), nil
 				}
 				return w.deviceIf(st.Device), nil
 			},
