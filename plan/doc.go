@@ -23,6 +23,14 @@
 //	unroll.go            Unroll: iterations as one plan without iteration
 //	                     info, as the executor issues them
 //	output.go            the table, DOT and Mermaid forms
+//	access.go, ops.go    accesses as byte ranges; a stream's ops, launch
+//	                     positions and waits
+//	capture.go           capture regions: their validation and queries
+//	iteration.go         Iteration: how iterations follow each other
+//	kinds.go             stream kinds and copy modes
+//	arena.go, budget.go, devices.go, stats.go
+//	                     the plan-level parts of the arena, the memory
+//	                     budget, devices and Stats
 //
 // Memo carries what the code that made a plan knows of it beyond its
 // fields (a plan read from a file, an unrolled plan's base); only the

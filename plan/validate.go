@@ -120,7 +120,11 @@ func (p *Plan) Validate() error {
 			return ErrorAt(fmt.Sprintf("lifetimes[%d].buffer", i), "lifetime of unknown buffer %q", l.Buffer)
 		}
 	}
-	if err := p.ValidateShape(); err != nil {
+	// ValidateShape, but for the accesses' buffers, resolved above
+	if err := p.ValidateBounds(); err != nil {
+		return err
+	}
+	if err := p.validateNames(false); err != nil {
 		return err
 	}
 	return p.validateDevices(bufIdx) // devices.go
@@ -166,9 +170,14 @@ func (p *Plan) ValidateBounds() error {
 	return p.validateIteration()
 }
 
-// ValidateNames checks that stages have names of their own and that
+// ValidateNames checks that stages have names of their own, that every
+// access names a declared buffer (where the plan declares any), and that
 // lifetimes name each buffer once and stages of the plan.
-func (p *Plan) ValidateNames() error {
+func (p *Plan) ValidateNames() error { return p.validateNames(true) }
+
+// validateNames is ValidateNames; with accesses false it leaves out the
+// accesses' buffers (Validate resolves them itself).
+func (p *Plan) validateNames(accesses bool) error {
 	// Names a terminal shows wrongly or not at all, refused as in a spec.
 	for _, c := range []struct {
 		what string
@@ -193,6 +202,21 @@ func (p *Plan) ValidateNames() error {
 		n := len(stageIdx)
 		if stageIdx[p.Stages[i].Name] = i; len(stageIdx) == n {
 			return ErrorAt(fmt.Sprintf("stages[%d].name", i), "stage %s is declared twice", p.Stages[i].Name)
+		}
+	}
+	if accesses && len(p.Buffers) > 0 { // a plan without declarations names its buffers by its accesses
+		bufIdx := make(map[string]int, len(p.Buffers))
+		for i, b := range p.Buffers {
+			bufIdx[b.Name] = i
+		}
+		for i := range p.Stages {
+			for k, list := range [2][]Access{p.Stages[i].Reads, p.Stages[i].Writes} {
+				for j, a := range list {
+					if _, err := p.accessBuffer(i, k, j, a, bufIdx); err != nil {
+						return err
+					}
+				}
+			}
 		}
 	}
 	seen := make(map[string]struct{}, len(p.Lifetimes))
@@ -352,9 +376,9 @@ func (p *Plan) validateStageRefs(i int, bufIdx map[string]int) error {
 	for k, list := range [2][]Access{st.Reads, st.Writes} {
 		verb := [2]string{"reads", "writes"}[k]
 		for j, a := range list {
-			b, ok := bufIdx[a.Buffer]
-			if !ok {
-				return ErrorAt(fmt.Sprintf("stages[%d].%s[%d].buffer", i, verb, j), "stage %s %s unknown buffer %q", st.Name, verb, a.Buffer)
+			b, err := p.accessBuffer(i, k, j, a, bufIdx)
+			if err != nil {
+				return err
 			}
 			size := p.Buffers[b].Bytes
 			switch {
@@ -368,6 +392,18 @@ func (p *Plan) validateStageRefs(i int, bufIdx map[string]int) error {
 	return nil
 }
 
+// accessBuffer returns the index of the buffer that access j of stage i
+// names (k: 0 for its reads, 1 for its writes), or a *PlanError when the
+// plan declares no such buffer.
+func (p *Plan) accessBuffer(i, k, j int, a Access, bufIdx map[string]int) (int, error) {
+	b, ok := bufIdx[a.Buffer]
+	if !ok {
+		verb := [2]string{"reads", "writes"}[k]
+		return 0, ErrorAt(fmt.Sprintf("stages[%d].%s[%d].buffer", i, verb, j), "stage %s %s unknown buffer %q", p.Stages[i].Name, verb, a.Buffer)
+	}
+	return b, nil
+}
+
 // validateStreams checks stream ids, launches, events and the issue order.
 func (p *Plan) validateStreams() error {
 	ops := 0
@@ -377,7 +413,7 @@ func (p *Plan) validateStreams() error {
 	lim := max(ops, minEventLimit)
 	if p.Unrolled {
 		// Unrolled iterations have an event per slot: one per event of the
-		// plan, and up to MaxExtraSlots more for lagged waits (manual.go).
+		// plan, and up to MaxExtraSlots more for lagged waits (planner/manual.go).
 		lim += MaxExtraSlots
 	}
 	if p.Events < 0 || p.Events > lim {

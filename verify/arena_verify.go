@@ -630,7 +630,7 @@ func (v *verifier) writes(st int32, b int32) bool {
 	return slices.ContainsFunc(v.p.Stages[st].Writes, func(a plan.Access) bool { return a.Buffer == name })
 }
 
-// arenaFix returns the fix arenaPair wrote for an arena race.
+// arenaFix returns the fix arenaRace.race wrote for an arena race.
 func (v *verifier) arenaFix(r *Race) string { return r.Fix }
 
 // readsDone reports whether read access a is done before access d's launch

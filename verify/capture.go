@@ -79,7 +79,7 @@ func CheckCaptures(p *plan.Plan) []CaptureViolation {
 	if len(out) > 0 {
 		return out // a capture that breaks a rule is not replayed
 	}
-	return replayOrder(p) // capture_replay.go
+	return replayOrder(p) // replay.go
 }
 
 // capturedElsewhere returns the capture other than k that takes stream s's
@@ -356,7 +356,7 @@ func isolationFix(p *plan.Plan, c plan.Capture, x int) string {
 // the record is not made in that capture (a stream the capture has not
 // taken, or an earlier iteration's). "" when it breaks none; a record in
 // another capture under way is the merge rule's, not said here. pos is
-// launchPositions(p).
+// plan.LaunchPositions(p).
 func isolationNote(p *plan.Plan, f *Fix, pos []int) string {
 	x, y := f.After, f.Before
 	sx, sy := p.Stages[x].Stream, p.Stages[y].Stream

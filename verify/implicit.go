@@ -211,7 +211,7 @@ func (b *implicitBuilder) init(p *plan.Plan) {
 			}
 		}
 	}
-	b.ranks = rankLaunches(p, im.base) // devices.go: per collective, its ranks' launch ops
+	b.ranks = rankLaunches(p, im.base) // devices_verify.go: per collective, its ranks' launch ops
 	b.issued = make([]bool, nops)
 }
 
