@@ -49,7 +49,7 @@ func (st *state) chooseGroups(pin, grp []int32, P int32) {
 	case StrategyHazardDAG:
 		st.hazardChains(pin, grp, P)
 		if n := countGroups(grp); st.maxStr > 0 && n > st.maxStr {
-			st.note("max_streams %d is not applied: the hazard-dag strategy's streams are the greedy chains of the hazard DAG (%d streams here); use the default strategy for a cap", st.maxStr, n)
+			st.note("a stream cap of %d (--max-streams, or the spec's max_streams) is not applied: the hazard-dag strategy's streams are the greedy chains of the hazard DAG (%d streams here); use the default strategy for a cap", st.maxStr, n)
 		}
 	default:
 		st.pathCover(pin, grp, P)

@@ -479,8 +479,14 @@ func newState(s *dag.Spec, o Options, low *lowering, keep *keptStreams) (st *sta
 			known = known || ps.name == o.DumpAfter
 		}
 		if !known {
-			return nil, fmt.Errorf("planner: --dump-after %q: no such pass (passes: %v)", o.DumpAfter, Passes())
+			return nil, fmt.Errorf("planner: --dump-after %q (in Go, Options.DumpAfter): no such pass (passes: %v)", o.DumpAfter, Passes())
 		}
+		if o.Dump == nil {
+			return nil, fmt.Errorf("planner: Options.DumpAfter %q without Options.Dump: set Dump to the writer the plan after that pass goes to", o.DumpAfter)
+		}
+	}
+	if o.MemoryBudget < 0 && o.MemoryBudget != BudgetAuto && o.MemoryBudget != BudgetNone {
+		return nil, fmt.Errorf("planner: memory budget %d (in Go, Options.MemoryBudget): want bytes > 0, 0 for the spec's own, BudgetAuto or BudgetNone (on the command line, --memory-budget BYTES, auto or none)", o.MemoryBudget)
 	}
 	// The hazard-dag strategy plans the whole hazard DAG, implied edges
 	// included; the others see its transitive reduction (reduce), the
@@ -511,7 +517,7 @@ func newState(s *dag.Spec, o Options, low *lowering, keep *keptStreams) (st *sta
 						ran = append(ran, q.name)
 					}
 				}
-				return nil, fmt.Errorf("planner: --dump-after %q: a sync: manual spec does not run that pass (its streams and waits are the spec's own); dump after one of %s", o.DumpAfter, strings.Join(ran, ", "))
+				return nil, fmt.Errorf("planner: --dump-after %q (in Go, Options.DumpAfter): a sync: manual spec does not run that pass (its streams and waits are the spec's own); dump after one of %s", o.DumpAfter, strings.Join(ran, ", "))
 			}
 		}
 		if err := st.buildManual(); err != nil {

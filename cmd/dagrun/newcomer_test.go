@@ -482,7 +482,7 @@ func TestStreamSetsTooMany(t *testing.T) {
 // spec's pins won (fan-out-fan-in pins nothing).
 func TestHazardDAGCapNote(t *testing.T) {
 	out, errOut, code := cli(t, "plan", "--strategy", "hazard-dag", "--max-streams", "1", specPath("examples/fan-out-fan-in.yaml"))
-	if code != exitOK || strings.Contains(out+errOut, "pins win") || !strings.Contains(out, "max_streams 1 is not applied: the hazard-dag strategy") {
+	if code != exitOK || strings.Contains(out+errOut, "pins win") || !strings.Contains(out, "a stream cap of 1 (--max-streams, or the spec's max_streams) is not applied: the hazard-dag strategy") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want the hazard-dag note alone", code, out, errOut)
 	}
 }
