@@ -142,7 +142,7 @@ func TestHazardDAGPinsAndCap(t *testing.T) {
 	if streamOf(p, "a") != "p" || streamOf(p, "c") != "p" || streamOf(p, "b") == "p" || streamOf(p, "d") != streamOf(p, "b") {
 		t.Errorf("streams a=%s b=%s c=%s d=%s, want a and c on p, b and d on a free stream", streamOf(p, "a"), streamOf(p, "b"), streamOf(p, "c"), streamOf(p, "d"))
 	}
-	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "max_streams 1 is not applied") {
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "a stream cap of 1 (--max-streams, or the spec's max_streams) is not applied") {
 		t.Errorf("notes %q", p.Notes)
 	}
 	if q := build(t, s, Options{Strategy: StrategyHazardDAG}); len(q.Notes) != 0 {
