@@ -10,7 +10,7 @@ import (
 type stageOrder interface{ before(u, v int32) bool }
 
 // graphOrder is stageOrder by a search of the plan's happens-before graph
-// (hb.go), for plans whose dense clocks (launchHB) would be too large.
+// (verify's hb.go), for plans whose dense clocks (launchHB) would be too large.
 type graphOrder struct{ o *verify.Order }
 
 func (g graphOrder) before(u, v int32) bool {

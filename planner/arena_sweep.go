@@ -20,7 +20,7 @@ const sweepScan = 256
 // before each of the temp's first launches; a block keeps the latest
 // owner per stream, so the test is O(streams)), else the free block at the
 // top of the arena, grown, else new bytes on top. Free blocks are kept in a
-// tree ordered by size and offset (freeTree) and by offset at both ends
+// treap ordered by size and offset (freeList) and by offset at both ends
 // for coalescing. Bytes are shared only along happens-before (by
 // transitivity through every earlier owner). Cost: O(temps × (log temps +
 // sweepScan × streams)) happens-before tests at most. It returns the

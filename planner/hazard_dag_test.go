@@ -67,7 +67,7 @@ func chains(p *plan.Plan) []string {
 }
 
 // TestHazardDAGMatchesHazardPlan: the hazard-dag strategy orders exactly
-// what executor.HazardPlan orders (the same chains and waits: every hazard
+// what referenceHazardPlan orders (the same chains and waits: every hazard
 // edge that stream order does not imply, none other), on the race-free automatically synchronized specs and
 // the model specs, pins left out (HazardPlan ignores them), and puts the
 // same stages on each stream.

@@ -83,7 +83,7 @@ func iterate(st *state) error {
 			st.withIteration()
 		}
 		return nil
-	case R != 1 && plan.HasDefaultStream(p): // implicit.go
+	case R != 1 && plan.HasDefaultStream(p): // verify's implicit.go
 		if R > 1 || kmax > 1 {
 			st.note("one stream set: stream %s is a default stream, of which CUDA has one (per context, or per thread), so iterations do not get streams of their own", plan.DefaultStreamName(p))
 		}

@@ -10,7 +10,7 @@ import (
 )
 
 // newPlan fills the spec-derived parts of a plan (stages without streams, buffers, kernels).
-// The plan's strings are its own copies (planText), interned, so that the
+// The plan's strings are its own copies (strings.Clone, or interned), so that the
 // plan holds none of the spec's memory once the spec is let go.
 func (st *state) newPlan() *plan.Plan {
 	s := st.spec
