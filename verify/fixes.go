@@ -113,8 +113,8 @@ func specStageName(st *plan.Stage) string {
 // clocks at most) plus one per race it checks. The cost of each phase is
 // counted before the phase runs; past the bound the search falls back to
 // one wait per race it did not reach (RaceError.FixesPartial), or keeps
-// the greedy set unproven (RaceError.FixesMinimal false). About 2 s of
-// work on one core. A variable for tests.
+// the greedy set unproven (RaceError.FixesMinimal false). The bound is a
+// few seconds of one core. A variable for tests.
 var fixMaxWork = 50_000_000
 
 // fixSteps counts the steps the fix search did, as fixMaxWork counts them

@@ -262,8 +262,8 @@ func clockBoundError(p *plan.Plan) error {
 // verifyMaxArenaPairs bounds the happens-before queries of Verify's arena
 // check (arenaLifetimes): buffers that share arena bytes are compared
 // stream by stream, so two of them that thousands of streams use take
-// streams² queries (about 8 ns each: 800 million, about 6 s). Past it
-// Verify refuses the plan (arenaBoundError). A variable for tests.
+// streams² queries; the bound is a few seconds of them. Past it Verify
+// refuses the plan (arenaBoundError). A variable for tests.
 var verifyMaxArenaPairs int64 = 800_000_000
 
 // arenaBoundError is Verify's refusal of a plan whose arena check would
