@@ -128,8 +128,7 @@ type worker struct {
 	// timedGraphs are profiled graphs launched since the last Synchronize.
 	timedGraphs []*graph
 	// retiredHostFuncs are the host-function handles of destroyed graphs,
-	// deleted at the next synchronization of every context (a replay in
-	// flight may still call them until then): dropRetiredHostFuncs.
+	// deleted at Close (a replay in flight may still call them).
 	retiredHostFuncs []cgo.Handle
 	// cur is the context current on the worker's thread (devices.go), −1
 	// when unknown (after a call into NCCL).
@@ -363,7 +362,8 @@ func (b *backend) Close() error {
 				}
 			}
 		}
-		w.dropRetiredHostFuncs() // every stream is synchronized: no replay calls them
+		deleteHandles(w.retiredHostFuncs) // every stream is synchronized: no replay calls them
+		w.retiredHostFuncs = nil
 		w.on(0)
 		return err
 	})

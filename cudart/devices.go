@@ -167,16 +167,10 @@ func (w *worker) on(c int) error {
 }
 
 // syncAll synchronizes every context of the backend (cuCtxSynchronize in
-// each) and makes the one that was current current again; once every
-// context is synchronized, no replay of a destroyed graph can still call
-// its host functions, whose handles it then deletes.
+// each) and makes the one that was current current again.
 func (w *worker) syncAll(what string) error {
 	if len(w.b.ctxs) == 1 {
-		err := wrap(cu.Synchronize(), "cuCtxSynchronize %s", what)
-		if err == nil {
-			w.dropRetiredHostFuncs()
-		}
-		return err
+		return wrap(cu.Synchronize(), "cuCtxSynchronize %s", what)
 	}
 	prev := max(w.cur, 0)
 	var errs []error
@@ -191,9 +185,6 @@ func (w *worker) syncAll(what string) error {
 	}
 	if err := w.on(prev); err != nil {
 		errs = append(errs, err)
-	}
-	if len(errs) == 0 {
-		w.dropRetiredHostFuncs()
 	}
 	return errors.Join(errs...)
 }
