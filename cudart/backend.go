@@ -128,7 +128,8 @@ type worker struct {
 	// timedGraphs are profiled graphs launched since the last Synchronize.
 	timedGraphs []*graph
 	// retiredHostFuncs are the host-function handles of destroyed graphs,
-	// deleted at Close (a replay in flight may still call them).
+	// deleted at the next synchronization of every context (a replay in
+	// flight may still call them until then): dropRetiredHostFuncs.
 	retiredHostFuncs []cgo.Handle
 	// cur is the context current on the worker's thread (devices.go), −1
 	// when unknown (after a call into NCCL).
@@ -362,8 +363,7 @@ func (b *backend) Close() error {
 				}
 			}
 		}
-		deleteHandles(w.retiredHostFuncs) // every stream is synchronized: no replay calls them
-		w.retiredHostFuncs = nil
+		w.dropRetiredHostFuncs() // every stream is synchronized: no replay calls them
 		w.on(0)
 		return err
 	})

@@ -167,10 +167,16 @@ func (w *worker) on(c int) error {
 }
 
 // syncAll synchronizes every context of the backend (cuCtxSynchronize in
-// each) and makes the one that was current current again.
+// each) and makes the one that was current current again; once every
+// context is synchronized, no replay of a destroyed graph can still call
+// its host functions, whose handles it then deletes.
 func (w *worker) syncAll(what string) error {
 	if len(w.b.ctxs) == 1 {
-		return wrap(cu.Synchronize(), "cuCtxSynchronize %s", what)
+		err := wrap(cu.Synchronize(), "cuCtxSynchronize %s", what)
+		if err == nil {
+			w.dropRetiredHostFuncs()
+		}
+		return err
 	}
 	prev := max(w.cur, 0)
 	var errs []error
@@ -185,6 +191,9 @@ func (w *worker) syncAll(what string) error {
 	}
 	if err := w.on(prev); err != nil {
 		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		w.dropRetiredHostFuncs()
 	}
 	return errors.Join(errs...)
 }

@@ -305,6 +305,13 @@ func deleteHandles(hs []cgo.Handle) {
 	}
 }
 
+// dropRetiredHostFuncs deletes the host-function handles of destroyed
+// graphs; call it only when no replay of them can still run.
+func (w *worker) dropRetiredHostFuncs() {
+	deleteHandles(w.retiredHostFuncs)
+	w.retiredHostFuncs = nil
+}
+
 func containsGraph(gs []*graph, g *graph) bool {
 	for _, x := range gs {
 		if x == g {
@@ -346,7 +353,7 @@ func (w *worker) destroyGraph(g *graph) error {
 	}
 	g.stamps.free()
 	// A replay in flight still calls the host functions: their handles are
-	// deleted at Close, after every stream is synchronized.
+	// deleted once every context is synchronized (syncAll).
 	w.retiredHostFuncs = append(w.retiredHostFuncs, g.hostFuncs...)
 	g.exec, g.g, g.prof, g.stamps, g.hostFuncs = nil, nil, nil, nil, nil
 	return err
