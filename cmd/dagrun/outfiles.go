@@ -350,11 +350,12 @@ func (o *outFiles) write(dst string, data []byte) error {
 	return os.WriteFile(tmp, data, 0o644)
 }
 
-// commit moves every staged file into place, creating the folders they
-// need, writes the files for a fifo or device through to it, and removes
-// the staging folders. A destination that is a folder is an error before
-// anything is moved (claim refuses it before the work; this is the last
-// word if one appeared since).
+// commit writes the files for a fifo or device through to it, then moves
+// every other staged file into place, creating the folders they need, and
+// removes the staging folders. A destination that is a folder is an error
+// before anything is written (claim refuses it before the work; this is
+// the last word if one appeared since); so is a write-through that fails
+// (/dev/full), before any file is moved.
 func (o *outFiles) commit() error {
 	defer o.discard()
 	for _, m := range o.moves {
@@ -363,14 +364,21 @@ func (o *outFiles) commit() error {
 		}
 	}
 	for _, m := range o.moves {
-		if _, err := os.Stat(m.from); err != nil {
-			continue // never written (the writer failed and said so)
-		}
 		if f := o.through[o.absOf(m.to)]; f != nil {
+			if _, err := os.Stat(m.from); err != nil {
+				continue // never written (the writer failed and said so)
+			}
 			if err := copyInto(f, m.from); err != nil {
 				return fmt.Errorf("writing through to %s: %w", quotePath(m.to), err)
 			}
+		}
+	}
+	for _, m := range o.moves {
+		if o.through[o.absOf(m.to)] != nil {
 			continue
+		}
+		if _, err := os.Stat(m.from); err != nil {
+			continue // never written (the writer failed and said so)
 		}
 		if err := os.MkdirAll(filepath.Dir(m.to), 0o755); err != nil {
 			return err

@@ -621,3 +621,66 @@ func TestStopDuringLongIteration(t *testing.T) {
 		t.Errorf("left %v", left)
 	}
 }
+
+// TestWroteOnlyAfterCommit: run says it wrote --out's files only once
+// they are in place. A commit that fails (--trace written through to
+// /dev/full, which takes no byte) prints no "wrote" line and leaves no
+// file of --out; the same run with a trace file that can be written says
+// "wrote" and leaves the files.
+func TestWroteOnlyAfterCommit(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	spec := specPath("shared-io/shared-io.yaml")
+	_, errs, code := cli(t, "run", "--backend", "sim", "--out", out, "--trace", "/dev/full", spec)
+	if code != exitFailure || !strings.Contains(errs, "writing the output files") {
+		t.Errorf("--trace /dev/full: exit %d, want 1 saying the output files were not written\n%s", code, errs)
+	}
+	if strings.Contains(errs, "wrote") {
+		t.Errorf("a commit that failed said it wrote the files:\n%s", errs)
+	}
+	if got := listFiles(t, dir); len(got) != 0 {
+		t.Errorf("a commit that failed left %v", got)
+	}
+	_, errs, code = cli(t, "run", "--backend", "sim", "--out", out, "--trace", filepath.Join(dir, "t.json"), spec)
+	if code != exitOK || !strings.Contains(errs, "dagrun: wrote ") {
+		t.Fatalf("run: exit %d, want 0 with a \"wrote\" line\n%s", code, errs)
+	}
+	if got := listFiles(t, out); len(got) == 0 {
+		t.Errorf("a run that said it wrote --out %s left it empty", out)
+	}
+}
+
+// TestCommitWritesThroughFirst: commit writes to a fifo or device before
+// it moves any file into place, so a write-through that fails (/dev/full)
+// leaves no file behind, whatever order the files were staged in.
+func TestCommitWritesThroughFirst(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.bin")
+	var o outFiles
+	defer o.discard()
+	if err := o.claim("--out", a, claimFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.claim("--trace", "/dev/full", claimFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.write(a, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.write("/dev/full", []byte("trace")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.commit(); err == nil {
+		t.Errorf("commit through /dev/full: no error")
+	}
+	if got := listFiles(t, dir); len(got) != 0 {
+		t.Errorf("a commit that failed left %v", got)
+	}
+}

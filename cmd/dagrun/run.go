@@ -20,6 +20,7 @@ import (
 // runFlags are run's flags other than the planner's and the stream's.
 type runFlags struct {
 	files                                   *outFiles // --out, --trace, --timeline: staged until the run succeeds
+	wrote                                   string    // --out's "wrote" line, printed once files.commit has put the files in place
 	planFile, mode, traceFile, timelineFile string
 	allowRace, asJSON                       bool
 }
@@ -146,6 +147,7 @@ anything is loaded, with exit 2.`,
 				if cerr := rf.files.commit(); cerr != nil {
 					return failure{fmt.Errorf("writing the output files: %w", cerr)}
 				}
+				fmt.Fprint(stderr, rf.wrote)
 			}
 			if _, werr := stdout.Write(out.Bytes()); err == nil {
 				err = werr
@@ -211,7 +213,7 @@ func runPlain(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFla
 		return err
 	}
 	if outDir != "" {
-		if err := writeOutputs(rf.files, outDir, res, nil, 0, stderr); err != nil {
+		if err := writeOutputs(rf, outDir, res, nil, 0, stderr); err != nil {
 			return err
 		}
 	}
@@ -236,18 +238,20 @@ func writeSimNote(w io.Writer, res *dagrun.RunResult) {
 	}
 }
 
-// writeOutputs stages each output buffer's contents after the run (the
-// last iteration's) for dir/NAME.bin (NAME: outName), except the buffers
-// in skip (streamed per iteration already: streamed files of them). With
-// no file written at all it warns on stderr.
-func writeOutputs(files *outFiles, dir string, res *dagrun.RunResult, skip map[string]bool, streamed int, stderr io.Writer) error {
+// writeOutputs stages in rf.files each output buffer's contents after the
+// run (the last iteration's) for dir/NAME.bin (NAME: outName), except the
+// buffers in skip (streamed per iteration already: streamed files of
+// them), and leaves in rf.wrote the line that says how many files --out
+// gets, for the caller to print once the files are committed. With no
+// file written at all it warns on stderr.
+func writeOutputs(rf *runFlags, dir string, res *dagrun.RunResult, skip map[string]bool, streamed int, stderr io.Writer) error {
 	n := 0
 	for _, o := range res.Outputs {
 		if skip[o.Name] {
 			continue
 		}
 		path := filepath.Join(dir, outName(o.Name)+".bin")
-		if err := files.write(path, o.Data); err != nil {
+		if err := rf.files.write(path, o.Data); err != nil {
 			return failure{fmt.Errorf("--out: writing %s: %w", path, err)}
 		}
 		n++
@@ -256,7 +260,7 @@ func writeOutputs(files *outFiles, dir string, res *dagrun.RunResult, skip map[s
 	case n+streamed == 0:
 		fmt.Fprintf(stderr, "dagrun: warning: --out %s: the plan has no output buffer, so nothing was written (give the buffers to keep role: output)\n", quotePath(dir))
 	default:
-		fmt.Fprintf(stderr, "dagrun: wrote %d output file(s) to %s\n", n+streamed, quotePath(dir))
+		rf.wrote = fmt.Sprintf("dagrun: wrote %d output file(s) to %s\n", n+streamed, quotePath(dir))
 	}
 	return nil
 }

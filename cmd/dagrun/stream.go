@@ -266,7 +266,7 @@ func runStream(ctx context.Context, pl *planned, ro dagrun.RunOptions, rf *runFl
 		for _, i := range s.outputs {
 			streamed[p.Buffers[i].Name] = true
 		}
-		if err := writeOutputs(rf.files, f.outDir, res, streamed, frames, stderr); err != nil {
+		if err := writeOutputs(rf, f.outDir, res, streamed, frames, stderr); err != nil {
 			return err
 		}
 	}
