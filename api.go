@@ -12,7 +12,10 @@
 // terms). Plan returns a plan that Verify has proved race-free, or the
 // plan with a *VerifyReport, or another error. Run returns the run's
 // outputs and figures; races that the simulator's detector sees are in
-// RunResult.Races (and the error is then an *executor.RaceError).
+// RunResult.Races (and the error is then a *RunRaceError). Each error a
+// caller tells apart with errors.As or errors.Is has a name here:
+// SpecErrors, PlanError, VerifyReport, PassRaceError, BudgetError,
+// RunRaceError, ErrNotSupported and ErrNoDevice.
 //
 // Around those steps: ReadPlan and WritePlanJSON (plan files), WriteSpec
 // (a spec as YAML), Warnings (what check reports besides races) and
@@ -72,6 +75,15 @@ type (
 	// PassRaceError is Plan's error with PlanOptions.Check when a planner
 	// pass made a race: the pass's name and its plan's VerifyReport.
 	PassRaceError = planner.PassRaceError
+	// BudgetError is Plan's error when the memory budget
+	// (PlanOptions.MemoryBudget, memory_budget) cannot be met
+	// (planner.BudgetError): the budget and the smallest arena reached,
+	// in bytes, and the steps taken.
+	BudgetError = planner.BudgetError
+	// RunRaceError is Run's error when the simulator's race detector saw
+	// conflicting accesses with no happens-before path
+	// (executor.RaceError): the races, also in RunResult.Races.
+	RunRaceError = executor.RaceError
 	// Strategy is a strategy of stream assignment (planner.Strategy):
 	// PlanOptions.Strategy, one of the Strategy constants.
 	Strategy = planner.Strategy
@@ -83,6 +95,13 @@ type (
 	FuncCall = executor.FuncCall
 	// LoadOptions control LoadWith (dag.LoadOptions).
 	LoadOptions = dag.LoadOptions
+)
+
+// Errors of NewBackend and Run for BackendCUDA, wrapped (test them with
+// errors.Is).
+var (
+	ErrNotSupported = cudart.ErrNotSupported // the binary was built without the cuda tag
+	ErrNoDevice     = cudart.ErrNoDevice     // the driver answers but reports no usable CUDA device
 )
 
 // Values of PlanOptions and RunOptions fields.
@@ -184,7 +203,7 @@ var (
 // a caller can still print or inspect it (with PlanOptions.Check, a race
 // after a pass as the *planner.PassRaceError that wraps it, naming the
 // pass); other errors (spec mistakes, bad
-// options, cycles, an unmeetable memory_budget: *planner.BudgetError) come
+// options, cycles, an unmeetable memory_budget: *BudgetError) come
 // with a nil plan.
 func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) { return PlanWhile(spec, o, nil) }
 
@@ -498,8 +517,8 @@ func AutoBackend() (name Backend, reason string) {
 // Name is "sim" or "cuda". The caller closes it.
 //
 // Errors: an unknown name; for BackendCUDA (also when auto picked it),
-// an error wrapping cudart.ErrNotSupported (built without the cuda tag),
-// cudart.ErrNoDevice, or a driver error.
+// an error wrapping ErrNotSupported (built without the cuda tag),
+// ErrNoDevice, or a driver error.
 func NewBackend(name Backend, o RunOptions) (executor.Backend, error) {
 	if name == "" || name == BackendAuto {
 		name, _ = AutoBackend()
@@ -549,7 +568,7 @@ type RunResult struct {
 // mode with SyncEach, dynamic allocation or host I/O, rejected before the
 // backend is touched; plan and backend errors), which come with a nil
 // result; and a race seen by the simulator's detector, which comes with
-// the result (RunResult.Races lists the races) and an *executor.RaceError.
+// the result (RunResult.Races lists the races) and a *RunRaceError.
 func Run(ctx context.Context, p *StreamPlan, o RunOptions) (*RunResult, error) {
 	if p == nil {
 		return nil, errNilPlan

@@ -255,6 +255,10 @@ func TestAutoBackend(t *testing.T) {
 	if dagrun.Backend(b.Name()) != name || why == "" {
 		t.Errorf("auto opened %s; AutoBackend says %s (%s)", b.Name(), name, why)
 	}
+	// The root's sentinels are cudart's, so errors.Is matches either.
+	if dagrun.ErrNotSupported != cudart.ErrNotSupported || dagrun.ErrNoDevice != cudart.ErrNoDevice {
+		t.Errorf("dagrun.ErrNotSupported, dagrun.ErrNoDevice are not cudart's")
+	}
 	if !cudart.Available {
 		if name != dagrun.BackendSim || !strings.Contains(why, "cuda tag") {
 			t.Errorf("without the cuda tag: %s (%s)", name, why)
