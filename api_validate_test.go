@@ -50,7 +50,7 @@ func TestPlanValidatesGoSpecs(t *testing.T) {
 			s.Sync = dag.SyncManual
 			s.Stages[0].Stream, s.Stages[1].Stream = "s0", "s1"
 			s.Stages[1].WaitFor = []dag.WaitSpec{{Stage: "a", Lag: -1}}
-		}, []string{"stages[1].waits: stage b: waits: lag must be in [0, 1048576], got -1"}},
+		}, []string{"stages[1].waits: stage b: waits: lag must be in [0, 65536], got -1"}},
 		{"unknown event", func(s *dag.Spec) {
 			s.Sync = dag.SyncManual
 			s.Stages[0].Stream, s.Stages[1].Stream = "s0", "s1"

@@ -135,9 +135,15 @@ var (
 	bufferKeys = keysOf(bufferTable)
 )
 
+// maxCopies and maxLag bound a buffer's copies and a wait's lag (2^16):
+// the most a plan holds, whose ring copies, and event slots (a lag of N
+// keeps N + 1), beyond one each number at most 2^16 in all
+// (plan.MaxExtraSlots). A value the loader takes plans on its own; the
+// planner refuses several whose sum is past that bound, at the buffer or
+// wait that passes it.
 const (
-	maxCopies = 1 << 20
-	maxLag    = 1 << 20
+	maxCopies = 1 << 16
+	maxLag    = 1 << 16
 )
 
 func (l *loader) decodeBuffer(s *Spec, n *yaml.Node) {

@@ -129,7 +129,7 @@ var errorCases = []struct {
 	{"init file wrong size", buf("  - {name: a, bytes: 64, init: {file: frame.bin}}\n"), []want{w(3, "frame.bin", "init file frame.bin is 4096 bytes, the buffer 64")}},
 	{"init file is a directory", buf("  - {name: a, bytes: 64, init: {file: kernels}}\n"), []want{w(3, "kernels", "is not a regular file")}},
 	{"init random not int", buf("  - {name: a, bytes: 4, init: {random: 1.5}}\n"), []want{w(3, "1.5", "random seed must be an integer")}},
-	{"copies zero", buf("  - {name: a, bytes: 4, copies: 0}\n"), []want{w(3, "0}", "copies must be in [1, 1048576], got 0")}},
+	{"copies zero", buf("  - {name: a, bytes: 4, copies: 0}\n"), []want{w(3, "0}", "copies must be in [1, 65536], got 0")}},
 	{"duplicate buffer", buf("  - {name: a, bytes: 4}\n  - {name: a, bytes: 8}\n"), []want{w(4, "a,", `buffer "a" declared twice (first at t.yaml:3:5)`)}},
 	{"buffer name with bracket", buf("  - {name: \"a[0]\", bytes: 4}\n"), []want{w(3, `"a`, `buffer name "a[0]" contains '['`)}},
 	{"buffer name empty", buf("  - {name: \"\", bytes: 4}\n"), []want{w(3, `""`, `buffer name "" is empty`)}},

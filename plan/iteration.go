@@ -89,9 +89,10 @@ func defaultStream(p *Plan, s int) bool {
 	return k == StreamLegacy || k == StreamPerThread
 }
 
-// maxLag bounds a wait's lag, stream sets and event slots (2^20, as the
-// spec loader bounds lags): a plan file beyond it is certainly a mistake.
-const maxLag = 1 << 20
+// maxLag bounds a wait's lag, stream sets and event slots (2^16, as the
+// spec loader bounds lags; an event's slots beyond one are MaxExtraSlots
+// at most): a plan file beyond it is certainly a mistake.
+const maxLag = MaxExtraSlots
 
 // lcm is the least common multiple of a and b (both ≥ 1); callers keep
 // a·b within int (LCM saturates at a small limit).

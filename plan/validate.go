@@ -20,8 +20,10 @@ const (
 	// has 141 GB, and larger sizes would overflow host-side allocation.
 	MaxBufferBytes = 1 << 40
 	// MaxLag bounds a wait's lag, a plan's stream sets, a buffer's copies,
-	// an event's slots and the in-flight bound (2^20, as the spec loader
-	// bounds lags).
+	// an event's slots (MaxLag + 1) and the in-flight bound (2^16, as the
+	// spec loader bounds lags and copies): one event's slots or one
+	// buffer's copies beyond one are within MaxExtraSlots, the bound on all
+	// of them.
 	MaxLag = maxLag
 	// MaxExtraSlots bounds the physical events of a plan beyond one per
 	// event: the sum over events of their slots − 1 (2^16), and likewise
