@@ -34,7 +34,16 @@ still be in use by a kernel on the capture stream. That needs the plan to issue 
 dagrun's planner keeps for an imported graph (its stable topological
 order); ``CompiledInductor`` checks it and raises otherwise.
 
-Memory inside the capture follows the plan's lifetime records, as
+Memory inside the capture comes from two places. The buffers the wrapper
+allocates itself (``empty_strided_cuda``: Triton kernels' outputs, the
+``out=`` of matrix multiplies) are views into one arena of the plan's size,
+at the offsets dagrun's planner gave them (``arena_slots``): two buffers
+share bytes only where every launch touching one happens-before every
+launch touching the other in the plan, which the planner's verifier checks,
+so the multi-stream graph needs about the memory of the plan's live set
+whatever streams run it, with no blocks cached per stream. The buffers an
+extern kernel returns (a convolution's output) come from PyTorch's caching
+allocator and follow the plan's lifetime records, as
 ``dagrun_torch.compile`` does for eager kernels (``plan.lower``): when the
 wrapper ``del``s a buffer, its host reference is held until the stream that
 allocated it is ordered after every launch, on every stream, that touches
@@ -564,10 +573,12 @@ class CompiledInductor:
     the capture reserved for its private memory pool (intermediates at their
     peak and cuBLAS workspaces). Raises InductorError when the plan
     cannot be run statement by statement, PlanError when its lifetime
-    records do not cover a use."""
+    records do not cover a use. ``arena``: take the wrapper's allocations
+    from the plan's arena (module doc; ``arena_bytes`` is its size, 0 when
+    no allocation takes part), else every buffer from the caching allocator."""
 
     def __init__(self, ig: InductorGraph, plan: Plan, input_slots: Dict[int, int],
-                 delays: Optional[Dict[int, int]] = None, lifetimes: bool = True, arena: bool = False):
+                 delays: Optional[Dict[int, int]] = None, lifetimes: bool = True, arena: bool = True):
         self.ig, self.plan = ig, plan
         self._arena_at = arena_slots(ig, plan) if arena else {}
         self.arena_bytes = int((plan.stats or {}).get("arena_bytes") or 0) if self._arena_at else 0
