@@ -78,6 +78,7 @@ import statistics
 import sys
 import time
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -547,6 +548,7 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
     # the reference takes every buffer from the allocator, none from the plan's arena, so that the
     # bit-identity check below also checks the chosen plan's arena layout
     one = ind.CompiledInductor(ig, plans[(1, "default")], copied, arena=False)
+    made = [weakref.ref(one)]   # every capture, to tell whether a discarded one is still alive
     ref = [t.clone() for t in _flat_out(one(*tensors))]
     if len(ref) != len(res_flat) or any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(ref, res_flat)):
         info.reason = "Inductor's wrapper returns %d outputs, its compiled graph %d (or other shapes)" % (len(ref), len(res_flat))
@@ -566,6 +568,7 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
         info.candidates[str(cap)] = c
         if worth_timing(c) and not wider_for_nothing(c, info.candidates):
             ci = ind.CompiledInductor(ig, plan, copied)
+            made.append(weakref.ref(ci))
             timed(ci, c)
             kept[str(cap)] = (plan, ci)
             del ci
@@ -576,7 +579,9 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
     best, info.reason = choose(info.candidates)
     chosen = kept.pop(str(best)) if best is not None else None
     kept.clear()
-    _release()
+    # a full garbage collection costs a process with torch.compile loaded a large part of a small
+    # graph's compile: run it only when a discarded capture is still alive (in a reference cycle)
+    _release(gc_first=any(r() is not None and (chosen is None or r() is not chosen[1]) for r in made))
     info.capture_s = round(time.time() - t0, 2)
     if chosen is None:
         return None

@@ -487,13 +487,15 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
             self.streams = [0] * {1: 1, 4: 4, 16: 12, 0: 30}[cap]
             self.stats = {"sum_us": 1000.0, "ideal_makespan_us": {1: 1000.0, 4: 500.0, 16: 480.0, 0: 470.0}[cap]}
 
-    arenas = []
+    arenas, releases, cycle = [], [], []
 
     class CI:
         def __init__(self, ig, plan, copied, delays=None, arena=True):
             self.cap, self.pool_bytes = plan.cap, 1e6 * blas[plan.cap]
             self.arena = arena
             arenas.append((plan.cap, arena))
+            if plan.cap == 0 and cycle:
+                self.me = self                    # alive until a garbage collection
             self._out = (torch.ones(2),)
             made.append(weakref.ref(self))
 
@@ -517,7 +519,7 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
     monkeypatch.setattr(ind, "blas_streams", lambda plan, ig: blas[plan.cap])
     monkeypatch.setattr(ind, "CompiledInductor", CI)
     monkeypatch.setattr(be, "_median_replay_ms", timing)
-    monkeypatch.setattr(be, "_release", lambda gc_first=True: gc.collect())
+    monkeypatch.setattr(be, "_release", lambda gc_first=True: (releases.append(gc_first), gc_first and gc.collect()))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     info = be.CompiledGraph()
     fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), be.Options(), info)
@@ -530,6 +532,13 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
     assert arenas == [(1, False), (4, True), (16, True), (0, True)]
     gc.collect()
     assert [r().cap for r in made if r() is not None] == [16] and fn.ci.cap == 16
+    assert releases == [False] * 5                                # no capture left alive: no full collection
+    # a discarded capture in a reference cycle: the last release collects it
+    cycle.append(True)
+    del releases[:], made[:]
+    fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), be.Options(), be.CompiledGraph())
+    assert releases == [False] * 4 + [True] and [r().cap for r in made if r() is not None] == [16]
+    cycle.clear()
     info = be.CompiledGraph()                                     # a cap of 1: the reference alone, no candidate
     assert be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), be.Options(max_streams=1), info) is None
     assert info.reason == "dagrun's plan has one stream" and list(info.candidates) == ["1"]
