@@ -18,7 +18,9 @@ GPU work as one graph node:
   ``del`` and asserts launch nothing.
 
 Tensors are storages (a reused buffer is the same tensor, so reuse orders
-its kernels by WAR/WAW), node times are measured by CUDA graph replay as the
+its kernels by WAR/WAW; one an operator returns is marked ``"alloc":
+"producer"``: the operator allocates it, so dagrun's planner leaves it out
+of the arena), node times are measured by CUDA graph replay as the
 exporter does, and the graph goes through ``dagrun import`` and ``dagrun
 plan`` like any exported graph. The wrapper is then run once, statement by
 statement inside a CUDA graph capture, following the plan's issue order:
@@ -411,10 +413,15 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
                     writes = list(reads)
             stream_before = ns.get("stream0")
             ns["stream0"] = torch.cuda.current_stream().cuda_stream
+            known = len(tensors)
             _exec(s, code, ns)
             if isinstance(s, ast.Assign):
                 for tgt in s.targets:
                     writes += [w for w in tids([x.id for x in ast.walk(tgt) if isinstance(x, ast.Name)]) if w not in writes]
+                # a tensor the launch returns is allocated by the operator itself: never in the plan's arena
+                for t in tensors[known:]:
+                    if t["id"] in writes:
+                        t["alloc"] = "producer"
             assigned(s)
             dur = 0.0
             if timing:

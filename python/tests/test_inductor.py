@@ -207,3 +207,77 @@ def test_arena_allocations_are_views_at_their_offsets():
     with pytest.raises(ind.InductorError):
         ind._arena_alloc(arena, 4096 - 76, 4096)((4, 5), (5, 1), torch.float32)    # one element past it
     assert ind._arena_alloc(arena, 0, 4096)((0, 5), (5, 1), torch.float32).numel() == 0
+
+
+TRACED = '''
+def call(args):
+    arg0_1, arg1_1 = args
+    args.clear()
+    buf0 = empty_strided_cuda((4, 4), (4, 1), torch.float32)
+    stream0 = get_raw_stream(0)
+    triton_poi_fused_relu_0.run(arg0_1, buf0, 16, stream=stream0)
+    buf1 = extern_kernels.convolution(buf0, arg1_1, stride=(1, 1))
+    buf2 = empty_strided_cuda((4, 4), (4, 1), torch.float32)
+    extern_kernels.mm(buf1, arg1_1, out=buf2)
+    del buf0
+    buf3 = empty_strided_cuda((4, 4), (4, 1), torch.float32)
+    triton_poi_fused_relu_0.run(buf2, buf3, 16, stream=stream0)
+    del buf1
+    return (buf3, )
+'''
+
+
+def test_trace_marks_what_operators_allocate_and_what_the_wrapper_returns(tmp_path, monkeypatch):
+    class Dev(torch.Tensor):   # a CPU tensor that the tracer takes for a CUDA one
+        @property
+        def is_cuda(self):
+            return True
+
+    def dev(t):
+        return t.as_subclass(Dev)
+
+    class Fn:
+        arg_names = ["in_ptr0", "out_ptr0", "xnumel"]
+
+    class Relu:
+        fn = Fn()
+        inductor_meta = {}
+
+        def run(self, src, dst, n, stream=None):
+            dst.copy_(src.clamp(min=0))
+
+    class Extern:
+        @staticmethod
+        def convolution(x, w, stride=None):
+            return dev(x @ w)
+
+        @staticmethod
+        def mm(a, b, out=None):
+            out.copy_(a @ b)
+
+    src = tmp_path / "wrapper.py"
+    src.write_text(TRACED)
+    glb = {"torch": torch, "empty_strided_cuda": lambda size, stride, dtype: dev(torch.empty_strided(size, stride, dtype=dtype)),
+           "get_raw_stream": lambda i: 0, "triton_poi_fused_relu_0": Relu(), "extern_kernels": Extern()}
+    exec(compile(TRACED, str(src), "exec"), glb)
+
+    class Stream:
+        cuda_stream = 0
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: Stream())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "test")
+    args = [dev(torch.randn(4, 4)), dev(torch.randn(4, 4))]
+    ig = ind.trace_call(ind.WrapperCall(glb["call"].__code__, glb, args, {}), timing=False, name="t")
+    t = {x["id"]: x for x in ig.graph["tensors"]}
+    nodes = {n["op"].split("(")[0]: n for n in ig.graph["nodes"]}
+    conv = nodes["buf1 = extern_kernels.convolution"]
+    assert [t[w].get("alloc") for w in conv["writes"]] == ["producer"]      # the convolution allocates its output
+    allocated = {w for i in ig.allocs for w in ig.allocs[i]}
+    assert len(allocated) == 3 and not any(t[w].get("alloc") for w in allocated)   # the wrapper's own buffers
+    assert [x["kind"] for x in ig.graph["tensors"]][:2] == ["input", "input"]
+    assert len(ig.returned) == 1 and ig.returned[0] in allocated
+    assert nodes["extern_kernels.mm"]["writes"] == ig.name_tids["buf2"]     # out=: the wrapper's buffer
+    assert conv["reads"] == ig.name_tids["buf0"] + [x["id"] for x in ig.graph["tensors"][1:2]]
+    p = Plan(spec="", strategy="", stages={}, stage_order=[], streams=[], issue_order=[], events=0, lifetimes={},
+             stats={"arena_bytes": 4096}, arena={w: 0 for w in allocated})
+    assert sorted(ind.arena_slots(ig, p)) == sorted(i for i, w in ig.allocs.items() if w[0] not in ig.returned)
