@@ -52,11 +52,18 @@ type graphSource struct {
 	root *yaml.Node
 }
 
-// GraphTensor is one tensor: id, size in bytes, and kind (input, activation, param).
+// GraphTensor is one tensor: id, size in bytes, and kind (input, activation,
+// param). Alloc is "" or "producer": a tensor that the operator writing it
+// allocates for itself (a library call that returns a new tensor, as
+// PyTorch's operators do), so its bytes never come from the planner's arena.
+// ImportGraph gives such a tensor `alloc: producer` (BufferSpec.Alloc
+// AllocProducer) when it becomes a temp; an input, param or output tensor
+// ignores it.
 type GraphTensor struct {
 	ID    string `json:"id"`
 	Bytes int64  `json:"bytes"`
 	Kind  string `json:"kind"`
+	Alloc string `json:"alloc,omitempty"`
 }
 
 // GraphNode is one operator: the tensor ids it reads and writes and its GPU
@@ -309,12 +316,14 @@ func (g *Graph) Locate(s *Spec, err error) error {
 // one thread block, reading and writing whole tensors. Tensors become
 // buffers: "input" tensors are role input with seeded random contents,
 // "param" tensors (weights) role input with zeros, tensors written and never read again are role output, the rest
-// are temp. A node that writes nothing becomes a spin stage.
+// are temp. A temp whose tensor has alloc "producer" gets `alloc: producer`:
+// the planner leaves it out of the arena (inputs, params and outputs ignore
+// the field). A node that writes nothing becomes a spin stage.
 //
 // Errors, at file:line:col of the graph's value where it was read from a
 // file: duplicate or unknown ids, non-positive sizes, sizes that are not a
 // multiple of 4 bytes, tensor kinds other than input, activation and param,
-// negative durations and durations over 60 s
+// a tensor alloc other than "" and "producer", negative durations and durations over 60 s
 // (contract.MaxSpinUS), writes to input or param tensors.
 func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 	if o.MaxWords <= 0 {
@@ -333,6 +342,9 @@ func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 		case "", "input", "activation", "param": // none: an activation
 		default:
 			return nil, g.errorf([]any{"tensors", i, "kind"}, "tensor %q has kind %q: want input, activation or param", t.ID, t.Kind)
+		}
+		if t.Alloc != "" && t.Alloc != AllocProducer {
+			return nil, g.errorf([]any{"tensors", i, "alloc"}, "tensor %q has alloc %q: want %q (the operator writing it allocates it) or none", t.ID, t.Alloc, AllocProducer)
 		}
 		if t.Bytes <= 0 || t.Bytes%4 != 0 {
 			return nil, g.errorf([]any{"tensors", i, "bytes"}, "tensor %q has %d bytes: want a positive multiple of 4", t.ID, t.Bytes)
@@ -391,6 +403,8 @@ func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 		case isWritten(lastWrite, t.ID) && lastRead[t.ID] <= lastWrite[t.ID]:
 			// Written, and no node after its last writer reads it.
 			b.Role = RoleOutput
+		case t.Alloc == AllocProducer:
+			b.Alloc = AllocProducer
 		}
 		s.Buffers = append(s.Buffers, b)
 	}

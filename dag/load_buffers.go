@@ -17,6 +17,7 @@ type bufferSrc struct {
 	init     at // the init value, if any
 	initFile at // the file: value
 	device   at // the device: value, if any
+	alloc    at // the alloc: value, if any
 	sizeOK   bool
 	first    int32 // a name declared before: 1 + the index of its first declaration (set by check)
 	// bytes, dtype and shape nodes, only while the buffer is decoded.
@@ -110,10 +111,11 @@ var (
 			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) {
 				if a, ok := d.oneOf(v, d.what+": alloc", allocModes); ok {
 					d.x.Alloc = a
+					d.src.alloc = atOf(v)
 				}
 			},
 			write:  func(b *BufferSpec, _ *writing) (string, error) { return strIf(b.Alloc, ""), nil },
-			schema: FormatField{Type: "enum", Enum: allocModes, Doc: "lazy: each stream allocates it (cuMemAlloc) at its first use, like a library's workspace"}},
+			schema: FormatField{Type: "enum", Enum: allocModes, Doc: "lazy: each stream allocates it (cuMemAlloc) at its first use, like a library's workspace; producer: a temp that its first writer allocates for itself (a library call that returns a new tensor, as PyTorch's operators do): never placed in the arena; the executors give it bytes of its own"}},
 		{key: "device",
 			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) {
 				if n, ok := d.intIn(v, d.what+": device", 0, MaxDevices-1); ok {

@@ -165,6 +165,9 @@ func (c *checker) checkBuffer(i int) {
 	if src.first > 0 {
 		c.errorAt(src.name, "give each buffer its own name", "buffer %q declared twice (first at %s)", b.Name, c.s.Buffers[src.first-1].Pos)
 	}
+	if b.Alloc == AllocProducer && b.Role != RoleTemp {
+		c.errorAt(src.alloc, "drop alloc: producer, or make the buffer a temp (role: temp)", "buffer %s: alloc producer is for temps; an %s's bytes are the caller's", b.Name, b.Role)
+	}
 	if !src.sizeOK {
 		return
 	}

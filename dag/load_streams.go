@@ -89,6 +89,6 @@ var (
 	streamKinds  = []string{KindNonBlocking, KindBlocking, KindLegacy, KindPerThread, KindHost}
 	captureModes = []string{CaptureGlobal, CaptureThreadLocal, CaptureRelaxed}
 	copyModes    = []string{CopyAsync, CopySync}
-	allocModes   = []string{AllocLazy}
+	allocModes   = []string{AllocLazy, AllocProducer}
 	placements   = []string{PlacementSpec, PlacementBalance}
 )

@@ -80,7 +80,9 @@ type BufferSpec struct {
 	Init   Init
 	Copies int // ring size across iterations; 0 or 1 means one copy
 	// Alloc is AllocLazy for a buffer each stream allocates with cuMemAlloc
-	// at its first use (a library's per-stream workspace), "" otherwise.
+	// at its first use (a library's per-stream workspace), AllocProducer
+	// for a temp that its first writer allocates for itself (never in the
+	// arena), "" otherwise.
 	Alloc string
 	// Device is the GPU a WhereDevice buffer lives on (0-based; docs/spec.md,
 	// "Several devices"), 0 for host memory. AnyDevice, only with
@@ -92,8 +94,17 @@ type BufferSpec struct {
 	Pos    Pos
 }
 
-// AllocLazy is BufferSpec.Alloc's `alloc: lazy`.
-const AllocLazy = "lazy"
+// Buffer allocation modes (BufferSpec.Alloc).
+const (
+	// AllocLazy is `alloc: lazy`: each stream allocates the buffer with
+	// cuMemAlloc at its first use, like a library's workspace.
+	AllocLazy = "lazy"
+	// AllocProducer is `alloc: producer`: a temp that its first writer
+	// allocates for itself (a library call that returns a new tensor, as
+	// PyTorch's operators do). The planner never places it in the arena;
+	// the executors give it bytes of its own. Only a temp may have it.
+	AllocProducer = "producer"
+)
 
 func (b BufferSpec) String() string {
 	return fmt.Sprintf("buffer %s (%d bytes, %s, %s)", b.Name, b.Bytes, b.Where, b.Role)

@@ -15,6 +15,12 @@ const (
 // so the stream must use it once before the capture (a warm-up).
 const AllocLazy = "lazy"
 
+// AllocProducer (Buffer.Alloc) is a temp that its first writer allocates
+// for itself (a library call that returns a new tensor, as PyTorch's
+// operators do): it is never placed in the arena (no ArenaOffset), and the
+// executors give it bytes of its own. Only a temp may have it (Validate).
+const AllocProducer = "producer"
+
 // Capture is a stream-capture region (cuStreamBeginCapture on Stream
 // before the ops of stage First, cuStreamEndCapture after the ops of stage
 // Last; both on Stream). Work issued into a capture is not run: it becomes

@@ -265,7 +265,8 @@ type Buffer struct {
 	// without it have their own allocation.
 	ArenaOffset *int64 `json:"arena_offset,omitempty"`
 	// Alloc is AllocLazy for a buffer each stream allocates at its first
-	// use (AllocLazy), "" otherwise.
+	// use, AllocProducer for a temp its first writer allocates for itself
+	// (never in the arena), "" otherwise.
 	Alloc string `json:"alloc,omitempty"`
 	// Device is the GPU a device buffer lives on (0-based, <
 	// Plan.Devices); with ArenaOffset, the offset is within that device's

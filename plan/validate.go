@@ -283,6 +283,10 @@ func (p *Plan) validateBuffers() (map[string]int, error) {
 			return nil, ErrorAt(at("init_value"), "buffer %s: init_value %v, want a finite number", b.Name, b.InitValue)
 		case b.Copies < 0 || b.Copies > maxLag:
 			return nil, ErrorAt(at("copies"), "buffer %s has copies %d, want 0 or 1 (one copy) to %d", b.Name, b.Copies, maxLag)
+		case b.Alloc != "" && b.Alloc != AllocLazy && b.Alloc != AllocProducer:
+			return nil, ErrorAt(at("alloc"), "buffer %s: alloc %q, want %s, %s or none", b.Name, b.Alloc, AllocLazy, AllocProducer)
+		case b.Alloc == AllocProducer && cmp.Or(b.Role, string(contract.RoleTemp)) != string(contract.RoleTemp):
+			return nil, ErrorAt(at("alloc"), "buffer %s (%s) has alloc %s; only temps are allocated by their producer", b.Name, b.Role, AllocProducer)
 		}
 		if extra += max(b.Copies, 1) - 1; extra > MaxExtraSlots {
 			return nil, ErrorAt(at("copies"), "buffers 0 to %d have %d ring copies beyond one each, more than %d", i, extra, MaxExtraSlots)
@@ -315,6 +319,8 @@ func (p *Plan) validateArena() error {
 			return ErrorAt(at(), "buffer %s (%s, %s) has an arena offset; only device temps live in the arena", b.Name, b.Where, b.Role)
 		case b.Copies > 1:
 			return ErrorAt(at(), "buffer %s has %d copies and an arena offset; only buffers of one copy live in the arena", b.Name, b.Copies)
+		case b.Alloc == AllocProducer:
+			return ErrorAt(at(), "buffer %s has alloc %s and an arena offset; its producer allocates its bytes, so it has none in the arena", b.Name, AllocProducer)
 		case off < 0 || off%ArenaAlign != 0 || off > MaxBufferBytes-b.Bytes:
 			return ErrorAt(at(), "buffer %s: arena offset %d, want a multiple of %d from 0 to %d (1 TiB less its %d bytes)", b.Name, off, ArenaAlign, MaxBufferBytes-b.Bytes, b.Bytes)
 		case p.Stats.ArenaBytes > 0 && !contract.InBounds(off, b.Bytes, p.Stats.ArenaBytes):

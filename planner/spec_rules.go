@@ -9,7 +9,7 @@ import (
 
 // applySpecRules carries the spec's stream declarations (kind, host
 // thread, host streams of other threads), copy modes, host functions,
-// lazy buffers and capture regions into p, whose streams the manual build
+// lazy and producer-allocated buffers and capture regions into p, whose streams the manual build
 // or the sync pass has made.
 func applySpecRules(s *dag.Spec, p *plan.Plan) {
 	for i := range p.Streams {
@@ -37,8 +37,14 @@ func applySpecRules(s *dag.Spec, p *plan.Plan) {
 		p.Stages[i].HostFunc = sg.HostFunc
 	}
 	for i, b := range s.Buffers {
-		if b.Alloc == dag.AllocLazy && i < len(p.Buffers) && p.Buffers[i].Name == b.Name {
+		if i >= len(p.Buffers) || p.Buffers[i].Name != b.Name {
+			continue
+		}
+		switch b.Alloc {
+		case dag.AllocLazy:
 			p.Buffers[i].Alloc = plan.AllocLazy
+		case dag.AllocProducer:
+			p.Buffers[i].Alloc = plan.AllocProducer
 		}
 	}
 	p.Captures = nil
