@@ -47,6 +47,7 @@ func TestGraphErrorPositions(t *testing.T) {
 		{"duration", head + " \"nodes\": [{\"id\": \"n\", \"reads\": [\"x\"],\n   \"writes\": [\"a\"], \"duration_us\": 1e300}]}", `g.json:5:36: node "n" has duration_us 1e+300: more than 6e+07 µs (60 s)`},
 		{"kind", "{\"model\": \"m\",\n \"tensors\": [{\"id\": \"x\", \"bytes\": 16, \"kind\": \"Input\"}],\n \"nodes\": [{\"id\": \"n\", \"reads\": [\"x\"]}]}", `g.json:2:47: tensor "x" has kind "Input": want input, activation or param`},
 		{"no nodes", head + " \"nodes\": []}", `g.json:4:11: graph "m" has no nodes`},
+		{"alloc", "{\"model\": \"m\",\n \"tensors\": [{\"id\": \"x\", \"bytes\": 16, \"alloc\": \"eager\"}],\n \"nodes\": [{\"id\": \"n\", \"writes\": [\"x\"]}]}", `g.json:2:48: tensor "x" has alloc "eager": want "producer"`},
 	} {
 		path := filepath.Join(t.TempDir(), "g.json")
 		if err := os.WriteFile(path, []byte(c.src), 0o644); err != nil {
@@ -92,5 +93,75 @@ func TestReadGraphFileRefusesWhatIsNoFile(t *testing.T) {
 	want := path + ": cannot read graph file: no such file or directory (check the path; python3 -m dagrun_torch export writes one)"
 	if err == nil || err.Error() != want || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v\nwant %s", err, want)
+	}
+}
+
+// A graph tensor with alloc "producer" becomes an `alloc: producer` temp;
+// inputs, params and outputs ignore the field. The written spec loads back
+// with it and writes the same text again.
+func TestImportGraphAllocProducer(t *testing.T) {
+	src := `{"model": "producer", "tensors": [{"id": "x", "bytes": 16, "kind": "input", "alloc": "producer"},
+	  {"id": "w", "bytes": 16, "kind": "param", "alloc": "producer"},
+	  {"id": "a", "bytes": 16, "kind": "activation", "alloc": "producer"}, {"id": "c", "bytes": 16, "kind": "activation"},
+	  {"id": "out", "bytes": 16, "kind": "activation", "alloc": "producer"}],
+	 "nodes": [{"id": "n1", "op": "conv", "reads": ["x", "w"], "writes": ["a"], "duration_us": 3},
+	  {"id": "n2", "op": "relu", "reads": ["a"], "writes": ["c"], "duration_us": 1},
+	  {"id": "n3", "op": "conv", "reads": ["c", "w"], "writes": ["out"], "duration_us": 3}]}`
+	g, err := ReadGraph(strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ImportGraph(g, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"x": "", "w": "", "a": AllocProducer, "c": "", "out": ""}
+	for _, b := range s.Buffers {
+		if b.Alloc != want[b.Name] {
+			t.Errorf("buffer %s (%s): alloc %q, want %q", b.Name, b.Role, b.Alloc, want[b.Name])
+		}
+	}
+	var text strings.Builder
+	if err := WriteYAML(&text, s); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(text.String(), "alloc: producer"); n != 1 {
+		t.Fatalf("the written spec has %d alloc: producer, want 1:\n%s", n, text.String())
+	}
+	back, err := Load([]byte(text.String()), "p.yaml", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range back.Buffers {
+		if b.Alloc != want[b.Name] {
+			t.Errorf("loaded back: buffer %s: alloc %q, want %q", b.Name, b.Alloc, want[b.Name])
+		}
+	}
+	var again strings.Builder
+	if err := WriteYAML(&again, back); err != nil {
+		t.Fatal(err)
+	}
+	if again.String() != text.String() {
+		t.Errorf("written again:\n%s\nwant:\n%s", again.String(), text.String())
+	}
+}
+
+// alloc: producer is for temps: on an input or output it is an error at
+// the value; an unknown mode names the modes.
+func TestAllocProducerOnlyTemps(t *testing.T) {
+	for _, c := range []struct{ buf, want string }{
+		{"{name: x, bytes: 16, role: input, alloc: producer}", "p.yaml:3:46: buffer x: alloc producer is for temps; an input's bytes are the caller's"},
+		{"{name: x, bytes: 16, role: output, alloc: producer}", "p.yaml:3:47: buffer x: alloc producer is for temps; an output's bytes are the caller's"},
+		{"{name: x, bytes: 16, alloc: eager}", "p.yaml:3:33: buffer x: alloc: unknown value \"eager\""},
+		{"{name: x, bytes: 16, role: temp, alloc: producer}", ""},
+	} {
+		text := "version: 1\nbuffers:\n  - " + c.buf + "\nstages:\n  - {name: s, kernel: fill, args: {value: 1.0}, writes: [x]}\n"
+		_, err := Load([]byte(text), "p.yaml", t.TempDir())
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.buf, err)
+		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want %s", c.buf, err, c.want)
+		}
 	}
 }

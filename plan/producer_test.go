@@ -1,0 +1,42 @@
+package plan_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dagrun/dagrun/plan"
+	"github.com/dagrun/dagrun/planner"
+)
+
+// Validate takes alloc producer on a temp without an arena offset, and
+// refuses it with an offset, on a buffer other than a temp, and an alloc
+// mode it does not know.
+func TestValidateAllocProducer(t *testing.T) {
+	base := func() *plan.Plan {
+		p := build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"))), planner.Options{})
+		if p.Buffers[0].Name != "x" || p.Buffers[0].ArenaOffset == nil {
+			t.Fatalf("buffer 0 is %s, arena offset %v: want x in the arena", p.Buffers[0].Name, p.Buffers[0].ArenaOffset)
+		}
+		return p
+	}
+	p := base()
+	p.Buffers[0].Alloc, p.Buffers[0].ArenaOffset = plan.AllocProducer, nil
+	if err := p.Validate(); err != nil {
+		t.Errorf("a producer temp without an arena offset: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(b *plan.Buffer)
+		want string
+	}{
+		{"in the arena", func(b *plan.Buffer) { b.Alloc = plan.AllocProducer }, "buffers[0].arena_offset: buffer x has alloc producer and an arena offset"},
+		{"an input", func(b *plan.Buffer) { b.Alloc, b.Role, b.ArenaOffset = plan.AllocProducer, "input", nil }, "buffers[0].alloc: buffer x (input) has alloc producer; only temps"},
+		{"unknown", func(b *plan.Buffer) { b.Alloc = "eager" }, `buffers[0].alloc: buffer x: alloc "eager", want lazy, producer or none`},
+	} {
+		p := base()
+		tc.edit(&p.Buffers[0])
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
