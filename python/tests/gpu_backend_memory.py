@@ -14,7 +14,6 @@ import cProfile
 import io
 import json
 import os
-import pickle
 import pstats
 import sys
 import time
@@ -136,9 +135,6 @@ for name in models:
         ms = be._median_replay_ms(ci)
         r[key] = {"identical": same, "ms": round(ms, 4), "streams": ci.streams, "pool_mb": round(ci.pool_bytes / 1e6, 1), "blas_streams": ind.blas_streams(ci.plan, ig),
                   **pool_summary(snap, before), "allocs": alloc_sizes(snap)}
-        if name == models[0]:
-            with open(os.path.join(out_dir, "%s-%s.pickle" % (name, key)), "wb") as f:
-                pickle.dump(snap, f)
         del ci, snap
         be._release()
     r["wall_s"] = round(time.time() - t0, 1)
