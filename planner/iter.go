@@ -60,15 +60,20 @@ type iterReq struct {
 // (WithIteration): correct for any race-free iteration, iterations not
 // overlapping; a note states the cost.
 //
-// Errors: negative stream sets. docs/design/iterate.md has the design.
+// Errors: negative stream sets; more stream sets (given, or by default
+// the largest copies of any buffer) than plan.MaxStreamSetStreams device
+// streams hold, naming the most that fit. docs/design/iterate.md has the
+// design.
 func iterate(st *state) error {
 	p := st.plan
 	n, S := len(p.Stages), len(p.Streams)
 	copies := make([]int, len(p.Buffers)) // per Plan.Buffers index
-	kmax := 1
+	kmax, kbuf := 1, ""                   // the most copies of any buffer, and the first buffer with them
 	for i, b := range p.Buffers {
 		copies[i] = max(b.Copies, 1)
-		kmax = max(kmax, b.Copies)
+		if b.Copies > kmax {
+			kmax, kbuf = b.Copies, b.Name
+		}
 	}
 	R := st.opts.StreamSets
 	switch {
@@ -101,7 +106,16 @@ func iterate(st *state) error {
 			}
 		}
 		if most := min(plan.MaxStreamSetStreams/max(device, 1), plan.MaxLag); R > most {
-			return fmt.Errorf("stream sets %d: %d copies of this plan's %d device streams would be more than %d physical streams (a GPU runs at most a few hundred at once): use --stream-sets %d or fewer (PlanOptions.StreamSets), or 0 for the largest copies of any buffer", R, R, device, plan.MaxStreamSetStreams, most)
+			from, or := "", ""
+			switch {
+			case st.opts.StreamSets == 0: // the default: one set per copy of the largest ring
+				from = fmt.Sprintf(" (the default, one per copy of buffer %s)", kbuf)
+			case kbuf == "":
+				or = ", or 0 (one stream set: every buffer has one copy)"
+			case kmax <= most:
+				or = fmt.Sprintf(", or 0 (one set per copy of buffer %s: %d)", kbuf, kmax)
+			}
+			return fmt.Errorf("stream sets %d%s: %d copies of this plan's %d device streams would be more than %d physical streams (a GPU runs at most a few hundred at once): use --stream-sets %d or fewer (PlanOptions.StreamSets)%s", R, from, R, device, plan.MaxStreamSetStreams, most, or)
 		}
 	}
 	// The walks below unroll at most 64 iterations of the period: a

@@ -3,6 +3,7 @@ package planner
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -423,4 +424,52 @@ func TestIterateManyStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s; planned in %.0f ms", p.StatsLine(), p.Stats.PlanningMS)
+}
+
+// More stream sets than MaxStreamSetStreams device streams hold are
+// refused with the most that fit; where the default (one set per copy of
+// the largest ring) is what passed it, the message names that buffer and
+// does not offer the default as the way out.
+func TestStreamSetsBound(t *testing.T) {
+	two := func(k int) *dag.Spec { // two device streams; x has k copies
+		s := spec(stage("a", writes("x")), stage("b", writes("y")))
+		if k > 1 {
+			s = withCopies(s, k, "x")
+		}
+		return s
+	}
+	most := plan.MaxStreamSetStreams / 2
+	for _, c := range []struct {
+		name     string
+		k, sets  int
+		want     []string
+		wantNot  string
+		accepted bool
+	}{
+		{"default at the bound", most, 0, nil, "", true},
+		{"default past the bound", most + 1, 0, []string{fmt.Sprintf("stream sets %d (the default, one per copy of buffer x)", most+1), fmt.Sprintf("--stream-sets %d or fewer", most)}, "or 0", false},
+		{"given, rings fit", 2, most + 1, []string{fmt.Sprintf("stream sets %d:", most+1), "or 0 (one set per copy of buffer x: 2)"}, "", false},
+		{"given, no rings", 1, most + 1, []string{"or 0 (one stream set: every buffer has one copy)"}, "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Build(two(c.k), Options{StreamSets: c.sets})
+			if c.accepted {
+				if err != nil {
+					t.Fatalf("Build: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Build accepted it")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\nlacks %q", err, w)
+				}
+			}
+			if c.wantNot != "" && strings.Contains(err.Error(), c.wantNot) {
+				t.Errorf("error %q\nsays %q", err, c.wantNot)
+			}
+		})
+	}
 }
