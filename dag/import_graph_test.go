@@ -146,14 +146,19 @@ func TestImportGraphAllocProducer(t *testing.T) {
 	}
 }
 
-// alloc: producer is for temps: on an input or output it is an error at
-// the value; an unknown mode names the modes.
+// alloc: producer is for temps without initial contents (zeros, the
+// default, aside): on an input or output it is an error at the alloc, with
+// init fill, file or random one at the init; an unknown mode names the
+// modes.
 func TestAllocProducerOnlyTemps(t *testing.T) {
 	for _, c := range []struct{ buf, want string }{
 		{"{name: x, bytes: 16, role: input, alloc: producer}", "p.yaml:3:46: buffer x: alloc producer is for temps; an input's bytes are the caller's"},
 		{"{name: x, bytes: 16, role: output, alloc: producer}", "p.yaml:3:47: buffer x: alloc producer is for temps; an output's bytes are the caller's"},
 		{"{name: x, bytes: 16, alloc: eager}", "p.yaml:3:33: buffer x: alloc: unknown value \"eager\""},
 		{"{name: x, bytes: 16, role: temp, alloc: producer}", ""},
+		{"{name: x, bytes: 16, alloc: producer, init: zeros}", ""},
+		{"{name: x, bytes: 16, alloc: producer, init: {fill: 1.0}}", "p.yaml:3:49: buffer x: init fill with alloc producer: its first writer allocates it, so nothing is in it before that write"},
+		{"{name: x, bytes: 16, alloc: producer, init: {random: 3}}", "p.yaml:3:49: buffer x: init random with alloc producer"},
 	} {
 		text := "version: 1\nbuffers:\n  - " + c.buf + "\nstages:\n  - {name: s, kernel: fill, args: {value: 1.0}, writes: [x]}\n"
 		_, err := Load([]byte(text), "p.yaml", t.TempDir())

@@ -168,6 +168,9 @@ func (c *checker) checkBuffer(i int) {
 	if b.Alloc == AllocProducer && b.Role != RoleTemp {
 		c.errorAt(src.alloc, "drop alloc: producer, or make the buffer a temp (role: temp)", "buffer %s: alloc producer is for temps; an %s's bytes are the caller's", b.Name, b.Role)
 	}
+	if b.Alloc == AllocProducer && b.Init.Kind != "" && b.Init.Kind != InitZeros {
+		c.errorAt(src.init, "drop init, or drop alloc: producer to keep the contents", "buffer %s: init %s with alloc producer: its first writer allocates it, so nothing is in it before that write", b.Name, b.Init.Kind)
+	}
 	if !src.sizeOK {
 		return
 	}

@@ -9,8 +9,8 @@ import (
 )
 
 // Validate takes alloc producer on a temp without an arena offset, and
-// refuses it with an offset, on a buffer other than a temp, and an alloc
-// mode it does not know.
+// refuses it with an offset, on a buffer other than a temp, with initial
+// contents other than zeros, and an alloc mode it does not know.
 func TestValidateAllocProducer(t *testing.T) {
 	base := func() *plan.Plan {
 		p := build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"))), planner.Options{})
@@ -19,10 +19,12 @@ func TestValidateAllocProducer(t *testing.T) {
 		}
 		return p
 	}
-	p := base()
-	p.Buffers[0].Alloc, p.Buffers[0].ArenaOffset = plan.AllocProducer, nil
-	if err := p.Validate(); err != nil {
-		t.Errorf("a producer temp without an arena offset: %v", err)
+	for _, init := range []string{"", "zeros"} {
+		p := base()
+		p.Buffers[0].Alloc, p.Buffers[0].ArenaOffset, p.Buffers[0].Init = plan.AllocProducer, nil, init
+		if err := p.Validate(); err != nil {
+			t.Errorf("a producer temp without an arena offset, init %q: %v", init, err)
+		}
 	}
 	for _, tc := range []struct {
 		name string
@@ -32,6 +34,7 @@ func TestValidateAllocProducer(t *testing.T) {
 		{"in the arena", func(b *plan.Buffer) { b.Alloc = plan.AllocProducer }, "buffers[0].arena_offset: buffer x has alloc producer and an arena offset"},
 		{"an input", func(b *plan.Buffer) { b.Alloc, b.Role, b.ArenaOffset = plan.AllocProducer, "input", nil }, "buffers[0].alloc: buffer x (input) has alloc producer; only temps"},
 		{"unknown", func(b *plan.Buffer) { b.Alloc = "eager" }, `buffers[0].alloc: buffer x: alloc "eager", want lazy, producer or none`},
+		{"with contents", func(b *plan.Buffer) { b.Alloc, b.ArenaOffset, b.Init, b.InitValue = plan.AllocProducer, nil, "fill", 1 }, "buffers[0].init: buffer x has init fill and alloc producer; its first writer allocates it"},
 	} {
 		p := base()
 		tc.edit(&p.Buffers[0])
