@@ -199,10 +199,9 @@ var (
 // SpecBuilder.Buffer, not under buffers:). A spec from Load was checked
 // when it was loaded.
 //
-// A race is returned as *verify.RaceError together with the plan, so that
+// A race is returned as a *VerifyReport together with the plan, so that
 // a caller can still print or inspect it (with PlanOptions.Check, a race
-// after a pass as the *planner.PassRaceError that wraps it, naming the
-// pass); other errors (spec mistakes, bad
+// after a pass as the *PassRaceError that wraps it, naming the pass); other errors (spec mistakes, bad
 // options, cycles, an unmeetable memory_budget: *BudgetError) come
 // with a nil plan.
 func Plan(spec *Spec, o PlanOptions) (*StreamPlan, error) { return PlanWhile(spec, o, nil) }
@@ -260,7 +259,7 @@ func PlanWhile(spec *Spec, o PlanOptions, during func(p *StreamPlan)) (*StreamPl
 
 // Verify proves from p alone (stream order plus event record/wait in host
 // issue order) that every conflicting pair of accesses is ordered as in
-// declaration order. It returns nil or a *verify.RaceError whose text
+// declaration order. It returns nil or a *VerifyReport whose text
 // names both stages, their streams, the buffer and bytes, and the wait that
 // would fix each race; or a *PlanError for a plan that no wait can fix (a
 // malformed plan, a launch whose accesses share arena bytes).

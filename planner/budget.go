@@ -61,7 +61,7 @@ func (e *BudgetError) Error() string {
 	fmt.Fprintf(&b, "memory_budget %d bytes cannot be met: the smallest %s reached is %d bytes, %d bytes %s, after %d step(s) from %d bytes; ",
 		e.Budget, what, e.Arena, e.Arena-e.Budget, over, len(e.Steps), e.StartArena)
 	if e.StageBytes > e.Budget {
-		fmt.Fprintf(&b, "no plan meets it: stage %s alone touches %d bytes of temps, live together while it runs whatever the order; raise the budget to at least %d bytes or split its buffers",
+		fmt.Fprintf(&b, "no plan meets it: stage %s alone touches %d bytes of arena temps, live together while it runs whatever the order; raise the budget to at least %d bytes or split its buffers",
 			e.StageName, e.StageBytes, e.StageBytes)
 	} else {
 		fmt.Fprintf(&b, "raise the budget by at least %d bytes, plan on fewer streams (--max-streams N; --strategy single: one stream, usually the least memory, no concurrency) or split large buffers", e.Arena-e.Budget)

@@ -71,6 +71,17 @@ func TestBudgetUnreachable(t *testing.T) {
 		be.StageBytes != 2048 || !strings.Contains(err.Error(), "no plan meets it: stage a alone touches 2048 bytes") || strings.Contains(err.Error(), "fewer streams") {
 		t.Errorf("%+v: %v", be, err)
 	}
+	// A temp its producer allocates is outside the arena, and outside the
+	// bytes the message counts: b touches x and y, x in the arena.
+	sp := outputs(spec(stage("a", writes("x", "y")), stage("b", reads("x", "y"), writes("o"))), "o")
+	sp.Buffers[1].Alloc = dag.AllocProducer
+	if sp.Buffers[1].Name != "y" {
+		t.Fatalf("buffer 1 is %s, want y", sp.Buffers[1].Name)
+	}
+	_, err = Build(sp, Options{MemoryBudget: 512})
+	if !errors.As(err, &be) || be.Arena != 1024 || be.StageBytes != 1024 || !strings.Contains(err.Error(), "stage a alone touches 1024 bytes of arena temps") {
+		t.Errorf("with y allocated by its producer: %+v: %v", be, err)
+	}
 	// No step can help, so none is tried and the answer comes at once,
 	// also where steps would lower the arena (layered 200: 22 steps, from
 	// 46,080 to 14,592 bytes, when they were tried against 100 bytes).
