@@ -69,7 +69,7 @@ const (
 // a folder claimed before makes it); a folder that takes no new entry.
 // A path that is, lies inside, or holds a path claimed before (one file
 // overwriting another, an output in the way of another's folder, --trace
-// inside --out) is refused too. A fifo or character device is opened
+// as --out or as a buffer's file in it) is refused too. A fifo or character device is opened
 // for writing here and written through by commit: a fifo that no process
 // reads is refused.
 func (o *outFiles) claim(who, path string, kind claimKind) error {
