@@ -26,6 +26,7 @@ import (
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/sim"
 	"github.com/dagrun/dagrun/executor/trace"
+	"github.com/dagrun/dagrun/executor/trace/tracepng"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 	"github.com/dagrun/dagrun/verify"
@@ -605,7 +606,7 @@ func writeTimeline(t testing.TB, dir, base, title string, p *plan.Plan, spans []
 	}
 	tl := trace.FromPlan(p, ts)
 	tl.Title += " " + title
-	if err := tl.WritePNG(filepath.Join(dir, base+".png"), 1600, 0); err != nil {
+	if err := tracepng.Write(tl, filepath.Join(dir, base+".png"), 1600, 0); err != nil {
 		t.Errorf("%s.png: %v", base, err)
 	}
 	f, err := os.Create(filepath.Join(dir, base+".json"))

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dagrun/dagrun"
+	"github.com/dagrun/dagrun/executor/trace/tracepng"
 	"github.com/dagrun/dagrun/internal/cmdline"
 )
 
@@ -286,7 +287,7 @@ func writeTimeline(files *outFiles, tl *cmdline.Timeline, traceFile, pngFile str
 		if err != nil {
 			return err
 		}
-		return tl.WritePNG(tmp, 1600, 0)
+		return tracepng.Write(tl, tmp, 1600, 0)
 	}
 	return nil
 }

@@ -56,7 +56,7 @@ func TID(stream int) int { return stream + 1 }
 // an error for a span on a stream outside t.Streams, a non-finite time or
 // a negative duration, and any error from w.
 func (t *Timeline) WriteChromeTrace(w io.Writer) error {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return err
 	}
 	bw := bufio.NewWriter(w)
@@ -109,9 +109,9 @@ func (t *Timeline) WriteChromeTrace(w io.Writer) error {
 			TS: &ts, Dur: &dur, Args: map[string]any{"stage": s.Stage}})
 	}
 
-	for k, df := range t.drawnFlows() {
-		f := t.Flows[df.flow]
-		from, to := &t.Spans[df.from], &t.Spans[df.to]
+	for k, df := range t.DrawnFlows() {
+		f := t.Flows[df.Flow]
+		from, to := &t.Spans[df.From], &t.Spans[df.To]
 		name := "e" + strconv.Itoa(f.Event)
 		sTS := roundNS(from.EndUS - inset(*from))
 		fTS := roundNS(to.StartUS + inset(*to))

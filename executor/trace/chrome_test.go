@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/dagrun/dagrun/executor/trace/internal/plantest"
 )
 
 type testEvent struct {
@@ -32,11 +34,11 @@ func decodeTrace(t *testing.T, b []byte) []testEvent {
 }
 
 func TestChromeTraceForkJoin(t *testing.T) {
-	p := newPlan("s0", "s1").
-		launch(0, "a", 2).record(0, 0).
-		wait(1, 0).launch(1, "b", 5).record(1, 1).
-		launch(0, "c", 1).wait(0, 1).launch(0, "d", 1).
-		plan(t)
+	p := plantest.New("s0", "s1").
+		Launch(0, "a", 2).Record(0, 0).
+		Wait(1, 0).Launch(1, "b", 5).Record(1, 1).
+		Launch(0, "c", 1).Wait(0, 1).Launch(0, "d", 1).
+		Plan(t)
 	tl := FromPlan(p, Ideal(p))
 	var buf bytes.Buffer
 	if err := tl.WriteChromeTrace(&buf); err != nil {
@@ -122,7 +124,7 @@ func TestChromeTraceForkJoin(t *testing.T) {
 }
 
 func TestChromeTraceRandomCounts(t *testing.T) {
-	p, _ := randomPlan(t, 7, 500, 9)
+	p, _ := plantest.Random(t, 7, 500, 9)
 	tl := FromPlan(p, Ideal(p))
 	var buf bytes.Buffer
 	if err := tl.WriteChromeTrace(&buf); err != nil {

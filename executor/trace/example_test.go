@@ -37,7 +37,7 @@ func ExampleIdeal() {
 		fmt.Printf("wait e%d: %s → %s\n", f.Event, p.Stages[f.FromStage].Name, p.Stages[f.ToStage].Name)
 	}
 	fmt.Printf("makespan %g µs\n", trace.Makespan(tl.Spans))
-	// Then tl.WriteChromeTrace(w) or tl.WritePNG("fork-join.png", 0, 0).
+	// Then tl.WriteChromeTrace(w) or tracepng.Write(tl, "fork-join.png", 0, 0).
 
 	// Output:
 	// a on main: 0–2 µs

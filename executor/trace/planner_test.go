@@ -9,6 +9,7 @@ import (
 
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor/trace"
+	"github.com/dagrun/dagrun/executor/trace/tracepng"
 	"github.com/dagrun/dagrun/planner"
 )
 
@@ -89,24 +90,19 @@ func TestIdealMatchesPlannerStatsModels(t *testing.T) {
 		if len(tl.Flows) > p.Stats.Waits {
 			t.Errorf("%s: %d flows, plan has %d waits", file, len(tl.Flows), p.Stats.Waits)
 		}
-		if dir := pngDir(); dir != "" {
+		if dir := *pngDir; dir != "" {
 			name := filepath.Base(file)
 			name = name[:len(name)-len(filepath.Ext(name))]
-			if err := tl.WritePNG(filepath.Join(dir, name+".png"), 0, 0); err != nil {
+			if err := tracepng.Write(tl, filepath.Join(dir, name+".png"), 0, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 }
 
-// pngDir is the -trace.pngdir flag, defined by the internal tests (same
-// test binary).
-func pngDir() string {
-	if f := flag.Lookup("trace.pngdir"); f != nil {
-		return f.Value.String()
-	}
-	return ""
-}
+// -trace.pngdir DIR draws each model's default plan there, for a person
+// to look at.
+var pngDir = flag.String("trace.pngdir", "", "directory to write the model graphs' timeline PNGs into")
 
 // TestIdealZeroDurations: stages without duration_us take 1 µs in the
 // timeline, as in the planner's stats, so both give the same makespan.

@@ -222,9 +222,10 @@ func opAt(p *plan.Plan, so [2]int) (plan.Op, bool) {
 	return p.Streams[s].Ops[j], true
 }
 
-// check reports the first span that cannot be drawn: a stream outside the
-// lanes, a non-finite time or an end before its start.
-func (t *Timeline) check() error {
+// Check returns an error naming the first span that cannot be drawn: a
+// stream outside the lanes, a non-finite time or an end before its start.
+// WriteChromeTrace and the picture writers (package tracepng) check first.
+func (t *Timeline) Check() error {
 	for i, s := range t.Spans {
 		if s.Stream < 0 || s.Stream >= len(t.Streams) {
 			return fmt.Errorf("trace: span %d (%s, stage %d) is on stream %d, timeline has %d streams", i, s.Name, s.Stage, s.Stream, len(t.Streams))
@@ -252,20 +253,22 @@ func (t *Timeline) spanOfStage() map[[2]int]int {
 	return m
 }
 
-// drawnFlows returns the flows whose two stages both have a span in the
+// DrawnFlows returns the flows whose two stages both have a span in the
 // flow's iterations, as pairs of span indices (producer, consumer), with
-// the flow's index in t.Flows.
-func (t *Timeline) drawnFlows() []drawnFlow {
+// the flow's index in t.Flows: the arrows a picture of t draws.
+func (t *Timeline) DrawnFlows() []DrawnFlow {
 	at := t.spanOfStage()
-	var out []drawnFlow
+	var out []DrawnFlow
 	for i, f := range t.Flows {
 		from, ok1 := at[[2]int{f.FromStage, f.FromIteration}]
 		to, ok2 := at[[2]int{f.ToStage, f.Iteration}]
 		if ok1 && ok2 {
-			out = append(out, drawnFlow{flow: i, from: from, to: to})
+			out = append(out, DrawnFlow{Flow: i, From: from, To: to})
 		}
 	}
 	return out
 }
 
-type drawnFlow struct{ flow, from, to int }
+// DrawnFlow is a flow a picture draws: Flow indexes Timeline.Flows, From
+// and To index Timeline.Spans (the producer's span and the consumer's).
+type DrawnFlow struct{ Flow, From, To int }

@@ -1,4 +1,13 @@
-package trace
+// Package tracepng draws a timeline (package trace) as a PNG with
+// gonum.org/v1/plot, for machines where no trace viewer is reachable:
+//
+//	tl := trace.FromPlan(p, trace.Ideal(p))
+//	err := tracepng.Write(tl, "plan.png", 0, 0) // sizes chosen from the lane count
+//
+// It is a package of its own so that programs that run plans, and package
+// trace's Chrome trace-event JSON, do not link the plotting library and its
+// fonts; the dagrun command imports it for run --timeline.
+package tracepng
 
 import (
 	"bufio"
@@ -10,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/dagrun/dagrun/executor/trace"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
@@ -37,7 +47,7 @@ const (
 	arrowsOnTopMax = 100  // with more wait arrows, their lines go beneath the bars
 )
 
-// WritePNG draws t with gonum.org/v1/plot and writes it as a PNG of
+// Write draws t with gonum.org/v1/plot and writes it as a PNG of
 // widthPx × heightPx pixels to path. A size of 0 picks one: 1600 px wide,
 // and a height that gives each lane 600/lanes px, clamped to 12–40 px,
 // plus room for the title and axis (so ~160 lanes make ~2,000 px).
@@ -61,17 +71,17 @@ const (
 // The file is written atomically: to a temporary file in path's directory,
 // renamed over path when complete (mode 0644). On any error nothing is left
 // behind and an existing file at path is untouched. It returns an error for
-// a size below 100 px, for a span that check rejects (see WriteChromeTrace),
+// a size below 100 px, for a span that t.Check rejects,
 // and for file system errors.
-func (t *Timeline) WritePNG(path string, widthPx, heightPx int) error {
-	if err := t.check(); err != nil {
+func Write(t *trace.Timeline, path string, widthPx, heightPx int) error {
+	if err := t.Check(); err != nil {
 		return err
 	}
 	if (widthPx != 0 && widthPx < minPx) || (heightPx != 0 && heightPx < minPx) {
 		return fmt.Errorf("trace: png size %d×%d px, want at least %d px each (0 picks a size)", widthPx, heightPx, minPx)
 	}
-	w, h := t.pngSize(widthPx, heightPx)
-	c, err := t.render(w, h)
+	w, h := pngSize(t, widthPx, heightPx)
+	c, err := render(t, w, h)
 	if err != nil {
 		return err
 	}
@@ -85,7 +95,7 @@ func (t *Timeline) WritePNG(path string, widthPx, heightPx int) error {
 }
 
 // pngSize resolves a requested size (0 = pick) to pixels.
-func (t *Timeline) pngSize(widthPx, heightPx int) (int, int) {
+func pngSize(t *trace.Timeline, widthPx, heightPx int) (int, int) {
 	if widthPx == 0 {
 		widthPx = defaultWidth
 	}
@@ -125,7 +135,7 @@ func writeAtomic(path string, write func(*os.File) error) (err error) {
 }
 
 // render draws the timeline on a w×h px canvas.
-func (t *Timeline) render(w, h int) (c *vgimg.Canvas, err error) {
+func render(t *trace.Timeline, w, h int) (c *vgimg.Canvas, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c, err = nil, fmt.Errorf("trace: drawing %d×%d px timeline: %v", w, h, r)
@@ -142,7 +152,7 @@ func (t *Timeline) render(w, h int) (c *vgimg.Canvas, err error) {
 	if p.Title.Text == "" {
 		p.Title.Text = "dagrun timeline"
 	}
-	p.Title.Text += "\n" + t.summary() + "\n" + t.key()
+	p.Title.Text += "\n" + summary(t) + "\n" + key(t)
 	p.Title.Padding = pt(6)
 	p.X.Label.Text = "time (µs)"
 	p.X.Tick.Marker = usTicks{}
@@ -165,7 +175,7 @@ func (t *Timeline) render(w, h int) (c *vgimg.Canvas, err error) {
 	sp := &spanPlotter{t: t, barFont: barFont}
 	p.Add(lanePlotter{n: n}, grid, sp)
 
-	xmin, xmax := 0.0, Makespan(t.Spans)
+	xmin, xmax := 0.0, trace.Makespan(t.Spans)
 	for _, s := range t.Spans {
 		xmin = math.Min(xmin, s.StartUS)
 	}
@@ -181,17 +191,17 @@ func (t *Timeline) render(w, h int) (c *vgimg.Canvas, err error) {
 }
 
 // summary is the title's second line.
-func (t *Timeline) summary() string {
+func summary(t *trace.Timeline) string {
 	its := ""
 	if n := t.Iterations(); n > 1 {
 		its = fmt.Sprintf(" · %d iterations", n)
 	}
 	return fmt.Sprintf("%d streams · %d stage runs%s · %d waits · makespan %.1f µs",
-		len(t.Streams), len(t.Spans), its, len(t.Flows), Makespan(t.Spans))
+		len(t.Streams), len(t.Spans), its, len(t.Flows), trace.Makespan(t.Spans))
 }
 
 // key is the title's last two lines: what the marks mean.
-func (t *Timeline) key() string {
+func key(t *trace.Timeline) string {
 	its := ""
 	if t.Iterations() > 1 {
 		its = ", paler in every other iteration"
@@ -245,7 +255,7 @@ func (lp lanePlotter) Plot(c draw.Canvas, plt *plot.Plot) {
 
 // spanPlotter draws the bars, their labels and the wait arrows.
 type spanPlotter struct {
-	t       *Timeline
+	t       *trace.Timeline
 	barFont float64 // points
 }
 
@@ -266,13 +276,13 @@ func (sp *spanPlotter) Plot(c draw.Canvas, plt *plot.Plot) {
 	// Wait arrows: from the producer's end to the consumer's start, head at
 	// the consumer. Many arrows are drawn fainter and beneath the bars, so
 	// that bars and names stay legible; their heads still go on top.
-	flows := t.drawnFlows()
+	flows := t.DrawnFlows()
 	alpha := uint8(clamp(200*math.Sqrt(100/float64(max(1, len(flows)))), 70, 200))
 	arrow := draw.LineStyle{Color: color.NRGBA{R: 200, G: 20, B: 20, A: alpha}, Width: vg.Length(clamp(laneH*0.06, 0.5, 1.2))}
 	headLen := clamp(laneH*0.45, 2.5, 6)
 	arrows := make([][3]vg.Point, 0, len(flows)) // tail, head base, tip
 	for _, df := range flows {
-		from, to := &t.Spans[df.from], &t.Spans[df.to]
+		from, to := &t.Spans[df.From], &t.Spans[df.To]
 		p0 := vg.Point{X: trX(from.EndUS), Y: trY(laneY(n, from.Stream))}
 		p1 := vg.Point{X: trX(to.StartUS), Y: trY(laneY(n, to.Stream))}
 		dx, dy := float64(p1.X-p0.X), float64(p1.Y-p0.Y)

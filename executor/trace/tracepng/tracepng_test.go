@@ -1,4 +1,4 @@
-package trace
+package tracepng
 
 import (
 	"flag"
@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dagrun/dagrun/executor/trace"
+	"github.com/dagrun/dagrun/executor/trace/internal/plantest"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -47,29 +50,29 @@ func onlyFiles(t *testing.T, dir string, want ...string) {
 	}
 }
 
-func forkJoinTimeline(t *testing.T) *Timeline {
-	p := newPlan("s0", "s1", "s2").
-		launch(0, "load_input", 3).record(0, 0).
-		wait(1, 0).launch(1, "conv_branch_1x1", 6).record(1, 1).
-		wait(2, 0).launch(2, "pool", 2).launch(2, "conv_branch_3x3", 5).record(2, 2).
-		launch(0, "conv_5x5_long_name_that_will_not_fit", 4).
-		wait(0, 1).wait(0, 2).launch(0, "concat", 1).launch(0, "fc", 0.5).
-		plan(t)
-	return FromPlan(p, Ideal(p))
+func forkJoinTimeline(t *testing.T) *trace.Timeline {
+	p := plantest.New("s0", "s1", "s2").
+		Launch(0, "load_input", 3).Record(0, 0).
+		Wait(1, 0).Launch(1, "conv_branch_1x1", 6).Record(1, 1).
+		Wait(2, 0).Launch(2, "pool", 2).Launch(2, "conv_branch_3x3", 5).Record(2, 2).
+		Launch(0, "conv_5x5_long_name_that_will_not_fit", 4).
+		Wait(0, 1).Wait(0, 2).Launch(0, "concat", 1).Launch(0, "fc", 0.5).
+		Plan(t)
+	return trace.FromPlan(p, trace.Ideal(p))
 }
 
 func TestWritePNG(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tl.png")
 	tl := forkJoinTimeline(t)
-	if err := tl.WritePNG(path, 900, 300); err != nil {
+	if err := Write(tl, path, 900, 300); err != nil {
 		t.Fatal(err)
 	}
 	if w, h := decodePNG(t, path); w != 900 || h != 300 {
 		t.Errorf("png is %d×%d px, want 900×300", w, h)
 	}
 	// Overwriting works and leaves only the file.
-	if err := tl.WritePNG(path, 0, 0); err != nil {
+	if err := Write(tl, path, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if w, h := decodePNG(t, path); w != defaultWidth || h < 3*minPx {
@@ -81,13 +84,13 @@ func TestWritePNG(t *testing.T) {
 func TestWritePNGHeightScalesWithLanes(t *testing.T) {
 	var heights []int
 	for _, k := range []int{3, 40, 160} {
-		tl := &Timeline{Streams: make([]string, k)}
-		w, h := tl.pngSize(0, 0)
+		tl := &trace.Timeline{Streams: make([]string, k)}
+		w, h := pngSize(tl, 0, 0)
 		if w != defaultWidth {
 			t.Errorf("%d lanes: width %d px, want %d", k, w, defaultWidth)
 		}
 		heights = append(heights, h)
-		if w, h := tl.pngSize(640, 480); w != 640 || h != 480 {
+		if w, h := pngSize(tl, 640, 480); w != 640 || h != 480 {
 			t.Errorf("%d lanes: asked 640×480 px, got %d×%d", k, w, h)
 		}
 	}
@@ -98,8 +101,8 @@ func TestWritePNGHeightScalesWithLanes(t *testing.T) {
 
 func TestWritePNGEmpty(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "empty.png")
-	for _, tl := range []*Timeline{{}, {Streams: []string{"only"}}} {
-		if err := tl.WritePNG(path, 400, 300); err != nil {
+	for _, tl := range []*trace.Timeline{{}, {Streams: []string{"only"}}} {
+		if err := Write(tl, path, 400, 300); err != nil {
 			t.Fatalf("%+v: %v", tl, err)
 		}
 		decodePNG(t, path)
@@ -111,14 +114,14 @@ func TestWritePNGErrorsLeaveNothing(t *testing.T) {
 	dir := t.TempDir()
 
 	// A directory that does not exist, and one whose "directory" is a file.
-	if err := tl.WritePNG(filepath.Join(dir, "missing", "tl.png"), 0, 0); err == nil {
+	if err := Write(tl, filepath.Join(dir, "missing", "tl.png"), 0, 0); err == nil {
 		t.Error("write into a missing directory succeeded")
 	}
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := tl.WritePNG(filepath.Join(file, "tl.png"), 0, 0); err == nil {
+	if err := Write(tl, filepath.Join(file, "tl.png"), 0, 0); err == nil {
 		t.Error("write below a regular file succeeded")
 	}
 
@@ -131,7 +134,7 @@ func TestWritePNGErrorsLeaveNothing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(sub, "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := tl.WritePNG(sub, 400, 300); err == nil {
+	if err := Write(tl, sub, 400, 300); err == nil {
 		t.Error("write over a non-empty directory succeeded")
 	}
 
@@ -141,7 +144,7 @@ func TestWritePNGErrorsLeaveNothing(t *testing.T) {
 		if err := os.Mkdir(ro, 0o555); err != nil {
 			t.Fatal(err)
 		}
-		if err := tl.WritePNG(filepath.Join(ro, "tl.png"), 0, 0); err == nil {
+		if err := Write(tl, filepath.Join(ro, "tl.png"), 0, 0); err == nil {
 			t.Error("write into a read-only directory succeeded")
 		}
 		onlyFiles(t, ro)
@@ -151,11 +154,11 @@ func TestWritePNGErrorsLeaveNothing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "old.png"), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bad := &Timeline{Streams: []string{"x"}, Spans: []Span{{Name: "a", Stream: 1, EndUS: 1}}}
+	bad := &trace.Timeline{Streams: []string{"x"}, Spans: []trace.Span{{Name: "a", Stream: 1, EndUS: 1}}}
 	for _, err := range []error{
-		tl.WritePNG(filepath.Join(dir, "old.png"), 50, 0),
-		tl.WritePNG(filepath.Join(dir, "old.png"), 0, -1),
-		bad.WritePNG(filepath.Join(dir, "old.png"), 0, 0),
+		Write(tl, filepath.Join(dir, "old.png"), 50, 0),
+		Write(tl, filepath.Join(dir, "old.png"), 0, -1),
+		Write(bad, filepath.Join(dir, "old.png"), 0, 0),
 	} {
 		if err == nil || !strings.HasPrefix(err.Error(), "trace: ") {
 			t.Errorf("err = %v, want a trace: error", err)
@@ -181,16 +184,16 @@ func TestWritePNGExamples(t *testing.T) {
 	if dir == "" {
 		dir, w, h = t.TempDir(), 800, 600
 	}
-	big, _ := randomPlan(t, 42, 1300, 200)
-	bigTL := FromPlan(big, Ideal(big))
+	big, _ := plantest.Random(t, 42, 1300, 200)
+	bigTL := trace.FromPlan(big, trace.Ideal(big))
 	bigTL.Title = "random: 1,300 stages on 200 streams (ideal)"
 	for _, ex := range []struct {
 		name string
-		tl   *Timeline
+		tl   *trace.Timeline
 		w, h int
 	}{{"forkjoin.png", forkJoinTimeline(t), 0, 0}, {"random200.png", bigTL, w, h}} {
 		path := filepath.Join(dir, ex.name)
-		if err := ex.tl.WritePNG(path, ex.w, ex.h); err != nil {
+		if err := Write(ex.tl, path, ex.w, ex.h); err != nil {
 			t.Fatal(err)
 		}
 		w, h := decodePNG(t, path)
