@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dagrun/dagrun"
-	"github.com/dagrun/dagrun/executor/trace/tracepng"
 	"github.com/dagrun/dagrun/internal/cmdline"
 )
 
@@ -287,7 +286,7 @@ func writeTimeline(files *outFiles, tl *cmdline.Timeline, traceFile, pngFile str
 		if err != nil {
 			return err
 		}
-		return tracepng.Write(tl, tmp, 1600, 0)
+		return cmdline.WriteTimelinePNG(tl, tmp, 1600, 0)
 	}
 	return nil
 }

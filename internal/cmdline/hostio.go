@@ -12,6 +12,7 @@ import (
 	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/executor"
 	"github.com/dagrun/dagrun/executor/trace"
+	"github.com/dagrun/dagrun/executor/trace/tracepng"
 	"github.com/dagrun/dagrun/frames"
 	"github.com/dagrun/dagrun/planner"
 )
@@ -55,6 +56,14 @@ func HostIO(p *dagrun.StreamPlan) (inputs, outputs []int) {
 // not decode; images for another shape and a dir without frames are errors.
 func ReadFrames(dir string, n int64, shape []int64) ([][]byte, error) {
 	return frames.ReadFrames(dir, n, shape)
+}
+
+// WriteTimelinePNG draws tl as a PNG of widthPx × heightPx pixels (0 picks
+// a size) and writes it to path atomically (tracepng.Write, which states
+// the picture and its errors). The drawing lives in package tracepng, so
+// that only the command line, not the root package, links gonum/plot.
+func WriteTimelinePNG(tl *Timeline, path string, widthPx, heightPx int) error {
+	return tracepng.Write(tl, path, widthPx, heightPx)
 }
 
 // Types the command line names that an embedding program reaches through
