@@ -57,8 +57,8 @@ type graphSource struct {
 // allocates for itself (a library call that returns a new tensor, as
 // PyTorch's operators do), so its bytes never come from the planner's arena.
 // ImportGraph gives such a tensor `alloc: producer` (BufferSpec.Alloc
-// AllocProducer) when it becomes a temp; an input, param or output tensor
-// ignores it.
+// AllocProducer) when it becomes a temp; an output drops it (its bytes are
+// the caller's), and an input or param with it is an error.
 type GraphTensor struct {
 	ID    string `json:"id"`
 	Bytes int64  `json:"bytes"`
@@ -317,13 +317,17 @@ func (g *Graph) Locate(s *Spec, err error) error {
 // buffers: "input" tensors are role input with seeded random contents,
 // "param" tensors (weights) role input with zeros, tensors written and never read again are role output, the rest
 // are temp. A temp whose tensor has alloc "producer" gets `alloc: producer`:
-// the planner leaves it out of the arena (inputs, params and outputs ignore
-// the field). A node that writes nothing becomes a spin stage.
+// the planner leaves it out of the arena. An output drops the mark (the
+// caller's buffer; YAML refuses producer on outputs), and an input or
+// param with it is an error. A node that writes nothing becomes a spin
+// stage.
 //
 // Errors, at file:line:col of the graph's value where it was read from a
 // file: duplicate or unknown ids, non-positive sizes, sizes that are not a
 // multiple of 4 bytes, tensor kinds other than input, activation and param,
-// a tensor alloc other than "" and "producer", negative durations and durations over 60 s
+// a tensor alloc other than "" and "producer", alloc "producer" on an input
+// or param, a read of a producer-allocated temp at or before the node that
+// first writes it (or of one no node writes), negative durations and durations over 60 s
 // (contract.MaxSpinUS), writes to input or param tensors.
 func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 	if o.MaxWords <= 0 {
@@ -346,6 +350,10 @@ func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 		if t.Alloc != "" && t.Alloc != AllocProducer {
 			return nil, g.errorf([]any{"tensors", i, "alloc"}, "tensor %q has alloc %q: want %q (the operator writing it allocates it) or none", t.ID, t.Alloc, AllocProducer)
 		}
+		if t.Alloc == AllocProducer && (t.Kind == "input" || t.Kind == "param") {
+			a := map[string]string{"input": "an input", "param": "a param"}[t.Kind]
+			return nil, g.errorf([]any{"tensors", i, "alloc"}, "tensor %q is %s with alloc %q: %s's bytes are the caller's, no operator allocates them; drop alloc", t.ID, a, t.Alloc, a)
+		}
 		if t.Bytes <= 0 || t.Bytes%4 != 0 {
 			return nil, g.errorf([]any{"tensors", i, "bytes"}, "tensor %q has %d bytes: want a positive multiple of 4", t.ID, t.Bytes)
 		}
@@ -354,6 +362,7 @@ func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 	// Last reader and last writer of each tensor, to find the outputs.
 	lastRead := map[string]int{}
 	lastWrite := map[string]int{}
+	firstWrite := map[string]int{}
 	used := map[string]bool{}
 	names := map[string]bool{}
 	for i, n := range g.Nodes {
@@ -382,8 +391,30 @@ func ImportGraph(g *Graph, o ImportOptions) (*Spec, error) {
 			if t.Kind == "input" || t.Kind == "param" {
 				return nil, g.errorf([]any{"nodes", i, "writes", w}, "node %q writes %s tensor %q", n.ID, t.Kind, id)
 			}
+			if _, ok := lastWrite[id]; !ok {
+				firstWrite[id] = i
+			}
 			lastWrite[id] = i
 			used[id] = true
+		}
+	}
+	// A producer-allocated temp's contents before its first write are
+	// undefined: a node that reads it at or before that write is an error
+	// at the read (an output drops the mark, so its reads are not checked).
+	producerTemp := func(t *GraphTensor) bool {
+		return t.Alloc == AllocProducer && !(isWritten(lastWrite, t.ID) && lastRead[t.ID] <= lastWrite[t.ID])
+	}
+	for i, n := range g.Nodes {
+		for r, id := range n.Reads {
+			t := tensors[id]
+			if !producerTemp(t) {
+				continue
+			}
+			if w, ok := firstWrite[id]; !ok {
+				return nil, g.errorf([]any{"nodes", i, "reads", r}, "node %q reads tensor %q, which has alloc %q and no node writes: its contents are undefined; drop alloc, or add the node that returns it", n.ID, id, t.Alloc)
+			} else if i <= w {
+				return nil, g.errorf([]any{"nodes", i, "reads", r}, "node %q reads tensor %q before node %q writes it, and it has alloc %q: its contents before that write are undefined; list the writer first, or drop alloc", n.ID, id, g.Nodes[w].ID, t.Alloc)
+			}
 		}
 	}
 	s := &Spec{Version: 1, Name: g.Model, Sync: SyncAuto}

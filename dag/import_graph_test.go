@@ -97,11 +97,11 @@ func TestReadGraphFileRefusesWhatIsNoFile(t *testing.T) {
 }
 
 // A graph tensor with alloc "producer" becomes an `alloc: producer` temp;
-// inputs, params and outputs ignore the field. The written spec loads back
-// with it and writes the same text again.
+// an output drops the mark. The written spec loads back with it and writes
+// the same text again.
 func TestImportGraphAllocProducer(t *testing.T) {
-	src := `{"model": "producer", "tensors": [{"id": "x", "bytes": 16, "kind": "input", "alloc": "producer"},
-	  {"id": "w", "bytes": 16, "kind": "param", "alloc": "producer"},
+	src := `{"model": "producer", "tensors": [{"id": "x", "bytes": 16, "kind": "input"},
+	  {"id": "w", "bytes": 16, "kind": "param"},
 	  {"id": "a", "bytes": 16, "kind": "activation", "alloc": "producer"}, {"id": "c", "bytes": 16, "kind": "activation"},
 	  {"id": "out", "bytes": 16, "kind": "activation", "alloc": "producer"}],
 	 "nodes": [{"id": "n1", "op": "conv", "reads": ["x", "w"], "writes": ["a"], "duration_us": 3},
@@ -167,6 +167,96 @@ func TestAllocProducerOnlyTemps(t *testing.T) {
 			t.Errorf("%s: %v", c.buf, err)
 		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
 			t.Errorf("%s: error %v, want %s", c.buf, err, c.want)
+		}
+	}
+}
+
+// An alloc: producer buffer's contents before its first write are
+// undefined: a read (in declaration order) of bytes no earlier stage
+// writes is an error at that read, once per buffer; a read after a write
+// of the bytes, or a host buffer without producer, is accepted.
+func TestAllocProducerReadBeforeWrite(t *testing.T) {
+	const head = "version: 1\nbuffers:\n  - {name: x, bytes: 16, alloc: producer}\n  - {name: o, bytes: 16, role: output}\nstages:\n"
+	for _, c := range []struct{ name, stages, want string }{
+		{"write first", "  - {name: w, kernel: fill, args: {value: 1.0}, writes: [x]}\n  - {name: r, kernel: copy, reads: [x], writes: [o]}\n", ""},
+		{"read first", "  - {name: r, kernel: copy, reads: [x], writes: [o]}\n  - {name: w, kernel: fill, args: {value: 1.0}, writes: [x]}\n",
+			"p.yaml:6:37: stage r reads x[0:16] before any stage writes it: buffer x has alloc producer"},
+		{"never written", "  - {name: r, kernel: copy, reads: [x], writes: [o]}\n  - {name: r2, kernel: copy, reads: [x], writes: [o]}\n",
+			"p.yaml:6:37: stage r reads x[0:16] before any stage writes it"},
+		{"partly written", "  - {name: w, kernel: fill, args: {value: 1.0}, writes: [{buffer: x, offset: 0, bytes: 8}]}\n  - {name: r, kernel: copy, reads: [x], writes: [o]}\n",
+			"p.yaml:7:37: stage r reads x[0:16] before any stage writes bytes [8:16] of it"},
+		{"two halves", "  - {name: w, kernel: fill, args: {value: 1.0}, writes: [{buffer: x, offset: 8, bytes: 8}]}\n  - {name: w2, kernel: fill, args: {value: 1.0}, writes: [{buffer: x, offset: 0, bytes: 8}]}\n  - {name: r, kernel: copy, reads: [x], writes: [o]}\n", ""},
+	} {
+		_, err := Load([]byte(head+c.stages), "p.yaml", t.TempDir())
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Count(err.Error(), "alloc producer") != 1):
+			t.Errorf("%s: error %v, want one, %s", c.name, err, c.want)
+		}
+	}
+}
+
+// alloc: producer on a host buffer means nothing (the host's buffers are
+// allocated before the run): an error at the alloc value.
+func TestAllocProducerOnHost(t *testing.T) {
+	for _, c := range []struct{ buf, want string }{
+		{"{name: x, bytes: 16, where: host_pinned, alloc: producer}", "p.yaml:3:53: buffer x: alloc producer on a host_pinned buffer: only device temps are allocated by their producer"},
+		{"{name: x, bytes: 16, where: host_pageable, alloc: producer}", "p.yaml:3:55: buffer x: alloc producer on a host_pageable buffer"},
+		{"{name: x, bytes: 16, where: device, alloc: producer}", ""},
+	} {
+		text := "version: 1\nbuffers:\n  - " + c.buf + "\nstages:\n  - {name: s, kernel: fill, args: {value: 1.0}, writes: [x]}\n"
+		_, err := Load([]byte(text), "p.yaml", t.TempDir())
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.buf, err)
+		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want %s", c.buf, err, c.want)
+		}
+	}
+}
+
+// alloc "producer" on an input or param tensor is an error at the value;
+// a read of a producer-allocated temp at or before its first writer, or of
+// one no node writes, is an error at the read.
+func TestImportGraphAllocProducerErrors(t *testing.T) {
+	const tail = `], "nodes": [`
+	for _, c := range []struct{ name, tensors, nodes, want string }{
+		{"input", `{"id": "x", "bytes": 16, "kind": "input", "alloc": "producer"}, {"id": "a", "bytes": 16}`,
+			`{"id": "n1", "op": "relu", "reads": ["x"], "writes": ["a"]}`,
+			`g.json:1:79: tensor "x" is an input with alloc "producer": an input's bytes are the caller's, no operator allocates them; drop alloc`},
+		{"param", `{"id": "x", "bytes": 16, "kind": "param", "alloc": "producer"}, {"id": "a", "bytes": 16}`,
+			`{"id": "n1", "op": "relu", "reads": ["x"], "writes": ["a"]}`,
+			`g.json:1:79: tensor "x" is a param with alloc "producer"`},
+		{"read first", `{"id": "t", "bytes": 16, "alloc": "producer"}, {"id": "a", "bytes": 16}, {"id": "b", "bytes": 16}`,
+			`{"id": "n1", "op": "relu", "reads": ["t"], "writes": ["a"]}, {"id": "n2", "op": "relu", "reads": ["a"], "writes": ["t"]}, {"id": "n3", "op": "relu", "reads": ["t"], "writes": ["b"]}`,
+			`g.json:1:175: node "n1" reads tensor "t" before node "n2" writes it, and it has alloc "producer"`},
+		{"in place", `{"id": "t", "bytes": 16, "alloc": "producer"}, {"id": "b", "bytes": 16}`,
+			`{"id": "n1", "op": "relu_", "reads": ["t"], "writes": ["t"]}, {"id": "n2", "op": "relu", "reads": ["t"], "writes": ["b"]}`,
+			`node "n1" reads tensor "t" before node "n1" writes it`},
+		{"never written", `{"id": "t", "bytes": 16, "alloc": "producer"}, {"id": "a", "bytes": 16}`,
+			`{"id": "n1", "op": "relu", "reads": ["t"], "writes": ["a"]}`,
+			`node "n1" reads tensor "t", which has alloc "producer" and no node writes`},
+		{"output read first", `{"id": "t", "bytes": 16, "alloc": "producer"}, {"id": "a", "bytes": 16}`,
+			`{"id": "n1", "op": "relu", "reads": ["t"], "writes": ["a"]}, {"id": "n2", "op": "relu", "reads": ["a"], "writes": ["t"]}`, ""},
+		{"written first", `{"id": "t", "bytes": 16, "alloc": "producer"}, {"id": "a", "bytes": 16}, {"id": "b", "bytes": 16}`,
+			`{"id": "n1", "op": "relu", "reads": ["a"], "writes": ["t"]}, {"id": "n2", "op": "relu", "reads": ["t"], "writes": ["b"]}`, ""},
+	} {
+		src := `{"model": "m", "tensors": [` + c.tensors + tail + c.nodes + `]}`
+		path := filepath.Join(t.TempDir(), "g.json")
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		g, err := ReadGraphFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ImportGraph(g, ImportOptions{})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want %s", c.name, err, c.want)
 		}
 	}
 }

@@ -115,7 +115,7 @@ var (
 				}
 			},
 			write:  func(b *BufferSpec, _ *writing) (string, error) { return strIf(b.Alloc, ""), nil },
-			schema: FormatField{Type: "enum", Enum: allocModes, Doc: "lazy: each stream allocates it (cuMemAlloc) at its first use, like a library's workspace; producer: a temp that its first writer allocates for itself (a library call that returns a new tensor, as PyTorch's operators do): never placed in the arena; the executors give it bytes of its own"}},
+			schema: FormatField{Type: "enum", Enum: allocModes, Doc: "lazy: each stream allocates it (cuMemAlloc) at its first use, like a library's workspace; producer: a device temp that its first writer allocates for itself (a library call that returns a new tensor, as PyTorch's operators do), read only after a stage declared earlier writes it; neither is placed in the arena: the executors give it bytes of its own"}},
 		{key: "device",
 			decode: func(d *decoding[BufferSpec, bufferSrc], v *yaml.Node) {
 				if n, ok := d.intIn(v, d.what+": device", 0, MaxDevices-1); ok {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dagrun/dagrun/dag"
 	"github.com/dagrun/dagrun/plan"
 	"github.com/dagrun/dagrun/planner"
 )
@@ -41,5 +42,22 @@ func TestValidateAllocProducer(t *testing.T) {
 		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// An alloc: lazy buffer is a workspace each stream allocates at its first
+// use: the planner never places it in the arena, and Validate refuses a
+// plan file that gives it an arena offset.
+func TestAllocLazyOutsideArena(t *testing.T) {
+	s := spec(stage("a", writes("x")), stage("b", reads("x"), writes("y")))
+	s.Buffers[0].Alloc = dag.AllocLazy
+	p := build(t, s, planner.Options{})
+	if b := p.Buffers[0]; b.Name != "x" || b.Alloc != plan.AllocLazy || b.ArenaOffset != nil {
+		t.Fatalf("buffer 0: %+v, want x, alloc lazy, no arena offset", b)
+	}
+	q := build(t, spec(stage("a", writes("x")), stage("b", reads("x"), writes("y"))), planner.Options{})
+	q.Buffers[0].Alloc = plan.AllocLazy
+	if err := q.Validate(); err == nil || !strings.Contains(err.Error(), "buffers[0].arena_offset: buffer x has alloc lazy and an arena offset") {
+		t.Errorf("lazy in the arena: %v", err)
 	}
 }

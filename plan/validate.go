@@ -323,6 +323,8 @@ func (p *Plan) validateArena() error {
 			return ErrorAt(at(), "buffer %s has %d copies and an arena offset; only buffers of one copy live in the arena", b.Name, b.Copies)
 		case b.Alloc == AllocProducer:
 			return ErrorAt(at(), "buffer %s has alloc %s and an arena offset; its producer allocates its bytes, so it has none in the arena", b.Name, AllocProducer)
+		case b.Alloc == AllocLazy:
+			return ErrorAt(at(), "buffer %s has alloc %s and an arena offset; each stream allocates its own workspace at its first use, so it has none in the arena", b.Name, AllocLazy)
 		case off < 0 || off%ArenaAlign != 0 || off > MaxBufferBytes-b.Bytes:
 			return ErrorAt(at(), "buffer %s: arena offset %d, want a multiple of %d from 0 to %d (1 TiB less its %d bytes)", b.Name, off, ArenaAlign, MaxBufferBytes-b.Bytes, b.Bytes)
 		case p.Stats.ArenaBytes > 0 && !contract.InBounds(off, b.Bytes, p.Stats.ArenaBytes):

@@ -170,7 +170,9 @@ func (b *arenaBuf) firsts() []int32  { c := b.room(); return b.lists[c : c+b.n :
 func (b *arenaBuf) lasts() []int32   { c := b.room(); return b.lists[2*c : 2*c+b.n : 3*c] }
 
 // newArenaInfo finds the eligible buffers of p: device temps with one copy
-// that their producer does not allocate (plan.AllocProducer), touched by at least one stage, whose initial contents are never read
+// that neither their producer (plan.AllocProducer) nor each stream
+// (plan.AllocLazy, a per-stream workspace) allocates, touched by at least
+// one stage, whose initial contents are never read
 // (every byte a stage really reads was really written by an earlier-declared
 // stage; see touched), so that their bytes may hold another buffer's data
 // before their first use. acc is p's planAccesses (nil: made here).
@@ -196,7 +198,7 @@ func newArenaInfo(p *plan.Plan, acc *planAccesses) *arenaInfo {
 	}
 	ok := make([]bool, len(p.Buffers))
 	for i, b := range p.Buffers {
-		ok[i] = b.Role == dag.RoleTemp && cmp.Or(b.Where, dag.WhereDevice) == dag.WhereDevice && b.Copies <= 1 && b.Alloc != plan.AllocProducer
+		ok[i] = b.Role == dag.RoleTemp && cmp.Or(b.Where, dag.WhereDevice) == dag.WhereDevice && b.Copies <= 1 && b.Alloc == ""
 	}
 	// Written byte ranges per buffer, swept in declaration order.
 	written := make([]rangeSet, len(p.Buffers))

@@ -87,6 +87,9 @@ func TestCaptureRules(t *testing.T) {
 				if c.spec.Buffers[i].Name == c.pinned || c.spec.Buffers[i].Name == "q" {
 					c.spec.Buffers[i].Where = dag.WhereHostPinned
 				}
+				if c.spec.Buffers[i].Name == c.lazy {
+					c.spec.Buffers[i].Alloc = dag.AllocLazy
+				}
 			}
 			p, err := Build(c.spec, Options{})
 			if err != nil {
@@ -95,11 +98,6 @@ func TestCaptureRules(t *testing.T) {
 			for i := range p.Streams {
 				p.Streams[i].Kind = c.kinds[p.Streams[i].Name]
 				p.Streams[i].Thread = c.threads[p.Streams[i].Name]
-			}
-			for i := range p.Buffers {
-				if p.Buffers[i].Name == c.lazy {
-					p.Buffers[i].Alloc = plan.AllocLazy
-				}
 			}
 			first := "a"
 			p.Captures = []plan.Capture{{Stream: p.Stages[p.StageIndex(first)].Stream, First: first, Last: "z", Mode: c.mode}}
