@@ -74,7 +74,7 @@ func (x *program) lowerRegions() error {
 		n = m.Period(maxPhases)
 	}
 	if n > maxPhases {
-		return periodTooLong()
+		return periodTooLong(p, m, false)
 	}
 	x.phaseDescs(n)
 	x.streams, x.events = m.Streams, m.Events()

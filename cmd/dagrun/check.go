@@ -76,7 +76,7 @@ in graph mode as one graph of the whole iteration.`,
 			}
 			refused := modeRefusal(pl, dagrun.Mode(mode))
 			if refused != nil && pl.races == nil {
-				return usagef("%s: %v", pl.src, refused)
+				return usagef("%s: %v", pl.refusalAt(refused), refused)
 			}
 			var out bytes.Buffer
 			if asJSON {
@@ -99,7 +99,7 @@ in graph mode as one graph of the whole iteration.`,
 				return nil
 			}
 			if refused != nil {
-				fmt.Fprintf(&out, "%s: %v\n", pl.src, refused)
+				fmt.Fprintf(&out, "%s: %v\n", pl.refusalAt(refused), refused)
 			}
 			if pl.races != nil {
 				fmt.Fprintf(&out, "%s: %s\n%v\n", pl.src, strings.ToUpper(verdict(pl.races)), pl.races)

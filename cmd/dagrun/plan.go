@@ -27,6 +27,9 @@ type planFlags struct {
 	mem        memoryFlags // --arena, --memory-budget: memory.go
 	outside    bool        // --allow-outside-paths
 	flags      *pflag.FlagSet
+	// loaded, if not nil, checks the loaded spec before it is planned
+	// (run's periodAtLoad); its error is bad input.
+	loaded func(*dagrun.Spec) error
 }
 
 func (f *planFlags) add(cmd *cobra.Command) {
@@ -92,6 +95,26 @@ type planned struct {
 	// plan is race-free.
 	races  error
 	loadMS float64 // the spec's load time, ms
+	// rings holds the spec's buffers of more than one copy, by name: their
+	// positions, for a refusal that names one (refusalAt).
+	rings map[string]string
+}
+
+// refusalAt is where a refusal err of pl's plan points: the spec position
+// of the wait or ring buffer a period refusal (cmdline.PeriodError) names,
+// else pl's file.
+func (pl *planned) refusalAt(err error) string {
+	var pe *cmdline.PeriodError
+	if !errors.As(err, &pe) {
+		return pl.src
+	}
+	if pe.Source != "" {
+		return pe.Source
+	}
+	if at, ok := pl.rings[pe.Buffer]; ok {
+		return at
+	}
+	return pl.src
 }
 
 // planOrSpec reads and verifies the plan file planFile, or loads, plans
@@ -118,7 +141,7 @@ func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, dur
 	if err != nil {
 		return nil, err
 	}
-	head, kept, p, loadMS, err := loadAndPlan(args[0], o, f.outside, keepSpec, during)
+	head, kept, p, loadMS, err := loadAndPlan(args[0], o, f.outside, keepSpec, during, f.loaded)
 	if head == nil {
 		return nil, err
 	}
@@ -137,26 +160,47 @@ func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, dur
 	for _, n := range report.PinNotes(head, o, p) {
 		fmt.Fprintf(stderr, "dagrun: note: %s\n", n)
 	}
-	return &planned{p: p, spec: kept, src: safefile.Quote(args[0]), races: err, loadMS: loadMS}, nil
+	pl := &planned{p: p, spec: kept, src: safefile.Quote(args[0]), races: err, loadMS: loadMS}
+	for _, b := range head.Buffers {
+		if pl.rings == nil {
+			pl.rings = map[string]string{}
+		}
+		pl.rings[b.Name] = b.Pos.String()
+	}
+	return pl, nil
 }
 
-// loadAndPlan loads the spec at path and plans it (dagrun.Plan, which
-// verifies the plan). It returns the spec's header fields (head, nil when
+// loadAndPlan loads the spec at path, checks it with loaded (if not nil)
+// and plans it (dagrun.Plan, which verifies the plan). It returns the spec's header fields (head, nil when
 // loading failed), the spec itself only with keepSpec, the plan and the
 // load time (ms). Only run --frames needs the spec after planning;
 // otherwise nothing holds it past Build, so that the verifier of a big
 // plan runs without it in memory (PinNotes reads the header only): the
 // spec lives in this frame alone, which is gone before the plan is
 // written.
-func loadAndPlan(path string, o dagrun.PlanOptions, allowOutside, keepSpec bool, during func(*dagrun.StreamPlan)) (head, kept *dagrun.Spec, p *dagrun.StreamPlan, loadMS float64, err error) {
+func loadAndPlan(path string, o dagrun.PlanOptions, allowOutside, keepSpec bool, during func(*dagrun.StreamPlan), loaded func(*dagrun.Spec) error) (head, kept *dagrun.Spec, p *dagrun.StreamPlan, loadMS float64, err error) {
 	t0 := time.Now()
 	s, err := loadSpec(path, allowOutside)
 	if err != nil {
 		return nil, nil, nil, 0, err
 	}
+	if loaded != nil {
+		if err := loaded(s); err != nil {
+			return nil, nil, nil, 0, usageError{err}
+		}
+	}
 	loadMS = msSince(t0)
 	// Copies: head holds none of the spec's memory once the spec is let go.
 	head = &dagrun.Spec{Name: strings.Clone(s.Name), File: strings.Clone(s.File), Sync: strings.Clone(s.Sync)}
+	// and the rings, whose positions a refusal may name (planned.rings).
+	for _, b := range s.Buffers {
+		if b.Copies > 1 && b.Pos.Line > 0 {
+			n := len(head.Buffers)
+			head.Buffers = slices.Grow(head.Buffers, 1)[:n+1]
+			c := &head.Buffers[n]
+			c.Name, c.Copies, c.Pos.File, c.Pos.Line, c.Pos.Col = strings.Clone(b.Name), b.Copies, strings.Clone(b.Pos.File), b.Pos.Line, b.Pos.Col
+		}
+	}
 	if keepSpec {
 		kept = s
 	}

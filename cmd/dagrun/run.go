@@ -93,6 +93,9 @@ anything is loaded, with exit 2.`,
 				return usagef("--timeline %s: the timeline is a PNG picture; name it .png, or write the JSON trace with --trace %s", rf.timelineFile, rf.timelineFile)
 			}
 			ro.Timeline = rf.traceFile != "" || rf.timelineFile != ""
+			if ro.Iterations > 1 {
+				pf.loaded = func(s *dagrun.Spec) error { return periodAtLoad(s, ro.Mode == dagrun.ModeGraph) }
+			}
 			pl, err := planOrSpec(rf.planFile, args, &pf, true, nil, stderr)
 			if err != nil {
 				return err
@@ -111,9 +114,9 @@ anything is loaded, with exit 2.`,
 				if pl.races != nil {
 					// A racy plan (--allow-race) the mode cannot run: why,
 					// then check's verdict, which is the result (exit 1).
-					return failure{fmt.Errorf("%s: %v\n%s: %s (dagrun check's verdict):\n%w", pl.src, err, pl.src, strings.ToUpper(verdict(pl.races)), pl.races)}
+					return failure{fmt.Errorf("%s: %v\n%s: %s (dagrun check's verdict):\n%w", pl.refusalAt(err), err, pl.src, strings.ToUpper(verdict(pl.races)), pl.races)}
 				}
-				return usagef("%s: %v", pl.src, err)
+				return usagef("%s: %v", pl.refusalAt(err), err)
 			}
 			if sf.outDir != "" {
 				if err := claimOutputs(rf.files, pl.p, sf.outDir, sf.frames != ""); err != nil {
@@ -334,4 +337,93 @@ func counted(n int, noun string) string {
 		return fmt.Sprintf("%d %ses", n, noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// periodAtLoad refuses, before planning, a run of several iterations of s
+// whose ring sizes (copies) and, outside graph mode, the event slots its
+// waits keep (lag + 1 for an event's longest lag) repeat only after more
+// than cmdline.MaxPeriod iterations: the bound of the executor, which
+// refuses such a plan (dagrun.CheckRun) whatever the planner adds. It
+// walks the rings in declaration order, then the events in the order of
+// their first lagged wait, and reports the buffer or the wait at which
+// their least common multiple passes the bound, at its file:line:column.
+// Check reports the same bound after its verdict (a race comes first).
+func periodAtLoad(s *dagrun.Spec, graph bool) error {
+	l := 1
+	// passes takes k into l and says whether l passed the bound, and
+	// what l was before when k alone is within it (1: k alone passes).
+	passes := func(k int) (bool, int) {
+		before := l
+		l = l / gcd(l, k) * k
+		if k > cmdline.MaxPeriod {
+			before = 1
+		}
+		return l > cmdline.MaxPeriod, before
+	}
+	kinds := "event slots and ring sizes"
+	if graph {
+		kinds = "ring sizes (graph mode replays one iteration at a time)"
+	}
+	// refused is the message and hint of what, which passes the bound.
+	refused := func(what string, before int) (string, string) {
+		with := ""
+		if before > 1 {
+			with = fmt.Sprintf(" together with those before it (which repeat every %d iterations)", before)
+		}
+		return fmt.Sprintf("the spec's %s repeat only after more than %d iterations (the most a run of several iterations takes), by %s%s", kinds, cmdline.MaxPeriod, what, with),
+			"use fewer distinct ring sizes (copies) or shorter lags (each event keeps lag + 1 slots), or run one iteration (--iterations 1); dagrun plan plans it as it is"
+	}
+	for _, b := range s.Buffers {
+		if ok, before := passes(max(b.Copies, 1)); ok {
+			msg, hint := refused(fmt.Sprintf("buffer %s's %d ring copies", b.Name, b.Copies), before)
+			return dagrun.SpecErrors{{Pos: b.Pos, Msg: msg, Hint: hint}}
+		}
+	}
+	if graph {
+		return nil
+	}
+	// Per event (a stage's own, or a named one): its longest lag's wait.
+	type longest struct {
+		stage string // the waiting stage
+		i     int    // its index in the stage's WaitFor
+		v     int    // the stage's index
+		lag   int
+	}
+	var order []string
+	most := map[string]longest{}
+	for v, st := range s.Stages {
+		for i, w := range st.WaitFor {
+			if w.Lag <= 0 {
+				continue
+			}
+			ev := "stage " + w.Stage
+			if w.Event != "" {
+				ev = "event " + w.Event
+			}
+			m, seen := most[ev]
+			if !seen {
+				order = append(order, ev)
+			}
+			if w.Lag > m.lag {
+				most[ev] = longest{stage: st.Name, i: i, v: v, lag: w.Lag}
+			}
+		}
+	}
+	for _, ev := range order {
+		m := most[ev]
+		if ok, before := passes(m.lag + 1); ok {
+			w := s.Stages[m.v].WaitFor[m.i]
+			msg, hint := refused(fmt.Sprintf("stage %s's wait on the record of %s with lag %d (%d event slots)", m.stage, ev, m.lag, m.lag+1), before)
+			return dagrun.SpecErrors{{Pos: w.Pos, Msg: msg, Hint: hint}}
+		}
+	}
+	return nil
+}
+
+// gcd is the greatest common divisor of a and b (Euclid).
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }

@@ -17,6 +17,11 @@ import (
 	"github.com/dagrun/dagrun/planner"
 )
 
+// MaxPeriod is the most iterations after which a run of several
+// iterations must repeat its stream sets, event slots and ring copies
+// (executor.MaxPeriod).
+const MaxPeriod = executor.MaxPeriod
+
 // SimTimingNote is what the simulator backend's timings are and are not;
 // the command line prints it after every figure the simulator measured.
 const SimTimingNote = "simulator timings are the CPU time of a simulation (random per-op delays, one goroutine per stream), not predictions of GPU time; --backend cuda measures the GPU"
