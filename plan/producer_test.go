@@ -10,7 +10,7 @@ import (
 )
 
 // Validate takes alloc producer on a temp without an arena offset, and
-// refuses it with an offset, on a buffer other than a temp, with initial
+// refuses it with an offset, on a buffer other than a device temp, with initial
 // contents other than zeros, and an alloc mode it does not know.
 func TestValidateAllocProducer(t *testing.T) {
 	base := func() *plan.Plan {
@@ -34,6 +34,7 @@ func TestValidateAllocProducer(t *testing.T) {
 	}{
 		{"in the arena", func(b *plan.Buffer) { b.Alloc = plan.AllocProducer }, "buffers[0].arena_offset: buffer x has alloc producer and an arena offset"},
 		{"an input", func(b *plan.Buffer) { b.Alloc, b.Role, b.ArenaOffset = plan.AllocProducer, "input", nil }, "buffers[0].alloc: buffer x (input) has alloc producer; only temps"},
+		{"on the host", func(b *plan.Buffer) { b.Alloc, b.Where, b.ArenaOffset = plan.AllocProducer, "host_pinned", nil }, "buffers[0].alloc: buffer x (host_pinned) has alloc producer; only device temps"},
 		{"unknown", func(b *plan.Buffer) { b.Alloc = "eager" }, `buffers[0].alloc: buffer x: alloc "eager", want lazy, producer or none`},
 		{"with contents", func(b *plan.Buffer) { b.Alloc, b.ArenaOffset, b.Init, b.InitValue = plan.AllocProducer, nil, "fill", 1 }, "buffers[0].init: buffer x has init fill and alloc producer; its first writer allocates it"},
 	} {

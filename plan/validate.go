@@ -287,6 +287,8 @@ func (p *Plan) validateBuffers() (map[string]int, error) {
 			return nil, ErrorAt(at("alloc"), "buffer %s: alloc %q, want %s, %s or none", b.Name, b.Alloc, AllocLazy, AllocProducer)
 		case b.Alloc == AllocProducer && cmp.Or(b.Role, string(contract.RoleTemp)) != string(contract.RoleTemp):
 			return nil, ErrorAt(at("alloc"), "buffer %s (%s) has alloc %s; only temps are allocated by their producer", b.Name, b.Role, AllocProducer)
+		case b.Alloc == AllocProducer && cmp.Or(b.Where, string(contract.WhereDevice)) != string(contract.WhereDevice):
+			return nil, ErrorAt(at("alloc"), "buffer %s (%s) has alloc %s; only device temps are allocated by their producer", b.Name, b.Where, AllocProducer)
 		case b.Alloc == AllocProducer && b.Init != "" && b.Init != string(contract.InitZeros):
 			return nil, ErrorAt(at("init"), "buffer %s has init %s and alloc %s; its first writer allocates it, so nothing is in it before that write", b.Name, b.Init, AllocProducer)
 		}
