@@ -2,8 +2,6 @@ package verify
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/dagrun/dagrun/plan"
@@ -111,14 +109,18 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 		cc.bad(v.launchOp[p.StageIndex(c.First)], CaptureLegacyBegin, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
 			"capture on a stream you created (the legacy default stream cannot be captured)")
 	}
-	cc.captured = map[int32]bool{cc.origin: true}
-	cc.lastIn = map[int32]int32{}
+	cc.streams = make([]capturedStream, len(p.Streams))
+	for s := range cc.streams {
+		cc.streams[s].last = -1
+	}
+	cc.streams[cc.origin].in = true
 	cc.blocking = plan.BlockingKind(p.Streams[cc.origin].Kind)
 	cc.thread = p.Streams[cc.origin].Thread
-	cc.usedBefore = map[[2]string]bool{}
-	cc.lazy = map[string]bool{}
 	for _, b := range p.Buffers {
 		if b.Alloc == plan.AllocLazy {
+			if cc.lazy == nil { // a plan without lazy buffers needs neither map
+				cc.lazy, cc.usedBefore = map[string]bool{}, map[[2]string]bool{}
+			}
 			cc.lazy[b.Name] = true
 		}
 	}
@@ -145,17 +147,25 @@ type captureCheck struct {
 	origin     int32
 	out        []CaptureViolation
 
-	captured map[int32]bool  // the streams the capture has taken
-	lastIn   map[int32]int32 // per captured stream: its last op in the region
-	blocking bool            // a captured stream is blocking
-	thread   string          // the capturing thread
+	streams  []capturedStream // per stream: taken by the capture, its last op there
+	blocking bool             // a captured stream is blocking
+	thread   string           // the capturing thread
 	// usedBefore holds each (stream, lazy buffer) used so far: before the
-	// capture, or since (its cuMemAlloc is done).
+	// capture, or since (its cuMemAlloc is done); nil, as lazy, when the
+	// plan has no lazy buffer.
 	usedBefore  map[[2]string]bool
 	lazy        map[string]bool // the lazy buffers
 	capturedAcc []plan.Access   // accesses of captured stages so far
 	joins       []int           // per stream: where it joins the capture (CaptureJoins)
 	firstAt     int             // the issue position of First's launch
+}
+
+// capturedStream is a stream as capture ck's walk has seen it so far:
+// whether the capture took it (in) and its last op issued in the region
+// while taken (last, −1 for none).
+type capturedStream struct {
+	in   bool
+	last int32
 }
 
 // stageOf names op g's stage (or the op), its stream and the stage's source.
@@ -200,13 +210,13 @@ func (cc *captureCheck) op(k int, so [2]int) {
 	// Joining the capture: a wait on an event recorded in it. A
 	// stream that another capture takes cannot join: the dependency
 	// would cross from one capture sequence into another.
-	if o.Kind == plan.OpWait && !cc.captured[s] {
-		if r := v.opCaptured[g]; r >= 0 && cc.captured[v.opStream[r]] && int(v.opIssue[r]) >= cc.begin && !str.Host {
+	if o.Kind == plan.OpWait && !cc.streams[s].in {
+		if r := v.opCaptured[g]; r >= 0 && cc.streams[v.opStream[r]].in && int(v.opIssue[r]) >= cc.begin && !str.Host {
 			if q := v.capturedElsewhere(cc.ck, int(s), k); q >= 0 {
 				cc.bad(g, CaptureMerge, "CUDA_ERROR_STREAM_CAPTURE_MERGE", v.mergeFix(cc.ck, q, int(s), k, cc.end))
 				return
 			}
-			cc.captured[s] = true
+			cc.streams[s].in = true
 			cc.blocking = cc.blocking || plan.BlockingKind(str.Kind)
 		}
 	}
@@ -214,7 +224,7 @@ func (cc *captureCheck) op(k int, so [2]int) {
 	// capture. First's waits are issued before cuStreamBeginCapture
 	// (CaptureRegion); a record by a host stage orders by issue order
 	// (no cuStreamWaitEvent is made for it).
-	if o.Kind == plan.OpWait && cc.captured[s] && !str.Host && (s != cc.origin || k >= cc.firstAt) {
+	if o.Kind == plan.OpWait && cc.streams[s].in && !str.Host && (s != cc.origin || k >= cc.firstAt) {
 		cc.isolation(g, o)
 	}
 	affected := cc.c.Mode != plan.CaptureRelaxed && (cc.c.Mode == plan.CaptureGlobal || str.Thread == cc.thread)
@@ -234,7 +244,7 @@ func (cc *captureCheck) op(k int, so [2]int) {
 			}
 		}
 	}
-	if !cc.captured[s] && !str.Host && o.Kind == plan.OpLaunch {
+	if !cc.streams[s].in && !str.Host && o.Kind == plan.OpLaunch {
 		cc.outside(g, str, &p.Stages[o.Stage], affected)
 	}
 }
@@ -267,7 +277,7 @@ func (cc *captureCheck) inRegion(g, s int32, o plan.Op, affected bool) {
 	case str.Host && o.Kind == plan.OpWait:
 		r := v.opCaptured[g]
 		switch {
-		case r >= 0 && cc.captured[v.opStream[r]] && int(v.opIssue[r]) >= cc.begin:
+		case r >= 0 && cc.streams[v.opStream[r]].in && int(v.opIssue[r]) >= cc.begin:
 			cc.bad(g, CaptureSync, "CUDA_ERROR_CAPTURED_EVENT",
 				"move the host wait after the capture ends (captured work runs only when the graph is launched)")
 		case r >= 0 && !p.Streams[v.opStream[r]].Host && affected:
@@ -285,7 +295,7 @@ func (cc *captureCheck) inRegion(g, s int32, o plan.Op, affected bool) {
 				break
 			}
 		}
-	case cc.captured[s]:
+	case cc.streams[s].in:
 		if o.Kind == plan.OpLaunch {
 			st := &p.Stages[o.Stage]
 			if st.Copy == plan.CopySync {
@@ -293,7 +303,7 @@ func (cc *captureCheck) inRegion(g, s int32, o plan.Op, affected bool) {
 			}
 			cc.capturedAcc = append(cc.capturedAcc, stageAccesses(st)...)
 		}
-		cc.lastIn[s] = g
+		cc.streams[s].last = g
 	}
 }
 
@@ -317,13 +327,13 @@ func (cc *captureCheck) outside(g int32, str *plan.Stream, st *plan.Stage, affec
 // before the end.
 func (cc *captureCheck) unjoined() {
 	v, p := cc.v, cc.p
-	end0, ok := cc.lastIn[cc.origin]
-	if !ok {
+	end0 := cc.streams[cc.origin].last
+	if end0 < 0 {
 		return
 	}
-	for _, s := range slices.Sorted(maps.Keys(cc.lastIn)) { // in stream order: the same report every time
-		l := cc.lastIn[s]
-		if s == cc.origin || v.opHB(l, end0) {
+	for s, cs := range cc.streams { // in stream order: the same report every time
+		l := cs.last
+		if l < 0 || s == int(cc.origin) || v.opHB(l, end0) {
 			continue
 		}
 		st, _, _ := cc.stageOf(l)

@@ -104,7 +104,7 @@ func deriveImplicit(p *plan.Plan) *implicitOrder {
 	if !plan.HasImplicit(p) {
 		return nil
 	}
-	var b implicitBuilder
+	b := new(implicitBuilder) // on the heap: its edges and captures start in its own arrays
 	b.init(p)
 	for _, so := range p.IssueOrder {
 		b.issue(so)
@@ -130,7 +130,7 @@ type implicitBuilder struct {
 	// Host completions per thread, in issue order; got[s] is how many of
 	// its thread's completions stream s has been given.
 	done [][]int32
-	got  []int
+	got  []int32
 	// Legacy rule: per blocking stream, its latest op given to the legacy
 	// stream (toLegacy) and the legacy stream's latest op given to it
 	// (fromLegacy).
@@ -141,15 +141,21 @@ type implicitBuilder struct {
 	tcount               []int32   // per thread: ops issued
 	tmp                  []int32   // a tclock row being built
 	ranks                map[int][]int32
-	issued               []bool
 	capture              [][3]int32 // waits on another thread's record r: r, the wait, the event (handedOver)
+	// The first edges and captures, which most plans with an implicit
+	// order do not outgrow: one allocation (the builder's) instead of
+	// an append's growing ones.
+	edgesBuf   [4]implicitEdge
+	captureBuf [2][3]int32
+	doneBuf    [4][]int32 // done, for up to 4 threads
 }
 
 // init numbers p's ops, maps streams to host threads and sizes the
 // replay's state.
 func (b *implicitBuilder) init(p *plan.Plan) {
 	S := len(p.Streams)
-	im := &implicitOrder{base: make([]int32, S+1), thread: make([]int32, S), early: make([]bool, len(p.Stages))}
+	st := make([]int32, 2*S+1) // base and thread in one array
+	im := &implicitOrder{base: st[: S+1 : S+1], thread: st[S+1:], early: make([]bool, len(p.Stages))}
 	for s := range p.Streams {
 		im.base[s+1] = im.base[s] + int32(len(p.Streams[s].Ops))
 	}
@@ -178,13 +184,13 @@ func (b *implicitBuilder) init(p *plan.Plan) {
 		}
 	}
 	// One array holds the int32 tables of streams, threads, events and ops.
-	tab := make([]int32, 3*S+3*T+p.Events+nops)
+	tab := make([]int32, 4*S+3*T+p.Events+nops)
 	carve := func(n int) []int32 {
 		t := tab[:n:n]
 		tab = tab[n:]
 		return t
 	}
-	b.lastOp, b.toLegacy, b.fromLegacy = carve(S), carve(S), carve(S)
+	b.lastOp, b.toLegacy, b.fromLegacy, b.got = carve(S), carve(S), carve(S), carve(S)
 	b.tcur, b.tcount, b.tmp = carve(T), carve(T), carve(T)
 	b.lastRec, b.opStream = carve(p.Events), carve(nops)
 	for s := range b.lastOp {
@@ -195,8 +201,11 @@ func (b *implicitBuilder) init(p *plan.Plan) {
 			b.opStream[j] = int32(s)
 		}
 	}
-	b.done = make([][]int32, T)
-	b.got = make([]int, S)
+	b.done = b.doneBuf[:0]
+	if T > len(b.doneBuf) {
+		b.done = make([][]int32, 0, T)
+	}
+	b.done = b.done[:T]
 	for s := range b.toLegacy {
 		b.toLegacy[s], b.fromLegacy[s] = -1, -1
 	}
@@ -212,7 +221,7 @@ func (b *implicitBuilder) init(p *plan.Plan) {
 		}
 	}
 	b.ranks = rankLaunches(p, im.base) // devices_verify.go: per collective, its ranks' launch ops
-	b.issued = make([]bool, nops)
+	b.edges, b.capture = b.edgesBuf[:0], b.captureBuf[:0]
 }
 
 // add records the edge from → to; rule names which of the rules above
@@ -250,19 +259,18 @@ func (b *implicitBuilder) issue(so [2]int) {
 		b.threadClock(g, s, t, o)
 	}
 	// The thread's host completions this stream has not been given.
-	if d := b.done[t]; b.got[s] < len(d) {
+	if d := b.done[t]; int(b.got[s]) < len(d) {
 		for _, h := range d[b.got[s]:] {
 			if b.opStream[h] != s {
 				b.add(h, g, RuleHostReturn)
 			}
 		}
-		b.got[s] = len(d)
+		b.got[s] = int32(len(d))
 	}
 	b.legacyRule(g, s)
 	if so[1] > 0 {
 		b.rendezvous(g, st.Ops[so[1]-1])
 	}
-	b.issued[g] = true
 	b.hostDone(g, s, t, o)
 	if o.Kind == plan.OpRecord {
 		b.lastRec[o.Event] = g
@@ -335,7 +343,8 @@ func (b *implicitBuilder) rendezvous(g int32, prev plan.Op) {
 		return
 	}
 	for _, l := range b.ranks[p.Stages[prev.Stage].Collective.Group] {
-		if l != g-1 && l > im.base[b.opStream[l]] && b.issued[l-1] {
+		// Op l-1 is issued once its stream's latest op is (stream order).
+		if s := b.opStream[l]; l != g-1 && l > im.base[s] && b.lastOp[s] >= l-1 {
 			b.add(l-1, g, RuleRendezvous)
 		}
 	}
@@ -349,7 +358,7 @@ func (b *implicitBuilder) hostDone(g, s, t int32, o plan.Op) {
 	switch {
 	case p.Streams[s].Host:
 		b.done[t] = append(b.done[t], g)
-		b.got[s] = len(b.done[t])
+		b.got[s] = int32(len(b.done[t]))
 	case o.Kind == plan.OpLaunch && plan.PageableAsync(p, o.Stage):
 		if im.hostRead == nil {
 			im.hostRead = map[int][]int32{}

@@ -3,6 +3,7 @@ package verify_test
 import (
 	"errors"
 	"flag"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -81,5 +82,30 @@ func BenchmarkVerifyScale(b *testing.B) {
 				b.ReportMetric(float64(len(p.Streams)), "streams")
 			})
 		}
+	}
+}
+
+// BenchmarkVerifyRules verifies the fixed twins of specs/rules/ (rulesSpecs):
+// small plans (a few stages) whose order comes mostly from CUDA's implicit
+// rules (legacy default stream, host returns, copies, host functions, host
+// threads, graph capture), where Verify's fixed cost per plan shows.
+func BenchmarkVerifyRules(b *testing.B) {
+	for _, c := range rulesSpecs {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := dag.LoadFile(filepath.Join("..", "specs", "rules", c.name+"-fixed.yaml"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := planner.Build(s, planner.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := verify.Verify(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
