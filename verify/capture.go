@@ -116,12 +116,13 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 	cc.streams[cc.origin].in = true
 	cc.blocking = plan.BlockingKind(p.Streams[cc.origin].Kind)
 	cc.thread = p.Streams[cc.origin].Thread
+	// The lazy buffers' maps go to op as an argument, not in cc: there
+	// they stay on the stack while small (cc's fields do not, as its
+	// methods append to cc.out).
+	la := lazyAllocs{lazy: map[string]bool{}, usedBefore: map[[2]string]bool{}}
 	for _, b := range p.Buffers {
 		if b.Alloc == plan.AllocLazy {
-			if cc.lazy == nil { // a plan without lazy buffers needs neither map
-				cc.lazy, cc.usedBefore = map[string]bool{}, map[[2]string]bool{}
-			}
-			cc.lazy[b.Name] = true
+			la.lazy[b.Name] = true
 		}
 	}
 	cc.joins = p.CaptureJoins(c)
@@ -130,7 +131,7 @@ func (v *verifier) checkCapture(ck int) []CaptureViolation {
 		if k >= cc.end {
 			break
 		}
-		cc.op(k, so)
+		cc.op(k, so, la)
 	}
 	cc.unjoined()
 	return cc.out
@@ -147,17 +148,20 @@ type captureCheck struct {
 	origin     int32
 	out        []CaptureViolation
 
-	streams  []capturedStream // per stream: taken by the capture, its last op there
-	blocking bool             // a captured stream is blocking
-	thread   string           // the capturing thread
+	streams     []capturedStream // per stream: taken by the capture, its last op there
+	blocking    bool             // a captured stream is blocking
+	thread      string           // the capturing thread
+	capturedAcc []plan.Access    // accesses of captured stages so far
+	joins       []int            // per stream: where it joins the capture (CaptureJoins)
+	firstAt     int              // the issue position of First's launch
+}
+
+// lazyAllocs is what checkCapture knows of the lazy buffers' cuMemAlloc.
+type lazyAllocs struct {
+	lazy map[string]bool // the lazy buffers
 	// usedBefore holds each (stream, lazy buffer) used so far: before the
-	// capture, or since (its cuMemAlloc is done); nil, as lazy, when the
-	// plan has no lazy buffer.
-	usedBefore  map[[2]string]bool
-	lazy        map[string]bool // the lazy buffers
-	capturedAcc []plan.Access   // accesses of captured stages so far
-	joins       []int           // per stream: where it joins the capture (CaptureJoins)
-	firstAt     int             // the issue position of First's launch
+	// capture, or since (its cuMemAlloc is done).
+	usedBefore map[[2]string]bool
 }
 
 // capturedStream is a stream as capture ck's walk has seen it so far:
@@ -190,18 +194,18 @@ func (cc *captureCheck) bad(g int32, rule, drv, fix string) {
 }
 
 // op checks the op at issue position k (so: stream, index), which is
-// before the region's end.
-func (cc *captureCheck) op(k int, so [2]int) {
+// before the region's end; la holds the lazy buffers and their uses.
+func (cc *captureCheck) op(k int, so [2]int, la lazyAllocs) {
 	v, p := cc.v, cc.p
 	s := int32(so[0])
 	g := v.opBase[s] + int32(so[1])
 	o := p.Streams[s].Ops[so[1]]
 	str := &p.Streams[s]
 	if k < cc.begin {
-		if o.Kind == plan.OpLaunch && len(cc.lazy) > 0 {
+		if o.Kind == plan.OpLaunch && len(la.lazy) > 0 {
 			for _, a := range stageAccesses(&p.Stages[o.Stage]) {
-				if cc.lazy[a.Buffer] {
-					cc.usedBefore[[2]string{str.Name, a.Buffer}] = true
+				if la.lazy[a.Buffer] {
+					la.usedBefore[[2]string{str.Name, a.Buffer}] = true
 				}
 			}
 		}
@@ -233,10 +237,10 @@ func (cc *captureCheck) op(k int, so [2]int) {
 	// unsafe call whether or not the stream is captured: it fails
 	// from any thread in global mode, from the capturing thread in
 	// thread-local mode (cuThreadExchangeStreamCaptureMode).
-	if !str.Host && o.Kind == plan.OpLaunch && len(cc.lazy) > 0 {
+	if !str.Host && o.Kind == plan.OpLaunch && len(la.lazy) > 0 {
 		for _, a := range stageAccesses(&p.Stages[o.Stage]) {
-			if key := [2]string{str.Name, a.Buffer}; cc.lazy[a.Buffer] && !cc.usedBefore[key] {
-				cc.usedBefore[key] = true
+			if key := [2]string{str.Name, a.Buffer}; la.lazy[a.Buffer] && !la.usedBefore[key] {
+				la.usedBefore[key] = true
 				if affected {
 					cc.bad(g, CaptureAlloc, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
 						fmt.Sprintf("warm up on stream %s: run a stage that uses %s on %s before the capture begins, so its cuMemAlloc happens outside the capture", str.Name, a.Buffer, str.Name))
