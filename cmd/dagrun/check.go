@@ -76,6 +76,17 @@ in graph mode as one graph of the whole iteration.`,
 			}
 			refused := modeRefusal(pl, dagrun.Mode(mode))
 			if refused != nil && pl.races == nil {
+				if asJSON {
+					// bad input, as a spec's mistakes: in errors, at its position (exit 2)
+					var out bytes.Buffer
+					r := &report.CheckReport{Source: pl.src, Errors: []report.CheckError{pl.refusalError(refused)}, Warnings: []string{}, Notes: []string{}}
+					if err := r.WriteJSON(&out); err != nil {
+						return failure{err}
+					}
+					if _, err := stdout.Write(out.Bytes()); err != nil {
+						return err
+					}
+				}
 				return usagef("%s: %v", pl.refusalAt(refused), refused)
 			}
 			var out bytes.Buffer
@@ -85,7 +96,8 @@ in graph mode as one graph of the whole iteration.`,
 					return failure{err}
 				}
 				if refused != nil {
-					r.Refused = refused.Error()
+					e := pl.refusalError(refused)
+					r.Refused, r.RefusedAt = refused.Error(), &e
 				}
 				if err := r.WriteJSON(&out); err != nil {
 					return failure{err}

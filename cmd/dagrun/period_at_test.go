@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -55,6 +56,75 @@ func TestPeriodRefusalNamesItsCause(t *testing.T) {
 		}
 		if _, errs, code := cli(t, "run", "--backend", "sim", spec); code != exitOK {
 			t.Errorf("%s: run of one iteration: exit %d\n%s", c.name, code, errs)
+		}
+	}
+}
+
+// TestPeriodRefusalJSONAt: check --json gives a period refusal the
+// position the text output gives it: a race-free spec's refusal is its one
+// error (file, line, column; exit 2), a racy spec's is refused_at beside
+// the races (exit 1).
+func TestPeriodRefusalJSONAt(t *testing.T) {
+	t.Parallel()
+	const head = "version: 1\nsync: manual\nbuffers:\n  - {name: x, bytes: 4096}\n  - {name: y, bytes: 4096, role: output}\n  - {name: r, bytes: 4096, copies: %d}\nstages:\n" +
+		"  - {name: up,  kernel: fill, args: {value: 1.0}, writes: [x], stream: a, waits: [{stage: pre, lag: %d}]}\n" +
+		"  - {name: pre, kernel: fill, args: {value: 2.0}, writes: [y], stream: b}\n" +
+		"  - {name: rw, kernel: fill, args: {value: 3.0}, writes: [r], stream: b}\n"
+	const racy = "  - {name: rd, kernel: copy, reads: [x], writes: [y], stream: b}\n" // reads x with no wait on up
+	type at struct {
+		File    string `json:"file"`
+		Line    int    `json:"line"`
+		Column  int    `json:"column"`
+		Message string `json:"message"`
+	}
+	for _, c := range []struct {
+		name         string
+		copies, lag  int
+		line, column int
+		racy         bool
+	}{
+		{"lag", 1, 1024, 8, 5, false},
+		{"ring", 1100, 1, 6, 5, false},
+		{"lag-racy", 1, 1024, 8, 5, true},
+		{"ring-racy", 1100, 1, 6, 5, true},
+	} {
+		text := fmt.Sprintf(head, c.copies, c.lag)
+		if c.racy {
+			text += racy
+		}
+		spec := writeSpec(t, c.name+".yaml", text)
+		_, textErrs, _ := cli(t, "check", spec)
+		textOut, _, _ := cli(t, "check", spec)
+		out, errs, code := cli(t, "check", "--json", spec)
+		var r struct {
+			Errors    []at `json:"errors"`
+			Refused   string
+			RefusedAt *at       `json:"refused_at"`
+			Report    *struct{} `json:"report"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Errorf("%s: check --json: %v\nstdout:\n%s\nstderr:\n%s", c.name, err, out, errs)
+			continue
+		}
+		var e *at
+		switch {
+		case !c.racy && (code != exitUsage || len(r.Errors) != 1 || r.Report != nil):
+			t.Errorf("%s: check --json: exit %d, %d errors; want exit 2 and the refusal as the one error\n%s", c.name, code, len(r.Errors), out)
+			continue
+		case !c.racy:
+			e = &r.Errors[0]
+		case code != exitFailure || r.Report == nil || r.RefusedAt == nil || len(r.Errors) != 0:
+			t.Errorf("%s: check --json: exit %d; want exit 1 with the races and refused_at\n%s", c.name, code, out)
+			continue
+		default:
+			e = r.RefusedAt
+		}
+		pos := fmt.Sprintf("%s:%d:%d: ", spec, e.Line, e.Column)
+		if e.File != spec || e.Line != c.line || e.Column != c.column || !strings.Contains(e.Message, "repeat only after more than 1024 iterations") {
+			t.Errorf("%s: check --json: refusal %+v; want %s:%d:%d", c.name, *e, spec, c.line, c.column)
+		}
+		if !strings.Contains(textErrs+textOut, pos+e.Message) {
+			t.Errorf("%s: the text output lacks %q:\n%s%s", c.name, pos+e.Message, textOut, textErrs)
 		}
 	}
 }

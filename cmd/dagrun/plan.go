@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,24 +98,74 @@ type planned struct {
 	loadMS float64 // the spec's load time, ms
 	// rings holds the spec's buffers of more than one copy, by name: their
 	// positions, for a refusal that names one (refusalAt).
-	rings map[string]string
+	rings map[string]specAt
 }
 
-// refusalAt is where a refusal err of pl's plan points: the spec position
-// of the wait or ring buffer a period refusal (cmdline.PeriodError) names,
-// else pl's file.
-func (pl *planned) refusalAt(err error) string {
+// refusalPos is where a refusal err of pl's plan points: the spec position
+// of the wait or ring buffer a period refusal (cmdline.PeriodError) names;
+// ok is false when it names neither (the refusal is about pl's file).
+func (pl *planned) refusalPos(err error) (pos specAt, ok bool) {
 	var pe *cmdline.PeriodError
 	if !errors.As(err, &pe) {
-		return pl.src
+		return pos, false
 	}
 	if pe.Source != "" {
+		// a plan's stage source is file:line:col (the file unquoted)
+		rest, col, ok1 := cutLastNumber(pe.Source)
+		file, line, ok2 := cutLastNumber(rest)
+		if ok1 && ok2 && file != "" {
+			return specAt{file, line, col}, true
+		}
+	}
+	pos, ok = pl.rings[pe.Buffer]
+	return pos, ok
+}
+
+// cutLastNumber splits s at its last ':' into what comes before and the
+// positive number after it; ok is false when no number follows.
+func cutLastNumber(s string) (before string, n int, ok bool) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	return s[:i], n, err == nil && n > 0
+}
+
+// refusalAt is where a refusal err of pl's plan points, as text:
+// file:line:col (refusalPos), or a period refusal's stage source as the
+// plan gives it, else pl's file.
+func (pl *planned) refusalAt(err error) string {
+	if pos, ok := pl.refusalPos(err); ok {
+		return pos.String()
+	}
+	var pe *cmdline.PeriodError
+	if errors.As(err, &pe) && pe.Source != "" {
 		return pe.Source
 	}
-	if at, ok := pl.rings[pe.Buffer]; ok {
-		return at
-	}
 	return pl.src
+}
+
+// refusalError is a refusal err of pl's plan as check --json's error
+// entry: at its position (refusalPos), else about pl's file.
+func (pl *planned) refusalError(err error) report.CheckError {
+	if pos, ok := pl.refusalPos(err); ok {
+		return report.CheckError{File: pos.file, Line: pos.line, Column: pos.col, Message: err.Error()}
+	}
+	return report.CheckError{File: pl.src, Message: err.Error()}
+}
+
+// specAt is a position in a spec: its file (unquoted), 1-based line and
+// column.
+type specAt struct {
+	file      string
+	line, col int
+}
+
+// String is file:line:col, the file quoted where it holds control
+// characters or spaces (safefile.Quote), as the loader's positions.
+func (a specAt) String() string {
+	return fmt.Sprintf("%s:%d:%d", safefile.Quote(a.file), a.line, a.col)
 }
 
 // planOrSpec reads and verifies the plan file planFile, or loads, plans
@@ -162,10 +213,13 @@ func planOrSpec(planFile string, args []string, f *planFlags, keepSpec bool, dur
 	}
 	pl := &planned{p: p, spec: kept, src: safefile.Quote(args[0]), races: err, loadMS: loadMS}
 	for _, b := range head.Buffers {
-		if pl.rings == nil {
-			pl.rings = map[string]string{}
+		if b.Pos.Line == 0 {
+			continue // a buffer with no position in its file
 		}
-		pl.rings[b.Name] = b.Pos.String()
+		if pl.rings == nil {
+			pl.rings = map[string]specAt{}
+		}
+		pl.rings[b.Name] = specAt{b.Pos.File, b.Pos.Line, b.Pos.Col}
 	}
 	return pl, nil
 }

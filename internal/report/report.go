@@ -66,10 +66,15 @@ type CheckReport struct {
 	// AfterPass, with PlanOptions.Check, names the planner pass after
 	// which the plan first had Report's races (planner.PassRaceError).
 	AfterPass string `json:"after_pass,omitempty"`
-	// Refused, for check --mode graph, is why the executor cannot run the
-	// plan in that mode (CheckRun's error); set only with races, which are
-	// the verdict (a race-free plan it refuses is bad input).
+	// Refused is why the executor cannot run the plan in check's mode
+	// (CheckRun's error: a period past its bound, or in graph mode what
+	// graph mode lacks); set only with races, which are the verdict (a
+	// race-free plan it refuses is bad input: one Errors entry).
 	Refused string `json:"refused,omitempty"`
+	// RefusedAt is Refused as an Errors entry: where the refusal points
+	// (the wait or ring buffer a period refusal names, at its file, line
+	// and column, as the text output gives it; else the input file).
+	RefusedAt *CheckError `json:"refused_at,omitempty"`
 	// Errors, when the input could not be checked (a spec or plan file
 	// with mistakes: bad input, exit 2), is each mistake; OK is false and
 	// Report nil then.
