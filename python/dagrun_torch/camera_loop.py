@@ -64,6 +64,8 @@ def build(iterations: int = 60, ops: int = 170, fixed: bool = False) -> TraceBui
     b.note_storage(weights, wbytes)
     frame_bytes = 3 * 224 * 224 * 4
     pinned = [0x7f0000000000 + k * (1 << 20) for k in range(3)]
+    for p in pinned:
+        b.pinned_alloc(p, frame_bytes, site(11))
     logits = 0x20000000
     b.alloc(logits, 0, site(12), var="logits")
     b.note_storage(logits, 3 * 4000)

@@ -337,11 +337,19 @@ class _Names:
         return out
 
     def tensor(self, r: Race) -> str:
+        """The race's tensor: its variable (for pinned memory, else the
+        buffer's ``pinnedN``) and allocation line, else the buffer's name
+        (``memN:FILE:LINE``, ``pinnedN:FILE:LINE``: after the first
+        allocation seen in it, unique in the trace)."""
         ids = self.alloc_ids(r.first_index, r) or self.alloc_ids(r.second_index, r)
-        if not ids:
-            return ("pinned memory %s" if r.buffer.startswith("pinned") else "%s") % r.buffer
-        a = self.allocs.get(min(ids), {})
+        pinned = r.buffer.startswith("pinned")
+        a = self.allocs.get(min(ids), {}) if ids else {}
         var = a.get("var")
+        if pinned:  # its variable, else the buffer's pinnedN, with the line that allocated it
+            return "pinned memory %s" % r.buffer if not ids else \
+                "pinned memory %s (allocated at %s)" % (var or r.buffer.split(":")[0], a.get("site", "?"))
+        if not ids:
+            return r.buffer
         return "%s (allocated at %s)" % (var, a.get("site", "?")) if var else "the tensor allocated at %s" % a.get("site", "?")
 
 
@@ -454,7 +462,8 @@ def _explain(races: List[Race], report: dict, names: _Names, trace: _Trace) -> T
         fa, sa = names.alloc_ids(r.first_index, r), names.alloc_ids(r.second_index, r)
         if r.second_stream == "host":
             st.why = "the host touches pinned memory that %s may still be using" % label[r.first_stream]
-        elif fa and sa and not (fa & sa) and r.first_stream != "host":
+        elif fa and sa and not (fa & sa) and r.first_stream != "host" and not r.buffer.startswith("pinned"):
+            # (the caching allocator's reuse: the pinned allocator orders its own)
             old = min(fa)
             a, f, new = names.allocs.get(old, {}), names.frees.get(old), names.allocs.get(min(sa), {})
             st.why = ("the tensor allocated at %s was freed%s while %s still used it; the caching allocator "

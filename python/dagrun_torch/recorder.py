@@ -108,6 +108,7 @@ class _Alloc:
     nbytes: Optional[int] = None
     record_streams: Set[Any] = field(default_factory=set)
     var: Optional[str] = None   # the name the source line assigns it to, when it shows one
+    pinned: bool = False        # pinned host memory (else device memory)
 
 
 @dataclass
@@ -176,6 +177,8 @@ class TraceBuilder:
         self._alloc_ptrs: List[int] = []   # the keys of _allocs, sorted
         self.unsized: Set[int] = set()     # allocations whose size no op has shown yet
         self._alloc_log: List[_Alloc] = []
+        self._pinned: Dict[int, _Alloc] = {}   # pinned host tensors by address (no free is reported)
+        self._pinned_ptrs: List[int] = []       # the keys of _pinned, sorted
         self._freed: List[Tuple[_Alloc, List[int], str]] = []   # (alloc, stages the allocator waited for, free site)
         self._frees: List[dict] = []
         self._threads: Dict[str, dict] = {MAIN: {}}
@@ -278,6 +281,18 @@ class TraceBuilder:
         self._alloc_log.append(a)
         self.stream_name(stream)
 
+    def pinned_alloc(self, ptr: int, nbytes: int, site: str, var: Optional[str] = None) -> None:
+        """A tensor of ``nbytes`` bytes of pinned host memory at ``ptr`` was
+        made at ``site`` (``torch.empty(..., pin_memory=True)``,
+        ``.pin_memory()``); ``var``: the variable the source line assigns it
+        to. The pinned allocator reports no free: a later tensor at the same
+        address replaces it."""
+        a = _Alloc(len(self._alloc_log), ptr, None, site, nbytes, var=var, pinned=True)
+        if ptr not in self._pinned:
+            bisect.insort(self._pinned_ptrs, ptr)
+        self._pinned[ptr] = a
+        self._alloc_log.append(a)
+
     def note_storage(self, ptr: int, nbytes: int) -> None:
         """The size of the storage at ``ptr`` (learned when an op touches it)."""
         a = self._allocs.get(ptr)
@@ -318,12 +333,16 @@ class TraceBuilder:
 
     def _alloc_at(self, space: str, start: int) -> Optional[int]:
         """The live allocation holding byte ``start`` (live blocks do not overlap)."""
-        if _space_device(space) is None:
+        if space == PINNED:
+            allocs, ptrs = self._pinned, self._pinned_ptrs
+        elif _space_device(space) is None:
             return None
-        i = bisect.bisect_right(self._alloc_ptrs, start) - 1
+        else:
+            allocs, ptrs = self._allocs, self._alloc_ptrs
+        i = bisect.bisect_right(ptrs, start) - 1
         if i < 0:
             return None
-        a = self._allocs[self._alloc_ptrs[i]]
+        a = allocs[ptrs[i]]
         return a.id if a.nbytes is not None and start < a.ptr + a.nbytes else None
 
     # -- work --------------------------------------------------------------
@@ -356,7 +375,7 @@ class TraceBuilder:
         del self.stages[:n]
         self.base += n
         used = {a for st in self.stages for a in st.allocs if a is not None}
-        used |= {a.id for a in self._allocs.values()}
+        used |= {a.id for a in self._allocs.values()} | {a.id for a in self._pinned.values()}
         self._alloc_log = [a for a in self._alloc_log if a.id in used]
         self._frees = [f for f in self._frees if f["alloc"] in used]
 
@@ -416,7 +435,7 @@ class TraceBuilder:
             return
         self._enter(thread)
         st = _Stage("host", op, site, thread, list(reads), list(writes))
-        st.allocs = [None] * (len(reads) + len(writes))
+        st.allocs = [self._alloc_at(sp, s) for sp, s, _ in st.reads + st.writes]
         self._add(st)
 
     def _host_stage(self, what: str, site: str, waits: List[int], thread: str = MAIN) -> None:
@@ -527,13 +546,13 @@ class TraceBuilder:
         names: Dict[Tuple[str, int], str] = {}
         buffers = []
         npinned = nmem = 0
-        # each device region is named after the first allocation seen in it
+        # each region is named after the first allocation seen in it
         first_site: Dict[Tuple[str, int], str] = {}
         for a in self._alloc_log:
             if not a.nbytes:
                 continue
             for sp in regions:
-                if _space_device(sp) is None:
+                if (sp == PINNED) != a.pinned or (sp != PINNED and _space_device(sp) is None):
                     continue
                 i = max(bisect.bisect_right(starts[sp], a.ptr) - 1, 0)
                 while i < len(regions[sp]) and regions[sp][i][0] < a.ptr + a.nbytes:
@@ -543,9 +562,8 @@ class TraceBuilder:
         for sp in regions:
             dev = _space_device(sp)
             for s, e in regions[sp]:
-                site = ""
+                site = first_site.get((sp, s), "")
                 if dev is not None:
-                    site = first_site.get((sp, s), "")
                     prefix = "mem%d" % nmem if dev == 0 else "mem%d.cuda%d" % (nmem, dev)
                     nmem += 1
                 else:
@@ -692,7 +710,8 @@ class TraceBuilder:
             "threads": {t: v for t, v in self._threads.items() if t != MAIN},
             "stream_exprs": {self.stream_name(s): e for s, e in self._stream_exprs.items()},
             "allocs": [dict({"id": a.id, "site": a.site, "stream": self.stream_name(a.stream) if a.stream is not None else None,
-                             "bytes": a.nbytes}, **({"var": a.var} if a.var else {})) for a in self._alloc_log],
+                             "bytes": a.nbytes}, **({"var": a.var} if a.var else {}), **({"pinned": True} if a.pinned else {}))
+                       for a in self._alloc_log],
             "frees": self._frees,
             "graphs": {g.site: len(g.ops) for g in self._graphs.values()},
             "dropped_ops": self.base,
@@ -719,6 +738,8 @@ _SKIP_OPS = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::ne
 # memory, or a size only the device knows).
 _SYNC_OPS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::unique_consecutive",
              "aten::_unique2", "aten::unique_dim", "aten::is_nonzero", "aten::equal", "aten::allclose"}
+# Ops that make a pinned host tensor without a pin_memory argument.
+_PIN_OPS = {"aten::pin_memory", "aten::_pin_memory"}
 _COPY_OPS = {"aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::to", "aten::_copy_from_and_resize"}
 
 
@@ -938,9 +959,12 @@ class _Classifier:
 
 def _make_mode(builder: TraceBuilder, classifier: _Classifier, current_stream: Callable[..., Any],
                site: Callable[[], str], stream_handle: Callable[[Any], Any], thread: Callable[[], str] = lambda: MAIN,
-               lock: Any = None, active: Callable[[], bool] = lambda: True):
+               lock: Any = None, active: Callable[[], bool] = lambda: True,
+               assigned: Callable[[], Optional[str]] = lambda: None):
     """A TorchDispatchMode that reports each op to ``builder``.
     ``current_stream(device)``: the key of the device's current stream;
+    ``assigned()``: the variable the calling line assigns (a pinned
+    tensor's name, assigned_name without index);
     ``thread()``: the name of the calling thread; ``lock``: held while the
     builder is called (threads share it); ``active()``: False once the
     recording ended (a thread may outlive it)."""
@@ -961,6 +985,15 @@ def _make_mode(builder: TraceBuilder, classifier: _Classifier, current_stream: C
                     builder.record_stream(ptr, nb, stream_handle(s), site())
                 return func(*args, **kwargs)
             out = func(*args, **kwargs)
+            if kwargs.get("pin_memory") or name in _PIN_OPS:
+                # pinned host memory, which no allocator callback reports
+                fresh = [t for t in _tensors_in(out) if classifier.is_pinned(t)]
+                if fresh:
+                    here, var = site(), assigned()
+                    with guard:
+                        for t in fresh:
+                            ptr, nb = _storage(t)
+                            builder.pinned_alloc(ptr, nb, here, var)
             c = classifier.classify(func, args, kwargs, out)
             if c is None:
                 return out
@@ -1232,7 +1265,7 @@ class record:
         be = self._be
         classifier = _Classifier(is_device=be.is_device, is_pinned=be.is_pinned, device_of=be.device_of)
         return _make_mode(self.builder, classifier, be.current_stream, self.site, be.stream_key, self.thread,
-                          self._lock, lambda: self._active)
+                          self._lock, lambda: self._active, lambda: self.assigned(index=False))
 
     # -- the wrappers ----------------------------------------------------------
     def _patch_all(self) -> None:

@@ -155,6 +155,82 @@ def test_pinned_host_read(dagrun_bin, tmp_path):
         assert "where: host_pinned" in text and "stream: host" in text
 
 
+
+def test_pinned_tensors_named_by_allocation(dagrun_bin, tmp_path):
+    """Pinned host tensors are named after the line that allocated them, as
+    device tensors are: buffers pinnedN:FILE:LINE (unique, N in address
+    order), and the report's tensor is the assigned variable with that line;
+    memory pinned before the recording keeps pinnedN."""
+    from dagrun_torch.checker import check as check_report
+    b = TraceBuilder("pin-names", default_stream=0)
+    b.stream_created("s1", "p.py:1", "s_copy")
+    b.pinned_alloc(0x7000, 64, "p.py:2", var="staging")
+    b.pinned_alloc(0x8000, 64, "p.py:3")     # two tensors from one line ...
+    b.pinned_alloc(0x9000, 64, "p.py:3")     # ... get distinct names
+    b.host_op("fill_.Scalar", [], [(PINNED, 0x8000, 0x8040)], "p.py:4")
+    b.host_op("fill_.Scalar", [], [(PINNED, 0x7000, 0x7040)], "p.py:5")
+    b.kernel("s1", "copy_.default", [(PINNED, 0x7000, 0x7040)], [W(0x10000, 64)], "p.py:6")
+    b.host_op("fill_.Scalar", [], [(PINNED, 0x7000, 0x7040)], "p.py:7")      # WAR: the copy may still read it
+    b.kernel("s1", "copy_.default", [W(0x10000, 64)], [(PINNED, 0x9000, 0x9040)], "p.py:8")
+    b.host_op("tolist", [(PINNED, 0x9000, 0x9040)], [], "p.py:9")             # RAW: the copy may not have landed
+    b.kernel("s1", "copy_.default", [W(0x10000, 64)], [(PINNED, 0xa000, 0xa040)], "p.py:10")  # pinned earlier
+    b.host_op("tolist", [(PINNED, 0xa000, 0xa040)], [], "p.py:11")
+    # a new pinned tensor at a freed one's address: the pinned allocator's
+    # reuse, not the caching allocator's (which the report explains for device memory)
+    b.stream_created("s2", "p.py:12", "s_other")
+    b.kernel("s1", "copy_.default", [(PINNED, 0x8000, 0x8040)], [W(0x20000, 64)], "p.py:13")
+    b.pinned_alloc(0x8000, 64, "p.py:14", var="again")
+    b.kernel("s2", "copy_.default", [W(0x30000, 64)], [(PINNED, 0x8000, 0x8040)], "p.py:15")
+    path = tmp_path / "pin.yaml"
+    path.write_text(b.to_yaml())
+    text = path.read_text()
+    for name in ("pinned0:p.py:2", "pinned1:p.py:3", "pinned2:p.py:3"):
+        assert '{name: "%s", bytes: 64, where: host_pinned}' % name in text, text
+    assert '{name: "pinned3", bytes: 64, where: host_pinned}' in text, text
+    res = check_report(str(path), dagrun=dagrun_bin)
+    report = res.report()
+    assert "WAR on pinned memory staging (allocated at p.py:2): p.py:6" in report, report
+    assert "RAW on pinned memory pinned2 (allocated at p.py:3): p.py:8" in report, report
+    assert "RAW on pinned memory pinned3: p.py:10" in report, report
+    assert "WAR on pinned memory pinned1 (allocated at p.py:3): p.py:13" in report, report
+    assert "caching allocator" not in report and "record_stream" not in report, report
+
+
+def test_dispatch_names_pinned_allocations():
+    """The dispatch mode sees a pinned tensor made by a factory with
+    pin_memory=True or by _pin_memory, at its line, with the variable the
+    line assigns (CPU tensors stand in for pinned ones: no CUDA here)."""
+    torch = pytest.importorskip("torch")
+    from dagrun_torch.recorder import _Classifier, _make_mode
+    made = []
+
+    class Op:
+        """An ATen op that makes a CPU tensor, as the pinned one would be."""
+        def __init__(self, op, run=None):
+            self._schema, self._overloadname, self.op = op._schema, op._overloadname, run or op
+
+        def __call__(self, *args, **kwargs):
+            kwargs.pop("pin_memory", None)
+            t = self.op(*args, **kwargs)
+            made.append(t)
+            return t
+
+    b = TraceBuilder("cpu", default_stream=0)
+    cl = _Classifier(is_device=lambda t: False, is_pinned=lambda t: any(t is m for m in made))
+    mode = _make_mode(b, cl, lambda d=0: 0, lambda: "u.py:7", lambda s: s, assigned=lambda: "staging")
+    x = torch.ones(16)
+    empty = Op(torch.ops.aten.empty.memory_format)
+    pin = Op(torch.ops.aten._pin_memory.default, run=lambda t: t.clone())
+    mode.__torch_dispatch__(empty, (), ([16],), {"dtype": torch.float32, "pin_memory": True})
+    mode.__torch_dispatch__(empty, (), ([16],), {"dtype": torch.float32, "pin_memory": False})   # not pinned
+    mode.__torch_dispatch__(pin, (), (x,), {})
+    pinned = [a for a in b._alloc_log if a.pinned]
+    assert [(a.ptr, a.nbytes, a.site, a.var) for a in pinned] == \
+        [(made[0].data_ptr(), 64, "u.py:7", "staging"), (made[2].data_ptr(), 64, "u.py:7", "staging")]
+    # the copy into the pinned tensor points at its allocation
+    assert b.stages and b.stages[-1].allocs == [pinned[1].id], b.stages
+
+
 def test_yaml_shape():
     b = TraceBuilder("x y", default_stream=0)
     seed_d(b)

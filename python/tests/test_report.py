@@ -52,6 +52,7 @@ def test_camera_loop_fits_a_screen(camera, dagrun_bin):
     assert "already waits there for streams[0], streams[1], created at camera_loop.py:13 like streams[2]" in fix, fix
     assert "streams: streams[2] created at camera_loop.py:13" in lines, text
     assert "logits (allocated at camera_loop.py:12)" in text, text
+    assert "WAR on pinned memory pinned2 (allocated at camera_loop.py:11)" in text, text
     # The host refilling a pinned frame an earlier upload still reads is a
     # hazard across runs; the RAW on logits is not.
     war = [s for s in res.sites if s.kind == "WAR"][0]
