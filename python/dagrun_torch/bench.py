@@ -456,6 +456,15 @@ def inductor(args) -> int:
 TRANSFORMERS = ("bert-base", "moe-1", "moe-8")
 
 
+def workload(name: str):
+    """(model, inputs) of a bench --backend workload: a torchvision or timm
+    CNN of MODELS at batch 1, or a transformer of TRANSFORMERS."""
+    if name in MODELS:
+        model, x = gpu_model(*MODELS[name])
+        return model, (x,)
+    return transformer_model(name)
+
+
 def transformer_model(name: str):
     """(model, inputs) of a transformer workload, random weights (seed 0),
     eval, float32, on the GPU. "bert-base": transformers' BertModel with
@@ -670,11 +679,7 @@ def backend(args) -> int:
         print("%s: %.0f s expected, %.0f s left" % (name, est, left), flush=True)
         t_model = time.time()
         try:
-            if name in MODELS:
-                model, x = gpu_model(*MODELS[name])
-                inputs = (x,)
-            else:
-                model, inputs = transformer_model(name)
+            model, inputs = workload(name)
             wb = weight_bytes(model)
             outs = {}
             for key, kw in (("default", {}), ("reduce-overhead", {"mode": "reduce-overhead"}),

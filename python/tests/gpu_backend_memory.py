@@ -36,13 +36,6 @@ models = sys.argv[1:] or ["googlenet", "resnet50", "densenet121", "moe-1"]
 dagrun = os.environ.get("DAGRUN")
 
 
-def load(name):
-    if name in B.MODELS:
-        m, x = B.gpu_model(*B.MODELS[name])
-        return m, (x,)
-    return B.transformer_model(name)
-
-
 def grab(model, inputs):
     seen = {}
 
@@ -84,7 +77,7 @@ def alloc_sizes(snap):
 res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "models": {}}
 for name in models:
     t0 = time.time()
-    model, inputs = load(name)
+    model, inputs = B.workload(name)
     g = grab(model, inputs)
     ex = g["ex"]
     wc = ind.capture_call(g["inner"], ex)
@@ -146,7 +139,7 @@ for name in models:
 
 # the backend's whole compile of the last model, twice (the first pays for its kernels' compile)
 name = models[-1]
-model, inputs = load(name)
+model, inputs = B.workload(name)
 for trial in range(2):
     torch._dynamo.reset()
     be._release()
