@@ -59,9 +59,11 @@ torch.compile raises it, as it does VerificationError, inside
 dict at once.
 
 Memory: the trace frees intermediates where Inductor's wrapper does; each
-captured plan holds its intermediates by the plan's lifetimes and one cuBLAS
-workspace per stream that runs a multiply, inside its own memory pool
-(``dagrun_torch.inductor``); a candidate is released as soon as it can no
+captured plan takes the buffers Inductor's wrapper allocates from one arena
+laid out by dagrun's planner, holds the outputs of extern kernels by the
+plan's lifetimes, and one cuBLAS workspace per stream that runs a multiply,
+all inside its own memory pool (``dagrun_torch.inductor``); the one-stream
+reference takes every buffer from the caching allocator; a candidate is released as soon as it can no
 longer be chosen, the one-stream reference once it is timed, and the cached
 allocator blocks they leave are returned (``torch.cuda.empty_cache``) before
 the backend returns. Only the chosen graph stays.
@@ -171,7 +173,8 @@ class CompiledGraph:
     traced), ``candidates`` ({cap: {"streams", "ms", "pool_mb"}}: median
     replay of each captured plan, ms, and the memory its capture reserved,
     MB; cap 1 is the one-stream plan), ``identical``
-    (outputs bit-identical to the one-stream plan's), ``verified`` (verify
+    (outputs bit-identical to the one-stream plan's; ``arena_mb`` in a
+    candidate: the part of its pool that is the plan's arena), ``verified`` (verify
     ran and passed), ``traceback`` (of the failure that made it fall
     back, where one did), ``compile_s`` (seconds in the
     backend), ``inductor_s`` (of which Inductor's compile: the rest is
@@ -537,10 +540,14 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
     def timed(ci: Any, c: dict) -> None:
         c["ms"] = round(_median_replay_ms(ci), 4)
         c["pool_mb"] = round(getattr(ci, "pool_bytes", 0) / 1e6, 1)
+        if getattr(ci, "arena_bytes", 0):
+            c["arena_mb"] = round(ci.arena_bytes / 1e6, 1)
 
     # the trace's multiplies left a cached workspace on its timing stream
     ind.clear_blas_workspaces()
-    one = ind.CompiledInductor(ig, plans[(1, "default")], copied)
+    # the reference takes every buffer from the allocator, none from the plan's arena, so that the
+    # bit-identity check below also checks the chosen plan's arena layout
+    one = ind.CompiledInductor(ig, plans[(1, "default")], copied, arena=False)
     made = [weakref.ref(one)]   # every capture, to tell whether a discarded one is still alive
     ref = [t.clone() for t in _flat_out(one(*tensors))]
     if len(ref) != len(res_flat) or any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(ref, res_flat)):

@@ -7,13 +7,16 @@ generated for the graph (its ``call(args)``: allocations, kernel launches,
 ``del``s, in program order), and treats every statement of it that launches
 GPU work as one graph node:
 
-- a Triton launch (``kernel.run(..., stream=stream0)``) reads its tensor
-  arguments and writes those the kernel's signature names ``out_ptr*`` or
-  ``in_out_ptr*`` or its metadata lists as mutated;
+- a Triton launch (``kernel.run(..., stream=stream0)``) writes the tensor
+  arguments the kernel's signature names ``out_ptr*`` or ``in_out_ptr*`` or
+  its metadata lists as mutated, and reads the others and the
+  ``in_out_ptr*`` and mutated ones (an ``out_ptr`` is stored to, never
+  loaded);
 - any other launching statement (``bufN = extern_kernels.convolution(...)``,
-  ``extern_kernels.mm(..., out=buf)``, ``torch.ops.aten.*``) reads the tensors
-  it names and writes what it assigns and its ``out=`` tensors; a bare call
-  with no ``out=`` is taken to write every tensor it names;
+  ``extern_kernels.mm(..., out=buf)``, ``torch.ops.aten.*``) writes what it
+  assigns and its ``out=`` tensors and reads the other tensors it names; a
+  bare call with no ``out=`` is taken to read and write every tensor it
+  names;
 - allocations, views (``reinterpret_tensor``), aliases of reused buffers,
   ``del`` and asserts launch nothing.
 
@@ -36,7 +39,16 @@ still be in use by a kernel on the capture stream. That needs the plan to issue 
 dagrun's planner keeps for an imported graph (its stable topological
 order); ``CompiledInductor`` checks it and raises otherwise.
 
-Memory inside the capture follows the plan's lifetime records, as
+Memory inside the capture comes from two places. The buffers the wrapper
+allocates itself (``empty_strided_cuda``: Triton kernels' outputs, the
+``out=`` of matrix multiplies) are views into one arena of the plan's size,
+at the offsets dagrun's planner gave them (``arena_slots``): two buffers
+share bytes only where every launch touching one happens-before every
+launch touching the other in the plan, which the planner's verifier checks,
+so the multi-stream graph needs about the memory of the plan's live set
+whatever streams run it, with no blocks cached per stream. The buffers an
+extern kernel returns (a convolution's output) come from PyTorch's caching
+allocator and follow the plan's lifetime records, as
 ``dagrun_torch.compile`` does for eager kernels (``plan.lower``): when the
 wrapper ``del``s a buffer, its host reference is held until the stream that
 allocated it is ordered after every launch, on every stream, that touches
@@ -312,6 +324,8 @@ class InductorGraph:
     args: List[Any]
     first_use: Dict[int, str] = field(default_factory=dict)
     name_tids: Dict[str, List[str]] = field(default_factory=dict)
+    allocs: Dict[int, List[str]] = field(default_factory=dict)
+    returned: List[str] = field(default_factory=list)
 
 
 def _exec(stmt: ast.stmt, code: Any, ns: dict) -> Any:
@@ -391,15 +405,22 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
                 if an is None:
                     writes = list(reads)
                 else:
+                    stored: List[ast.expr] = []   # out_ptr arguments: stored to, never loaded
                     for a, e in zip(an, pos):
                         if a.startswith("out_ptr") or a.startswith("in_out_ptr") or a in mutated:
                             writes += [w for w in tids(_names(e)) if w not in writes]
+                            if a.startswith("out_ptr") and a not in mutated:
+                                stored.append(e)
+                    reads = _loaded(s, stored, tids)
             else:
-                outs = [kw.value for kw in getattr(getattr(s, "value", None), "keywords", []) if kw.arg == "out"]
+                call = getattr(s, "value", None)
+                outs = [kw.value for kw in getattr(call, "keywords", []) if kw.arg == "out"]
                 for e in outs:
                     writes += [w for w in tids(_names(e)) if w not in writes]
                 if isinstance(s, ast.Expr) and not outs:
                     writes = list(reads)
+                elif outs:
+                    reads = _loaded(s, outs, tids)
             stream_before = ns.get("stream0")
             ns["stream0"] = torch.cuda.current_stream().cuda_stream
             known = len(tensors)
@@ -428,12 +449,25 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
             nodes.append({"id": nid, "op": text[:80], "reads": [r for r in reads if r not in writes] + [w for w in writes if w in reads],
                           "writes": writes, "duration_us": round(dur, 3), "inplace": any(w in reads for w in writes), "param_bytes": 0})
     torch.cuda.synchronize()
+    returned = [tid(t, "activation") for t in _flat_tensors(out) if t.is_cuda and ids.known(t)]
     graph = {"model": name, "tracer": "torch.compile (inductor wrapper)", "batch": 1,
              "device": torch.cuda.get_device_name(), "torch": torch.__version__, "timing": "cuda-graph-replay",
              "sum_node_us": round(sum(n["duration_us"] for n in nodes), 2), "tensors": tensors, "nodes": nodes}
     del keep, out
     return InductorGraph(stmts=stmts, launch=launch, graph=graph, globals_=glb, args=list(args),
-                         first_use=first_uses(allocated, nodes), name_tids=name_tids)
+                         first_use=first_uses(allocated, nodes), name_tids=name_tids, allocs=allocated,
+                         returned=[t for t in dict.fromkeys(returned) if t])
+
+
+def _loaded(s: ast.stmt, stored: Sequence[ast.expr], tids: Callable[[Sequence[str]], List[str]]) -> List[str]:
+    """Tensor ids a launching statement reads: those of every name in it
+    outside the ``stored`` argument expressions (a Triton kernel's
+    ``out_ptr`` arguments, an extern kernel's ``out=``), which the launch
+    writes without loading. A name that also appears elsewhere in the
+    statement is read."""
+    skip = {id(n) for e in stored for n in ast.walk(e)}
+    names = [n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip]
+    return tids(names)
 
 
 def _allocates(s: ast.stmt) -> bool:
@@ -567,11 +601,15 @@ class CompiledInductor:
     the capture reserved for its private memory pool (intermediates at their
     peak and cuBLAS workspaces). Raises InductorError when the plan
     cannot be run statement by statement, PlanError when its lifetime
-    records do not cover a use."""
+    records do not cover a use. ``arena``: take the wrapper's allocations
+    from the plan's arena (module doc; ``arena_bytes`` is its size, 0 when
+    no allocation takes part), else every buffer from the caching allocator."""
 
     def __init__(self, ig: InductorGraph, plan: Plan, input_slots: Dict[int, int],
-                 delays: Optional[Dict[int, int]] = None, lifetimes: bool = True):
+                 delays: Optional[Dict[int, int]] = None, lifetimes: bool = True, arena: bool = True):
         self.ig, self.plan = ig, plan
+        self._arena_at = arena_slots(ig, plan) if arena else {}
+        self.arena_bytes = int((plan.stats or {}).get("arena_bytes") or 0) if self._arena_at else 0
         self._delays = dict(delays or {})
         self.streams = len(plan.streams)
         self._steps = issue_steps(plan, ig.launch)
@@ -613,6 +651,11 @@ class CompiledInductor:
         ig = self.ig
         streams = self._streams
         cap = streams[0]
+        arena = None
+        if self.arena_bytes:
+            # on the capture stream before the fork: every stream is ordered after it
+            arena = torch.empty(self.arena_bytes, dtype=torch.uint8, device=cap.device)
+            self._keep.append(arena)
         fork = torch.cuda.Event()
         fork.record(cap)
         for s in streams[1:]:
@@ -647,7 +690,15 @@ class CompiledInductor:
                 if done in ig.launch:
                     raise InductorError("internal error: statement %d launches but the plan did not issue it" % done)
                 first = ig.first_use.get(done)
-                if first is not None:
+                if done in self._arena_at:
+                    name = _call_name(s.value)
+                    alloc = ns[name]
+                    ns[name] = _arena_alloc(arena, self._arena_at[done], self.arena_bytes)
+                    try:
+                        r = _exec(s, code, ns)
+                    finally:
+                        ns[name] = alloc
+                elif first is not None:
                     # allocate on the stream of the buffer's first launch (see the module doc)
                     with torch.cuda.stream(streams[self.plan.stages[first]]):
                         r = _exec(s, code, ns)
@@ -705,6 +756,44 @@ class CompiledInductor:
             args[slot].copy_(t)
         self._graph.replay()
         return self._out
+
+
+_ARENA_ALLOCS = ("empty_strided_cuda", "empty_strided")
+
+
+def arena_slots(ig: InductorGraph, plan: Plan) -> Dict[int, int]:
+    """The wrapper's allocations that take their bytes from the plan's arena:
+    {allocating statement index: offset in bytes}. A statement qualifies
+    when it calls ``empty_strided_cuda`` or ``empty_strided`` by name and
+    allocates one tensor that the planner placed in the arena
+    (``plan.arena``) and that the graph does not return (the outputs
+    outlive the call)."""
+    out: Dict[int, int] = {}
+    ret = set(ig.returned)
+    for i, tids in ig.allocs.items():
+        s = ig.stmts[i][0]
+        if len(tids) != 1 or tids[0] in ret or tids[0] not in plan.arena:
+            continue
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name) and \
+                s.value.func.id in _ARENA_ALLOCS:
+            out[i] = plan.arena[tids[0]]
+    return out
+
+
+def _arena_alloc(arena: Optional[torch.Tensor], offset: int, size: int) -> Callable[..., torch.Tensor]:
+    """An ``empty_strided``-like function that returns a tensor over
+    ``arena``'s bytes from ``offset``. Raises InductorError when the tensor
+    does not fit the arena's ``size`` bytes."""
+    def alloc(shape: Sequence[int], stride: Sequence[int], dtype: Optional[torch.dtype] = None, *a: Any, **kw: Any) -> torch.Tensor:
+        dt = dtype if isinstance(dtype, torch.dtype) else kw.get("dtype") or torch.get_default_dtype()
+        n = 0 if any(d == 0 for d in shape) else 1 + sum((d - 1) * st for d, st in zip(shape, stride))
+        nbytes = n * (getattr(dt, "itemsize", None) or torch.empty((), dtype=dt).element_size())
+        if arena is None or offset + nbytes > size:
+            raise InductorError("internal error: a buffer of %d bytes at arena offset %d past the arena's %d bytes" % (nbytes, offset, size))
+        if nbytes == 0:
+            return torch.empty_strided(tuple(shape), tuple(stride), dtype=dt, device=arena.device)
+        return arena[offset:offset + nbytes].view(dt).as_strided(tuple(shape), tuple(stride))
+    return alloc
 
 
 def one_stream(ig: InductorGraph, input_slots: Dict[int, int], dagrun: Optional[str] = None) -> CompiledInductor:

@@ -45,7 +45,11 @@ class Stream:
 
 @dataclass
 class Plan:
-    """A parsed plan file. ``stages`` maps stage name to stream id."""
+    """A parsed plan file. ``stages`` maps stage name to stream id;
+    ``arena`` maps each buffer the planner placed in the device arena to its
+    offset in bytes (``stats["arena_bytes"]``: the arena's size): two
+    buffers share bytes only where every launch touching one happens-before
+    every launch touching the other (docs/design/arena.md)."""
 
     spec: str
     strategy: str
@@ -56,6 +60,7 @@ class Plan:
     events: int
     lifetimes: Dict[str, List[Tuple[int, int]]]
     stats: dict
+    arena: Dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Plan":
@@ -86,7 +91,8 @@ class Plan:
                 lifetimes[l["buffer"]] = [(int(x["stream"]), int(x["event"])) for x in (l.get("done") or [])]
             p = cls(spec=d.get("spec", ""), strategy=d.get("strategy", ""), stages=stages, stage_order=order,
                     streams=streams, issue_order=issue, events=int(d.get("events", 0)), lifetimes=lifetimes,
-                    stats=d.get("stats") or {})
+                    stats=d.get("stats") or {},
+                    arena={b["name"]: int(b["arena_offset"]) for b in d.get("buffers") or [] if b.get("arena_offset") is not None})
         except (KeyError, TypeError, ValueError) as e:
             if isinstance(e, PlanError):
                 raise

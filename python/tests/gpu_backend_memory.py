@@ -6,11 +6,7 @@ and capped at 4, each plan captured with the allocator's history on; prints the
 private pool each capture reserved, split by stream and by block size, and the
 bytes the traced buffers take by who allocates them (the wrapper's
 empty_strided or an extern kernel's own output). Then a cProfile of the
-backend's whole compile of the last model. Its record
-(testdata/h100/backend/memory.json and memory.log) has two more rows per
-model, "cap1-arena" and "cap4-arena", and "plan1"/"plan4": a variant of the
-capture that took the wrapper's allocations from the plan's arena, which
-these plans did not give (0 bytes), so those rows repeat "cap1" and "cap4".
+backend's whole compile of the last model.
     DAGRUN=.gpu/dagrun OUT=out python3 python/tests/gpu_backend_memory.py [MODEL...]"""
 import ast
 import collections
@@ -107,14 +103,18 @@ for name in models:
     with torch.no_grad():
         want = [t.clone() for t in _flat_tensors(g["inner"](*ex))]
     torch.cuda.synchronize()
-    for cap, lifetimes in ((1, True), (4, True), (4, False)):
+    for cap in (1, 4):
+        p = plans[(cap, "default")]
+        r["plan%d" % cap] = {"arena_mb": round(p.stats.get("arena_bytes", 0) / 1e6, 1), "in_arena": len(p.arena),
+                             "arena_slots": len(ind.arena_slots(ig, p)), "allocs": len(ig.allocs)}
+    for cap, lifetimes, arena in ((1, True, False), (4, True, False), (4, False, False), (1, True, True), (4, True, True)):
         ind.clear_blas_workspaces()
         torch.cuda.empty_cache()
         before = {(s["address"], s["total_size"]) for s in torch.cuda.memory._snapshot()["segments"]}
         torch.cuda.memory._record_memory_history(max_entries=500000)
-        key = "cap%d%s" % (cap, "" if lifetimes else "-hold")
+        key = "cap%d%s%s" % (cap, "" if lifetimes else "-hold", "-arena" if arena else "")
         try:
-            ci = ind.CompiledInductor(ig, plans[(cap, "default")], copied, lifetimes=lifetimes)
+            ci = ind.CompiledInductor(ig, plans[(cap, "default")], copied, lifetimes=lifetimes, arena=arena)
         except Exception as e:
             import traceback
             traceback.print_exc()

@@ -487,11 +487,13 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
             self.streams = [0] * {1: 1, 4: 4, 16: 12, 0: 30}[cap]
             self.stats = {"sum_us": 1000.0, "ideal_makespan_us": {1: 1000.0, 4: 500.0, 16: 480.0, 0: 470.0}[cap]}
 
-    releases, cycle = [], []
+    arenas, releases, cycle = [], [], []
 
     class CI:
-        def __init__(self, ig, plan, copied, delays=None):
+        def __init__(self, ig, plan, copied, delays=None, arena=True):
             self.cap, self.pool_bytes = plan.cap, 1e6 * blas[plan.cap]
+            self.arena = arena
+            arenas.append((plan.cap, arena))
             if plan.cap == 0 and cycle:
                 self.me = self                    # alive until a garbage collection
             self._out = (torch.ones(2),)
@@ -526,6 +528,8 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
     # and more streams: 16 is chosen
     assert alive_at_timing == {1: [1], 4: [4], 16: [4, 16], 0: [0, 16]}
     assert len(made) == 4                                         # the chosen plan is not captured again
+    # the one-stream reference takes no buffer from an arena; every candidate takes the plan's
+    assert arenas == [(1, False), (4, True), (16, True), (0, True)]
     gc.collect()
     assert [r().cap for r in made if r() is not None] == [16] and fn.ci.cap == 16
     assert releases == [False] * 5                                # no capture left alive: no full collection

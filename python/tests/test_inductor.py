@@ -158,6 +158,57 @@ def test_plans_of_several_caps_at_once_are_the_plans_made_one_by_one(dagrun_bin,
     assert len(got[(0, "default")].streams) > 4
 
 
+def test_plans_place_temps_in_the_arena_and_never_inputs_or_outputs(dagrun_bin):
+    graph = {"model": "t", "tensors": [{"id": "t0", "bytes": 1024, "kind": "input"}] +
+             [{"id": "t%d" % i, "bytes": 4096, "kind": "activation"} for i in range(1, 5)],
+             "nodes": [{"id": "k0", "reads": ["t0"], "writes": ["t1"], "duration_us": 5},
+                       {"id": "k1", "reads": ["t1"], "writes": ["t2"], "duration_us": 5},
+                       {"id": "k2", "reads": ["t1"], "writes": ["t3"], "duration_us": 5},
+                       {"id": "k3", "reads": ["t2", "t3"], "writes": ["t4"], "duration_us": 5}]}
+    p = ind.plan_graph(graph, 4, dagrun_bin)
+    assert sorted(p.arena) == ["t1", "t2", "t3"]          # t0 is an input, t4 the output
+    size = p.stats["arena_bytes"]
+    assert all(0 <= off and off + 4096 <= size and off % 256 == 0 for off in p.arena.values())
+    # t2 and t3 run at once on two streams: disjoint bytes
+    assert abs(p.arena["t2"] - p.arena["t3"]) >= 4096
+
+
+def _graph_of(src, allocs, returned):
+    stmts = [(s, None) for s in ind._flatten_with(ast.parse(src).body)]
+    return ind.InductorGraph(stmts=stmts, launch={}, graph={"nodes": [], "tensors": []}, globals_={}, args=[],
+                             allocs=allocs, returned=returned)
+
+
+def test_arena_slots_are_allocations_of_one_placed_tensor_that_is_not_returned():
+    src = ("buf0 = empty_strided_cuda((4, 5), (5, 1), torch.float32)\n"
+           "buf1 = empty_strided((4, 5), (5, 1), device='cuda', dtype=torch.float32)\n"
+           "buf2 = empty_strided_cuda((8,), (1,), torch.float32)\n"
+           "buf3 = torch.empty_strided((8,), (1,), device='cuda')\n"
+           "buf4 = empty_strided_cuda((8,), (1,), torch.float32)\n"
+           "buf5 = empty_strided_cuda((8,), (1,), torch.float32)\n")
+    ig = _graph_of(src, {0: ["t1"], 1: ["t2"], 2: ["t3"], 3: ["t4"], 4: ["t5"], 5: ["t6", "t7"]}, returned=["t3"])
+    plan = Plan(spec="", strategy="", stages={}, stage_order=[], streams=[], issue_order=[], events=0, lifetimes={},
+                stats={"arena_bytes": 4096}, arena={"t1": 0, "t2": 256, "t3": 512, "t4": 768, "t6": 1024, "t7": 1280})
+    # buf2 is returned, buf3 is torch.empty_strided (an attribute call), t5 has no offset, buf5 allocates two tensors
+    assert ind.arena_slots(ig, plan) == {0: 0, 1: 256}
+
+
+def test_arena_allocations_are_views_at_their_offsets():
+    arena = torch.zeros(4096, dtype=torch.uint8)
+    a = ind._arena_alloc(arena, 256, 4096)((4, 5), (5, 1), torch.float32)
+    assert a.shape == (4, 5) and a.stride() == (5, 1) and a.dtype == torch.float32
+    assert a.data_ptr() == arena.data_ptr() + 256
+    b = ind._arena_alloc(arena, 1024, 4096)((2, 3), (1, 2), dtype=torch.float16)   # keyword dtype, column-major
+    assert b.data_ptr() == arena.data_ptr() + 1024 and b.stride() == (1, 2)
+    a.fill_(1.0)
+    assert arena[256:256 + 80].view(torch.float32).eq(1.0).all() and arena[256 + 80:].eq(0).all()
+    last = ind._arena_alloc(arena, 4096 - 80, 4096)((4, 5), (5, 1), torch.float32)   # ends at the arena's end
+    assert last.data_ptr() == arena.data_ptr() + 4096 - 80
+    with pytest.raises(ind.InductorError):
+        ind._arena_alloc(arena, 4096 - 76, 4096)((4, 5), (5, 1), torch.float32)    # one element past it
+    assert ind._arena_alloc(arena, 0, 4096)((0, 5), (5, 1), torch.float32).numel() == 0
+
+
 TRACED = '''
 def call(args):
     arg0_1, arg1_1 = args
@@ -176,7 +227,7 @@ def call(args):
 '''
 
 
-def test_trace_marks_what_operators_allocate(tmp_path, monkeypatch):
+def test_trace_marks_what_operators_allocate_and_what_the_wrapper_returns(tmp_path, monkeypatch):
     class Dev(torch.Tensor):   # a CPU tensor that the tracer takes for a CUDA one
         @property
         def is_cuda(self):
@@ -221,8 +272,24 @@ def test_trace_marks_what_operators_allocate(tmp_path, monkeypatch):
     nodes = {n["op"].split("(")[0]: n for n in ig.graph["nodes"]}
     conv = nodes["buf1 = extern_kernels.convolution"]
     assert [t[w].get("alloc") for w in conv["writes"]] == ["producer"]      # the convolution allocates its output
-    allocated = [w for b in ("buf0", "buf2", "buf3") for w in ig.name_tids[b]]
+    allocated = {w for i in ig.allocs for w in ig.allocs[i]}
     assert len(allocated) == 3 and not any(t[w].get("alloc") for w in allocated)   # the wrapper's own buffers
     assert [x["kind"] for x in ig.graph["tensors"]][:2] == ["input", "input"]
+    assert len(ig.returned) == 1 and ig.returned[0] in allocated
     assert nodes["extern_kernels.mm"]["writes"] == ig.name_tids["buf2"]     # out=: the wrapper's buffer
+    # out_ptr and out= are stored to, never loaded: the launch does not read them
+    assert nodes["extern_kernels.mm"]["reads"] == ig.name_tids["buf1"] + [x["id"] for x in ig.graph["tensors"][1:2]]
+    relu = [n for n in ig.graph["nodes"] if n["op"].startswith("triton_poi_fused_relu_0")]
+    assert [(n["reads"], n["writes"], n["inplace"]) for n in relu] == [
+        ([ig.graph["tensors"][0]["id"]], ig.name_tids["buf0"], False), (ig.name_tids["buf2"], ig.name_tids["buf3"], False)]
+    # an in_out_ptr is loaded and stored
+    Fn.arg_names = ["in_out_ptr0", "in_ptr0", "xnumel"]
+    ig = ind.trace_call(ind.WrapperCall(glb["call"].__code__, glb, [dev(torch.randn(4, 4)), dev(torch.randn(4, 4))], {}),
+                        timing=False, name="t")
+    relu = [n for n in ig.graph["nodes"] if n["op"].startswith("triton_poi_fused_relu_0")]
+    assert len(relu) == 2 and all(n["inplace"] and n["writes"][0] in n["reads"] for n in relu)
+    Fn.arg_names = ["in_ptr0", "out_ptr0", "xnumel"]
     assert conv["reads"] == ig.name_tids["buf0"] + [x["id"] for x in ig.graph["tensors"][1:2]]
+    p = Plan(spec="", strategy="", stages={}, stage_order=[], streams=[], issue_order=[], events=0, lifetimes={},
+             stats={"arena_bytes": 4096}, arena={w: 0 for w in allocated})
+    assert sorted(ind.arena_slots(ig, p)) == sorted(i for i, w in ig.allocs.items() if w[0] not in ig.returned)
