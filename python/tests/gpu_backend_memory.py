@@ -2,8 +2,11 @@
 
 For each model: Inductor's kernels traced (the operator graph is written to
 OUT/graphs/MODEL.json, for `dagrun plan` on any machine), planned on one stream
-and capped at 4, each plan captured with the allocator's history on; prints the
-private pool each capture reserved, split by stream and by block size, and the
+and capped at 4, each plan captured with the allocator's history on: with the
+wrapper's allocations from the caching allocator ("cap1", "cap4"), every
+intermediate held to the end ("cap4-hold"), from the plan's arena
+("-arena"), and with the allocator's expandable segments on during the
+capture ("-expandable"); prints the private pool each capture reserved, split by stream and by block size, and the
 bytes the traced buffers take by who allocates them (the wrapper's
 empty_strided or an extern kernel's own output). Then a cProfile of the
 backend's whole compile of the last model.
@@ -107,14 +110,21 @@ for name in models:
         p = plans[(cap, "default")]
         r["plan%d" % cap] = {"arena_mb": round(p.stats.get("arena_bytes", 0) / 1e6, 1), "in_arena": len(p.arena),
                              "arena_slots": len(ind.arena_slots(ig, p)), "allocs": len(ig.allocs)}
-    for cap, lifetimes, arena in ((1, True, False), (4, True, False), (4, False, False), (1, True, True), (4, True, True)):
+    for cap, lifetimes, arena, exp in ((1, True, False, False), (4, True, False, False), (4, False, False, False),
+                                       (1, True, True, False), (4, True, True, False), (4, True, True, True), (4, True, False, True)):
         ind.clear_blas_workspaces()
         torch.cuda.empty_cache()
         before = {(s["address"], s["total_size"]) for s in torch.cuda.memory._snapshot()["segments"]}
         torch.cuda.memory._record_memory_history(max_entries=500000)
-        key = "cap%d%s%s" % (cap, "" if lifetimes else "-hold", "-arena" if arena else "")
+        key = "cap%d%s%s%s" % (cap, "" if lifetimes else "-hold", "-arena" if arena else "", "-expandable" if exp else "")
         try:
-            ci = ind.CompiledInductor(ig, plans[(cap, "default")], copied, lifetimes=lifetimes, arena=arena)
+            if exp:
+                torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+            try:
+                ci = ind.CompiledInductor(ig, plans[(cap, "default")], copied, lifetimes=lifetimes, arena=arena)
+            finally:
+                if exp:
+                    torch.cuda.memory._set_allocator_settings("expandable_segments:False")
         except Exception as e:
             import traceback
             traceback.print_exc()

@@ -1,4 +1,4 @@
-"""Probe: Inductor's FX wrapper (config.fx_wrapper) as dagrun's structured hook. Run: python3 inductor_probe.py"""
+"""Probe: Inductor's FX wrapper (config.fx_wrapper) as dagrun's structured hook. Run: python3 python/tests/gpu_inductor_fx_probe.py (its record: testdata/h100/backend/fx-probe.log)"""
 import time, torch, torch.nn as nn; from torch.fx import Node; from torch._inductor.compile_fx import compile_fx
 from torch._inductor.codegen import wrapper_fxir as W
 from torch._higher_order_ops.triton_kernel_wrap import triton_kernel_wrapper_mutation as HOP, kernel_side_table as KST
@@ -17,7 +17,9 @@ class M(nn.Module):  # conv (extern alloc), linear (mm/addmm out=), relu/mean/su
         z = s.l(torch.relu(s.c(x)).mean((2, 3)))
         return torch.relu(z).sum(1, keepdim=True) + z, torch.topk(z, 4).values
 m, x = M().cuda().eval(), torch.randn(8, 16, 32, 32, device="cuda")
-patch = {"fx_wrapper": True, "triton.cudagraphs": False, "triton.autotune_at_compile_time": True}
+patch = {"fx_wrapper": True, "size_asserts": False, "alignment_asserts": False, "nan_asserts": False, "triton.cudagraphs": False, "triton.autotune_at_compile_time": True}
+patch = {k: v for k, v in patch.items() if k.split(".")[0] != "alignment_asserts" or hasattr(torch._inductor.config, k)}
+print("patch", patch)
 with torch.no_grad():
     t0 = time.time(); out = torch.compile(m, backend=lambda g, ex: compile_fx(g, ex, config_patches=patch), dynamic=False)(x)
     torch.cuda.synchronize(); ref = m(x)
