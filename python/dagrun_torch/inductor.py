@@ -56,7 +56,10 @@ it; then it goes back to the caching allocator, which hands the block only
 to later allocations on that stream. A buffer whose allocating stream may
 differ from its producer's (a kernel reads it before any kernel writes
 it) is held to the end of the capture. ``lifetimes=False`` holds every
-buffer to the end instead: all intermediates at once.
+buffer to the end instead: all intermediates at once. A capture of more
+than one stream runs with the allocator's expandable segments
+(``expandable_segments``), so a stream's own blocks grow its segment by
+2 MiB pages rather than taking a 20 MiB segment per stream.
 
 cuBLAS workspaces: PyTorch gives every (cuBLAS handle, stream) pair that
 runs a matrix multiply a workspace of its own (32 MiB on Hopper by default,
@@ -81,12 +84,13 @@ Needs torch ≥ 2.4 with Inductor and Triton, and CUDA.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import statistics
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -603,10 +607,14 @@ class CompiledInductor:
     cannot be run statement by statement, PlanError when its lifetime
     records do not cover a use. ``arena``: take the wrapper's allocations
     from the plan's arena (module doc; ``arena_bytes`` is its size, 0 when
-    no allocation takes part), else every buffer from the caching allocator."""
+    no allocation takes part), else every buffer from the caching allocator.
+    ``expandable``: capture with the allocator's expandable segments
+    (``expandable_segments``; default: for a plan of more than one stream);
+    ``expandable_segments_used`` says whether they were."""
 
     def __init__(self, ig: InductorGraph, plan: Plan, input_slots: Dict[int, int],
-                 delays: Optional[Dict[int, int]] = None, lifetimes: bool = True, arena: bool = True):
+                 delays: Optional[Dict[int, int]] = None, lifetimes: bool = True, arena: bool = True,
+                 expandable: Optional[bool] = None):
         self.ig, self.plan = ig, plan
         self._arena_at = arena_slots(ig, plan) if arena else {}
         self.arena_bytes = int((plan.stats or {}).get("arena_bytes") or 0) if self._arena_at else 0
@@ -638,8 +646,10 @@ class CompiledInductor:
             clear_blas_workspaces()
             torch.cuda.empty_cache()
             reserved = torch.cuda.memory_reserved()
-            with torch.cuda.graph(self._graph, stream=cap):
-                self._out = self._run()
+            with expandable_segments(self.streams > 1 if expandable is None else expandable) as used:
+                with torch.cuda.graph(self._graph, stream=cap):
+                    self._out = self._run()
+            self.expandable_segments_used = used
             clear_blas_workspaces()
             # bytes the capture reserved: its private pool (the intermediates at their peak, the workspaces)
             self.pool_bytes = max(0, torch.cuda.memory_reserved() - reserved)
@@ -756,6 +766,31 @@ class CompiledInductor:
             args[slot].copy_(t)
         self._graph.replay()
         return self._out
+
+
+@contextlib.contextmanager
+def expandable_segments(on: bool = True) -> Iterator[bool]:
+    """Turn on PyTorch's expandable segments in its CUDA caching allocator for
+    the body (a capture), then off again; yields whether it did. The
+    allocator keeps the blocks freed on one stream for that stream, and
+    serves an allocation of 1 to 10 MiB from a segment of 20 MiB of its own,
+    so each stream of a multi-stream capture that allocates such a tensor (an
+    extern kernel's output) reserves at least 20 MiB in the graph's pool;
+    an expandable segment grows by 2 MiB pages instead. Nothing is changed,
+    and False is yielded, when ``on`` is false, when the process set
+    ``expandable_segments`` itself (``PYTORCH_CUDA_ALLOC_CONF`` or
+    ``PYTORCH_ALLOC_CONF``: its choice stands), or where this torch has no
+    ``torch.cuda.memory._set_allocator_settings``."""
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
+    setter = getattr(getattr(torch.cuda, "memory", None), "_set_allocator_settings", None)
+    if not on or setter is None or "expandable_segments" in conf:
+        yield False
+        return
+    setter("expandable_segments:True")
+    try:
+        yield True
+    finally:
+        setter("expandable_segments:False")
 
 
 _ARENA_ALLOCS = ("empty_strided_cuda", "empty_strided")

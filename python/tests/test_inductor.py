@@ -293,3 +293,31 @@ def test_trace_marks_what_operators_allocate_and_what_the_wrapper_returns(tmp_pa
     p = Plan(spec="", strategy="", stages={}, stage_order=[], streams=[], issue_order=[], events=0, lifetimes={},
              stats={"arena_bytes": 4096}, arena={w: 0 for w in allocated})
     assert sorted(ind.arena_slots(ig, p)) == sorted(i for i, w in ig.allocs.items() if w[0] not in ig.returned)
+
+
+def test_expandable_segments_on_around_the_body_unless_the_process_chose(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", calls.append, raising=False)
+    for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        monkeypatch.delenv(var, raising=False)
+    with ind.expandable_segments() as used:
+        assert used and calls == ["expandable_segments:True"]
+    assert calls == ["expandable_segments:True", "expandable_segments:False"]
+    # off again when the body raises
+    calls.clear()
+    try:
+        with ind.expandable_segments():
+            raise RuntimeError("capture failed")
+    except RuntimeError:
+        pass
+    assert calls == ["expandable_segments:True", "expandable_segments:False"]
+    # not asked for, or the process set it: nothing changes
+    calls.clear()
+    with ind.expandable_segments(False) as used:
+        assert not used
+    for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        monkeypatch.setenv(var, "expandable_segments:False")
+        with ind.expandable_segments() as used:
+            assert not used
+        monkeypatch.delenv(var)
+    assert calls == []
