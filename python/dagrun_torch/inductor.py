@@ -768,6 +768,21 @@ class CompiledInductor:
         return self._out
 
 
+def _allocator_settings() -> str:
+    """The caching allocator's settings as the process gave them: torch's
+    record of the last settings it parsed
+    (``torch._C._accelerator_getAllocatorSettings``, where torch has it),
+    else the environment's ``PYTORCH_ALLOC_CONF``, else its
+    ``PYTORCH_CUDA_ALLOC_CONF`` (the order in which torch reads them)."""
+    get = getattr(torch._C, "_accelerator_getAllocatorSettings", None)
+    if get is not None:
+        try:
+            return str(get() or "")
+        except RuntimeError:
+            pass
+    return os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or ""
+
+
 @contextlib.contextmanager
 def expandable_segments(on: bool = True) -> Iterator[bool]:
     """Turn on PyTorch's expandable segments in its CUDA caching allocator for
@@ -776,21 +791,29 @@ def expandable_segments(on: bool = True) -> Iterator[bool]:
     serves an allocation of 1 to 10 MiB from a segment of 20 MiB of its own,
     so each stream of a multi-stream capture that allocates such a tensor (an
     extern kernel's output) reserves at least 20 MiB in the graph's pool;
-    an expandable segment grows by 2 MiB pages instead. Nothing is changed,
-    and False is yielded, when ``on`` is false, when the process set
-    ``expandable_segments`` itself (``PYTORCH_CUDA_ALLOC_CONF`` or
-    ``PYTORCH_ALLOC_CONF``: its choice stands), or where this torch has no
+    an expandable segment grows by 2 MiB pages instead. The process's other
+    allocator settings (``garbage_collection_threshold``,
+    ``max_split_size_mb``, ``roundup_power2_divisions``, which torch resets
+    to their defaults on every settings string that does not name them) are
+    given again with each change, so they stand during the body and after
+    it. Nothing is changed, and False is yielded, when ``on`` is false,
+    when the process set ``expandable_segments`` itself
+    (``PYTORCH_CUDA_ALLOC_CONF``, ``PYTORCH_ALLOC_CONF`` or
+    ``torch.cuda.memory._set_allocator_settings``: its choice stands), when
+    it runs the ``backend:cudaMallocAsync`` allocator (which has no
+    segments), or where this torch has no
     ``torch.cuda.memory._set_allocator_settings``."""
-    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + "," + os.environ.get("PYTORCH_ALLOC_CONF", "")
+    base = _allocator_settings().strip().strip(",")
+    conf = ",".join((os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), os.environ.get("PYTORCH_ALLOC_CONF", ""), base))
     setter = getattr(getattr(torch.cuda, "memory", None), "_set_allocator_settings", None)
-    if not on or setter is None or "expandable_segments" in conf:
+    if not on or setter is None or "expandable_segments" in conf or "MallocAsync" in conf:
         yield False
         return
-    setter("expandable_segments:True")
+    setter(",".join(x for x in (base, "expandable_segments:True") if x))
     try:
         yield True
     finally:
-        setter("expandable_segments:False")
+        setter(",".join(x for x in (base, "expandable_segments:False") if x))
 
 
 _ARENA_ALLOCS = ("empty_strided_cuda", "empty_strided")

@@ -298,6 +298,7 @@ def test_trace_marks_what_operators_allocate_and_what_the_wrapper_returns(tmp_pa
 def test_expandable_segments_on_around_the_body_unless_the_process_chose(monkeypatch):
     calls = []
     monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", calls.append, raising=False)
+    monkeypatch.delattr(torch._C, "_accelerator_getAllocatorSettings", raising=False)
     for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
         monkeypatch.delenv(var, raising=False)
     with ind.expandable_segments() as used:
@@ -320,4 +321,45 @@ def test_expandable_segments_on_around_the_body_unless_the_process_chose(monkeyp
         with ind.expandable_segments() as used:
             assert not used
         monkeypatch.delenv(var)
+    assert calls == []
+
+
+def test_expandable_segments_keep_the_process_allocator_settings(monkeypatch):
+    # torch resets garbage_collection_threshold, max_split_size_mb and roundup_power2_divisions to their
+    # defaults on every settings string that does not name them: each change gives the process's again
+    calls = []
+    monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", calls.append, raising=False)
+    monkeypatch.delattr(torch._C, "_accelerator_getAllocatorSettings", raising=False)
+    for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        monkeypatch.delenv(var, raising=False)
+    mine = "garbage_collection_threshold:0.6,max_split_size_mb:128"
+    for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        monkeypatch.setenv(var, mine + ",")
+        with ind.expandable_segments() as used:
+            assert used and calls == [mine + ",expandable_segments:True"]
+        assert calls == [mine + ",expandable_segments:True", mine + ",expandable_segments:False"]
+        calls.clear()
+        monkeypatch.delenv(var)
+    # PYTORCH_ALLOC_CONF is the one torch reads first
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:64")
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "max_split_size_mb:256")
+    with ind.expandable_segments():
+        pass
+    assert calls == ["max_split_size_mb:256,expandable_segments:True", "max_split_size_mb:256,expandable_segments:False"]
+    calls.clear()
+    # torch's own record of its settings, where it has one, also holds those set at run time
+    monkeypatch.setattr(torch._C, "_accelerator_getAllocatorSettings", lambda: "roundup_power2_divisions:4", raising=False)
+    with ind.expandable_segments():
+        pass
+    assert calls == ["roundup_power2_divisions:4,expandable_segments:True",
+                     "roundup_power2_divisions:4,expandable_segments:False"]
+    calls.clear()
+    monkeypatch.setattr(torch._C, "_accelerator_getAllocatorSettings", lambda: "expandable_segments:False", raising=False)
+    with ind.expandable_segments() as used:
+        assert not used
+    # the asynchronous allocator has no segments to expand
+    monkeypatch.delattr(torch._C, "_accelerator_getAllocatorSettings")
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "backend:cudaMallocAsync")
+    with ind.expandable_segments() as used:
+        assert not used
     assert calls == []
