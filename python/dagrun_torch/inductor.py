@@ -840,14 +840,18 @@ def arena_slots(ig: InductorGraph, plan: Plan) -> Dict[int, int]:
 
 def _arena_alloc(arena: Optional[torch.Tensor], offset: int, size: int) -> Callable[..., torch.Tensor]:
     """An ``empty_strided``-like function that returns a tensor over
-    ``arena``'s bytes from ``offset``. Raises InductorError when the tensor
-    does not fit the arena's ``size`` bytes."""
+    ``arena``'s bytes from ``offset`` (bytes). Raises InductorError when the
+    tensor does not fit the arena's ``size`` bytes (a negative offset
+    included) or ``offset`` is not a multiple of its element size."""
     def alloc(shape: Sequence[int], stride: Sequence[int], dtype: Optional[torch.dtype] = None, *a: Any, **kw: Any) -> torch.Tensor:
         dt = dtype if isinstance(dtype, torch.dtype) else kw.get("dtype") or torch.get_default_dtype()
         n = 0 if any(d == 0 for d in shape) else 1 + sum((d - 1) * st for d, st in zip(shape, stride))
-        nbytes = n * (getattr(dt, "itemsize", None) or torch.empty((), dtype=dt).element_size())
-        if arena is None or offset + nbytes > size:
+        item = getattr(dt, "itemsize", None) or torch.empty((), dtype=dt).element_size()
+        nbytes = n * item
+        if arena is None or offset < 0 or offset + nbytes > size:
             raise InductorError("internal error: a buffer of %d bytes at arena offset %d past the arena's %d bytes" % (nbytes, offset, size))
+        if offset % item:
+            raise InductorError("internal error: arena offset %d is not a multiple of %s's %d bytes" % (offset, dt, item))
         if nbytes == 0:
             return torch.empty_strided(tuple(shape), tuple(stride), dtype=dt, device=arena.device)
         return arena[offset:offset + nbytes].view(dt).as_strided(tuple(shape), tuple(stride))

@@ -207,6 +207,13 @@ def test_arena_allocations_are_views_at_their_offsets():
     with pytest.raises(ind.InductorError):
         ind._arena_alloc(arena, 4096 - 76, 4096)((4, 5), (5, 1), torch.float32)    # one element past it
     assert ind._arena_alloc(arena, 0, 4096)((0, 5), (5, 1), torch.float32).numel() == 0
+    # before the arena's start, or not at a multiple of the element size: refused, not wrapped or misread
+    with pytest.raises(ind.InductorError, match="offset -16 past"):
+        ind._arena_alloc(arena, -16, 4096)((4,), (1,), torch.float32)
+    assert ind._arena_alloc(arena, 0, 4096)((4,), (1,), torch.float32).data_ptr() == arena.data_ptr()
+    with pytest.raises(ind.InductorError, match="offset 4 is not a multiple of torch.float64's 8 bytes"):
+        ind._arena_alloc(arena, 4, 4096)((2,), (1,), torch.float64)
+    assert ind._arena_alloc(arena, 8, 4096)((2,), (1,), torch.float64).data_ptr() == arena.data_ptr() + 8
 
 
 TRACED = '''
