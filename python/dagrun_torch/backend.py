@@ -127,11 +127,43 @@ class Options:
     dagrun: Optional[str] = None
 
 
+def _integer(v: Any) -> Optional[int]:
+    """``v`` as a Python int where it is an integer (a numpy integer
+    included) and not a bool, else None."""
+    import numbers
+    if isinstance(v, bool) or type(v).__name__ == "bool_" or not isinstance(v, numbers.Integral):
+        return None
+    return int(v)
+
+
+def _value(v: Any) -> str:
+    """``v`` as an error message shows it: its repr, and its type where
+    that is not a Python bool, int or str (numpy's 4 prints as 4)."""
+    t = type(v)
+    if t in (bool, int, str, type(None)) or isinstance(v, os.PathLike):
+        return repr(v)
+    return "%r (a %s.%s)" % (v, t.__module__, t.__qualname__)
+
+
+def _not_executable(v: Any) -> str:
+    """Why path ``v`` is not an executable file ("" when it is)."""
+    if not isinstance(v, (str, os.PathLike)):
+        return "not a path"
+    if not os.path.exists(v):
+        return "no such file"
+    if not os.path.isfile(v):
+        return "not a file"
+    if not os.access(v, os.X_OK):
+        return "not executable"
+    return ""
+
+
 def parse_options(options: Optional[dict]) -> Options:
     """Options from torch.compile's ``options=`` dict. Raises ValueError
-    naming the option and what it takes, on an unknown key, a bad value, a
-    ``dagrun`` path that is not an executable file, or ``verify`` with no
-    ``verify_trials``."""
+    naming the option, the value given (with its type where that is not a
+    Python bool, int or str) and what it takes, on an unknown key, a bad
+    value, a ``dagrun`` path that is not an executable file (saying why),
+    or ``verify`` with ``verify_trials`` 0. Integers may be numpy's."""
     o = Options()
     if options is None:
         return o
@@ -142,22 +174,29 @@ def parse_options(options: Optional[dict]) -> Options:
         if k not in known:
             raise ValueError("dagrun backend: unknown option %r (known: %s)" % (k, ", ".join(sorted(known))))
         if k == "max_streams":
-            if v != "auto" and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise ValueError("dagrun backend: max_streams=%r: want \"auto\", 0 (no cap) or an integer ≥ 1" % (v,))
+            if not (isinstance(v, str) and v == "auto"):
+                n = _integer(v)
+                if n is None or n < 0:
+                    raise ValueError("dagrun backend: max_streams=%s: want \"auto\", 0 (no cap) or an integer ≥ 1"
+                                     % _value(v))
+                v = n
         elif k == "strategy":
-            if v not in STRATEGIES:
-                raise ValueError("dagrun backend: strategy=%r: want one of %s" % (v, ", ".join(STRATEGIES)))
+            if not isinstance(v, str) or v not in STRATEGIES:
+                raise ValueError("dagrun backend: strategy=%s: want one of %s" % (_value(v), ", ".join(STRATEGIES)))
         elif k == "verify":
             if not isinstance(v, bool):
-                raise ValueError("dagrun backend: verify=%r: want True or False" % (v,))
+                raise ValueError("dagrun backend: verify=%s: want True or False" % _value(v))
         elif k == "verify_trials":
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError("dagrun backend: verify_trials=%r: want an integer ≥ 0" % (v,))
+            n = _integer(v)
+            if n is None or n < 0:
+                raise ValueError("dagrun backend: verify_trials=%s: want an integer ≥ 0" % _value(v))
+            v = n
         elif k == "dagrun":
             if v is not None:
-                if not isinstance(v, (str, os.PathLike)) or not (os.path.isfile(v) and os.access(v, os.X_OK)):
-                    raise ValueError("dagrun backend: dagrun=%r: want the path of an executable dagrun binary "
-                                     "(None: find_dagrun's)" % (v,))
+                why = _not_executable(v)
+                if why:
+                    raise ValueError("dagrun backend: dagrun=%s: %s; want the path of an executable dagrun binary "
+                                     "(None: find_dagrun's)" % (_value(v), why))
                 v = os.fspath(v)
         setattr(o, k, v)
     if o.verify and o.verify_trials < 1:

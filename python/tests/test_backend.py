@@ -1,6 +1,7 @@
 """The torch.compile backend's parts that need no GPU: options, the
 fallback decisions (with Inductor mocked), the plan choice, the entry point."""
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -23,15 +24,40 @@ def test_options_parse_and_refuse_bad_values():
                      ({"verify": 1}, "verify=1"), ({"verify_trials": -1}, "verify_trials=-1"),
                      ({"streams": 4}, "unknown option 'streams'"), ([("verify", True)], "want a dict"),
                      ({"verify": True, "verify_trials": 0}, "verify=True with verify_trials=0: want at least 1 run"),
-                     ({"dagrun": 3}, "dagrun=3: want the path of an executable"),
-                     ({"dagrun": "/nonexistent/dagrun"}, "dagrun='/nonexistent/dagrun': want the path of an executable"),
-                     ({"dagrun": __file__}, "want the path of an executable")):
-        with pytest.raises(ValueError, match=msg.replace("(", r"\(").replace("[", r"\[")):
+                     ({"dagrun": 3}, "dagrun=3: not a path; want the path of an executable"),
+                     ({"dagrun": "/nonexistent/dagrun"}, "dagrun='/nonexistent/dagrun': no such file; want the path of an executable"),
+                     ({"dagrun": os.path.dirname(__file__)}, ": not a file; want the path of an executable"),
+                     ({"dagrun": __file__}, ": not executable; want the path of an executable"),
+                     # a value whose repr reads as a good one names its type
+                     ({"max_streams": 4.0}, "max_streams=4.0 (a builtins.float)"),
+                     ({"verify_trials": 2.0}, "verify_trials=2.0 (a builtins.float)"),
+                     ({"strategy": ["default"]}, "strategy=['default'] (a builtins.list): want one of"),
+                     ({"verify": Truthy()}, "verify=True (a test_backend.Truthy): want True or False")):
+        with pytest.raises(ValueError, match=re.escape(msg)):
             be.parse_options(bad)
     # the sides that pass: one run with delays; no runs without verify; an executable file
     assert be.parse_options({"verify": True, "verify_trials": 1}).verify_trials == 1
     assert be.parse_options({"verify": False, "verify_trials": 0}).verify_trials == 0
     assert be.parse_options({"dagrun": Path(sys.executable)}).dagrun == sys.executable
+
+
+class Truthy:
+    def __repr__(self):
+        return "True"
+
+
+def test_options_take_numpy_integers_and_name_the_type_of_other_values():
+    np = pytest.importorskip("numpy")
+    o = be.parse_options({"max_streams": np.int64(4), "verify_trials": np.int32(1), "verify": True})
+    assert (o.max_streams, o.verify_trials) == (4, 1) and type(o.max_streams) is int and type(o.verify_trials) is int
+    assert be.parse_options({"max_streams": np.int64(0)}).max_streams == 0
+    for bad, msg in (({"max_streams": np.int64(-1)}, "max_streams=-1 (a numpy.int64)"),
+                     ({"max_streams": np.bool_(True)}, "max_streams=True (a numpy.bool"),
+                     ({"verify": np.bool_(True)}, "verify=True (a numpy.bool"),
+                     ({"strategy": np.array(["default"])}, "strategy=array(['default'], dtype='<U7') (a numpy.ndarray)"),
+                     ({"max_streams": np.array([4, 16])}, "max_streams=array([ 4, 16]) (a numpy.ndarray)")):
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            be.parse_options(bad)
 
 
 class T:
