@@ -92,9 +92,9 @@ def bench() -> argparse.ArgumentParser:
                     help="models to time (default: all of %s; --backend also takes bert-base, moe-1 and moe-8, "
                          "when named)" % ", ".join(MODELS))
     ap.add_argument("--iters", type=int, default=100, help="timed calls per column; the median is reported (default 100)")
-    ap.add_argument("--max-streams", type=int, default=None,
+    ap.add_argument("--max-streams", type=_cap_or_auto, default=None,
                     help="stream cap of dagrun's plan (default 16; 0: none); with --backend, the backend's max_streams "
-                         "option (default \"auto\")")
+                         "option: \"auto\" (default) or a cap")
     ap.add_argument("--compile", dest="compile", action="store_true", default=True,
                     help="also time torch.compile (default)")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
@@ -160,6 +160,17 @@ def positive(v: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError("want at least 1, not %d" % n)
     return n
+
+
+def _cap_or_auto(v: str):
+    """bench's --max-streams (argparse type): "auto" or an integer (bench
+    checks the bounds and that "auto" comes with --backend)."""
+    if v == "auto":
+        return v
+    try:
+        return int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError("want \"auto\" (with --backend) or an integer ≥ 0, not %r" % v)
 
 
 def run() -> argparse.ArgumentParser:

@@ -785,9 +785,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             print("bench: %s: not with --backend, which times torch.compile's modes on every model" % ", ".join(ignored),
                   file=sys.stderr)
             return 2
+    if args.max_streams == "auto" and not args.backend:
+        print("bench: --max-streams auto: only with --backend (the backend's max_streams option); want an integer ≥ 0",
+              file=sys.stderr)
+        return 2
     for flag, v, low in (("--iters", args.iters, 1), ("--max-streams", args.max_streams, 0),
                          ("--verify-trials", args.verify_trials, 0)):
-        if v is not None and v < low:
+        if v is not None and v != "auto" and v < low:
             print("bench: %s %d: want an integer ≥ %d" % (flag, v, low), file=sys.stderr)
             return 2
     if not args.budget_s > 0:

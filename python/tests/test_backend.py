@@ -456,7 +456,13 @@ def test_bench_refuses_bad_usage_and_a_torch_without_torch_compile_before_the_gp
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(bench, "backend", lambda args: seen.append(args.max_streams) or 0)
     assert bench.main(["--backend"]) == 0 and bench.main(["--backend", "--max-streams", "4"]) == 0
-    assert seen == ["auto", 4]                                       # the backend's default, or the cap given
+    assert bench.main(["--backend", "--max-streams", "auto"]) == 0
+    assert seen == ["auto", 4, "auto"]                               # the backend's default, or the cap given
+    assert err("--max-streams", "auto") == (
+        "bench: --max-streams auto: only with --backend (the backend's max_streams option); want an integer ≥ 0")
+    with pytest.raises(SystemExit):
+        bench.main(["--backend", "--max-streams", "Auto"])
+    assert "argument --max-streams: want \"auto\" (with --backend) or an integer ≥ 0, not 'Auto'" in capsys.readouterr().err
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.delattr(torch, "compile")
     for run in ("--backend", "--inductor"):
