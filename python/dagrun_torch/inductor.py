@@ -768,18 +768,26 @@ class CompiledInductor:
         return self._out
 
 
+# (settings string expandable_segments gave torch last, the process's settings it was made from)
+_SET_BY_US: List[str] = ["", ""]
+
+
 def _allocator_settings() -> str:
     """The caching allocator's settings as the process gave them: torch's
     record of the last settings it parsed
-    (``torch._C._accelerator_getAllocatorSettings``, where torch has it),
-    else the environment's ``PYTORCH_ALLOC_CONF``, else its
-    ``PYTORCH_CUDA_ALLOC_CONF`` (the order in which torch reads them)."""
+    (``torch._C._accelerator_getAllocatorSettings``, where torch has it;
+    where that is the string ``expandable_segments`` restored, the
+    process's settings it was made from), else the environment's
+    ``PYTORCH_ALLOC_CONF``, else its ``PYTORCH_CUDA_ALLOC_CONF`` (the order
+    in which torch reads them)."""
     get = getattr(torch._C, "_accelerator_getAllocatorSettings", None)
     if get is not None:
         try:
-            return str(get() or "")
+            got = str(get() or "")
         except RuntimeError:
-            pass
+            got = None
+        if got is not None:
+            return _SET_BY_US[1] if _SET_BY_US[0] and got == _SET_BY_US[0] else got
     return os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or ""
 
 
@@ -813,7 +821,9 @@ def expandable_segments(on: bool = True) -> Iterator[bool]:
     try:
         yield True
     finally:
-        setter(",".join(x for x in (base, "expandable_segments:False") if x))
+        back = ",".join(x for x in (base, "expandable_segments:False") if x)
+        setter(back)
+        _SET_BY_US[:] = [back, base]
 
 
 _ARENA_ALLOCS = ("empty_strided_cuda", "empty_strided")

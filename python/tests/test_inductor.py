@@ -337,6 +337,7 @@ def test_expandable_segments_keep_the_process_allocator_settings(monkeypatch):
     calls = []
     monkeypatch.setattr(torch.cuda.memory, "_set_allocator_settings", calls.append, raising=False)
     monkeypatch.delattr(torch._C, "_accelerator_getAllocatorSettings", raising=False)
+    monkeypatch.setattr(ind, "_SET_BY_US", ["", ""])
     for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
         monkeypatch.delenv(var, raising=False)
     mine = "garbage_collection_threshold:0.6,max_split_size_mb:128"
@@ -360,6 +361,15 @@ def test_expandable_segments_keep_the_process_allocator_settings(monkeypatch):
         pass
     assert calls == ["roundup_power2_divisions:4,expandable_segments:True",
                      "roundup_power2_divisions:4,expandable_segments:False"]
+    calls.clear()
+    # torch's record is then the string the context restored: the next capture turns them on again
+    monkeypatch.setattr(torch._C, "_accelerator_getAllocatorSettings",
+                        lambda: calls[-1] if calls else "garbage_collection_threshold:0.6", raising=False)
+    for _ in range(2):
+        with ind.expandable_segments() as used:
+            assert used
+    assert calls == ["garbage_collection_threshold:0.6,expandable_segments:True",
+                     "garbage_collection_threshold:0.6,expandable_segments:False"] * 2
     calls.clear()
     monkeypatch.setattr(torch._C, "_accelerator_getAllocatorSettings", lambda: "expandable_segments:False", raising=False)
     with ind.expandable_segments() as used:
