@@ -58,6 +58,19 @@ def main(argv=None) -> int:
         return 2
     # --help and argument errors answer here, before the command imports torch.
     _cli.parser(cmd).parse_args(rest)
+    try:
+        return _command(cmd)(rest)
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "torch":
+            raise
+        print("dagrun_torch %s: needs PyTorch, which %s cannot import (%s); install torch for this Python "
+              "(dagrun_torch uses the torch you have and installs none)" % (cmd, sys.executable, e), file=sys.stderr)
+        return 2
+
+
+def _command(cmd: str):
+    """The ``main`` of command ``cmd``'s module (importing it imports torch
+    for most commands)."""
     if cmd == "export":
         from .exporter import main as m
     elif cmd == "check":
@@ -72,7 +85,7 @@ def main(argv=None) -> int:
         from .patterns.run import main as m
     else:
         from .launch import main as m
-    return m(rest)
+    return m
 
 
 if __name__ == "__main__":

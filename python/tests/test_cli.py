@@ -34,6 +34,18 @@ def test_help_does_not_import_torch(cmd):
     assert "usage: python3 -m dagrun_torch %s" % cmd in r.stdout
 
 
+@pytest.mark.parametrize("cmd", ["bench", "timeline", "patterns", "export"])
+def test_a_command_without_torch_says_to_install_it(cmd):
+    code = ("import sys\nsys.modules['torch'] = None   # import torch fails, as where it is not installed\n"
+            "from dagrun_torch.__main__ import main\nsys.exit(main([%r] + sys.argv[1:]))\n" % cmd)
+    extra = ["--model", "resnet50", "--out", os.devnull] if cmd == "export" else []
+    r = subprocess.run([sys.executable, "-c", code] + extra, capture_output=True, text=True, env=package_env())
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("dagrun_torch %s: needs PyTorch, which %s cannot import (" % (cmd, sys.executable)), r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.strip().endswith("install torch for this Python "
+                                                                     "(dagrun_torch uses the torch you have and installs none)")
+
+
 def test_usage_errors_exit_2():
     assert run_cli().returncode == 2
     r = run_cli("frobnicate")
