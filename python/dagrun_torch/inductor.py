@@ -393,65 +393,72 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
     tstream = torch.cuda.Stream() if timing else None
     with torch.no_grad():
         for i, (s, code) in enumerate(stmts):
-            if _is_host(s) or isinstance(s, ast.Return):
-                out = _exec(s, code, ns)
-                if _allocates(s):
-                    allocated[i] = tids([x.id for t in s.targets for x in ast.walk(t) if isinstance(x, ast.Name)])
-                assigned(s)
-                continue
-            kern = _triton_kernel(s, ns)
-            reads = tids(_names(s))
-            writes: List[str] = []
-            if kern is not None:
-                k, pos = kern
-                an = _arg_names(k)
-                mutated = set((getattr(k, "inductor_meta", None) or {}).get("mutated_arg_names") or [])
-                if an is None:
-                    writes = list(reads)
+            try:
+                if _is_host(s) or isinstance(s, ast.Return):
+                    out = _exec(s, code, ns)
+                    if _allocates(s):
+                        allocated[i] = tids([x.id for t in s.targets for x in ast.walk(t) if isinstance(x, ast.Name)])
+                    assigned(s)
+                    continue
+                kern = _triton_kernel(s, ns)
+                reads = tids(_names(s))
+                writes: List[str] = []
+                if kern is not None:
+                    k, pos = kern
+                    an = _arg_names(k)
+                    mutated = set((getattr(k, "inductor_meta", None) or {}).get("mutated_arg_names") or [])
+                    if an is None:
+                        writes = list(reads)
+                    else:
+                        stored: List[ast.expr] = []   # out_ptr arguments: stored to, never loaded
+                        for a, e in zip(an, pos):
+                            if a.startswith("out_ptr") or a.startswith("in_out_ptr") or a in mutated:
+                                writes += [w for w in tids(_names(e)) if w not in writes]
+                                if a.startswith("out_ptr") and a not in mutated:
+                                    stored.append(e)
+                        reads = _loaded(s, stored, tids)
                 else:
-                    stored: List[ast.expr] = []   # out_ptr arguments: stored to, never loaded
-                    for a, e in zip(an, pos):
-                        if a.startswith("out_ptr") or a.startswith("in_out_ptr") or a in mutated:
-                            writes += [w for w in tids(_names(e)) if w not in writes]
-                            if a.startswith("out_ptr") and a not in mutated:
-                                stored.append(e)
-                    reads = _loaded(s, stored, tids)
-            else:
-                call = getattr(s, "value", None)
-                outs = [kw.value for kw in getattr(call, "keywords", []) if kw.arg == "out"]
-                for e in outs:
-                    writes += [w for w in tids(_names(e)) if w not in writes]
-                if isinstance(s, ast.Expr) and not outs:
-                    writes = list(reads)
-                elif outs:
-                    reads = _loaded(s, outs, tids)
-            stream_before = ns.get("stream0")
-            ns["stream0"] = torch.cuda.current_stream().cuda_stream
-            known = len(tensors)
-            _exec(s, code, ns)
-            if isinstance(s, ast.Assign):
-                for tgt in s.targets:
-                    writes += [w for w in tids([x.id for x in ast.walk(tgt) if isinstance(x, ast.Name)]) if w not in writes]
-                # a tensor the launch returns is allocated by the operator itself: never in the plan's arena
-                for t in tensors[known:]:
-                    if t["id"] in writes:
-                        t["alloc"] = "producer"
-            assigned(s)
-            dur = 0.0
-            if timing:
-                def fn(code=code, s=s):
-                    scratch = dict(ns)
-                    scratch["stream0"] = torch.cuda.current_stream().cuda_stream
-                    _exec(s, code, scratch)
-                d = _time_graph_replay(fn, repeats, stream=tstream)
-                dur = d if d is not None else 0.0
-            if stream_before is not None:
-                ns["stream0"] = stream_before
-            nid = "k%d" % i
-            launch[i] = nid
-            text = ast.unparse(s) if hasattr(ast, "unparse") else type(s).__name__
-            nodes.append({"id": nid, "op": text[:80], "reads": [r for r in reads if r not in writes] + [w for w in writes if w in reads],
-                          "writes": writes, "duration_us": round(dur, 3), "inplace": any(w in reads for w in writes), "param_bytes": 0})
+                    call = getattr(s, "value", None)
+                    outs = [kw.value for kw in getattr(call, "keywords", []) if kw.arg == "out"]
+                    for e in outs:
+                        writes += [w for w in tids(_names(e)) if w not in writes]
+                    if isinstance(s, ast.Expr) and not outs:
+                        writes = list(reads)
+                    elif outs:
+                        reads = _loaded(s, outs, tids)
+                stream_before = ns.get("stream0")
+                ns["stream0"] = torch.cuda.current_stream().cuda_stream
+                known = len(tensors)
+                _exec(s, code, ns)
+                if isinstance(s, ast.Assign):
+                    for tgt in s.targets:
+                        writes += [w for w in tids([x.id for x in ast.walk(tgt) if isinstance(x, ast.Name)]) if w not in writes]
+                    # a tensor the launch returns is allocated by the operator itself: never in the plan's arena
+                    for t in tensors[known:]:
+                        if t["id"] in writes:
+                            t["alloc"] = "producer"
+                assigned(s)
+                dur = 0.0
+                if timing:
+                    def fn(code=code, s=s):
+                        scratch = dict(ns)
+                        scratch["stream0"] = torch.cuda.current_stream().cuda_stream
+                        _exec(s, code, scratch)
+                    d = _time_graph_replay(fn, repeats, stream=tstream)
+                    dur = d if d is not None else 0.0
+                if stream_before is not None:
+                    ns["stream0"] = stream_before
+                nid = "k%d" % i
+                launch[i] = nid
+                text = _text(s)
+                nodes.append({"id": nid, "op": text[:80], "reads": [r for r in reads if r not in writes] + [w for w in writes if w in reads],
+                              "writes": writes, "duration_us": round(dur, 3), "inplace": any(w in reads for w in writes), "param_bytes": 0})
+            except InductorError:
+                raise
+            except Exception as e:
+                raise InductorError("cannot trace Inductor's wrapper at %s:%d (%s): %s: %s" % (
+                    wc.code.co_filename, getattr(s, "lineno", 0), _text(s)[:120], type(e).__name__,
+                    str(e).splitlines()[0] if str(e) else "")) from e
     torch.cuda.synchronize()
     returned = [tid(t, "activation") for t in _flat_tensors(out) if t.is_cuda and ids.known(t)]
     graph = {"model": name, "tracer": "torch.compile (inductor wrapper)", "batch": 1,
@@ -461,6 +468,12 @@ def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name:
     return InductorGraph(stmts=stmts, launch=launch, graph=graph, globals_=glb, args=list(args),
                          first_use=first_uses(allocated, nodes), name_tids=name_tids, allocs=allocated,
                          returned=[t for t in dict.fromkeys(returned) if t])
+
+
+def _text(s: ast.stmt) -> str:
+    """A wrapper statement's source text (its type's name where ``ast``
+    cannot unparse)."""
+    return ast.unparse(s) if hasattr(ast, "unparse") else type(s).__name__
 
 
 def _loaded(s: ast.stmt, stored: Sequence[ast.expr], tids: Callable[[Sequence[str]], List[str]]) -> List[str]:

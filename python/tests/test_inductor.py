@@ -380,3 +380,29 @@ def test_expandable_segments_keep_the_process_allocator_settings(monkeypatch):
     with ind.expandable_segments() as used:
         assert not used
     assert calls == []
+
+
+def test_a_wrapper_statement_that_fails_is_named_with_its_line(tmp_path, monkeypatch):
+    class Extern:
+        @staticmethod
+        def convolution(x, w, stride=None):
+            raise RuntimeError("no kernel for this layout\nsecond line")
+
+    class Relu:
+        def run(self, src, dst, n, stream=None):
+            dst.copy_(src.clamp(min=0))
+
+    src = tmp_path / "wrapper.py"
+    src.write_text(TRACED)
+    glb = {"torch": torch, "empty_strided_cuda": lambda size, stride, dtype: torch.empty_strided(size, stride, dtype=dtype),
+           "get_raw_stream": lambda i: 0, "triton_poi_fused_relu_0": Relu(), "extern_kernels": Extern()}
+    exec(compile(TRACED, str(src), "exec"), glb)
+
+    class Stream:
+        cuda_stream = 0
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: Stream())
+    line = TRACED.splitlines().index("    buf1 = extern_kernels.convolution(buf0, arg1_1, stride=(1, 1))") + 1
+    with pytest.raises(ind.InductorError) as e:
+        ind.trace_call(ind.WrapperCall(glb["call"].__code__, glb, [torch.randn(4, 4), torch.randn(4, 4)], {}), timing=False)
+    assert str(e.value) == ("cannot trace Inductor's wrapper at %s:%d (buf1 = extern_kernels.convolution(buf0, arg1_1, "
+                            "stride=(1, 1))): RuntimeError: no kernel for this layout" % (src, line))
