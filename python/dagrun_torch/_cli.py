@@ -88,7 +88,7 @@ def bench() -> argparse.ArgumentParser:
                  "examples:\n  %s bench --models googlenet --out /tmp/bench\n"
                  "  %s bench --schedules --models inception_v3 --out /tmp/bench\n"
                  "  %s bench --backend --models googlenet bert-base --out /tmp/bench" % (PROG, PROG, PROG))
-    ap.add_argument("--models", nargs="*", default=list(MODELS),
+    ap.add_argument("--models", nargs="+", default=list(MODELS),
                     help="models to time (default: all of %s; --backend also takes bert-base, moe-1 and moe-8, "
                          "when named)" % ", ".join(MODELS))
     ap.add_argument("--iters", type=int, default=100, help="timed calls per column; the median is reported (default 100)")
@@ -125,7 +125,7 @@ def bench() -> argparse.ArgumentParser:
 def timeline() -> argparse.ArgumentParser:
     ap = _parser("timeline", _doc("timeline"),
                  "example:\n  %s timeline --models googlenet --out /tmp/timeline" % PROG)
-    ap.add_argument("--models", nargs="*", default=["googlenet", "inception_v3", "inception_v4", "nasnetalarge"],
+    ap.add_argument("--models", nargs="+", default=["googlenet", "inception_v3", "inception_v4", "nasnetalarge"],
                     help="models to profile (default googlenet inception_v3 inception_v4 nasnetalarge; known: %s)"
                          % ", ".join(MODELS))
     ap.add_argument("--costs", help="cost models by model name (JSON, or .json.gz), as bench --schedules writes")

@@ -46,6 +46,12 @@ def test_a_command_without_torch_says_to_install_it(cmd):
                                                                      "(dagrun_torch uses the torch you have and installs none)")
 
 
+@pytest.mark.parametrize("cmd", ["bench", "timeline"])
+def test_models_given_empty_is_a_usage_error(cmd):
+    r = run_cli(cmd, "--models")
+    assert r.returncode == 2 and "argument --models: expected at least one argument" in r.stderr, r.stderr
+
+
 def test_usage_errors_exit_2():
     assert run_cli().returncode == 2
     r = run_cli("frobnicate")
