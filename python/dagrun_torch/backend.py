@@ -480,14 +480,15 @@ def worth_timing(c: dict) -> bool:
 def wider_for_nothing(c: dict, cands: Dict[str, dict]) -> bool:
     """Whether candidate ``c`` ({"streams", "ideal_us": the planner's ideal
     makespan, µs; "blas_streams": streams that run a cuBLAS launch}) is not
-    worth capturing because a timed candidate of ``cands`` has fewer
+    worth capturing because a timed candidate of ``cands`` has no more
     streams and the planner predicts ``c`` no MEMORY_TOLERANCE gain over it:
     a wider graph holds more events, memory and cuBLAS workspaces (32 MiB
-    each on Hopper) for nothing. Sets c["skipped"] when so."""
+    each on Hopper) for nothing, and one as wide (two caps that gave the
+    same plan) costs a capture for nothing. Sets c["skipped"] when so."""
     for k, d in cands.items():
         if k == "1" or d.get("ms") is None:
             continue
-        if d["streams"] < c["streams"] and c.get("ideal_us") and d.get("ideal_us") and \
+        if d["streams"] <= c["streams"] and c.get("ideal_us") and d.get("ideal_us") and \
                 c["ideal_us"] > (1 - MEMORY_TOLERANCE) * d["ideal_us"]:
             held = ""
             if d.get("blas_streams") is not None and c.get("blas_streams") is not None:

@@ -480,7 +480,11 @@ def test_a_wider_plan_with_no_predicted_gain_over_a_timed_narrower_one_is_not_ca
     assert c["skipped"] == "no predicted gain over the plan capped at 4 streams (4 streams, which holds 4 cuBLAS workspaces against 25)"
     c = {"streams": 16, "ideal_us": 1000.0}                          # no workspace counts: still skipped, said without them
     assert be.wider_for_nothing(c, cs) and c["skipped"] == "no predicted gain over the plan capped at 4 streams (4 streams)"
-    c = {"streams": 4, "blas_streams": 9, "ideal_us": 1000.0}        # not wider: captured
+    c = {"streams": 4, "blas_streams": 4, "ideal_us": 1000.0}        # as wide, no gain (two caps, one plan): skipped
+    assert be.wider_for_nothing(c, cs) and c["skipped"].startswith("no predicted gain over the plan capped at 4 streams")
+    c = {"streams": 4, "blas_streams": 4, "ideal_us": 990.0}         # as wide, 1% better predicted: captured
+    assert not be.wider_for_nothing(c, cs)
+    c = {"streams": 3, "ideal_us": 1000.0}                           # narrower: captured
     assert not be.wider_for_nothing(c, cs)
     cs["4"].pop("ms")                                                 # only timed plans count
     assert not be.wider_for_nothing({"streams": 25, "blas_streams": 25, "ideal_us": 1000.0}, cs)
