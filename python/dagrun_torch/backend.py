@@ -62,11 +62,10 @@ Memory: the trace frees intermediates where Inductor's wrapper does; each
 captured plan takes the buffers Inductor's wrapper allocates from one arena
 laid out by dagrun's planner, holds the outputs of extern kernels by the
 plan's lifetimes, and one cuBLAS workspace per stream that runs a multiply,
-all inside its own memory pool (``dagrun_torch.inductor``), captured with
-the allocator's expandable segments unless the process set them itself;
-the one-stream reference takes every buffer from the caching allocator; a
-candidate is released as soon as it can no longer be chosen, the one-stream reference once it is timed, and the cached
-allocator blocks they leave are returned (``torch.cuda.empty_cache``) before
+all inside its own memory pool (``dagrun_torch.inductor``); the
+one-stream reference takes every buffer from the caching allocator; a
+candidate is released as soon as it can no longer be chosen, the
+one-stream reference once it is timed, and the cached allocator blocks they leave are returned (``torch.cuda.empty_cache``) before
 the backend returns. Only the chosen graph stays.
 
 Needs torch 2.0 or later (``torch.compile``; ``require_torch_compile``
@@ -213,8 +212,7 @@ class CompiledGraph:
     traced), ``candidates`` ({cap: {"streams", "ms", "pool_mb"}}: median
     replay of each captured plan, ms, and the memory its capture reserved,
     MB; cap 1 is the one-stream plan; ``arena_mb``: the part of the pool
-    that is the plan's arena; ``expandable_segments``: captured with the
-    allocator's expandable segments), ``identical``
+    that is the plan's arena), ``identical``
     (outputs bit-identical to the one-stream plan's), ``verified`` (verify
     ran and passed), ``traceback`` (of the failure that made it fall
     back, where one did), ``compile_s`` (seconds in the
@@ -584,8 +582,6 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
         c["pool_mb"] = round(getattr(ci, "pool_bytes", 0) / 1e6, 1)
         if getattr(ci, "arena_bytes", 0):
             c["arena_mb"] = round(ci.arena_bytes / 1e6, 1)
-        if getattr(ci, "expandable_segments_used", False):
-            c["expandable_segments"] = True
 
     # the trace's multiplies left a cached workspace on its timing stream
     ind.clear_blas_workspaces()

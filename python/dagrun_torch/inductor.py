@@ -56,10 +56,9 @@ it; then it goes back to the caching allocator, which hands the block only
 to later allocations on that stream. A buffer whose allocating stream may
 differ from its producer's (a kernel reads it before any kernel writes
 it) is held to the end of the capture. ``lifetimes=False`` holds every
-buffer to the end instead: all intermediates at once. A capture of more
-than one stream runs with the allocator's expandable segments
-(``expandable_segments``), so a stream's own blocks grow its segment by
-2 MiB pages rather than taking a 20 MiB segment per stream.
+buffer to the end instead: all intermediates at once. The caching
+allocator still serves each stream's own allocations of 1 to 10 MiB (an
+extern kernel's output) from 20 MiB segments of that stream's.
 
 cuBLAS workspaces: PyTorch gives every (cuBLAS handle, stream) pair that
 runs a matrix multiply a workspace of its own (32 MiB on Hopper by default,
@@ -84,13 +83,12 @@ Needs torch ≥ 2.4 with Inductor and Triton, and CUDA.
 from __future__ import annotations
 
 import ast
-import contextlib
 import json
 import os
 import statistics
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -621,13 +619,10 @@ class CompiledInductor:
     records do not cover a use. ``arena``: take the wrapper's allocations
     from the plan's arena (module doc; ``arena_bytes`` is its size, 0 when
     no allocation takes part), else every buffer from the caching allocator.
-    ``expandable``: capture with the allocator's expandable segments
-    (``expandable_segments``; default: for a plan of more than one stream);
-    ``expandable_segments_used`` says whether they were."""
+    """
 
     def __init__(self, ig: InductorGraph, plan: Plan, input_slots: Dict[int, int],
-                 delays: Optional[Dict[int, int]] = None, lifetimes: bool = True, arena: bool = True,
-                 expandable: Optional[bool] = None):
+                 delays: Optional[Dict[int, int]] = None, lifetimes: bool = True, arena: bool = True):
         self.ig, self.plan = ig, plan
         self._arena_at = arena_slots(ig, plan) if arena else {}
         self.arena_bytes = int((plan.stats or {}).get("arena_bytes") or 0) if self._arena_at else 0
@@ -659,10 +654,8 @@ class CompiledInductor:
             clear_blas_workspaces()
             torch.cuda.empty_cache()
             reserved = torch.cuda.memory_reserved()
-            with expandable_segments(self.streams > 1 if expandable is None else expandable) as used:
-                with torch.cuda.graph(self._graph, stream=cap):
-                    self._out = self._run()
-            self.expandable_segments_used = used
+            with torch.cuda.graph(self._graph, stream=cap):
+                self._out = self._run()
             clear_blas_workspaces()
             # bytes the capture reserved: its private pool (the intermediates at their peak, the workspaces)
             self.pool_bytes = max(0, torch.cuda.memory_reserved() - reserved)
@@ -779,64 +772,6 @@ class CompiledInductor:
             args[slot].copy_(t)
         self._graph.replay()
         return self._out
-
-
-# (settings string expandable_segments gave torch last, the process's settings it was made from)
-_SET_BY_US: List[str] = ["", ""]
-
-
-def _allocator_settings() -> str:
-    """The caching allocator's settings as the process gave them: torch's
-    record of the last settings it parsed
-    (``torch._C._accelerator_getAllocatorSettings``, where torch has it;
-    where that is the string ``expandable_segments`` restored, the
-    process's settings it was made from), else the environment's
-    ``PYTORCH_ALLOC_CONF``, else its ``PYTORCH_CUDA_ALLOC_CONF`` (the order
-    in which torch reads them)."""
-    get = getattr(torch._C, "_accelerator_getAllocatorSettings", None)
-    if get is not None:
-        try:
-            got = str(get() or "")
-        except RuntimeError:
-            got = None
-        if got is not None:
-            return _SET_BY_US[1] if _SET_BY_US[0] and got == _SET_BY_US[0] else got
-    return os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or ""
-
-
-@contextlib.contextmanager
-def expandable_segments(on: bool = True) -> Iterator[bool]:
-    """Turn on PyTorch's expandable segments in its CUDA caching allocator for
-    the body (a capture), then off again; yields whether it did. The
-    allocator keeps the blocks freed on one stream for that stream, and
-    serves an allocation of 1 to 10 MiB from a segment of 20 MiB of its own,
-    so each stream of a multi-stream capture that allocates such a tensor (an
-    extern kernel's output) reserves at least 20 MiB in the graph's pool;
-    an expandable segment grows by 2 MiB pages instead. The process's other
-    allocator settings (``garbage_collection_threshold``,
-    ``max_split_size_mb``, ``roundup_power2_divisions``, which torch resets
-    to their defaults on every settings string that does not name them) are
-    given again with each change, so they stand during the body and after
-    it. Nothing is changed, and False is yielded, when ``on`` is false,
-    when the process set ``expandable_segments`` itself
-    (``PYTORCH_CUDA_ALLOC_CONF``, ``PYTORCH_ALLOC_CONF`` or
-    ``torch.cuda.memory._set_allocator_settings``: its choice stands), when
-    it runs the ``backend:cudaMallocAsync`` allocator (which has no
-    segments), or where this torch has no
-    ``torch.cuda.memory._set_allocator_settings``."""
-    base = _allocator_settings().strip().strip(",")
-    conf = ",".join((os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), os.environ.get("PYTORCH_ALLOC_CONF", ""), base))
-    setter = getattr(getattr(torch.cuda, "memory", None), "_set_allocator_settings", None)
-    if not on or setter is None or "expandable_segments" in conf or "MallocAsync" in conf:
-        yield False
-        return
-    setter(",".join(x for x in (base, "expandable_segments:True") if x))
-    try:
-        yield True
-    finally:
-        back = ",".join(x for x in (base, "expandable_segments:False") if x)
-        setter(back)
-        _SET_BY_US[:] = [back, base]
 
 
 _ARENA_ALLOCS = ("empty_strided_cuda", "empty_strided")

@@ -6,7 +6,8 @@ and capped at 4, each plan captured with the allocator's history on: with the
 wrapper's allocations from the caching allocator ("cap1", "cap4"), every
 intermediate held to the end ("cap4-hold"), from the plan's arena
 ("-arena"), and with the allocator's expandable segments on during the
-capture ("-expandable"; off in the other rows, each row saying which in "expandable_segments"); prints the private pool each capture reserved, split by stream and by block size, and the
+capture ("-expandable"); prints the private pool each capture reserved,
+split by stream and by block size, and the
 bytes the traced buffers take by who allocates them (the wrapper's
 empty_strided or an extern kernel's own output). Then a cProfile of the
 backend's whole compile of the last model.
@@ -118,9 +119,13 @@ for name in models:
         torch.cuda.memory._record_memory_history(max_entries=500000)
         key = "cap%d%s%s%s" % (cap, "" if lifetimes else "-hold", "-arena" if arena else "", "-expandable" if exp else "")
         try:
-            # expandable given either way: CompiledInductor's default turns them on for more than one stream
-            ci = ind.CompiledInductor(ig, plans[(cap, "default")], copied, lifetimes=lifetimes, arena=arena,
-                                      expandable=exp)
+            if exp:
+                torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+            try:
+                ci = ind.CompiledInductor(ig, plans[(cap, "default")], copied, lifetimes=lifetimes, arena=arena)
+            finally:
+                if exp:
+                    torch.cuda.memory._set_allocator_settings("expandable_segments:False")
         except Exception as e:
             import traceback
             traceback.print_exc()
@@ -133,7 +138,6 @@ for name in models:
         same = len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
         ms = be._median_replay_ms(ci)
         r[key] = {"identical": same, "ms": round(ms, 4), "streams": ci.streams, "pool_mb": round(ci.pool_bytes / 1e6, 1), "blas_streams": ind.blas_streams(ci.plan, ig),
-                  "expandable_segments": ci.expandable_segments_used,
                   **pool_summary(snap, before), "allocs": alloc_sizes(snap)}
         del ci, snap
         be._release()
