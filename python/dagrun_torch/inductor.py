@@ -625,6 +625,8 @@ class CompiledInductor:
                  delays: Optional[Dict[int, int]] = None, lifetimes: bool = True, arena: bool = True):
         self.ig, self.plan = ig, plan
         self._arena_at = arena_slots(ig, plan) if arena else {}
+        size_of = {t["id"]: int(t["bytes"]) for t in ig.graph.get("tensors", [])}
+        self._arena_planned = {i: size_of.get(ig.allocs[i][0]) for i in self._arena_at}
         self.arena_bytes = int((plan.stats or {}).get("arena_bytes") or 0) if self._arena_at else 0
         self._delays = dict(delays or {})
         self.streams = len(plan.streams)
@@ -709,7 +711,7 @@ class CompiledInductor:
                 if done in self._arena_at:
                     name = _call_name(s.value)
                     alloc = ns[name]
-                    ns[name] = _arena_alloc(arena, self._arena_at[done], self.arena_bytes)
+                    ns[name] = _arena_alloc(arena, self._arena_at[done], self.arena_bytes, self._arena_planned[done])
                     try:
                         r = _exec(s, code, ns)
                     finally:
@@ -796,11 +798,14 @@ def arena_slots(ig: InductorGraph, plan: Plan) -> Dict[int, int]:
     return out
 
 
-def _arena_alloc(arena: Optional[torch.Tensor], offset: int, size: int) -> Callable[..., torch.Tensor]:
+def _arena_alloc(arena: Optional[torch.Tensor], offset: int, size: int,
+                 planned: Optional[int] = None) -> Callable[..., torch.Tensor]:
     """An ``empty_strided``-like function that returns a tensor over
     ``arena``'s bytes from ``offset`` (bytes). Raises InductorError when the
     tensor does not fit the arena's ``size`` bytes (a negative offset
-    included) or ``offset`` is not a multiple of its element size."""
+    included), takes more than the ``planned`` bytes the planner placed at
+    ``offset`` (it would overlap the next buffer's), or ``offset`` is not a
+    multiple of its element size."""
     def alloc(shape: Sequence[int], stride: Sequence[int], dtype: Optional[torch.dtype] = None, *a: Any, **kw: Any) -> torch.Tensor:
         dt = dtype if isinstance(dtype, torch.dtype) else kw.get("dtype") or torch.get_default_dtype()
         n = 0 if any(d == 0 for d in shape) else 1 + sum((d - 1) * st for d, st in zip(shape, stride))
@@ -808,6 +813,9 @@ def _arena_alloc(arena: Optional[torch.Tensor], offset: int, size: int) -> Calla
         nbytes = n * item
         if arena is None or offset < 0 or offset + nbytes > size:
             raise InductorError("internal error: a buffer of %d bytes at arena offset %d past the arena's %d bytes" % (nbytes, offset, size))
+        if planned is not None and nbytes > planned:
+            raise InductorError("internal error: a buffer of %d bytes at arena offset %d, where the plan placed %d bytes" % (
+                nbytes, offset, planned))
         if offset % item:
             raise InductorError("internal error: arena offset %d is not a multiple of %s's %d bytes" % (offset, dt, item))
         if nbytes == 0:

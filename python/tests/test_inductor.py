@@ -214,6 +214,10 @@ def test_arena_allocations_are_views_at_their_offsets():
     with pytest.raises(ind.InductorError, match="offset 4 is not a multiple of torch.float64's 8 bytes"):
         ind._arena_alloc(arena, 4, 4096)((2,), (1,), torch.float64)
     assert ind._arena_alloc(arena, 8, 4096)((2,), (1,), torch.float64).data_ptr() == arena.data_ptr() + 8
+    # no more than the bytes the plan placed there: the next buffer's start after them
+    assert ind._arena_alloc(arena, 256, 4096, planned=80)((4, 5), (5, 1), torch.float32).data_ptr() == arena.data_ptr() + 256
+    with pytest.raises(ind.InductorError, match="a buffer of 84 bytes at arena offset 256, where the plan placed 80 bytes"):
+        ind._arena_alloc(arena, 256, 4096, planned=80)((21,), (1,), torch.float32)
 
 
 TRACED = '''
