@@ -65,8 +65,9 @@ plan's lifetimes, and one cuBLAS workspace per stream that runs a multiply,
 all inside its own memory pool (``dagrun_torch.inductor``); the
 one-stream reference takes every buffer from the caching allocator; a
 candidate is released as soon as it can no longer be chosen, the
-one-stream reference once it is timed, and the cached allocator blocks they leave are returned (``torch.cuda.empty_cache``) before
-the backend returns. Only the chosen graph stays.
+one-stream reference once it is timed, and the cached allocator blocks
+they leave are returned (``torch.cuda.empty_cache``) before the backend
+returns. Only the chosen graph stays.
 
 Needs torch 2.0 or later (``torch.compile``; ``require_torch_compile``
 says so on an older one). Tested with torch 2.11 (CUDA 13) on an H100.
