@@ -104,7 +104,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if a.no_check and not a.trace:
         ap.error("--no-check without --trace would record nothing you can read: give --trace FILE")
     if not os.path.isfile(a.script):
-        print("dagrun_torch run: %s: no such file" % a.script, file=sys.stderr)
+        why = "not a regular file (a Python script to run)" if os.path.exists(a.script) else "no such file"
+        print("dagrun_torch run: %s: %s" % (a.script, why), file=sys.stderr)
         return 2
     return run_script(a.script, a.args, trace=a.trace, max_ops=a.max_ops, max_iterations=a.max_iterations,
                       check=not a.no_check)

@@ -219,9 +219,11 @@ def test_run_command(mode, want, fake, dagrun_bin, tmp_path, capsys, monkeypatch
     assert recorder._ACTIVE is None
 
 
-def test_run_command_bad_input(capsys):
+def test_run_command_bad_input(capsys, tmp_path):
     assert launch.main(["/nonexistent/x.py"]) == 2
     assert "no such file" in capsys.readouterr().err
+    assert launch.main([str(tmp_path)]) == 2     # exists, not a script
+    assert capsys.readouterr().err == "dagrun_torch run: %s: not a regular file (a Python script to run)\n" % tmp_path
     with pytest.raises(SystemExit) as e:
         launch.main(["--max-ops", "0", "x.py"])
     assert e.value.code == 2
