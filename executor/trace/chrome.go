@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"math"
-	"sort"
 	"strconv"
 )
 
@@ -88,20 +87,7 @@ func (t *Timeline) WriteChromeTrace(w io.Writer) error {
 		emit(chromeEvent{Name: "thread_sort_index", Ph: "M", PID: chromePID, TID: TID(s), Args: map[string]any{"sort_index": s}})
 	}
 
-	order := make([]int, len(t.Spans))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool {
-		x, y := &t.Spans[order[a]], &t.Spans[order[b]]
-		if x.Stream != y.Stream {
-			return x.Stream < y.Stream
-		}
-		if x.StartUS != y.StartUS {
-			return x.StartUS < y.StartUS
-		}
-		return x.Stage < y.Stage
-	})
+	order := t.LaneOrder()
 	for _, i := range order {
 		s := &t.Spans[i]
 		ts, dur := roundNS(s.StartUS), roundNS(roundNS(s.EndUS)-roundNS(s.StartUS))

@@ -240,6 +240,27 @@ func (t *Timeline) Check() error {
 	return nil
 }
 
+// LaneOrder returns the indices of t.Spans lane by lane: by stream, then
+// start time (µs), then stage. The Chrome trace writes its complete events
+// in this order and the PNG draws its bars in it.
+func (t *Timeline) LaneOrder() []int {
+	order := make([]int, len(t.Spans))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		x, y := &t.Spans[order[a]], &t.Spans[order[b]]
+		if x.Stream != y.Stream {
+			return x.Stream < y.Stream
+		}
+		if x.StartUS != y.StartUS {
+			return x.StartUS < y.StartUS
+		}
+		return x.Stage < y.Stage
+	})
+	return order
+}
+
 // spanOfStage maps a (stage index, iteration) to the index of its first
 // span in t.Spans; flows attach to that span.
 func (t *Timeline) spanOfStage() map[[2]int]int {

@@ -16,7 +16,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 
 	"github.com/dagrun/dagrun/executor/trace"
@@ -313,17 +312,7 @@ func (sp *spanPlotter) Plot(c draw.Canvas, plt *plot.Plot) {
 	}
 
 	// Bars, lane by lane in time order, alternating two shades per lane.
-	order := make([]int, len(t.Spans))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool {
-		x, y := &t.Spans[order[a]], &t.Spans[order[b]]
-		if x.Stream != y.Stream {
-			return x.Stream < y.Stream
-		}
-		return x.StartUS < y.StartUS
-	})
+	order := t.LaneOrder()
 	type box struct {
 		x0, x1, y0, y1 vg.Length
 		fill           color.NRGBA
