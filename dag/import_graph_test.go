@@ -148,8 +148,8 @@ func TestImportGraphAllocProducer(t *testing.T) {
 
 // alloc: producer is for temps without initial contents (zeros, the
 // default, aside): on an input or output it is an error at the alloc, with
-// init fill, file or random one at the init; an unknown mode names the
-// modes.
+// init fill, file or random one at the init, on a host buffer one at the
+// alloc value; an unknown mode names the modes.
 func TestAllocProducerOnlyTemps(t *testing.T) {
 	for _, c := range []struct{ buf, want string }{
 		{"{name: x, bytes: 16, role: input, alloc: producer}", "p.yaml:3:46: buffer x: alloc producer is for temps; an input's bytes are the caller's"},
@@ -159,6 +159,10 @@ func TestAllocProducerOnlyTemps(t *testing.T) {
 		{"{name: x, bytes: 16, alloc: producer, init: zeros}", ""},
 		{"{name: x, bytes: 16, alloc: producer, init: {fill: 1.0}}", "p.yaml:3:49: buffer x: init fill with alloc producer: its first writer allocates it, so nothing is in it before that write"},
 		{"{name: x, bytes: 16, alloc: producer, init: {random: 3}}", "p.yaml:3:49: buffer x: init random with alloc producer"},
+		// the host's buffers are allocated before the run: producer means nothing there
+		{"{name: x, bytes: 16, where: host_pinned, alloc: producer}", "p.yaml:3:53: buffer x: alloc producer on a host_pinned buffer: only device temps are allocated by their producer"},
+		{"{name: x, bytes: 16, where: host_pageable, alloc: producer}", "p.yaml:3:55: buffer x: alloc producer on a host_pageable buffer"},
+		{"{name: x, bytes: 16, where: device, alloc: producer}", ""},
 	} {
 		text := "version: 1\nbuffers:\n  - " + c.buf + "\nstages:\n  - {name: s, kernel: fill, args: {value: 1.0}, writes: [x]}\n"
 		_, err := Load([]byte(text), "p.yaml", t.TempDir())
@@ -193,25 +197,6 @@ func TestAllocProducerReadBeforeWrite(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Count(err.Error(), "alloc producer") != 1):
 			t.Errorf("%s: error %v, want one, %s", c.name, err, c.want)
-		}
-	}
-}
-
-// alloc: producer on a host buffer means nothing (the host's buffers are
-// allocated before the run): an error at the alloc value.
-func TestAllocProducerOnHost(t *testing.T) {
-	for _, c := range []struct{ buf, want string }{
-		{"{name: x, bytes: 16, where: host_pinned, alloc: producer}", "p.yaml:3:53: buffer x: alloc producer on a host_pinned buffer: only device temps are allocated by their producer"},
-		{"{name: x, bytes: 16, where: host_pageable, alloc: producer}", "p.yaml:3:55: buffer x: alloc producer on a host_pageable buffer"},
-		{"{name: x, bytes: 16, where: device, alloc: producer}", ""},
-	} {
-		text := "version: 1\nbuffers:\n  - " + c.buf + "\nstages:\n  - {name: s, kernel: fill, args: {value: 1.0}, writes: [x]}\n"
-		_, err := Load([]byte(text), "p.yaml", t.TempDir())
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%s: %v", c.buf, err)
-		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
-			t.Errorf("%s: error %v, want %s", c.buf, err, c.want)
 		}
 	}
 }
