@@ -451,9 +451,7 @@ def inductor(args) -> int:
     return 0
 
 
-# The transformer workloads --backend knows besides MODELS: BERT-base (batch 1,
-# sequence 128) and one mixture-of-experts layer at decode batch N ("moe-N").
-TRANSFORMERS = ("bert-base", "moe-1", "moe-8")
+TRANSFORMERS = _cli.TRANSFORMERS
 
 
 def workload(name: str):
@@ -768,41 +766,24 @@ def _flat(v):
 def main(argv: Optional[List[str]] = None) -> int:
     ap = _cli.bench()
     args = ap.parse_args(argv)
-    runs = [f for f, on in (("--schedules", args.schedules), ("--inductor", args.inductor), ("--backend", args.backend)) if on]
-    if len(runs) > 1:
-        print("bench: %s are different runs; give one" % " and ".join(runs), file=sys.stderr)
-        return 2
-    known = list(MODELS) + (list(TRANSFORMERS) if args.backend else [])
-    for m in args.models + args.compile_models:
-        if m not in known:
-            print("bench: unknown model %r (known%s: %s)" % (m, " with --backend" if args.backend else "", ", ".join(known)),
-                  file=sys.stderr)
-            return 2
-    if args.backend:
-        ignored = [f for f, on in (("--no-compile", not args.compile), ("--only-compile", args.only_compile),
-                                   ("--compile-models", bool(args.compile_models))) if on]
-        if ignored:
-            print("bench: %s: not with --backend, which times torch.compile's modes on every model" % ", ".join(ignored),
-                  file=sys.stderr)
-            return 2
-    if args.max_streams == "auto" and not args.backend:
-        print("bench: --max-streams auto: only with --backend (the backend's max_streams option); want an integer ≥ 0",
-              file=sys.stderr)
-        return 2
-    for flag, v, low in (("--iters", args.iters, 1), ("--max-streams", args.max_streams, 0),
-                         ("--verify-trials", args.verify_trials, 0)):
-        if v is not None and v != "auto" and v < low:
-            print("bench: %s %d: want an integer ≥ %d" % (flag, v, low), file=sys.stderr)
-            return 2
-    if not args.budget_s > 0:
-        print("bench: --budget-s %g: want seconds > 0" % args.budget_s, file=sys.stderr)
+    why = _cli.bench_usage(args)
+    if why:
+        print(why, file=sys.stderr)
         return 2
     if args.backend or args.inductor:
+        run = "bench --backend" if args.backend else "bench --inductor"
         from .backend import require_torch_compile
         try:
-            require_torch_compile("bench " + runs[0])
+            require_torch_compile(run)
         except ImportError as e:
             print(e, file=sys.stderr)
+            return 2
+        # --backend runs on any torch with torch.compile (a wrapper it cannot read falls back);
+        # --inductor traces the Python wrapper Inductor generates, in the form of torch 2.4 and later
+        from torch.torch_version import TorchVersion
+        if args.inductor and TorchVersion(torch.__version__) < "2.4.0.dev0":
+            print("%s: torch %s: the tracer reads the Python wrapper of Inductor in torch 2.4 or later; "
+                  "install a newer torch" % (run, torch.__version__), file=sys.stderr)
             return 2
     if not torch.cuda.is_available():
         print("bench: needs a GPU", file=sys.stderr)
