@@ -48,11 +48,12 @@ Never slower, never a crash: the backend runs Inductor's own path
 ``DagrunFallbackWarning`` that says why, when autograd is needed (inference
 only: run under ``torch.no_grad()``), when the graph has dynamic shapes
 (``torch.compile(..., dynamic=False)`` gives a graph per shape), when an
-input is not a CUDA tensor, when the graph writes its inputs, when
-Inductor's wrapper takes a form the tracer does not read, when the plan has
-one stream or the planner predicts no gain, when the fastest plan is not 2%
-faster than the same kernels on one stream, or when its outputs differ
-from the one-stream run's. Bad options raise ValueError when dynamo first
+input is not a CUDA tensor, when no dagrun binary is found
+(``find_dagrun``; these are checked before Inductor compiles), when the
+graph writes its inputs, when Inductor's wrapper takes a form the tracer
+does not read, when the plan has one stream or the planner predicts no
+gain, when the fastest plan is not 2% faster than the same kernels on one
+stream, or when its outputs differ from the one-stream run's. Bad options raise ValueError when dynamo first
 calls the backend (the model's first call), before anything is compiled;
 torch.compile raises it, as it does VerificationError, inside
 ``torch._dynamo.exc.BackendCompilerFailed``. ``parse_options`` checks a
@@ -406,7 +407,7 @@ def dagrun(gm: Any, example_inputs: Sequence[Any], options: Optional[dict] = Non
     info = CompiledGraph()
     _COMPILED.append(info)
     example_inputs = list(example_inputs)
-    why = _before_compile(example_inputs, torch.is_grad_enabled())
+    why = _before_compile(example_inputs, torch.is_grad_enabled(), opts.dagrun)
     if why:
         return _fallback(gm, example_inputs, why, info, t0)
     # Inductor's own failures raise as they would under backend="inductor".
@@ -441,9 +442,10 @@ def _inputs(idx: Sequence[int], one: str, many: str) -> str:
     return "inputs %s%s are %s" % (", ".join(map(str, idx[:5])), more, many)
 
 
-def _before_compile(example_inputs: Sequence[Any], grad_enabled: bool) -> str:
+def _before_compile(example_inputs: Sequence[Any], grad_enabled: bool, binary: Optional[str] = None) -> str:
     """Why the graph cannot take the dagrun path, found before compiling
-    ("" when it can)."""
+    ("" when it can). ``binary``: the ``dagrun`` option; where it is None,
+    ``find_dagrun`` must find one (it may build it with Go in a checkout)."""
     import torch
     if not torch.cuda.is_available():
         return "no CUDA device (torch.cuda.is_available() is False)"
@@ -463,6 +465,14 @@ def _before_compile(example_inputs: Sequence[Any], grad_enabled: bool) -> str:
         is_fake = None
     if is_fake is not None and any(is_fake(x) for x in example_inputs):
         return "dynamo passed fake example inputs: the kernels cannot be run and timed at compile time"
+    if binary is not None:
+        return ""
+    from ._binary import DagrunNotFound, find_dagrun
+    try:
+        find_dagrun()
+    except DagrunNotFound as e:
+        why = str(e).splitlines()[0] if str(e) else "none found"
+        return why if why.startswith("no dagrun binary") else "no dagrun binary to plan with (%s)" % why
     return ""
 
 
