@@ -184,14 +184,20 @@ def test_output_form_puts_tensors_back_in_place():
 
 @pytest.fixture
 def mocked(monkeypatch):
-    """Inductor mocked: _inductor returns ("inductor", cudagraphs) and records its calls."""
+    """Inductor mocked: _inductor returns ("inductor", cudagraphs), _inductor_fx
+    ("fx-inner", "fx"), and both record their calls (cudagraphs, or "fx")."""
     pytest.importorskip("torch")
     calls = []
 
     def fake_inductor(gm, inputs, cudagraphs):
         calls.append(cudagraphs)
         return ("inductor", cudagraphs)
+
+    def fake_inductor_fx(gm, inputs):
+        calls.append("fx")
+        return ("fx-inner", "fx")
     monkeypatch.setattr(be, "_inductor", fake_inductor)
+    monkeypatch.setattr(be, "_inductor_fx", fake_inductor_fx)
     monkeypatch.setattr(be, "_before_compile", lambda inputs, grad: "")
     monkeypatch.setattr(be, "require_torch_compile", lambda: None)
     return calls
@@ -211,13 +217,41 @@ def test_an_unrecognised_form_falls_back_to_reduce_overhead_with_one_warning(moc
         warnings.simplefilter("always")
         fn = be.dagrun(object(), [], options={"max_streams": 4})
     fw = fallback_warnings(w)
-    assert fn == ("inductor", True) and mocked == [False, True]
+    assert fn == ("inductor", True) and mocked == ["fx", True]
     assert len(fw) == 1 and "reduce-overhead" in str(fw[0].message) and "InductorError: no function call" in str(fw[0].message)
     assert be.compiled_graphs()[-1].path == "reduce-overhead"
 
 
+def test_a_graph_the_fx_converter_cannot_express_falls_back_with_its_error(mocked, monkeypatch):
+    """compile_fx_wrapper's InductorError (Inductor's FX converter refused
+    the graph): Inductor's own path, one warning with the error's text, and
+    the fast path never runs."""
+    from dagrun_torch.inductor import InductorError
+
+    def refused(gm, inputs):
+        mocked.append("fx")
+        raise InductorError("Inductor's FX wrapper cannot express this graph: FX conversion only supports Triton kernels.")
+    monkeypatch.setattr(be, "_inductor_fx", refused)
+    monkeypatch.setattr(be, "_fast_path", lambda *a: pytest.fail("the fast path ran"))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        fn = be.dagrun(object(), [])
+    fw = fallback_warnings(w)
+    assert fn == ("inductor", True) and mocked == ["fx", True]
+    assert [str(x.message) for x in fw] == [
+        "dagrun backend: running Inductor's own path (reduce-overhead) for this graph: Inductor's FX wrapper cannot "
+        "express this graph: FX conversion only supports Triton kernels."]
+    assert be.compiled_graphs()[-1].reason.startswith("Inductor's FX wrapper cannot express")
+
+
+def test_the_fast_path_gets_the_fx_compile_and_its_wrapper(mocked, monkeypatch):
+    got = []
+    monkeypatch.setattr(be, "_fast_path", lambda gm, inputs, inner, fx, opts, info: got.append((inner, fx)) or "replay")
+    assert be.dagrun(object(), []) == "replay" and got == [("fx-inner", "fx")]
+
+
 def test_no_gain_falls_back_with_the_reason(mocked, monkeypatch):
-    def no_gain(gm, inputs, inner, opts, info):
+    def no_gain(gm, inputs, inner, fx, opts, info):
         info.reason = "dagrun's plan has one stream"
         return None
     monkeypatch.setattr(be, "_fast_path", no_gain)
@@ -233,7 +267,7 @@ def test_the_dagrun_path_warns_nothing(mocked, monkeypatch):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         assert be.dagrun(object(), []) == "replay"
-    assert not fallback_warnings(w) and mocked == [False]
+    assert not fallback_warnings(w) and mocked == ["fx"]
     assert be.compiled_graphs()[-1].path == "dagrun"
 
 
@@ -291,7 +325,7 @@ def test_autograd_falls_back_before_compiling(monkeypatch):
     assert "input 0 is not a CUDA tensor" in str(fallback_warnings(w)[0].message)
 
 
-@pytest.mark.parametrize("case", ["no cuda", "autograd", "dynamic", "cpu input", "cpu inputs"])
+@pytest.mark.parametrize("case", ["no cuda", "autograd", "dynamic", "cpu input", "cpu inputs", "no fx wrapper"])
 def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(monkeypatch, case):
     """A real FX graph, with Inductor's compile standing in as the graph
     itself: one DagrunFallbackWarning with the reason, the reason in
@@ -302,9 +336,21 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
     monkeypatch.setattr(be, "_inductor", lambda gm, inputs, cudagraphs: calls.append(cudagraphs) or gm)
     monkeypatch.setattr(be, "require_torch_compile", lambda: None)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: case != "no cuda")
+    from dagrun_torch import inductor as ind
     m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
     gm = torch.fx.symbolic_trace(m)
     x = torch.randn(2, 4)
+
+    class Dev(torch.Tensor):   # a CPU tensor that the checks take for a CUDA one
+        @property
+        def is_cuda(self):
+            return True
+
+    class OldConfig:           # Inductor's config of a torch before 2.9: no fx_wrapper
+        size_asserts = False
+    real = ind.fx_wrapper_missing
+    monkeypatch.setattr(ind, "fx_wrapper_missing", lambda: real(OldConfig()))
+    monkeypatch.setattr(be, "_inductor_fx", lambda gm, inputs: pytest.fail("compiled with the FX wrapper"))
     inputs, why = {
         "no cuda": ([x], "no CUDA device (torch.cuda.is_available() is False)"),
         "autograd": ([x, m[0].weight], "autograd is needed (the backend is for inference: call the compiled model "
@@ -313,6 +359,8 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
                             "compiles a graph per shape"),
         "cpu input": ([x], "input 0 is not a CUDA tensor"),
         "cpu inputs": ([x] * 7, "inputs 0, 1, 2, 3, 4 and 2 more are not CUDA tensors"),
+        "no fx wrapper": ([x.as_subclass(Dev)], "torch %s has no Inductor FX wrapper (torch._inductor.config.fx_wrapper, "
+                                                "torch 2.9 or later), which the dagrun path reads" % torch.__version__),
     }[case]
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
@@ -492,16 +540,20 @@ def test_a_wider_plan_with_no_predicted_gain_over_a_timed_narrower_one_is_not_ca
     assert not be.wider_for_nothing({"streams": 25, "ideal_us": 1000.0}, cs)
 
 
-def test_blas_calls_are_found_in_wrapper_statements():
-    import ast
+def test_blas_calls_are_found_in_wrapper_nodes():
+    """cuBLAS operators by their ATen name, out=, functional or in place;
+    convolutions, Triton launches and allocations are not."""
+    torch = pytest.importorskip("torch")
+    import torch.fx
     from dagrun_torch.inductor import runs_blas
-    yes = ["extern_kernels.mm(buf1, reinterpret_tensor(arg1_1, (768, 768), (1, 768), 0), out=buf2)",
-           "extern_kernels.addmm(arg2_1, buf3, arg3_1, alpha=1, beta=1, out=buf4)",
-           "buf5 = torch.ops.aten.bmm.default(buf1, buf2)", "extern_kernels.baddbmm(a, b, c, out=d)"]
-    no = ["buf0 = extern_kernels.convolution(arg0_1, arg1_1, stride=(2, 2), padding=(3, 3), bias=None)",
-          "triton_poi_fused_0.run(buf0, arg2_1, 802816, stream=stream0)", "buf7 = empty_strided_cuda((1, 8), (8, 1), torch.float32)"]
-    assert all(runs_blas(ast.parse(t).body[0]) for t in yes)
-    assert not any(runs_blas(ast.parse(t).body[0]) for t in no)
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    a = g.placeholder("a")
+    yes = [g.call_function(op, (a, a, a)) for op in (aten.mm.out, aten.addmm.out, aten.bmm.default, aten.baddbmm_.default)]
+    no = [g.call_function(aten.convolution.default, (a, a)), g.call_function(torch.empty_strided, ([1], [1])),
+          g.call_function(aten.add.Tensor, (a, a)), g.call_function(print, (a,)), a]
+    assert all(runs_blas(n) for n in yes)
+    assert not any(runs_blas(n) for n in no)
 
 
 def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_the_chosen_one(monkeypatch):
@@ -548,8 +600,7 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
         graph = {"nodes": [{"id": "k0", "reads": [], "writes": []}], "tensors": []}
         args, launch = [], {0: "k0"}
 
-    monkeypatch.setattr(ind, "capture_call", lambda inner, inputs: "wc")
-    monkeypatch.setattr(ind, "trace_call", lambda wc, name: IG())
+    monkeypatch.setattr(ind, "trace_fx", lambda fx, name: IG())
     monkeypatch.setattr(ind, "input_slots", lambda args, tensors: {0: 0})
     monkeypatch.setattr(ind, "clear_blas_workspaces", lambda: True)
     monkeypatch.setattr(ind, "plan_graphs", lambda g, caps, dagrun: {c: Plan(c[0]) for c in caps})
@@ -559,7 +610,7 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
     monkeypatch.setattr(be, "_release", lambda gc_first=True: (releases.append(gc_first), gc_first and gc.collect()))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     info = be.CompiledGraph()
-    fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), be.Options(), info)
+    fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), "fx", be.Options(), info)
     assert info.reason == "" and info.streams == 12 and info.identical
     # cap 4 lives until cap 16 is timed, not after; uncapped is as fast as 16 within 1%, with as much memory
     # and more streams: 16 is chosen
@@ -573,11 +624,11 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
     # a discarded capture in a reference cycle: the last release collects it
     cycle.append(True)
     del releases[:], made[:]
-    fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), be.Options(), be.CompiledGraph())
+    fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), "fx", be.Options(), be.CompiledGraph())
     assert releases == [False] * 4 + [True] and [r().cap for r in made if r() is not None] == [16]
     cycle.clear()
     info = be.CompiledGraph()                                     # a cap of 1: the reference alone, no candidate
-    assert be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), be.Options(max_streams=1), info) is None
+    assert be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), "fx", be.Options(max_streams=1), info) is None
     assert info.reason == "dagrun's plan has one stream" and list(info.candidates) == ["1"]
 
 
