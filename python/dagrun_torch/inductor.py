@@ -346,7 +346,7 @@ def _target_name(node: torch.fx.Node, tuners: Optional[Dict[int, Any]] = None) -
     if isinstance(t, str):
         return t
     mod = getattr(t, "__module__", None)
-    name = getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or type(t).__name__
+    name = getattr(t, "__name__", None) or type(t).__name__
     return "%s.%s" % (mod, name) if mod else str(name)
 
 
