@@ -244,7 +244,8 @@ def compile_fx_wrapper(gm: Any, example_inputs: Sequence[Any]) -> Tuple[Callable
     InductorError where this torch has no FX wrapper (``fx_wrapper_missing``),
     where Inductor's FX converter cannot express the graph (its
     NotImplementedError: a kernel that is not Triton's, a line it does not
-    convert), or where the compile makes other than one wrapper graph."""
+    convert), where the compile fails otherwise (the error's type and first
+    line), or where it makes other than one wrapper graph."""
     why = fx_wrapper_missing()
     if why:
         raise InductorError(why)
@@ -277,6 +278,10 @@ def compile_fx_wrapper(gm: Any, example_inputs: Sequence[Any]) -> Tuple[Callable
         inner = compile_fx(gm, list(example_inputs), config_patches=patches)
     except NotImplementedError as e:
         raise InductorError("Inductor's FX wrapper cannot express this graph: %s" % _first_line(e)) from e
+    except Exception as e:
+        # the FX wrapper's own failure, or Inductor's: Inductor's own path (which the caller runs next)
+        # raises the latter again
+        raise InductorError("Inductor's compile with its FX wrapper failed: %s: %s" % (type(e).__name__, _first_line(e))) from e
     finally:
         W.FxConverter.generate, W.WrapperFxCodegen.compile_graph = generate0, compile_graph0
     if len(caught) != 1:

@@ -515,3 +515,84 @@ def test_the_plan_is_issued_node_by_node_on_its_streams(cpu_trace, monkeypatch):
     out, keep = run(frees, lifetimes=False)
     assert [e[4] for e in log if e[0] == "launch"] == [None, None, True, True, True]
     assert any(isinstance(v, torch.Tensor) and v.data_ptr() == seen["buf1"]().data_ptr() for v in keep)
+
+
+@pytest.fixture
+def fake_inductor(monkeypatch):
+    """Stand-ins for the Inductor modules compile_fx_wrapper uses (torch 1.13 has none): a config with
+    fx_wrapper and without alignment_asserts, an FX converter with one kernel, the FX wrapper codegen,
+    and compile_fx, which converts ``state["graphs"]`` wrapper graphs (or raises ``state["raise"]``)
+    and returns Inductor's callable."""
+    import sys
+    state = {"graphs": 1, "raise": None, "patches": None}
+    config = types.ModuleType("torch._inductor.config")
+    config.fx_wrapper, config.size_asserts, config.nan_asserts = False, True, True
+    config.triton = types.SimpleNamespace(cudagraphs=True, autotune_at_compile_time=False)
+    W = types.ModuleType("torch._inductor.codegen.wrapper_fxir")
+
+    class FxConverter:
+        def __init__(self):
+            self.kernels = {"triton_poi_0": types.SimpleNamespace(tuner="tuner0", wrapped=types.SimpleNamespace(kernel_idx=3))}
+
+        def generate(self):
+            return types.SimpleNamespace(meta={}, graph=torch.fx.Graph())
+
+    class WrapperFxCodegen:
+        def compile_graph(self, gm):
+            return lambda *a: ("ran", a)
+    W.FxConverter, W.WrapperFxCodegen = FxConverter, WrapperFxCodegen
+    C = types.ModuleType("torch._inductor.compile_fx")
+
+    def compile_fx(gm, inputs, config_patches=None):
+        state["patches"] = config_patches
+        if state["raise"] is not None:
+            raise state["raise"]
+        fns = [WrapperFxCodegen().compile_graph(FxConverter().generate()) for _ in range(state["graphs"])]
+        return lambda *a: fns[0](*a)
+    C.compile_fx = compile_fx
+    pkg, codegen = types.ModuleType("torch._inductor"), types.ModuleType("torch._inductor.codegen")
+    pkg.config, pkg.codegen, pkg.compile_fx, codegen.wrapper_fxir = config, codegen, C, W
+    for name, mod in (("torch._inductor", pkg), ("torch._inductor.config", config), ("torch._inductor.codegen", codegen),
+                      ("torch._inductor.codegen.wrapper_fxir", W), ("torch._inductor.compile_fx", C)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setattr(torch, "_inductor", pkg, raising=False)
+    state["W"], state["config"] = W, config
+    state["originals"] = (FxConverter.generate, WrapperFxCodegen.compile_graph)
+    return state
+
+
+def test_compile_fx_wrapper_catches_the_wrapper_graph_its_tuners_and_arguments(fake_inductor):
+    st = fake_inductor
+    W = st["W"]
+    inner, fx = ind.compile_fx_wrapper("gm", [1, 2])
+    # the patches this config has (no alignment_asserts here), the FX wrapper on, no CUDA graph, tuning at compile
+    assert st["patches"] == {"fx_wrapper": True, "size_asserts": False, "nan_asserts": False, "triton.cudagraphs": False,
+                             "triton.autotune_at_compile_time": True}
+    assert fx.tuners == {3: "tuner0"} and fx.args is None and isinstance(fx.gm.graph, torch.fx.Graph)
+    assert (W.FxConverter.generate, W.WrapperFxCodegen.compile_graph) == st["originals"]   # restored
+    assert inner(5, 6) == ("ran", (5, 6)) and fx.args == [5, 6]
+    assert inner(7, 8) == ("ran", (7, 8)) and fx.args == [5, 6]     # the first call's arguments
+
+
+@pytest.mark.parametrize("case", ["two graphs", "converter refuses", "compile fails", "no fx_wrapper"])
+def test_compile_fx_wrapper_says_why_the_fx_path_is_not_taken(fake_inductor, case):
+    st = fake_inductor
+    want = {"two graphs": "Inductor made 2 wrapper graphs for this graph (graph partitions or subgraphs); the dagrun "
+                          "path reads one",
+            "converter refuses": "Inductor's FX wrapper cannot express this graph: FX conversion only supports Triton kernels.",
+            "compile fails": "Inductor's compile with its FX wrapper failed: AssertionError: a raw line",
+            "no fx_wrapper": "torch %s has no Inductor FX wrapper (torch._inductor.config.fx_wrapper, torch 2.9 or later), "
+                             "which the dagrun path reads" % torch.__version__}[case]
+    if case == "two graphs":
+        st["graphs"] = 2
+    elif case == "converter refuses":
+        st["raise"] = NotImplementedError("FX conversion only supports Triton kernels.\nSee the issue.")
+    elif case == "compile fails":
+        st["raise"] = AssertionError("a raw line")
+    else:
+        del st["config"].fx_wrapper
+    with pytest.raises(ind.InductorError) as e:
+        ind.compile_fx_wrapper("gm", [1])
+    assert str(e.value) == want
+    assert (st["W"].FxConverter.generate, st["W"].WrapperFxCodegen.compile_graph) == st["originals"]
+    assert (st["patches"] is None) == (case == "no fx_wrapper")     # no compile without the FX wrapper
