@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 import traceback
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -565,6 +565,43 @@ def _fresh_cache():
     return getattr(utils, "fresh_cache", None) or getattr(utils, "fresh_inductor_cache", None)
 
 
+# A cold compile shorter than this (s) varies by a tenth of itself from one run to the next: the bench
+# compiles it COMPILE_RUNS times in all and reports the median.
+RECOMPILE_BELOW_S = 5.0
+COMPILE_RUNS = 5
+
+
+def _compile_again(e: dict, model: Any, inputs: Sequence[Any], kw: dict, fresh: Any, own: bool) -> None:
+    """Compile ``model`` cold (``fresh`` cache, dynamo reset) COMPILE_RUNS - 1
+    more times with torch.compile's ``kw``, each through 3 calls, and make
+    ``e["compile_s"]`` (and with ``own``, ``e["dagrun_own_s"]``) the median
+    over every run, the first measured one included; ``e["compile_runs_s"]``
+    lists each run's seconds. The compiled models are dropped."""
+    import warnings
+    from . import backend as be
+    runs, owns = [e["compile_s"]], [e.get("dagrun_own_s", 0.0)]
+    for _ in range(COMPILE_RUNS - 1):
+        _reset_compiled_state()
+        n0 = len(be.compiled_graphs())
+        with fresh() if fresh else _null():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", be.DagrunFallbackWarning)
+                t0 = time.time()
+                c = torch.compile(model, dynamic=False, **kw)
+                with torch.no_grad():
+                    for _ in range(3):
+                        c(*inputs)
+                torch.cuda.synchronize()
+                runs.append(round(time.time() - t0, 1))
+        owns.append(round(sum(g.compile_s - g.inductor_s for g in be.compiled_graphs()[n0:] if g.path == "dagrun"), 1))
+        del c
+    e["compile_runs_s"] = runs
+    e["compile_s"] = round(statistics.median(runs), 1)
+    if own:
+        e["dagrun_own_s"] = round(statistics.median(owns), 1)
+    _reset_compiled_state()
+
+
 def _reset_compiled_state() -> None:
     """Forget what earlier torch.compile calls left: dynamo's caches, CUDA
     graph trees, cached cuBLAS workspaces, garbage, free allocator blocks."""
@@ -641,9 +678,11 @@ def backend(args) -> int:
                 "weights. Peak MB in steady replay: the same, from a reset of the peak after the warm-up through the "
                 "timed calls. Held MB: device memory the allocator keeps reserved after the timed calls and "
                 "torch.cuda.empty_cache() (CUDA graph pools, cached workspaces), over what it reserved before, plus "
-                "the weights. Compile s: torch.compile and 3 calls, %s; dagrun's own: its trace, plans and captures. "
+                "the weights. Compile s: torch.compile and 3 calls, %s; the median of %d such compiles where one takes "
+                "under %.0f s; dagrun's own: its trace, plans and captures. "
                 "Backend \"dagrun\" found by %s, options=%s; %.0f s in all." % (
-                    torch.cuda.get_device_name(), torch.__version__, args.iters, cache_note, how, opts,
+                    torch.cuda.get_device_name(), torch.__version__, args.iters, cache_note, COMPILE_RUNS,
+                    RECOMPILE_BELOW_S, how, opts,
                     time.time() - t_start))
 
     def save():
@@ -726,6 +765,10 @@ def backend(args) -> int:
                                 print(g.traceback, flush=True)
                         e["streams"] = "/".join(str(g.streams) for g in gs if g.path == "dagrun") or "1"
                         e["dagrun_own_s"] = round(sum(g.compile_s - g.inductor_s for g in gs if g.path == "dagrun"), 1)
+                    if e["compile_s"] < RECOMPILE_BELOW_S:
+                        del c
+                        c = None
+                        _compile_again(e, model, inputs, kw, fresh, key == "dagrun")
                 except Exception as ex:
                     e["error"] = "%s: %s" % (type(ex).__name__, str(ex)[:300])
                     traceback.print_exc()
