@@ -1,13 +1,13 @@
 """GPU check of the dagrun backend on Inductor's FX wrapper (torch 2.9 or later; written for torch 2.11 on an H100,
 under 120 s):
 
-    DAGRUN=.gpu/dagrun python3 python/tests/gpu_fx_tracer_check.py
+    DAGRUN=.gpu/dagrun python3 python/tests/gpu_fx_tracer_check.py [MODEL...]
 
 1. The FX probe's model (python/tests/gpu_inductor_fx_probe.py: conv, linear, Triton kernels, topk), compiled
    through ``inductor.compile_model`` and traced by ``inductor.trace_fx``: prints every launch (its op, reads,
    writes, µs) and the tensors operators allocate; then captures it on one stream and on a plan of 4 streams
    (whatever the planner predicts) and checks both replay bit-identical to each other and close to eager.
-2. googlenet and moe-1 (``dagrun_torch.bench.workload``) through ``torch.compile(backend="dagrun",
+2. googlenet and moe-1, or the MODELs given (``dagrun_torch.bench.workload``) through ``torch.compile(backend="dagrun",
    dynamic=False, options={"verify": True, "verify_trials": 1})``: prints, per graph, the path, the reason,
    the streams, the launches, identical, verified and the candidates; then whether the compiled model's output
    is close to eager's.
@@ -83,7 +83,7 @@ if not same or not close(a, ref):
 del four
 
 # 2. the backend end to end
-for name in ("googlenet", "moe-1"):
+for name in sys.argv[1:] or ("googlenet", "moe-1"):
     torch._dynamo.reset()
     model, inputs = B.workload(name)
     n0 = len(be.compiled_graphs())
