@@ -568,7 +568,7 @@ def _fresh_cache():
 # A cold compile shorter than this (s) varies by a tenth of itself from one run to the next: the bench
 # compiles it COMPILE_RUNS times in all and reports the median.
 RECOMPILE_BELOW_S = 5.0
-COMPILE_RUNS = 5
+COMPILE_RUNS = 3
 
 
 def _compile_again(e: dict, model: Any, inputs: Sequence[Any], kw: dict, fresh: Any, own: bool) -> None:
