@@ -37,9 +37,9 @@ by 20 replays, keep the fastest, or among the plans within
 MEMORY_TOLERANCE of the fastest the one whose graph reserved the least
 memory; a wider plan whose ideal makespan is not MEMORY_TOLERANCE below a
 timed narrower one's is not captured: more streams hold more memory and
-cuBLAS workspaces for no predicted gain), 0 for no cap, or a cap ≥ 1;
-``strategy``: dagrun's planning strategy ("default", "single",
-"round-robin", "naive"); ``verify``: check the chosen graph's outputs
+cuBLAS workspaces for no predicted gain), 0 for no cap, or a cap from 1
+to 2**31 - 1 (MAX_STREAMS); ``strategy``: dagrun's planning strategy
+("default", "single", "round-robin", "naive"); ``verify``: check the chosen graph's outputs
 against the same kernels on one stream bit for bit, also with GPU delays
 in front of a tenth of the launches (``verify_trials`` runs, default 2,
 at least 1), raising ``dagrun_torch.VerificationError`` on a difference;
@@ -93,8 +93,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["dagrun", "Options", "parse_options", "DagrunFallbackWarning", "CompiledGraph", "compiled_graphs",
-           "MIN_GAIN", "AUTO_CAPS", "MEMORY_TOLERANCE", "needs_autograd", "dynamic_inputs", "require_torch_compile",
-           "register"]
+           "MIN_GAIN", "AUTO_CAPS", "MAX_STREAMS", "MEMORY_TOLERANCE", "needs_autograd", "dynamic_inputs",
+           "require_torch_compile", "register"]
 
 # A multi-stream plan is kept only when its replay is at least this much faster
 # (a fraction) than the same kernels captured on one stream.
@@ -106,6 +106,8 @@ AUTO_CAPS = (4, 16, 0)
 # the least memory (fewer streams hold fewer cuBLAS workspaces).
 MEMORY_TOLERANCE = 0.01
 STRATEGIES = ("default", "single", "round-robin", "naive")
+# The largest stream cap the backend takes, as a spec's ``max_streams`` (2**31 - 1).
+MAX_STREAMS = 2**31 - 1
 
 
 def require_torch_compile(what: str = "dagrun backend") -> None:
@@ -126,7 +128,7 @@ class DagrunFallbackWarning(UserWarning):
 @dataclass
 class Options:
     """The backend's options. ``max_streams``: "auto", 0 (no cap) or a cap
-    ≥ 1; ``strategy``: dagrun's planning strategy; ``verify``: check bit
+    from 1 to MAX_STREAMS; ``strategy``: dagrun's planning strategy; ``verify``: check bit
     identity with injected delays at compile time; ``verify_trials``: runs
     with delays; ``dagrun``: the binary's path (None: find_dagrun)."""
     max_streams: Any = "auto"
@@ -171,8 +173,9 @@ def parse_options(options: Optional[dict]) -> Options:
     """Options from torch.compile's ``options=`` dict. Raises ValueError
     naming the option, the value given (with its type where that is not a
     Python bool, int or str) and what it takes, on an unknown key, a bad
-    value, a ``dagrun`` path that is not an executable file (saying why),
-    or ``verify`` with ``verify_trials`` 0. Integers may be numpy's."""
+    value (a ``max_streams`` above MAX_STREAMS among them), a ``dagrun``
+    path that is not an executable file (saying why), or ``verify`` with
+    ``verify_trials`` 0. Integers may be numpy's."""
     o = Options()
     if options is None:
         return o
@@ -185,9 +188,9 @@ def parse_options(options: Optional[dict]) -> Options:
         if k == "max_streams":
             if not (isinstance(v, str) and v == "auto"):
                 n = _integer(v)
-                if n is None or n < 0:
-                    raise ValueError("dagrun backend: max_streams=%s: want \"auto\", 0 (no cap) or an integer ≥ 1"
-                                     % _value(v))
+                if n is None or n < 0 or n > MAX_STREAMS:
+                    raise ValueError("dagrun backend: max_streams=%s: want \"auto\", 0 (no cap) or an integer from 1 "
+                                     "to %d" % (_value(v), MAX_STREAMS))
                 v = n
         elif k == "strategy":
             if not isinstance(v, str) or v not in STRATEGIES:

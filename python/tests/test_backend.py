@@ -19,6 +19,11 @@ def test_options_parse_and_refuse_bad_values():
     assert be.parse_options(None) == be.Options()
     assert be.parse_options({"max_streams": 0}).max_streams == 0
     assert be.parse_options({"max_streams": "auto"}).max_streams == "auto"
+    # the largest cap, a spec's max_streams bound, on both sides
+    assert be.parse_options({"max_streams": 2**31 - 1}).max_streams == be.MAX_STREAMS == 2**31 - 1
+    with pytest.raises(ValueError, match=re.escape("max_streams=2147483648: want \"auto\", 0 (no cap) or an integer "
+                                                   "from 1 to 2147483647")):
+        be.parse_options({"max_streams": 2**31})
     for bad, msg in (({"max_streams": -1}, "max_streams=-1"), ({"max_streams": True}, "max_streams=True"),
                      ({"max_streams": "8"}, "max_streams='8'"), ({"strategy": "fast"}, "strategy='fast'"),
                      ({"verify": 1}, "verify=1"), ({"verify_trials": -1}, "verify_trials=-1"),
