@@ -57,7 +57,11 @@ def main(argv=None) -> int:
             cmd, ", ".join(_cli.PARSERS), __doc__.strip().splitlines()[0]), file=sys.stderr)
         return 2
     # --help and argument errors answer here, before the command imports torch.
-    _cli.parser(cmd).parse_args(rest)
+    args = _cli.parser(cmd).parse_args(rest)
+    why = _cli.USAGE[cmd](args) if cmd in _cli.USAGE else ""
+    if why:
+        print(why, file=sys.stderr)
+        return 2
     try:
         return _command(cmd)(rest)
     except ModuleNotFoundError as e:

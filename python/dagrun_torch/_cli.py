@@ -17,6 +17,9 @@ MODELS = {
     "googlenet": ("googlenet", 224), "inception_v3": ("inception_v3", 299), "inception_v4": ("timm:inception_v4", 299),
     "nasnetalarge": ("timm:nasnetalarge", 331), "resnet50": ("resnet50", 224), "densenet121": ("densenet121", 224),
 }
+# The transformer workloads bench --backend knows besides MODELS: BERT-base (batch 1, sequence 128) and
+# one mixture-of-experts layer at decode batch N ("moe-N"); bench.transformer_model builds them.
+TRANSFORMERS = ("bert-base", "moe-1", "moe-8")
 # The stream caps bench --schedules compares (0: uncapped).
 CAPS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 0)
 
@@ -109,7 +112,8 @@ def bench() -> argparse.ArgumentParser:
                          "the staged (IOS) schedule and the priority order under caps 4, 16 and none, planned, predicted "
                          "and timed" % (CAPS,))
     ap.add_argument("--inductor", action="store_true",
-                    help="time dagrun's plans over torch.compile's Inductor kernels against torch.compile reduce-overhead")
+                    help="time dagrun's plans over torch.compile's Inductor kernels against torch.compile reduce-overhead "
+                         "(torch 2.9 or later: Inductor's FX wrapper)")
     ap.add_argument("--backend", action="store_true",
                     help="torch.compile default, reduce-overhead and backend=\"dagrun\" per model (also bert-base, moe-1, "
                          "moe-8: transformer workloads): median ms, peak memory, compile time; --verify-trials > 0 "
@@ -120,6 +124,74 @@ def bench() -> argparse.ArgumentParser:
     ap.add_argument("--compile-models", nargs="*", default=[],
                     help="with --schedules or --inductor: also time torch.compile reduce-overhead on these")
     return ap
+
+
+def _out_folder(path: str) -> str:
+    """Why folder ``path`` cannot be made or written ("" when it can): it
+    or a folder above it is a file, or the nearest that exists is not
+    writable. Checks only; makes nothing."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        up = os.path.dirname(p)
+        if up == p:
+            break
+        p = up
+    if not os.path.isdir(p):
+        return "%s is not a folder" % p if p != os.path.abspath(path) else "not a folder"
+    if not os.access(p, os.W_OK | os.X_OK):
+        return "%s is not writable" % p if p != os.path.abspath(path) else "not writable"
+    return ""
+
+
+def bench_usage(args: argparse.Namespace) -> str:
+    """Why bench's parsed ``args`` are no run, as one line ("" when they are
+    one): two runs at once, an unknown model, an option the run does not
+    use or two that contradict, a figure out of range (--max-streams up to
+    the backend's MAX_STREAMS), or an --out that cannot be a folder. Needs
+    no torch: ``python3 -m dagrun_torch`` asks before importing it, and
+    bench's ``main`` again."""
+    from .backend import MAX_STREAMS   # the backend's bound, which every run's plans share
+    runs = [f for f, on in (("--schedules", args.schedules), ("--inductor", args.inductor), ("--backend", args.backend)) if on]
+    if len(runs) > 1:
+        return "bench: %s are different runs; give one" % " and ".join(runs)
+    known = list(MODELS) + (list(TRANSFORMERS) if args.backend else [])
+    for m in args.models + args.compile_models:
+        if m not in known:
+            return "bench: unknown model %r (known%s: %s)" % (m, " with --backend" if args.backend else "", ", ".join(known))
+    if args.backend:
+        ignored = [f for f, on in (("--no-compile", not args.compile), ("--only-compile", args.only_compile),
+                                   ("--compile-models", bool(args.compile_models))) if on]
+        if ignored:
+            return "bench: %s: not with --backend, which times torch.compile's modes on every model" % ", ".join(ignored)
+    elif runs:
+        ignored = [f for f, on in (("--no-compile", not args.compile), ("--only-compile", args.only_compile)) if on]
+        if ignored:
+            return "bench: %s: not with %s (--compile-models names the models it compiles)" % (", ".join(ignored), runs[0])
+    else:
+        if args.compile_models:
+            return "bench: --compile-models: only with --schedules or --inductor (this run compiles every model)"
+        if args.only_compile and not args.compile:
+            return "bench: --only-compile and --no-compile contradict: the first times torch.compile, the second leaves it out"
+    if args.max_streams == "auto" and not args.backend:
+        return "bench: --max-streams auto: only with --backend (the backend's max_streams option); want an integer ≥ 0"
+    for flag, v, low, high in (("--iters", args.iters, 1, None), ("--max-streams", args.max_streams, 0, MAX_STREAMS),
+                               ("--verify-trials", args.verify_trials, 0, None)):
+        if v is None or v == "auto":
+            continue
+        if v < low:
+            return "bench: %s %d: want an integer ≥ %d" % (flag, v, low)
+        if high is not None and v > high:
+            return "bench: %s %d: want an integer from %d to %d" % (flag, v, low, high)
+    if not args.budget_s > 0:
+        return "bench: --budget-s %g: want seconds > 0" % args.budget_s
+    why = _out_folder(args.out)
+    if why:
+        return "bench: --out %s: %s; want a folder to write bench's tables in" % (args.out, why)
+    return ""
+
+
+# Checks of a command's parsed arguments that need no torch (one line, "" when fine), by command.
+USAGE: Dict[str, Callable[[argparse.Namespace], str]] = {"bench": bench_usage}
 
 
 def timeline() -> argparse.ArgumentParser:

@@ -449,9 +449,7 @@ def inductor(args) -> int:
     return 0
 
 
-# The transformer workloads --backend knows besides MODELS: BERT-base (batch 1,
-# sequence 128) and one mixture-of-experts layer at decode batch N ("moe-N").
-TRANSFORMERS = ("bert-base", "moe-1", "moe-8")
+TRANSFORMERS = _cli.TRANSFORMERS
 
 
 def workload(name: str):
@@ -809,42 +807,25 @@ def _flat(v):
 def main(argv: Optional[List[str]] = None) -> int:
     ap = _cli.bench()
     args = ap.parse_args(argv)
-    runs = [f for f, on in (("--schedules", args.schedules), ("--inductor", args.inductor), ("--backend", args.backend)) if on]
-    if len(runs) > 1:
-        print("bench: %s are different runs; give one" % " and ".join(runs), file=sys.stderr)
-        return 2
-    known = list(MODELS) + (list(TRANSFORMERS) if args.backend else [])
-    for m in args.models + args.compile_models:
-        if m not in known:
-            print("bench: unknown model %r (known%s: %s)" % (m, " with --backend" if args.backend else "", ", ".join(known)),
-                  file=sys.stderr)
-            return 2
-    if args.backend:
-        ignored = [f for f, on in (("--no-compile", not args.compile), ("--only-compile", args.only_compile),
-                                   ("--compile-models", bool(args.compile_models))) if on]
-        if ignored:
-            print("bench: %s: not with --backend, which times torch.compile's modes on every model" % ", ".join(ignored),
-                  file=sys.stderr)
-            return 2
-    if args.max_streams == "auto" and not args.backend:
-        print("bench: --max-streams auto: only with --backend (the backend's max_streams option); want an integer ≥ 0",
-              file=sys.stderr)
-        return 2
-    for flag, v, low in (("--iters", args.iters, 1), ("--max-streams", args.max_streams, 0),
-                         ("--verify-trials", args.verify_trials, 0)):
-        if v is not None and v != "auto" and v < low:
-            print("bench: %s %d: want an integer ≥ %d" % (flag, v, low), file=sys.stderr)
-            return 2
-    if not args.budget_s > 0:
-        print("bench: --budget-s %g: want seconds > 0" % args.budget_s, file=sys.stderr)
+    why = _cli.bench_usage(args)
+    if why:
+        print(why, file=sys.stderr)
         return 2
     if args.backend or args.inductor:
+        run = "bench --backend" if args.backend else "bench --inductor"
         from .backend import require_torch_compile
         try:
-            require_torch_compile("bench " + runs[0])
+            require_torch_compile(run)
         except ImportError as e:
             print(e, file=sys.stderr)
             return 2
+        if args.inductor:
+            # --backend runs on an older torch too (every graph on Inductor's own path); --inductor reads the FX wrapper
+            from .inductor import fx_wrapper_missing
+            why = fx_wrapper_missing()
+            if why:
+                print("%s: %s; install torch 2.9 or later" % (run, why), file=sys.stderr)
+                return 2
     if not torch.cuda.is_available():
         print("bench: needs a GPU", file=sys.stderr)
         return 2

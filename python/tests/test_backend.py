@@ -518,10 +518,59 @@ def test_bench_refuses_bad_usage_and_a_torch_without_torch_compile_before_the_gp
         bench.main(["--backend", "--max-streams", "Auto"])
     assert "argument --max-streams: want \"auto\" (with --backend) or an integer ≥ 0, not 'Auto'" in capsys.readouterr().err
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    # --inductor reads Inductor's FX wrapper: a torch without one is refused before the GPU
+    from dagrun_torch import inductor as ind
+    monkeypatch.setattr(ind, "fx_wrapper_missing", lambda: "torch 2.8 has no Inductor FX wrapper")
+    assert err("--inductor") == "bench --inductor: torch 2.8 has no Inductor FX wrapper; install torch 2.9 or later"
+    assert err("--backend") == "bench: needs a GPU"                  # the backend falls back there: it runs
+    monkeypatch.setattr(ind, "fx_wrapper_missing", lambda: "")
+    assert err("--inductor") == "bench: needs a GPU"
     monkeypatch.delattr(torch, "compile")
     for run in ("--backend", "--inductor"):
         assert err(run).startswith("bench %s: torch %s has no torch.compile" % (run, torch.__version__))
     assert err("--no-compile") == "bench: needs a GPU"
+
+
+BENCH_USAGE = [
+    # (arguments, the one line bench answers): options a run does not use, or that contradict
+    (["--schedules", "--no-compile"],
+     "bench: --no-compile: not with --schedules (--compile-models names the models it compiles)"),
+    (["--inductor", "--only-compile"],
+     "bench: --only-compile: not with --inductor (--compile-models names the models it compiles)"),
+    (["--compile-models", "googlenet"],
+     "bench: --compile-models: only with --schedules or --inductor (this run compiles every model)"),
+    (["--only-compile", "--no-compile"],
+     "bench: --only-compile and --no-compile contradict: the first times torch.compile, the second leaves it out"),
+    # the largest stream cap, a spec's bound, for every run
+    (["--max-streams", "2147483648"], "bench: --max-streams 2147483648: want an integer from 0 to 2147483647"),
+    (["--backend", "--max-streams", "2147483648"],
+     "bench: --max-streams 2147483648: want an integer from 0 to 2147483647"),
+    (["--backend", "--inductor"], "bench: --inductor and --backend are different runs; give one"),
+]
+
+
+@pytest.mark.parametrize("argv,line", BENCH_USAGE)
+def test_bench_usage_errors_are_one_line_before_torch(argv, line):
+    """python3 -m dagrun_torch answers bench's usage errors before it
+    imports torch: the same line with torch or without."""
+    import subprocess
+    from conftest import package_env
+    code = ("import sys\nsys.modules['torch'] = None   # import torch fails, as where it is not installed\n"
+            "from dagrun_torch.__main__ import main\nsys.exit(main(['bench'] + sys.argv[1:]))\n")
+    r = subprocess.run([sys.executable, "-c", code] + argv, capture_output=True, text=True, env=package_env())
+    assert (r.returncode, r.stderr, r.stdout) == (2, line + "\n", "")
+
+
+def test_bench_out_must_be_a_folder_it_can_make(tmp_path, capsys):
+    from dagrun_torch import _cli
+    f = tmp_path / "file"
+    f.write_text("")
+    for out, why in ((f, "not a folder"), (f / "sub", "%s is not a folder" % f)):
+        args = _cli.bench().parse_args(["--backend", "--out", str(out)])
+        assert _cli.bench_usage(args) == "bench: --out %s: %s; want a folder to write bench's tables in" % (out, why)
+    for out in (tmp_path, tmp_path / "new" / "sub"):                 # a folder, or one to make: fine, nothing made
+        assert _cli.bench_usage(_cli.bench().parse_args(["--out", str(out)])) == ""
+    assert not (tmp_path / "new").exists()
 
 
 def test_a_wider_plan_with_no_predicted_gain_over_a_timed_narrower_one_is_not_captured():
