@@ -145,11 +145,11 @@ def _out_folder(path: str) -> str:
 
 def bench_usage(args: argparse.Namespace) -> str:
     """Why bench's parsed ``args`` are no run, as one line ("" when they are
-    one): two runs at once, an unknown model, an option the run does not
-    use or two that contradict, a figure out of range (--max-streams up to
-    the backend's MAX_STREAMS), or an --out that cannot be a folder. Needs
-    no torch: ``python3 -m dagrun_torch`` asks before importing it, and
-    bench's ``main`` again."""
+    one): two runs at once, an unknown model or one named twice, an option
+    the run does not use or two that contradict, a figure out of range
+    (--max-streams up to the backend's MAX_STREAMS), or an --out that cannot
+    be a folder. Needs no torch: ``python3 -m dagrun_torch`` asks before
+    importing it, and bench's ``main`` again."""
     from .backend import MAX_STREAMS   # the backend's bound, which every run's plans share
     runs = [f for f, on in (("--schedules", args.schedules), ("--inductor", args.inductor), ("--backend", args.backend)) if on]
     if len(runs) > 1:
@@ -158,6 +158,10 @@ def bench_usage(args: argparse.Namespace) -> str:
     for m in args.models + args.compile_models:
         if m not in known:
             return "bench: unknown model %r (known%s: %s)" % (m, " with --backend" if args.backend else "", ", ".join(known))
+    for flag, ms in (("--models", args.models), ("--compile-models", args.compile_models)):
+        twice = sorted({m for m in ms if ms.count(m) > 1})
+        if twice:
+            return "bench: %s names %s more than once; name each model once" % (flag, ", ".join(twice))
     if args.backend:
         ignored = [f for f, on in (("--no-compile", not args.compile), ("--only-compile", args.only_compile),
                                    ("--compile-models", bool(args.compile_models))) if on]

@@ -546,6 +546,10 @@ BENCH_USAGE = [
     (["--backend", "--max-streams", "2147483648"],
      "bench: --max-streams 2147483648: want an integer from 0 to 2147483647"),
     (["--backend", "--inductor"], "bench: --inductor and --backend are different runs; give one"),
+    (["--models", "googlenet", "resnet50", "googlenet"],
+     "bench: --models names googlenet more than once; name each model once"),
+    (["--inductor", "--compile-models", "resnet50", "resnet50"],
+     "bench: --compile-models names resnet50 more than once; name each model once"),
 ]
 
 
