@@ -241,19 +241,23 @@ def compile_fx_wrapper(gm: Any, example_inputs: Sequence[Any]) -> Tuple[Callable
     callable's first call). Patches ``WrapperFxCodegen.compile_graph`` (to
     catch the graph and the arguments) and ``FxConverter.generate`` (to keep
     each kernel's autotuner) for the duration of the compile only. Raises
-    InductorError where this torch has no FX wrapper (``fx_wrapper_missing``),
-    where Inductor's FX converter cannot express the graph (its
-    NotImplementedError: a kernel that is not Triton's, a line it does not
-    convert), where the compile fails otherwise (the error's type and first
+    InductorError where this torch has no FX wrapper (``fx_wrapper_missing``)
+    or its FX wrapper lacks the two methods patched, where Inductor's FX
+    converter cannot express the graph (its NotImplementedError: a kernel
+    that is not Triton's, a line it does not convert), where the compile fails otherwise (the error's type and first
     line), or where it makes other than one wrapper graph."""
     why = fx_wrapper_missing()
     if why:
         raise InductorError(why)
     import torch._inductor.config as config
-    from torch._inductor.codegen import wrapper_fxir as W
     from torch._inductor.compile_fx import compile_fx
+    try:
+        from torch._inductor.codegen import wrapper_fxir as W
+        generate0, compile_graph0 = W.FxConverter.generate, W.WrapperFxCodegen.compile_graph
+    except (ImportError, AttributeError) as e:
+        raise InductorError("torch %s's Inductor FX wrapper has no %s, which the dagrun path hooks to catch the "
+                            "wrapper graph (written against torch 2.11)" % (torch.__version__, _missing_name(e))) from e
     caught: List[FxWrapper] = []
-    generate0, compile_graph0 = W.FxConverter.generate, W.WrapperFxCodegen.compile_graph
 
     def generate(self: Any) -> Any:
         g = generate0(self)
@@ -309,6 +313,19 @@ def compile_model(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> Tup
     if len(seen) != 1:
         raise InductorError("the model compiled to %d graphs (graph breaks?); want 1" % len(seen))
     return compiled, seen[0]
+
+
+def _missing_name(e: BaseException) -> str:
+    """What an ImportError or AttributeError says is missing: the module's
+    or the attribute's name where it carries one, else its message."""
+    name = getattr(e, "name", None)
+    if isinstance(e, AttributeError) and name:
+        obj = getattr(e, "obj", None)
+        owner = getattr(obj, "__name__", type(obj).__name__) if obj is not None else ""
+        return "%s.%s" % (owner, name) if owner else name
+    if isinstance(e, ImportError) and name:
+        return "module %s" % name
+    return _first_line(e)
 
 
 def _first_line(e: BaseException) -> str:

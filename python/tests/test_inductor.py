@@ -574,25 +574,38 @@ def test_compile_fx_wrapper_catches_the_wrapper_graph_its_tuners_and_arguments(f
     assert inner(7, 8) == ("ran", (7, 8)) and fx.args == [5, 6]     # the first call's arguments
 
 
-@pytest.mark.parametrize("case", ["two graphs", "converter refuses", "compile fails", "no fx_wrapper"])
-def test_compile_fx_wrapper_says_why_the_fx_path_is_not_taken(fake_inductor, case):
+@pytest.mark.parametrize("case", ["two graphs", "converter refuses", "compile fails", "no fx_wrapper",
+                                  "no generate", "no codegen class"])
+def test_compile_fx_wrapper_says_why_the_fx_path_is_not_taken(fake_inductor, case, monkeypatch):
     st = fake_inductor
     want = {"two graphs": "Inductor made 2 wrapper graphs for this graph (graph partitions or subgraphs); the dagrun "
                           "path reads one",
             "converter refuses": "Inductor's FX wrapper cannot express this graph: FX conversion only supports Triton kernels.",
             "compile fails": "Inductor's compile with its FX wrapper failed: AssertionError: a raw line",
             "no fx_wrapper": "torch %s has no Inductor FX wrapper (torch._inductor.config.fx_wrapper, torch 2.9 or later), "
-                             "which the dagrun path reads" % torch.__version__}[case]
+                             "which the dagrun path reads" % torch.__version__,
+            # an FX wrapper without the methods the path hooks: a fallback that names them, never a crash
+            "no generate": "torch %s's Inductor FX wrapper has no FxConverter.generate, which the dagrun path hooks to "
+                           "catch the wrapper graph (written against torch 2.11)" % torch.__version__,
+            "no codegen class": "torch %s's Inductor FX wrapper has no torch._inductor.codegen.wrapper_fxir."
+                                "WrapperFxCodegen, which the dagrun path hooks to catch the wrapper graph (written "
+                                "against torch 2.11)" % torch.__version__}[case]
     if case == "two graphs":
         st["graphs"] = 2
     elif case == "converter refuses":
         st["raise"] = NotImplementedError("FX conversion only supports Triton kernels.\nSee the issue.")
     elif case == "compile fails":
         st["raise"] = AssertionError("a raw line")
+    elif case == "no generate":
+        monkeypatch.delattr(st["W"].FxConverter, "generate")
+    elif case == "no codegen class":
+        monkeypatch.delattr(st["W"], "WrapperFxCodegen")
     else:
         del st["config"].fx_wrapper
     with pytest.raises(ind.InductorError) as e:
         ind.compile_fx_wrapper("gm", [1])
     assert str(e.value) == want
-    assert (st["W"].FxConverter.generate, st["W"].WrapperFxCodegen.compile_graph) == st["originals"]
-    assert (st["patches"] is None) == (case == "no fx_wrapper")     # no compile without the FX wrapper
+    if case not in ("no generate", "no codegen class"):
+        assert (st["W"].FxConverter.generate, st["W"].WrapperFxCodegen.compile_graph) == st["originals"]
+    # no compile without the FX wrapper or its hooks
+    assert (st["patches"] is None) == (case in ("no fx_wrapper", "no generate", "no codegen class"))
