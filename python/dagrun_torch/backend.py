@@ -51,7 +51,8 @@ Never slower, never a crash: the backend runs Inductor's own path
 only: run under ``torch.no_grad()``), when the graph has dynamic shapes
 (``torch.compile(..., dynamic=False)`` gives a graph per shape), when an
 input is not a CUDA tensor, when the graph writes its inputs, when
-torch has no Inductor FX wrapper (torch before 2.9), when Inductor's FX
+torch has no Inductor FX wrapper (torch before 2.9), when no dagrun binary
+is found (``find_dagrun``; checked before Inductor compiles), when Inductor's FX
 converter cannot express the graph (a kernel that is not Triton's, say) or
 its wrapper graph has a node the tracer does not read (the warning names
 it), when the plan has
@@ -424,7 +425,7 @@ def dagrun(gm: Any, example_inputs: Sequence[Any], options: Optional[dict] = Non
     info = CompiledGraph()
     _COMPILED.append(info)
     example_inputs = list(example_inputs)
-    why = _before_compile(example_inputs, torch.is_grad_enabled())
+    why = _before_compile(example_inputs, torch.is_grad_enabled(), opts.dagrun)
     if why:
         return _fallback(gm, example_inputs, why, info, t0)
     # Where Inductor's FX wrapper cannot express the graph, the graph takes Inductor's own path;
@@ -464,9 +465,10 @@ def _inputs(idx: Sequence[int], one: str, many: str) -> str:
     return "inputs %s%s are %s" % (", ".join(map(str, idx[:5])), more, many)
 
 
-def _before_compile(example_inputs: Sequence[Any], grad_enabled: bool) -> str:
+def _before_compile(example_inputs: Sequence[Any], grad_enabled: bool, binary: Optional[str] = None) -> str:
     """Why the graph cannot take the dagrun path, found before compiling
-    ("" when it can)."""
+    ("" when it can). ``binary``: the ``dagrun`` option; where it is None,
+    ``find_dagrun`` must find one (it may build it with Go in a checkout)."""
     import torch
     if not torch.cuda.is_available():
         return "no CUDA device (torch.cuda.is_available() is False)"
@@ -487,7 +489,16 @@ def _before_compile(example_inputs: Sequence[Any], grad_enabled: bool) -> str:
     if is_fake is not None and any(is_fake(x) for x in example_inputs):
         return "dynamo passed fake example inputs: the kernels cannot be run and timed at compile time"
     from .inductor import fx_wrapper_missing
-    return fx_wrapper_missing()
+    why = fx_wrapper_missing()
+    if why or binary is not None:
+        return why
+    from ._binary import DagrunNotFound, find_dagrun
+    try:
+        find_dagrun()
+    except DagrunNotFound as e:
+        why = str(e).splitlines()[0] if str(e) else "none found"
+        return why if why.startswith("no dagrun binary") else "no dagrun binary to plan with (%s)" % why
+    return ""
 
 
 def worth_timing(c: dict) -> bool:

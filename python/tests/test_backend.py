@@ -203,7 +203,7 @@ def mocked(monkeypatch):
         return ("fx-inner", "fx")
     monkeypatch.setattr(be, "_inductor", fake_inductor)
     monkeypatch.setattr(be, "_inductor_fx", fake_inductor_fx)
-    monkeypatch.setattr(be, "_before_compile", lambda inputs, grad: "")
+    monkeypatch.setattr(be, "_before_compile", lambda inputs, grad, binary: "")
     monkeypatch.setattr(be, "require_torch_compile", lambda: None)
     return calls
 
@@ -330,7 +330,8 @@ def test_autograd_falls_back_before_compiling(monkeypatch):
     assert "input 0 is not a CUDA tensor" in str(fallback_warnings(w)[0].message)
 
 
-@pytest.mark.parametrize("case", ["no cuda", "autograd", "dynamic", "cpu input", "cpu inputs", "no fx wrapper"])
+@pytest.mark.parametrize("case", ["no cuda", "autograd", "dynamic", "cpu input", "cpu inputs", "no fx wrapper",
+                                  "no binary", "bad DAGRUN"])
 def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(monkeypatch, case):
     """A real FX graph, with Inductor's compile standing in as the graph
     itself: one DagrunFallbackWarning with the reason, the reason in
@@ -353,9 +354,21 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
 
     class OldConfig:           # Inductor's config of a torch before 2.9: no fx_wrapper
         size_asserts = False
+    class NewConfig:           # a torch 2.9 or later
+        fx_wrapper = False
     real = ind.fx_wrapper_missing
-    monkeypatch.setattr(ind, "fx_wrapper_missing", lambda: real(OldConfig()))
+    monkeypatch.setattr(ind, "fx_wrapper_missing", lambda: real(NewConfig() if "binary" in case or "DAGRUN" in case
+                                                               else OldConfig()))
     monkeypatch.setattr(be, "_inductor_fx", lambda gm, inputs: pytest.fail("compiled with the FX wrapper"))
+    # no dagrun binary: none beside the package, no DAGRUN (or a bad one), none on PATH, no Go
+    import dagrun_torch._binary as binary
+    monkeypatch.setattr(binary, "wheel_binary", lambda: None)
+    monkeypatch.setattr(binary, "_cached", None)
+    monkeypatch.setattr(binary.shutil, "which", lambda name: None)
+    if case == "bad DAGRUN":
+        monkeypatch.setenv("DAGRUN", "/nonexistent/dagrun")
+    else:
+        monkeypatch.delenv("DAGRUN", raising=False)
     inputs, why = {
         "no cuda": ([x], "no CUDA device (torch.cuda.is_available() is False)"),
         "autograd": ([x, m[0].weight], "autograd is needed (the backend is for inference: call the compiled model "
@@ -366,6 +379,13 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
         "cpu inputs": ([x] * 7, "inputs 0, 1, 2, 3, 4 and 2 more are not CUDA tensors"),
         "no fx wrapper": ([x.as_subclass(Dev)], "torch %s has no Inductor FX wrapper (torch._inductor.config.fx_wrapper, "
                                                 "torch 2.9 or later), which the dagrun path reads" % torch.__version__),
+        # found before Inductor compiles, not after the compile and the trace
+        "no binary": ([x.as_subclass(Dev)], "no dagrun binary: install a dagrun_torch wheel (it carries one: "
+                                            "`pip install dagrun_torch-*.whl`, built by scripts/build-wheel.sh), set "
+                                            "DAGRUN=/path/to/dagrun, put dagrun on PATH, or install Go and use this "
+                                            "package from a dagrun checkout (`go build -o dagrun ./cmd/dagrun` builds it)"),
+        "bad DAGRUN": ([x.as_subclass(Dev)], "no dagrun binary to plan with (DAGRUN=/nonexistent/dagrun is not an "
+                                             "executable file)"),
     }[case]
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
@@ -378,6 +398,8 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
     assert calls == [True] and torch.equal(y, m(x))
     info = be.compiled_graphs()[-1]
     assert (info.path, info.reason) == ("reduce-overhead", why)
+    if case == "no binary":   # the dagrun option names the binary: nothing to find
+        assert be._before_compile(inputs, False, sys.executable) == ""
 
 
 def test_a_fallback_warning_points_at_the_users_call_not_at_torch(monkeypatch):
