@@ -429,6 +429,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(out_dir):
         ap.error("--out %s: directory %s does not exist" % (args.out, out_dir))
+    if os.path.isdir(args.out):
+        ap.error("--out %s: a folder; want the path of the graph JSON file to write" % args.out)
     torch.manual_seed(0)
     try:
         model, source = build_model(args.model)

@@ -120,3 +120,15 @@ def test_cli_and_dagrun_import(tmp_path, dagrun_bin):
     assert r.returncode == 0, r.stderr
     r = subprocess.run([dagrun_bin, "plan", str(tmp_path / "r.yaml")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_export_out_that_is_a_folder_is_a_usage_error_before_the_export(tmp_path, capsys, monkeypatch):
+    """exit 2 and the folder named, before the model is built (not a
+    traceback after the export)."""
+    from dagrun_torch import exporter
+    monkeypatch.setattr(exporter, "build_model", lambda name: pytest.fail("built the model"))
+    with pytest.raises(SystemExit) as e:
+        exporter.main(["--model", "resnet50", "--out", str(tmp_path)])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "error: --out %s: a folder; want the path of the graph JSON file to write" % tmp_path)
