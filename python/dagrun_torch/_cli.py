@@ -39,9 +39,18 @@ def _doc(module: str, func: str = "") -> str:
     return ast.get_docstring(tree) or ""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with an argument error in one line, exit 2: what
+    is wrong, and the command whose --help lists the options (not the
+    whole usage, which runs to several lines)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, "%s: error: %s (`%s --help` lists its options)\n" % (self.prog, message, self.prog))
+
+
 def _parser(cmd: str, description: str, epilog: str = "") -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog="%s %s" % (PROG, cmd), description=description, epilog=epilog,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    return _Parser(prog="%s %s" % (PROG, cmd), description=description, epilog=epilog,
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def export() -> argparse.ArgumentParser:

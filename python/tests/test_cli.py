@@ -52,6 +52,18 @@ def test_models_given_empty_is_a_usage_error(cmd):
     assert r.returncode == 2 and "argument --models: expected at least one argument" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("cmd,argv,says", [
+    ("bench", ["--max-streams", "x"], "argument --max-streams: want \"auto\" (with --backend) or an integer ≥ 0, not 'x'"),
+    ("export", ["--model", "resnet50"], "the following arguments are required: --out"),
+    ("check", [], "the following arguments are required: TRACE.yaml"),
+])
+def test_an_argument_error_is_one_line_that_names_the_help(cmd, argv, says):
+    r = run_cli(cmd, *argv)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == "python3 -m dagrun_torch %s: error: %s (`python3 -m dagrun_torch %s --help` lists its options)\n" % (
+        cmd, says, cmd)
+
+
 def test_usage_errors_exit_2():
     assert run_cli().returncode == 2
     r = run_cli("frobnicate")

@@ -130,5 +130,5 @@ def test_export_out_that_is_a_folder_is_a_usage_error_before_the_export(tmp_path
     with pytest.raises(SystemExit) as e:
         exporter.main(["--model", "resnet50", "--out", str(tmp_path)])
     assert e.value.code == 2
-    assert capsys.readouterr().err.strip().endswith(
-        "error: --out %s: a folder; want the path of the graph JSON file to write" % tmp_path)
+    assert "export: error: --out %s: a folder; want the path of the graph JSON file to write" % tmp_path in \
+        capsys.readouterr().err
