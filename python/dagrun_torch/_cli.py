@@ -106,7 +106,7 @@ def bench() -> argparse.ArgumentParser:
     ap.add_argument("--iters", type=int, default=100, help="timed calls per column; the median is reported (default 100)")
     ap.add_argument("--max-streams", type=_cap_or_auto, default=None,
                     help="stream cap of dagrun's plan (default 16; 0: none); with --backend, the backend's max_streams "
-                         "option: \"auto\" (default) or a cap")
+                         "option: \"auto\" (default) or a cap; not with --schedules or --inductor (their own caps)")
     ap.add_argument("--compile", dest="compile", action="store_true", default=True,
                     help="also time torch.compile (default)")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
@@ -180,6 +180,8 @@ def bench_usage(args: argparse.Namespace) -> str:
         ignored = [f for f, on in (("--no-compile", not args.compile), ("--only-compile", args.only_compile)) if on]
         if ignored:
             return "bench: %s: not with %s (--compile-models names the models it compiles)" % (", ".join(ignored), runs[0])
+        if args.max_streams is not None:
+            return "bench: --max-streams: not with %s, which plans under stream caps of its own" % runs[0]
     else:
         if args.compile_models:
             return "bench: --compile-models: only with --schedules or --inductor (this run compiles every model)"

@@ -563,6 +563,10 @@ BENCH_USAGE = [
      "bench: --compile-models: only with --schedules or --inductor (this run compiles every model)"),
     (["--only-compile", "--no-compile"],
      "bench: --only-compile and --no-compile contradict: the first times torch.compile, the second leaves it out"),
+    (["--schedules", "--max-streams", "4"], "bench: --max-streams: not with --schedules, which plans under stream caps "
+                                            "of its own"),
+    (["--inductor", "--max-streams", "0"], "bench: --max-streams: not with --inductor, which plans under stream caps "
+                                           "of its own"),
     # the largest stream cap, a spec's bound, for every run
     (["--max-streams", "2147483648"], "bench: --max-streams 2147483648: want an integer from 0 to 2147483647"),
     (["--backend", "--max-streams", "2147483648"],
