@@ -259,10 +259,17 @@ def compiled_graphs() -> List[CompiledGraph]:
     return list(_COMPILED)
 
 
-def needs_autograd(example_inputs: Sequence[Any], grad_enabled: bool) -> bool:
+def needs_autograd(example_inputs: Sequence[Any], grad_enabled: bool, gm: Any = None) -> bool:
     """Whether the graph must record autograd: grad mode is on and an input
-    (weights included, which dynamo passes as inputs) requires grad."""
-    return grad_enabled and any(getattr(x, "requires_grad", False) for x in example_inputs)
+    (weights included, which dynamo passes as inputs) or a parameter or
+    buffer of ``gm`` (weights a graph holds as attributes, where dynamo
+    does not inline the module) requires grad."""
+    if not grad_enabled:
+        return False
+    held = []
+    if gm is not None and hasattr(gm, "parameters"):
+        held = list(gm.parameters()) + list(gm.buffers())
+    return any(getattr(x, "requires_grad", False) for x in list(example_inputs) + held)
 
 
 def dynamic_inputs(example_inputs: Sequence[Any]) -> List[int]:
@@ -425,7 +432,7 @@ def dagrun(gm: Any, example_inputs: Sequence[Any], options: Optional[dict] = Non
     info = CompiledGraph()
     _COMPILED.append(info)
     example_inputs = list(example_inputs)
-    why = _before_compile(example_inputs, torch.is_grad_enabled(), opts.dagrun)
+    why = _before_compile(gm, example_inputs, torch.is_grad_enabled(), opts.dagrun)
     if why:
         return _fallback(gm, example_inputs, why, info, t0)
     # Where Inductor's FX wrapper cannot express the graph, the graph takes Inductor's own path;
@@ -465,14 +472,14 @@ def _inputs(idx: Sequence[int], one: str, many: str) -> str:
     return "inputs %s%s are %s" % (", ".join(map(str, idx[:5])), more, many)
 
 
-def _before_compile(example_inputs: Sequence[Any], grad_enabled: bool, binary: Optional[str] = None) -> str:
+def _before_compile(gm: Any, example_inputs: Sequence[Any], grad_enabled: bool, binary: Optional[str] = None) -> str:
     """Why the graph cannot take the dagrun path, found before compiling
     ("" when it can). ``binary``: the ``dagrun`` option; where it is None,
     ``find_dagrun`` must find one (it may build it with Go in a checkout)."""
     import torch
     if not torch.cuda.is_available():
         return "no CUDA device (torch.cuda.is_available() is False)"
-    if needs_autograd(example_inputs, grad_enabled):
+    if needs_autograd(example_inputs, grad_enabled, gm):
         return ("autograd is needed (the backend is for inference: call the compiled model under torch.no_grad() "
                 "or torch.inference_mode())")
     dyn = dynamic_inputs(example_inputs)

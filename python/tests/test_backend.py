@@ -76,6 +76,14 @@ def test_autograd_is_needed_only_with_grad_mode_and_an_input_that_requires_grad(
     assert not be.needs_autograd([T(), T(True)], False)
     assert not be.needs_autograd([T(), T()], True)
     assert not be.needs_autograd([3, T()], True)
+    # a weight the graph holds as an attribute (dynamo not inlining the module) counts as an input does
+    torch = pytest.importorskip("torch")
+    lin = torch.nn.Linear(2, 2)
+    assert be.needs_autograd([T()], True, lin) and not be.needs_autograd([T()], False, lin)
+    lin.requires_grad_(False)
+    assert not be.needs_autograd([T()], True, lin)
+    lin.register_buffer("running", torch.zeros(2, requires_grad=True))
+    assert be.needs_autograd([T()], True, lin)
 
 
 def cands(one, **others):
@@ -203,7 +211,7 @@ def mocked(monkeypatch):
         return ("fx-inner", "fx")
     monkeypatch.setattr(be, "_inductor", fake_inductor)
     monkeypatch.setattr(be, "_inductor_fx", fake_inductor_fx)
-    monkeypatch.setattr(be, "_before_compile", lambda inputs, grad, binary: "")
+    monkeypatch.setattr(be, "_before_compile", lambda gm, inputs, grad, binary: "")
     monkeypatch.setattr(be, "require_torch_compile", lambda: None)
     return calls
 
@@ -330,8 +338,8 @@ def test_autograd_falls_back_before_compiling(monkeypatch):
     assert "input 0 is not a CUDA tensor" in str(fallback_warnings(w)[0].message)
 
 
-@pytest.mark.parametrize("case", ["no cuda", "autograd", "dynamic", "cpu input", "cpu inputs", "no fx wrapper",
-                                  "no binary", "bad DAGRUN"])
+@pytest.mark.parametrize("case", ["no cuda", "autograd", "autograd of a held weight", "dynamic", "cpu input",
+                                  "cpu inputs", "no fx wrapper", "no binary", "bad DAGRUN"])
 def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(monkeypatch, case):
     """A real FX graph, with Inductor's compile standing in as the graph
     itself: one DagrunFallbackWarning with the reason, the reason in
@@ -373,6 +381,9 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
         "no cuda": ([x], "no CUDA device (torch.cuda.is_available() is False)"),
         "autograd": ([x, m[0].weight], "autograd is needed (the backend is for inference: call the compiled model "
                                        "under torch.no_grad() or torch.inference_mode())"),
+        # the graph's own get_attr weight (symbolic_trace keeps it in gm), no input that requires grad
+        "autograd of a held weight": ([x], "autograd is needed (the backend is for inference: call the compiled model "
+                                           "under torch.no_grad() or torch.inference_mode())"),
         "dynamic": ([x, 2], "the graph has dynamic shapes (input 1 is a size); torch.compile(..., dynamic=False) "
                             "compiles a graph per shape"),
         "cpu input": ([x], "input 0 is not a CUDA tensor"),
@@ -389,7 +400,7 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
     }[case]
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        with torch.set_grad_enabled(case == "autograd"):
+        with torch.set_grad_enabled(case.startswith("autograd")):
             fn = be.dagrun(gm, inputs)
             y = fn(x)
     fw = fallback_warnings(w)
@@ -399,7 +410,7 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
     info = be.compiled_graphs()[-1]
     assert (info.path, info.reason) == ("reduce-overhead", why)
     if case == "no binary":   # the dagrun option names the binary: nothing to find
-        assert be._before_compile(inputs, False, sys.executable) == ""
+        assert be._before_compile(gm, inputs, False, sys.executable) == ""
 
 
 def test_a_fallback_warning_points_at_the_users_call_not_at_torch(monkeypatch):
