@@ -135,7 +135,7 @@ def bench() -> argparse.ArgumentParser:
     return ap
 
 
-def _out_folder(path: str) -> str:
+def out_folder_error(path: str) -> str:
     """Why folder ``path`` cannot be made or written ("" when it can): it
     or a folder above it is a file, or the nearest that exists is not
     writable. Checks only; makes nothing."""
@@ -199,7 +199,7 @@ def bench_usage(args: argparse.Namespace) -> str:
             return "bench: %s %d: want an integer from %d to %d" % (flag, v, low, high)
     if not args.budget_s > 0:
         return "bench: --budget-s %g: want seconds > 0" % args.budget_s
-    why = _out_folder(args.out)
+    why = out_folder_error(args.out)
     if why:
         return "bench: --out %s: %s; want a folder to write bench's tables in" % (args.out, why)
     return ""

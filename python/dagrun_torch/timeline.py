@@ -290,7 +290,7 @@ def run(args) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from ._cli import MODELS
+    from ._cli import MODELS, out_folder_error
     from ._cli import timeline as parser
     ap = parser()
     args = ap.parse_args(argv)
@@ -299,6 +299,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error("--models: unknown %s (known: %s)" % (", ".join(bad), ", ".join(MODELS)))
     if args.iters < 1 or args.replays < 1:
         ap.error("--iters and --replays must be ≥ 1")
+    why = out_folder_error(args.out)
+    if why:
+        ap.error("--out %s: %s; want a folder to write the timelines in" % (args.out, why))
     if not args.models:
         ap.error("--models: name at least one model (known: %s)" % ", ".join(MODELS))
     if args.costs and not os.path.exists(args.costs):

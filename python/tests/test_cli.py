@@ -121,3 +121,15 @@ def test_installed_wheel_prefers_its_own_binary(tmp_path):
     r = subprocess.run([script, "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("dagrun_torch "), r.stdout + r.stderr
     assert "(%s)" % own in r.stdout
+
+
+@pytest.mark.parametrize("cmd", ["bench", "timeline", "patterns"])
+def test_an_out_folder_in_the_way_of_a_file_is_refused_before_the_gpu(cmd, tmp_path):
+    """--out names a folder to write in: a file there (or above it) exits 2
+    with one line naming it, on a machine with or without a GPU."""
+    f = tmp_path / "file"
+    f.write_text("")
+    for out, why in ((f, "not a folder"), (f / "sub", "%s is not a folder" % f)):
+        r = run_cli(cmd, "--out", str(out))
+        assert r.returncode == 2 and "--out %s: %s; want a folder" % (out, why) in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1, r.stderr

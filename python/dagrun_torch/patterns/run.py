@@ -61,11 +61,15 @@ def _csan_one(name: str, variant: str, mib: float, pinned_mib: float, cycles: in
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    from .._cli import out_folder_error
     from .._cli import patterns as parser
     ap = parser()
     args = ap.parse_args(argv)
     if args.csan_one:
         return _csan_one(args.csan_one[0], args.csan_one[1], args.mib, args.pinned_mib, int(args.csan_one[2]))
+    why = out_folder_error(args.out)
+    if why:
+        ap.error("--out %s: %s; want a folder to write the traces and counts in" % (args.out, why))
     if not torch.cuda.is_available():
         print("patterns: needs a GPU", file=sys.stderr)
         return 2
