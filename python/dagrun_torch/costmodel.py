@@ -597,7 +597,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     Export a torchvision/timm model (random weights, seed 0, batch 1), measure
     its cost model on the GPU, and write the exported graph with the model in
-    its ``cost_model`` field. Exit 2 on bad arguments, 1 without a GPU."""
+    its ``cost_model`` field. Exit 2 on bad arguments and without a GPU."""
     import sys
     from ._cli import costmodel as parser
     ap = parser()
@@ -607,7 +607,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     import torch
     if not torch.cuda.is_available():
         print("costmodel: needs a GPU", file=sys.stderr)
-        return 1
+        return 2
     from .exporter import build_model, export
     torch.manual_seed(0)
     try:

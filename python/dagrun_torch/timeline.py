@@ -315,5 +315,5 @@ def main(argv: Optional[List[str]] = None) -> int:
     import torch
     if not torch.cuda.is_available():
         print("timeline: needs a GPU", file=sys.stderr)
-        return 1
+        return 2
     return run(args) if len(args.models) == 1 else run_each(args)

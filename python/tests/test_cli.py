@@ -133,3 +133,15 @@ def test_an_out_folder_in_the_way_of_a_file_is_refused_before_the_gpu(cmd, tmp_p
         r = run_cli(cmd, "--out", str(out))
         assert r.returncode == 2 and "--out %s: %s; want a folder" % (out, why) in r.stderr, r.stderr
         assert len(r.stderr.splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("cmd,argv", [("bench", []), ("timeline", []), ("patterns", []),
+                                      ("costmodel", ["--model", "googlenet", "--out", os.devnull])])
+def test_a_command_that_needs_a_gpu_exits_2_without_one(cmd, argv):
+    """Like a usage error (README's exit codes: a backend the machine lacks
+    is exit 2): one line, nothing run."""
+    pytest.importorskip("torch")
+    code = ("import sys, torch\ntorch.cuda.is_available = lambda: False\n"
+            "from dagrun_torch.__main__ import main\nsys.exit(main(sys.argv[1:]))\n")
+    r = subprocess.run([sys.executable, "-c", code, cmd] + argv, capture_output=True, text=True, env=package_env())
+    assert (r.returncode, r.stderr, r.stdout) == (2, "%s: needs a GPU\n" % cmd, "")
