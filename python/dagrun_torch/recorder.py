@@ -1090,6 +1090,17 @@ def _site_function(torch: Any, skip: Sequence[str], allow: Sequence[str]) -> Cal
     return site
 
 
+def _not_a_file_to_write(path: str) -> str:
+    """Why ``path`` cannot be written as a file ("" when it can): it is a
+    folder, or the folder it would go in does not exist or is a file."""
+    if os.path.isdir(path):
+        return "a folder"
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        return "%s is not a folder" % d if os.path.exists(d) else "no folder %s" % d
+    return ""
+
+
 class _CudaBackend:
     """What a recording asks of CUDA: which tensors are device or pinned
     memory, stream keys ``(device, cudaStream_t)``, the GPU trace callbacks."""
@@ -1192,8 +1203,10 @@ class record:
     threads started before are recorded from their first op, with no
     handoff. One recording at a time. After the block, ``.builder`` holds
     the TraceBuilder and ``.path`` the file. Raises RecordError on exit if
-    no CUDA op ran inside, and on entry when CUDA is not available or
-    another recording is active; ValueError for a bound below 1.
+    no CUDA op ran inside, and on entry when ``path`` cannot be written as a
+    file (a folder, or in a folder that does not exist), when CUDA is not
+    available or another recording is active; ValueError for a bound
+    below 1.
     """
 
     def __init__(self, path: str, name: Optional[str] = None, synchronize: bool = True,
@@ -1374,6 +1387,10 @@ class record:
     def __enter__(self) -> "record":
         global _ACTIVE
         import torch
+        why = _not_a_file_to_write(self.path)
+        if why:
+            # found before the program runs, not when the trace is written at its end
+            raise RecordError("trace %s: %s; want the path of a trace file to write" % (self.path, why))
         be = self._backend if self._backend is not None else _CudaBackend()
         self._be = be
         with _ACTIVE_LOCK:

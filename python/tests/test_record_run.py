@@ -286,3 +286,25 @@ def test_run_command_replaces_the_env_recording(fake, dagrun_bin, tmp_path, monk
     script.write_text(SCRIPT)
     assert launch.main([str(script), "2.0", "sync"]) == 0, capsys.readouterr().err
     assert not env_rec._active and recorder._ACTIVE is None
+
+
+@pytest.mark.parametrize("where", ["folder", "no folder", "under a file"])
+def test_a_trace_path_that_cannot_be_written_stops_run_before_the_script(fake, tmp_path, where, capsys):
+    """python3 -m dagrun_torch run --trace PATH: a PATH that is no file to
+    write is exit 2 before the script runs, not a traceback at its end."""
+    from dagrun_torch import launch
+    script = tmp_path / "s.py"
+    ran = tmp_path / "ran"
+    script.write_text("open(%r, 'w').close()\n" % str(ran))
+    f = tmp_path / "file"
+    f.write_text("")
+    trace, says = {"folder": (tmp_path, "a folder"),
+                   "no folder": (tmp_path / "none" / "t.yaml", "no folder %s" % (tmp_path / "none")),
+                   "under a file": (f / "t.yaml", "%s is not a folder" % f)}[where]
+    assert launch.main(["--trace", str(trace), str(script)]) == 2
+    assert capsys.readouterr().err == ("dagrun_torch: trace %s: %s; want the path of a trace file to write\n"
+                                       % (trace, says))
+    assert not ran.exists()
+    with pytest.raises(RecordError, match="want the path of a trace file"):
+        with record(str(trace)):
+            pytest.fail("the block ran")
