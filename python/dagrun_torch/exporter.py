@@ -226,8 +226,10 @@ def trace(model: torch.nn.Module, example_inputs: Sequence[Any], tracer: str = "
             if tracer == "fx":
                 raise ExportError("torch.fx.symbolic_trace failed: %s: %s" % (type(e).__name__, e)) from e
     if not hasattr(torch, "export") or not hasattr(getattr(torch, "export"), "export"):
-        raise ExportError("torch.fx.symbolic_trace failed (%s: %s) and this torch (%s) has no torch.export" % (
-            type(err_fx).__name__, err_fx, torch.__version__))
+        none = "this torch (%s) has no torch.export" % torch.__version__
+        if err_fx is None:   # tracer="export": fx was not tried
+            raise ExportError(none)
+        raise ExportError("torch.fx.symbolic_trace failed (%s: %s) and %s" % (type(err_fx).__name__, err_fx, none))
     try:
         ep = torch.export.export(model, tuple(example_inputs))
         return ep.module(), "torch.export"
@@ -426,6 +428,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = ap.parse_args(argv)
     if args.size < 1 or args.batch < 1 or args.repeats < 1:
         ap.error("--size, --batch and --repeats must be ≥ 1")
+    gpu = [f for f, on in (("--device cuda", args.device == "cuda"),
+                           ("--timing %s" % args.timing, args.timing in ("graph", "events"))) if on]
+    if args.device == "cpu" and args.timing in ("graph", "events"):
+        ap.error("--timing %s times kernels on the GPU: not with --device cpu (--timing none)" % args.timing)
+    if gpu and not torch.cuda.is_available():
+        ap.error("%s: needs a GPU, and torch.cuda.is_available() is False" % " and ".join(gpu))
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(out_dir):
         ap.error("--out %s: directory %s does not exist" % (args.out, out_dir))

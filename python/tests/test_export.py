@@ -132,3 +132,30 @@ def test_export_out_that_is_a_folder_is_a_usage_error_before_the_export(tmp_path
     assert e.value.code == 2
     assert "export: error: --out %s: a folder; want the path of the graph JSON file to write" % tmp_path in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--device", "cuda"], "--device cuda: needs a GPU, and torch.cuda.is_available() is False"),
+    (["--timing", "graph"], "--timing graph: needs a GPU, and torch.cuda.is_available() is False"),
+    (["--device", "cuda", "--timing", "events"],
+     "--device cuda and --timing events: needs a GPU, and torch.cuda.is_available() is False"),
+    (["--device", "cpu", "--timing", "graph"], "--timing graph times kernels on the GPU: not with --device cpu (--timing none)"),
+])
+def test_export_options_that_need_a_gpu_are_usage_errors_before_the_model(argv, says, capsys, monkeypatch, tmp_path):
+    """exit 2 with one line, before the model is built, not a traceback
+    after it."""
+    from dagrun_torch import exporter
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(exporter, "build_model", lambda name: pytest.fail("built the model"))
+    with pytest.raises(SystemExit) as e:
+        exporter.main(["--model", "resnet18", "--out", str(tmp_path / "g.json")] + argv)
+    assert e.value.code == 2
+    assert "export: error: %s (`" % says in capsys.readouterr().err
+
+
+def test_the_export_tracer_on_a_torch_without_torch_export_says_only_that(monkeypatch):
+    from dagrun_torch.exporter import trace
+    monkeypatch.delattr(torch, "export", raising=False)
+    with pytest.raises(ExportError) as e:
+        trace(torch.nn.Linear(2, 2), (torch.zeros(1, 2),), tracer="export")
+    assert str(e.value) == "this torch (%s) has no torch.export" % torch.__version__
