@@ -153,6 +153,20 @@ def new_streams(n: int, device: torch.device, priorities: Optional[Sequence[int]
     return out
 
 
+def _check_plan_args(max_streams: Any, strategy: Any, auto: bool) -> None:
+    """Raise ValueError unless ``strategy`` is one of dagrun's and
+    ``max_streams`` is None or 0 (no cap), an integer from 1 to the
+    backend's MAX_STREAMS (a spec's bound) or, with ``auto``, "auto"."""
+    from .backend import MAX_STREAMS, STRATEGIES
+    if strategy not in STRATEGIES:
+        raise ValueError("strategy=%r: want 'default', 'single', 'round-robin' or 'naive'" % (strategy,))
+    if max_streams is None or auto and max_streams == "auto":
+        return
+    if isinstance(max_streams, bool) or not isinstance(max_streams, int) or not 0 <= max_streams <= MAX_STREAMS:
+        raise ValueError("max_streams=%r: want None or 0 (no cap), an integer from 1 to %d%s" % (
+            max_streams, MAX_STREAMS, " or 'auto'" if auto else ""))
+
+
 def plan_model(exported: Exported, *, max_streams: Optional[int] = None, strategy: str = "default",
                workdir: Optional[str] = None, dagrun: Optional[str] = None, graph: Optional[dict] = None) -> Plan:
     """Write the exported graph, run ``dagrun import`` and ``dagrun plan --json``
@@ -163,10 +177,7 @@ def plan_model(exported: Exported, *, max_streams: Optional[int] = None, strateg
     Files go to ``workdir`` (graph.json, spec.yaml, plan.json), a temporary
     folder if None. Raises ValueError on bad arguments and DagrunError when
     dagrun rejects the graph or finds a race in its own plan."""
-    if strategy not in ("default", "single", "round-robin", "naive"):
-        raise ValueError("strategy=%r: want 'default', 'single', 'round-robin' or 'naive'" % (strategy,))
-    if max_streams is not None and (not isinstance(max_streams, int) or max_streams < 0):
-        raise ValueError("max_streams=%r: want None (no cap) or an integer ≥ 1" % (max_streams,))
+    _check_plan_args(max_streams, strategy, auto=False)
     tmp = None
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="dagrun_torch-")
@@ -556,8 +567,8 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: 
     Exports the model on ``example_inputs`` (CUDA tensors; node times by CUDA
     graph replay, ``repeats`` calls per timed graph), plans it with the dagrun
     binary (``strategy``: "default", "single", "round-robin" or "naive";
-    ``max_streams``: None for no cap, or "auto": the schedule the cost model
-    predicts fastest among the caps, the staged schedule and the priority
+    ``max_streams``: None or 0 for no cap, a cap, or "auto": the schedule
+    the cost model predicts fastest among the caps, the staged schedule and the priority
     order (``choose_cap``; the latter two with the default strategy),
     recorded in ``.schedule``), and returns a CompiledModel whose call
     replays one multi-stream CUDA graph (``mode="graph"``) or issues the
@@ -577,6 +588,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: 
     """
     if mode not in ("graph", "eager"):
         raise ValueError("mode=%r: want 'graph' or 'eager'" % (mode,))
+    _check_plan_args(max_streams, strategy, auto=True)   # before the export, which times every node
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     flat = _flatten(tuple(example_inputs))
@@ -585,8 +597,6 @@ def compile(model: torch.nn.Module, example_inputs: Sequence[Any], max_streams: 
             ", ".join(type(x).__name__ if not isinstance(x, torch.Tensor) else str(x.device) for x in flat) or "none"))
     if not torch.cuda.is_available():
         raise ValueError("dagrun_torch.compile needs CUDA")
-    if max_streams is not None and max_streams != "auto" and (isinstance(max_streams, bool) or not isinstance(max_streams, int) or max_streams < 0):
-        raise ValueError("max_streams=%r: want None (no cap), an integer ≥ 1 or 'auto'" % (max_streams,))
     ex = exported if exported is not None else export(model, tuple(example_inputs), repeats=repeats)
     schedule, form = None, None
     if max_streams == "auto":

@@ -78,3 +78,30 @@ def test_schedule_on_cpu_matches_one_stream(model, dagrun_bin, tmp_path):
         n_wait = sum(1 for a in acts if a.kind == "wait")
         # the plan's waits, each side stream's wait on the fork, the current stream's wait on each join
         assert sum(1 for e in log if e[0] == "wait") == n_wait + 2 * (len(plan.streams) - 1)
+
+
+@pytest.mark.parametrize("kw,says", [
+    ({"max_streams": -1}, "max_streams=-1: want None or 0 (no cap), an integer from 1 to 2147483647 or 'auto'"),
+    ({"max_streams": 2**31}, "max_streams=2147483648: want None or 0 (no cap), an integer from 1 to 2147483647 or 'auto'"),
+    ({"max_streams": True}, "max_streams=True: want"),
+    ({"max_streams": "Auto"}, "max_streams='Auto': want"),
+    ({"strategy": "fast"}, "strategy='fast': want 'default', 'single', 'round-robin' or 'naive'"),
+])
+def test_compile_refuses_bad_plan_arguments_before_anything(kw, says):
+    """On any machine, before the inputs, CUDA or the export are looked at;
+    the bounds on both sides (0 and 2**31 - 1 pass on to the CUDA check)."""
+    from dagrun_torch.runner import compile as dcompile
+    m = torch.nn.Linear(2, 2)
+    with pytest.raises(ValueError) as e:
+        dcompile(m, (torch.zeros(1, 2),), **kw)
+    assert str(e.value).startswith(says), str(e.value)
+    for cap in (0, 2**31 - 1, None, "auto"):
+        with pytest.raises(ValueError, match="needs CUDA"):
+            dcompile(m, (torch.zeros(1, 2),), max_streams=cap)
+
+
+def test_plan_model_takes_no_auto_and_no_bool():
+    from dagrun_torch.runner import plan_model
+    for bad in ("auto", True, 2**31):
+        with pytest.raises(ValueError, match="max_streams=.*: want None or 0 \\(no cap\\), an integer from 1 to 2147483647$"):
+            plan_model(None, max_streams=bad)
