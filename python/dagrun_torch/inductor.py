@@ -232,6 +232,7 @@ class FxWrapper:
     gm: Any
     args: Optional[List[Any]] = None
     tuners: Dict[int, Any] = field(default_factory=dict)
+    nodes: Optional[Tuple[List[Any], List[str], Dict[int, List[Any]]]] = None   # wrapper_nodes' result
 
 
 def compile_fx_wrapper(gm: Any, example_inputs: Sequence[Any]) -> Tuple[Callable, FxWrapper]:
@@ -266,14 +267,13 @@ def compile_fx_wrapper(gm: Any, example_inputs: Sequence[Any]) -> Tuple[Callable
         return g
 
     def compile_graph(self: Any, g: Any) -> Callable:
-        fn = compile_graph0(self, g)
         fx = FxWrapper(g, None, dict(g.meta.get("dagrun_tuners") or {}))
         caught.append(fx)
 
         def call(*args: Any) -> Any:
             if fx.args is None:
                 fx.args = list(args)
-            return fn(*args)
+            return run_wrapper(fx, args)
         return call
 
     patches = {k: v for k, v in FX_CONFIG.items() if _has_key(config, k)}
@@ -292,6 +292,55 @@ def compile_fx_wrapper(gm: Any, example_inputs: Sequence[Any]) -> Tuple[Callable
         raise InductorError("Inductor made %d wrapper graphs for this graph (graph partitions or subgraphs); "
                             "the dagrun path reads one" % len(caught))
     return inner, caught[0]
+
+
+def wrapper_nodes(fx: FxWrapper) -> Tuple[List[torch.fx.Node], List[str], Dict[int, List[torch.fx.Node]]]:
+    """(nodes, their kinds (``node_kind``), the values dying after each
+    (``last_uses``)) of ``fx``'s wrapper graph, worked out once per graph.
+    Numbers the placeholders (``node.meta["dagrun_arg"]``, their position
+    among the arguments). Raises InductorError naming a node the dagrun
+    path does not read."""
+    if fx.nodes is None:
+        nodes = list(fx.gm.graph.nodes)
+        kinds = [node_kind(n, fx.tuners) for n in nodes]
+        k = 0
+        for n in nodes:
+            if n.op == "placeholder":
+                n.meta["dagrun_arg"] = k
+                k += 1
+        fx.nodes = (nodes, kinds, last_uses(nodes))
+    return fx.nodes
+
+
+def run_wrapper(fx: FxWrapper, args: Sequence[Any]) -> Any:
+    """Run Inductor's wrapper graph on ``args`` node by node on the current
+    stream, each Triton kernel through Inductor's launcher for it
+    (``launch_node``), each value let go after its last use; returns the
+    graph's outputs. Inductor's own FX module launches through the Triton
+    operator's dense implementation, which compiles the kernel again from
+    its Python source; a kernel that Inductor compiled in a worker process
+    has no source in this one (its JITFunction's ``fn`` is None), while its
+    launcher holds the compiled binary. Raises InductorError on a node the
+    dagrun path does not read (``node_kind``) or a placeholder count that
+    is not the arguments'."""
+    nodes, kinds, dies = wrapper_nodes(fx)
+    if sum(1 for n in nodes if n.op == "placeholder") != len(args):
+        raise InductorError("Inductor's wrapper graph has %d placeholders for %d arguments" % (
+            sum(1 for n in nodes if n.op == "placeholder"), len(args)))
+    env: Dict[torch.fx.Node, Any] = {}
+    stream = None
+    for i, n in enumerate(nodes):
+        if n.op == "output":
+            return _load(n.args[0], env)
+        if kinds[i] == "host":
+            env[n] = run_host(n, env, args, fx.gm)
+        else:
+            if stream is None:
+                stream = torch.cuda.current_stream().cuda_stream
+            env[n] = launch_node(n, kinds[i], env, fx.tuners, stream)
+        for d in dies.get(i, ()):
+            env.pop(d, None)
+    return None
 
 
 def compile_model(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> Tuple[Callable, FxWrapper]:
@@ -608,15 +657,9 @@ def trace_fx(fx: FxWrapper, *, repeats: int = 20, timing: bool = True, name: str
     one that fails."""
     if fx.args is None:
         raise InductorError("internal error: Inductor's compiled graph has not run: no arguments caught")
-    nodes = list(fx.gm.graph.nodes)
-    kinds = [node_kind(n, fx.tuners) for n in nodes]
-    dies = last_uses(nodes)
+    nodes, kinds, dies = wrapper_nodes(fx)
     args = list(fx.args)
-    k = 0
-    for n in nodes:
-        if n.op == "placeholder":
-            n.meta["dagrun_arg"] = k
-            k += 1
+    k = sum(1 for n in nodes if n.op == "placeholder")
     if k != len(args):
         raise InductorError("Inductor's wrapper graph has %d placeholders for %d arguments" % (k, len(args)))
     ids = TensorIds()

@@ -402,6 +402,24 @@ def test_trace_reads_writes_allocations_and_frees_of_the_wrapper_graph(cpu_trace
     assert ind.arena_slots(ig, p) == {at["buf0"]: 0}      # buf2 is returned: not in the arena
 
 
+def test_the_wrapper_graph_runs_through_the_launchers_and_frees_at_last_use(cpu_trace):
+    """run_wrapper (what Inductor's compiled callable runs on the dagrun
+    path): eager's outputs, Triton kernels through their launchers on the
+    current stream (the HOP stand-in raises), each value let go after its
+    last use; a call with another argument count is refused."""
+    fx, seen = probe_like()
+    args = fx.args
+    fx.args = None
+    got = ind.run_wrapper(fx, args)
+    want = eager(args)
+    assert len(got) == 2 and all(torch.equal(a, b) for a, b in zip(got, want))
+    assert fx.tuners[0].streams == [7] and fx.tuners[1].streams == [7]
+    assert seen["buf0 alive at relu_1"] is False
+    assert ind.run_wrapper(fx, args)[0].data_ptr() != got[0].data_ptr()      # each call its own buffers
+    with pytest.raises(ind.InductorError, match="has 4 placeholders for 3 arguments"):
+        ind.run_wrapper(fx, args[:3])
+
+
 def test_a_wrapper_node_that_fails_is_named(cpu_trace):
     fx, _ = probe_like(w_shape=(1, 2, 1, 1))          # a weight of two channels for an input of one
     with pytest.raises(ind.InductorError) as e:
@@ -535,7 +553,11 @@ def fake_inductor(monkeypatch):
             self.kernels = {"triton_poi_0": types.SimpleNamespace(tuner="tuner0", wrapped=types.SimpleNamespace(kernel_idx=3))}
 
         def generate(self):
-            return types.SimpleNamespace(meta={}, graph=torch.fx.Graph())
+            # a wrapper graph that returns its two arguments swapped
+            g = torch.fx.Graph()
+            a, b = g.placeholder("a"), g.placeholder("b")
+            g.output((b, a))
+            return types.SimpleNamespace(meta={}, graph=g)
 
     class WrapperFxCodegen:
         def compile_graph(self, gm):
@@ -570,8 +592,9 @@ def test_compile_fx_wrapper_catches_the_wrapper_graph_its_tuners_and_arguments(f
                              "triton.autotune_at_compile_time": True}
     assert fx.tuners == {3: "tuner0"} and fx.args is None and isinstance(fx.gm.graph, torch.fx.Graph)
     assert (W.FxConverter.generate, W.WrapperFxCodegen.compile_graph) == st["originals"]   # restored
-    assert inner(5, 6) == ("ran", (5, 6)) and fx.args == [5, 6]
-    assert inner(7, 8) == ("ran", (7, 8)) and fx.args == [5, 6]     # the first call's arguments
+    # each call runs the wrapper graph itself (run_wrapper), not the callable Inductor's codegen made of it
+    assert inner(5, 6) == (6, 5) and fx.args == [5, 6]
+    assert inner(7, 8) == (8, 7) and fx.args == [5, 6]     # the first call's arguments
 
 
 @pytest.mark.parametrize("case", ["two graphs", "converter refuses", "compile fails", "no fx_wrapper",
