@@ -122,7 +122,7 @@ def bench() -> argparse.ArgumentParser:
                          "and timed" % (CAPS,))
     ap.add_argument("--inductor", action="store_true",
                     help="time dagrun's plans over torch.compile's Inductor kernels against torch.compile reduce-overhead "
-                         "(torch 2.4 or later: the Python wrapper Inductor generates)")
+                         "(torch 2.9 or later: Inductor's FX wrapper)")
     ap.add_argument("--backend", action="store_true",
                     help="torch.compile default, reduce-overhead and backend=\"dagrun\" per model (also bert-base, moe-1, "
                          "moe-8: transformer workloads): median ms, peak memory, compile time; --verify-trials > 0 "

@@ -13,12 +13,14 @@ several, each compiled and planned on its own; a new input shape fails
 dynamo's guards and compiles again). For each graph the backend
 
 1. compiles it with Inductor (``compile_fx``, no CUDA graph) for its fused
-   Triton kernels and its cuDNN/cuBLAS calls;
-2. runs the compiled graph on the example inputs and catches Inductor's
-   generated ``call`` (``dagrun_torch.inductor.capture_call``), traces it
-   into an operator graph, one node per kernel launch, with the tensors
-   each launch reads and writes and its time by CUDA graph replay
-   (``trace_call``);
+   Triton kernels and its cuDNN/cuBLAS calls, with Inductor's FX wrapper
+   (``torch._inductor.config.fx_wrapper``): Inductor hands its wrapper over
+   as a ``torch.fx`` graph of allocations, views and launches in program
+   order (``dagrun_torch.inductor.compile_fx_wrapper``);
+2. runs the compiled graph on the example inputs, which gives the
+   wrapper's arguments, and walks the wrapper graph into an operator graph,
+   one node per kernel launch, with the tensors each launch reads and
+   writes and its time by CUDA graph replay (``trace_fx``);
 3. plans it with dagrun (``plan_graph``: ``dagrun import``, ``dagrun plan``)
    and captures the plan as one multi-stream CUDA graph
    (``CompiledInductor``), with buffers released inside the capture by the
@@ -48,12 +50,15 @@ Never slower, never a crash: the backend runs Inductor's own path
 ``DagrunFallbackWarning`` that says why, when autograd is needed (inference
 only: run under ``torch.no_grad()``), when the graph has dynamic shapes
 (``torch.compile(..., dynamic=False)`` gives a graph per shape), when an
-input is not a CUDA tensor, when no dagrun binary is found
-(``find_dagrun``; these are checked before Inductor compiles), when the
-graph writes its inputs, when Inductor's wrapper takes a form the tracer
-does not read, when the plan has one stream or the planner predicts no
-gain, when the fastest plan is not 2% faster than the same kernels on one
-stream, or when its outputs differ from the one-stream run's. Bad options raise ValueError when dynamo first
+input is not a CUDA tensor, when the graph writes its inputs, when
+torch has no Inductor FX wrapper (torch before 2.9), when no dagrun binary
+is found (``find_dagrun``; checked before Inductor compiles), when Inductor's FX
+converter cannot express the graph (a kernel that is not Triton's, say) or
+its wrapper graph has a node the tracer does not read (the warning names
+it), when the plan has
+one stream or the planner predicts no gain, when the fastest plan is not 2%
+faster than the same kernels on one stream, or when its outputs differ
+from the one-stream run's. Bad options raise ValueError when dynamo first
 calls the backend (the model's first call), before anything is compiled;
 torch.compile raises it, as it does VerificationError, inside
 ``torch._dynamo.exc.BackendCompilerFailed``. ``parse_options`` checks a
@@ -71,7 +76,11 @@ they leave are returned (``torch.cuda.empty_cache``) before the backend
 returns. Only the chosen graph stays.
 
 Needs torch 2.0 or later (``torch.compile``; ``require_torch_compile``
-says so on an older one). Tested with torch 2.11 (CUDA 13) on an H100.
+says so on an older one); the dagrun path needs torch 2.9 or later
+(Inductor's FX wrapper), an older torch runs Inductor's own path with one
+warning per graph. The FX path has been checked on the CPU with
+hand-built wrapper graphs; the GPU check is
+``python/tests/gpu_fx_tracer_check.py`` (torch 2.11, H100).
 """
 from __future__ import annotations
 
@@ -312,6 +321,15 @@ def _inductor(gm: Any, example_inputs: Sequence[Any], cudagraphs: bool) -> Calla
     return compile_fx(gm, list(example_inputs), config_patches={"triton.cudagraphs": bool(cudagraphs)})
 
 
+def _inductor_fx(gm: Any, example_inputs: Sequence[Any]) -> Tuple[Callable, Any]:
+    """Inductor's compile of ``gm`` with its FX wrapper, no CUDA graph:
+    (the compiled callable, its ``inductor.FxWrapper``). Raises
+    InductorError where the FX wrapper is not available or cannot express
+    the graph (``inductor.compile_fx_wrapper``)."""
+    from .inductor import compile_fx_wrapper
+    return compile_fx_wrapper(gm, example_inputs)
+
+
 def warn_fallback(message: str) -> None:
     """Warn ``message`` as a DagrunFallbackWarning from the first frame
     outside dagrun_torch and torch: the user's line that called the compiled
@@ -417,13 +435,18 @@ def dagrun(gm: Any, example_inputs: Sequence[Any], options: Optional[dict] = Non
     why = _before_compile(gm, example_inputs, torch.is_grad_enabled(), opts.dagrun)
     if why:
         return _fallback(gm, example_inputs, why, info, t0)
-    # Inductor's own failures raise as they would under backend="inductor".
+    # Where Inductor's FX wrapper cannot express the graph, the graph takes Inductor's own path;
+    # Inductor's own failures raise there as they would under backend="inductor".
     # compile_fx's result is called as dynamo calls a backend's: f(*args). (Its ``_boxed_call``
     # attribute, copied from the function it wraps, speaks for that inner function.)
-    inner = _inductor(gm, example_inputs, cudagraphs=False)
+    from .inductor import InductorError
+    try:
+        inner, fx = _inductor_fx(gm, example_inputs)
+    except InductorError as e:
+        return _fallback(gm, example_inputs, str(e), info, t0)
     info.inductor_s = round(time.time() - t0, 2)
     try:
-        fn = _fast_path(gm, example_inputs, inner, opts, info)
+        fn = _fast_path(gm, example_inputs, inner, fx, opts, info)
     except Exception as e:
         from .runner import VerificationError
         if isinstance(e, VerificationError):
@@ -472,8 +495,10 @@ def _before_compile(gm: Any, example_inputs: Sequence[Any], grad_enabled: bool, 
         is_fake = None
     if is_fake is not None and any(is_fake(x) for x in example_inputs):
         return "dynamo passed fake example inputs: the kernels cannot be run and timed at compile time"
-    if binary is not None:
-        return ""
+    from .inductor import fx_wrapper_missing
+    why = fx_wrapper_missing()
+    if why or binary is not None:
+        return why
     from ._binary import DagrunNotFound, find_dagrun
     try:
         find_dagrun()
@@ -552,8 +577,11 @@ def choose(cands: Dict[str, dict]) -> Tuple[Optional[int], str]:
     return min(near)[3], ""
 
 
-def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Options, info: CompiledGraph) -> Optional[Callable]:
-    """The dagrun path for one graph, or None with ``info.reason`` set."""
+def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, fx: Any, opts: Options,
+               info: CompiledGraph) -> Optional[Callable]:
+    """The dagrun path for one graph, or None with ``info.reason`` set.
+    ``inner``: Inductor's compiled graph; ``fx``: its ``inductor.FxWrapper``,
+    whose arguments ``inner``'s first call here catches."""
     import random
     import torch
     from . import inductor as ind
@@ -570,8 +598,7 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, opts: Option
         return None
     res_flat = _flat_out(res)
     form = _output_form(res)
-    wc = ind.capture_call(inner, example_inputs)
-    ig = ind.trace_call(wc, name=getattr(gm, "_get_name", lambda: "graph")())
+    ig = ind.trace_fx(fx, name=getattr(gm, "_get_name", lambda: "graph")())
     info.launches = len(ig.graph["nodes"])
     kinds = {t["id"]: t["kind"] for t in ig.graph["tensors"]}
     if any(kinds.get(w) == "input" for n in ig.graph["nodes"] for w in n["writes"]):

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 import traceback
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -393,14 +393,12 @@ def inductor(args) -> int:
         if name in args.compile_models and time.time() - t_start + 2 * _COMPILE_S[name] < args.budget_s:
             r["compile_s"], r["compile_ms"] = reduce_overhead_ms(model, x, args.iters)
         t0 = time.time()
-        cd = torch.compile(model)
+        cd, fx = ind.compile_model(model, (x,))     # torch.compile's default mode, through Inductor's FX wrapper
         with torch.no_grad():
-            for _ in range(2):
-                cd(x)
+            cd(x)
         r["compile_default_s"] = round(time.time() - t0, 1)
-        wc = ind.capture_call(cd, (x,))
         t0 = time.time()
-        ig = ind.trace_call(wc, name=name)
+        ig = ind.trace_fx(fx, name=name)
         r["trace_s"] = round(time.time() - t0, 1)
         r["launches"] = len(ig.graph["nodes"])
         r["sum_us"] = ig.graph["sum_node_us"]
@@ -565,6 +563,43 @@ def _fresh_cache():
     return getattr(utils, "fresh_cache", None) or getattr(utils, "fresh_inductor_cache", None)
 
 
+# A cold compile shorter than this (s) varies by a tenth of itself from one run to the next: the bench
+# compiles it COMPILE_RUNS times in all and reports the median.
+RECOMPILE_BELOW_S = 5.0
+COMPILE_RUNS = 3
+
+
+def _compile_again(e: dict, model: Any, inputs: Sequence[Any], kw: dict, fresh: Any, own: bool) -> None:
+    """Compile ``model`` cold (``fresh`` cache, dynamo reset) COMPILE_RUNS - 1
+    more times with torch.compile's ``kw``, each through 3 calls, and make
+    ``e["compile_s"]`` (and with ``own``, ``e["dagrun_own_s"]``) the median
+    over every run, the first measured one included; ``e["compile_runs_s"]``
+    lists each run's seconds. The compiled models are dropped."""
+    import warnings
+    from . import backend as be
+    runs, owns = [e["compile_s"]], [e.get("dagrun_own_s", 0.0)]
+    for _ in range(COMPILE_RUNS - 1):
+        _reset_compiled_state()
+        n0 = len(be.compiled_graphs())
+        with fresh() if fresh else _null():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", be.DagrunFallbackWarning)
+                t0 = time.time()
+                c = torch.compile(model, dynamic=False, **kw)
+                with torch.no_grad():
+                    for _ in range(3):
+                        c(*inputs)
+                torch.cuda.synchronize()
+                runs.append(round(time.time() - t0, 1))
+        owns.append(round(sum(g.compile_s - g.inductor_s for g in be.compiled_graphs()[n0:] if g.path == "dagrun"), 1))
+        del c
+    e["compile_runs_s"] = runs
+    e["compile_s"] = round(statistics.median(runs), 1)
+    if own:
+        e["dagrun_own_s"] = round(statistics.median(owns), 1)
+    _reset_compiled_state()
+
+
 def _reset_compiled_state() -> None:
     """Forget what earlier torch.compile calls left: dynamo's caches, CUDA
     graph trees, cached cuBLAS workspaces, garbage, free allocator blocks."""
@@ -641,9 +676,11 @@ def backend(args) -> int:
                 "weights. Peak MB in steady replay: the same, from a reset of the peak after the warm-up through the "
                 "timed calls. Held MB: device memory the allocator keeps reserved after the timed calls and "
                 "torch.cuda.empty_cache() (CUDA graph pools, cached workspaces), over what it reserved before, plus "
-                "the weights. Compile s: torch.compile and 3 calls, %s; dagrun's own: its trace, plans and captures. "
+                "the weights. Compile s: torch.compile and 3 calls, %s; the median of %d such compiles where one takes "
+                "under %.0f s; dagrun's own: its trace, plans and captures. "
                 "Backend \"dagrun\" found by %s, options=%s; %.0f s in all." % (
-                    torch.cuda.get_device_name(), torch.__version__, args.iters, cache_note, how, opts,
+                    torch.cuda.get_device_name(), torch.__version__, args.iters, cache_note, COMPILE_RUNS,
+                    RECOMPILE_BELOW_S, how, opts,
                     time.time() - t_start))
 
     def save():
@@ -726,6 +763,10 @@ def backend(args) -> int:
                                 print(g.traceback, flush=True)
                         e["streams"] = "/".join(str(g.streams) for g in gs if g.path == "dagrun") or "1"
                         e["dagrun_own_s"] = round(sum(g.compile_s - g.inductor_s for g in gs if g.path == "dagrun"), 1)
+                    if e["compile_s"] < RECOMPILE_BELOW_S:
+                        del c
+                        c = None
+                        _compile_again(e, model, inputs, kw, fresh, key == "dagrun")
                 except Exception as ex:
                     e["error"] = "%s: %s" % (type(ex).__name__, str(ex)[:300])
                     traceback.print_exc()
@@ -778,13 +819,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         except ImportError as e:
             print(e, file=sys.stderr)
             return 2
-        # --backend runs on any torch with torch.compile (a wrapper it cannot read falls back);
-        # --inductor traces the Python wrapper Inductor generates, in the form of torch 2.4 and later
-        from torch.torch_version import TorchVersion
-        if args.inductor and TorchVersion(torch.__version__) < "2.4.0.dev0":
-            print("%s: torch %s: the tracer reads the Python wrapper of Inductor in torch 2.4 or later; "
-                  "install a newer torch" % (run, torch.__version__), file=sys.stderr)
-            return 2
+        if args.inductor:
+            # --backend runs on an older torch too (every graph on Inductor's own path); --inductor reads the FX wrapper
+            from .inductor import fx_wrapper_missing
+            why = fx_wrapper_missing()
+            if why:
+                print("%s: %s; install torch 2.9 or later" % (run, why), file=sys.stderr)
+                return 2
     if not torch.cuda.is_available():
         print("bench: needs a GPU", file=sys.stderr)
         return 2

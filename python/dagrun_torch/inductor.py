@@ -1,64 +1,78 @@
 """dagrun's streams over torch.compile's fused kernels.
 
-``compile_inductor(model, inputs)`` compiles the model with
-``torch.compile`` (mode "default": Inductor's fused Triton kernels and its
-calls of cuDNN/cuBLAS, no CUDA graph), takes the Python wrapper Inductor
-generated for the graph (its ``call(args)``: allocations, kernel launches,
-``del``s, in program order), and treats every statement of it that launches
-GPU work as one graph node:
+``compile_fx_wrapper(gm, example_inputs)`` compiles a dynamo graph with
+Inductor (no CUDA graph: its fused Triton kernels and its calls of
+cuDNN/cuBLAS) through Inductor's FX wrapper
+(``torch._inductor.config.fx_wrapper``, torch 2.9 or later): instead of
+Python source, Inductor hands its wrapper over as a ``torch.fx``
+GraphModule (``WrapperFxCodegen.compile_graph``, the override point
+Inductor documents for backends), whose nodes are, in program order, the
+wrapper's allocations, views and kernel launches. ``trace_fx`` walks those
+nodes and treats every node that launches GPU work as one graph node
+(``node_kind``):
 
-- a Triton launch (``kernel.run(..., stream=stream0)``) writes the tensor
-  arguments the kernel's signature names ``out_ptr*`` or ``in_out_ptr*`` or
-  its metadata lists as mutated, and reads the others and the
+- a Triton launch (the ``triton_kernel_wrapper_mutation`` higher-order
+  operator, its ``kwargs`` keyed by the kernel signature's names) writes
+  the tensor arguments named ``out_ptr*`` or ``in_out_ptr*`` or listed as
+  mutated in the kernel's metadata, and reads the others and the
   ``in_out_ptr*`` and mutated ones (an ``out_ptr`` is stored to, never
-  loaded);
-- any other launching statement (``bufN = extern_kernels.convolution(...)``,
-  ``extern_kernels.mm(..., out=buf)``, ``torch.ops.aten.*``) writes what it
-  assigns and its ``out=`` tensors and reads the other tensors it names; a
-  bare call with no ``out=`` is taken to read and write every tensor it
-  names;
-- allocations, views (``reinterpret_tensor``), aliases of reused buffers,
-  ``del`` and asserts launch nothing.
+  loaded); it is launched through Inductor's own launcher (the kernel's
+  autotuner, ``tuner.run(..., stream=...)``), as Inductor's Python wrapper
+  launches it;
+- an ATen operator (``aten.convolution.default``, ``aten.addmm.out``,
+  ``aten.topk.default``: Inductor's extern kernels and fallbacks) writes
+  the arguments its schema marks as written (``Tensor(a!)``) and the fresh
+  tensors it returns, and reads its other tensor arguments and the
+  written ones that are not ``out=`` arguments (in place);
+- allocations (``torch.empty_strided``), views (``torch.as_strided``),
+  ``operator.getitem`` of a multi-output operator, symbolic sizes,
+  placeholders and constants launch nothing (host nodes).
 
-Tensors are storages (a reused buffer is the same tensor, so reuse orders
-its kernels by WAR/WAW; one an operator returns is marked ``"alloc":
-"producer"``: the operator allocates it, so dagrun's planner leaves it out
-of the arena), node times are measured by CUDA graph replay as the
-exporter does, and the graph goes through ``dagrun import`` and ``dagrun
-plan`` like any exported graph. The wrapper is then run once, statement by
-statement inside a CUDA graph capture, following the plan's issue order:
-each launching statement on its planned stream (Triton launches get that
-stream's handle), records and waits where the plan issues them, and the
-host statements (allocations, views, ``del``) before the launch that
-follows them. A buffer the wrapper allocates is allocated on the stream of
-the first launch that touches it: PyTorch's caching allocator hands a block
+A node of any other kind raises InductorError naming it; so does
+Inductor's converter for a wrapper it cannot express as FX (a kernel that
+is not Triton's, say): the backend then runs Inductor's own path.
+
+Tensors are storages (a reused buffer is the same node or a view of it, so
+reuse orders its kernels by WAR/WAW; one an operator returns is marked
+``"alloc": "producer"``: the operator allocates it, so dagrun's planner
+leaves it out of the arena), node times are measured by CUDA graph replay
+as the exporter does, and the graph goes through ``dagrun import`` and
+``dagrun plan`` like any exported graph. The wrapper graph is then run
+once, node by node inside a CUDA graph capture, following the plan's
+issue order: each launch on its planned stream, records and waits where
+the plan issues them, and the host nodes before the launch that follows
+them. A buffer the wrapper allocates is allocated on the stream of the
+first launch that touches it: PyTorch's caching allocator hands a block
 freed on a stream (a cuDNN workspace, say) to the next allocation on that
 stream, which is safe only for work in that stream's order; allocated on
 the capture stream and written first on another, the buffer's bytes could
-still be in use by a kernel on the capture stream. That needs the plan to issue launches in program order, which
-dagrun's planner keeps for an imported graph (its stable topological
-order); ``CompiledInductor`` checks it and raises otherwise.
+still be in use by a kernel on the capture stream. That needs the plan to
+issue launches in program order, which dagrun's planner keeps for an
+imported graph (its stable topological order); ``CompiledInductor`` checks
+it and raises otherwise.
 
 Memory inside the capture comes from two places. The buffers the wrapper
-allocates itself (``empty_strided_cuda``: Triton kernels' outputs, the
-``out=`` of matrix multiplies) are views into one arena of the plan's size,
-at the offsets dagrun's planner gave them (``arena_slots``): two buffers
-share bytes only where every launch touching one happens-before every
-launch touching the other in the plan, which the planner's verifier checks,
-so the multi-stream graph needs about the memory of the plan's live set
-whatever streams run it, with no blocks cached per stream. The buffers an
-extern kernel returns (a convolution's output) come from PyTorch's caching
-allocator and follow the plan's lifetime records, as
-``dagrun_torch.compile`` does for eager kernels (``plan.lower``): when the
-wrapper ``del``s a buffer, its host reference is held until the stream that
-allocated it is ordered after every launch, on every stream, that touches
-it; then it goes back to the caching allocator, which hands the block only
-to later allocations on that stream. A buffer whose allocating stream may
-differ from its producer's (a kernel reads it before any kernel writes
-it) is held to the end of the capture. ``lifetimes=False`` holds every
-buffer to the end instead: all intermediates at once. The caching
-allocator still serves each stream's own allocations of 1 to 10 MiB (an
-extern kernel's output) from 20 MiB segments of that stream's.
+allocates itself (``torch.empty_strided`` nodes: Triton kernels' outputs,
+the ``out=`` of matrix multiplies) are views into one arena of the plan's
+size, at the offsets dagrun's planner gave them (``arena_slots``): two
+buffers share bytes only where every launch touching one happens-before
+every launch touching the other in the plan, which the planner's verifier
+checks, so the multi-stream graph needs about the memory of the plan's
+live set whatever streams run it, with no blocks cached per stream. The
+buffers an extern kernel returns (a convolution's output) come from
+PyTorch's caching allocator and follow the plan's lifetime records, as
+``dagrun_torch.compile`` does for eager kernels (``plan.lower``): when a
+value of the wrapper graph is past its last use (FX frees implicitly, as
+``torch.fx.Interpreter`` does), its host reference is held until the
+stream that allocated it is ordered after every launch, on every stream,
+that touches it; then it goes back to the caching allocator, which hands
+the block only to later allocations on that stream. A buffer whose
+allocating stream may differ from its producer's (a kernel reads it
+before any kernel writes it) is held to the end of the capture.
+``lifetimes=False`` holds every buffer to the end instead: all
+intermediates at once. The caching allocator still serves each stream's
+own allocations of 1 to 10 MiB (an extern kernel's output) from 20 MiB
+segments of that stream's.
 
 cuBLAS workspaces: PyTorch gives every (cuBLAS handle, stream) pair that
 runs a matrix multiply a workspace of its own (32 MiB on Hopper by default,
@@ -70,43 +84,42 @@ allocated inside the capture, in the graph's private memory pool: they
 live and die with the graph (a later clear elsewhere cannot hand them to
 other tensors), and a discarded graph leaves none behind. A graph holds one
 workspace per stream that runs a multiply. The captures share one set of
-streams per device (``shared_streams``), and ``trace_call`` times every
+streams per device (``shared_streams``), and ``trace_fx`` times every
 launch on one side stream.
 
-The trace follows the wrapper's own memory: an intermediate is freed when
-the wrapper drops its last name, as Inductor planned, and a tensor id
+The trace follows the wrapper's own memory: an intermediate is freed after
+its last use in the wrapper graph, as Inductor planned, and a tensor id
 stands for one storage from its allocation to its release (a later buffer
 at the same address, once the first is freed, is another tensor).
 
-Needs torch ≥ 2.4 with Inductor and Triton, and CUDA.
+Needs torch 2.9 or later (Inductor's FX wrapper) with Triton, and CUDA;
+tested with torch 2.11. ``fx_wrapper_missing`` says why an older torch
+cannot take this path.
 """
 from __future__ import annotations
 
-import ast
 import json
+import operator
 import os
-import statistics
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
+import torch.fx
 
 from ._binary import run_dagrun
 from .exporter import _flat_tensors, _storage_nbytes, _time_graph_replay, storage_key
 from .plan import Plan, lower
 
-__all__ = ["InductorGraph", "WrapperCall", "CompiledInductor", "capture_call", "trace_call", "plan_graph", "plan_graphs", "issue_steps",
+__all__ = ["InductorGraph", "FxWrapper", "CompiledInductor", "compile_fx_wrapper", "compile_model", "fx_wrapper_missing",
+           "FX_CONFIG", "node_kind", "node_access", "last_uses", "trace_fx", "plan_graph", "plan_graphs", "issue_steps",
            "compile_inductor", "input_slots", "one_stream", "InductorError", "held_to_end", "clear_blas_workspaces",
-           "shared_streams", "runs_blas", "blas_streams"]
-
-_HOST_CALLS = {"empty_strided_cuda", "empty_strided", "empty", "empty_strided_cpu", "assert_size_stride",
-               "assert_alignment", "reinterpret_tensor", "get_raw_stream", "get_cuda_stream", "set_device",
-               "_DeviceGuard", "clear", "grid", "device", "check_nan", "alloc_from_pool"}
+           "shared_streams", "runs_blas", "blas_streams", "triton_hop"]
 
 
 class InductorError(RuntimeError):
-    """Inductor's wrapper could not be found or scheduled."""
+    """Inductor's wrapper could not be compiled to FX, read or scheduled."""
 
 
 def clear_blas_workspaces() -> bool:
@@ -178,151 +191,453 @@ def _weak_storage(t: torch.Tensor) -> Any:
         return StorageWeakRef(t.storage())
 
 
+# Inductor's configuration for the FX wrapper compile. The asserts are off: Inductor writes them as raw
+# lines, which its FX converter does not take (the wrapper's sizes are the example inputs', which dynamo's
+# guards keep); autotuning happens at compile time because the FX converter bakes the tuned block sizes
+# into the graph; no CUDA graph: dagrun captures its own. Keys this torch's config lacks are left out.
+FX_CONFIG = {"fx_wrapper": True, "size_asserts": False, "nan_asserts": False, "alignment_asserts": False,
+             "triton.cudagraphs": False, "triton.autotune_at_compile_time": True}
+
+
+def _has_key(config: Any, key: str) -> bool:
+    obj = config
+    for part in key.split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
+
+
+def fx_wrapper_missing(config: Any = None) -> str:
+    """Why this torch cannot give Inductor's wrapper as an FX graph ("" when
+    it can): no Inductor, or no ``config.fx_wrapper`` (torch before 2.9).
+    ``config``: Inductor's config module (None: ``torch._inductor.config``)."""
+    if config is None:
+        try:
+            import torch._inductor.config as config
+        except ImportError:
+            return "torch %s has no Inductor (torch._inductor)" % torch.__version__
+    if not hasattr(config, "fx_wrapper"):
+        return ("torch %s has no Inductor FX wrapper (torch._inductor.config.fx_wrapper, torch 2.9 or later), "
+                "which the dagrun path reads" % torch.__version__)
+    return ""
+
+
 @dataclass
-class WrapperCall:
-    """One call of Inductor's generated ``call``: its code object, the
-    module's namespace, the argument list as it came in, and the other
-    locals at entry (``self`` when ``call`` is a method)."""
-    code: Any
-    globals_: dict
-    args: List[Any]
-    extra: dict
+class FxWrapper:
+    """Inductor's wrapper of one graph as FX: ``gm`` (the wrapper
+    GraphModule), ``args`` (the argument list Inductor's compiled graph
+    gets, caught at its first call; None before), ``tuners`` ({HOP
+    ``kernel_idx``: the kernel's Inductor autotuner, its launcher})."""
+    gm: Any
+    args: Optional[List[Any]] = None
+    tuners: Dict[int, Any] = field(default_factory=dict)
+    nodes: Optional[Tuple[List[Any], List[str], Dict[int, List[Any]]]] = None   # wrapper_nodes' result
 
 
-def capture_call(compiled: Callable[..., Any], inputs: Sequence[Any]) -> WrapperCall:
-    """Run ``compiled`` (a torch.compile'd module, already warmed up) once and
-    catch Inductor's generated ``call(args)`` as it starts (``sys.setprofile``
-    on calls of a function named ``call`` in a file of Inductor's code
-    cache), with a copy of its argument list before it clears it. Raises
-    InductorError when the call does not reach exactly one generated graph
-    (a graph break makes several)."""
-    import sys
-    seen: List[WrapperCall] = []
-    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
-
-    def prof(frame, event, arg):
-        if event != "call":
-            return
-        co = frame.f_code
-        if co.co_name != "call" or "args" not in frame.f_locals:
-            return
-        fn = co.co_filename
-        if "torchinductor" not in fn and not (cache and fn.startswith(cache)):
-            return
-        loc = frame.f_locals
-        a = loc.get("args")
-        if not isinstance(a, list):
-            return
-        seen.append(WrapperCall(co, frame.f_globals, list(a), {k: v for k, v in loc.items() if k != "args"}))
-
-    old = sys.getprofile()
-    sys.setprofile(prof)
+def compile_fx_wrapper(gm: Any, example_inputs: Sequence[Any]) -> Tuple[Callable, FxWrapper]:
+    """Compile dynamo's graph ``gm`` with Inductor (``compile_fx``, FX_CONFIG)
+    and catch the wrapper GraphModule Inductor makes for it: returns
+    (Inductor's compiled callable, its FxWrapper, whose ``args`` fill at the
+    callable's first call). Patches ``WrapperFxCodegen.compile_graph`` (to
+    catch the graph and the arguments) and ``FxConverter.generate`` (to keep
+    each kernel's autotuner) for the duration of the compile only. Raises
+    InductorError where this torch has no FX wrapper (``fx_wrapper_missing``)
+    or its FX wrapper lacks the two methods patched, where Inductor's FX
+    converter cannot express the graph (its NotImplementedError: a kernel
+    that is not Triton's, a line it does not convert), where the compile fails otherwise (the error's type and first
+    line), or where it makes other than one wrapper graph."""
+    why = fx_wrapper_missing()
+    if why:
+        raise InductorError(why)
+    import torch._inductor.config as config
+    from torch._inductor.compile_fx import compile_fx
     try:
-        with torch.no_grad():
-            compiled(*inputs)
+        from torch._inductor.codegen import wrapper_fxir as W
+        generate0, compile_graph0 = W.FxConverter.generate, W.WrapperFxCodegen.compile_graph
+    except (ImportError, AttributeError) as e:
+        raise InductorError("torch %s's Inductor FX wrapper has no %s, which the dagrun path hooks to catch the "
+                            "wrapper graph (written against torch 2.11)" % (torch.__version__, _missing_name(e))) from e
+    caught: List[FxWrapper] = []
+
+    def generate(self: Any) -> Any:
+        g = generate0(self)
+        g.meta["dagrun_tuners"] = {k.wrapped.kernel_idx: k.tuner for k in getattr(self, "kernels", {}).values()
+                                   if hasattr(k, "wrapped") and hasattr(k, "tuner")}
+        return g
+
+    def compile_graph(self: Any, g: Any) -> Callable:
+        fx = FxWrapper(g, None, dict(g.meta.get("dagrun_tuners") or {}))
+        caught.append(fx)
+
+        def call(*args: Any) -> Any:
+            if fx.args is None:
+                fx.args = list(args)
+            return run_wrapper(fx, args)
+        return call
+
+    patches = {k: v for k, v in FX_CONFIG.items() if _has_key(config, k)}
+    W.FxConverter.generate, W.WrapperFxCodegen.compile_graph = generate, compile_graph
+    try:
+        inner = compile_fx(gm, list(example_inputs), config_patches=patches)
+    except NotImplementedError as e:
+        raise InductorError("Inductor's FX wrapper cannot express this graph: %s" % _first_line(e)) from e
+    except Exception as e:
+        # the FX wrapper's own failure, or Inductor's: Inductor's own path (which the caller runs next)
+        # raises the latter again
+        raise InductorError("Inductor's compile with its FX wrapper failed: %s: %s" % (type(e).__name__, _first_line(e))) from e
     finally:
-        sys.setprofile(old)
-    torch.cuda.synchronize()
-    if len(seen) != 1:
-        raise InductorError("the compiled model ran %d Inductor wrappers (graph breaks?); want 1" % len(seen))
-    return seen[0]
+        W.FxConverter.generate, W.WrapperFxCodegen.compile_graph = generate0, compile_graph0
+    if len(caught) != 1:
+        raise InductorError("Inductor made %d wrapper graphs for this graph (graph partitions or subgraphs); "
+                            "the dagrun path reads one" % len(caught))
+    return inner, caught[0]
 
 
-def _call_body(code: Any) -> List[ast.stmt]:
-    with open(code.co_filename) as f:
-        src = f.read()
-    tree = ast.parse(src)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == code.co_name and node.lineno <= code.co_firstlineno <= node.body[0].lineno:
-            return _flatten_with(node.body)
-    raise InductorError("no function %s at line %d of %s" % (code.co_name, code.co_firstlineno, code.co_filename))
+def wrapper_nodes(fx: FxWrapper) -> Tuple[List[torch.fx.Node], List[str], Dict[int, List[torch.fx.Node]]]:
+    """(nodes, their kinds (``node_kind``), the values dying after each
+    (``last_uses``)) of ``fx``'s wrapper graph, worked out once per graph.
+    Numbers the placeholders (``node.meta["dagrun_arg"]``, their position
+    among the arguments). Raises InductorError naming a node the dagrun
+    path does not read."""
+    if fx.nodes is None:
+        nodes = list(fx.gm.graph.nodes)
+        kinds = [node_kind(n, fx.tuners) for n in nodes]
+        k = 0
+        for n in nodes:
+            if n.op == "placeholder":
+                n.meta["dagrun_arg"] = k
+                k += 1
+        fx.nodes = (nodes, kinds, last_uses(nodes))
+    return fx.nodes
 
 
-def _flatten_with(body: List[ast.stmt]) -> List[ast.stmt]:
-    out: List[ast.stmt] = []
-    for s in body:
-        if isinstance(s, ast.With):
-            out += _flatten_with(s.body)
+def run_wrapper(fx: FxWrapper, args: Sequence[Any]) -> Any:
+    """Run Inductor's wrapper graph on ``args`` node by node on the current
+    stream, each Triton kernel through Inductor's launcher for it
+    (``launch_node``), each value let go after its last use; returns the
+    graph's outputs. Inductor's own FX module launches through the Triton
+    operator's dense implementation, which compiles the kernel again from
+    its Python source; a kernel that Inductor compiled in a worker process
+    has no source in this one (its JITFunction's ``fn`` is None), while its
+    launcher holds the compiled binary. Raises InductorError on a node the
+    dagrun path does not read (``node_kind``) or a placeholder count that
+    is not the arguments'."""
+    nodes, kinds, dies = wrapper_nodes(fx)
+    if sum(1 for n in nodes if n.op == "placeholder") != len(args):
+        raise InductorError("Inductor's wrapper graph has %d placeholders for %d arguments" % (
+            sum(1 for n in nodes if n.op == "placeholder"), len(args)))
+    env: Dict[torch.fx.Node, Any] = {}
+    stream = None
+    for i, n in enumerate(nodes):
+        if n.op == "output":
+            return _load(n.args[0], env)
+        if kinds[i] == "host":
+            env[n] = run_host(n, env, args, fx.gm)
         else:
-            out.append(s)
-    return out
-
-
-def _call_name(c: ast.Call) -> str:
-    f = c.func
-    if isinstance(f, ast.Attribute):
-        return f.attr
-    if isinstance(f, ast.Name):
-        return f.id
-    if isinstance(f, ast.Subscript):
-        return "[]"
-    return "?"
-
-
-def _is_host(s: ast.stmt) -> bool:
-    """Statements that launch nothing: del, pass, asserts, assignments of
-    names/views/allocations/streams, unpacking args, host calls."""
-    if isinstance(s, (ast.Delete, ast.Pass, ast.Assert, ast.Import, ast.ImportFrom)):
-        return True
-    if isinstance(s, ast.Assign):
-        v = s.value
-        if isinstance(v, (ast.Name, ast.Constant, ast.Tuple)) and all(isinstance(e, ast.Name) for e in getattr(v, "elts", [v])):
-            return True
-        if isinstance(v, ast.Name):
-            return True
-        if isinstance(v, ast.Call):
-            return all(_call_name(c) in _HOST_CALLS for c in ast.walk(v) if isinstance(c, ast.Call))
-        return False
-    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
-        return all(_call_name(c) in _HOST_CALLS for c in ast.walk(s.value) if isinstance(c, ast.Call))
-    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
-        return True
-    return False
-
-
-def _triton_kernel(s: ast.stmt, ns: dict) -> Optional[Tuple[Any, List[ast.expr]]]:
-    if not isinstance(s, ast.Expr) or not isinstance(s.value, ast.Call):
-        return None
-    f = s.value.func
-    if isinstance(f, ast.Attribute) and f.attr == "run" and isinstance(f.value, ast.Name):
-        k = ns.get(f.value.id)
-    elif isinstance(f, ast.Subscript) and isinstance(f.value, ast.Name):
-        k = ns.get(f.value.id)
-    else:
-        return None
-    if k is None or not (hasattr(k, "fn") or hasattr(k, "triton_meta")):
-        return None
-    return k, list(s.value.args)
-
-
-def _arg_names(k: Any) -> Optional[List[str]]:
-    fn = getattr(k, "fn", None)
-    names = getattr(fn, "arg_names", None)
-    if names:
-        return list(names)
-    sig = (getattr(k, "triton_meta", None) or {}).get("signature")
-    if isinstance(sig, dict):
-        return list(sig.keys())
+            if stream is None:
+                stream = torch.cuda.current_stream().cuda_stream
+            env[n] = launch_node(n, kinds[i], env, fx.tuners, stream)
+        for d in dies.get(i, ()):
+            env.pop(d, None)
     return None
 
 
-def _names(e: ast.AST) -> List[str]:
-    return [n.id for n in ast.walk(e) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+def compile_model(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> Tuple[Callable, FxWrapper]:
+    """``torch.compile(model, dynamic=False)`` through ``compile_fx_wrapper``,
+    run once on ``inputs`` under ``torch.no_grad()``: returns the compiled
+    model and the FxWrapper of its one graph (arguments caught). Raises
+    InductorError as compile_fx_wrapper does, and when the model compiles to
+    other than one graph (a graph break)."""
+    seen: List[FxWrapper] = []
+
+    def backend(gm: Any, example_inputs: Sequence[Any]) -> Callable:
+        inner, fx = compile_fx_wrapper(gm, example_inputs)
+        seen.append(fx)
+        return inner
+    compiled = torch.compile(model, backend=backend, dynamic=False)
+    with torch.no_grad():
+        compiled(*inputs)
+    torch.cuda.synchronize()
+    if len(seen) != 1:
+        raise InductorError("the model compiled to %d graphs (graph breaks?); want 1" % len(seen))
+    return compiled, seen[0]
+
+
+def _missing_name(e: BaseException) -> str:
+    """What an ImportError or AttributeError says is missing: the module's
+    or the attribute's name where it carries one, else its message."""
+    name = getattr(e, "name", None)
+    if isinstance(e, AttributeError) and name:
+        obj = getattr(e, "obj", None)
+        owner = getattr(obj, "__name__", type(obj).__name__) if obj is not None else ""
+        return "%s.%s" % (owner, name) if owner else name
+    if isinstance(e, ImportError) and name:
+        return "module %s" % name
+    return _first_line(e)
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e)
+    return s.splitlines()[0][:300] if s else type(e).__name__
+
+
+_TRITON_HOP: List[Any] = []
+
+
+def triton_hop() -> Any:
+    """The higher-order operator that Inductor's FX wrapper launches Triton
+    kernels with (``triton_kernel_wrapper_mutation``); None where torch has
+    none."""
+    if not _TRITON_HOP:
+        try:
+            from torch._higher_order_ops.triton_kernel_wrap import triton_kernel_wrapper_mutation as hop
+        except ImportError:
+            hop = None
+        _TRITON_HOP.append(hop)
+    return _TRITON_HOP[0]
+
+
+# Host nodes: they launch nothing on the GPU.
+_HOST_TARGETS = (torch.empty_strided, torch.as_strided, operator.getitem)
+# ATen operators on sizes (dynamic shapes), host-side.
+_SYM_OPS = {"sym_size", "sym_stride", "sym_numel", "sym_storage_offset"}
+
+
+def _target_name(node: torch.fx.Node, tuners: Optional[Dict[int, Any]] = None) -> str:
+    t = node.target
+    hop = triton_hop()
+    if hop is not None and t is hop:
+        tu = (tuners or {}).get(node.kwargs.get("kernel_idx"))
+        fn = getattr(tu, "fn", None)
+        return str(getattr(fn, "__name__", None) or (getattr(tu, "inductor_meta", None) or {}).get("kernel_name")
+                   or "triton kernel %s" % node.kwargs.get("kernel_idx"))
+    if isinstance(t, torch._ops.OpOverload):
+        return "aten.%s.%s" % (t.overloadpacket.__name__, getattr(t, "_overloadname", "default"))
+    if isinstance(t, str):
+        return t
+    mod = getattr(t, "__module__", None)
+    name = getattr(t, "__name__", None) or type(t).__name__
+    return "%s.%s" % (mod, name) if mod else str(name)
+
+
+def describe(node: torch.fx.Node, tuners: Optional[Dict[int, Any]] = None) -> str:
+    """A wrapper node as text: ``buf6 = aten.addmm.out(arg4_1, buf4, arg3_1_view, out=buf6)``; a Triton
+    launch as its kernel's name and its kwargs."""
+    def show(v: Any) -> str:
+        if isinstance(v, torch.fx.Node):
+            return v.name
+        if isinstance(v, (list, tuple)):
+            inner = ", ".join(show(x) for x in v)
+            return "[%s]" % inner if isinstance(v, list) else "(%s)" % inner
+        return repr(v)
+    hop = triton_hop()
+    if hop is not None and node.target is hop:
+        kw = node.kwargs.get("kwargs") or {}
+        return "%s(%s)" % (_target_name(node, tuners), ", ".join("%s=%s" % (k, show(v)) for k, v in kw.items()))
+    if node.op in ("placeholder", "get_attr", "output"):
+        return "%s %s%s" % (node.op, node.name, "" if node.op != "output" else " " + show(node.args[0]))
+    args = [show(a) for a in node.args] + ["%s=%s" % (k, show(v)) for k, v in node.kwargs.items()]
+    return "%s = %s(%s)" % (node.name, _target_name(node, tuners), ", ".join(args))
+
+
+def node_kind(node: torch.fx.Node, tuners: Dict[int, Any]) -> str:
+    """What a node of Inductor's wrapper graph is: "host" (placeholders,
+    constants, the output, allocations, views, ``getitem``, symbolic sizes:
+    no GPU work), "triton" (a launch of the Triton higher-order operator
+    whose kernel has its autotuner in ``tuners``) or "aten" (an ATen
+    operator: an extern kernel or a fallback). Raises InductorError naming
+    the node for anything else (a Triton launch without its launcher, a
+    call of a Python function or a module, a method call)."""
+    if node.op in ("placeholder", "get_attr", "output"):
+        return "host"
+    if node.op != "call_function":
+        raise InductorError("Inductor's FX wrapper has a node the dagrun path does not read: %s (a %s node)" % (
+            describe(node, tuners), node.op))
+    t = node.target
+    if any(t is h for h in _HOST_TARGETS):
+        return "host"
+    hop = triton_hop()
+    if hop is not None and t is hop:
+        if node.kwargs.get("kernel_idx") in tuners:
+            return "triton"
+        raise InductorError("Inductor's FX wrapper launches a Triton kernel without Inductor's launcher for it "
+                            "(kernel_idx %s): %s" % (node.kwargs.get("kernel_idx"), describe(node, tuners)))
+    if isinstance(t, torch._ops.OpOverload):
+        return "host" if t.overloadpacket.__name__ in _SYM_OPS else "aten"
+    raise InductorError("Inductor's FX wrapper has a node the dagrun path does not read: %s" % describe(node, tuners))
+
+
+def _nodes_in(v: Any) -> List[torch.fx.Node]:
+    out: List[torch.fx.Node] = []
+    torch.fx.node.map_arg(v, lambda n: out.append(n) or n)
+    return out
+
+
+def node_access(node: torch.fx.Node, kind: str, tuners: Dict[int, Any]) -> Tuple[List[torch.fx.Node], List[torch.fx.Node]]:
+    """(read, written): the nodes whose values a launching node of ``kind``
+    ("triton" or "aten", ``node_kind``) loads and stores (module doc); the
+    node's own result is not among them (``written_result``). A node passed
+    both as a stored-only argument and as a loaded one is read too."""
+    reads: List[torch.fx.Node] = []
+    writes: List[torch.fx.Node] = []
+    if kind == "triton":
+        tu = tuners[node.kwargs["kernel_idx"]]
+        mutated = set((getattr(tu, "inductor_meta", None) or {}).get("mutated_arg_names") or ())
+        for name, v in (node.kwargs.get("kwargs") or {}).items():
+            ns = _nodes_in(v)
+            stored = name.startswith("out_ptr") or name.startswith("in_out_ptr") or name in mutated
+            if stored:
+                writes += ns
+            if not (name.startswith("out_ptr") and name not in mutated):
+                reads += ns
+    elif kind == "aten":
+        schema = node.target._schema
+        given: List[Tuple[Any, Any]] = []
+        positional = [a for a in schema.arguments if not a.kwarg_only]
+        given += list(zip(positional, node.args))
+        by_name = {a.name: a for a in schema.arguments}
+        given += [(by_name.get(k), v) for k, v in node.kwargs.items()]
+        for a, v in given:
+            ns = _nodes_in(v)
+            w = a is not None and a.alias_info is not None and a.alias_info.is_write
+            if w:
+                writes += ns
+            if not (w and getattr(a, "is_out", a.kwarg_only)):
+                reads += ns
+    else:
+        raise InductorError("internal error: node_access of a %s node" % kind)
+    return list(dict.fromkeys(reads)), list(dict.fromkeys(writes))
+
+
+def written_result(node: torch.fx.Node, kind: str, value: Any) -> List[torch.Tensor]:
+    """The tensors of a launching node's result that it writes: an ATen
+    operator's returns that alias no argument (fresh tensors; a return the
+    schema marks ``Tensor(a)`` or ``Tensor(a!)`` is a view of an argument
+    or the ``out=`` tensor itself, counted with the arguments). A Triton
+    launch returns nothing."""
+    if kind != "aten":
+        return []
+    rets = list(node.target._schema.returns)
+    vals = list(value) if isinstance(value, (list, tuple)) and len(rets) != 1 else [value]
+    out: List[torch.Tensor] = []
+    for i, v in enumerate(vals):
+        r = rets[i] if i < len(rets) else None
+        if r is not None and r.alias_info is not None:
+            continue
+        out += _flat_tensors(v)
+    return out
+
+
+def last_uses(nodes: Sequence[torch.fx.Node]) -> Dict[int, List[torch.fx.Node]]:
+    """{node index: the nodes whose values die after it}: a value dies after
+    its last user (as ``torch.fx.Interpreter`` frees), one with no user after
+    its own node; the output node's arguments never die (the call returns
+    them)."""
+    index = {n: i for i, n in enumerate(nodes)}
+    last: Dict[torch.fx.Node, int] = {}
+    for i, n in enumerate(nodes):
+        for a in _nodes_in((n.args, n.kwargs)):
+            last[a] = i
+    out: Dict[int, List[torch.fx.Node]] = {}
+    for n in nodes:
+        if n.op == "output":
+            continue
+        i = last.get(n, index[n])
+        if nodes[i].op == "output":
+            continue
+        out.setdefault(i, []).append(n)
+    return out
+
+
+def _load(v: Any, env: Dict[torch.fx.Node, Any]) -> Any:
+    return torch.fx.node.map_arg(v, lambda n: env[n])
+
+
+def triton_args(tuner: Any, values: Dict[str, Any]) -> List[Any]:
+    """The positional arguments of ``tuner.run`` (Inductor's launcher of one
+    Triton kernel) from the HOP's values by name: the kernel signature's
+    names (``triton_meta["signature"]``) less its constants and the tuned
+    configuration's block sizes, then the metadata's
+    ``extra_launcher_args``. Raises InductorError naming an argument the
+    values lack."""
+    meta = getattr(tuner, "triton_meta", None) or {}
+    consts = meta.get("constants") or {}
+    launchers = getattr(tuner, "launchers", None) or []
+    if not launchers:
+        raise InductorError("Inductor's launcher of %s has no compiled configuration" % getattr(
+            getattr(tuner, "fn", None), "__name__", "a Triton kernel"))
+    tuned = getattr(launchers[0].config, "kwargs", None) or {}
+    names = [a for a in meta.get("signature") or {} if a not in consts and a not in tuned]
+    names += list((getattr(tuner, "inductor_meta", None) or {}).get("extra_launcher_args") or ())
+    missing = [a for a in names if a not in values]
+    if missing:
+        raise InductorError("Inductor's FX wrapper gives no %s for %s" % (", ".join(missing), getattr(
+            getattr(tuner, "fn", None), "__name__", "a Triton kernel")))
+    return [values[a] for a in names]
+
+
+def launch_node(node: torch.fx.Node, kind: str, env: Dict[torch.fx.Node, Any], tuners: Dict[int, Any],
+                stream: int) -> Any:
+    """Launch one launching node on the current stream; ``stream`` is its
+    handle (``cuda_stream``), which Inductor's Triton launcher takes.
+    Returns the node's value (None for a Triton launch)."""
+    if kind == "triton":
+        kw = node.kwargs
+        tu = tuners[kw["kernel_idx"]]
+        values = dict(_constant_args(kw.get("constant_args_idx")))
+        values.update(_load(dict(kw.get("kwargs") or {}), env))
+        tu.run(*triton_args(tu, values), stream=stream)
+        return None
+    return node.target(*_load(node.args, env), **_load(dict(node.kwargs), env))
+
+
+def _constant_args(idx: Any) -> Dict[str, Any]:
+    """The HOP's arguments kept out of the graph (its side table's constant args)."""
+    if idx is None:
+        return {}
+    try:
+        from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+    except ImportError:
+        return {}
+    return dict(kernel_side_table.get_constant_args(idx) or {})
+
+
+def run_host(node: torch.fx.Node, env: Dict[torch.fx.Node, Any], args: Sequence[Any], gm: Any) -> Any:
+    """A host node's value: a placeholder's argument (by position among the
+    placeholders, ``node.meta["dagrun_arg"]``), a constant of ``gm``, or the
+    call of its target (an allocation, a view, ``getitem``, a size)."""
+    if node.op == "placeholder":
+        return args[node.meta["dagrun_arg"]]
+    if node.op == "get_attr":
+        v = gm
+        for part in str(node.target).split("."):
+            v = getattr(v, part)
+        return v
+    return node.target(*_load(node.args, env), **_load(dict(node.kwargs), env))
+
+
+def _on_device(t: torch.Tensor) -> bool:
+    return bool(t.is_cuda)
 
 
 @dataclass
 class InductorGraph:
-    """A traced Inductor wrapper: ``stmts`` (compiled statements),
-    ``launch`` (statement index → node id, for launching statements),
-    ``graph`` (the JSON ``dagrun import`` reads), ``globals_`` (the wrapper
-    module's namespace), ``args`` (the call's arguments), ``first_use``
-    (allocating statement index → the first node that touches what it
-    allocates), ``name_tids`` (each name the wrapper assigns → the tensor
-    ids its value holds)."""
-    stmts: List[Tuple[ast.stmt, Any]]
+    """A traced wrapper graph: ``nodes`` (its FX nodes in program order),
+    ``kinds`` (each node's ``node_kind``), ``dies`` (``last_uses``),
+    ``launch`` (node index → graph node id, for launching nodes), ``graph``
+    (the JSON ``dagrun import`` reads), ``fx`` (the FxWrapper: graph
+    module, tuners), ``args`` (the call's arguments), ``first_use``
+    (allocating node index → the first graph node that touches what it
+    allocates), ``name_tids`` (each wrapper node's name → the tensor ids
+    its value holds), ``allocs`` (allocating node index → tensor ids),
+    ``returned`` (tensor ids of the outputs)."""
+    nodes: List[torch.fx.Node]
+    kinds: List[str]
+    dies: Dict[int, List[torch.fx.Node]]
     launch: Dict[int, str]
     graph: dict
-    globals_: dict
+    fx: FxWrapper
     args: List[Any]
     first_use: Dict[int, str] = field(default_factory=dict)
     name_tids: Dict[str, List[str]] = field(default_factory=dict)
@@ -330,197 +645,126 @@ class InductorGraph:
     returned: List[str] = field(default_factory=list)
 
 
-def _exec(stmt: ast.stmt, code: Any, ns: dict) -> Any:
-    if isinstance(stmt, ast.Return):
-        return eval(code, ns)
-    exec(code, ns)
-    return None
-
-
-def trace_call(wc: WrapperCall, *, repeats: int = 20, timing: bool = True, name: str = "inductor") -> InductorGraph:
-    """Run Inductor's caught ``call`` (``capture_call``) statement by statement on the
-    current stream and build its operator graph (module doc). Intermediates
-    are freed where the wrapper drops them; a storage freed and an address
-    reused gives a new tensor id (a weak reference to each storage tells).
-    Each launch is timed by CUDA graph replay on one side stream. Raises
-    InductorError on a wrapper it cannot read."""
-    body = _call_body(wc.code)
-    glb = dict(wc.globals_)
-    glb.update(wc.extra)
-    args = list(wc.args)
-    stmts = []
-    for s in body:
-        if isinstance(s, ast.Return):
-            stmts.append((s, compile(ast.Expression(s.value), "<inductor-return>", "eval")))
-        else:
-            stmts.append((s, compile(ast.Module([s], []), "<inductor>", "exec")))
-    ns = dict(glb)
-    ns["args"] = list(args)
-    keep: List[Any] = list(args)
+def trace_fx(fx: FxWrapper, *, repeats: int = 20, timing: bool = True, name: str = "inductor") -> InductorGraph:
+    """Run Inductor's wrapper graph (``compile_fx_wrapper``, arguments
+    caught) node by node on the current stream and build its operator
+    graph (module doc). Every node is classified (``node_kind``) before
+    anything runs. Intermediates die after their last use; a storage freed
+    and an address reused gives a new tensor id (a weak reference to each
+    storage tells). Each launch is timed by CUDA graph replay on one side
+    stream (``timing``; ``repeats`` launches per replay). Raises
+    InductorError naming the node on a wrapper node it does not read or
+    one that fails."""
+    if fx.args is None:
+        raise InductorError("internal error: Inductor's compiled graph has not run: no arguments caught")
+    nodes, kinds, dies = wrapper_nodes(fx)
+    args = list(fx.args)
+    k = sum(1 for n in nodes if n.op == "placeholder")
+    if k != len(args):
+        raise InductorError("Inductor's wrapper graph has %d placeholders for %d arguments" % (k, len(args)))
     ids = TensorIds()
     tensors = ids.tensors
     tid = ids.id
 
-    def tids(names: Sequence[str], kind: str = "activation") -> List[str]:
-        out = []
-        for n in names:
-            for t in _flat_tensors(ns.get(n)):
-                if t.is_cuda:
-                    i = tid(t, kind)
-                    if i and i not in out:
-                        out.append(i)
+    def tids(v: Any, kind: str = "activation") -> List[str]:
+        out: List[str] = []
+        for t in _flat_tensors(v):
+            if _on_device(t):
+                i = tid(t, kind)
+                if i and i not in out:
+                    out.append(i)
         return out
 
     for t in args:
-        if isinstance(t, torch.Tensor) and t.is_cuda:
+        if isinstance(t, torch.Tensor) and _on_device(t):
             tid(t, "input")
-    nodes: List[dict] = []
+    env: Dict[torch.fx.Node, Any] = {}
+    graph_nodes: List[dict] = []
     launch: Dict[int, str] = {}
     allocated: Dict[int, List[str]] = {}
     name_tids: Dict[str, List[str]] = {}
-
-    def assigned(s: ast.stmt) -> None:
-        if isinstance(s, ast.Assign):
-            for tgt in s.targets:
-                for x in ast.walk(tgt):
-                    if isinstance(x, ast.Name):
-                        # tid() gives a storage at a freed one's address its own id
-                        got = [tid(t, "activation") for t in _flat_tensors(ns.get(x.id)) if t.is_cuda and ids.known(t)]
-                        name_tids[x.id] = list(dict.fromkeys(i for i in got if i))
-    out = None
+    out: Any = None
     tstream = torch.cuda.Stream() if timing else None
     with torch.no_grad():
-        for i, (s, code) in enumerate(stmts):
+        for i, n in enumerate(nodes):
             try:
-                if _is_host(s) or isinstance(s, ast.Return):
-                    out = _exec(s, code, ns)
-                    if _allocates(s):
-                        allocated[i] = tids([x.id for t in s.targets for x in ast.walk(t) if isinstance(x, ast.Name)])
-                    assigned(s)
-                    continue
-                kern = _triton_kernel(s, ns)
-                reads = tids(_names(s))
-                writes: List[str] = []
-                if kern is not None:
-                    k, pos = kern
-                    an = _arg_names(k)
-                    mutated = set((getattr(k, "inductor_meta", None) or {}).get("mutated_arg_names") or [])
-                    if an is None:
-                        writes = list(reads)
-                    else:
-                        stored: List[ast.expr] = []   # out_ptr arguments: stored to, never loaded
-                        for a, e in zip(an, pos):
-                            if a.startswith("out_ptr") or a.startswith("in_out_ptr") or a in mutated:
-                                writes += [w for w in tids(_names(e)) if w not in writes]
-                                if a.startswith("out_ptr") and a not in mutated:
-                                    stored.append(e)
-                        reads = _loaded(s, stored, tids)
+                kind = kinds[i]
+                if kind == "host":
+                    if n.op == "output":
+                        out = _load(n.args[0], env)
+                        continue
+                    env[n] = run_host(n, env, args, fx.gm)
+                    if n.op == "get_attr":
+                        tids(env[n], "input")     # constants outlive the call, as inputs do
+                    if n.target is torch.empty_strided:
+                        allocated[i] = tids(env[n])
                 else:
-                    call = getattr(s, "value", None)
-                    outs = [kw.value for kw in getattr(call, "keywords", []) if kw.arg == "out"]
-                    for e in outs:
-                        writes += [w for w in tids(_names(e)) if w not in writes]
-                    if isinstance(s, ast.Expr) and not outs:
-                        writes = list(reads)
-                    elif outs:
-                        reads = _loaded(s, outs, tids)
-                stream_before = ns.get("stream0")
-                ns["stream0"] = torch.cuda.current_stream().cuda_stream
-                known = len(tensors)
-                _exec(s, code, ns)
-                if isinstance(s, ast.Assign):
-                    for tgt in s.targets:
-                        writes += [w for w in tids([x.id for x in ast.walk(tgt) if isinstance(x, ast.Name)]) if w not in writes]
+                    rn, wn = node_access(n, kind, fx.tuners)
+                    reads = tids([env[x] for x in rn])
+                    writes = tids([env[x] for x in wn])
+                    known = len(tensors)
+                    env[n] = launch_node(n, kind, env, fx.tuners, torch.cuda.current_stream().cuda_stream)
+                    writes += [w for w in tids(written_result(n, kind, env[n])) if w not in writes]
                     # a tensor the launch returns is allocated by the operator itself: never in the plan's arena
                     for t in tensors[known:]:
                         if t["id"] in writes:
                             t["alloc"] = "producer"
-                assigned(s)
-                dur = 0.0
-                if timing:
-                    def fn(code=code, s=s):
-                        scratch = dict(ns)
-                        scratch["stream0"] = torch.cuda.current_stream().cuda_stream
-                        _exec(s, code, scratch)
-                    d = _time_graph_replay(fn, repeats, stream=tstream)
-                    dur = d if d is not None else 0.0
-                if stream_before is not None:
-                    ns["stream0"] = stream_before
-                nid = "k%d" % i
-                launch[i] = nid
-                text = _text(s)
-                nodes.append({"id": nid, "op": text[:80], "reads": [r for r in reads if r not in writes] + [w for w in writes if w in reads],
-                              "writes": writes, "duration_us": round(dur, 3), "inplace": any(w in reads for w in writes), "param_bytes": 0})
+                    dur = 0.0
+                    if timing:
+                        def fn(n: torch.fx.Node = n, kind: str = kind) -> None:
+                            launch_node(n, kind, env, fx.tuners, torch.cuda.current_stream().cuda_stream)
+                        d = _time_graph_replay(fn, repeats, stream=tstream)
+                        dur = d if d is not None else 0.0
+                    nid = "k%d" % i
+                    launch[i] = nid
+                    graph_nodes.append({"id": nid, "op": describe(n, fx.tuners)[:80],
+                                        "reads": [r for r in reads if r not in writes] + [w for w in writes if w in reads],
+                                        "writes": writes, "duration_us": round(dur, 3),
+                                        "inplace": any(w in reads for w in writes), "param_bytes": 0})
+                # tid() gives a storage at a freed one's address its own id
+                name_tids[n.name] = [x for x in dict.fromkeys(
+                    tid(t, "activation") for t in _flat_tensors(env.get(n)) if _on_device(t) and ids.known(t)) if x]
             except InductorError:
                 raise
             except Exception as e:
-                raise InductorError("cannot trace Inductor's wrapper at %s:%d (%s): %s: %s" % (
-                    wc.code.co_filename, getattr(s, "lineno", 0), _text(s)[:120], type(e).__name__,
-                    str(e).splitlines()[0] if str(e) else "")) from e
+                raise InductorError("cannot trace Inductor's wrapper graph at node %s: %s: %s" % (
+                    describe(n, fx.tuners)[:120], type(e).__name__, _first_line(e))) from e
+            for d in dies.get(i, ()):
+                env.pop(d, None)
     torch.cuda.synchronize()
-    returned = [tid(t, "activation") for t in _flat_tensors(out) if t.is_cuda and ids.known(t)]
-    graph = {"model": name, "tracer": "torch.compile (inductor wrapper)", "batch": 1,
+    returned = [tid(t, "activation") for t in _flat_tensors(out) if _on_device(t) and ids.known(t)]
+    graph = {"model": name, "tracer": "torch.compile (inductor fx wrapper)", "batch": 1,
              "device": torch.cuda.get_device_name(), "torch": torch.__version__, "timing": "cuda-graph-replay",
-             "sum_node_us": round(sum(n["duration_us"] for n in nodes), 2), "tensors": tensors, "nodes": nodes}
-    del keep, out
-    return InductorGraph(stmts=stmts, launch=launch, graph=graph, globals_=glb, args=list(args),
-                         first_use=first_uses(allocated, nodes), name_tids=name_tids, allocs=allocated,
+             "sum_node_us": round(sum(n["duration_us"] for n in graph_nodes), 2), "tensors": tensors, "nodes": graph_nodes}
+    del env, out
+    return InductorGraph(nodes=nodes, kinds=kinds, dies=dies, launch=launch, graph=graph, fx=fx, args=args,
+                         first_use=first_uses(allocated, graph_nodes), name_tids=name_tids, allocs=allocated,
                          returned=[t for t in dict.fromkeys(returned) if t])
 
 
-def _text(s: ast.stmt) -> str:
-    """A wrapper statement's source text (its type's name where ``ast``
-    cannot unparse)."""
-    return ast.unparse(s) if hasattr(ast, "unparse") else type(s).__name__
-
-
-def _loaded(s: ast.stmt, stored: Sequence[ast.expr], tids: Callable[[Sequence[str]], List[str]]) -> List[str]:
-    """Tensor ids a launching statement reads: those of every name in it
-    outside the ``stored`` argument expressions (a Triton kernel's
-    ``out_ptr`` arguments, an extern kernel's ``out=``), which the launch
-    writes without loading. A name that also appears elsewhere in the
-    statement is read."""
-    skip = {id(n) for e in stored for n in ast.walk(e)}
-    names = [n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip]
-    return tids(names)
-
-
-def _allocates(s: ast.stmt) -> bool:
-    """An assignment of a fresh buffer (empty_strided_cuda, empty_strided, empty)."""
-    return isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and \
-        _call_name(s.value) in ("empty_strided_cuda", "empty_strided", "empty")
-
-
-# Calls that run cuBLAS (or cuBLASLt), each taking the workspace PyTorch caches for its stream.
+# ATen operators that run cuBLAS (or cuBLASLt), each taking the workspace PyTorch caches for its stream.
 _BLAS_CALLS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "matmul", "linear", "_int_mm", "_scaled_mm",
                "dot", "vdot", "addr"}
 
 
-def runs_blas(stmt: ast.stmt) -> bool:
-    """Whether a wrapper statement calls a cuBLAS operator
-    (``extern_kernels.mm(...)``, ``torch.ops.aten.bmm.default(...)``)."""
-    for c in ast.walk(stmt):
-        if not isinstance(c, ast.Call):
-            continue
-        f = c.func
-        if isinstance(f, ast.Attribute) and f.attr == "default" and isinstance(f.value, ast.Attribute):
-            f = f.value
-        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-        if name in _BLAS_CALLS:
-            return True
-    return False
+def runs_blas(node: torch.fx.Node) -> bool:
+    """Whether a wrapper node calls a cuBLAS operator (``aten.mm.out``,
+    ``aten.addmm.out``, ``aten.bmm.default``, in place or not)."""
+    t = node.target
+    return node.op == "call_function" and isinstance(t, torch._ops.OpOverload) and \
+        t.overloadpacket.__name__.rstrip("_") in _BLAS_CALLS
 
 
 def blas_streams(plan: Plan, ig: "InductorGraph") -> int:
     """How many of the plan's streams run a cuBLAS launch: each holds a
     cuBLAS workspace in the captured graph (module doc)."""
-    return len({plan.stages[nid] for i, nid in ig.launch.items() if nid in plan.stages and runs_blas(ig.stmts[i][0])})
+    return len({plan.stages[nid] for i, nid in ig.launch.items() if nid in plan.stages and runs_blas(ig.nodes[i])})
 
 
 def first_uses(allocated: Dict[int, List[str]], nodes: Sequence[dict]) -> Dict[int, str]:
-    """For each allocating statement (index → tensor ids it allocates), the
-    first node in program order that reads or writes one of them; statements
-    whose buffers no node touches are left out."""
+    """For each allocating wrapper node (index → tensor ids it allocates),
+    the first graph node in program order that reads or writes one of them;
+    allocations whose buffers no node touches are left out."""
     out: Dict[int, str] = {}
     for i, tids in allocated.items():
         want = set(tids)
@@ -562,21 +806,21 @@ def plan_graphs(graph: dict, caps: Sequence[Tuple[int, str]], dagrun: Optional[s
 
 def issue_steps(plan: Plan, launch: Dict[int, str]) -> List[Tuple[str, int, int]]:
     """The plan's ops in its issue order, as (kind, stream, x): ("launch",
-    stream, statement index), ("record", stream, event) or ("wait", stream,
+    stream, node index), ("record", stream, event) or ("wait", stream,
     event); lagged waits are dropped (one call at a time). Records and waits
     keep their places between launches, so a record issued after a wait
-    stands for what that wait ordered. ``launch`` maps statement index → node
-    id. Raises InductorError when the plan does not issue the launches in
-    program order (the wrapper's statements run in that order)."""
-    stmt_of = {nid: i for i, nid in launch.items()}
+    stands for what that wait ordered. ``launch`` maps wrapper node index → graph
+    node id. Raises InductorError when the plan does not issue the launches
+    in program order (the wrapper's nodes run in that order)."""
+    node_of = {nid: i for i, nid in launch.items()}
     order = [plan.streams[s].ops[j].stage for s, j in plan.issue_order if plan.streams[s].ops[j].kind == "launch"]
     if order != [launch[i] for i in sorted(launch)]:
-        raise InductorError("the plan's issue order is not the wrapper's program order: cannot run it statement by statement")
+        raise InductorError("the plan's issue order is not the wrapper's program order: cannot run it node by node")
     steps: List[Tuple[str, int, int]] = []
     for si, j in plan.issue_order:
         o = plan.streams[si].ops[j]
         if o.kind == "launch":
-            steps.append(("launch", si, stmt_of[o.stage]))
+            steps.append(("launch", si, node_of[o.stage]))
         elif o.kind == "record":
             steps.append(("record", si, o.event))
         elif o.lag == 0:
@@ -608,17 +852,17 @@ class CompiledInductor:
     streams. Call it with the model's inputs (copied into the graph's static
     input); returns the graph's static outputs (flat, as Inductor's call
     returns them). ``streams``: plan streams; ``plan``; ``graph``.
-    ``delays`` (statement index → cycles) puts ``torch.cuda._sleep`` on the
-    launch's stream before it, to expose a missing order (a consumer would
-    read before its producer is done). ``lifetimes``: release buffers
+    ``delays`` (wrapper node index → cycles) puts ``torch.cuda._sleep`` on
+    the launch's stream before it, to expose a missing order (a consumer
+    would read before its producer is done). ``lifetimes``: release buffers
     inside the capture by the plan's lifetime records (module doc), else
     hold every buffer to the end of the capture. ``pool_bytes``: the bytes
     the capture reserved for its private memory pool (intermediates at their
     peak and cuBLAS workspaces). Raises InductorError when the plan
-    cannot be run statement by statement, PlanError when its lifetime
-    records do not cover a use. ``arena``: take the wrapper's allocations
-    from the plan's arena (module doc; ``arena_bytes`` is its size, 0 when
-    no allocation takes part), else every buffer from the caching allocator.
+    cannot be run node by node, PlanError when its lifetime records do not
+    cover a use. ``arena``: take the wrapper's allocations from the plan's
+    arena (module doc; ``arena_bytes`` is its size, 0 when no allocation
+    takes part), else every buffer from the caching allocator.
     """
 
     def __init__(self, ig: InductorGraph, plan: Plan, input_slots: Dict[int, int],
@@ -666,97 +910,10 @@ class CompiledInductor:
         torch.cuda.synchronize()
 
     def _run(self, warm: bool = False) -> Any:
-        ig = self.ig
-        streams = self._streams
-        cap = streams[0]
-        arena = None
-        if self.arena_bytes:
-            # on the capture stream before the fork: every stream is ordered after it
-            arena = torch.empty(self.arena_bytes, dtype=torch.uint8, device=cap.device)
-            self._keep.append(arena)
-        fork = torch.cuda.Event()
-        fork.record(cap)
-        for s in streams[1:]:
-            s.wait_event(fork)
-        ns = dict(ig.globals_)
-        ns["args"] = list(self._static_args)
-        keep = self._keep
-        keep.extend(self._static_args)
-        out = None
-        done = 0  # statements run so far
-        held: Dict[str, List[Any]] = {}   # tensor id → host references the wrapper let go of
-        freed = set()                     # tensor ids the plan has released
-
-        def let_go(name: str) -> None:
-            ids = ig.name_tids.get(name) if self.lifetimes else None
-            if ids is None:
-                keep.append(ns[name])
-                return
-            for t in ids:
-                if t not in freed:
-                    held.setdefault(t, []).append(ns[name])
-
-        def host_until(stop: int) -> Any:
-            nonlocal done
-            r = None
-            while done < stop:
-                s, code = ig.stmts[done]
-                if isinstance(s, ast.Delete):
-                    for x in ast.walk(s):
-                        if isinstance(x, ast.Name) and x.id in ns:
-                            let_go(x.id)
-                if done in ig.launch:
-                    raise InductorError("internal error: statement %d launches but the plan did not issue it" % done)
-                first = ig.first_use.get(done)
-                if done in self._arena_at:
-                    name = _call_name(s.value)
-                    alloc = ns[name]
-                    ns[name] = _arena_alloc(arena, self._arena_at[done], self.arena_bytes, self._arena_planned[done])
-                    try:
-                        r = _exec(s, code, ns)
-                    finally:
-                        ns[name] = alloc
-                elif first is not None:
-                    # allocate on the stream of the buffer's first launch (see the module doc)
-                    with torch.cuda.stream(streams[self.plan.stages[first]]):
-                        r = _exec(s, code, ns)
-                else:
-                    r = _exec(s, code, ns)
-                done += 1
-            return r
-
-        with torch.no_grad():
-            for i, (kind, si, x) in enumerate(self._steps):
-                st = streams[si]
-                for t in self._frees[i - 1] if i else ():
-                    held.pop(t, None)
-                    freed.add(t)
-                if kind == "record":
-                    self._events[x].record(st)
-                    continue
-                if kind == "wait":
-                    st.wait_event(self._events[x])
-                    continue
-                host_until(x)
-                s, code = ig.stmts[x]
-                with torch.cuda.stream(st):
-                    if x in self._delays:
-                        torch.cuda._sleep(self._delays[x])
-                    ns["stream0"] = st.cuda_stream
-                    _exec(s, code, ns)
-                    ns["stream0"] = cap.cuda_stream
-                if isinstance(s, ast.Assign) and not self.lifetimes:
-                    for t in s.targets:
-                        for y in ast.walk(t):
-                            if isinstance(y, ast.Name) and y.id in ns:
-                                keep.append(ns[y.id])
-                done = x + 1
-            out = host_until(len(ig.stmts))
-        for s in streams[1:]:
-            e = torch.cuda.Event()
-            e.record(s)
-            cap.wait_event(e)
-        return out
+        return run_plan(self.ig, self._steps, self._frees, self._streams, self._events, self._static_args, self._keep,
+                        arena_at=self._arena_at, arena_planned=self._arena_planned, arena_bytes=self.arena_bytes,
+                        first_stream={i: self.plan.stages[nid] for i, nid in self.ig.first_use.items()},
+                        delays=self._delays, lifetimes=self.lifetimes)
 
     def __call__(self, *inputs: Any) -> Any:
         flat = _flat_tensors(inputs)
@@ -776,24 +933,112 @@ class CompiledInductor:
         return self._out
 
 
-_ARENA_ALLOCS = ("empty_strided_cuda", "empty_strided")
+def run_plan(ig: InductorGraph, steps: Sequence[Tuple[str, int, int]], frees: Sequence[Sequence[str]],
+             streams: Sequence[Any], events: Sequence[Any], static_args: Sequence[Any], keep: List[Any], *,
+             arena_at: Dict[int, int], arena_planned: Dict[int, Optional[int]], arena_bytes: int,
+             first_stream: Dict[int, int], delays: Dict[int, int], lifetimes: bool) -> Any:
+    """Issue the wrapper graph's nodes over ``streams`` in the plan's issue
+    order (``issue_steps``), as CompiledInductor captures it: records and
+    waits on ``events``; each launch on its stream (after a
+    ``torch.cuda._sleep`` of ``delays[index]`` cycles where given); the host
+    nodes before it, each allocation on the stream of its first launch
+    (``first_stream``: allocating node index → plan stream) or in the arena
+    at ``arena_at`` (module doc); a value past its last use held until the
+    plan's release of its tensors (``frees``, per step) where ``lifetimes``,
+    else kept to the end in ``keep`` (which also keeps the arena and the
+    arguments). Returns the output node's values."""
+    cap = streams[0]
+    arena = None
+    if arena_bytes:
+        # on the capture stream before the fork: every stream is ordered after it
+        arena = torch.empty(arena_bytes, dtype=torch.uint8, device=cap.device)
+        keep.append(arena)
+    fork = torch.cuda.Event()
+    fork.record(cap)
+    for s in streams[1:]:
+        s.wait_event(fork)
+    keep.extend(static_args)
+    env: Dict[torch.fx.Node, Any] = {}
+    out: Any = None
+    done = 0  # wrapper nodes run so far
+    held: Dict[str, List[Any]] = {}   # tensor id → host references past their last use in the wrapper
+    freed = set()                     # tensor ids the plan has released
+    nodes, gm, tuners = ig.nodes, ig.fx.gm, ig.fx.tuners
+
+    def let_go(i: int) -> None:
+        for d in ig.dies.get(i, ()):
+            if d not in env:
+                continue
+            v = env.pop(d)
+            ids = ig.name_tids.get(d.name) if lifetimes else None
+            if ids is None:
+                keep.append(v)
+                continue
+            for t in ids:
+                if t not in freed:
+                    held.setdefault(t, []).append(v)
+
+    def host_until(stop: int) -> None:
+        nonlocal done, out
+        while done < stop:
+            n = nodes[done]
+            if done in ig.launch:
+                raise InductorError("internal error: wrapper node %d launches but the plan did not issue it" % done)
+            if n.op == "output":
+                out = _load(n.args[0], env)
+            elif done in arena_at:
+                env[n] = _arena_alloc(arena, arena_at[done], arena_bytes, arena_planned.get(done))(
+                    *_load(n.args, env), **_load(dict(n.kwargs), env))
+            elif done in first_stream:
+                # allocate on the stream of the buffer's first launch (see the module doc)
+                with torch.cuda.stream(streams[first_stream[done]]):
+                    env[n] = run_host(n, env, static_args, gm)
+            else:
+                env[n] = run_host(n, env, static_args, gm)
+            let_go(done)
+            done += 1
+
+    with torch.no_grad():
+        for i, (kind, si, x) in enumerate(steps):
+            st = streams[si]
+            for t in frees[i - 1] if i else ():
+                held.pop(t, None)
+                freed.add(t)
+            if kind == "record":
+                events[x].record(st)
+                continue
+            if kind == "wait":
+                st.wait_event(events[x])
+                continue
+            host_until(x)
+            n = nodes[x]
+            with torch.cuda.stream(st):
+                if x in delays:
+                    torch.cuda._sleep(delays[x])
+                env[n] = launch_node(n, ig.kinds[x], env, tuners, st.cuda_stream)
+            let_go(x)
+            done = x + 1
+        host_until(len(nodes))
+    for s in streams[1:]:
+        e = torch.cuda.Event()
+        e.record(s)
+        cap.wait_event(e)
+    return out
 
 
 def arena_slots(ig: InductorGraph, plan: Plan) -> Dict[int, int]:
     """The wrapper's allocations that take their bytes from the plan's arena:
-    {allocating statement index: offset in bytes}. A statement qualifies
-    when it calls ``empty_strided_cuda`` or ``empty_strided`` by name and
-    allocates one tensor that the planner placed in the arena
-    (``plan.arena``) and that the graph does not return (the outputs
-    outlive the call)."""
+    {allocating node index: offset in bytes}. A node qualifies when it is a
+    ``torch.empty_strided`` call that allocates one tensor that the planner
+    placed in the arena (``plan.arena``) and that the graph does not return
+    (the outputs outlive the call)."""
     out: Dict[int, int] = {}
     ret = set(ig.returned)
     for i, tids in ig.allocs.items():
-        s = ig.stmts[i][0]
+        n = ig.nodes[i]
         if len(tids) != 1 or tids[0] in ret or tids[0] not in plan.arena:
             continue
-        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name) and \
-                s.value.func.id in _ARENA_ALLOCS:
+        if n.op == "call_function" and n.target is torch.empty_strided:
             out[i] = plan.arena[tids[0]]
     return out
 
@@ -830,20 +1075,16 @@ def one_stream(ig: InductorGraph, input_slots: Dict[int, int], dagrun: Optional[
 
 
 def compile_inductor(model: torch.nn.Module, inputs: Sequence[torch.Tensor], max_streams: int = 0, *,
-                     compiled: Optional[Callable] = None, dagrun: Optional[str] = None,
-                     ig: Optional[InductorGraph] = None) -> CompiledInductor:
-    """torch.compile ``model`` (mode "default"), trace Inductor's wrapper
-    (``trace_call``), plan it with dagrun (``max_streams``: 0 for no cap) and
-    capture it over the plan's streams. ``compiled``/``ig`` reuse an earlier
-    compile or trace. Raises InductorError when the wrapper cannot be read
-    or scheduled; DagrunError from the binary."""
+                     dagrun: Optional[str] = None, ig: Optional[InductorGraph] = None) -> CompiledInductor:
+    """torch.compile ``model`` through Inductor's FX wrapper (``compile_model``),
+    trace its wrapper graph (``trace_fx``), plan it with dagrun
+    (``max_streams``: 0 for no cap) and capture it over the plan's streams.
+    ``ig`` reuses an earlier trace. Raises InductorError when the wrapper
+    cannot be compiled to FX, read or scheduled; DagrunError from the
+    binary."""
     if ig is None:
-        if compiled is None:
-            compiled = torch.compile(model)
-            with torch.no_grad():
-                for _ in range(2):
-                    compiled(*inputs)
-        ig = trace_call(capture_call(compiled, inputs))
+        _, fx = compile_model(model, inputs)
+        ig = trace_fx(fx)
     slots = input_slots(ig.args, inputs)
     return CompiledInductor(ig, plan_graph(ig.graph, max_streams, dagrun), slots)
 

@@ -12,7 +12,6 @@ bytes the traced buffers take by who allocates them (the wrapper's
 empty_strided or an extern kernel's own output). Then a cProfile of the
 backend's whole compile of the last model.
     DAGRUN=.gpu/dagrun OUT=out python3 python/tests/gpu_backend_memory.py [MODEL...]"""
-import ast
 import collections
 import cProfile
 import io
@@ -40,8 +39,8 @@ def grab(model, inputs):
     seen = {}
 
     def backend(gm, ex):
-        inner = be._inductor(gm, ex, cudagraphs=False)
-        seen["gm"], seen["ex"], seen["inner"] = gm, list(ex), inner
+        inner, fx = be._inductor_fx(gm, ex)
+        seen["gm"], seen["ex"], seen["inner"], seen["fx"] = gm, list(ex), inner, fx
         return inner
     torch._dynamo.reset()
     c = torch.compile(model, dynamic=False, backend=backend)
@@ -80,23 +79,19 @@ for name in models:
     model, inputs = B.workload(name)
     g = grab(model, inputs)
     ex = g["ex"]
-    wc = ind.capture_call(g["inner"], ex)
-    ig = ind.trace_call(wc, name=name)
+    ig = ind.trace_fx(g["fx"], name=name)
     with open(os.path.join(out_dir, "graphs", name + ".json"), "w") as f:
         json.dump(ig.graph, f)
     tb = {t["id"]: t["bytes"] for t in ig.graph["tensors"]}
     by = collections.Counter()
-    for i, (s, _) in enumerate(ig.stmts):
-        if not isinstance(s, ast.Assign):
-            continue
-        kind = "empty_strided" if ind._allocates(s) else ("extern output" if i in ig.launch else None)
+    for i, n in enumerate(ig.nodes):
+        kind = "empty_strided" if i in ig.allocs else ("extern output" if ig.kinds[i] == "aten" else None)
         if kind is None:
             continue
-        for tgt in s.targets:
-            for x in ast.walk(tgt):
-                if isinstance(x, ast.Name):
-                    for t in ig.name_tids.get(x.id, []):
-                        by[kind] += tb.get(t, 0)
+        fresh = {t["id"] for t in ig.graph["tensors"] if t.get("alloc") == "producer"}
+        for t in ig.name_tids.get(n.name, []):
+            if kind == "empty_strided" or t in fresh:
+                by[kind] += tb.get(t, 0)
     r = {"launches": len(ig.graph["nodes"]), "traced_mb_by_allocator": {k: round(v / 1e6, 1) for k, v in by.items()},
          "held_to_end_mb": round(sum(tb[t] for t in ind.held_to_end(ig.graph)) / 1e6, 1)}
     tensors = [x for x in ex if isinstance(x, torch.Tensor)]

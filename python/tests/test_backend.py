@@ -197,14 +197,20 @@ def test_output_form_puts_tensors_back_in_place():
 
 @pytest.fixture
 def mocked(monkeypatch):
-    """Inductor mocked: _inductor returns ("inductor", cudagraphs) and records its calls."""
+    """Inductor mocked: _inductor returns ("inductor", cudagraphs), _inductor_fx
+    ("fx-inner", "fx"), and both record their calls (cudagraphs, or "fx")."""
     pytest.importorskip("torch")
     calls = []
 
     def fake_inductor(gm, inputs, cudagraphs):
         calls.append(cudagraphs)
         return ("inductor", cudagraphs)
+
+    def fake_inductor_fx(gm, inputs):
+        calls.append("fx")
+        return ("fx-inner", "fx")
     monkeypatch.setattr(be, "_inductor", fake_inductor)
+    monkeypatch.setattr(be, "_inductor_fx", fake_inductor_fx)
     monkeypatch.setattr(be, "_before_compile", lambda gm, inputs, grad, binary: "")
     monkeypatch.setattr(be, "require_torch_compile", lambda: None)
     return calls
@@ -224,13 +230,41 @@ def test_an_unrecognised_form_falls_back_to_reduce_overhead_with_one_warning(moc
         warnings.simplefilter("always")
         fn = be.dagrun(object(), [], options={"max_streams": 4})
     fw = fallback_warnings(w)
-    assert fn == ("inductor", True) and mocked == [False, True]
+    assert fn == ("inductor", True) and mocked == ["fx", True]
     assert len(fw) == 1 and "reduce-overhead" in str(fw[0].message) and "InductorError: no function call" in str(fw[0].message)
     assert be.compiled_graphs()[-1].path == "reduce-overhead"
 
 
+def test_a_graph_the_fx_converter_cannot_express_falls_back_with_its_error(mocked, monkeypatch):
+    """compile_fx_wrapper's InductorError (Inductor's FX converter refused
+    the graph): Inductor's own path, one warning with the error's text, and
+    the fast path never runs."""
+    from dagrun_torch.inductor import InductorError
+
+    def refused(gm, inputs):
+        mocked.append("fx")
+        raise InductorError("Inductor's FX wrapper cannot express this graph: FX conversion only supports Triton kernels.")
+    monkeypatch.setattr(be, "_inductor_fx", refused)
+    monkeypatch.setattr(be, "_fast_path", lambda *a: pytest.fail("the fast path ran"))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        fn = be.dagrun(object(), [])
+    fw = fallback_warnings(w)
+    assert fn == ("inductor", True) and mocked == ["fx", True]
+    assert [str(x.message) for x in fw] == [
+        "dagrun backend: running Inductor's own path (reduce-overhead) for this graph: Inductor's FX wrapper cannot "
+        "express this graph: FX conversion only supports Triton kernels."]
+    assert be.compiled_graphs()[-1].reason.startswith("Inductor's FX wrapper cannot express")
+
+
+def test_the_fast_path_gets_the_fx_compile_and_its_wrapper(mocked, monkeypatch):
+    got = []
+    monkeypatch.setattr(be, "_fast_path", lambda gm, inputs, inner, fx, opts, info: got.append((inner, fx)) or "replay")
+    assert be.dagrun(object(), []) == "replay" and got == [("fx-inner", "fx")]
+
+
 def test_no_gain_falls_back_with_the_reason(mocked, monkeypatch):
-    def no_gain(gm, inputs, inner, opts, info):
+    def no_gain(gm, inputs, inner, fx, opts, info):
         info.reason = "dagrun's plan has one stream"
         return None
     monkeypatch.setattr(be, "_fast_path", no_gain)
@@ -246,7 +280,7 @@ def test_the_dagrun_path_warns_nothing(mocked, monkeypatch):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         assert be.dagrun(object(), []) == "replay"
-    assert not fallback_warnings(w) and mocked == [False]
+    assert not fallback_warnings(w) and mocked == ["fx"]
     assert be.compiled_graphs()[-1].path == "dagrun"
 
 
@@ -305,7 +339,7 @@ def test_autograd_falls_back_before_compiling(monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["no cuda", "autograd", "autograd of a held weight", "dynamic", "cpu input",
-                                  "cpu inputs", "no binary", "bad DAGRUN"])
+                                  "cpu inputs", "no fx wrapper", "no binary", "bad DAGRUN"])
 def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(monkeypatch, case):
     """A real FX graph, with Inductor's compile standing in as the graph
     itself: one DagrunFallbackWarning with the reason, the reason in
@@ -316,6 +350,7 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
     monkeypatch.setattr(be, "_inductor", lambda gm, inputs, cudagraphs: calls.append(cudagraphs) or gm)
     monkeypatch.setattr(be, "require_torch_compile", lambda: None)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: case != "no cuda")
+    from dagrun_torch import inductor as ind
     m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
     gm = torch.fx.symbolic_trace(m)
     x = torch.randn(2, 4)
@@ -325,6 +360,14 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
         def is_cuda(self):
             return True
 
+    class OldConfig:           # Inductor's config of a torch before 2.9: no fx_wrapper
+        size_asserts = False
+    class NewConfig:           # a torch 2.9 or later
+        fx_wrapper = False
+    real = ind.fx_wrapper_missing
+    monkeypatch.setattr(ind, "fx_wrapper_missing", lambda: real(NewConfig() if "binary" in case or "DAGRUN" in case
+                                                               else OldConfig()))
+    monkeypatch.setattr(be, "_inductor_fx", lambda gm, inputs: pytest.fail("compiled with the FX wrapper"))
     # no dagrun binary: none beside the package, no DAGRUN (or a bad one), none on PATH, no Go
     import dagrun_torch._binary as binary
     monkeypatch.setattr(binary, "wheel_binary", lambda: None)
@@ -345,6 +388,8 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
                             "compiles a graph per shape"),
         "cpu input": ([x], "input 0 is not a CUDA tensor"),
         "cpu inputs": ([x] * 7, "inputs 0, 1, 2, 3, 4 and 2 more are not CUDA tensors"),
+        "no fx wrapper": ([x.as_subclass(Dev)], "torch %s has no Inductor FX wrapper (torch._inductor.config.fx_wrapper, "
+                                                "torch 2.9 or later), which the dagrun path reads" % torch.__version__),
         # found before Inductor compiles, not after the compile and the trace
         "no binary": ([x.as_subclass(Dev)], "no dagrun binary: install a dagrun_torch wheel (it carries one: "
                                             "`pip install dagrun_torch-*.whl`, built by scripts/build-wheel.sh), set "
@@ -506,15 +551,13 @@ def test_bench_refuses_bad_usage_and_a_torch_without_torch_compile_before_the_gp
         bench.main(["--backend", "--max-streams", "Auto"])
     assert "argument --max-streams: want \"auto\" (with --backend) or an integer ≥ 0, not 'Auto'" in capsys.readouterr().err
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    # --inductor reads the Python wrapper of Inductor in torch 2.4 or later: an older torch is refused before the GPU
-    for old in ("2.3.1", "2.0.0"):
-        monkeypatch.setattr(torch, "__version__", old)
-        assert err("--inductor") == ("bench --inductor: torch %s: the tracer reads the Python wrapper of Inductor in "
-                                     "torch 2.4 or later; install a newer torch" % old)
-        assert err("--backend") == "bench: needs a GPU"              # the backend falls back there: it runs
-    for new in ("2.4.0", "2.4.0.dev20240501", "2.11.0+cu130"):
-        monkeypatch.setattr(torch, "__version__", new)
-        assert err("--inductor") == "bench: needs a GPU"
+    # --inductor reads Inductor's FX wrapper: a torch without one is refused before the GPU
+    from dagrun_torch import inductor as ind
+    monkeypatch.setattr(ind, "fx_wrapper_missing", lambda: "torch 2.8 has no Inductor FX wrapper")
+    assert err("--inductor") == "bench --inductor: torch 2.8 has no Inductor FX wrapper; install torch 2.9 or later"
+    assert err("--backend") == "bench: needs a GPU"                  # the backend falls back there: it runs
+    monkeypatch.setattr(ind, "fx_wrapper_missing", lambda: "")
+    assert err("--inductor") == "bench: needs a GPU"
     monkeypatch.delattr(torch, "compile")
     for run in ("--backend", "--inductor"):
         assert err(run).startswith("bench %s: torch %s has no torch.compile" % (run, torch.__version__))
@@ -592,16 +635,20 @@ def test_a_wider_plan_with_no_predicted_gain_over_a_timed_narrower_one_is_not_ca
     assert not be.wider_for_nothing({"streams": 25, "ideal_us": 1000.0}, cs)
 
 
-def test_blas_calls_are_found_in_wrapper_statements():
-    import ast
+def test_blas_calls_are_found_in_wrapper_nodes():
+    """cuBLAS operators by their ATen name, out=, functional or in place;
+    convolutions, Triton launches and allocations are not."""
+    torch = pytest.importorskip("torch")
+    import torch.fx
     from dagrun_torch.inductor import runs_blas
-    yes = ["extern_kernels.mm(buf1, reinterpret_tensor(arg1_1, (768, 768), (1, 768), 0), out=buf2)",
-           "extern_kernels.addmm(arg2_1, buf3, arg3_1, alpha=1, beta=1, out=buf4)",
-           "buf5 = torch.ops.aten.bmm.default(buf1, buf2)", "extern_kernels.baddbmm(a, b, c, out=d)"]
-    no = ["buf0 = extern_kernels.convolution(arg0_1, arg1_1, stride=(2, 2), padding=(3, 3), bias=None)",
-          "triton_poi_fused_0.run(buf0, arg2_1, 802816, stream=stream0)", "buf7 = empty_strided_cuda((1, 8), (8, 1), torch.float32)"]
-    assert all(runs_blas(ast.parse(t).body[0]) for t in yes)
-    assert not any(runs_blas(ast.parse(t).body[0]) for t in no)
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    a = g.placeholder("a")
+    yes = [g.call_function(op, (a, a, a)) for op in (aten.mm.out, aten.addmm.out, aten.bmm.default, aten.baddbmm_.default)]
+    no = [g.call_function(aten.convolution.default, (a, a)), g.call_function(torch.empty_strided, ([1], [1])),
+          g.call_function(aten.add.Tensor, (a, a)), g.call_function(print, (a,)), a]
+    assert all(runs_blas(n) for n in yes)
+    assert not any(runs_blas(n) for n in no)
 
 
 def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_the_chosen_one(monkeypatch):
@@ -648,8 +695,7 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
         graph = {"nodes": [{"id": "k0", "reads": [], "writes": []}], "tensors": []}
         args, launch = [], {0: "k0"}
 
-    monkeypatch.setattr(ind, "capture_call", lambda inner, inputs: "wc")
-    monkeypatch.setattr(ind, "trace_call", lambda wc, name: IG())
+    monkeypatch.setattr(ind, "trace_fx", lambda fx, name: IG())
     monkeypatch.setattr(ind, "input_slots", lambda args, tensors: {0: 0})
     monkeypatch.setattr(ind, "clear_blas_workspaces", lambda: True)
     monkeypatch.setattr(ind, "plan_graphs", lambda g, caps, dagrun: {c: Plan(c[0]) for c in caps})
@@ -659,7 +705,7 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
     monkeypatch.setattr(be, "_release", lambda gc_first=True: (releases.append(gc_first), gc_first and gc.collect()))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     info = be.CompiledGraph()
-    fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), be.Options(), info)
+    fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), "fx", be.Options(), info)
     assert info.reason == "" and info.streams == 12 and info.identical
     # cap 4 lives until cap 16 is timed, not after; uncapped is as fast as 16 within 1%, with as much memory
     # and more streams: 16 is chosen
@@ -673,11 +719,11 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
     # a discarded capture in a reference cycle: the last release collects it
     cycle.append(True)
     del releases[:], made[:]
-    fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), be.Options(), be.CompiledGraph())
+    fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), "fx", be.Options(), be.CompiledGraph())
     assert releases == [False] * 4 + [True] and [r().cap for r in made if r() is not None] == [16]
     cycle.clear()
     info = be.CompiledGraph()                                     # a cap of 1: the reference alone, no candidate
-    assert be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), be.Options(max_streams=1), info) is None
+    assert be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), "fx", be.Options(max_streams=1), info) is None
     assert info.reason == "dagrun's plan has one stream" and list(info.candidates) == ["1"]
 
 
@@ -721,3 +767,48 @@ def test_the_docs_backend_table_is_the_records():
                 three("steady_peak_mb"), three("compile_peak_mb"), three("held_mb"),
                 three("compile_s", 1) + " (%.1f)" % dg["dagrun_own_s"]]
         assert doc[name] == want, name
+
+
+def test_bench_compile_time_is_the_median_of_cold_compiles(monkeypatch):
+    """A short compile is compiled again, cold each time, and its compile
+    time (and dagrun's own part) is the median of all runs, the measured
+    one included."""
+    torch = pytest.importorskip("torch")
+    from dagrun_torch import bench
+    clock = [100.0]
+    takes = iter([1.4, 0.9, 1.1, 2.0])        # the runs after the first
+    owns = iter([0.5, 0.2, 0.3, 0.9])
+    resets, freshes = [], []
+
+    class Fresh:
+        def __enter__(self):
+            freshes.append(1)
+
+        def __exit__(self, *a):
+            return False
+
+    def compile_(model, **kw):
+        assert kw == {"backend": "dagrun", "dynamic": False}
+        took, own = next(takes), next(owns)
+
+        def call(*a):
+            if not call.ran:
+                call.ran = True
+                clock[0] += took
+                be._COMPILED.append(be.CompiledGraph(path="dagrun", compile_s=own + 1.0, inductor_s=1.0))
+        call.ran = False
+        return call
+    monkeypatch.setattr(torch, "compile", compile_, raising=False)
+    monkeypatch.setattr(bench.time, "time", lambda: clock[0])
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(bench, "_reset_compiled_state", lambda: resets.append(1))
+    monkeypatch.setattr(bench, "COMPILE_RUNS", 5)
+    e = {"compile_s": 1.2, "dagrun_own_s": 0.4}
+    bench._compile_again(e, object(), (1,), {"backend": "dagrun"}, Fresh, True)
+    assert e["compile_runs_s"] == [1.2, 1.4, 0.9, 1.1, 2.0]
+    assert e["compile_s"] == 1.2 and e["dagrun_own_s"] == 0.4       # medians of five
+    assert len(freshes) == 4 and len(resets) == 5                   # each run cold, and the state left clean
+    e = {"compile_s": 3.0}
+    takes, owns = iter([1.0, 2.0, 4.0, 5.0]), iter([0.0] * 4)
+    bench._compile_again(e, object(), (1,), {"backend": "dagrun"}, Fresh, False)
+    assert e["compile_s"] == 3.0 and "dagrun_own_s" not in e
