@@ -24,6 +24,10 @@ TRANSFORMERS = ("bert-base", "moe-1", "moe-8")
 CAPS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 0)
 
 PROG = "python3 -m dagrun_torch"
+# bench's bounds on its own figures, checked before any work: timed calls per column, and the wall-time
+# budget (s)
+MAX_ITERS = 100000
+MAX_BUDGET_S = 86400
 
 
 def _doc(module: str, func: str = "") -> str:
@@ -103,7 +107,7 @@ def bench() -> argparse.ArgumentParser:
     ap.add_argument("--models", nargs="+", default=list(MODELS),
                     help="models to time (default: all of %s; --backend also takes bert-base, moe-1 and moe-8, "
                          "when named)" % ", ".join(MODELS))
-    ap.add_argument("--iters", type=int, default=100, help="timed calls per column; the median is reported (default 100)")
+    ap.add_argument("--iters", type=int, default=100, help="timed calls per column, 1 to %d; the median is reported (default 100)" % MAX_ITERS)
     ap.add_argument("--max-streams", type=_cap_or_auto, default=None,
                     help="stream cap of dagrun's plan (default 16; 0: none); with --backend, the backend's max_streams "
                          "option: \"auto\" (default) or a cap; not with --schedules or --inductor (their own caps)")
@@ -112,9 +116,11 @@ def bench() -> argparse.ArgumentParser:
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
     ap.add_argument("--only-compile", action="store_true", help="time eager, the one-stream graph and torch.compile only")
     ap.add_argument("--verify-trials", type=int, default=2,
-                    help="runs of each plan checked against eager outputs before timing (default 2)")
+                    help="runs of each plan checked against eager outputs before timing, 0 to the backend's "
+                         "MAX_VERIFY_TRIALS (default 2)")
     ap.add_argument("--budget-s", type=float, default=540.0,
-                    help="wall-time budget, seconds: models that do not fit are skipped and listed (default 540)")
+                    help="wall-time budget, seconds, at most a day: models that do not fit are skipped and listed "
+                         "(default 540)")
     ap.add_argument("--out", default="bench-out", help="folder for bench.json and bench.md (default bench-out)")
     ap.add_argument("--schedules", action="store_true",
                     help="compare schedules instead: the cost model, the lower bound, every stream cap in %s (0: uncapped), "
@@ -159,7 +165,7 @@ def bench_usage(args: argparse.Namespace) -> str:
     (--max-streams up to the backend's MAX_STREAMS), or an --out that cannot
     be a folder. Needs no torch: ``python3 -m dagrun_torch`` asks before
     importing it, and bench's ``main`` again."""
-    from .backend import MAX_STREAMS   # the backend's bound, which every run's plans share
+    from .backend import MAX_STREAMS, MAX_VERIFY_TRIALS   # the backend's bounds, which every run shares
     runs = [f for f, on in (("--schedules", args.schedules), ("--inductor", args.inductor), ("--backend", args.backend)) if on]
     if len(runs) > 1:
         return "bench: %s are different runs; give one" % " and ".join(runs)
@@ -189,16 +195,16 @@ def bench_usage(args: argparse.Namespace) -> str:
             return "bench: --only-compile and --no-compile contradict: the first times torch.compile, the second leaves it out"
     if args.max_streams == "auto" and not args.backend:
         return "bench: --max-streams auto: only with --backend (the backend's max_streams option); want an integer ≥ 0"
-    for flag, v, low, high in (("--iters", args.iters, 1, None), ("--max-streams", args.max_streams, 0, MAX_STREAMS),
-                               ("--verify-trials", args.verify_trials, 0, None)):
+    for flag, v, low, high in (("--iters", args.iters, 1, MAX_ITERS), ("--max-streams", args.max_streams, 0, MAX_STREAMS),
+                               ("--verify-trials", args.verify_trials, 0, MAX_VERIFY_TRIALS)):
         if v is None or v == "auto":
             continue
         if v < low:
             return "bench: %s %d: want an integer ≥ %d" % (flag, v, low)
         if high is not None and v > high:
             return "bench: %s %d: want an integer from %d to %d" % (flag, v, low, high)
-    if not args.budget_s > 0:
-        return "bench: --budget-s %g: want seconds > 0" % args.budget_s
+    if not 0 < args.budget_s <= MAX_BUDGET_S:
+        return "bench: --budget-s %g: want seconds > 0 and at most %d (a day)" % (args.budget_s, MAX_BUDGET_S)
     why = out_folder_error(args.out)
     if why:
         return "bench: --out %s: %s; want a folder to write bench's tables in" % (args.out, why)

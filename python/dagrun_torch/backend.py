@@ -94,7 +94,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["dagrun", "Options", "parse_options", "DagrunFallbackWarning", "CompiledGraph", "compiled_graphs",
-           "MIN_GAIN", "AUTO_CAPS", "MAX_STREAMS", "MEMORY_TOLERANCE", "needs_autograd", "dynamic_inputs",
+           "MIN_GAIN", "AUTO_CAPS", "MAX_STREAMS", "MAX_VERIFY_TRIALS", "MEMORY_TOLERANCE", "needs_autograd", "dynamic_inputs",
            "require_torch_compile", "register"]
 
 # A multi-stream plan is kept only when its replay is at least this much faster
@@ -109,6 +109,9 @@ MEMORY_TOLERANCE = 0.01
 STRATEGIES = ("default", "single", "round-robin", "naive")
 # The largest stream cap the backend takes, as a spec's ``max_streams`` (2**31 - 1).
 MAX_STREAMS = 2**31 - 1
+# The most runs with delays the backend's verify takes: each is a capture and a run of the whole graph at
+# compile time, so the bound keeps a compile's time bounded.
+MAX_VERIFY_TRIALS = 100
 
 
 def require_torch_compile(what: str = "dagrun backend") -> None:
@@ -131,7 +134,7 @@ class Options:
     """The backend's options. ``max_streams``: "auto", 0 (no cap) or a cap
     from 1 to MAX_STREAMS; ``strategy``: dagrun's planning strategy; ``verify``: check bit
     identity with injected delays at compile time; ``verify_trials``: runs
-    with delays; ``dagrun``: the binary's path (None: find_dagrun)."""
+    with delays, 0 to MAX_VERIFY_TRIALS; ``dagrun``: the binary's path (None: find_dagrun)."""
     max_streams: Any = "auto"
     strategy: str = "default"
     verify: bool = False
@@ -201,8 +204,9 @@ def parse_options(options: Optional[dict]) -> Options:
                 raise ValueError("dagrun backend: verify=%s: want True or False" % _value(v))
         elif k == "verify_trials":
             n = _integer(v)
-            if n is None or n < 0:
-                raise ValueError("dagrun backend: verify_trials=%s: want an integer ≥ 0" % _value(v))
+            if n is None or n < 0 or n > MAX_VERIFY_TRIALS:
+                raise ValueError("dagrun backend: verify_trials=%s: want an integer from 0 to %d" % (
+                    _value(v), MAX_VERIFY_TRIALS))
             v = n
         elif k == "dagrun":
             if v is not None:

@@ -26,7 +26,8 @@ def test_options_parse_and_refuse_bad_values():
         be.parse_options({"max_streams": 2**31})
     for bad, msg in (({"max_streams": -1}, "max_streams=-1"), ({"max_streams": True}, "max_streams=True"),
                      ({"max_streams": "8"}, "max_streams='8'"), ({"strategy": "fast"}, "strategy='fast'"),
-                     ({"verify": 1}, "verify=1"), ({"verify_trials": -1}, "verify_trials=-1"),
+                     ({"verify": 1}, "verify=1"), ({"verify_trials": -1}, "verify_trials=-1: want an integer from 0 to 100"),
+                     ({"verify_trials": 101}, "verify_trials=101: want an integer from 0 to 100"),
                      ({"streams": 4}, "unknown option 'streams'"), ([("verify", True)], "want a dict"),
                      ({"verify": True, "verify_trials": 0}, "verify=True with verify_trials=0: want at least 1 run"),
                      ({"dagrun": 3}, "dagrun=3: not a path; want the path of an executable"),
@@ -42,6 +43,7 @@ def test_options_parse_and_refuse_bad_values():
             be.parse_options(bad)
     # the sides that pass: one run with delays; no runs without verify; an executable file
     assert be.parse_options({"verify": True, "verify_trials": 1}).verify_trials == 1
+    assert be.parse_options({"verify": True, "verify_trials": 100}).verify_trials == be.MAX_VERIFY_TRIALS == 100
     assert be.parse_options({"verify": False, "verify_trials": 0}).verify_trials == 0
     assert be.parse_options({"dagrun": Path(sys.executable)}).dagrun == sys.executable
 
@@ -533,7 +535,14 @@ def test_bench_refuses_bad_usage_and_a_torch_without_torch_compile_before_the_gp
     for flag, bad, good in (("--iters", "0", "1"), ("--max-streams", "-1", "0"), ("--verify-trials", "-1", "0")):
         assert err("--backend", flag, bad) == "bench: %s %s: want an integer ≥ %s" % (flag, bad, good)
         assert err("--backend", flag, good) == "bench: needs a GPU"
-    assert err("--backend", "--budget-s", "0") == "bench: --budget-s 0: want seconds > 0"
+    # the upper bounds, on both sides: a run's time is bounded before it starts
+    for flag, top in (("--iters", 100000), ("--verify-trials", 100)):
+        assert err("--backend", flag, str(top + 1)) == "bench: %s %d: want an integer from %d to %d" % (
+            flag, top + 1, 1 if flag == "--iters" else 0, top)
+        assert err("--backend", flag, str(top)) == "bench: needs a GPU"
+    for bad in ("0", "inf", "nan", "86400.5"):
+        assert err("--backend", "--budget-s", bad) == "bench: --budget-s %g: want seconds > 0 and at most 86400 (a day)" % float(bad)
+    assert err("--backend", "--budget-s", "86400") == "bench: needs a GPU"
     assert err("--backend", "--no-compile", "--compile-models", "googlenet") == (
         "bench: --no-compile, --compile-models: not with --backend, which times torch.compile's modes on every model")
     assert err("--backend", "--only-compile").startswith("bench: --only-compile: not with --backend")
