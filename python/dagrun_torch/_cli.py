@@ -211,8 +211,16 @@ def bench_usage(args: argparse.Namespace) -> str:
     return ""
 
 
+def run_usage(args: argparse.Namespace) -> str:
+    """Why run's parsed ``args`` are no run, as one line ("" when they are
+    one): no script given."""
+    if not args.script:
+        return "dagrun_torch run: give the Python script to run, then its arguments (`%s run --help` lists the options)" % PROG
+    return ""
+
+
 # Checks of a command's parsed arguments that need no torch (one line, "" when fine), by command.
-USAGE: Dict[str, Callable[[argparse.Namespace], str]] = {"bench": bench_usage}
+USAGE: Dict[str, Callable[[argparse.Namespace], str]] = {"bench": bench_usage, "run": run_usage}
 
 
 def timeline() -> argparse.ArgumentParser:
@@ -274,7 +282,7 @@ def run() -> argparse.ArgumentParser:
     ap.add_argument("--max-ops", type=positive, help="keep only the last N ops (a ring)")
     ap.add_argument("--max-iterations", type=positive, help="keep only the last N iterations (begun by dagrun_torch.step())")
     ap.add_argument("--no-check", action="store_true", help="record only (with --trace)")
-    ap.add_argument("script", help="the Python script to run as __main__")
+    ap.add_argument("script", nargs="?", help="the Python script to run as __main__")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments (its sys.argv[1:])")
     return ap
 

@@ -103,6 +103,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = ap.parse_args(argv)
     if a.no_check and not a.trace:
         ap.error("--no-check without --trace would record nothing you can read: give --trace FILE")
+    why = _cli.run_usage(a)
+    if why:
+        print(why, file=sys.stderr)
+        return 2
     if not os.path.isfile(a.script):
         why = "not a regular file (a Python script to run)" if os.path.exists(a.script) else "no such file"
         print("dagrun_torch run: %s: %s" % (a.script, why), file=sys.stderr)

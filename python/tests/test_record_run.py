@@ -229,6 +229,14 @@ def test_run_command_bad_input(capsys, tmp_path):
     assert e.value.code == 2
     with pytest.raises(SystemExit):
         launch.main(["--no-check", "x.py"])
+    capsys.readouterr()
+    # no script: one line that says what to give, not argparse's list of missing arguments
+    want = "dagrun_torch run: give the Python script to run, then its arguments (`python3 -m dagrun_torch run --help` lists the options)\n"
+    for argv in ([], ["--trace", str(tmp_path / "t.yaml")]):
+        assert launch.main(argv) == 2 and capsys.readouterr().err == want
+    from dagrun_torch.__main__ import main as cli
+    assert cli(["run"]) == 2 and capsys.readouterr().err == want
+    assert not os.path.exists(tmp_path / "t.yaml")
 
 
 def test_run_nothing_recorded(fake, tmp_path, capsys):
