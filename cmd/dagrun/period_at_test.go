@@ -7,6 +7,13 @@ import (
 	"testing"
 )
 
+// periodSpec is a spec whose ring r has %d copies and whose stage up
+// waits on pre with lag %d: the two causes of a long period.
+const periodSpec = "version: 1\nsync: manual\nbuffers:\n  - {name: x, bytes: 4096}\n  - {name: y, bytes: 4096, role: output}\n  - {name: r, bytes: 4096, copies: %d}\nstages:\n" +
+	"  - {name: up,  kernel: fill, args: {value: 1.0}, writes: [x], stream: a, waits: [{stage: pre, lag: %d}]}\n" +
+	"  - {name: pre, kernel: fill, args: {value: 2.0}, writes: [y], stream: b}\n" +
+	"  - {name: rw, kernel: fill, args: {value: 3.0}, writes: [r], stream: b}\n"
+
 // TestPeriodRefusalNamesItsCause: a wait's lag or a ring's copies that
 // make the iterations repeat only after more than 1024 are refused by run
 // of several iterations before planning, at the wait or buffer with a hint,
@@ -16,10 +23,6 @@ import (
 // ring of 3 copies is named with what came before it.
 func TestPeriodRefusalNamesItsCause(t *testing.T) {
 	t.Parallel()
-	const head = "version: 1\nsync: manual\nbuffers:\n  - {name: x, bytes: 4096}\n  - {name: y, bytes: 4096, role: output}\n  - {name: r, bytes: 4096, copies: %d}\nstages:\n" +
-		"  - {name: up,  kernel: fill, args: {value: 1.0}, writes: [x], stream: a, waits: [{stage: pre, lag: %d}]}\n" +
-		"  - {name: pre, kernel: fill, args: {value: 2.0}, writes: [y], stream: b}\n" +
-		"  - {name: rw, kernel: fill, args: {value: 3.0}, writes: [r], stream: b}\n"
 	for _, c := range []struct {
 		name           string
 		copies, lag    int
@@ -32,7 +35,7 @@ func TestPeriodRefusalNamesItsCause(t *testing.T) {
 		{"both", 3, 400, []string{"by stage up's wait on the record of stage pre with lag 400 (401 event slots) together with those before it (which repeat every 3 iterations)"},
 			[]string{"by the wait of stage up on stream a on event e0 with lag 400 (401 event slots) together with those before it (which repeat every 3 iterations)"}, ":8:83: ", ":8:5: "},
 	} {
-		spec := writeSpec(t, c.name+".yaml", fmt.Sprintf(head, c.copies, c.lag))
+		spec := writeSpec(t, c.name+".yaml", fmt.Sprintf(periodSpec, c.copies, c.lag))
 		out, errs, code := cli(t, "run", "--backend", "sim", "--iterations", "2", spec)
 		if code != exitUsage || out != "" || !strings.Contains(errs, spec+c.runAt+"the spec's event slots and ring sizes repeat only after more than 1024 iterations") {
 			t.Errorf("%s: run: exit %d, want 2 at %s\nstdout:\n%s\nstderr:\n%s", c.name, code, c.runAt, out, errs)
@@ -66,10 +69,6 @@ func TestPeriodRefusalNamesItsCause(t *testing.T) {
 // the races (exit 1).
 func TestPeriodRefusalJSONAt(t *testing.T) {
 	t.Parallel()
-	const head = "version: 1\nsync: manual\nbuffers:\n  - {name: x, bytes: 4096}\n  - {name: y, bytes: 4096, role: output}\n  - {name: r, bytes: 4096, copies: %d}\nstages:\n" +
-		"  - {name: up,  kernel: fill, args: {value: 1.0}, writes: [x], stream: a, waits: [{stage: pre, lag: %d}]}\n" +
-		"  - {name: pre, kernel: fill, args: {value: 2.0}, writes: [y], stream: b}\n" +
-		"  - {name: rw, kernel: fill, args: {value: 3.0}, writes: [r], stream: b}\n"
 	const racy = "  - {name: rd, kernel: copy, reads: [x], writes: [y], stream: b}\n" // reads x with no wait on up
 	type at struct {
 		File    string `json:"file"`
@@ -88,7 +87,7 @@ func TestPeriodRefusalJSONAt(t *testing.T) {
 		{"lag-racy", 1, 1024, 8, 5, true},
 		{"ring-racy", 1100, 1, 6, 5, true},
 	} {
-		text := fmt.Sprintf(head, c.copies, c.lag)
+		text := fmt.Sprintf(periodSpec, c.copies, c.lag)
 		if c.racy {
 			text += racy
 		}
