@@ -12,13 +12,16 @@ nodes and treats every node that launches GPU work as one graph node
 (``node_kind``):
 
 - a Triton launch (the ``triton_kernel_wrapper_mutation`` higher-order
-  operator, its ``kwargs`` keyed by the kernel signature's names) writes
-  the tensor arguments named ``out_ptr*`` or ``in_out_ptr*`` or listed as
-  mutated in the kernel's metadata, and reads the others and the
-  ``in_out_ptr*`` and mutated ones (an ``out_ptr`` is stored to, never
-  loaded); it is launched through Inductor's own launcher (the kernel's
-  autotuner, ``tuner.run(..., stream=...)``), as Inductor's Python wrapper
-  launches it;
+  operator, its ``kwargs`` keyed by the kernel signature's names) reads
+  the tensor arguments named ``in_ptr*`` (or ``arg_*``, a template's
+  inputs) and writes those named ``out_ptr*`` (stored to, never loaded);
+  it reads and writes every other tensor argument (``in_out_ptr*``, a
+  workspace ``ws_ptr``) and those its launcher lists as mutated
+  (``mutated_args``); it is launched through Inductor's own launcher (the
+  kernel's autotuner, ``tuner.run(..., stream=...)``), as Inductor's
+  Python wrapper launches it. A Triton kernel of the model's own (a
+  user-defined one: its launcher's ``custom_kernel``) has argument names
+  that say nothing of what it writes: it is not read;
 - an ATen operator (``aten.convolution.default``, ``aten.addmm.out``,
   ``aten.topk.default``: Inductor's extern kernels and fallbacks) writes
   the arguments its schema marks as written (``Tensor(a!)``) and the fresh
@@ -447,8 +450,9 @@ def node_kind(node: torch.fx.Node, tuners: Dict[int, Any]) -> str:
     no GPU work), "triton" (a launch of the Triton higher-order operator
     whose kernel has its autotuner in ``tuners``) or "aten" (an ATen
     operator: an extern kernel or a fallback). Raises InductorError naming
-    the node for anything else (a Triton launch without its launcher, a
-    call of a Python function or a module, a method call)."""
+    the node for anything else (a Triton launch without its launcher or of
+    a kernel of the model's own, a call of a Python function or a module, a
+    method call)."""
     if node.op in ("placeholder", "get_attr", "output"):
         return "host"
     if node.op != "call_function":
@@ -459,7 +463,11 @@ def node_kind(node: torch.fx.Node, tuners: Dict[int, Any]) -> str:
         return "host"
     hop = triton_hop()
     if hop is not None and t is hop:
-        if node.kwargs.get("kernel_idx") in tuners:
+        tu = tuners.get(node.kwargs.get("kernel_idx"))
+        if getattr(tu, "custom_kernel", False):
+            raise InductorError("Inductor's FX wrapper launches a Triton kernel of the model's own, whose argument "
+                                "names do not say which it writes: %s" % describe(node, tuners))
+        if tu is not None:
             return "triton"
         raise InductorError("Inductor's FX wrapper launches a Triton kernel without Inductor's launcher for it "
                             "(kernel_idx %s): %s" % (node.kwargs.get("kernel_idx"), describe(node, tuners)))
@@ -474,6 +482,20 @@ def _nodes_in(v: Any) -> List[torch.fx.Node]:
     return out
 
 
+# Inductor's names of the tensor arguments a Triton kernel it generates only loads: its inputs, and a
+# template's inputs (``arg_A``); ``out_ptr*`` are only stored, ``in_out_ptr*`` loaded and stored. Any other
+# tensor argument (a workspace, ``ws_ptr``) counts as loaded and stored.
+_LOADED_ONLY = ("in_ptr", "arg_")
+
+
+def mutated_args(tuner: Any) -> set:
+    """The argument names Inductor's launcher ``tuner`` lists as mutated:
+    its ``mutated_arg_names`` (Inductor's ``cached_autotune`` moves the
+    kernel metadata's list there), and any left in ``inductor_meta``."""
+    meta = getattr(tuner, "inductor_meta", None) or {}
+    return set(getattr(tuner, "mutated_arg_names", None) or ()) | set(meta.get("mutated_arg_names") or ())
+
+
 def node_access(node: torch.fx.Node, kind: str, tuners: Dict[int, Any]) -> Tuple[List[torch.fx.Node], List[torch.fx.Node]]:
     """(read, written): the nodes whose values a launching node of ``kind``
     ("triton" or "aten", ``node_kind``) loads and stores (module doc); the
@@ -482,14 +504,12 @@ def node_access(node: torch.fx.Node, kind: str, tuners: Dict[int, Any]) -> Tuple
     reads: List[torch.fx.Node] = []
     writes: List[torch.fx.Node] = []
     if kind == "triton":
-        tu = tuners[node.kwargs["kernel_idx"]]
-        mutated = set((getattr(tu, "inductor_meta", None) or {}).get("mutated_arg_names") or ())
+        mutated = mutated_args(tuners[node.kwargs["kernel_idx"]])
         for name, v in (node.kwargs.get("kwargs") or {}).items():
             ns = _nodes_in(v)
-            stored = name.startswith("out_ptr") or name.startswith("in_out_ptr") or name in mutated
-            if stored:
+            if name in mutated or not name.startswith(_LOADED_ONLY):
                 writes += ns
-            if not (name.startswith("out_ptr") and name not in mutated):
+            if name in mutated or not name.startswith("out_ptr"):
                 reads += ns
     elif kind == "aten":
         schema = node.target._schema

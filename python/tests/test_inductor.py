@@ -39,12 +39,16 @@ def triton_hop(monkeypatch):
 class Tuner:
     """Stands in for Inductor's autotuner of one Triton kernel (its launcher):
     ``body(*args)`` runs the kernel on the CPU; ``streams`` the stream handles
-    it was launched with."""
+    it was launched with. As Inductor's ``cached_autotune`` builds one, the
+    kernel metadata's ``mutated_arg_names`` is an attribute, not left in
+    ``inductor_meta``; ``custom_kernel`` marks a kernel of the model's own."""
 
-    def __init__(self, name, signature, body, mutated=(), constants=None, tuned=None):
+    def __init__(self, name, signature, body, mutated=(), constants=None, tuned=None, custom_kernel=False):
         self.fn = types.SimpleNamespace(__name__=name)
         self.triton_meta = {"signature": {a: "*fp32" for a in signature}, "constants": dict(constants or {})}
-        self.inductor_meta = {"mutated_arg_names": list(mutated), "kernel_name": name}
+        self.inductor_meta = {"kernel_name": name}
+        self.mutated_arg_names = list(mutated)
+        self.custom_kernel = custom_kernel
         self.launchers = [types.SimpleNamespace(config=types.SimpleNamespace(kwargs=dict(tuned or {"XBLOCK": 16})))]
         self.body = body
         self.streams = []
@@ -82,15 +86,19 @@ def test_node_kinds_and_the_nodes_that_are_not_read_name_themselves():
 
     def extern_mm(a, b, out=None):
         pass
+    tuners[1] = Tuner("add_kernel_0", ["x_ptr", "output_ptr"], None, custom_kernel=True)
     bad = [call(g, "buf4", extern_mm, x, x, out=buf0), call(g, "buf5", torch.relu, x),
-           triton(g, "k1", 7, in_ptr0=x, out_ptr0=buf0), g.call_method("relu", (x,)), g.call_module("sub", (x,))]
+           triton(g, "k1", 7, in_ptr0=x, out_ptr0=buf0), g.call_method("relu", (x,)), g.call_module("sub", (x,)),
+           triton(g, "k2", 1, x_ptr=x, output_ptr=buf0)]
     want = ["Inductor's FX wrapper has a node the dagrun path does not read: buf4 = %s.%s(arg0_1, arg0_1, out=buf0)" % (
                 extern_mm.__module__, extern_mm.__name__),
             "Inductor's FX wrapper has a node the dagrun path does not read: buf5 = %s.relu(arg0_1)" % torch.relu.__module__,
             "Inductor's FX wrapper launches a Triton kernel without Inductor's launcher for it (kernel_idx 7): "
             "triton kernel 7(in_ptr0=arg0_1, out_ptr0=buf0)",
             "Inductor's FX wrapper has a node the dagrun path does not read: relu = relu(arg0_1) (a call_method node)",
-            "Inductor's FX wrapper has a node the dagrun path does not read: sub = sub(arg0_1) (a call_module node)"]
+            "Inductor's FX wrapper has a node the dagrun path does not read: sub = sub(arg0_1) (a call_module node)",
+            "Inductor's FX wrapper launches a Triton kernel of the model's own, whose argument names do not say "
+            "which it writes: add_kernel_0(x_ptr=arg0_1, output_ptr=buf0)"]
     for n, w in zip(bad, want):
         with pytest.raises(ind.InductorError) as e:
             ind.node_kind(n, tuners)
@@ -100,12 +108,21 @@ def test_node_kinds_and_the_nodes_that_are_not_read_name_themselves():
 def test_what_a_launch_reads_and_writes():
     g = torch.fx.Graph()
     a, b, c, d, e = (g.placeholder(n) for n in "abcde")
-    tuners = {0: Tuner("k", [], None, mutated=["out_ptr1"])}
+    tuners = {0: Tuner("k", [], None, mutated=["out_ptr1", "in_ptr1"])}
     # out_ptr: stored, never loaded; in_out_ptr and mutated: loaded and stored; a node in two places: both
     k = triton(g, "k", 0, in_ptr0=a, in_out_ptr0=b, out_ptr0=c, out_ptr1=d, xnumel=4)
     assert ind.node_access(k, "triton", tuners) == ([a, b, d], [b, c, d])
     k2 = triton(g, "k2", 0, in_ptr0=c, out_ptr0=c)
     assert ind.node_access(k2, "triton", tuners) == ([c], [c])
+    # an input the launcher lists as mutated is stored too; a template's inputs (arg_*) are only loaded;
+    # a workspace, or any tensor argument named otherwise, is loaded and stored
+    k3 = triton(g, "k3", 0, in_ptr1=a, arg_A=b, ws_ptr=c, other=d, out_ptr0=e)
+    assert ind.node_access(k3, "triton", tuners) == ([a, b, c, d], [a, c, d, e])
+    # the metadata's list where a launcher still carries it there
+    old = Tuner("k", [], None)
+    old.inductor_meta["mutated_arg_names"] = ["in_ptr0"]
+    del old.mutated_arg_names
+    assert ind.node_access(triton(g, "k4", 0, in_ptr0=a), "triton", {0: old}) == ([a], [a])
     # ATen: the schema's Tensor(a!) arguments are written; out= is stored, not loaded; in place is both
     addmm = call(g, "x", aten.addmm.out, a, b, c, beta=1, alpha=1, out=d)
     assert ind.node_access(addmm, "aten", tuners) == ([a, b, c], [d])
