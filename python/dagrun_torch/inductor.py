@@ -324,8 +324,9 @@ def run_wrapper(fx: FxWrapper, args: Sequence[Any]) -> Any:
     its Python source; a kernel that Inductor compiled in a worker process
     has no source in this one (its JITFunction's ``fn`` is None), while its
     launcher holds the compiled binary. Raises InductorError on a node the
-    dagrun path does not read (``node_kind``) or a placeholder count that
-    is not the arguments'."""
+    dagrun path does not read (``node_kind``), a placeholder count that
+    is not the arguments', or a node that fails (``node_failed``: it names
+    the node; the node's error is chained)."""
     nodes, kinds, dies = wrapper_nodes(fx)
     if sum(1 for n in nodes if n.op == "placeholder") != len(args):
         raise InductorError("Inductor's wrapper graph has %d placeholders for %d arguments" % (
@@ -335,15 +336,28 @@ def run_wrapper(fx: FxWrapper, args: Sequence[Any]) -> Any:
     for i, n in enumerate(nodes):
         if n.op == "output":
             return _load(n.args[0], env)
-        if kinds[i] == "host":
-            env[n] = run_host(n, env, args, fx.gm)
-        else:
-            if stream is None:
-                stream = torch.cuda.current_stream().cuda_stream
-            env[n] = launch_node(n, kinds[i], env, fx.tuners, stream)
+        try:
+            if kinds[i] == "host":
+                env[n] = run_host(n, env, args, fx.gm)
+            else:
+                if stream is None:
+                    stream = torch.cuda.current_stream().cuda_stream
+                env[n] = launch_node(n, kinds[i], env, fx.tuners, stream)
+        except InductorError:
+            raise
+        except Exception as e:
+            raise node_failed("run", n, fx.tuners, e) from e
         for d in dies.get(i, ()):
             env.pop(d, None)
     return None
+
+
+def node_failed(verb: str, node: torch.fx.Node, tuners: Dict[int, Any], e: BaseException) -> InductorError:
+    """The InductorError for wrapper node ``node`` failing with ``e`` as the
+    wrapper graph is ``verb`` ("run", "trace"): names the node, the error's
+    type and its first line."""
+    return InductorError("cannot %s Inductor's wrapper graph at node %s: %s: %s" % (
+        verb, describe(node, tuners)[:120], type(e).__name__, _first_line(e)))
 
 
 def compile_model(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> Tuple[Callable, FxWrapper]:
@@ -747,8 +761,7 @@ def trace_fx(fx: FxWrapper, *, repeats: int = 20, timing: bool = True, name: str
             except InductorError:
                 raise
             except Exception as e:
-                raise InductorError("cannot trace Inductor's wrapper graph at node %s: %s: %s" % (
-                    describe(n, fx.tuners)[:120], type(e).__name__, _first_line(e))) from e
+                raise node_failed("trace", n, fx.tuners, e) from e
             for d in dies.get(i, ()):
                 env.pop(d, None)
     torch.cuda.synchronize()

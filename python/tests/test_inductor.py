@@ -443,6 +443,13 @@ def test_a_wrapper_node_that_fails_is_named(cpu_trace):
         ind.trace_fx(fx, timing=False)
     assert str(e.value).startswith("cannot trace Inductor's wrapper graph at node buf1 = aten.convolution.default(buf0, "
                                    "arg1_1, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1): RuntimeError: ")
+    # the first run (Inductor's compiled callable, before any trace) names it too, the error chained
+    fx, _ = probe_like(w_shape=(1, 2, 1, 1))
+    with pytest.raises(ind.InductorError) as e:
+        ind.run_wrapper(fx, fx.args)
+    assert str(e.value).startswith("cannot run Inductor's wrapper graph at node buf1 = aten.convolution.default(buf0, "
+                                   "arg1_1, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1): RuntimeError: ")
+    assert isinstance(e.value.__cause__, RuntimeError)
     fx, _ = probe_like()
     fx.args = fx.args[:3]
     with pytest.raises(ind.InductorError, match="4 placeholders for 3 arguments"):
