@@ -341,8 +341,9 @@ def test_autograd_falls_back_before_compiling(monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["no cuda", "autograd", "autograd of a held weight", "dynamic", "cpu input",
-                                  "cpu inputs", "no fx wrapper", "no binary", "bad DAGRUN"])
-def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(monkeypatch, case):
+                                  "cpu inputs", "no fx wrapper", "no binary", "bad DAGRUN",
+                                  "no binary: a checkout it cannot build in"])
+def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(monkeypatch, tmp_path, case):
     """A real FX graph, with Inductor's compile standing in as the graph
     itself: one DagrunFallbackWarning with the reason, the reason in
     compiled_graphs(), and the model's own outputs."""
@@ -367,7 +368,7 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
     class NewConfig:           # a torch 2.9 or later
         fx_wrapper = False
     real = ind.fx_wrapper_missing
-    monkeypatch.setattr(ind, "fx_wrapper_missing", lambda: real(NewConfig() if "binary" in case or "DAGRUN" in case
+    monkeypatch.setattr(ind, "fx_wrapper_missing", lambda: real(NewConfig() if "bin" in case or "DAGRUN" in case
                                                                else OldConfig()))
     monkeypatch.setattr(be, "_inductor_fx", lambda gm, inputs: pytest.fail("compiled with the FX wrapper"))
     # no dagrun binary: none beside the package, no DAGRUN (or a bad one), none on PATH, no Go
@@ -375,6 +376,10 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
     monkeypatch.setattr(binary, "wheel_binary", lambda: None)
     monkeypatch.setattr(binary, "_cached", None)
     monkeypatch.setattr(binary.shutil, "which", lambda name: None)
+    if case == "no binary: a checkout it cannot build in":   # Go, and a checkout whose .cache is a file
+        (tmp_path / ".cache").write_text("")
+        monkeypatch.setattr(binary, "_repo_root", lambda: tmp_path)
+        monkeypatch.setattr(binary.shutil, "which", lambda name: "/usr/bin/go" if name == "go" else None)
     if case == "bad DAGRUN":
         monkeypatch.setenv("DAGRUN", "/nonexistent/dagrun")
     else:
@@ -399,6 +404,9 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
                                             "package from a dagrun checkout (`go build -o dagrun ./cmd/dagrun` builds it)"),
         "bad DAGRUN": ([x.as_subclass(Dev)], "no dagrun binary to plan with (DAGRUN=/nonexistent/dagrun is not an "
                                              "executable file)"),
+        "no binary: a checkout it cannot build in": (
+            [x.as_subclass(Dev)], "no dagrun binary to plan with (cannot build dagrun with `go build ./cmd/dagrun` in "
+                                  "%s: [Errno 20] Not a directory: '%s')" % (tmp_path, tmp_path / ".cache" / "dagrun_torch")),
     }[case]
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
