@@ -430,7 +430,7 @@ def _target_name(node: torch.fx.Node, tuners: Optional[Dict[int, Any]] = None) -
         return str(getattr(fn, "__name__", None) or (getattr(tu, "inductor_meta", None) or {}).get("kernel_name")
                    or "triton kernel %s" % node.kwargs.get("kernel_idx"))
     if isinstance(t, torch._ops.OpOverload):
-        return "aten.%s.%s" % (t.overloadpacket.__name__, getattr(t, "_overloadname", "default"))
+        return str(t)   # namespace.name.overload: aten.addmm.out, prims.convert_element_type.default
     if isinstance(t, str):
         return t
     mod = getattr(t, "__module__", None)
@@ -606,7 +606,7 @@ def triton_args(tuner: Any, values: Dict[str, Any]) -> List[Any]:
     names += list((getattr(tuner, "inductor_meta", None) or {}).get("extra_launcher_args") or ())
     missing = [a for a in names if a not in values]
     if missing:
-        raise InductorError("Inductor's FX wrapper gives no %s for %s" % (", ".join(missing), getattr(
+        raise InductorError("Inductor's FX wrapper gives no %s for %s" % (", ".join(map(str, missing)), getattr(
             getattr(tuner, "fn", None), "__name__", "a Triton kernel")))
     return [values[a] for a in names]
 

@@ -84,6 +84,11 @@ def test_node_kinds_and_the_nodes_that_are_not_read_name_themselves():
         ("arg0_1", "host"), ("_tensor_constant0", "host"), ("buf0", "host"), ("k0", "triton"), ("buf0_view", "host"),
         ("buf1", "aten"), ("buf2", "aten"), ("buf3", "host"), ("s0", "host"), ("output", "host")]
 
+    # an operator of another namespace than aten is named by its own
+    prims = call(g, "buf9", torch.ops.prims.convert_element_type.default, x, torch.float16)
+    assert (ind.node_kind(prims, tuners), ind.describe(prims, tuners)) == (
+        "aten", "buf9 = prims.convert_element_type.default(arg0_1, torch.float16)")
+
     def extern_mm(a, b, out=None):
         pass
     tuners[1] = Tuner("add_kernel_0", ["x_ptr", "output_ptr"], None, custom_kernel=True)
@@ -167,6 +172,11 @@ def test_triton_arguments_by_signature():
     with pytest.raises(ind.InductorError, match="Inductor's FX wrapper gives no ws for triton_red_0"):
         ind.triton_args(tu, vals)
     assert ind.triton_args(tu, dict(vals, ws="w")) == ["i", "o", 8, 64, "w"]
+    # a signature keyed otherwise than by name (Triton's older form, by position): named, not a TypeError
+    old = Tuner("triton_poi_1", [], None)
+    old.triton_meta["signature"] = {0: "*fp32", 1: "i32"}
+    with pytest.raises(ind.InductorError, match="Inductor's FX wrapper gives no 0, 1 for triton_poi_1"):
+        ind.triton_args(old, vals)
     tu.launchers = []
     with pytest.raises(ind.InductorError, match="launcher of triton_red_0 has no compiled configuration"):
         ind.triton_args(tu, vals)
