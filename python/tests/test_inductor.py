@@ -604,7 +604,7 @@ def fake_inductor(monkeypatch):
         if state["raise"] is not None:
             raise state["raise"]
         fns = [WrapperFxCodegen().compile_graph(FxConverter().generate()) for _ in range(state["graphs"])]
-        return lambda *a: fns[0](*a)
+        return lambda *a: fns[0](*a) if fns else a
     C.compile_fx = compile_fx
     pkg, codegen = types.ModuleType("torch._inductor"), types.ModuleType("torch._inductor.codegen")
     pkg.config, pkg.codegen, pkg.compile_fx, codegen.wrapper_fxir = config, codegen, C, W
@@ -631,12 +631,14 @@ def test_compile_fx_wrapper_catches_the_wrapper_graph_its_tuners_and_arguments(f
     assert inner(7, 8) == (8, 7) and fx.args == [5, 6]     # the first call's arguments
 
 
-@pytest.mark.parametrize("case", ["two graphs", "converter refuses", "compile fails", "no fx_wrapper",
+@pytest.mark.parametrize("case", ["two graphs", "no graph", "converter refuses", "compile fails", "no fx_wrapper",
                                   "no generate", "no codegen class"])
 def test_compile_fx_wrapper_says_why_the_fx_path_is_not_taken(fake_inductor, case, monkeypatch):
     st = fake_inductor
     want = {"two graphs": "Inductor made 2 wrapper graphs for this graph (graph partitions or subgraphs); the dagrun "
                           "path reads one",
+            "no graph": "Inductor's compile made no FX wrapper graph (another wrapper took over, such as "
+                        "torch._inductor.config.cpp_wrapper, or the compile came from a cache); the dagrun path reads one",
             "converter refuses": "Inductor's FX wrapper cannot express this graph: FX conversion only supports Triton kernels.",
             "compile fails": "Inductor's compile with its FX wrapper failed: AssertionError: a raw line",
             "no fx_wrapper": "torch %s has no Inductor FX wrapper (torch._inductor.config.fx_wrapper, torch 2.9 or later), "
@@ -649,6 +651,8 @@ def test_compile_fx_wrapper_says_why_the_fx_path_is_not_taken(fake_inductor, cas
                                 "against torch 2.11)" % torch.__version__}[case]
     if case == "two graphs":
         st["graphs"] = 2
+    elif case == "no graph":
+        st["graphs"] = 0
     elif case == "converter refuses":
         st["raise"] = NotImplementedError("FX conversion only supports Triton kernels.\nSee the issue.")
     elif case == "compile fails":
