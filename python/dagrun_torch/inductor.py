@@ -469,9 +469,9 @@ def node_kind(node: torch.fx.Node, tuners: Dict[int, Any]) -> str:
     no GPU work), "triton" (a launch of the Triton higher-order operator
     whose kernel has its autotuner in ``tuners``) or "aten" (an ATen
     operator: an extern kernel or a fallback). Raises InductorError naming
-    the node for anything else (a Triton launch without its launcher or of
-    a kernel of the model's own, a call of a Python function or a module, a
-    method call)."""
+    the node for anything else (a Triton launch without its launcher, of
+    a kernel of the model's own or with TMA descriptors to make, a call of
+    a Python function or a module, a method call)."""
     if node.op in ("placeholder", "get_attr", "output"):
         return "host"
     if node.op != "call_function":
@@ -486,6 +486,9 @@ def node_kind(node: torch.fx.Node, tuners: Dict[int, Any]) -> str:
         if getattr(tu, "custom_kernel", False):
             raise InductorError("Inductor's FX wrapper launches a Triton kernel of the model's own, whose argument "
                                 "names do not say which it writes: %s" % describe(node, tuners))
+        if node.kwargs.get("tma_descriptor_metadata"):
+            raise InductorError("Inductor's FX wrapper launches a Triton kernel with TMA descriptors made at the launch, "
+                                "which its launcher does not make: %s" % describe(node, tuners))
         if tu is not None:
             return "triton"
         raise InductorError("Inductor's FX wrapper launches a Triton kernel without Inductor's launcher for it "

@@ -94,7 +94,9 @@ def test_node_kinds_and_the_nodes_that_are_not_read_name_themselves():
     tuners[1] = Tuner("add_kernel_0", ["x_ptr", "output_ptr"], None, custom_kernel=True)
     bad = [call(g, "buf4", extern_mm, x, x, out=buf0), call(g, "buf5", torch.relu, x),
            triton(g, "k1", 7, in_ptr0=x, out_ptr0=buf0), g.call_method("relu", (x,)), g.call_module("sub", (x,)),
-           triton(g, "k2", 1, x_ptr=x, output_ptr=buf0)]
+           triton(g, "k2", 1, x_ptr=x, output_ptr=buf0),
+           call(g, "k3", HOP, kernel_idx=0, constant_args_idx=None, grid=[(1, 1, 1)],
+                tma_descriptor_metadata={"in_ptr0": ("stable", ([4],))}, kwargs={"in_ptr0": x, "out_ptr0": buf0})]
     want = ["Inductor's FX wrapper has a node the dagrun path does not read: buf4 = %s.%s(arg0_1, arg0_1, out=buf0)" % (
                 extern_mm.__module__, extern_mm.__name__),
             "Inductor's FX wrapper has a node the dagrun path does not read: buf5 = %s.relu(arg0_1)" % torch.relu.__module__,
@@ -103,7 +105,9 @@ def test_node_kinds_and_the_nodes_that_are_not_read_name_themselves():
             "Inductor's FX wrapper has a node the dagrun path does not read: relu = relu(arg0_1) (a call_method node)",
             "Inductor's FX wrapper has a node the dagrun path does not read: sub = sub(arg0_1) (a call_module node)",
             "Inductor's FX wrapper launches a Triton kernel of the model's own, whose argument names do not say "
-            "which it writes: add_kernel_0(x_ptr=arg0_1, output_ptr=buf0)"]
+            "which it writes: add_kernel_0(x_ptr=arg0_1, output_ptr=buf0)",
+            "Inductor's FX wrapper launches a Triton kernel with TMA descriptors made at the launch, which its launcher "
+            "does not make: triton_poi_0(in_ptr0=arg0_1, out_ptr0=buf0)"]
     for n, w in zip(bad, want):
         with pytest.raises(ind.InductorError) as e:
             ind.node_kind(n, tuners)
