@@ -20,8 +20,9 @@ nodes and treats every node that launches GPU work as one graph node
   (``mutated_args``); it is launched through Inductor's own launcher (the
   kernel's autotuner, ``tuner.run(..., stream=...)``), as Inductor's
   Python wrapper launches it. A Triton kernel of the model's own (a
-  user-defined one: its launcher's ``custom_kernel``) has argument names
-  that say nothing of what it writes: it is not read;
+  user-defined one: its launcher's ``custom_kernel``), whose argument names
+  say nothing of what it writes, or one with TMA descriptors to make at the
+  launch is a node of no kind here (below);
 - an ATen operator (``aten.convolution.default``, ``aten.addmm.out``,
   ``aten.topk.default``: Inductor's extern kernels and fallbacks) writes
   the arguments its schema marks as written (``Tensor(a!)``) and the fresh
