@@ -250,8 +250,9 @@ def compile_fx_wrapper(gm: Any, example_inputs: Sequence[Any]) -> Tuple[Callable
     or its FX wrapper lacks the two methods patched, where Inductor's FX
     converter cannot express the graph (its NotImplementedError: a kernel
     that is not Triton's, a line it does not convert), where the compile fails otherwise (the error's type and first
-    line), or where it makes other than one wrapper graph (none: another
-    wrapper, or a cached compile)."""
+    line), or where it makes other than one wrapper graph in this process
+    (none: another wrapper, a cached compile, a compile in another
+    process)."""
     why = fx_wrapper_missing()
     if why:
         raise InductorError(why)
@@ -294,9 +295,9 @@ def compile_fx_wrapper(gm: Any, example_inputs: Sequence[Any]) -> Tuple[Callable
     finally:
         W.FxConverter.generate, W.WrapperFxCodegen.compile_graph = generate0, compile_graph0
     if not caught:
-        raise InductorError("Inductor's compile made no FX wrapper graph (another wrapper took over, such as "
-                            "torch._inductor.config.cpp_wrapper, or the compile came from a cache); the dagrun path "
-                            "reads one")
+        raise InductorError("Inductor's compile made no FX wrapper graph in this process (another wrapper took "
+                            "over, such as torch._inductor.config.cpp_wrapper, or the compile came from a cache or "
+                            "ran in another process); the dagrun path reads one")
     if len(caught) != 1:
         raise InductorError("Inductor made %d wrapper graphs for this graph (graph partitions or subgraphs); "
                             "the dagrun path reads one" % len(caught))

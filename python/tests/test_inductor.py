@@ -641,8 +641,9 @@ def test_compile_fx_wrapper_says_why_the_fx_path_is_not_taken(fake_inductor, cas
     st = fake_inductor
     want = {"two graphs": "Inductor made 2 wrapper graphs for this graph (graph partitions or subgraphs); the dagrun "
                           "path reads one",
-            "no graph": "Inductor's compile made no FX wrapper graph (another wrapper took over, such as "
-                        "torch._inductor.config.cpp_wrapper, or the compile came from a cache); the dagrun path reads one",
+            "no graph": "Inductor's compile made no FX wrapper graph in this process (another wrapper took over, "
+                        "such as torch._inductor.config.cpp_wrapper, or the compile came from a cache or ran in "
+                        "another process); the dagrun path reads one",
             "converter refuses": "Inductor's FX wrapper cannot express this graph: FX conversion only supports Triton kernels.",
             "compile fails": "Inductor's compile with its FX wrapper failed: AssertionError: a raw line",
             "no fx_wrapper": "torch %s has no Inductor FX wrapper (torch._inductor.config.fx_wrapper, torch 2.9 or later), "
