@@ -119,7 +119,7 @@ from .plan import Plan, lower
 __all__ = ["InductorGraph", "FxWrapper", "CompiledInductor", "compile_fx_wrapper", "compile_model", "fx_wrapper_missing",
            "FX_CONFIG", "node_kind", "node_access", "last_uses", "trace_fx", "plan_graph", "plan_graphs", "issue_steps",
            "compile_inductor", "input_slots", "one_stream", "InductorError", "held_to_end", "clear_blas_workspaces",
-           "shared_streams", "runs_blas", "blas_streams", "triton_hop"]
+           "shared_streams", "runs_blas", "blas_streams", "triton_hop", "mutated_args", "node_failed"]
 
 
 class InductorError(RuntimeError):
