@@ -601,10 +601,13 @@ def _load(v: Any, env: Dict[torch.fx.Node, Any]) -> Any:
 def triton_args(tuner: Any, values: Dict[str, Any]) -> List[Any]:
     """The positional arguments of ``tuner.run`` (Inductor's launcher of one
     Triton kernel) from the HOP's values by name: the kernel signature's
-    names (``triton_meta["signature"]``) less its constants and the tuned
-    configuration's block sizes, then the metadata's
-    ``extra_launcher_args``. Raises InductorError naming an argument the
-    values lack."""
+    names (``triton_meta["signature"]``) less the tuned configuration's
+    block sizes, which the launcher adds itself, then the metadata's
+    ``extra_launcher_args``. A specialized argument (in
+    ``triton_meta["constants"]``, such as an ``xnumel`` of 1) is still one
+    of the launcher's arguments, as in Inductor's Python wrapper; its value
+    is the HOP's, else the constant. Raises InductorError naming an
+    argument the values lack."""
     meta = getattr(tuner, "triton_meta", None) or {}
     consts = meta.get("constants") or {}
     launchers = getattr(tuner, "launchers", None) or []
@@ -612,8 +615,12 @@ def triton_args(tuner: Any, values: Dict[str, Any]) -> List[Any]:
         raise InductorError("Inductor's launcher of %s has no compiled configuration" % getattr(
             getattr(tuner, "fn", None), "__name__", "a Triton kernel"))
     tuned = getattr(launchers[0].config, "kwargs", None) or {}
-    names = [a for a in meta.get("signature") or {} if a not in consts and a not in tuned]
+    names = [a for a in meta.get("signature") or {} if a not in tuned]
     names += list((getattr(tuner, "inductor_meta", None) or {}).get("extra_launcher_args") or ())
+    values = dict(values)
+    for a in names:
+        if a not in values and a in consts:
+            values[a] = consts[a]
     missing = [a for a in names if a not in values]
     if missing:
         raise InductorError("Inductor's FX wrapper gives no %s for %s" % (", ".join(map(str, missing)), getattr(
@@ -647,10 +654,19 @@ def _constant_args(idx: Any) -> Dict[str, Any]:
     return dict(kernel_side_table.get_constant_args(idx) or {})
 
 
-def run_host(node: torch.fx.Node, env: Dict[torch.fx.Node, Any], args: Sequence[Any], gm: Any) -> Any:
+def run_host(node: torch.fx.Node, env: Dict[torch.fx.Node, Any], args: Sequence[Any], gm: Any,
+             offsets: Optional[Dict[str, int]] = None) -> Any:
     """A host node's value: a placeholder's argument (by position among the
     placeholders, ``node.meta["dagrun_arg"]``), a constant of ``gm``, or the
-    call of its target (an allocation, a view, ``getitem``, a size)."""
+    call of its target (an allocation, a view, ``getitem``, a size).
+
+    Inductor's FX converter writes a view as ``torch.as_strided(buf, size,
+    stride, offset)`` with ``offset`` counted from the start of ``buf``'s
+    storage, as Inductor allocated it. Where ``buf``'s tensor is now another
+    one over other bytes (a buffer in the plan's arena starts at its offset
+    there; a static input is a copy), ``offsets`` (wrapper node name → the
+    storage offset of its tensor in the trace, in elements) moves the view
+    by the difference, so it covers the same elements of ``buf``."""
     if node.op == "placeholder":
         return args[node.meta["dagrun_arg"]]
     if node.op == "get_attr":
@@ -658,7 +674,15 @@ def run_host(node: torch.fx.Node, env: Dict[torch.fx.Node, Any], args: Sequence[
         for part in str(node.target).split("."):
             v = getattr(v, part)
         return v
-    return node.target(*_load(node.args, env), **_load(dict(node.kwargs), env))
+    a, kw = _load(node.args, env), dict(_load(dict(node.kwargs), env))
+    if offsets is not None and node.target is torch.as_strided and isinstance(node.args[0], torch.fx.Node):
+        base = node.args[0]
+        shift = a[0].storage_offset() - offsets.get(base.name, a[0].storage_offset())
+        if shift and len(a) > 3:
+            a = (*a[:3], a[3] + shift, *a[4:])
+        elif shift and kw.get("storage_offset") is not None:
+            kw["storage_offset"] = kw["storage_offset"] + shift
+    return node.target(*a, **kw)
 
 
 def _on_device(t: torch.Tensor) -> bool:
@@ -674,7 +698,8 @@ class InductorGraph:
     module, tuners), ``args`` (the call's arguments), ``first_use``
     (allocating node index → the first graph node that touches what it
     allocates), ``name_tids`` (each wrapper node's name → the tensor ids
-    its value holds), ``allocs`` (allocating node index → tensor ids),
+    its value holds), ``offsets`` (each wrapper node's name → the storage
+    offset of its tensor, in elements, for ``run_host``), ``allocs`` (allocating node index → tensor ids),
     ``returned`` (tensor ids of the outputs)."""
     nodes: List[torch.fx.Node]
     kinds: List[str]
@@ -685,6 +710,7 @@ class InductorGraph:
     args: List[Any]
     first_use: Dict[int, str] = field(default_factory=dict)
     name_tids: Dict[str, List[str]] = field(default_factory=dict)
+    offsets: Dict[str, int] = field(default_factory=dict)
     allocs: Dict[int, List[str]] = field(default_factory=dict)
     returned: List[str] = field(default_factory=list)
 
@@ -727,6 +753,7 @@ def trace_fx(fx: FxWrapper, *, repeats: int = 20, timing: bool = True, name: str
     launch: Dict[int, str] = {}
     allocated: Dict[int, List[str]] = {}
     name_tids: Dict[str, List[str]] = {}
+    offsets: Dict[str, int] = {}
     out: Any = None
     tstream = torch.cuda.Stream() if timing else None
     with torch.no_grad():
@@ -765,6 +792,8 @@ def trace_fx(fx: FxWrapper, *, repeats: int = 20, timing: bool = True, name: str
                                         "reads": [r for r in reads if r not in writes] + [w for w in writes if w in reads],
                                         "writes": writes, "duration_us": round(dur, 3),
                                         "inplace": any(w in reads for w in writes), "param_bytes": 0})
+                if isinstance(env.get(n), torch.Tensor):
+                    offsets[n.name] = env[n].storage_offset()
                 # tid() gives a storage at a freed one's address its own id
                 name_tids[n.name] = [x for x in dict.fromkeys(
                     tid(t, "activation") for t in _flat_tensors(env.get(n)) if _on_device(t) and ids.known(t)) if x]
@@ -781,7 +810,7 @@ def trace_fx(fx: FxWrapper, *, repeats: int = 20, timing: bool = True, name: str
              "sum_node_us": round(sum(n["duration_us"] for n in graph_nodes), 2), "tensors": tensors, "nodes": graph_nodes}
     del env, out
     return InductorGraph(nodes=nodes, kinds=kinds, dies=dies, launch=launch, graph=graph, fx=fx, args=args,
-                         first_use=first_uses(allocated, graph_nodes), name_tids=name_tids, allocs=allocated,
+                         first_use=first_uses(allocated, graph_nodes), name_tids=name_tids, offsets=offsets, allocs=allocated,
                          returned=[t for t in dict.fromkeys(returned) if t])
 
 
@@ -1035,9 +1064,9 @@ def run_plan(ig: InductorGraph, steps: Sequence[Tuple[str, int, int]], frees: Se
             elif done in first_stream:
                 # allocate on the stream of the buffer's first launch (see the module doc)
                 with torch.cuda.stream(streams[first_stream[done]]):
-                    env[n] = run_host(n, env, static_args, gm)
+                    env[n] = run_host(n, env, static_args, gm, ig.offsets)
             else:
-                env[n] = run_host(n, env, static_args, gm)
+                env[n] = run_host(n, env, static_args, gm, ig.offsets)
             let_go(done)
             done += 1
 

@@ -170,12 +170,17 @@ def test_triton_arguments_by_signature():
     tu = Tuner("triton_red_0", ["in_ptr0", "out_ptr0", "ks0", "xnumel", "r0_numel", "XBLOCK", "R0_BLOCK"], None,
                constants={"ks0": 3}, tuned={"XBLOCK": 16, "R0_BLOCK": 32})
     vals = {"in_ptr0": "i", "out_ptr0": "o", "xnumel": 8, "r0_numel": 64, "XBLOCK": 16, "R0_BLOCK": 32}
-    # the signature less its constants and the tuned block sizes, in the signature's order
-    assert ind.triton_args(tu, vals) == ["i", "o", 8, 64]
+    # the signature less the tuned block sizes, in the signature's order; a constant is the HOP's value or its own
+    assert ind.triton_args(tu, vals) == ["i", "o", 3, 8, 64]
+    assert ind.triton_args(tu, dict(vals, ks0=5)) == ["i", "o", 5, 8, 64]
+    # a specialized xnumel of 1 (a reduction over one row) stays an argument of the launcher
+    one = Tuner("triton_per_0", ["in_ptr0", "out_ptr0", "xnumel", "r0_numel", "XBLOCK"], None,
+                constants={"xnumel": 1}, tuned={"XBLOCK": 1})
+    assert ind.triton_args(one, {"in_ptr0": "i", "out_ptr0": "o", "xnumel": 1, "r0_numel": 1024}) == ["i", "o", 1, 1024]
     tu.inductor_meta["extra_launcher_args"] = ["ws"]
     with pytest.raises(ind.InductorError, match="Inductor's FX wrapper gives no ws for triton_red_0"):
         ind.triton_args(tu, vals)
-    assert ind.triton_args(tu, dict(vals, ws="w")) == ["i", "o", 8, 64, "w"]
+    assert ind.triton_args(tu, dict(vals, ws="w")) == ["i", "o", 3, 8, 64, "w"]
     # a signature keyed otherwise than by name (Triton's older form, by position): named, not a TypeError
     old = Tuner("triton_poi_1", [], None)
     old.triton_meta["signature"] = {0: "*fp32", 1: "i32"}
@@ -502,6 +507,13 @@ def test_the_plan_is_issued_node_by_node_on_its_streams(cpu_trace, monkeypatch):
     held until the plan releases its tensor, and the outputs of the eager model."""
     import contextlib
     fx, seen = probe_like()
+    # the convolution reads buf0 through a view with an explicit storage offset, as Inductor's FX converter
+    # writes views: in the arena, the view must start at buf0's offset there, not at the arena's start
+    g = fx.gm.graph
+    buf0, conv = (next(n for n in g.nodes if n.name == name) for name in ("buf0", "buf1"))
+    with g.inserting_before(conv):
+        view0 = call(g, "buf0_view", torch.as_strided, buf0, [1, 1, 4, 4], [16, 16, 4, 1], 0)
+    conv.args = (view0,) + conv.args[1:]
     ig = ind.trace_fx(fx, timing=False)
     at = {n.name: i for i, n in enumerate(ig.nodes)}
     k = {n: "k%d" % at[n] for n in ("relu_0", "buf1", "addmm", "buf3", "relu_1")}
@@ -536,10 +548,10 @@ def test_the_plan_is_issued_node_by_node_on_its_streams(cpu_trace, monkeypatch):
             seen["buf1"] = weakref.ref(v)
         return v
 
-    def host(n, env, args, gm):
+    def host(n, env, args, gm, offsets=None):
         if n.target is torch.empty_strided:
             log.append(("alloc", n.name, cur[0]))
-        return host0(n, env, args, gm)
+        return host0(n, env, args, gm, offsets)
     monkeypatch.setattr(ind, "launch_node", launch)
     monkeypatch.setattr(ind, "run_host", host)
 
@@ -571,6 +583,31 @@ def test_the_plan_is_issued_node_by_node_on_its_streams(cpu_trace, monkeypatch):
     out, keep = run(frees, lifetimes=False)
     assert [e[4] for e in log if e[0] == "launch"] == [None, None, True, True, True]
     assert any(isinstance(v, torch.Tensor) and v.data_ptr() == seen["buf1"]().data_ptr() for v in keep)
+
+
+def test_a_view_covers_the_same_elements_of_its_buffer_wherever_the_buffer_lies():
+    """Inductor's views give their storage offset from the start of the
+    buffer's storage; a buffer in the arena starts at its arena offset, so
+    run_host moves a view by the difference from the trace (positional or
+    keyword offset, a view of a view); without the trace's offsets, or
+    without an offset given, the view is as written."""
+    g = torch.fx.Graph()
+    buf = call(g, "buf0", torch.empty_strided, [8], [1], dtype=torch.float32, device="cpu")
+    v = call(g, "v", torch.as_strided, buf, [2], [1], 3)
+    vk = call(g, "vk", torch.as_strided, buf, [2], [1], storage_offset=5)
+    vv = call(g, "vv", torch.as_strided, v, [1], [1], 4)
+    vn = call(g, "vn", torch.as_strided, buf, [2], [1])
+    arena = torch.arange(32, dtype=torch.float32).view(torch.uint8)     # the arena is bytes
+    env = {buf: ind._arena_alloc(arena, 16, 128)((8,), (1,), torch.float32)}     # elements 4 to 11 of the arena
+    traced = {"buf0": 0, "v": 3}
+    for node in (v, vk, vv, vn):
+        env[node] = ind.run_host(node, env, [], None, traced)
+    assert env[v].tolist() == [7.0, 8.0] and env[vk].tolist() == [9.0, 10.0] and env[vv].tolist() == [8.0]
+    assert env[vn].tolist() == [4.0, 5.0]
+    # a static input that is a copy of a view with an offset: the view moves back by it
+    assert ind.run_host(v, {buf: torch.arange(8.0)}, [], None, {"buf0": 2}).tolist() == [1.0, 2.0]
+    # as Inductor's wrapper runs it: offsets from the storage's start
+    assert ind.run_host(v, env, [], None).tolist() == [3.0, 4.0]
 
 
 @pytest.fixture
