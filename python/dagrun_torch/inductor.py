@@ -102,12 +102,13 @@ cannot take this path.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx
@@ -119,7 +120,7 @@ from .plan import Plan, lower
 __all__ = ["InductorGraph", "FxWrapper", "CompiledInductor", "compile_fx_wrapper", "compile_model", "fx_wrapper_missing",
            "FX_CONFIG", "node_kind", "node_access", "last_uses", "trace_fx", "plan_graph", "plan_graphs", "issue_steps",
            "compile_inductor", "input_slots", "one_stream", "InductorError", "held_to_end", "clear_blas_workspaces",
-           "shared_streams", "runs_blas", "blas_streams", "triton_hop", "mutated_args", "node_failed"]
+           "shared_streams", "runs_blas", "blas_streams", "triton_hop", "mutated_args", "node_failed", "naming_node"]
 
 
 class InductorError(RuntimeError):
@@ -343,20 +344,28 @@ def run_wrapper(fx: FxWrapper, args: Sequence[Any]) -> Any:
     for i, n in enumerate(nodes):
         if n.op == "output":
             return _load(n.args[0], env)
-        try:
+        with naming_node("run", n, fx.tuners):
             if kinds[i] == "host":
                 env[n] = run_host(n, env, args, fx.gm)
             else:
                 if stream is None:
                     stream = torch.cuda.current_stream().cuda_stream
                 env[n] = launch_node(n, kinds[i], env, fx.tuners, stream)
-        except InductorError:
-            raise
-        except Exception as e:
-            raise node_failed("run", n, fx.tuners, e) from e
         for d in dies.get(i, ()):
             env.pop(d, None)
     return None
+
+
+@contextlib.contextmanager
+def naming_node(verb: str, node: torch.fx.Node, tuners: Dict[int, Any]) -> Iterator[None]:
+    """Turn an error of the body (other than InductorError) into
+    ``node_failed(verb, node, ...)``, the body's error chained."""
+    try:
+        yield
+    except InductorError:
+        raise
+    except Exception as e:
+        raise node_failed(verb, node, tuners, e) from e
 
 
 def node_failed(verb: str, node: torch.fx.Node, tuners: Dict[int, Any], e: BaseException) -> InductorError:
@@ -758,7 +767,7 @@ def trace_fx(fx: FxWrapper, *, repeats: int = 20, timing: bool = True, name: str
     tstream = torch.cuda.Stream() if timing else None
     with torch.no_grad():
         for i, n in enumerate(nodes):
-            try:
+            with naming_node("trace", n, fx.tuners):
                 kind = kinds[i]
                 if kind == "host":
                     if n.op == "output":
@@ -797,10 +806,6 @@ def trace_fx(fx: FxWrapper, *, repeats: int = 20, timing: bool = True, name: str
                 # tid() gives a storage at a freed one's address its own id
                 name_tids[n.name] = [x for x in dict.fromkeys(
                     tid(t, "activation") for t in _flat_tensors(env.get(n)) if _on_device(t) and ids.known(t)) if x]
-            except InductorError:
-                raise
-            except Exception as e:
-                raise node_failed("trace", n, fx.tuners, e) from e
             for d in dies.get(i, ()):
                 env.pop(d, None)
     torch.cuda.synchronize()
