@@ -52,7 +52,8 @@ only: run under ``torch.no_grad()``), when the graph has dynamic shapes
 (``torch.compile(..., dynamic=False)`` gives a graph per shape), when an
 input is not a CUDA tensor, when the graph writes its inputs, when
 torch has no Inductor FX wrapper (torch before 2.9), when no dagrun binary
-is found (``find_dagrun``; checked before Inductor compiles), when Inductor's FX
+is found (``find_dagrun``) or the one found or named does not answer
+``dagrun version`` (both checked before Inductor compiles), when Inductor's FX
 converter cannot express the graph (a kernel that is not Triton's, say) or
 its wrapper graph has a node the tracer does not read (the warning names
 it), when the plan has
@@ -479,7 +480,8 @@ def _inputs(idx: Sequence[int], one: str, many: str) -> str:
 def _before_compile(gm: Any, example_inputs: Sequence[Any], grad_enabled: bool, binary: Optional[str] = None) -> str:
     """Why the graph cannot take the dagrun path, found before compiling
     ("" when it can). ``binary``: the ``dagrun`` option; where it is None,
-    ``find_dagrun`` must find one (it may build it with Go in a checkout)."""
+    ``find_dagrun`` must find one (it may build it with Go in a checkout).
+    Either must answer ``dagrun version`` (``binary_version``)."""
     import torch
     if not torch.cuda.is_available():
         return "no CUDA device (torch.cuda.is_available() is False)"
@@ -501,11 +503,11 @@ def _before_compile(gm: Any, example_inputs: Sequence[Any], grad_enabled: bool, 
         return "dynamo passed fake example inputs: the kernels cannot be run and timed at compile time"
     from .inductor import fx_wrapper_missing
     why = fx_wrapper_missing()
-    if why or binary is not None:
+    if why:
         return why
-    from ._binary import DagrunNotFound, find_dagrun
+    from ._binary import DagrunNotFound, binary_version, find_dagrun
     try:
-        find_dagrun()
+        binary_version(binary or find_dagrun())
     except DagrunNotFound as e:
         why = str(e).splitlines()[0] if str(e) else "none found"
         return why if why.startswith("no dagrun binary") else "no dagrun binary to plan with (%s)" % why
