@@ -115,9 +115,12 @@ def find_dagrun(build: bool = True) -> str:
     go = shutil.which("go")
     if build and root is not None and go is not None:
         out = root / ".cache" / "dagrun_torch" / "dagrun"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run([go, "build", "-o", str(out), "./cmd/dagrun"], cwd=str(root),
-                           capture_output=True, text=True)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            r = subprocess.run([go, "build", "-o", str(out), "./cmd/dagrun"], cwd=str(root),
+                               capture_output=True, text=True)
+        except OSError as e:   # a checkout it cannot write in, a go it cannot run
+            raise DagrunNotFound("cannot build dagrun with `go build ./cmd/dagrun` in %s: %s" % (root, e)) from e
         if r.returncode != 0:
             raise DagrunNotFound("building dagrun with `go build ./cmd/dagrun` in %s failed:\n%s" % (root, r.stderr.strip()))
         _cached = str(out)

@@ -307,8 +307,9 @@ def test_autograd_falls_back_before_compiling(monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["no cuda", "autograd", "autograd of a held weight", "dynamic", "cpu input",
-                                  "cpu inputs", "no binary", "bad DAGRUN"])
-def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(monkeypatch, case):
+                                  "cpu inputs", "no binary", "bad DAGRUN", "DAGRUN not dagrun",
+                                  "no binary: a checkout it cannot build in"])
+def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(monkeypatch, tmp_path, case, dagrun_bin):
     """A real FX graph, with Inductor's compile standing in as the graph
     itself: one DagrunFallbackWarning with the reason, the reason in
     compiled_graphs(), and the model's own outputs."""
@@ -332,8 +333,14 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
     monkeypatch.setattr(binary, "wheel_binary", lambda: None)
     monkeypatch.setattr(binary, "_cached", None)
     monkeypatch.setattr(binary.shutil, "which", lambda name: None)
+    if case == "no binary: a checkout it cannot build in":   # Go, and a checkout whose .cache is a file
+        (tmp_path / ".cache").write_text("")
+        monkeypatch.setattr(binary, "_repo_root", lambda: tmp_path)
+        monkeypatch.setattr(binary.shutil, "which", lambda name: "/usr/bin/go" if name == "go" else None)
     if case == "bad DAGRUN":
         monkeypatch.setenv("DAGRUN", "/nonexistent/dagrun")
+    elif case == "DAGRUN not dagrun":
+        monkeypatch.setenv("DAGRUN", "/bin/true")
     else:
         monkeypatch.delenv("DAGRUN", raising=False)
     inputs, why = {
@@ -354,6 +361,12 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
                                             "package from a dagrun checkout (`go build -o dagrun ./cmd/dagrun` builds it)"),
         "bad DAGRUN": ([x.as_subclass(Dev)], "no dagrun binary to plan with (DAGRUN=/nonexistent/dagrun is not an "
                                              "executable file)"),
+        # an executable that does not answer `dagrun version` as dagrun does
+        "DAGRUN not dagrun": ([x.as_subclass(Dev)], "no dagrun binary to plan with (/bin/true is not a dagrun binary: "
+                                                    "`/bin/true version` exited 0 printing '')"),
+        "no binary: a checkout it cannot build in": (
+            [x.as_subclass(Dev)], "no dagrun binary to plan with (cannot build dagrun with `go build ./cmd/dagrun` in "
+                                  "%s: [Errno 20] Not a directory: '%s')" % (tmp_path, tmp_path / ".cache" / "dagrun_torch")),
     }[case]
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
@@ -366,8 +379,11 @@ def test_each_fallback_before_compiling_warns_once_says_why_and_runs_the_model(m
     assert calls == [True] and torch.equal(y, m(x))
     info = be.compiled_graphs()[-1]
     assert (info.path, info.reason) == ("reduce-overhead", why)
-    if case == "no binary":   # the dagrun option names the binary: nothing to find
-        assert be._before_compile(gm, inputs, False, sys.executable) == ""
+    if case == "no binary":   # the dagrun option names the binary: nothing to find, but it must be dagrun
+        assert be._before_compile(gm, inputs, False, dagrun_bin) == ""
+        assert be._before_compile(gm, inputs, False, sys.executable).startswith(
+            "no dagrun binary to plan with (%s is not a dagrun binary: `%s version` exited 2 printing ''" % (
+                sys.executable, sys.executable))
 
 
 def test_a_fallback_warning_points_at_the_users_call_not_at_torch(monkeypatch):
