@@ -27,13 +27,12 @@ def version_text() -> str:
     """Two lines: dagrun_torch's version, and the dagrun binary's (from
     ``dagrun version``) with its path, or why there is none."""
     from ._version import __version__
-    from ._binary import DagrunError, DagrunNotFound, find_dagrun, run_dagrun
+    from ._binary import DagrunNotFound, binary_version, find_dagrun
     lines = ["dagrun_torch %s" % __version__]
     try:
         exe = find_dagrun(build=False)
-        out = run_dagrun(["version"], binary=exe).stdout.strip()
-        lines.append("%s (%s)" % (out, exe))
-    except (DagrunNotFound, DagrunError, OSError) as e:
+        lines.append("%s (%s)" % (binary_version(exe), exe))
+    except DagrunNotFound as e:
         lines.append("dagrun: %s" % e)
     return "\n".join(lines)
 

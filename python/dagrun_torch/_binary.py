@@ -133,6 +133,21 @@ def find_dagrun(build: bool = True) -> str:
         "(`go build -o dagrun ./cmd/dagrun` builds it)")
 
 
+def binary_version(exe: str) -> str:
+    """The first line ``exe version`` prints ("dagrun 0.1.0, go1.26.8").
+    Raises DagrunNotFound when ``exe`` does not run, takes more than 10 s,
+    fails, or prints anything else: it is not a dagrun binary."""
+    try:
+        r = subprocess.run([exe, "version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise DagrunNotFound("%s is not a dagrun binary: `%s version` did not run (%s)" % (exe, exe, e)) from e
+    line = (r.stdout.strip().splitlines() or [""])[0]
+    if r.returncode != 0 or not line.startswith("dagrun "):
+        raise DagrunNotFound("%s is not a dagrun binary: `%s version` exited %d printing %r" % (
+            exe, exe, r.returncode, line[:80]))
+    return line
+
+
 def run_dagrun(args: List[str], ok_codes: Sequence[int] = (0,), binary: Optional[str] = None,
                cwd: Optional[str] = None) -> subprocess.CompletedProcess:
     """Run ``dagrun ARGS...`` and return the completed process (text output).

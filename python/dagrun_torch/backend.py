@@ -49,7 +49,8 @@ Never slower, never a crash: the backend runs Inductor's own path
 only: run under ``torch.no_grad()``), when the graph has dynamic shapes
 (``torch.compile(..., dynamic=False)`` gives a graph per shape), when an
 input is not a CUDA tensor, when no dagrun binary is found
-(``find_dagrun``; these are checked before Inductor compiles), when the
+(``find_dagrun``) or the one found or named does not answer ``dagrun
+version`` (these are checked before Inductor compiles), when the
 graph writes its inputs, when Inductor's wrapper takes a form the tracer
 does not read, when the plan has one stream or the planner predicts no
 gain, when the fastest plan is not 2% faster than the same kernels on one
@@ -456,7 +457,8 @@ def _inputs(idx: Sequence[int], one: str, many: str) -> str:
 def _before_compile(gm: Any, example_inputs: Sequence[Any], grad_enabled: bool, binary: Optional[str] = None) -> str:
     """Why the graph cannot take the dagrun path, found before compiling
     ("" when it can). ``binary``: the ``dagrun`` option; where it is None,
-    ``find_dagrun`` must find one (it may build it with Go in a checkout)."""
+    ``find_dagrun`` must find one (it may build it with Go in a checkout).
+    Either must answer ``dagrun version`` (``binary_version``)."""
     import torch
     if not torch.cuda.is_available():
         return "no CUDA device (torch.cuda.is_available() is False)"
@@ -476,11 +478,9 @@ def _before_compile(gm: Any, example_inputs: Sequence[Any], grad_enabled: bool, 
         is_fake = None
     if is_fake is not None and any(is_fake(x) for x in example_inputs):
         return "dynamo passed fake example inputs: the kernels cannot be run and timed at compile time"
-    if binary is not None:
-        return ""
-    from ._binary import DagrunNotFound, find_dagrun
+    from ._binary import DagrunNotFound, binary_version, find_dagrun
     try:
-        find_dagrun()
+        binary_version(binary or find_dagrun())
     except DagrunNotFound as e:
         why = str(e).splitlines()[0] if str(e) else "none found"
         return why if why.startswith("no dagrun binary") else "no dagrun binary to plan with (%s)" % why
