@@ -85,6 +85,11 @@ def test_version_prints_both(dagrun_bin):
     lines = r.stdout.splitlines()
     assert lines[0] == "dagrun_torch " + __version__
     assert lines[1].startswith("dagrun " + __version__), lines  # one version for both
+    # a DAGRUN that is not dagrun is named as such, on the second line
+    env["DAGRUN"] = "/bin/true"
+    r = run_cli("--version", env=env)
+    assert r.returncode == 0 and r.stdout.splitlines()[1] == (
+        "dagrun: /bin/true is not a dagrun binary: `/bin/true version` exited 0 printing ''"), r.stdout
 
 
 def test_check_a_recorded_trace_and_its_fixed_twin(dagrun_bin):
