@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import re
 from typing import Callable, Dict
 
 # The models bench and timeline know: name → (torchvision name or timm:NAME, input size).
@@ -63,9 +64,9 @@ def export() -> argparse.ArgumentParser:
                  "  dagrun import /tmp/resnet50.json -o /tmp/resnet50.yaml" % PROG)
     ap.add_argument("--model", required=True, help="torchvision name (resnet50), or timm:NAME")
     ap.add_argument("--out", required=True, help="graph JSON file to write (dagrun import reads it)")
-    ap.add_argument("--size", type=int, default=224, help="input height and width, pixels (default 224)")
-    ap.add_argument("--batch", type=int, default=1, help="input batch size (default 1)")
-    ap.add_argument("--repeats", type=int, default=20, help="calls per timed CUDA graph (default 20)")
+    ap.add_argument("--size", type=integer, default=224, help="input height and width, pixels (default 224)")
+    ap.add_argument("--batch", type=integer, default=1, help="input batch size (default 1)")
+    ap.add_argument("--repeats", type=integer, default=20, help="calls per timed CUDA graph (default 20)")
     ap.add_argument("--tracer", default="auto", choices=["auto", "fx", "export"],
                     help="torch.fx symbolic tracing, torch.export, or auto: fx, then export where fx fails (default auto)")
     ap.add_argument("--timing", default=None, choices=["graph", "events", "none"],
@@ -90,8 +91,8 @@ def costmodel() -> argparse.ArgumentParser:
     ap = _parser("costmodel", _doc("costmodel", "main"),
                  "example:\n  %s costmodel --model googlenet --out /tmp/googlenet.json" % PROG)
     ap.add_argument("--model", required=True, help="torchvision name (googlenet), or timm:NAME")
-    ap.add_argument("--size", type=int, default=224, help="input height and width, pixels (default 224)")
-    ap.add_argument("--pairs", type=int, default=24,
+    ap.add_argument("--size", type=integer, default=224, help="input height and width, pixels (default 224)")
+    ap.add_argument("--pairs", type=integer, default=24,
                     help="kernel pairs run together to measure the slowdown of concurrent kernels (default 24)")
     ap.add_argument("--out", required=True, help="graph JSON file to write, with the cost model in its cost_model field")
     ap.add_argument("--cudnn-benchmark", action="store_true",
@@ -107,7 +108,7 @@ def bench() -> argparse.ArgumentParser:
     ap.add_argument("--models", nargs="+", default=list(MODELS),
                     help="models to time (default: all of %s; --backend also takes bert-base, moe-1 and moe-8, "
                          "when named)" % ", ".join(MODELS))
-    ap.add_argument("--iters", type=int, default=100, help="timed calls per column, 1 to %d; the median is reported (default 100)" % MAX_ITERS)
+    ap.add_argument("--iters", type=integer, default=100, help="timed calls per column, 1 to %d; the median is reported (default 100)" % MAX_ITERS)
     ap.add_argument("--max-streams", type=_cap_or_auto, default=None,
                     help="stream cap of dagrun's plan (default 16; 0: none); with --backend, the backend's max_streams "
                          "option: \"auto\" (default) or a cap; not with --schedules or --inductor (their own caps)")
@@ -115,7 +116,7 @@ def bench() -> argparse.ArgumentParser:
                     help="also time torch.compile (default)")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
     ap.add_argument("--only-compile", action="store_true", help="time eager, the one-stream graph and torch.compile only")
-    ap.add_argument("--verify-trials", type=int, default=2,
+    ap.add_argument("--verify-trials", type=integer, default=2,
                     help="runs of each plan checked against eager outputs before timing, 0 to the backend's "
                          "MAX_VERIFY_TRIALS (default 2)")
     ap.add_argument("--budget-s", type=float, default=540.0,
@@ -230,8 +231,8 @@ def timeline() -> argparse.ArgumentParser:
                     help="models to profile (default googlenet inception_v3 inception_v4 nasnetalarge; known: %s)"
                          % ", ".join(MODELS))
     ap.add_argument("--costs", help="cost models by model name (JSON, or .json.gz), as bench --schedules writes")
-    ap.add_argument("--iters", type=int, default=100, help="unprofiled timed calls; the median is reported (default 100)")
-    ap.add_argument("--replays", type=int, default=11,
+    ap.add_argument("--iters", type=integer, default=100, help="unprofiled timed calls; the median is reported (default 100)")
+    ap.add_argument("--replays", type=integer, default=11,
                     help="profiled replays; the one of median makespan is reported (default 11)")
     ap.add_argument("--out", default="timeline-out", help="folder for timeline.json and timeline.md (default timeline-out)")
     return ap
@@ -241,7 +242,7 @@ def patterns() -> argparse.ArgumentParser:
     ap = _parser("patterns", _doc("patterns.run"),
                  "example:\n  %s patterns --only seed-a --trials 20 --out /tmp/patterns" % PROG)
     ap.add_argument("--out", default="patterns-out", help="folder for the traces and the counts (default patterns-out)")
-    ap.add_argument("--trials", type=int, default=50, help="runs of each variant, counting wrong outputs (default 50)")
+    ap.add_argument("--trials", type=integer, default=50, help="runs of each variant, counting wrong outputs (default 50)")
     ap.add_argument("--sleep-ms", type=float, default=2.0,
                     help="GPU sleep ahead of the work that must finish first, widening each race's window, ms (default 2)")
     ap.add_argument("--mib", type=float, default=64.0, help="device buffer size, MiB (default 64)")
@@ -252,12 +253,20 @@ def patterns() -> argparse.ArgumentParser:
     return ap
 
 
+def integer(v: str) -> int:
+    """An integer written in ASCII digits, with an optional minus sign
+    (argparse type): not Python's ``int()``, which also takes "+4", " 4",
+    "1_000" and other scripts' digits."""
+    if not re.fullmatch(r"-?[0-9]+", v):
+        raise argparse.ArgumentTypeError("want an integer in digits 0-9, not %r" % v)
+    return int(v)
+
+
 def positive(v: str) -> int:
     """A whole number ≥ 1 (argparse type)."""
-    try:
-        n = int(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError("want a whole number, not %r" % v)
+    if not re.fullmatch(r"[0-9]+", v):
+        raise argparse.ArgumentTypeError("want a whole number in digits 0-9, not %r" % v)
+    n = int(v)
     if n < 1:
         raise argparse.ArgumentTypeError("want at least 1, not %d" % n)
     return n
@@ -268,10 +277,9 @@ def _cap_or_auto(v: str):
     checks the bounds and that "auto" comes with --backend)."""
     if v == "auto":
         return v
-    try:
+    if re.fullmatch(r"-?[0-9]+", v):
         return int(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError("want \"auto\" (with --backend) or an integer ≥ 0, not %r" % v)
+    raise argparse.ArgumentTypeError("want \"auto\" (with --backend) or an integer ≥ 0, not %r" % v)
 
 
 def run() -> argparse.ArgumentParser:

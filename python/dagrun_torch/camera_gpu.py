@@ -20,6 +20,8 @@ import argparse
 import sys
 from typing import List, Optional
 
+from ._cli import integer
+
 
 def loop(model, iterations: int, fixed: bool) -> list:
     """The program: its lines are the report's."""
@@ -47,7 +49,7 @@ def loop(model, iterations: int, fixed: bool) -> list:
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch.camera_gpu",
                                  description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--iterations", type=int, default=60, help="iterations of the loop (default 60)")
+    ap.add_argument("--iterations", type=integer, default=60, help="iterations of the loop (default 60)")
     ap.add_argument("--fixed", action="store_true", help="wait for every camera stream (no race)")
     ap.add_argument("--out", default="camera-loop.yaml", help="the trace to write")
     a = ap.parse_args(argv)

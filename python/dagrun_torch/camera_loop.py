@@ -21,6 +21,7 @@ import argparse
 import sys
 from typing import List, Optional
 
+from ._cli import integer
 from .recorder import DEVICE, PINNED, TraceBuilder
 
 FILE = "camera_loop.py"
@@ -144,8 +145,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch.camera_loop",
                                  description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("out", help="the trace file to write (YAML, as dagrun_torch.record writes it)")
-    ap.add_argument("--iterations", type=int, default=60, help="iterations of the loop (default 60)")
-    ap.add_argument("--ops", type=int, default=170, help="kernels of each camera stream's model per iteration (default 170)")
+    ap.add_argument("--iterations", type=integer, default=60, help="iterations of the loop (default 60)")
+    ap.add_argument("--ops", type=integer, default=170, help="kernels of each camera stream's model per iteration (default 170)")
     ap.add_argument("--fixed", action="store_true", help="wait for every camera stream (no race)")
     ap.add_argument("--check", action="store_true",
                     help="then check it as python3 -m dagrun_torch check does (exit 1 on a race), print the report "

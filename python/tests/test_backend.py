@@ -530,6 +530,13 @@ def test_bench_refuses_bad_usage_and_a_torch_without_torch_compile_before_the_gp
     with pytest.raises(SystemExit):
         bench.main(["--backend", "--max-streams", "Auto"])
     assert "argument --max-streams: want \"auto\" (with --backend) or an integer ≥ 0, not 'Auto'" in capsys.readouterr().err
+    # integers in ASCII digits only: Python's int() would also take these
+    for bad in ("+4", " 4", "1_000", "\u0664", "4.0"):
+        for flag, why in (("--iters", "want an integer in digits 0-9"),
+                          ("--max-streams", "want \"auto\" (with --backend) or an integer ≥ 0")):
+            with pytest.raises(SystemExit):
+                bench.main(["--backend", flag, bad])
+            assert "argument %s: %s, not %r" % (flag, why, bad) in capsys.readouterr().err
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     # --inductor reads the Python wrapper of Inductor in torch 2.4 or later: an older torch is refused before the GPU
     for old in ("2.3.1", "2.0.0"):
