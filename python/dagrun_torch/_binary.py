@@ -41,6 +41,8 @@ class DagrunError(RuntimeError):
 
 
 _cached: Optional[str] = None
+# How long ``binary_version`` waits for ``dagrun version``, s.
+VERSION_TIMEOUT_S = 10
 
 
 def _repo_root() -> Optional[Path]:
@@ -135,16 +137,25 @@ def find_dagrun(build: bool = True) -> str:
 
 def binary_version(exe: str) -> str:
     """The first line ``exe version`` prints ("dagrun 0.1.0, go1.26.8").
-    Raises DagrunNotFound when ``exe`` does not run, takes more than 10 s,
-    fails, or prints anything else: it is not a dagrun binary."""
+    Raises DagrunNotFound when ``exe`` does not run, takes more than
+    VERSION_TIMEOUT_S (10 s), fails, or prints anything else (bytes that
+    are not UTF-8 among them): it is not a dagrun binary."""
     try:
-        r = subprocess.run([exe, "version"], capture_output=True, text=True, timeout=10)
+        r = subprocess.run([exe, "version"], capture_output=True, timeout=VERSION_TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        raise DagrunNotFound("%s is not a dagrun binary: `%s version` did not finish in %g s" % (
+            exe, exe, VERSION_TIMEOUT_S)) from e
     except (OSError, subprocess.SubprocessError) as e:
         raise DagrunNotFound("%s is not a dagrun binary: `%s version` did not run (%s)" % (exe, exe, e)) from e
-    line = (r.stdout.strip().splitlines() or [""])[0]
-    if r.returncode != 0 or not line.startswith("dagrun "):
-        raise DagrunNotFound("%s is not a dagrun binary: `%s version` exited %d printing %r" % (
-            exe, exe, r.returncode, line[:80]))
+    first = (r.stdout.strip().splitlines() or [b""])[0]
+    try:
+        line = first.decode("utf-8")
+    except UnicodeDecodeError:
+        line = None
+    if r.returncode != 0 or line is None or not line.startswith("dagrun "):
+        status = "was killed by signal %d" % -r.returncode if r.returncode < 0 else "exited %d" % r.returncode
+        raise DagrunNotFound("%s is not a dagrun binary: `%s version` %s printing %r" % (
+            exe, exe, status, first[:80] if line is None else line[:80]))
     return line
 
 

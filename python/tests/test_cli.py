@@ -94,6 +94,37 @@ def test_version_prints_both(dagrun_bin):
         "dagrun: /bin/true is not a dagrun binary: `/bin/true version` exited 0 printing ''"), r.stdout
 
 
+def fake_dagrun(folder, name, script):
+    """An executable shell script FOLDER/NAME that is not dagrun."""
+    f = folder / name
+    f.write_text("#!/bin/sh\n" + script)
+    f.chmod(0o755)
+    return str(f)
+
+
+@pytest.mark.parametrize("script,says", [
+    ("echo 'dagrun 9.9'\nexit 1\n", "exited 1 printing 'dagrun 9.9'"),
+    ("printf 'dagrun \\377\\376\\n'\n", "exited 0 printing b'dagrun \\xff\\xfe'"),   # not UTF-8
+    ("printf '\\377\\n' >&2\nexit 3\n", "exited 3 printing ''"),
+    ("kill -9 $$\n", "was killed by signal 9 printing ''"),
+])
+def test_version_with_a_dagrun_that_is_not_dagrun_says_so_in_one_line(tmp_path, script, says):
+    env = package_env()
+    env["DAGRUN"] = exe = fake_dagrun(tmp_path, "dagrun", script)
+    r = run_cli("--version", env=env)
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    assert r.stdout.splitlines()[1:] == ["dagrun: %s is not a dagrun binary: `%s version` %s" % (exe, exe, says)]
+
+
+def test_binary_version_waits_a_bounded_time(tmp_path, monkeypatch):
+    from dagrun_torch import _binary
+    exe = fake_dagrun(tmp_path, "dagrun", "exec sleep 30\n")
+    monkeypatch.setattr(_binary, "VERSION_TIMEOUT_S", 0.5)
+    with pytest.raises(_binary.DagrunNotFound) as e:
+        _binary.binary_version(exe)
+    assert str(e.value) == "%s is not a dagrun binary: `%s version` did not finish in 0.5 s" % (exe, exe)
+
+
 def test_check_a_recorded_trace_and_its_fixed_twin(dagrun_bin):
     env = package_env()
     env["DAGRUN"] = dagrun_bin
