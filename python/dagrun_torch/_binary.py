@@ -5,15 +5,16 @@ binary's job, called with files in between (the plan file is the contract).
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
-__all__ = ["DagrunError", "DagrunNotFound", "find_dagrun", "run_dagrun", "wheel_binary"]
+__all__ = ["DagrunError", "DagrunNotFound", "find_dagrun", "run_dagrun", "run_dagrun_json", "wheel_binary"]
 
 
 class DagrunNotFound(RuntimeError):
@@ -27,12 +28,13 @@ class DagrunError(RuntimeError):
     failed run, 2: bad input), ``stdout``, ``stderr``.
     """
 
-    def __init__(self, cmd: Sequence[str], returncode: int, stdout: str, stderr: str):
+    def __init__(self, cmd: Sequence[str], returncode: int, stdout: str, stderr: str, what: str = ""):
         self.cmd = list(cmd)
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
-        what = {1: "failed (race or run failure)", 2: "rejected its input"}.get(returncode, "exited with status %d" % returncode)
+        what = what or {1: "failed (race or run failure)", 2: "rejected its input"}.get(
+            returncode, "exited with status %d" % returncode)
         msg = "%s %s" % (" ".join(self.cmd), what)
         detail = (stderr or stdout).strip()
         if detail:
@@ -161,13 +163,38 @@ def binary_version(exe: str) -> str:
 
 def run_dagrun(args: List[str], ok_codes: Sequence[int] = (0,), binary: Optional[str] = None,
                cwd: Optional[str] = None) -> subprocess.CompletedProcess:
-    """Run ``dagrun ARGS...`` and return the completed process (text output).
+    """Run ``dagrun ARGS...`` and return the completed process (text
+    output, UTF-8: bytes that are not are replaced).
 
-    Raises DagrunError when the exit status is not in ``ok_codes``.
+    Raises DagrunError when the exit status is not in ``ok_codes``, or
+    DagrunNotFound where the binary then does not answer ``dagrun version``
+    (``binary_version``): it is not dagrun, and its output is no dagrun error.
     """
     exe = binary or find_dagrun()
     cmd = [exe] + [str(a) for a in args]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    r = subprocess.run(cmd, capture_output=True, cwd=cwd)
+    r.stdout, r.stderr = r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
     if r.returncode not in ok_codes:
+        binary_version(exe)
         raise DagrunError(["dagrun"] + cmd[1:], r.returncode, r.stdout, r.stderr)
     return r
+
+
+def run_dagrun_json(args: List[str], ok_codes: Sequence[int] = (0,),
+                    binary: Optional[str] = None) -> Tuple[subprocess.CompletedProcess, dict]:
+    """``run_dagrun(ARGS)`` for a command that prints a JSON object (ARGS
+    asks for ``--json``): the completed process and the object. Raises as
+    run_dagrun does, and where the output is no JSON object,
+    DagrunNotFound (the binary does not answer ``dagrun version``) or
+    DagrunError."""
+    exe = binary or find_dagrun()
+    r = run_dagrun(args, ok_codes, exe)
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        binary_version(exe)
+        raise DagrunError(["dagrun"] + [str(a) for a in args], r.returncode, r.stdout, r.stderr,
+                          what="printed no JSON object (exit status %d)" % r.returncode)
+    return r, doc

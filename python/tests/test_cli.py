@@ -134,6 +134,30 @@ def test_check_a_recorded_trace_and_its_fixed_twin(dagrun_bin):
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
 
 
+@pytest.mark.parametrize("script,says", [
+    ("", "exited 0 printing ''"),                                    # prints no report
+    ("echo 'dagrun 9.9'\nexit 1\n", "exited 1 printing 'dagrun 9.9'"),  # exit 1, dagrun's status of a race
+    ("printf '\\377\\n'\n", "exited 0 printing b'\\xff'"),        # not UTF-8
+    ("echo 1\n", "exited 0 printing '1'"),                           # JSON, but no report
+    ("echo oops >&2\nexit 2\n", "exited 2 printing ''"),             # exit 2, dagrun's status of bad input
+])
+def test_check_with_a_dagrun_that_is_not_dagrun_says_so_in_one_line(tmp_path, script, says):
+    env = package_env()
+    env["DAGRUN"] = exe = fake_dagrun(tmp_path, "dagrun", script)
+    trace = os.path.join(TESTDATA, "traces", "vllm-d2h-read-racy.yaml")
+    r = run_cli("check", trace, env=env)
+    assert (r.returncode, r.stdout) == (2, ""), r.stdout + r.stderr
+    assert r.stderr == "%s: %s is not a dagrun binary: `%s version` %s\n" % (trace, exe, exe, says)
+
+
+def test_a_dagrun_that_answers_version_but_prints_no_json_is_a_dagrun_error(tmp_path):
+    from dagrun_torch._binary import DagrunError, run_dagrun_json
+    exe = fake_dagrun(tmp_path, "dagrun", "[ \"$1\" = version ] && echo 'dagrun 0.0' || echo hello\n")
+    with pytest.raises(DagrunError) as e:
+        run_dagrun_json(["plan", "x.yaml", "--json"], binary=exe)
+    assert str(e.value) == "dagrun plan x.yaml --json printed no JSON object (exit status 0):\nhello"
+
+
 @pytest.mark.skipif(not INSTALLED, reason="needs the installed wheel (scripts/test.sh)")
 def test_installed_wheel_prefers_its_own_binary(tmp_path):
     """The wheel's binary comes before DAGRUN and PATH; the console script
