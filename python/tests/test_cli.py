@@ -102,6 +102,7 @@ def fake_dagrun(folder, name, script):
     return str(f)
 
 
+@pytest.mark.skipif(INSTALLED, reason="the installed wheel's own binary comes before DAGRUN")
 @pytest.mark.parametrize("script,says", [
     ("echo 'dagrun 9.9'\nexit 1\n", "exited 1 printing 'dagrun 9.9'"),
     ("printf 'dagrun \\377\\376\\n'\n", "exited 0 printing b'dagrun \\xff\\xfe'"),   # not UTF-8
@@ -134,6 +135,7 @@ def test_check_a_recorded_trace_and_its_fixed_twin(dagrun_bin):
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
 
 
+@pytest.mark.skipif(INSTALLED, reason="the installed wheel's own binary comes before DAGRUN")
 @pytest.mark.parametrize("script,says", [
     ("", "exited 0 printing ''"),                                    # prints no report
     ("echo 'dagrun 9.9'\nexit 1\n", "exited 1 printing 'dagrun 9.9'"),  # exit 1, dagrun's status of a race
