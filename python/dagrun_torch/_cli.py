@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 import os
 import re
 from typing import Callable, Dict
@@ -119,7 +120,7 @@ def bench() -> argparse.ArgumentParser:
     ap.add_argument("--verify-trials", type=integer, default=2,
                     help="runs of each plan checked against eager outputs before timing, 0 to the backend's "
                          "MAX_VERIFY_TRIALS (default 2)")
-    ap.add_argument("--budget-s", type=float, default=540.0,
+    ap.add_argument("--budget-s", type=number, default=540.0,
                     help="wall-time budget, seconds, at most a day: models that do not fit are skipped and listed "
                          "(default 540)")
     ap.add_argument("--out", default="bench-out", help="folder for bench.json and bench.md (default bench-out)")
@@ -205,7 +206,7 @@ def bench_usage(args: argparse.Namespace) -> str:
         if high is not None and v > high:
             return "bench: %s %d: want an integer from %d to %d" % (flag, v, low, high)
     if not 0 < args.budget_s <= MAX_BUDGET_S:
-        return "bench: --budget-s %g: want seconds > 0 and at most %d (a day)" % (args.budget_s, MAX_BUDGET_S)
+        return "bench: --budget-s %.15g: want seconds > 0 and at most %d (a day)" % (args.budget_s, MAX_BUDGET_S)
     why = out_folder_error(args.out)
     if why:
         return "bench: --out %s: %s; want a folder to write bench's tables in" % (args.out, why)
@@ -220,8 +221,23 @@ def run_usage(args: argparse.Namespace) -> str:
     return ""
 
 
+def patterns_usage(args: argparse.Namespace) -> str:
+    """Why patterns' parsed ``args`` are no run, as one line ("" when they
+    are one): --trials below 1, --sleep-ms below 0, or a buffer size
+    (--mib, --pinned-mib) that holds fewer than two float32s (8 bytes)."""
+    if args.trials < 1:
+        return "patterns: --trials %d: want an integer ≥ 1" % args.trials
+    if args.sleep_ms < 0:
+        return "patterns: --sleep-ms %.15g: want milliseconds ≥ 0" % args.sleep_ms
+    for flag, mib in (("--mib", args.mib), ("--pinned-mib", args.pinned_mib)):
+        if int(mib * (1 << 20)) // 4 < 2:
+            return "patterns: %s %.15g: want MiB that hold at least two float32s (8 bytes)" % (flag, mib)
+    return ""
+
+
 # Checks of a command's parsed arguments that need no torch (one line, "" when fine), by command.
-USAGE: Dict[str, Callable[[argparse.Namespace], str]] = {"bench": bench_usage, "run": run_usage}
+USAGE: Dict[str, Callable[[argparse.Namespace], str]] = {"bench": bench_usage, "run": run_usage,
+                                                          "patterns": patterns_usage}
 
 
 def timeline() -> argparse.ArgumentParser:
@@ -243,10 +259,10 @@ def patterns() -> argparse.ArgumentParser:
                  "example:\n  %s patterns --only seed-a --trials 20 --out /tmp/patterns" % PROG)
     ap.add_argument("--out", default="patterns-out", help="folder for the traces and the counts (default patterns-out)")
     ap.add_argument("--trials", type=integer, default=50, help="runs of each variant, counting wrong outputs (default 50)")
-    ap.add_argument("--sleep-ms", type=float, default=2.0,
+    ap.add_argument("--sleep-ms", type=number, default=2.0,
                     help="GPU sleep ahead of the work that must finish first, widening each race's window, ms (default 2)")
-    ap.add_argument("--mib", type=float, default=64.0, help="device buffer size, MiB (default 64)")
-    ap.add_argument("--pinned-mib", type=float, default=1.0, help="pinned host buffer size, MiB (default 1)")
+    ap.add_argument("--mib", type=number, default=64.0, help="device buffer size, MiB (default 64)")
+    ap.add_argument("--pinned-mib", type=number, default=1.0, help="pinned host buffer size, MiB (default 1)")
     ap.add_argument("--only", nargs="*", default=None, help="pattern names (default: all)")
     ap.add_argument("--csan", action="store_true", help="also run each variant under TORCH_CUDA_SANITIZER=1")
     ap.add_argument("--csan-one", nargs=3, metavar=("NAME", "VARIANT", "CYCLES"), help=argparse.SUPPRESS)
@@ -270,6 +286,19 @@ def positive(v: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError("want at least 1, not %d" % n)
     return n
+
+
+def number(v: str) -> float:
+    """A finite number written in ASCII digits, with an optional minus
+    sign, decimal point and exponent ("2", "0.5", "1e-3"; argparse type):
+    not Python's ``float()``, which also takes "nan", "inf", " 1", "1_0"
+    and other scripts' digits."""
+    if not re.fullmatch(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", v):
+        raise argparse.ArgumentTypeError("want a number in digits 0-9 (like 2.5), not %r" % v)
+    f = float(v)
+    if math.isinf(f):
+        raise argparse.ArgumentTypeError("want a finite number, not %r" % v)
+    return f
 
 
 def _cap_or_auto(v: str):

@@ -187,6 +187,64 @@ def test_installed_wheel_prefers_its_own_binary(tmp_path):
     assert "(%s)" % own in r.stdout
 
 
+# What Python's int() or float() reads that a number option refuses: signs, spaces, underscores, other
+# scripts' digits, hexadecimal, names.
+NOT_DIGITS = ("+4", " 4", "4 ", "4\n", "1_000", "\u0664", "0x10", "", "nan", "inf", "-inf", "infinity")
+
+
+def number_options():
+    """(command, option, argparse type) of every option that takes a number."""
+    return [(cmd, a.option_strings[0], a.type) for cmd in sorted(_cli.PARSERS) for a in _cli.parser(cmd)._actions
+            if a.option_strings and a.type is not None]
+
+
+@pytest.mark.parametrize("cmd,opt,kind", number_options())
+def test_a_number_option_takes_ascii_digits_only(cmd, opt, kind, capsys):
+    """Every number option of every command: digits 0-9 (and for a number
+    that need not be whole, a minus, a point, an exponent), else one line
+    naming the option and the value, exit 2."""
+    assert kind in (_cli.integer, _cli.positive, _cli._cap_or_auto, _cli.number), kind   # not int or float
+    whole = kind is not _cli.number
+    for bad in NOT_DIGITS + (("4.0", "1e3", ".5") if whole else ("1e999", "1.5.2", "e3", ".")):
+        with pytest.raises(SystemExit) as e:
+            _cli.parser(cmd).parse_args(["%s=%s" % (opt, bad)])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1, err
+        assert err.startswith("python3 -m dagrun_torch %s: error: argument %s: want " % (cmd, opt)), err
+        assert err.endswith(", not %r (`python3 -m dagrun_torch %s --help` lists its options)\n" % (bad, cmd)), err
+    for good, value in (("4", 4), ("0004", 4)) + (() if whole else (("2.5", 2.5), ("-.5", -0.5), ("1e-3", 1e-3),
+                                                                      ("5.", 5.0), ("1E+2", 100.0))):
+        assert kind(good) == value
+
+
+def test_patterns_refuses_figures_that_make_no_run(capsys):
+    """patterns' counts and sizes, on both sides of each bound, before
+    torch: a negative sleep, no trials, a buffer too small for its checks."""
+    def why(*argv):
+        return _cli.patterns_usage(_cli.parser("patterns").parse_args(list(argv)))
+    assert why() == ""
+    assert why("--trials", "0") == "patterns: --trials 0: want an integer ≥ 1"
+    assert why("--trials", "1") == ""
+    assert why("--sleep-ms", "-0.5") == "patterns: --sleep-ms -0.5: want milliseconds ≥ 0"
+    assert why("--sleep-ms", "0") == ""
+    for flag in ("--mib", "--pinned-mib"):
+        assert why(flag, "0.0000076") == "patterns: %s 7.6e-06: want MiB that hold at least two float32s (8 bytes)" % flag
+        assert why(flag, "0.00000762939453125") == ""                # 8 bytes
+    r = run_cli("patterns", "--trials", "-1")
+    assert (r.returncode, r.stderr) == (2, "patterns: --trials -1: want an integer ≥ 1\n")
+
+
+def test_patterns_csan_one_refuses_what_it_cannot_run():
+    pytest.importorskip("torch")
+    for argv, says in ((["nosuch", "racy", "4"], "unknown pattern 'nosuch' (known: seed-a, "),
+                       (["seed-a", "race", "4"], "--csan-one: pattern seed-a has no variant 'race' (it has: racy)"),
+                       (["seed-a", "racy", "+4"], "--csan-one CYCLES: want an integer in digits 0-9, not '+4'"),
+                       (["seed-a", "racy", "-4"], "--csan-one CYCLES: want an integer ≥ 0, not -4")):
+        r = run_cli("patterns", "--csan-one", *argv)
+        assert r.returncode == 2 and r.stderr.startswith("python3 -m dagrun_torch patterns: error: " + says), r.stderr
+        assert r.stderr.count("\n") == 1, r.stderr
+
+
 @pytest.mark.parametrize("cmd", ["bench", "timeline", "patterns"])
 def test_an_out_folder_in_the_way_of_a_file_is_refused_before_the_gpu(cmd, tmp_path):
     """--out names a folder to write in: a file there (or above it) exits 2
