@@ -93,7 +93,8 @@ def find_dagrun(build: bool = True) -> str:
     """Return the path of the dagrun binary.
 
     Looks, in order, at the binary installed with this package's wheel
-    (``wheel_binary``), at the environment variable ``DAGRUN`` (a path), at
+    (``wheel_binary``), at the environment variable ``DAGRUN`` (a path,
+    relative to the current folder where it is not absolute), at
     ``dagrun`` on ``PATH``, and, when this package sits in a dagrun checkout
     and ``go`` is on ``PATH`` (and ``build`` is true), builds
     ``./cmd/dagrun`` into ``<checkout>/.cache/dagrun_torch/dagrun`` once.
@@ -108,7 +109,7 @@ def find_dagrun(build: bool = True) -> str:
     if env:
         if not (os.path.isfile(env) and os.access(env, os.X_OK)):
             raise DagrunNotFound("DAGRUN=%s is not an executable file" % env)
-        return env
+        return os.path.abspath(env)   # a bare name is the file here, as checked, not a search of PATH
     if _cached and os.path.isfile(_cached):
         return _cached
     on_path = shutil.which("dagrun")

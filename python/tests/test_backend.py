@@ -13,7 +13,7 @@ from conftest import INSTALLED, REPO
 from dagrun_torch import backend as be
 
 
-def test_options_parse_and_refuse_bad_values():
+def test_options_parse_and_refuse_bad_values(monkeypatch):
     o = be.parse_options({"max_streams": 4, "strategy": "round-robin", "verify": True})
     assert (o.max_streams, o.strategy, o.verify) == (4, "round-robin", True)
     assert be.parse_options(None) == be.Options()
@@ -46,6 +46,9 @@ def test_options_parse_and_refuse_bad_values():
     assert be.parse_options({"verify": True, "verify_trials": 100}).verify_trials == be.MAX_VERIFY_TRIALS == 100
     assert be.parse_options({"verify": False, "verify_trials": 0}).verify_trials == 0
     assert be.parse_options({"dagrun": Path(sys.executable)}).dagrun == sys.executable
+    # a name without a folder is the file in the current folder that was checked, not a search of PATH
+    monkeypatch.chdir(os.path.dirname(sys.executable))
+    assert be.parse_options({"dagrun": os.path.basename(sys.executable)}).dagrun == sys.executable
 
 
 class Truthy:

@@ -117,6 +117,18 @@ def test_version_with_a_dagrun_that_is_not_dagrun_says_so_in_one_line(tmp_path, 
     assert r.stdout.splitlines()[1:] == ["dagrun: %s is not a dagrun binary: `%s version` %s" % (exe, exe, says)]
 
 
+@pytest.mark.skipif(INSTALLED, reason="the installed wheel's own binary comes before DAGRUN")
+def test_a_dagrun_named_without_a_folder_is_the_file_in_the_current_folder(tmp_path):
+    """DAGRUN=mydagrun is ./mydagrun, the file checked, not a search of PATH
+    for that name."""
+    exe = fake_dagrun(tmp_path, "mydagrun", "echo 'dagrun 0.0'\n")
+    env = package_env()
+    env["DAGRUN"] = "mydagrun"
+    r = subprocess.run([sys.executable, "-m", "dagrun_torch", "--version"], capture_output=True, text=True, env=env,
+                       cwd=str(tmp_path))
+    assert (r.returncode, r.stderr) == (0, "") and r.stdout.splitlines()[1] == "dagrun 0.0 (%s)" % exe, r.stdout
+
+
 def test_binary_version_waits_a_bounded_time(tmp_path, monkeypatch):
     from dagrun_torch import _binary
     exe = fake_dagrun(tmp_path, "dagrun", "exec sleep 30\n")
