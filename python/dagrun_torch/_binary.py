@@ -11,6 +11,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
+import time
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
@@ -43,8 +45,9 @@ class DagrunError(RuntimeError):
 
 
 _cached: Optional[str] = None
-# How long ``binary_version`` waits for ``dagrun version``, s.
+# How long ``binary_version`` waits for ``dagrun version``, s, and the most it prints, bytes.
 VERSION_TIMEOUT_S = 10
+VERSION_MAX_BYTES = 4096
 
 
 def _repo_root() -> Optional[Path]:
@@ -141,24 +144,46 @@ def find_dagrun(build: bool = True) -> str:
 def binary_version(exe: str) -> str:
     """The first line ``exe version`` prints ("dagrun 0.1.0, go1.26.8").
     Raises DagrunNotFound when ``exe`` does not run, takes more than
-    VERSION_TIMEOUT_S (10 s), fails, or prints anything else (bytes that
-    are not UTF-8 among them): it is not a dagrun binary."""
+    VERSION_TIMEOUT_S (10 s), fails, prints more than VERSION_MAX_BYTES, or
+    prints anything else (bytes that are not UTF-8 among them): it is not a
+    dagrun binary. Reads at most VERSION_MAX_BYTES + 1 bytes of its output."""
     try:
-        r = subprocess.run([exe, "version"], capture_output=True, timeout=VERSION_TIMEOUT_S)
+        p = subprocess.Popen([exe, "version"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
+        raise DagrunNotFound("%s is not a dagrun binary: `%s version` did not run (%s)" % (exe, exe, e)) from e
+    deadline = time.monotonic() + VERSION_TIMEOUT_S
+    read: List[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(p.stdout.read(VERSION_MAX_BYTES + 1)), daemon=True)
+    reader.start()
+    reader.join(VERSION_TIMEOUT_S)
+    out = b"" if reader.is_alive() else read[0]
+    try:
+        if reader.is_alive():   # its output has no end yet: it hangs, or a process it started holds it open
+            raise subprocess.TimeoutExpired([exe, "version"], VERSION_TIMEOUT_S)
+        if len(out) <= VERSION_MAX_BYTES:
+            p.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired as e:
         raise DagrunNotFound("%s is not a dagrun binary: `%s version` did not finish in %g s" % (
             exe, exe, VERSION_TIMEOUT_S)) from e
-    except (OSError, subprocess.SubprocessError) as e:
-        raise DagrunNotFound("%s is not a dagrun binary: `%s version` did not run (%s)" % (exe, exe, e)) from e
-    first = (r.stdout.strip().splitlines() or [b""])[0]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if not reader.is_alive():
+            p.stdout.close()
+    first = (out.strip().splitlines() or [b""])[0]
     try:
         line = first.decode("utf-8")
     except UnicodeDecodeError:
         line = None
-    if r.returncode != 0 or line is None or not line.startswith("dagrun "):
-        status = "was killed by signal %d" % -r.returncode if r.returncode < 0 else "exited %d" % r.returncode
-        raise DagrunNotFound("%s is not a dagrun binary: `%s version` %s printing %r" % (
-            exe, exe, status, first[:80] if line is None else line[:80]))
+    shown = first[:80] if line is None else line[:80]
+    if len(out) > VERSION_MAX_BYTES:
+        raise DagrunNotFound("%s is not a dagrun binary: `%s version` printed more than %d bytes, starting %r" % (
+            exe, exe, VERSION_MAX_BYTES, shown))
+    if p.returncode != 0 or line is None or not line.startswith("dagrun "):
+        status = "was killed by signal %d" % -p.returncode if p.returncode < 0 else "exited %d" % p.returncode
+        raise DagrunNotFound("%s is not a dagrun binary: `%s version` %s printing %r" % (exe, exe, status, shown))
     return line
 
 

@@ -129,13 +129,29 @@ def test_a_dagrun_named_without_a_folder_is_the_file_in_the_current_folder(tmp_p
     assert (r.returncode, r.stderr) == (0, "") and r.stdout.splitlines()[1] == "dagrun 0.0 (%s)" % exe, r.stdout
 
 
-def test_binary_version_waits_a_bounded_time(tmp_path, monkeypatch):
+@pytest.mark.parametrize("script", ["exec sleep 30\n",
+                                    "echo 'dagrun 0.0'\nsleep 3 &\n"])   # its output held open by a process it started
+def test_binary_version_waits_a_bounded_time(tmp_path, monkeypatch, script):
     from dagrun_torch import _binary
-    exe = fake_dagrun(tmp_path, "dagrun", "exec sleep 30\n")
+    exe = fake_dagrun(tmp_path, "dagrun", script)
     monkeypatch.setattr(_binary, "VERSION_TIMEOUT_S", 0.5)
     with pytest.raises(_binary.DagrunNotFound) as e:
         _binary.binary_version(exe)
     assert str(e.value) == "%s is not a dagrun binary: `%s version` did not finish in 0.5 s" % (exe, exe)
+
+
+def test_binary_version_reads_a_bounded_output(tmp_path):
+    """A binary that prints without end is refused after VERSION_MAX_BYTES,
+    in a moment, not read for 10 s into memory."""
+    from dagrun_torch import _binary
+    exe = fake_dagrun(tmp_path, "dagrun", "exec yes 'dagrun 0.0'\n")
+    with pytest.raises(_binary.DagrunNotFound) as e:
+        _binary.binary_version(exe)
+    assert str(e.value) == ("%s is not a dagrun binary: `%s version` printed more than 4096 bytes, starting "
+                            "'dagrun 0.0'" % (exe, exe))
+    # 4096 bytes, the most: read to the end
+    exe = fake_dagrun(tmp_path, "dagrun", "printf 'dagrun 0.0'\nhead -c 4086 /dev/zero\n")
+    assert _binary.binary_version(exe) == "dagrun 0.0" + "\x00" * 4086
 
 
 def test_check_a_recorded_trace_and_its_fixed_twin(dagrun_bin):
