@@ -160,6 +160,23 @@ def out_folder_error(path: str) -> str:
     return ""
 
 
+def out_file_error(path: str) -> str:
+    """Why file ``path`` cannot be written ("" when it can): it is a
+    folder, or not writable, or its folder does not exist or is not
+    writable. Checks only; writes nothing."""
+    p = os.path.abspath(path)
+    if os.path.isdir(p):
+        return "a folder"
+    if os.path.exists(p) and not os.access(p, os.W_OK):
+        return "not writable"
+    d = os.path.dirname(p)
+    if not os.path.isdir(d):
+        return "folder %s does not exist" % d
+    if not os.access(d, os.W_OK | os.X_OK):
+        return "folder %s is not writable" % d
+    return ""
+
+
 def bench_usage(args: argparse.Namespace) -> str:
     """Why bench's parsed ``args`` are no run, as one line ("" when they are
     one): two runs at once, an unknown model or one named twice, an option

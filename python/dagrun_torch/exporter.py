@@ -439,7 +439,7 @@ def _memory_bytes(device: str) -> Optional[int]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from ._cli import export as parser
+    from ._cli import export as parser, out_file_error
     ap = parser()
     args = ap.parse_args(argv)
     if args.size < 1 or args.batch < 1 or args.repeats < 1:
@@ -450,11 +450,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error("--timing %s times kernels on the GPU: not with --device cpu (--timing none)" % args.timing)
     if gpu and not torch.cuda.is_available():
         ap.error("%s: needs a GPU, and torch.cuda.is_available() is False" % " and ".join(gpu))
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    if not os.path.isdir(out_dir):
-        ap.error("--out %s: directory %s does not exist" % (args.out, out_dir))
-    if os.path.isdir(args.out):
-        ap.error("--out %s: a folder; want the path of the graph JSON file to write" % args.out)
+    why = out_file_error(args.out)
+    if why:
+        ap.error("--out %s: %s; want the path of the graph JSON file to write" % (args.out, why))
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     nbytes = args.batch * 3 * args.size * args.size * 4   # float32
