@@ -26,10 +26,12 @@ TRANSFORMERS = ("bert-base", "moe-1", "moe-8")
 CAPS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 0)
 
 PROG = "python3 -m dagrun_torch"
-# bench's bounds on its own figures, checked before any work: timed calls per column, and the wall-time
-# budget (s)
+# bench's bounds on its own figures, checked before any work: timed calls per column (timeline's too), and
+# the wall-time budget (s)
 MAX_ITERS = 100000
 MAX_BUDGET_S = 86400
+# timeline's bound on its profiled replays, which one profiler trace holds in memory
+MAX_REPLAYS = 1000
 
 
 def _doc(module: str, func: str = "") -> str:
@@ -264,9 +266,10 @@ def timeline() -> argparse.ArgumentParser:
                     help="models to profile (default googlenet inception_v3 inception_v4 nasnetalarge; known: %s)"
                          % ", ".join(MODELS))
     ap.add_argument("--costs", help="cost models by model name (JSON, or .json.gz), as bench --schedules writes")
-    ap.add_argument("--iters", type=integer, default=100, help="unprofiled timed calls; the median is reported (default 100)")
+    ap.add_argument("--iters", type=integer, default=100,
+                    help="unprofiled timed calls, 1 to %d; the median is reported (default 100)" % MAX_ITERS)
     ap.add_argument("--replays", type=integer, default=11,
-                    help="profiled replays; the one of median makespan is reported (default 11)")
+                    help="profiled replays, 1 to %d; the one of median makespan is reported (default 11)" % MAX_REPLAYS)
     ap.add_argument("--out", default="timeline-out", help="folder for timeline.json and timeline.md (default timeline-out)")
     return ap
 
