@@ -32,6 +32,8 @@ MAX_ITERS = 100000
 MAX_BUDGET_S = 86400
 # timeline's bound on its profiled replays, which one profiler trace holds in memory
 MAX_REPLAYS = 1000
+# patterns' bound on its GPU sleep ahead of each race (ms)
+MAX_SLEEP_MS = 1000
 
 
 def _doc(module: str, func: str = "") -> str:
@@ -69,7 +71,7 @@ def export() -> argparse.ArgumentParser:
     ap.add_argument("--out", required=True, help="graph JSON file to write (dagrun import reads it)")
     ap.add_argument("--size", type=integer, default=224, help="input height and width, pixels (default 224)")
     ap.add_argument("--batch", type=integer, default=1, help="input batch size (default 1)")
-    ap.add_argument("--repeats", type=integer, default=20, help="calls per timed CUDA graph (default 20)")
+    ap.add_argument("--repeats", type=integer, default=20, help="calls per timed CUDA graph, 1 to %d (default 20)" % MAX_ITERS)
     ap.add_argument("--tracer", default="auto", choices=["auto", "fx", "export"],
                     help="torch.fx symbolic tracing, torch.export, or auto: fx, then export where fx fails (default auto)")
     ap.add_argument("--timing", default=None, choices=["graph", "events", "none"],
@@ -242,12 +244,13 @@ def run_usage(args: argparse.Namespace) -> str:
 
 def patterns_usage(args: argparse.Namespace) -> str:
     """Why patterns' parsed ``args`` are no run, as one line ("" when they
-    are one): --trials below 1, --sleep-ms below 0, or a buffer size
-    (--mib, --pinned-mib) that holds fewer than two float32s (8 bytes)."""
-    if args.trials < 1:
-        return "patterns: --trials %d: want an integer ≥ 1" % args.trials
-    if args.sleep_ms < 0:
-        return "patterns: --sleep-ms %.15g: want milliseconds ≥ 0" % args.sleep_ms
+    are one): --trials out of 1 to MAX_ITERS, --sleep-ms out of 0 to
+    MAX_SLEEP_MS, or a buffer size (--mib, --pinned-mib) that holds fewer
+    than two float32s (8 bytes)."""
+    if not 1 <= args.trials <= MAX_ITERS:
+        return "patterns: --trials %d: want an integer from 1 to %d" % (args.trials, MAX_ITERS)
+    if not 0 <= args.sleep_ms <= MAX_SLEEP_MS:
+        return "patterns: --sleep-ms %.15g: want milliseconds from 0 to %d" % (args.sleep_ms, MAX_SLEEP_MS)
     for flag, mib in (("--mib", args.mib), ("--pinned-mib", args.pinned_mib)):
         if int(mib * (1 << 20)) // 4 < 2:
             return "patterns: %s %.15g: want MiB that hold at least two float32s (8 bytes)" % (flag, mib)
@@ -278,9 +281,11 @@ def patterns() -> argparse.ArgumentParser:
     ap = _parser("patterns", _doc("patterns.run"),
                  "example:\n  %s patterns --only seed-a --trials 20 --out /tmp/patterns" % PROG)
     ap.add_argument("--out", default="patterns-out", help="folder for the traces and the counts (default patterns-out)")
-    ap.add_argument("--trials", type=integer, default=50, help="runs of each variant, counting wrong outputs (default 50)")
+    ap.add_argument("--trials", type=integer, default=50,
+                    help="runs of each variant, counting wrong outputs, 1 to %d (default 50)" % MAX_ITERS)
     ap.add_argument("--sleep-ms", type=number, default=2.0,
-                    help="GPU sleep ahead of the work that must finish first, widening each race's window, ms (default 2)")
+                    help="GPU sleep ahead of the work that must finish first, widening each race's window, ms, "
+                         "0 to %d (default 2)" % MAX_SLEEP_MS)
     ap.add_argument("--mib", type=number, default=64.0, help="device buffer size, MiB (default 64)")
     ap.add_argument("--pinned-mib", type=number, default=1.0, help="pinned host buffer size, MiB (default 1)")
     ap.add_argument("--only", nargs="*", default=None, help="pattern names (default: all)")

@@ -439,11 +439,14 @@ def _memory_bytes(device: str) -> Optional[int]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from ._cli import export as parser, out_file_error
+    from ._cli import MAX_ITERS, export as parser, out_file_error
     ap = parser()
     args = ap.parse_args(argv)
     if args.size < 1 or args.batch < 1 or args.repeats < 1:
         ap.error("--size, --batch and --repeats must be ≥ 1")
+    if args.repeats > MAX_ITERS:
+        ap.error("--repeats %d: want an integer from 1 to %d (calls captured in each node's timed CUDA graph)" % (
+            args.repeats, MAX_ITERS))
     gpu = [f for f, on in (("--device cuda", args.device == "cuda"),
                            ("--timing %s" % args.timing, args.timing in ("graph", "events"))) if on]
     if args.device == "cpu" and args.timing in ("graph", "events"):

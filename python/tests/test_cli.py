@@ -251,15 +251,17 @@ def test_patterns_refuses_figures_that_make_no_run(capsys):
     def why(*argv):
         return _cli.patterns_usage(_cli.parser("patterns").parse_args(list(argv)))
     assert why() == ""
-    assert why("--trials", "0") == "patterns: --trials 0: want an integer ≥ 1"
-    assert why("--trials", "1") == ""
-    assert why("--sleep-ms", "-0.5") == "patterns: --sleep-ms -0.5: want milliseconds ≥ 0"
-    assert why("--sleep-ms", "0") == ""
+    for bad in ("0", "100001"):
+        assert why("--trials", bad) == "patterns: --trials %s: want an integer from 1 to 100000" % bad
+    assert why("--trials", "1") == why("--trials", "100000") == ""
+    for bad in ("-0.5", "1000.5"):
+        assert why("--sleep-ms", bad) == "patterns: --sleep-ms %s: want milliseconds from 0 to 1000" % bad
+    assert why("--sleep-ms", "0") == why("--sleep-ms", "1000") == ""
     for flag in ("--mib", "--pinned-mib"):
         assert why(flag, "0.0000076") == "patterns: %s 7.6e-06: want MiB that hold at least two float32s (8 bytes)" % flag
         assert why(flag, "0.00000762939453125") == ""                # 8 bytes
     r = run_cli("patterns", "--trials", "-1")
-    assert (r.returncode, r.stderr) == (2, "patterns: --trials -1: want an integer ≥ 1\n")
+    assert (r.returncode, r.stderr) == (2, "patterns: --trials -1: want an integer from 1 to 100000\n")
 
 
 def test_patterns_csan_one_refuses_what_it_cannot_run():

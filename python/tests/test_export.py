@@ -153,6 +153,18 @@ def test_export_options_that_need_a_gpu_are_usage_errors_before_the_model(argv, 
     assert "export: error: %s (`" % says in capsys.readouterr().err
 
 
+def test_export_repeats_are_bounded_before_the_model(tmp_path, capsys, monkeypatch):
+    from dagrun_torch import exporter
+    monkeypatch.setattr(exporter, "build_model", lambda name: (Branchy(), "test"))
+    out = str(tmp_path / "g.json")
+    with pytest.raises(SystemExit) as e:
+        exporter.main(["--model", "branchy", "--out", out, "--device", "cpu", "--size", "4", "--repeats", "100001"])
+    assert e.value.code == 2
+    assert "export: error: --repeats 100001: want an integer from 1 to 100000 (calls captured in each node's timed " \
+        "CUDA graph) (`" in capsys.readouterr().err
+    assert exporter.main(["--model", "branchy", "--out", out, "--device", "cpu", "--size", "4", "--repeats", "100000"]) == 0
+
+
 def test_export_of_an_input_the_model_cannot_take_is_one_line(tmp_path, capsys):
     """A --size too small for the model's kernels: exit 2, the node and
     torch's reason in one line, nothing written."""
