@@ -34,6 +34,8 @@ MAX_BUDGET_S = 86400
 MAX_REPLAYS = 1000
 # patterns' bound on its GPU sleep ahead of each race (ms)
 MAX_SLEEP_MS = 1000
+# costmodel's bound on its kernel pairs, each captured and timed alone and together
+MAX_PAIRS = 1000
 
 
 def _doc(module: str, func: str = "") -> str:
@@ -98,7 +100,8 @@ def costmodel() -> argparse.ArgumentParser:
     ap.add_argument("--model", required=True, help="torchvision name (googlenet), or timm:NAME")
     ap.add_argument("--size", type=integer, default=224, help="input height and width, pixels (default 224)")
     ap.add_argument("--pairs", type=integer, default=24,
-                    help="kernel pairs run together to measure the slowdown of concurrent kernels (default 24)")
+                    help="kernel pairs run together to measure the slowdown of concurrent kernels, 0 to %d "
+                         "(default 24)" % MAX_PAIRS)
     ap.add_argument("--out", required=True, help="graph JSON file to write, with the cost model in its cost_model field")
     ap.add_argument("--cudnn-benchmark", action="store_true",
                     help="let cuDNN time its convolution algorithms and take the fastest (torch.backends.cudnn.benchmark)")

@@ -599,11 +599,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     its cost model on the GPU, and write the exported graph with the model in
     its ``cost_model`` field. Exit 2 on bad arguments and without a GPU."""
     import sys
-    from ._cli import costmodel as parser, out_file_error
+    from ._cli import MAX_PAIRS, costmodel as parser, out_file_error
     ap = parser()
     args = ap.parse_args(argv)
-    if args.size < 1 or args.pairs < 0:
-        ap.error("--size must be ≥ 1 and --pairs ≥ 0")
+    if args.size < 1:
+        ap.error("--size %d: want an integer ≥ 1" % args.size)
+    if not 0 <= args.pairs <= MAX_PAIRS:
+        ap.error("--pairs %d: want an integer from 0 to %d" % (args.pairs, MAX_PAIRS))
     why = out_file_error(args.out)
     if why:
         ap.error("--out %s: %s; want the path of the graph JSON file to write" % (args.out, why))

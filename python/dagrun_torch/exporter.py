@@ -442,8 +442,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ._cli import MAX_ITERS, export as parser, out_file_error
     ap = parser()
     args = ap.parse_args(argv)
-    if args.size < 1 or args.batch < 1 or args.repeats < 1:
-        ap.error("--size, --batch and --repeats must be ≥ 1")
+    for flag, v in (("--size", args.size), ("--batch", args.batch), ("--repeats", args.repeats)):
+        if v < 1:
+            ap.error("%s %d: want an integer ≥ 1" % (flag, v))
     if args.repeats > MAX_ITERS:
         ap.error("--repeats %d: want an integer from 1 to %d (calls captured in each node's timed CUDA graph)" % (
             args.repeats, MAX_ITERS))

@@ -352,3 +352,19 @@ def test_costmodel_input_larger_than_memory_or_one_the_model_cannot_take_is_one_
             in capsys.readouterr().err)
     assert cmod.main(["--model", "m", "--out", out, "--size", "64"]) == 2          # fits, to the byte
     assert capsys.readouterr().err == "costmodel: m: node conv (Conv2d) fails on the example inputs: too small\n"
+
+
+def test_costmodel_figures_are_named_one_by_one_before_the_gpu(tmp_path, capsys, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = str(tmp_path / "g.json")
+    for argv, says in ((["--size", "0"], "--size 0: want an integer ≥ 1"),
+                       (["--pairs", "-1"], "--pairs -1: want an integer from 0 to 1000"),
+                       (["--pairs", "1001"], "--pairs 1001: want an integer from 0 to 1000")):
+        with pytest.raises(SystemExit) as e:
+            cmod.main(["--model", "googlenet", "--out", out] + argv)
+        assert e.value.code == 2
+        assert "costmodel: error: %s (`" % says in capsys.readouterr().err
+    for argv in (["--size", "1"], ["--pairs", "0"], ["--pairs", "1000"]):
+        assert cmod.main(["--model", "googlenet", "--out", out] + argv) == 2
+        assert capsys.readouterr().err == "costmodel: needs a GPU\n"

@@ -153,6 +153,14 @@ def test_export_options_that_need_a_gpu_are_usage_errors_before_the_model(argv, 
     assert "export: error: %s (`" % says in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--size", "--batch", "--repeats"])
+def test_export_names_the_figure_below_1(flag, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        export_main(["--model", "resnet18", "--out", str(tmp_path / "g.json"), flag, "0"])
+    assert e.value.code == 2
+    assert "export: error: %s 0: want an integer ≥ 1 (`" % flag in capsys.readouterr().err
+
+
 def test_export_repeats_are_bounded_before_the_model(tmp_path, capsys, monkeypatch):
     from dagrun_torch import exporter
     monkeypatch.setattr(exporter, "build_model", lambda name: (Branchy(), "test"))
