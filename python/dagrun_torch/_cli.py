@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 import os
+import re
 from typing import Callable, Dict
 
 # The models bench and timeline know: name → (torchvision name or timm:NAME, input size).
@@ -24,10 +26,16 @@ TRANSFORMERS = ("bert-base", "moe-1", "moe-8")
 CAPS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 0)
 
 PROG = "python3 -m dagrun_torch"
-# bench's bounds on its own figures, checked before any work: timed calls per column, and the wall-time
-# budget (s)
+# bench's bounds on its own figures, checked before any work: timed calls per column (timeline's too), and
+# the wall-time budget (s)
 MAX_ITERS = 100000
 MAX_BUDGET_S = 86400
+# timeline's bound on its profiled replays, which one profiler trace holds in memory
+MAX_REPLAYS = 1000
+# patterns' bound on its GPU sleep ahead of each race (ms)
+MAX_SLEEP_MS = 1000
+# costmodel's bound on its kernel pairs, each captured and timed alone and together
+MAX_PAIRS = 1000
 
 
 def _doc(module: str, func: str = "") -> str:
@@ -63,9 +71,9 @@ def export() -> argparse.ArgumentParser:
                  "  dagrun import /tmp/resnet50.json -o /tmp/resnet50.yaml" % PROG)
     ap.add_argument("--model", required=True, help="torchvision name (resnet50), or timm:NAME")
     ap.add_argument("--out", required=True, help="graph JSON file to write (dagrun import reads it)")
-    ap.add_argument("--size", type=int, default=224, help="input height and width, pixels (default 224)")
-    ap.add_argument("--batch", type=int, default=1, help="input batch size (default 1)")
-    ap.add_argument("--repeats", type=int, default=20, help="calls per timed CUDA graph (default 20)")
+    ap.add_argument("--size", type=integer, default=224, help="input height and width, pixels (default 224)")
+    ap.add_argument("--batch", type=integer, default=1, help="input batch size (default 1)")
+    ap.add_argument("--repeats", type=integer, default=20, help="calls per timed CUDA graph, 1 to %d (default 20)" % MAX_ITERS)
     ap.add_argument("--tracer", default="auto", choices=["auto", "fx", "export"],
                     help="torch.fx symbolic tracing, torch.export, or auto: fx, then export where fx fails (default auto)")
     ap.add_argument("--timing", default=None, choices=["graph", "events", "none"],
@@ -90,9 +98,10 @@ def costmodel() -> argparse.ArgumentParser:
     ap = _parser("costmodel", _doc("costmodel", "main"),
                  "example:\n  %s costmodel --model googlenet --out /tmp/googlenet.json" % PROG)
     ap.add_argument("--model", required=True, help="torchvision name (googlenet), or timm:NAME")
-    ap.add_argument("--size", type=int, default=224, help="input height and width, pixels (default 224)")
-    ap.add_argument("--pairs", type=int, default=24,
-                    help="kernel pairs run together to measure the slowdown of concurrent kernels (default 24)")
+    ap.add_argument("--size", type=integer, default=224, help="input height and width, pixels (default 224)")
+    ap.add_argument("--pairs", type=integer, default=24,
+                    help="kernel pairs run together to measure the slowdown of concurrent kernels, 0 to %d "
+                         "(default 24)" % MAX_PAIRS)
     ap.add_argument("--out", required=True, help="graph JSON file to write, with the cost model in its cost_model field")
     ap.add_argument("--cudnn-benchmark", action="store_true",
                     help="let cuDNN time its convolution algorithms and take the fastest (torch.backends.cudnn.benchmark)")
@@ -107,7 +116,7 @@ def bench() -> argparse.ArgumentParser:
     ap.add_argument("--models", nargs="+", default=list(MODELS),
                     help="models to time (default: all of %s; --backend also takes bert-base, moe-1 and moe-8, "
                          "when named)" % ", ".join(MODELS))
-    ap.add_argument("--iters", type=int, default=100, help="timed calls per column, 1 to %d; the median is reported (default 100)" % MAX_ITERS)
+    ap.add_argument("--iters", type=integer, default=100, help="timed calls per column, 1 to %d; the median is reported (default 100)" % MAX_ITERS)
     ap.add_argument("--max-streams", type=_cap_or_auto, default=None,
                     help="stream cap of dagrun's plan (default 16; 0: none); with --backend, the backend's max_streams "
                          "option: \"auto\" (default) or a cap; not with --schedules or --inductor (their own caps)")
@@ -115,10 +124,10 @@ def bench() -> argparse.ArgumentParser:
                     help="also time torch.compile (default)")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
     ap.add_argument("--only-compile", action="store_true", help="time eager, the one-stream graph and torch.compile only")
-    ap.add_argument("--verify-trials", type=int, default=2,
+    ap.add_argument("--verify-trials", type=integer, default=2,
                     help="runs of each plan checked against eager outputs before timing, 0 to the backend's "
                          "MAX_VERIFY_TRIALS (default 2)")
-    ap.add_argument("--budget-s", type=float, default=540.0,
+    ap.add_argument("--budget-s", type=number, default=540.0,
                     help="wall-time budget, seconds, at most a day: models that do not fit are skipped and listed "
                          "(default 540)")
     ap.add_argument("--out", default="bench-out", help="folder for bench.json and bench.md (default bench-out)")
@@ -155,6 +164,23 @@ def out_folder_error(path: str) -> str:
         return "%s is not a folder" % p if p != os.path.abspath(path) else "not a folder"
     if not os.access(p, os.W_OK | os.X_OK):
         return "%s is not writable" % p if p != os.path.abspath(path) else "not writable"
+    return ""
+
+
+def out_file_error(path: str) -> str:
+    """Why file ``path`` cannot be written ("" when it can): it is a
+    folder, or not writable, or its folder does not exist or is not
+    writable. Checks only; writes nothing."""
+    p = os.path.abspath(path)
+    if os.path.isdir(p):
+        return "a folder"
+    if os.path.exists(p) and not os.access(p, os.W_OK):
+        return "not writable"
+    d = os.path.dirname(p)
+    if not os.path.isdir(d):
+        return "folder %s does not exist" % d
+    if not os.access(d, os.W_OK | os.X_OK):
+        return "folder %s is not writable" % d
     return ""
 
 
@@ -204,7 +230,7 @@ def bench_usage(args: argparse.Namespace) -> str:
         if high is not None and v > high:
             return "bench: %s %d: want an integer from %d to %d" % (flag, v, low, high)
     if not 0 < args.budget_s <= MAX_BUDGET_S:
-        return "bench: --budget-s %g: want seconds > 0 and at most %d (a day)" % (args.budget_s, MAX_BUDGET_S)
+        return "bench: --budget-s %.15g: want seconds > 0 and at most %d (a day)" % (args.budget_s, MAX_BUDGET_S)
     why = out_folder_error(args.out)
     if why:
         return "bench: --out %s: %s; want a folder to write bench's tables in" % (args.out, why)
@@ -219,8 +245,24 @@ def run_usage(args: argparse.Namespace) -> str:
     return ""
 
 
+def patterns_usage(args: argparse.Namespace) -> str:
+    """Why patterns' parsed ``args`` are no run, as one line ("" when they
+    are one): --trials out of 1 to MAX_ITERS, --sleep-ms out of 0 to
+    MAX_SLEEP_MS, or a buffer size (--mib, --pinned-mib) that holds fewer
+    than two float32s (8 bytes)."""
+    if not 1 <= args.trials <= MAX_ITERS:
+        return "patterns: --trials %d: want an integer from 1 to %d" % (args.trials, MAX_ITERS)
+    if not 0 <= args.sleep_ms <= MAX_SLEEP_MS:
+        return "patterns: --sleep-ms %.15g: want milliseconds from 0 to %d" % (args.sleep_ms, MAX_SLEEP_MS)
+    for flag, mib in (("--mib", args.mib), ("--pinned-mib", args.pinned_mib)):
+        if int(mib * (1 << 20)) // 4 < 2:
+            return "patterns: %s %.15g: want MiB that hold at least two float32s (8 bytes)" % (flag, mib)
+    return ""
+
+
 # Checks of a command's parsed arguments that need no torch (one line, "" when fine), by command.
-USAGE: Dict[str, Callable[[argparse.Namespace], str]] = {"bench": bench_usage, "run": run_usage}
+USAGE: Dict[str, Callable[[argparse.Namespace], str]] = {"bench": bench_usage, "run": run_usage,
+                                                          "patterns": patterns_usage}
 
 
 def timeline() -> argparse.ArgumentParser:
@@ -230,9 +272,10 @@ def timeline() -> argparse.ArgumentParser:
                     help="models to profile (default googlenet inception_v3 inception_v4 nasnetalarge; known: %s)"
                          % ", ".join(MODELS))
     ap.add_argument("--costs", help="cost models by model name (JSON, or .json.gz), as bench --schedules writes")
-    ap.add_argument("--iters", type=int, default=100, help="unprofiled timed calls; the median is reported (default 100)")
-    ap.add_argument("--replays", type=int, default=11,
-                    help="profiled replays; the one of median makespan is reported (default 11)")
+    ap.add_argument("--iters", type=integer, default=100,
+                    help="unprofiled timed calls, 1 to %d; the median is reported (default 100)" % MAX_ITERS)
+    ap.add_argument("--replays", type=integer, default=11,
+                    help="profiled replays, 1 to %d; the one of median makespan is reported (default 11)" % MAX_REPLAYS)
     ap.add_argument("--out", default="timeline-out", help="folder for timeline.json and timeline.md (default timeline-out)")
     return ap
 
@@ -241,26 +284,49 @@ def patterns() -> argparse.ArgumentParser:
     ap = _parser("patterns", _doc("patterns.run"),
                  "example:\n  %s patterns --only seed-a --trials 20 --out /tmp/patterns" % PROG)
     ap.add_argument("--out", default="patterns-out", help="folder for the traces and the counts (default patterns-out)")
-    ap.add_argument("--trials", type=int, default=50, help="runs of each variant, counting wrong outputs (default 50)")
-    ap.add_argument("--sleep-ms", type=float, default=2.0,
-                    help="GPU sleep ahead of the work that must finish first, widening each race's window, ms (default 2)")
-    ap.add_argument("--mib", type=float, default=64.0, help="device buffer size, MiB (default 64)")
-    ap.add_argument("--pinned-mib", type=float, default=1.0, help="pinned host buffer size, MiB (default 1)")
+    ap.add_argument("--trials", type=integer, default=50,
+                    help="runs of each variant, counting wrong outputs, 1 to %d (default 50)" % MAX_ITERS)
+    ap.add_argument("--sleep-ms", type=number, default=2.0,
+                    help="GPU sleep ahead of the work that must finish first, widening each race's window, ms, "
+                         "0 to %d (default 2)" % MAX_SLEEP_MS)
+    ap.add_argument("--mib", type=number, default=64.0, help="device buffer size, MiB (default 64)")
+    ap.add_argument("--pinned-mib", type=number, default=1.0, help="pinned host buffer size, MiB (default 1)")
     ap.add_argument("--only", nargs="*", default=None, help="pattern names (default: all)")
     ap.add_argument("--csan", action="store_true", help="also run each variant under TORCH_CUDA_SANITIZER=1")
     ap.add_argument("--csan-one", nargs=3, metavar=("NAME", "VARIANT", "CYCLES"), help=argparse.SUPPRESS)
     return ap
 
 
+def integer(v: str) -> int:
+    """An integer written in ASCII digits, with an optional minus sign
+    (argparse type): not Python's ``int()``, which also takes "+4", " 4",
+    "1_000" and other scripts' digits."""
+    if not re.fullmatch(r"-?[0-9]+", v):
+        raise argparse.ArgumentTypeError("want an integer in digits 0-9, not %r" % v)
+    return int(v)
+
+
 def positive(v: str) -> int:
     """A whole number ≥ 1 (argparse type)."""
-    try:
-        n = int(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError("want a whole number, not %r" % v)
+    if not re.fullmatch(r"[0-9]+", v):
+        raise argparse.ArgumentTypeError("want a whole number in digits 0-9, not %r" % v)
+    n = int(v)
     if n < 1:
         raise argparse.ArgumentTypeError("want at least 1, not %d" % n)
     return n
+
+
+def number(v: str) -> float:
+    """A finite number written in ASCII digits, with an optional minus
+    sign, decimal point and exponent ("2", "0.5", "1e-3"; argparse type):
+    not Python's ``float()``, which also takes "nan", "inf", " 1", "1_0"
+    and other scripts' digits."""
+    if not re.fullmatch(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", v):
+        raise argparse.ArgumentTypeError("want a number in digits 0-9 (like 2.5), not %r" % v)
+    f = float(v)
+    if math.isinf(f):
+        raise argparse.ArgumentTypeError("want a finite number, not %r" % v)
+    return f
 
 
 def _cap_or_auto(v: str):
@@ -268,10 +334,9 @@ def _cap_or_auto(v: str):
     checks the bounds and that "auto" comes with --backend)."""
     if v == "auto":
         return v
-    try:
+    if re.fullmatch(r"-?[0-9]+", v):
         return int(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError("want \"auto\" (with --backend) or an integer ≥ 0, not %r" % v)
+    raise argparse.ArgumentTypeError("want \"auto\" (with --backend) or an integer ≥ 0, not %r" % v)
 
 
 def run() -> argparse.ArgumentParser:

@@ -215,7 +215,7 @@ def parse_options(options: Optional[dict]) -> Options:
                 if why:
                     raise ValueError("dagrun backend: dagrun=%s: %s; want the path of an executable dagrun binary "
                                      "(None: find_dagrun's)" % (_value(v), why))
-                v = os.fspath(v)
+                v = os.path.abspath(v)   # a bare name is the file here, as checked, not a search of PATH
         setattr(o, k, v)
     if o.verify and o.verify_trials < 1:
         raise ValueError("dagrun backend: verify=True with verify_trials=%d: want at least 1 run with delays "

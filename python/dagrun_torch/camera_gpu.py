@@ -16,9 +16,10 @@ without a GPU.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import List, Optional
+
+from ._cli import _Parser, positive
 
 
 def loop(model, iterations: int, fixed: bool) -> list:
@@ -45,9 +46,9 @@ def loop(model, iterations: int, fixed: bool) -> list:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch.camera_gpu",
+    ap = _Parser(prog="python3 -m dagrun_torch.camera_gpu",
                                  description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--iterations", type=int, default=60, help="iterations of the loop (default 60)")
+    ap.add_argument("--iterations", type=positive, default=60, help="iterations of the loop (default 60)")
     ap.add_argument("--fixed", action="store_true", help="wait for every camera stream (no race)")
     ap.add_argument("--out", default="camera-loop.yaml", help="the trace to write")
     a = ap.parse_args(argv)

@@ -17,13 +17,15 @@ iteration): 119 races, one fix at line 25's loop bound.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import List, Optional
 
+from ._cli import _Parser, positive
 from .recorder import DEVICE, PINNED, TraceBuilder
 
 FILE = "camera_loop.py"
+# The most stages a dagrun spec holds (dag.MaxStages).
+MAX_STAGES = 1 << 22
 # The program the trace stands for (line numbers are the sites).
 LINES = {
     10: "model = resnet50().cuda().eval()",
@@ -111,6 +113,13 @@ def build(iterations: int = 60, ops: int = 170, fixed: bool = False) -> TraceBui
     return b
 
 
+def stages(iterations: int, ops: int) -> int:
+    """The stages of ``build(iterations, ops)``'s trace, counted without
+    building it: per iteration, each camera stream's frame upload, ``ops``
+    kernels and logits copy, and the default stream's post-processing."""
+    return iterations * (3 * ops + 13)
+
+
 def write(path: str, iterations: int = 60, ops: int = 170, fixed: bool = False) -> int:
     """Writes the trace to ``path``; returns its number of stages."""
     b = build(iterations, ops, fixed)
@@ -141,16 +150,19 @@ def timed_check(path: str) -> bool:
 def main(argv: Optional[List[str]] = None) -> int:
     """Exit status: 0 written (and with --check race-free), 1 with --check
     and a race, 2 on bad arguments."""
-    ap = argparse.ArgumentParser(prog="python3 -m dagrun_torch.camera_loop",
+    ap = _Parser(prog="python3 -m dagrun_torch.camera_loop",
                                  description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("out", help="the trace file to write (YAML, as dagrun_torch.record writes it)")
-    ap.add_argument("--iterations", type=int, default=60, help="iterations of the loop (default 60)")
-    ap.add_argument("--ops", type=int, default=170, help="kernels of each camera stream's model per iteration (default 170)")
+    ap.add_argument("--iterations", type=positive, default=60, help="iterations of the loop (default 60)")
+    ap.add_argument("--ops", type=positive, default=170, help="kernels of each camera stream's model per iteration (default 170)")
     ap.add_argument("--fixed", action="store_true", help="wait for every camera stream (no race)")
     ap.add_argument("--check", action="store_true",
                     help="then check it as python3 -m dagrun_torch check does (exit 1 on a race), print the report "
                          "and the check's CPU seconds (this process and the dagrun it runs, from getrusage)")
     a = ap.parse_args(argv)
+    if stages(a.iterations, a.ops) > MAX_STAGES:
+        ap.error("--iterations %d --ops %d: %d stages, more than the %d a dagrun spec holds" % (
+            a.iterations, a.ops, stages(a.iterations, a.ops), MAX_STAGES))
     n = write(a.out, a.iterations, a.ops, a.fixed)
     print("%s: %d stages" % (a.out, n))
     if a.check and not timed_check(a.out):

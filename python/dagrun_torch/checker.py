@@ -31,7 +31,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from ._binary import run_dagrun
+from ._binary import run_dagrun, run_dagrun_json
 
 __all__ = ["check", "CheckResult", "Race", "Site", "TraceError", "read_trace", "parse_races", "auto_spec", "propose"]
 
@@ -617,13 +617,12 @@ def check(path: str, dagrun: Optional[str] = None) -> CheckResult:
     Returns a CheckResult (``ok`` false when dagrun found a race). Raises
     TraceError for a file that is no trace (read_trace; a malformed
     dagrun_torch-meta line), DagrunError when dagrun rejects the file (exit
-    status 2), DagrunNotFound without a binary, OSError when the file cannot
-    be read.
+    status 2), DagrunNotFound without a binary or with one that is not
+    dagrun (``run_dagrun``), OSError when the file cannot be read.
     """
     text = read_trace(path)
     names = _Names(_meta(text, path))
-    r = run_dagrun(["check", "--json", path], ok_codes=(0, 1), binary=dagrun)
-    doc = json.loads(r.stdout)
+    r, doc = run_dagrun_json(["check", "--json", path], ok_codes=(0, 1), binary=dagrun)
     out = r.stdout + r.stderr
     lines = text.splitlines()
     if r.returncode == 0:

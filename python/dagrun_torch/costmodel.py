@@ -599,16 +599,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     its cost model on the GPU, and write the exported graph with the model in
     its ``cost_model`` field. Exit 2 on bad arguments and without a GPU."""
     import sys
-    from ._cli import costmodel as parser
+    from ._cli import MAX_PAIRS, costmodel as parser, out_file_error
     ap = parser()
     args = ap.parse_args(argv)
-    if args.size < 1 or args.pairs < 0:
-        ap.error("--size must be ≥ 1 and --pairs ≥ 0")
+    if args.size < 1:
+        ap.error("--size %d: want an integer ≥ 1" % args.size)
+    if not 0 <= args.pairs <= MAX_PAIRS:
+        ap.error("--pairs %d: want an integer from 0 to %d" % (args.pairs, MAX_PAIRS))
+    why = out_file_error(args.out)
+    if why:
+        ap.error("--out %s: %s; want the path of the graph JSON file to write" % (args.out, why))
     import torch
     if not torch.cuda.is_available():
         print("costmodel: needs a GPU", file=sys.stderr)
         return 2
-    from .exporter import build_model, export
+    from .exporter import ExportError, _memory_bytes, build_model, export
+    nbytes, memory = 3 * args.size * args.size * 4, _memory_bytes("cuda")   # float32
+    if nbytes > memory:
+        ap.error("--size %d: the input alone is %d bytes, more than the cuda's %d bytes of memory" % (
+            args.size, nbytes, memory))
     torch.manual_seed(0)
     try:
         model, _ = build_model(args.model)
@@ -618,7 +627,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     model = model.eval().cuda()
     x = torch.randn(1, 3, args.size, args.size, device="cuda")
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
-    ex = export(model, (x,))
+    try:
+        ex = export(model, (x,))
+    except ExportError as e:
+        print("costmodel: %s: %s" % (args.model, e), file=sys.stderr)
+        return 2
     cost = measure(ex, [x], pairs=args.pairs)
     attach(ex.graph, cost)
     ex.save(args.out)

@@ -249,8 +249,9 @@ def export(model: torch.nn.Module, example_inputs: Sequence[Any], *, tracer: str
     (two events around each node: includes the launch floor) or "none"
     (durations 0, the default without CUDA). ``repeats``: calls per timed
     graph (≥ 1). Returns an Exported. Raises ExportError when the model
-    cannot be traced, or writes an input or a weight in place; ValueError on
-    bad arguments.
+    cannot be traced, fails on the example inputs (a RuntimeError of a node:
+    a shape its kernels do not take, memory), or writes an input or a weight
+    in place; ValueError on bad arguments.
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError("export: model must be a torch.nn.Module, got %s" % type(model).__name__)
@@ -348,7 +349,11 @@ def export(model: torch.nn.Module, example_inputs: Sequence[Any], *, tracer: str
                     raise ExportError("node %s (%s) writes %s tensor %s in place: dagrun_torch needs a model that "
                                       "leaves its inputs and weights unchanged (call model.eval(), clone the input)" % (
                                           node.name, _target_name(gm, node), kinds[w], w))
-            value = fn()
+            try:
+                value = fn()
+            except RuntimeError as e:   # an input too small for a kernel, or too large for memory
+                raise ExportError("node %s (%s) fails on the example inputs: %s" % (
+                    node.name, _target_name(gm, node), (str(e).strip().splitlines() or [type(e).__name__])[0])) from e
             env[node.name] = value
             outs = _flat_tensors(value)
             new = [t for t in outs if storage_key(t) not in by_storage and _storage_nbytes(t) > 0]
@@ -422,31 +427,49 @@ def build_model(name: str) -> Tuple[torch.nn.Module, str]:
     return getattr(tvm, name)(**kwargs), "torchvision"
 
 
+def _memory_bytes(device: str) -> Optional[int]:
+    """The memory of ``device``, bytes: the current GPU's ("cuda"), or the
+    machine's physical memory ("cpu"); None where the system does not say."""
+    if device == "cuda":
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    from ._cli import export as parser
+    from ._cli import MAX_ITERS, export as parser, out_file_error
     ap = parser()
     args = ap.parse_args(argv)
-    if args.size < 1 or args.batch < 1 or args.repeats < 1:
-        ap.error("--size, --batch and --repeats must be ≥ 1")
+    for flag, v in (("--size", args.size), ("--batch", args.batch), ("--repeats", args.repeats)):
+        if v < 1:
+            ap.error("%s %d: want an integer ≥ 1" % (flag, v))
+    if args.repeats > MAX_ITERS:
+        ap.error("--repeats %d: want an integer from 1 to %d (calls captured in each node's timed CUDA graph)" % (
+            args.repeats, MAX_ITERS))
     gpu = [f for f, on in (("--device cuda", args.device == "cuda"),
                            ("--timing %s" % args.timing, args.timing in ("graph", "events"))) if on]
     if args.device == "cpu" and args.timing in ("graph", "events"):
         ap.error("--timing %s times kernels on the GPU: not with --device cpu (--timing none)" % args.timing)
     if gpu and not torch.cuda.is_available():
         ap.error("%s: needs a GPU, and torch.cuda.is_available() is False" % " and ".join(gpu))
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    if not os.path.isdir(out_dir):
-        ap.error("--out %s: directory %s does not exist" % (args.out, out_dir))
-    if os.path.isdir(args.out):
-        ap.error("--out %s: a folder; want the path of the graph JSON file to write" % args.out)
+    why = out_file_error(args.out)
+    if why:
+        ap.error("--out %s: %s; want the path of the graph JSON file to write" % (args.out, why))
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    nbytes = args.batch * 3 * args.size * args.size * 4   # float32
+    memory = _memory_bytes(args.device)
+    if memory is not None and nbytes > memory:
+        ap.error("--batch %d --size %d: the input alone is %d bytes, more than the %s's %d bytes of memory" % (
+            args.batch, args.size, nbytes, args.device, memory))
     torch.manual_seed(0)
     try:
         model, source = build_model(args.model)
     except (ValueError, KeyError, AttributeError, ImportError, RuntimeError) as e:
         print("export: --model %s: %s" % (args.model, e), file=sys.stderr)
         return 2
-    if args.device is None:
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
     model = model.eval().to(args.device)
     x = torch.randn(args.batch, 3, args.size, args.size, device=args.device)
     try:

@@ -113,7 +113,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import torch
 import torch.fx
 
-from ._binary import run_dagrun
+from ._binary import run_dagrun, run_dagrun_json
 from .exporter import _flat_tensors, _storage_nbytes, _time_graph_replay, storage_key
 from .plan import Plan, lower
 
@@ -864,7 +864,8 @@ def plan_graphs(graph: dict, caps: Sequence[Tuple[int, str]], dagrun: Optional[s
     pairs (max_streams 0: no cap): the graph is imported once (``dagrun
     import``) and the ``dagrun plan`` runs go in parallel, one process each.
     Returns {(max_streams, strategy): Plan}. Raises DagrunError from the
-    binary (the first pair's failure, in the order given)."""
+    binary (the first pair's failure, in the order given), DagrunNotFound
+    where it is not dagrun (``run_dagrun``)."""
     from concurrent.futures import ThreadPoolExecutor
     caps = list(dict.fromkeys(caps))
     with tempfile.TemporaryDirectory(prefix="dagrun_torch-ind-") as d:
@@ -874,8 +875,8 @@ def plan_graphs(graph: dict, caps: Sequence[Tuple[int, str]], dagrun: Optional[s
         run_dagrun(["import", g, "-o", s], binary=dagrun)
 
         def one(c: Tuple[int, str]) -> Plan:
-            r = run_dagrun(["plan", s, "--json", "--strategy", c[1], "--max-streams", str(c[0])], binary=dagrun)
-            return Plan.from_dict(json.loads(r.stdout))
+            return Plan.from_dict(run_dagrun_json(["plan", s, "--json", "--strategy", c[1], "--max-streams", str(c[0])],
+                                                  binary=dagrun)[1])
         with ThreadPoolExecutor(max_workers=max(1, min(len(caps), os.cpu_count() or 1))) as ex:
             futures = [ex.submit(one, c) for c in caps]
             return {c: f.result() for c, f in zip(caps, futures)}

@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.fx
 
-from ._binary import run_dagrun
+from ._binary import run_dagrun, run_dagrun_json
 from .exporter import Exported, export
 from .plan import Action, Plan, lower, peak_live_bytes, stream_priorities
 
@@ -176,7 +176,8 @@ def plan_model(exported: Exported, *, max_streams: Optional[int] = None, strateg
     ``schedule.apply``); the plan runs the exported module all the same.
     Files go to ``workdir`` (graph.json, spec.yaml, plan.json), a temporary
     folder if None. Raises ValueError on bad arguments and DagrunError when
-    dagrun rejects the graph or finds a race in its own plan."""
+    dagrun rejects the graph or finds a race in its own plan, DagrunNotFound
+    where the binary is not dagrun (``run_dagrun``)."""
     _check_plan_args(max_streams, strategy, auto=False)
     tmp = None
     if workdir is None:
@@ -193,10 +194,10 @@ def plan_model(exported: Exported, *, max_streams: Optional[int] = None, strateg
                 json.dump(graph, f)
         run_dagrun(["import", gpath, "-o", spath], binary=dagrun)
         args = ["plan", spath, "--json", "--strategy", strategy, "--max-streams", str(max_streams or 0)]
-        r = run_dagrun(args, binary=dagrun)
+        r, doc = run_dagrun_json(args, binary=dagrun)
         with open(os.path.join(workdir, "plan.json"), "w") as f:
             f.write(r.stdout)
-        return Plan.from_dict(json.loads(r.stdout))
+        return Plan.from_dict(doc)
     finally:
         if tmp is not None:
             tmp.cleanup()

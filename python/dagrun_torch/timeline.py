@@ -290,15 +290,16 @@ def run(args) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from ._cli import MODELS, out_folder_error
+    from ._cli import MAX_ITERS, MAX_REPLAYS, MODELS, out_folder_error
     from ._cli import timeline as parser
     ap = parser()
     args = ap.parse_args(argv)
     bad = [m for m in args.models if m not in MODELS]
     if bad:
         ap.error("--models: unknown %s (known: %s)" % (", ".join(bad), ", ".join(MODELS)))
-    if args.iters < 1 or args.replays < 1:
-        ap.error("--iters and --replays must be ≥ 1")
+    for flag, v, high in (("--iters", args.iters, MAX_ITERS), ("--replays", args.replays, MAX_REPLAYS)):
+        if not 1 <= v <= high:
+            ap.error("%s %d: want an integer from 1 to %d" % (flag, v, high))
     why = out_folder_error(args.out)
     if why:
         ap.error("--out %s: %s; want a folder to write the timelines in" % (args.out, why))

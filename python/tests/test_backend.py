@@ -13,7 +13,7 @@ from conftest import INSTALLED, REPO
 from dagrun_torch import backend as be
 
 
-def test_options_parse_and_refuse_bad_values():
+def test_options_parse_and_refuse_bad_values(monkeypatch):
     o = be.parse_options({"max_streams": 4, "strategy": "round-robin", "verify": True})
     assert (o.max_streams, o.strategy, o.verify) == (4, "round-robin", True)
     assert be.parse_options(None) == be.Options()
@@ -46,6 +46,9 @@ def test_options_parse_and_refuse_bad_values():
     assert be.parse_options({"verify": True, "verify_trials": 100}).verify_trials == be.MAX_VERIFY_TRIALS == 100
     assert be.parse_options({"verify": False, "verify_trials": 0}).verify_trials == 0
     assert be.parse_options({"dagrun": Path(sys.executable)}).dagrun == sys.executable
+    # a name without a folder is the file in the current folder that was checked, not a search of PATH
+    monkeypatch.chdir(os.path.dirname(sys.executable))
+    assert be.parse_options({"dagrun": os.path.basename(sys.executable)}).dagrun == sys.executable
 
 
 class Truthy:
@@ -556,8 +559,8 @@ def test_bench_refuses_bad_usage_and_a_torch_without_torch_compile_before_the_gp
         assert err("--backend", flag, str(top + 1)) == "bench: %s %d: want an integer from %d to %d" % (
             flag, top + 1, 1 if flag == "--iters" else 0, top)
         assert err("--backend", flag, str(top)) == "bench: needs a GPU"
-    for bad in ("0", "inf", "nan", "86400.5"):
-        assert err("--backend", "--budget-s", bad) == "bench: --budget-s %g: want seconds > 0 and at most 86400 (a day)" % float(bad)
+    for bad in ("0", "-1", "86400.5", "86400.0000001"):   # the seconds as given, not rounded to 86400
+        assert err("--backend", "--budget-s", bad) == "bench: --budget-s %s: want seconds > 0 and at most 86400 (a day)" % bad
     assert err("--backend", "--budget-s", "86400") == "bench: needs a GPU"
     assert err("--backend", "--no-compile", "--compile-models", "googlenet") == (
         "bench: --no-compile, --compile-models: not with --backend, which times torch.compile's modes on every model")
@@ -575,6 +578,13 @@ def test_bench_refuses_bad_usage_and_a_torch_without_torch_compile_before_the_gp
     with pytest.raises(SystemExit):
         bench.main(["--backend", "--max-streams", "Auto"])
     assert "argument --max-streams: want \"auto\" (with --backend) or an integer ≥ 0, not 'Auto'" in capsys.readouterr().err
+    # integers in ASCII digits only: Python's int() would also take these
+    for bad in ("+4", " 4", "1_000", "\u0664", "4.0"):
+        for flag, why in (("--iters", "want an integer in digits 0-9"),
+                          ("--max-streams", "want \"auto\" (with --backend) or an integer ≥ 0")):
+            with pytest.raises(SystemExit):
+                bench.main(["--backend", flag, bad])
+            assert "argument %s: %s, not %r" % (flag, why, bad) in capsys.readouterr().err
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     # --inductor reads Inductor's FX wrapper: a torch without one is refused before the GPU
     from dagrun_torch import inductor as ind

@@ -85,11 +85,73 @@ def test_version_prints_both(dagrun_bin):
     lines = r.stdout.splitlines()
     assert lines[0] == "dagrun_torch " + __version__
     assert lines[1].startswith("dagrun " + __version__), lines  # one version for both
+    if INSTALLED:   # the wheel's own binary comes before DAGRUN
+        return
     # a DAGRUN that is not dagrun is named as such, on the second line
     env["DAGRUN"] = "/bin/true"
     r = run_cli("--version", env=env)
     assert r.returncode == 0 and r.stdout.splitlines()[1] == (
         "dagrun: /bin/true is not a dagrun binary: `/bin/true version` exited 0 printing ''"), r.stdout
+
+
+def fake_dagrun(folder, name, script):
+    """An executable shell script FOLDER/NAME that is not dagrun."""
+    f = folder / name
+    f.write_text("#!/bin/sh\n" + script)
+    f.chmod(0o755)
+    return str(f)
+
+
+@pytest.mark.skipif(INSTALLED, reason="the installed wheel's own binary comes before DAGRUN")
+@pytest.mark.parametrize("script,says", [
+    ("echo 'dagrun 9.9'\nexit 1\n", "exited 1 printing 'dagrun 9.9'"),
+    ("printf 'dagrun \\377\\376\\n'\n", "exited 0 printing b'dagrun \\xff\\xfe'"),   # not UTF-8
+    ("printf '\\377\\n' >&2\nexit 3\n", "exited 3 printing ''"),
+    ("kill -9 $$\n", "was killed by signal 9 printing ''"),
+])
+def test_version_with_a_dagrun_that_is_not_dagrun_says_so_in_one_line(tmp_path, script, says):
+    env = package_env()
+    env["DAGRUN"] = exe = fake_dagrun(tmp_path, "dagrun", script)
+    r = run_cli("--version", env=env)
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    assert r.stdout.splitlines()[1:] == ["dagrun: %s is not a dagrun binary: `%s version` %s" % (exe, exe, says)]
+
+
+@pytest.mark.skipif(INSTALLED, reason="the installed wheel's own binary comes before DAGRUN")
+def test_a_dagrun_named_without_a_folder_is_the_file_in_the_current_folder(tmp_path):
+    """DAGRUN=mydagrun is ./mydagrun, the file checked, not a search of PATH
+    for that name."""
+    exe = fake_dagrun(tmp_path, "mydagrun", "echo 'dagrun 0.0'\n")
+    env = package_env()
+    env["DAGRUN"] = "mydagrun"
+    r = subprocess.run([sys.executable, "-m", "dagrun_torch", "--version"], capture_output=True, text=True, env=env,
+                       cwd=str(tmp_path))
+    assert (r.returncode, r.stderr) == (0, "") and r.stdout.splitlines()[1] == "dagrun 0.0 (%s)" % exe, r.stdout
+
+
+@pytest.mark.parametrize("script", ["exec sleep 30\n",
+                                    "echo 'dagrun 0.0'\nsleep 3 &\n"])   # its output held open by a process it started
+def test_binary_version_waits_a_bounded_time(tmp_path, monkeypatch, script):
+    from dagrun_torch import _binary
+    exe = fake_dagrun(tmp_path, "dagrun", script)
+    monkeypatch.setattr(_binary, "VERSION_TIMEOUT_S", 0.5)
+    with pytest.raises(_binary.DagrunNotFound) as e:
+        _binary.binary_version(exe)
+    assert str(e.value) == "%s is not a dagrun binary: `%s version` did not finish in 0.5 s" % (exe, exe)
+
+
+def test_binary_version_reads_a_bounded_output(tmp_path):
+    """A binary that prints without end is refused after VERSION_MAX_BYTES,
+    in a moment, not read for 10 s into memory."""
+    from dagrun_torch import _binary
+    exe = fake_dagrun(tmp_path, "dagrun", "exec yes 'dagrun 0.0'\n")
+    with pytest.raises(_binary.DagrunNotFound) as e:
+        _binary.binary_version(exe)
+    assert str(e.value) == ("%s is not a dagrun binary: `%s version` printed more than 4096 bytes, starting "
+                            "'dagrun 0.0'" % (exe, exe))
+    # 4096 bytes, the most: read to the end
+    exe = fake_dagrun(tmp_path, "dagrun", "printf 'dagrun 0.0'\nhead -c 4086 /dev/zero\n")
+    assert _binary.binary_version(exe) == "dagrun 0.0" + "\x00" * 4086
 
 
 def test_check_a_recorded_trace_and_its_fixed_twin(dagrun_bin):
@@ -99,6 +161,31 @@ def test_check_a_recorded_trace_and_its_fixed_twin(dagrun_bin):
     assert racy.returncode == 1, racy.stdout + racy.stderr
     fixed = run_cli("check", os.path.join(TESTDATA, "traces", "vllm-d2h-read-fixed.yaml"), env=env)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+
+
+@pytest.mark.skipif(INSTALLED, reason="the installed wheel's own binary comes before DAGRUN")
+@pytest.mark.parametrize("script,says", [
+    ("", "exited 0 printing ''"),                                    # prints no report
+    ("echo 'dagrun 9.9'\nexit 1\n", "exited 1 printing 'dagrun 9.9'"),  # exit 1, dagrun's status of a race
+    ("printf '\\377\\n'\n", "exited 0 printing b'\\xff'"),        # not UTF-8
+    ("echo 1\n", "exited 0 printing '1'"),                           # JSON, but no report
+    ("echo oops >&2\nexit 2\n", "exited 2 printing ''"),             # exit 2, dagrun's status of bad input
+])
+def test_check_with_a_dagrun_that_is_not_dagrun_says_so_in_one_line(tmp_path, script, says):
+    env = package_env()
+    env["DAGRUN"] = exe = fake_dagrun(tmp_path, "dagrun", script)
+    trace = os.path.join(TESTDATA, "traces", "vllm-d2h-read-racy.yaml")
+    r = run_cli("check", trace, env=env)
+    assert (r.returncode, r.stdout) == (2, ""), r.stdout + r.stderr
+    assert r.stderr == "%s: %s is not a dagrun binary: `%s version` %s\n" % (trace, exe, exe, says)
+
+
+def test_a_dagrun_that_answers_version_but_prints_no_json_is_a_dagrun_error(tmp_path):
+    from dagrun_torch._binary import DagrunError, run_dagrun_json
+    exe = fake_dagrun(tmp_path, "dagrun", "[ \"$1\" = version ] && echo 'dagrun 0.0' || echo hello\n")
+    with pytest.raises(DagrunError) as e:
+        run_dagrun_json(["plan", "x.yaml", "--json"], binary=exe)
+    assert str(e.value) == "dagrun plan x.yaml --json printed no JSON object (exit status 0):\nhello"
 
 
 @pytest.mark.skipif(not INSTALLED, reason="needs the installed wheel (scripts/test.sh)")
@@ -126,6 +213,66 @@ def test_installed_wheel_prefers_its_own_binary(tmp_path):
     r = subprocess.run([script, "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("dagrun_torch "), r.stdout + r.stderr
     assert "(%s)" % own in r.stdout
+
+
+# What Python's int() or float() reads that a number option refuses: signs, spaces, underscores, other
+# scripts' digits, hexadecimal, names.
+NOT_DIGITS = ("+4", " 4", "4 ", "4\n", "1_000", "\u0664", "0x10", "", "nan", "inf", "-inf", "infinity")
+
+
+def number_options():
+    """(command, option, argparse type) of every option that takes a number."""
+    return [(cmd, a.option_strings[0], a.type) for cmd in sorted(_cli.PARSERS) for a in _cli.parser(cmd)._actions
+            if a.option_strings and a.type is not None]
+
+
+@pytest.mark.parametrize("cmd,opt,kind", number_options())
+def test_a_number_option_takes_ascii_digits_only(cmd, opt, kind, capsys):
+    """Every number option of every command: digits 0-9 (and for a number
+    that need not be whole, a minus, a point, an exponent), else one line
+    naming the option and the value, exit 2."""
+    assert kind in (_cli.integer, _cli.positive, _cli._cap_or_auto, _cli.number), kind   # not int or float
+    whole = kind is not _cli.number
+    for bad in NOT_DIGITS + (("4.0", "1e3", ".5") if whole else ("1e999", "1.5.2", "e3", ".")):
+        with pytest.raises(SystemExit) as e:
+            _cli.parser(cmd).parse_args(["%s=%s" % (opt, bad)])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1, err
+        assert err.startswith("python3 -m dagrun_torch %s: error: argument %s: want " % (cmd, opt)), err
+        assert err.endswith(", not %r (`python3 -m dagrun_torch %s --help` lists its options)\n" % (bad, cmd)), err
+    for good, value in (("4", 4), ("0004", 4)) + (() if whole else (("2.5", 2.5), ("-.5", -0.5), ("1e-3", 1e-3),
+                                                                      ("5.", 5.0), ("1E+2", 100.0))):
+        assert kind(good) == value
+
+
+def test_patterns_refuses_figures_that_make_no_run(capsys):
+    """patterns' counts and sizes, on both sides of each bound, before
+    torch: a negative sleep, no trials, a buffer too small for its checks."""
+    def why(*argv):
+        return _cli.patterns_usage(_cli.parser("patterns").parse_args(list(argv)))
+    assert why() == ""
+    for bad in ("0", "100001"):
+        assert why("--trials", bad) == "patterns: --trials %s: want an integer from 1 to 100000" % bad
+    assert why("--trials", "1") == why("--trials", "100000") == ""
+    for bad in ("-0.5", "1000.5"):
+        assert why("--sleep-ms", bad) == "patterns: --sleep-ms %s: want milliseconds from 0 to 1000" % bad
+    assert why("--sleep-ms", "0") == why("--sleep-ms", "1000") == ""
+    for flag in ("--mib", "--pinned-mib"):
+        assert why(flag, "0.0000076") == "patterns: %s 7.6e-06: want MiB that hold at least two float32s (8 bytes)" % flag
+        assert why(flag, "0.00000762939453125") == ""                # 8 bytes
+    r = run_cli("patterns", "--trials", "-1")
+    assert (r.returncode, r.stderr) == (2, "patterns: --trials -1: want an integer from 1 to 100000\n")
+
+
+def test_patterns_csan_one_refuses_what_it_cannot_run():
+    pytest.importorskip("torch")
+    for argv, says in ((["nosuch", "racy", "4"], "unknown pattern 'nosuch' (known: seed-a, "),
+                       (["seed-a", "race", "4"], "--csan-one: pattern seed-a has no variant 'race' (it has: racy)"),
+                       (["seed-a", "racy", "+4"], "--csan-one CYCLES: want an integer in digits 0-9, not '+4'"),
+                       (["seed-a", "racy", "-4"], "--csan-one CYCLES: want an integer ≥ 0, not -4")):
+        r = run_cli("patterns", "--csan-one", *argv)
+        assert r.returncode == 2 and r.stderr.startswith("python3 -m dagrun_torch patterns: error: " + says), r.stderr
+        assert r.stderr.count("\n") == 1, r.stderr
 
 
 @pytest.mark.parametrize("cmd", ["bench", "timeline", "patterns"])

@@ -311,3 +311,60 @@ def test_bench_tables_render_the_recorded_runs():
         with open(os.path.join(H200, md)) as f:
             recorded = f.read().split("\n\n", 1)[1].strip()
         assert table(rows) == recorded, js
+
+
+def test_costmodel_refuses_an_out_it_cannot_write_before_the_gpu(tmp_path, capsys, monkeypatch):
+    """--out is checked before the GPU and the model: not a traceback after
+    minutes of measuring."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: pytest.fail("asked for the GPU"))
+    for out, why in ((tmp_path, "a folder"), (tmp_path / "no" / "g.json", "folder %s does not exist" % (tmp_path / "no"))):
+        with pytest.raises(SystemExit) as e:
+            cmod.main(["--model", "googlenet", "--out", str(out)])
+        assert e.value.code == 2
+        assert "costmodel: error: --out %s: %s; want the path of the graph JSON file to write (`" % (out, why) in \
+            capsys.readouterr().err
+
+
+def test_costmodel_input_larger_than_memory_or_one_the_model_cannot_take_is_one_line(tmp_path, capsys, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from dagrun_torch import exporter
+
+    class Model:
+        def eval(self):
+            return self
+
+        def cuda(self):
+            return self
+
+    def export(model, inputs):
+        raise exporter.ExportError("node conv (Conv2d) fails on the example inputs: too small")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(exporter, "_memory_bytes", lambda device: 3 * 64 * 64 * 4)
+    monkeypatch.setattr(exporter, "build_model", lambda name: (Model(), "test"))
+    monkeypatch.setattr(exporter, "export", export)
+    monkeypatch.setattr(torch, "randn", lambda *a, **k: None)
+    out = str(tmp_path / "g.json")
+    with pytest.raises(SystemExit) as e:
+        cmod.main(["--model", "m", "--out", out, "--size", "65"])
+    assert e.value.code == 2
+    assert ("costmodel: error: --size 65: the input alone is 50700 bytes, more than the cuda's 49152 bytes of memory (`"
+            in capsys.readouterr().err)
+    assert cmod.main(["--model", "m", "--out", out, "--size", "64"]) == 2          # fits, to the byte
+    assert capsys.readouterr().err == "costmodel: m: node conv (Conv2d) fails on the example inputs: too small\n"
+
+
+def test_costmodel_figures_are_named_one_by_one_before_the_gpu(tmp_path, capsys, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = str(tmp_path / "g.json")
+    for argv, says in ((["--size", "0"], "--size 0: want an integer ≥ 1"),
+                       (["--pairs", "-1"], "--pairs -1: want an integer from 0 to 1000"),
+                       (["--pairs", "1001"], "--pairs 1001: want an integer from 0 to 1000")):
+        with pytest.raises(SystemExit) as e:
+            cmod.main(["--model", "googlenet", "--out", out] + argv)
+        assert e.value.code == 2
+        assert "costmodel: error: %s (`" % says in capsys.readouterr().err
+    for argv in (["--size", "1"], ["--pairs", "0"], ["--pairs", "1000"]):
+        assert cmod.main(["--model", "googlenet", "--out", out] + argv) == 2
+        assert capsys.readouterr().err == "costmodel: needs a GPU\n"

@@ -153,6 +153,52 @@ def test_export_options_that_need_a_gpu_are_usage_errors_before_the_model(argv, 
     assert "export: error: %s (`" % says in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--size", "--batch", "--repeats"])
+def test_export_names_the_figure_below_1(flag, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        export_main(["--model", "resnet18", "--out", str(tmp_path / "g.json"), flag, "0"])
+    assert e.value.code == 2
+    assert "export: error: %s 0: want an integer ≥ 1 (`" % flag in capsys.readouterr().err
+
+
+def test_export_repeats_are_bounded_before_the_model(tmp_path, capsys, monkeypatch):
+    from dagrun_torch import exporter
+    monkeypatch.setattr(exporter, "build_model", lambda name: (Branchy(), "test"))
+    out = str(tmp_path / "g.json")
+    with pytest.raises(SystemExit) as e:
+        exporter.main(["--model", "branchy", "--out", out, "--device", "cpu", "--size", "4", "--repeats", "100001"])
+    assert e.value.code == 2
+    assert "export: error: --repeats 100001: want an integer from 1 to 100000 (calls captured in each node's timed " \
+        "CUDA graph) (`" in capsys.readouterr().err
+    assert exporter.main(["--model", "branchy", "--out", out, "--device", "cpu", "--size", "4", "--repeats", "100000"]) == 0
+
+
+def test_export_of_an_input_the_model_cannot_take_is_one_line(tmp_path, capsys):
+    """A --size too small for the model's kernels: exit 2, the node and
+    torch's reason in one line, nothing written."""
+    out = tmp_path / "g.json"
+    assert export_main(["--model", "googlenet", "--out", str(out), "--device", "cpu", "--size", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("export: googlenet: node maxpool3 (MaxPool2d) fails on the example inputs: ") and \
+        err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_export_of_an_input_larger_than_memory_is_refused_before_the_model(tmp_path, capsys, monkeypatch):
+    from dagrun_torch import exporter
+    monkeypatch.setattr(exporter, "build_model", lambda name: pytest.fail("built the model"))
+    monkeypatch.setattr(exporter, "_memory_bytes", lambda device: 3 * 64 * 64 * 4)
+    with pytest.raises(SystemExit) as e:
+        exporter.main(["--model", "resnet18", "--out", str(tmp_path / "g.json"), "--device", "cpu", "--size", "65"])
+    assert e.value.code == 2
+    assert ("export: error: --batch 1 --size 65: the input alone is 50700 bytes, more than the cpu's 49152 bytes of "
+            "memory (`") in capsys.readouterr().err
+    # 64×64 fits (to the byte): the model is built and run, and Branchy's fc takes 4×4 inputs only
+    monkeypatch.setattr(exporter, "build_model", lambda name: (Branchy(), "test"))
+    assert exporter.main(["--model", "branchy", "--out", str(tmp_path / "g.json"), "--device", "cpu", "--size", "64"]) == 2
+    assert capsys.readouterr().err.startswith("export: branchy: node fc (Linear) fails on the example inputs: ")
+
+
 def test_the_export_tracer_on_a_torch_without_torch_export_says_only_that(monkeypatch):
     from dagrun_torch.exporter import trace
     monkeypatch.delattr(torch, "export", raising=False)

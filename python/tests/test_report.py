@@ -164,3 +164,25 @@ def test_camera_loop_cli_exits_as_check_does(tmp_path, dagrun_bin, capsys, monke
     for arg, words in (("out", "the trace file to write"), ("--iterations ITERATIONS", "iterations of the loop"),
                        ("--ops OPS", "kernels of each"), ("--fixed", "wait for every"), ("--check", "then check it")):
         assert " %s %s" % (arg, words) in text, (arg, text)
+
+
+def test_camera_loop_counts_its_stages_and_bounds_them(tmp_path, capsys, monkeypatch):
+    """stages() is the trace's length; the command refuses iterations or ops
+    below 1, and a trace longer than a dagrun spec holds, in one line before
+    building it."""
+    for it, ops in ((1, 1), (2, 10), (3, 5)):
+        for fixed in (False, True):
+            assert camera_loop.stages(it, ops) == len(camera_loop.build(it, ops, fixed).stages)
+    out = str(tmp_path / "t.yaml")
+    monkeypatch.setattr(camera_loop, "write", lambda path, iterations, ops, fixed: camera_loop.stages(iterations, ops))
+    for argv, says in ((["--iterations", "0"], "argument --iterations: want at least 1, not 0"),
+                       (["--ops", "-1"], "argument --ops: want a whole number in digits 0-9, not '-1'"),
+                       (["--iterations", "1", "--ops", "1398098"],
+                        "--iterations 1 --ops 1398098: 4194307 stages, more than the 4194304 a dagrun spec holds")):
+        with pytest.raises(SystemExit) as e:
+            camera_loop.main([out] + argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1, err
+        assert err.startswith("python3 -m dagrun_torch.camera_loop: error: %s (`" % says), err
+    assert camera_loop.main([out, "--iterations", "1", "--ops", "1398097"]) == 0     # 4194304 stages: the most
+    assert capsys.readouterr().out == "%s: 4194304 stages\n" % out

@@ -153,3 +153,19 @@ def test_write_outputs(tmp_path, monkeypatch):
     assert rec["rows"][0]["model"] == "toy"
     md = (tmp_path / "timeline.md").read_text()
     assert md.startswith("a note\n\n") and tl.table(rec["rows"]) in md
+
+
+@pytest.mark.parametrize("flag,high", [("--iters", 100000), ("--replays", 1000)])
+def test_timeline_bounds_its_calls_before_the_gpu(flag, high, tmp_path, capsys, monkeypatch):
+    """Both sides of each bound: a run's time (and the profiler trace's
+    memory) is bounded before it starts."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for bad in (0, high + 1):
+        with pytest.raises(SystemExit) as e:
+            tl.main(["--out", str(tmp_path), flag, str(bad)])
+        assert e.value.code == 2
+        assert "timeline: error: %s %d: want an integer from 1 to %d (`" % (flag, bad, high) in capsys.readouterr().err
+    for good in ("1", str(high)):
+        assert tl.main(["--out", str(tmp_path), flag, good]) == 2
+        assert capsys.readouterr().err == "timeline: needs a GPU\n"

@@ -61,18 +61,39 @@ def _csan_one(name: str, variant: str, mib: float, pinned_mib: float, cycles: in
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from .._cli import out_folder_error
+    import argparse
+    from .._cli import integer, out_folder_error, patterns_usage
     from .._cli import patterns as parser
     ap = parser()
     args = ap.parse_args(argv)
-    if args.csan_one:
-        return _csan_one(args.csan_one[0], args.csan_one[1], args.mib, args.pinned_mib, int(args.csan_one[2]))
-    why = out_folder_error(args.out)
+    why = patterns_usage(args)
     if why:
-        ap.error("--out %s: %s; want a folder to write the traces and counts in" % (args.out, why))
+        print(why, file=sys.stderr)
+        return 2
+    names = [p.name for p in PATTERNS]
+    unknown = [n for n in (args.only or []) + (args.csan_one or [])[:1] if n not in names]
+    if unknown:
+        ap.error("unknown pattern %s (known: %s)" % (", ".join(map(repr, unknown)), ", ".join(names)))
+    if args.csan_one:
+        name, variant, cycles = args.csan_one
+        variants = next(p.variants for p in PATTERNS if p.name == name)
+        if variant not in variants:
+            ap.error("--csan-one: pattern %s has no variant %r (it has: %s)" % (name, variant, ", ".join(variants)))
+        try:
+            cycles = integer(cycles)
+        except argparse.ArgumentTypeError as e:
+            ap.error("--csan-one CYCLES: %s" % e)
+        if cycles < 0:
+            ap.error("--csan-one CYCLES: want an integer ≥ 0, not %d" % cycles)
+    else:
+        why = out_folder_error(args.out)
+        if why:
+            ap.error("--out %s: %s; want a folder to write the traces and counts in" % (args.out, why))
     if not torch.cuda.is_available():
         print("patterns: needs a GPU", file=sys.stderr)
         return 2
+    if args.csan_one:
+        return _csan_one(name, variant, args.mib, args.pinned_mib, cycles)
     from ..checker import check
     from ..recorder import record
     os.makedirs(args.out, exist_ok=True)
