@@ -297,11 +297,15 @@ def patterns() -> argparse.ArgumentParser:
     return ap
 
 
+# An integer in ASCII digits with an optional minus sign (what ``integer`` and ``_cap_or_auto`` take).
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
 def integer(v: str) -> int:
     """An integer written in ASCII digits, with an optional minus sign
     (argparse type): not Python's ``int()``, which also takes "+4", " 4",
     "1_000" and other scripts' digits."""
-    if not re.fullmatch(r"-?[0-9]+", v):
+    if not _INTEGER.fullmatch(v):
         raise argparse.ArgumentTypeError("want an integer in digits 0-9, not %r" % v)
     return int(v)
 
@@ -334,7 +338,7 @@ def _cap_or_auto(v: str):
     checks the bounds and that "auto" comes with --backend)."""
     if v == "auto":
         return v
-    if re.fullmatch(r"-?[0-9]+", v):
+    if _INTEGER.fullmatch(v):
         return int(v)
     raise argparse.ArgumentTypeError("want \"auto\" (with --backend) or an integer ≥ 0, not %r" % v)
 

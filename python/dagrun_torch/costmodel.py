@@ -613,11 +613,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not torch.cuda.is_available():
         print("costmodel: needs a GPU", file=sys.stderr)
         return 2
-    from .exporter import ExportError, _memory_bytes, build_model, export
-    nbytes, memory = 3 * args.size * args.size * 4, _memory_bytes("cuda")   # float32
-    if nbytes > memory:
-        ap.error("--size %d: the input alone is %d bytes, more than the cuda's %d bytes of memory" % (
-            args.size, nbytes, memory))
+    from .exporter import ExportError, build_model, export, input_memory_error
+    why = input_memory_error("--size %d" % args.size, 1, args.size, "cuda")
+    if why:
+        ap.error(why)
     torch.manual_seed(0)
     try:
         model, _ = build_model(args.model)

@@ -438,6 +438,17 @@ def _memory_bytes(device: str) -> Optional[int]:
         return None
 
 
+def input_memory_error(flags: str, batch: int, size: int, device: str) -> str:
+    """Why a float32 input of ``batch`` images of 3 × ``size`` × ``size``
+    cannot be made on ``device`` ("cuda" or "cpu"), as one line starting
+    with ``flags`` (the options that set it): more bytes than the device's
+    memory (``_memory_bytes``). "" when it fits or the memory is unknown."""
+    nbytes, memory = batch * 3 * size * size * 4, _memory_bytes(device)
+    if memory is not None and nbytes > memory:
+        return "%s: the input alone is %d bytes, more than the %s's %d bytes of memory" % (flags, nbytes, device, memory)
+    return ""
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     from ._cli import MAX_ITERS, export as parser, out_file_error
     ap = parser()
@@ -459,11 +470,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error("--out %s: %s; want the path of the graph JSON file to write" % (args.out, why))
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    nbytes = args.batch * 3 * args.size * args.size * 4   # float32
-    memory = _memory_bytes(args.device)
-    if memory is not None and nbytes > memory:
-        ap.error("--batch %d --size %d: the input alone is %d bytes, more than the %s's %d bytes of memory" % (
-            args.batch, args.size, nbytes, args.device, memory))
+    why = input_memory_error("--batch %d --size %d" % (args.batch, args.size), args.batch, args.size, args.device)
+    if why:
+        ap.error(why)
     torch.manual_seed(0)
     try:
         model, source = build_model(args.model)
