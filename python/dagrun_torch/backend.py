@@ -79,9 +79,9 @@ returns. Only the chosen graph stays.
 Needs torch 2.0 or later (``torch.compile``; ``require_torch_compile``
 says so on an older one); the dagrun path needs torch 2.9 or later
 (Inductor's FX wrapper), an older torch runs Inductor's own path with one
-warning per graph. The FX path has been checked on the CPU with
-hand-built wrapper graphs; the GPU check is
-``python/tests/gpu_fx_tracer_check.py`` (torch 2.11, H100).
+warning per graph. The FX path is checked on the CPU with hand-built
+wrapper graphs and on a GPU by ``python/tests/gpu_fx_tracer_check.py`` and
+``bench --backend`` (torch 2.11, H100: docs/pytorch.md).
 """
 from __future__ import annotations
 
