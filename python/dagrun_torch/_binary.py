@@ -102,7 +102,8 @@ def find_dagrun(build: bool = True) -> str:
     and ``go`` is on ``PATH`` (and ``build`` is true), builds
     ``./cmd/dagrun`` into ``<checkout>/.cache/dagrun_torch/dagrun`` once.
 
-    Raises DagrunNotFound (with what to do) when none of these works.
+    Raises DagrunNotFound (with what to do) when none of these works; with
+    ``build`` false in a checkout with Go, saying that a command builds it.
     """
     global _cached
     own = wheel_binary()
@@ -133,6 +134,11 @@ def find_dagrun(build: bool = True) -> str:
             raise DagrunNotFound("building dagrun with `go build ./cmd/dagrun` in %s failed:\n%s" % (root, r.stderr.strip()))
         _cached = str(out)
         return _cached
+    if root is not None and go is not None:   # build is False: say that a command builds one, not to install Go
+        raise DagrunNotFound(
+            "no dagrun binary built yet: in this checkout, the first command that needs dagrun builds "
+            "./cmd/dagrun with Go into %s; or set DAGRUN=/path/to/dagrun or put dagrun on PATH"
+            % (root / ".cache" / "dagrun_torch" / "dagrun"))
     raise DagrunNotFound(
         "no dagrun binary: install a dagrun_torch wheel (it carries one: "
         "`pip install dagrun_torch-*.whl`, built by scripts/build-wheel.sh), "

@@ -297,3 +297,26 @@ def test_a_command_that_needs_a_gpu_exits_2_without_one(cmd, argv):
             "from dagrun_torch.__main__ import main\nsys.exit(main(sys.argv[1:]))\n")
     r = subprocess.run([sys.executable, "-c", code, cmd] + argv, capture_output=True, text=True, env=package_env())
     assert (r.returncode, r.stderr, r.stdout) == (2, "%s: needs a GPU\n" % cmd, "")
+
+
+def test_version_in_a_checkout_with_go_says_a_command_builds_the_binary(tmp_path, monkeypatch):
+    """--version does not build dagrun: in a checkout with Go and no binary
+    yet it says that the first command that needs one builds it, not to
+    install Go; without Go it says what to install."""
+    from dagrun_torch import _binary
+    monkeypatch.setattr(_binary, "wheel_binary", lambda: None)
+    monkeypatch.setattr(_binary, "_cached", None)
+    monkeypatch.setattr(_binary, "_repo_root", lambda: tmp_path)
+    monkeypatch.delenv("DAGRUN", raising=False)
+    go = {"go": "/usr/bin/go"}
+    monkeypatch.setattr(_binary.shutil, "which", lambda name: go.get(name))
+    with pytest.raises(_binary.DagrunNotFound) as e:
+        _binary.find_dagrun(build=False)
+    assert str(e.value) == ("no dagrun binary built yet: in this checkout, the first command that needs dagrun builds "
+                            "./cmd/dagrun with Go into %s; or set DAGRUN=/path/to/dagrun or put dagrun on PATH"
+                            % (tmp_path / ".cache" / "dagrun_torch" / "dagrun"))
+    assert not (tmp_path / ".cache").exists()
+    go.clear()
+    with pytest.raises(_binary.DagrunNotFound) as e:
+        _binary.find_dagrun(build=False)
+    assert str(e.value).startswith("no dagrun binary: install a dagrun_torch wheel") and "install Go" in str(e.value)
