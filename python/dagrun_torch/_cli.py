@@ -299,22 +299,34 @@ def patterns() -> argparse.ArgumentParser:
 
 # An integer in ASCII digits with an optional minus sign (what ``integer`` and ``_cap_or_auto`` take).
 _INTEGER = re.compile(r"-?[0-9]+")
+_WHOLE = re.compile(r"[0-9]+")
+# The most digits an integer option takes: more than any bound of these commands needs (2**63 has 19),
+# and far fewer than Python's limit on converting a digit string (4300 digits), past which int() raises
+# an error of its own.
+MAX_DIGITS = 30
 
 
-def integer(v: str) -> int:
-    """An integer written in ASCII digits, with an optional minus sign
-    (argparse type): not Python's ``int()``, which also takes "+4", " 4",
-    "1_000" and other scripts' digits."""
-    if not _INTEGER.fullmatch(v):
-        raise argparse.ArgumentTypeError("want an integer in digits 0-9, not %r" % v)
+def _digits(v: str, pattern: "re.Pattern[str]", want: str) -> int:
+    """``v`` as an int where ``pattern`` matches it in full and it has at
+    most MAX_DIGITS digits; else ArgumentTypeError, opening with ``want``."""
+    if not pattern.fullmatch(v):
+        raise argparse.ArgumentTypeError("%s, not %r" % (want, v))
+    n = len(v.lstrip("-"))
+    if n > MAX_DIGITS:
+        raise argparse.ArgumentTypeError("%s of at most %d digits, not %d digits (%r)" % (want, MAX_DIGITS, n, v[:12] + "…"))
     return int(v)
 
 
+def integer(v: str) -> int:
+    """An integer written in ASCII digits, with an optional minus sign,
+    of at most MAX_DIGITS digits (argparse type): not Python's ``int()``,
+    which also takes "+4", " 4", "1_000" and other scripts' digits."""
+    return _digits(v, _INTEGER, "want an integer in digits 0-9")
+
+
 def positive(v: str) -> int:
-    """A whole number ≥ 1 (argparse type)."""
-    if not re.fullmatch(r"[0-9]+", v):
-        raise argparse.ArgumentTypeError("want a whole number in digits 0-9, not %r" % v)
-    n = int(v)
+    """A whole number ≥ 1 of at most MAX_DIGITS digits (argparse type)."""
+    n = _digits(v, _WHOLE, "want a whole number in digits 0-9")
     if n < 1:
         raise argparse.ArgumentTypeError("want at least 1, not %d" % n)
     return n
@@ -338,9 +350,7 @@ def _cap_or_auto(v: str):
     checks the bounds and that "auto" comes with --backend)."""
     if v == "auto":
         return v
-    if _INTEGER.fullmatch(v):
-        return int(v)
-    raise argparse.ArgumentTypeError("want \"auto\" (with --backend) or an integer ≥ 0, not %r" % v)
+    return _digits(v, _INTEGER, "want \"auto\" (with --backend) or an integer ≥ 0")
 
 
 def run() -> argparse.ArgumentParser:

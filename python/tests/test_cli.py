@@ -54,6 +54,13 @@ def test_models_given_empty_is_a_usage_error(cmd):
 
 @pytest.mark.parametrize("cmd,argv,says", [
     ("bench", ["--max-streams", "x"], "argument --max-streams: want \"auto\" (with --backend) or an integer ≥ 0, not 'x'"),
+    # past Python's 4300-digit limit of int(), which would raise its own "invalid integer value"
+    ("bench", ["--iters", "9" * 5000], "argument --iters: want an integer in digits 0-9 of at most 30 digits, not 5000 "
+                                       "digits ('999999999999…')"),
+    ("bench", ["--max-streams", "-" + "9" * 31], "argument --max-streams: want \"auto\" (with --backend) or an integer "
+                                                 "≥ 0 of at most 30 digits, not 31 digits ('-99999999999…')"),
+    ("run", ["--max-ops", "9" * 31, "x.py"], "argument --max-ops: want a whole number in digits 0-9 of at most 30 "
+                                             "digits, not 31 digits ('999999999999…')"),
     ("export", ["--model", "resnet50"], "the following arguments are required: --out"),
     ("check", [], "the following arguments are required: TRACE.yaml"),
 ])
@@ -320,3 +327,12 @@ def test_version_in_a_checkout_with_go_says_a_command_builds_the_binary(tmp_path
     with pytest.raises(_binary.DagrunNotFound) as e:
         _binary.find_dagrun(build=False)
     assert str(e.value).startswith("no dagrun binary: install a dagrun_torch wheel") and "install Go" in str(e.value)
+
+
+def test_integer_options_take_up_to_max_digits_digits():
+    """MAX_DIGITS on both sides: 30 digits pass to the option's own bounds, 31 are refused."""
+    assert _cli.integer("9" * _cli.MAX_DIGITS) == int("9" * 30) and _cli.integer("-" + "9" * 30) == -int("9" * 30)
+    assert _cli.positive("9" * 30) == int("9" * 30) and _cli._cap_or_auto("9" * 30) == int("9" * 30)
+    for f in (_cli.integer, _cli.positive, _cli._cap_or_auto):
+        with pytest.raises(Exception, match="of at most 30 digits, not 31 digits"):
+            f("9" * 31)
