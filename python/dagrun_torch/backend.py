@@ -152,13 +152,21 @@ def _integer(v: Any) -> Optional[int]:
     return int(v)
 
 
+# The most characters of a value's repr that an error message shows.
+MAX_SHOWN = 80
+
+
 def _value(v: Any) -> str:
-    """``v`` as an error message shows it: its repr, and its type where
-    that is not a Python bool, int or str (numpy's 4 prints as 4)."""
+    """``v`` as an error message shows it: its repr (the first MAX_SHOWN
+    characters, then how long it is), and its type where that is not a
+    Python bool, int or str (numpy's 4 prints as 4)."""
+    r = repr(v)
+    if len(r) > MAX_SHOWN:
+        r = "%s… (%d characters)" % (r[:MAX_SHOWN], len(r))
     t = type(v)
     if t in (bool, int, str, type(None)) or isinstance(v, os.PathLike):
-        return repr(v)
-    return "%r (a %s.%s)" % (v, t.__module__, t.__qualname__)
+        return r
+    return "%s (a %s.%s)" % (r, t.__module__, t.__qualname__)
 
 
 def _not_executable(v: Any) -> str:
@@ -185,11 +193,11 @@ def parse_options(options: Optional[dict]) -> Options:
     if options is None:
         return o
     if not isinstance(options, dict):
-        raise ValueError("dagrun backend: options=%r: want a dict" % (options,))
+        raise ValueError("dagrun backend: options=%s: want a dict" % _value(options))
     known = set(Options.__dataclass_fields__)
     for k, v in options.items():
         if k not in known:
-            raise ValueError("dagrun backend: unknown option %r (known: %s)" % (k, ", ".join(sorted(known))))
+            raise ValueError("dagrun backend: unknown option %s (known: %s)" % (_value(k), ", ".join(sorted(known))))
         if k == "max_streams":
             if not (isinstance(v, str) and v == "auto"):
                 n = _integer(v)

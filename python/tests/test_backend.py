@@ -51,6 +51,30 @@ def test_options_parse_and_refuse_bad_values(monkeypatch):
     assert be.parse_options({"dagrun": os.path.basename(sys.executable)}).dagrun == sys.executable
 
 
+def test_option_errors_show_a_long_value_cut_short():
+    """A value's repr up to MAX_SHOWN characters is shown whole; a longer
+    one is cut there, with its length."""
+    assert be.MAX_SHOWN == 80
+    with pytest.raises(ValueError) as e:
+        be.parse_options({"max_streams": 10**100})
+    assert str(e.value) == ("dagrun backend: max_streams=%s… (101 characters): want \"auto\", 0 (no cap) or an integer "
+                            "from 1 to 2147483647" % ("1" + "0" * 79))
+    with pytest.raises(ValueError) as e:
+        be.parse_options({"dagrun": "/x" * 39 + "yz"})     # a repr of 82 characters
+    assert str(e.value).startswith("dagrun backend: dagrun='%s… (82 characters): no such file" % ("/x" * 39 + "y"))
+    with pytest.raises(ValueError) as e:
+        be.parse_options({"dagrun": "/x" * 39})            # 80: whole
+    assert str(e.value).startswith("dagrun backend: dagrun='%s': no such file" % ("/x" * 39))
+    with pytest.raises(ValueError, match=re.escape("strategy=%s… (5003 characters) (a builtins.bytes): want one of" %
+                                                   repr(b"x" * 5000)[:80])):
+        be.parse_options({"strategy": b"x" * 5000})
+    with pytest.raises(ValueError, match=re.escape("unknown option '%s… (102 characters) (known: dagrun," % ("k" * 79))):
+        be.parse_options({"k" * 100: 1})
+    with pytest.raises(ValueError, match=re.escape("options=%s… (3000 characters) (a builtins.list): want a dict" %
+                                                   repr([0] * 1000)[:80])):
+        be.parse_options([0] * 1000)
+
+
 class Truthy:
     def __repr__(self):
         return "True"
