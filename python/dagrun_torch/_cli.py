@@ -198,6 +198,8 @@ def bench_usage(args: argparse.Namespace) -> str:
     known = list(MODELS) + (list(TRANSFORMERS) if args.backend else [])
     for m in args.models + args.compile_models:
         if m not in known:
+            if m in TRANSFORMERS:
+                return "bench: model %r: only with --backend (known without it: %s)" % (m, ", ".join(known))
             return "bench: unknown model %r (known%s: %s)" % (m, " with --backend" if args.backend else "", ", ".join(known))
     for flag, ms in (("--models", args.models), ("--compile-models", args.compile_models)):
         twice = sorted({m for m in ms if ms.count(m) > 1})

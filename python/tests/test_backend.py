@@ -574,7 +574,13 @@ def test_bench_refuses_bad_usage_and_a_torch_without_torch_compile_before_the_gp
     assert err("--backend", "--models", "bert-base", "nosuch") == (
         "bench: unknown model 'nosuch' (known with --backend: googlenet, inception_v3, inception_v4, nasnetalarge, "
         "resnet50, densenet121, bert-base, moe-1, moe-8)")
-    assert err("--models", "bert-base").startswith("bench: unknown model 'bert-base' (known: googlenet,")
+    # a transformer workload outside --backend is named as such, for every other run
+    for run in ([], ["--schedules"], ["--inductor"]):
+        assert err(*run, "--models", "moe-8") == (
+            "bench: model 'moe-8': only with --backend (known without it: googlenet, inception_v3, inception_v4, "
+            "nasnetalarge, resnet50, densenet121)")
+    assert err("--inductor", "--compile-models", "bert-base").startswith("bench: model 'bert-base': only with --backend")
+    assert err("--models", "bert").startswith("bench: unknown model 'bert' (known: googlenet,")
     for flag, bad, good in (("--iters", "0", "1"), ("--max-streams", "-1", "0"), ("--verify-trials", "-1", "0")):
         assert err("--backend", flag, bad) == "bench: %s %s: want an integer ≥ %s" % (flag, bad, good)
         assert err("--backend", flag, good) == "bench: needs a GPU"
