@@ -47,10 +47,11 @@ at least 1), raising ``dagrun_torch.VerificationError`` on a difference;
 
 Never slower, never a crash: the backend runs Inductor's own path
 (``mode="reduce-overhead"``: its one-stream CUDA graph) instead, with one
-``DagrunFallbackWarning`` that says why, when autograd is needed (inference
-only: run under ``torch.no_grad()``), when the graph has dynamic shapes
-(``torch.compile(..., dynamic=False)`` gives a graph per shape), when an
-input is not a CUDA tensor, when the graph writes its inputs, when
+``DagrunFallbackWarning`` that says why, when there is no CUDA device,
+when autograd is needed (inference only: run under ``torch.no_grad()``),
+when the graph has dynamic shapes (``torch.compile(..., dynamic=False)``
+gives a graph per shape), when an input is not a CUDA tensor or dynamo
+passes fake example inputs, when the graph writes its inputs, when
 torch has no Inductor FX wrapper (torch before 2.9), when no dagrun binary
 is found (``find_dagrun``) or the one found or named does not answer
 ``dagrun version`` (both checked before Inductor compiles), when Inductor's FX
