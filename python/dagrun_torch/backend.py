@@ -551,7 +551,8 @@ def wider_for_nothing(c: dict, cands: Dict[str, dict]) -> bool:
                 c["ideal_us"] > (1 - MEMORY_TOLERANCE) * d["ideal_us"]:
             held = ""
             if d.get("blas_streams") is not None and c.get("blas_streams") is not None:
-                held = ", which holds %d cuBLAS workspaces against %d" % (d["blas_streams"], c["blas_streams"])
+                held = ", which holds %d cuBLAS workspace%s against %d" % (
+                    d["blas_streams"], "" if d["blas_streams"] == 1 else "s", c["blas_streams"])
             c["skipped"] = ("no predicted gain over the plan capped at %s streams (%d streams%s)" % (
                 k if k != "0" else "no", d["streams"], held))
             return True

@@ -686,6 +686,11 @@ def test_a_wider_plan_with_no_predicted_gain_over_a_timed_narrower_one_is_not_ca
     c["ideal_us"] = 990.1
     assert be.wider_for_nothing(c, cs)
     assert c["skipped"] == "no predicted gain over the plan capped at 4 streams (4 streams, which holds 4 cuBLAS workspaces against 25)"
+    cs["4"]["blas_streams"] = 1                                      # one workspace, said in the singular
+    c = {"streams": 25, "blas_streams": 1, "ideal_us": 1000.0}
+    assert be.wider_for_nothing(c, cs)
+    assert c["skipped"] == "no predicted gain over the plan capped at 4 streams (4 streams, which holds 1 cuBLAS workspace against 1)"
+    cs["4"]["blas_streams"] = 4
     c = {"streams": 16, "ideal_us": 1000.0}                          # no workspace counts: still skipped, said without them
     assert be.wider_for_nothing(c, cs) and c["skipped"] == "no predicted gain over the plan capped at 4 streams (4 streams)"
     c = {"streams": 4, "blas_streams": 4, "ideal_us": 1000.0}        # as wide, no gain (two caps, one plan): skipped
