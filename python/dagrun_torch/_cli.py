@@ -124,13 +124,17 @@ def bench() -> argparse.ArgumentParser:
                     help="also time torch.compile (default)")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="leave torch.compile out")
     ap.add_argument("--only-compile", action="store_true", help="time eager, the one-stream graph and torch.compile only")
+    from .backend import MAX_VERIFY_TRIALS   # the backend's bound, which every run shares (bench_usage)
     ap.add_argument("--verify-trials", type=integer, default=2,
-                    help="runs of each plan checked against eager outputs before timing, 0 to the backend's "
-                         "MAX_VERIFY_TRIALS (default 2)")
+                    help="runs of each plan checked against eager outputs before timing (--backend: the backend's "
+                         "verify_trials, 0 for verify=False), 0 to %d (default 2)" % MAX_VERIFY_TRIALS)
     ap.add_argument("--budget-s", type=number, default=540.0,
                     help="wall-time budget, seconds, at most a day: models that do not fit are skipped and listed "
                          "(default 540)")
-    ap.add_argument("--out", default="bench-out", help="folder for bench.json and bench.md (default bench-out)")
+    ap.add_argument("--out", default="bench-out",
+                    help="folder for the run's tables (default bench-out): bench.json and bench.md; --schedules: "
+                         "schedules.json, schedules.md and costs.json; --inductor: inductor.json and inductor.md; "
+                         "--backend: backend.json and backend.md")
     ap.add_argument("--schedules", action="store_true",
                     help="compare schedules instead: the cost model, the lower bound, every stream cap in %s (0: uncapped), "
                          "the staged (IOS) schedule and the priority order under caps 4, 16 and none, planned, predicted "

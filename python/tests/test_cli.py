@@ -336,3 +336,17 @@ def test_integer_options_take_up_to_max_digits_digits():
     for f in (_cli.integer, _cli.positive, _cli._cap_or_auto):
         with pytest.raises(Exception, match="of at most 30 digits, not 31 digits"):
             f("9" * 31)
+
+
+def test_bench_help_names_each_runs_files_and_the_verify_bound():
+    """bench --help says which files each run writes into --out (as its
+    code writes them) and --verify-trials' bound as a number."""
+    import re as _re
+    from dagrun_torch.backend import MAX_VERIFY_TRIALS
+    helps = {a.dest: a.help for a in _cli.bench()._actions}
+    src = open(os.path.join(os.path.dirname(_cli.__file__), "bench.py")).read()
+    written = set(_re.findall(r'os\.path\.join\(args\.out, "([a-z]+\.(?:json|md))"\)', src))
+    assert written == {"bench.json", "bench.md", "schedules.json", "schedules.md", "costs.json", "inductor.json",
+                       "inductor.md", "backend.json", "backend.md"}
+    assert all(f in helps["out"] for f in written), helps["out"]
+    assert "0 to %d (default 2)" % MAX_VERIFY_TRIALS in helps["verify_trials"] and "MAX_" not in helps["verify_trials"]
