@@ -21,7 +21,11 @@ if [[ $# -lt 1 || $1 == -* ]]; then
   [[ ${1:-} == -h || ${1:-} == --help ]] && exit 0
   exit 2
 fi
-out="$(mkdir -p "$1" && cd "$1" && pwd)"
+# OUTDIR must be a folder, or a path where one can be made: bad input exits 2, as every command's does
+if ! out="$(mkdir -p -- "$1" 2>&1 && cd -- "$1" && pwd)"; then
+  echo "build-wheel.sh: OUTDIR $1: ${out#mkdir: }; want a folder to write the wheels in" >&2
+  exit 2
+fi
 shift
 cd "$(dirname "$0")/.."
 exec "${PYTHON:-python3}" -B python/_build/dagrun_build.py "$out" "$@"

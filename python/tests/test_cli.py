@@ -350,3 +350,20 @@ def test_bench_help_names_each_runs_files_and_the_verify_bound():
                        "inductor.md", "backend.json", "backend.md"}
     assert all(f in helps["out"] for f in written), helps["out"]
     assert "0 to %d (default 2)" % MAX_VERIFY_TRIALS in helps["verify_trials"] and "MAX_" not in helps["verify_trials"]
+
+
+def test_build_wheel_refuses_an_outdir_that_cannot_be_a_folder_with_exit_2(tmp_path):
+    """scripts/build-wheel.sh: an OUTDIR that is a file, or under one, is bad input: exit 2, one line, before any
+    build (a folder to make is made)."""
+    from conftest import REPO
+    script = os.path.join(REPO, "scripts", "build-wheel.sh")
+    if not os.path.isfile(script):
+        pytest.skip("no checkout's scripts/build-wheel.sh")
+    f = tmp_path / "file"
+    f.write_text("")
+    for out in (f, f / "sub"):
+        r = subprocess.run(["bash", script, str(out)], capture_output=True, text=True)
+        assert (r.returncode, r.stdout) == (2, ""), r.stderr
+        assert r.stderr.startswith("build-wheel.sh: OUTDIR %s: " % out) and r.stderr.endswith(
+            "; want a folder to write the wheels in\n") and r.stderr.count("\n") == 1, r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["file"]
