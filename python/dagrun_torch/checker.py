@@ -657,7 +657,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             worst = 2
             continue
         except (DagrunError, DagrunNotFound, OSError) as e:
-            print("%s: %s" % (quote_path(p), e), file=sys.stderr)
+            why = str(e)
+            if isinstance(e, OSError) and e.strerror and e.filename == p:
+                why = e.strerror   # the OS's words ("No such file or directory"), not the path again
+            print("%s: %s" % (quote_path(p), why), file=sys.stderr)
             worst = 2
             continue
         print("%s: %s" % (quote_path(p), "ok: no race" if res.ok else "RACE"))

@@ -59,6 +59,15 @@ def test_latin1_byte_refused(tmp_path, dagrun_bin):
     assert_refused(run_check(str(p), dagrun_bin), "%s:3:" % p, "UTF-8")
 
 
+def test_a_file_that_cannot_be_opened_is_one_line_naming_it_once(tmp_path):
+    for path, why in ((tmp_path / "missing.yaml", "No such file or directory"),
+                      (tmp_path / "file" / "x.yaml", "Not a directory")):
+        (tmp_path / "file").write_text("")
+        r = run_check(str(path))
+        assert_refused(r)
+        assert r.stderr == "%s: %s\n" % (path, why), r.stderr
+
+
 def test_empty_file_refused_as_no_trace(tmp_path):
     # Not dagrun's advice for an empty spec (start from docs/spec.md's
     # example): a trace is not written by hand.
