@@ -18,7 +18,7 @@ examples:
   python3 -m dagrun_torch export --model resnet50 --out /tmp/resnet50.json
   python3 -m dagrun_torch run train.py --epochs 1
 
-Exit codes: 0 ok, 1 a race or a failed run, 2 bad input or usage.
+Exit codes: 0 ok, 1 a race, a failed run or stdout closed, 2 bad input or usage.
 """
 import sys
 
@@ -38,6 +38,24 @@ def version_text() -> str:
 
 
 def main(argv=None) -> int:
+    """The command line (module doc); returns the exit status. Where
+    stdout is closed before all is written (its reader gone, as with
+    ``| head``), exits 1 without a traceback, as dagrun's own commands do
+    (Python's documentation, "Note on SIGPIPE")."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            if sys.stdout is not None:
+                sys.stdout.flush()   # here, not at the interpreter's exit, where a closed pipe only prints
+    except BrokenPipeError:
+        import os
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())   # the interpreter's own flush at exit writes there
+        return 1
+
+
+def _main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) > 1 and argv[0] in ("-h", "--help", "--version"):
         print("dagrun_torch: %s takes no arguments (COMMAND --help: a command's options)\n%s" % (

@@ -367,3 +367,17 @@ def test_build_wheel_refuses_an_outdir_that_cannot_be_a_folder_with_exit_2(tmp_p
         assert r.stderr.startswith("build-wheel.sh: OUTDIR %s: " % out) and r.stderr.endswith(
             "; want a folder to write the wheels in\n") and r.stderr.count("\n") == 1, r.stderr
     assert sorted(os.listdir(tmp_path)) == ["file"]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["bench", "--help"], ["--version"]])
+def test_a_closed_stdout_exits_1_without_a_traceback(argv):
+    """stdout's reader gone (``| head``): exit 1 and nothing on stderr, as
+    dagrun's own commands do, not Python's BrokenPipeError traceback."""
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)
+    try:
+        p = subprocess.run([sys.executable, "-m", "dagrun_torch"] + argv, stdout=w_fd, stderr=subprocess.PIPE,
+                           text=True, env=package_env())
+    finally:
+        os.close(w_fd)
+    assert (p.returncode, p.stderr) == (1, ""), p.stderr
