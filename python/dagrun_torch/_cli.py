@@ -231,9 +231,7 @@ def bench_usage(args: argparse.Namespace) -> str:
                                ("--verify-trials", args.verify_trials, 0, MAX_VERIFY_TRIALS)):
         if v is None or v == "auto":
             continue
-        if v < low:
-            return "bench: %s %d: want an integer ≥ %d" % (flag, v, low)
-        if high is not None and v > high:
+        if not low <= v <= high:   # one message for both sides, as timeline's and patterns' bounds say
             return "bench: %s %d: want an integer from %d to %d" % (flag, v, low, high)
     if not 0 < args.budget_s <= MAX_BUDGET_S:
         return "bench: --budget-s %.15g: want seconds > 0 and at most %d (a day)" % (args.budget_s, MAX_BUDGET_S)
