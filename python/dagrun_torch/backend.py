@@ -57,10 +57,13 @@ is found (``find_dagrun``) or the one found or named does not answer
 ``dagrun version`` (both checked before Inductor compiles), when Inductor's FX
 converter cannot express the graph (a kernel that is not Triton's, say) or
 its wrapper graph has a node the tracer does not read (the warning names
-it), when the plan has
-one stream or the planner predicts no gain, when the fastest plan is not 2%
-faster than the same kernels on one stream, or when its outputs differ
-from the one-stream run's. Bad options raise ValueError when dynamo first
+it), or when the chosen graph's outputs differ from the one-stream run's.
+When the plan has one stream, the planner predicts no gain or the fastest
+plan is not MIN_GAIN faster than the same kernels on one stream, the graph
+runs the one-stream plan, captured with its arena and lifetimes: Inductor's
+kernels on one stream as one CUDA graph, which is what reduce-overhead
+runs, without compiling the graph again (``CompiledGraph.path`` is
+ONE_STREAM; one warning says why). Bad options raise ValueError when dynamo first
 calls the backend (the model's first call), before anything is compiled;
 torch.compile raises it, as it does VerificationError, inside
 ``torch._dynamo.exc.BackendCompilerFailed``. ``parse_options`` checks a
@@ -96,7 +99,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["dagrun", "Options", "parse_options", "DagrunFallbackWarning", "CompiledGraph", "compiled_graphs",
-           "MIN_GAIN", "AUTO_CAPS", "MAX_STREAMS", "MAX_VERIFY_TRIALS", "MEMORY_TOLERANCE", "needs_autograd", "dynamic_inputs",
+           "MIN_GAIN", "AUTO_CAPS", "ONE_STREAM", "MAX_STREAMS", "MAX_VERIFY_TRIALS", "MEMORY_TOLERANCE", "needs_autograd", "dynamic_inputs",
            "require_torch_compile", "register"]
 
 # A multi-stream plan is kept only when its replay is at least this much faster
@@ -114,6 +117,8 @@ MAX_STREAMS = 2**31 - 1
 # The most runs with delays the backend's verify takes: each is a capture and a run of the whole graph at
 # compile time, so the bound keeps a compile's time bounded.
 MAX_VERIFY_TRIALS = 100
+# CompiledGraph.path of a graph whose plans gain nothing over one stream: the one-stream plan's CUDA graph.
+ONE_STREAM = "one stream"
 
 
 def require_torch_compile(what: str = "dagrun backend") -> None:
@@ -234,9 +239,10 @@ def parse_options(options: Optional[dict]) -> Options:
 
 @dataclass
 class CompiledGraph:
-    """What the backend did with one FX graph: ``path`` ("dagrun" or
-    "reduce-overhead"), ``reason`` (why it fell back, "" on the dagrun
-    path), ``streams`` (the chosen plan's), ``launches`` (kernel launches
+    """What the backend did with one FX graph: ``path`` ("dagrun";
+    ONE_STREAM: no plan gains over one stream, and the graph runs the
+    one-stream plan; "reduce-overhead": Inductor's own path), ``reason``
+    (why not the dagrun path, "" on it), ``streams`` (the chosen plan's), ``launches`` (kernel launches
     traced), ``candidates`` ({cap: {"streams", "ms", "pool_mb"}}: median
     replay of each captured plan, ms, and the memory its capture reserved,
     MB; cap 1 is the one-stream plan; ``arena_mb``: the part of the pool
@@ -686,9 +692,12 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, fx: Any, opt
     # a full garbage collection costs a process with torch.compile loaded a large part of a small
     # graph's compile: run it only when a discarded capture is still alive (in a reference cycle)
     _release(gc_first=any(r() is not None and (chosen is None or r() is not chosen[1]) for r in made))
-    info.capture_s = round(time.time() - t0, 2)
     if chosen is None:
-        return None
+        # no plan gains over one stream: the one-stream plan, captured with its arena and lifetimes,
+        # is Inductor's one-stream CUDA graph without a second compile
+        chosen = (plans[(1, "default")], ind.CompiledInductor(ig, plans[(1, "default")], copied))
+        info.path = ONE_STREAM
+    info.capture_s = round(time.time() - t0, 2)
     t0 = time.time()
     plan, ci = chosen
     del chosen
@@ -697,9 +706,13 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, fx: Any, opt
     ok, why = bitwise_equal(out, ref)
     info.identical = ok
     if not ok:
-        info.reason = "the %d-stream graph's outputs differ from one stream's (%s)" % (info.streams, why)
+        info.reason = "; ".join(x for x in (info.reason, "the %d-stream graph's outputs differ from one stream's (%s)" % (
+            info.streams, why)) if x)
         return None
-    if opts.verify:
+    if info.path == ONE_STREAM:
+        warn_fallback("dagrun backend: running Inductor's kernels on one stream, as one CUDA graph, for this "
+                      "graph: %s" % info.reason)
+    elif opts.verify:
         rng = random.Random(0)
         launches = sorted(ig.launch)
         for trial in range(opts.verify_trials):

@@ -793,9 +793,40 @@ def test_the_fast_path_releases_candidates_once_they_cannot_be_chosen_and_keeps_
     fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), "fx", be.Options(), be.CompiledGraph())
     assert releases == [False] * 4 + [True] and [r().cap for r in made if r() is not None] == [16]
     cycle.clear()
-    info = be.CompiledGraph()                                     # a cap of 1: the reference alone, no candidate
-    assert be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), "fx", be.Options(max_streams=1), info) is None
-    assert info.reason == "dagrun's plan has one stream" and list(info.candidates) == ["1"]
+    # a cap of 1: the reference alone, no candidate; the graph runs the one-stream plan with its arena, one
+    # warning, no second compile
+    info = be.CompiledGraph()
+    del arenas[:]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), "fx", be.Options(max_streams=1), info)
+    assert (info.path, info.reason, info.streams, info.identical, info.verified) == (
+        be.ONE_STREAM, "dagrun's plan has one stream", 1, True, None)
+    assert list(info.candidates) == ["1"] and arenas == [(1, False), (1, True)] and fn.ci.cap == 1
+    fw = [m for m in w if issubclass(m.category, be.DagrunFallbackWarning)]
+    assert len(fw) == 1 and "on one stream, as one CUDA graph" in str(fw[0].message) and "has one stream" in str(fw[0].message)
+    # no plan 2% faster than one stream: the same
+    ms.update({4: 1.99, 16: 1.985, 0: 1.99})
+    info = be.CompiledGraph()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        fn = be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), "fx", be.Options(), info)
+    assert info.path == be.ONE_STREAM and "less than 2% gain" in info.reason and fn.ci.cap == 1 and info.streams == 1
+    # a one-stream graph whose outputs differ from the reference's: Inductor's own path (None), saying both
+    differ = [True]
+    orig_init = CI.__init__
+
+    def init(self, ig, plan, copied, delays=None, arena=True):
+        orig_init(self, ig, plan, copied, delays, arena)
+        if plan.cap == 1 and arena and differ:
+            self._out = (torch.zeros(2),)
+    monkeypatch.setattr(CI, "__init__", init)
+    info = be.CompiledGraph()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert be._fast_path(object(), [torch.zeros(3)], lambda *a: (torch.ones(2),), "fx", be.Options(), info) is None
+    assert "less than 2% gain" in info.reason and "1-stream graph's outputs differ" in info.reason
+    assert not [m for m in w if issubclass(m.category, be.DagrunFallbackWarning)]   # dagrun() warns once, falling back
 
 
 def backend_doc_rows():
