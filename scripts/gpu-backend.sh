@@ -46,5 +46,5 @@ echo "== bench --backend: budget $left s, models $models"
 # from passing BUDGET_S + 30 s (backend.json holds every model finished before it)
 timeout $((left + 20)) python3 -m dagrun_torch bench --backend --models $models --iters 50 --verify-trials 1 \
     --budget-s "$left" --out "$out" 2>&1 | grep --line-buffered -v "UserWarning\|warnings.warn" | tee "$out/run.log" ||
-    echo "bench: stopped (rc ${PIPESTATUS[0]}; 124: past its time limit)"
+    echo "bench: exit ${PIPESTATUS[0]} (1: a model failed, named above; 124: past its time limit)"
 echo "== done in $((SECONDS - start)) s; results in $out/backend.md and $out/backend.json"

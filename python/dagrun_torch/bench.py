@@ -13,7 +13,9 @@ by two CUDA events on the calling stream; graph-mode calls include copying
 the input into the graph's static input. ``--budget-s`` bounds the run: the
 slow torch.compile columns come last and are skipped (printed as "skipped")
 when the budget would run out. Writes DIR/bench.json and DIR/bench.md after
-every model. Needs a GPU and the dagrun binary.
+every model. Needs a GPU and the dagrun binary. Exits 1 when a model
+failed (its traceback printed as it came; the others still run and are
+written), 2 on bad usage.
 """
 from __future__ import annotations
 
@@ -127,6 +129,21 @@ def one_stream_graph(model: torch.nn.Module, x: torch.Tensor):
         g.replay()
         return out
     return call, out, g, peak
+
+
+def exit_status(rows: List[dict]) -> int:
+    """The exit status of a bench run over ``rows``: 0 when every model ran,
+    else 1, with one line on stderr naming the models whose row, or one of
+    whose modes, holds an error (their tracebacks were printed as they
+    came). A skipped model is no failure."""
+    failed = [r["model"] for r in rows
+              if any(k.endswith("error") for k in r) or
+              any(isinstance(v, dict) and any(k.endswith("error") for k in v) for v in r.values())]
+    if failed:
+        print("bench: %d of %d models failed (tracebacks above): %s" % (len(failed), len(rows), ", ".join(failed)),
+              file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 def each_model(rows: List[dict], models: List[str], body: Callable[[str, str, int, dict], None],
@@ -344,7 +361,7 @@ def schedules(args) -> int:
     print(note())
     print(schedule_table(rows))
     save()
-    return 0
+    return exit_status(rows)
 
 
 INDUCTOR_CAPS = (4, 8, 16, 0)
@@ -446,7 +463,7 @@ def inductor(args) -> int:
     print(note())
     print(inductor_table(rows))
     save()
-    return 0
+    return exit_status(rows)
 
 
 TRANSFORMERS = _cli.TRANSFORMERS
@@ -791,7 +808,7 @@ def backend(args) -> int:
     print(note())
     print(backend_table(rows))
     save()
-    return 0
+    return exit_status(rows)
 
 
 def _flat(v):
@@ -935,7 +952,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(note())
     print(table(rows, args.max_streams))
     save()
-    return 0
+    return exit_status(rows)
 
 
 if __name__ == "__main__":

@@ -914,3 +914,20 @@ def test_bench_compile_time_is_the_median_of_cold_compiles(monkeypatch):
     takes, owns = iter([1.0, 2.0, 4.0, 5.0]), iter([0.0] * 4)
     bench._compile_again(e, object(), (1,), {"backend": "dagrun"}, Fresh, False)
     assert e["compile_s"] == 3.0 and "dagrun_own_s" not in e
+
+
+def test_a_bench_run_with_a_failed_model_exits_1_naming_it(capsys):
+    """bench's exit status: 0 when every model ran (a skipped one included),
+    1 with one line naming each model whose row or one of whose modes holds
+    an error."""
+    pytest.importorskip("torch")
+    from dagrun_torch.bench import exit_status
+    ok = [{"model": "googlenet", "default": {"ms": 1.0}, "dagrun": {"ms": 0.5}},
+          {"model": "resnet50", "skipped": "budget: 30 s expected, 10 s left"}]
+    assert exit_status(ok) == 0 and capsys.readouterr().err == ""
+    rows = ok + [{"model": "bert-base", "dagrun": {"error": "RuntimeError: x"}},
+                 {"model": "moe-1", "error": "ImportError: no transformers"},
+                 {"model": "densenet121", "compile_ms": "failed", "compile_error": "RuntimeError: y"}]
+    assert exit_status(rows) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["bench: 3 of 5 models failed (tracebacks above): bert-base, moe-1, densenet121"]
