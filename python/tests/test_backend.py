@@ -881,6 +881,7 @@ def test_bench_compile_time_is_the_median_of_cold_compiles(monkeypatch):
     takes = iter([1.4, 0.9, 1.1, 2.0])        # the runs after the first
     owns = iter([0.5, 0.2, 0.3, 0.9])
     resets, freshes = [], []
+    path = ["dagrun"]
 
     class Fresh:
         def __enter__(self):
@@ -897,7 +898,7 @@ def test_bench_compile_time_is_the_median_of_cold_compiles(monkeypatch):
             if not call.ran:
                 call.ran = True
                 clock[0] += took
-                be._COMPILED.append(be.CompiledGraph(path="dagrun", compile_s=own + 1.0, inductor_s=1.0))
+                be._COMPILED.append(be.CompiledGraph(path=path[0], compile_s=own + 1.0, inductor_s=1.0))
         call.ran = False
         return call
     monkeypatch.setattr(torch, "compile", compile_, raising=False)
@@ -914,6 +915,32 @@ def test_bench_compile_time_is_the_median_of_cold_compiles(monkeypatch):
     takes, owns = iter([1.0, 2.0, 4.0, 5.0]), iter([0.0] * 4)
     bench._compile_again(e, object(), (1,), {"backend": "dagrun"}, Fresh, False)
     assert e["compile_s"] == 3.0 and "dagrun_own_s" not in e
+    # a graph on the one-stream path is the backend's own capture: its own seconds count; on
+    # Inductor's reduce-overhead path they do not
+    for p, want in ((be.ONE_STREAM, 0.4), ("reduce-overhead", 0.0)):
+        path[0] = p
+        e = {"compile_s": 1.2, "dagrun_own_s": want}
+        takes, owns = iter([1.4, 0.9, 1.1, 2.0]), iter([0.5, 0.2, 0.3, 0.9])
+        bench._compile_again(e, object(), (1,), {"backend": "dagrun"}, Fresh, True)
+        assert e["dagrun_own_s"] == want, p
+
+
+def test_bench_backend_counts_one_stream_graphs_as_the_backends_own():
+    """A graph on the one-stream path runs the backend's own capture: its
+    streams (1) and its own compile seconds count in the bench's JSON and
+    table, and its path shows as "one stream", not as reduce-overhead."""
+    pytest.importorskip("torch")
+    from dagrun_torch import bench
+    gs = [be.CompiledGraph(path=be.ONE_STREAM, reason="less than 2% gain", streams=1, compile_s=4.2, inductor_s=3.5),
+          be.CompiledGraph(path="dagrun", streams=4, compile_s=2.0, inductor_s=1.5),
+          be.CompiledGraph(path="reduce-overhead", reason="autograd is needed", streams=0, compile_s=9.0, inductor_s=0.0)]
+    assert [g.path for g in bench.own_graphs(gs)] == [be.ONE_STREAM, "dagrun"]
+    assert bench.dagrun_own_s(gs) == 1.2 and bench.dagrun_own_s(gs[2:]) == 0.0
+    row = {"model": "chain", "dagrun": {"ms": 0.2, "streams": "1/4", "compile_s": 4.4, "dagrun_own_s": 1.2,
+                                        "graphs": [{"path": g.path, "reason": g.reason} for g in gs]}}
+    line = bench.backend_table([row]).splitlines()[2]
+    assert "| 0.200 (1/4) |" in line and "(1.2) |" in line
+    assert line.endswith("| dagrun; one stream (less than 2% gain); reduce-overhead (autograd is needed) |")
 
 
 def test_a_bench_run_with_a_failed_model_exits_1_naming_it(capsys):
