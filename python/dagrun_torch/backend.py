@@ -248,10 +248,13 @@ class CompiledGraph:
     MB; cap 1 is the one-stream plan; ``arena_mb``: the part of the pool
     that is the plan's arena), ``identical``
     (outputs bit-identical to the one-stream plan's), ``verified`` (verify
-    ran and passed), ``traceback`` (of the failure that made it fall
+    ran and passed; None where it did not run, as on the one-stream path,
+    whose launches delays cannot reorder), ``traceback`` (of the failure that made it fall
     back, where one did), ``compile_s`` (seconds in the
-    backend), ``inductor_s`` (of which Inductor's compile: the rest is
-    dagrun's own), and of dagrun's own: ``trace_s`` (the traced run and
+    backend), ``inductor_s`` (of which Inductor's compile with its FX
+    wrapper: on the dagrun and one-stream paths the rest is dagrun's own; a
+    graph that falls back to reduce-overhead after it also holds Inductor's
+    second compile), and of dagrun's own: ``trace_s`` (the traced run and
     each launch timed by replay), ``plan_s`` (the ``dagrun`` plans),
     ``capture_s`` (the candidates captured and timed), ``verify_s`` (the
     bit-identity check and the runs with delays)."""
@@ -392,7 +395,8 @@ def _flat_out(v: Any) -> List[Any]:
 
 
 class _Replay:
-    """The callable the backend returns for a graph on the dagrun path:
+    """The callable the backend returns for a graph on the dagrun or the
+    one-stream path:
     copies the inputs that are not weights into the capture's static inputs,
     replays it, returns its static outputs in the compiled graph's form."""
 
@@ -601,7 +605,9 @@ def choose(cands: Dict[str, dict]) -> Tuple[Optional[int], str]:
 
 def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, fx: Any, opts: Options,
                info: CompiledGraph) -> Optional[Callable]:
-    """The dagrun path for one graph, or None with ``info.reason`` set.
+    """The dagrun path for one graph, or the one-stream path where no plan
+    gains (``info.path`` ONE_STREAM, ``info.reason`` why), or None with
+    ``info.reason`` set (the caller falls back to reduce-overhead).
     ``inner``: Inductor's compiled graph; ``fx``: its ``inductor.FxWrapper``,
     whose arguments ``inner``'s first call here catches."""
     import random

@@ -292,16 +292,17 @@ def test_the_fast_path_gets_the_fx_compile_and_its_wrapper(mocked, monkeypatch):
     assert be.dagrun(object(), []) == "replay" and got == [("fx-inner", "fx")]
 
 
-def test_no_gain_falls_back_with_the_reason(mocked, monkeypatch):
-    def no_gain(gm, inputs, inner, fx, opts, info):
-        info.reason = "dagrun's plan has one stream"
+def test_a_graph_the_fast_path_gives_up_falls_back_with_the_reason(mocked, monkeypatch):
+    def gives_up(gm, inputs, inner, fx, opts, info):
+        info.reason = "the graph writes its inputs in place"
         return None
-    monkeypatch.setattr(be, "_fast_path", no_gain)
+    monkeypatch.setattr(be, "_fast_path", gives_up)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         fn = be.dagrun(object(), [])
     fw = fallback_warnings(w)
-    assert fn == ("inductor", True) and len(fw) == 1 and "one stream" in str(fw[0].message)
+    assert fn == ("inductor", True) and len(fw) == 1 and "writes its inputs in place" in str(fw[0].message)
+    assert be.compiled_graphs()[-1].path == "reduce-overhead"
 
 
 def test_the_dagrun_path_warns_nothing(mocked, monkeypatch):
