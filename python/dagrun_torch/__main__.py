@@ -4,7 +4,8 @@ commands:
   export     export a torchvision/timm model's operator graph (dagrun import's JSON)
   check      dagrun check a recorded trace, with the fixes in the program's terms (exit 1 on a race)
   costmodel  measure a model's cost model on the GPU (kernel times, occupancy, contention) into its graph JSON
-  bench      time models: eager, CUDA graph, torch.compile (also backend="dagrun": --backend), dagrun_torch.compile (needs a GPU)
+  bench      time models: eager, CUDA graph, torch.compile (also backend="dagrun": --backend), dagrun_torch.compile
+             (exit 1 when a model failed; needs a GPU)
   timeline   where a plan's time goes on the GPU: its kernels' profiled timeline against one stream's (needs a GPU)
   patterns   record and check the multi-stream bug patterns, and count wrong outputs (needs a GPU)
   run        run a script inside dagrun_torch.record and check its trace at exit (exit 1 on a race; needs a GPU)

@@ -15,7 +15,10 @@ slow torch.compile columns come last and are skipped (printed as "skipped")
 when the budget would run out. Writes DIR/bench.json and DIR/bench.md after
 every model. Needs a GPU and the dagrun binary. Exits 1 when a model
 failed (its traceback printed as it came; the others still run and are
-written), 2 on bad usage.
+written; one line at the end names the failed ones), 2 on bad usage. A
+model skipped for the budget is no failure, nor, with --backend, a graph
+the backend runs on one stream or gives to reduce-overhead (its "dagrun
+path" column says which).
 """
 from __future__ import annotations
 
