@@ -133,7 +133,10 @@ def require_torch_compile(what: str = "dagrun backend") -> None:
 
 
 class DagrunFallbackWarning(UserWarning):
-    """The dagrun backend ran Inductor's own path (reduce-overhead) for a graph; the message says why."""
+    """The dagrun backend runs a graph other than on a multi-stream plan:
+    Inductor's own path (reduce-overhead), the one-stream plan (no plan
+    gains), or Inductor's kernels without a CUDA graph (a weight moved
+    after compiling); the message says which and why."""
 
 
 @dataclass
