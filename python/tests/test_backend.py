@@ -945,17 +945,23 @@ def test_bench_backend_counts_one_stream_graphs_as_the_backends_own():
 
 
 def test_a_bench_run_with_a_failed_model_exits_1_naming_it(capsys):
-    """bench's exit status: 0 when every model ran (a skipped one included),
-    1 with one line naming each model whose row or one of whose modes holds
-    an error."""
+    """bench's exit status: 0 when every model ran (a skipped one included,
+    and one whose backend graphs took the one-stream or reduce-overhead
+    path), 1 with one line naming each model whose row or one of whose
+    modes holds an error."""
     pytest.importorskip("torch")
     from dagrun_torch.bench import exit_status
     ok = [{"model": "googlenet", "default": {"ms": 1.0}, "dagrun": {"ms": 0.5}},
-          {"model": "resnet50", "skipped": "budget: 30 s expected, 10 s left"}]
+          {"model": "resnet50", "skipped": "budget: 30 s expected, 10 s left"},
+          # --backend: graphs on the one-stream and reduce-overhead paths ran (the failure that made one
+          # fall back is its reason, not the model's error)
+          {"model": "chain", "dagrun": {"ms": 0.2, "graphs": [
+              {"path": be.ONE_STREAM, "reason": "less than 2% gain"},
+              {"path": "reduce-overhead", "reason": "RuntimeError: z (inductor.py:1)"}]}}]
     assert exit_status(ok) == 0 and capsys.readouterr().err == ""
     rows = ok + [{"model": "bert-base", "dagrun": {"error": "RuntimeError: x"}},
                  {"model": "moe-1", "error": "ImportError: no transformers"},
                  {"model": "densenet121", "compile_ms": "failed", "compile_error": "RuntimeError: y"}]
     assert exit_status(rows) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["bench: 3 of 5 models failed (tracebacks above): bert-base, moe-1, densenet121"]
+    assert err == ["bench: 3 of 6 models failed (tracebacks above): bert-base, moe-1, densenet121"]
