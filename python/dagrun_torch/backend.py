@@ -63,7 +63,7 @@ plan is not MIN_GAIN faster than the same kernels on one stream, the graph
 runs the one-stream plan, captured with its arena and lifetimes: Inductor's
 kernels on one stream as one CUDA graph, which is what reduce-overhead
 runs, without compiling the graph again (``CompiledGraph.path`` is
-ONE_STREAM; one warning says why). Bad options raise ValueError when dynamo first
+ONE_STREAM; one warning says why, unless ``max_streams`` is 1). Bad options raise ValueError when dynamo first
 calls the backend (the model's first call), before anything is compiled;
 torch.compile raises it, as it does VerificationError, inside
 ``torch._dynamo.exc.BackendCompilerFailed``. ``parse_options`` checks a
@@ -719,8 +719,9 @@ def _fast_path(gm: Any, example_inputs: List[Any], inner: Callable, fx: Any, opt
             info.streams, why)) if x)
         return None
     if info.path == ONE_STREAM:
-        warn_fallback("dagrun backend: running Inductor's kernels on one stream, as one CUDA graph, for this "
-                      "graph: %s" % info.reason)
+        if opts.max_streams != 1:   # one stream is what a cap of 1 asks for: nothing to warn of
+            warn_fallback("dagrun backend: running Inductor's kernels on one stream, as one CUDA graph, for this "
+                          "graph: %s" % info.reason)
     elif opts.verify:
         rng = random.Random(0)
         launches = sorted(ig.launch)
