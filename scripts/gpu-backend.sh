@@ -9,6 +9,7 @@
 # (the hard limit is BUDGET_S + 30 s), SMOKE=0 leaves the smoke test out.
 #   DAGRUN=.gpu/dagrun bash scripts/gpu-backend.sh [OUT]
 # OUT: where bench writes backend.json, backend.md and run.log (default $OUT, else bench-out).
+# Exits with bench's status (1: a model failed; 124: past the hard limit), after the last line.
 # Needs torch with CUDA, torchvision, timm and transformers, and Go or DAGRUN set to a dagrun
 # binary. The backend is found through its entry point: the script writes a dist-info folder
 # with the wheel's entry_points.txt (python/_build/dagrun_build.py) on PYTHONPATH, as pip
@@ -46,5 +47,6 @@ echo "== bench --backend: budget $left s, models $models"
 # from passing BUDGET_S + 30 s (backend.json holds every model finished before it)
 timeout $((left + 20)) python3 -m dagrun_torch bench --backend --models $models --iters 50 --verify-trials 1 \
     --budget-s "$left" --out "$out" 2>&1 | grep --line-buffered -v "UserWarning\|warnings.warn" | tee "$out/run.log" ||
-    echo "bench: exit ${PIPESTATUS[0]} (1: a model failed, named above; 124: past its time limit)"
+    { rc=${PIPESTATUS[0]}; echo "bench: exit $rc (1: a model failed, named above; 124: past its time limit)"; }
 echo "== done in $((SECONDS - start)) s; results in $out/backend.md and $out/backend.json"
+exit "${rc:-0}"
