@@ -51,7 +51,7 @@ import os
 import random
 import statistics
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from .plan import Plan, launch_dag, stream_priorities

@@ -32,7 +32,6 @@ import os
 import sys
 import tempfile
 import time
-import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["gpu_intervals", "decompose", "profile_replays", "main"]
